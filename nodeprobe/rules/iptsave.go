@@ -1,0 +1,344 @@
+package rules
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+)
+
+// iptablesResult is what one or more iptables-save outputs of one family say.
+type iptablesResult struct {
+	ports map[portKey]*PortState
+	// sepSeen holds the distinct KUBE-SEP targets per local-policy chain, to count
+	// endpoints once when session affinity adds a second jump to the same SEP.
+	sepSeen map[portKey][]portKey
+
+	kubeServices bool // nat KUBE-SERVICES exists: kube-proxy (iptables or IPVS) programs this family
+	ipvsChains   bool // chains only IPVS mode creates (KUBE-LOAD-BALANCER, KUBE-NODE-PORT)
+	hintChains   bool // KUBE-IPTABLES-HINT / KUBE-KUBELET-CANARY / KUBE-PROXY-CANARY declared
+	rules        int  // all rules
+	kubeRules    int  // rules in KUBE-* chains (the wrapper's backend vote)
+}
+
+func newIPTablesResult() *iptablesResult {
+	return &iptablesResult{ports: map[portKey]*PortState{}, sepSeen: map[portKey][]portKey{}}
+}
+
+// Chain-name prefixes kube-proxy derives from the Service-port hash.
+var (
+	prefixSVC  = []byte("KUBE-SVC-")
+	prefixSVL  = []byte("KUBE-SVL-")
+	prefixEXT  = []byte("KUBE-EXT-")
+	prefixFW   = []byte("KUBE-FW-")
+	prefixXLB  = []byte("KUBE-XLB-")
+	prefixSEP  = []byte("KUBE-SEP-")
+	prefixKUBE = []byte("KUBE-")
+
+	chainExternalServices = []byte("KUBE-EXTERNAL-SERVICES")
+	chainServices         = []byte("KUBE-SERVICES")
+	chainMarkDrop         = []byte("KUBE-MARK-DROP")
+
+	suffixNoLocal = []byte(" has no local endpoints")
+	suffixNoEPs   = []byte(" has no endpoints")
+)
+
+// parseIPTablesSave reads `iptables-save [-c]` output (any tables, either argument
+// order) into res. Output it cannot read is an error: a truncated or garbled
+// ruleset must never be taken for "no drop rule".
+func parseIPTablesSave(data []byte, res *iptablesResult) error {
+	var table []byte
+	lineNo := 0
+	for len(data) > 0 {
+		lineNo++
+		var line []byte
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i], data[i+1:]
+		} else {
+			line, data = data, nil
+		}
+		line = bytes.TrimRight(line, "\r")
+		if len(line) == 0 {
+			continue
+		}
+		switch line[0] {
+		case '#':
+			continue
+		case '*':
+			if table != nil {
+				return fmt.Errorf("line %d: table %q starts before table %q was committed", lineNo, line[1:], table)
+			}
+			table = line[1:]
+			if len(table) == 0 {
+				return fmt.Errorf("line %d: empty table name", lineNo)
+			}
+		case ':':
+			if table == nil {
+				return fmt.Errorf("line %d: chain outside a table", lineNo)
+			}
+			name, _, _ := bytes.Cut(line[1:], []byte(" "))
+			if len(name) == 0 {
+				return fmt.Errorf("line %d: empty chain name", lineNo)
+			}
+			res.chain(table, name)
+		case 'C':
+			if !bytes.Equal(line, []byte("COMMIT")) {
+				return fmt.Errorf("line %d: unexpected %q", lineNo, clip(line))
+			}
+			if table == nil {
+				return fmt.Errorf("line %d: COMMIT outside a table", lineNo)
+			}
+			table = nil
+		case '[', '-':
+			if table == nil {
+				return fmt.Errorf("line %d: rule outside a table", lineNo)
+			}
+			if err := res.rule(table, line); err != nil {
+				return fmt.Errorf("line %d: %w", lineNo, err)
+			}
+		default:
+			return fmt.Errorf("line %d: unexpected %q", lineNo, clip(line))
+		}
+	}
+	if table != nil {
+		return fmt.Errorf("table %q not committed (truncated output?)", table)
+	}
+	return nil
+}
+
+func clip(b []byte) string {
+	if len(b) > 60 {
+		return string(b[:60]) + "..."
+	}
+	return string(b)
+}
+
+// hashSuffix returns the 16-character hash of a per-service chain name with the
+// given prefix, if name has that shape.
+func hashSuffix(name, prefix []byte) (portKey, bool) {
+	var k portKey
+	if len(name) != len(prefix)+16 || !bytes.HasPrefix(name, prefix) {
+		return k, false
+	}
+	copy(k[:], name[len(prefix):])
+	return k, true
+}
+
+func (res *iptablesResult) chain(table, name []byte) {
+	if !bytes.HasPrefix(name, prefixKUBE) {
+		return
+	}
+	switch string(table) {
+	case "nat":
+		for _, p := range [][]byte{prefixSVC, prefixSVL, prefixEXT, prefixFW, prefixXLB} {
+			if k, ok := hashSuffix(name, p); ok {
+				stateFor(res.ports, k).Programmed = true
+				return
+			}
+		}
+		switch string(name) {
+		case "KUBE-SERVICES":
+			res.kubeServices = true
+		case "KUBE-LOAD-BALANCER", "KUBE-NODE-PORT":
+			res.ipvsChains = true
+		case "KUBE-KUBELET-CANARY", "KUBE-PROXY-CANARY":
+			res.hintChains = true
+		}
+	default:
+		switch string(name) {
+		case "KUBE-IPTABLES-HINT", "KUBE-KUBELET-CANARY", "KUBE-PROXY-CANARY":
+			res.hintChains = true
+		}
+	}
+}
+
+// ruleArgs is what the reader needs from one rule.
+type ruleArgs struct {
+	chain, proto, comment, target []byte
+	pkts                          uint64
+}
+
+func (res *iptablesResult) rule(table, line []byte) error {
+	var r ruleArgs
+	rest := line
+	if line[0] == '[' {
+		end := bytes.IndexByte(line, ']')
+		if end < 0 {
+			return fmt.Errorf("unterminated counters in %q", clip(line))
+		}
+		pk, _, ok := bytes.Cut(line[1:end], []byte(":"))
+		if !ok {
+			return fmt.Errorf("bad counters in %q", clip(line))
+		}
+		n, err := strconv.ParseUint(string(pk), 10, 64)
+		if err != nil {
+			return fmt.Errorf("bad packet counter in %q", clip(line))
+		}
+		r.pkts = n
+		rest = bytes.TrimLeft(line[end+1:], " ")
+	}
+	if !bytes.HasPrefix(rest, []byte("-A ")) {
+		return fmt.Errorf("rule without -A: %q", clip(line))
+	}
+	rest = rest[3:]
+	r.chain, rest, _ = bytes.Cut(rest, []byte(" "))
+	if len(r.chain) == 0 {
+		return fmt.Errorf("rule without chain: %q", clip(line))
+	}
+	res.rules++
+	if !bytes.HasPrefix(r.chain, prefixKUBE) {
+		return nil
+	}
+	res.kubeRules++
+	// Most rules are in endpoint chains and say nothing about the node's policy:
+	// skip them without tokenizing.
+	if bytes.HasPrefix(r.chain, prefixSEP) {
+		return nil
+	}
+	isNAT := string(table) == "nat"
+	isFilter := string(table) == "filter"
+	var svl, xlb, ext bool
+	var key portKey
+	switch {
+	case isNAT:
+		if key, svl = hashSuffix(r.chain, prefixSVL); !svl {
+			if key, xlb = hashSuffix(r.chain, prefixXLB); !xlb {
+				key, ext = hashSuffix(r.chain, prefixEXT)
+			}
+		}
+		if !svl && !xlb && !ext {
+			return nil
+		}
+	case isFilter:
+		if !bytes.Equal(r.chain, chainExternalServices) && !bytes.Equal(r.chain, chainServices) {
+			return nil
+		}
+	default:
+		return nil
+	}
+	if err := scanArgs(rest, &r); err != nil {
+		return fmt.Errorf("%w in %q", err, clip(line))
+	}
+	if isNAT {
+		st := stateFor(res.ports, key)
+		st.Programmed = true
+		switch {
+		case ext:
+			// KUBE-EXT only matters through the KUBE-SVL it jumps to, counted there.
+		case bytes.Equal(r.target, chainMarkDrop):
+			// ≤1.24: "<svc> has no local endpoints" -j KUBE-MARK-DROP in XLB/SVL.
+			st.Drop = true
+			st.DropPackets += r.pkts
+		case bytes.HasPrefix(r.target, prefixSEP):
+			sep, ok := hashSuffix(r.target, prefixSEP)
+			if !ok {
+				return nil
+			}
+			seen := res.sepSeen[key]
+			for _, s := range seen {
+				if s == sep {
+					return nil
+				}
+			}
+			res.sepSeen[key] = append(seen, sep)
+			st.LocalEndpoints++
+		}
+		return nil
+	}
+	// filter KUBE-SERVICES / KUBE-EXTERNAL-SERVICES: only the comment names the
+	// Service port; with the protocol it gives the same hash as the chains.
+	if len(r.comment) == 0 || len(r.proto) == 0 {
+		return nil
+	}
+	var drop bool
+	var name []byte
+	switch {
+	case bytes.Equal(r.target, []byte("DROP")) && bytes.HasSuffix(r.comment, suffixNoLocal):
+		// Only KUBE-EXTERNAL-SERVICES: the same DROP in KUBE-SERVICES is
+		// internalTrafficPolicy=Local on the cluster IP, not external traffic.
+		if !bytes.Equal(r.chain, chainExternalServices) {
+			return nil
+		}
+		drop, name = true, r.comment[:len(r.comment)-len(suffixNoLocal)]
+	case bytes.Equal(r.target, []byte("REJECT")) && bytes.HasSuffix(r.comment, suffixNoEPs):
+		name = r.comment[:len(r.comment)-len(suffixNoEPs)]
+	default:
+		return nil
+	}
+	if bytes.IndexByte(name, '/') <= 0 {
+		return nil
+	}
+	st := stateFor(res.ports, hashKey(string(name), string(bytes.ToLower(r.proto))))
+	st.Programmed = true
+	if drop {
+		st.Drop = true
+		st.DropPackets += r.pkts
+	} else {
+		st.Reject = true
+	}
+	return nil
+}
+
+// scanArgs walks the arguments of a rule after the chain name, in any order, and
+// picks -p, --comment and -j. Quoting follows iptables-save: double quotes, with
+// backslash escaping '"' and '\'.
+func scanArgs(s []byte, r *ruleArgs) error {
+	var prev []byte
+	for {
+		for len(s) > 0 && s[0] == ' ' {
+			s = s[1:]
+		}
+		if len(s) == 0 {
+			return nil
+		}
+		var tok []byte
+		if s[0] == '"' {
+			end := -1
+			escaped := false
+			for i := 1; i < len(s); i++ {
+				if s[i] == '\\' {
+					escaped = true
+					i++
+					continue
+				}
+				if s[i] == '"' {
+					end = i
+					break
+				}
+			}
+			if end < 0 {
+				return fmt.Errorf("unterminated quote")
+			}
+			tok = s[1:end]
+			if escaped {
+				tok = unescape(tok)
+			}
+			s = s[end+1:]
+		} else {
+			i := bytes.IndexByte(s, ' ')
+			if i < 0 {
+				i = len(s)
+			}
+			tok, s = s[:i], s[i:]
+		}
+		switch string(prev) {
+		case "-p", "--protocol":
+			r.proto = tok
+		case "--comment":
+			r.comment = tok
+		case "-j", "--jump", "-g", "--goto":
+			r.target = tok
+		}
+		prev = tok
+	}
+}
+
+func unescape(b []byte) []byte {
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); i++ {
+		if b[i] == '\\' && i+1 < len(b) {
+			i++
+		}
+		out = append(out, b[i])
+	}
+	return out
+}
