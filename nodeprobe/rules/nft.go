@@ -1,0 +1,296 @@
+package rules
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// nftResult is what `nft -j list table <family> kube-proxy` says.
+type nftResult struct {
+	ports map[portKey]*PortState
+	table bool // the kube-proxy table object was present
+}
+
+type nftObject struct {
+	Table *struct {
+		Family string `json:"family"`
+		Name   string `json:"name"`
+	} `json:"table"`
+	Map   *nftMap   `json:"map"`
+	Chain *nftChain `json:"chain"`
+	Rule  *nftRule  `json:"rule"`
+}
+
+type nftMap struct {
+	Name string              `json:"name"`
+	Elem [][]json.RawMessage `json:"elem"`
+}
+
+type nftChain struct {
+	Name string `json:"name"`
+}
+
+type nftRule struct {
+	Chain string          `json:"chain"`
+	Expr  json.RawMessage `json:"expr"`
+}
+
+// nftElemKey is a map element key that carries a comment or counter; keys
+// without either are the bare value.
+type nftElemKey struct {
+	Elem *struct {
+		Val     json.RawMessage `json:"val"`
+		Comment string          `json:"comment"`
+		Counter *struct {
+			Packets uint64 `json:"packets"`
+		} `json:"counter"`
+	} `json:"elem"`
+}
+
+type nftVerdict struct {
+	Drop *json.RawMessage `json:"drop"`
+	Goto *struct {
+		Target string `json:"target"`
+	} `json:"goto"`
+	Jump *struct {
+		Target string `json:"target"`
+	} `json:"jump"`
+}
+
+// nftVerdictOf reports what a vmap value does. A JSON null value ("drop": null)
+// leaves the pointer nil, so drop is detected from the raw text.
+func nftVerdictOf(raw json.RawMessage) (drop bool, target string, err error) {
+	var v nftVerdict
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return false, "", err
+	}
+	if v.Goto != nil {
+		return false, v.Goto.Target, nil
+	}
+	if v.Jump != nil {
+		return false, v.Jump.Target, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err == nil {
+		_, drop = m["drop"]
+	}
+	return drop, "", nil
+}
+
+type nftNoEndpoint struct {
+	key      string // compact JSON of the element key value
+	nodePort bool
+	comment  string
+	proto    string
+	drop     bool
+	reject   bool
+	packets  uint64
+}
+
+// parseNFTJSON reads `nft -j list table ip|ip6 kube-proxy`. Output it cannot read
+// is an error.
+func parseNFTJSON(data []byte) (*nftResult, error) {
+	var doc struct {
+		Nftables []nftObject `json:"nftables"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("decoding nft JSON: %w", err)
+	}
+	if doc.Nftables == nil {
+		return nil, fmt.Errorf("nft JSON without an nftables array")
+	}
+	res := &nftResult{ports: map[portKey]*PortState{}}
+	var noEP []nftNoEndpoint
+	externalKeys := map[string]bool{} // service-ips keys that lead to an external-* chain
+	localEPs := map[portKey]map[string]bool{}
+	for _, o := range doc.Nftables {
+		switch {
+		case o.Table != nil:
+			if o.Table.Name == "kube-proxy" {
+				res.table = true
+			}
+		case o.Map != nil:
+			switch o.Map.Name {
+			case "no-endpoint-nodeports", "no-endpoint-services":
+				for i, e := range o.Map.Elem {
+					ne, err := nftNoEndpointElem(e)
+					if err != nil {
+						return nil, fmt.Errorf("map %s element %d: %w", o.Map.Name, i, err)
+					}
+					ne.nodePort = o.Map.Name == "no-endpoint-nodeports"
+					noEP = append(noEP, ne)
+				}
+			case "service-ips":
+				for i, e := range o.Map.Elem {
+					if len(e) != 2 {
+						return nil, fmt.Errorf("map %s element %d: %d parts, want key and verdict", o.Map.Name, i, len(e))
+					}
+					val, _, _, err := nftElemVal(e[0])
+					if err != nil {
+						return nil, fmt.Errorf("map %s element %d: %w", o.Map.Name, i, err)
+					}
+					_, target, err := nftVerdictOf(e[1])
+					if err != nil {
+						return nil, fmt.Errorf("map %s element %d: %w", o.Map.Name, i, err)
+					}
+					if strings.HasPrefix(target, "external-") {
+						externalKeys[val] = true
+					}
+				}
+			}
+		case o.Chain != nil:
+			if _, k, ok := nftServiceChain(o.Chain.Name); ok {
+				stateFor(res.ports, k).Programmed = true
+			}
+		case o.Rule != nil:
+			prefix, k, ok := nftServiceChain(o.Rule.Chain)
+			if !ok || prefix != "local-" {
+				continue
+			}
+			var expr any
+			if err := json.Unmarshal(o.Rule.Expr, &expr); err != nil {
+				return nil, fmt.Errorf("rule in %s: %w", o.Rule.Chain, err)
+			}
+			set := localEPs[k]
+			if set == nil {
+				set = map[string]bool{}
+				localEPs[k] = set
+			}
+			collectEndpointTargets(expr, set)
+		}
+	}
+	if !res.table {
+		return nil, fmt.Errorf("nft JSON has no kube-proxy table")
+	}
+	for k, set := range localEPs {
+		st := stateFor(res.ports, k)
+		st.Programmed = true
+		st.LocalEndpoints = len(set)
+	}
+	for _, ne := range noEP {
+		if ne.comment == "" || ne.proto == "" || strings.IndexByte(ne.comment, '/') <= 0 {
+			continue
+		}
+		st := stateFor(res.ports, hashKey(ne.comment, ne.proto))
+		st.Programmed = true
+		switch {
+		case ne.reject:
+			st.Reject = true
+		case ne.drop && (ne.nodePort || externalKeys[ne.key]):
+			// A drop on an address that service-ips sends to an external-*
+			// chain is an external/LB IP; a drop on the cluster IP is
+			// internalTrafficPolicy=Local and not counted.
+			st.Drop = true
+			st.DropPackets += ne.packets
+		}
+	}
+	return res, nil
+}
+
+// nftElemVal returns the compact key value, its comment and counter packets.
+func nftElemVal(raw json.RawMessage) (val, comment string, packets uint64, err error) {
+	var k nftElemKey
+	if bytes.HasPrefix(bytes.TrimSpace(raw), []byte("{")) {
+		if err := json.Unmarshal(raw, &k); err != nil {
+			return "", "", 0, err
+		}
+	}
+	if k.Elem != nil {
+		raw = k.Elem.Val
+		comment = k.Elem.Comment
+		if k.Elem.Counter != nil {
+			packets = k.Elem.Counter.Packets
+		}
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return "", "", 0, err
+	}
+	return buf.String(), comment, packets, nil
+}
+
+func nftNoEndpointElem(e []json.RawMessage) (nftNoEndpoint, error) {
+	var ne nftNoEndpoint
+	if len(e) != 2 {
+		return ne, fmt.Errorf("%d parts, want key and verdict", len(e))
+	}
+	var err error
+	ne.key, ne.comment, ne.packets, err = nftElemVal(e[0])
+	if err != nil {
+		return ne, err
+	}
+	// The protocol is the concatenation part that names one.
+	var key struct {
+		Concat []any `json:"concat"`
+	}
+	if json.Unmarshal([]byte(ne.key), &key) == nil {
+		for _, p := range key.Concat {
+			if s, ok := p.(string); ok && (s == "tcp" || s == "udp" || s == "sctp") {
+				ne.proto = s
+			}
+		}
+	}
+	drop, target, err := nftVerdictOf(e[1])
+	if err != nil {
+		return ne, err
+	}
+	ne.drop = drop
+	ne.reject = target == "reject-chain"
+	return ne, nil
+}
+
+// nftServiceChain parses "<prefix><HASH8>-<ns>/<name>/<proto>/<port>" chain names
+// (kube-proxy's servicePortChainNameBase) into the iptables-style key.
+func nftServiceChain(name string) (prefix string, k portKey, ok bool) {
+	for _, p := range []string{"service-", "external-", "local-", "firewall-"} {
+		if strings.HasPrefix(name, p) {
+			prefix = p
+			break
+		}
+	}
+	if prefix == "" {
+		return "", k, false
+	}
+	rest := name[len(prefix):]
+	if len(rest) < 10 || rest[8] != '-' {
+		return "", k, false
+	}
+	parts := strings.Split(rest[9:], "/")
+	if len(parts) != 4 || parts[0] == "" || parts[1] == "" {
+		return "", k, false
+	}
+	switch parts[2] {
+	case "tcp", "udp", "sctp":
+	default:
+		return "", k, false
+	}
+	spn := parts[0] + "/" + parts[1]
+	if parts[3] != "" {
+		spn += ":" + parts[3]
+	}
+	return prefix, hashKey(spn, parts[2]), true
+}
+
+// collectEndpointTargets adds every goto/jump target naming an endpoint-* chain.
+func collectEndpointTargets(v any, set map[string]bool) {
+	switch x := v.(type) {
+	case map[string]any:
+		for key, val := range x {
+			if key == "goto" || key == "jump" {
+				if m, ok := val.(map[string]any); ok {
+					if t, ok := m["target"].(string); ok && strings.HasPrefix(t, "endpoint-") {
+						set[t] = true
+						continue
+					}
+				}
+			}
+			collectEndpointTargets(val, set)
+		}
+	case []any:
+		for _, e := range x {
+			collectEndpointTargets(e, set)
+		}
+	}
+}
