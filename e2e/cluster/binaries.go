@@ -1,0 +1,115 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+)
+
+// Binaries are the executables the harness runs.
+type Binaries struct {
+	Etcd, APIServer, KubeProxy, Kubectl, Exporter string
+}
+
+const e2eModule = "github.com/localtraffic/localtraffic-exporter/e2e"
+
+// ModuleDir returns the e2e module's directory: found from the working directory upwards (go test and go run
+// start inside the module), else from this source file's location.
+func ModuleDir() (string, error) {
+	if wd, err := os.Getwd(); err == nil {
+		for d := wd; ; d = filepath.Dir(d) {
+			if moduleName(filepath.Join(d, "go.mod")) == e2eModule {
+				return d, nil
+			}
+			if filepath.Dir(d) == d {
+				break
+			}
+		}
+	}
+	if _, file, _, ok := runtime.Caller(0); ok {
+		d := filepath.Dir(filepath.Dir(file))
+		if moduleName(filepath.Join(d, "go.mod")) == e2eModule {
+			return d, nil
+		}
+	}
+	return "", fmt.Errorf("cannot find the %s module directory", e2eModule)
+}
+
+func moduleName(goMod string) string {
+	f, err := os.Open(goMod)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if name, ok := strings.CutPrefix(strings.TrimSpace(s.Text()), "module "); ok {
+			return strings.TrimSpace(name)
+		}
+	}
+	return ""
+}
+
+// EnsureBinaries returns the pinned cluster binaries and the exporter, building what is missing. The cluster
+// binaries come from binDir (else $LT_E2E_BIN_DIR, else build-bins.sh's version-keyed cache); the exporter from
+// exporter (else $LT_E2E_EXPORTER, else a fresh `go build` of the repository's command, cheap when cached).
+func EnsureBinaries(ctx context.Context, binDir, exporter string) (Binaries, error) {
+	mod, err := ModuleDir()
+	if err != nil {
+		return Binaries{}, err
+	}
+	if binDir == "" {
+		binDir = os.Getenv("LT_E2E_BIN_DIR")
+	}
+	if binDir == "" {
+		cmd := exec.CommandContext(ctx, "bash", filepath.Join(mod, "build-bins.sh"))
+		cmd.Stderr = os.Stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return Binaries{}, fmt.Errorf("build cluster binaries (build-bins.sh): %w", err)
+		}
+		binDir = strings.TrimSpace(string(out))
+	}
+	b := Binaries{
+		Etcd:      filepath.Join(binDir, "etcd"),
+		APIServer: filepath.Join(binDir, "kube-apiserver"),
+		KubeProxy: filepath.Join(binDir, "kube-proxy"),
+		Kubectl:   filepath.Join(binDir, "kubectl"),
+	}
+	for _, p := range []string{b.Etcd, b.APIServer, b.KubeProxy, b.Kubectl} {
+		if _, err := os.Stat(p); err != nil {
+			return Binaries{}, fmt.Errorf("cluster binary: %w", err)
+		}
+	}
+	if exporter == "" {
+		exporter = os.Getenv("LT_E2E_EXPORTER")
+	}
+	if exporter == "" {
+		exporter, err = BuildExporter(ctx, filepath.Join(mod, ".cache", "exporter"))
+		if err != nil {
+			return Binaries{}, err
+		}
+	}
+	b.Exporter = exporter
+	return b, nil
+}
+
+// BuildExporter builds ./cmd/localtraffic-exporter of the repository (the e2e module's parent) into dir.
+func BuildExporter(ctx context.Context, dir string) (string, error) {
+	mod, err := ModuleDir()
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, "localtraffic-exporter")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/localtraffic-exporter")
+	cmd.Dir = filepath.Dir(mod)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build exporter: %w: %s", err, b)
+	}
+	return out, nil
+}

@@ -1,0 +1,66 @@
+package cluster
+
+import (
+	"fmt"
+	"io"
+)
+
+// ProxyMode is a kube-proxy --proxy-mode value.
+type ProxyMode string
+
+// The kube-proxy modes the harness runs.
+const (
+	IPTables ProxyMode = "iptables"
+	NFTables ProxyMode = "nftables"
+)
+
+// Config describes the cluster Up creates. The zero value means three iptables-mode nodes.
+type Config struct {
+	// Nodes lists the worker nodes; empty means DefaultNodes(3).
+	Nodes []NodeConfig
+	// BinDir holds etcd, kube-apiserver, kube-proxy and kubectl; empty means build them with build-bins.sh
+	// (or take $LT_E2E_BIN_DIR when set).
+	BinDir string
+	// ExporterBinary is the localtraffic-exporter binary; empty means build it from the repository root into
+	// the cache (or take $LT_E2E_EXPORTER when set).
+	ExporterBinary string
+	// StartExporters starts one exporter per node at the end of Up (as the DaemonSet would).
+	StartExporters bool
+	// Log receives progress lines; nil discards them.
+	Log io.Writer
+}
+
+// NodeConfig describes one worker node.
+type NodeConfig struct {
+	// Name is the Node object's name and kube-proxy's --hostname-override.
+	Name string
+	// ProxyMode is kube-proxy's mode on this node; empty means iptables.
+	ProxyMode ProxyMode
+}
+
+// DefaultNodes returns n iptables-mode nodes named node-1 … node-n.
+func DefaultNodes(n int) []NodeConfig {
+	nodes := make([]NodeConfig, n)
+	for i := range nodes {
+		nodes[i] = NodeConfig{Name: fmt.Sprintf("node-%d", i+1), ProxyMode: IPTables}
+	}
+	return nodes
+}
+
+func (c Config) withDefaults() Config {
+	if len(c.Nodes) == 0 {
+		c.Nodes = DefaultNodes(3)
+	}
+	nodes := make([]NodeConfig, len(c.Nodes))
+	for i, n := range c.Nodes {
+		if n.ProxyMode == "" {
+			n.ProxyMode = IPTables
+		}
+		nodes[i] = n
+	}
+	c.Nodes = nodes
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+	return c
+}

@@ -1,0 +1,137 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/localtraffic/localtraffic-exporter/e2e/netns"
+)
+
+// The ServiceAccount the shipped DaemonSet runs as.
+const (
+	ExporterNamespace      = "localtraffic-system"
+	ExporterServiceAccount = "localtraffic-exporter"
+)
+
+// ServiceAccountKubeconfig requests a token for the ServiceAccount namespace/name (TokenRequest API, as the
+// kubelet would project it) and writes a kubeconfig with it that works from inside the namespaces. The token
+// carries exactly the ServiceAccount's RBAC rights.
+func (c *Cluster) ServiceAccountKubeconfig(ctx context.Context, namespace, name string) (string, error) {
+	exp := int64(24 * 3600)
+	tr, err := c.admin.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("token for %s/%s: %w", namespace, name, err)
+	}
+	ca, err := os.ReadFile(c.CAFile)
+	if err != nil {
+		return "", fmt.Errorf("read CA: %w", err)
+	}
+	path := filepath.Join(c.WorkDir, fmt.Sprintf("sa-%s-%s.kubeconfig", namespace, name))
+	if err := writeKubeconfig(path, c.APIServerURL, ca, namespace+"-"+name, tr.Status.Token); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// ExporterKubeconfig returns a kubeconfig for the shipped exporter ServiceAccount (see ServiceAccountKubeconfig).
+func (c *Cluster) ExporterKubeconfig(ctx context.Context) (string, error) {
+	return c.ServiceAccountKubeconfig(ctx, ExporterNamespace, ExporterServiceAccount)
+}
+
+// MetricsURL is the exporter's /metrics URL on the node's address (reachable from the harness namespaces; use
+// Cluster.Forward for a host address).
+func (n *Node) MetricsURL() string {
+	return fmt.Sprintf("http://%s:%d/metrics", n.IP, ExporterPort)
+}
+
+// StartExporters starts an exporter on every node and waits until each serves /metrics.
+func (c *Cluster) StartExporters(ctx context.Context) error {
+	for _, n := range c.nodes {
+		if err := n.StartExporter(ctx); err != nil {
+			return err
+		}
+	}
+	for _, n := range c.nodes {
+		if err := n.WaitExporter(ctx, time.Minute); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// StartExporter runs the exporter in the node's namespace as the DaemonSet would (host network, NODE_NAME,
+// the ServiceAccount's token), with extraArgs appended. It does not wait; see WaitExporter.
+func (n *Node) StartExporter(ctx context.Context, extraArgs ...string) error {
+	kubeconfig, err := n.c.ExporterKubeconfig(ctx)
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.exporter != nil {
+		if done, _ := n.exporter.exited(); !done {
+			return fmt.Errorf("exporter on %s already runs", n.Name)
+		}
+	}
+	args := append([]string{
+		"--kubeconfig=" + kubeconfig,
+		"--node-name=" + n.Name,
+		fmt.Sprintf("--web.listen-address=:%d", ExporterPort),
+		"--log.level=debug",
+		"--log.format=text",
+	}, extraArgs...)
+	p, err := startProcess(n.c.WorkDir, "exporter-"+n.Name, n.NS, n.c.bins.Exporter, args...)
+	if err != nil {
+		return err
+	}
+	n.exporter = p
+	return nil
+}
+
+// StopExporter stops the node's exporter.
+func (n *Node) StopExporter() {
+	n.mu.Lock()
+	p := n.exporter
+	n.exporter = nil
+	n.mu.Unlock()
+	p.stop(5 * time.Second)
+}
+
+// WaitExporter waits until the node's exporter answers /metrics with 200.
+func (n *Node) WaitExporter(ctx context.Context, timeout time.Duration) error {
+	err := waitFor(ctx, timeout, func() error {
+		n.mu.Lock()
+		p := n.exporter
+		n.mu.Unlock()
+		if p == nil {
+			return stopWaiting(fmt.Errorf("exporter on %s not started", n.Name))
+		}
+		if done, err := p.exited(); done {
+			return stopWaiting(fmt.Errorf("exporter on %s exited: %v", n.Name, err))
+		}
+		return httpGetOK(ctx, netns.Dialer{NS: n.NS}, n.MetricsURL())
+	})
+	if err != nil {
+		return fmt.Errorf("exporter on %s not serving: %w\n%s", n.Name, err, n.c.LogTail("exporter-"+n.Name, 3000))
+	}
+	return nil
+}
+
+// EnsureNamespace creates a Kubernetes namespace if it does not exist.
+func (c *Cluster) EnsureNamespace(ctx context.Context, name string) error {
+	_, err := c.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create namespace %s: %w", name, err)
+	}
+	return nil
+}

@@ -1,0 +1,172 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// Metrics is one scrape of an exporter's /metrics.
+type Metrics struct {
+	Families map[string]*dto.MetricFamily
+	Raw      string
+}
+
+// Labels selects series: every given label must match; labels not given are ignored.
+type Labels map[string]string
+
+// ParseMetrics parses the Prometheus text format.
+func ParseMetrics(text string) (Metrics, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		return Metrics{}, fmt.Errorf("parse metrics: %w", err)
+	}
+	return Metrics{Families: fams, Raw: text}, nil
+}
+
+// Series returns the series of metric name whose labels include want.
+func (m Metrics) Series(name string, want Labels) []*dto.Metric {
+	fam := m.Families[name]
+	if fam == nil {
+		return nil
+	}
+	var out []*dto.Metric
+	for _, s := range fam.Metric {
+		if matches(s, want) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Value returns the value of the single series of name matching want. ok is false when none matches; an error
+// results when several do.
+func (m Metrics) Value(name string, want Labels) (v float64, ok bool, err error) {
+	series := m.Series(name, want)
+	switch len(series) {
+	case 0:
+		return 0, false, nil
+	case 1:
+		return value(series[0]), true, nil
+	default:
+		return 0, false, fmt.Errorf("%s%v matches %d series", name, want, len(series))
+	}
+}
+
+// Expect checks that the single series of name matching want has value v, for use in wait loops.
+func (m Metrics) Expect(name string, want Labels, v float64) error {
+	got, ok, err := m.Value(name, want)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("no series %s%v", name, want)
+	}
+	if got != v {
+		return fmt.Errorf("%s%v = %v, want %v", name, want, got, v)
+	}
+	return nil
+}
+
+// ExpectAbsent checks that no series of name matches want.
+func (m Metrics) ExpectAbsent(name string, want Labels) error {
+	if s := m.Series(name, want); len(s) > 0 {
+		return fmt.Errorf("%s%v present (%d series), want none", name, want, len(s))
+	}
+	return nil
+}
+
+// Grep returns the raw lines that mention every given substring, sorted (for error messages and the demo).
+func (m Metrics) Grep(substrings ...string) string {
+	var out []string
+	for _, l := range strings.Split(m.Raw, "\n") {
+		if strings.HasPrefix(l, "#") {
+			continue
+		}
+		all := true
+		for _, s := range substrings {
+			if !strings.Contains(l, s) {
+				all = false
+				break
+			}
+		}
+		if all && l != "" {
+			out = append(out, l)
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, "\n")
+}
+
+func matches(s *dto.Metric, want Labels) bool {
+	found := 0
+	for _, lp := range s.GetLabel() {
+		if v, ok := want[lp.GetName()]; ok {
+			if v != lp.GetValue() {
+				return false
+			}
+			found++
+		}
+	}
+	return found == len(want)
+}
+
+func value(s *dto.Metric) float64 {
+	switch {
+	case s.Gauge != nil:
+		return s.Gauge.GetValue()
+	case s.Counter != nil:
+		return s.Counter.GetValue()
+	case s.Untyped != nil:
+		return s.Untyped.GetValue()
+	case s.Summary != nil:
+		return s.Summary.GetSampleSum()
+	case s.Histogram != nil:
+		return s.Histogram.GetSampleSum()
+	}
+	return 0
+}
+
+// Metrics scrapes the exporter on node (from inside the node's namespace) and parses the result.
+func (c *Cluster) Metrics(ctx context.Context, node string) (Metrics, error) {
+	text, err := c.ScrapeText(ctx, node)
+	if err != nil {
+		return Metrics{}, err
+	}
+	return ParseMetrics(text)
+}
+
+// ScrapeText returns the raw text of the exporter's /metrics on node.
+func (c *Cluster) ScrapeText(ctx context.Context, node string) (string, error) {
+	n := c.Node(node)
+	if n == nil {
+		return "", fmt.Errorf("scrape: no node %q", node)
+	}
+	client := &http.Client{Transport: &http.Transport{DialContext: n.Dialer().DialContext, DisableKeepAlives: true}, Timeout: 20 * time.Second}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.MetricsURL(), nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("scrape %s: %w", node, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", fmt.Errorf("scrape %s: %w", node, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("scrape %s: %s: %.500s", node, resp.Status, body)
+	}
+	return string(body), nil
+}

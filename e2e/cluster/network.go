@@ -1,0 +1,122 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/localtraffic/localtraffic-exporter/e2e/netns"
+)
+
+// addNamespace creates a network namespace and records it for tear-down.
+func (c *Cluster) addNamespace(ctx context.Context, name string) error {
+	if err := netns.Add(ctx, name); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.namespaces = append(c.namespaces, name)
+	c.mu.Unlock()
+	return nil
+}
+
+// sysctls writes net sysctls inside namespace ns (/proc/sys/net follows the writing thread's namespace).
+func sysctls(ns string, kv map[string]string) error {
+	return netns.Do(ns, func() error {
+		for k, v := range kv {
+			if err := os.WriteFile(filepath.Join("/proc/sys", k), []byte(v), 0o644); err != nil {
+				return fmt.Errorf("sysctl %s=%s in %s: %w", k, v, ns, err)
+			}
+		}
+		return nil
+	})
+}
+
+// routerSysctls make a namespace forward like a node: forwarding on, no reverse-path filter (pod replies and
+// DNATed traffic arrive on interfaces the strict filter would reject).
+var routerSysctls = map[string]string{
+	"net/ipv4/ip_forward":              "1",
+	"net/ipv4/conf/all/rp_filter":      "0",
+	"net/ipv4/conf/default/rp_filter":  "0",
+	"net/ipv4/conf/all/forwarding":     "1",
+	"net/ipv4/conf/default/forwarding": "1",
+}
+
+// attach connects namespace ns to the bridge with a veth pair: eth0 inside ns with ip/24, brport on the bridge.
+func (c *Cluster) attach(ctx context.Context, ns, brPort, ip string) error {
+	steps := [][]string{
+		{"-n", c.BridgeNS, "link", "add", brPort, "type", "veth", "peer", "name", "eth0", "netns", ns},
+		{"-n", c.BridgeNS, "link", "set", brPort, "master", "br0", "up"},
+		{"-n", ns, "addr", "add", fmt.Sprintf("%s/%d", ip, bridgeCIDRBits), "dev", "eth0"},
+		{"-n", ns, "link", "set", "eth0", "up"},
+	}
+	for _, s := range steps {
+		if err := netns.IP(ctx, s...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setupNetwork builds the bridge, the control plane, client and node namespaces, and the pod routes between
+// nodes.
+func (c *Cluster) setupNetwork(ctx context.Context) error {
+	if err := c.addNamespace(ctx, c.BridgeNS); err != nil {
+		return err
+	}
+	if err := netns.IP(ctx, "-n", c.BridgeNS, "link", "add", "br0", "type", "bridge"); err != nil {
+		return err
+	}
+	if err := netns.IP(ctx, "-n", c.BridgeNS, "link", "set", "br0", "up"); err != nil {
+		return err
+	}
+	for _, x := range []struct{ ns, port, ip string }{
+		{c.ControlPlaneNS, "v-cp", controlPlaneIP},
+		{c.ClientNS, "v-client", clientIP},
+	} {
+		if err := c.addNamespace(ctx, x.ns); err != nil {
+			return err
+		}
+		if err := c.attach(ctx, x.ns, x.port, x.ip); err != nil {
+			return err
+		}
+	}
+	for _, n := range c.nodes {
+		if err := c.addNamespace(ctx, n.NS); err != nil {
+			return err
+		}
+		if err := sysctls(n.NS, routerSysctls); err != nil {
+			return err
+		}
+		if err := c.attach(ctx, n.NS, fmt.Sprintf("v-n%d", n.Index), n.IP); err != nil {
+			return err
+		}
+		// The pods' gateway: an address on lo answers the pods' ARP on their veths (no dummy link here).
+		if err := netns.IP(ctx, "-n", n.NS, "addr", "add", podGateway(n.Index)+"/32", "dev", "lo"); err != nil {
+			return err
+		}
+	}
+	// Pod network: every node (and the control plane) routes each other node's pod CIDR via that node. The
+	// outside client gets no such route: like a real client outside the cluster it reaches only node and
+	// load-balancer addresses.
+	others := append([]string{c.ControlPlaneNS}, nodeNamespaces(c.nodes)...)
+	for _, n := range c.nodes {
+		for _, ns := range others {
+			if ns == n.NS {
+				continue
+			}
+			if err := netns.IP(ctx, "-n", ns, "route", "add", n.PodCIDR, "via", n.IP); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func nodeNamespaces(nodes []*Node) []string {
+	out := make([]string, len(nodes))
+	for i, n := range nodes {
+		out[i] = n.NS
+	}
+	return out
+}

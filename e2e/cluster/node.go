@@ -1,0 +1,193 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/localtraffic/localtraffic-exporter/e2e/netns"
+)
+
+// Node is a worker node: a network namespace with its own kube-proxy and exporter.
+type Node struct {
+	// Name is the Node object's name.
+	Name string
+	// Index is the node's 1-based position; it picks the node's addresses.
+	Index int
+	// NS is the node's network namespace.
+	NS string
+	// IP is the node's InternalIP on the bridge.
+	IP string
+	// PodCIDR is the node's pod network (10.244.<Index>.0/24).
+	PodCIDR string
+	// ProxyMode is the mode kube-proxy was last started in.
+	ProxyMode ProxyMode
+
+	c         *Cluster
+	mu        sync.Mutex
+	kubeProxy *process
+	exporter  *process
+	podSeq    int
+}
+
+// Register creates (or re-creates) the Node object with its InternalIP and a Ready condition, through the
+// status subresource as a kubelet would.
+func (n *Node) Register(ctx context.Context) error {
+	nodes := n.c.admin.CoreV1().Nodes()
+	obj := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: map[string]string{
+			"kubernetes.io/hostname": n.Name,
+			"kubernetes.io/os":       "linux",
+		}},
+		Spec: corev1.NodeSpec{PodCIDR: n.PodCIDR, PodCIDRs: []string{n.PodCIDR}},
+	}
+	created, err := nodes.Create(ctx, obj, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		created, err = nodes.Get(ctx, n.Name, metav1.GetOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("create node %s: %w", n.Name, err)
+	}
+	now := metav1.Now()
+	created.Status = corev1.NodeStatus{
+		Addresses: []corev1.NodeAddress{
+			{Type: corev1.NodeInternalIP, Address: n.IP},
+			{Type: corev1.NodeHostName, Address: n.Name},
+		},
+		Conditions: []corev1.NodeCondition{{
+			Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+			Message: "e2e harness node", LastHeartbeatTime: now, LastTransitionTime: now,
+		}},
+	}
+	if _, err := nodes.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("update node %s status: %w", n.Name, err)
+	}
+	return nil
+}
+
+// KubeProxyOptions change how StartKubeProxy runs kube-proxy.
+type KubeProxyOptions struct {
+	// Mode overrides the node's proxy mode (and becomes it).
+	Mode ProxyMode
+	// HostnameOverride replaces the node name given to kube-proxy (to reproduce a node-name mismatch).
+	HostnameOverride string
+	// ExtraArgs are appended to kube-proxy's command line.
+	ExtraArgs []string
+}
+
+// StartKubeProxy starts kube-proxy in the node's namespace with the flags known to work in a network namespace
+// (no conntrack sysctl writes). It does not wait for health; see WaitKubeProxyHealthy.
+func (n *Node) StartKubeProxy(ctx context.Context, opts KubeProxyOptions) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.kubeProxy != nil {
+		if done, _ := n.kubeProxy.exited(); !done {
+			return fmt.Errorf("kube-proxy on %s already runs", n.Name)
+		}
+	}
+	if opts.Mode != "" {
+		n.ProxyMode = opts.Mode
+	}
+	hostname := n.Name
+	if opts.HostnameOverride != "" {
+		hostname = opts.HostnameOverride
+	}
+	kubeconfig := filepath.Join(n.c.WorkDir, "kube-proxy.kubeconfig")
+	if _, err := os.Stat(kubeconfig); err != nil {
+		ca, err := os.ReadFile(n.c.CAFile)
+		if err != nil {
+			return fmt.Errorf("read CA: %w", err)
+		}
+		if err := writeKubeconfig(kubeconfig, n.c.APIServerURL, ca, "kube-proxy", n.c.proxyToken); err != nil {
+			return err
+		}
+	}
+	args := []string{
+		"--kubeconfig=" + kubeconfig,
+		"--hostname-override=" + hostname,
+		"--proxy-mode=" + string(n.ProxyMode),
+		"--cluster-cidr=" + ClusterCIDR,
+		"--conntrack-max-per-core=0",
+		"--conntrack-tcp-timeout-established=0",
+		"--conntrack-tcp-timeout-close-wait=0",
+		fmt.Sprintf("--healthz-bind-address=0.0.0.0:%d", KubeProxyHealthzPort),
+		"--metrics-bind-address=127.0.0.1:10249",
+		"--v=2",
+	}
+	args = append(args, opts.ExtraArgs...)
+	p, err := startProcess(n.c.WorkDir, "kube-proxy-"+n.Name, n.NS, n.c.bins.KubeProxy, args...)
+	if err != nil {
+		return err
+	}
+	n.kubeProxy = p
+	return nil
+}
+
+// StopKubeProxy stops kube-proxy and leaves its rules in place (as a crashed kube-proxy would).
+func (n *Node) StopKubeProxy() {
+	n.mu.Lock()
+	p := n.kubeProxy
+	n.kubeProxy = nil
+	n.mu.Unlock()
+	p.stop(10 * time.Second)
+}
+
+// CleanupRules removes every rule kube-proxy programmed on the node (iptables and nftables); run it after
+// StopKubeProxy before starting kube-proxy in another mode.
+func (n *Node) CleanupRules(ctx context.Context) error {
+	if _, err := netns.Output(ctx, n.NS, n.c.bins.KubeProxy, "--cleanup", "--v=0"); err != nil {
+		return fmt.Errorf("kube-proxy --cleanup on %s: %w", n.Name, err)
+	}
+	for _, family := range []string{"ip", "ip6"} {
+		// Absent tables are fine: the cleanup above may have removed them already.
+		_, _ = netns.Output(ctx, n.NS, "nft", "delete", "table", family, "kube-proxy")
+	}
+	return nil
+}
+
+// KubeProxyRunning reports whether kube-proxy is running on the node.
+func (n *Node) KubeProxyRunning() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.kubeProxy == nil {
+		return false
+	}
+	done, _ := n.kubeProxy.exited()
+	return !done
+}
+
+// WaitKubeProxyHealthy waits until kube-proxy's /livez answers 200 on the node's IP.
+func (n *Node) WaitKubeProxyHealthy(ctx context.Context, timeout time.Duration) error {
+	url := fmt.Sprintf("http://%s:%d/livez", n.IP, KubeProxyHealthzPort)
+	err := waitFor(ctx, timeout, func() error {
+		n.mu.Lock()
+		p := n.kubeProxy
+		n.mu.Unlock()
+		if p == nil {
+			return stopWaiting(fmt.Errorf("kube-proxy on %s not started", n.Name))
+		}
+		if done, err := p.exited(); done {
+			return stopWaiting(fmt.Errorf("kube-proxy on %s exited: %v", n.Name, err))
+		}
+		return httpGetOK(ctx, netns.Dialer{NS: n.NS}, url)
+	})
+	if err != nil {
+		return fmt.Errorf("kube-proxy on %s not healthy: %w\n%s", n.Name, err, n.c.LogTail("kube-proxy-"+n.Name, 3000))
+	}
+	return nil
+}
+
+// Exec runs a command inside the node's namespace and returns its stdout (iptables-save, nft, curl …).
+func (n *Node) Exec(ctx context.Context, name string, args ...string) (string, error) {
+	return netns.Output(ctx, n.NS, name, args...)
+}
+
+// Dialer returns a dialer that connects from inside the node's namespace.
+func (n *Node) Dialer() netns.Dialer { return netns.Dialer{NS: n.NS} }

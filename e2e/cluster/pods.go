@@ -1,0 +1,154 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+
+	"github.com/localtraffic/localtraffic-exporter/e2e/netns"
+)
+
+// Pod is a backend: a network namespace wired to its node like a CNI plugin would (veth, /32 address, route
+// via the node's pod gateway) with a real HTTP server listening inside it. The server runs in the harness
+// process on sockets created in the pod's namespace, so a pod is no extra process to clean up.
+type Pod struct {
+	Namespace, Name, Node string
+	// IP is the pod's address in its node's pod CIDR.
+	IP string
+	// Ports are the TCP ports the pod serves on.
+	Ports []int
+	// NS is the pod's network namespace.
+	NS string
+
+	listeners []net.Listener
+	hostVeth  string
+	node      *Node
+}
+
+// PodConfig describes a backend pod.
+type PodConfig struct {
+	Namespace, Name string
+	// Node is the node the pod runs on.
+	Node string
+	// Ports to serve on; empty means 8080.
+	Ports []int
+}
+
+// BackendResponse is the body every pod's server answers with: "<namespace>/<name> on <node>\n". Tests use it
+// to see which pod served a request.
+func BackendResponse(namespace, name, node string) string {
+	return fmt.Sprintf("%s/%s on %s\n", namespace, name, node)
+}
+
+// StartPod creates the pod's namespace and network and starts its HTTP servers.
+func (c *Cluster) StartPod(ctx context.Context, cfg PodConfig) (*Pod, error) {
+	n := c.Node(cfg.Node)
+	if n == nil {
+		return nil, fmt.Errorf("start pod %s/%s: no node %q", cfg.Namespace, cfg.Name, cfg.Node)
+	}
+	if len(cfg.Ports) == 0 {
+		cfg.Ports = []int{8080}
+	}
+	key := cfg.Namespace + "/" + cfg.Name
+	c.mu.Lock()
+	if _, dup := c.pods[key]; dup {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("start pod %s: already exists", key)
+	}
+	c.podSeq++
+	seq := c.podSeq
+	c.mu.Unlock()
+	n.mu.Lock()
+	n.podSeq++
+	k := 9 + n.podSeq
+	n.mu.Unlock()
+	if k > 254 {
+		return nil, fmt.Errorf("start pod %s: node %s is out of pod addresses", key, n.Name)
+	}
+	p := &Pod{
+		Namespace: cfg.Namespace, Name: cfg.Name, Node: n.Name, Ports: cfg.Ports,
+		IP:       podIP(n.Index, k),
+		NS:       fmt.Sprintf("%sp%d", c.prefix, seq),
+		hostVeth: fmt.Sprintf("pod%d", seq),
+		node:     n,
+	}
+	if err := c.addNamespace(ctx, p.NS); err != nil {
+		return nil, err
+	}
+	steps := [][]string{
+		{"-n", n.NS, "link", "add", p.hostVeth, "type", "veth", "peer", "name", "eth0", "netns", p.NS},
+		{"-n", p.NS, "addr", "add", p.IP + "/32", "dev", "eth0"},
+		{"-n", p.NS, "link", "set", "eth0", "up"},
+		{"-n", p.NS, "route", "add", podGateway(n.Index), "dev", "eth0", "scope", "link"},
+		{"-n", p.NS, "route", "add", "default", "via", podGateway(n.Index), "dev", "eth0"},
+		{"-n", n.NS, "link", "set", p.hostVeth, "up"},
+		{"-n", n.NS, "route", "add", p.IP + "/32", "dev", p.hostVeth},
+	}
+	for _, s := range steps {
+		if err := netns.IP(ctx, s...); err != nil {
+			_ = netns.Delete(ctx, p.NS)
+			return nil, fmt.Errorf("pod %s network: %w", key, err)
+		}
+	}
+	body := BackendResponse(p.Namespace, p.Name, p.Node)
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.Header().Set("X-Pod", key)
+		_, _ = w.Write([]byte(body))
+	})
+	for _, port := range cfg.Ports {
+		l, err := netns.Listen(p.NS, net.JoinHostPort(p.IP, strconv.Itoa(port)))
+		if err != nil {
+			p.close()
+			_ = netns.Delete(ctx, p.NS)
+			return nil, err
+		}
+		p.listeners = append(p.listeners, l)
+		srv := &http.Server{Handler: handler}
+		go func() { _ = srv.Serve(l) }()
+	}
+	c.mu.Lock()
+	c.pods[key] = p
+	c.mu.Unlock()
+	return p, nil
+}
+
+func (p *Pod) close() {
+	for _, l := range p.listeners {
+		_ = l.Close()
+	}
+}
+
+// DeletePod stops the pod's servers and removes its namespace (and so its veth and route).
+func (c *Cluster) DeletePod(ctx context.Context, namespace, name string) error {
+	key := namespace + "/" + name
+	c.mu.Lock()
+	p, ok := c.pods[key]
+	delete(c.pods, key)
+	c.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("delete pod %s: not found", key)
+	}
+	p.close()
+	if err := netns.Delete(ctx, p.NS); err != nil {
+		return fmt.Errorf("delete pod %s: %w", key, err)
+	}
+	c.mu.Lock()
+	for i, ns := range c.namespaces {
+		if ns == p.NS {
+			c.namespaces = append(c.namespaces[:i], c.namespaces[i+1:]...)
+			break
+		}
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+// Pod returns a running pod, or nil.
+func (c *Cluster) Pod(namespace, name string) *Pod {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pods[namespace+"/"+name]
+}
