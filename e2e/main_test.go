@@ -1,0 +1,89 @@
+// Package e2e runs the exporter against a real cluster on this machine (see package cluster): real etcd,
+// kube-apiserver and kube-proxy, nodes as network namespaces, real packets from an outside client.
+//
+// Tests in this package share one cluster (starting it costs a minute of CPU): call sharedCluster(t). A test
+// that changes a node (stops kube-proxy, deletes the Node …) must restore it before it returns, and every test
+// uses Kubernetes namespaces and Services of its own. Tests run one after another (no t.Parallel).
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
+)
+
+// sharedState holds the one cluster of this test binary; TestMain closes it. It is the only package-level
+// state: the cluster is too expensive to start per test.
+var sharedState struct {
+	once sync.Once
+	c    *cluster.Cluster
+	err  error
+}
+
+// sharedNodes is the shared cluster's layout: three iptables nodes and one nftables node.
+var sharedNodes = []cluster.NodeConfig{
+	{Name: "node-1", ProxyMode: cluster.IPTables},
+	{Name: "node-2", ProxyMode: cluster.IPTables},
+	{Name: "node-3", ProxyMode: cluster.IPTables},
+	{Name: "node-4", ProxyMode: cluster.NFTables},
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if sharedState.c != nil {
+		if err := sharedState.c.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: cluster tear-down:", err)
+			if code == 0 {
+				code = 1
+			}
+		}
+	}
+	os.Exit(code)
+}
+
+// requireRoot skips the test when not root: network namespaces, iptables and nftables need it.
+func requireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces; CI runs as root")
+	}
+}
+
+// sharedCluster returns the test binary's cluster, starting it on first use (with one exporter per node).
+func sharedCluster(t testing.TB) *cluster.Cluster {
+	t.Helper()
+	requireRoot(t)
+	sharedState.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+		defer cancel()
+		sharedState.c, sharedState.err = cluster.Up(ctx, cluster.Config{
+			Nodes:          sharedNodes,
+			StartExporters: true,
+			Log:            os.Stderr,
+		})
+	})
+	if sharedState.err != nil {
+		t.Fatalf("cluster: %v", sharedState.err)
+	}
+	return sharedState.c
+}
+
+// eventually waits up to timeout for cond, failing the test with cond's last error.
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	if err := cluster.Eventually(context.Background(), timeout, 250*time.Millisecond, cond); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// testContext returns a context cancelled at the end of the test.
+func testContext(t testing.TB) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return ctx
+}

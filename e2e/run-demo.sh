@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# run-demo.sh is `make demo`: the blackhole drill on a real cluster on this machine, kept up until Ctrl-C.
+# As root on a fresh Debian it installs the host tools it needs and builds the pinned binaries first (cached).
+# Arguments go to the demo (-nodes N, -nftables-nodes N, -wait=false, -v).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+export PATH="$PATH:/usr/sbin:/sbin"
+if [[ $(id -u) -ne 0 ]]; then
+	echo "demo: needs root for network namespaces (try: sudo make demo)" >&2
+	exit 1
+fi
+"$here/install-deps.sh"
+echo "==> Building etcd, kube-apiserver, kube-proxy, kubectl (cached after the first run)" >&2
+LT_E2E_BIN_DIR="$("$here/build-bins.sh")"
+export LT_E2E_BIN_DIR
+cd "$here"
+go build -o .cache/demo ./cmd/demo
+exec .cache/demo "$@"
