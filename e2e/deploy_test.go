@@ -1,0 +1,368 @@
+package e2e
+
+// Tests of the shipped deploy/ manifests against the harness's real kube-apiserver: every kustomization
+// passes `kubectl apply -k --dry-run=server`, the pod template is admitted only thanks to the namespace's
+// Pod Security label, and the ServiceAccount's effective rights are exactly the ClusterRole's.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
+)
+
+const (
+	deployNamespace = "localtraffic-system"
+	deployName      = "localtraffic-exporter"
+	// prometheusOperatorModule holds the operator's CRDs (example/prometheus-operator-crd); fetched through the
+	// Go module proxy like any other pinned dependency.
+	prometheusOperatorModule = "github.com/prometheus-operator/prometheus-operator@v0.85.0"
+)
+
+// repoDir returns the repository root (the e2e module's parent).
+func repoDir(t testing.TB) string {
+	t.Helper()
+	mod, err := cluster.ModuleDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Dir(mod)
+}
+
+// kubectl runs the harness's kubectl (v1.37.2, kustomize built in) with the admin kubeconfig.
+func kubectl(ctx context.Context, c *cluster.Cluster, stdin []byte, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, c.Binaries().Kubectl, append([]string{"--kubeconfig=" + c.AdminKubeconfig()}, args...)...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
+
+// renderDeploy renders deploy/<dir> with `kubectl kustomize` (what `kubectl apply -k` does) into objects.
+func renderDeploy(t testing.TB, c *cluster.Cluster, dir string) []*unstructured.Unstructured {
+	t.Helper()
+	out, err := kubectl(testContext(t), c, nil, "kustomize", filepath.Join(repoDir(t), "deploy", dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(out), 4096)
+	for {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			t.Fatalf("decode kustomize output of deploy/%s: %v", dir, err)
+		}
+		if len(m) > 0 {
+			objs = append(objs, &unstructured.Unstructured{Object: m})
+		}
+	}
+	return objs
+}
+
+// renderedDaemonSet returns the typed DaemonSet of deploy/<dir>.
+func renderedDaemonSet(t testing.TB, c *cluster.Cluster, dir string) *appsv1.DaemonSet {
+	t.Helper()
+	for _, o := range renderDeploy(t, c, dir) {
+		if o.GetKind() == "DaemonSet" && o.GetName() == deployName {
+			var ds appsv1.DaemonSet
+			b, _ := json.Marshal(o.Object)
+			if err := json.Unmarshal(b, &ds); err != nil {
+				t.Fatal(err)
+			}
+			return &ds
+		}
+	}
+	t.Fatalf("deploy/%s renders no DaemonSet %s", dir, deployName)
+	return nil
+}
+
+// installPrometheusOperatorCRDs installs the PodMonitor and PrometheusRule CRDs of a pinned operator release, so
+// the apiserver validates those objects against the operator's real OpenAPI schema.
+func installPrometheusOperatorCRDs(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	ctx := testContext(t)
+	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", prometheusOperatorModule)
+	cmd.Dir = t.TempDir() // outside any module: download only, no go.mod touched
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go mod download %s: %v", prometheusOperatorModule, err)
+	}
+	var mod struct{ Dir string }
+	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
+		t.Fatalf("go mod download %s: no directory in %s", prometheusOperatorModule, out)
+	}
+	crdDir := filepath.Join(mod.Dir, "example", "prometheus-operator-crd")
+	// Server-side apply: the CRDs are too big for client-side apply's last-applied annotation.
+	if _, err := kubectl(ctx, c, nil, "apply", "--server-side", "--field-manager=e2e-deploy",
+		"-f", filepath.Join(crdDir, "monitoring.coreos.com_podmonitors.yaml"),
+		"-f", filepath.Join(crdDir, "monitoring.coreos.com_prometheusrules.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kubectl(ctx, c, nil, "wait", "--for=condition=Established", "--timeout=60s",
+		"crd/podmonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDeployManifestsServerDryRun runs the users' install command, `kubectl apply -k <dir>`, with
+// --dry-run=server and strict field validation against the real apiserver for every kustomization in deploy/:
+// schema, defaulting, admission (Pod Security included) and RBAC object validation all run; nothing is stored.
+func TestDeployManifestsServerDryRun(t *testing.T) {
+	c := sharedCluster(t)
+	ctx := testContext(t)
+	installPrometheusOperatorCRDs(t, c)
+	for _, dir := range []string{"base", "overlays/prometheus-operator", "examples/tls-basic-auth"} {
+		t.Run(strings.ReplaceAll(dir, "/", "_"), func(t *testing.T) {
+			out, err := kubectl(ctx, c, nil, "apply", "-k", filepath.Join(repoDir(t), "deploy", dir),
+				"--dry-run=server", "--validate=strict")
+			if err != nil {
+				t.Fatal(err)
+			}
+			// One line per object, each "(server dry run)": nothing was skipped.
+			objs := renderDeploy(t, c, dir)
+			if n := strings.Count(out, "(server dry run)"); n != len(objs) {
+				t.Errorf("dry run reported %d objects, kustomize renders %d:\n%s", n, len(objs), out)
+			}
+		})
+	}
+
+	// The check has teeth: the same DaemonSet with one misspelt securityContext field is refused.
+	t.Run("misspelt_field_is_refused", func(t *testing.T) {
+		ds := renderedDaemonSet(t, c, "base")
+		obj, err := json.Marshal(ds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad := bytes.Replace(obj, []byte(`"readOnlyRootFilesystem"`), []byte(`"readOnlyRootFileSystem"`), 1)
+		if bytes.Equal(bad, obj) {
+			t.Fatal("rendered DaemonSet has no readOnlyRootFilesystem to misspell")
+		}
+		_, err = kubectl(ctx, c, bad, "apply", "-f", "-", "--dry-run=server", "--validate=strict")
+		if err == nil || !strings.Contains(err.Error(), "readOnlyRootFileSystem") {
+			t.Errorf("server dry run accepted an unknown field: %v", err)
+		}
+	})
+}
+
+// podFromTemplate is the Pod the DaemonSet controller would create from the shipped template.
+func podFromTemplate(ds *appsv1.DaemonSet, namespace string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: deployName + "-dryrun", Namespace: namespace, Labels: ds.Spec.Template.Labels},
+		Spec:       *ds.Spec.Template.Spec.DeepCopy(),
+	}
+}
+
+// TestDeployPodSecurityLabelIsNeeded dry-runs the Pod the DaemonSet would create. In localtraffic-system
+// (labelled enforce=privileged by the base) Pod Security admission accepts it; in a namespace enforcing
+// baseline the same Pod is rejected for hostNetwork and its capabilities, which is why the label is shipped.
+func TestDeployPodSecurityLabelIsNeeded(t *testing.T) {
+	c := sharedCluster(t)
+	ctx := testContext(t)
+	ds := renderedDaemonSet(t, c, "base")
+	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"}
+
+	// The harness applied deploy/base's Namespace; make sure its label is there as shipped.
+	if _, err := kubectl(ctx, c, nil, "apply", "--server-side", "--force-conflicts", "--field-manager=e2e-deploy",
+		"-f", filepath.Join(repoDir(t), "deploy", "base", "namespace.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Admin().CoreV1().Pods(deployNamespace).Create(ctx, podFromTemplate(ds, deployNamespace), dry); err != nil {
+		t.Fatalf("the DaemonSet's pod is not admitted in %s: %v", deployNamespace, err)
+	}
+
+	const baseline = "e2e-deploy-baseline"
+	_, err := c.Admin().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: baseline, Labels: map[string]string{"pod-security.kubernetes.io/enforce": "baseline"},
+	}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Admin().CoreV1().Namespaces().Delete(context.Background(), baseline, metav1.DeleteOptions{})
+	})
+	pod := podFromTemplate(ds, baseline)
+	pod.Spec.ServiceAccountName = "default" // the exporter's ServiceAccount lives in localtraffic-system only
+	_, err = c.Admin().CoreV1().Pods(baseline).Create(ctx, pod, dry)
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "hostNetwork") {
+		t.Errorf("baseline namespace: want a Pod Security rejection naming hostNetwork, got %v", err)
+	}
+}
+
+// serviceAccountClient returns a clientset authenticated with a fresh token of the shipped ServiceAccount (the
+// TokenRequest API, as the kubelet projects it).
+func serviceAccountClient(t *testing.T, c *cluster.Cluster) *kubernetes.Clientset {
+	t.Helper()
+	exp := int64(3600)
+	tr, err := c.Admin().CoreV1().ServiceAccounts(deployNamespace).CreateToken(testContext(t), deployName,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("token for %s/%s: %v", deployNamespace, deployName, err)
+	}
+	cfg := c.AdminRESTConfig()
+	cfg.BearerToken, cfg.BearerTokenFile = tr.Status.Token, ""
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// TestDeployRBACIsExactlyTheClusterRole asks the real authorizer (SubjectAccessReview) about the shipped
+// ServiceAccount for a matrix of resources and verbs: allowed must be exactly the ClusterRole's seven grants.
+// Then it makes real calls with the ServiceAccount's token: the granted reads succeed, and what the role lacks
+// (writes, secrets, pods, even `get` on Services) comes back 403 Forbidden.
+func TestDeployRBACIsExactlyTheClusterRole(t *testing.T) {
+	c := sharedCluster(t)
+	ctx := testContext(t)
+	user := "system:serviceaccount:" + deployNamespace + ":" + deployName
+	granted := map[string]bool{
+		"/nodes:get": true, "/nodes:list": true, "/nodes:watch": true,
+		"/services:list": true, "/services:watch": true,
+		"discovery.k8s.io/endpointslices:list": true, "discovery.k8s.io/endpointslices:watch": true,
+	}
+	resources := []struct{ group, resource, subresource string }{
+		{"", "services", ""}, {"", "services", "status"}, {"discovery.k8s.io", "endpointslices", ""},
+		{"", "nodes", ""}, {"", "nodes", "status"}, {"", "nodes", "proxy"}, {"", "pods", ""}, {"", "pods", "exec"},
+		{"", "secrets", ""}, {"", "configmaps", ""}, {"", "endpoints", ""}, {"", "namespaces", ""},
+		{"", "serviceaccounts", "token"}, {"", "events", ""}, {"coordination.k8s.io", "leases", ""},
+		{"apps", "daemonsets", ""}, {"rbac.authorization.k8s.io", "clusterroles", ""},
+	}
+	verbs := []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection", "impersonate", "escalate", "bind"}
+	var allowed []string
+	for _, r := range resources {
+		for _, v := range verbs {
+			for _, ns := range []string{"", "kube-system", deployNamespace} {
+				sar, err := c.Admin().AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+					Spec: authorizationv1.SubjectAccessReviewSpec{
+						User:   user,
+						Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + deployNamespace, "system:authenticated"},
+						ResourceAttributes: &authorizationv1.ResourceAttributes{
+							Namespace: ns, Verb: v, Group: r.group, Resource: r.resource, Subresource: r.subresource,
+						},
+					},
+				}, metav1.CreateOptions{})
+				if err != nil {
+					t.Fatalf("SubjectAccessReview: %v", err)
+				}
+				key := r.group + "/" + r.resource + ":" + v
+				if r.subresource != "" {
+					key = r.group + "/" + r.resource + "/" + r.subresource + ":" + v
+				}
+				if sar.Status.Allowed != granted[key] {
+					t.Errorf("%s %s in namespace %q: allowed=%v, want %v (%s)", v, key, ns, sar.Status.Allowed, granted[key], sar.Status.Reason)
+				}
+				if sar.Status.Allowed && !slices.Contains(allowed, key) {
+					allowed = append(allowed, key)
+				}
+			}
+		}
+	}
+	if len(allowed) != len(granted) {
+		t.Errorf("authorizer allows %v, want exactly the %d grants of the ClusterRole", allowed, len(granted))
+	}
+
+	sa := serviceAccountClient(t, c)
+	// What the exporter does must work with this token (else the 403s below would prove nothing).
+	if _, err := sa.CoreV1().Services("").List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+		t.Errorf("list services as the ServiceAccount: %v", err)
+	}
+	if _, err := sa.DiscoveryV1().EndpointSlices("").List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+		t.Errorf("list endpointslices as the ServiceAccount: %v", err)
+	}
+	if _, err := sa.CoreV1().Nodes().Get(ctx, c.Nodes()[0].Name, metav1.GetOptions{}); err != nil {
+		t.Errorf("get node as the ServiceAccount: %v", err)
+	}
+	w, err := sa.CoreV1().Services("").Watch(ctx, metav1.ListOptions{TimeoutSeconds: ptr(int64(1))})
+	if err != nil {
+		t.Errorf("watch services as the ServiceAccount: %v", err)
+	} else {
+		w.Stop()
+	}
+
+	// A Service and an EndpointSlice to try writes on, created by the admin.
+	const ns = "e2e-deploy-rbac"
+	if err := c.EnsureNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Admin().CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	svc, err := c.Admin().CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "target"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
+	}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	if err != nil {
+		svc, _ = c.Admin().CoreV1().Services(ns).Get(ctx, "target", metav1.GetOptions{})
+	}
+	refused := map[string]func() error{
+		"get service (only list/watch granted)": func() error {
+			_, err := sa.CoreV1().Services(ns).Get(ctx, "target", metav1.GetOptions{})
+			return err
+		},
+		"update service": func() error {
+			s := svc.DeepCopy()
+			s.Labels = map[string]string{"touched": "by-exporter"}
+			_, err := sa.CoreV1().Services(ns).Update(ctx, s, metav1.UpdateOptions{})
+			return err
+		},
+		"delete service": func() error {
+			return sa.CoreV1().Services(ns).Delete(ctx, "target", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+		},
+		"create endpointslice": func() error {
+			_, err := sa.DiscoveryV1().EndpointSlices(ns).Create(ctx, &discoveryv1.EndpointSlice{
+				ObjectMeta:  metav1.ObjectMeta{Name: "forged", Labels: map[string]string{discoveryv1.LabelServiceName: "target"}},
+				AddressType: discoveryv1.AddressTypeIPv4,
+			}, metav1.CreateOptions{})
+			return err
+		},
+		"list secrets": func() error {
+			_, err := sa.CoreV1().Secrets("").List(ctx, metav1.ListOptions{})
+			return err
+		},
+		"list pods": func() error {
+			_, err := sa.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+			return err
+		},
+		"patch node": func() error {
+			_, err := sa.CoreV1().Nodes().Patch(ctx, c.Nodes()[0].Name, "application/merge-patch+json",
+				[]byte(`{"metadata":{"labels":{"touched":"by-exporter"}}}`), metav1.PatchOptions{})
+			return err
+		},
+	}
+	for what, call := range refused {
+		if err := call(); !apierrors.IsForbidden(err) {
+			t.Errorf("%s as the ServiceAccount: want 403 Forbidden from the authorizer, got %v", what, err)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
