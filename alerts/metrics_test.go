@@ -1,0 +1,207 @@
+package alerts
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// standardSeries are series Prometheus itself attaches to every target; rules may use them.
+var standardSeries = map[string]bool{"up": true}
+
+// everyQuery returns every PromQL expression of the rules and dashboards, keyed by where it is.
+func everyQuery(t *testing.T, root string) (queries map[string]string, recorded map[string]bool) {
+	t.Helper()
+	groups, err := LoadRules(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queries = map[string]string{}
+	recorded = map[string]bool{}
+	for _, g := range groups {
+		for _, r := range g.Rules {
+			name := r.Alert
+			if r.Record != "" {
+				name = r.Record
+				recorded[r.Record] = true
+			}
+			queries["rule "+g.Name+"/"+name] = r.Expr
+		}
+	}
+	dashboards, err := DashboardFiles(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dashboards {
+		data, err := os.ReadFile(filepath.Join(root, d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		qs, err := DashboardQueries(data)
+		if err != nil {
+			t.Fatalf("%s: %v", d, err)
+		}
+		for _, q := range qs {
+			queries[d+" "+q.Where] = ExpandGrafanaVariables(q.Expr)
+		}
+	}
+	return queries, recorded
+}
+
+// Every metric an alert, a recording rule or a dashboard query names must be one the exporter exports (its
+// documented metric table, which the exporter's own tests keep equal to the code), a recording rule's output,
+// or a series Prometheus adds itself. A typo or a renamed metric otherwise gives an alert that can never fire
+// and a panel that is silently empty.
+func TestQueriesUseExportedMetrics(t *testing.T) {
+	root := repoRoot(t)
+	documented, err := DocumentedMetrics(filepath.Join(root, MetricsDocPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	queries, recorded := everyQuery(t, root)
+	if len(queries) < 20 {
+		t.Fatalf("found only %d queries; the rule files or dashboards were not read", len(queries))
+	}
+	for where, expr := range queries {
+		names, err := MetricNames(expr)
+		if err != nil {
+			t.Errorf("%s: %v", where, err)
+			continue
+		}
+		if len(names) == 0 {
+			t.Errorf("%s: %q selects no metric", where, expr)
+		}
+		for _, n := range names {
+			if !Known(documented, n) && !recorded[n] && !standardSeries[n] {
+				t.Errorf("%s: metric %s is neither in %s nor recorded by a rule", where, n, MetricsDocPath)
+			}
+		}
+	}
+}
+
+// A recording rule nothing reads is dead weight in every Prometheus that loads it.
+func TestRecordingRulesAreUsed(t *testing.T) {
+	queries, recorded := everyQuery(t, repoRoot(t))
+	used := map[string]bool{}
+	for where, expr := range queries {
+		names, err := MetricNames(expr)
+		if err != nil {
+			t.Fatalf("%s: %v", where, err)
+		}
+		for _, n := range names {
+			used[n] = true
+		}
+	}
+	for r := range recorded {
+		if !used[r] {
+			t.Errorf("recording rule %s is used by no alert, rule or dashboard", r)
+		}
+	}
+}
+
+func TestMetricNames(t *testing.T) {
+	for _, tc := range []struct {
+		expr    string
+		want    []string
+		wantErr bool
+	}{
+		{expr: `up{job="x"} == 0`, want: []string{"up"}},
+		{expr: `max by (node) (a) == 1 and on (node) (b{c="d"} or c_total)`, want: []string{"a", "b", "c_total"}},
+		{expr: `sum(rate(x_total[5m])) / count({__name__="y", k="v"})`, want: []string{"x_total", "y"}},
+		{expr: `absent(up{job="localtraffic-exporter"})`, want: []string{"up"}},
+		{expr: `time() - vector(1)`, want: []string{}},
+		{expr: `{__name__=~"localtraffic_.*"}`, wantErr: true},
+		{expr: `sum(`, wantErr: true},
+	} {
+		got, err := MetricNames(tc.expr)
+		if (err != nil) != tc.wantErr {
+			t.Errorf("MetricNames(%q) error = %v, want error %v", tc.expr, err, tc.wantErr)
+			continue
+		}
+		if !tc.wantErr && !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("MetricNames(%q) = %v, want %v", tc.expr, got, tc.want)
+		}
+	}
+}
+
+func TestDocumentedMetricsAndKnown(t *testing.T) {
+	doc := filepath.Join(t.TempDir(), "metrics.md")
+	text := strings.Join([]string{
+		"# Metrics",
+		"| Metric | Type | Labels | Meaning |",
+		"|---|---|---|---|",
+		"| `localtraffic_blackhole` | gauge | `node` | 1 when ... |",
+		"| `localtraffic_probe_duration_seconds` | histogram | `node` | ... |",
+		"| `localtraffic_read_seconds` | summary | `node` | ... |",
+		"| not a metric | | | |",
+		"Text mentioning `localtraffic_other` outside a table.",
+	}, "\n")
+	if err := os.WriteFile(doc, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := DocumentedMetrics(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for n := range got {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	if want := []string{"localtraffic_blackhole", "localtraffic_probe_duration_seconds", "localtraffic_read_seconds"}; !reflect.DeepEqual(names, want) {
+		t.Fatalf("documented = %v, want %v", names, want)
+	}
+	for name, want := range map[string]bool{
+		"localtraffic_blackhole":                     true,
+		"localtraffic_blackhole_count":               false,
+		"localtraffic_probe_duration_seconds_bucket": true,
+		"localtraffic_probe_duration_seconds_count":  true,
+		"localtraffic_read_seconds_sum":              true,
+		"localtraffic_read_seconds_bucket":           false,
+		"localtraffic_other":                         false,
+		"localtraffic_blackholes":                    false,
+	} {
+		if Known(got, name) != want {
+			t.Errorf("Known(%s) = %v, want %v", name, !want, want)
+		}
+	}
+}
+
+func TestDashboardQueriesAndVariables(t *testing.T) {
+	dash := []byte(`{
+	  "templating": {"list": [
+	    {"name": "datasource", "type": "datasource", "query": "prometheus"},
+	    {"name": "cluster", "type": "query", "query": {"query": "label_values(localtraffic_build_info, cluster)"}},
+	    {"name": "ns", "type": "query", "query": "label_values(localtraffic_service_info{cluster=~\"$cluster\"}, namespace)"}
+	  ]},
+	  "panels": [
+	    {"type": "row", "title": "r", "panels": [
+	      {"title": "nested", "targets": [{"refId": "A", "expr": "rate(x_total{ns=~\"${ns}\"}[$__rate_interval])"}]}
+	    ]},
+	    {"title": "top", "targets": [{"refId": "B", "expr": "up"}]}
+	  ]
+	}`)
+	qs, err := DashboardQueries(dash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, q := range qs {
+		got = append(got, q.Where+": "+ExpandGrafanaVariables(q.Expr))
+	}
+	want := []string{
+		`panel "nested" target A: rate(x_total{ns=~".*"}[2m])`,
+		`panel "top" target B: up`,
+		`variable cluster: localtraffic_build_info`,
+		`variable ns: localtraffic_service_info{cluster=~".*"}`,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if _, err := DashboardQueries([]byte(`{"templating": {"list": [{"name": "x", "type": "query", "query": "query_result(up)"}]}}`)); err == nil {
+		t.Error("a variable query other than label_values(<selector>, <label>) was accepted")
+	}
+}
