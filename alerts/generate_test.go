@@ -79,7 +79,7 @@ func TestGeneratedContent(t *testing.T) {
 	}
 
 	var cm struct {
-		Kind     string            `yaml:"kind"`
+		Kind     string `yaml:"kind"`
 		Metadata struct {
 			Labels map[string]string `yaml:"labels"`
 		} `yaml:"metadata"`
