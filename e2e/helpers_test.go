@@ -23,7 +23,7 @@ const backendPort = 8080
 const converge = 90 * time.Second
 
 // newService creates a Service with one TCP port 80 → backendPort in a fresh Kubernetes namespace ns.
-func newService(t *testing.T, c *cluster.Cluster, ns, name string, typ corev1.ServiceType, policy corev1.ServiceExternalTrafficPolicy) *corev1.Service {
+func newService(t testing.TB, c *cluster.Cluster, ns, name string, typ corev1.ServiceType, policy corev1.ServiceExternalTrafficPolicy) *corev1.Service {
 	t.Helper()
 	ctx := testContext(t)
 	if err := c.EnsureNamespace(ctx, ns); err != nil {
@@ -55,7 +55,7 @@ func newService(t *testing.T, c *cluster.Cluster, ns, name string, typ corev1.Se
 }
 
 // startPods starts one backend pod per entry of nodes, named <svc>-<i>, and deletes them at the end.
-func startPods(t *testing.T, c *cluster.Cluster, svc *corev1.Service, nodes ...string) []*cluster.Pod {
+func startPods(t testing.TB, c *cluster.Cluster, svc *corev1.Service, nodes ...string) []*cluster.Pod {
 	t.Helper()
 	ctx := testContext(t)
 	var pods []*cluster.Pod
@@ -94,7 +94,7 @@ func ready(pods ...*cluster.Pod) []cluster.Endpoint {
 	return eps
 }
 
-func setEndpoints(t *testing.T, c *cluster.Cluster, svc *corev1.Service, eps []cluster.Endpoint) {
+func setEndpoints(t testing.TB, c *cluster.Cluster, svc *corev1.Service, eps []cluster.Endpoint) {
 	t.Helper()
 	if err := c.SetEndpoints(testContext(t), svc.Namespace, svc.Name, eps); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,317 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
+	"github.com/localtraffic/localtraffic-exporter/e2e/netns"
+)
+
+// podSandbox is the shell wrapper that gives the exporter what the kubelet gives the DaemonSet's container,
+// inside the node's network namespace (hostNetwork): `ip netns exec` already runs it in a private mount
+// namespace, where it bind-mounts the host's root read-only (readOnlyRootFilesystem), puts a tmpfs on /run
+// with the projected ServiceAccount token, CA and namespace (in-cluster config, no --kubeconfig), chroots into
+// that view and drops to the manifest's capabilities with no_new_privs (allowPrivilegeEscalation: false),
+// keeping UID 0 (runAsUser: 0).
+const podSandbox = `set -eu
+root=$1 secrets=$2; shift 2
+mount --rbind / "$root"
+mount -o remount,bind,ro "$root"
+mount -t tmpfs -o size=1m,mode=0755 tmpfs "$root/run"
+sa="$root/run/secrets/kubernetes.io/serviceaccount"
+mkdir -p "$sa"
+cp "$secrets/token" "$secrets/ca.crt" "$secrets/namespace" "$sa/"
+exec chroot "$root" setpriv "$@"
+`
+
+// podProcess is an exporter running as the shipped DaemonSet's container would.
+type podProcess struct {
+	cmd  *exec.Cmd
+	logs *lockedBuffer
+	done chan struct{}
+}
+
+// lockedBuffer collects a child's output while tests read it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// expandKubeletVars applies the kubelet's $(VAR) expansion of container args: defined variables are
+// replaced, $$ escapes a dollar, anything else stays as written.
+func expandKubeletVars(s string, env map[string]string) string {
+	re := regexp.MustCompile(`\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
+	return re.ReplaceAllStringFunc(s, func(m string) string {
+		if m == "$$" {
+			return "$"
+		}
+		if v, ok := env[m[2:len(m)-1]]; ok {
+			return v
+		}
+		return m
+	})
+}
+
+// containerEnv resolves the container's env the way the kubelet would on node.
+func containerEnv(t *testing.T, c corev1.Container, node string) map[string]string {
+	t.Helper()
+	env := map[string]string{}
+	for _, e := range c.Env {
+		switch {
+		case e.ValueFrom == nil:
+			env[e.Name] = expandKubeletVars(e.Value, env)
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName":
+			env[e.Name] = node
+		case e.ValueFrom.ResourceFieldRef != nil:
+			rf := e.ValueFrom.ResourceFieldRef
+			q, ok := c.Resources.Limits[corev1.ResourceName(strings.TrimPrefix(rf.Resource, "limits."))]
+			if !ok || !strings.HasPrefix(rf.Resource, "limits.") {
+				t.Fatalf("env %s: resourceFieldRef %s not simulated", e.Name, rf.Resource)
+			}
+			div := int64(1)
+			if !rf.Divisor.IsZero() {
+				div = rf.Divisor.Value()
+			}
+			env[e.Name] = strconv.FormatInt(q.Value()/div, 10)
+		default:
+			t.Fatalf("env %s: valueFrom %+v not simulated", e.Name, e.ValueFrom)
+		}
+	}
+	return env
+}
+
+// startAsPod starts the exporter binary in node's network namespace with the DaemonSet's args, env and
+// security context, authenticating with a projected token of the shipped ServiceAccount. caps overrides the
+// manifest's capability set when non-nil (to show what happens without one).
+func startAsPod(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, node *cluster.Node, caps []corev1.Capability) *podProcess {
+	t.Helper()
+	ctx := testContext(t)
+	spec := ds.Spec.Template.Spec
+	ctr := spec.Containers[0]
+	sc := ctr.SecurityContext
+	if spec.SecurityContext == nil || spec.SecurityContext.RunAsUser == nil || *spec.SecurityContext.RunAsUser != 0 {
+		t.Fatalf("the sandbox simulates runAsUser 0 only; the manifest says %+v", spec.SecurityContext)
+	}
+	if caps == nil {
+		caps = sc.Capabilities.Add
+	}
+	// drop: [ALL] plus add: caps. The bounding set limits what UID 0 gets on exec; inheritable and ambient
+	// are emptied as the container runtime does.
+	if sc == nil || sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" {
+		t.Fatalf("the sandbox simulates capabilities drop [ALL] only; the manifest says %+v", sc)
+	}
+	bounding := "-all"
+	for _, cp := range caps {
+		bounding += ",+" + strings.ToLower(string(cp))
+	}
+	setpriv := []string{"--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=" + bounding}
+	if sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation {
+		setpriv = append(setpriv, "--no-new-privs")
+	}
+	if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		t.Fatal("the sandbox always mounts the root read-only; the manifest no longer asks for it")
+	}
+
+	// The projected ServiceAccount volume.
+	secrets := t.TempDir()
+	exp := int64(3600)
+	tr, err := c.Admin().CoreV1().ServiceAccounts(ds.Namespace).CreateToken(ctx, spec.ServiceAccountName,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("token for %s/%s: %v", ds.Namespace, spec.ServiceAccountName, err)
+	}
+	ca, err := os.ReadFile(c.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{"token": []byte(tr.Status.Token), "ca.crt": ca, "namespace": []byte(ds.Namespace)} {
+		if err := os.WriteFile(filepath.Join(secrets, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	api, err := url.Parse(c.APIServerURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := containerEnv(t, ctr, node.Name)
+	var args []string
+	for _, a := range ctr.Args {
+		args = append(args, expandKubeletVars(a, env))
+	}
+	root := filepath.Join(t.TempDir(), "root")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shArgs := append([]string{"-c", podSandbox, "sandbox", root, secrets}, setpriv...)
+	shArgs = append(append(shArgs, "--", c.Binaries().Exporter), args...)
+	cmd := netns.Command(context.Background(), node.NS, "sh", shArgs...)
+	// The container's environment: the image's PATH, the manifest's env, the in-cluster service variables.
+	cmd.Env = []string{
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOSTNAME=" + node.Name,
+		"KUBERNETES_SERVICE_HOST=" + api.Hostname(),
+		"KUBERNETES_SERVICE_PORT=" + api.Port(),
+	}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	p := &podProcess{cmd: cmd, logs: &lockedBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.logs, p.logs
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start exporter sandbox: %v", err)
+	}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		// SIGTERM first, as the kubelet does; the exporter must stop within the grace period.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		grace := 10 * time.Second
+		if ds.Spec.Template.Spec.TerminationGracePeriodSeconds != nil {
+			grace = time.Duration(*ds.Spec.Template.Spec.TerminationGracePeriodSeconds) * time.Second
+		}
+		select {
+		case <-p.done:
+		case <-time.After(grace):
+			_ = netns.KillGroup(cmd)
+			<-p.done
+			t.Errorf("exporter did not stop within terminationGracePeriodSeconds (%s) of SIGTERM", grace)
+		}
+		if t.Failed() {
+			t.Logf("exporter output:\n%s", tail(p.logs.String(), 4000))
+		}
+	})
+	return p
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// get fetches url from inside node's network namespace.
+func get(ctx context.Context, node *cluster.Node, url string) (int, string, error) {
+	client := &http.Client{Transport: &http.Transport{DialContext: node.Dialer().DialContext, DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	return resp.StatusCode, string(body), err
+}
+
+// TestDeployExporterRunsAsThePod runs the real exporter exactly as the shipped DaemonSet configures it — its
+// args and env, in-cluster config with a projected token of the shipped ServiceAccount (so only the shipped RBAC
+// applies), host network, read-only root, UID 0 with only the manifest's capabilities and no_new_privs — and
+// checks that the kubelet's probes and a scrape succeed on the declared port.
+func TestDeployExporterRunsAsThePod(t *testing.T) {
+	c := sharedCluster(t)
+	ctx := testContext(t)
+	ds := renderedDaemonSet(t, c, "base")
+	node := c.Nodes()[0]
+	ctr := ds.Spec.Template.Spec.Containers[0]
+
+	// The harness's own exporter holds the node's port 9746 (hostNetwork): give the port to the pod, then back.
+	node.StopExporter()
+	t.Cleanup(func() {
+		if err := node.StartExporter(context.Background()); err != nil {
+			t.Errorf("restart the harness exporter: %v", err)
+			return
+		}
+		if err := node.WaitExporter(context.Background(), time.Minute); err != nil {
+			t.Errorf("restart the harness exporter: %v", err)
+		}
+	})
+	p := startAsPod(t, c, ds, node, nil)
+
+	base := fmt.Sprintf("http://%s:%d", node.IP, ctr.Ports[0].ContainerPort)
+	probe := func(pr *corev1.Probe) error {
+		code, body, err := get(ctx, node, base+pr.HTTPGet.Path)
+		if err != nil {
+			return err
+		}
+		if code < 200 || code >= 400 { // the kubelet's success range
+			return fmt.Errorf("GET %s: %d %s", pr.HTTPGet.Path, code, strings.TrimSpace(body))
+		}
+		return nil
+	}
+	eventually(t, 90*time.Second, "readiness probe", func() error {
+		select {
+		case <-p.done:
+			return fmt.Errorf("exporter exited:\n%s", tail(p.logs.String(), 4000))
+		default:
+		}
+		return probe(ctr.ReadinessProbe)
+	})
+	if err := probe(ctr.LivenessProbe); err != nil {
+		t.Errorf("liveness probe: %v", err)
+	}
+
+	telemetry := "/metrics"
+	for _, a := range ctr.Args {
+		if v, ok := strings.CutPrefix(a, "--web.telemetry-path="); ok {
+			telemetry = v
+		}
+	}
+	code, body, err := get(ctx, node, base+telemetry)
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("scrape %s: %d %v", telemetry, code, err)
+	}
+	m, err := cluster.ParseMetrics(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Series("localtraffic_build_info", nil)) != 1 {
+		t.Errorf("no localtraffic_build_info in the scrape")
+	}
+	synced := m.Series("localtraffic_informer_synced", nil)
+	if len(synced) == 0 {
+		t.Errorf("no localtraffic_informer_synced series")
+	}
+	for _, s := range synced {
+		if s.GetGauge().GetValue() != 1 {
+			t.Errorf("informer not synced with the shipped RBAC: %v", s)
+		}
+	}
+	if logs := p.logs.String(); strings.Contains(strings.ToLower(logs), "forbidden") {
+		t.Errorf("the exporter hit an RBAC denial with the shipped ClusterRole:\n%s", tail(logs, 4000))
+	}
+}
