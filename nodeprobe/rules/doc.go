@@ -1,0 +1,87 @@
+// Package rules reads what kube-proxy programmed on this node — iptables (legacy
+// or nft backend) or nftables mode — and says, per Service port, whether the node
+// drops external traffic for lack of local endpoints. It never writes a rule, a
+// chain, a table or a lock: it runs `iptables-save`, `nft list` and `cat`.
+//
+// # Use
+//
+//	r := rules.NewReader(rules.Options{ProxyModeURL: "http://127.0.0.1:10249/proxyMode", Logger: log})
+//	snap, err := r.Read(ctx)
+//	switch {
+//	case errors.Is(err, rules.ErrUnsupported): // snap.Mode says which (ipvs): use the API view
+//	case err != nil:                           // rules unreadable: use the API view, report the failure
+//	default:
+//		st := snap.Port(rules.ServicePort{Namespace: "ns", Name: "svc", Port: "http", Protocol: "TCP"})
+//		// st.Drop, st.LocalEndpoints, st.DropPackets ...
+//	}
+//
+// # Mode
+//
+// Options.Mode ModeIPTables or ModeNFTables reads that mode. ModeAuto (the
+// default) asks kube-proxy's /proxyMode (plain text "iptables", "nftables" or
+// "ipvs"); without an answer it looks at the tables: `table ip|ip6 kube-proxy` means
+// nftables, nat KUBE-SERVICES means iptables, plus KUBE-LOAD-BALANCER or
+// KUBE-NODE-PORT means IPVS. Both present is ErrAmbiguous. A detected mode and
+// backend are kept for Options.DetectTTL (5 min) and forgotten after any failed read.
+//
+// IPVS has no drop rule to read: Read returns a Snapshot with Mode ModeIPVS and an
+// error wrapping ErrUnsupported, logging one warning per Reader. Never read that as
+// "no blackhole".
+//
+// # iptables mode
+//
+// The backend is chosen as the kube-proxy image's iptables-wrapper does: kubelet's
+// KUBE-IPTABLES-HINT / KUBE-KUBELET-CANARY chains in the mangle table (nft first),
+// else the backend with more KUBE- rules (nft on a tie). Each read then runs exactly
+// one `{ip,ip6}tables-<backend>-save -c -t <table>` for nat and filter per family:
+// never one command per chain. With the legacy backend only tables listed in
+// /proc/net/ip{,6}_tables_names are saved, because saving a missing legacy table
+// makes the kernel create it. A family is read when its nat table has KUBE-SERVICES;
+// an IPv6 save failing with "not supported"/"does not exist" means no IPv6 (not an
+// error). Output that does not parse (truncated, garbled) is an error, never "no
+// rule"; so is finding KUBE-SERVICES in no family (ErrNoRules).
+//
+// Chains KUBE-SVC/SVL/EXT/FW/XLB-<hash> are mapped to Service ports by kube-proxy's
+// hash (IPTablesChainHash), not by comments. Filter rules carry only a comment,
+// "<ns>/<name>[:<port>] has no local endpoints"; with the rule's -p it gives the
+// same hash. Both argument orders (kube-proxy's and iptables-save's) are accepted.
+// Recognised layouts:
+//   - ≥1.25: filter KUBE-EXTERNAL-SERVICES "... has no local endpoints" -j DROP
+//     (NodePort, each LB and external IP) = Drop; the same DROP in filter
+//     KUBE-SERVICES is internalTrafficPolicy=Local on the cluster IP and is not.
+//   - 1.24: KUBE-SVL-<hash> holding "-j KUBE-MARK-DROP" = Drop.
+//   - ≤1.23: KUBE-XLB-<hash> holding "-j KUBE-MARK-DROP" = Drop (the KUBE-MARK-DROP
+//     at the end of KUBE-FW-<hash> is the LB source-range firewall and is not).
+//   - any: "... has no endpoints" -j REJECT = Reject (no endpoints anywhere).
+//
+// LocalEndpoints counts distinct KUBE-SEP-* targets of KUBE-SVL (or KUBE-XLB), so
+// session affinity's extra jumps count once. Unnamed ports written by old releases
+// as "ns/name:" are found too.
+//
+// # nftables mode
+//
+// `nft -j list table ip kube-proxy` and `... ip6 ...`; a missing table means that
+// family is not programmed. Drop: an element with verdict drop in
+// no-endpoint-nodeports, or in no-endpoint-services for an address that
+// service-ips sends to an external-* chain (a drop on the cluster IP is
+// internalTrafficPolicy=Local). Reject: verdict "goto reject-chain". Elements are
+// matched by their "ns/name[:port]" comment (nft JSON puts it in
+// elem.val/elem.comment of the key) plus the protocol in the key; chains by their
+// "<prefix><hash8>-ns/name/proto/port" names. LocalEndpoints: distinct endpoint-*
+// targets in the local-* chain. DropPackets is 0: kube-proxy puts no counters on
+// these elements (element counters are summed if present).
+//
+// # Sharing and caching
+//
+// At most one read is in flight per Reader; concurrent Read calls wait for it and
+// get the same *Snapshot (immutable: do not modify). A snapshot (also the IPVS one)
+// is reused for Options.CacheTTL (2 s); failures are not cached. If the reading
+// caller's context ends the read, waiting callers with live contexts start a new one.
+//
+// # Semantics over families
+//
+// Port merges IPv4 and IPv6: Programmed, Drop, Reject if any family says so;
+// LocalEndpoints the maximum; DropPackets the sum. DropPackets is a raw rule counter
+// that resets whenever kube-proxy rewrites the rule (every sync in ≥1.25's filter
+// table): a monotonic metric must be kept by the caller.
+package rules
