@@ -1,0 +1,114 @@
+package rules
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func addFixtures(f *testing.F, pattern string) {
+	files, err := filepath.Glob(filepath.Join("testdata", pattern))
+	if err != nil || len(files) == 0 {
+		f.Fatalf("no fixtures %s: %v", pattern, err)
+	}
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+}
+
+func checkStates(t *testing.T, ports map[portKey]*PortState) {
+	for k, st := range ports {
+		if st.LocalEndpoints < 0 {
+			t.Errorf("%s: negative local endpoints", k)
+		}
+		if st.DropPackets > 0 && !st.Drop {
+			t.Errorf("%s: drop packets without drop", k)
+		}
+		if (st.Drop || st.Reject || st.LocalEndpoints > 0) && !st.Programmed {
+			t.Errorf("%s: state without Programmed: %+v", k, *st)
+		}
+	}
+}
+
+func FuzzParseIPTablesSave(f *testing.F) {
+	addFixtures(f, "iptables-*")
+	f.Add([]byte("*filter\n[3:180] -A KUBE-EXTERNAL-SERVICES -p tcp -m comment --comment \"a/b:c has no local endpoints\" -j DROP\nCOMMIT\n"))
+	f.Add([]byte("*nat\n-A KUBE-SVL-AAAAAAAAAAAAAAAA -m comment --comment \"x \\\" y\" -j KUBE-SEP-BBBBBBBBBBBBBBBB\nCOMMIT\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		a := newIPTablesResult()
+		errA := parseIPTablesSave(data, a)
+		b := newIPTablesResult()
+		errB := parseIPTablesSave(bytes.Clone(data), b)
+		if (errA == nil) != (errB == nil) {
+			t.Fatalf("non-deterministic: %v vs %v", errA, errB)
+		}
+		if errA != nil {
+			return
+		}
+		checkStates(t, a.ports)
+		if len(a.ports) != len(b.ports) || a.rules != b.rules || a.kubeRules != b.kubeRules {
+			t.Fatalf("non-deterministic result")
+		}
+		for k, st := range a.ports {
+			if *b.ports[k] != *st {
+				t.Fatalf("%s: %+v vs %+v", k, *st, *b.ports[k])
+			}
+		}
+		if a.kubeRules > a.rules {
+			t.Fatalf("kube rules %d > rules %d", a.kubeRules, a.rules)
+		}
+		// A complete save cut in the middle of a table never reads as complete.
+		if i := bytes.LastIndex(data, []byte("\nCOMMIT")); i > 0 && bytes.Count(data, []byte("\n*")) == 0 && data[0] == '*' {
+			if err := parseIPTablesSave(data[:i+1], newIPTablesResult()); err == nil {
+				t.Fatalf("truncated save (COMMIT removed) parsed without error")
+			}
+		}
+	})
+}
+
+func FuzzParseNFTJSON(f *testing.F) {
+	addFixtures(f, "nft-*.json")
+	f.Add([]byte(`{"nftables":[{"table":{"family":"ip","name":"kube-proxy"}},{"map":{"name":"no-endpoint-nodeports","elem":[[{"elem":{"val":{"concat":["tcp",30090]},"comment":"a/b:c","counter":{"packets":3}}},{"drop":null}]]}}]}`))
+	f.Add([]byte(`{"nftables":[{"table":{"name":"kube-proxy"}},{"rule":{"chain":"local-AAAAAAAA-a/b/tcp/c","expr":[{"vmap":{"data":{"set":[[0,{"goto":{"target":"endpoint-X"}}]]}}}]}}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		res, err := parseNFTJSON(data)
+		if err != nil {
+			return
+		}
+		if !res.table {
+			t.Fatal("parsed without a kube-proxy table")
+		}
+		checkStates(t, res.ports)
+	})
+}
+
+func FuzzNFTServiceChain(f *testing.F) {
+	for _, s := range []string{
+		"external-7UYOFJ22-kubelings/checkout/tcp/http",
+		"local-AAAAAAAA-kubelings/web/tcp/http",
+		"service-AAAAAAAA-default/nginx/tcp/",
+		"firewall-ZZZZZZZZ-a/b/sctp/p",
+		"endpoint-AAAA1111-kubelings/checkout/tcp/http__10.244.1.5/8080",
+		"services",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		prefix, k, ok := nftServiceChain(name)
+		if !ok {
+			return
+		}
+		// Whatever parses names a Service port whose hash it is.
+		rest := name[len(prefix)+9:]
+		parts := bytes.Split([]byte(rest), []byte("/"))
+		sp := ServicePort{Namespace: string(parts[0]), Name: string(parts[1]), Protocol: string(parts[2]), Port: string(parts[3])}
+		if got := IPTablesChainHash(sp); got != string(k[:]) {
+			t.Fatalf("%q: key %s, hash of %+v is %s", name, k, sp, got)
+		}
+	})
+}
