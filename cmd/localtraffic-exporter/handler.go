@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/localtraffic/localtraffic-exporter/collector"
+)
+
+// metricsHandler serves /metrics. Each scrape gets its own registry bound to a context whose deadline comes
+// from Prometheus' X-Prometheus-Scrape-Timeout-Seconds header, so that every probe gives up in time for the
+// answer to reach Prometheus (blackbox_exporter's approach).
+type metricsHandler struct {
+	exporter *collector.Exporter
+	self     *prometheus.Registry // process, Go runtime and build info: long-lived, not per scrape
+	node     string
+	maxWait  time.Duration
+	offset   time.Duration
+	inFlight chan struct{}
+	logger   *slog.Logger
+}
+
+func newMetricsHandler(exp *collector.Exporter, opts options, logger *slog.Logger) *metricsHandler {
+	self := prometheus.NewRegistry()
+	prometheus.WrapRegistererWith(prometheus.Labels{"node": opts.nodeName}, self).MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		versioncollector.NewCollector(collector.Namespace),
+	)
+	return &metricsHandler{
+		exporter: exp, self: self, node: opts.nodeName,
+		// Without the header (a curl), allow a few probes' worth of time.
+		maxWait:  2 * opts.probeTimeout,
+		offset:   opts.scrapeTimeoutOff,
+		inFlight: make(chan struct{}, opts.maxRequests),
+		logger:   logger,
+	}
+}
+
+// scrapeTimeout is the time a scrape may take: Prometheus' timeout minus offset, capped by max. A missing or
+// unusable header means max.
+func scrapeTimeout(header string, maxWait, offset time.Duration) time.Duration {
+	if header == "" {
+		return maxWait
+	}
+	secs, err := strconv.ParseFloat(header, 64)
+	if err != nil || secs <= 0 {
+		return maxWait
+	}
+	d := time.Duration(secs*float64(time.Second)) - offset
+	if d <= 0 {
+		// The offset leaves nothing: still try, with a little time, rather than fail outright.
+		d = time.Duration(secs * float64(time.Second) / 2)
+	}
+	return min(d, maxWait)
+}
+
+func (h *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	select {
+	case h.inFlight <- struct{}{}:
+		defer func() { <-h.inFlight }()
+	default:
+		http.Error(w, "too many concurrent scrapes", http.StatusServiceUnavailable)
+		return
+	}
+	timeout := scrapeTimeout(r.Header.Get("X-Prometheus-Scrape-Timeout-Seconds"), h.maxWait, h.offset)
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+
+	scrape := prometheus.NewRegistry()
+	prometheus.WrapRegistererWith(prometheus.Labels{"node": h.node}, scrape).MustRegister(h.exporter.Bind(ctx))
+	promhttp.HandlerFor(prometheus.Gatherers{h.self, scrape}, promhttp.HandlerOpts{
+		ErrorHandling: promhttp.ContinueOnError,
+		ErrorLog:      slogPrinter{h.logger},
+	}).ServeHTTP(w, r)
+}
+
+// slogPrinter adapts slog to promhttp's Println-style error log.
+type slogPrinter struct{ logger *slog.Logger }
+
+func (p slogPrinter) Println(v ...any) { p.logger.Error("serving metrics", "err", v) }

@@ -1,0 +1,21 @@
+// Command localtraffic-exporter tells, per node and per Service with externalTrafficPolicy Local, whether this
+// node serves or silently drops the Service's external traffic. It runs on every node (a DaemonSet).
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "localtraffic-exporter: %v\n", err)
+		os.Exit(1)
+	}
+}

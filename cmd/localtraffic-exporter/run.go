@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/lmittmann/tint"
+	"github.com/prometheus/common/version"
+	"github.com/prometheus/exporter-toolkit/web"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/localtraffic/localtraffic-exporter/collector"
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
+)
+
+// kubeProxyHealthPort is kube-proxy's default --healthz-bind-address port.
+const kubeProxyHealthPort = "10256"
+
+// run is the whole program: it returns when ctx ends (nil) or on the first fatal error.
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	opts, err := parseOptions(args, os.Getenv)
+	var help errHelp
+	if errors.As(err, &help) {
+		fmt.Fprint(stderr, help.usage)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if opts.version {
+		fmt.Fprintln(stderr, version.Print("localtraffic-exporter"))
+		return nil
+	}
+	logger := newLogger(stderr, opts.logFormat, opts.logLevel)
+
+	client, err := newKubeClient(opts.kubeconfig)
+	if err != nil {
+		return err
+	}
+	if err := checkNode(ctx, client, opts.nodeName); err != nil {
+		return err
+	}
+
+	view := kubeview.New(client, opts.nodeName)
+	viewCtx, stopView := context.WithCancel(ctx)
+	defer stopView()
+	view.Start(viewCtx)
+	go func() {
+		if err := view.WaitForSync(viewCtx); err == nil {
+			logger.Info("informers synced")
+		}
+	}()
+
+	exp := newExporter(opts, view, logger)
+	mux := http.NewServeMux()
+	mux.Handle(opts.telemetryPath, newMetricsHandler(exp, opts, logger))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		for _, st := range view.Informers() {
+			if !st.Synced {
+				http.Error(w, st.Resource+" informer not synced", http.StatusServiceUnavailable)
+				return
+			}
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	if opts.telemetryPath != "/" {
+		landing, err := web.NewLandingPage(web.LandingConfig{
+			Name:        "localtraffic-exporter",
+			Description: "Per node and per Service: does this node serve or drop externalTrafficPolicy: Local traffic?",
+			Version:     version.Info(),
+			Links:       []web.LandingLinks{{Address: opts.telemetryPath, Text: "Metrics"}},
+		})
+		if err != nil {
+			return fmt.Errorf("building the landing page: %w", err)
+		}
+		mux.Handle("/", landing)
+	}
+
+	server := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	listenAddrs, webConfig := opts.listenAddresses, opts.webConfigFile
+	flags := &web.FlagConfig{WebListenAddresses: &listenAddrs, WebSystemdSocket: new(bool), WebConfigFile: &webConfig}
+	if webConfig != "" {
+		if err := web.Validate(webConfig); err != nil {
+			return fmt.Errorf("bad --web.config.file: %w", err)
+		}
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- web.ListenAndServe(server, flags, logger) }()
+	logger.Info("serving", "node", opts.nodeName, "addresses", listenAddrs, "version", version.Info())
+
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("serving metrics: %w", err)
+	case <-ctx.Done():
+	}
+	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := server.Shutdown(shutCtx); err != nil {
+		return fmt.Errorf("shutting down: %w", err)
+	}
+	return nil
+}
+
+func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
+	if format == "auto" {
+		format = "json"
+		if f, ok := w.(*os.File); ok && isTerminal(f) {
+			format = "tint"
+		}
+	}
+	switch format {
+	case "tint":
+		return slog.New(tint.NewHandler(w, &tint.Options{Level: level, TimeFormat: time.Kitchen}))
+	case "text":
+		return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func newKubeClient(kubeconfig string) (kubernetes.Interface, error) {
+	var cfg *rest.Config
+	var err error
+	if kubeconfig == "" {
+		if cfg, err = rest.InClusterConfig(); err != nil {
+			return nil, fmt.Errorf("no --kubeconfig and no in-cluster config: %w", err)
+		}
+	} else if cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig); err != nil {
+		return nil, fmt.Errorf("loading kubeconfig %s: %w", kubeconfig, err)
+	}
+	cfg.UserAgent = "localtraffic-exporter/" + version.Version
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the Kubernetes client: %w", err)
+	}
+	return client, nil
+}
+
+// checkNode fails fast on a node name the API does not know: every endpoint would look remote, and every
+// verdict would be wrong.
+func checkNode(ctx context.Context, client kubernetes.Interface, node string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("node %q does not exist in the API: check --node-name (or NODE_NAME)", node)
+	}
+	return fmt.Errorf("looking up node %q: %w", node, err)
+}
+
+// newExporter wires the collectors.
+func newExporter(opts options, view *kubeview.View, logger *slog.Logger) *collector.Exporter {
+	client := nodeprobe.NewHTTPClient()
+	localAddr := func(n kubeview.NodeState) (string, error) {
+		return nodeprobe.PickLocalAddress(nodeprobe.NetlinkAddrs{}, n.InternalIPs)
+	}
+	hcAddr := localAddr
+	if opts.healthCheckAddress != "" {
+		hcAddr = func(kubeview.NodeState) (string, error) { return opts.healthCheckAddress, nil }
+	}
+	kpAddr := func(n kubeview.NodeState) (string, error) {
+		ip, err := localAddr(n)
+		if err != nil {
+			return "", err
+		}
+		return net.JoinHostPort(ip, kubeProxyHealthPort), nil
+	}
+	if opts.kubeProxyHealthz != "" {
+		kpAddr = func(kubeview.NodeState) (string, error) { return opts.kubeProxyHealthz, nil }
+	}
+	return collector.NewExporter(logger,
+		collector.NewServices(collector.ServicesConfig{
+			View: view, ProbeAddress: hcAddr, Client: client,
+			ProbeTimeout: opts.probeTimeout, Concurrency: opts.probeConcurrency, Logger: logger,
+		}),
+		collector.NewKubeProxy(collector.KubeProxyConfig{
+			View: view, Address: kpAddr, Client: client, ProbeTimeout: opts.probeTimeout, Logger: logger,
+		}),
+		collector.NewNode(view),
+		collector.NewInformers(view),
+	)
+}

@@ -1,0 +1,110 @@
+package collector
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
+)
+
+var (
+	kubeProxyUp = newMetric("kube_proxy_up", prometheus.GaugeValue,
+		"1 when kube-proxy's health server answered 200 on the endpoint (healthz: fit to receive load-balanced traffic; livez: alive).",
+		"endpoint")
+	kubeProxyResult = newMetric("kube_proxy_result", prometheus.GaugeValue,
+		"The outcome of probing kube-proxy's health server, one-hot over ok, unavailable, empty, invalid, timeout, refused, error.",
+		"endpoint", "result")
+	kubeProxyEligible = newMetric("kube_proxy_node_eligible", prometheus.GaugeValue,
+		"1 when the node is eligible for load-balanced traffic: /healthz's nodeEligible (kube-proxy 1.28+), else derived from the Node (not deleting, no ToBeDeletedByClusterAutoscaler taint).")
+	kubeProxyHealthy = newMetric("kube_proxy_healthy", prometheus.GaugeValue,
+		"1 when kube-proxy reports its rules synced in time: /livez's healthy field (1.33+), else its status code is 200.")
+	kubeProxyLastSync = newMetric("kube_proxy_last_sync_timestamp_seconds", prometheus.GaugeValue,
+		"lastUpdated as /livez reported it. kube-proxy reports the current time while healthy and its real last sync only while unhealthy.")
+	kubeProxyDuration = newMetric("kube_proxy_probe_duration_seconds", prometheus.GaugeValue,
+		"How long probing kube-proxy's health server took.", "endpoint")
+)
+
+// KubeProxyConfig configures the kube-proxy collector.
+type KubeProxyConfig struct {
+	View APIView
+	// Address returns kube-proxy's health server host:port: fixed by a flag, or the Node's InternalIP:10256.
+	Address      func(kubeview.NodeState) (string, error)
+	Client       *http.Client
+	ProbeTimeout time.Duration
+	Logger       *slog.Logger
+}
+
+// KubeProxy exports kube-proxy's own health as its health server (default :10256) reports it.
+type KubeProxy struct{ cfg KubeProxyConfig }
+
+// NewKubeProxy returns the kube-proxy collector.
+func NewKubeProxy(cfg KubeProxyConfig) *KubeProxy { return &KubeProxy{cfg: cfg} }
+
+func (*KubeProxy) Name() string { return "kube_proxy" }
+
+func (*KubeProxy) Metrics() []*Metric {
+	return []*Metric{kubeProxyUp, kubeProxyResult, kubeProxyEligible, kubeProxyHealthy, kubeProxyLastSync, kubeProxyDuration}
+}
+
+func (k *KubeProxy) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
+	snap, err := k.cfg.View.Snapshot()
+	if err != nil {
+		return fmt.Errorf("reading the API view: %w", err)
+	}
+	addr, err := k.cfg.Address(snap.Node)
+	if err != nil {
+		return fmt.Errorf("choosing kube-proxy's health server address: %w", err)
+	}
+	endpoints := []string{"healthz", "livez"}
+	answers := make([]nodeprobe.KubeProxyHealth, len(endpoints))
+	var wg sync.WaitGroup
+	for i, ep := range endpoints {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pctx, cancel := context.WithTimeout(ctx, nodeprobe.ProbeTimeout(ctx, k.cfg.ProbeTimeout))
+			defer cancel()
+			answers[i] = nodeprobe.ProbeKubeProxy(pctx, k.cfg.Client, addr, ep)
+		}()
+	}
+	wg.Wait()
+
+	healthz, livez := answers[0], answers[1]
+	for _, a := range answers {
+		if a.Err != nil {
+			k.cfg.Logger.Warn("kube-proxy health probe failed", "endpoint", a.Endpoint, "result", string(a.Result), "err", a.Err)
+		}
+		ch <- kubeProxyUp.must(boolFloat(a.Up()), a.Endpoint)
+		for _, r := range nodeprobe.Results {
+			ch <- kubeProxyResult.must(boolFloat(a.Result == r), a.Endpoint, string(r))
+		}
+		ch <- kubeProxyDuration.must(a.Duration.Seconds(), a.Endpoint)
+	}
+
+	eligible := snap.Node.Found && !snap.Node.Draining()
+	if healthz.NodeEligible != nil {
+		eligible = *healthz.NodeEligible
+	}
+	ch <- kubeProxyEligible.must(boolFloat(eligible))
+
+	// /livez leaves node eligibility out, so it speaks of kube-proxy's syncing alone.
+	if livez.Result == nodeprobe.ResultOK || livez.Result == nodeprobe.ResultUnavailable {
+		healthy := livez.Up()
+		if livez.Healthy != nil {
+			healthy = *livez.Healthy
+		}
+		ch <- kubeProxyHealthy.must(boolFloat(healthy))
+		ch <- kubeProxyLastSync.must(float64(livez.LastUpdated.UnixNano()) / 1e9)
+	} else {
+		// kube-proxy did not answer usably: it is not known to be syncing.
+		ch <- kubeProxyHealthy.must(0)
+	}
+	return nil
+}

@@ -1,0 +1,305 @@
+// Package kubeview is the exporter's view of the Kubernetes API: the Services whose external traffic policy is
+// Local, their EndpointSlices reduced to this node's endpoints, and this node's Node object. It answers, as
+// kube-proxy would decide it, how many local endpoints each such Service has here.
+package kubeview
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Node label and taint that take a node out of external load balancing.
+const (
+	LabelExcludeFromLB   = corev1.LabelNodeExcludeBalancers // node.kubernetes.io/exclude-from-external-load-balancers
+	TaintToBeDeletedByCA = "ToBeDeletedByClusterAutoscaler"
+)
+
+// ErrNotSynced means the informers have not listed everything yet: any answer now would be a guess.
+var ErrNotSynced = errors.New("informer caches not synced yet")
+
+const sliceByServiceIndex = "service"
+
+// View watches the API. Create it with New, then Start it.
+type View struct {
+	node     string
+	factory  informers.SharedInformerFactory
+	nodeFact informers.SharedInformerFactory
+	informer map[string]cache.SharedIndexInformer
+	// lastEvent holds, per resource, the Unix nanoseconds of the last add, update or delete seen.
+	lastEvent map[string]*atomic.Int64
+}
+
+// Resources the view watches, as named in the informer self-metrics.
+const (
+	ResourceServices       = "services"
+	ResourceEndpointSlices = "endpointslices"
+	ResourceNodes          = "nodes"
+)
+
+// New builds the informers. Nothing talks to the API server until Start.
+func New(client kubernetes.Interface, node string) *View {
+	v := &View{node: node, informer: map[string]cache.SharedIndexInformer{}, lastEvent: map[string]*atomic.Int64{}}
+	v.factory = informers.NewSharedInformerFactoryWithOptions(client, 0,
+		informers.WithTransform(transformAny(node)))
+	// Only this node's Node object: a node agent must not watch every Node of a large cluster.
+	v.nodeFact = informers.NewSharedInformerFactoryWithOptions(client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", node).String()
+		}),
+		informers.WithTransform(transformNode))
+
+	v.informer[ResourceServices] = v.factory.Core().V1().Services().Informer()
+	v.informer[ResourceEndpointSlices] = v.factory.Discovery().V1().EndpointSlices().Informer()
+	v.informer[ResourceNodes] = v.nodeFact.Core().V1().Nodes().Informer()
+	_ = v.informer[ResourceEndpointSlices].AddIndexers(cache.Indexers{sliceByServiceIndex: sliceServiceKey})
+	for name, inf := range v.informer {
+		last := &atomic.Int64{}
+		v.lastEvent[name] = last
+		touch := func() { last.Store(time.Now().UnixNano()) }
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { touch() },
+			UpdateFunc: func(any, any) { touch() },
+			DeleteFunc: func(any) { touch() },
+		})
+	}
+	return v
+}
+
+func transformAny(node string) cache.TransformFunc {
+	slices := TransformEndpointSlice(node)
+	return func(obj any) (any, error) {
+		switch obj.(type) {
+		case *discoveryv1.EndpointSlice:
+			return slices(obj)
+		case *corev1.Service:
+			return TransformService(obj)
+		}
+		return obj, nil
+	}
+}
+
+func transformNode(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion,
+			Labels: n.Labels, DeletionTimestamp: n.DeletionTimestamp,
+		},
+		Spec:   corev1.NodeSpec{Taints: n.Spec.Taints},
+		Status: corev1.NodeStatus{Addresses: n.Status.Addresses},
+	}, nil
+}
+
+func sliceServiceKey(obj any) ([]string, error) {
+	slice, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return nil, nil
+	}
+	svc := slice.Labels[labelServiceName]
+	if svc == "" {
+		return nil, nil
+	}
+	return []string{slice.Namespace + "/" + svc}, nil
+}
+
+// Start runs the informers until ctx ends.
+func (v *View) Start(ctx context.Context) {
+	v.factory.Start(ctx.Done())
+	v.nodeFact.Start(ctx.Done())
+}
+
+// WaitForSync blocks until every informer has listed once, or ctx ends.
+func (v *View) WaitForSync(ctx context.Context) error {
+	for name, inf := range v.informer {
+		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			return fmt.Errorf("waiting for the %s informer: %w", name, ctx.Err())
+		}
+	}
+	return nil
+}
+
+// InformerStatus is one informer's health, for the self-metrics.
+type InformerStatus struct {
+	Resource  string
+	Synced    bool
+	LastEvent time.Time // zero when no event was seen yet
+}
+
+// Informers reports every informer's status, sorted by resource.
+func (v *View) Informers() []InformerStatus {
+	out := make([]InformerStatus, 0, len(v.informer))
+	for name, inf := range v.informer {
+		st := InformerStatus{Resource: name, Synced: inf.HasSynced()}
+		if ns := v.lastEvent[name].Load(); ns != 0 {
+			st.LastEvent = time.Unix(0, ns)
+		}
+		out = append(out, st)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Resource < out[j].Resource })
+	return out
+}
+
+// NodeState is what the exporter needs of its own Node.
+type NodeState struct {
+	Name        string
+	Found       bool
+	InternalIPs []string
+	Deleting    bool // deletionTimestamp set (a finalizer holds it)
+	ToBeDeleted bool // the cluster autoscaler's ToBeDeletedByClusterAutoscaler taint
+	Excluded    bool // labelled node.kubernetes.io/exclude-from-external-load-balancers
+}
+
+// Draining is kube-proxy's own test for /healthz (since 1.28): the node is going away.
+func (n NodeState) Draining() bool { return n.Deleting || n.ToBeDeleted }
+
+// ServiceState is one Local Service as seen from this node.
+type ServiceState struct {
+	Namespace, Name     string
+	Type                corev1.ServiceType
+	HealthCheckNodePort int32
+	Ports               []PortEndpoints
+	// LocalEndpoints is the number of distinct local endpoint IPs kube-proxy uses for external traffic.
+	LocalEndpoints int
+	// LocalReadyEndpoints is what kube-proxy's health check node port reports: distinct ready local IPs.
+	LocalReadyEndpoints int
+}
+
+// HasLocalEndpoint is true when every port of the Service has a local endpoint: a port without one is dropped.
+func (s ServiceState) HasLocalEndpoint() bool {
+	if len(s.Ports) == 0 {
+		return false
+	}
+	for _, p := range s.Ports {
+		if p.Local == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Snapshot is a consistent enough copy of the view for one scrape.
+type Snapshot struct {
+	Node     NodeState
+	Services []ServiceState // sorted by namespace, name
+}
+
+// Snapshot computes the view now. It fails while any informer has not synced.
+func (v *View) Snapshot() (Snapshot, error) {
+	for name, inf := range v.informer {
+		if !inf.HasSynced() {
+			return Snapshot{}, fmt.Errorf("%s: %w", name, ErrNotSynced)
+		}
+	}
+	snap := Snapshot{Node: v.nodeState()}
+	sliceIdx := v.informer[ResourceEndpointSlices].GetIndexer()
+	for _, obj := range v.informer[ResourceServices].GetStore().List() {
+		svc, ok := obj.(*corev1.Service)
+		if !ok || !IsExternalLocal(svc) {
+			continue
+		}
+		objs, err := sliceIdx.ByIndex(sliceByServiceIndex, svc.Namespace+"/"+svc.Name)
+		if err != nil {
+			return Snapshot{}, fmt.Errorf("endpoint slices of %s/%s: %w", svc.Namespace, svc.Name, err)
+		}
+		slices := make([]*discoveryv1.EndpointSlice, 0, len(objs))
+		for _, o := range objs {
+			if s, ok := o.(*discoveryv1.EndpointSlice); ok && usableSlice(s) {
+				slices = append(slices, s)
+			}
+		}
+		snap.Services = append(snap.Services, ServiceStateOf(svc, slices))
+	}
+	sort.Slice(snap.Services, func(i, j int) bool {
+		a, b := snap.Services[i], snap.Services[j]
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
+	})
+	return snap, nil
+}
+
+// ServiceStateOf counts one Service's local endpoints from its (transformed) slices.
+func ServiceStateOf(svc *corev1.Service, slices []*discoveryv1.EndpointSlice) ServiceState {
+	ports, ready, used := countPortEndpoints(svc, slices)
+	return ServiceState{
+		Namespace:           svc.Namespace,
+		Name:                svc.Name,
+		Type:                svc.Spec.Type,
+		HealthCheckNodePort: svc.Spec.HealthCheckNodePort,
+		Ports:               ports,
+		LocalEndpoints:      used,
+		LocalReadyEndpoints: ready,
+	}
+}
+
+func usableSlice(s *discoveryv1.EndpointSlice) bool {
+	_, proxied := s.Labels[labelServiceProxyName]
+	return !proxied
+}
+
+// IsExternalLocal tells whether kube-proxy gives the Service external traffic with the Local policy: reachable
+// from outside (NodePort, LoadBalancer or externalIPs), not headless, not handed to another proxy.
+func IsExternalLocal(svc *corev1.Service) bool {
+	if svc.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal {
+		return false
+	}
+	if _, other := svc.Labels[labelServiceProxyName]; other {
+		return false
+	}
+	if svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		return false
+	}
+	switch svc.Spec.Type {
+	case corev1.ServiceTypeNodePort, corev1.ServiceTypeLoadBalancer:
+		return true
+	case corev1.ServiceTypeClusterIP:
+		return len(svc.Spec.ExternalIPs) > 0
+	}
+	return false
+}
+
+func (v *View) nodeState() NodeState {
+	st := NodeState{Name: v.node}
+	obj, exists, err := v.informer[ResourceNodes].GetStore().GetByKey(v.node)
+	if err != nil || !exists {
+		return st
+	}
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return st
+	}
+	return NodeStateOf(n)
+}
+
+// NodeStateOf reads what matters of a Node object.
+func NodeStateOf(n *corev1.Node) NodeState {
+	st := NodeState{Name: n.Name, Found: true, Deleting: n.DeletionTimestamp != nil}
+	_, st.Excluded = n.Labels[LabelExcludeFromLB]
+	for _, t := range n.Spec.Taints {
+		if t.Key == TaintToBeDeletedByCA {
+			st.ToBeDeleted = true
+		}
+	}
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			st.InternalIPs = append(st.InternalIPs, a.Address)
+		}
+	}
+	return st
+}

@@ -1,0 +1,103 @@
+// Package nodeprobe talks to the local node: kube-proxy's health server, the health check node ports it serves
+// for LoadBalancer Services, and the node's own addresses. Every probe is bounded by its context: a hanging or
+// hostile peer becomes a result, never a stuck scrape.
+package nodeprobe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"syscall"
+	"time"
+)
+
+// MaxBodyBytes bounds what a probe reads of a body. kube-proxy's answers are a few hundred bytes; anything much
+// larger is not kube-proxy and is not read to the end.
+const MaxBodyBytes = 64 << 10
+
+// Result classifies a probe's outcome. The set is closed: it becomes a label value.
+type Result string
+
+const (
+	ResultOK          Result = "ok"          // HTTP 200 with a well-formed body
+	ResultUnavailable Result = "unavailable" // HTTP 503 with a well-formed body
+	ResultEmpty       Result = "empty"       // HTTP 200 with an empty body: kube-proxy is removing the Service
+	ResultInvalid     Result = "invalid"     // an answer that is not kube-proxy's: other status, bad or oversized body
+	ResultTimeout     Result = "timeout"     // no complete answer before the deadline
+	ResultRefused     Result = "refused"     // connection refused: nothing listens
+	ResultError       Result = "error"       // any other transport failure
+)
+
+// Results lists every Result, in label order.
+var Results = []Result{ResultOK, ResultUnavailable, ResultEmpty, ResultInvalid, ResultTimeout, ResultRefused, ResultError}
+
+// NewHTTPClient returns the client probes use. Keep-alives are off: a probe is one request to a local peer, and
+// a connection left idle towards a misbehaving server is a leak. Redirects are not followed: kube-proxy never
+// sends one.
+func NewHTTPClient() *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{
+			Proxy:             nil, // never route node-local probes through a proxy from the environment
+			DialContext:       (&net.Dialer{}).DialContext,
+			DisableKeepAlives: true,
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// response is a bounded HTTP answer.
+type response struct {
+	status   int
+	header   http.Header
+	body     []byte
+	tooLarge bool
+}
+
+// get performs one GET bounded by ctx and reads at most MaxBodyBytes of the body.
+func get(ctx context.Context, client *http.Client, url string) (response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return response{}, fmt.Errorf("building request for %s: %w", url, err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return response{}, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBodyBytes+1))
+	if err != nil {
+		return response{}, fmt.Errorf("reading body: %w", err)
+	}
+	r := response{status: resp.StatusCode, header: resp.Header, body: body}
+	if len(body) > MaxBodyBytes {
+		r.body, r.tooLarge = body[:MaxBodyBytes], true
+	}
+	return r, nil
+}
+
+// classifyTransportError maps a failed request to a Result.
+func classifyTransportError(ctx context.Context, err error) Result {
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), ctx.Err() != nil, errors.As(err, &ne) && ne.Timeout():
+		return ResultTimeout
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return ResultRefused
+	}
+	return ResultError
+}
+
+// Deadline arithmetic shared by every probe.
+
+// ProbeTimeout is how long one probe may take: the configured cap, or less when the scrape's deadline is nearer.
+func ProbeTimeout(ctx context.Context, limit time.Duration) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		if left := time.Until(dl); left < limit {
+			return max(left, 0)
+		}
+	}
+	return limit
+}
