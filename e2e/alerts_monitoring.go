@@ -1,0 +1,523 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
+	"github.com/localtraffic/localtraffic-exporter/e2e/netns"
+)
+
+// This file runs a real Prometheus and a real Alertmanager next to a harness cluster, in the cluster's outside
+// client namespace: from there they reach the nodes' addresses (the exporters listen on <node IP>:9746, as the
+// hostNetwork DaemonSet does) and the apiserver (service discovery), like a monitoring server outside the
+// cluster would. Both listen on 127.0.0.1 inside that namespace only.
+
+// monitoringTools are the binaries alerts/install-tools.sh installs.
+type monitoringTools struct {
+	Prometheus, Alertmanager string
+}
+
+// installMonitoringTools runs alerts/install-tools.sh (idempotent; the first run builds Prometheus from the Go
+// module proxy, a few minutes) and returns the binaries. $LT_TOOLS_BIN moves the cache like the script does.
+func installMonitoringTools(ctx context.Context, repo string) (monitoringTools, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(repo, "alerts", "install-tools.sh"), "prometheus", "alertmanager")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return monitoringTools{}, fmt.Errorf("alerts/install-tools.sh prometheus alertmanager: %w\n%s", err, out)
+	}
+	bin := os.Getenv("LT_TOOLS_BIN")
+	if bin == "" {
+		bin = filepath.Join(repo, ".tools", "bin")
+	}
+	am, err := exec.LookPath("prometheus-alertmanager")
+	if err != nil {
+		return monitoringTools{}, fmt.Errorf("alertmanager: %w", err)
+	}
+	return monitoringTools{Prometheus: filepath.Join(bin, "prometheus"), Alertmanager: am}, nil
+}
+
+// prometheusConfig builds a Prometheus configuration from the shipped scrape configuration (alerts/
+// prometheus-scrape.yaml) and rule files. The only change to the shipped job is where the apiserver is:
+// kubeconfig_file on each kubernetes_sd_configs entry (in a cluster Prometheus uses its in-cluster config). The
+// result is JSON, which Prometheus reads as YAML.
+func prometheusConfig(scrapeYAML []byte, kubeconfig string, ruleFiles []string, alertmanager string, evalInterval time.Duration) ([]byte, error) {
+	js, err := utilyaml.ToJSON(scrapeYAML)
+	if err != nil {
+		return nil, fmt.Errorf("shipped scrape configuration: %w", err)
+	}
+	var scrape struct {
+		ScrapeConfigs []map[string]any `json:"scrape_configs"`
+	}
+	if err := json.Unmarshal(js, &scrape); err != nil {
+		return nil, fmt.Errorf("shipped scrape configuration: %w", err)
+	}
+	if len(scrape.ScrapeConfigs) == 0 {
+		return nil, fmt.Errorf("shipped scrape configuration has no scrape_configs")
+	}
+	for _, job := range scrape.ScrapeConfigs {
+		sds, _ := job["kubernetes_sd_configs"].([]any)
+		if len(sds) == 0 {
+			return nil, fmt.Errorf("job %v: no kubernetes_sd_configs", job["job_name"])
+		}
+		for _, sd := range sds {
+			m, ok := sd.(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("job %v: malformed kubernetes_sd_configs", job["job_name"])
+			}
+			m["kubeconfig_file"] = kubeconfig
+		}
+	}
+	cfg := map[string]any{
+		"global": map[string]any{
+			// Rules are evaluated every few seconds so that an alert fires close to its for: after the
+			// condition starts; scrape intervals stay as shipped.
+			"evaluation_interval": evalInterval.String(),
+		},
+		"rule_files": ruleFiles,
+		"alerting": map[string]any{
+			"alertmanagers": []any{map[string]any{"static_configs": []any{map[string]any{"targets": []string{alertmanager}}}}},
+		},
+		"scrape_configs": scrape.ScrapeConfigs,
+	}
+	return json.MarshalIndent(cfg, "", "  ")
+}
+
+// alertmanagerConfig routes critical alerts to the pager webhook and everything else to the ticket webhook,
+// one notification group per alert and node and Service (a page per blackholed node), with waits short enough
+// for a test.
+func alertmanagerConfig(pagerURL, ticketURL string) []byte {
+	cfg := map[string]any{
+		"route": map[string]any{
+			"receiver":        "tickets",
+			"group_by":        []string{"alertname", "node", "namespace", "service"},
+			"group_wait":      "1s",
+			"group_interval":  "1s",
+			"repeat_interval": "1h",
+			"routes": []any{map[string]any{
+				"receiver": "pager",
+				"matchers": []string{`severity="critical"`},
+			}},
+		},
+		"receivers": []any{
+			map[string]any{"name": "pager", "webhook_configs": []any{map[string]any{"url": pagerURL, "send_resolved": true}}},
+			map[string]any{"name": "tickets", "webhook_configs": []any{map[string]any{"url": ticketURL, "send_resolved": true}}},
+		},
+	}
+	b, _ := json.MarshalIndent(cfg, "", "  ")
+	return b
+}
+
+// daemon is a long-running child started in a network namespace, logging to a file.
+type daemon struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	done    chan struct{}
+	err     error
+}
+
+func startDaemon(dir, name, ns, bin string, args ...string) (*daemon, error) {
+	logPath := filepath.Join(dir, name+".log")
+	log, err := os.Create(logPath)
+	if err != nil {
+		return nil, fmt.Errorf("log for %s: %w", name, err)
+	}
+	cmd := netns.Command(context.Background(), ns, bin, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	d := &daemon{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	go func() {
+		d.err = cmd.Wait()
+		log.Close()
+		close(d.done)
+	}()
+	return d, nil
+}
+
+func (d *daemon) exited() error {
+	select {
+	case <-d.done:
+		return fmt.Errorf("%s exited: %v\n%s", d.name, d.err, d.logTail())
+	default:
+		return nil
+	}
+}
+
+func (d *daemon) stop() {
+	select {
+	case <-d.done:
+		return
+	default:
+	}
+	_ = d.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-d.done:
+	case <-time.After(10 * time.Second):
+		_ = netns.KillGroup(d.cmd)
+		<-d.done
+	}
+}
+
+func (d *daemon) logTail() string {
+	b, _ := os.ReadFile(d.logPath)
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
+}
+
+// nsHTTPClient talks to servers inside a network namespace.
+func nsHTTPClient(ns string) *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{DialContext: netns.Dialer{NS: ns}.DialContext, DisableKeepAlives: true},
+		Timeout:   30 * time.Second,
+	}
+}
+
+// promAPI queries Prometheus' HTTP API.
+type promAPI struct {
+	base   string
+	client *http.Client
+}
+
+// promSample is one series of an instant or range query result.
+type promSample struct {
+	Metric map[string]string `json:"metric"`
+	Value  []any             `json:"value"`
+	Values [][]any           `json:"values"`
+}
+
+func (p promAPI) get(ctx context.Context, path string, params url.Values, data any) ([]string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.base+path+"?"+params.Encode(), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", path, err)
+	}
+	var env struct {
+		Status    string          `json:"status"`
+		Data      json.RawMessage `json:"data"`
+		Error     string          `json:"error"`
+		Warnings  []string        `json:"warnings"`
+		ErrorType string          `json:"errorType"`
+	}
+	if err := json.Unmarshal(body, &env); err != nil {
+		return nil, fmt.Errorf("GET %s: %s: %.300s", path, resp.Status, body)
+	}
+	if env.Status != "success" {
+		return nil, fmt.Errorf("GET %s %v: %s: %s", path, params, env.ErrorType, env.Error)
+	}
+	if err := json.Unmarshal(env.Data, data); err != nil {
+		return nil, fmt.Errorf("GET %s: decode: %w", path, err)
+	}
+	return env.Warnings, nil
+}
+
+// query runs an instant query; warnings are returned as an error (a dashboard query must run cleanly).
+func (p promAPI) query(ctx context.Context, q string) ([]promSample, error) {
+	var data struct {
+		ResultType string       `json:"resultType"`
+		Result     []promSample `json:"result"`
+	}
+	warnings, err := p.get(ctx, "/api/v1/query", url.Values{"query": {q}}, &data)
+	if err != nil {
+		return nil, err
+	}
+	if len(warnings) > 0 {
+		return nil, fmt.Errorf("query %q: warnings %v", q, warnings)
+	}
+	if data.ResultType == "scalar" {
+		return []promSample{{Value: []any{0, "scalar"}}}, nil
+	}
+	return data.Result, nil
+}
+
+// queryRange runs a range query as a Grafana time series panel would.
+func (p promAPI) queryRange(ctx context.Context, q string, start, end time.Time, step time.Duration) ([]promSample, error) {
+	var data struct {
+		Result []promSample `json:"result"`
+	}
+	warnings, err := p.get(ctx, "/api/v1/query_range", url.Values{
+		"query": {q}, "start": {fmt.Sprint(start.Unix())}, "end": {fmt.Sprint(end.Unix())}, "step": {step.String()},
+	}, &data)
+	if err != nil {
+		return nil, err
+	}
+	if len(warnings) > 0 {
+		return nil, fmt.Errorf("query_range %q: warnings %v", q, warnings)
+	}
+	return data.Result, nil
+}
+
+// promAlert is an entry of /api/v1/alerts.
+type promAlert struct {
+	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations"`
+	State       string            `json:"state"`
+	ActiveAt    time.Time         `json:"activeAt"` // when the condition started to hold (pending)
+}
+
+func (p promAPI) alerts(ctx context.Context) ([]promAlert, error) {
+	var data struct {
+		Alerts []promAlert `json:"alerts"`
+	}
+	_, err := p.get(ctx, "/api/v1/alerts", url.Values{}, &data)
+	return data.Alerts, err
+}
+
+// ruleHealth returns "<group>/<rule>: <health> <lastError>" for every rule that is not healthy, and how many
+// rules there are.
+func (p promAPI) unhealthyRules(ctx context.Context) (bad []string, total int, err error) {
+	var data struct {
+		Groups []struct {
+			Name  string `json:"name"`
+			Rules []struct {
+				Name      string `json:"name"`
+				Health    string `json:"health"`
+				LastError string `json:"lastError"`
+			} `json:"rules"`
+		} `json:"groups"`
+	}
+	if _, err := p.get(ctx, "/api/v1/rules", url.Values{}, &data); err != nil {
+		return nil, 0, err
+	}
+	for _, g := range data.Groups {
+		for _, r := range g.Rules {
+			total++
+			if r.Health != "ok" {
+				bad = append(bad, fmt.Sprintf("%s/%s: %s %s", g.Name, r.Name, r.Health, r.LastError))
+			}
+		}
+	}
+	return bad, total, nil
+}
+
+// promTarget is an active target of /api/v1/targets.
+type promTarget struct {
+	Labels    map[string]string `json:"labels"`
+	Health    string            `json:"health"`
+	LastError string            `json:"lastError"`
+	ScrapeURL string            `json:"scrapeUrl"`
+}
+
+func (p promAPI) targets(ctx context.Context) ([]promTarget, error) {
+	var data struct {
+		ActiveTargets []promTarget `json:"activeTargets"`
+	}
+	_, err := p.get(ctx, "/api/v1/targets", url.Values{"state": {"active"}}, &data)
+	return data.ActiveTargets, err
+}
+
+// notification is one webhook call of Alertmanager (its webhook payload, version 4).
+type notification struct {
+	received time.Time
+	Receiver string `json:"receiver"`
+	Status   string `json:"status"`
+	Alerts   []struct {
+		Status      string            `json:"status"`
+		Labels      map[string]string `json:"labels"`
+		Annotations map[string]string `json:"annotations"`
+	} `json:"alerts"`
+}
+
+// webhookReceiver records Alertmanager's notifications, per receiver path.
+type webhookReceiver struct {
+	URL      string // http://127.0.0.1:<port>, reachable inside the namespace
+	listener net.Listener
+	server   *http.Server
+
+	mu    sync.Mutex
+	calls []notification
+}
+
+func startWebhookReceiver(ns string) (*webhookReceiver, error) {
+	l, err := netns.Listen(ns, "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	w := &webhookReceiver{URL: "http://" + l.Addr().String(), listener: l}
+	w.server = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		var n notification
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&n); err != nil {
+			http.Error(rw, err.Error(), http.StatusBadRequest)
+			return
+		}
+		n.received = time.Now()
+		w.mu.Lock()
+		w.calls = append(w.calls, n)
+		w.mu.Unlock()
+	})}
+	go func() { _ = w.server.Serve(l) }()
+	return w, nil
+}
+
+func (w *webhookReceiver) close() { _ = w.server.Close() }
+
+// alertKey identifies an alert instance by name, node, namespace and Service.
+type alertKey struct{ Alertname, Node, Namespace, Service string }
+
+func (k alertKey) String() string {
+	return fmt.Sprintf("%s{node=%q,namespace=%q,service=%q}", k.Alertname, k.Node, k.Namespace, k.Service)
+}
+
+func keyOf(labels map[string]string) alertKey {
+	return alertKey{labels["alertname"], labels["node"], labels["namespace"], labels["service"]}
+}
+
+// delivery is what a receiver was told about one alert instance.
+type delivery struct {
+	FirstFiring time.Time         // when the first firing notification arrived
+	Labels      map[string]string // of the last firing notification
+	Annotations map[string]string // of the last firing notification
+	Resolved    bool              // a resolved notification arrived after the first firing one
+}
+
+// delivered returns, for receiver, every alert instance Alertmanager has notified as firing.
+func (w *webhookReceiver) delivered(receiver string) map[alertKey]*delivery {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[alertKey]*delivery{}
+	for _, n := range w.calls {
+		if n.Receiver != receiver {
+			continue
+		}
+		for _, a := range n.Alerts {
+			k := keyOf(a.Labels)
+			d := out[k]
+			switch a.Status {
+			case "firing":
+				if d == nil {
+					d = &delivery{FirstFiring: n.received}
+					out[k] = d
+				}
+				d.Labels, d.Annotations = a.Labels, a.Annotations
+			case "resolved":
+				if d != nil {
+					d.Resolved = true
+				}
+			}
+		}
+	}
+	return out
+}
+
+func keys[V any](m map[alertKey]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k.String())
+	}
+	sort.Strings(out)
+	return out
+}
+
+// startMonitoring starts Alertmanager, the webhook receiver and Prometheus in the cluster's client namespace
+// and returns Prometheus' API and the receiver; everything stops at the end of the test.
+func startMonitoring(ctx context.Context, c *cluster.Cluster, tools monitoringTools, dir string, promConfig func(alertmanager string) ([]byte, error)) (promAPI, *webhookReceiver, func(), error) {
+	const promAddr, amAddr = "127.0.0.1:9090", "127.0.0.1:9093"
+	var stops []func()
+	stopAll := func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	fail := func(err error) (promAPI, *webhookReceiver, func(), error) {
+		stopAll()
+		return promAPI{}, nil, nil, err
+	}
+	hook, err := startWebhookReceiver(c.ClientNS)
+	if err != nil {
+		return fail(err)
+	}
+	stops = append(stops, hook.close)
+
+	amCfg := filepath.Join(dir, "alertmanager.yml")
+	if err := os.WriteFile(amCfg, alertmanagerConfig(hook.URL+"/pager", hook.URL+"/tickets"), 0o644); err != nil {
+		return fail(err)
+	}
+	am, err := startDaemon(dir, "alertmanager", c.ClientNS, tools.Alertmanager,
+		"--config.file="+amCfg, "--storage.path="+filepath.Join(dir, "alertmanager-data"),
+		"--web.listen-address="+amAddr, "--cluster.listen-address=", "--log.level=debug")
+	if err != nil {
+		return fail(err)
+	}
+	stops = append(stops, am.stop)
+
+	cfg, err := promConfig(amAddr)
+	if err != nil {
+		return fail(err)
+	}
+	promCfg := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(promCfg, cfg, 0o644); err != nil {
+		return fail(err)
+	}
+	prom, err := startDaemon(dir, "prometheus", c.ClientNS, tools.Prometheus,
+		"--config.file="+promCfg, "--storage.tsdb.path="+filepath.Join(dir, "prometheus-data"),
+		"--web.listen-address="+promAddr, "--log.level=info")
+	if err != nil {
+		return fail(err)
+	}
+	stops = append(stops, prom.stop)
+
+	client := nsHTTPClient(c.ClientNS)
+	api := promAPI{base: "http://" + promAddr, client: client}
+	for _, probe := range []struct {
+		d   *daemon
+		url string
+	}{{am, "http://" + amAddr + "/-/ready"}, {prom, "http://" + promAddr + "/-/ready"}} {
+		err := cluster.Eventually(ctx, 2*time.Minute, 500*time.Millisecond, func() error {
+			if err := probe.d.exited(); err != nil {
+				return err
+			}
+			resp, err := client.Get(probe.url)
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("%s: %s", probe.url, resp.Status)
+			}
+			return nil
+		})
+		if err != nil {
+			return fail(fmt.Errorf("%s not ready: %w\n%s", probe.d.name, err, probe.d.logTail()))
+		}
+	}
+	return api, hook, stopAll, nil
+}
+
+// sampleSummary renders a query result briefly, for failure messages.
+func sampleSummary(s []promSample) string {
+	var parts []string
+	for i, x := range s {
+		if i == 5 {
+			parts = append(parts, fmt.Sprintf("… %d more", len(s)-5))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%v %v", x.Metric, x.Value))
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,0 +1,424 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
+	"github.com/localtraffic/localtraffic-exporter/e2e/drill"
+)
+
+// The shipped rule files, in the order alerts/cmd/generate puts them in the PrometheusRule.
+var alertRuleFiles = []string{"alerts/rules.yaml", "alerts/alerts.yaml"}
+
+const (
+	// blackholeFor is LocalTrafficBlackhole's for: in alerts/alerts.yaml (the test checks the page does not
+	// come earlier); the shipped rules run unchanged.
+	blackholeFor = 2 * time.Minute
+	// evalInterval is the test Prometheus' rule evaluation interval: short, so the page follows for: closely.
+	evalInterval = 5 * time.Second
+	// pageWithin bounds the wait for the page: the shipped 30s scrape interval, the for:, evaluation and
+	// Alertmanager's group_wait, with a wide margin for a loaded CI machine.
+	pageWithin = blackholeFor + 4*time.Minute
+)
+
+// TestAlertsOnLivePrometheus runs the shipped scrape configuration, rules and dashboard on a real Prometheus
+// and Alertmanager against the harness cluster's exporters, through the drill: kubelings/checkout (NodePort,
+// Local) with every replica on node-1 blackholes every other node. Alertmanager must page LocalTrafficBlackhole
+// for exactly those nodes — not node-1, and not the nodes a LoadBalancer Service's health check drains (503,
+// out of rotation by design) — no earlier than the rule's for:; every dashboard query must run cleanly and
+// return data meanwhile; after the fix (a replica per node) every page resolves.
+func TestAlertsOnLivePrometheus(t *testing.T) {
+	c := sharedCluster(t)
+	ctx := testContext(t)
+	repo := alertsRepoDir(t)
+	tools, err := installMonitoringTools(ctx, repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	createExporterPods(t, c)
+	kubeconfig := prometheusKubeconfig(t, c)
+	scrape, err := os.ReadFile(filepath.Join(repo, "alerts", "prometheus-scrape.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules []string
+	for _, f := range alertRuleFiles {
+		rules = append(rules, filepath.Join(repo, f))
+	}
+	dir := t.TempDir()
+	prom, hook, stop, err := startMonitoring(ctx, c, tools, dir, func(am string) ([]byte, error) {
+		return prometheusConfig(scrape, kubeconfig, rules, am, evalInterval)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range []string{"prometheus", "alertmanager"} {
+				b, _ := os.ReadFile(filepath.Join(dir, n+".log"))
+				t.Logf("--- %s log (tail) ---\n%s", n, lastBytes(string(b), 3000))
+			}
+		}
+		stop()
+	})
+
+	// Prometheus discovers one exporter pod per node through the apiserver and scrapes each on its node's
+	// address, labelled with the node.
+	eventually(t, 2*time.Minute, "Prometheus scrapes every node's exporter", func() error {
+		targets, err := prom.targets(ctx)
+		if err != nil {
+			return err
+		}
+		up := map[string]bool{}
+		var errs []error
+		for _, tg := range targets {
+			if tg.Labels["job"] != "localtraffic-exporter" {
+				continue
+			}
+			if tg.Health != "up" {
+				errs = append(errs, fmt.Errorf("target %s (node %q): %s %s", tg.ScrapeURL, tg.Labels["node"], tg.Health, tg.LastError))
+				continue
+			}
+			up[tg.Labels["node"]] = true
+		}
+		for _, n := range c.Nodes() {
+			if !up[n.Name] {
+				errs = append(errs, fmt.Errorf("no healthy target for node %s", n.Name))
+			}
+		}
+		if len(up) != len(c.Nodes()) {
+			errs = append(errs, fmt.Errorf("healthy targets for nodes %v, want exactly %d nodes", up, len(c.Nodes())))
+		}
+		return errors.Join(errs...)
+	})
+
+	// The drill, and a LoadBalancer Service with its only endpoint on node-1: its health check node port
+	// answers 503 on the other nodes, so a load balancer drains them — dropping there is by design.
+	start := time.Now()
+	if err := drill.Apply(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := drill.Cleanup(context.Background(), c); err != nil {
+			t.Errorf("drill cleanup: %v", err)
+		}
+	})
+	first := c.Nodes()[0].Name
+	lb := newService(t, c, "e2e-alerts", "web", corev1.ServiceTypeLoadBalancer, corev1.ServiceExternalTrafficPolicyLocal)
+	setEndpoints(t, c, lb, ready(startPods(t, c, lb, first)...))
+	want := map[alertKey]bool{}
+	for _, n := range c.Nodes()[1:] {
+		want[alertKey{"LocalTrafficBlackhole", n.Name, drill.Namespace, drill.Service}] = true
+	}
+
+	// Clients keep trying the blackholed NodePorts, so the dropped-packet counters (and their panel) move.
+	stopTraffic := sendTraffic(ctx, c, c.Nodes()[1:], drill.NodePort)
+	defer stopTraffic()
+
+	// The page: exactly the blackholed nodes, never anything else, and not before for: has passed since the
+	// alert became pending in Prometheus.
+	activeAt := map[alertKey]time.Time{}
+	var wrongPage error
+	eventually(t, pageWithin, "Alertmanager pages LocalTrafficBlackhole for "+strings.Join(keys(want), ", "), func() error {
+		if alerts, err := prom.alerts(ctx); err == nil {
+			for _, a := range alerts {
+				k := keyOf(a.Labels)
+				if want[k] && (activeAt[k].IsZero() || a.ActiveAt.Before(activeAt[k])) {
+					activeAt[k] = a.ActiveAt
+				}
+			}
+		}
+		pages := hook.delivered("pager")
+		var errs []error
+		for k := range pages {
+			if !want[k] {
+				// A wrong page is a failure the moment it arrives: stop waiting and report it below.
+				wrongPage = fmt.Errorf("unexpected page %s (annotations %v); want only %v", k, pages[k].Annotations, keys(want))
+				return nil
+			}
+		}
+		for k := range want {
+			if pages[k] == nil {
+				errs = append(errs, fmt.Errorf("no page yet for %s", k))
+			}
+		}
+		return errors.Join(errs...)
+	})
+	if wrongPage != nil {
+		t.Fatal(wrongPage)
+	}
+	pages := hook.delivered("pager")
+	for k := range want {
+		p := pages[k]
+		if a := activeAt[k]; a.IsZero() {
+			t.Errorf("%s: never seen in Prometheus' alerts", k)
+		} else if early := a.Add(blackholeFor); p.FirstFiring.Before(early) {
+			t.Errorf("%s: paged at %s, before its for: (%s) had passed since it became pending at %s", k, p.FirstFiring.Format(time.RFC3339), blackholeFor, a.Format(time.RFC3339))
+		}
+		if p.Labels["severity"] != "critical" {
+			t.Errorf("%s: severity %q, want critical", k, p.Labels["severity"])
+		}
+		desc := p.Annotations["description"]
+		if !strings.Contains(desc, "Node "+k.Node+" ") || !strings.Contains(desc, drill.Namespace+"/"+drill.Service) {
+			t.Errorf("%s: description %q does not name the node and the Service", k, desc)
+		}
+		if !strings.HasSuffix(p.Annotations["runbook_url"], "docs/runbooks.md#localtrafficblackhole") {
+			t.Errorf("%s: runbook_url %q", k, p.Annotations["runbook_url"])
+		}
+	}
+
+	// Every rule evaluates without error on real data.
+	eventually(t, time.Minute, "every shipped rule evaluates cleanly", func() error {
+		bad, total, err := prom.unhealthyRules(ctx)
+		if err != nil {
+			return err
+		}
+		if total == 0 {
+			return errors.New("Prometheus loaded no rules")
+		}
+		if len(bad) > 0 {
+			return fmt.Errorf("unhealthy rules:\n%s", strings.Join(bad, "\n"))
+		}
+		return nil
+	})
+
+	// Every dashboard query runs and returns data during the drill.
+	checkDashboards(t, ctx, prom, repo, start)
+
+	// The fix: one replica per node. Every page resolves and Prometheus has no blackhole alert left.
+	stopTraffic()
+	if err := drill.Fix(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 3*time.Minute, "the pages resolve after the fix", func() error {
+		var errs []error
+		pages := hook.delivered("pager")
+		for k := range want {
+			if p := pages[k]; p == nil || !p.Resolved {
+				errs = append(errs, fmt.Errorf("%s not resolved yet", k))
+			}
+		}
+		alerts, err := prom.alerts(ctx)
+		if err != nil {
+			return err
+		}
+		for _, a := range alerts {
+			if a.Labels["alertname"] == "LocalTrafficBlackhole" {
+				errs = append(errs, fmt.Errorf("Prometheus still has %s (%s)", keyOf(a.Labels), a.State))
+			}
+		}
+		return errors.Join(errs...)
+	})
+	for k := range hook.delivered("pager") {
+		if !want[k] {
+			t.Errorf("unexpected page %s", k)
+		}
+	}
+}
+
+// checkDashboards runs every query of every dashboard: instant queries for stat and table panels, range
+// queries over the drill for time series; each must succeed without warnings and return at least one series.
+func checkDashboards(t *testing.T, ctx context.Context, prom promAPI, repo string, start time.Time) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(repo, "dashboards", "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no dashboards: %v", err)
+	}
+	var queries []dashboardQuery
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		qs, err := dashboardQueries(data)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, q := range qs {
+			q.Where = filepath.Base(f) + " " + q.Where
+			queries = append(queries, q)
+		}
+	}
+	// Rates need two samples in their window; give a fresh counter a little time rather than fail at once.
+	eventually(t, 2*time.Minute, fmt.Sprintf("all %d dashboard queries return data", len(queries)), func() error {
+		var errs []error
+		for _, q := range queries {
+			var res []promSample
+			var err error
+			if q.Instant {
+				res, err = prom.query(ctx, q.Expr)
+			} else {
+				res, err = prom.queryRange(ctx, q.Expr, start, time.Now(), 15*time.Second)
+			}
+			switch {
+			case err != nil:
+				errs = append(errs, fmt.Errorf("%s: %w", q.Where, err))
+			case len(res) == 0:
+				errs = append(errs, fmt.Errorf("%s: %s returned no data", q.Where, q.Expr))
+			}
+		}
+		return errors.Join(errs...)
+	})
+}
+
+// sendTraffic sends new connections to port on each node from the outside client until the returned function
+// is called (idempotent). Results are not checked here: the drill's own tests check the data path.
+func sendTraffic(ctx context.Context, c *cluster.Cluster, nodes []*cluster.Node, port int) func() {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				c.Request(ctx, fmt.Sprintf("%s:%d", n.IP, port))
+				select {
+				case <-ctx.Done():
+				case <-time.After(2 * time.Second):
+				}
+			}
+		}()
+	}
+	var once sync.Once
+	return func() { once.Do(func() { cancel(); wg.Wait() }) }
+}
+
+// createExporterPods creates the Pods the shipped DaemonSet would run, one per node, and reports them Running
+// on the node's address (hostNetwork) as a kubelet would: what Prometheus' pod discovery reads. The harness
+// already runs the exporter processes themselves on those addresses.
+func createExporterPods(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	ctx := testContext(t)
+	base, err := cluster.DeployBaseDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := cluster.ReadManifests(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ds *appsv1.DaemonSet
+	for _, o := range objs {
+		if o.GetKind() == "DaemonSet" {
+			ds = &appsv1.DaemonSet{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, ds); err != nil {
+				t.Fatalf("DaemonSet in %s: %v", base, err)
+			}
+		}
+	}
+	if ds == nil {
+		t.Fatalf("no DaemonSet in %s", base)
+	}
+	ns := ds.Namespace
+	if ns == "" {
+		ns = cluster.ExporterNamespace
+	}
+	pods := c.Admin().CoreV1().Pods(ns)
+	for _, n := range c.Nodes() {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: ds.Name + "-" + n.Name, Namespace: ns, Labels: ds.Spec.Template.Labels},
+			Spec:       *ds.Spec.Template.Spec.DeepCopy(),
+		}
+		pod.Spec.NodeName = n.Name
+		created, err := pods.Create(ctx, pod, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("create exporter pod for %s: %v", n.Name, err)
+		}
+		t.Cleanup(func() {
+			// No kubelet confirms a graceful deletion here: delete at once.
+			err := pods.Delete(context.Background(), created.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+			if err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("delete exporter pod %s: %v", created.Name, err)
+			}
+		})
+		now := metav1.Now()
+		created.Status = corev1.PodStatus{
+			Phase:  corev1.PodRunning,
+			HostIP: n.IP, HostIPs: []corev1.HostIP{{IP: n.IP}},
+			PodIP: n.IP, PodIPs: []corev1.PodIP{{IP: n.IP}},
+			StartTime: &now,
+			Conditions: []corev1.PodCondition{
+				{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+				{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			},
+		}
+		if _, err := pods.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("report exporter pod for %s running: %v", n.Name, err)
+		}
+	}
+}
+
+// prometheusKubeconfig gives Prometheus an identity of its own with what pod discovery needs (get, list and
+// watch Pods) and returns a kubeconfig for it.
+func prometheusKubeconfig(t *testing.T, c *cluster.Cluster) string {
+	t.Helper()
+	ctx := testContext(t)
+	const ns, name = "e2e-monitoring", "prometheus"
+	if err := c.EnsureNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	admin := c.Admin()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+	if _, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-prometheus"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}}},
+	}
+	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-prometheus"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}},
+	}
+	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = admin.RbacV1().ClusterRoleBindings().Delete(ctx, binding.Name, metav1.DeleteOptions{})
+		_ = admin.RbacV1().ClusterRoles().Delete(ctx, role.Name, metav1.DeleteOptions{})
+		_ = admin.CoreV1().ServiceAccounts(ns).Delete(ctx, name, metav1.DeleteOptions{})
+	})
+	path, err := c.ServiceAccountKubeconfig(ctx, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// alertsRepoDir is the repository root (the e2e module's parent).
+func alertsRepoDir(t *testing.T) string {
+	t.Helper()
+	mod, err := cluster.ModuleDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Dir(mod)
+}
+
+func lastBytes(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
