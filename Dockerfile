@@ -27,8 +27,8 @@ RUN CGO_ENABLED=0 go build -trimpath \
 # registry.k8s.io/build-image/distroless-iptables is what kube-proxy v1.37.2 ships on (k8s.io/kubernetes
 # build/common.sh pins v0.9.9). It carries iptables 1.8 with both backends (iptables-legacy-save,
 # iptables-nft-save, xtables-*-multi), a statically linked nft, and kubernetes-sigs/iptables-wrappers —
-# the same binaries, at the same versions, that wrote the rules the exporter reads. Nothing else: no
-# shell for users, no package manager.
+# the same binaries, at the same versions, that wrote the rules the exporter reads. Beyond those only the
+# few tools the wrapper needs (dash, cat, grep, ...): no package manager.
 FROM registry.k8s.io/build-image/distroless-iptables:v0.9.9
 COPY --from=build /src/bin/localtraffic-exporter /bin/localtraffic-exporter
 # Root UID on purpose: the iptables/nft children need CAP_NET_ADMIN (+ CAP_NET_RAW) in their effective
