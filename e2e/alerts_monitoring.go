@@ -289,8 +289,8 @@ func (p promAPI) alerts(ctx context.Context) ([]promAlert, error) {
 	return data.Alerts, err
 }
 
-// ruleHealth returns "<group>/<rule>: <health> <lastError>" for every rule that is not healthy, and how many
-// rules there are.
+// unhealthyRules returns "<group>/<rule>: <health> <lastError>" for every rule that is not healthy, and how
+// many rules there are.
 func (p promAPI) unhealthyRules(ctx context.Context) (bad []string, total int, err error) {
 	var data struct {
 		Groups []struct {
@@ -507,17 +507,4 @@ func startMonitoring(ctx context.Context, c *cluster.Cluster, tools monitoringTo
 		}
 	}
 	return api, hook, stopAll, nil
-}
-
-// sampleSummary renders a query result briefly, for failure messages.
-func sampleSummary(s []promSample) string {
-	var parts []string
-	for i, x := range s {
-		if i == 5 {
-			parts = append(parts, fmt.Sprintf("… %d more", len(s)-5))
-			break
-		}
-		parts = append(parts, fmt.Sprintf("%v %v", x.Metric, x.Value))
-	}
-	return strings.Join(parts, "; ")
 }
