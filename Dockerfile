@@ -6,7 +6,11 @@
 # proves the image's `go build` compiles, without a Docker engine.
 
 # ---- build: a static binary, version information in localtraffic_build_info ----
-FROM golang:1.26 AS build
+# --platform=$BUILDPLATFORM: compile natively and cross-compile for TARGETOS/TARGETARCH (buildx multi-arch;
+# distroless-iptables is multi-arch), instead of compiling under emulation.
+FROM --platform=$BUILDPLATFORM golang:1.26 AS build
+ARG TARGETOS
+ARG TARGETARCH
 ARG VERSION=unknown
 ARG REVISION=unknown
 ARG BRANCH=unknown
@@ -19,7 +23,7 @@ RUN go mod download
 COPY . .
 # Same command as the Makefile's `build` target (deploy/check compares them); CGO_ENABLED=0 because the
 # runtime image's C library is for iptables and nft, not for us.
-RUN CGO_ENABLED=0 go build -trimpath \
+RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath \
       -ldflags "-X github.com/prometheus/common/version.Version=${VERSION} -X github.com/prometheus/common/version.Revision=${REVISION} -X github.com/prometheus/common/version.Branch=${BRANCH} -X github.com/prometheus/common/version.BuildUser=${BUILD_USER} -X github.com/prometheus/common/version.BuildDate=${BUILD_DATE}" \
       -o bin/localtraffic-exporter ./cmd/localtraffic-exporter
 
