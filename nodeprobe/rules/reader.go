@@ -115,16 +115,7 @@ func (r *reader) Read(ctx context.Context) (*Snapshot, error) {
 		r.mu.Unlock()
 
 		if leader {
-			c.snap, c.err = r.read(ctx)
-			r.mu.Lock()
-			r.inflight = nil
-			// Cache what says something about the node: a snapshot (also the
-			// IPVS one), not a failure, which the next scrape should retry.
-			if c.snap != nil {
-				r.last, r.lastAt = c, r.opts.Now()
-			}
-			r.mu.Unlock()
-			close(c.done)
+			r.lead(ctx, c)
 			return c.snap, c.err
 		}
 		select {
@@ -138,6 +129,24 @@ func (r *reader) Read(ctx context.Context) (*Snapshot, error) {
 		}
 		return c.snap, c.err
 	}
+}
+
+// lead runs the shared read and publishes it; the deferred part also runs if
+// the read panics, so waiters are never stuck.
+func (r *reader) lead(ctx context.Context, c *readCall) {
+	c.err = errors.New("rule read did not complete")
+	defer func() {
+		r.mu.Lock()
+		r.inflight = nil
+		// Cache what says something about the node: a snapshot (also the
+		// IPVS one), not a failure, which the next scrape should retry.
+		if c.snap != nil {
+			r.last, r.lastAt = c, r.opts.Now()
+		}
+		r.mu.Unlock()
+		close(c.done)
+	}()
+	c.snap, c.err = r.read(ctx)
 }
 
 // read does one full read. Only the leader calls it, so detection state needs

@@ -1,0 +1,134 @@
+package rules
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// bigCluster is 10,000 Services as one node sees them: half ClusterIP with two
+// endpoints, a quarter NodePort/Local with a local endpoint, a quarter
+// NodePort/Local without one (the DROP case). About 107,000 rules in iptables mode.
+func bigCluster(ipv6 bool) []genService {
+	svcs := make([]genService, 0, 10000)
+	for i := range 10000 {
+		ip := func(net string, n int) string {
+			if ipv6 {
+				return fmt.Sprintf("fd00:%s::%x", net, n+1)
+			}
+			return fmt.Sprintf("10.%s.%d.%d", map[string]string{"96": "96", "244": "244"}[net], (n+1)/250, (n+1)%250+1)
+		}
+		s := genService{
+			ns: fmt.Sprintf("ns%d", i%200), name: fmt.Sprintf("svc%d", i), port: "http", proto: "tcp",
+			clusterIP: ip("96", i), svcPort: 80,
+			eps: []genEndpoint{{ip: ip("244", 2*i), port: 8080}, {ip: ip("244", 2*i+1), port: 8080}},
+		}
+		switch i % 4 {
+		case 2:
+			s.nodePort, s.etpLocal = 30000+i%2768, true
+			s.eps[0].local = true
+		case 3:
+			s.nodePort, s.etpLocal = 30000+i%2768, true
+		}
+		svcs = append(svcs, s)
+	}
+	return svcs
+}
+
+var bigOnce sync.Once
+var bigRules string
+
+func bigIPTables() string {
+	bigOnce.Do(func() { bigRules = genRules(layout125, false, bigCluster(false)) })
+	return bigRules
+}
+
+// BenchmarkParseIPTables: parse cost of nat+filter for 10,000 Services.
+func BenchmarkParseIPTables(b *testing.B) {
+	data := []byte(bigIPTables())
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	var rules int
+	for b.Loop() {
+		res := newIPTablesResult()
+		if err := parseIPTablesSave(data, res); err != nil {
+			b.Fatal(err)
+		}
+		rules = res.rules
+	}
+	b.ReportMetric(float64(rules), "rules")
+}
+
+func TestBigClusterShape(t *testing.T) {
+	res := newIPTablesResult()
+	if err := parseIPTablesSave([]byte(bigIPTables()), res); err != nil {
+		t.Fatal(err)
+	}
+	if res.rules < 90000 || res.rules > 130000 {
+		t.Errorf("%d rules, want about 100,000", res.rules)
+	}
+	snap := &Snapshot{ports: map[portKey]*PortState{}}
+	mergeFamily(snap.ports, res.ports)
+	drops := 0
+	for _, s := range bigCluster(false) {
+		st := snap.Port(s.servicePort())
+		if !st.Programmed {
+			t.Fatalf("%s not programmed", s.portName())
+		}
+		if st.Drop {
+			drops++
+		}
+	}
+	if drops != 2500 {
+		t.Errorf("%d drops, want 2500", drops)
+	}
+}
+
+// BenchmarkReadVsSave loads the 10,000-Service ruleset into a namespace (root)
+// and compares, in the same run, a whole Read (detection warm, cache off) with
+// the bare saves of the same tables the Read runs.
+func BenchmarkReadVsSave(b *testing.B) {
+	requireRoot(b)
+	for _, backend := range []string{BackendLegacy, BackendNFT} {
+		ns := newNetns(b)
+		nsRun(b, ns, []byte(bigIPTables()), xtablesCmd(false, backend, "restore"), "-c")
+		nsRun(b, ns, []byte(kubeletMangle), xtablesCmd(false, backend, "restore"), "--noflush")
+		runner := NetnsRunner{Namespace: ns}
+		b.Run(backend+"/bare-save", func(b *testing.B) {
+			for b.Loop() {
+				for _, f := range ipFamilies {
+					if backend == BackendLegacy {
+						// The reader lists legacy tables first; the bare side
+						// saves only those too, so both save the same tables.
+						names, _ := runner.Run(context.Background(), "cat", legacyNamesFile(f.ipv6))
+						if len(strings.TrimSpace(string(names))) == 0 {
+							continue
+						}
+					}
+					for _, t := range []string{"nat", "filter"} {
+						if _, err := runner.Run(context.Background(), saveCommand(f, backend), "-c", "-t", t); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			}
+		})
+		b.Run(backend+"/read", func(b *testing.B) {
+			r := NewReader(Options{Runner: runner, CacheTTL: -1})
+			if _, err := r.Read(context.Background()); err != nil { // warm detection
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				snap, err := r.Read(context.Background())
+				if err != nil {
+					b.Fatal(err)
+				}
+				if snap.Backend != backend || snap.Len() < 10000 {
+					b.Fatalf("backend %s, %d ports", snap.Backend, snap.Len())
+				}
+			}
+		})
+	}
+}
