@@ -35,7 +35,7 @@ func (i *Informers) Update(_ context.Context, ch chan<- prometheus.Metric) error
 	for _, st := range i.src.Informers() {
 		ch <- informerSynced.must(boolFloat(st.Synced), st.Resource)
 		if !st.LastEvent.IsZero() {
-			ch <- informerLastEvent.must(float64(st.LastEvent.UnixNano())/1e9, st.Resource)
+			ch <- informerLastEvent.must(unixSeconds(st.LastEvent), st.Resource)
 		}
 	}
 	return nil

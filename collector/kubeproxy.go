@@ -31,6 +31,9 @@ var (
 		"How long probing kube-proxy's health server took.", "endpoint")
 )
 
+// unixSeconds is defined for every year, unlike UnixNano.
+func unixSeconds(t time.Time) float64 { return float64(t.Unix()) + float64(t.Nanosecond())/1e9 }
+
 // KubeProxyConfig configures the kube-proxy collector.
 type KubeProxyConfig struct {
 	View APIView
@@ -101,7 +104,10 @@ func (k *KubeProxy) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 			healthy = *livez.Healthy
 		}
 		ch <- kubeProxyHealthy.must(boolFloat(healthy))
-		ch <- kubeProxyLastSync.must(float64(livez.LastUpdated.UnixNano()) / 1e9)
+		// A kube-proxy that never synced reports the zero time: no sync to report, so no series.
+		if !livez.LastUpdated.IsZero() {
+			ch <- kubeProxyLastSync.must(unixSeconds(livez.LastUpdated))
+		}
 	} else {
 		// kube-proxy did not answer usably: it is not known to be syncing.
 		ch <- kubeProxyHealthy.must(0)

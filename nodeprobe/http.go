@@ -43,6 +43,8 @@ func NewHTTPClient() *http.Client {
 			Proxy:             nil, // never route node-local probes through a proxy from the environment
 			DialContext:       (&net.Dialer{}).DialContext,
 			DisableKeepAlives: true,
+			// kube-proxy's headers are a few hundred bytes; Go's default would accept 10 MB from a hostile peer.
+			MaxResponseHeaderBytes: MaxBodyBytes,
 		},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}

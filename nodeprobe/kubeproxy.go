@@ -103,6 +103,10 @@ func parseKubeProxy(resp response, endpoint string) KubeProxyHealth {
 // goTimeStringLayout is time.Time.String()'s layout, which kube-proxy ≤1.32 printed with %q.
 const goTimeStringLayout = "2006-01-02 15:04:05.999999999 -0700 MST"
 
+// goTimeStringNumericZoneLayout is time.Time.String() for a zone whose abbreviation is numeric
+// (Asia/Kathmandu prints "+0545 +0545"), which the MST layout element does not accept.
+const goTimeStringNumericZoneLayout = "2006-01-02 15:04:05.999999999 -0700 -0700"
+
 // ParseKubeProxyTime reads both time formats kube-proxy has used: RFC 3339 (1.33+) and Go's time.String()
 // (older), which may carry a monotonic clock suffix (" m=+12.345") and, for the zero time, "+0000 UTC".
 func ParseKubeProxyTime(s string) (time.Time, error) {
@@ -112,7 +116,11 @@ func ParseKubeProxyTime(s string) (time.Time, error) {
 	if i := strings.Index(s, " m="); i >= 0 {
 		s = s[:i]
 	}
-	t, err := time.Parse(goTimeStringLayout, s)
+	if t, err := time.Parse(goTimeStringLayout, s); err == nil {
+		return t, nil
+	}
+	// The numeric offset alone fixes the instant.
+	t, err := time.Parse(goTimeStringNumericZoneLayout, s)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("unrecognised time %q", s)
 	}
