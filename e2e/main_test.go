@@ -10,7 +10,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/signal"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 // state: the cluster is too expensive to start per test.
 var sharedState struct {
 	once sync.Once
+	mu   sync.Mutex // guards c against the interrupt handler's tear-down
 	c    *cluster.Cluster
 	err  error
 }
@@ -34,16 +37,34 @@ var sharedNodes = []cluster.NodeConfig{
 }
 
 func TestMain(m *testing.M) {
+	// An interrupted run (Ctrl-C, CI cancelling) tears the cluster down too; a killed one leaves namespaces
+	// that the next cluster.Up reaps (its processes die with it through Pdeathsig).
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sig
+		fmt.Fprintln(os.Stderr, "e2e: interrupted, tearing the cluster down")
+		closeShared()
+		os.Exit(1)
+	}()
 	code := m.Run()
-	if sharedState.c != nil {
-		if err := sharedState.c.Close(); err != nil {
-			fmt.Fprintln(os.Stderr, "e2e: cluster tear-down:", err)
-			if code == 0 {
-				code = 1
-			}
+	if err := closeShared(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: cluster tear-down:", err)
+		if code == 0 {
+			code = 1
 		}
 	}
 	os.Exit(code)
+}
+
+// closeShared tears the shared cluster down if it was started.
+func closeShared() error {
+	sharedState.mu.Lock()
+	defer sharedState.mu.Unlock()
+	if sharedState.c != nil {
+		return sharedState.c.Close()
+	}
+	return nil
 }
 
 // requireRoot skips the test when not root: network namespaces, iptables and nftables need it.
@@ -61,11 +82,14 @@ func sharedCluster(t testing.TB) *cluster.Cluster {
 	sharedState.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 		defer cancel()
-		sharedState.c, sharedState.err = cluster.Up(ctx, cluster.Config{
+		c, err := cluster.Up(ctx, cluster.Config{
 			Nodes:          sharedNodes,
 			StartExporters: true,
 			Log:            os.Stderr,
 		})
+		sharedState.mu.Lock()
+		sharedState.c, sharedState.err = c, err
+		sharedState.mu.Unlock()
 	})
 	if sharedState.err != nil {
 		t.Fatalf("cluster: %v", sharedState.err)
