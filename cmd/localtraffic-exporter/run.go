@@ -23,6 +23,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/collector"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
 )
 
 // kubeProxyHealthPort is kube-proxy's default --healthz-bind-address port.
@@ -63,7 +64,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 	}()
 
-	exp := newExporter(opts, view, logger)
+	exp := newExporter(opts, view, nodeprobe.NetlinkAddrs{}, newRulesReader(opts, logger), logger)
 	mux := http.NewServeMux()
 	mux.Handle(opts.telemetryPath, newMetricsHandler(exp, opts, logger))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
@@ -168,11 +169,30 @@ func checkNode(ctx context.Context, client kubernetes.Interface, node string) er
 	return fmt.Errorf("looking up node %q: %w", node, err)
 }
 
-// newExporter wires the collectors.
-func newExporter(opts options, view *kubeview.View, logger *slog.Logger) *collector.Exporter {
+// exporterView is what the collectors read of the API view (kubeview.View; a fake-clientset one in tests).
+type exporterView interface {
+	collector.APIView
+	collector.InformerSource
+}
+
+// newRulesReader returns the rule reader the options ask for; nil for --rules.mode=none.
+func newRulesReader(opts options, logger *slog.Logger) rules.Reader {
+	if opts.rulesMode == "none" {
+		return nil
+	}
+	return rules.NewReader(rules.Options{
+		Mode:         rules.Mode(opts.rulesMode),
+		ProxyModeURL: "http://" + opts.kubeProxyMetrics + "/proxyMode",
+		CacheTTL:     opts.rulesCacheTTL,
+		Logger:       logger,
+	})
+}
+
+// newExporter wires the collectors. addrs finds this host's addresses (netlink); ruleReader may be nil.
+func newExporter(opts options, view exporterView, addrs nodeprobe.AddrLister, ruleReader rules.Reader, logger *slog.Logger) *collector.Exporter {
 	client := nodeprobe.NewHTTPClient()
 	localAddr := func(n kubeview.NodeState) (string, error) {
-		return nodeprobe.PickLocalAddress(nodeprobe.NetlinkAddrs{}, n.InternalIPs)
+		return nodeprobe.PickLocalAddress(addrs, n.InternalIPs)
 	}
 	hcAddr := localAddr
 	if opts.healthCheckAddress != "" {
@@ -188,15 +208,21 @@ func newExporter(opts options, view *kubeview.View, logger *slog.Logger) *collec
 	if opts.kubeProxyHealthz != "" {
 		kpAddr = func(kubeview.NodeState) (string, error) { return opts.kubeProxyHealthz, nil }
 	}
-	return collector.NewExporter(logger,
-		collector.NewServices(collector.ServicesConfig{
-			View: view, ProbeAddress: hcAddr, Client: client,
-			ProbeTimeout: opts.probeTimeout, Concurrency: opts.probeConcurrency, Logger: logger,
-		}),
+	services := collector.ServicesConfig{
+		View: view, ProbeAddress: hcAddr, Client: client,
+		ProbeTimeout: opts.probeTimeout, Concurrency: opts.probeConcurrency, Logger: logger,
+	}
+	cs := []collector.Collector{
 		collector.NewKubeProxy(collector.KubeProxyConfig{
 			View: view, Address: kpAddr, Client: client, ProbeTimeout: opts.probeTimeout, Logger: logger,
 		}),
 		collector.NewNode(view),
 		collector.NewInformers(view),
-	)
+	}
+	if ruleReader != nil {
+		rc := collector.NewRules(collector.RulesConfig{View: view, Reader: ruleReader, Logger: logger})
+		services.Rules = rc
+		cs = append(cs, rc)
+	}
+	return collector.NewExporter(logger, append([]collector.Collector{collector.NewServices(services)}, cs...)...)
 }
