@@ -1,0 +1,373 @@
+package check
+
+import (
+	"encoding/json"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"golang.org/x/crypto/bcrypt"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+	sigsyaml "sigs.k8s.io/yaml"
+)
+
+const (
+	namespace = "localtraffic-system"
+	appName   = "localtraffic-exporter"
+)
+
+// decode converts a rendered object into its typed API struct, rejecting unknown fields: a misspelt field
+// would otherwise be dropped silently by the apiserver's lenient decoding.
+func decode(t *testing.T, o *yaml.RNode, into any) {
+	t.Helper()
+	b, err := o.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(into); err != nil {
+		t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
+	}
+}
+
+// TestBaseObjects: the base holds exactly the six objects, all labelled, the namespaced ones in
+// localtraffic-system.
+func TestBaseObjects(t *testing.T) {
+	objs := render(t, "base")
+	var kinds []string
+	for _, o := range objs {
+		kinds = append(kinds, o.GetKind())
+		if got := o.GetLabels()["app.kubernetes.io/name"]; got != appName {
+			t.Errorf("%s %s: label app.kubernetes.io/name=%q, want %q", o.GetKind(), o.GetName(), got, appName)
+		}
+		clusterScoped := o.GetKind() == "Namespace" || strings.HasPrefix(o.GetKind(), "Cluster")
+		if !clusterScoped && o.GetNamespace() != namespace {
+			t.Errorf("%s %s in namespace %q, want %q", o.GetKind(), o.GetName(), o.GetNamespace(), namespace)
+		}
+	}
+	slices.Sort(kinds)
+	want := []string{"ClusterRole", "ClusterRoleBinding", "DaemonSet", "Namespace", "Service", "ServiceAccount"}
+	if !slices.Equal(kinds, want) {
+		t.Errorf("base renders %v, want %v", kinds, want)
+	}
+	var ns corev1.Namespace
+	decode(t, find(t, objs, "Namespace", namespace), &ns)
+	if ns.Labels["pod-security.kubernetes.io/enforce"] != "privileged" {
+		t.Errorf("namespace lacks pod-security.kubernetes.io/enforce=privileged: hostNetwork+NET_ADMIN pods would be rejected under baseline")
+	}
+}
+
+// TestClusterRoleIsExactlyWhatTheExporterUses compares the ClusterRole, rule by rule, with the reads the
+// exporter makes. Anything added (a verb, a resource, a wildcard) fails.
+func TestClusterRoleIsExactlyWhatTheExporterUses(t *testing.T) {
+	objs := render(t, "base")
+	var role rbacv1.ClusterRole
+	decode(t, find(t, objs, "ClusterRole", appName), &role)
+	if role.AggregationRule != nil {
+		t.Error("ClusterRole must not aggregate other roles")
+	}
+	var got []string
+	for _, r := range role.Rules {
+		if len(r.ResourceNames) > 0 || len(r.NonResourceURLs) > 0 {
+			t.Errorf("unexpected resourceNames/nonResourceURLs in %+v", r)
+		}
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, v := range r.Verbs {
+					got = append(got, g+"/"+res+":"+v)
+				}
+			}
+		}
+	}
+	slices.Sort(got)
+	want := []string{
+		"/nodes:get", "/nodes:list", "/nodes:watch",
+		"/services:list", "/services:watch",
+		"discovery.k8s.io/endpointslices:list", "discovery.k8s.io/endpointslices:watch",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("ClusterRole grants %v, want exactly %v", got, want)
+	}
+
+	var binding rbacv1.ClusterRoleBinding
+	decode(t, find(t, objs, "ClusterRoleBinding", appName), &binding)
+	wantSubj := []rbacv1.Subject{{Kind: "ServiceAccount", Name: appName, Namespace: namespace}}
+	if binding.RoleRef != (rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: appName}) ||
+		!slices.Equal(binding.Subjects, wantSubj) {
+		t.Errorf("ClusterRoleBinding binds %+v to %+v, want the ClusterRole to %+v", binding.RoleRef, binding.Subjects, wantSubj)
+	}
+}
+
+// daemonSet returns the rendered DaemonSet of a kustomization and its only container.
+func daemonSet(t *testing.T, dir string) (appsv1.DaemonSet, corev1.Container) {
+	t.Helper()
+	var ds appsv1.DaemonSet
+	decode(t, find(t, render(t, dir), "DaemonSet", appName), &ds)
+	if n := len(ds.Spec.Template.Spec.Containers); n != 1 {
+		t.Fatalf("DaemonSet has %d containers, want 1", n)
+	}
+	return ds, ds.Spec.Template.Spec.Containers[0]
+}
+
+// TestDaemonSet checks the pod's placement, identity, network and least-privilege settings.
+func TestDaemonSet(t *testing.T) {
+	ds, c := daemonSet(t, "base")
+	pod := ds.Spec.Template.Spec
+
+	if pod.ServiceAccountName != appName {
+		t.Errorf("serviceAccountName %q, want %q", pod.ServiceAccountName, appName)
+	}
+	if !pod.HostNetwork || pod.DNSPolicy != corev1.DNSClusterFirstWithHostNet {
+		t.Errorf("hostNetwork=%v dnsPolicy=%q, want true and ClusterFirstWithHostNet", pod.HostNetwork, pod.DNSPolicy)
+	}
+	if !slices.ContainsFunc(pod.Tolerations, func(tl corev1.Toleration) bool {
+		return tl.Operator == corev1.TolerationOpExists && tl.Key == "" && tl.Effect == ""
+	}) {
+		t.Errorf("tolerations %+v do not tolerate every taint (operator Exists, no key, no effect)", pod.Tolerations)
+	}
+	if len(pod.NodeSelector) > 0 || pod.Affinity != nil {
+		t.Errorf("nodeSelector/affinity would keep the exporter off some nodes")
+	}
+	for k, v := range ds.Spec.Selector.MatchLabels {
+		if ds.Spec.Template.Labels[k] != v {
+			t.Errorf("selector %s=%s does not match the pod template", k, v)
+		}
+	}
+	u := ds.Spec.UpdateStrategy
+	if u.Type != appsv1.RollingUpdateDaemonSetStrategyType || u.RollingUpdate == nil || u.RollingUpdate.MaxUnavailable == nil {
+		t.Errorf("updateStrategy %+v: want RollingUpdate with maxUnavailable", u)
+	} else if s := u.RollingUpdate.MaxSurge; s != nil && s.String() != "0" {
+		t.Errorf("maxSurge %s: a surge pod cannot bind the host port the old one holds", s)
+	}
+
+	if !regexp.MustCompile(`^ghcr\.io/localtraffic/localtraffic-exporter:v\d+\.\d+\.\d+$`).MatchString(c.Image) {
+		t.Errorf("image %q: want ghcr.io/localtraffic/localtraffic-exporter:v<semver>", c.Image)
+	}
+	nodeName := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "NODE_NAME" })
+	if nodeName < 0 || c.Env[nodeName].ValueFrom == nil || c.Env[nodeName].ValueFrom.FieldRef == nil ||
+		c.Env[nodeName].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
+		t.Errorf("NODE_NAME must come from the downward API spec.nodeName: %+v", c.Env)
+	}
+	if !slices.Contains(c.Args, "--node-name=$(NODE_NAME)") {
+		t.Errorf("args %v do not pass --node-name=$(NODE_NAME)", c.Args)
+	}
+	if len(c.Ports) != 1 || c.Ports[0].Name != "metrics" || c.Ports[0].ContainerPort != 9746 {
+		t.Errorf("ports %+v, want one port 9746 named metrics", c.Ports)
+	}
+	if !slices.Contains(c.Args, "--web.listen-address=:9746") {
+		t.Errorf("args %v: the listener must match the declared port 9746", c.Args)
+	}
+	for name, p := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Port.String() != "metrics" {
+			t.Errorf("%s probe %+v: want an HTTP GET on the metrics port", name, p)
+		}
+	}
+	if c.LivenessProbe != nil && c.ReadinessProbe != nil && c.LivenessProbe.HTTPGet != nil && c.ReadinessProbe.HTTPGet != nil &&
+		c.LivenessProbe.HTTPGet.Path == c.ReadinessProbe.HTTPGet.Path {
+		t.Errorf("liveness and readiness probe the same path %s", c.LivenessProbe.HTTPGet.Path)
+	}
+
+	req, lim := c.Resources.Requests, c.Resources.Limits
+	if req.Cpu().IsZero() || req.Memory().IsZero() || lim.Memory().IsZero() {
+		t.Errorf("resources %+v: want cpu and memory requests and a memory limit", c.Resources)
+	}
+	if req.Memory().Cmp(*lim.Memory()) > 0 {
+		t.Errorf("memory request %s above the limit %s", req.Memory(), lim.Memory())
+	}
+
+	sc := c.SecurityContext
+	if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+		sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		(sc.Privileged != nil && *sc.Privileged) || sc.Capabilities == nil {
+		t.Fatalf("container securityContext %+v: want readOnlyRootFilesystem, no privilege escalation, not privileged", sc)
+	}
+	if !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+		t.Errorf("capabilities drop %v, want [ALL]", sc.Capabilities.Drop)
+	}
+	if !slices.Equal(sc.Capabilities.Add, []corev1.Capability{"NET_ADMIN", "NET_RAW"}) {
+		t.Errorf("capabilities add %v, want exactly [NET_ADMIN NET_RAW]", sc.Capabilities.Add)
+	}
+	if len(pod.Volumes) > 0 || len(c.VolumeMounts) > 0 {
+		t.Errorf("base mounts %+v: the readers need no host path (not even /run/xtables.lock)", c.VolumeMounts)
+	}
+	if pod.HostPID || pod.HostIPC {
+		t.Error("hostPID/hostIPC are not needed")
+	}
+}
+
+// TestServiceSelectsTheExporter: the metrics Service is headless and selects the DaemonSet's pods on the
+// metrics port.
+func TestServiceSelectsTheExporter(t *testing.T) {
+	objs := render(t, "base")
+	var svc corev1.Service
+	decode(t, find(t, objs, "Service", appName), &svc)
+	ds, _ := daemonSet(t, "base")
+	if svc.Spec.ClusterIP != corev1.ClusterIPNone {
+		t.Errorf("Service clusterIP %q, want None (each node's exporter scraped on its own)", svc.Spec.ClusterIP)
+	}
+	for k, v := range svc.Spec.Selector {
+		if ds.Spec.Template.Labels[k] != v {
+			t.Errorf("Service selector %s=%s does not match the exporter pods", k, v)
+		}
+	}
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 9746 || svc.Spec.Ports[0].TargetPort.String() != "metrics" || svc.Spec.Ports[0].Name != "metrics" {
+		t.Errorf("Service ports %+v, want metrics 9746 -> metrics", svc.Spec.Ports)
+	}
+}
+
+// relabeling is the part of a PodMonitor relabeling the test looks at.
+type relabeling struct {
+	SourceLabels []string `json:"sourceLabels"`
+	TargetLabel  string   `json:"targetLabel"`
+}
+
+// TestPrometheusOperatorOverlay: the PodMonitor keeps the exporter's labels and selects its pods, and the
+// generated PrometheusRule and dashboard ConfigMap are part of the overlay.
+func TestPrometheusOperatorOverlay(t *testing.T) {
+	objs := render(t, "overlays/prometheus-operator")
+	pm := find(t, objs, "PodMonitor", appName)
+	var spec struct {
+		Spec struct {
+			JobLabel string `json:"jobLabel"`
+			Selector struct {
+				MatchLabels map[string]string `json:"matchLabels"`
+			} `json:"selector"`
+			NamespaceSelector struct {
+				MatchNames []string `json:"matchNames"`
+			} `json:"namespaceSelector"`
+			Endpoints []struct {
+				Port        string       `json:"port"`
+				Path        string       `json:"path"`
+				HonorLabels bool         `json:"honorLabels"`
+				Relabelings []relabeling `json:"relabelings"`
+			} `json:"podMetricsEndpoints"`
+		} `json:"spec"`
+	}
+	b, _ := pm.MarshalJSON()
+	if err := json.Unmarshal(b, &spec); err != nil {
+		t.Fatal(err)
+	}
+	ds, c := daemonSet(t, "overlays/prometheus-operator")
+	for k, v := range spec.Spec.Selector.MatchLabels {
+		if ds.Spec.Template.Labels[k] != v {
+			t.Errorf("PodMonitor selector %s=%s does not match the exporter pods", k, v)
+		}
+	}
+	if !slices.Equal(spec.Spec.NamespaceSelector.MatchNames, []string{namespace}) {
+		t.Errorf("PodMonitor namespaceSelector %v, want [%s]", spec.Spec.NamespaceSelector.MatchNames, namespace)
+	}
+	if len(spec.Spec.Endpoints) != 1 {
+		t.Fatalf("PodMonitor has %d endpoints, want 1", len(spec.Spec.Endpoints))
+	}
+	ep := spec.Spec.Endpoints[0]
+	if !ep.HonorLabels {
+		t.Error("PodMonitor without honorLabels: the exporter's namespace/service labels would become exported_*")
+	}
+	if ep.Port != c.Ports[0].Name || !slices.Contains(c.Args, "--web.telemetry-path="+ep.Path) {
+		t.Errorf("PodMonitor scrapes port %q path %q; the exporter serves %q with args %v", ep.Port, ep.Path, c.Ports[0].Name, c.Args)
+	}
+	// alerts/alerts.yaml selects up{job="localtraffic-exporter"}; the job comes from the pod label jobLabel names.
+	if job := ds.Spec.Template.Labels[spec.Spec.JobLabel]; spec.Spec.JobLabel == "" || job != appName {
+		t.Errorf("jobLabel %q gives job=%q, want %q (the alerts select on it)", spec.Spec.JobLabel, job, appName)
+	}
+	if !slices.ContainsFunc(ep.Relabelings, func(r relabeling) bool {
+		return r.TargetLabel == "node" && slices.Equal(r.SourceLabels, []string{"__meta_kubernetes_pod_node_name"})
+	}) {
+		t.Errorf("PodMonitor does not set node=<pod's node> on the target (up would not name the node): %+v", ep.Relabelings)
+	}
+
+	var kinds []string
+	for _, o := range objs {
+		kinds = append(kinds, o.GetKind())
+		if o.GetNamespace() != "" && o.GetNamespace() != namespace {
+			t.Errorf("%s %s in namespace %q, want %q", o.GetKind(), o.GetName(), o.GetNamespace(), namespace)
+		}
+	}
+	for _, k := range []string{"PrometheusRule", "ConfigMap", "PodMonitor", "DaemonSet"} {
+		if !slices.Contains(kinds, k) {
+			t.Errorf("overlay renders no %s (has %v)", k, kinds)
+		}
+	}
+}
+
+// examplePassword is the password the README documents for deploy/examples/web-config.yaml.
+const examplePassword = "change-me-example-only"
+
+// webConfig is the part of exporter-toolkit's web configuration the example uses.
+type webConfig struct {
+	TLSServerConfig struct {
+		CertFile   string `json:"cert_file"`
+		KeyFile    string `json:"key_file"`
+		MinVersion string `json:"min_version"`
+	} `json:"tls_server_config"`
+	BasicAuthUsers map[string]string `json:"basic_auth_users"`
+}
+
+// TestTLSBasicAuthExample ties the example overlay, the example web config and the README together: the
+// exporter is told to read the file where the Secret is mounted, the certificate paths point into that
+// mount, the documented password matches the bcrypt hash, and the probes do not need credentials.
+func TestTLSBasicAuthExample(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "examples", "web-config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wc webConfig
+	if err := sigsyaml.UnmarshalStrict(raw, &wc); err != nil {
+		t.Fatalf("examples/web-config.yaml: %v", err)
+	}
+	hash, ok := wc.BasicAuthUsers["prometheus"]
+	if !ok {
+		t.Fatalf("example has no user prometheus: %v", wc.BasicAuthUsers)
+	}
+	if err := bcrypt.CompareHashAndPassword([]byte(hash), []byte(examplePassword)); err != nil {
+		t.Errorf("the example hash does not match the documented password %q: %v", examplePassword, err)
+	}
+	readme, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), examplePassword) {
+		t.Errorf("deploy/README.md does not document the example password")
+	}
+
+	ds, c := daemonSet(t, "examples/tls-basic-auth")
+	pod := ds.Spec.Template.Spec
+	var configArg string
+	for _, a := range c.Args {
+		if v, ok := strings.CutPrefix(a, "--web.config.file="); ok {
+			configArg = v
+		}
+	}
+	if configArg == "" {
+		t.Fatalf("args %v lack --web.config.file", c.Args)
+	}
+	if len(c.VolumeMounts) != 1 || !c.VolumeMounts[0].ReadOnly || len(pod.Volumes) != 1 || pod.Volumes[0].Secret == nil {
+		t.Fatalf("want one read-only mount of one Secret volume: mounts %+v volumes %+v", c.VolumeMounts, pod.Volumes)
+	}
+	mount := c.VolumeMounts[0].MountPath
+	if path.Dir(configArg) != mount {
+		t.Errorf("--web.config.file=%s is not in the Secret mount %s", configArg, mount)
+	}
+	for _, f := range []string{wc.TLSServerConfig.CertFile, wc.TLSServerConfig.KeyFile} {
+		if path.Dir(f) != mount {
+			t.Errorf("web config refers to %s, outside the Secret mount %s", f, mount)
+		}
+	}
+	if !strings.Contains(string(readme), "secret generic "+pod.Volumes[0].Secret.SecretName) ||
+		!strings.Contains(string(readme), "--from-file="+path.Base(configArg)+"=") {
+		t.Errorf("deploy/README.md does not show how to create Secret %s with key %s", pod.Volumes[0].Secret.SecretName, path.Base(configArg))
+	}
+	for name, p := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
+		if p == nil || p.TCPSocket == nil {
+			t.Errorf("%s probe %+v: behind basic auth only a TCP probe works without credentials in the pod spec", name, p)
+		}
+	}
+}
