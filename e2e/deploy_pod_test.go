@@ -211,18 +211,13 @@ func get(ctx context.Context, node *cluster.Node, url string) (int, string, erro
 	return resp.StatusCode, string(body), err
 }
 
-// TestDeployExporterRunsAsThePod runs the real exporter exactly as the shipped DaemonSet configures it — its
-// args and env, in-cluster config with a projected token of the shipped ServiceAccount (so only the shipped RBAC
-// applies), host network, read-only root, UID 0 with only the manifest's capabilities and no_new_privs — and
-// checks that the kubelet's probes and a scrape succeed on the declared port.
-func TestDeployExporterRunsAsThePod(t *testing.T) {
-	c := sharedCluster(t)
+// scrapeAsPod gives node's port to an exporter started by startAsPod (stopping the harness's exporter there,
+// which holds it through hostNetwork, and restarting it afterwards), waits for the DaemonSet's readiness probe,
+// checks its liveness probe, and returns one scrape of the telemetry path and the exporter's output so far.
+func scrapeAsPod(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, node *cluster.Node, caps []corev1.Capability) (cluster.Metrics, string) {
+	t.Helper()
 	ctx := testContext(t)
-	ds := renderedDaemonSet(t, c, "base")
-	node := c.Nodes()[0]
 	ctr := ds.Spec.Template.Spec.Containers[0]
-
-	// The harness's own exporter holds the node's port 9746 (hostNetwork): give the port to the pod, then back.
 	node.StopExporter()
 	t.Cleanup(func() {
 		if err := node.StartExporter(context.Background()); err != nil {
@@ -233,7 +228,7 @@ func TestDeployExporterRunsAsThePod(t *testing.T) {
 			t.Errorf("restart the harness exporter: %v", err)
 		}
 	})
-	p := startAsPod(t, c, ds, node, nil)
+	p := startAsPod(t, c, ds, node, caps)
 
 	base := fmt.Sprintf("http://%s:%d", node.IP, ctr.Ports[0].ContainerPort)
 	probe := func(pr *corev1.Probe) error {
@@ -257,7 +252,6 @@ func TestDeployExporterRunsAsThePod(t *testing.T) {
 	if err := probe(ctr.LivenessProbe); err != nil {
 		t.Errorf("liveness probe: %v", err)
 	}
-
 	telemetry := "/metrics"
 	for _, a := range ctr.Args {
 		if v, ok := strings.CutPrefix(a, "--web.telemetry-path="); ok {
@@ -272,19 +266,65 @@ func TestDeployExporterRunsAsThePod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(m.Series("localtraffic_build_info", nil)) != 1 {
-		t.Errorf("no localtraffic_build_info in the scrape")
-	}
-	synced := m.Series("localtraffic_informer_synced", nil)
-	if len(synced) == 0 {
-		t.Errorf("no localtraffic_informer_synced series")
-	}
-	for _, s := range synced {
-		if s.GetGauge().GetValue() != 1 {
-			t.Errorf("informer not synced with the shipped RBAC: %v", s)
+	return m, p.logs.String()
+}
+
+// TestDeployExporterRunsAsThePod runs the real exporter exactly as the shipped DaemonSet configures it — its
+// args and env, in-cluster config with a projected token of the shipped ServiceAccount (so only the shipped RBAC
+// applies), host network, read-only root, UID 0 with only the manifest's capabilities and no_new_privs — on an
+// iptables node and on an nftables node: the kubelet's probes pass, the informers sync without an RBAC denial,
+// and kube-proxy's rules are read. Without NET_ADMIN the same pod still serves but cannot read the rules.
+func TestDeployExporterRunsAsThePod(t *testing.T) {
+	c := sharedCluster(t)
+	ds := renderedDaemonSet(t, c, "base")
+	byMode := map[cluster.ProxyMode]*cluster.Node{}
+	for _, n := range c.Nodes() {
+		if byMode[n.ProxyMode] == nil {
+			byMode[n.ProxyMode] = n
 		}
 	}
-	if logs := p.logs.String(); strings.Contains(strings.ToLower(logs), "forbidden") {
-		t.Errorf("the exporter hit an RBAC denial with the shipped ClusterRole:\n%s", tail(logs, 4000))
+	for _, mode := range []cluster.ProxyMode{cluster.IPTables, cluster.NFTables} {
+		node := byMode[mode]
+		if node == nil {
+			t.Fatalf("the shared cluster has no %s node", mode)
+		}
+		t.Run(string(mode), func(t *testing.T) {
+			m, logs := scrapeAsPod(t, c, ds, node, nil)
+			if len(m.Series("localtraffic_build_info", nil)) != 1 {
+				t.Errorf("no localtraffic_build_info in the scrape")
+			}
+			synced := m.Series("localtraffic_informer_synced", nil)
+			if len(synced) == 0 {
+				t.Errorf("no localtraffic_informer_synced series")
+			}
+			for _, s := range synced {
+				if s.GetGauge().GetValue() != 1 {
+					t.Errorf("informer not synced with the shipped RBAC: %v", s)
+				}
+			}
+			if strings.Contains(strings.ToLower(logs), "forbidden") {
+				t.Errorf("the exporter hit an RBAC denial with the shipped ClusterRole:\n%s", tail(logs, 4000))
+			}
+			if err := m.Expect("localtraffic_rules_read_success", cluster.Labels{"node": node.Name}, 1); err != nil {
+				t.Errorf("rules not read with the shipped capabilities: %v\n%s", err, tail(logs, 4000))
+			}
+			if len(m.Series("localtraffic_rules_info", cluster.Labels{"node": node.Name, "mode": string(mode)})) != 1 {
+				t.Errorf("rules_info does not say mode=%s:\n%s", mode, m.Grep("localtraffic_rules_info"))
+			}
+		})
 	}
+
+	t.Run("without_NET_ADMIN", func(t *testing.T) {
+		node := byMode[cluster.IPTables]
+		fewer := []corev1.Capability{} // non-nil: nil would mean "as the manifest says"
+		for _, cp := range ds.Spec.Template.Spec.Containers[0].SecurityContext.Capabilities.Add {
+			if cp != "NET_ADMIN" {
+				fewer = append(fewer, cp)
+			}
+		}
+		m, _ := scrapeAsPod(t, c, ds, node, fewer)
+		if err := m.Expect("localtraffic_rules_read_success", cluster.Labels{"node": node.Name}, 0); err != nil {
+			t.Errorf("rules read without NET_ADMIN, so the sandbox does not restrict capabilities: %v", err)
+		}
+	})
 }
