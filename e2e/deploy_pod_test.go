@@ -266,6 +266,15 @@ func scrapeAsPod(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, node *c
 	if err != nil {
 		t.Fatal(err)
 	}
+	// For sizing the DaemonSet's memory request/limit: the exporter's resident set after a full scrape (the shell
+	// and chroot/setpriv exec'd in place, so the pid is the exporter's).
+	if status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid)); err == nil {
+		for _, l := range strings.Split(string(status), "\n") {
+			if strings.HasPrefix(l, "VmRSS:") || strings.HasPrefix(l, "VmHWM:") {
+				t.Logf("exporter on %s: %s", node.Name, strings.Join(strings.Fields(l), " "))
+			}
+		}
+	}
 	return m, p.logs.String()
 }
 

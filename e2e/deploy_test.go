@@ -136,8 +136,13 @@ func TestDeployPodSecurityLabelIsNeeded(t *testing.T) {
 	t.Cleanup(func() {
 		_ = c.Admin().CoreV1().Namespaces().Delete(context.Background(), baseline, metav1.DeleteOptions{})
 	})
+	// There is no controller-manager to create the namespace's default ServiceAccount, and ServiceAccount
+	// admission (which runs before Pod Security) would refuse the Pod for lack of one.
+	_, err = c.Admin().CoreV1().ServiceAccounts(baseline).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: deployName}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
 	pod := podFromTemplate(ds, baseline)
-	pod.Spec.ServiceAccountName = "default" // the exporter's ServiceAccount lives in localtraffic-system only
 	_, err = c.Admin().CoreV1().Pods(baseline).Create(ctx, pod, dry)
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "hostNetwork") {
 		t.Errorf("baseline namespace: want a Pod Security rejection naming hostNetwork, got %v", err)
