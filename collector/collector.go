@@ -37,7 +37,16 @@ type Metric struct {
 	Type   prometheus.ValueType
 	Help   string
 	Labels []string
+	// Stable metrics are a contract (alerts, dashboards and outside checks use them): renaming one or changing
+	// its labels is a breaking change. The others may still change.
+	Stable bool
 	desc   *prometheus.Desc
+}
+
+// stable marks m as part of the exporter's contract.
+func stable(m *Metric) *Metric {
+	m.Stable = true
+	return m
 }
 
 func newMetric(name string, typ prometheus.ValueType, help string, labels ...string) *Metric {
@@ -64,10 +73,10 @@ func boolFloat(b bool) float64 {
 }
 
 var (
-	scrapeDuration = newMetric("scrape_collector_duration_seconds", prometheus.GaugeValue,
-		"How long a collector took in the last scrape.", "collector")
-	scrapeSuccess = newMetric("scrape_collector_success", prometheus.GaugeValue,
-		"1 when a collector succeeded in the last scrape, 0 when it failed.", "collector")
+	scrapeDuration = stable(newMetric("scrape_collector_duration_seconds", prometheus.GaugeValue,
+		"How long a collector took in the last scrape.", "collector"))
+	scrapeSuccess = stable(newMetric("scrape_collector_success", prometheus.GaugeValue,
+		"1 when a collector succeeded in the last scrape, 0 when it failed.", "collector"))
 )
 
 // Exporter runs a set of collectors. It holds no per-scrape state: Bind makes a prometheus.Collector for one

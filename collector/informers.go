@@ -9,11 +9,11 @@ import (
 )
 
 var (
-	informerSynced = newMetric("informer_synced", prometheus.GaugeValue,
-		"1 when the informer for the resource has listed everything once.", "resource")
-	informerLastEvent = newMetric("informer_last_event_timestamp_seconds", prometheus.GaugeValue,
+	informerSynced = stable(newMetric("informer_synced", prometheus.GaugeValue,
+		"1 when the informer for the resource has listed everything once.", "resource"))
+	informerLastEvent = stable(newMetric("informer_last_event_timestamp_seconds", prometheus.GaugeValue,
 		"When the informer last saw an add, update or delete of the resource (absent until the first). Age: time() minus this.",
-		"resource")
+		"resource"))
 )
 
 // InformerSource reports the state of the exporter's informers.

@@ -15,18 +15,18 @@ import (
 )
 
 var (
-	kubeProxyUp = newMetric("kube_proxy_up", prometheus.GaugeValue,
+	kubeProxyUp = stable(newMetric("kube_proxy_up", prometheus.GaugeValue,
 		"1 when kube-proxy's health server answered 200 on the endpoint (healthz: fit to receive load-balanced traffic; livez: alive).",
-		"endpoint")
+		"endpoint"))
 	kubeProxyResult = newMetric("kube_proxy_result", prometheus.GaugeValue,
 		"The outcome of probing kube-proxy's health server, one-hot over ok, unavailable, empty, invalid, timeout, refused, error.",
 		"endpoint", "result")
-	kubeProxyEligible = newMetric("kube_proxy_node_eligible", prometheus.GaugeValue,
-		"1 when the node is eligible for load-balanced traffic: /healthz's nodeEligible (kube-proxy 1.28+), else derived from the Node (not deleting, no ToBeDeletedByClusterAutoscaler taint).")
-	kubeProxyHealthy = newMetric("kube_proxy_healthy", prometheus.GaugeValue,
-		"1 when kube-proxy reports its rules synced in time: /livez's healthy field (1.33+), else its status code is 200.")
-	kubeProxyLastSync = newMetric("kube_proxy_last_sync_timestamp_seconds", prometheus.GaugeValue,
-		"lastUpdated as /livez reported it. kube-proxy reports the current time while healthy and its real last sync only while unhealthy.")
+	kubeProxyEligible = stable(newMetric("kube_proxy_node_eligible", prometheus.GaugeValue,
+		"1 when the node is eligible for load-balanced traffic: /healthz's nodeEligible (kube-proxy 1.28+), else derived from the Node (not deleting, no ToBeDeletedByClusterAutoscaler taint)."))
+	kubeProxyHealthy = stable(newMetric("kube_proxy_healthy", prometheus.GaugeValue,
+		"1 when kube-proxy reports its rules synced in time: /livez's healthy field (1.33+), else its status code is 200."))
+	kubeProxyLastSync = stable(newMetric("kube_proxy_last_sync_timestamp_seconds", prometheus.GaugeValue,
+		"lastUpdated as /livez reported it. kube-proxy reports the current time while healthy and its real last sync only while unhealthy."))
 	kubeProxyDuration = newMetric("kube_proxy_probe_duration_seconds", prometheus.GaugeValue,
 		"How long probing kube-proxy's health server took.", "endpoint")
 )

@@ -10,10 +10,10 @@ import (
 var (
 	nodeFound = newMetric("node_found", prometheus.GaugeValue,
 		"1 when the exporter's Node object exists in the API.")
-	nodeDraining = newMetric("node_draining", prometheus.GaugeValue,
-		"1 when the Node is going away: it has a deletionTimestamp or the ToBeDeletedByClusterAutoscaler taint.")
-	nodeExcluded = newMetric("node_excluded", prometheus.GaugeValue,
-		"1 when the Node is labelled node.kubernetes.io/exclude-from-external-load-balancers.")
+	nodeDraining = stable(newMetric("node_draining", prometheus.GaugeValue,
+		"1 when the Node is going away: it has a deletionTimestamp or the ToBeDeletedByClusterAutoscaler taint."))
+	nodeExcluded = stable(newMetric("node_excluded", prometheus.GaugeValue,
+		"1 when the Node is labelled node.kubernetes.io/exclude-from-external-load-balancers."))
 )
 
 // Node exports the state of the exporter's own Node object that decides whether it is in rotation.

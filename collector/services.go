@@ -30,28 +30,28 @@ type RuleSource interface {
 var svcLabels = []string{"namespace", "service"}
 
 var (
-	serviceInfo = newMetric("service_info", prometheus.GaugeValue,
+	serviceInfo = stable(newMetric("service_info", prometheus.GaugeValue,
 		"A Service with externalTrafficPolicy Local reachable from outside the cluster; always 1.",
-		"namespace", "service", "type", "health_check_node_port")
-	localEndpoints = newMetric("local_endpoints", prometheus.GaugeValue,
+		"namespace", "service", "type", "health_check_node_port"))
+	localEndpoints = stable(newMetric("local_endpoints", prometheus.GaugeValue,
 		"Local endpoints kube-proxy uses for the Service's external traffic on this node, per the API (ready ones, else serving-terminating ones).",
-		svcLabels...)
-	hasLocalEndpoint = newMetric("has_local_endpoint", prometheus.GaugeValue,
-		"1 when every port of the Service has a local endpoint on this node, per the API.", svcLabels...)
-	inRotationMetric = newMetric("in_rotation", prometheus.GaugeValue,
-		"1 when external traffic for the Service is sent to this node (see the blackhole verdict in docs/metrics.md).", svcLabels...)
-	blackhole = newMetric("blackhole", prometheus.GaugeValue,
-		"1 when external traffic for the Service reaches this node and is dropped for lack of a local endpoint.", svcLabels...)
+		svcLabels...))
+	hasLocalEndpoint = stable(newMetric("has_local_endpoint", prometheus.GaugeValue,
+		"1 when every port of the Service has a local endpoint on this node, per the API.", svcLabels...))
+	inRotationMetric = stable(newMetric("in_rotation", prometheus.GaugeValue,
+		"1 when external traffic for the Service is sent to this node (see the blackhole verdict in docs/metrics.md).", svcLabels...))
+	blackhole = stable(newMetric("blackhole", prometheus.GaugeValue,
+		"1 when external traffic for the Service reaches this node and is dropped for lack of a local endpoint.", svcLabels...))
 	blackholeSource = newMetric("blackhole_source", prometheus.GaugeValue,
 		"Which input decided localtraffic_blackhole on this node: rules (kube-proxy's rules were read) or api (they could not be); always 1.",
 		"source")
-	healthCheckUp = newMetric("health_check_up", prometheus.GaugeValue,
-		"1 when the Service's health check node port on this node answered 200 with kube-proxy's body (LoadBalancer Services).", svcLabels...)
-	healthCheckResult = newMetric("health_check_result", prometheus.GaugeValue,
+	healthCheckUp = stable(newMetric("health_check_up", prometheus.GaugeValue,
+		"1 when the Service's health check node port on this node answered 200 with kube-proxy's body (LoadBalancer Services).", svcLabels...))
+	healthCheckResult = stable(newMetric("health_check_result", prometheus.GaugeValue,
 		"The outcome of probing the Service's health check node port, one-hot over ok, unavailable, empty, invalid, timeout, refused, error.",
-		"namespace", "service", "result")
-	healthCheckLocalEndpoints = newMetric("health_check_local_endpoints", prometheus.GaugeValue,
-		"Local endpoints the health check node port reported (absent when it gave no usable answer).", svcLabels...)
+		"namespace", "service", "result"))
+	healthCheckLocalEndpoints = stable(newMetric("health_check_local_endpoints", prometheus.GaugeValue,
+		"Local endpoints the health check node port reported (absent when it gave no usable answer).", svcLabels...))
 	healthCheckProxyHealthy = newMetric("health_check_service_proxy_healthy", prometheus.GaugeValue,
 		"serviceProxyHealthy as the health check node port reported it (kube-proxy 1.27+; absent otherwise).", svcLabels...)
 	healthCheckDuration = newMetric("health_check_duration_seconds", prometheus.GaugeValue,

@@ -1,0 +1,256 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// loopbackAddrs pretends the node's InternalIP 127.0.0.1 is this host's only address.
+type loopbackAddrs struct{}
+
+func (loopbackAddrs) LocalAddrs() ([]net.IP, error) { return []net.IP{net.ParseIP("127.0.0.1")}, nil }
+
+// fixedRules is a rules.Reader that returns one snapshot.
+type fixedRules struct{ snap *rules.Snapshot }
+
+func (f fixedRules) Read(context.Context) (*rules.Snapshot, error) { return f.snap, nil }
+
+// kube-proxy v1.37.2's exact health server and health check bodies (../shared/reference/kube-proxy.md §5, §6).
+const kubeProxyHealthyBody = `{"lastUpdated":"2026-11-30T11:45:14.71Z","currentTime":"2026-11-30T11:45:14.71Z","nodeEligible":true,"healthy":true,"status":{"IPv4":{"lastUpdated":"2026-11-30T11:45:14.71Z","healthy":true},"IPv6":{"lastUpdated":"2026-11-30T11:45:14.71Z","healthy":true}}}`
+
+func healthCheckBody(ns, name string, local int) string {
+	return fmt.Sprintf("{\n\t\"service\": {\n\t\t\"namespace\": %q,\n\t\t\"name\": %q\n\t},\n\t\"localEndpoints\": %d,\n\t\"serviceProxyHealthy\": true\n}", ns, name, local)
+}
+
+// healthCheckServer answers like kube-proxy's health check node port for ns/name with local endpoints.
+func healthCheckServer(t *testing.T, ns, name string, local int) int32 {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		status := http.StatusOK
+		if local == 0 {
+			status = http.StatusServiceUnavailable
+		}
+		w.Header().Set("X-Load-Balancing-Endpoint-Weight", strconv.Itoa(local))
+		w.WriteHeader(status)
+		io.WriteString(w, healthCheckBody(ns, name, local))
+	}))
+	t.Cleanup(srv.Close)
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	p, _ := strconv.Atoi(port)
+	return int32(p)
+}
+
+func kubeProxyServer(t *testing.T) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, kubeProxyHealthyBody)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.Listener.Addr().String()
+}
+
+func svc(ns, name string, typ corev1.ServiceType, policy corev1.ServiceExternalTrafficPolicy, hcnp int32, nodePort int32) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.ServiceSpec{Type: typ, ClusterIP: "10.96.0.20", ExternalTrafficPolicy: policy, HealthCheckNodePort: hcnp,
+			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, NodePort: nodePort}}},
+	}
+}
+
+func endpoints(ns, name string, nodes ...string) *discoveryv1.EndpointSlice {
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name + "-x", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To[int32](8080)}},
+	}
+	for i, n := range nodes {
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.244.%d.%d", i, i+10)},
+			NodeName: ptr.To(n), Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
+	}
+	return s
+}
+
+// scrapeAPI runs the exporter's /metrics handler over a fake API holding objs and returns the body.
+func scrapeAPI(t *testing.T, ruleReader rules.Reader, kubeProxy string, objs ...runtime.Object) string {
+	t.Helper()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}}}
+	client := fake.NewClientset(append(objs, node)...)
+	view := kubeview.New(client, "node-1")
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	view.Start(ctx)
+	if err := view.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := parseOptions([]string{"--node-name=node-1", "--kube-proxy.healthz-address=" + kubeProxy}, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	h := newMetricsHandler(newExporter(opts, view, loopbackAddrs{}, ruleReader, logger), opts, logger)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		req.Header.Set("X-Prometheus-Scrape-Timeout-Seconds", "5")
+		h.ServeHTTP(rec, req)
+		body := rec.Body.String()
+		// The informers fill asynchronously after the first sync of an empty watch; wait for the node.
+		if rec.Code == http.StatusOK && strings.Contains(body, `localtraffic_node_found{node="node-1"} 1`) {
+			return body
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("scrape never complete: status %d\n%s", rec.Code, body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// normalize keeps the exporter's own series and masks what changes from run to run (durations, timestamps,
+// ports of the loopback servers), so a golden file can hold the rest exactly.
+func normalize(body string, hcnps map[int32]string) string {
+	volatile := regexp.MustCompile(`^(localtraffic_[a-z_]*(duration_seconds|timestamp_seconds)\{[^}]*\}) .*$`)
+	var keep []string
+	for _, line := range strings.Split(body, "\n") {
+		if !strings.HasPrefix(line, "localtraffic_") && !strings.HasPrefix(line, "# HELP localtraffic_") && !strings.HasPrefix(line, "# TYPE localtraffic_") {
+			continue
+		}
+		if strings.Contains(line, "localtraffic_build_info") {
+			continue // carries the Go version
+		}
+		line = volatile.ReplaceAllString(line, "$1 <volatile>")
+		for port, name := range hcnps {
+			line = strings.ReplaceAll(line, `health_check_node_port="`+strconv.Itoa(int(port))+`"`, `health_check_node_port="<`+name+`>"`)
+		}
+		keep = append(keep, line)
+	}
+	return strings.Join(keep, "\n") + "\n"
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -run %s -update)", err, t.Name())
+	}
+	if got != string(want) {
+		t.Errorf("/metrics differs from %s (go test -update rewrites it):\n%s", path, lineDiff(string(want), got))
+	}
+}
+
+func lineDiff(want, got string) string {
+	w, g := map[string]bool{}, map[string]bool{}
+	for _, l := range strings.Split(want, "\n") {
+		w[l] = true
+	}
+	for _, l := range strings.Split(got, "\n") {
+		g[l] = true
+	}
+	var out []string
+	for l := range w {
+		if !g[l] {
+			out = append(out, "- "+l)
+		}
+	}
+	for l := range g {
+		if !w[l] {
+			out = append(out, "+ "+l)
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, "\n")
+}
+
+// Scenario 1, the drill as the API sees it: checkout's replicas all on node-2, so node-1 blackholes its NodePort.
+// Beside it a LoadBalancer Service with no endpoint here whose health check answers 503 (drained: no blackhole),
+// one with a local endpoint answering 200, and a Cluster-policy Service that is never reported. Rules are not read.
+func TestGoldenDrillAPIView(t *testing.T) {
+	webHC := healthCheckServer(t, "shop", "web", 0)
+	apiHC := healthCheckServer(t, "shop", "api", 1)
+	body := scrapeAPI(t, nil, kubeProxyServer(t),
+		svc("kubelings", "checkout", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal, 0, 30090),
+		endpoints("kubelings", "checkout", "node-2", "node-2", "node-2"),
+		svc("shop", "web", corev1.ServiceTypeLoadBalancer, corev1.ServiceExternalTrafficPolicyLocal, webHC, 30100),
+		endpoints("shop", "web", "node-2"),
+		svc("shop", "api", corev1.ServiceTypeLoadBalancer, corev1.ServiceExternalTrafficPolicyLocal, apiHC, 30101),
+		endpoints("shop", "api", "node-1", "node-3"),
+		svc("shop", "cluster", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyCluster, 0, 30102),
+		endpoints("shop", "cluster", "node-2"),
+	)
+	golden(t, "drill-api.prom", normalize(body, map[int32]string{webHC: "web-hcnp", apiHC: "api-hcnp"}))
+	promtoolCheck(t, body)
+}
+
+// Scenario 2, rules read: kube-proxy's rules disagree with the API (a wrong --hostname-override makes every
+// endpoint remote): the API says checkout has a local endpoint, the rules drop. Rules decide the verdict.
+func TestGoldenRulesMismatch(t *testing.T) {
+	sp := rules.ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}
+	snap := rules.NewSnapshot(rules.ModeIPTables, rules.BackendNFT, []string{rules.FamilyIPv4}, time.Unix(1700000000, 0),
+		map[rules.ServicePort]rules.PortState{sp: {Programmed: true, Drop: true, DropPackets: 42}})
+	body := scrapeAPI(t, fixedRules{snap}, kubeProxyServer(t),
+		svc("kubelings", "checkout", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal, 0, 30090),
+		endpoints("kubelings", "checkout", "node-1", "node-2"),
+	)
+	golden(t, "rules-mismatch.prom", normalize(body, nil))
+	promtoolCheck(t, body)
+}
+
+// promtoolCheck lints the exposition with `promtool check metrics`, the Prometheus project's own linter.
+// make test installs promtool (alerts/install-tools.sh) and passes its path in PROMTOOL.
+func promtoolCheck(t *testing.T, body string) {
+	t.Helper()
+	promtool := os.Getenv("PROMTOOL")
+	if promtool == "" {
+		if p, err := exec.LookPath("promtool"); err == nil {
+			promtool = p
+		} else if p, err := filepath.Abs("../../.tools/bin/promtool"); err == nil {
+			promtool = p
+		}
+	}
+	if _, err := os.Stat(promtool); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("promtool not found (%v); make test installs it with alerts/install-tools.sh promtool", err)
+		}
+		t.Skipf("promtool not installed here (alerts/install-tools.sh promtool installs it; make test and CI do): %v", err)
+	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = strings.NewReader(body)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+}

@@ -1,0 +1,125 @@
+package collector
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+var updateDocs = flag.Bool("update", false, "rewrite the metric table in docs/metrics.md from the code")
+
+const (
+	docPath    = "../docs/metrics.md"
+	tableStart = "<!-- metrics-table:start (generated from the code: go test ./collector -run TestMetricsDoc -update) -->"
+	tableEnd   = "<!-- metrics-table:end -->"
+)
+
+// allMetrics is every metric the exporter defines, from every collector.
+func allMetrics() []*Metric {
+	return NewExporter(nil,
+		NewServices(ServicesConfig{}), NewKubeProxy(KubeProxyConfig{}), NewNode(nil), NewInformers(nil),
+		NewRules(RulesConfig{})).Metrics()
+}
+
+func typeName(t prometheus.ValueType) string {
+	switch t {
+	case prometheus.CounterValue:
+		return "counter"
+	case prometheus.GaugeValue:
+		return "gauge"
+	}
+	return "untyped"
+}
+
+// metricTable renders the table docs/metrics.md must hold. Every series also carries `node`, added by the
+// handler for the whole exposition, so it is listed first.
+func metricTable() string {
+	var b strings.Builder
+	b.WriteString("| Metric | Type | Labels | Description | Stability |\n|---|---|---|---|---|\n")
+	for _, m := range allMetrics() {
+		labels := append([]string{"node"}, m.Labels...)
+		for i, l := range labels {
+			labels[i] = "`" + l + "`"
+		}
+		stability := "experimental"
+		if m.Stable {
+			stability = "stable"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", m.FQName(), typeName(m.Type), strings.Join(labels, ", "),
+			strings.ReplaceAll(m.Help, "|", "\\|"), stability)
+	}
+	return b.String()
+}
+
+// docs/metrics.md must list exactly the metrics the code defines, with the same type, labels, help and
+// stability. The table is generated; the prose around it is not, and is checked for the names it mentions.
+func TestMetricsDoc(t *testing.T) {
+	raw, err := os.ReadFile(docPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(raw)
+	i, j := strings.Index(doc, tableStart), strings.Index(doc, tableEnd)
+	if i < 0 || j < i {
+		t.Fatalf("%s lacks the table markers %q ... %q", docPath, tableStart, tableEnd)
+	}
+	want := metricTable()
+	got := doc[i+len(tableStart)+1 : j]
+	if got != want {
+		if *updateDocs {
+			doc = doc[:i+len(tableStart)+1] + want + doc[j:]
+			if err := os.WriteFile(docPath, []byte(doc), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		t.Errorf("the metric table in %s differs from the code; run go test ./collector -run TestMetricsDoc -update\n--- doc\n%s\n--- code\n%s", docPath, got, want)
+	}
+
+	// Every localtraffic_ name the prose mentions must exist (a renamed metric leaves no stale text).
+	defined := map[string]bool{"localtraffic_build_info": true}
+	for _, m := range allMetrics() {
+		defined[m.FQName()] = true
+	}
+	var unknown []string
+	for _, word := range strings.FieldsFunc(doc, func(r rune) bool {
+		return !(r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9')
+	}) {
+		if strings.HasPrefix(word, "localtraffic_") && !defined[word] && !strings.HasSuffix(word, "_") {
+			unknown = append(unknown, word)
+		}
+	}
+	sort.Strings(unknown)
+	if len(unknown) > 0 {
+		t.Errorf("%s mentions metrics the code does not define: %v", docPath, unknown)
+	}
+}
+
+// Names follow Prometheus conventions: counters end in _total and nothing else does; units in base units.
+func TestMetricNaming(t *testing.T) {
+	seen := map[string]bool{}
+	for _, m := range allMetrics() {
+		if seen[m.Name] {
+			t.Errorf("%s defined twice", m.Name)
+		}
+		seen[m.Name] = true
+		if (m.Type == prometheus.CounterValue) != strings.HasSuffix(m.Name, "_total") {
+			t.Errorf("%s: counters, and only counters, end in _total", m.Name)
+		}
+		for _, bad := range []string{"_ms", "_milliseconds", "_bytes_total_total"} {
+			if strings.Contains(m.Name, bad) {
+				t.Errorf("%s: use base units", m.Name)
+			}
+		}
+		for _, l := range m.Labels {
+			if l == "node" || l == "pod" || l == "ip" || l == "endpoint_ip" {
+				t.Errorf("%s: label %q is added by the handler or unbounded", m.Name, l)
+			}
+		}
+	}
+}
