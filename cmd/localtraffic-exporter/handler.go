@@ -52,7 +52,8 @@ func scrapeTimeout(header string, maxWait, offset time.Duration) time.Duration {
 		return maxWait
 	}
 	secs, err := strconv.ParseFloat(header, 64)
-	if err != nil || secs <= 0 {
+	// NaN fails every comparison and ±Inf or a huge value overflows a Duration: all mean "no usable header".
+	if err != nil || !(secs > 0) || secs > maxWait.Seconds()+offset.Seconds() {
 		return maxWait
 	}
 	d := time.Duration(secs*float64(time.Second)) - offset
