@@ -83,9 +83,9 @@ func (r *reader) readIPTables(ctx context.Context) (*Snapshot, error) {
 // readIPTablesFamily saves and parses the given tables of one family. It returns
 // nil, nil when the family is absent (no IPv6 on this node, no legacy table).
 func (r *reader) readIPTablesFamily(ctx context.Context, f ipFamily, backend string, tables []string) (*iptablesResult, error) {
-	bin := saveCommand(f, backend)
-	if _, err := r.opts.LookPath(bin); err != nil {
-		return nil, fmt.Errorf("%s not found (%v): %w", bin, err, ErrNoRules)
+	bin, err := r.binary(saveCommand(f, backend))
+	if err != nil {
+		return nil, err
 	}
 	if backend == BackendLegacy {
 		// `iptables-legacy-save -t T` makes the kernel create table T when it does

@@ -10,12 +10,13 @@ import (
 // readNFT reads `nft -j list table ip kube-proxy` and the ip6 table. A missing
 // table means that family is not programmed.
 func (r *reader) readNFT(ctx context.Context) (*Snapshot, error) {
-	if _, err := r.opts.LookPath("nft"); err != nil {
-		return nil, fmt.Errorf("nft not found (%v): %w", err, ErrNoRules)
+	nft, err := r.binary("nft")
+	if err != nil {
+		return nil, err
 	}
 	snap := &Snapshot{Mode: ModeNFTables, ports: map[portKey]*PortState{}}
 	for _, f := range []struct{ fam, name string }{{"ip", FamilyIPv4}, {"ip6", FamilyIPv6}} {
-		out, err := r.opts.Runner.Run(ctx, "nft", "-j", "list", "table", f.fam, "kube-proxy")
+		out, err := r.opts.Runner.Run(ctx, nft, "-j", "list", "table", f.fam, "kube-proxy")
 		if err != nil {
 			var ce *CommandError
 			if errors.As(err, &ce) && (strings.Contains(ce.Stderr, "No such file or directory") || strings.Contains(ce.Stderr, "not supported")) {

@@ -38,7 +38,8 @@ type Options struct {
 	// DetectTTL: how long a detected mode and iptables backend are kept before being
 	// detected again; 0: 5 minutes. A failed read always forgets them.
 	DetectTTL time.Duration
-	// LookPath finds binaries (iptables-legacy-save, …); nil: exec.LookPath. Tests
+	// LookPath finds binaries (iptables-legacy-save, …) in PATH, then in /usr/sbin
+	// and /sbin as the kube-proxy image's wrapper does; nil: exec.LookPath. Tests
 	// with a fake Runner set it to accept every name.
 	LookPath func(file string) (string, error)
 	// Logger; nil: discard.
@@ -218,6 +219,22 @@ func (r *reader) remember(mode Mode, snap *Snapshot, err error) (*Snapshot, erro
 		r.mu.Unlock()
 	}
 	return snap, err
+}
+
+// binary returns how to run a tool: its bare name when PATH finds it, else its
+// full path in /usr/sbin or /sbin (PATH often lacks them outside login shells).
+// Not found is ErrNoRules: no rules of that kind can be read here.
+func (r *reader) binary(name string) (string, error) {
+	_, err := r.opts.LookPath(name)
+	if err == nil {
+		return name, nil
+	}
+	for _, dir := range []string{"/usr/sbin/", "/sbin/"} {
+		if _, e := r.opts.LookPath(dir + name); e == nil {
+			return dir + name, nil
+		}
+	}
+	return "", fmt.Errorf("%s not found (%v): %w", name, err, ErrNoRules)
 }
 
 // askProxyMode asks kube-proxy's /proxyMode; "" when it cannot say.

@@ -555,3 +555,36 @@ func TestLegacyOnlyExistingTablesSaved(t *testing.T) {
 		t.Errorf("legacy saves %v, want only the existing filter table", got)
 	}
 }
+
+func TestBinariesOutsidePATH(t *testing.T) {
+	// PATH without /usr/sbin: the reader runs the tools by full path.
+	base := iptablesNode(t, BackendNFT)
+	f := newFakeRunner()
+	for k, v := range base.out {
+		if strings.HasPrefix(k, "cat ") {
+			f.out[k] = v
+		} else {
+			f.out["/usr/sbin/"+k] = v
+		}
+	}
+	lookPath := func(file string) (string, error) {
+		if strings.HasPrefix(file, "/usr/sbin/") {
+			return file, nil
+		}
+		return "", errors.New("not in PATH")
+	}
+	r := NewReader(Options{Mode: ModeIPTables, Runner: f, LookPath: lookPath})
+	snap, err := r.Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkScenario(t, snap, mergedWant(BackendNFT))
+	if n := f.count("/usr/sbin/iptables-nft-save -c -t nat"); n != 1 {
+		t.Errorf("full-path nat save ran %d times", n)
+	}
+
+	r = NewReader(Options{Mode: ModeIPTables, Runner: f, LookPath: func(string) (string, error) { return "", errors.New("nowhere") }})
+	if _, err := r.Read(context.Background()); !errors.Is(err, ErrNoRules) {
+		t.Errorf("no binaries at all: err %v, want ErrNoRules", err)
+	}
+}
