@@ -16,7 +16,7 @@ import (
 
 var (
 	kubeProxyUp = stable(newMetric("kube_proxy_up", prometheus.GaugeValue,
-		"1 when kube-proxy's health server answered 200 on the endpoint (healthz: fit to receive load-balanced traffic; livez: alive).",
+		"1 when kube-proxy's health server answered 200 with its body on the endpoint (healthz: fit to receive load-balanced traffic; livez: alive).",
 		"endpoint"))
 	kubeProxyResult = newMetric("kube_proxy_result", prometheus.GaugeValue,
 		"The outcome of probing kube-proxy's health server, one-hot over ok, unavailable, empty, invalid, timeout, refused, error.",

@@ -27,8 +27,8 @@ type KubeProxyHealth struct {
 	Err      error
 }
 
-// Up is true when kube-proxy answered 200.
-func (k KubeProxyHealth) Up() bool { return k.StatusCode == http.StatusOK }
+// Up is true when kube-proxy answered 200 with its body. A 200 with anything else is not kube-proxy speaking.
+func (k KubeProxyHealth) Up() bool { return k.Result == ResultOK }
 
 // kubeProxyBody covers every body kube-proxy has shipped: ≤1.27 {"lastUpdated","currentTime"} with Go
 // time.String() values, 1.28–1.32 the same plus "nodeEligible", ≥1.33 RFC 3339 values plus "healthy" and a

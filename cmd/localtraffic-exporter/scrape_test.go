@@ -101,6 +101,12 @@ func endpoints(ns, name string, nodes ...string) *discoveryv1.EndpointSlice {
 // scrapeAPI runs the exporter's /metrics handler over a fake API holding objs and returns the body.
 func scrapeAPI(t *testing.T, ruleReader rules.Reader, kubeProxy string, objs ...runtime.Object) string {
 	t.Helper()
+	return scrapeWithTimeout(t, "5", ruleReader, kubeProxy, objs...)
+}
+
+// scrapeWithTimeout is scrapeAPI with Prometheus' scrape timeout header set to timeout (seconds).
+func scrapeWithTimeout(t *testing.T, timeout string, ruleReader rules.Reader, kubeProxy string, objs ...runtime.Object) string {
+	t.Helper()
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"},
 		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}}}
 	client := fake.NewClientset(append(objs, node)...)
@@ -121,7 +127,7 @@ func scrapeAPI(t *testing.T, ruleReader rules.Reader, kubeProxy string, objs ...
 	for {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
-		req.Header.Set("X-Prometheus-Scrape-Timeout-Seconds", "5")
+		req.Header.Set("X-Prometheus-Scrape-Timeout-Seconds", timeout)
 		h.ServeHTTP(rec, req)
 		body := rec.Body.String()
 		// The informers fill asynchronously after the first sync of an empty watch; wait for the node.
@@ -252,5 +258,58 @@ func promtoolCheck(t *testing.T, body string) {
 	cmd.Stdin = strings.NewReader(body)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+}
+
+// Hostile peers end up as metric states within the scrape's deadline: a health check node port that accepts and
+// never answers, and a kube-proxy health server answering garbage. The scrape itself succeeds.
+func TestScrapeWithHostilePeers(t *testing.T) {
+	hang, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hang.Close() })
+	go func() {
+		for {
+			c, err := hang.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() }) // hold the connection open, say nothing
+		}
+	}()
+	_, portStr, _ := net.SplitHostPort(hang.Addr().String())
+	port, _ := strconv.Atoi(portStr)
+	garbage := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		io.WriteString(w, "<html>not kube-proxy</html>")
+	}))
+	t.Cleanup(garbage.Close)
+
+	done := make(chan string, 1)
+	go func() {
+		done <- scrapeWithTimeout(t, "2", nil, garbage.Listener.Addr().String(),
+			svc("shop", "web", corev1.ServiceTypeLoadBalancer, corev1.ServiceExternalTrafficPolicyLocal, int32(port), 30100),
+			endpoints("shop", "web", "node-2"))
+	}()
+	var body string
+	select {
+	case body = <-done:
+	case <-time.After(30 * time.Second): // a hang guard only: the scrape's own deadline is 1.5 s
+		t.Fatal("scrape did not return")
+	}
+	for _, want := range []string{
+		`localtraffic_health_check_result{namespace="shop",node="node-1",result="timeout",service="web"} 1`,
+		`localtraffic_health_check_up{namespace="shop",node="node-1",service="web"} 0`,
+		// Unreachable health check: the load balancer cannot drain what it cannot see, so the drop is a blackhole.
+		`localtraffic_blackhole{namespace="shop",node="node-1",service="web"} 1`,
+		`localtraffic_kube_proxy_result{endpoint="healthz",node="node-1",result="invalid"} 1`,
+		`localtraffic_kube_proxy_up{endpoint="healthz",node="node-1"} 0`,
+		`localtraffic_kube_proxy_healthy{node="node-1"} 0`,
+		`localtraffic_scrape_collector_success{collector="services",node="node-1"} 1`,
+		`localtraffic_scrape_collector_success{collector="kube_proxy",node="node-1"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("missing %s", want)
+		}
 	}
 }
