@@ -78,10 +78,22 @@
 // is reused for Options.CacheTTL (2 s); failures are not cached. If the reading
 // caller's context ends the read, waiting callers with live contexts start a new one.
 //
+// # Keys
+//
+// ServicePort.Port is the port's name ("" when unnamed) and Protocol the API's
+// "TCP"/"UDP"/"SCTP" (any case; required: it is part of kube-proxy's hash). Port
+// returns the zero PortState for a port with no rule at all. Snapshot.Len counts the
+// Service ports with any state. NewSnapshot builds a snapshot from known states for
+// tests of consumers.
+//
 // # Semantics over families
 //
 // Port merges IPv4 and IPv6: Programmed, Drop, Reject if any family says so;
 // LocalEndpoints the maximum; DropPackets the sum. DropPackets is a raw rule counter
 // that resets whenever kube-proxy rewrites the rule (every sync in ≥1.25's filter
-// table): a monotonic metric must be kept by the caller.
+// table): a monotonic metric must be kept by the caller (DropCounter does that).
+//
+// Drop is false when there is nothing external to drop: a Local Service port with
+// no NodePort, no LoadBalancer ingress IP and no externalIPs has no drop rule even
+// without local endpoints.
 package rules
