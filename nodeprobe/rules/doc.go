@@ -93,7 +93,8 @@
 // that resets whenever kube-proxy rewrites the rule (every sync in ≥1.25's filter
 // table): a monotonic metric must be kept by the caller (DropCounter does that).
 //
-// Drop is false when there is nothing external to drop: a Local Service port with
+// Drop is false when there is nothing external to drop (≥1.25 and nftables: the
+// drop rules are per external address): a Local Service port with
 // no NodePort, no LoadBalancer ingress IP and no externalIPs has no drop rule even
 // without local endpoints.
 package rules
