@@ -1,0 +1,87 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+)
+
+// The live test's Prometheus configuration is the shipped scrape job plus only the apiserver's location.
+// (Runs without root or a cluster.)
+func TestAlertsPrometheusConfigKeepsTheShippedJob(t *testing.T) {
+	repo := alertsRepoDir(t)
+	scrape, err := os.ReadFile(filepath.Join(repo, "alerts", "prometheus-scrape.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := prometheusConfig(scrape, "/tmp/kubeconfig", []string{"/r/rules.yaml"}, "127.0.0.1:9093", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Global        map[string]any   `json:"global"`
+		RuleFiles     []string         `json:"rule_files"`
+		ScrapeConfigs []map[string]any `json:"scrape_configs"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	shippedJSON, err := utilyaml.ToJSON(scrape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shipped struct {
+		ScrapeConfigs []map[string]any `json:"scrape_configs"`
+	}
+	if err := json.Unmarshal(shippedJSON, &shipped); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.ScrapeConfigs) != len(shipped.ScrapeConfigs) || len(got.ScrapeConfigs) == 0 {
+		t.Fatalf("scrape configs: got %d, shipped %d", len(got.ScrapeConfigs), len(shipped.ScrapeConfigs))
+	}
+	for i, job := range got.ScrapeConfigs {
+		for _, sd := range job["kubernetes_sd_configs"].([]any) {
+			m := sd.(map[string]any)
+			if m["kubeconfig_file"] != "/tmp/kubeconfig" {
+				t.Errorf("job %v: kubeconfig_file %v", job["job_name"], m["kubeconfig_file"])
+			}
+			delete(m, "kubeconfig_file")
+		}
+		if !reflect.DeepEqual(job, shipped.ScrapeConfigs[i]) {
+			t.Errorf("job %v differs from the shipped one beyond kubeconfig_file:\n%v\n%v", job["job_name"], job, shipped.ScrapeConfigs[i])
+		}
+	}
+	if got.ScrapeConfigs[0]["job_name"] != "localtraffic-exporter" || got.ScrapeConfigs[0]["honor_labels"] != true {
+		t.Errorf("shipped job: name %v, honor_labels %v", got.ScrapeConfigs[0]["job_name"], got.ScrapeConfigs[0]["honor_labels"])
+	}
+	if got.Global["evaluation_interval"] != "5s" || !reflect.DeepEqual(got.RuleFiles, []string{"/r/rules.yaml"}) {
+		t.Errorf("global %v, rule files %v", got.Global, got.RuleFiles)
+	}
+}
+
+// The live test reads every query of the shipped dashboards; here, that it finds them all.
+func TestAlertsDashboardQueriesFound(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(alertsRepoDir(t), "dashboards", "localtraffic-exporter.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs, err := dashboardQueries(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Count(string(data), `"expr":`) + 3 // panel targets, and the three query variables
+	if len(qs) != want {
+		t.Errorf("found %d queries, want %d", len(qs), want)
+	}
+	for _, q := range qs {
+		if strings.Contains(q.Expr, "$") {
+			t.Errorf("%s: unexpanded variable in %q", q.Where, q.Expr)
+		}
+	}
+}
