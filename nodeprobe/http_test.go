@@ -347,6 +347,30 @@ func hostileCases() []hostileCase {
 			deadline: long, want: nodeprobe.ResultInvalid, wantStatus: http.StatusOK, maxRead: 1 << 20,
 		},
 		{
+			name: "endless headers",
+			serve: func(c net.Conn, done <-chan struct{}) {
+				if _, err := readRequest(c); err != nil {
+					return
+				}
+				if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\n"); err != nil {
+					return
+				}
+				line := "X-Filler: " + strings.Repeat("x", 1000) + "\r\n"
+				for {
+					select {
+					case <-done:
+						return
+					default:
+					}
+					if _, err := io.WriteString(c, line); err != nil {
+						return
+					}
+				}
+			},
+			// The probe gives up on headers far larger than kube-proxy's (a few hundred bytes) on its own.
+			deadline: long, want: nodeprobe.ResultError, maxRead: 1 << 20,
+		},
+		{
 			name:     "invalid JSON",
 			serve:    answerRaw(httpAnswer(200, "application/json", `{"lastUpdated": "2023-05-01`)),
 			deadline: long, want: nodeprobe.ResultInvalid, wantStatus: http.StatusOK,

@@ -254,6 +254,9 @@ func TestKubeProxyMalformedAnswers(t *testing.T) {
 			if got.Err == nil {
 				t.Error("no error for a malformed answer: the log line would have no reason")
 			}
+			if got.Up() {
+				t.Error("Up() = true for an answer that is not kube-proxy's")
+			}
 		})
 	}
 }

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// env returns a getenv over a fixed map: tests never read the real environment.
+func env(kv map[string]string) func(string) string {
+	return func(k string) string { return kv[k] }
+}
+
+func TestParseOptionsDefaults(t *testing.T) {
+	o, err := parseOptions(nil, env(map[string]string{"NODE_NAME": "node-a"}))
+	if err != nil {
+		t.Fatalf("parseOptions with NODE_NAME set: %v", err)
+	}
+	want := options{
+		nodeName:         "node-a",
+		listenAddresses:  []string{":9746"},
+		telemetryPath:    "/metrics",
+		logLevel:         slog.LevelInfo,
+		logFormat:        "auto",
+		kubeProxyMetrics: "127.0.0.1:10249",
+		probeTimeout:     5 * time.Second,
+		probeConcurrency: 8,
+		scrapeTimeoutOff: 500 * time.Millisecond,
+		maxRequests:      10,
+		rulesMode:        "auto",
+		rulesCacheTTL:    2 * time.Second,
+	}
+	if !reflect.DeepEqual(o, want) {
+		t.Errorf("defaults:\n got %+v\nwant %+v", o, want)
+	}
+}
+
+func TestParseOptionsNodeName(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"from NODE_NAME", nil, map[string]string{"NODE_NAME": "from-env"}, "from-env"},
+		{"flag overrides NODE_NAME", []string{"--node-name", "from-flag"}, map[string]string{"NODE_NAME": "from-env"}, "from-flag"},
+		{"flag without NODE_NAME", []string{"--node-name=from-flag"}, nil, "from-flag"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := parseOptions(tc.args, env(tc.env))
+			if err != nil {
+				t.Fatalf("parseOptions(%q): %v", tc.args, err)
+			}
+			if o.nodeName != tc.want {
+				t.Errorf("node name %q, want %q", o.nodeName, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseOptionsListenAddresses(t *testing.T) {
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{nil, []string{":9746"}},
+		{[]string{"--web.listen-address", "127.0.0.1:9000"}, []string{"127.0.0.1:9000"}},
+		{[]string{"--web.listen-address", "127.0.0.1:9000", "--web.listen-address=[::1]:9000"}, []string{"127.0.0.1:9000", "[::1]:9000"}},
+		// Repeating the default keeps it exactly once.
+		{[]string{"--web.listen-address", ":9746"}, []string{":9746"}},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			o, err := parseOptions(append([]string{"--node-name", "n"}, tc.args...), env(nil))
+			if err != nil {
+				t.Fatalf("parseOptions: %v", err)
+			}
+			if !reflect.DeepEqual(o.listenAddresses, tc.want) {
+				t.Errorf("listen addresses %q, want %q", o.listenAddresses, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseOptionsGoodValues(t *testing.T) {
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte("apiVersion: v1\nkind: Config\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, err := parseOptions([]string{
+		"--node-name", "n", "--kubeconfig", kubeconfig, "--web.telemetry-path", "/m",
+		"--log.level", "debug", "--log.format", "json", "--kube-proxy.healthz-address", "[fd00::1]:10256",
+		"--kube-proxy.metrics-address", "localhost:10249", "--health-check.address", "fd00::1",
+		"--probe.timeout", "1.5s", "--probe.concurrency", "1", "--scrape.timeout-offset", "0s",
+		"--web.max-requests", "1", "--rules.mode", "nftables", "--rules.cache-ttl", "0s",
+		"--web.config.file", "/etc/web.yml",
+	}, env(nil))
+	if err != nil {
+		t.Fatalf("parseOptions: %v", err)
+	}
+	want := options{
+		kubeconfig: kubeconfig, nodeName: "n", listenAddresses: []string{":9746"}, webConfigFile: "/etc/web.yml",
+		telemetryPath: "/m", logLevel: slog.LevelDebug, logFormat: "json", kubeProxyHealthz: "[fd00::1]:10256",
+		kubeProxyMetrics: "localhost:10249", healthCheckAddress: "fd00::1", probeTimeout: 1500 * time.Millisecond,
+		probeConcurrency: 1, scrapeTimeoutOff: 0, maxRequests: 1, rulesMode: "nftables", rulesCacheTTL: 0,
+	}
+	if !reflect.DeepEqual(o, want) {
+		t.Errorf("\n got %+v\nwant %+v", o, want)
+	}
+	for _, level := range []string{"debug", "info", "warn", "error"} {
+		if _, err := parseOptions([]string{"--node-name", "n", "--log.level", level}, env(nil)); err != nil {
+			t.Errorf("--log.level %s: %v", level, err)
+		}
+	}
+	for _, mode := range []string{"auto", "iptables", "nftables", "none"} {
+		if _, err := parseOptions([]string{"--node-name", "n", "--rules.mode", mode}, env(nil)); err != nil {
+			t.Errorf("--rules.mode %s: %v", mode, err)
+		}
+	}
+	for _, format := range []string{"auto", "json", "text"} {
+		if _, err := parseOptions([]string{"--node-name", "n", "--log.format", format}, env(nil)); err != nil {
+			t.Errorf("--log.format %s: %v", format, err)
+		}
+	}
+}
+
+// TestParseOptionsBadValues: each bad command line is an error of one line that names what is wrong, fit for
+// the one line main prints on stderr.
+func TestParseOptionsBadValues(t *testing.T) {
+	tests := []struct {
+		name  string
+		args  []string
+		env   map[string]string
+		names string // the error must contain this
+	}{
+		{"unknown flag", []string{"--no-such-flag"}, nil, "no-such-flag"},
+		{"flag without its value", []string{"--node-name"}, nil, "node-name"},
+		{"positional argument", []string{"--node-name", "n", "extra"}, nil, `"extra"`},
+		{"no node name", nil, nil, "--node-name"},
+		{"empty node name overrides NODE_NAME", []string{"--node-name", ""}, map[string]string{"NODE_NAME": "x"}, "--node-name"},
+		{"log level", []string{"--log.level", "verbose"}, nil, "--log.level"},
+		{"log format", []string{"--log.format", "xml"}, nil, "--log.format"},
+		{"rules mode", []string{"--rules.mode", "ipvs"}, nil, "--rules.mode"},
+		{"probe timeout not a duration", []string{"--probe.timeout", "5"}, nil, "probe.timeout"},
+		{"probe timeout zero", []string{"--probe.timeout", "0s"}, nil, "--probe.timeout"},
+		{"probe timeout negative", []string{"--probe.timeout", "-1s"}, nil, "--probe.timeout"},
+		{"probe concurrency zero", []string{"--probe.concurrency", "0"}, nil, "--probe.concurrency"},
+		{"probe concurrency not a number", []string{"--probe.concurrency", "many"}, nil, "probe.concurrency"},
+		{"max requests zero", []string{"--web.max-requests", "0"}, nil, "--web.max-requests"},
+		{"scrape timeout offset negative", []string{"--scrape.timeout-offset", "-1s"}, nil, "--scrape.timeout-offset"},
+		{"telemetry path relative", []string{"--web.telemetry-path", "metrics"}, nil, "--web.telemetry-path"},
+		{"healthz address without port", []string{"--kube-proxy.healthz-address", "10.0.0.1"}, nil, "--kube-proxy.healthz-address"},
+		{"metrics address without port", []string{"--kube-proxy.metrics-address", "localhost"}, nil, "--kube-proxy.metrics-address"},
+		{"health check address a host:port", []string{"--health-check.address", "10.0.0.1:80"}, nil, "--health-check.address"},
+		{"health check address a name", []string{"--health-check.address", "node-a"}, nil, "--health-check.address"},
+		{"kubeconfig missing", []string{"--kubeconfig", "/nonexistent/kubeconfig"}, nil, "--kubeconfig"},
+		{"bool flag with a value", []string{"--version=maybe"}, nil, "version"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if tc.names != "--node-name" && tc.name != "flag without its value" {
+				args = append([]string{"--node-name", "n"}, args...)
+			}
+			_, err := parseOptions(args, env(tc.env))
+			if err == nil {
+				t.Fatalf("parseOptions(%q) succeeded, want an error", args)
+			}
+			var help errHelp
+			if errors.As(err, &help) {
+				t.Fatalf("parseOptions(%q) returned the usage, want an error", args)
+			}
+			msg := err.Error()
+			if strings.Contains(msg, "\n") {
+				t.Errorf("error spans several lines:\n%s", msg)
+			}
+			if !strings.Contains(msg, tc.names) {
+				t.Errorf("error %q does not name %s", msg, tc.names)
+			}
+		})
+	}
+}
+
+func TestParseOptionsHelp(t *testing.T) {
+	for _, arg := range []string{"--help", "-help", "-h"} {
+		_, err := parseOptions([]string{arg}, env(nil))
+		var help errHelp
+		if !errors.As(err, &help) {
+			t.Fatalf("%s: error %v, want errHelp", arg, err)
+		}
+		// The usage lists every flag of the command-line contract.
+		for _, flag := range []string{"kubeconfig", "node-name", "web.listen-address", "web.config.file",
+			"web.telemetry-path", "log.level", "log.format", "kube-proxy.healthz-address",
+			"kube-proxy.metrics-address", "health-check.address", "probe.timeout", "probe.concurrency", "rules.mode"} {
+			if !strings.Contains(help.usage, "-"+flag) {
+				t.Errorf("%s: usage does not mention -%s:\n%s", arg, flag, help.usage)
+			}
+		}
+	}
+}
+
+func TestParseOptionsVersionSkipsChecks(t *testing.T) {
+	// --version must work anywhere, even without a node name.
+	o, err := parseOptions([]string{"--version"}, env(nil))
+	if err != nil || !o.version {
+		t.Errorf("--version: options %+v, error %v; want version set and no error", o, err)
+	}
+}
