@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 	"time"
 
@@ -129,12 +130,21 @@ func (r *reader) legacyTables(ctx context.Context, f ipFamily) (map[string]bool,
 	if f.ipv6 {
 		file = "/proc/net/ip6_tables_names"
 	}
-	out, err := r.opts.Runner.Run(ctx, "cat", file)
-	if err != nil {
-		var ce *CommandError
-		if errors.As(err, &ce) && strings.Contains(ce.Stderr, "No such file") {
+	var out []byte
+	var err error
+	if fr, ok := r.opts.Runner.(FileReader); ok {
+		out, err = fr.ReadFile(ctx, file)
+		if errors.Is(err, fs.ErrNotExist) {
 			return map[string]bool{}, nil // module not loaded: no legacy tables
 		}
+	} else {
+		out, err = r.opts.Runner.Run(ctx, "cat", file)
+		var ce *CommandError
+		if errors.As(err, &ce) && strings.Contains(ce.Stderr, "No such file") {
+			return map[string]bool{}, nil
+		}
+	}
+	if err != nil {
 		return nil, fmt.Errorf("listing legacy %s tables: %w", f.name, err)
 	}
 	tables := map[string]bool{}

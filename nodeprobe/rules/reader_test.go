@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -586,5 +587,69 @@ func TestBinariesOutsidePATH(t *testing.T) {
 	r = NewReader(Options{Mode: ModeIPTables, Runner: f, LookPath: func(string) (string, error) { return "", errors.New("nowhere") }})
 	if _, err := r.Read(context.Background()); !errors.Is(err, ErrNoRules) {
 		t.Errorf("no binaries at all: err %v, want ErrNoRules", err)
+	}
+}
+
+// fileRunner is a fakeRunner that also reads files (as ExecRunner does), from a map.
+type fileRunner struct {
+	*fakeRunner
+	files map[string]string
+	reads []string
+}
+
+func (f *fileRunner) ReadFile(_ context.Context, path string) ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reads = append(f.reads, path)
+	s, ok := f.files[path]
+	if !ok {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: fs.ErrNotExist}
+	}
+	return []byte(s), nil
+}
+
+func TestLegacyTablesReadInProcess(t *testing.T) {
+	for _, name := range []string{"present", "module not loaded"} {
+		t.Run(name, func(t *testing.T) {
+			base := iptablesNode(t, BackendLegacy)
+			fr := &fileRunner{fakeRunner: base, files: map[string]string{}}
+			for _, v6 := range []bool{false, true} {
+				k := "cat " + legacyNamesFile(v6)
+				if name == "present" {
+					fr.files[legacyNamesFile(v6)] = base.out[k]
+				}
+				delete(base.out, k) // must not run cat
+			}
+			r := NewReader(Options{Mode: ModeIPTables, Runner: fr, LookPath: anyPath})
+			snap, err := r.Read(context.Background())
+			if name == "module not loaded" {
+				// No legacy table exists: only nft is looked at, and it has no rules.
+				if !errors.Is(err, ErrNoRules) {
+					t.Fatalf("err %v, want ErrNoRules", err)
+				}
+				if got := append(base.ran("iptables-legacy-save"), base.ran("ip6tables-legacy-save")...); len(got) != 0 {
+					t.Errorf("legacy saves ran: %v", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if snap.Backend != BackendLegacy {
+				t.Errorf("backend %s", snap.Backend)
+			}
+			if len(base.ran("cat")) != 0 || len(fr.reads) == 0 {
+				t.Errorf("cat ran %v, in-process reads %v", base.ran("cat"), fr.reads)
+			}
+		})
+	}
+}
+
+func TestExecRunnerReadFile(t *testing.T) {
+	if _, err := (ExecRunner{}).ReadFile(context.Background(), "/nonexistent/ip_tables_names"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("missing file: %v, want fs.ErrNotExist", err)
+	}
+	if b, err := (ExecRunner{}).ReadFile(context.Background(), "testdata/nft-ipv4.nft"); err != nil || len(b) == 0 {
+		t.Errorf("ReadFile: %d bytes, %v", len(b), err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"os/exec"
 	"strings"
 )
@@ -14,6 +15,14 @@ import (
 // table from a broken one by the command's standard error.
 type Runner interface {
 	Run(ctx context.Context, name string, args ...string) ([]byte, error)
+}
+
+// FileReader is optionally implemented by a Runner that can read a file as seen
+// from the network namespace its commands run in (/proc/net/* is per namespace).
+// Without it the reader runs `cat`. A missing file must give an error matching
+// fs.ErrNotExist.
+type FileReader interface {
+	ReadFile(ctx context.Context, path string) ([]byte, error)
 }
 
 // CommandError is a failed command with its standard error.
@@ -51,6 +60,12 @@ func (ExecRunner) Run(ctx context.Context, name string, args ...string) ([]byte,
 		return stdout.Bytes(), &CommandError{Cmd: name + " " + strings.Join(args, " "), Err: err, Stderr: stderr.String()}
 	}
 	return stdout.Bytes(), nil
+}
+
+// ReadFile implements FileReader: commands run in this process's namespace, so
+// its own /proc/net is theirs; no `cat` needed (distroless images).
+func (ExecRunner) ReadFile(_ context.Context, path string) ([]byte, error) {
+	return os.ReadFile(path)
 }
 
 // NetnsRunner runs every command inside the named network namespace through
