@@ -1,7 +1,9 @@
 // Package rules reads what kube-proxy programmed on this node — iptables (legacy
 // or nft backend) or nftables mode — and says, per Service port, whether the node
 // drops external traffic for lack of local endpoints. It never writes a rule, a
-// chain, a table or a lock: it runs `iptables-save`, `nft list` and `cat`.
+// chain, a table or a lock: it runs `iptables-save` and `nft list`, and reads
+// /proc/net/ip{,6}_tables_names (in-process with ExecRunner, `cat` through other
+// Runners, e.g. NetnsRunner).
 //
 // # Use
 //
