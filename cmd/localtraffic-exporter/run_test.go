@@ -124,7 +124,8 @@ users:
 // runWithGuard calls run and fails the test if it does not return within a generous bound.
 func runWithGuard(t *testing.T, ctx context.Context, args []string) (error, string) {
 	t.Helper()
-	var stderr bytes.Buffer
+	// run may leave a goroutine that logs after it returned (see TestRunBadWebConfig): a locked buffer.
+	var stderr syncBuffer
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, args, &stderr) }()
 	select {
@@ -415,4 +416,19 @@ func TestBinaryFailsWithOneLine(t *testing.T) {
 			t.Errorf("--help: %v\n%s", err, out)
 		}
 	})
+}
+
+func TestRunBadWebConfig(t *testing.T) {
+	api := newFakeAPIServer(t, "node-a")
+	kubeconfig := writeKubeconfig(t, api.URL)
+	webConfig := filepath.Join(t.TempDir(), "web.yml")
+	// A certificate file that does not exist: exporter-toolkit's validation must refuse it before serving.
+	if err := os.WriteFile(webConfig, []byte("tls_server_config:\n  cert_file: /nonexistent/cert.pem\n  key_file: /nonexistent/key.pem\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	err, _ := runWithGuard(t, ctx, []string{"--node-name", "node-a", "--kubeconfig", kubeconfig,
+		"--web.listen-address", freeAddress(t), "--web.config.file", webConfig, "--rules.mode", "none"})
+	checkOneLine(t, err, "--web.config.file")
 }
