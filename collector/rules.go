@@ -123,7 +123,7 @@ func (r *Rules) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 			ch <- rulesDrop.must(boolFloat(st.Drop), svc.Namespace, svc.Name, label)
 			ch <- rulesLocalEndpoints.must(float64(st.LocalEndpoints), svc.Namespace, svc.Name, label)
 			ch <- rulesDroppedPackets.must(float64(r.countDrops(sp, st.DropPackets, snap.ReadAt)), svc.Namespace, svc.Name, label)
-			mismatch = mismatch || portMismatch(p, st)
+			mismatch = mismatch || portMismatch(p, st, svc.ExternallyReachable(p))
 		}
 		ch <- rulesMismatch.must(boolFloat(mismatch), svc.Namespace, svc.Name)
 	}
@@ -140,10 +140,11 @@ func portLabel(p kubeview.PortEndpoints) string {
 }
 
 // portMismatch: the API view and kube-proxy's rules disagree about a port. Only ports with an endpoint
-// somewhere are judged: without one kube-proxy rejects everywhere and there is nothing local to compare.
+// somewhere and an external way in are judged: without an endpoint kube-proxy rejects everywhere, and without
+// a NodePort or external address it programs no drop, so there is nothing local to compare.
 // A short disagreement is normal (kube-proxy syncs at most once a second); alerts wait with `for:`.
-func portMismatch(p kubeview.PortEndpoints, st rules.PortState) bool {
-	if !p.ClusterWide {
+func portMismatch(p kubeview.PortEndpoints, st rules.PortState, reachable bool) bool {
+	if !p.ClusterWide || !reachable {
 		return false
 	}
 	apiDrops := p.Local == 0

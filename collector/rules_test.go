@@ -58,8 +58,12 @@ func TestPortMismatch(t *testing.T) {
 		{"count differs", kubeview.PortEndpoints{Local: 3, ClusterWide: true}, rules.PortState{Programmed: true, LocalEndpoints: 1}, true},
 		{"no endpoints anywhere is not judged", kubeview.PortEndpoints{Local: 0, ClusterWide: false}, rules.PortState{Programmed: true, Reject: true}, false},
 	}
+	// No NodePort and no external address yet (allocateLoadBalancerNodePorts false, LB pending): nothing to drop.
+	if portMismatch(kubeview.PortEndpoints{Local: 1, ClusterWide: true}, rules.PortState{Programmed: true}, false) {
+		t.Error("an unreachable port is never a mismatch")
+	}
 	for _, c := range cases {
-		if got := portMismatch(c.api, c.st); got != c.want {
+		if got := portMismatch(c.api, c.st, true); got != c.want {
 			t.Errorf("%s: mismatch %v, want %v", c.name, got, c.want)
 		}
 	}

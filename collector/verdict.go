@@ -49,7 +49,8 @@ func Decide(svc kubeview.ServiceState, node kubeview.NodeState, hc *nodeprobe.He
 		v.Source = SourceAPI
 		for _, p := range svc.Ports {
 			// A port with no endpoint anywhere is rejected on every node: an outage, not this node's blackhole.
-			if p.ClusterWide && p.Local == 0 {
+			// A port no external traffic can reach has nothing to drop.
+			if p.ClusterWide && p.Local == 0 && svc.ExternallyReachable(p) {
 				v.Drops = true
 			}
 		}

@@ -177,6 +177,16 @@ type ServiceState struct {
 	LocalEndpoints int
 	// LocalReadyEndpoints is what kube-proxy's health check node port reports: distinct ready local IPs.
 	LocalReadyEndpoints int
+	// ExternalAddresses counts externalIPs and load balancer ingress IPs: addresses besides NodePorts where
+	// external traffic arrives.
+	ExternalAddresses int
+}
+
+// ExternallyReachable tells whether external traffic can reach the port at all: through a NodePort or an
+// external address. A LoadBalancer Service with allocateLoadBalancerNodePorts false and no address yet has
+// nothing for kube-proxy to drop.
+func (s ServiceState) ExternallyReachable(p PortEndpoints) bool {
+	return p.NodePort != 0 || s.ExternalAddresses > 0
 }
 
 // HasLocalEndpoint is true when every port of the Service has a local endpoint: a port without one is dropped.
@@ -245,7 +255,18 @@ func ServiceStateOf(svc *corev1.Service, slices []*discoveryv1.EndpointSlice) Se
 		Ports:               ports,
 		LocalEndpoints:      used,
 		LocalReadyEndpoints: ready,
+		ExternalAddresses:   externalAddresses(svc),
 	}
+}
+
+func externalAddresses(svc *corev1.Service) int {
+	n := len(svc.Spec.ExternalIPs)
+	for _, ing := range svc.Status.LoadBalancer.Ingress {
+		if ing.IP != "" {
+			n++
+		}
+	}
+	return n
 }
 
 func usableSlice(s *discoveryv1.EndpointSlice) bool {

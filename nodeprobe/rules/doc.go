@@ -93,7 +93,7 @@
 // Port merges IPv4 and IPv6: Programmed, Drop, Reject if any family says so;
 // LocalEndpoints the maximum; DropPackets the sum. DropPackets is a raw rule counter
 // that resets whenever kube-proxy rewrites the rule (every sync in ≥1.25's filter
-// table): a monotonic metric must be kept by the caller (DropCounter does that).
+// table): a monotonic metric must be kept by the caller (the rules collector does that).
 //
 // Drop is false when there is nothing external to drop (≥1.25 and nftables: the
 // drop rules are per external address): a Local Service port with
