@@ -660,3 +660,36 @@ func TestResultsListsEveryResultOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestManyHangingProbesShareOneClient: a scrape probes many health check node ports at once through one client;
+// with every peer hanging, every probe still ends at its deadline and nothing is left behind.
+func TestManyHangingProbesShareOneClient(t *testing.T) {
+	leak := checkNoGoroutineLeak(t)
+	p := startPeer(t, func(c net.Conn, done <-chan struct{}) { stall(c, done) })
+	host, port := splitHostPort(p.addr())
+	client := nodeprobe.NewHTTPClient()
+	const n = 50
+	results := make([]nodeprobe.HealthCheck, n)
+	withinGuard(t, "50 concurrent probes", func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[i] = nodeprobe.ProbeHealthCheckNodePort(ctx, client, host, port, "kubelings", "web")
+			}()
+		}
+		wg.Wait()
+	})
+	for i, r := range results {
+		if r.Result != nodeprobe.ResultTimeout || r.Answered() || r.LocalEndpoints != -1 {
+			t.Errorf("probe %d: result %q, status %d, local endpoints %d (err %v); want timeout, no answer, -1",
+				i, r.Result, r.StatusCode, r.LocalEndpoints, r.Err)
+		}
+	}
+	p.close()
+	client.CloseIdleConnections()
+	leak()
+}
