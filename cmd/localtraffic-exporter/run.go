@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/lmittmann/tint"
@@ -44,6 +45,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		fmt.Fprintln(stderr, version.Print("localtraffic-exporter"))
 		return nil
 	}
+	if opts.webConfigFile != "" {
+		if err := web.Validate(opts.webConfigFile); err != nil {
+			return fmt.Errorf("bad --web.config.file: %w", err)
+		}
+	}
 	logger := newLogger(stderr, opts.logFormat, opts.logLevel)
 
 	client, err := newKubeClient(opts.kubeconfig)
@@ -55,10 +61,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 
 	view := kubeview.New(client, opts.nodeName)
+	var background sync.WaitGroup
+	defer background.Wait() // after stopView below: nothing logs once run has returned
 	viewCtx, stopView := context.WithCancel(ctx)
 	defer stopView()
 	view.Start(viewCtx)
+	background.Add(1)
 	go func() {
+		defer background.Done()
 		if err := view.WaitForSync(viewCtx); err == nil {
 			logger.Info("informers synced")
 		}
@@ -93,11 +103,6 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	server := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	listenAddrs, webConfig := opts.listenAddresses, opts.webConfigFile
 	flags := &web.FlagConfig{WebListenAddresses: &listenAddrs, WebSystemdSocket: new(bool), WebConfigFile: &webConfig}
-	if webConfig != "" {
-		if err := web.Validate(webConfig); err != nil {
-			return fmt.Errorf("bad --web.config.file: %w", err)
-		}
-	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- web.ListenAndServe(server, flags, logger) }()
 	logger.Info("serving", "node", opts.nodeName, "addresses", listenAddrs, "version", version.Info())

@@ -159,6 +159,16 @@ func normalize(body string, hcnps map[int32]string) string {
 		}
 		keep = append(keep, line)
 	}
+	// The exposition was sorted before the masking; sort each family's samples again so the order does not
+	// depend on the loopback servers' random ports.
+	for i := 0; i < len(keep); {
+		j := i
+		for j < len(keep) && !strings.HasPrefix(keep[j], "#") {
+			j++
+		}
+		sort.Strings(keep[i:j])
+		i = j + 1
+	}
 	return strings.Join(keep, "\n") + "\n"
 }
 
