@@ -63,7 +63,8 @@ func TestLoadBalancer(t *testing.T) {
 			errs = append(errs, expectMetrics(ctx, c, n.Name,
 				metricIs("localtraffic_service_info", cluster.Labels{"node": n.Name, "namespace": svc.Namespace, "service": svc.Name,
 					"type": "LoadBalancer", "health_check_node_port": hcnp}, 1),
-				metricIs("localtraffic_health_check_up", l, 1),
+				metricIs("localtraffic_health_check_up", l, inRotation),
+				metricIs("localtraffic_health_check_result", withResult(l, map[bool]string{true: "ok", false: "unavailable"}[serving[n.Name]]), 1),
 				metricIs("localtraffic_health_check_local_endpoints", l, float64(wantEPs)),
 				metricIs("localtraffic_in_rotation", l, inRotation),
 				metricIs("localtraffic_blackhole", l, 0),
@@ -249,8 +250,9 @@ func TestNodeBeingDeleted(t *testing.T) {
 	})
 }
 
-// restoreNode drops the finalizer (the Node goes away), registers the Node again and waits until kube-proxy
-// calls it eligible.
+// restoreNode drops the finalizer (the Node goes away), registers the Node again, restarts kube-proxy (which
+// exits when its Node is deleted; its DaemonSet would restart it) and waits until kube-proxy calls the node
+// eligible.
 func restoreNode(t *testing.T, c *cluster.Cluster, n *cluster.Node, finalizer string) {
 	ctx := context.Background()
 	nodes := c.Admin().CoreV1().Nodes()
@@ -277,6 +279,7 @@ func restoreNode(t *testing.T, c *cluster.Cluster, n *cluster.Node, finalizer st
 		t.Errorf("re-register %s: %v", n.Name, err)
 		return
 	}
+	restartKubeProxy(t, c, n, cluster.KubeProxyOptions{})
 	eventually(t, converge, "node-3 eligible again", func() error {
 		r := cluster.HTTPGet(ctx, n.Dialer(), fmt.Sprintf("http://%s:%d/healthz", n.IP, cluster.KubeProxyHealthzPort))
 		if r.Verdict != cluster.OK || r.Status != http.StatusOK {
@@ -309,7 +312,9 @@ func TestKubeProxyStopped(t *testing.T) {
 	})
 }
 
-// restartKubeProxy (re)starts kube-proxy on n and waits until it and the exporter's view of it are healthy.
+// restartKubeProxy (re)starts kube-proxy on n and waits until it is alive (/livez) and, with its real node
+// name, until the exporter sees /healthz answer 200 (under a wrong name kube-proxy finds no Node, so /healthz
+// stays 503).
 func restartKubeProxy(t *testing.T, c *cluster.Cluster, n *cluster.Node, opts cluster.KubeProxyOptions) {
 	t.Helper()
 	ctx := context.Background()
@@ -319,6 +324,9 @@ func restartKubeProxy(t *testing.T, c *cluster.Cluster, n *cluster.Node, opts cl
 	}
 	if err := n.WaitKubeProxyHealthy(ctx, converge); err != nil {
 		t.Fatal(err)
+	}
+	if opts.HostnameOverride != "" {
+		return
 	}
 	eventually(t, converge, "exporter sees kube-proxy up on "+n.Name, func() error {
 		return expectMetrics(ctx, c, n.Name,
@@ -350,4 +358,13 @@ func TestWrongHostnameOverride(t *testing.T) {
 				metricIs("localtraffic_rules_mismatch", l, 1),
 				metricIs("localtraffic_blackhole", l, 1)))
 	})
+}
+
+// withResult adds a result label to l.
+func withResult(l cluster.Labels, result string) cluster.Labels {
+	out := cluster.Labels{"result": result}
+	for k, v := range l {
+		out[k] = v
+	}
+	return out
 }
