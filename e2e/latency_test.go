@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"testing"
 	"time"
@@ -12,19 +13,27 @@ import (
 )
 
 // BenchmarkDetectionLatency measures, on the live cluster, the time from an EndpointSlice write to the
-// exporter's verdict changing: each iteration moves node-2 between "has the Service's only local endpoint" and
-// "has none" and polls node-2's /metrics until localtraffic_blackhole flips. It reports the median and the
+// exporter's verdict changing: each iteration moves a node between "has the Service's only local endpoint" and
+// "has none" and polls the node's /metrics until localtraffic_blackhole flips (node-2 in iptables mode, node-4
+// in nftables mode). It reports the median and the
 // worst case, and the same for localtraffic_local_endpoints (the API view alone, without waiting for kube-proxy
-// to reprogram its rules). Run: cd e2e && go test -run '^$' -bench DetectionLatency -benchtime 20x
+// to reprogram its rules). Each change comes after a random pause so it lands at a random point of the exporter's
+// rules cache. Run: cd e2e && go test -run '^$' -bench DetectionLatency -benchtime 20x
 func BenchmarkDetectionLatency(b *testing.B) {
 	c := sharedCluster(b)
+	// node-2's kube-proxy runs in iptables mode, node-4's in nftables mode.
+	b.Run("iptables", func(b *testing.B) { detectionLatency(b, c, "node-2") })
+	b.Run("nftables", func(b *testing.B) { detectionLatency(b, c, "node-4") })
+}
+
+func detectionLatency(b *testing.B, c *cluster.Cluster, node string) {
 	ctx := testContext(b)
-	svc := newService(b, c, "e2e-latency", "lat", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal)
-	pods := startPods(b, c, svc, "node-1", "node-2")
+	svc := newService(b, c, "e2e-latency", "lat-"+node, corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal)
+	pods := startPods(b, c, svc, "node-1", node)
 	setEndpoints(b, c, svc, ready(pods...))
-	l := svcLabels(svc, "node-2")
-	eventually(b, converge, "node-2 serves", func() error {
-		return expectMetrics(ctx, c, "node-2", metricIs("localtraffic_blackhole", l, 0))
+	l := svcLabels(svc, node)
+	eventually(b, converge, node+" serves", func() error {
+		return expectMetrics(ctx, c, node, metricIs("localtraffic_blackhole", l, 0))
 	})
 	var verdict, apiView []time.Duration
 	blackholed := false
@@ -35,13 +44,18 @@ func BenchmarkDetectionLatency(b *testing.B) {
 		if blackholed {
 			eps, wantBH, wantLocal = ready(pods[0]), 1, 0
 		}
+		// A random pause first: the exporter caches a read of the rules for --rules.cache-ttl (2s), and
+		// changing right after the previous detection would phase-lock every change to the cache's refresh.
+		b.StopTimer()
+		time.Sleep(time.Duration(rand.Int64N(int64(2500 * time.Millisecond))))
+		b.StartTimer()
 		start := time.Now()
 		if err := c.SetEndpoints(ctx, svc.Namespace, svc.Name, eps); err != nil {
 			b.Fatal(err)
 		}
 		var apiAt, verdictAt time.Duration
 		err := cluster.Eventually(ctx, converge, 10*time.Millisecond, func() error {
-			m, err := c.Metrics(ctx, "node-2")
+			m, err := c.Metrics(ctx, node)
 			if err != nil {
 				return err
 			}
