@@ -147,6 +147,25 @@ func metricIs(name string, labels cluster.Labels, v float64) func(cluster.Metric
 	return func(m cluster.Metrics) error { return m.Expect(name, labels, v) }
 }
 
+// metricAbove wants the single matching series above v (counters that real traffic moved).
+func metricAbove(name string, labels cluster.Labels, v float64) func(cluster.Metrics) error {
+	return func(m cluster.Metrics) error {
+		got, ok, err := m.Value(name, labels)
+		if err != nil {
+			return err
+		}
+		if !ok || got <= v {
+			return fmt.Errorf("%s%v = %v (present %v), want > %v", name, labels, got, ok, v)
+		}
+		return nil
+	}
+}
+
+// portLabels selects a Service port's series (the rules metrics); the harness's Services name their port http.
+func portLabels(svc *corev1.Service, node string) cluster.Labels {
+	return cluster.Labels{"node": node, "namespace": svc.Namespace, "service": svc.Name, "port": "http"}
+}
+
 func metricAbsent(name string, labels cluster.Labels) func(cluster.Metrics) error {
 	return func(m cluster.Metrics) error { return m.ExpectAbsent(name, labels) }
 }

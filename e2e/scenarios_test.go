@@ -99,6 +99,12 @@ func TestServingTerminatingEndpoint(t *testing.T) {
 		l := svcLabels(svc, "node-2")
 		errs = append(errs, expectMetrics(ctx, c, "node-2",
 			metricIs("localtraffic_health_check_local_endpoints", l, 0),
+			metricIs("localtraffic_health_check_result", withResult(l, "unavailable"), 1),
+			// The API view and the rules agree: the terminating pod still takes node-2's traffic.
+			metricIs("localtraffic_local_endpoints", l, 1),
+			metricIs("localtraffic_rules_drop", portLabels(svc, "node-2"), 0),
+			metricIs("localtraffic_rules_local_endpoints", portLabels(svc, "node-2"), 1),
+			metricIs("localtraffic_rules_mismatch", l, 0),
 			metricIs("localtraffic_blackhole", l, 0),
 		))
 		return errors.Join(errs...)
@@ -138,10 +144,16 @@ func TestScaleDown(t *testing.T) {
 				return errors.Join(wantServedLocally(r, n.Name),
 					expectMetrics(ctx, c, n.Name, metricIs("localtraffic_blackhole", svcLabels(svc, n.Name), 0)))
 			}
-			return errors.Join(wantVerdict(r, cluster.Blackhole, n.Name),
-				expectMetrics(ctx, c, n.Name,
-					metricIs("localtraffic_local_endpoints", svcLabels(svc, n.Name), 0),
-					metricIs("localtraffic_blackhole", svcLabels(svc, n.Name), 1)))
+			checks := []func(cluster.Metrics) error{
+				metricIs("localtraffic_local_endpoints", svcLabels(svc, n.Name), 0),
+				metricIs("localtraffic_rules_drop", portLabels(svc, n.Name), 1),
+				metricIs("localtraffic_blackhole", svcLabels(svc, n.Name), 1),
+			}
+			if n.ProxyMode == cluster.IPTables {
+				// The client's dropped SYNs were counted by the DROP rule.
+				checks = append(checks, metricAbove("localtraffic_rules_dropped_packets_total", portLabels(svc, n.Name), 0))
+			}
+			return errors.Join(wantVerdict(r, cluster.Blackhole, n.Name), expectMetrics(ctx, c, n.Name, checks...))
 		})
 	}
 
@@ -207,6 +219,8 @@ func TestNFTablesNode(t *testing.T) {
 		errs = append(errs, wantVerdict(c.Request(ctx, nodePortAddr(nft, svc)), cluster.Blackhole, nft.Name))
 		errs = append(errs, expectMetrics(ctx, c, nft.Name,
 			metricIs("localtraffic_rules_info", cluster.Labels{"node": nft.Name, "mode": "nftables"}, 1),
+			metricIs("localtraffic_rules_drop", portLabels(svc, nft.Name), 1),
+			metricIs("localtraffic_blackhole_source", cluster.Labels{"node": nft.Name, "source": "rules"}, 1),
 			metricIs("localtraffic_blackhole", svcLabels(svc, nft.Name), 1)))
 		return errors.Join(errs...)
 	})
@@ -308,7 +322,8 @@ func TestKubeProxyStopped(t *testing.T) {
 			wantServedLocally(c.Request(ctx, nodePortAddr(n, svc)), n.Name),
 			expectMetrics(ctx, c, n.Name,
 				metricIs("localtraffic_kube_proxy_up", cluster.Labels{"node": n.Name, "endpoint": "healthz"}, 0),
-				metricIs("localtraffic_kube_proxy_up", cluster.Labels{"node": n.Name, "endpoint": "livez"}, 0)))
+				metricIs("localtraffic_kube_proxy_up", cluster.Labels{"node": n.Name, "endpoint": "livez"}, 0),
+				metricIs("localtraffic_kube_proxy_result", cluster.Labels{"node": n.Name, "endpoint": "healthz", "result": "refused"}, 1)))
 	})
 }
 
