@@ -181,6 +181,7 @@ func TestAlertsOnLivePrometheus(t *testing.T) {
 		if !strings.HasSuffix(p.Annotations["runbook_url"], "docs/runbooks.md#localtrafficblackhole") {
 			t.Errorf("%s: runbook_url %q", k, p.Annotations["runbook_url"])
 		}
+		t.Logf("paged %s at %s, pending since %s", k, p.FirstFiring.Format(time.RFC3339), activeAt[k].Format(time.RFC3339))
 	}
 
 	// Every rule evaluates without error on real data.
@@ -206,6 +207,7 @@ func TestAlertsOnLivePrometheus(t *testing.T) {
 	if err := drill.Fix(ctx, c); err != nil {
 		t.Fatal(err)
 	}
+	fixed := time.Now()
 	eventually(t, 3*time.Minute, "the pages resolve after the fix", func() error {
 		var errs []error
 		pages := hook.delivered("pager")
@@ -230,6 +232,7 @@ func TestAlertsOnLivePrometheus(t *testing.T) {
 			t.Errorf("unexpected page %s", k)
 		}
 	}
+	t.Logf("all %d pages resolved %s after the fix", len(want), time.Since(fixed).Round(time.Second))
 }
 
 // checkDashboards runs every query of every dashboard: instant queries for stat and table panels, range
