@@ -57,8 +57,9 @@ func moduleName(goMod string) string {
 
 // EnsureBinaries returns the pinned cluster binaries and the exporter, building what is missing. The cluster
 // binaries come from binDir (else $LT_E2E_BIN_DIR, else build-bins.sh's version-keyed cache); the exporter from
-// exporter (else $LT_E2E_EXPORTER, else a fresh `go build` of the repository's command, cheap when cached).
-func EnsureBinaries(ctx context.Context, binDir, exporter string) (Binaries, error) {
+// exporter (else $LT_E2E_EXPORTER, else a fresh `go build` of the repository's command into exporterDir, cheap
+// when Go's build cache is warm).
+func EnsureBinaries(ctx context.Context, binDir, exporter, exporterDir string) (Binaries, error) {
 	mod, err := ModuleDir()
 	if err != nil {
 		return Binaries{}, err
@@ -90,7 +91,7 @@ func EnsureBinaries(ctx context.Context, binDir, exporter string) (Binaries, err
 		exporter = os.Getenv("LT_E2E_EXPORTER")
 	}
 	if exporter == "" {
-		exporter, err = BuildExporter(ctx, filepath.Join(mod, ".cache", "exporter"))
+		exporter, err = BuildExporter(ctx, exporterDir)
 		if err != nil {
 			return Binaries{}, err
 		}

@@ -84,14 +84,17 @@ func Up(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err := Reap(ctx); err != nil {
 		return nil, err
 	}
-	bins, err := EnsureBinaries(ctx, cfg.BinDir, cfg.ExporterBinary)
-	if err != nil {
-		return nil, err
-	}
 	pfx := fmt.Sprintf("%s%d-", Prefix, os.Getpid())
 	work, err := os.MkdirTemp("", pfx)
 	if err != nil {
 		return nil, fmt.Errorf("create work dir: %w", err)
+	}
+	// The exporter is built into the work dir unless given: concurrent test binaries (go test ./... runs
+	// packages in parallel) must not overwrite each other's running executable.
+	bins, err := EnsureBinaries(ctx, cfg.BinDir, cfg.ExporterBinary, filepath.Join(work, "bin"))
+	if err != nil {
+		os.RemoveAll(work)
+		return nil, err
 	}
 	c := &Cluster{
 		cfg:            cfg,
