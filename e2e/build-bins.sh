@@ -3,6 +3,8 @@
 # the pinned module files and the Go version, and prints that directory. A second run with the same key is a no-op,
 # so CI and the demo pay the ~5-10 minute build once per machine.
 set -euo pipefail
+# sudo's secure_path drops Go's usual install directory.
+command -v go >/dev/null 2>&1 || export PATH="$PATH:/usr/local/go/bin"
 here="$(cd "$(dirname "$0")" && pwd)"
 key="$( (cat "$here"/tools/kube/go.mod "$here"/tools/kube/go.sum "$here"/tools/etcd/go.mod "$here"/tools/etcd/go.sum; go version) | sha256sum | cut -c1-16)"
 out="${LT_E2E_CACHE:-$here/.cache}/bin/$key"

@@ -3,6 +3,8 @@
 # As root on a fresh Debian it installs the host tools it needs and builds the pinned binaries first (cached).
 # Arguments go to the demo (-nodes N, -nftables-nodes N, -wait=false, -v).
 set -euo pipefail
+# sudo's secure_path drops Go's usual install directory.
+command -v go >/dev/null 2>&1 || export PATH="$PATH:/usr/local/go/bin"
 here="$(cd "$(dirname "$0")" && pwd)"
 export PATH="$PATH:/usr/sbin:/sbin"
 if [[ $(id -u) -ne 0 ]]; then
