@@ -323,7 +323,8 @@ func TestKubeProxyStopped(t *testing.T) {
 			expectMetrics(ctx, c, n.Name,
 				metricIs("localtraffic_kube_proxy_up", cluster.Labels{"node": n.Name, "endpoint": "healthz"}, 0),
 				metricIs("localtraffic_kube_proxy_up", cluster.Labels{"node": n.Name, "endpoint": "livez"}, 0),
-				metricIs("localtraffic_kube_proxy_result", cluster.Labels{"node": n.Name, "endpoint": "healthz", "result": "refused"}, 1)))
+				metricIs("localtraffic_kube_proxy_result", cluster.Labels{"node": n.Name, "endpoint": "healthz", "result": "refused"}, 1),
+				metricIs("localtraffic_kube_proxy_healthy", cluster.Labels{"node": n.Name}, 0)))
 	})
 }
 
