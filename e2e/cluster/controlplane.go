@@ -155,7 +155,13 @@ func writeKubeconfig(path, server string, ca []byte, user, token string) error {
 	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: token}
 	cfg.Contexts["e2e"] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: user}
 	cfg.CurrentContext = "e2e"
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+	// Write beside and rename: an exporter started a moment ago may be reading the file being replaced.
+	tmp := fmt.Sprintf("%s.%d.tmp", path, time.Now().UnixNano())
+	if err := clientcmd.WriteToFile(*cfg, tmp); err != nil {
+		return fmt.Errorf("write kubeconfig %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("write kubeconfig %s: %w", path, err)
 	}
 	return nil
