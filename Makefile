@@ -28,9 +28,11 @@ deps:
 	scripts/install-deps.sh
 	alerts/install-tools.sh promtool prometheus alertmanager
 
+## lint: gofmt over every module, go vet over the root and e2e modules (alerts and deploy/check vet in their targets).
 lint:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	$(GO) vet ./...
+	cd e2e && $(GO) vet ./...
 
 ## unit: the root module's tests, race detector on. As root this includes the rule readers' real-kernel tests.
 unit:
