@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -137,6 +138,26 @@ func (n *Node) StopKubeProxy() {
 	n.kubeProxy = nil
 	n.mu.Unlock()
 	p.stop(10 * time.Second)
+}
+
+// FreezeKubeProxy stops kube-proxy's process group with SIGSTOP: its sockets stay open and accept connections,
+// but nothing answers — a hung kube-proxy. ThawKubeProxy resumes it.
+func (n *Node) FreezeKubeProxy() error { return n.signalKubeProxy(syscall.SIGSTOP) }
+
+// ThawKubeProxy resumes a frozen kube-proxy with SIGCONT.
+func (n *Node) ThawKubeProxy() error { return n.signalKubeProxy(syscall.SIGCONT) }
+
+func (n *Node) signalKubeProxy(sig syscall.Signal) error {
+	n.mu.Lock()
+	p := n.kubeProxy
+	n.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("kube-proxy on %s is not running", n.Name)
+	}
+	if err := syscall.Kill(-p.cmd.Process.Pid, sig); err != nil {
+		return fmt.Errorf("signal %v to kube-proxy on %s: %w", sig, n.Name, err)
+	}
+	return nil
 }
 
 // CleanupRules removes every rule kube-proxy programmed on the node (iptables and nftables); run it after
