@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -321,5 +323,122 @@ func TestScrapeWithHostilePeers(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("missing %s", want)
 		}
+	}
+}
+
+// countingRunner answers kube-proxy's nftables listing slowly and counts how many of each command run at once.
+type countingRunner struct {
+	mu       sync.Mutex
+	ipv4     []byte
+	inFlight map[string]int
+	maxSeen  map[string]int
+	calls    map[string]int
+}
+
+func (r *countingRunner) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	key := name + " " + strings.Join(args, " ")
+	r.mu.Lock()
+	r.calls[key]++
+	r.inFlight[key]++
+	r.maxSeen[key] = max(r.maxSeen[key], r.inFlight[key])
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.inFlight[key]--
+		r.mu.Unlock()
+	}()
+	select { // long enough for every concurrent scrape to arrive while the read is in flight
+	case <-time.After(300 * time.Millisecond):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	switch key {
+	case "nft -j list table ip kube-proxy":
+		return r.ipv4, nil
+	case "nft -j list table ip6 kube-proxy":
+		return nil, &rules.CommandError{Cmd: key, Err: errors.New("exit status 1"), Stderr: "Error: No such file or directory"}
+	}
+	return nil, &rules.CommandError{Cmd: key, Err: errors.New("exit status 1"), Stderr: "unexpected command"}
+}
+
+// 50 scrapes at once share one read of kube-proxy's rules: at most one listing per table in flight, and with
+// the cache, one in all. Every scrape gets the rules' verdict.
+func TestConcurrentScrapesShareOneRuleRead(t *testing.T) {
+	ipv4, err := os.ReadFile("../../nodeprobe/rules/testdata/nft-ipv4.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runner := &countingRunner{ipv4: ipv4, inFlight: map[string]int{}, maxSeen: map[string]int{}, calls: map[string]int{}}
+	reader := rules.NewReader(rules.Options{Mode: rules.ModeNFTables, Runner: runner, CacheTTL: time.Minute,
+		LookPath: func(f string) (string, error) { return "/usr/sbin/" + f, nil }})
+
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}}}
+	client := fake.NewClientset(node,
+		svc("kubelings", "checkout", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal, 0, 30090),
+		endpoints("kubelings", "checkout", "node-2"))
+	view := kubeview.New(client, "node-1")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	view.Start(ctx)
+	if err := view.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := parseOptions([]string{"--node-name=node-1", "--kube-proxy.healthz-address=" + kubeProxyServer(t),
+		"--web.max-requests=60"}, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv := httptest.NewServer(newMetricsHandler(newExporter(opts, view, loopbackAddrs{}, reader, logger), opts, logger))
+	defer srv.Close()
+
+	const scrapes = 50
+	bodies := make([]string, scrapes)
+	errs := make([]error, scrapes)
+	var wg sync.WaitGroup
+	for i := range scrapes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+			req.Header.Set("X-Prometheus-Scrape-Timeout-Seconds", "10")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			bodies[i], errs[i] = string(b), err
+			if resp.StatusCode != http.StatusOK {
+				errs[i] = fmt.Errorf("status %s", resp.Status)
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range scrapes {
+		if errs[i] != nil {
+			t.Fatalf("scrape %d: %v", i, errs[i])
+		}
+		if !strings.Contains(bodies[i], `localtraffic_blackhole_source{node="node-1",source="rules"} 1`) ||
+			!strings.Contains(bodies[i], `localtraffic_rules_read_success{node="node-1"} 1`) {
+			t.Fatalf("scrape %d did not get the rules:\n%s", i, bodies[i])
+		}
+	}
+	runner.mu.Lock()
+	defer runner.mu.Unlock()
+	for key, n := range runner.maxSeen {
+		if n > 1 {
+			t.Errorf("%d runs of %q in flight at once, want at most 1", n, key)
+		}
+	}
+	for key, n := range runner.calls {
+		if n != 1 {
+			t.Errorf("%q ran %d times for %d scrapes within the cache window, want 1", key, n, scrapes)
+		}
+	}
+	if len(runner.calls) != 2 {
+		t.Errorf("commands run: %v", runner.calls)
 	}
 }
