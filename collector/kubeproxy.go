@@ -57,11 +57,11 @@ func (*KubeProxy) Metrics() []*Metric {
 }
 
 func (k *KubeProxy) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
-	snap, err := k.cfg.View.Snapshot()
+	node, err := k.cfg.View.Node()
 	if err != nil {
 		return fmt.Errorf("reading the API view: %w", err)
 	}
-	addr, err := k.cfg.Address(snap.Node)
+	addr, err := k.cfg.Address(node)
 	if err != nil {
 		return fmt.Errorf("choosing kube-proxy's health server address: %w", err)
 	}
@@ -91,7 +91,7 @@ func (k *KubeProxy) Update(ctx context.Context, ch chan<- prometheus.Metric) err
 		ch <- kubeProxyDuration.must(a.Duration.Seconds(), a.Endpoint)
 	}
 
-	eligible := snap.Node.Found && !snap.Node.Draining()
+	eligible := node.Found && !node.Draining()
 	if healthz.NodeEligible != nil {
 		eligible = *healthz.NodeEligible
 	}

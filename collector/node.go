@@ -27,12 +27,12 @@ func (*Node) Name() string { return "node" }
 func (*Node) Metrics() []*Metric { return []*Metric{nodeFound, nodeDraining, nodeExcluded} }
 
 func (n *Node) Update(_ context.Context, ch chan<- prometheus.Metric) error {
-	snap, err := n.view.Snapshot()
+	node, err := n.view.Node()
 	if err != nil {
 		return fmt.Errorf("reading the API view: %w", err)
 	}
-	ch <- nodeFound.must(boolFloat(snap.Node.Found))
-	ch <- nodeDraining.must(boolFloat(snap.Node.Draining()))
-	ch <- nodeExcluded.must(boolFloat(snap.Node.Excluded))
+	ch <- nodeFound.must(boolFloat(node.Found))
+	ch <- nodeDraining.must(boolFloat(node.Draining()))
+	ch <- nodeExcluded.must(boolFloat(node.Excluded))
 	return nil
 }

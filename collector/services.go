@@ -19,6 +19,8 @@ import (
 // APIView is what collectors read of the Kubernetes API.
 type APIView interface {
 	Snapshot() (kubeview.Snapshot, error)
+	// Node is this node's state alone, for collectors that need nothing else.
+	Node() (kubeview.NodeState, error)
 }
 
 // RuleSource reads kube-proxy's rules for one scrape. An error means they could not be read: the verdict then

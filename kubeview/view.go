@@ -295,6 +295,14 @@ func IsExternalLocal(svc *corev1.Service) bool {
 	return false
 }
 
+// Node returns this node's state alone: cheaper than a Snapshot for collectors that need nothing else.
+func (v *View) Node() (NodeState, error) {
+	if !v.informer[ResourceNodes].HasSynced() {
+		return NodeState{}, fmt.Errorf("%s: %w", ResourceNodes, ErrNotSynced)
+	}
+	return v.nodeState(), nil
+}
+
 func (v *View) nodeState() NodeState {
 	st := NodeState{Name: v.node}
 	obj, exists, err := v.informer[ResourceNodes].GetStore().GetByKey(v.node)
