@@ -1,7 +1,6 @@
 package kubeview
 
 import (
-	"sort"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -131,8 +130,12 @@ type PortEndpoints struct {
 	// ClusterWide is true when the port has a usable endpoint anywhere (kube-proxy's "has endpoints"); without
 	// one, kube-proxy rejects on every node: an outage, not a per-node blackhole.
 	ClusterWide bool
+}
 
-	localIPs []string
+// endpointKey identifies an endpoint as kube-proxy does: its address and target port.
+type endpointKey struct {
+	ip   string
+	port int32
 }
 
 // countPortEndpoints applies kube-proxy's rules (../shared/reference/kube-proxy.md §1) to the slices of one
@@ -143,8 +146,8 @@ func countPortEndpoints(svc *corev1.Service, slices []*discoveryv1.EndpointSlice
 	used := map[string]struct{}{}
 	for _, sp := range svc.Spec.Ports {
 		pe := PortEndpoints{Name: sp.Name, Protocol: sp.Protocol, Port: sp.Port, NodePort: sp.NodePort}
-		readyLocal := map[string]struct{}{}
-		termLocal := map[string]struct{}{}
+		readyLocal := map[endpointKey]struct{}{}
+		termLocal := map[endpointKey]struct{}{}
 		remoteUsable := 0
 		for _, slice := range slices {
 			if slice.AddressType == discoveryv1.AddressTypeFQDN {
@@ -160,7 +163,7 @@ func countPortEndpoints(svc *corev1.Service, slices []*discoveryv1.EndpointSlice
 				if len(ep.Addresses) == 0 {
 					continue
 				}
-				key := ep.Addresses[0] + ":" + strconv.Itoa(int(port))
+				key := endpointKey{ip: ep.Addresses[0], port: port}
 				switch {
 				case isReady(ep.Conditions):
 					readyLocal[key] = struct{}{}
@@ -176,11 +179,8 @@ func countPortEndpoints(svc *corev1.Service, slices []*discoveryv1.EndpointSlice
 		}
 		pe.Local = len(chosen)
 		for key := range chosen {
-			ip := key[:lastColon(key)]
-			used[ip] = struct{}{}
-			pe.localIPs = append(pe.localIPs, ip)
+			used[key.ip] = struct{}{}
 		}
-		sort.Strings(pe.localIPs)
 		pe.ClusterWide = pe.Local > 0 || remoteUsable > 0
 		ports = append(ports, pe)
 	}
@@ -204,13 +204,4 @@ func slicePort(slice *discoveryv1.EndpointSlice, sp corev1.ServicePort) (int32, 
 		return *p.Port, true
 	}
 	return 0, false
-}
-
-func lastColon(s string) int {
-	for i := len(s) - 1; i >= 0; i-- {
-		if s[i] == ':' {
-			return i
-		}
-	}
-	return len(s)
 }
