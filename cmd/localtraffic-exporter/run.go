@@ -213,21 +213,15 @@ func newExporter(opts options, view exporterView, addrs nodeprobe.AddrLister, ru
 	if opts.kubeProxyHealthz != "" {
 		kpAddr = func(kubeview.NodeState) (string, error) { return opts.kubeProxyHealthz, nil }
 	}
-	services := collector.ServicesConfig{
-		View: view, ProbeAddress: hcAddr, Client: client,
-		ProbeTimeout: opts.probeTimeout, Concurrency: opts.probeConcurrency, Logger: logger,
-	}
-	cs := []collector.Collector{
-		collector.NewKubeProxy(collector.KubeProxyConfig{
-			View: view, Address: kpAddr, Client: client, ProbeTimeout: opts.probeTimeout, Logger: logger,
-		}),
-		collector.NewNode(view),
-		collector.NewInformers(view),
-	}
+	gatherer := collector.NewGatherer(collector.GathererConfig{
+		View: view, Informers: view, Rules: ruleReader,
+		KubeProxyAddress: kpAddr, HealthCheckAddress: hcAddr, Client: client,
+		ProbeTimeout: opts.probeTimeout, Concurrency: opts.probeConcurrency,
+		Memory: collector.NewMemory(), Logger: logger,
+	})
+	cs := []collector.Collector{collector.NewServices(), collector.NewKubeProxy(), collector.NewNode(), collector.NewInformers()}
 	if ruleReader != nil {
-		rc := collector.NewRules(collector.RulesConfig{View: view, Reader: ruleReader, Logger: logger})
-		services.Rules = rc
-		cs = append(cs, rc)
+		cs = append(cs, collector.NewRules())
 	}
-	return collector.NewExporter(logger, append([]collector.Collector{collector.NewServices(services)}, cs...)...)
+	return collector.NewExporter(logger, gatherer, cs...)
 }
