@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"strings"
 )
 
@@ -84,9 +85,12 @@ type nftNoEndpoint struct {
 	nodePort bool
 	comment  string
 	proto    string
+	addr     string // canonical destination address; "" in no-endpoint-nodeports
+	port     int32
 	drop     bool
 	reject   bool
 	packets  uint64
+	counted  bool // the element carries a counter (kube-proxy puts none)
 }
 
 // parseNFTJSON reads `nft -j list table ip|ip6 kube-proxy`. Output it cannot read
@@ -182,8 +186,7 @@ func parseNFTJSON(data []byte) (*nftResult, error) {
 			// A drop on an address that service-ips sends to an external-*
 			// chain is an external/LB IP; a drop on the cluster IP is
 			// internalTrafficPolicy=Local and not counted.
-			st.Drop = true
-			st.DropPackets += ne.packets
+			st.addDrop(DropRule{Address: ne.addr, Port: ne.port, Packets: ne.packets, Counted: ne.counted})
 		}
 	}
 	return res, nil
@@ -191,24 +194,29 @@ func parseNFTJSON(data []byte) (*nftResult, error) {
 
 // nftElemVal returns the compact key value, its comment and counter packets.
 func nftElemVal(raw json.RawMessage) (val, comment string, packets uint64, err error) {
+	val, comment, packets, _, err = nftElemValCounted(raw)
+	return val, comment, packets, err
+}
+
+func nftElemValCounted(raw json.RawMessage) (val, comment string, packets uint64, counted bool, err error) {
 	var k nftElemKey
 	if bytes.HasPrefix(bytes.TrimSpace(raw), []byte("{")) {
 		if err := json.Unmarshal(raw, &k); err != nil {
-			return "", "", 0, err
+			return "", "", 0, false, err
 		}
 	}
 	if k.Elem != nil {
 		raw = k.Elem.Val
 		comment = k.Elem.Comment
 		if k.Elem.Counter != nil {
-			packets = k.Elem.Counter.Packets
+			packets, counted = k.Elem.Counter.Packets, true
 		}
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, raw); err != nil {
-		return "", "", 0, err
+		return "", "", 0, false, err
 	}
-	return buf.String(), comment, packets, nil
+	return buf.String(), comment, packets, counted, nil
 }
 
 func nftNoEndpointElem(e []json.RawMessage) (nftNoEndpoint, error) {
@@ -217,18 +225,38 @@ func nftNoEndpointElem(e []json.RawMessage) (nftNoEndpoint, error) {
 		return ne, fmt.Errorf("%d parts, want key and verdict", len(e))
 	}
 	var err error
-	ne.key, ne.comment, ne.packets, err = nftElemVal(e[0])
+	ne.key, ne.comment, ne.packets, ne.counted, err = nftElemValCounted(e[0])
 	if err != nil {
 		return ne, err
 	}
-	// The protocol is the concatenation part that names one.
+	// Keys are "proto . port" (no-endpoint-nodeports) or "addr . proto . port"
+	// (no-endpoint-services): the protocol is the part that names one, the port
+	// the number after it, the address the part before it.
 	var key struct {
-		Concat []any `json:"concat"`
+		Concat []json.RawMessage `json:"concat"`
 	}
 	if json.Unmarshal([]byte(ne.key), &key) == nil {
-		for _, p := range key.Concat {
-			if s, ok := p.(string); ok && (s == "tcp" || s == "udp" || s == "sctp") {
-				ne.proto = s
+		for i, p := range key.Concat {
+			var s string
+			if json.Unmarshal(p, &s) != nil || (s != "tcp" && s != "udp" && s != "sctp") {
+				continue
+			}
+			ne.proto = s
+			if i+1 < len(key.Concat) {
+				var port uint16
+				if json.Unmarshal(key.Concat[i+1], &port) == nil {
+					ne.port = int32(port)
+				}
+			}
+			if i > 0 {
+				var a string
+				if json.Unmarshal(key.Concat[i-1], &a) == nil {
+					if addr, err := netip.ParseAddr(a); err == nil {
+						ne.addr = addr.Unmap().String()
+					} else {
+						ne.addr = a // not an address nft would print; kept as written
+					}
+				}
 			}
 		}
 	}
