@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
 )
 
@@ -301,17 +302,34 @@ func nftServiceChain(name string) (prefix string, k portKey, ok bool) {
 	return prefix, hashKey(spn, parts[2]), true
 }
 
-// collectEndpointTargets adds every goto/jump target naming an endpoint-* chain.
+// collectEndpointTargets adds, to set, every endpoint a local-* chain rule sends
+// traffic to, in each layout kube-proxy writes (v1.37 writeServiceToEndpointDNATs
+// and writeServiceToEndpointJumps in pkg/proxy/nftables/proxier.go):
+//   - without session affinity, one endpoint: "dnat to 10.180.2.1:80"
+//     (JSON {"dnat":{"addr":"10.180.2.1","port":80}});
+//   - without session affinity, several: "dnat ip addr . port to numgen random mod N
+//     map { 0 : 10.180.2.1 . 80, ... }" (JSON addr {"map":{"data":{"set":[[0,{"concat":[ip,port]}],...]}}});
+//   - with session affinity (and releases before the DNAT layout): goto/jump to
+//     endpoint-* chains, from "ip saddr @affinity-… goto endpoint-…" rules and a
+//     "numgen random mod N vmap { 0 : goto endpoint-…, ... }".
+//
+// Endpoints are keyed "chain:<name>" or "addr:<ip>.<port>", so the affinity rule
+// and the vmap entry for one endpoint count once.
 func collectEndpointTargets(v any, set map[string]bool) {
 	switch x := v.(type) {
 	case map[string]any:
 		for key, val := range x {
-			if key == "goto" || key == "jump" {
+			switch key {
+			case "goto", "jump":
 				if m, ok := val.(map[string]any); ok {
 					if t, ok := m["target"].(string); ok && strings.HasPrefix(t, "endpoint-") {
-						set[t] = true
+						set["chain:"+t] = true
 						continue
 					}
+				}
+			case "dnat":
+				if m, ok := val.(map[string]any); ok && collectDNATTargets(m, set) {
+					continue
 				}
 			}
 			collectEndpointTargets(val, set)
@@ -321,4 +339,71 @@ func collectEndpointTargets(v any, set map[string]bool) {
 			collectEndpointTargets(e, set)
 		}
 	}
+}
+
+// collectDNATTargets adds the endpoints of one dnat statement; false when its
+// shape is not one kube-proxy writes (then nothing is added).
+func collectDNATTargets(m map[string]any, set map[string]bool) bool {
+	switch addr := m["addr"].(type) {
+	case string:
+		// "dnat to ip:port". A dnat without a port keeps the packet's port.
+		set["addr:"+canonicalAddr(addr)+"."+jsonScalar(m["port"])] = true
+		return true
+	case map[string]any:
+		mp, ok := addr["map"].(map[string]any)
+		if !ok {
+			return false
+		}
+		data, ok := mp["data"].(map[string]any)
+		if !ok {
+			return false
+		}
+		elems, ok := data["set"].([]any)
+		if !ok {
+			return false
+		}
+		n := 0
+		for _, e := range elems {
+			pair, ok := e.([]any)
+			if !ok || len(pair) != 2 {
+				continue
+			}
+			switch target := pair[1].(type) {
+			case map[string]any: // {"concat": [ip, port]}
+				parts, ok := target["concat"].([]any)
+				if !ok || len(parts) != 2 {
+					continue
+				}
+				ip, ok := parts[0].(string)
+				if !ok {
+					continue
+				}
+				set["addr:"+canonicalAddr(ip)+"."+jsonScalar(parts[1])] = true
+				n++
+			case string: // "dnat to numgen ... map { 0 : ip }": address only
+				set["addr:"+canonicalAddr(target)+"."] = true
+				n++
+			}
+		}
+		return n > 0
+	}
+	return false
+}
+
+func canonicalAddr(s string) string {
+	if a, err := netip.ParseAddr(s); err == nil {
+		return a.Unmap().String()
+	}
+	return s
+}
+
+// jsonScalar spells a decoded JSON number or string; "" for anything else.
+func jsonScalar(v any) string {
+	switch x := v.(type) {
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	case string:
+		return x
+	}
+	return ""
 }
