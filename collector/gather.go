@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -33,17 +35,25 @@ type GathererConfig struct {
 	View      APIView
 	Informers InformerSource // nil: no informer status
 	Rules     rules.Reader   // nil: rules are not read, the API view decides
+	// Addrs lists this host's addresses: where health check node ports are probed, and which externalIPs
+	// the node holds. nil: none.
+	Addrs nodeprobe.AddrLister
 	// KubeProxyAddress returns kube-proxy's health server host:port: fixed by a flag, or the Node's
 	// InternalIP:10256.
 	KubeProxyAddress func(kubeview.NodeState) (string, error)
-	// HealthCheckAddress picks the address to probe health check node ports on: a fixed address, or one of
-	// the Node's InternalIPs confirmed local.
-	HealthCheckAddress func(kubeview.NodeState) (string, error)
-	Client             *http.Client
-	ProbeTimeout       time.Duration // cap per probe; the scrape's deadline may shorten it
-	Concurrency        int           // health check probes in flight at once
-	Memory             *Memory       // nil: a new one
-	Logger             *slog.Logger
+	// HealthCheckAddress, when set, is where health check node ports of its family are probed.
+	HealthCheckAddress string
+	// NodePortAddresses is kube-proxy's --nodeport-addresses when given by a flag; nil: read ConfigzURL.
+	NodePortAddresses []string
+	// ConfigzURL is kube-proxy's /configz (on its metrics address); "": not read.
+	ConfigzURL string
+	// ExternalIPWindow: an externalIP whose drop counter grew this recently is in rotation.
+	ExternalIPWindow time.Duration
+	Client           *http.Client
+	ProbeTimeout     time.Duration // cap per probe; the scrape's deadline may shorten it
+	Concurrency      int           // health check probes in flight at once
+	Memory           *Memory       // nil: a new one
+	Logger           *slog.Logger
 }
 
 // Gatherer reads every input of a scrape once, concurrently, under the scrape's context, and decides the
@@ -64,11 +74,15 @@ func NewGatherer(cfg GathererConfig) *Gatherer {
 	if cfg.Client == nil {
 		cfg.Client = nodeprobe.NewHTTPClient()
 	}
+	if cfg.ProbeTimeout <= 0 {
+		cfg.ProbeTimeout = 5 * time.Second
+	}
 	return &Gatherer{cfg: cfg}
 }
 
-// Gather reads the API view, then, concurrently, kube-proxy's rules, its health server and every health
-// check node port, and decides. It never fails: an input that could not be read is recorded in the State.
+// Gather reads the API view, then, concurrently, kube-proxy's rules, its health server, this host's
+// addresses and kube-proxy's --nodeport-addresses followed by every health check node port, and decides. It
+// never fails: an input that could not be read is recorded in the State.
 func (g *Gatherer) Gather(ctx context.Context) *State {
 	st := &State{took: map[Input]time.Duration{}, RulesConfigured: g.cfg.Rules != nil}
 	var mu sync.Mutex // guards st.took while the inputs are read
@@ -80,7 +94,6 @@ func (g *Gatherer) Gather(ctx context.Context) *State {
 
 	start := time.Now()
 	snap, err := g.cfg.View.Snapshot()
-	st.APIErr = err
 	if err == nil {
 		st.Node = snap.Node
 	} else {
@@ -95,7 +108,7 @@ func (g *Gatherer) Gather(ctx context.Context) *State {
 		st.Informers = g.cfg.Informers.Informers()
 	}
 
-	var checks []*nodeprobe.HealthCheck
+	var checks [][]FamilyCheck
 	var wg sync.WaitGroup
 	if g.cfg.Rules != nil {
 		wg.Add(1)
@@ -116,54 +129,157 @@ func (g *Gatherer) Gather(ctx context.Context) *State {
 			st.KubeProxy = g.probeKubeProxy(ctx, st.Node)
 		}()
 	}
-	if st.APIErr == nil {
-		wg.Add(1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		addrStart := time.Now()
+		var inner sync.WaitGroup
+		inner.Add(1)
 		go func() {
-			defer wg.Done()
-			defer timed(InputHealthChecks, time.Now())
-			checks = g.probeHealthChecks(ctx, snap)
+			defer inner.Done()
+			st.NodePortAddresses, st.NodePortAddressesErr = g.nodePortAddresses(ctx)
 		}()
-	}
+		if g.cfg.Addrs != nil {
+			if st.LocalAddrs, st.AddrsErr = g.cfg.Addrs.LocalAddrs(); st.AddrsErr != nil {
+				g.cfg.Logger.Warn("listing this host's addresses", "err", st.AddrsErr)
+			}
+		}
+		inner.Wait()
+		timed(InputAddrs, addrStart)
+		if st.APIErr == nil {
+			defer timed(InputHealthChecks, addrStart)
+			checks = g.probeHealthChecks(ctx, snap, st.LocalAddrs, st.NodePortAddresses)
+		}
+	}()
 	wg.Wait()
 
 	g.decide(st, snap, checks)
 	return st
 }
 
+// nodePortAddresses is kube-proxy's --nodeport-addresses: the flag's, else what /configz says. nil means
+// the Node's primary addresses (kube-proxy's default in nftables mode, and "primary").
+func (g *Gatherer) nodePortAddresses(ctx context.Context) ([]string, error) {
+	if g.cfg.NodePortAddresses != nil {
+		return g.cfg.NodePortAddresses, nil
+	}
+	if g.cfg.ConfigzURL == "" {
+		return nil, nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, nodeprobe.ProbeTimeout(ctx, g.cfg.ProbeTimeout))
+	defer cancel()
+	cidrs, err := nodeprobe.ReadNodePortAddresses(pctx, g.cfg.Client, g.cfg.ConfigzURL)
+	if err != nil {
+		g.cfg.Logger.Debug("kube-proxy's /configz unreadable: probing the Node's primary addresses", "err", err)
+		return nil, err
+	}
+	return cidrs, nil
+}
+
 // decide fills in the per-Service results from what was read.
-func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks []*nodeprobe.HealthCheck) {
-	var rv RuleView
+func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCheck) {
+	var fr FamilyRules
 	st.Source = SourceAPI
 	if st.Rules != nil && st.RulesErr == nil {
-		rv = snapshotView{st.Rules}
+		fr = st.Rules
 		st.Source = SourceRules
 	}
 	if st.APIErr != nil {
 		return
 	}
+	ev := g.evidence(st, snap)
 	seen := map[counterKey]bool{}
 	st.Services = make([]ServiceResult, len(snap.Services))
 	for i, svc := range snap.Services {
-		r := ServiceResult{Service: svc, HealthCheck: checks[i]}
-		if rv != nil {
-			for _, p := range svc.Ports {
-				sp := rules.ServicePort{Namespace: svc.Namespace, Name: svc.Name, Port: p.Name, Protocol: string(p.Protocol)}
-				ps := st.Rules.Port(sp)
-				k := counterKey{namespace: sp.Namespace, name: sp.Name, port: sp.Port, protocol: sp.Protocol}
-				seen[k] = true
-				pr := PortResult{Port: p, Label: portLabel(p), Rules: ps,
-					DroppedPackets: g.cfg.Memory.countDrops(k, ps.DropPackets, st.Rules.ReadAt),
-					Mismatch:       portMismatch(p, ps, svc.ExternallyReachable(p))}
-				r.Mismatch = r.Mismatch || pr.Mismatch
-				r.Ports = append(r.Ports, pr)
+		r := ServiceResult{Service: svc, Checks: checks[i]}
+		byFamily := map[corev1.IPFamily]*nodeprobe.HealthCheck{}
+		for j := range r.Checks {
+			byFamily[r.Checks[j].Family] = &r.Checks[j].HealthCheck
+		}
+		for _, fam := range svc.Families {
+			if fr != nil && fr.HasFamily(string(fam.Family)) {
+				for _, p := range fam.Ports {
+					sp := rules.ServicePort{Namespace: svc.Namespace, Name: svc.Name, Port: p.Name, Protocol: string(p.Protocol)}
+					ps := fr.Family(sp, string(fam.Family))
+					k := counterKey{namespace: sp.Namespace, name: sp.Name, port: sp.Port, protocol: sp.Protocol, family: string(fam.Family)}
+					seen[k] = true
+					pr := PortResult{Family: fam.Family, Port: p, Label: portLabel(p), Rules: ps,
+						DroppedPackets: g.cfg.Memory.countDrops(k, ps.DropPackets, st.Rules.ReadAt),
+						Mismatch:       portMismatch(p, ps, svc.ExternallyReachable(fam.Family, p))}
+					r.Mismatch = r.Mismatch || pr.Mismatch
+					r.MismatchKnown = true
+					r.Ports = append(r.Ports, pr)
+				}
+				continue
+			}
+			// No rules for this family (API-only mode, IPVS, or a family whose rules were not read): the
+			// health check node port's localEndpoints is kube-proxy's own count, compared with the API's
+			// (a wrong --hostname-override makes kube-proxy count none, item 8).
+			if hc := byFamily[fam.Family]; hc != nil && hc.LocalEndpoints >= 0 {
+				r.MismatchKnown = true
+				r.Mismatch = r.Mismatch || hc.LocalEndpoints != fam.LocalReadyEndpoints
 			}
 		}
-		r.Verdict = Decide(svc, st.Node, r.HealthCheck, rv)
+		r.Verdict = Decide(DecideInput{Service: svc, Node: st.Node, Checks: byFamily, Rules: fr, Evidence: ev})
 		st.Services[i] = r
 	}
-	if rv != nil {
+	if fr != nil {
 		g.cfg.Memory.forget(seen)
 	}
+}
+
+// scrapeEvidence is the externalIP evidence of one scrape.
+type scrapeEvidence struct {
+	local map[netip.Addr]bool
+	grew  map[ruleKey]bool
+}
+
+func (e scrapeEvidence) Assigned(ip string) bool {
+	a, err := netip.ParseAddr(ip)
+	return err == nil && e.local[a.Unmap()]
+}
+
+func (e scrapeEvidence) Arriving(sp rules.ServicePort, family corev1.IPFamily, address string, port int32) bool {
+	return e.grew[ruleKey{counterKey: counterKey{namespace: sp.Namespace, name: sp.Name, port: sp.Port, protocol: sp.Protocol},
+		family: string(family), address: address, port: port}]
+}
+
+// evidence records every counted address drop rule in Memory and keeps those that grew within the window.
+func (g *Gatherer) evidence(st *State, snap kubeview.Snapshot) scrapeEvidence {
+	ev := scrapeEvidence{local: map[netip.Addr]bool{}, grew: map[ruleKey]bool{}}
+	for _, ip := range st.LocalAddrs {
+		if a, ok := netip.AddrFromSlice(ip); ok {
+			ev.local[a.Unmap()] = true
+		}
+	}
+	if st.Rules == nil || st.RulesErr != nil {
+		return ev
+	}
+	seen := map[ruleKey]bool{}
+	for _, svc := range snap.Services {
+		for _, fam := range svc.Families {
+			if !st.Rules.HasFamily(string(fam.Family)) {
+				continue
+			}
+			for _, p := range fam.Ports {
+				sp := rules.ServicePort{Namespace: svc.Namespace, Name: svc.Name, Port: p.Name, Protocol: string(p.Protocol)}
+				for _, d := range st.Rules.Family(sp, string(fam.Family)).Drops {
+					if !d.Counted || d.Address == "" {
+						continue
+					}
+					k := ruleKey{counterKey: counterKey{namespace: sp.Namespace, name: sp.Name, port: sp.Port, protocol: sp.Protocol},
+						family: string(fam.Family), address: d.Address, port: d.Port}
+					seen[k] = true
+					grewAt := g.cfg.Memory.observeRule(k, d.Packets, st.Rules.ReadAt)
+					if !grewAt.IsZero() && st.Rules.ReadAt.Sub(grewAt) <= g.cfg.ExternalIPWindow {
+						ev.grew[k] = true
+					}
+				}
+			}
+		}
+	}
+	g.cfg.Memory.forgetRules(seen)
+	return ev
 }
 
 // probeKubeProxy asks kube-proxy's /healthz and /livez at once.
@@ -191,13 +307,24 @@ func (g *Gatherer) probeKubeProxy(ctx context.Context, node kubeview.NodeState) 
 	return KubeProxyState{Healthz: answers[0], Livez: answers[1]}
 }
 
-// probeHealthChecks probes the health check node port of every LoadBalancer Service, at most Concurrency at
-// a time. The result is indexed like snap.Services; nil where a Service has no health check node port.
-func (g *Gatherer) probeHealthChecks(ctx context.Context, snap kubeview.Snapshot) []*nodeprobe.HealthCheck {
-	out := make([]*nodeprobe.HealthCheck, len(snap.Services))
-	var addr string
-	var addrErr error
-	addrOnce := sync.OnceFunc(func() { addr, addrErr = g.cfg.HealthCheckAddress(snap.Node) })
+// probeHealthChecks probes the health check node port of every LoadBalancer Service in each of its
+// families, at most Concurrency at a time, on the family's address kube-proxy serves. The result is indexed
+// like snap.Services; empty where a Service has no health check node port.
+func (g *Gatherer) probeHealthChecks(ctx context.Context, snap kubeview.Snapshot, local []net.IP, cidrs []string) [][]FamilyCheck {
+	out := make([][]FamilyCheck, len(snap.Services))
+	addrs := map[corev1.IPFamily]string{}
+	addrOf := func(f corev1.IPFamily) string {
+		a, ok := addrs[f]
+		if !ok {
+			if o := g.cfg.HealthCheckAddress; o != "" && kubeview.IPFamilyOf(o) == f {
+				a = o
+			} else {
+				a = nodeprobe.PickFamilyAddress(local, snap.Node.InternalIPs, string(f), cidrs)
+			}
+			addrs[f] = a
+		}
+		return a
+	}
 
 	sem := make(chan struct{}, g.cfg.Concurrency)
 	var wg sync.WaitGroup
@@ -205,32 +332,36 @@ func (g *Gatherer) probeHealthChecks(ctx context.Context, snap kubeview.Snapshot
 		if svc.HealthCheckNodePort == 0 || svc.Type != corev1.ServiceTypeLoadBalancer {
 			continue
 		}
-		addrOnce()
-		if addrErr != nil {
-			out[i] = &nodeprobe.HealthCheck{Result: nodeprobe.ResultError, LocalEndpoints: -1, Weight: -1,
-				Err: fmt.Errorf("choosing the address to probe: %w", addrErr)}
-			g.cfg.Logger.Warn("health check not probed", "namespace", svc.Namespace, "service", svc.Name, "err", addrErr)
-			continue
+		out[i] = make([]FamilyCheck, len(svc.Families))
+		for j, fam := range svc.Families {
+			fc := &out[i][j]
+			fc.Family, fc.Address = fam.Family, addrOf(fam.Family)
+			if fc.Address == "" {
+				fc.HealthCheck = nodeprobe.HealthCheck{Result: nodeprobe.ResultNoAddress, LocalEndpoints: -1, Weight: -1,
+					Err: fmt.Errorf("no local %s address kube-proxy serves health check node ports on", fam.Family)}
+				g.cfg.Logger.Warn("health check not probed", "namespace", svc.Namespace, "service", svc.Name,
+					"family", string(fam.Family), "err", fc.Err)
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				select {
+				case sem <- struct{}{}:
+					defer func() { <-sem }()
+				case <-ctx.Done():
+					fc.HealthCheck = nodeprobe.HealthCheck{Result: nodeprobe.ResultTimeout, LocalEndpoints: -1, Weight: -1, Err: ctx.Err()}
+					return
+				}
+				pctx, cancel := context.WithTimeout(ctx, nodeprobe.ProbeTimeout(ctx, g.cfg.ProbeTimeout))
+				defer cancel()
+				fc.HealthCheck = nodeprobe.ProbeHealthCheckNodePort(pctx, g.cfg.Client, fc.Address, svc.HealthCheckNodePort, svc.Namespace, svc.Name)
+				if fc.Err != nil {
+					g.cfg.Logger.Warn("health check node port probe failed", "namespace", svc.Namespace, "service", svc.Name,
+						"family", string(fam.Family), "result", string(fc.Result), "err", fc.Err)
+				}
+			}()
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case sem <- struct{}{}:
-				defer func() { <-sem }()
-			case <-ctx.Done():
-				out[i] = &nodeprobe.HealthCheck{Result: nodeprobe.ResultTimeout, LocalEndpoints: -1, Weight: -1, Err: ctx.Err()}
-				return
-			}
-			pctx, cancel := context.WithTimeout(ctx, nodeprobe.ProbeTimeout(ctx, g.cfg.ProbeTimeout))
-			defer cancel()
-			hc := nodeprobe.ProbeHealthCheckNodePort(pctx, g.cfg.Client, addr, svc.HealthCheckNodePort, svc.Namespace, svc.Name)
-			if hc.Err != nil {
-				g.cfg.Logger.Warn("health check node port probe failed", "namespace", svc.Namespace, "service", svc.Name,
-					"result", string(hc.Result), "err", hc.Err)
-			}
-			out[i] = &hc
-		}()
 	}
 	wg.Wait()
 	return out

@@ -3,8 +3,8 @@ package collector
 import (
 	"context"
 	"errors"
-	"io"
 	"fmt"
+	"io"
 	"log/slog"
 	"sort"
 	"strconv"
@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
@@ -50,15 +49,14 @@ func noAddress(kubeview.NodeState) (string, error) { return "", errors.New("no a
 
 func testExporter(view APIView, reader rules.Reader) *Exporter {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	g := NewGatherer(GathererConfig{View: view, Rules: reader, KubeProxyAddress: noAddress, HealthCheckAddress: noAddress,
+	g := NewGatherer(GathererConfig{View: view, Rules: reader, KubeProxyAddress: noAddress,
 		ProbeTimeout: time.Second, Logger: logger})
 	return NewExporter(logger, g, NewServices(), NewKubeProxy(), NewNode(), NewInformers(), NewRules())
 }
 
 func checkoutSnapshot(local int) kubeview.Snapshot {
 	return kubeview.Snapshot{Node: kubeview.NodeState{Name: "node-1", Found: true},
-		Services: []kubeview.ServiceState{{Namespace: "kubelings", Name: "checkout", Type: corev1.ServiceTypeNodePort,
-			Ports: []kubeview.PortEndpoints{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30090, Local: local, ClusterWide: true}}}}}
+		Services: []kubeview.ServiceState{nodePortService(local)}}
 }
 
 // One scrape takes one API snapshot and one rules read, and every collector renders them: blackhole and
@@ -67,7 +65,8 @@ func TestOneStatePerScrape(t *testing.T) {
 	view := &fakeView{snap: checkoutSnapshot(1)}
 	sp := rules.ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}
 	reader := &countingReader{snap: rules.NewSnapshot(rules.ModeIPTables, rules.BackendNFT, []string{rules.FamilyIPv4},
-		time.Unix(1700000000, 0), map[rules.ServicePort]rules.PortState{sp: {Programmed: true, Drop: true, DropPackets: 3}})}
+		time.Unix(1700000000, 0), map[rules.ServicePort]rules.PortState{sp: {Programmed: true, Drop: true, DropPackets: 3,
+			Drops: []rules.DropRule{{Port: 30090, Packets: 3, Counted: true}}}})}
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(testExporter(view, reader).Bind(context.Background()))
 	want := `localtraffic_blackhole{namespace="kubelings",service="checkout"} 1

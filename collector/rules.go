@@ -5,13 +5,12 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
 )
 
-var portLabels = []string{"namespace", "service", "port"}
+var portLabels = []string{"namespace", "service", "port", "ip_family"}
 
 var (
 	rulesDrop = stable(newMetric("rules_drop", prometheus.GaugeValue,
@@ -47,19 +46,17 @@ func (*Rules) Metrics() []*Metric {
 		rulesReadSuccess, rulesReadDuration}
 }
 
-func (*Rules) Inputs() []Input { return []Input{InputAPI, InputRules} }
-
-// snapshotView is the RuleView of one rules snapshot.
-type snapshotView struct{ snap *rules.Snapshot }
-
-func (s snapshotView) PortDrop(namespace, name, port string, protocol corev1.Protocol) (bool, bool) {
-	st := s.snap.Port(rules.ServicePort{Namespace: namespace, Name: name, Port: port, Protocol: string(protocol)})
-	return st.Drop, st.Programmed
-}
+// Inputs: without rules, the mismatch comes from the health check probes.
+func (*Rules) Inputs() []Input { return []Input{InputAPI, InputRules, InputHealthChecks} }
 
 func (*Rules) Update(st *State, ch chan<- prometheus.Metric) error {
 	if !st.RulesConfigured {
-		return fmt.Errorf("%w: rules are not read (--rules.mode=none)", ErrNoData)
+		// API-only mode: the health check node ports' own counts are compared with the API's.
+		if st.APIErr != nil {
+			return st.APIErr
+		}
+		apiMismatch(st, ch)
+		return nil
 	}
 	snap, err := st.Rules, st.RulesErr
 	if snap != nil {
@@ -71,9 +68,15 @@ func (*Rules) Update(st *State, ch chan<- prometheus.Metric) error {
 		// Not a failure of the exporter: the reader logged it once, the API view decides, the metric says so.
 		ch <- rulesSupported.must(0)
 		ch <- rulesReadSuccess.must(1)
+		if st.APIErr == nil {
+			apiMismatch(st, ch)
+		}
 		return fmt.Errorf("%w: %w", ErrNoData, err)
 	case err != nil:
 		ch <- rulesReadSuccess.must(0)
+		if st.APIErr == nil {
+			apiMismatch(st, ch)
+		}
 		return err
 	}
 	ch <- rulesSupported.must(1)
@@ -84,13 +87,26 @@ func (*Rules) Update(st *State, ch chan<- prometheus.Metric) error {
 	for _, r := range st.Services {
 		svc := r.Service
 		for _, p := range r.Ports {
-			ch <- rulesDrop.must(boolFloat(p.Rules.Drop), svc.Namespace, svc.Name, p.Label)
-			ch <- rulesLocalEndpoints.must(float64(p.Rules.LocalEndpoints), svc.Namespace, svc.Name, p.Label)
-			ch <- rulesDroppedPackets.must(float64(p.DroppedPackets), svc.Namespace, svc.Name, p.Label)
+			fam := string(p.Family)
+			ch <- rulesDrop.must(boolFloat(p.Rules.Drop), svc.Namespace, svc.Name, p.Label, fam)
+			ch <- rulesLocalEndpoints.must(float64(p.Rules.LocalEndpoints), svc.Namespace, svc.Name, p.Label, fam)
+			ch <- rulesDroppedPackets.must(float64(p.DroppedPackets), svc.Namespace, svc.Name, p.Label, fam)
 		}
-		ch <- rulesMismatch.must(boolFloat(r.Mismatch), svc.Namespace, svc.Name)
+		if r.MismatchKnown {
+			ch <- rulesMismatch.must(boolFloat(r.Mismatch), svc.Namespace, svc.Name)
+		}
 	}
 	return nil
+}
+
+// apiMismatch exports localtraffic_rules_mismatch when no rules were read: for the Services whose health
+// check node port gave kube-proxy's own local endpoint count (item 8); none for the others.
+func apiMismatch(st *State, ch chan<- prometheus.Metric) {
+	for _, r := range st.Services {
+		if r.MismatchKnown {
+			ch <- rulesMismatch.must(boolFloat(r.Mismatch), r.Service.Namespace, r.Service.Name)
+		}
+	}
 }
 
 // portLabel is the port's name, or its number when unnamed (a single-port Service).

@@ -2,6 +2,7 @@ package collector
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -68,24 +69,55 @@ func (*Services) Update(st *State, ch chan<- prometheus.Metric) error {
 			hcnp = strconv.Itoa(int(svc.HealthCheckNodePort))
 		}
 		ch <- serviceInfo.must(1, ns, name, string(svc.Type), hcnp)
-		ch <- localEndpoints.must(float64(svc.LocalEndpoints), ns, name)
+		ch <- localEndpoints.must(float64(svc.LocalEndpoints()), ns, name)
 		ch <- hasLocalEndpoint.must(boolFloat(svc.HasLocalEndpoint()), ns, name)
 
-		if hc := r.HealthCheck; hc != nil {
-			ch <- healthCheckUp.must(boolFloat(hc.Result == nodeprobe.ResultOK), ns, name)
-			for _, res := range nodeprobe.Results {
-				ch <- healthCheckResult.must(boolFloat(hc.Result == res), ns, name, string(res))
+		if len(r.Checks) > 0 {
+			hc := summarizeChecks(r.Checks)
+			ch <- healthCheckUp.must(boolFloat(hc.up), ns, name)
+			for _, res := range nodeprobe.HealthCheckResults {
+				ch <- healthCheckResult.must(boolFloat(hc.result == res), ns, name, string(res))
 			}
-			if hc.LocalEndpoints >= 0 {
-				ch <- healthCheckLocalEndpoints.must(float64(hc.LocalEndpoints), ns, name)
+			if hc.localEndpoints >= 0 {
+				ch <- healthCheckLocalEndpoints.must(float64(hc.localEndpoints), ns, name)
 			}
-			if hc.ServiceProxyHealthy != nil {
-				ch <- healthCheckProxyHealthy.must(boolFloat(*hc.ServiceProxyHealthy), ns, name)
+			if hc.proxyHealthy != nil {
+				ch <- healthCheckProxyHealthy.must(boolFloat(*hc.proxyHealthy), ns, name)
 			}
-			ch <- healthCheckDuration.must(hc.Duration.Seconds(), ns, name)
+			ch <- healthCheckDuration.must(hc.duration.Seconds(), ns, name)
 		}
 		ch <- inRotationMetric.must(boolFloat(r.Verdict.InRotation), ns, name)
 		ch <- blackhole.must(boolFloat(r.Verdict.Blackhole), ns, name)
 	}
 	return nil
+}
+
+// checkSummary is the per-Service health check series over the Service's families: they stay one series
+// per Service (docs/metrics.md, "Dual-stack").
+type checkSummary struct {
+	up             bool             // every family answered 200 with kube-proxy's body
+	result         nodeprobe.Result // the first family (spec order) whose result is not ok, else ok
+	localEndpoints int              // the smallest count a family reported; -1 when none did
+	proxyHealthy   *bool            // false when any family reported false
+	duration       time.Duration    // the longest probe
+}
+
+func summarizeChecks(checks []FamilyCheck) checkSummary {
+	s := checkSummary{up: true, result: nodeprobe.ResultOK, localEndpoints: -1}
+	for _, c := range checks {
+		if c.Result != nodeprobe.ResultOK {
+			if s.up {
+				s.result = c.Result
+			}
+			s.up = false
+		}
+		if c.LocalEndpoints >= 0 && (s.localEndpoints < 0 || c.LocalEndpoints < s.localEndpoints) {
+			s.localEndpoints = c.LocalEndpoints
+		}
+		if c.ServiceProxyHealthy != nil && (s.proxyHealthy == nil || *s.proxyHealthy) {
+			s.proxyHealthy = c.ServiceProxyHealthy
+		}
+		s.duration = max(s.duration, c.Duration)
+	}
+	return s
 }

@@ -1,7 +1,10 @@
 package collector
 
 import (
+	"net"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
@@ -18,7 +21,8 @@ const (
 	InputNode         Input = "node"          // this node's Node object alone
 	InputRules        Input = "rules"         // one read of kube-proxy's rules
 	InputKubeProxy    Input = "kube_proxy"    // kube-proxy's /healthz and /livez
-	InputHealthChecks Input = "health_checks" // every health check node port probe
+	InputHealthChecks Input = "health_checks" // every health check node port probe, per family
+	InputAddrs        Input = "addrs"         // this host's addresses (netlink)
 	InputInformers    Input = "informers"     // the informers' own status
 )
 
@@ -44,6 +48,13 @@ type State struct {
 	// Source is what decided the verdicts: SourceRules or SourceAPI.
 	Source    string
 	Informers []kubeview.InformerStatus
+	// LocalAddrs are this host's addresses; AddrsErr why they could not be listed.
+	LocalAddrs []net.IP
+	AddrsErr   error
+	// NodePortAddresses is kube-proxy's --nodeport-addresses as its /configz or a flag gave it (nil: unknown
+	// or unset, the Node's primary addresses); NodePortAddressesErr why /configz could not be read.
+	NodePortAddresses    []string
+	NodePortAddressesErr error
 
 	took map[Input]time.Duration
 }
@@ -61,21 +72,33 @@ type KubeProxyState struct {
 // ServiceResult is one Local Service: what the API said, what was probed and read, and the verdict.
 type ServiceResult struct {
 	Service kubeview.ServiceState
-	// HealthCheck is the health check node port's answer; nil when the Service has none.
-	HealthCheck *nodeprobe.HealthCheck
-	// Ports is what kube-proxy's rules hold per Service port; empty when the rules were not read.
+	// Checks is the health check node port's answer per family, in the Service's family order; empty when
+	// the Service has none.
+	Checks []FamilyCheck
+	// Ports is what kube-proxy's rules hold per family and Service port, for the families whose rules were
+	// read; empty when the rules were not read.
 	Ports []PortResult
-	// Mismatch: the rules and the API view disagree for some port.
-	Mismatch bool
-	Verdict  Verdict
+	// Mismatch: the rules (or, without rules, a health check node port's localEndpoints) disagree with the
+	// API view in some family. MismatchKnown: some comparison was possible at all.
+	Mismatch      bool
+	MismatchKnown bool
+	Verdict       Verdict
 }
 
-// PortResult is one Service port as kube-proxy's rules programmed it.
+// FamilyCheck is one family's probe of the health check node port.
+type FamilyCheck struct {
+	Family  corev1.IPFamily
+	Address string // where it was probed; "" with ResultNoAddress
+	nodeprobe.HealthCheck
+}
+
+// PortResult is one Service port in one family as kube-proxy's rules programmed it.
 type PortResult struct {
-	Port  kubeview.PortEndpoints
-	Label string // the port label: its name, or its number when unnamed
-	Rules rules.PortState
-	// DroppedPackets is the monotonic total of the port's drop rule counters (see Memory).
+	Family corev1.IPFamily
+	Port   kubeview.PortEndpoints
+	Label  string // the port label: its name, or its number when unnamed
+	Rules  rules.PortState
+	// DroppedPackets is the monotonic total of the port's drop rule counters in the family (see Memory).
 	DroppedPackets uint64
 	Mismatch       bool
 }

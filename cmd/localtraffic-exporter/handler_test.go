@@ -80,7 +80,9 @@ func (d *deadlineCollector) Gather(ctx context.Context) *collector.State {
 	return &collector.State{}
 }
 
-func (d *deadlineCollector) Update(st *collector.State, _ chan<- prometheus.Metric) error { return st.NodeErr }
+func (d *deadlineCollector) Update(st *collector.State, _ chan<- prometheus.Metric) error {
+	return st.NodeErr
+}
 
 func newTestHandler(c *deadlineCollector, maxRequests int) *metricsHandler {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -199,10 +199,6 @@ func newExporter(opts options, view exporterView, addrs nodeprobe.AddrLister, ru
 	localAddr := func(n kubeview.NodeState) (string, error) {
 		return nodeprobe.PickLocalAddress(addrs, n.InternalIPs)
 	}
-	hcAddr := localAddr
-	if opts.healthCheckAddress != "" {
-		hcAddr = func(kubeview.NodeState) (string, error) { return opts.healthCheckAddress, nil }
-	}
 	kpAddr := func(n kubeview.NodeState) (string, error) {
 		ip, err := localAddr(n)
 		if err != nil {
@@ -214,14 +210,13 @@ func newExporter(opts options, view exporterView, addrs nodeprobe.AddrLister, ru
 		kpAddr = func(kubeview.NodeState) (string, error) { return opts.kubeProxyHealthz, nil }
 	}
 	gatherer := collector.NewGatherer(collector.GathererConfig{
-		View: view, Informers: view, Rules: ruleReader,
-		KubeProxyAddress: kpAddr, HealthCheckAddress: hcAddr, Client: client,
-		ProbeTimeout: opts.probeTimeout, Concurrency: opts.probeConcurrency,
+		View: view, Informers: view, Rules: ruleReader, Addrs: addrs,
+		KubeProxyAddress: kpAddr, HealthCheckAddress: opts.healthCheckAddress,
+		NodePortAddresses: opts.nodePortAddresses, ConfigzURL: "http://" + opts.kubeProxyMetrics + "/configz",
+		ExternalIPWindow: opts.externalIPWindow,
+		Client:           client, ProbeTimeout: opts.probeTimeout, Concurrency: opts.probeConcurrency,
 		Memory: collector.NewMemory(), Logger: logger,
 	})
-	cs := []collector.Collector{collector.NewServices(), collector.NewKubeProxy(), collector.NewNode(), collector.NewInformers()}
-	if ruleReader != nil {
-		cs = append(cs, collector.NewRules())
-	}
-	return collector.NewExporter(logger, gatherer, cs...)
+	return collector.NewExporter(logger, gatherer,
+		collector.NewServices(), collector.NewKubeProxy(), collector.NewNode(), collector.NewInformers(), collector.NewRules())
 }
