@@ -21,7 +21,7 @@ const (
 
 // allMetrics is every metric the exporter defines, from every collector.
 func allMetrics() []*Metric {
-	return NewExporter(nil, nil, NewServices(), NewKubeProxy(), NewNode(), NewInformers(), NewRules()).Metrics()
+	return NewExporter(nil, nil, NewServices(), NewKubeProxy(), NewNode(), NewInformers(), NewRules(), NewDataplane()).Metrics()
 }
 
 func typeName(t prometheus.ValueType) string {

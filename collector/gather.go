@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -47,6 +48,8 @@ type GathererConfig struct {
 	NodePortAddresses []string
 	// ConfigzURL is kube-proxy's /configz (on its metrics address); "": not read.
 	ConfigzURL string
+	// Dataplane is what the node runs: DataplaneKubeProxy, DataplaneReplacement, or "" (auto: detected).
+	Dataplane string
 	// ExternalIPWindow: an externalIP whose drop counter grew this recently is in rotation.
 	ExternalIPWindow time.Duration
 	Client           *http.Client
@@ -153,8 +156,31 @@ func (g *Gatherer) Gather(ctx context.Context) *State {
 	}()
 	wg.Wait()
 
+	st.Dataplane = g.dataplane(st)
 	g.decide(st, snap, checks)
 	return st
+}
+
+// dataplane decides what serves Services here. IPVS says so through the rule reader. Without a flag, a
+// node is taken for a kube-proxy replacement only when both signs agree: the rules were read and hold no
+// kube-proxy rule, and kube-proxy's health server gave no HTTP answer; and never once kube-proxy was seen on
+// it (then kube-proxy is down, and its alerts must fire). In --rules.mode=none nothing shows the rules, so
+// the node is taken for kube-proxy unless the flag says otherwise.
+func (g *Gatherer) dataplane(st *State) string {
+	if errors.Is(st.RulesErr, rules.ErrUnsupported) && st.Rules != nil && st.Rules.Mode == rules.ModeIPVS {
+		return DataplaneIPVS
+	}
+	answered := st.KubeProxy.Healthz.StatusCode != 0 || st.KubeProxy.Livez.StatusCode != 0
+	rulesFound := st.Rules != nil && st.RulesErr == nil
+	seen := g.cfg.Memory.sawKubeProxy(answered || rulesFound)
+	switch g.cfg.Dataplane {
+	case DataplaneKubeProxy, DataplaneReplacement:
+		return g.cfg.Dataplane
+	}
+	if st.RulesConfigured && errors.Is(st.RulesErr, rules.ErrNoRules) && !answered && !seen {
+		return DataplaneReplacement
+	}
+	return DataplaneKubeProxy
 }
 
 // nodePortAddresses is kube-proxy's --nodeport-addresses: the flag's, else what /configz says. nil means
@@ -180,7 +206,7 @@ func (g *Gatherer) nodePortAddresses(ctx context.Context) ([]string, error) {
 func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCheck) {
 	var fr FamilyRules
 	st.Source = SourceAPI
-	if st.Rules != nil && st.RulesErr == nil {
+	if st.Rules != nil && st.RulesErr == nil && st.Dataplane != DataplaneReplacement {
 		fr = st.Rules
 		st.Source = SourceRules
 	}
@@ -214,8 +240,10 @@ func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCh
 			}
 			// No rules for this family (API-only mode, IPVS, or a family whose rules were not read): the
 			// health check node port's localEndpoints is kube-proxy's own count, compared with the API's
-			// (a wrong --hostname-override makes kube-proxy count none, item 8).
-			if hc := byFamily[fam.Family]; hc != nil && hc.LocalEndpoints >= 0 {
+			// (a wrong --hostname-override makes kube-proxy count none, item 8). A replacement's health
+			// check server counts its own way (Cilium reports 0 for its Ingress Services by design): not
+			// compared.
+			if hc := byFamily[fam.Family]; hc != nil && hc.LocalEndpoints >= 0 && st.Dataplane != DataplaneReplacement {
 				r.MismatchKnown = true
 				r.Mismatch = r.Mismatch || hc.LocalEndpoints != fam.LocalReadyEndpoints
 			}

@@ -51,7 +51,7 @@ func testExporter(view APIView, reader rules.Reader) *Exporter {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	g := NewGatherer(GathererConfig{View: view, Rules: reader, KubeProxyAddress: noAddress,
 		ProbeTimeout: time.Second, Logger: logger})
-	return NewExporter(logger, g, NewServices(), NewKubeProxy(), NewNode(), NewInformers(), NewRules())
+	return NewExporter(logger, g, NewServices(), NewKubeProxy(), NewNode(), NewInformers(), NewRules(), NewDataplane())
 }
 
 func checkoutSnapshot(local int) kubeview.Snapshot {
@@ -85,7 +85,8 @@ func TestInputFailureCountsAgainstItsCollectors(t *testing.T) {
 	reader := &countingReader{err: errors.New("iptables-save: exit status 1")}
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(testExporter(view, reader).Bind(context.Background()))
-	want := `localtraffic_scrape_collector_success{collector="informers"} 1
+	want := `localtraffic_scrape_collector_success{collector="dataplane"} 1
+localtraffic_scrape_collector_success{collector="informers"} 1
 localtraffic_scrape_collector_success{collector="kube_proxy"} 0
 localtraffic_scrape_collector_success{collector="node"} 1
 localtraffic_scrape_collector_success{collector="rules"} 0

@@ -43,6 +43,10 @@ func (*KubeProxy) Metrics() []*Metric {
 func (*KubeProxy) Inputs() []Input { return []Input{InputNode, InputKubeProxy} }
 
 func (*KubeProxy) Update(st *State, ch chan<- prometheus.Metric) error {
+	if st.Dataplane == DataplaneReplacement {
+		// No kube-proxy here: nothing to report, and nothing that would fire its alerts.
+		return nil
+	}
 	if st.NodeErr != nil {
 		return st.NodeErr
 	}

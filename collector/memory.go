@@ -12,6 +12,17 @@ type Memory struct {
 	mu       sync.Mutex
 	counters map[counterKey]*dropCounter
 	rules    map[ruleKey]*ruleCounter
+	// kubeProxySeen: kube-proxy's rules or health server were seen on this node once. A kube-proxy that
+	// later vanishes is down, not replaced: its alerts must keep firing.
+	kubeProxySeen bool
+}
+
+// sawKubeProxy records that kube-proxy was seen when seen, and reports whether it ever was.
+func (m *Memory) sawKubeProxy(seen bool) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.kubeProxySeen = m.kubeProxySeen || seen
+	return m.kubeProxySeen
 }
 
 // counterKey names one Service port's drop counter in one family ("" for the merged count of old callers).

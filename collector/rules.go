@@ -50,6 +50,10 @@ func (*Rules) Metrics() []*Metric {
 func (*Rules) Inputs() []Input { return []Input{InputAPI, InputRules, InputHealthChecks} }
 
 func (*Rules) Update(st *State, ch chan<- prometheus.Metric) error {
+	if st.Dataplane == DataplaneReplacement {
+		// No kube-proxy rules exist here by design: not a failed read, no mismatch to report.
+		return fmt.Errorf("%w: no kube-proxy on this node (dataplane %s)", ErrNoData, st.Dataplane)
+	}
 	if !st.RulesConfigured {
 		// API-only mode: the health check node ports' own counts are compared with the API's.
 		if st.APIErr != nil {

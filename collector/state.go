@@ -46,7 +46,9 @@ type State struct {
 	// Services is one entry per Local Service, sorted by namespace and name.
 	Services []ServiceResult
 	// Source is what decided the verdicts: SourceRules or SourceAPI.
-	Source    string
+	Source string
+	// Dataplane is DataplaneKubeProxy, DataplaneIPVS or DataplaneReplacement.
+	Dataplane string
 	Informers []kubeview.InformerStatus
 	// LocalAddrs are this host's addresses; AddrsErr why they could not be listed.
 	LocalAddrs []net.IP

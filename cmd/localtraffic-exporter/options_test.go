@@ -102,7 +102,7 @@ func TestParseOptionsGoodValues(t *testing.T) {
 		"--probe.timeout", "1.5s", "--probe.concurrency", "1", "--scrape.timeout-offset", "0s",
 		"--web.max-requests", "1", "--rules.mode", "nftables", "--rules.cache-ttl", "0s",
 		"--web.config.file", "/etc/web.yml", "--kube-proxy.nodeport-addresses", "10.0.0.0/8, fd00::/64,primary",
-		"--externalip.evidence-window", "90s",
+		"--externalip.evidence-window", "90s", "--dataplane", "replacement",
 	}, env(nil))
 	if err != nil {
 		t.Fatalf("parseOptions: %v", err)
@@ -112,7 +112,7 @@ func TestParseOptionsGoodValues(t *testing.T) {
 		telemetryPath: "/m", logLevel: slog.LevelDebug, logFormat: "json", kubeProxyHealthz: "[fd00::1]:10256",
 		kubeProxyMetrics: "localhost:10249", healthCheckAddress: "fd00::1", probeTimeout: 1500 * time.Millisecond,
 		probeConcurrency: 1, scrapeTimeoutOff: 0, maxRequests: 1, rulesMode: "nftables", rulesCacheTTL: 0,
-		nodePortAddresses: []string{"10.0.0.0/8", "fd00::/64"}, externalIPWindow: 90 * time.Second,
+		nodePortAddresses: []string{"10.0.0.0/8", "fd00::/64"}, externalIPWindow: 90 * time.Second, dataplane: "replacement",
 	}
 	if !reflect.DeepEqual(o, want) {
 		t.Errorf("\n got %+v\nwant %+v", o, want)
@@ -165,6 +165,7 @@ func TestParseOptionsBadValues(t *testing.T) {
 		{"health check address a name", []string{"--health-check.address", "node-a"}, nil, "--health-check.address"},
 		{"nodeport addresses not CIDRs", []string{"--kube-proxy.nodeport-addresses", "10.0.0.1"}, nil, "--kube-proxy.nodeport-addresses"},
 		{"externalIP window zero", []string{"--externalip.evidence-window", "0s"}, nil, "--externalip.evidence-window"},
+		{"dataplane", []string{"--dataplane", "cilium"}, nil, "--dataplane"},
 		{"kubeconfig missing", []string{"--kubeconfig", "/nonexistent/kubeconfig"}, nil, "--kubeconfig"},
 		{"bool flag with a value", []string{"--version=maybe"}, nil, "version"},
 	}

@@ -182,8 +182,8 @@ type exporterView interface {
 
 // newRulesReader returns the rule reader the options ask for; nil for --rules.mode=none.
 func newRulesReader(opts options, logger *slog.Logger) rules.Reader {
-	if opts.rulesMode == "none" {
-		return nil
+	if opts.rulesMode == "none" || opts.dataplane == collector.DataplaneReplacement {
+		return nil // no kube-proxy rules to read
 	}
 	return rules.NewReader(rules.Options{
 		Mode:         rules.Mode(opts.rulesMode),
@@ -213,10 +213,10 @@ func newExporter(opts options, view exporterView, addrs nodeprobe.AddrLister, ru
 		View: view, Informers: view, Rules: ruleReader, Addrs: addrs,
 		KubeProxyAddress: kpAddr, HealthCheckAddress: opts.healthCheckAddress,
 		NodePortAddresses: opts.nodePortAddresses, ConfigzURL: "http://" + opts.kubeProxyMetrics + "/configz",
-		ExternalIPWindow: opts.externalIPWindow,
-		Client:           client, ProbeTimeout: opts.probeTimeout, Concurrency: opts.probeConcurrency,
+		ExternalIPWindow: opts.externalIPWindow, Dataplane: opts.dataplane,
+		Client: client, ProbeTimeout: opts.probeTimeout, Concurrency: opts.probeConcurrency,
 		Memory: collector.NewMemory(), Logger: logger,
 	})
 	return collector.NewExporter(logger, gatherer,
-		collector.NewServices(), collector.NewKubeProxy(), collector.NewNode(), collector.NewInformers(), collector.NewRules())
+		collector.NewServices(), collector.NewKubeProxy(), collector.NewNode(), collector.NewInformers(), collector.NewRules(), collector.NewDataplane())
 }
