@@ -121,6 +121,10 @@ func series(t *testing.T, reg *prometheus.Registry, names ...string) string {
 			if m.Counter != nil {
 				v = m.GetCounter().GetValue()
 			}
+			if len(ls) == 0 {
+				out = append(out, fmt.Sprintf("%s %g", mf.GetName(), v))
+				continue
+			}
 			out = append(out, fmt.Sprintf("%s{%s} %g", mf.GetName(), strings.Join(ls, ","), v))
 		}
 	}

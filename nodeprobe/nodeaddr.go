@@ -101,7 +101,7 @@ func PickFamilyAddress(local []net.IP, candidates []string, family string, cidrs
 		return ""
 	}
 	for _, l := range local {
-		if FamilyOf(l) == family && inside(l) && l.IsGlobalUnicast() {
+		if FamilyOf(l) == family && inside(l) && !l.IsLinkLocalUnicast() {
 			return l.String()
 		}
 	}
