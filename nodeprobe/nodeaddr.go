@@ -66,9 +66,11 @@ func PickLocalAddress(lister AddrLister, candidates []string) (string, error) {
 // returns the candidate (the Node's InternalIPs, in order) of that family that is configured locally and, when
 // cidrs are given, inside them; failing that, any local address of the family inside cidrs. "" when none.
 func PickFamilyAddress(local []net.IP, candidates []string, family string, cidrs []string) string {
+	// kube-proxy keeps only the CIDRs of the proxier's family; with none left, the family's proxier serves
+	// every address of the family (pkg/proxy/util/nodeport_addresses.go), so the InternalIP will do.
 	var nets []*net.IPNet
 	for _, c := range cidrs {
-		if _, n, err := net.ParseCIDR(c); err == nil {
+		if _, n, err := net.ParseCIDR(c); err == nil && FamilyOf(n.IP) == family {
 			nets = append(nets, n)
 		}
 	}
