@@ -10,7 +10,7 @@ var (
 	nodeDraining = stable(newMetric("node_draining", prometheus.GaugeValue,
 		"1 when the Node is going away: it has a deletionTimestamp or the ToBeDeletedByClusterAutoscaler taint."))
 	nodeExcluded = stable(newMetric("node_excluded", prometheus.GaugeValue,
-		"1 when the Node is labelled node.kubernetes.io/exclude-from-external-load-balancers."))
+		"1 when the Node is labelled node.kubernetes.io/exclude-from-external-load-balancers with a value that does not parse as false."))
 )
 
 // Node exports the state of the exporter's own Node object that decides whether it is in rotation.

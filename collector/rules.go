@@ -14,14 +14,14 @@ var portLabels = []string{"namespace", "service", "port", "ip_family"}
 
 var (
 	rulesDrop = stable(newMetric("rules_drop", prometheus.GaugeValue,
-		"1 when kube-proxy's rules on this node drop the Service port's external traffic for lack of a local endpoint.", portLabels...))
+		"1 when kube-proxy's rules of the IP family on this node drop the Service port's external traffic for lack of a local endpoint.", portLabels...))
 	rulesLocalEndpoints = stable(newMetric("rules_local_endpoints", prometheus.GaugeValue,
-		"Local endpoints kube-proxy's rules on this node send the Service port's external traffic to.", portLabels...))
+		"Local endpoints kube-proxy's rules of the IP family on this node send the Service port's external traffic to.", portLabels...))
 	rulesDroppedPackets = stable(newMetric("rules_dropped_packets_total", prometheus.CounterValue,
-		"Packets dropped by the port's no-local-endpoints rules (iptables mode). Monotonic across kube-proxy's rewrites, which reset the rule counters.",
+		"Packets dropped by the port's no-local-endpoints rules of the IP family (iptables modes). Monotonic across kube-proxy's rewrites, which reset the rule counters.",
 		portLabels...))
 	rulesMismatch = stable(newMetric("rules_mismatch", prometheus.GaugeValue,
-		"1 when kube-proxy's rules disagree with the API view for the Service (drop, or local endpoint count, on any port).", svcLabels...))
+		"1 when kube-proxy disagrees with the API view for the Service in some IP family: its rules (drop, or local endpoint count, on any port), or without rules its health check node port's localEndpoints.", svcLabels...))
 	rulesInfo = newMetric("rules_info", prometheus.GaugeValue,
 		"kube-proxy's proxy mode and iptables backend as the rule reader found them; always 1.", "mode", "backend")
 	rulesSupported = newMetric("rules_supported", prometheus.GaugeValue,

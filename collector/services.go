@@ -16,28 +16,28 @@ var (
 		"A Service with externalTrafficPolicy Local reachable from outside the cluster; always 1.",
 		"namespace", "service", "type", "health_check_node_port"))
 	localEndpoints = stable(newMetric("local_endpoints", prometheus.GaugeValue,
-		"Local endpoints kube-proxy uses for the Service's external traffic on this node, per the API (ready ones, else serving-terminating ones).",
+		"Local endpoints kube-proxy uses for the Service's external traffic on this node, per the API (ready ones, else serving-terminating ones); the smallest IP family's count.",
 		svcLabels...))
 	hasLocalEndpoint = stable(newMetric("has_local_endpoint", prometheus.GaugeValue,
-		"1 when every port of the Service has a local endpoint on this node, per the API.", svcLabels...))
+		"1 when every port of the Service has a local endpoint on this node in every IP family, per the API.", svcLabels...))
 	inRotationMetric = stable(newMetric("in_rotation", prometheus.GaugeValue,
-		"1 when external traffic for the Service is sent to this node (see the blackhole verdict in docs/metrics.md).", svcLabels...))
+		"1 when some of the Service's external traffic (a NodePort, load balancer IP or externalIP, in some IP family) is sent to this node (see the blackhole verdict in docs/metrics.md).", svcLabels...))
 	blackhole = stable(newMetric("blackhole", prometheus.GaugeValue,
-		"1 when external traffic for the Service reaches this node and is dropped for lack of a local endpoint.", svcLabels...))
+		"1 when some of the Service's external traffic reaches this node and is dropped for lack of a local endpoint (in some IP family).", svcLabels...))
 	blackholeSource = newMetric("blackhole_source", prometheus.GaugeValue,
 		"Which input decided localtraffic_blackhole on this node: rules (kube-proxy's rules were read) or api (they could not be); always 1.",
 		"source")
 	healthCheckUp = stable(newMetric("health_check_up", prometheus.GaugeValue,
-		"1 when the Service's health check node port on this node answered 200 with kube-proxy's body (LoadBalancer Services).", svcLabels...))
+		"1 when the Service's health check node port on this node answered 200 with kube-proxy's body in every IP family (LoadBalancer Services).", svcLabels...))
 	healthCheckResult = stable(newMetric("health_check_result", prometheus.GaugeValue,
-		"The outcome of probing the Service's health check node port, one-hot over ok, unavailable, empty, invalid, timeout, refused, error.",
+		"The outcome of probing the Service's health check node port (the first IP family not ok), one-hot over ok, unavailable, empty, invalid, timeout, refused, error, no_address.",
 		"namespace", "service", "result"))
 	healthCheckLocalEndpoints = stable(newMetric("health_check_local_endpoints", prometheus.GaugeValue,
-		"Local endpoints the health check node port reported (absent when it gave no usable answer).", svcLabels...))
+		"Local endpoints the health check node port reported, the smallest IP family's (absent when no family gave a usable answer).", svcLabels...))
 	healthCheckProxyHealthy = newMetric("health_check_service_proxy_healthy", prometheus.GaugeValue,
 		"serviceProxyHealthy as the health check node port reported it (kube-proxy 1.27+; absent otherwise).", svcLabels...)
 	healthCheckDuration = newMetric("health_check_duration_seconds", prometheus.GaugeValue,
-		"How long probing the Service's health check node port took.", svcLabels...)
+		"How long probing the Service's health check node port took (the slowest IP family).", svcLabels...)
 )
 
 // Services exports, per Local Service, the API view, the health check node port's answer and the verdict.
