@@ -21,6 +21,9 @@ func TestReadNodePortAddresses(t *testing.T) {
 		{"unset", `{"kubeproxy.config.k8s.io":{"mode":"nftables","nodePortAddresses":null}}`, nil, false},
 		{"primary", `{"kubeproxy.config.k8s.io":{"nodePortAddresses":["primary"]}}`, nil, false},
 		{"cidrs", `{"kubeproxy.config.k8s.io":{"nodePortAddresses":["10.0.0.0/8","fd00::/64"]}}`, []string{"10.0.0.0/8", "fd00::/64"}, false},
+		// kube-proxy registers its internal configuration type, whose fields carry no json tags: the keys are the
+		// Go field names (encoding/json matches them without regard to case).
+		{"internal type's keys", `{"kubeproxy.config.k8s.io":{"Mode":"iptables","NodePortAddresses":["192.168.0.0/16"]}}`, []string{"192.168.0.0/16"}, false},
 		{"another component", `{"kubelet.config.k8s.io":{}}`, nil, true},
 		{"garbage", `<html>`, nil, true},
 	}
