@@ -69,9 +69,13 @@ func (m *Memory) countDrops(k counterKey, raw uint64, at time.Time) uint64 {
 func (m *Memory) forget(seen map[counterKey]bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for k := range m.counters {
+	deleteUnseen(m.counters, seen)
+}
+
+func deleteUnseen[K comparable, V any](m map[K]V, seen map[K]bool) {
+	for k := range m {
 		if !seen[k] {
-			delete(m.counters, k)
+			delete(m, k)
 		}
 	}
 }
@@ -116,9 +120,5 @@ func (m *Memory) observeRule(k ruleKey, raw uint64, at time.Time) time.Time {
 func (m *Memory) forgetRules(seen map[ruleKey]bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for k := range m.rules {
-		if !seen[k] {
-			delete(m.rules, k)
-		}
-	}
+	deleteUnseen(m.rules, seen)
 }
