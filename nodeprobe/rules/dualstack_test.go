@@ -107,20 +107,42 @@ func TestIntegrationDualStackIPTables(t *testing.T) {
 
 func TestIntegrationDualStackNFTables(t *testing.T) {
 	requireRoot(t)
+	for name, dnat := range map[string]bool{"endpoint chains": false, "v1.37 dnat": true} {
+		t.Run(name, func(t *testing.T) {
+			ns := newNetns(t)
+			for _, v6 := range []bool{false, true} {
+				nsRun(t, ns, []byte(genNFTLayout(v6, dualScenario(v6), dnat)), "nft", "-f", "-")
+			}
+			before := nsState(t, ns)
+			r := NewReader(Options{Runner: NetnsRunner{Namespace: ns}})
+			snap, err := r.Read(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if snap.Mode != ModeNFTables {
+				t.Errorf("mode %s", snap.Mode)
+			}
+			checkDual(t, snap, dualWant(false, false))
+			compareState(t, before, nsState(t, ns))
+		})
+	}
+}
+
+// The v1.37 layout of the full scenario on the real kernel, both families: the
+// same states as the endpoint-chain layout.
+func TestIntegrationNFTablesDNATLayout(t *testing.T) {
+	requireRoot(t)
 	ns := newNetns(t)
 	for _, v6 := range []bool{false, true} {
-		nsRun(t, ns, []byte(genNFT(v6, dualScenario(v6))), "nft", "-f", "-")
+		nsRun(t, ns, []byte(genNFTLayout(v6, scenario(v6), true)), "nft", "-f", "-")
 	}
 	before := nsState(t, ns)
-	r := NewReader(Options{Runner: NetnsRunner{Namespace: ns}})
-	snap, err := r.Read(context.Background())
+	snap, err := NewReader(Options{Runner: NetnsRunner{Namespace: ns}}).Read(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if snap.Mode != ModeNFTables {
-		t.Errorf("mode %s", snap.Mode)
-	}
-	checkDual(t, snap, dualWant(false, false))
+	checkFamily(t, snap, FamilyIPv4, nftWant(false))
+	checkFamily(t, snap, FamilyIPv6, nftWant(true))
 	compareState(t, before, nsState(t, ns))
 }
 
