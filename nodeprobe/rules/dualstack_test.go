@@ -1,7 +1,6 @@
 package rules
 
 import (
-	"context"
 	"slices"
 	"testing"
 )
@@ -86,16 +85,9 @@ func TestIntegrationDualStackIPTables(t *testing.T) {
 	for _, backend := range []string{BackendLegacy, BackendNFT} {
 		t.Run(backend, func(t *testing.T) {
 			ns := newNetns(t)
-			for _, v6 := range []bool{false, true} {
-				nsRun(t, ns, []byte(genRules(layout125, v6, dualScenario(v6))), xtablesCmd(v6, backend, "restore"), "-c")
-				nsRun(t, ns, []byte(kubeletMangle), xtablesCmd(v6, backend, "restore"), "--noflush")
-			}
+			restoreBothFamilies(t, ns, backend, func(v6 bool) string { return genRules(layout125, v6, dualScenario(v6)) })
 			before := nsState(t, ns)
-			r := NewReader(Options{Runner: NetnsRunner{Namespace: ns}})
-			snap, err := r.Read(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
+			snap := readNS(t, ns)
 			if snap.Mode != ModeIPTables || snap.Backend != backend {
 				t.Errorf("mode %s backend %s", snap.Mode, snap.Backend)
 			}
@@ -114,11 +106,7 @@ func TestIntegrationDualStackNFTables(t *testing.T) {
 				nsRun(t, ns, []byte(genNFTLayout(v6, dualScenario(v6), dnat)), "nft", "-f", "-")
 			}
 			before := nsState(t, ns)
-			r := NewReader(Options{Runner: NetnsRunner{Namespace: ns}})
-			snap, err := r.Read(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
+			snap := readNS(t, ns)
 			if snap.Mode != ModeNFTables {
 				t.Errorf("mode %s", snap.Mode)
 			}
@@ -137,10 +125,7 @@ func TestIntegrationNFTablesDNATLayout(t *testing.T) {
 		nsRun(t, ns, []byte(genNFTLayout(v6, scenario(v6), true)), "nft", "-f", "-")
 	}
 	before := nsState(t, ns)
-	snap, err := NewReader(Options{Runner: NetnsRunner{Namespace: ns}}).Read(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap := readNS(t, ns)
 	checkFamily(t, snap, FamilyIPv4, nftWant(false))
 	checkFamily(t, snap, FamilyIPv6, nftWant(true))
 	compareState(t, before, nsState(t, ns))
