@@ -8,9 +8,9 @@ import (
 )
 
 // configzGroup is the key kube-proxy registers its configuration under in /configz (component-base's
-// configz: {"<group>": <the configuration object>}). The object is kube-proxy's internal configuration type,
-// without json tags, so its keys are Go field names ("NodePortAddresses"); encoding/json matches the tag
-// below regardless of case, so the versioned spelling ("nodePortAddresses") reads too.
+// configz: {"<group>": <the configuration object>}). v1.37.2 serves the versioned v1alpha1 object
+// ("nodePortAddresses": null in iptables mode, ["primary"] in nftables mode; testdata/); encoding/json matches
+// keys regardless of case, so releases that served the untagged internal type ("NodePortAddresses") read too.
 const configzGroup = "kubeproxy.config.k8s.io"
 
 // ReadNodePortAddresses reads kube-proxy's --nodeport-addresses from its /configz at url. It returns nil for

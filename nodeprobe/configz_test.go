@@ -6,23 +6,36 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"reflect"
 	"testing"
 	"time"
 )
 
 func TestReadNodePortAddresses(t *testing.T) {
+	// Real kube-proxy v1.37.2 /configz answers (e2e cluster, kubeconfig path shortened): iptables mode leaves
+	// nodePortAddresses null, nftables mode defaults it to ["primary"].
+	realIPTables, err := os.ReadFile("testdata/configz-v1.37.2-iptables.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	realNFTables, err := os.ReadFile("testdata/configz-v1.37.2-nftables.json")
+	if err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name string
 		body string
 		want []string
 		err  bool
 	}{
+		{"real v1.37.2 iptables", string(realIPTables), nil, false},
+		{"real v1.37.2 nftables", string(realNFTables), nil, false},
 		{"unset", `{"kubeproxy.config.k8s.io":{"mode":"nftables","nodePortAddresses":null}}`, nil, false},
 		{"primary", `{"kubeproxy.config.k8s.io":{"nodePortAddresses":["primary"]}}`, nil, false},
 		{"cidrs", `{"kubeproxy.config.k8s.io":{"nodePortAddresses":["10.0.0.0/8","fd00::/64"]}}`, []string{"10.0.0.0/8", "fd00::/64"}, false},
-		// kube-proxy registers its internal configuration type, whose fields carry no json tags: the keys are the
-		// Go field names (encoding/json matches them without regard to case).
+		// Older releases registered the internal configuration type, whose fields carried no json tags: the keys
+		// were Go field names (encoding/json matches them without regard to case).
 		{"internal type's keys", `{"kubeproxy.config.k8s.io":{"Mode":"iptables","NodePortAddresses":["192.168.0.0/16"]}}`, []string{"192.168.0.0/16"}, false},
 		{"another component", `{"kubelet.config.k8s.io":{}}`, nil, true},
 		{"garbage", `<html>`, nil, true},
