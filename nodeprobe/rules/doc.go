@@ -118,7 +118,11 @@
 // Service port's IPv4 traffic and drop its IPv6 traffic. The snapshot keeps the
 // families apart. Family(sp, fam) is one family's state; HasFamily(fam) says whether
 // that family's rules were found and read (a zero PortState from a family that was
-// not read says nothing). Port(sp) is a merged view kept for older callers:
+// not read says nothing). HasFamily does not say a Service uses the family: kube-proxy
+// v1.37.2 programs an IPv6 table (ip6tables KUBE-SERVICES, table ip6 kube-proxy) even
+// on a single-stack IPv4 node when the kernel has IPv6 (seen in the real fixtures);
+// a Service's families come from its spec.ipFamilies and its EndpointSlices.
+// Port(sp) is a merged view kept for older callers:
 // Programmed, Drop, Reject if any family says so; LocalEndpoints the maximum;
 // DropPackets the sum; Drops all families' rules.
 //
