@@ -92,9 +92,9 @@
 // `iptables-<backend> --version` query made once per backend detection (through the
 // Runner; informational only). ExecRunner caps stdout at 64 MiB and stderr at
 // 1 MiB (MaxOutput, MaxStderr): past the cap the command is killed and Run fails
-// with ErrOutputTooLarge — a truncated ruleset is never parsed. WaitDelay (2 s)
+// with ErrOutputTooLarge — a truncated ruleset is never parsed. WaitDelay (500 ms)
 // bounds the wait for a killed command's pipes, which a child it started may hold
-// open. /proc reads (ReadFile) are capped the same way.
+// open: a command ends at most that long after the Read's context. /proc reads (ReadFile) are capped the same way.
 //
 // # Sharing and caching
 //
