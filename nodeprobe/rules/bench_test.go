@@ -136,18 +136,7 @@ func BenchmarkReadVsSave(b *testing.B) {
 // BenchmarkSnapshotLookup: what a scrape pays per Service port to look up the
 // rules, per family and merged, on a dual-stack snapshot of 10,000 Services.
 func BenchmarkSnapshotLookup(b *testing.B) {
-	snap := &Snapshot{Mode: ModeIPTables}
-	for _, v6 := range []bool{false, true} {
-		res := newIPTablesResult()
-		if err := parseIPTablesSave([]byte(genRules(layout125, v6, bigCluster(v6))), res); err != nil {
-			b.Fatal(err)
-		}
-		fam := FamilyIPv4
-		if v6 {
-			fam = FamilyIPv6
-		}
-		snap.addFamily(fam, res.ports)
-	}
+	snap := parseBothFamilies(b, func(v6 bool) string { return genRules(layout125, v6, bigCluster(v6)) })
 	svcs := bigCluster(false)
 	sps := make([]ServicePort, len(svcs))
 	for i, s := range svcs {

@@ -92,9 +92,9 @@
 // `iptables-<backend> --version` query made once per backend detection (through the
 // Runner; informational only). ExecRunner caps stdout at 64 MiB and stderr at
 // 1 MiB (MaxOutput, MaxStderr): past the cap the command is killed and Run fails
-// with ErrOutputTooLarge — a truncated ruleset is never parsed. WaitDelay (2 s)
+// with ErrOutputTooLarge — a truncated ruleset is never parsed. WaitDelay (500 ms)
 // bounds the wait for a killed command's pipes, which a child it started may hold
-// open. /proc reads (ReadFile) are capped the same way.
+// open: a command ends at most that long after the Read's context. /proc reads (ReadFile) are capped the same way.
 //
 // # Sharing and caching
 //
@@ -118,7 +118,11 @@
 // Service port's IPv4 traffic and drop its IPv6 traffic. The snapshot keeps the
 // families apart. Family(sp, fam) is one family's state; HasFamily(fam) says whether
 // that family's rules were found and read (a zero PortState from a family that was
-// not read says nothing). Port(sp) is a merged view kept for older callers:
+// not read says nothing). HasFamily does not say a Service uses the family: kube-proxy
+// v1.37.2 programs an IPv6 table (ip6tables KUBE-SERVICES, table ip6 kube-proxy) even
+// on a single-stack IPv4 node when the kernel has IPv6 (seen in the real fixtures);
+// a Service's families come from its spec.ipFamilies and its EndpointSlices.
+// Port(sp) is a merged view kept for older callers:
 // Programmed, Drop, Reject if any family says so; LocalEndpoints the maximum;
 // DropPackets the sum; Drops all families' rules.
 //

@@ -133,10 +133,17 @@ func TestIntegrationNFTablesDNATLayout(t *testing.T) {
 
 // The same without root: the generated restore input parsed per family.
 func TestDualStackGenerated(t *testing.T) {
+	checkDual(t, parseBothFamilies(t, func(v6 bool) string { return genRules(layout125, v6, dualScenario(v6)) }), dualWant(true, false))
+}
+
+// parseBothFamilies parses gen's IPv4 and IPv6 iptables-save text into one
+// dual-stack snapshot, as a read of both families would build it.
+func parseBothFamilies(t testing.TB, gen func(v6 bool) string) *Snapshot {
+	t.Helper()
 	snap := &Snapshot{Mode: ModeIPTables}
 	for _, v6 := range []bool{false, true} {
 		res := newIPTablesResult()
-		if err := parseIPTablesSave([]byte(genRules(layout125, v6, dualScenario(v6))), res); err != nil {
+		if err := parseIPTablesSave([]byte(gen(v6)), res); err != nil {
 			t.Fatal(err)
 		}
 		fam := FamilyIPv4
@@ -145,5 +152,5 @@ func TestDualStackGenerated(t *testing.T) {
 		}
 		snap.addFamily(fam, res.ports)
 	}
-	checkDual(t, snap, dualWant(true, false))
+	return snap
 }

@@ -54,6 +54,7 @@ func checkStates(t *testing.T, ports map[portKey]*PortState) {
 
 func FuzzParseIPTablesSave(f *testing.F) {
 	addFixtures(f, "iptables-*")
+	addFixtures(f, "real-*-iptables-*.save")
 	f.Add([]byte("*filter\n[3:180] -A KUBE-EXTERNAL-SERVICES -p tcp -m comment --comment \"a/b:c has no local endpoints\" -j DROP\nCOMMIT\n"))
 	f.Add([]byte("*nat\n-A KUBE-SVL-AAAAAAAAAAAAAAAA -m comment --comment \"x \\\" y\" -j KUBE-SEP-BBBBBBBBBBBBBBBB\nCOMMIT\n"))
 	f.Add([]byte("*filter\n[9:540] -A KUBE-EXTERNAL-SERVICES -d 2001:DB8::10/128 -p tcp -m comment --comment \"a/b:c has no local endpoints\" -m tcp --dport 80 -j DROP\nCOMMIT\n"))
@@ -93,6 +94,7 @@ func FuzzParseIPTablesSave(f *testing.F) {
 
 func FuzzParseNFTJSON(f *testing.F) {
 	addFixtures(f, "nft-*.json")
+	addFixtures(f, "real-*-nft-*.json")
 	f.Add([]byte(`{"nftables":[{"table":{"family":"ip","name":"kube-proxy"}},{"map":{"name":"no-endpoint-nodeports","elem":[[{"elem":{"val":{"concat":["tcp",30090]},"comment":"a/b:c","counter":{"packets":3}}},{"drop":null}]]}}]}`))
 	f.Add([]byte(`{"nftables":[{"table":{"name":"kube-proxy"}},{"rule":{"chain":"local-AAAAAAAA-a/b/tcp/c","expr":[{"vmap":{"data":{"set":[[0,{"goto":{"target":"endpoint-X"}}]]}}}]}}]}`))
 	f.Add([]byte(`{"nftables":[{"table":{"name":"kube-proxy"}},{"rule":{"chain":"local-AAAAAAAA-a/b/tcp/c","expr":[{"dnat":{"addr":"10.180.2.1","port":80}}]}}]}`))

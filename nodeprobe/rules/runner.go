@@ -54,8 +54,11 @@ const (
 	DefaultMaxOutput = 64 << 20 // stdout
 	DefaultMaxStderr = 1 << 20
 	// DefaultWaitDelay bounds the wait for a killed command's output pipes (a
-	// child that inherited them can hold them open after the command is killed).
-	DefaultWaitDelay = 2 * time.Second
+	// child that inherited them can hold them open after the command is killed):
+	// a command ends at most this long after its context. Short, because the
+	// context is the scrape's deadline; the save tools fork no children, so
+	// nothing legitimate is cut.
+	DefaultWaitDelay = 500 * time.Millisecond
 )
 
 // ErrOutputTooLarge is returned (wrapped in a *CommandError) when a command writes

@@ -284,6 +284,7 @@ func settled(ctx context.Context, what string, list func() (string, error), want
 	deadline := time.Now().Add(3 * time.Minute)
 	for time.Now().Before(deadline) {
 		out, err := list()
+		out = withoutComments(out)
 		if err == nil {
 			missing = ""
 			for _, w := range want {
@@ -303,7 +304,21 @@ func settled(ctx context.Context, what string, list func() (string, error), want
 		case <-time.After(2 * time.Second):
 		}
 	}
-	return fmt.Errorf("%s: rules did not settle (missing %q)", what, missing)
+	if missing != "" {
+		return fmt.Errorf("%s: rules never showed %q", what, missing)
+	}
+	return fmt.Errorf("%s: rules kept changing", what)
+}
+
+// withoutComments drops iptables-save's "# Generated/Completed on <time>" lines, which differ on every call.
+func withoutComments(s string) string {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(s, "\n") {
+		if !strings.HasPrefix(line, "#") {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
 }
 
 // contains reports whether out has w; a "*" in w stands for kube-proxy's 8-character chain hash.
