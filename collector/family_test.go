@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -356,5 +357,63 @@ func TestNodePortAddressesChooseTheProbeAddress(t *testing.T) {
 	}
 	if errors.Is(st.NodePortAddressesErr, context.Canceled) {
 		t.Error(st.NodePortAddressesErr)
+	}
+}
+
+// kube-proxy's /configz is read once per configzTTL, and a metrics port that hangs costs the health check
+// probes at most configzTimeout: they still answer within the scrape.
+func TestConfigzCachedAndBounded(t *testing.T) {
+	var reads atomic.Int32
+	srv := &http.Server{ReadHeaderTimeout: time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		reads.Add(1)
+		fmt.Fprint(w, `{"kubeproxy.config.k8s.io":{"nodePortAddresses":["127.0.0.0/8"]}}`)
+	})}
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	mem := NewMemory()
+	g := NewGatherer(GathererConfig{View: &fakeView{snap: kubeview.Snapshot{Node: dualStackNode()}}, KubeProxyAddress: noAddress,
+		ConfigzURL: "http://" + l.Addr().String() + "/configz", Memory: mem, Logger: logger})
+	for range 3 {
+		if st := g.Gather(context.Background()); len(st.NodePortAddresses) != 1 || st.NodePortAddresses[0] != "127.0.0.0/8" {
+			t.Fatalf("nodePortAddresses %v (%v)", st.NodePortAddresses, st.NodePortAddressesErr)
+		}
+	}
+	if n := reads.Load(); n != 1 {
+		t.Errorf("/configz read %d times in 3 scrapes, want 1", n)
+	}
+
+	hang, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hang.Close() })
+	go func() {
+		for {
+			c, err := hang.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+	}()
+	hcnp := dualStackHealthCheck(t, hcAnswer{200, 1}, hcAnswer{200, 1})
+	g = NewGatherer(GathererConfig{View: &fakeView{snap: dualStackLB(hcnp, 1, 1)}, Addrs: fixedAddrs{"127.0.0.1", "::1"},
+		KubeProxyAddress: noAddress, ConfigzURL: "http://" + hang.Addr().String() + "/configz", ProbeTimeout: 5 * time.Second, Logger: logger})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	st := g.Gather(ctx)
+	if st.NodePortAddressesErr == nil {
+		t.Error("a hanging /configz read succeeded")
+	}
+	// Had the /configz read taken the scrape's 3 s, the probes would have timed out.
+	for _, c := range st.Services[0].Checks {
+		if c.Result != "ok" {
+			t.Errorf("%s: %s after a hanging /configz (%v)", c.Family, c.Result, c.Err)
+		}
 	}
 }

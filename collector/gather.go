@@ -192,15 +192,31 @@ func (g *Gatherer) nodePortAddresses(ctx context.Context) ([]string, error) {
 	if g.cfg.ConfigzURL == "" {
 		return nil, nil
 	}
-	pctx, cancel := context.WithTimeout(ctx, nodeprobe.ProbeTimeout(ctx, g.cfg.ProbeTimeout))
+	// kube-proxy's configuration changes only with a restart: one read serves configzTTL, and the health
+	// check probes wait at most configzTimeout for it (a hanging metrics port must not eat their deadline).
+	now := time.Now()
+	if cidrs, ok := g.cfg.Memory.configz(now); ok {
+		return cidrs, nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, min(configzTimeout, nodeprobe.ProbeTimeout(ctx, g.cfg.ProbeTimeout)))
 	defer cancel()
 	cidrs, err := nodeprobe.ReadNodePortAddresses(pctx, g.cfg.Client, g.cfg.ConfigzURL)
 	if err != nil {
 		g.cfg.Logger.Debug("kube-proxy's /configz unreadable: probing the Node's primary addresses", "err", err)
+		if last, ok := g.cfg.Memory.lastConfigz(); ok {
+			return last, err // kube-proxy restarting: its last known setting still holds
+		}
 		return nil, err
 	}
+	g.cfg.Memory.setConfigz(cidrs, now)
 	return cidrs, nil
 }
+
+// How often, and how long at most, kube-proxy's /configz is read.
+const (
+	configzTTL     = 5 * time.Minute
+	configzTimeout = time.Second
+)
 
 // decide fills in the per-Service results from what was read.
 func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCheck) {

@@ -15,6 +15,32 @@ type Memory struct {
 	// kubeProxySeen: kube-proxy's rules or health server were seen on this node once. A kube-proxy that
 	// later vanishes is down, not replaced: its alerts must keep firing.
 	kubeProxySeen bool
+	// nodePortAddresses is the last /configz read of kube-proxy's --nodeport-addresses, at configzAt.
+	nodePortAddresses []string
+	configzAt         time.Time
+}
+
+// configz returns the cached --nodeport-addresses while younger than configzTTL.
+func (m *Memory) configz(now time.Time) ([]string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.configzAt.IsZero() || now.Sub(m.configzAt) >= configzTTL {
+		return nil, false
+	}
+	return m.nodePortAddresses, true
+}
+
+// lastConfigz returns the last successful read, however old.
+func (m *Memory) lastConfigz() ([]string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.nodePortAddresses, !m.configzAt.IsZero()
+}
+
+func (m *Memory) setConfigz(cidrs []string, at time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.nodePortAddresses, m.configzAt = cidrs, at
 }
 
 // sawKubeProxy records that kube-proxy was seen when seen, and reports whether it ever was.
