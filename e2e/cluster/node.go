@@ -28,6 +28,10 @@ type Node struct {
 	IP string
 	// PodCIDR is the node's pod network (10.244.<Index>.0/24).
 	PodCIDR string
+	// IP6 is the node's IPv6 InternalIP on the bridge (fd00:250::<10+Index>); empty unless Config.DualStack.
+	IP6 string
+	// PodCIDR6 is the node's IPv6 pod network (fd00:244:<Index>::/64); empty unless Config.DualStack.
+	PodCIDR6 string
 	// ProxyMode is the mode kube-proxy was last started in.
 	ProxyMode ProxyMode
 
@@ -38,8 +42,32 @@ type Node struct {
 	podSeq    int
 }
 
-// Register creates (or re-creates) the Node object with its InternalIP and a Ready condition, through the
-// status subresource as a kubelet would.
+// IPs returns the node's InternalIPs, IPv4 first (the primary family, as kube-proxy reads it).
+func (n *Node) IPs() []string {
+	if n.IP6 == "" {
+		return []string{n.IP}
+	}
+	return []string{n.IP, n.IP6}
+}
+
+// IPOf returns the node's address of family f ("" when it has none).
+func (n *Node) IPOf(f corev1.IPFamily) string {
+	if f == corev1.IPv6Protocol {
+		return n.IP6
+	}
+	return n.IP
+}
+
+// podCIDRs is spec.podCIDRs: one per family, IPv4 first.
+func (n *Node) podCIDRs() []string {
+	if n.PodCIDR6 == "" {
+		return []string{n.PodCIDR}
+	}
+	return []string{n.PodCIDR, n.PodCIDR6}
+}
+
+// Register creates (or re-creates) the Node object with its InternalIPs (both families on a dual-stack
+// cluster) and a Ready condition, through the status subresource as a kubelet would.
 func (n *Node) Register(ctx context.Context) error {
 	nodes := n.c.admin.CoreV1().Nodes()
 	obj := &corev1.Node{
@@ -47,7 +75,7 @@ func (n *Node) Register(ctx context.Context) error {
 			"kubernetes.io/hostname": n.Name,
 			"kubernetes.io/os":       "linux",
 		}},
-		Spec: corev1.NodeSpec{PodCIDR: n.PodCIDR, PodCIDRs: []string{n.PodCIDR}},
+		Spec: corev1.NodeSpec{PodCIDR: n.PodCIDR, PodCIDRs: n.podCIDRs()},
 	}
 	created, err := nodes.Create(ctx, obj, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
@@ -57,11 +85,12 @@ func (n *Node) Register(ctx context.Context) error {
 		return fmt.Errorf("create node %s: %w", n.Name, err)
 	}
 	now := metav1.Now()
+	var addrs []corev1.NodeAddress
+	for _, ip := range n.IPs() {
+		addrs = append(addrs, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip})
+	}
 	created.Status = corev1.NodeStatus{
-		Addresses: []corev1.NodeAddress{
-			{Type: corev1.NodeInternalIP, Address: n.IP},
-			{Type: corev1.NodeHostName, Address: n.Name},
-		},
+		Addresses: append(addrs, corev1.NodeAddress{Type: corev1.NodeHostName, Address: n.Name}),
 		Conditions: []corev1.NodeCondition{{
 			Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
 			Message: "e2e harness node", LastHeartbeatTime: now, LastTransitionTime: now,
@@ -114,7 +143,7 @@ func (n *Node) StartKubeProxy(ctx context.Context, opts KubeProxyOptions) error 
 		"--kubeconfig=" + kubeconfig,
 		"--hostname-override=" + hostname,
 		"--proxy-mode=" + string(n.ProxyMode),
-		"--cluster-cidr=" + ClusterCIDR,
+		"--cluster-cidr=" + n.c.clusterCIDRs(),
 		"--conntrack-max-per-core=0",
 		"--conntrack-tcp-timeout-established=0",
 		"--conntrack-tcp-timeout-close-wait=0",
