@@ -87,7 +87,7 @@ func sharedCluster(t testing.TB) *cluster.Cluster {
 			StartExporters: true,
 			// Dual-stack costs a few addresses and routes; Services stay IPv4 unless a test asks for both.
 			DualStack: true,
-			Log:            os.Stderr,
+			Log:       os.Stderr,
 		})
 		sharedState.mu.Lock()
 		sharedState.c, sharedState.err = c, err
