@@ -2,9 +2,11 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -12,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/localtraffic/localtraffic-exporter/e2e/netns"
 )
@@ -40,6 +43,8 @@ type Node struct {
 	kubeProxy *process
 	exporter  *process
 	podSeq    int
+	// extraExporters are exporters beside the usual one, by listen port (StartExporterOn).
+	extraExporters map[int]*process
 }
 
 // IPs returns the node's InternalIPs, IPv4 first (the primary family, as kube-proxy reads it).
@@ -241,3 +246,67 @@ func (n *Node) Exec(ctx context.Context, name string, args ...string) (string, e
 
 // Dialer returns a dialer that connects from inside the node's namespace.
 func (n *Node) Dialer() netns.Dialer { return netns.Dialer{NS: n.NS} }
+
+// SetLabel sets a label on the Node object (a merge patch; value may be empty, as kubeadm's
+// node.kubernetes.io/exclude-from-external-load-balancers is).
+func (n *Node) SetLabel(ctx context.Context, key, value string) error {
+	return n.patchLabel(ctx, key, value)
+}
+
+// RemoveLabel removes a label from the Node object; an absent label is not an error.
+func (n *Node) RemoveLabel(ctx context.Context, key string) error {
+	return n.patchLabel(ctx, key, nil)
+}
+
+func (n *Node) patchLabel(ctx context.Context, key string, value any) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{key: value}}})
+	if err != nil {
+		return fmt.Errorf("label patch: %w", err)
+	}
+	if _, err := n.c.admin.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("label node %s (%s=%v): %w", n.Name, key, value, err)
+	}
+	return nil
+}
+
+// AddAddress assigns ip (IPv4 or IPv6) to the node's lo as a host address, as keepalived or kube-vip hold a
+// VIP on the node that owns it (lo: the kernels here have no dummy links). It is not a Node address.
+func (n *Node) AddAddress(ctx context.Context, ip string) error {
+	prefix, err := hostPrefix(ip)
+	if err != nil {
+		return err
+	}
+	args := []string{"-n", n.NS, "addr", "add", prefix, "dev", "lo"}
+	if IsIPv6(ip) {
+		args = append(args, "nodad")
+	}
+	if err := netns.IP(ctx, args...); err != nil {
+		return fmt.Errorf("add %s to %s: %w", ip, n.Name, err)
+	}
+	return nil
+}
+
+// DelAddress removes an address AddAddress assigned; an absent address is not an error.
+func (n *Node) DelAddress(ctx context.Context, ip string) error {
+	prefix, err := hostPrefix(ip)
+	if err != nil {
+		return err
+	}
+	out, err := netns.Output(ctx, n.NS, "ip", "-o", "addr", "show", "dev", "lo", "to", prefix)
+	if err != nil {
+		return fmt.Errorf("list addresses of %s: %w", n.Name, err)
+	}
+	if strings.TrimSpace(out) == "" {
+		return nil
+	}
+	if err := netns.IP(ctx, "-n", n.NS, "addr", "del", prefix, "dev", "lo"); err != nil {
+		return fmt.Errorf("remove %s from %s: %w", ip, n.Name, err)
+	}
+	return nil
+}
+
+// hostPrefix is ip/32 or ip/128.
+func hostPrefix(ip string) (string, error) {
+	_, prefix, err := hostRoute(ip)
+	return prefix, err
+}
