@@ -19,7 +19,7 @@ const (
 	// ClusterCIDR is the pod network (kube-proxy --cluster-cidr); node i (1-based) owns 10.244.i.0/24.
 	ClusterCIDR = "10.244.0.0/16"
 	// ClusterCIDR6 is the IPv6 pod network of a dual-stack cluster; node i owns fd00:244:i::/64.
-	ClusterCIDR6 = "fd00:244::/48"
+	ClusterCIDR6 = "fd00:244::/32"
 	// ServiceCIDR is the apiserver's --service-cluster-ip-range.
 	ServiceCIDR = "10.96.0.0/16"
 	// ServiceCIDR6 is the second --service-cluster-ip-range of a dual-stack cluster.

@@ -1,6 +1,9 @@
 package cluster
 
-import "testing"
+import (
+	"net"
+	"testing"
+)
 
 func TestAddressPlanFamilies(t *testing.T) {
 	for _, tc := range []struct {
@@ -31,8 +34,18 @@ func TestAddressPlanFamilies(t *testing.T) {
 	if got := HostPort(nodeIP(2), 30090); got != "10.250.0.12:30090" {
 		t.Errorf("HostPort = %q", got)
 	}
-	// The IPv6 pod CIDR of every node lies inside the cluster CIDR kube-proxy is given.
-	if got := podCIDR6(3); got != "fd00:244:3::/64" {
-		t.Errorf("podCIDR6(3) = %q", got)
+	// Every node's pod CIDRs and pod addresses lie inside the cluster CIDRs kube-proxy is given.
+	_, cluster4, _ := net.ParseCIDR(ClusterCIDR)
+	_, cluster6, _ := net.ParseCIDR(ClusterCIDR6)
+	for i := 1; i <= 20; i++ {
+		for _, x := range []struct {
+			cidr, ip string
+			in       *net.IPNet
+		}{{podCIDR(i), podIP(i, 10), cluster4}, {podCIDR6(i), podIP6(i, 10), cluster6}} {
+			base, n, err := net.ParseCIDR(x.cidr)
+			if err != nil || !x.in.Contains(base) || !n.Contains(net.ParseIP(x.ip)) {
+				t.Errorf("node %d: pod CIDR %s (%v) or pod IP %s outside %s", i, x.cidr, err, x.ip, x.in)
+			}
+		}
 	}
 }
