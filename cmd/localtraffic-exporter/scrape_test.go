@@ -312,8 +312,9 @@ func TestScrapeWithHostilePeers(t *testing.T) {
 	for _, want := range []string{
 		`localtraffic_health_check_result{namespace="shop",node="node-1",result="timeout",service="web"} 1`,
 		`localtraffic_health_check_up{namespace="shop",node="node-1",service="web"} 0`,
-		// Unreachable health check: the load balancer cannot drain what it cannot see, so the drop is a blackhole.
-		`localtraffic_blackhole{namespace="shop",node="node-1",service="web"} 1`,
+		// A health check that times out drains the node, as a 503 does: out of rotation, no blackhole (item 4).
+		`localtraffic_in_rotation{namespace="shop",node="node-1",service="web"} 0`,
+		`localtraffic_blackhole{namespace="shop",node="node-1",service="web"} 0`,
 		`localtraffic_kube_proxy_result{endpoint="healthz",node="node-1",result="invalid"} 1`,
 		`localtraffic_kube_proxy_up{endpoint="healthz",node="node-1"} 0`,
 		`localtraffic_kube_proxy_healthy{node="node-1"} 0`,

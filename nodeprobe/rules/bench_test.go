@@ -69,8 +69,8 @@ func TestBigClusterShape(t *testing.T) {
 	if res.rules < 90000 || res.rules > 130000 {
 		t.Errorf("%d rules, want about 100,000", res.rules)
 	}
-	snap := &Snapshot{ports: map[portKey]*PortState{}}
-	mergeFamily(snap.ports, res.ports)
+	snap := &Snapshot{}
+	snap.addFamily(FamilyIPv4, res.ports)
 	drops := 0
 	for _, s := range bigCluster(false) {
 		st := snap.Port(s.servicePort())

@@ -29,6 +29,22 @@ func checkStates(t *testing.T, ports map[portKey]*PortState) {
 		if st.DropPackets > 0 && !st.Drop {
 			t.Errorf("%s: drop packets without drop", k)
 		}
+		var sum uint64
+		for _, d := range st.Drops {
+			sum += d.Packets
+			if d.Packets > 0 && !d.Counted {
+				t.Errorf("%s: packets on an uncounted rule %+v", k, d)
+			}
+			if d.AllDestinations && (d.Address != "" || d.Port != 0) {
+				t.Errorf("%s: rule for all destinations names one: %+v", k, d)
+			}
+			if d.Port < 0 {
+				t.Errorf("%s: negative port %+v", k, d)
+			}
+		}
+		if sum != st.DropPackets || st.Drop != (len(st.Drops) > 0) {
+			t.Errorf("%s: Drop/DropPackets out of step with Drops: %+v", k, *st)
+		}
 		if (st.Drop || st.Reject || st.LocalEndpoints > 0) && !st.Programmed {
 			t.Errorf("%s: state without Programmed: %+v", k, *st)
 		}
@@ -55,7 +71,7 @@ func FuzzParseIPTablesSave(f *testing.F) {
 			t.Fatalf("non-deterministic result")
 		}
 		for k, st := range a.ports {
-			if *b.ports[k] != *st {
+			if !equalState(*b.ports[k], *st) {
 				t.Fatalf("%s: %+v vs %+v", k, *st, *b.ports[k])
 			}
 		}

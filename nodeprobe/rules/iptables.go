@@ -58,7 +58,7 @@ func (r *reader) readIPTables(ctx context.Context) (*Snapshot, error) {
 		r.backend, r.detectedAt = backend, r.opts.Now()
 		r.mu.Unlock()
 	}
-	snap := &Snapshot{Mode: ModeIPTables, Backend: backend, ports: map[portKey]*PortState{}}
+	snap := &Snapshot{Mode: ModeIPTables, Backend: backend}
 	ipvs := false
 	for _, f := range ipFamilies {
 		res, err := r.readIPTablesFamily(ctx, f, backend, []string{"nat", "filter"})
@@ -69,8 +69,7 @@ func (r *reader) readIPTables(ctx context.Context) (*Snapshot, error) {
 			continue // family absent, or kube-proxy does not program it
 		}
 		ipvs = ipvs || res.ipvsChains
-		snap.Families = append(snap.Families, f.name)
-		mergeFamily(snap.ports, res.ports)
+		snap.addFamily(f.name, res.ports)
 	}
 	if len(snap.Families) == 0 {
 		return nil, fmt.Errorf("iptables %s backend: no KUBE-SERVICES chain in nat: %w", backend, ErrNoRules)

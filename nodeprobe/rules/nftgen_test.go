@@ -170,13 +170,8 @@ func nftJSONFixture(ipv6 bool) string {
 }
 
 // nftWant: the same as the iptables ≥1.25 layout, without counters.
-func nftWant() map[ServicePort]PortState {
-	w := scenarioWant(layout125)
-	for sp, st := range w {
-		st.DropPackets = 0
-		w[sp] = st
-	}
-	return w
+func nftWant(ipv6 bool) map[ServicePort]PortState {
+	return scenarioWantCounted(layout125, ipv6, 0, false)
 }
 
 func TestNFTFixturesUpToDate(t *testing.T) {
@@ -218,12 +213,12 @@ func TestParseNFTFixtures(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		snap := &Snapshot{ports: map[portKey]*PortState{}}
-		mergeFamily(snap.ports, res.ports)
-		for sp, want := range nftWant() {
-			if got := snap.Port(sp); got != want {
-				t.Errorf("%s %v: got %+v, want %+v", famName(v6), sp, got, want)
-			}
+		fam := FamilyIPv4
+		if v6 {
+			fam = FamilyIPv6
 		}
+		snap := &Snapshot{}
+		snap.addFamily(fam, res.ports)
+		checkFamily(t, snap, fam, nftWant(v6))
 	}
 }
