@@ -132,3 +132,49 @@ func BenchmarkReadVsSave(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSnapshotLookup: what a scrape pays per Service port to look up the
+// rules, per family and merged, on a dual-stack snapshot of 10,000 Services.
+func BenchmarkSnapshotLookup(b *testing.B) {
+	snap := &Snapshot{Mode: ModeIPTables}
+	for _, v6 := range []bool{false, true} {
+		res := newIPTablesResult()
+		if err := parseIPTablesSave([]byte(genRules(layout125, v6, bigCluster(v6))), res); err != nil {
+			b.Fatal(err)
+		}
+		fam := FamilyIPv4
+		if v6 {
+			fam = FamilyIPv6
+		}
+		snap.addFamily(fam, res.ports)
+	}
+	svcs := bigCluster(false)
+	sps := make([]ServicePort, len(svcs))
+	for i, s := range svcs {
+		sps[i] = s.servicePort()
+	}
+	for _, c := range []struct {
+		name string
+		get  func(ServicePort) PortState
+	}{
+		{"family", func(sp ServicePort) PortState { return snap.Family(sp, FamilyIPv6) }},
+		{"merged", snap.Port},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			drops := 0
+			for b.Loop() {
+				drops = 0
+				for _, sp := range sps {
+					if c.get(sp).Drop {
+						drops++
+					}
+				}
+			}
+			if drops != 2500 {
+				b.Fatalf("%d drops, want 2500", drops)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(sps)), "ns/port")
+		})
+	}
+}

@@ -72,9 +72,29 @@
 // internalTrafficPolicy=Local). Reject: verdict "goto reject-chain". Elements are
 // matched by their "ns/name[:port]" comment (nft JSON puts it in
 // elem.val/elem.comment of the key) plus the protocol in the key; chains by their
-// "<prefix><hash8>-ns/name/proto/port" names. LocalEndpoints: distinct endpoint-*
-// targets in the local-* chain. DropPackets is 0: kube-proxy puts no counters on
-// these elements (element counters are read if present: Counted).
+// "<prefix><hash8>-ns/name/proto/port" names. DropPackets is 0: kube-proxy puts no
+// counters on these elements (element counters are read if present: Counted).
+//
+// LocalEndpoints: the distinct endpoints the local-* chain sends traffic to, in
+// every layout kube-proxy v1.37 writes (writeServiceToEndpointDNATs /
+// writeServiceToEndpointJumps): without session affinity the DNAT is in the chain
+// itself — "meta l4proto tcp dnat to 10.180.2.1:80" for one endpoint, "dnat ip addr
+// . port to numgen random mod N map { 0 : 10.180.2.1 . 80, ... }" for several —
+// counted by address and port; with session affinity (and in releases before the
+// DNAT layout) goto/jump to endpoint-* chains from "ip saddr @affinity-… goto
+// endpoint-…" rules and a "numgen random mod N vmap", counted by chain. Fixtures
+// testdata/real-v1.37.2-* were dumped from a real kube-proxy v1.37.2
+// (e2e/cmd/dumprules); testdata/nft-*.json is our generator's older layout.
+//
+// # Bounded commands
+//
+// Every command runs with the Read's context (the scrape's deadline), also the
+// `iptables-<backend> --version` query made once per backend detection (through the
+// Runner; informational only). ExecRunner caps stdout at 64 MiB and stderr at
+// 1 MiB (MaxOutput, MaxStderr): past the cap the command is killed and Run fails
+// with ErrOutputTooLarge — a truncated ruleset is never parsed. WaitDelay (2 s)
+// bounds the wait for a killed command's pipes, which a child it started may hold
+// open. /proc reads (ReadFile) are capped the same way.
 //
 // # Sharing and caching
 //

@@ -319,7 +319,7 @@ func canonicalDest(b []byte) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("drop rule with bad -d %q", clip(b))
 		}
-		return a.Unmap().String(), nil
+		return a.String(), nil
 	}
 	p, err := netip.ParsePrefix(s)
 	if err != nil {

@@ -253,7 +253,7 @@ func nftNoEndpointElem(e []json.RawMessage) (nftNoEndpoint, error) {
 				var a string
 				if json.Unmarshal(key.Concat[i-1], &a) == nil {
 					if addr, err := netip.ParseAddr(a); err == nil {
-						ne.addr = addr.Unmap().String()
+						ne.addr = addr.String()
 					} else {
 						ne.addr = a // not an address nft would print; kept as written
 					}
@@ -392,7 +392,7 @@ func collectDNATTargets(m map[string]any, set map[string]bool) bool {
 
 func canonicalAddr(s string) string {
 	if a, err := netip.ParseAddr(s); err == nil {
-		return a.Unmap().String()
+		return a.String()
 	}
 	return s
 }

@@ -11,8 +11,16 @@ import (
 )
 
 // genNFT writes `nft -f` input in the shape kube-proxy's nftables proxier
-// (pkg/proxy/nftables/proxier.go) programs, for one family.
-func genNFT(ipv6 bool, svcs []genService) string {
+// (pkg/proxy/nftables/proxier.go) programs, for one family, in the layout of
+// releases before v1.37's DNAT optimisation: every Service chain jumps to
+// endpoint-* chains.
+func genNFT(ipv6 bool, svcs []genService) string { return genNFTLayout(ipv6, svcs, false) }
+
+// genNFTLayout with dnat writes v1.37's layout (writeServiceToEndpointDNATs):
+// without session affinity the service-/local- chains DNAT themselves — one
+// endpoint "dnat to ip:port", several "dnat ip addr . port to numgen random mod N
+// map { … }" — and no endpoint-* chains exist; with affinity, as before.
+func genNFTLayout(ipv6 bool, svcs []genService, dnat bool) string {
 	fam, addrType, podCIDR, noLocalhost, ipX := "ip", "ipv4_addr", "10.244.0.0/16", "ip daddr != 127.0.0.0/8", "ip"
 	if ipv6 {
 		fam, addrType, podCIDR, noLocalhost, ipX = "ip6", "ipv6_addr", "fd00:10:244::/56", "ip6 daddr != ::1", "ip6"
@@ -79,8 +87,21 @@ func genNFT(ipv6 bool, svcs []genService) string {
 		if !hasEPs {
 			continue
 		}
+		direct := dnat && !s.affinity
 		balance := func(chain string, eps []genEndpoint) {
 			fmt.Fprintf(&chains, "\tchain %s {\n", chain)
+			if direct {
+				if len(eps) == 1 {
+					fmt.Fprintf(&chains, "\t\tmeta l4proto %s dnat to %s\n\t}\n", s.proto, epAddr(eps[0]))
+					return
+				}
+				var el []string
+				for i, ep := range eps {
+					el = append(el, fmt.Sprintf("%d : %s . %d", i, ep.ip, ep.port))
+				}
+				fmt.Fprintf(&chains, "\t\tmeta l4proto %s dnat %s addr . port to numgen random mod %d map { %s }\n\t}\n", s.proto, ipX, len(eps), strings.Join(el, ", "))
+				return
+			}
 			if s.affinity {
 				for _, ep := range eps {
 					c := epChain(s, ep)
@@ -112,6 +133,9 @@ func genNFT(ipv6 bool, svcs []genService) string {
 			fmt.Fprintf(&chains, "\t}\n")
 		}
 		for _, ep := range all {
+			if direct {
+				break
+			}
 			c := epChain(s, ep)
 			if s.affinity {
 				fmt.Fprintf(&chains, "\tset affinity-%s {\n\t\ttype %s\n\t\tflags dynamic,timeout\n\t\ttimeout 3h\n\t}\n", strings.TrimPrefix(c, "endpoint-"), addrType)

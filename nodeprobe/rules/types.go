@@ -150,14 +150,16 @@ type portKey [16]byte
 
 // lookup finds sp's state in one family's map, trying old releases' spelling too.
 func lookup(ports map[portKey]*PortState, sp ServicePort) *PortState {
-	proto := strings.ToLower(sp.Protocol)
-	if st, ok := ports[hashKey(sp.String(), proto)]; ok {
+	if len(ports) == 0 {
+		return nil
+	}
+	if st, ok := ports[spKey(sp, "")]; ok {
 		return st
 	}
 	if sp.Port == "" {
 		// Old kube-proxy releases spelled unnamed ports "ns/name:" (trailing
 		// colon), which gives another hash.
-		if st, ok := ports[hashKey(sp.String()+":", proto)]; ok {
+		if st, ok := ports[spKey(sp, ":")]; ok {
 			return st
 		}
 	}
@@ -298,15 +300,39 @@ func IPTablesChainHash(sp ServicePort) string {
 }
 
 func hashKey(portName, lowerProto string) portKey {
-	h := sha256.New()
-	h.Write([]byte(portName))
-	h.Write([]byte(lowerProto))
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
+	// A stack buffer for the usual name lengths: lookups run per Service port
+	// and family on every scrape.
+	var buf [192]byte
+	b := append(append(buf[:0], portName...), lowerProto...)
+	return keyOf(b)
+}
+
+func keyOf(b []byte) portKey {
+	sum := sha256.Sum256(b)
 	// 16 base32 characters encode 10 bytes exactly.
 	var k portKey
 	base32.StdEncoding.Encode(k[:], sum[:10])
 	return k
+}
+
+// spKey is hashKey(sp.String()+suffix, lower(sp.Protocol)) without allocating.
+func spKey(sp ServicePort, suffix string) portKey {
+	var buf [192]byte
+	b := append(buf[:0], sp.Namespace...)
+	b = append(b, '/')
+	b = append(b, sp.Name...)
+	if sp.Port != "" {
+		b = append(append(b, ':'), sp.Port...)
+	}
+	b = append(b, suffix...)
+	for i := 0; i < len(sp.Protocol); i++ {
+		c := sp.Protocol[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		b = append(b, c)
+	}
+	return keyOf(b)
 }
 
 // stateFor returns the entry for k in m, creating it.
