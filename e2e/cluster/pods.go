@@ -38,6 +38,10 @@ type PodConfig struct {
 	Node string
 	// Ports to serve on; empty means 8080.
 	Ports []int
+	// IPs, when set, are the pod's addresses (one per pod CIDR of the node, as a node agent allocates them)
+	// instead of the next addresses of the harness's plan: the first IPv4 one, and on a dual-stack node the
+	// first IPv6 one.
+	IPs []string
 }
 
 // BackendResponse is the body every pod's server answers with: "<namespace>/<name> on <node>\n". Tests use it
@@ -68,13 +72,22 @@ func (c *Cluster) StartPod(ctx context.Context, cfg PodConfig) (*Pod, error) {
 	n.podSeq++
 	k := 9 + n.podSeq
 	n.mu.Unlock()
-	if k > 254 {
+	ip, ip6 := podIP(n.Index, k), podIP6OnNode(n, k)
+	if len(cfg.IPs) > 0 {
+		ip = firstIPv4(cfg.IPs)
+		if ip == "" {
+			return nil, fmt.Errorf("start pod %s: no IPv4 address in %v", key, cfg.IPs)
+		}
+		if ip6 != "" {
+			ip6 = firstIPv6(cfg.IPs)
+		}
+	} else if k > 254 {
 		return nil, fmt.Errorf("start pod %s: node %s is out of pod addresses", key, n.Name)
 	}
 	p := &Pod{
 		Namespace: cfg.Namespace, Name: cfg.Name, Node: n.Name, Ports: cfg.Ports,
-		IP:       podIP(n.Index, k),
-		IP6:      podIP6OnNode(n, k),
+		IP:       ip,
+		IP6:      ip6,
 		NS:       fmt.Sprintf("%sp%d", c.prefix, seq),
 		hostVeth: fmt.Sprintf("pod%d", seq),
 		node:     n,
@@ -154,6 +167,25 @@ func podIP6OnNode(n *Node, k int) string {
 		return ""
 	}
 	return podIP6(n.Index, k)
+}
+
+func firstIPv4(ips []string) string {
+	for _, s := range ips {
+		if ip := net.ParseIP(s); ip != nil && ip.To4() != nil {
+			return s
+		}
+	}
+	return ""
+}
+
+// firstIPv6 is the first IPv6 address in ips, "" when there is none.
+func firstIPv6(ips []string) string {
+	for _, s := range ips {
+		if IsIPv6(s) {
+			return s
+		}
+	}
+	return ""
 }
 
 func (p *Pod) close() {
