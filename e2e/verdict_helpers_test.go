@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -130,4 +131,24 @@ func ruleDump(ctx context.Context, n *cluster.Node) (string, error) {
 		b.WriteString(out)
 	}
 	return b.String(), nil
+}
+
+// restartExporter restarts n's usual exporter with extra flags and restores the default one at the end.
+func restartExporter(t testing.TB, c *cluster.Cluster, n *cluster.Node, args ...string) {
+	t.Helper()
+	start := func(args ...string) error {
+		n.StopExporter()
+		if err := n.StartExporter(context.Background(), args...); err != nil {
+			return err
+		}
+		return n.WaitExporter(context.Background(), time.Minute)
+	}
+	if err := start(args...); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := start(); err != nil {
+			t.Errorf("restore the exporter on %s: %v", n.Name, err)
+		}
+	})
 }
