@@ -42,6 +42,18 @@ var routerSysctls = map[string]string{
 	"net/ipv4/conf/default/forwarding": "1",
 }
 
+// noICMPRateLimit makes every ICMP error a namespace sends immediate: Linux rate-limits destination
+// unreachables per peer (about one a second after a burst of six), and a client whose connection attempt is
+// answered by an unreachable sees "refused" while one whose answer was suppressed sees a timeout — the
+// blackhole verdict. Only kube-proxy's drop rules may make a timeout here.
+var noICMPRateLimit = map[string]string{
+	"net/ipv4/icmp_ratelimit": "0",
+}
+
+var noICMPRateLimit6 = map[string]string{
+	"net/ipv6/icmp/ratelimit": "0",
+}
+
 // routerSysctls6 add IPv6 forwarding to a dual-stack node.
 var routerSysctls6 = map[string]string{
 	"net/ipv6/conf/all/forwarding":     "1",
@@ -128,6 +140,23 @@ func (c *Cluster) setupNetwork(ctx context.Context) error {
 			return err
 		}
 	}
+	// The control plane doubles as the nodes' upstream router (their default gateway): it forwards, but has no
+	// route for load balancer or external addresses, so what a node forwards there instead of handling it is
+	// answered "unreachable" at once (refused, for the client) rather than lost.
+	if err := sysctls(c.ControlPlaneNS, routerSysctls); err != nil {
+		return err
+	}
+	if err := sysctls(c.ControlPlaneNS, noICMPRateLimit); err != nil {
+		return err
+	}
+	if c.cfg.DualStack {
+		if err := sysctls(c.ControlPlaneNS, routerSysctls6); err != nil {
+			return err
+		}
+		if err := sysctls(c.ControlPlaneNS, noICMPRateLimit6); err != nil {
+			return err
+		}
+	}
 	for _, n := range c.nodes {
 		if err := c.addNamespace6(ctx, n.NS); err != nil {
 			return err
@@ -135,13 +164,30 @@ func (c *Cluster) setupNetwork(ctx context.Context) error {
 		if err := sysctls(n.NS, routerSysctls); err != nil {
 			return err
 		}
+		if err := sysctls(n.NS, noICMPRateLimit); err != nil {
+			return err
+		}
 		if c.cfg.DualStack {
 			if err := sysctls(n.NS, routerSysctls6); err != nil {
+				return err
+			}
+			if err := sysctls(n.NS, noICMPRateLimit6); err != nil {
 				return err
 			}
 		}
 		if err := c.attach(ctx, n.NS, fmt.Sprintf("v-n%d", n.Index), n.IP, n.IP6); err != nil {
 			return err
+		}
+		// A default route, as every real node has: traffic for a load balancer IP or externalIP that
+		// kube-proxy does not DNAT is forwarded (through the FORWARD hook, where kube-proxy's "no local
+		// endpoints" drop rules sit) instead of failing the route lookup before any rule sees it.
+		if err := netns.IP(ctx, "-n", n.NS, "route", "add", "default", "via", controlPlaneIP); err != nil {
+			return err
+		}
+		if n.IP6 != "" {
+			if err := netns.IP(ctx, "-n", n.NS, "-6", "route", "add", "default", "via", controlPlaneIP6); err != nil {
+				return err
+			}
 		}
 		// The pods' gateway: an address on lo answers the pods' ARP on their veths (no dummy link here).
 		if err := netns.IP(ctx, "-n", n.NS, "addr", "add", podGateway(n.Index)+"/32", "dev", "lo"); err != nil {
