@@ -143,12 +143,13 @@ func restartExporter(t testing.TB, c *cluster.Cluster, n *cluster.Node, args ...
 		}
 		return n.WaitExporter(context.Background(), time.Minute)
 	}
-	if err := start(args...); err != nil {
-		t.Fatal(err)
-	}
+	// Registered first: a restart that fails must still leave the node its usual exporter for later tests.
 	t.Cleanup(func() {
 		if err := start(); err != nil {
 			t.Errorf("restore the exporter on %s: %v", n.Name, err)
 		}
 	})
+	if err := start(args...); err != nil {
+		t.Fatal(err)
+	}
 }
