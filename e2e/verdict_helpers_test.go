@@ -153,3 +153,15 @@ func restartExporter(t testing.TB, c *cluster.Cluster, n *cluster.Node, args ...
 		t.Fatal(err)
 	}
 }
+
+// nftablesNode returns the shared cluster's nftables node.
+func nftablesNode(t testing.TB, c *cluster.Cluster) *cluster.Node {
+	t.Helper()
+	for _, n := range c.Nodes() {
+		if n.ProxyMode == cluster.NFTables {
+			return n
+		}
+	}
+	t.Fatal("shared cluster has no nftables node")
+	return nil
+}

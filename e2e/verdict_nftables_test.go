@@ -20,15 +20,7 @@ func TestVerdictNFTablesLocalEndpoints(t *testing.T) {
 	c := sharedCluster(t)
 	requireDualStack(t, c)
 	ctx := testContext(t)
-	var nft *cluster.Node
-	for _, n := range c.Nodes() {
-		if n.ProxyMode == cluster.NFTables {
-			nft = n
-		}
-	}
-	if nft == nil {
-		t.Fatal("shared cluster has no nftables node")
-	}
+	nft := nftablesNode(t, c)
 	const ns = "e2e-nft-local"
 	single := serviceSpec(t, c, ns, "single", corev1.ServiceTypeNodePort, nil)
 	setEndpoints(t, c, single, ready(startPods(t, c, single, nft.Name, "node-1")...))

@@ -83,19 +83,23 @@ func (n *Node) StartExporter(ctx context.Context, extraArgs ...string) error {
 			return fmt.Errorf("exporter on %s already runs", n.Name)
 		}
 	}
-	args := append([]string{
-		"--kubeconfig=" + kubeconfig,
-		"--node-name=" + n.Name,
-		fmt.Sprintf("--web.listen-address=:%d", ExporterPort),
-		"--log.level=debug",
-		"--log.format=text",
-	}, extraArgs...)
-	p, err := startProcess(n.c.WorkDir, "exporter-"+n.Name, n.NS, n.c.bins.Exporter, args...)
+	p, err := startProcess(n.c.WorkDir, "exporter-"+n.Name, n.NS, n.c.bins.Exporter, n.exporterArgs(kubeconfig, ExporterPort, extraArgs)...)
 	if err != nil {
 		return err
 	}
 	n.exporter = p
 	return nil
+}
+
+// exporterArgs is the exporter's command line as the DaemonSet gives it, listening on port, with extra appended.
+func (n *Node) exporterArgs(kubeconfig string, port int, extra []string) []string {
+	return append([]string{
+		"--kubeconfig=" + kubeconfig,
+		"--node-name=" + n.Name,
+		fmt.Sprintf("--web.listen-address=:%d", port),
+		"--log.level=debug",
+		"--log.format=text",
+	}, extra...)
 }
 
 // StopExporter stops the node's exporter.
@@ -159,14 +163,7 @@ func (n *Node) StartExporterOn(ctx context.Context, port int, extraArgs ...strin
 			return fmt.Errorf("exporter on %s:%d already runs", n.Name, port)
 		}
 	}
-	args := append([]string{
-		"--kubeconfig=" + kubeconfig,
-		"--node-name=" + n.Name,
-		fmt.Sprintf("--web.listen-address=:%d", port),
-		"--log.level=debug",
-		"--log.format=text",
-	}, extraArgs...)
-	p, err := startProcess(n.c.WorkDir, fmt.Sprintf("exporter-%s-%d", n.Name, port), n.NS, n.c.bins.Exporter, args...)
+	p, err := startProcess(n.c.WorkDir, fmt.Sprintf("exporter-%s-%d", n.Name, port), n.NS, n.c.bins.Exporter, n.exporterArgs(kubeconfig, port, extraArgs)...)
 	if err != nil {
 		n.mu.Unlock()
 		return err

@@ -100,6 +100,21 @@ func (c *Cluster) attach(ctx context.Context, ns, brPort, ip, ip6 string) error 
 	return nil
 }
 
+// routerSysctls makes namespace ns forward (both families on a dual-stack cluster) and send ICMP errors
+// without rate limit.
+func (c *Cluster) routerSysctls(ns string) error {
+	sets := []map[string]string{routerSysctls, noICMPRateLimit}
+	if c.cfg.DualStack {
+		sets = append(sets, routerSysctls6, noICMPRateLimit6)
+	}
+	for _, kv := range sets {
+		if err := sysctls(ns, kv); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // assignAddresses6 gives every node its IPv6 address and pod CIDR in a dual-stack cluster.
 func (c *Cluster) assignAddresses6() {
 	if !c.cfg.DualStack {
@@ -143,37 +158,15 @@ func (c *Cluster) setupNetwork(ctx context.Context) error {
 	// The control plane doubles as the nodes' upstream router (their default gateway): it forwards, but has no
 	// route for load balancer or external addresses, so what a node forwards there instead of handling it is
 	// answered "unreachable" at once (refused, for the client) rather than lost.
-	if err := sysctls(c.ControlPlaneNS, routerSysctls); err != nil {
+	if err := c.routerSysctls(c.ControlPlaneNS); err != nil {
 		return err
-	}
-	if err := sysctls(c.ControlPlaneNS, noICMPRateLimit); err != nil {
-		return err
-	}
-	if c.cfg.DualStack {
-		if err := sysctls(c.ControlPlaneNS, routerSysctls6); err != nil {
-			return err
-		}
-		if err := sysctls(c.ControlPlaneNS, noICMPRateLimit6); err != nil {
-			return err
-		}
 	}
 	for _, n := range c.nodes {
 		if err := c.addNamespace6(ctx, n.NS); err != nil {
 			return err
 		}
-		if err := sysctls(n.NS, routerSysctls); err != nil {
+		if err := c.routerSysctls(n.NS); err != nil {
 			return err
-		}
-		if err := sysctls(n.NS, noICMPRateLimit); err != nil {
-			return err
-		}
-		if c.cfg.DualStack {
-			if err := sysctls(n.NS, routerSysctls6); err != nil {
-				return err
-			}
-			if err := sysctls(n.NS, noICMPRateLimit6); err != nil {
-				return err
-			}
 		}
 		if err := c.attach(ctx, n.NS, fmt.Sprintf("v-n%d", n.Index), n.IP, n.IP6); err != nil {
 			return err
