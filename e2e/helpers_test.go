@@ -10,8 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
 )
@@ -25,33 +23,7 @@ const converge = 90 * time.Second
 // newService creates a Service with one TCP port 80 → backendPort in a fresh Kubernetes namespace ns.
 func newService(t testing.TB, c *cluster.Cluster, ns, name string, typ corev1.ServiceType, policy corev1.ServiceExternalTrafficPolicy) *corev1.Service {
 	t.Helper()
-	ctx := testContext(t)
-	if err := c.EnsureNamespace(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: corev1.ServiceSpec{
-			Type:                  typ,
-			ExternalTrafficPolicy: policy,
-			Selector:              map[string]string{"app": name},
-			Ports: []corev1.ServicePort{{
-				Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(backendPort),
-			}},
-		},
-	}
-	created, err := c.Admin().CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("create service %s/%s: %v", ns, name, err)
-	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		_ = c.Admin().DiscoveryV1().EndpointSlices(ns).Delete(ctx, cluster.SliceName(name), metav1.DeleteOptions{})
-		if err := c.Admin().CoreV1().Services(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-			t.Errorf("delete service %s/%s: %v", ns, name, err)
-		}
-	})
-	return created
+	return serviceSpec(t, c, ns, name, typ, func(s *corev1.Service) { s.Spec.ExternalTrafficPolicy = policy })
 }
 
 // startPods starts one backend pod per entry of nodes, named <svc>-<i>, and deletes them at the end.

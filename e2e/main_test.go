@@ -28,7 +28,7 @@ var sharedState struct {
 	err  error
 }
 
-// sharedNodes is the shared cluster's layout: three iptables nodes and one nftables node.
+// sharedNodes is the shared cluster's layout: three iptables nodes and one nftables node, dual-stack.
 var sharedNodes = []cluster.NodeConfig{
 	{Name: "node-1", ProxyMode: cluster.IPTables},
 	{Name: "node-2", ProxyMode: cluster.IPTables},
@@ -85,7 +85,9 @@ func sharedCluster(t testing.TB) *cluster.Cluster {
 		c, err := cluster.Up(ctx, cluster.Config{
 			Nodes:          sharedNodes,
 			StartExporters: true,
-			Log:            os.Stderr,
+			// Dual-stack costs a few addresses and routes; Services stay IPv4 unless a test asks for both.
+			DualStack: true,
+			Log:       os.Stderr,
 		})
 		sharedState.mu.Lock()
 		sharedState.c, sharedState.err = c, err

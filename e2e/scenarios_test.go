@@ -196,15 +196,7 @@ func TestClusterPolicyNeverReported(t *testing.T) {
 func TestNFTablesNode(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := testContext(t)
-	var nft *cluster.Node
-	for _, n := range c.Nodes() {
-		if n.ProxyMode == cluster.NFTables {
-			nft = n
-		}
-	}
-	if nft == nil {
-		t.Fatal("shared cluster has no nftables node")
-	}
+	nft := nftablesNode(t, c)
 	svc := newService(t, c, "e2e-nft", "cart", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal)
 	pods := startPods(t, c, svc, "node-1")
 	setEndpoints(t, c, svc, ready(pods...))

@@ -14,8 +14,8 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/e2e/netns"
 )
 
-// TestUpCloseLeavesNothingBehind: a one-node cluster comes up, and Close leaves no namespace, child process or
-// file; Up first reaps the namespace of a run that died.
+// TestUpCloseLeavesNothingBehind: a one-node dual-stack cluster comes up with a pod and an extra exporter, and
+// Close leaves no namespace, child process or file; Up first reaps the namespace of a run that died.
 func TestUpCloseLeavesNothingBehind(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for network namespaces; CI runs as root")
@@ -34,9 +34,22 @@ func TestUpCloseLeavesNothingBehind(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = netns.Delete(context.Background(), stale) })
 
-	c, err := Up(ctx, Config{Nodes: DefaultNodes(1)})
+	c, err := Up(ctx, Config{Nodes: DefaultNodes(1), DualStack: true})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A dual-stack pod and an extra exporter are torn down by Close too; the exporter answers the client
+	// over IPv6 on the bridge.
+	n := c.Nodes()[0]
+	if _, err := c.StartPod(ctx, PodConfig{Namespace: "ns", Name: "p", Node: n.Name}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.StartExporterOn(ctx, ExporterPort+1, "--rules.mode=none"); err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + HostPort(n.IP6, ExporterPort+1) + "/metrics"
+	if r := HTTPGet(ctx, netns.Dialer{NS: c.ClientNS, Timeout: ConnectTimeout}, url); r.Verdict != OK || r.Status != 200 {
+		t.Errorf("GET %s from the client: %s", url, r)
 	}
 	if names, _ := netns.List(); contains(names, stale) {
 		t.Errorf("Up did not reap the stale namespace %s", stale)

@@ -26,6 +26,11 @@ type Config struct {
 	ExporterBinary string
 	// StartExporters starts one exporter per node at the end of Up (as the DaemonSet would).
 	StartExporters bool
+	// DualStack gives the cluster IPv6 as well: addresses on the bridge, nodes, client and pods (see
+	// addresses.go), both families in the apiserver's --service-cluster-ip-range and kube-proxy's
+	// --cluster-cidr, both InternalIPs and pod CIDRs on the Node objects, and an EndpointSlice per family for
+	// Services that have both. Services stay single-stack IPv4 unless they ask for more (spec.ipFamilyPolicy).
+	DualStack bool
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
 }
@@ -64,3 +69,23 @@ func (c Config) withDefaults() Config {
 	}
 	return c
 }
+
+// clusterCIDRs is kube-proxy's --cluster-cidr: the pod network of every family the cluster has.
+func (c *Cluster) clusterCIDRs() string {
+	if c.cfg.DualStack {
+		return ClusterCIDR + "," + ClusterCIDR6
+	}
+	return ClusterCIDR
+}
+
+// serviceCIDRs is the apiserver's --service-cluster-ip-range: IPv4 first, so Services that do not ask for a
+// family stay IPv4 as before.
+func (c *Cluster) serviceCIDRs() string {
+	if c.cfg.DualStack {
+		return ServiceCIDR + "," + ServiceCIDR6
+	}
+	return ServiceCIDR
+}
+
+// DualStack reports whether the cluster has IPv6 as well as IPv4.
+func (c *Cluster) DualStack() bool { return c.cfg.DualStack }

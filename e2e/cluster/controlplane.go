@@ -95,7 +95,7 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file="+files.SAPublicKey,
 		"--service-account-signing-key-file="+files.SAPrivateKey,
-		"--service-cluster-ip-range="+ServiceCIDR,
+		"--service-cluster-ip-range="+c.serviceCIDRs(),
 		"--service-node-port-range=30000-32767",
 		"--allow-privileged=true",
 		"--profiling=false",

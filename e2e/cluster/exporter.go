@@ -83,19 +83,23 @@ func (n *Node) StartExporter(ctx context.Context, extraArgs ...string) error {
 			return fmt.Errorf("exporter on %s already runs", n.Name)
 		}
 	}
-	args := append([]string{
-		"--kubeconfig=" + kubeconfig,
-		"--node-name=" + n.Name,
-		fmt.Sprintf("--web.listen-address=:%d", ExporterPort),
-		"--log.level=debug",
-		"--log.format=text",
-	}, extraArgs...)
-	p, err := startProcess(n.c.WorkDir, "exporter-"+n.Name, n.NS, n.c.bins.Exporter, args...)
+	p, err := startProcess(n.c.WorkDir, "exporter-"+n.Name, n.NS, n.c.bins.Exporter, n.exporterArgs(kubeconfig, ExporterPort, extraArgs)...)
 	if err != nil {
 		return err
 	}
 	n.exporter = p
 	return nil
+}
+
+// exporterArgs is the exporter's command line as the DaemonSet gives it, listening on port, with extra appended.
+func (n *Node) exporterArgs(kubeconfig string, port int, extra []string) []string {
+	return append([]string{
+		"--kubeconfig=" + kubeconfig,
+		"--node-name=" + n.Name,
+		fmt.Sprintf("--web.listen-address=:%d", port),
+		"--log.level=debug",
+		"--log.format=text",
+	}, extra...)
 }
 
 // StopExporter stops the node's exporter.
@@ -134,4 +138,60 @@ func (c *Cluster) EnsureNamespace(ctx context.Context, name string) error {
 		return fmt.Errorf("create namespace %s: %w", name, err)
 	}
 	return nil
+}
+
+// MetricsURLOn is the /metrics URL of an exporter listening on port on the node's address.
+func (n *Node) MetricsURLOn(port int) string {
+	return fmt.Sprintf("http://%s:%d/metrics", n.IP, port)
+}
+
+// StartExporterOn starts an additional exporter in the node's namespace listening on port (not ExporterPort),
+// beside the node's usual one, with extraArgs appended (e.g. --rules.mode=none), and waits until it serves
+// /metrics. Scrape it with Cluster.MetricsOn; StopExporterOn stops it, and Close stops it too.
+func (n *Node) StartExporterOn(ctx context.Context, port int, extraArgs ...string) error {
+	if port == ExporterPort {
+		return fmt.Errorf("exporter on %s: port %d is the node's usual exporter (StartExporter)", n.Name, port)
+	}
+	kubeconfig, err := n.c.ExporterKubeconfig(ctx)
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	if p := n.extraExporters[port]; p != nil {
+		if done, _ := p.exited(); !done {
+			n.mu.Unlock()
+			return fmt.Errorf("exporter on %s:%d already runs", n.Name, port)
+		}
+	}
+	p, err := startProcess(n.c.WorkDir, fmt.Sprintf("exporter-%s-%d", n.Name, port), n.NS, n.c.bins.Exporter, n.exporterArgs(kubeconfig, port, extraArgs)...)
+	if err != nil {
+		n.mu.Unlock()
+		return err
+	}
+	if n.extraExporters == nil {
+		n.extraExporters = map[int]*process{}
+	}
+	n.extraExporters[port] = p
+	n.mu.Unlock()
+	// Tracked by the cluster as well, so Close stops it with the control plane's processes.
+	n.c.track(p)
+	err = waitFor(ctx, time.Minute, func() error {
+		if done, err := p.exited(); done {
+			return stopWaiting(fmt.Errorf("exporter on %s:%d exited: %v", n.Name, port, err))
+		}
+		return httpGetOK(ctx, netns.Dialer{NS: n.NS}, n.MetricsURLOn(port))
+	})
+	if err != nil {
+		return fmt.Errorf("exporter on %s:%d not serving: %w\n%s", n.Name, port, err, p.logTail(3000))
+	}
+	return nil
+}
+
+// StopExporterOn stops the exporter StartExporterOn started on port; none running is not an error.
+func (n *Node) StopExporterOn(port int) {
+	n.mu.Lock()
+	p := n.extraExporters[port]
+	delete(n.extraExporters, port)
+	n.mu.Unlock()
+	p.stop(5 * time.Second)
 }

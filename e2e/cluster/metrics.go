@@ -147,26 +147,40 @@ func (c *Cluster) Metrics(ctx context.Context, node string) (Metrics, error) {
 
 // ScrapeText returns the raw text of the exporter's /metrics on node.
 func (c *Cluster) ScrapeText(ctx context.Context, node string) (string, error) {
+	return c.ScrapeTextOn(ctx, node, ExporterPort)
+}
+
+// MetricsOn scrapes the exporter listening on port on node (Node.StartExporterOn) and parses the result.
+func (c *Cluster) MetricsOn(ctx context.Context, node string, port int) (Metrics, error) {
+	text, err := c.ScrapeTextOn(ctx, node, port)
+	if err != nil {
+		return Metrics{}, err
+	}
+	return ParseMetrics(text)
+}
+
+// ScrapeTextOn returns the raw text of /metrics of the exporter listening on port on node.
+func (c *Cluster) ScrapeTextOn(ctx context.Context, node string, port int) (string, error) {
 	n := c.Node(node)
 	if n == nil {
 		return "", fmt.Errorf("scrape: no node %q", node)
 	}
 	client := &http.Client{Transport: &http.Transport{DialContext: n.Dialer().DialContext, DisableKeepAlives: true}, Timeout: 20 * time.Second}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.MetricsURL(), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.MetricsURLOn(port), nil)
 	if err != nil {
 		return "", err
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return "", fmt.Errorf("scrape %s: %w", node, err)
+		return "", fmt.Errorf("scrape %s:%d: %w", node, port, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return "", fmt.Errorf("scrape %s: %w", node, err)
+		return "", fmt.Errorf("scrape %s:%d: %w", node, port, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("scrape %s: %s: %.500s", node, resp.Status, body)
+		return "", fmt.Errorf("scrape %s:%d: %s: %.500s", node, port, resp.Status, body)
 	}
 	return string(body), nil
 }

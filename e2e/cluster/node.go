@@ -2,9 +2,11 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -12,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/localtraffic/localtraffic-exporter/e2e/netns"
 )
@@ -28,6 +31,10 @@ type Node struct {
 	IP string
 	// PodCIDR is the node's pod network (10.244.<Index>.0/24).
 	PodCIDR string
+	// IP6 is the node's IPv6 InternalIP on the bridge (fd00:250::<10+Index>); empty unless Config.DualStack.
+	IP6 string
+	// PodCIDR6 is the node's IPv6 pod network (fd00:244:<Index>::/64); empty unless Config.DualStack.
+	PodCIDR6 string
 	// ProxyMode is the mode kube-proxy was last started in.
 	ProxyMode ProxyMode
 
@@ -36,10 +43,36 @@ type Node struct {
 	kubeProxy *process
 	exporter  *process
 	podSeq    int
+	// extraExporters are exporters beside the usual one, by listen port (StartExporterOn).
+	extraExporters map[int]*process
 }
 
-// Register creates (or re-creates) the Node object with its InternalIP and a Ready condition, through the
-// status subresource as a kubelet would.
+// IPs returns the node's InternalIPs, IPv4 first (the primary family, as kube-proxy reads it).
+func (n *Node) IPs() []string {
+	if n.IP6 == "" {
+		return []string{n.IP}
+	}
+	return []string{n.IP, n.IP6}
+}
+
+// IPOf returns the node's address of family f ("" when it has none).
+func (n *Node) IPOf(f corev1.IPFamily) string {
+	if f == corev1.IPv6Protocol {
+		return n.IP6
+	}
+	return n.IP
+}
+
+// podCIDRs is spec.podCIDRs: one per family, IPv4 first.
+func (n *Node) podCIDRs() []string {
+	if n.PodCIDR6 == "" {
+		return []string{n.PodCIDR}
+	}
+	return []string{n.PodCIDR, n.PodCIDR6}
+}
+
+// Register creates (or re-creates) the Node object with its InternalIPs (both families on a dual-stack
+// cluster) and a Ready condition, through the status subresource as a kubelet would.
 func (n *Node) Register(ctx context.Context) error {
 	nodes := n.c.admin.CoreV1().Nodes()
 	obj := &corev1.Node{
@@ -47,7 +80,7 @@ func (n *Node) Register(ctx context.Context) error {
 			"kubernetes.io/hostname": n.Name,
 			"kubernetes.io/os":       "linux",
 		}},
-		Spec: corev1.NodeSpec{PodCIDR: n.PodCIDR, PodCIDRs: []string{n.PodCIDR}},
+		Spec: corev1.NodeSpec{PodCIDR: n.PodCIDR, PodCIDRs: n.podCIDRs()},
 	}
 	created, err := nodes.Create(ctx, obj, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
@@ -57,11 +90,12 @@ func (n *Node) Register(ctx context.Context) error {
 		return fmt.Errorf("create node %s: %w", n.Name, err)
 	}
 	now := metav1.Now()
+	var addrs []corev1.NodeAddress
+	for _, ip := range n.IPs() {
+		addrs = append(addrs, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip})
+	}
 	created.Status = corev1.NodeStatus{
-		Addresses: []corev1.NodeAddress{
-			{Type: corev1.NodeInternalIP, Address: n.IP},
-			{Type: corev1.NodeHostName, Address: n.Name},
-		},
+		Addresses: append(addrs, corev1.NodeAddress{Type: corev1.NodeHostName, Address: n.Name}),
 		Conditions: []corev1.NodeCondition{{
 			Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
 			Message: "e2e harness node", LastHeartbeatTime: now, LastTransitionTime: now,
@@ -114,7 +148,7 @@ func (n *Node) StartKubeProxy(ctx context.Context, opts KubeProxyOptions) error 
 		"--kubeconfig=" + kubeconfig,
 		"--hostname-override=" + hostname,
 		"--proxy-mode=" + string(n.ProxyMode),
-		"--cluster-cidr=" + ClusterCIDR,
+		"--cluster-cidr=" + n.c.clusterCIDRs(),
 		"--conntrack-max-per-core=0",
 		"--conntrack-tcp-timeout-established=0",
 		"--conntrack-tcp-timeout-close-wait=0",
@@ -212,3 +246,67 @@ func (n *Node) Exec(ctx context.Context, name string, args ...string) (string, e
 
 // Dialer returns a dialer that connects from inside the node's namespace.
 func (n *Node) Dialer() netns.Dialer { return netns.Dialer{NS: n.NS} }
+
+// SetLabel sets a label on the Node object (a merge patch; value may be empty, as kubeadm's
+// node.kubernetes.io/exclude-from-external-load-balancers is).
+func (n *Node) SetLabel(ctx context.Context, key, value string) error {
+	return n.patchLabel(ctx, key, value)
+}
+
+// RemoveLabel removes a label from the Node object; an absent label is not an error.
+func (n *Node) RemoveLabel(ctx context.Context, key string) error {
+	return n.patchLabel(ctx, key, nil)
+}
+
+func (n *Node) patchLabel(ctx context.Context, key string, value any) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{key: value}}})
+	if err != nil {
+		return fmt.Errorf("label patch: %w", err)
+	}
+	if _, err := n.c.admin.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("label node %s (%s=%v): %w", n.Name, key, value, err)
+	}
+	return nil
+}
+
+// AddAddress assigns ip (IPv4 or IPv6) to the node's lo as a host address, as keepalived or kube-vip hold a
+// VIP on the node that owns it (lo: the kernels here have no dummy links). It is not a Node address.
+func (n *Node) AddAddress(ctx context.Context, ip string) error {
+	prefix, err := hostPrefix(ip)
+	if err != nil {
+		return err
+	}
+	args := []string{"-n", n.NS, "addr", "add", prefix, "dev", "lo"}
+	if IsIPv6(ip) {
+		args = append(args, "nodad")
+	}
+	if err := netns.IP(ctx, args...); err != nil {
+		return fmt.Errorf("add %s to %s: %w", ip, n.Name, err)
+	}
+	return nil
+}
+
+// DelAddress removes an address AddAddress assigned; an absent address is not an error.
+func (n *Node) DelAddress(ctx context.Context, ip string) error {
+	prefix, err := hostPrefix(ip)
+	if err != nil {
+		return err
+	}
+	out, err := netns.Output(ctx, n.NS, "ip", "-o", "addr", "show", "dev", "lo", "to", prefix)
+	if err != nil {
+		return fmt.Errorf("list addresses of %s: %w", n.Name, err)
+	}
+	if strings.TrimSpace(out) == "" {
+		return nil
+	}
+	if err := netns.IP(ctx, "-n", n.NS, "addr", "del", prefix, "dev", "lo"); err != nil {
+		return fmt.Errorf("remove %s from %s: %w", ip, n.Name, err)
+	}
+	return nil
+}
+
+// hostPrefix is ip/32 or ip/128.
+func hostPrefix(ip string) (string, error) {
+	_, prefix, err := hostRoute(ip)
+	return prefix, err
+}

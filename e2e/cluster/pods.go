@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/localtraffic/localtraffic-exporter/e2e/netns"
 )
 
@@ -17,6 +19,8 @@ type Pod struct {
 	Namespace, Name, Node string
 	// IP is the pod's address in its node's pod CIDR.
 	IP string
+	// IP6 is the pod's IPv6 address in its node's IPv6 pod CIDR; empty unless the cluster is dual-stack.
+	IP6 string
 	// Ports are the TCP ports the pod serves on.
 	Ports []int
 	// NS is the pod's network namespace.
@@ -34,6 +38,10 @@ type PodConfig struct {
 	Node string
 	// Ports to serve on; empty means 8080.
 	Ports []int
+	// IPs, when set, are the pod's addresses (one per pod CIDR of the node, as a node agent allocates them)
+	// instead of the next addresses of the harness's plan: the first IPv4 one, and on a dual-stack node the
+	// first IPv6 one.
+	IPs []string
 }
 
 // BackendResponse is the body every pod's server answers with: "<namespace>/<name> on <node>\n". Tests use it
@@ -64,17 +72,27 @@ func (c *Cluster) StartPod(ctx context.Context, cfg PodConfig) (*Pod, error) {
 	n.podSeq++
 	k := 9 + n.podSeq
 	n.mu.Unlock()
-	if k > 254 {
+	ip, ip6 := podIP(n.Index, k), podIP6OnNode(n, k)
+	if len(cfg.IPs) > 0 {
+		ip = firstIPv4(cfg.IPs)
+		if ip == "" {
+			return nil, fmt.Errorf("start pod %s: no IPv4 address in %v", key, cfg.IPs)
+		}
+		if ip6 != "" {
+			ip6 = firstIPv6(cfg.IPs)
+		}
+	} else if k > 254 {
 		return nil, fmt.Errorf("start pod %s: node %s is out of pod addresses", key, n.Name)
 	}
 	p := &Pod{
 		Namespace: cfg.Namespace, Name: cfg.Name, Node: n.Name, Ports: cfg.Ports,
-		IP:       podIP(n.Index, k),
+		IP:       ip,
+		IP6:      ip6,
 		NS:       fmt.Sprintf("%sp%d", c.prefix, seq),
 		hostVeth: fmt.Sprintf("pod%d", seq),
 		node:     n,
 	}
-	if err := c.addNamespace(ctx, p.NS); err != nil {
+	if err := c.addNamespace6(ctx, p.NS); err != nil {
 		return nil, err
 	}
 	steps := [][]string{
@@ -85,6 +103,16 @@ func (c *Cluster) StartPod(ctx context.Context, cfg PodConfig) (*Pod, error) {
 		{"-n", p.NS, "route", "add", "default", "via", podGateway(n.Index), "dev", "eth0"},
 		{"-n", n.NS, "link", "set", p.hostVeth, "up"},
 		{"-n", n.NS, "route", "add", p.IP + "/32", "dev", p.hostVeth},
+	}
+	if p.IP6 != "" {
+		// IPv6: the gateway is a link-local address on the host-side veth, so the pod's neighbour
+		// solicitation for it is answered on the interface it arrives on.
+		steps = append(steps,
+			[]string{"-n", n.NS, "addr", "add", podGateway6 + "/64", "dev", p.hostVeth, "nodad"},
+			[]string{"-n", p.NS, "addr", "add", p.IP6 + "/128", "dev", "eth0", "nodad"},
+			[]string{"-n", p.NS, "-6", "route", "add", "default", "via", podGateway6, "dev", "eth0"},
+			[]string{"-n", n.NS, "-6", "route", "add", p.IP6 + "/128", "dev", p.hostVeth},
+		)
 	}
 	for _, s := range steps {
 		if err := netns.IP(ctx, s...); err != nil {
@@ -99,20 +127,65 @@ func (c *Cluster) StartPod(ctx context.Context, cfg PodConfig) (*Pod, error) {
 		_, _ = w.Write([]byte(body))
 	})
 	for _, port := range cfg.Ports {
-		l, err := netns.Listen(p.NS, net.JoinHostPort(p.IP, strconv.Itoa(port)))
-		if err != nil {
-			p.close()
-			_ = netns.Delete(ctx, p.NS)
-			return nil, err
+		for _, ip := range p.IPs() {
+			l, err := netns.Listen(p.NS, net.JoinHostPort(ip, strconv.Itoa(port)))
+			if err != nil {
+				p.close()
+				_ = netns.Delete(ctx, p.NS)
+				return nil, err
+			}
+			p.listeners = append(p.listeners, l)
+			srv := &http.Server{Handler: handler}
+			go func() { _ = srv.Serve(l) }()
 		}
-		p.listeners = append(p.listeners, l)
-		srv := &http.Server{Handler: handler}
-		go func() { _ = srv.Serve(l) }()
 	}
 	c.mu.Lock()
 	c.pods[key] = p
 	c.mu.Unlock()
 	return p, nil
+}
+
+// IPs returns the pod's addresses, IPv4 first.
+func (p *Pod) IPs() []string {
+	if p.IP6 == "" {
+		return []string{p.IP}
+	}
+	return []string{p.IP, p.IP6}
+}
+
+// IPOf returns the pod's address of family f ("" when it has none).
+func (p *Pod) IPOf(f corev1.IPFamily) string {
+	if f == corev1.IPv6Protocol {
+		return p.IP6
+	}
+	return p.IP
+}
+
+// podIP6OnNode is the IPv6 twin of podIP on a dual-stack node, "" on a single-stack one.
+func podIP6OnNode(n *Node, k int) string {
+	if n.IP6 == "" {
+		return ""
+	}
+	return podIP6(n.Index, k)
+}
+
+func firstIPv4(ips []string) string {
+	for _, s := range ips {
+		if ip := net.ParseIP(s); ip != nil && ip.To4() != nil {
+			return s
+		}
+	}
+	return ""
+}
+
+// firstIPv6 is the first IPv6 address in ips, "" when there is none.
+func firstIPv6(ips []string) string {
+	for _, s := range ips {
+		if IsIPv6(s) {
+			return s
+		}
+	}
+	return ""
 }
 
 func (p *Pod) close() {

@@ -53,28 +53,92 @@ func (r Result) String() string {
 const ConnectTimeout = 2 * time.Second
 
 // Request sends GET http://addr/ from the outside client namespace on a fresh connection (kube-proxy drops
-// only new connections) and classifies the outcome.
+// only new connections) and classifies the outcome. addr is an IP literal and port, IPv4 ("10.250.0.12:30090")
+// or IPv6 ("[fd00:250::12]:30090", see HostPort).
 func (c *Cluster) Request(ctx context.Context, addr string) Result {
 	return HTTPGet(ctx, netns.Dialer{NS: c.ClientNS, Timeout: ConnectTimeout}, "http://"+addr+"/")
 }
 
 // RequestVia sends GET http://addr/ from the outside client with addr's IP routed through node, the way a
-// router or load balancer would deliver traffic for a LoadBalancer IP to that node.
+// router or load balancer would deliver traffic for a LoadBalancer IP to that node. The route stays until the
+// next RouteVia or RequestVia for that IP, or Unroute.
 func (c *Cluster) RequestVia(ctx context.Context, node, addr string) Result {
-	n := c.Node(node)
-	if n == nil {
-		return Result{Verdict: Failed, Err: fmt.Errorf("no node %q", node)}
-	}
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return Result{Verdict: Failed, Err: err}
 	}
 	c.clientMu.Lock()
 	defer c.clientMu.Unlock()
-	if err := netns.IP(ctx, "-n", c.ClientNS, "route", "replace", host+"/32", "via", n.IP); err != nil {
+	if err := c.routeVia(ctx, node, host); err != nil {
 		return Result{Verdict: Failed, Err: err}
 	}
 	return c.Request(ctx, addr)
+}
+
+// RouteVia routes ip (a LoadBalancer IP or externalIP, IPv4 or IPv6) from the outside client through node,
+// as a static route, BGP or an L2 announcer would: the client's traffic to ip then reaches that node alone.
+// It replaces any earlier route for ip.
+func (c *Cluster) RouteVia(ctx context.Context, node, ip string) error {
+	c.clientMu.Lock()
+	defer c.clientMu.Unlock()
+	return c.routeVia(ctx, node, ip)
+}
+
+func (c *Cluster) routeVia(ctx context.Context, node, ip string) error {
+	n := c.Node(node)
+	if n == nil {
+		return fmt.Errorf("route %s: no node %q", ip, node)
+	}
+	fam, prefix, err := hostRoute(ip)
+	if err != nil {
+		return err
+	}
+	gw := n.IP
+	if IsIPv6(ip) {
+		if gw = n.IP6; gw == "" {
+			return fmt.Errorf("route %s via %s: the node has no IPv6 address (Config.DualStack)", ip, node)
+		}
+	}
+	if err := netns.IP(ctx, "-n", c.ClientNS, fam, "route", "replace", prefix, "via", gw); err != nil {
+		return fmt.Errorf("route %s via %s: %w", ip, node, err)
+	}
+	return nil
+}
+
+// Unroute removes the client's route for ip (RouteVia, RequestVia); without one the client has none to remove
+// and that is not an error.
+func (c *Cluster) Unroute(ctx context.Context, ip string) error {
+	c.clientMu.Lock()
+	defer c.clientMu.Unlock()
+	fam, prefix, err := hostRoute(ip)
+	if err != nil {
+		return err
+	}
+	out, err := netns.Output(ctx, c.ClientNS, "ip", fam, "route", "show", prefix)
+	if err != nil {
+		return fmt.Errorf("unroute %s: %w", ip, err)
+	}
+	if strings.TrimSpace(out) == "" {
+		return nil
+	}
+	if err := netns.IP(ctx, "-n", c.ClientNS, fam, "route", "del", prefix); err != nil {
+		return fmt.Errorf("unroute %s: %w", ip, err)
+	}
+	return nil
+}
+
+// hostRoute returns ip(8)'s family flag and the host prefix of ip: "-4", "192.0.2.10/32" or "-6",
+// "2001:db8::10/128".
+func hostRoute(ip string) (family, prefix string, err error) {
+	parsed := net.ParseIP(ip)
+	switch {
+	case parsed == nil:
+		return "", "", fmt.Errorf("route: %q is not an IP address", ip)
+	case parsed.To4() != nil:
+		return "-4", parsed.String() + "/32", nil
+	default:
+		return "-6", parsed.String() + "/128", nil
+	}
 }
 
 // HTTPGet GETs url through dialer on a fresh connection and classifies the outcome.
