@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"github.com/localtraffic/localtraffic-exporter/collector"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
@@ -30,19 +31,20 @@ import (
 // kubeProxyHealthPort is kube-proxy's default --healthz-bind-address port.
 const kubeProxyHealthPort = "10256"
 
-// run is the whole program: it returns when ctx ends (nil) or on the first fatal error.
-func run(ctx context.Context, args []string, stderr io.Writer) error {
+// run is the whole program: it returns when ctx ends (nil) or on the first fatal error. --help and --version
+// print on stdout, as the Prometheus exporters do; logs go to stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	opts, err := parseOptions(args, os.Getenv)
 	var help errHelp
 	if errors.As(err, &help) {
-		fmt.Fprint(stderr, help.usage)
+		fmt.Fprint(stdout, help.usage)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
 	if opts.version {
-		fmt.Fprintln(stderr, version.Print("localtraffic-exporter"))
+		fmt.Fprintln(stdout, versionText())
 		return nil
 	}
 	if opts.webConfigFile != "" {
@@ -51,6 +53,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 	}
 	logger := newLogger(stderr, opts.logFormat, opts.logLevel)
+	// client-go logs through klog (reflector watch errors, throttling, ...); route it into the same handler so
+	// --log.format=json yields JSON lines only. klog's logger is process-wide: run sets it once per process.
+	klog.SetSlogLogger(logger)
 
 	client, err := newKubeClient(opts.kubeconfig)
 	if err != nil {
@@ -102,7 +107,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 
 	server := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	listenAddrs, webConfig := opts.listenAddresses, opts.webConfigFile
-	flags := &web.FlagConfig{WebListenAddresses: &listenAddrs, WebSystemdSocket: new(bool), WebConfigFile: &webConfig}
+	flags := &web.FlagConfig{WebListenAddresses: &listenAddrs, WebSystemdSocket: &opts.systemdSocket, WebConfigFile: &webConfig}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- web.ListenAndServe(server, flags, logger) }()
 	logger.Info("serving", "node", opts.nodeName, "addresses", listenAddrs, "version", version.Info())
