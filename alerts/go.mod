@@ -3,6 +3,7 @@ module github.com/localtraffic/localtraffic-exporter/alerts
 go 1.26.7
 
 require (
+	github.com/grafana/grafana-foundation-sdk/go v0.0.22
 	github.com/prometheus/common v0.74.0
 	github.com/prometheus/prometheus v0.316.0
 	go.yaml.in/yaml/v3 v3.0.6
