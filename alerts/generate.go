@@ -27,6 +27,11 @@ const (
 	HelmChartDir      = "deploy/helm/localtraffic-exporter"
 	HelmRuleSpecPath  = HelmChartDir + "/files/prometheus-rule-spec.yaml"
 	HelmDashboardsDir = HelmChartDir + "/files/dashboards"
+	// The monitoring mixin (mixin/mixin.libsonnet) imports these JSON renderings: jsonnet-bundler vendors the
+	// mixin directory alone, so it cannot reach alerts/ or dashboards/.
+	MixinAlertsPath    = "mixin/generated/prometheus_alerts.json"
+	MixinRulesPath     = "mixin/generated/prometheus_rules.json"
+	MixinDashboardsDir = "mixin/generated/dashboards"
 )
 
 // RuleFiles are the Prometheus rule files, in evaluation order (recording rules first: alerts use them).
@@ -71,9 +76,41 @@ func Generate(root string) ([]Artefact, error) {
 	out := []Artefact{{PrometheusRulePath, rule}, {DashboardConfigMapPath, cm}, {HelmRuleSpecPath, spec}}
 	out = append(out, dashboards...)
 	for _, d := range dashboards {
-		out = append(out, Artefact{Path: HelmDashboardsDir + "/" + filepath.Base(d.Path), Content: d.Content})
+		out = append(out,
+			Artefact{Path: HelmDashboardsDir + "/" + filepath.Base(d.Path), Content: d.Content},
+			Artefact{Path: MixinDashboardsDir + "/" + filepath.Base(d.Path), Content: d.Content})
+	}
+	for _, m := range []struct{ src, dst string }{{RuleFiles[1], MixinAlertsPath}, {RuleFiles[0], MixinRulesPath}} {
+		j, err := ruleFileJSON(root, m.src)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Artefact{Path: m.dst, Content: j})
 	}
 	return out, nil
+}
+
+// ruleFileJSON renders one rule file as JSON ({"groups": [...]}), the form jsonnet imports.
+func ruleFileJSON(root, rel string) ([]byte, error) {
+	data, err := os.ReadFile(filepath.Join(root, rel))
+	if err != nil {
+		return nil, fmt.Errorf("read rule file: %w", err)
+	}
+	if _, err := ParseRules(data); err != nil {
+		return nil, fmt.Errorf("%s: %w", rel, err)
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("%s: %w", rel, err)
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(doc); err != nil {
+		return nil, fmt.Errorf("%s: encode JSON: %w", rel, err)
+	}
+	return buf.Bytes(), nil
 }
 
 // Dashboards are the generated dashboards, each at its path under DashboardDir.
