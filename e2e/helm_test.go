@@ -98,7 +98,7 @@ exporter: {extraArgs: ["--probe.timeout=3s"], extraEnv: [{name: GODEBUG, value: 
 			if err != nil {
 				t.Fatal(err)
 			}
-			if n := strings.Count(out, "(server dry run)"); n != objs || objs < 6 {
+			if n := strings.Count(out, "(server dry run)"); n != objs || objs < 5 {
 				t.Errorf("server dry run reported %d objects, the chart renders %d:\n%s", n, objs, out)
 			}
 			t.Logf("%d objects accepted by the apiserver:\n%s", objs, out)
