@@ -82,7 +82,8 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	intFlag(app, "web.max-requests", "Scrapes served at once; more get 503.", "10", &o.maxRequests)
 	app.Flag("kubeconfig", "Path to a kubeconfig; empty uses the in-cluster config.").StringVar(&o.kubeconfig)
 	app.Flag("node-name", "The node this exporter runs on (default $NODE_NAME).").Default(getenv("NODE_NAME")).StringVar(&o.nodeName)
-	level := app.Flag("log.level", "Only log messages with the given severity or above. One of: [debug, info, warn, error]").Default("info").String()
+	var raw rawFlags
+	app.Flag("log.level", "Only log messages with the given severity or above. One of: [debug, info, warn, error]").Default("info").StringVar(&raw.logLevel)
 	app.Flag("log.format", "Output format of log messages. One of: [auto, json, text] (auto: tint on a terminal, JSON otherwise)").Default("auto").StringVar(&o.logFormat)
 	app.Flag("kube-proxy.healthz-address", "kube-proxy's health server host:port (default <Node InternalIP>:10256).").StringVar(&o.kubeProxyHealthz)
 	app.Flag("kube-proxy.metrics-address", "kube-proxy's metrics server host:port, asked for /proxyMode.").Default("127.0.0.1:10249").StringVar(&o.kubeProxyMetrics)
@@ -104,13 +105,19 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		return o, fmt.Errorf("bad command line: %s", oneLine(err.Error()))
 	}
 	o.listenAddresses, o.systemdSocket, o.webConfigFile = *web.WebListenAddresses, *web.WebSystemdSocket, *web.WebConfigFile
-	return o, o.check(*level)
+	return o, o.check(raw)
 }
 
-// check validates what kingpin's types cannot, and parses the log level.
-func (o *options) check(level string) error {
-	if err := o.logLevel.UnmarshalText([]byte(level)); err != nil {
-		return fmt.Errorf("bad --log.level %q: want debug, info, warn or error", level)
+// rawFlags are flag values that check parses into options (a flag whose value needs more than kingpin's types
+// gets a field here, is set with StringVar, and is parsed in check).
+type rawFlags struct {
+	logLevel string
+}
+
+// check validates what kingpin's types cannot, and parses the raw flag values into o.
+func (o *options) check(raw rawFlags) error {
+	if err := o.logLevel.UnmarshalText([]byte(raw.logLevel)); err != nil {
+		return fmt.Errorf("bad --log.level %q: want debug, info, warn or error", raw.logLevel)
 	}
 	switch o.logFormat {
 	case "auto", "json", "text":
