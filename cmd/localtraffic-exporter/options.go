@@ -30,6 +30,9 @@ type options struct {
 	kubeProxyHealthz   string
 	kubeProxyMetrics   string
 	healthCheckAddress string
+	nodePortAddresses  []string // nil: read kube-proxy's /configz
+	externalIPWindow   time.Duration
+	dataplane          string // "" (auto), "kube-proxy" or "replacement"
 	probeTimeout       time.Duration
 	probeConcurrency   int
 	scrapeTimeoutOff   time.Duration
@@ -87,7 +90,10 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	app.Flag("log.format", "Output format of log messages. One of: [auto, json, text] (auto: tint on a terminal, JSON otherwise)").Default("auto").StringVar(&o.logFormat)
 	app.Flag("kube-proxy.healthz-address", "kube-proxy's health server host:port (default <Node InternalIP>:10256).").StringVar(&o.kubeProxyHealthz)
 	app.Flag("kube-proxy.metrics-address", "kube-proxy's metrics server host:port, asked for /proxyMode.").Default("127.0.0.1:10249").StringVar(&o.kubeProxyMetrics)
-	app.Flag("health-check.address", "Address to probe health check node ports on (default: the Node's InternalIP, confirmed local).").StringVar(&o.healthCheckAddress)
+	app.Flag("health-check.address", "Address to probe health check node ports of its IP family on (default: the node's address of each family that kube-proxy serves).").StringVar(&o.healthCheckAddress)
+	app.Flag("kube-proxy.nodeport-addresses", "kube-proxy's --nodeport-addresses, comma-separated CIDRs or \"primary\" (default: read from kube-proxy's /configz on --kube-proxy.metrics-address).").StringVar(&raw.nodePortAddresses)
+	app.Flag("dataplane", "What serves Services on this node: auto (detect a kube-proxy replacement: no kube-proxy rules and no kube-proxy health answer), kube-proxy, or replacement (Cilium, Calico eBPF, OVN-Kubernetes: API view and health check node ports decide).").Default("auto").StringVar(&raw.dataplane)
+	durationFlag(app, "externalip.evidence-window", "An externalIP not assigned to this node is in rotation when its drop rule's packet counter grew this recently (iptables modes).", "10m", &o.externalIPWindow)
 	durationFlag(app, "probe.timeout", "Longest time one probe may take; the scrape's own timeout may shorten it.", "5s", &o.probeTimeout)
 	intFlag(app, "probe.concurrency", "Health check probes in flight at once.", "8", &o.probeConcurrency)
 	durationFlag(app, "scrape.timeout-offset", "Subtracted from X-Prometheus-Scrape-Timeout-Seconds to leave time to answer.", "500ms", &o.scrapeTimeoutOff)
@@ -111,7 +117,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 // rawFlags are flag values that check parses into options (a flag whose value needs more than kingpin's types
 // gets a field here, is set with StringVar, and is parsed in check).
 type rawFlags struct {
-	logLevel string
+	logLevel, nodePortAddresses, dataplane string
 }
 
 // check validates what kingpin's types cannot, and parses the raw flag values into o.
@@ -156,6 +162,29 @@ func (o *options) check(raw rawFlags) error {
 		if _, _, err := net.SplitHostPort(hp.v); err != nil {
 			return fmt.Errorf("bad %s %q: want host:port", hp.flag, hp.v)
 		}
+	}
+	if raw.nodePortAddresses != "" {
+		o.nodePortAddresses = []string{}
+		for _, c := range strings.Split(raw.nodePortAddresses, ",") {
+			c = strings.TrimSpace(c)
+			if c == "primary" {
+				continue
+			}
+			if _, _, err := net.ParseCIDR(c); err != nil {
+				return fmt.Errorf("bad --kube-proxy.nodeport-addresses %q: want CIDRs or primary", raw.nodePortAddresses)
+			}
+			o.nodePortAddresses = append(o.nodePortAddresses, c)
+		}
+	}
+	switch raw.dataplane {
+	case "auto":
+	case "kube-proxy", "replacement":
+		o.dataplane = raw.dataplane
+	default:
+		return fmt.Errorf("bad --dataplane %q: want auto, kube-proxy or replacement", raw.dataplane)
+	}
+	if o.externalIPWindow <= 0 {
+		return fmt.Errorf("bad --externalip.evidence-window %s: must be positive", o.externalIPWindow)
 	}
 	if o.healthCheckAddress != "" && net.ParseIP(o.healthCheckAddress) == nil {
 		return fmt.Errorf("bad --health-check.address %q: want an IP address", o.healthCheckAddress)
