@@ -79,7 +79,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}()
 
-	exp := newExporter(opts, view, nodeprobe.NetlinkAddrs{}, newRulesReader(opts, logger), logger)
+	// The landing page shows the State the last scrape gathered: one gatherer, recorded.
+	states := &lastState{g: newGatherer(opts, view, nodeprobe.NetlinkAddrs{}, newRulesReader(opts, logger), logger)}
+	exp := exporterFor(states, logger)
 	mux := http.NewServeMux()
 	mux.Handle(opts.telemetryPath, newMetricsHandler(exp, opts, logger))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
@@ -93,16 +95,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(w, "ok")
 	})
 	if opts.telemetryPath != "/" {
-		landing, err := web.NewLandingPage(web.LandingConfig{
-			Name:        "localtraffic-exporter",
-			Description: "Per node and per Service: does this node serve or drop externalTrafficPolicy: Local traffic?",
-			Version:     version.Info(),
-			Links:       []web.LandingLinks{{Address: opts.telemetryPath, Text: "Metrics"}},
-		})
-		if err != nil {
-			return fmt.Errorf("building the landing page: %w", err)
-		}
-		mux.Handle("/", landing)
+		mux.Handle("/", &landingPage{node: opts.nodeName, metricsPath: opts.telemetryPath, states: states,
+			gatherTimeout: opts.probeTimeout + time.Second, now: time.Now})
 	}
 
 	server := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
@@ -200,6 +194,17 @@ func newRulesReader(opts options, logger *slog.Logger) rules.Reader {
 
 // newExporter wires the collectors. addrs finds this host's addresses (netlink); ruleReader may be nil.
 func newExporter(opts options, view exporterView, addrs nodeprobe.AddrLister, ruleReader rules.Reader, logger *slog.Logger) *collector.Exporter {
+	return exporterFor(newGatherer(opts, view, addrs, ruleReader, logger), logger)
+}
+
+// exporterFor is the exporter's collectors over one gatherer.
+func exporterFor(g collector.StateGatherer, logger *slog.Logger) *collector.Exporter {
+	return collector.NewExporter(logger, g,
+		collector.NewServices(), collector.NewKubeProxy(), collector.NewNode(), collector.NewInformers(), collector.NewRules(), collector.NewDataplane())
+}
+
+// newGatherer builds the per-scrape gatherer from the options.
+func newGatherer(opts options, view exporterView, addrs nodeprobe.AddrLister, ruleReader rules.Reader, logger *slog.Logger) *collector.Gatherer {
 	client := nodeprobe.NewHTTPClient()
 	localAddr := func(n kubeview.NodeState) (string, error) {
 		return nodeprobe.PickLocalAddress(addrs, n.InternalIPs)
@@ -214,7 +219,7 @@ func newExporter(opts options, view exporterView, addrs nodeprobe.AddrLister, ru
 	if opts.kubeProxyHealthz != "" {
 		kpAddr = func(kubeview.NodeState) (string, error) { return opts.kubeProxyHealthz, nil }
 	}
-	gatherer := collector.NewGatherer(collector.GathererConfig{
+	return collector.NewGatherer(collector.GathererConfig{
 		View: view, Informers: view, Rules: ruleReader, Addrs: addrs,
 		KubeProxyAddress: kpAddr, HealthCheckAddress: opts.healthCheckAddress,
 		NodePortAddresses: opts.nodePortAddresses, ConfigzURL: "http://" + opts.kubeProxyMetrics + "/configz",
@@ -222,6 +227,4 @@ func newExporter(opts options, view exporterView, addrs nodeprobe.AddrLister, ru
 		Client: client, ProbeTimeout: opts.probeTimeout, Concurrency: opts.probeConcurrency,
 		Memory: collector.NewMemory(), Logger: logger,
 	})
-	return collector.NewExporter(logger, gatherer,
-		collector.NewServices(), collector.NewKubeProxy(), collector.NewNode(), collector.NewInformers(), collector.NewRules(), collector.NewDataplane())
 }
