@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -237,3 +238,28 @@ func TestLandingPageEscapes(t *testing.T) {
 type fixedState struct{ st *collector.State }
 
 func (f fixedState) Gather(context.Context) *collector.State { return f.st }
+
+// BenchmarkLandingPage renders the page for 1000 Local Services (the view and the template; no gathering).
+func BenchmarkLandingPage(b *testing.B) {
+	st := &collector.State{Source: collector.SourceRules, Dataplane: collector.DataplaneKubeProxy, RulesConfigured: true}
+	for i := 0; i < 1000; i++ {
+		st.Services = append(st.Services, collector.ServiceResult{
+			Service: kubeview.ServiceState{Namespace: "ns", Name: fmt.Sprintf("svc-%d", i), Families: []kubeview.FamilyEndpoints{{Family: corev1.IPv4Protocol, LocalEndpoints: 1}}},
+			Checks: []collector.FamilyCheck{{Family: corev1.IPv4Protocol, HealthCheck: nodeprobe.HealthCheck{
+				Result: nodeprobe.ResultOK, StatusCode: 200, LocalEndpoints: 1, Duration: time.Millisecond}}},
+			Verdict: collector.Verdict{InRotation: true},
+		})
+	}
+	states := &lastState{g: fixedState{st}}
+	states.Gather(context.Background())
+	page := &landingPage{node: "node-1", metricsPath: "/metrics", states: states, gatherTimeout: time.Second, now: time.Now}
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		rec := httptest.NewRecorder()
+		page.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			b.Fatal(rec.Code)
+		}
+	}
+}
