@@ -155,7 +155,19 @@ func TestJSONLogsThroughAPIServerHiccup(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	time.Sleep(time.Until(hiccup.Add(20 * time.Second)))
+	proxy.mu.Lock()
+	acceptedBefore := proxy.accepted
+	proxy.mu.Unlock()
 	proxy.restore(t)
+	// client-go reconnects (its reflectors relist and watch again through the proxy) and the exporter is ready.
+	eventually(t, 2*time.Minute, "the exporter reconnects to the apiserver after the hiccup", func() error {
+		proxy.mu.Lock()
+		defer proxy.mu.Unlock()
+		if proxy.accepted == acceptedBefore {
+			return fmt.Errorf("no new connection through the proxy yet")
+		}
+		return nil
+	})
 	eventually(t, 2*time.Minute, "the exporter is ready again after the hiccup", ready)
 	// Give the reflectors' relists and new watches time to log their recovery too.
 	time.Sleep(3 * time.Second)
