@@ -51,6 +51,8 @@ e2e:
 demo:
 	e2e/run-demo.sh
 
+## generate: the dashboard (Go, alerts/dashgen), the PrometheusRule and dashboard ConfigMap, the Helm chart's
+## copies of both. alerts' TestGeneratedFilesUpToDate fails while a committed file differs.
 generate:
 	cd alerts && $(GO) run ./cmd/generate
 

@@ -28,6 +28,26 @@ func TestGeneratedFilesUpToDate(t *testing.T) {
 	}
 }
 
+// dashboards/ holds only generated dashboards: a hand-written JSON file there would never be drift-checked.
+func TestDashboardsAreGenerated(t *testing.T) {
+	root := repoRoot(t)
+	onDisk, err := DashboardFiles(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	generated, err := Dashboards()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, d := range generated {
+		want = append(want, d.Path)
+	}
+	if strings.Join(onDisk, " ") != strings.Join(want, " ") {
+		t.Errorf("dashboards/ has %q, the generator writes %q: add new dashboards in alerts/dashgen", onDisk, want)
+	}
+}
+
 // The PrometheusRule carries every rule of the sources unchanged, and the ConfigMap every dashboard byte for
 // byte, so the drift check above compares against a faithful rendering.
 func TestGeneratedContent(t *testing.T) {

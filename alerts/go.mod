@@ -3,6 +3,8 @@ module github.com/localtraffic/localtraffic-exporter/alerts
 go 1.26.7
 
 require (
+	github.com/google/go-jsonnet v0.22.0
+	github.com/grafana/grafana-foundation-sdk/go v0.0.22
 	github.com/prometheus/common v0.74.0
 	github.com/prometheus/prometheus v0.316.0
 	go.yaml.in/yaml/v3 v3.0.6
@@ -28,7 +30,10 @@ require (
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
+	go.yaml.in/yaml/v2 v2.4.5 // indirect
+	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
+	sigs.k8s.io/yaml v1.6.0 // indirect
 )

@@ -37,17 +37,7 @@ const (
 func installPrometheusOperatorCRDs(t *testing.T, c *cluster.Cluster) {
 	t.Helper()
 	ctx := testContext(t)
-	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", prometheusOperatorModule)
-	cmd.Dir = t.TempDir() // outside any module: download only, no go.mod touched
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go mod download %s: %v", prometheusOperatorModule, err)
-	}
-	var mod struct{ Dir string }
-	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
-		t.Fatalf("go mod download %s: no directory in %s", prometheusOperatorModule, out)
-	}
-	crdDir := filepath.Join(mod.Dir, "example", "prometheus-operator-crd")
+	crdDir := prometheusOperatorCRDDir(t)
 	// Server-side apply: the CRDs are too big for client-side apply's last-applied annotation.
 	if _, err := kubectl(ctx, c, nil, "apply", "--server-side", "--field-manager=e2e-deploy",
 		"-f", filepath.Join(crdDir, "monitoring.coreos.com_podmonitors.yaml"),
@@ -58,6 +48,22 @@ func installPrometheusOperatorCRDs(t *testing.T, c *cluster.Cluster) {
 		"crd/podmonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// prometheusOperatorCRDDir downloads the pinned operator module and returns its directory of CRDs.
+func prometheusOperatorCRDDir(t *testing.T) string {
+	t.Helper()
+	cmd := exec.CommandContext(testContext(t), "go", "mod", "download", "-json", prometheusOperatorModule)
+	cmd.Dir = t.TempDir() // outside any module: download only, no go.mod touched
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go mod download %s: %v", prometheusOperatorModule, err)
+	}
+	var mod struct{ Dir string }
+	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
+		t.Fatalf("go mod download %s: no directory in %s", prometheusOperatorModule, out)
+	}
+	return filepath.Join(mod.Dir, "example", "prometheus-operator-crd")
 }
 
 // TestDeployManifestsServerDryRun runs the users' install command, `kubectl apply -k <dir>`, with

@@ -1,15 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/common/version"
+	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 )
 
 // options are the command line, parsed and checked.
@@ -17,6 +22,7 @@ type options struct {
 	kubeconfig         string
 	nodeName           string
 	listenAddresses    []string
+	systemdSocket      bool
 	webConfigFile      string
 	telemetryPath      string
 	logLevel           slog.Level
@@ -36,97 +42,116 @@ type options struct {
 	version            bool
 }
 
-// listFlag is a repeatable string flag, as exporter-toolkit's --web.listen-address is.
-type listFlag struct {
-	values  *[]string
-	changed bool
-}
-
-func (l *listFlag) String() string {
-	if l.values == nil {
-		return ""
-	}
-	return strings.Join(*l.values, ",")
-}
-
-func (l *listFlag) Set(v string) error {
-	if !l.changed {
-		*l.values, l.changed = nil, true // the first explicit value replaces the default
-	}
-	*l.values = append(*l.values, v)
-	return nil
-}
-
 const defaultListenAddress = ":9746"
 
-// parseOptions reads args; getenv supplies defaults (NODE_NAME). Errors are one line, fit for stderr.
-func parseOptions(args []string, getenv func(string) string) (options, error) {
-	o := options{listenAddresses: []string{defaultListenAddress}}
-	fs := flag.NewFlagSet("localtraffic-exporter", flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // errors are returned as one line; --help is handled below
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Path to a kubeconfig; empty uses the in-cluster config.")
-	fs.StringVar(&o.nodeName, "node-name", getenv("NODE_NAME"), "The node this exporter runs on (default $NODE_NAME).")
-	fs.Var(&listFlag{values: &o.listenAddresses}, "web.listen-address", "Address to listen on; repeatable (default "+defaultListenAddress+").")
-	fs.StringVar(&o.webConfigFile, "web.config.file", "", "exporter-toolkit web configuration file for TLS and basic auth.")
-	fs.StringVar(&o.telemetryPath, "web.telemetry-path", "/metrics", "Path under which to expose metrics.")
-	level := fs.String("log.level", "info", "Log level: debug, info, warn, error.")
-	fs.StringVar(&o.logFormat, "log.format", "auto", "Log format: auto (tint on a terminal, JSON otherwise), json, text.")
-	fs.StringVar(&o.kubeProxyHealthz, "kube-proxy.healthz-address", "", "kube-proxy's health server host:port (default <Node InternalIP>:10256).")
-	fs.StringVar(&o.kubeProxyMetrics, "kube-proxy.metrics-address", "127.0.0.1:10249", "kube-proxy's metrics server host:port, asked for /proxyMode.")
-	fs.StringVar(&o.healthCheckAddress, "health-check.address", "", "Address to probe health check node ports of its IP family on (default: the node's address of each family that kube-proxy serves).")
-	nodePortAddrs := fs.String("kube-proxy.nodeport-addresses", "", "kube-proxy's --nodeport-addresses, comma-separated CIDRs or \"primary\" (default: read from kube-proxy's /configz on --kube-proxy.metrics-address).")
-	dataplane := fs.String("dataplane", "auto", "What serves Services on this node: auto (detect a kube-proxy replacement: no kube-proxy rules and no kube-proxy health answer), kube-proxy, or replacement (Cilium, Calico eBPF, OVN-Kubernetes: API view and health check node ports decide).")
-	fs.DurationVar(&o.externalIPWindow, "externalip.evidence-window", 10*time.Minute, "An externalIP not assigned to this node is in rotation when its drop rule's packet counter grew this recently (iptables modes).")
-	fs.DurationVar(&o.probeTimeout, "probe.timeout", 5*time.Second, "Longest time one probe may take; the scrape's own timeout may shorten it.")
-	fs.IntVar(&o.probeConcurrency, "probe.concurrency", 8, "Health check probes in flight at once.")
-	fs.DurationVar(&o.scrapeTimeoutOff, "scrape.timeout-offset", 500*time.Millisecond, "Subtracted from X-Prometheus-Scrape-Timeout-Seconds to leave time to answer.")
-	fs.IntVar(&o.maxRequests, "web.max-requests", 10, "Scrapes served at once; more get 503.")
-	fs.StringVar(&o.rulesMode, "rules.mode", "auto", "Which kube-proxy rules to read: auto, iptables, nftables, none.")
-	fs.DurationVar(&o.rulesCacheTTL, "rules.cache-ttl", 2*time.Second, "How long one read of kube-proxy's rules serves concurrent scrapes.")
-	fs.BoolVar(&o.version, "version", false, "Print the version and exit.")
+// errHelp carries the usage text for --help: printed on stdout, exit 0.
+type errHelp struct{ usage string }
 
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return o, errHelp{usage: usage(fs)}
+func (e errHelp) Error() string { return e.usage }
+
+// errVersion stops parsing at --version: the version is printed whatever else the command line holds.
+var errVersion = errors.New("version requested")
+
+// parseOptions reads args; getenv supplies defaults (NODE_NAME). Errors are one line, fit for stderr.
+//
+// The flags are kingpin's, as in node_exporter and the other Prometheus exporters: exporter-toolkit's
+// kingpinflag defines --web.listen-address (repeatable), --web.config.file and --web.systemd-socket exactly as
+// they do, and --log.level/--log.format follow promslog's flag names (the formats stay auto|json|text).
+// kingpin never exits or writes here: help and version come back as values, errors as one-line errors.
+func parseOptions(args []string, getenv func(string) string) (options, error) {
+	var o options
+	app := kingpin.New("localtraffic-exporter",
+		"Per node and per Service with externalTrafficPolicy: Local, tells whether this node serves or silently drops the Service's external traffic.")
+	var usage bytes.Buffer
+	app.Terminate(nil).UsageWriter(&usage).ErrorWriter(io.Discard)
+	app.HelpFlag.Short('h').PreAction(func(c *kingpin.ParseContext) error {
+		if err := app.UsageForContext(c); err != nil {
+			return fmt.Errorf("rendering the usage: %w", err)
 		}
-		return o, fmt.Errorf("bad command line: %w", err)
-	}
-	if fs.NArg() > 0 {
-		return o, fmt.Errorf("bad command line: unexpected argument %q", fs.Arg(0))
-	}
-	if o.version {
+		return errHelp{usage: usage.String()}
+	})
+	versionFlag := app.Flag("version", "Show application version.")
+	versionFlag.PreAction(func(c *kingpin.ParseContext) error {
+		// kingpin runs this before it reports arguments left over ("--version=maybe" leaves "maybe"): check here.
+		if !c.EOL() {
+			return fmt.Errorf("unexpected %s after --version (it takes no value)", c.Peek())
+		}
+		o.version = true
+		return errVersion
+	}).Bool()
+
+	web := kingpinflag.AddFlags(app, defaultListenAddress)
+	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&o.telemetryPath)
+	intFlag(app, "web.max-requests", "Scrapes served at once; more get 503.", "10", &o.maxRequests)
+	app.Flag("kubeconfig", "Path to a kubeconfig; empty uses the in-cluster config.").StringVar(&o.kubeconfig)
+	app.Flag("node-name", "The node this exporter runs on (default $NODE_NAME).").Default(getenv("NODE_NAME")).StringVar(&o.nodeName)
+	var raw rawFlags
+	app.Flag("log.level", "Only log messages with the given severity or above. One of: [debug, info, warn, error]").Default("info").StringVar(&raw.logLevel)
+	app.Flag("log.format", "Output format of log messages. One of: [auto, json, text] (auto: tint on a terminal, JSON otherwise)").Default("auto").StringVar(&o.logFormat)
+	app.Flag("kube-proxy.healthz-address", "kube-proxy's health server host:port (default <Node InternalIP>:10256).").StringVar(&o.kubeProxyHealthz)
+	app.Flag("kube-proxy.metrics-address", "kube-proxy's metrics server host:port, asked for /proxyMode.").Default("127.0.0.1:10249").StringVar(&o.kubeProxyMetrics)
+	app.Flag("health-check.address", "Address to probe health check node ports of its IP family on (default: the node's address of each family that kube-proxy serves).").StringVar(&o.healthCheckAddress)
+	app.Flag("kube-proxy.nodeport-addresses", "kube-proxy's --nodeport-addresses, comma-separated CIDRs or \"primary\" (default: read from kube-proxy's /configz on --kube-proxy.metrics-address).").StringVar(&raw.nodePortAddresses)
+	app.Flag("dataplane", "What serves Services on this node: auto (detect a kube-proxy replacement: no kube-proxy rules and no kube-proxy health answer), kube-proxy, or replacement (Cilium, Calico eBPF, OVN-Kubernetes: API view and health check node ports decide).").Default("auto").StringVar(&raw.dataplane)
+	durationFlag(app, "externalip.evidence-window", "An externalIP not assigned to this node is in rotation when its drop rule's packet counter grew this recently (iptables modes).", "10m", &o.externalIPWindow)
+	durationFlag(app, "probe.timeout", "Longest time one probe may take; the scrape's own timeout may shorten it.", "5s", &o.probeTimeout)
+	intFlag(app, "probe.concurrency", "Health check probes in flight at once.", "8", &o.probeConcurrency)
+	durationFlag(app, "scrape.timeout-offset", "Subtracted from X-Prometheus-Scrape-Timeout-Seconds to leave time to answer.", "500ms", &o.scrapeTimeoutOff)
+	app.Flag("rules.mode", "Which kube-proxy rules to read: auto, iptables, nftables, none.").Default("auto").StringVar(&o.rulesMode)
+	durationFlag(app, "rules.cache-ttl", "How long one read of kube-proxy's rules serves concurrent scrapes.", "2s", &o.rulesCacheTTL)
+
+	_, err := app.Parse(args)
+	var help errHelp
+	switch {
+	case errors.As(err, &help):
+		return o, help
+	case errors.Is(err, errVersion):
 		return o, nil
+	case err != nil:
+		return o, fmt.Errorf("bad command line: %s", oneLine(err.Error()))
 	}
-	if err := o.logLevel.UnmarshalText([]byte(*level)); err != nil {
-		return o, fmt.Errorf("bad --log.level %q: want debug, info, warn or error", *level)
+	o.listenAddresses, o.systemdSocket, o.webConfigFile = *web.WebListenAddresses, *web.WebSystemdSocket, *web.WebConfigFile
+	return o, o.check(raw)
+}
+
+// rawFlags are flag values that check parses into options (a flag whose value needs more than kingpin's types
+// gets a field here, is set with StringVar, and is parsed in check).
+type rawFlags struct {
+	logLevel, nodePortAddresses, dataplane string
+}
+
+// check validates what kingpin's types cannot, and parses the raw flag values into o.
+func (o *options) check(raw rawFlags) error {
+	if err := o.logLevel.UnmarshalText([]byte(raw.logLevel)); err != nil {
+		return fmt.Errorf("bad --log.level %q: want debug, info, warn or error", raw.logLevel)
 	}
 	switch o.logFormat {
 	case "auto", "json", "text":
 	default:
-		return o, fmt.Errorf("bad --log.format %q: want auto, json or text", o.logFormat)
+		return fmt.Errorf("bad --log.format %q: want auto, json or text", o.logFormat)
 	}
 	switch o.rulesMode {
 	case "auto", "iptables", "nftables", "none":
 	default:
-		return o, fmt.Errorf("bad --rules.mode %q: want auto, iptables, nftables or none", o.rulesMode)
+		return fmt.Errorf("bad --rules.mode %q: want auto, iptables, nftables or none", o.rulesMode)
 	}
 	if o.nodeName == "" {
-		return o, errors.New("no node name: set --node-name or NODE_NAME (the DaemonSet passes spec.nodeName)")
+		return errors.New("no node name: set --node-name or NODE_NAME (the DaemonSet passes spec.nodeName)")
 	}
 	if o.probeTimeout <= 0 {
-		return o, fmt.Errorf("bad --probe.timeout %s: must be positive", o.probeTimeout)
+		return fmt.Errorf("bad --probe.timeout %s: must be positive", o.probeTimeout)
 	}
 	if o.probeConcurrency < 1 {
-		return o, fmt.Errorf("bad --probe.concurrency %d: must be at least 1", o.probeConcurrency)
+		return fmt.Errorf("bad --probe.concurrency %d: must be at least 1", o.probeConcurrency)
 	}
 	if o.maxRequests < 1 {
-		return o, fmt.Errorf("bad --web.max-requests %d: must be at least 1", o.maxRequests)
+		return fmt.Errorf("bad --web.max-requests %d: must be at least 1", o.maxRequests)
 	}
 	if o.scrapeTimeoutOff < 0 {
-		return o, fmt.Errorf("bad --scrape.timeout-offset %s: must not be negative", o.scrapeTimeoutOff)
+		return fmt.Errorf("bad --scrape.timeout-offset %s: must not be negative", o.scrapeTimeoutOff)
 	}
 	if !strings.HasPrefix(o.telemetryPath, "/") {
-		return o, fmt.Errorf("bad --web.telemetry-path %q: must start with /", o.telemetryPath)
+		return fmt.Errorf("bad --web.telemetry-path %q: must start with /", o.telemetryPath)
 	}
 	for _, hp := range []struct{ flag, v string }{
 		{"--kube-proxy.healthz-address", o.kubeProxyHealthz}, {"--kube-proxy.metrics-address", o.kubeProxyMetrics},
@@ -135,53 +160,73 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 			continue
 		}
 		if _, _, err := net.SplitHostPort(hp.v); err != nil {
-			return o, fmt.Errorf("bad %s %q: want host:port", hp.flag, hp.v)
+			return fmt.Errorf("bad %s %q: want host:port", hp.flag, hp.v)
 		}
 	}
-	if *nodePortAddrs != "" {
+	if raw.nodePortAddresses != "" {
 		o.nodePortAddresses = []string{}
-		for _, c := range strings.Split(*nodePortAddrs, ",") {
+		for _, c := range strings.Split(raw.nodePortAddresses, ",") {
 			c = strings.TrimSpace(c)
 			if c == "primary" {
 				continue
 			}
 			if _, _, err := net.ParseCIDR(c); err != nil {
-				return o, fmt.Errorf("bad --kube-proxy.nodeport-addresses %q: want CIDRs or primary", *nodePortAddrs)
+				return fmt.Errorf("bad --kube-proxy.nodeport-addresses %q: want CIDRs or primary", raw.nodePortAddresses)
 			}
 			o.nodePortAddresses = append(o.nodePortAddresses, c)
 		}
 	}
-	switch *dataplane {
+	switch raw.dataplane {
 	case "auto":
 	case "kube-proxy", "replacement":
-		o.dataplane = *dataplane
+		o.dataplane = raw.dataplane
 	default:
-		return o, fmt.Errorf("bad --dataplane %q: want auto, kube-proxy or replacement", *dataplane)
+		return fmt.Errorf("bad --dataplane %q: want auto, kube-proxy or replacement", raw.dataplane)
 	}
 	if o.externalIPWindow <= 0 {
-		return o, fmt.Errorf("bad --externalip.evidence-window %s: must be positive", o.externalIPWindow)
+		return fmt.Errorf("bad --externalip.evidence-window %s: must be positive", o.externalIPWindow)
 	}
 	if o.healthCheckAddress != "" && net.ParseIP(o.healthCheckAddress) == nil {
-		return o, fmt.Errorf("bad --health-check.address %q: want an IP address", o.healthCheckAddress)
+		return fmt.Errorf("bad --health-check.address %q: want an IP address", o.healthCheckAddress)
 	}
 	if o.kubeconfig != "" {
 		if _, err := os.Stat(o.kubeconfig); err != nil {
-			return o, fmt.Errorf("bad --kubeconfig: %w", err)
+			return fmt.Errorf("bad --kubeconfig: %w", err)
 		}
 	}
-	return o, nil
+	return nil
 }
 
-// errHelp carries the usage text for --help: printed, exit 0.
-type errHelp struct{ usage string }
-
-func (e errHelp) Error() string { return e.usage }
-
-func usage(fs *flag.FlagSet) string {
-	var b strings.Builder
-	b.WriteString("Usage: localtraffic-exporter [flags]\n\n")
-	fs.SetOutput(&b)
-	fs.PrintDefaults()
-	fs.SetOutput(io.Discard)
-	return b.String()
+// durationFlag and intFlag are kingpin's Duration and Int flags with errors that name the flag (kingpin's own
+// say only "time: invalid duration"), so the one stderr line tells which flag is wrong.
+func durationFlag(app *kingpin.Application, name, help, def string, target *time.Duration) {
+	app.Flag(name, help).Default(def).SetValue(&parsedValue[time.Duration]{flag: name, target: target, parse: time.ParseDuration})
 }
+
+func intFlag(app *kingpin.Application, name, help, def string, target *int) {
+	app.Flag(name, help).Default(def).SetValue(&parsedValue[int]{flag: name, target: target, parse: strconv.Atoi})
+}
+
+// parsedValue is a kingpin.Value parsed by parse.
+type parsedValue[T any] struct {
+	flag   string
+	target *T
+	parse  func(string) (T, error)
+}
+
+func (v *parsedValue[T]) Set(s string) error {
+	x, err := v.parse(s)
+	if err != nil {
+		return fmt.Errorf("--%s %q: %w", v.flag, s, err)
+	}
+	*v.target = x
+	return nil
+}
+
+func (v *parsedValue[T]) String() string { return fmt.Sprint(*v.target) }
+
+// versionText is what --version prints, as every Prometheus exporter prints it.
+func versionText() string { return version.Print("localtraffic-exporter") }
+
+// oneLine joins a multi-line message (kingpin's errors are one line; this keeps the rule if one is not).
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

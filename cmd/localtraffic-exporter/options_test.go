@@ -145,7 +145,7 @@ func TestParseOptionsBadValues(t *testing.T) {
 	}{
 		{"unknown flag", []string{"--no-such-flag"}, nil, "no-such-flag"},
 		{"flag without its value", []string{"--node-name"}, nil, "node-name"},
-		{"positional argument", []string{"--node-name", "n", "extra"}, nil, `"extra"`},
+		{"positional argument", []string{"--node-name", "n", "extra"}, nil, `unexpected extra`},
 		{"no node name", nil, nil, "--node-name"},
 		{"empty node name overrides NODE_NAME", []string{"--node-name", ""}, map[string]string{"NODE_NAME": "x"}, "--node-name"},
 		{"log level", []string{"--log.level", "verbose"}, nil, "--log.level"},
@@ -195,7 +195,7 @@ func TestParseOptionsBadValues(t *testing.T) {
 }
 
 func TestParseOptionsHelp(t *testing.T) {
-	for _, arg := range []string{"--help", "-help", "-h"} {
+	for _, arg := range []string{"--help", "-h"} {
 		_, err := parseOptions([]string{arg}, env(nil))
 		var help errHelp
 		if !errors.As(err, &help) {
@@ -205,8 +205,8 @@ func TestParseOptionsHelp(t *testing.T) {
 		for _, flag := range []string{"kubeconfig", "node-name", "web.listen-address", "web.config.file",
 			"web.telemetry-path", "log.level", "log.format", "kube-proxy.healthz-address",
 			"kube-proxy.metrics-address", "health-check.address", "probe.timeout", "probe.concurrency", "rules.mode"} {
-			if !strings.Contains(help.usage, "-"+flag) {
-				t.Errorf("%s: usage does not mention -%s:\n%s", arg, flag, help.usage)
+			if !strings.Contains(help.usage, "--"+flag) {
+				t.Errorf("%s: usage does not mention --%s:\n%s", arg, flag, help.usage)
 			}
 		}
 	}

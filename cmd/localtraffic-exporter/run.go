@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"github.com/localtraffic/localtraffic-exporter/collector"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
@@ -30,19 +31,20 @@ import (
 // kubeProxyHealthPort is kube-proxy's default --healthz-bind-address port.
 const kubeProxyHealthPort = "10256"
 
-// run is the whole program: it returns when ctx ends (nil) or on the first fatal error.
-func run(ctx context.Context, args []string, stderr io.Writer) error {
+// run is the whole program: it returns when ctx ends (nil) or on the first fatal error. --help and --version
+// print on stdout, as the Prometheus exporters do; logs go to stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	opts, err := parseOptions(args, os.Getenv)
 	var help errHelp
 	if errors.As(err, &help) {
-		fmt.Fprint(stderr, help.usage)
+		fmt.Fprint(stdout, help.usage)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
 	if opts.version {
-		fmt.Fprintln(stderr, version.Print("localtraffic-exporter"))
+		fmt.Fprintln(stdout, versionText())
 		return nil
 	}
 	if opts.webConfigFile != "" {
@@ -51,6 +53,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 	}
 	logger := newLogger(stderr, opts.logFormat, opts.logLevel)
+	// client-go logs through klog (reflector watch errors, throttling, ...); route it into the same handler so
+	// --log.format=json yields JSON lines only. klog's logger is process-wide: run sets it once per process.
+	klog.SetSlogLogger(logger)
 
 	client, err := newKubeClient(opts.kubeconfig)
 	if err != nil {
@@ -74,7 +79,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 	}()
 
-	exp := newExporter(opts, view, nodeprobe.NetlinkAddrs{}, newRulesReader(opts, logger), logger)
+	// The landing page shows the State the last scrape gathered: one gatherer, recorded.
+	states := &lastState{g: newGatherer(opts, view, nodeprobe.NetlinkAddrs{}, newRulesReader(opts, logger), logger)}
+	exp := exporterFor(states, logger)
 	mux := http.NewServeMux()
 	mux.Handle(opts.telemetryPath, newMetricsHandler(exp, opts, logger))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
@@ -88,21 +95,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		fmt.Fprintln(w, "ok")
 	})
 	if opts.telemetryPath != "/" {
-		landing, err := web.NewLandingPage(web.LandingConfig{
-			Name:        "localtraffic-exporter",
-			Description: "Per node and per Service: does this node serve or drop externalTrafficPolicy: Local traffic?",
-			Version:     version.Info(),
-			Links:       []web.LandingLinks{{Address: opts.telemetryPath, Text: "Metrics"}},
-		})
-		if err != nil {
-			return fmt.Errorf("building the landing page: %w", err)
-		}
-		mux.Handle("/", landing)
+		mux.Handle("/", &landingPage{node: opts.nodeName, metricsPath: opts.telemetryPath, states: states,
+			gatherTimeout: opts.probeTimeout + time.Second, now: time.Now})
 	}
 
 	server := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	listenAddrs, webConfig := opts.listenAddresses, opts.webConfigFile
-	flags := &web.FlagConfig{WebListenAddresses: &listenAddrs, WebSystemdSocket: new(bool), WebConfigFile: &webConfig}
+	flags := &web.FlagConfig{WebListenAddresses: &listenAddrs, WebSystemdSocket: &opts.systemdSocket, WebConfigFile: &webConfig}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- web.ListenAndServe(server, flags, logger) }()
 	logger.Info("serving", "node", opts.nodeName, "addresses", listenAddrs, "version", version.Info())
@@ -195,6 +194,17 @@ func newRulesReader(opts options, logger *slog.Logger) rules.Reader {
 
 // newExporter wires the collectors. addrs finds this host's addresses (netlink); ruleReader may be nil.
 func newExporter(opts options, view exporterView, addrs nodeprobe.AddrLister, ruleReader rules.Reader, logger *slog.Logger) *collector.Exporter {
+	return exporterFor(newGatherer(opts, view, addrs, ruleReader, logger), logger)
+}
+
+// exporterFor is the exporter's collectors over one gatherer.
+func exporterFor(g collector.StateGatherer, logger *slog.Logger) *collector.Exporter {
+	return collector.NewExporter(logger, g,
+		collector.NewServices(), collector.NewKubeProxy(), collector.NewNode(), collector.NewInformers(), collector.NewRules(), collector.NewDataplane())
+}
+
+// newGatherer builds the per-scrape gatherer from the options.
+func newGatherer(opts options, view exporterView, addrs nodeprobe.AddrLister, ruleReader rules.Reader, logger *slog.Logger) *collector.Gatherer {
 	client := nodeprobe.NewHTTPClient()
 	localAddr := func(n kubeview.NodeState) (string, error) {
 		return nodeprobe.PickLocalAddress(addrs, n.InternalIPs)
@@ -209,7 +219,7 @@ func newExporter(opts options, view exporterView, addrs nodeprobe.AddrLister, ru
 	if opts.kubeProxyHealthz != "" {
 		kpAddr = func(kubeview.NodeState) (string, error) { return opts.kubeProxyHealthz, nil }
 	}
-	gatherer := collector.NewGatherer(collector.GathererConfig{
+	return collector.NewGatherer(collector.GathererConfig{
 		View: view, Informers: view, Rules: ruleReader, Addrs: addrs,
 		KubeProxyAddress: kpAddr, HealthCheckAddress: opts.healthCheckAddress,
 		NodePortAddresses: opts.nodePortAddresses, ConfigzURL: "http://" + opts.kubeProxyMetrics + "/configz",
@@ -217,6 +227,4 @@ func newExporter(opts options, view exporterView, addrs nodeprobe.AddrLister, ru
 		Client: client, ProbeTimeout: opts.probeTimeout, Concurrency: opts.probeConcurrency,
 		Memory: collector.NewMemory(), Logger: logger,
 	})
-	return collector.NewExporter(logger, gatherer,
-		collector.NewServices(), collector.NewKubeProxy(), collector.NewNode(), collector.NewInformers(), collector.NewRules(), collector.NewDataplane())
 }

@@ -124,16 +124,26 @@ users:
 // runWithGuard calls run and fails the test if it does not return within a generous bound.
 func runWithGuard(t *testing.T, ctx context.Context, args []string) (error, string) {
 	t.Helper()
-	// run may leave a goroutine that logs after it returned (see TestRunBadWebConfig): a locked buffer.
-	var stderr syncBuffer
+	err, stdout, stderr := runCaptured(t, ctx, args)
+	if stdout != "" {
+		t.Errorf("run(%q) wrote to stdout (only --help and --version may):\n%s", args, stdout)
+	}
+	return err, stderr
+}
+
+// runCaptured calls run like runWithGuard and returns what it wrote to stdout and to stderr.
+func runCaptured(t *testing.T, ctx context.Context, args []string) (err error, stdout, stderr string) {
+	t.Helper()
+	// run may leave a goroutine that logs after it returned (see TestRunBadWebConfig): locked buffers.
+	var out, errOut syncBuffer
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, args, &stderr) }()
+	go func() { done <- run(ctx, args, &out, &errOut) }()
 	select {
 	case err := <-done:
-		return err, stderr.String()
+		return err, out.String(), errOut.String()
 	case <-time.After(60 * time.Second):
 		t.Fatalf("run(%q) still running after 60s", args)
-		return nil, ""
+		return nil, "", ""
 	}
 }
 
@@ -161,20 +171,21 @@ func TestRunBadFlag(t *testing.T) {
 	}
 }
 
+// TestRunHelpAndVersion: --help and --version print on stdout, as node_exporter does, and exit 0.
 func TestRunHelpAndVersion(t *testing.T) {
-	err, stderr := runWithGuard(t, context.Background(), []string{"--help"})
+	err, stdout, stderr := runCaptured(t, context.Background(), []string{"--help"})
 	if err != nil {
 		t.Errorf("--help: %v, want nil (exit 0)", err)
 	}
-	if !strings.Contains(stderr, "-node-name") {
-		t.Errorf("--help printed no usage:\n%s", stderr)
+	if !strings.Contains(stdout, "--node-name") || !strings.HasPrefix(stdout, "usage: localtraffic-exporter") || stderr != "" {
+		t.Errorf("--help printed no usage on stdout:\nstdout:\n%s\nstderr:\n%s", stdout, stderr)
 	}
-	err, stderr = runWithGuard(t, context.Background(), []string{"--version"})
+	err, stdout, stderr = runCaptured(t, context.Background(), []string{"--version"})
 	if err != nil {
 		t.Errorf("--version: %v, want nil", err)
 	}
-	if !strings.Contains(stderr, "localtraffic-exporter") {
-		t.Errorf("--version printed %q", stderr)
+	if !strings.HasPrefix(stdout, "localtraffic-exporter, version ") || !strings.Contains(stdout, "go version:") || stderr != "" {
+		t.Errorf("--version printed stdout %q, stderr %q; want prometheus/common/version's Print", stdout, stderr)
 	}
 }
 
@@ -269,7 +280,7 @@ func TestRunServesAndStops(t *testing.T) {
 			"--node-name", "node-a", "--kubeconfig", kubeconfig, "--web.listen-address", listen,
 			"--kube-proxy.healthz-address", kubeProxy, "--health-check.address", "127.0.0.1",
 			"--rules.mode", "none", "--log.format", "json",
-		}, &stderr)
+		}, io.Discard, &stderr)
 	}()
 
 	base := "http://" + listen
@@ -384,6 +395,9 @@ func TestBinaryFailsWithOneLine(t *testing.T) {
 		{"garbage kubeconfig", []string{"--node-name", "n", "--kubeconfig", garbage}, "kubeconfig"},
 		{"kubeconfig is a directory", []string{"--node-name", "n", "--kubeconfig", t.TempDir()}, "kubeconfig"},
 		{"unknown node", []string{"--node-name", "node-b", "--kubeconfig", kubeconfig}, "does not exist"},
+		{"bad flag value after a good one", []string{"--node-name", "n", "--probe.concurrency", "many"}, "--probe.concurrency"},
+		{"single-dash long flag", []string{"-node-name", "n"}, "bad command line"},
+		{"value for --version", []string{"--version=yes"}, "--version"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -410,12 +424,41 @@ func TestBinaryFailsWithOneLine(t *testing.T) {
 			}
 		})
 	}
-	t.Run("help exits 0", func(t *testing.T) {
-		out, err := exec.Command(bin, "--help").CombinedOutput()
-		if err != nil {
-			t.Errorf("--help: %v\n%s", err, out)
+	// As in node_exporter: --web.systemd-socket without socket activation (no LISTEN_FDS) cannot serve; the
+	// exporter has started (it logged), so the failure is its last line and the exit code.
+	t.Run("systemd socket without activation", func(t *testing.T) {
+		cmd := exec.Command(bin, "--node-name", "node-a", "--kubeconfig", kubeconfig, "--web.systemd-socket", "--rules.mode", "none")
+		cmd.Env = append(os.Environ(), "LISTEN_FDS=", "LISTEN_PID=")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+			t.Fatalf("exit: %v, want a non-zero exit code\nstderr:\n%s", err, stderr.String())
+		}
+		lines := strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n")
+		if last := lines[len(lines)-1]; last != "localtraffic-exporter: serving metrics: no socket activation file descriptors found" {
+			t.Errorf("last stderr line %q, want the systemd activation error", last)
 		}
 	})
+	// --help, -h and --version print on stdout and exit 0, as the Prometheus exporters' kingpin command lines do.
+	for _, tc := range []struct{ arg, prefix string }{
+		{"--help", "usage: localtraffic-exporter [<flags>]"},
+		{"-h", "usage: localtraffic-exporter [<flags>]"},
+		{"--version", "localtraffic-exporter, version "},
+	} {
+		t.Run(tc.arg+" exits 0", func(t *testing.T) {
+			cmd := exec.Command(bin, tc.arg)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if err := cmd.Run(); err != nil {
+				t.Errorf("%s: %v\n%s", tc.arg, err, stderr.String())
+			}
+			if !strings.HasPrefix(stdout.String(), tc.prefix) || stderr.Len() != 0 {
+				t.Errorf("%s: stdout %q, stderr %q; want stdout starting %q and no stderr", tc.arg, stdout.String(), stderr.String(), tc.prefix)
+			}
+		})
+	}
 }
 
 func TestRunBadWebConfig(t *testing.T) {

@@ -1,5 +1,7 @@
-// Command generate renders deploy/prometheus-operator/prometheusrule.yaml and dashboard-configmap.yaml from
-// alerts/*.yaml and dashboards/*.json. Run it from alerts/ after changing a rule or a dashboard:
+// Command generate renders the dashboards (dashboards/*.json, from the Go in alerts/dashgen),
+// deploy/prometheus-operator/prometheusrule.yaml and dashboard-configmap.yaml, and the Helm chart's copies of
+// the rules and dashboards (deploy/helm/localtraffic-exporter/files/). Run it after changing a rule or a
+// dashboard (`make generate` does):
 //
 //	cd alerts && go run ./cmd/generate
 //
@@ -27,6 +29,10 @@ func run() int {
 	}
 	for _, f := range files {
 		path := filepath.Join(*root, f.Path)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, "generate:", err)
+			return 1
+		}
 		if err := os.WriteFile(path, f.Content, 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, "generate:", err)
 			return 1

@@ -1,0 +1,256 @@
+// Package dashgen builds the Grafana dashboard dashboards/localtraffic-exporter.json from Go with the Grafana
+// Foundation SDK (Apache-2.0), so its panels and queries are typed code rather than hand-edited JSON. The
+// alerts module's generator (cmd/generate) writes its output; a test fails while the committed file differs.
+//
+// Every query names only metrics of docs/metrics.md or recording rules of ../rules.yaml (the alerts module's
+// metrics tests check it), and e2e/alerts_test.go runs each one against a real Prometheus during the drill.
+package dashgen
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/grafana/grafana-foundation-sdk/go/cog"
+	"github.com/grafana/grafana-foundation-sdk/go/common"
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+	"github.com/grafana/grafana-foundation-sdk/go/prometheus"
+	"github.com/grafana/grafana-foundation-sdk/go/stat"
+	"github.com/grafana/grafana-foundation-sdk/go/statetimeline"
+	"github.com/grafana/grafana-foundation-sdk/go/table"
+	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
+)
+
+// UID is the dashboard's stable identifier (links and Grafana's provisioning key on it).
+const UID = "localtraffic-exporter"
+
+// RunbookURL is where docs/runbooks.md is published.
+const RunbookURL = "https://github.com/localtraffic/localtraffic-exporter/blob/main/docs/runbooks.md"
+
+// Selectors are the label matchers the template variables put into every query.
+const (
+	clusterSel = `cluster=~"$cluster"`
+	serviceSel = `cluster=~"$cluster", namespace=~"$namespace", service=~"$service"`
+)
+
+var datasource = common.DataSourceRef{Type: cog.ToPtr("prometheus"), Uid: cog.ToPtr("${datasource}")}
+
+// JSON renders the dashboard as Grafana reads it (indented, with a trailing newline).
+func JSON() ([]byte, error) {
+	d, err := Build()
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // PromQL's <, > and & stay readable in the file
+	if err := enc.Encode(d); err != nil {
+		return nil, fmt.Errorf("encode dashboard: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// Build assembles the dashboard: overview stats, the node × Service verdicts over time and now, health check
+// answers, kube-proxy's health per node, what the rules say (drops, local endpoints), and the exporter's own health.
+func Build() (dashboard.Dashboard, error) {
+	b := dashboard.NewDashboardBuilder("localtraffic-exporter / Local Services per node").
+		Uid(UID).
+		Description("Per node and per Service with externalTrafficPolicy: Local: does the node serve or drop the Service's external traffic. Alerts: alerts/alerts.yaml; runbooks: docs/runbooks.md.").
+		Tags([]string{"kubernetes", "kube-proxy", "localtraffic-exporter"}).
+		Timezone("utc").
+		Tooltip(dashboard.DashboardCursorSyncCrosshair).
+		Refresh("30s").
+		Time("now-1h", "now").
+		Readonly().
+		Link(dashboard.NewDashboardLinkBuilder("Runbooks").Type(dashboard.DashboardLinkTypeLink).Url(RunbookURL).TargetBlank(true)).
+		WithVariable(dashboard.NewDatasourceVariableBuilder("datasource").Label("Data source").Type("prometheus")).
+		WithVariable(queryVariable("cluster", "Cluster", "localtraffic_scrape_collector_success", "cluster")).
+		WithVariable(queryVariable("namespace", "Namespace", `localtraffic_service_info{cluster=~"$cluster"}`, "namespace")).
+		WithVariable(queryVariable("service", "Service", `localtraffic_service_info{cluster=~"$cluster", namespace=~"$namespace"}`, "service"))
+
+	b.WithRow(dashboard.NewRowBuilder("Overview"))
+	b.WithPanel(alarmStat("Blackholed node × Service pairs",
+		"Nodes in rotation for a Local Service that drop its external traffic (LocalTrafficBlackhole pages on each).",
+		query("A", `sum(namespace_service:localtraffic_blackhole:sum{`+serviceSel+`})`).Instant()))
+	b.WithPanel(alarmStat("Services with endpoints on one node",
+		"Local Services whose every ready endpoint sits on a single node: one drain away from an outage.",
+		query("A", `count(namespace_service:localtraffic_has_local_endpoint:sum{`+serviceSel+`} == 1) or vector(0)`).Instant()))
+	b.WithPanel(alarmStat("Nodes with kube-proxy failing /livez",
+		"kube-proxy's /livez answers non-200 on these nodes: its rules may be stale.",
+		query("A", `count(max by (cluster, node) (localtraffic_kube_proxy_up{`+clusterSel+`, endpoint="livez"}) == 0) or vector(0)`).Instant()))
+	b.WithPanel(stat.NewPanelBuilder().Title("Exporters up / discovered").
+		Description("Exporter pods Prometheus scrapes successfully, of those it discovered (one per node).").
+		Datasource(datasource).Height(4).Span(6).
+		WithTarget(query("A", `sum(up{job="localtraffic-exporter", `+clusterSel+`})`).Instant().LegendFormat("up")).
+		WithTarget(query("B", `count(up{job="localtraffic-exporter", `+clusterSel+`})`).Instant().LegendFormat("discovered")).
+		ColorMode(common.BigValueColorModeNone).GraphMode(common.BigValueGraphModeNone).
+		ReduceOptions(lastValue()))
+
+	b.WithRow(dashboard.NewRowBuilder("Verdicts"))
+	b.WithPanel(timeline("Verdict over time: node × Service").
+		Description("One lane per node and Local Service, from localtraffic_blackhole and localtraffic_in_rotation: serving, out of rotation (drained by design), or BLACKHOLE (in rotation, traffic dropped).").
+		Datasource(datasource).Height(10).Span(24).
+		WithTarget(query("A", `node_namespace_service:localtraffic_verdict:max{`+serviceSel+`}`).LegendFormat("{{node}} {{namespace}}/{{service}}")).
+		Mappings(verdictMappings()).
+		RowHeight(0.8))
+	b.WithPanel(table.NewPanelBuilder().Title("Node × Service verdict").
+		Description("Per node and Local Service: serving (in rotation with a local endpoint), out of rotation (health check 503, excluded or deleting node: drained by design), or BLACKHOLE (in rotation, traffic dropped).").
+		Datasource(datasource).Height(10).Span(24).
+		WithTarget(query("A", `label_join(node_namespace_service:localtraffic_verdict:max{`+serviceSel+`}, "service_ref", "/", "namespace", "service")`).Instant().Format(prometheus.PromQueryFormatTable)).
+		WithTransformation(dashboard.DataTransformerConfig{Id: "groupingToMatrix", Options: map[string]any{
+			"columnField": "node", "rowField": "service_ref", "valueField": "Value", "emptyValue": "null",
+		}}).
+		ShowHeader(true).CellHeight(common.TableCellHeightSm).Align(common.FieldTextAlignmentCenter).
+		CellOptions(common.TableCellOptions{TableColoredBackgroundCellOptions: &common.TableColoredBackgroundCellOptions{Type: "color-background"}}).
+		Mappings(verdictMappings()).
+		OverrideByName(`service_ref\node`, []dashboard.DynamicConfigValue{
+			{Id: "custom.cellOptions", Value: map[string]any{"type": "auto"}},
+			{Id: "displayName", Value: `Service \ node`},
+		}))
+	b.WithPanel(table.NewPanelBuilder().Title("Blackholed nodes").
+		Description("Node × Service pairs dropping external traffic now.").
+		Datasource(datasource).Height(8).Span(12).
+		WithTarget(query("A", `max by (cluster, node, namespace, service) (localtraffic_blackhole{`+serviceSel+`}) == 1`).Instant().Format(prometheus.PromQueryFormatTable)))
+	b.WithPanel(table.NewPanelBuilder().Title("Health check states").
+		Description("What each node's health check node port answers for each Service, and the local endpoints it reports.").
+		Datasource(datasource).Height(8).Span(12).
+		WithTarget(query("A", `max by (cluster, node, namespace, service, result) (localtraffic_health_check_result{`+serviceSel+`}) == 1`).Instant().Format(prometheus.PromQueryFormatTable)).
+		WithTarget(query("B", `max by (cluster, node, namespace, service) (localtraffic_health_check_local_endpoints{`+serviceSel+`})`).Instant().Format(prometheus.PromQueryFormatTable)))
+	b.WithPanel(series("Blackholed nodes per Service").
+		Description("How many nodes drop each Service's external traffic.").
+		Datasource(datasource).Height(8).Span(12).Min(0).Decimals(0).
+		WithTarget(query("A", `namespace_service:localtraffic_blackhole:sum{`+serviceSel+`}`).LegendFormat("{{namespace}}/{{service}}")))
+	b.WithPanel(series("Health check answers").
+		Description("Node × Service pairs per health check answer (ok: 200 with local endpoints; unavailable: 503; the rest are failures to answer).").
+		Datasource(datasource).Height(8).Span(12).Min(0).Decimals(0).
+		WithTarget(query("A", `count by (result) (localtraffic_health_check_result{`+serviceSel+`} == 1)`).LegendFormat("{{result}}")))
+
+	b.WithRow(dashboard.NewRowBuilder("kube-proxy"))
+	b.WithPanel(timeline("kube-proxy healthy per node").
+		Description("localtraffic_kube_proxy_healthy: kube-proxy's /healthz says its rules are fresh on this node.").
+		Datasource(datasource).Height(8).Span(12).
+		WithTarget(query("A", `max by (cluster, node) (localtraffic_kube_proxy_healthy{`+clusterSel+`})`).LegendFormat("{{node}}")).
+		Mappings([]dashboard.ValueMapping{valueMap(map[string]dashboard.ValueMappingResult{
+			"0": mapResult("unhealthy", "red", 0),
+			"1": mapResult("healthy", "green", 1),
+		})}).
+		RowHeight(0.8))
+	b.WithPanel(series("kube-proxy health endpoints").
+		Description("Per node: kube-proxy's /healthz and /livez answering 200, the node draining, and kube-proxy's own view of the node's eligibility.").
+		Datasource(datasource).Height(8).Span(12).Min(0).Max(1).Decimals(0).
+		WithTarget(query("A", `max by (cluster, node, endpoint) (localtraffic_kube_proxy_up{`+clusterSel+`})`).LegendFormat("{{node}} {{endpoint}}")).
+		WithTarget(query("B", `max by (cluster, node) (localtraffic_node_draining{`+clusterSel+`})`).LegendFormat("{{node}} draining")).
+		WithTarget(query("C", `max by (cluster, node) (localtraffic_kube_proxy_node_eligible{`+clusterSel+`})`).LegendFormat("{{node}} eligible")))
+	b.WithPanel(series("kube-proxy sync age").
+		Description("Seconds since kube-proxy last synced its rules, per node.").
+		Datasource(datasource).Height(8).Span(24).Min(0).Unit("s").
+		WithTarget(query("A", `node:localtraffic_kube_proxy_sync_age_seconds:max{`+clusterSel+`}`).LegendFormat("{{node}}")))
+
+	b.WithRow(dashboard.NewRowBuilder("Rules"))
+	b.WithPanel(series("Dropped packets per second by Service").
+		Description("New connections kube-proxy's rules drop for each Service, summed over nodes (the DROP/reject rule's packet counters).").
+		Datasource(datasource).Height(8).Span(12).Min(0).Unit("pps").
+		WithTarget(query("A", `sum by (cluster, namespace, service) (node_namespace_service:localtraffic_rules_dropped_packets:rate5m{`+serviceSel+`})`).LegendFormat("{{namespace}}/{{service}}")))
+	b.WithPanel(series("Dropped new connections per node").
+		Description("The same drops per node and Service.").
+		Datasource(datasource).Height(8).Span(12).Min(0).Unit("pps").
+		WithTarget(query("A", `node_namespace_service:localtraffic_rules_dropped_packets:rate5m{`+serviceSel+`}`).LegendFormat("{{node}} {{namespace}}/{{service}}")))
+	b.WithPanel(series("Local endpoints per node").
+		Description("Ready endpoints of the selected Local Services on each node, as the API reports them.").
+		Datasource(datasource).Height(8).Span(12).Min(0).Decimals(0).
+		WithTarget(query("A", `sum by (cluster, node) (localtraffic_local_endpoints{`+serviceSel+`})`).LegendFormat("{{node}}")))
+	b.WithPanel(series("Local endpoints: API view vs rules").
+		Description("Per node and Service: local endpoints in the API, in kube-proxy's rules, and whether the two disagree.").
+		Datasource(datasource).Height(8).Span(12).Min(0).Decimals(0).
+		WithTarget(query("A", `max by (cluster, node, namespace, service) (localtraffic_local_endpoints{`+serviceSel+`})`).LegendFormat("api {{node}} {{namespace}}/{{service}}")).
+		WithTarget(query("B", `max by (cluster, node, namespace, service) (localtraffic_rules_local_endpoints{`+serviceSel+`})`).LegendFormat("rules {{node}} {{namespace}}/{{service}}")).
+		WithTarget(query("C", `max by (cluster, node, namespace, service) (localtraffic_rules_mismatch{`+serviceSel+`})`).LegendFormat("mismatch {{node}} {{namespace}}/{{service}}")))
+
+	b.WithRow(dashboard.NewRowBuilder("Exporter"))
+	b.WithPanel(series("Collector success").
+		Description("1 when each collector of each node's exporter succeeded in the last scrape.").
+		Datasource(datasource).Height(8).Span(12).Min(0).Max(1).Decimals(0).
+		WithTarget(query("A", `min by (cluster, node, collector) (localtraffic_scrape_collector_success{`+clusterSel+`})`).LegendFormat("{{node}} {{collector}}")))
+	b.WithPanel(series("Collector duration").
+		Description("How long each collector took in the last scrape.").
+		Datasource(datasource).Height(8).Span(12).Min(0).Unit("s").
+		WithTarget(query("A", `max by (cluster, node, collector) (localtraffic_scrape_collector_duration_seconds{`+clusterSel+`})`).LegendFormat("{{node}} {{collector}}")))
+
+	d, err := b.Build()
+	if err != nil {
+		return dashboard.Dashboard{}, fmt.Errorf("build dashboard: %w", err)
+	}
+	return d, nil
+}
+
+// series is a time series panel with its legend listed below and a tooltip of every series, largest first.
+func series(title string) *timeseries.PanelBuilder {
+	return timeseries.NewPanelBuilder().Title(title).
+		Legend(common.NewVizLegendOptionsBuilder().ShowLegend(true).DisplayMode(common.LegendDisplayModeList).Placement(common.LegendPlacementBottom)).
+		Tooltip(common.NewVizTooltipOptionsBuilder().Mode(common.TooltipDisplayModeMulti).Sort(common.SortOrderDescending))
+}
+
+// timeline is a state timeline of one lane per series: the lane's name says which, the colour what state.
+func timeline(title string) *statetimeline.PanelBuilder {
+	return statetimeline.NewPanelBuilder().Title(title).
+		ShowValue(common.VisibilityModeNever).MergeValues(true).
+		Legend(common.NewVizLegendOptionsBuilder().ShowLegend(false).DisplayMode(common.LegendDisplayModeHidden).Placement(common.LegendPlacementBottom)).
+		Tooltip(common.NewVizTooltipOptionsBuilder().Mode(common.TooltipDisplayModeSingle).Sort(common.SortOrderNone))
+}
+
+func query(ref, expr string) *prometheus.DataqueryBuilder {
+	return prometheus.NewDataqueryBuilder().RefId(ref).Expr(expr).Datasource(datasource)
+}
+
+// queryVariable is a multi-value variable over label_values(selector, label) with ".*" as All: the queries
+// use the variables as regex matchers.
+func queryVariable(name, label, selector, of string) *dashboard.QueryVariableBuilder {
+	return dashboard.NewQueryVariableBuilder(name).Label(label).
+		Datasource(datasource).
+		Query(dashboard.StringOrMap{String: cog.ToPtr(fmt.Sprintf("label_values(%s, %s)", selector, of))}).
+		Definition(fmt.Sprintf("label_values(%s, %s)", selector, of)).
+		Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
+		Sort(dashboard.VariableSortAlphabeticalAsc).
+		Multi(true).IncludeAll(true).AllValue(".*").
+		Current(dashboard.VariableOption{
+			Selected: cog.ToPtr(true),
+			Text:     dashboard.StringOrArrayOfString{ArrayOfString: []string{"All"}},
+			Value:    dashboard.StringOrArrayOfString{ArrayOfString: []string{"$__all"}},
+		})
+}
+
+// alarmStat is a stat that is green at 0 and red from 1: a count of things that should not exist.
+func alarmStat(title, description string, target *prometheus.DataqueryBuilder) *stat.PanelBuilder {
+	return stat.NewPanelBuilder().Title(title).Description(description).
+		Datasource(datasource).Height(4).Span(6).
+		WithTarget(target).
+		Unit("none").
+		ColorMode(common.BigValueColorModeBackground).GraphMode(common.BigValueGraphModeNone).
+		ReduceOptions(lastValue()).
+		Thresholds(dashboard.NewThresholdsConfigBuilder().Mode(dashboard.ThresholdsModeAbsolute).Steps([]dashboard.Threshold{
+			{Value: nil, Color: "green"},
+			{Value: cog.ToPtr[float64](1), Color: "red"},
+		}))
+}
+
+func lastValue() *common.ReduceDataOptionsBuilder {
+	return common.NewReduceDataOptionsBuilder().Calcs([]string{"lastNotNull"}).Values(false).Fields("")
+}
+
+// verdictMappings name the values of node_namespace_service:localtraffic_verdict:max (alerts/rules.yaml).
+func verdictMappings() []dashboard.ValueMapping {
+	return []dashboard.ValueMapping{valueMap(map[string]dashboard.ValueMappingResult{
+		"0": mapResult("serving", "green", 0),
+		"1": mapResult("out of rotation", "blue", 1),
+		"2": mapResult("BLACKHOLE", "red", 2),
+	})}
+}
+
+func valueMap(options map[string]dashboard.ValueMappingResult) dashboard.ValueMapping {
+	return dashboard.ValueMapping{ValueMap: &dashboard.ValueMap{Type: dashboard.MappingTypeValueToText, Options: options}}
+}
+
+func mapResult(text, color string, index int32) dashboard.ValueMappingResult {
+	return dashboard.ValueMappingResult{Text: cog.ToPtr(text), Color: cog.ToPtr(color), Index: cog.ToPtr(index)}
+}

@@ -1,0 +1,145 @@
+package alerts
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/google/go-jsonnet"
+	"go.yaml.in/yaml/v3"
+)
+
+// renderMixin evaluates mixin/mixin.libsonnet with go-jsonnet, plus overrides (a jsonnet object mixed in, e.g.
+// `{_config+:: {...}}`), and returns its three outputs as plain JSON values.
+func renderMixin(t *testing.T, overrides string) (alerts, rules, dashboards map[string]any) {
+	t.Helper()
+	vm := jsonnet.MakeVM()
+	vm.Importer(&jsonnet.FileImporter{JPaths: []string{filepath.Join(repoRoot(t), "mixin")}})
+	if overrides == "" {
+		overrides = "{}"
+	}
+	out, err := vm.EvaluateAnonymousSnippet("render.jsonnet", `
+local m = (import 'mixin.libsonnet') + `+overrides+`;
+{ alerts: m.prometheusAlerts, rules: m.prometheusRules, dashboards: m.grafanaDashboards }`)
+	if err != nil {
+		t.Fatalf("jsonnet: %v", err)
+	}
+	var r struct{ Alerts, Rules, Dashboards map[string]any }
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	return r.Alerts, r.Rules, r.Dashboards
+}
+
+// plain reads a YAML or JSON file into the same generic form encoding/json gives.
+func plain(t *testing.T, rel string) map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repoRoot(t), rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v any
+	if err := yaml.Unmarshal(data, &v); err != nil {
+		t.Fatalf("%s: %v", rel, err)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestMixinEqualsSources: with the default _config the mixin renders exactly alerts/alerts.yaml,
+// alerts/rules.yaml and the generated dashboard.
+func TestMixinEqualsSources(t *testing.T) {
+	alerts, rules, dashboards := renderMixin(t, "")
+	if want := plain(t, RuleFiles[1]); !reflect.DeepEqual(alerts, want) {
+		t.Errorf("prometheusAlerts differs from %s (run make generate)", RuleFiles[1])
+	}
+	if want := plain(t, RuleFiles[0]); !reflect.DeepEqual(rules, want) {
+		t.Errorf("prometheusRules differs from %s (run make generate)", RuleFiles[0])
+	}
+	files, err := DashboardFiles(repoRoot(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dashboards) != len(files) {
+		t.Errorf("grafanaDashboards has %d dashboards, dashboards/ %d", len(dashboards), len(files))
+	}
+	for _, f := range files {
+		got, ok := dashboards[filepath.Base(f)]
+		if !ok {
+			t.Errorf("grafanaDashboards has no %s", filepath.Base(f))
+			continue
+		}
+		if want := plain(t, f); !reflect.DeepEqual(got, want) {
+			t.Errorf("grafanaDashboards[%q] differs from %s", filepath.Base(f), f)
+		}
+	}
+}
+
+// TestMixinConfig: _config's selector reaches every query that selects the exporter's job, and nothing else
+// changes; the dashboard's uid and tags follow _config too.
+func TestMixinConfig(t *testing.T) {
+	const sel = `job="monitoring/localtraffic"`
+	alerts, rules, dashboards := renderMixin(t, `{_config+:: {localtrafficExporterSelector: '`+sel+`', grafanaDashboardUid: 'lt', grafanaDashboardTags: ['x']}}`)
+	def, defRules, defDash := renderMixin(t, "")
+	if !reflect.DeepEqual(rules, defRules) {
+		t.Error("the recording rules changed with the selector (none selects on job)")
+	}
+	got, _ := json.Marshal(alerts)
+	if strings.Contains(string(got), `job=\"localtraffic-exporter\"`) {
+		t.Error("an alert still selects job=\"localtraffic-exporter\"")
+	}
+	if n := strings.Count(string(got), strings.ReplaceAll(sel, `"`, `\"`)); n < 2 {
+		t.Errorf("the selector appears %d times in the alerts, want the Down and Absent alerts' exprs", n)
+	}
+	// With the selector put back, the alerts are the defaults again: only the selector changed.
+	back := strings.ReplaceAll(string(got), strings.ReplaceAll(sel, `"`, `\"`), `job=\"localtraffic-exporter\"`)
+	want, _ := json.Marshal(def)
+	if back != string(want) {
+		t.Error("the alerts differ from the defaults by more than the selector")
+	}
+	d := dashboards["localtraffic-exporter.json"].(map[string]any)
+	if d["uid"] != "lt" || !reflect.DeepEqual(d["tags"], []any{"x"}) {
+		t.Errorf("dashboard uid %v, tags %v", d["uid"], d["tags"])
+	}
+	db, _ := json.Marshal(d)
+	if !strings.Contains(string(db), strings.ReplaceAll(sel, `"`, `\"`)) || strings.Contains(string(db), `job=\"localtraffic-exporter\"`) {
+		t.Error("the dashboard's up{} queries do not use the configured selector")
+	}
+	_ = defDash
+}
+
+// The entry points users render (jsonnet alerts.jsonnet, ...) evaluate to the mixin's fields.
+func TestMixinEntryPoints(t *testing.T) {
+	alerts, rules, dashboards := renderMixin(t, "")
+	for file, want := range map[string]map[string]any{"alerts.jsonnet": alerts, "rules.jsonnet": rules, "dashboards.jsonnet": dashboards} {
+		vm := jsonnet.MakeVM()
+		vm.Importer(&jsonnet.FileImporter{JPaths: []string{filepath.Join(repoRoot(t), "mixin")}})
+		out, err := vm.EvaluateFile(filepath.Join(repoRoot(t), "mixin", file))
+		if err != nil {
+			t.Errorf("%s: %v", file, err)
+			continue
+		}
+		var got map[string]any
+		if err := json.Unmarshal([]byte(out), &got); err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s does not render the mixin's field (%v)", file, err)
+		}
+	}
+	var jb struct {
+		Version      int   `json:"version"`
+		Dependencies []any `json:"dependencies"`
+	}
+	data, err := os.ReadFile(filepath.Join(repoRoot(t), "mixin", "jsonnetfile.json"))
+	if err != nil || json.Unmarshal(data, &jb) != nil || jb.Version != 1 {
+		t.Errorf("mixin/jsonnetfile.json: %v %+v", err, jb)
+	}
+}

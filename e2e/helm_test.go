@@ -1,0 +1,152 @@
+package e2e
+
+// The Helm chart (deploy/helm/localtraffic-exporter) installed on the harness's real kube-apiserver: helm's own
+// install action with --dry-run=server (the chart's kubeVersion and the objects' schemas checked against the
+// live server), then the manifest it renders applied with kubectl --dry-run=server --validate=strict (admission,
+// defaulting and strict field validation; nothing is stored). deploy/check proves the chart equals the
+// kustomize manifests; this proves the server accepts what the chart renders, with every switch on.
+
+import (
+	"bytes"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"sigs.k8s.io/yaml"
+
+	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
+)
+
+const (
+	helmNamespace = "lt-helm-e2e"
+	helmRelease   = "lt-helm"
+)
+
+// helmInstallServerDryRun is `helm install --dry-run=server <release> deploy/helm/localtraffic-exporter -n
+// <helmNamespace> -f <values>` through helm's SDK, with the harness's admin kubeconfig. It returns the rendered
+// manifest.
+func helmInstallServerDryRun(t *testing.T, c *cluster.Cluster, values string) (string, error) {
+	t.Helper()
+	chrt, err := loader.Load(filepath.Join(repoDir(t), "deploy", "helm", "localtraffic-exporter"))
+	if err != nil {
+		t.Fatalf("load chart: %v", err)
+	}
+	var vals map[string]any
+	if err := yaml.Unmarshal([]byte(values), &vals); err != nil {
+		t.Fatal(err)
+	}
+	flags := genericclioptions.NewConfigFlags(false)
+	kubeconfig, ns := c.AdminKubeconfig(), helmNamespace
+	flags.KubeConfig, flags.Namespace = &kubeconfig, &ns
+	cfg := new(action.Configuration)
+	if err := cfg.Init(flags, helmNamespace, "secret", t.Logf); err != nil {
+		t.Fatalf("helm configuration: %v", err)
+	}
+	install := action.NewInstall(cfg)
+	install.DryRun, install.DryRunOption = true, "server"
+	install.ReleaseName, install.Namespace = helmRelease, helmNamespace
+	rel, err := install.RunWithContext(testContext(t), chrt, vals)
+	if err != nil {
+		return "", err
+	}
+	return rel.Manifest, nil
+}
+
+func TestHelmChartServerDryRun(t *testing.T) {
+	c := sharedCluster(t)
+	ctx := testContext(t)
+	installPrometheusOperatorCRDs(t, c)
+	// The ServiceMonitor's CRD too (installPrometheusOperatorCRDs has the PodMonitor's and PrometheusRule's).
+	installServiceMonitorCRD(t, c)
+	// The release namespace, labelled as the chart's NOTES say (Helm stores the release there: it must exist).
+	if err := c.EnsureNamespace(ctx, helmNamespace); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Admin().CoreV1().Namespaces().Delete(testContext(t), helmNamespace, metav1.DeleteOptions{})
+	})
+	if _, err := kubectl(ctx, c, nil, "label", "--overwrite", "namespace", helmNamespace,
+		"pod-security.kubernetes.io/enforce=privileged"); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct{ name, values string }{
+		{"defaults", ""},
+		{"every switch on", `
+podMonitor: {enabled: true, additionalLabels: {release: kube-prometheus-stack}}
+serviceMonitor: {enabled: true}
+prometheusRule: {enabled: true}
+dashboards: {enabled: true, annotations: {grafana_folder: Kubernetes}}
+webConfig: {existingSecret: localtraffic-exporter-web}
+priorityClassName: system-node-critical
+nodeSelector: {kubernetes.io/os: linux}
+exporter: {extraArgs: ["--probe.timeout=3s"], extraEnv: [{name: GODEBUG, value: "madvdontneed=1"}]}
+`},
+	} {
+		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
+			manifest, err := helmInstallServerDryRun(t, c, tc.values)
+			if err != nil {
+				t.Fatalf("helm install --dry-run=server: %v", err)
+			}
+			objs := countObjects(t, manifest)
+			out, err := kubectl(ctx, c, []byte(manifest), "apply", "-n", helmNamespace, "-f", "-", "--dry-run=server", "--validate=strict")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := strings.Count(out, "(server dry run)"); n != objs || objs < 5 {
+				t.Errorf("server dry run reported %d objects, the chart renders %d:\n%s", n, objs, out)
+			}
+			t.Logf("%d objects accepted by the apiserver:\n%s", objs, out)
+		})
+	}
+
+	// The check has teeth: an env entry with a misspelt field passes the chart's schema (env entries are free
+	// objects there) but the server refuses it.
+	t.Run("misspelt_field_is_refused", func(t *testing.T) {
+		manifest, err := helmInstallServerDryRun(t, c, `exporter: {extraEnv: [{name: X, valueFrm: {}}]}`)
+		if err != nil {
+			t.Fatalf("helm install --dry-run=server: %v", err)
+		}
+		_, err = kubectl(ctx, c, []byte(manifest), "apply", "-n", helmNamespace, "-f", "-", "--dry-run=server", "--validate=strict")
+		if err == nil || !strings.Contains(err.Error(), "valueFrm") {
+			t.Errorf("server dry run accepted an unknown field: %v", err)
+		}
+	})
+}
+
+// countObjects counts the YAML documents of a manifest that hold an object.
+func countObjects(t *testing.T, manifest string) int {
+	t.Helper()
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader([]byte(manifest)), 4096)
+	n := 0
+	for {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			break
+		}
+		if len(m) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// installServiceMonitorCRD installs the pinned operator's ServiceMonitor CRD (see installPrometheusOperatorCRDs).
+func installServiceMonitorCRD(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	ctx := testContext(t)
+	dir := prometheusOperatorCRDDir(t)
+	if _, err := kubectl(ctx, c, nil, "apply", "--server-side", "--field-manager=e2e-deploy",
+		"-f", filepath.Join(dir, "monitoring.coreos.com_servicemonitors.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kubectl(ctx, c, nil, "wait", "--for=condition=Established", "--timeout=60s",
+		"crd/servicemonitors.monitoring.coreos.com"); err != nil {
+		t.Fatal(err)
+	}
+}

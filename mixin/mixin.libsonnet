@@ -1,0 +1,43 @@
+// The localtraffic-exporter monitoring mixin: alerts, recording rules and the Grafana dashboard, in the
+// monitoring-mixins layout (prometheusAlerts, prometheusRules, grafanaDashboards, _config).
+//
+// The rules and the dashboard are not written here: alerts/cmd/generate renders alerts/alerts.yaml,
+// alerts/rules.yaml and the dashboard built from Go (alerts/dashgen) into generated/, and alerts/mixin_test.go
+// renders this file with go-jsonnet and checks that, with the default _config, it equals those sources.
+local defaults = import 'config.libsonnet';
+
+// withSelector puts the configured exporter selector in place of the default one in a PromQL expression.
+local withSelector(expr, config) =
+  std.strReplace(expr, defaults._config.localtrafficExporterSelector, config.localtrafficExporterSelector);
+
+// The selector is rewritten in the expressions and in the annotations that quote it.
+local rewriteRule(r, config) =
+  r { expr: withSelector(r.expr, config) }
+  + (if std.objectHas(r, 'annotations') then {
+       annotations: { [k]: withSelector(r.annotations[k], config) for k in std.objectFields(r.annotations) },
+     } else {});
+
+local rewriteRules(groups, config) = {
+  groups: [
+    g { rules: [rewriteRule(r, config) for r in g.rules] }
+    for g in groups.groups
+  ],
+};
+
+local rewritePanel(p, config) =
+  p + (if std.objectHas(p, 'targets') then { targets: [t { expr: withSelector(t.expr, config) } for t in p.targets] } else {})
+  + (if std.objectHas(p, 'panels') then { panels: [rewritePanel(q, config) for q in p.panels] } else {});
+
+defaults {
+  prometheusAlerts+:: rewriteRules(import 'generated/prometheus_alerts.json', $._config),
+  prometheusRules+:: rewriteRules(import 'generated/prometheus_rules.json', $._config),
+
+  grafanaDashboards+:: {
+    local d = import 'generated/dashboards/localtraffic-exporter.json',
+    'localtraffic-exporter.json': d {
+      uid: $._config.grafanaDashboardUid,
+      tags: $._config.grafanaDashboardTags,
+      panels: [rewritePanel(p, $._config) for p in d.panels],
+    },
+  },
+}
