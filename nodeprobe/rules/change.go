@@ -105,7 +105,7 @@ func inNetns(name string, fn func() error) error {
 const (
 	nfnlSubsysNFTables = 10
 	nftMsgGetGen       = 16
-	nftMsgNewGen       = 17
+	nftMsgNewGen       = 15
 	nftaGenID          = 1
 )
 
@@ -212,7 +212,7 @@ const (
 type entryLayout struct{ nextOffset, counters int }
 
 var (
-	ipv4Entry = entryLayout{nextOffset: 90, counters: 96}  // sizeof(ipt_entry) 112
+	ipv4Entry = entryLayout{nextOffset: 90, counters: 96}   // sizeof(ipt_entry) 112
 	ipv6Entry = entryLayout{nextOffset: 142, counters: 152} // sizeof(ip6t_entry) 168
 )
 
