@@ -1,11 +1,12 @@
 package rules
 
 import (
+	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"os"
 	"runtime"
 	"time"
@@ -30,7 +31,12 @@ type ChangeSignals interface {
 	// counters zeroed: equal digests mean equal rules. The table must exist
 	// (/proc/net/ip{,6}_tables_names): asking for a missing one makes the kernel
 	// create it.
-	LegacyTableDigest(ctx context.Context, ipv6 bool, table string) ([32]byte, error)
+	LegacyTableDigest(ctx context.Context, ipv6 bool, table string) (uint64, error)
+	// NFTablesChainCounters returns the packet counter of each rule of one
+	// iptables-nft chain (table ip/ip6 <table>), in the chain's order, and the
+	// generation they belong to (read before and after the dump: an error if it
+	// moved in between).
+	NFTablesChainCounters(ctx context.Context, ipv6 bool, table, chain string) (gen uint32, packets []uint64, err error)
 }
 
 // NFTablesGeneration implements ChangeSignals in this process's namespace.
@@ -39,7 +45,7 @@ func (ExecRunner) NFTablesGeneration(ctx context.Context) (uint32, error) {
 }
 
 // LegacyTableDigest implements ChangeSignals in this process's namespace.
-func (ExecRunner) LegacyTableDigest(ctx context.Context, ipv6 bool, table string) ([32]byte, error) {
+func (ExecRunner) LegacyTableDigest(ctx context.Context, ipv6 bool, table string) (uint64, error) {
 	return legacyDigest(ctx, ipv6, table)
 }
 
@@ -55,14 +61,31 @@ func (n NetnsRunner) NFTablesGeneration(ctx context.Context) (uint32, error) {
 }
 
 // LegacyTableDigest implements ChangeSignals inside the namespace.
-func (n NetnsRunner) LegacyTableDigest(ctx context.Context, ipv6 bool, table string) ([32]byte, error) {
-	var d [32]byte
+func (n NetnsRunner) LegacyTableDigest(ctx context.Context, ipv6 bool, table string) (uint64, error) {
+	var d uint64
 	err := inNetns(n.Namespace, func() error {
 		var err error
 		d, err = legacyDigest(ctx, ipv6, table)
 		return err
 	})
 	return d, err
+}
+
+// NFTablesChainCounters implements ChangeSignals in this process's namespace.
+func (ExecRunner) NFTablesChainCounters(ctx context.Context, ipv6 bool, table, chain string) (uint32, []uint64, error) {
+	return nftChainCounters(ctx, ipv6, table, chain)
+}
+
+// NFTablesChainCounters implements ChangeSignals inside the namespace.
+func (n NetnsRunner) NFTablesChainCounters(ctx context.Context, ipv6 bool, table, chain string) (uint32, []uint64, error) {
+	var gen uint32
+	var pk []uint64
+	err := inNetns(n.Namespace, func() error {
+		var err error
+		gen, pk, err = nftChainCounters(ctx, ipv6, table, chain)
+		return err
+	})
+	return gen, pk, err
 }
 
 // inNetns runs fn on an OS thread switched into the named namespace
@@ -216,11 +239,15 @@ var (
 	ipv6Entry = entryLayout{nextOffset: 142, counters: 152} // sizeof(ip6t_entry) 168
 )
 
+// digestSeed is fixed for the process, so digests of one table compare equal
+// between reads; it is never written after start.
+var digestSeed = maphash.MakeSeed()
+
 // legacyDigest reads one legacy table's blob as iptables-legacy-save does
 // (GET_INFO for the size, GET_ENTRIES for the entries) and hashes it with the
 // counters zeroed, on a socket opened in the calling thread's namespace.
-func legacyDigest(ctx context.Context, ipv6 bool, table string) ([32]byte, error) {
-	var sum [32]byte
+func legacyDigest(ctx context.Context, ipv6 bool, table string) (uint64, error) {
+	var sum uint64
 	if len(table) >= xtTableMaxName {
 		return sum, fmt.Errorf("table name %q too long", table)
 	}
@@ -267,11 +294,13 @@ func legacyDigest(ctx context.Context, ipv6 bool, table string) ([32]byte, error
 			clear(blob[off+layout.counters : off+layout.counters+16])
 			off += next
 		}
-		h := sha256.New()
+		// maphash, not a cryptographic hash: the table is tens of MiB and
+		// hashed every read; nobody chooses rules to collide with our seed.
+		var h maphash.Hash
+		h.SetSeed(digestSeed)
 		h.Write(info[xtTableMaxName:]) // hooks, underflows, entry count, size
 		h.Write(blob)
-		h.Sum(sum[:0])
-		return sum, nil
+		return h.Sum64(), nil
 	}
 }
 
@@ -307,7 +336,7 @@ type cachedTable struct {
 // legacy table's digest.
 type changeSig struct {
 	gen    uint32
-	digest [32]byte
+	digest uint64
 }
 
 // signals reads the change signals of one Read: the nf_tables generation once,
@@ -380,4 +409,182 @@ func (r *reader) useTables(mode Mode, backend string) {
 func (r *reader) changeSignals() ChangeSignals {
 	cs, _ := r.opts.Runner.(ChangeSignals)
 	return cs
+}
+
+// More netlink constants (nf_tables.h).
+const (
+	nftMsgNewRule      = 6
+	nftMsgGetRule      = 7
+	nftaRuleTable      = 1
+	nftaRuleChain      = 2
+	nftaRuleExprs      = 4
+	nftaListElem       = 1
+	nftaExprName       = 1
+	nftaExprData       = 2
+	nftaCounterPackets = 2
+	nfprotoIPv4        = 2
+	nfprotoIPv6        = 10
+)
+
+// netlinkConn is a NETLINK_NETFILTER socket opened in the calling thread's
+// namespace, with receives bounded by the context's deadline (at most 2 s).
+func netlinkConn(ctx context.Context) (int, error) {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER)
+	if err != nil {
+		return -1, fmt.Errorf("netlink netfilter socket: %w", err)
+	}
+	tv := unix.NsecToTimeval(int64(2 * time.Second))
+	if d, ok := ctx.Deadline(); ok {
+		if left := time.Until(d); left > 0 && left < 2*time.Second {
+			tv = unix.NsecToTimeval(left.Nanoseconds())
+		}
+	}
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("netlink receive timeout: %w", err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("netlink bind: %w", err)
+	}
+	return fd, nil
+}
+
+// nlAttr appends one netlink attribute (padded to 4 bytes).
+func nlAttr(b []byte, typ uint16, val []byte) []byte {
+	var h [4]byte
+	binary.NativeEndian.PutUint16(h[0:], uint16(4+len(val)))
+	binary.NativeEndian.PutUint16(h[2:], typ)
+	b = append(append(b, h[:]...), val...)
+	for len(b)%4 != 0 {
+		b = append(b, 0)
+	}
+	return b
+}
+
+// nlAttrs calls fn for each attribute in b (type without the nested and
+// byte-order flags).
+func nlAttrs(b []byte, fn func(typ uint16, val []byte) error) error {
+	for len(b) >= 4 {
+		l := int(binary.NativeEndian.Uint16(b[0:]))
+		typ := binary.NativeEndian.Uint16(b[2:]) & 0x3fff
+		if l < 4 || l > len(b) {
+			return fmt.Errorf("netlink attribute length %d of %d", l, len(b))
+		}
+		if err := fn(typ, b[4:l]); err != nil {
+			return err
+		}
+		b = b[min((l+3)&^3, len(b)):]
+	}
+	return nil
+}
+
+// nftChainCounters dumps one chain's rules (NFT_MSG_GETRULE, filtered by table
+// and chain in the kernel) and returns each rule's counter expression's packets.
+func nftChainCounters(ctx context.Context, ipv6 bool, table, chain string) (uint32, []uint64, error) {
+	before, err := nftGeneration(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	fd, err := netlinkConn(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer unix.Close(fd)
+	fam := byte(nfprotoIPv4)
+	if ipv6 {
+		fam = nfprotoIPv6
+	}
+	req := make([]byte, 20, 128)
+	req[16] = fam
+	req = nlAttr(req, nftaRuleTable, append([]byte(table), 0))
+	req = nlAttr(req, nftaRuleChain, append([]byte(chain), 0))
+	binary.NativeEndian.PutUint32(req[0:], uint32(len(req)))
+	binary.NativeEndian.PutUint16(req[4:], nfnlSubsysNFTables<<8|nftMsgGetRule)
+	binary.NativeEndian.PutUint16(req[6:], unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
+	binary.NativeEndian.PutUint32(req[8:], 2)
+	if err := unix.Sendto(fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return 0, nil, fmt.Errorf("netlink GETRULE: %w", err)
+	}
+	var packets []uint64
+	buf := make([]byte, 1<<16)
+	for {
+		if err := ctx.Err(); err != nil {
+			return 0, nil, err
+		}
+		n, _, err := unix.Recvfrom(fd, buf, 0)
+		if err != nil {
+			return 0, nil, fmt.Errorf("netlink GETRULE answer: %w", err)
+		}
+		for b := buf[:n]; len(b) >= 16; {
+			l := int(binary.NativeEndian.Uint32(b[0:]))
+			typ := binary.NativeEndian.Uint16(b[4:])
+			if l < 16 || l > len(b) {
+				return 0, nil, fmt.Errorf("netlink GETRULE answer: bad message length %d", l)
+			}
+			msg := b[16:l]
+			b = b[min((l+3)&^3, len(b)):]
+			switch typ {
+			case unix.NLMSG_DONE:
+				after, err := nftGeneration(ctx)
+				if err != nil {
+					return 0, nil, err
+				}
+				if after != before {
+					return 0, nil, fmt.Errorf("nf_tables generation moved during the counter dump (%d → %d)", before, after)
+				}
+				return before, packets, nil
+			case unix.NLMSG_ERROR:
+				if len(msg) >= 4 {
+					if code := int32(binary.NativeEndian.Uint32(msg)); code != 0 {
+						return 0, nil, fmt.Errorf("netlink GETRULE %s %s: %w", table, chain, unix.Errno(-code))
+					}
+				}
+			case nfnlSubsysNFTables<<8 | nftMsgNewRule:
+				if len(msg) < 4 {
+					return 0, nil, errors.New("netlink rule message too short")
+				}
+				pk, found := uint64(0), false
+				err := nlAttrs(msg[4:], func(t uint16, v []byte) error {
+					if t != nftaRuleExprs {
+						return nil
+					}
+					return nlAttrs(v, func(t uint16, elem []byte) error {
+						if t != nftaListElem {
+							return nil
+						}
+						var name string
+						var data []byte
+						if err := nlAttrs(elem, func(t uint16, v []byte) error {
+							switch t {
+							case nftaExprName:
+								name = string(bytes.TrimRight(v, "\x00"))
+							case nftaExprData:
+								data = v
+							}
+							return nil
+						}); err != nil {
+							return err
+						}
+						if name != "counter" || found {
+							return nil
+						}
+						return nlAttrs(data, func(t uint16, v []byte) error {
+							if t == nftaCounterPackets && len(v) == 8 {
+								pk, found = binary.BigEndian.Uint64(v), true
+							}
+							return nil
+						})
+					})
+				})
+				if err != nil {
+					return 0, nil, err
+				}
+				if !found {
+					return 0, nil, fmt.Errorf("rule %d of %s %s has no counter", len(packets), table, chain)
+				}
+				packets = append(packets, pk)
+			}
+		}
+	}
 }

@@ -158,7 +158,7 @@ func (r *reader) readIPTablesFamily(ctx context.Context, f ipFamily, backend str
 	if !existing["filter"] {
 		return nat, ports, nil
 	}
-	filter, err := r.saveTable(ctx, f, bin, "filter")
+	filter, err := r.readFilter(ctx, f, bin, backend, sig, s, sigErr)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -169,6 +169,58 @@ func (r *reader) readIPTablesFamily(ctx context.Context, f ipFamily, backend str
 		mergeState(stateFor(ports, k), st)
 	}
 	return nat, ports, nil
+}
+
+// readFilter returns filter's parsed states with fresh counters. Saving filter
+// with the nft backend costs nearly as much as saving nat (iptables-nft-save
+// fetches every table's rules), so there, while the generation holds, the kept
+// parse is reused with the counters of KUBE-EXTERNAL-SERVICES — the only
+// counters the states carry — dumped over netlink in the chain's order. The
+// legacy backend saves filter every read (it is small, and saved alone).
+func (r *reader) readFilter(ctx context.Context, f ipFamily, bin, backend string, sig *signals, s changeSig, sigErr error) (*iptablesResult, error) {
+	key := f.name + "/filter"
+	if backend == BackendNFT {
+		if c, ok := r.cached(key, s, sigErr); ok {
+			gen, packets, err := sig.cs.NFTablesChainCounters(ctx, f.ipv6, "filter", string(chainExternalServices))
+			switch {
+			case err != nil:
+				r.opts.Logger.Debug("filter counters unreadable over netlink; saving filter", "family", f.name, "err", err)
+			case gen != s.gen || len(packets) != c.ipt.extRules:
+				r.opts.Logger.Debug("filter changed since its save; saving it", "family", f.name, "rules", len(packets), "saved", c.ipt.extRules)
+			default:
+				return withCounters(c.ipt, packets), nil
+			}
+		}
+	}
+	filter, err := r.saveTable(ctx, f, bin, "filter")
+	if err != nil || filter == nil {
+		return nil, err
+	}
+	if backend == BackendNFT {
+		r.keep(key, s, sigErr, cachedTable{ipt: filter})
+	}
+	return filter, nil
+}
+
+// withCounters is a copy of a kept filter parse whose KUBE-EXTERNAL-SERVICES
+// drop rules carry the given packet counters (packets[i] for the chain's i-th rule).
+func withCounters(kept *iptablesResult, packets []uint64) *iptablesResult {
+	res := &iptablesResult{ports: make(map[portKey]*PortState, len(kept.ports)), kubeServices: kept.kubeServices}
+	for k, st := range kept.ports {
+		c := *st
+		c.Drops = slices.Clone(st.Drops)
+		res.ports[k] = &c
+	}
+	for _, d := range kept.extDrops {
+		st := res.ports[d.key]
+		rule := &st.Drops[d.drop]
+		if !rule.Counted {
+			continue
+		}
+		st.DropPackets = st.DropPackets - rule.Packets + packets[d.rule]
+		rule.Packets = packets[d.rule]
+	}
+	return res
 }
 
 // saveTable saves and parses one table; nil, nil when an IPv6 save says the
