@@ -32,6 +32,12 @@ type ChangeSignals interface {
 	// (/proc/net/ip{,6}_tables_names): asking for a missing one makes the kernel
 	// create it.
 	LegacyTableDigest(ctx context.Context, ipv6 bool, table string) (uint64, error)
+	// LegacyTableInfo returns a hash of one legacy table's IPT_SO_GET_INFO
+	// answer (hook entry points, underflows, entry count, blob size): a
+	// microsecond-cheap signal that catches every change of the entry count or
+	// size, not one that keeps both (see Options.LegacyVerify). Same caveat on
+	// missing tables as LegacyTableDigest.
+	LegacyTableInfo(ctx context.Context, ipv6 bool, table string) (uint64, error)
 	// NFTablesChainCounters returns the packet counter of each rule of one
 	// iptables-nft chain (table ip/ip6 <table>), in the chain's order, and the
 	// generation they belong to (read before and after the dump: an error if it
@@ -69,6 +75,22 @@ func (n NetnsRunner) LegacyTableDigest(ctx context.Context, ipv6 bool, table str
 		return err
 	})
 	return d, err
+}
+
+// LegacyTableInfo implements ChangeSignals in this process's namespace.
+func (ExecRunner) LegacyTableInfo(ctx context.Context, ipv6 bool, table string) (uint64, error) {
+	return legacyInfo(ctx, ipv6, table)
+}
+
+// LegacyTableInfo implements ChangeSignals inside the namespace.
+func (n NetnsRunner) LegacyTableInfo(ctx context.Context, ipv6 bool, table string) (uint64, error) {
+	var h uint64
+	err := inNetns(n.Namespace, func() error {
+		var err error
+		h, err = legacyInfo(ctx, ipv6, table)
+		return err
+	})
+	return h, err
 }
 
 // NFTablesChainCounters implements ChangeSignals in this process's namespace.
@@ -243,21 +265,46 @@ var (
 // between reads; it is never written after start.
 var digestSeed = maphash.MakeSeed()
 
-// legacyDigest reads one legacy table's blob as iptables-legacy-save does
-// (GET_INFO for the size, GET_ENTRIES for the entries) and hashes it with the
-// counters zeroed, on a socket opened in the calling thread's namespace.
-func legacyDigest(ctx context.Context, ipv6 bool, table string) (uint64, error) {
-	var sum uint64
+// legacySocket opens the raw socket the xtables socket options are asked on,
+// in the calling thread's namespace.
+func legacySocket(ipv6 bool, table string) (fd, level int, layout entryLayout, err error) {
 	if len(table) >= xtTableMaxName {
-		return sum, fmt.Errorf("table name %q too long", table)
+		return -1, 0, layout, fmt.Errorf("table name %q too long", table)
 	}
 	domain, level, layout := unix.AF_INET, unix.IPPROTO_IP, ipv4Entry
 	if ipv6 {
 		domain, level, layout = unix.AF_INET6, unix.IPPROTO_IPV6, ipv6Entry
 	}
-	fd, err := unix.Socket(domain, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
+	fd, err = unix.Socket(domain, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
 	if err != nil {
-		return sum, fmt.Errorf("raw socket for legacy table %s: %w", table, err)
+		return -1, 0, layout, fmt.Errorf("raw socket for legacy table %s: %w", table, err)
+	}
+	return fd, level, layout, nil
+}
+
+// legacyInfo hashes a legacy table's GET_INFO answer.
+func legacyInfo(_ context.Context, ipv6 bool, table string) (uint64, error) {
+	fd, level, _, err := legacySocket(ipv6, table)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(fd)
+	info := make([]byte, xtGetInfoLen)
+	copy(info, table)
+	if err := getsockopt(fd, level, xtSoGetInfo, info); err != nil {
+		return 0, fmt.Errorf("legacy table %s info: %w", table, err)
+	}
+	return maphash.Bytes(digestSeed, info[xtTableMaxName:]), nil
+}
+
+// legacyDigest reads one legacy table's blob as iptables-legacy-save does
+// (GET_INFO for the size, GET_ENTRIES for the entries) and hashes it with the
+// counters zeroed, on a socket opened in the calling thread's namespace.
+func legacyDigest(ctx context.Context, ipv6 bool, table string) (uint64, error) {
+	var sum uint64
+	fd, level, layout, err := legacySocket(ipv6, table)
+	if err != nil {
+		return sum, err
 	}
 	defer unix.Close(fd)
 	// The table can be replaced between the two calls (GET_ENTRIES then fails
@@ -330,13 +377,17 @@ type cachedTable struct {
 	nft *nftResult      // nftables mode; nil with absent
 	// absent: the nftables family table did not exist.
 	absent bool
+	// Legacy nat: the full digest (counters zeroed) and when it was last
+	// found equal, for Options.LegacyVerify.
+	digest   uint64
+	verified time.Time
 }
 
 // changeSig is one reading of a change signal: the nf_tables generation, or a
-// legacy table's digest.
+// legacy table's GET_INFO hash.
 type changeSig struct {
-	gen    uint32
-	digest uint64
+	gen  uint32
+	info uint64 // legacy: hash of GET_INFO
 }
 
 // signals reads the change signals of one Read: the nf_tables generation once,
@@ -356,8 +407,8 @@ func (s *signals) get(ctx context.Context, ipv6 bool, table string) (changeSig, 
 		return changeSig{}, errors.New("the runner offers no change signal")
 	}
 	if s.legacy {
-		d, err := s.cs.LegacyTableDigest(ctx, ipv6, table)
-		return changeSig{digest: d}, err
+		h, err := s.cs.LegacyTableInfo(ctx, ipv6, table)
+		return changeSig{info: h}, err
 	}
 	if !s.genRead {
 		s.gen, s.genErr = s.cs.NFTablesGeneration(ctx)

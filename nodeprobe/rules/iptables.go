@@ -134,9 +134,25 @@ func (r *reader) readIPTablesFamily(ctx context.Context, f ipFamily, backend str
 	}
 	key := f.name + "/nat"
 	s, sigErr := sig.get(ctx, f.ipv6, "nat")
-	if c, ok := r.cached(key, s, sigErr); ok {
+	c, ok := r.cached(key, s, sigErr)
+	if ok && backend == BackendLegacy && r.opts.Now().Sub(c.verified) >= r.opts.LegacyVerify {
+		// GET_INFO held; compare the whole table, at most every LegacyVerify.
+		d, err := sig.cs.LegacyTableDigest(ctx, f.ipv6, "nat")
+		if ok = err == nil && d == c.digest; ok {
+			c.verified = r.opts.Now()
+			r.tables.byKey[key] = c
+		}
+	}
+	if ok {
 		nat = c.ipt
 	} else {
+		var digest uint64
+		if backend == BackendLegacy && sigErr == nil {
+			// Before the save, like the signal: a change during it shows next time.
+			if digest, err = sig.cs.LegacyTableDigest(ctx, f.ipv6, "nat"); err != nil {
+				sigErr = err
+			}
+		}
 		nat, err = r.saveTable(ctx, f, bin, "nat")
 		if err != nil || nat == nil {
 			return nil, nil, err
@@ -144,7 +160,7 @@ func (r *reader) readIPTablesFamily(ctx context.Context, f ipFamily, backend str
 		if natCountsDrops(nat) {
 			sigErr = errors.New("nat holds counted drop rules") // never kept: counters move
 		}
-		r.keep(key, s, sigErr, cachedTable{ipt: nat})
+		r.keep(key, s, sigErr, cachedTable{ipt: nat, digest: digest, verified: r.opts.Now()})
 	}
 	if !nat.kubeServices {
 		return nat, nil, nil

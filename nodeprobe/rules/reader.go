@@ -37,6 +37,14 @@ type Options struct {
 	// DetectTTL: how long a detected mode and iptables backend are kept before being
 	// detected again; 0: 5 minutes. A failed read always forgets them.
 	DetectTTL time.Duration
+	// LegacyVerify: with the legacy iptables backend, nat is kept while its
+	// GET_INFO (entry count, size, hooks) is unchanged, and compared in full
+	// (a digest of the whole table, counters left out) at most this often: a
+	// change that keeps the entry count and the size — two rules swapped for
+	// two of the same size in one sync — is seen within this bound. 0: 30 s;
+	// negative: every read (exact; the table copy costs about 0.2 s at 10,000
+	// Services).
+	LegacyVerify time.Duration
 	// LookPath finds binaries (iptables-legacy-save, …) in PATH, then in /usr/sbin
 	// and /sbin as the kube-proxy image's wrapper does; nil: exec.LookPath. Tests
 	// with a fake Runner set it to accept every name.
@@ -63,6 +71,9 @@ func NewReader(opts Options) Reader {
 	}
 	if opts.DetectTTL == 0 {
 		opts.DetectTTL = 5 * time.Minute
+	}
+	if opts.LegacyVerify == 0 {
+		opts.LegacyVerify = 30 * time.Second
 	}
 	if opts.LookPath == nil {
 		opts.LookPath = exec.LookPath

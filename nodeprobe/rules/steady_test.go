@@ -220,6 +220,10 @@ func (s *signalRunner) LegacyTableDigest(context.Context, bool, string) (uint64,
 	return 0, errors.New("no legacy here")
 }
 
+func (s *signalRunner) LegacyTableInfo(context.Context, bool, string) (uint64, error) {
+	return 0, errors.New("no legacy here")
+}
+
 func (s *signalRunner) NFTablesChainCounters(context.Context, bool, string, string) (uint32, []uint64, error) {
 	return 0, nil, errors.New("no counters here")
 }
@@ -306,5 +310,51 @@ func TestNATDropsNotKept(t *testing.T) {
 	}
 	if n := f.count("iptables-nft-save -c -t nat"); n != 2 {
 		t.Errorf("nat with counted drops saved %d times in 2 reads, want 2", n)
+	}
+}
+
+// TestLegacyVerifyBound: a legacy nat change that keeps the entry count and
+// the size (one DNAT target rewritten) is not in GET_INFO; the full digest
+// finds it once LegacyVerify has passed, and on the very next read with a
+// negative LegacyVerify.
+func TestLegacyVerifyBound(t *testing.T) {
+	requireRoot(t)
+	ns := newNetns(t)
+	restoreBothFamilies(t, ns, BackendLegacy, func(v6 bool) string { return genRules(layout125, v6, scenario(v6)) })
+	checkout := scenario(false)[0]
+	sep := checkout.sepChain(checkout.eps[0])
+	now := time.Unix(1000, 0)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	run := &countingRunner{NetnsRunner: NetnsRunner{Namespace: ns}}
+	bounded := NewReader(Options{Mode: ModeIPTables, Runner: run, CacheTTL: -1, Now: clock})
+	exact := NewReader(Options{Mode: ModeIPTables, Runner: run, CacheTTL: -1, LegacyVerify: -1})
+	nat := "iptables-legacy-save -c -t nat"
+	read := func(r Reader) int {
+		t.Helper()
+		before := run.count(nat)
+		if _, err := r.Read(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return run.count(nat) - before
+	}
+	read(bounded)
+	read(exact)
+	if n, m := read(bounded), read(exact); n != 0 || m != 0 {
+		t.Fatalf("nothing changed: nat saved %d and %d times", n, m)
+	}
+	nsRun(t, ns, nil, "iptables-legacy", "-t", "nat", "-R", sep, "2", "-m", "comment", "--comment", "kubelings/checkout:http",
+		"-m", "tcp", "-p", "tcp", "-j", "DNAT", "--to-destination", "10.244.2.9:8080")
+	if m := read(exact); m != 1 {
+		t.Errorf("same-size change, LegacyVerify < 0: nat saved %d times on the next read, want 1", m)
+	}
+	if n := read(bounded); n != 0 {
+		t.Errorf("same-size change within LegacyVerify: nat saved %d times, want 0 (the documented bound)", n)
+	}
+	mu.Lock()
+	now = now.Add(30 * time.Second)
+	mu.Unlock()
+	if n := read(bounded); n != 1 {
+		t.Errorf("same-size change after LegacyVerify: nat saved %d times, want 1", n)
 	}
 }
