@@ -178,7 +178,12 @@ type hideSignals struct{ Runner }
 // bare save of nat + filter and one steady-state Read (nothing changed since
 // the last read: filter saved, nat vouched for by its change signal), for the
 // legacy and nft backends. steady/save is the ratio of their total times;
-// full/save the same for a Read that saves everything (no change signal).
+// full/save the same for a Read that saves everything (no change signal);
+// exact/save (legacy) for a Read comparing nat's full digest every time
+// (LegacyVerify < 0); every15s/save for the default reader on a 15 s scrape
+// interval (its clock moves 15 s per read: legacy's full comparison every
+// 2 minutes, one read in 8). Run it with -benchtime 16x or more so that
+// average holds whole cycles.
 func BenchmarkSteadyState(b *testing.B) {
 	requireRoot(b)
 	for _, backend := range []string{BackendLegacy, BackendNFT} {
@@ -190,13 +195,19 @@ func BenchmarkSteadyState(b *testing.B) {
 			ctx := context.Background()
 			steady := NewReader(Options{Mode: ModeIPTables, Runner: runner, CacheTTL: -1})
 			full := NewReader(Options{Mode: ModeIPTables, Runner: hideSignals{runner}, CacheTTL: -1})
-			for _, r := range []Reader{steady, full} { // warm detection and the kept nat
+			// exact: legacy nat compared in full every read (LegacyVerify < 0).
+			exact := NewReader(Options{Mode: ModeIPTables, Runner: runner, CacheTTL: -1, LegacyVerify: -1})
+			// every15s: the default reader scraped every 15 s (a clock moved 15 s
+			// per read), so legacy's 2-minute full comparison runs every 8th read.
+			var clock time.Time
+			every15s := NewReader(Options{Mode: ModeIPTables, Runner: runner, CacheTTL: -1, Now: func() time.Time { return clock }})
+			for _, r := range []Reader{steady, full, exact, every15s} { // warm detection and the kept nat
 				if _, err := r.Read(ctx); err != nil {
 					b.Fatal(err)
 				}
 			}
 			f := ipFamilies[0]
-			var bare, st, fu time.Duration
+			var bare, st, fu, ex, ev time.Duration
 			for b.Loop() {
 				t0 := time.Now()
 				for _, t := range []string{"nat", "filter"} {
@@ -213,7 +224,24 @@ func BenchmarkSteadyState(b *testing.B) {
 				if _, err := full.Read(ctx); err != nil {
 					b.Fatal(err)
 				}
-				bare, st, fu = bare+t1.Sub(t0), st+t2.Sub(t1), fu+time.Since(t2)
+				t3 := time.Now()
+				if backend == BackendLegacy {
+					if _, err := exact.Read(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+				t4 := time.Now()
+				clock = clock.Add(15 * time.Second)
+				if _, err := every15s.Read(ctx); err != nil {
+					b.Fatal(err)
+				}
+				bare, st, fu, ex, ev = bare+t1.Sub(t0), st+t2.Sub(t1), fu+t3.Sub(t2), ex+t4.Sub(t3), ev+time.Since(t4)
+			}
+			b.ReportMetric(float64(ev.Milliseconds())/float64(b.N), "every15s-ms")
+			b.ReportMetric(float64(ev)/float64(bare), "every15s/save")
+			if backend == BackendLegacy {
+				b.ReportMetric(float64(ex.Milliseconds())/float64(b.N), "exact-ms")
+				b.ReportMetric(float64(ex)/float64(bare), "exact/save")
 			}
 			b.ReportMetric(float64(bare.Milliseconds())/float64(b.N), "save-ms")
 			b.ReportMetric(float64(st.Milliseconds())/float64(b.N), "steady-ms")

@@ -41,7 +41,7 @@ type Options struct {
 	// GET_INFO (entry count, size, hooks) is unchanged, and compared in full
 	// (a digest of the whole table, counters left out) at most this often: a
 	// change that keeps the entry count and the size — two rules swapped for
-	// two of the same size in one sync — is seen within this bound. 0: 30 s;
+	// two of the same size in one sync — is seen within this bound. 0: 2 min;
 	// negative: every read (exact; the table copy costs about 0.2 s at 10,000
 	// Services).
 	LegacyVerify time.Duration
@@ -73,7 +73,7 @@ func NewReader(opts Options) Reader {
 		opts.DetectTTL = 5 * time.Minute
 	}
 	if opts.LegacyVerify == 0 {
-		opts.LegacyVerify = 30 * time.Second
+		opts.LegacyVerify = 2 * time.Minute
 	}
 	if opts.LookPath == nil {
 		opts.LookPath = exec.LookPath
