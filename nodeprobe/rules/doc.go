@@ -39,9 +39,9 @@
 //
 // The backend is chosen as the kube-proxy image's iptables-wrapper does: kubelet's
 // KUBE-IPTABLES-HINT / KUBE-KUBELET-CANARY chains in the mangle table (nft first),
-// else the backend with more KUBE- rules (nft on a tie). Each read then runs exactly
-// one `{ip,ip6}tables-<backend>-save -c -t <table>` for nat and filter per family:
-// never one command per chain. With the legacy backend only tables listed in
+// else the backend with more KUBE- rules (nft on a tie). Each read then runs at most
+// one `{ip,ip6}tables-<backend>-save -c -t <table>` for nat and filter per family
+// (nat only when it changed, see Steady-state reads): never one command per chain. With the legacy backend only tables listed in
 // /proc/net/ip{,6}_tables_names are saved, because saving a missing legacy table
 // makes the kernel create it. A family is read when its nat table has KUBE-SERVICES;
 // an IPv6 save failing with "not supported"/"does not exist" means no IPv6 (not an
