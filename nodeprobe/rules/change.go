@@ -158,25 +158,13 @@ const (
 // socket opened in the calling thread's network namespace. The socket's
 // namespace is fixed when it is created, so only the creation must happen there.
 func nftGeneration(ctx context.Context) (uint32, error) {
-	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER)
+	// The kernel answers a GETGEN at once; the receive timeout only guards
+	// against a kernel that never does, within the read's deadline.
+	fd, err := netlinkConn(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("netlink netfilter socket: %w", err)
+		return 0, err
 	}
 	defer unix.Close(fd)
-	// The kernel answers a GETGEN at once; the timeout only guards against a
-	// kernel that never does, within the read's deadline.
-	tv := unix.NsecToTimeval(int64(2e9))
-	if d, ok := ctx.Deadline(); ok {
-		if left := time.Until(d); left > 0 && left < 2*time.Second {
-			tv = unix.NsecToTimeval(left.Nanoseconds())
-		}
-	}
-	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
-		return 0, fmt.Errorf("netlink receive timeout: %w", err)
-	}
-	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return 0, fmt.Errorf("netlink bind: %w", err)
-	}
 	// nlmsghdr (16 bytes) + nfgenmsg (family AF_UNSPEC, version NFNETLINK_V0, res_id 0).
 	req := make([]byte, 20)
 	binary.NativeEndian.PutUint32(req[0:], 20)

@@ -242,19 +242,28 @@ func withCounters(kept *iptablesResult, packets []uint64) *iptablesResult {
 // saveTable saves and parses one table; nil, nil when an IPv6 save says the
 // family is not available.
 func (r *reader) saveTable(ctx context.Context, f ipFamily, bin, table string) (*iptablesResult, error) {
+	res := newIPTablesResult()
+	if ok, err := r.saveInto(ctx, f, bin, table, res); err != nil || !ok {
+		return nil, err
+	}
+	return res, nil
+}
+
+// saveInto saves one table and parses it into res; false when an IPv6 save
+// says the family is not available.
+func (r *reader) saveInto(ctx context.Context, f ipFamily, bin, table string, res *iptablesResult) (bool, error) {
 	out, err := r.opts.Runner.Run(ctx, bin, "-c", "-t", table)
 	if err != nil {
 		if f.ipv6 && familyAbsent(err) {
 			r.opts.Logger.Debug("IPv6 rules unavailable; reading IPv4 only", "cmd", bin, "err", err)
-			return nil, nil
+			return false, nil
 		}
-		return nil, fmt.Errorf("reading %s table %s: %w", f.name, table, err)
+		return false, fmt.Errorf("reading %s table %s: %w", f.name, table, err)
 	}
-	res := newIPTablesResult()
 	if err := parseIPTablesSave(out, res); err != nil {
-		return nil, fmt.Errorf("parsing %s -c -t %s: %w", bin, table, err)
+		return false, fmt.Errorf("parsing %s -c -t %s: %w", bin, table, err)
 	}
-	return res, nil
+	return true, nil
 }
 
 // natCountsDrops: ≤1.24 layouts drop in nat (KUBE-MARK-DROP), with counters
@@ -305,16 +314,8 @@ func (r *reader) saveTables(ctx context.Context, f ipFamily, backend string, tab
 	}
 	res := newIPTablesResult()
 	for _, t := range tables {
-		out, err := r.opts.Runner.Run(ctx, bin, "-c", "-t", t)
-		if err != nil {
-			if f.ipv6 && familyAbsent(err) {
-				r.opts.Logger.Debug("IPv6 rules unavailable; reading IPv4 only", "cmd", bin, "err", err)
-				return nil, nil
-			}
-			return nil, fmt.Errorf("reading %s table %s: %w", f.name, t, err)
-		}
-		if err := parseIPTablesSave(out, res); err != nil {
-			return nil, fmt.Errorf("parsing %s -c -t %s: %w", bin, t, err)
+		if ok, err := r.saveInto(ctx, f, bin, t, res); err != nil || !ok {
+			return nil, err
 		}
 	}
 	return res, nil
