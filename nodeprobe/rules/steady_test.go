@@ -358,3 +358,49 @@ func TestLegacyVerifyBound(t *testing.T) {
 		t.Errorf("same-size change after LegacyVerify: nat saved %d times, want 1", n)
 	}
 }
+
+// TestSignalsPerNamespace: the generation is per network namespace, so it must
+// be read where kube-proxy writes. ExecRunner reads the calling thread's
+// namespace (the exporter's own: the host's), NetnsRunner the one it names; a
+// change in one is seen there and not in the other.
+func TestSignalsPerNamespace(t *testing.T) {
+	requireRoot(t)
+	a, b := newNetns(t), newNetns(t)
+	ctx := context.Background()
+	var ownBefore, ownAfter uint32
+	// ExecRunner inside a (on a thread switched there, as the exporter's
+	// process lives in the host's namespace).
+	err := inNetns(a, func() error {
+		var err error
+		ownBefore, err = ExecRunner{}.NFTablesGeneration(ctx)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bBefore, err := NetnsRunner{Namespace: b}.NFTablesGeneration(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nsRun(t, a, nil, "nft", "add", "table", "ip", "lt-signal")
+	if err := inNetns(a, func() error {
+		var err error
+		ownAfter, err = ExecRunner{}.NFTablesGeneration(ctx)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	bAfter, err := NetnsRunner{Namespace: b}.NFTablesGeneration(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ownAfter == ownBefore {
+		t.Errorf("a table added in the namespace: ExecRunner's generation stayed %d", ownBefore)
+	}
+	if bAfter != bBefore {
+		t.Errorf("a table added elsewhere moved this namespace's generation %d → %d", bBefore, bAfter)
+	}
+	if g, err := (NetnsRunner{Namespace: a}).NFTablesGeneration(ctx); err != nil || g != ownAfter {
+		t.Errorf("NetnsRunner{a} generation %d (%v), ExecRunner inside a %d", g, err, ownAfter)
+	}
+}
