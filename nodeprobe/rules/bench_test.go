@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // bigCluster is 10,000 Services as one node sees them: half ClusterIP with two
@@ -164,6 +165,89 @@ func BenchmarkSnapshotLookup(b *testing.B) {
 				b.Fatalf("%d drops, want 2500", drops)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(sps)), "ns/port")
+		})
+	}
+}
+
+// hideSignals is a Runner without change signals: every read saves every table
+// (the reader before steady-state reads).
+type hideSignals struct{ Runner }
+
+// BenchmarkSteadyState loads the 10,000-Service ruleset into a namespace (root)
+// and times, interleaved in the same loop so both see the same machine, one
+// bare save of nat + filter and one steady-state Read (nothing changed since
+// the last read: filter saved, nat vouched for by its change signal), for the
+// legacy and nft backends. steady/save is the ratio of their total times;
+// full/save the same for a Read that saves everything (no change signal);
+// exact/save (legacy) for a Read comparing nat's full digest every time
+// (LegacyVerify < 0); every15s/save for the default reader on a 15 s scrape
+// interval (its clock moves 15 s per read: legacy's full comparison every
+// 2 minutes, one read in 8). Run it with -benchtime 16x or more so that
+// average holds whole cycles.
+func BenchmarkSteadyState(b *testing.B) {
+	requireRoot(b)
+	for _, backend := range []string{BackendLegacy, BackendNFT} {
+		b.Run(backend, func(b *testing.B) {
+			ns := newNetns(b)
+			nsRun(b, ns, []byte(bigIPTables()), xtablesCmd(false, backend, "restore"), "-c")
+			nsRun(b, ns, []byte(kubeletMangle), xtablesCmd(false, backend, "restore"), "--noflush")
+			runner := NetnsRunner{Namespace: ns}
+			ctx := context.Background()
+			steady := NewReader(Options{Mode: ModeIPTables, Runner: runner, CacheTTL: -1})
+			full := NewReader(Options{Mode: ModeIPTables, Runner: hideSignals{runner}, CacheTTL: -1})
+			// exact: legacy nat compared in full every read (LegacyVerify < 0).
+			exact := NewReader(Options{Mode: ModeIPTables, Runner: runner, CacheTTL: -1, LegacyVerify: -1})
+			// every15s: the default reader scraped every 15 s (a clock moved 15 s
+			// per read), so legacy's 2-minute full comparison runs every 8th read.
+			var clock time.Time
+			every15s := NewReader(Options{Mode: ModeIPTables, Runner: runner, CacheTTL: -1, Now: func() time.Time { return clock }})
+			for _, r := range []Reader{steady, full, exact, every15s} { // warm detection and the kept nat
+				if _, err := r.Read(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			f := ipFamilies[0]
+			var bare, st, fu, ex, ev time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				for _, t := range []string{"nat", "filter"} {
+					if _, err := runner.Run(ctx, saveCommand(f, backend), "-c", "-t", t); err != nil {
+						b.Fatal(err)
+					}
+				}
+				t1 := time.Now()
+				snap, err := steady.Read(ctx)
+				if err != nil || snap.Backend != backend || snap.Len() < 10000 {
+					b.Fatalf("steady read: %v, %d ports", err, snap.Len())
+				}
+				t2 := time.Now()
+				if _, err := full.Read(ctx); err != nil {
+					b.Fatal(err)
+				}
+				t3 := time.Now()
+				if backend == BackendLegacy {
+					if _, err := exact.Read(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+				t4 := time.Now()
+				clock = clock.Add(15 * time.Second)
+				if _, err := every15s.Read(ctx); err != nil {
+					b.Fatal(err)
+				}
+				bare, st, fu, ex, ev = bare+t1.Sub(t0), st+t2.Sub(t1), fu+t3.Sub(t2), ex+t4.Sub(t3), ev+time.Since(t4)
+			}
+			b.ReportMetric(float64(ev.Milliseconds())/float64(b.N), "every15s-ms")
+			b.ReportMetric(float64(ev)/float64(bare), "every15s/save")
+			if backend == BackendLegacy {
+				b.ReportMetric(float64(ex.Milliseconds())/float64(b.N), "exact-ms")
+				b.ReportMetric(float64(ex)/float64(bare), "exact/save")
+			}
+			b.ReportMetric(float64(bare.Milliseconds())/float64(b.N), "save-ms")
+			b.ReportMetric(float64(st.Milliseconds())/float64(b.N), "steady-ms")
+			b.ReportMetric(float64(fu.Milliseconds())/float64(b.N), "full-ms")
+			b.ReportMetric(float64(st)/float64(bare), "steady/save")
+			b.ReportMetric(float64(fu)/float64(bare), "full/save")
 		})
 	}
 }

@@ -2,9 +2,11 @@
 // or nft backend) or nftables mode — and says, per IP family and Service port, whether
 // the node drops external traffic for lack of local endpoints, and for which
 // destinations (the NodePort, each load balancer ingress IP and externalIP). It never writes a rule, a
-// chain, a table or a lock: it runs `iptables-save` and `nft list`, and reads
+// chain, a table or a lock: it runs `iptables-save` and `nft list`, reads
 // /proc/net/ip{,6}_tables_names (in-process with ExecRunner, `cat` through other
-// Runners, e.g. NetnsRunner).
+// Runners, e.g. NetnsRunner), and asks the kernel read-only questions for its
+// change signals (netlink NFT_MSG_GETGEN and GETRULE, getsockopt
+// IPT_SO_GET_INFO and GET_ENTRIES; see Steady-state reads).
 //
 // # Use
 //
@@ -37,9 +39,9 @@
 //
 // The backend is chosen as the kube-proxy image's iptables-wrapper does: kubelet's
 // KUBE-IPTABLES-HINT / KUBE-KUBELET-CANARY chains in the mangle table (nft first),
-// else the backend with more KUBE- rules (nft on a tie). Each read then runs exactly
-// one `{ip,ip6}tables-<backend>-save -c -t <table>` for nat and filter per family:
-// never one command per chain. With the legacy backend only tables listed in
+// else the backend with more KUBE- rules (nft on a tie). Each read then runs at most
+// one `{ip,ip6}tables-<backend>-save -c -t <table>` for nat and filter per family
+// (nat only when it changed, see Steady-state reads): never one command per chain. With the legacy backend only tables listed in
 // /proc/net/ip{,6}_tables_names are saved, because saving a missing legacy table
 // makes the kernel create it. A family is read when its nat table has KUBE-SERVICES;
 // an IPv6 save failing with "not supported"/"does not exist" means no IPv6 (not an
@@ -96,12 +98,59 @@
 // bounds the wait for a killed command's pipes, which a child it started may hold
 // open: a command ends at most that long after the Read's context. /proc reads (ReadFile) are capped the same way.
 //
-// # Sharing and caching
+// # One pipeline
 //
-// At most one read is in flight per Reader; concurrent Read calls wait for it and
-// get the same *Snapshot (immutable: do not modify). A snapshot (also the IPVS one)
-// is reused for Options.CacheTTL (2 s); failures are not cached. If the reading
-// caller's context ends the read, waiting callers with live contexts start a new one.
+// A Read goes one way: detect (mode and backend; rarely, see Mode) → read (per
+// table and family, a big table only when its change signal moved) → parse →
+// snapshot. In front sits a single-flight cache (sharedRead, which knows
+// nothing of rules): at most one read is in flight per Reader; concurrent Read
+// calls wait for it and get the same *Snapshot (immutable: do not modify). A
+// snapshot (also the IPVS one) is reused for Options.CacheTTL (2 s); failures
+// are not cached. If the reading caller's context ends the read, waiting callers
+// with live contexts start a new one. A failed read forgets the detection and
+// every kept table.
+//
+// # Steady-state reads
+//
+// Most of the rules (nat's KUBE-SVC/SEP chains, nftables mode's table) change
+// only when kube-proxy syncs; the ≥1.25 drops and their counters live in the
+// small filter table. So a read keeps each parsed nat table (nftables mode:
+// each family's kube-proxy table) together with a change signal read just
+// before it was saved, and saves it again only when the signal moved: a change
+// is picked up on the very next read. The signals are read in the network
+// namespace the Runner's commands run in (ChangeSignals: ExecRunner reads this
+// process's — the host's, where kube-proxy writes — and NetnsRunner enters its
+// namespace), never guessed: a Runner without them, or a signal that cannot be
+// read, means every table is saved every read (logged once).
+//
+//   - nft backend and nftables mode: the nf_tables ruleset generation
+//     (NFT_MSG_GETGEN over netlink), which every committed nf_tables
+//     transaction moves (iptables-nft-restore, nft -f) and packet counters do
+//     not. Exact.
+//   - nft backend, filter: iptables-nft-save fetches every table's rules, so
+//     saving filter alone costs nearly a full save. While the generation holds,
+//     filter's parse is kept too and the counters of KUBE-EXTERNAL-SERVICES (the
+//     only counters a state carries) are dumped over netlink (NFT_MSG_GETRULE
+//     for that chain, rules in chain order, the generation read before and
+//     after: a move in between, or a rule count that differs from the kept
+//     parse, saves filter).
+//   - legacy backend: there is no generation. nat is kept while its
+//     IPT_SO_GET_INFO answer (entry count, blob size, hook entries, underflows;
+//     microseconds) is unchanged, and compared in full at most every
+//     Options.LegacyVerify (2 min): a digest of the IPT_SO_GET_ENTRIES blob with
+//     every entry's counters zeroed (what iptables-legacy-save reads, without
+//     the text; about 0.2 s at 10,000 Services). A change that keeps the entry
+//     count and the size (two rules rewritten to two of the same size in one
+//     sync) is therefore seen within LegacyVerify, every other nat change on
+//     the next read; filter — the drops — is saved every read. LegacyVerify < 0
+//     compares the digest every read (exact). Only tables listed in
+//     /proc/net/ip{,6}_tables_names are asked (asking creates a missing one).
+//   - ≤1.24 layouts drop in nat with counters that move without a rule change,
+//     and nftables elements with counters likewise: such tables are never kept.
+//
+// These kernel reads are bounded like commands: netlink receives time out with
+// the Read's deadline (at most 2 s), and a table replaced between GET_INFO and
+// GET_ENTRIES is asked again (EAGAIN), at most five times.
 //
 // # Keys
 //

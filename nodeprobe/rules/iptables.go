@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"strings"
 	"time"
 )
@@ -62,39 +63,45 @@ func parseIPTablesVersion(out []byte) string {
 	return ""
 }
 
+// iptablesBackend returns the backend kube-proxy uses, detected at most once
+// per DetectTTL.
+func (r *reader) iptablesBackend(ctx context.Context) (string, error) {
+	if r.det.backend != "" && r.opts.Now().Sub(r.det.backendAt) < r.opts.DetectTTL {
+		return r.det.backend, nil
+	}
+	backend, err := r.detectBackend(ctx)
+	if err != nil {
+		return "", err
+	}
+	version := r.toolVersion(ctx, backend)
+	r.opts.Logger.Debug("iptables backend detected", "backend", backend, "version", version)
+	r.det.backend, r.det.backendAt = backend, r.opts.Now()
+	return backend, nil
+}
+
 // readIPTables reads nat and filter of both families with the backend
-// kube-proxy uses: one `<family>-<backend>-save -c -t <table>` per table.
+// kube-proxy uses: one `<family>-<backend>-save -c -t <table>` per table, nat
+// only when its change signal moved (filter every time: its drop rules carry
+// the counters).
 func (r *reader) readIPTables(ctx context.Context) (*Snapshot, error) {
-	r.mu.Lock()
-	backend := r.backend
-	if backend != "" && r.opts.Now().Sub(r.detectedAt) >= r.opts.DetectTTL {
-		backend = ""
+	backend, err := r.iptablesBackend(ctx)
+	if err != nil {
+		return nil, err
 	}
-	r.mu.Unlock()
-	if backend == "" {
-		var err error
-		backend, err = r.detectBackend(ctx)
-		if err != nil {
-			return nil, err
-		}
-		version := r.toolVersion(ctx, backend)
-		r.opts.Logger.Debug("iptables backend detected", "backend", backend, "version", version)
-		r.mu.Lock()
-		r.backend, r.detectedAt = backend, r.opts.Now()
-		r.mu.Unlock()
-	}
+	r.useTables(ModeIPTables, backend)
+	sig := &signals{cs: r.changeSignals(), legacy: backend == BackendLegacy}
 	snap := &Snapshot{Mode: ModeIPTables, Backend: backend}
 	ipvs := false
 	for _, f := range ipFamilies {
-		res, err := r.readIPTablesFamily(ctx, f, backend, []string{"nat", "filter"})
+		nat, ports, err := r.readIPTablesFamily(ctx, f, backend, sig)
 		if err != nil {
 			return nil, err
 		}
-		if res == nil || !res.kubeServices {
+		if nat == nil || !nat.kubeServices {
 			continue // family absent, or kube-proxy does not program it
 		}
-		ipvs = ipvs || res.ipvsChains
-		snap.addFamily(f.name, res.ports)
+		ipvs = ipvs || nat.ipvsChains
+		snap.addFamily(f.name, ports)
 	}
 	if len(snap.Families) == 0 {
 		return nil, fmt.Errorf("iptables %s backend: no KUBE-SERVICES chain in nat: %w", backend, ErrNoRules)
@@ -105,16 +112,191 @@ func (r *reader) readIPTables(ctx context.Context) (*Snapshot, error) {
 	return snap, nil
 }
 
-// readIPTablesFamily saves and parses the given tables of one family. It returns
-// nil, nil when the family is absent (no IPv6 on this node, no legacy table).
-func (r *reader) readIPTablesFamily(ctx context.Context, f ipFamily, backend string, tables []string) (*iptablesResult, error) {
+// readIPTablesFamily reads one family: nat (kept while its change signal holds,
+// unless it carries counted drops: ≤1.24 writes them in nat), then filter,
+// merged into fresh states. nat is nil when the family is absent (no IPv6 on
+// this node, no legacy table) or has no KUBE-SERVICES; filter is then not read.
+func (r *reader) readIPTablesFamily(ctx context.Context, f ipFamily, backend string, sig *signals) (nat *iptablesResult, ports map[portKey]*PortState, err error) {
+	bin, err := r.binary(saveCommand(f, backend))
+	if err != nil {
+		return nil, nil, err
+	}
+	existing := map[string]bool{"nat": true, "filter": true}
+	if backend == BackendLegacy {
+		// `iptables-legacy-save -t T` (and the digest) makes the kernel create
+		// table T when it does not exist; that is a write. Ask which exist first.
+		if existing, err = r.legacyTables(ctx, f); err != nil {
+			return nil, nil, err
+		}
+	}
+	if !existing["nat"] {
+		return nil, nil, nil
+	}
+	key := f.name + "/nat"
+	s, sigErr := sig.get(ctx, f.ipv6, "nat")
+	c, ok := r.cached(key, s, sigErr)
+	if ok && backend == BackendLegacy && r.opts.Now().Sub(c.verified) >= r.opts.LegacyVerify {
+		// GET_INFO held; compare the whole table, at most every LegacyVerify.
+		d, err := sig.cs.LegacyTableDigest(ctx, f.ipv6, "nat")
+		if ok = err == nil && d == c.digest; ok {
+			c.verified = r.opts.Now()
+			r.tables.byKey[key] = c
+		}
+	}
+	if ok {
+		nat = c.ipt
+	} else {
+		var digest uint64
+		if backend == BackendLegacy && sigErr == nil {
+			// Before the save, like the signal: a change during it shows next time.
+			if digest, err = sig.cs.LegacyTableDigest(ctx, f.ipv6, "nat"); err != nil {
+				sigErr = err
+			}
+		}
+		nat, err = r.saveTable(ctx, f, bin, "nat")
+		if err != nil || nat == nil {
+			return nil, nil, err
+		}
+		if natCountsDrops(nat) {
+			sigErr = errors.New("nat holds counted drop rules") // never kept: counters move
+		}
+		r.keep(key, s, sigErr, cachedTable{ipt: nat, digest: digest, verified: r.opts.Now()})
+	}
+	if !nat.kubeServices {
+		return nat, nil, nil
+	}
+	ports = make(map[portKey]*PortState, len(nat.ports))
+	for k, st := range nat.ports {
+		c := *st
+		c.Drops = slices.Clone(st.Drops)
+		ports[k] = &c
+	}
+	if !existing["filter"] {
+		return nat, ports, nil
+	}
+	filter, err := r.readFilter(ctx, f, bin, backend, sig, s, sigErr)
+	if err != nil {
+		return nil, nil, err
+	}
+	if filter == nil {
+		return nil, nil, nil
+	}
+	for k, st := range filter.ports {
+		mergeState(stateFor(ports, k), st)
+	}
+	return nat, ports, nil
+}
+
+// readFilter returns filter's parsed states with fresh counters. Saving filter
+// with the nft backend costs nearly as much as saving nat (iptables-nft-save
+// fetches every table's rules), so there, while the generation holds, the kept
+// parse is reused with the counters of KUBE-EXTERNAL-SERVICES — the only
+// counters the states carry — dumped over netlink in the chain's order. The
+// legacy backend saves filter every read (it is small, and saved alone).
+func (r *reader) readFilter(ctx context.Context, f ipFamily, bin, backend string, sig *signals, s changeSig, sigErr error) (*iptablesResult, error) {
+	key := f.name + "/filter"
+	if backend == BackendNFT {
+		if c, ok := r.cached(key, s, sigErr); ok {
+			gen, packets, err := sig.cs.NFTablesChainCounters(ctx, f.ipv6, "filter", string(chainExternalServices))
+			switch {
+			case err != nil:
+				r.opts.Logger.Debug("filter counters unreadable over netlink; saving filter", "family", f.name, "err", err)
+			case gen != s.gen || len(packets) != c.ipt.extRules:
+				r.opts.Logger.Debug("filter changed since its save; saving it", "family", f.name, "rules", len(packets), "saved", c.ipt.extRules)
+			default:
+				return withCounters(c.ipt, packets), nil
+			}
+		}
+	}
+	filter, err := r.saveTable(ctx, f, bin, "filter")
+	if err != nil || filter == nil {
+		return nil, err
+	}
+	if backend == BackendNFT {
+		r.keep(key, s, sigErr, cachedTable{ipt: filter})
+	}
+	return filter, nil
+}
+
+// withCounters is a copy of a kept filter parse whose KUBE-EXTERNAL-SERVICES
+// drop rules carry the given packet counters (packets[i] for the chain's i-th rule).
+func withCounters(kept *iptablesResult, packets []uint64) *iptablesResult {
+	res := &iptablesResult{ports: make(map[portKey]*PortState, len(kept.ports)), kubeServices: kept.kubeServices}
+	for k, st := range kept.ports {
+		c := *st
+		c.Drops = slices.Clone(st.Drops)
+		res.ports[k] = &c
+	}
+	for _, d := range kept.extDrops {
+		st := res.ports[d.key]
+		rule := &st.Drops[d.drop]
+		if !rule.Counted {
+			continue
+		}
+		st.DropPackets = st.DropPackets - rule.Packets + packets[d.rule]
+		rule.Packets = packets[d.rule]
+	}
+	return res
+}
+
+// saveTable saves and parses one table; nil, nil when an IPv6 save says the
+// family is not available.
+func (r *reader) saveTable(ctx context.Context, f ipFamily, bin, table string) (*iptablesResult, error) {
+	res := newIPTablesResult()
+	if ok, err := r.saveInto(ctx, f, bin, table, res); err != nil || !ok {
+		return nil, err
+	}
+	return res, nil
+}
+
+// saveInto saves one table and parses it into res; false when an IPv6 save
+// says the family is not available.
+func (r *reader) saveInto(ctx context.Context, f ipFamily, bin, table string, res *iptablesResult) (bool, error) {
+	out, err := r.opts.Runner.Run(ctx, bin, "-c", "-t", table)
+	if err != nil {
+		if f.ipv6 && familyAbsent(err) {
+			r.opts.Logger.Debug("IPv6 rules unavailable; reading IPv4 only", "cmd", bin, "err", err)
+			return false, nil
+		}
+		return false, fmt.Errorf("reading %s table %s: %w", f.name, table, err)
+	}
+	if err := parseIPTablesSave(out, res); err != nil {
+		return false, fmt.Errorf("parsing %s -c -t %s: %w", bin, table, err)
+	}
+	return true, nil
+}
+
+// natCountsDrops: ≤1.24 layouts drop in nat (KUBE-MARK-DROP), with counters
+// that move without any rule change.
+func natCountsDrops(nat *iptablesResult) bool {
+	for _, st := range nat.ports {
+		if len(st.Drops) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// mergeState adds one table's findings for a port to another's: every field
+// is a flag, a count or a list, as if both tables had been parsed together.
+func mergeState(dst, src *PortState) {
+	dst.Programmed = dst.Programmed || src.Programmed
+	dst.Drop = dst.Drop || src.Drop
+	dst.Reject = dst.Reject || src.Reject
+	dst.LocalEndpoints += src.LocalEndpoints
+	dst.DropPackets += src.DropPackets
+	dst.Drops = append(dst.Drops, src.Drops...)
+}
+
+// saveTables saves and parses the given tables of one family into one result,
+// for backend detection (mangle hints, KUBE- rule counts). It returns nil, nil
+// when the family is absent (no IPv6 on this node, no legacy table).
+func (r *reader) saveTables(ctx context.Context, f ipFamily, backend string, tables []string) (*iptablesResult, error) {
 	bin, err := r.binary(saveCommand(f, backend))
 	if err != nil {
 		return nil, err
 	}
 	if backend == BackendLegacy {
-		// `iptables-legacy-save -t T` makes the kernel create table T when it does
-		// not exist; that is a write. Ask which tables exist first.
 		existing, err := r.legacyTables(ctx, f)
 		if err != nil {
 			return nil, err
@@ -132,16 +314,8 @@ func (r *reader) readIPTablesFamily(ctx context.Context, f ipFamily, backend str
 	}
 	res := newIPTablesResult()
 	for _, t := range tables {
-		out, err := r.opts.Runner.Run(ctx, bin, "-c", "-t", t)
-		if err != nil {
-			if f.ipv6 && familyAbsent(err) {
-				r.opts.Logger.Debug("IPv6 rules unavailable; reading IPv4 only", "cmd", bin, "err", err)
-				return nil, nil
-			}
-			return nil, fmt.Errorf("reading %s table %s: %w", f.name, t, err)
-		}
-		if err := parseIPTablesSave(out, res); err != nil {
-			return nil, fmt.Errorf("parsing %s -c -t %s: %w", bin, t, err)
+		if ok, err := r.saveInto(ctx, f, bin, t, res); err != nil || !ok {
+			return nil, err
 		}
 	}
 	return res, nil
@@ -205,7 +379,7 @@ func (r *reader) detectBackend(ctx context.Context) (string, error) {
 	var errs []error
 	for _, backend := range []string{BackendNFT, BackendLegacy} {
 		for _, f := range ipFamilies {
-			res, err := r.readIPTablesFamily(ctx, f, backend, []string{"mangle"})
+			res, err := r.saveTables(ctx, f, backend, []string{"mangle"})
 			if err != nil {
 				if errors.Is(err, ErrNoRules) { // binary missing
 					continue
@@ -221,7 +395,7 @@ func (r *reader) detectBackend(ctx context.Context) (string, error) {
 	count := map[string]int{}
 	for _, backend := range []string{BackendNFT, BackendLegacy} {
 		for _, f := range ipFamilies {
-			res, err := r.readIPTablesFamily(ctx, f, backend, []string{"nat", "filter"})
+			res, err := r.saveTables(ctx, f, backend, []string{"nat", "filter"})
 			if err != nil {
 				if !errors.Is(err, ErrNoRules) {
 					errs = append(errs, err)

@@ -19,6 +19,20 @@ type iptablesResult struct {
 	hintChains   bool // KUBE-IPTABLES-HINT / KUBE-KUBELET-CANARY / KUBE-PROXY-CANARY declared
 	rules        int  // all rules
 	kubeRules    int  // rules in KUBE-* chains (the wrapper's backend vote)
+
+	// extRules counts filter KUBE-EXTERNAL-SERVICES rules in order; extDrops
+	// says which of them are drop rules, and where each one's counter went, so
+	// fresh counters of that chain can replace the saved ones.
+	extRules int
+	extDrops []extDrop
+}
+
+// extDrop ties the rule-th rule of KUBE-EXTERNAL-SERVICES to the drop-th entry
+// of its port's Drops (in parse order, before sorting).
+type extDrop struct {
+	rule int
+	key  portKey
+	drop int
 }
 
 func newIPTablesResult() *iptablesResult {
@@ -201,6 +215,7 @@ func (res *iptablesResult) rule(table, line []byte) error {
 	isFilter := string(table) == "filter"
 	var svl, xlb, ext bool
 	var key portKey
+	extIdx := -1
 	switch {
 	case isNAT:
 		if key, svl = hashSuffix(r.chain, prefixSVL); !svl {
@@ -212,8 +227,13 @@ func (res *iptablesResult) rule(table, line []byte) error {
 			return nil
 		}
 	case isFilter:
-		if !bytes.Equal(r.chain, chainExternalServices) && !bytes.Equal(r.chain, chainServices) {
+		extChain := bytes.Equal(r.chain, chainExternalServices)
+		if !extChain && !bytes.Equal(r.chain, chainServices) {
 			return nil
+		}
+		if extChain {
+			extIdx = res.extRules
+			res.extRules++
 		}
 	default:
 		return nil
@@ -280,7 +300,12 @@ func (res *iptablesResult) rule(table, line []byte) error {
 	if err != nil {
 		return fmt.Errorf("%w in %q", err, clip(line))
 	}
-	stateFor(res.ports, hashKey(string(name), string(bytes.ToLower(r.proto)))).addDrop(d)
+	k := hashKey(string(name), string(bytes.ToLower(r.proto)))
+	st := stateFor(res.ports, k)
+	st.addDrop(d)
+	if extIdx >= 0 {
+		res.extDrops = append(res.extDrops, extDrop{rule: extIdx, key: k, drop: len(st.Drops) - 1})
+	}
 	return nil
 }
 

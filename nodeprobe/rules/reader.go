@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os/exec"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -38,6 +37,14 @@ type Options struct {
 	// DetectTTL: how long a detected mode and iptables backend are kept before being
 	// detected again; 0: 5 minutes. A failed read always forgets them.
 	DetectTTL time.Duration
+	// LegacyVerify: with the legacy iptables backend, nat is kept while its
+	// GET_INFO (entry count, size, hooks) is unchanged, and compared in full
+	// (a digest of the whole table, counters left out) at most this often: a
+	// change that keeps the entry count and the size — two rules swapped for
+	// two of the same size in one sync — is seen within this bound. 0: 2 min;
+	// negative: every read (exact; the table copy costs about 0.2 s at 10,000
+	// Services).
+	LegacyVerify time.Duration
 	// LookPath finds binaries (iptables-legacy-save, …) in PATH, then in /usr/sbin
 	// and /sbin as the kube-proxy image's wrapper does; nil: exec.LookPath. Tests
 	// with a fake Runner set it to accept every name.
@@ -65,6 +72,9 @@ func NewReader(opts Options) Reader {
 	if opts.DetectTTL == 0 {
 		opts.DetectTTL = 5 * time.Minute
 	}
+	if opts.LegacyVerify == 0 {
+		opts.LegacyVerify = 2 * time.Minute
+	}
 	if opts.LookPath == nil {
 		opts.LookPath = exec.LookPath
 	}
@@ -74,91 +84,50 @@ func NewReader(opts Options) Reader {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &reader{opts: opts}
+	keep := func(s *Snapshot, _ error) bool {
+		// What says something about the node is kept: a snapshot (also the IPVS
+		// one), not a failure, which the next scrape should retry.
+		return s != nil
+	}
+	return &reader{opts: opts, shared: &sharedRead[*Snapshot]{ttl: opts.CacheTTL, now: opts.Now, keep: keep}}
 }
 
+// reader is one way through: detect (mode and backend, kept for DetectTTL) →
+// read (per table and family, a table re-read only when its change signal
+// moved) → parse → snapshot. The single-flight cache in front (sharedRead)
+// knows nothing of rules.
 type reader struct {
-	opts Options
+	opts   Options
+	shared *sharedRead[*Snapshot]
 
-	mu       sync.Mutex
-	inflight *readCall
-	last     *readCall // last finished read, reused within CacheTTL
-	lastAt   time.Time
-
-	// detection state, guarded by mu, written only by the read in flight
-	detected   Mode
-	backend    string
-	detectedAt time.Time
+	// Everything below is touched only by the read in flight: shared runs one
+	// at a time and its mutex orders one leader's writes before the next's reads.
+	det        detection
 	loggedIPVS bool
+	tables     tableCache
 }
 
-type readCall struct {
-	done chan struct{}
-	snap *Snapshot
-	err  error
+// detection is what rarely changes: the mode and, in iptables mode, the backend.
+type detection struct {
+	mode      Mode // "" when not detected yet (ModeAuto only)
+	at        time.Time
+	backend   string // iptables mode; "" when not detected yet
+	backendAt time.Time
 }
 
 // Read implements Reader: one read in flight at a time, shared by all callers.
 func (r *reader) Read(ctx context.Context) (*Snapshot, error) {
-	for {
-		r.mu.Lock()
-		if r.last != nil && r.opts.CacheTTL > 0 && r.opts.Now().Sub(r.lastAt) < r.opts.CacheTTL {
-			c := r.last
-			r.mu.Unlock()
-			return c.snap, c.err
-		}
-		c := r.inflight
-		leader := c == nil
-		if leader {
-			c = &readCall{done: make(chan struct{})}
-			r.inflight = c
-		}
-		r.mu.Unlock()
-
-		if leader {
-			r.lead(ctx, c)
-			return c.snap, c.err
-		}
-		select {
-		case <-c.done:
-		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for the rule read in flight: %w", ctx.Err())
-		}
-		// The leader's context ended its read: ours may still be alive, try again.
-		if c.err != nil && (errors.Is(c.err, context.Canceled) || errors.Is(c.err, context.DeadlineExceeded)) && ctx.Err() == nil {
-			continue
-		}
-		return c.snap, c.err
-	}
+	return r.shared.Do(ctx, r.read)
 }
 
-// lead runs the shared read and publishes it; the deferred part also runs if
-// the read panics, so waiters are never stuck.
-func (r *reader) lead(ctx context.Context, c *readCall) {
-	c.err = errors.New("rule read did not complete")
-	defer func() {
-		r.mu.Lock()
-		r.inflight = nil
-		// Cache what says something about the node: a snapshot (also the
-		// IPVS one), not a failure, which the next scrape should retry.
-		if c.snap != nil {
-			r.last, r.lastAt = c, r.opts.Now()
-		}
-		r.mu.Unlock()
-		close(c.done)
-	}()
-	c.snap, c.err = r.read(ctx)
-}
-
-// read does one full read. Only the leader calls it, so detection state needs
-// the lock only to be visible to the next leader.
+// read does one pass through the pipeline. A failure forgets the detection and
+// every table kept, so the next read starts from nothing.
 func (r *reader) read(ctx context.Context) (*Snapshot, error) {
 	start := r.opts.Now()
-	snap, err := r.readMode(ctx)
+	snap, err := r.detectAndRead(ctx)
 	if err != nil {
-		r.mu.Lock()
-		r.detected, r.backend = "", "" // detect again next time
-		r.mu.Unlock()
+		r.det = detection{}
+		r.tables = tableCache{loggedNoSignal: r.tables.loggedNoSignal}
 	}
 	if snap != nil {
 		snap.ReadAt = start
@@ -167,58 +136,65 @@ func (r *reader) read(ctx context.Context) (*Snapshot, error) {
 	return snap, err
 }
 
-func (r *reader) readMode(ctx context.Context) (*Snapshot, error) {
-	mode := r.opts.Mode
+func (r *reader) detectAndRead(ctx context.Context) (*Snapshot, error) {
+	mode, snap, err := r.detectMode(ctx)
+	if err != nil || snap != nil {
+		return snap, err
+	}
 	switch mode {
 	case ModeIPTables:
 		return r.readIPTables(ctx)
 	case ModeNFTables:
 		return r.readNFT(ctx)
-	case ModeAuto:
-	default:
-		return nil, fmt.Errorf("rule reader mode %q: want auto, iptables or nftables", mode)
 	}
-
-	r.mu.Lock()
-	if r.detected != "" && r.opts.Now().Sub(r.detectedAt) >= r.opts.DetectTTL {
-		r.detected, r.backend = "", ""
-	}
-	mode = r.detected
-	r.mu.Unlock()
-
-	if mode == "" {
-		mode = r.askProxyMode(ctx)
-	}
-	switch mode {
-	case ModeIPTables:
-		snap, err := r.readIPTables(ctx)
-		return r.remember(ModeIPTables, snap, err)
-	case ModeNFTables:
-		snap, err := r.readNFT(ctx)
-		return r.remember(ModeNFTables, snap, err)
-	case ModeIPVS:
-		r.mu.Lock()
-		first := !r.loggedIPVS
-		r.loggedIPVS = true
-		r.detected, r.detectedAt = ModeIPVS, r.opts.Now()
-		r.mu.Unlock()
-		if first {
-			r.opts.Logger.Warn("kube-proxy runs in IPVS mode: its rules are not read; blackhole detection falls back to the API view")
-		}
-		return &Snapshot{Mode: ModeIPVS}, fmt.Errorf("kube-proxy mode ipvs: %w", ErrUnsupported)
-	}
-	return r.detectByTables(ctx)
+	return r.ipvs(), fmt.Errorf("kube-proxy mode ipvs: %w", ErrUnsupported)
 }
 
-func (r *reader) remember(mode Mode, snap *Snapshot, err error) (*Snapshot, error) {
-	if err == nil || errors.Is(err, ErrUnsupported) {
-		r.mu.Lock()
-		if r.detected != mode {
-			r.detected, r.detectedAt = mode, r.opts.Now()
-		}
-		r.mu.Unlock()
+// detectMode says which mode to read. Detecting by the tables present reads
+// them: that first snapshot is returned too, so they are not read twice.
+func (r *reader) detectMode(ctx context.Context) (Mode, *Snapshot, error) {
+	switch r.opts.Mode {
+	case ModeIPTables, ModeNFTables:
+		return r.opts.Mode, nil, nil
+	case ModeAuto:
+	default:
+		return "", nil, fmt.Errorf("rule reader mode %q: want auto, iptables or nftables", r.opts.Mode)
 	}
-	return snap, err
+	if r.det.mode != "" && r.opts.Now().Sub(r.det.at) >= r.opts.DetectTTL {
+		r.det.mode = ""
+	}
+	if r.det.mode != "" {
+		return r.det.mode, nil, nil
+	}
+	mode := r.askProxyMode(ctx)
+	if mode != "" {
+		r.det.mode, r.det.at = mode, r.opts.Now()
+		return mode, nil, nil
+	}
+	snap, err := r.detectByTables(ctx)
+	if snap != nil && (err == nil || errors.Is(err, ErrUnsupported)) {
+		r.det.mode, r.det.at = snap.Mode, r.opts.Now()
+	}
+	if err == nil && snap == nil {
+		err = errors.New("detecting kube-proxy mode from tables: no result")
+	}
+	return snap.modeOrEmpty(), snap, err
+}
+
+func (s *Snapshot) modeOrEmpty() Mode {
+	if s == nil {
+		return ""
+	}
+	return s.Mode
+}
+
+// ipvs is the snapshot of IPVS mode, whose rules are not read; it warns once.
+func (r *reader) ipvs() *Snapshot {
+	if !r.loggedIPVS {
+		r.loggedIPVS = true
+		r.opts.Logger.Warn("kube-proxy runs in IPVS mode: its rules are not read; blackhole detection falls back to the API view")
+	}
+	return &Snapshot{Mode: ModeIPVS}
 }
 
 // binary returns how to run a tool: its bare name when PATH finds it, else its
@@ -282,9 +258,9 @@ func (r *reader) detectByTables(ctx context.Context) (*Snapshot, error) {
 	case nftFound && iptFound:
 		return nil, ErrAmbiguous
 	case iptFound:
-		return r.remember(iptSnap.Mode, iptSnap, iptErr)
+		return iptSnap, iptErr
 	case nftFound:
-		return r.remember(ModeNFTables, nftSnap, nil)
+		return nftSnap, nil
 	}
 	if errors.Is(nftErr, ErrNoRules) && errors.Is(iptErr, ErrNoRules) {
 		return nil, fmt.Errorf("neither nftables nor iptables (legacy or nft backend): %w", ErrNoRules)
