@@ -55,7 +55,7 @@ type Config struct {
 	// NodeName is the Node the agent keeps alive and whose Pods it runs.
 	NodeName string
 	// Client should carry the node's own credentials (system:node:<name>), so the Node authorizer checks it.
-	Client kubernetes.Interface
+	Client  kubernetes.Interface
 	Sandbox Sandbox
 	// LeaseDuration is the node Lease's duration (default 40s, the kubelet's); the Lease is renewed every
 	// RenewInterval (default LeaseDuration/4).
