@@ -257,22 +257,11 @@ func PrintLive(w io.Writer, rows []LiveRow) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tINTERNAL IP\tRUNNING REPLICAS\tDRILL'S CURL LOOP\tEXPORTER SAYS (localtraffic_blackhole)\t")
 	for _, r := range rows {
-		exporter := ""
-		switch {
-		case r.ScrapeErr != nil:
-			exporter = "scrape failed: " + r.ScrapeErr.Error()
-		case !r.Known:
-			exporter = "no series"
-		case r.Blackhole == 1:
-			exporter = "BLACKHOLE (1)"
-		default:
-			exporter = fmt.Sprintf("ok (%g)", r.Blackhole)
-		}
 		curl := r.Curl
 		if curl == "" {
 			curl = "(not listed)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t\n", r.Node, r.IP, r.Replicas, curl, exporter)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t\n", r.Node, r.IP, r.Replicas, curl, exporterWord(r.ScrapeErr, r.Known, r.Blackhole))
 	}
 	tw.Flush()
 }
