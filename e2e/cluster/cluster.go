@@ -212,6 +212,11 @@ func (c *Cluster) Close() error {
 	c.closed = true
 	agents := c.agents
 	c.agents = nil
+	c.mu.Unlock()
+	// Node agents first, before the pods are collected: they would otherwise start pods for the controllers
+	// while everything goes away.
+	agents.stop()
+	c.mu.Lock()
 	procs := c.procs
 	listeners := c.listeners
 	var nodeProcs []*process
@@ -226,9 +231,6 @@ func (c *Cluster) Close() error {
 	}
 	namespaces := c.namespaces
 	c.mu.Unlock()
-
-	// Node agents first: they would otherwise start pods for the controllers while everything goes away.
-	agents.stop()
 
 	var wg sync.WaitGroup
 	for _, p := range nodeProcs {
