@@ -235,7 +235,10 @@ func TestDrainLastReplica(t *testing.T) {
 		drainDone <- err
 	}()
 
-	// During the grace period: the endpoint is serving and terminating, and the node still serves.
+	// During the grace period: the endpoint is serving and terminating, and the node still serves. The check
+	// must hold twice, 3 s apart (past the exporter's 2 s rules cache), so the exporter's verdict is one taken
+	// after the endpoint became terminating.
+	var firstHeld time.Time
 	eventually(t, grace*time.Second, "terminating endpoint served on "+drained, func() error {
 		ep, err := endpointOn(ctx, c, svc, drained)
 		if err != nil {
@@ -248,7 +251,16 @@ func TestDrainLastReplica(t *testing.T) {
 		if err := wantServedLocally(r, drained); err != nil {
 			return err
 		}
-		return expectMetrics(ctx, c, drained, metricIs("localtraffic_blackhole", svcLabels(svc, drained), 0))
+		if err := expectMetrics(ctx, c, drained, metricIs("localtraffic_blackhole", svcLabels(svc, drained), 0)); err != nil {
+			return err
+		}
+		if firstHeld.IsZero() {
+			firstHeld = time.Now()
+		}
+		if time.Since(firstHeld) < 3*time.Second {
+			return errors.New("held once; checking again after the rules cache")
+		}
+		return nil
 	})
 	t.Logf("%s: terminating endpoint served and exporter says no blackhole %s after the drain started", drained, time.Since(drainStart).Round(time.Millisecond))
 
