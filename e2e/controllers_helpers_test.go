@@ -240,13 +240,16 @@ type placementRow struct {
 
 // checkServing sends one real request per node (control-plane included) to the Service's node port and
 // scrapes each exporter: a node in serving must answer 200 from a pod on itself with the exporter saying
-// blackhole 0; every other node must drop the connection with the exporter saying blackhole 1.
+// blackhole 0; every other node must drop the connection with the exporter saying blackhole 1 — except the
+// control-plane node, which is excluded from load balancers: there the exporter must see the drop in the rules
+// but count the node out of rotation (blackhole 0).
 func checkServing(ctx context.Context, c *cluster.Cluster, svc *corev1.Service, serving map[string]bool) error {
 	var rows []placementRow
 	var errs []error
 	for _, n := range c.Nodes() {
 		r := placementRow{node: n.Name, traffic: c.Request(ctx, nodePortAddr(n, svc))}
 		m, err := c.Metrics(ctx, n.Name)
+		scrapeErr := err
 		if err == nil {
 			r.blackhole, r.known, err = m.Value("localtraffic_blackhole", svcLabels(svc, n.Name))
 		}
@@ -259,13 +262,31 @@ func checkServing(ctx context.Context, c *cluster.Cluster, svc *corev1.Service, 
 		} else if r.traffic.Verdict != cluster.Blackhole {
 			errs = append(errs, fmt.Errorf("via %s: got %s, want blackhole", n.Name, r.traffic))
 		}
+		// The control-plane node carries kubeadm's exclude-from-external-load-balancers label: when it drops,
+		// the exporter says so (rules_drop) but counts it out of rotation, so no blackhole to page on.
+		wantBH := !serving[n.Name] && !n.ControlPlane
 		switch {
 		case r.scrapeErr != nil:
 			errs = append(errs, fmt.Errorf("%s: scrape: %w", n.Name, r.scrapeErr))
 		case !r.known:
 			errs = append(errs, fmt.Errorf("%s: no localtraffic_blackhole series for %s/%s", n.Name, svc.Namespace, svc.Name))
-		case (r.blackhole == 1) == serving[n.Name]:
-			errs = append(errs, fmt.Errorf("%s: exporter localtraffic_blackhole=%g, want %v", n.Name, r.blackhole, !serving[n.Name]))
+		case (r.blackhole == 1) != wantBH:
+			errs = append(errs, fmt.Errorf("%s: exporter localtraffic_blackhole=%g, want %v", n.Name, r.blackhole, wantBH))
+		}
+		if n.ControlPlane && scrapeErr == nil {
+			drop := 0.0
+			if !serving[n.Name] {
+				drop = 1
+			}
+			for _, check := range []func(cluster.Metrics) error{
+				metricIs("localtraffic_in_rotation", svcLabels(svc, n.Name), 0),
+				metricIs("localtraffic_node_excluded", cluster.Labels{"node": n.Name}, 1),
+				metricIs("localtraffic_rules_drop", portLabels(svc, n.Name), drop),
+			} {
+				if err := check(m); err != nil {
+					errs = append(errs, fmt.Errorf("%s: %w", n.Name, err))
+				}
+			}
 		}
 	}
 	if len(errs) > 0 {

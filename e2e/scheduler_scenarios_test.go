@@ -105,8 +105,8 @@ func TestSchedulerSpreadWithoutHonor(t *testing.T) {
 		return nil
 	})
 	t.Logf("the scheduler on the Pending replica: %s", pending)
-	if !strings.Contains(pending, "topology spread") || !strings.Contains(pending, cluster.ControlPlaneRole) {
-		t.Errorf("scheduler message %q names neither the spread constraint nor the control-plane taint", pending)
+	if !strings.Contains(pending, "topology spread") || !strings.Contains(pending, "untolerated taint") {
+		t.Errorf("scheduler message %q does not name both the spread constraint and the (control-plane) taint", pending)
 	}
 	eventually(t, converge, "workers serve, the control-plane node blackholes", func() error {
 		return checkServing(ctx, c, svc, workers(c))

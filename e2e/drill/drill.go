@@ -59,7 +59,9 @@ func Apply(ctx context.Context, c *cluster.Cluster) error {
 func Fix(ctx context.Context, c *cluster.Cluster) error {
 	var placement []string
 	for _, n := range c.Nodes() {
-		placement = append(placement, n.Name)
+		if !n.ControlPlane { // tainted NoSchedule: no replica of the fix goes there
+			placement = append(placement, n.Name)
+		}
 	}
 	return place(ctx, c, placement)
 }
@@ -148,6 +150,11 @@ func (r Row) Agrees() bool {
 func Observe(ctx context.Context, c *cluster.Cluster) []Row {
 	var rows []Row
 	for _, n := range c.Nodes() {
+		if n.ControlPlane {
+			// Excluded from load balancers (and from the drill's curl loop): the exporter counts it out of
+			// rotation, so its drop is no blackhole.
+			continue
+		}
 		r := Row{Node: n.Name, Mode: n.ProxyMode}
 		for i := 0; ; i++ {
 			p := c.Pod(Namespace, fmt.Sprintf("%s-%d", Service, i))
