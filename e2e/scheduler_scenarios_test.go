@@ -384,6 +384,8 @@ func TestDaemonSetRollingUpdate(t *testing.T) {
 	// Probe every worker in rounds until the rollout ends; count rounds with more than one worker down and
 	// note each worker's down rounds (the gap between its old pod's grace period and its new pod's readiness).
 	down := map[string]int{}
+	verdicts := map[string]map[cluster.Verdict]int{}
+	firstDown, lastDown := map[string]time.Time{}, map[string]time.Time{}
 	rounds, overlapping := 0, 0
 	var rolloutErr error
 probe:
@@ -399,6 +401,12 @@ probe:
 			if r := c.Request(ctx, nodePortAddr(c.Node(n), svc)); wantServedLocally(r, n) != nil {
 				out = append(out, n)
 				down[n]++
+				if verdicts[n] == nil {
+					verdicts[n] = map[cluster.Verdict]int{}
+					firstDown[n] = time.Now()
+				}
+				verdicts[n][r.Verdict]++
+				lastDown[n] = time.Now()
 			}
 		}
 		if len(out) > 1 {
@@ -410,6 +418,9 @@ probe:
 		t.Fatalf("rollout status: %v", rolloutErr)
 	}
 	t.Logf("rolling update: %d probe rounds over the workers, rounds with a worker down per worker: %v", rounds, down)
+	for n, v := range verdicts {
+		t.Logf("  %s not served for about %s (first to last failed probe), verdicts %v", n, lastDown[n].Sub(firstDown[n]).Round(time.Millisecond), v)
+	}
 	pods := waitPlacement(t, ctx, c, ns, name, onePerWorker(c, 1))
 	for _, p := range pods {
 		if p.Annotations["e2e.localtraffic.io/revision"] != "2" {
