@@ -100,6 +100,11 @@ func controllerLatency(b *testing.B, c *cluster.Cluster, node string) {
 			return nil
 		})
 		if err != nil {
+			p, gerr := pods.Get(ctx, target, metav1.GetOptions{})
+			if gerr == nil {
+				ep, _ := endpointOn(ctx, c, svc, node)
+				b.Fatalf("%v (pod annotations %v ready %v; endpoint %+v)", err, p.Annotations, podReady(p), ep)
+			}
 			b.Fatal(err)
 		}
 		sliceLat = append(sliceLat, sliceAt)
