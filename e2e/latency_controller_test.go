@@ -33,7 +33,9 @@ func BenchmarkDetectionLatencyController(b *testing.B) {
 func controllerLatency(b *testing.B, c *cluster.Cluster, node string) {
 	ctx := testContext(b)
 	const ns = "e2e-latency-ctrl"
-	name := "latc-" + node
+	// A fresh name per run (the framework calls this with b.N = 1 first): a Service re-created under the same
+	// name can briefly share its label with the previous one's slice until the garbage collector removes it.
+	name := fmt.Sprintf("latc-%s-%d", node, time.Now().UnixMilli()%1000000)
 	svc := localNodePortService(b, c, ns, name, 0)
 	pods := c.Admin().CoreV1().Pods(ns)
 	target := name + "-b"
