@@ -166,13 +166,7 @@ func Observe(ctx context.Context, c *cluster.Cluster) []Row {
 			}
 		}
 		r.Traffic = c.Request(ctx, fmt.Sprintf("%s:%d", n.IP, NodePort))
-		m, err := c.Metrics(ctx, n.Name)
-		if err != nil {
-			r.ScrapeErr = err
-		} else {
-			v, ok, err := m.Value("localtraffic_blackhole", cluster.Labels{"node": n.Name, "namespace": Namespace, "service": Service})
-			r.Blackhole, r.Known, r.ScrapeErr = v, ok, err
-		}
+		r.Blackhole, r.Known, r.ScrapeErr = exporterVerdict(ctx, c, n.Name)
 		rows = append(rows, r)
 	}
 	return rows
@@ -209,4 +203,13 @@ func exporterWord(scrapeErr error, known bool, blackhole float64) string {
 	default:
 		return fmt.Sprintf("ok (%g)", blackhole)
 	}
+}
+
+// exporterVerdict scrapes node's exporter for the drill Service's localtraffic_blackhole.
+func exporterVerdict(ctx context.Context, c *cluster.Cluster, node string) (v float64, known bool, err error) {
+	m, err := c.Metrics(ctx, node)
+	if err != nil {
+		return 0, false, err
+	}
+	return m.Value("localtraffic_blackhole", cluster.Labels{"node": node, "namespace": Namespace, "service": Service})
 }

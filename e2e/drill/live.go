@@ -223,13 +223,7 @@ func ObserveLive(ctx context.Context, c *cluster.Cluster, s *Shell) ([]LiveRow, 
 			continue
 		}
 		r := LiveRow{Node: n.Name, IP: n.IP, Curl: words[n.IP], Replicas: replicas[n.Name]}
-		m, err := c.Metrics(ctx, n.Name)
-		if err != nil {
-			r.ScrapeErr = err
-		} else {
-			v, ok, err := m.Value("localtraffic_blackhole", cluster.Labels{"node": n.Name, "namespace": Namespace, "service": Service})
-			r.Blackhole, r.Known, r.ScrapeErr = v, ok, err
-		}
+		r.Blackhole, r.Known, r.ScrapeErr = exporterVerdict(ctx, c, n.Name)
 		rows = append(rows, r)
 	}
 	return rows, out, nil
