@@ -59,7 +59,9 @@ func Apply(ctx context.Context, c *cluster.Cluster) error {
 func Fix(ctx context.Context, c *cluster.Cluster) error {
 	var placement []string
 	for _, n := range c.Nodes() {
-		placement = append(placement, n.Name)
+		if !n.ControlPlane { // tainted NoSchedule: no replica of the fix goes there
+			placement = append(placement, n.Name)
+		}
 	}
 	return place(ctx, c, placement)
 }
@@ -148,6 +150,11 @@ func (r Row) Agrees() bool {
 func Observe(ctx context.Context, c *cluster.Cluster) []Row {
 	var rows []Row
 	for _, n := range c.Nodes() {
+		if n.ControlPlane {
+			// Excluded from load balancers (and from the drill's curl loop): the exporter counts it out of
+			// rotation, so its drop is no blackhole.
+			continue
+		}
 		r := Row{Node: n.Name, Mode: n.ProxyMode}
 		for i := 0; ; i++ {
 			p := c.Pod(Namespace, fmt.Sprintf("%s-%d", Service, i))
@@ -159,13 +166,7 @@ func Observe(ctx context.Context, c *cluster.Cluster) []Row {
 			}
 		}
 		r.Traffic = c.Request(ctx, fmt.Sprintf("%s:%d", n.IP, NodePort))
-		m, err := c.Metrics(ctx, n.Name)
-		if err != nil {
-			r.ScrapeErr = err
-		} else {
-			v, ok, err := m.Value("localtraffic_blackhole", cluster.Labels{"node": n.Name, "namespace": Namespace, "service": Service})
-			r.Blackhole, r.Known, r.ScrapeErr = v, ok, err
-		}
+		r.Blackhole, r.Known, r.ScrapeErr = exporterVerdict(ctx, c, n.Name)
 		rows = append(rows, r)
 	}
 	return rows
@@ -185,18 +186,30 @@ func Print(w io.Writer, rows []Row) {
 		default:
 			client = strings.ToUpper(r.Traffic.String())
 		}
-		exporter := "?"
-		switch {
-		case r.ScrapeErr != nil:
-			exporter = "scrape failed: " + r.ScrapeErr.Error()
-		case !r.Known:
-			exporter = "no series"
-		case r.Blackhole == 1:
-			exporter = "BLACKHOLE (1)"
-		default:
-			exporter = fmt.Sprintf("ok (%g)", r.Blackhole)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t\n", r.Node, r.Mode, r.Endpoints, client, exporter)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t\n", r.Node, r.Mode, r.Endpoints, client, exporterWord(r.ScrapeErr, r.Known, r.Blackhole))
 	}
 	tw.Flush()
+}
+
+// exporterWord is how the tables show the exporter's localtraffic_blackhole for a node.
+func exporterWord(scrapeErr error, known bool, blackhole float64) string {
+	switch {
+	case scrapeErr != nil:
+		return "scrape failed: " + scrapeErr.Error()
+	case !known:
+		return "no series"
+	case blackhole == 1:
+		return "BLACKHOLE (1)"
+	default:
+		return fmt.Sprintf("ok (%g)", blackhole)
+	}
+}
+
+// exporterVerdict scrapes node's exporter for the drill Service's localtraffic_blackhole.
+func exporterVerdict(ctx context.Context, c *cluster.Cluster, node string) (v float64, known bool, err error) {
+	m, err := c.Metrics(ctx, node)
+	if err != nil {
+		return 0, false, err
+	}
+	return m.Value("localtraffic_blackhole", cluster.Labels{"node": node, "namespace": Namespace, "service": Service})
 }
