@@ -22,13 +22,13 @@ type ServiceReport struct {
 	HealthChecked bool `json:"healthChecked"`
 	// Receiving are the nodes that receive its external traffic (load balancer targets, or every node a client
 	// may send a NodePort or externalIP packet to).
-	Receiving []string      `json:"receiving"`
-	Workloads []ObjectRef   `json:"workloads"`
-	Story     string        `json:"story"`
+	Receiving []string       `json:"receiving"`
+	Workloads []ObjectRef    `json:"workloads"`
+	Story     string         `json:"story"`
 	Status    *ServiceStatus `json:"status,omitempty"` // live mode
 	// HealthCheck says where the load balancer health-checks the nodes, as read from the annotations.
-	HealthCheck string `json:"healthCheck,omitempty"`
-	Findings  []Finding     `json:"findings"`
+	HealthCheck string    `json:"healthCheck,omitempty"`
+	Findings    []Finding `json:"findings"`
 }
 
 // Report is the audit of a cluster or a set of manifests.
