@@ -172,10 +172,12 @@ func addObject(c *placement.Cluster, u *unstructured.Unstructured, name string, 
 		if err := runtime.DecodeInto(scheme.Codecs.UniversalDecoder(autoscalingv1.SchemeGroupVersion), js, &h); err != nil {
 			return badInputf("%s: document %d: %s %s: %w", name, doc, gvk.Kind, u.GetName(), err)
 		}
-		c.HPAs = append(c.HPAs, &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: h.ObjectMeta,
+		key := "HorizontalPodAutoscaler/" + h.Namespace + "/" + h.Name
+		_, again := c.Sources[key]
+		c.Sources[key] = name
+		c.HPAs = put(c.HPAs, &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: h.ObjectMeta,
 			Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MinReplicas: h.Spec.MinReplicas, MaxReplicas: h.Spec.MaxReplicas,
-				ScaleTargetRef: autoscalingv2.CrossVersionObjectReference(h.Spec.ScaleTargetRef)}})
-		c.Sources["HorizontalPodAutoscaler/"+h.Namespace+"/"+h.Name] = name
+				ScaleTargetRef: autoscalingv2.CrossVersionObjectReference(h.Spec.ScaleTargetRef)}}, again)
 		return nil
 	}
 	known := map[string]bool{
@@ -190,30 +192,56 @@ func addObject(c *placement.Cluster, u *unstructured.Unstructured, name string, 
 	if err != nil {
 		return badInputf("%s: document %d: %s %s: %w", name, doc, gvk.Kind, u.GetName(), err)
 	}
-	c.Sources[gvk.Kind+"/"+u.GetNamespace()+"/"+u.GetName()] = name
+	key := gvk.Kind + "/" + u.GetNamespace() + "/" + u.GetName()
+	_, again := c.Sources[key]
+	c.Sources[key] = name
 	switch o := obj.(type) {
 	case *corev1.Service:
-		c.Services = append(c.Services, o)
+		// The apiserver defaults a port's protocol to TCP; manifests usually leave it out.
+		for i := range o.Spec.Ports {
+			if o.Spec.Ports[i].Protocol == "" {
+				o.Spec.Ports[i].Protocol = corev1.ProtocolTCP
+			}
+		}
+		c.Services = put(c.Services, o, again)
 	case *corev1.Node:
-		c.Nodes = append(c.Nodes, o)
+		c.Nodes = put(c.Nodes, o, again)
 	case *corev1.Pod:
-		c.Pods = append(c.Pods, o)
+		c.Pods = put(c.Pods, o, again)
 	case *discoveryv1.EndpointSlice:
-		c.EndpointSlices = append(c.EndpointSlices, o)
+		c.EndpointSlices = put(c.EndpointSlices, o, again)
 	case *appsv1.Deployment:
-		c.Deployments = append(c.Deployments, o)
+		c.Deployments = put(c.Deployments, o, again)
 	case *appsv1.StatefulSet:
-		c.StatefulSets = append(c.StatefulSets, o)
+		c.StatefulSets = put(c.StatefulSets, o, again)
 	case *appsv1.DaemonSet:
-		c.DaemonSets = append(c.DaemonSets, o)
+		c.DaemonSets = put(c.DaemonSets, o, again)
 	case *appsv1.ReplicaSet:
-		c.ReplicaSets = append(c.ReplicaSets, o)
+		c.ReplicaSets = put(c.ReplicaSets, o, again)
 	case *autoscalingv2.HorizontalPodAutoscaler:
-		c.HPAs = append(c.HPAs, o)
+		c.HPAs = put(c.HPAs, o, again)
 	case *policyv1.PodDisruptionBudget:
-		c.PDBs = append(c.PDBs, o)
+		c.PDBs = put(c.PDBs, o, again)
 	}
 	return nil
+}
+
+// put adds an object, or replaces the one of the same name read earlier: as kubectl apply of the same
+// files would leave it, the last document wins.
+func put[T any, P interface {
+	*T
+	GetNamespace() string
+	GetName() string
+}](list []P, o P, again bool) []P {
+	if again {
+		for i, x := range list {
+			if x.GetNamespace() == o.GetNamespace() && x.GetName() == o.GetName() {
+				list[i] = o
+				return list
+			}
+		}
+	}
+	return append(list, o)
 }
 
 // loadNodesFile reads Node objects (their taints, labels and providerID count) for --nodes-file.

@@ -7,6 +7,8 @@
 // exporter's own (kubeview), so the plugin and the exporter never disagree on which node drops.
 package placement
 
+import "fmt"
+
 // Severity orders findings. Critical: nodes that receive traffic blackhole now, or will by construction once the
 // manifests are applied. Warning: they blackhole during a drain, rollout, scale-down, node replacement, or
 // because a load balancer's health check is misdirected. Info: advice.
@@ -42,6 +44,16 @@ func ParseSeverity(s string) (Severity, bool) {
 
 // MarshalText writes the severity's name, so JSON output says "critical" rather than 3.
 func (s Severity) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText reads the name back, so the JSON report decodes into Report.
+func (s *Severity) UnmarshalText(b []byte) error {
+	v, ok := ParseSeverity(string(b))
+	if !ok {
+		return fmt.Errorf("unknown severity %q", b)
+	}
+	*s = v
+	return nil
+}
 
 // Rule is one kind of finding. IDs are stable: CI configurations and SARIF consumers key on them, and
 // docs/audit.md documents each (a test keeps the two equal).
