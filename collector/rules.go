@@ -115,7 +115,8 @@ func (r *Rules) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 	seen := map[rules.ServicePort]bool{}
 	for _, svc := range view.Services {
 		mismatch := false
-		for _, p := range svc.Ports {
+		fam := primaryFamily(svc)
+		for _, p := range fam.Ports {
 			sp := rules.ServicePort{Namespace: svc.Namespace, Name: svc.Name, Port: p.Name, Protocol: string(p.Protocol)}
 			st := snap.Port(sp)
 			seen[sp] = true
@@ -123,7 +124,7 @@ func (r *Rules) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
 			ch <- rulesDrop.must(boolFloat(st.Drop), svc.Namespace, svc.Name, label)
 			ch <- rulesLocalEndpoints.must(float64(st.LocalEndpoints), svc.Namespace, svc.Name, label)
 			ch <- rulesDroppedPackets.must(float64(r.countDrops(sp, st.DropPackets, snap.ReadAt)), svc.Namespace, svc.Name, label)
-			mismatch = mismatch || portMismatch(p, st, svc.ExternallyReachable(p))
+			mismatch = mismatch || portMismatch(p, st, svc.ExternallyReachable(fam.Family, p))
 		}
 		ch <- rulesMismatch.must(boolFloat(mismatch), svc.Namespace, svc.Name)
 	}

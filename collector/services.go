@@ -119,7 +119,7 @@ func (s *Services) Update(ctx context.Context, ch chan<- prometheus.Metric) erro
 			hcnp = strconv.Itoa(int(svc.HealthCheckNodePort))
 		}
 		ch <- serviceInfo.must(1, ns, name, string(svc.Type), hcnp)
-		ch <- localEndpoints.must(float64(svc.LocalEndpoints), ns, name)
+		ch <- localEndpoints.must(float64(svc.LocalEndpoints()), ns, name)
 		ch <- hasLocalEndpoint.must(boolFloat(svc.HasLocalEndpoint()), ns, name)
 
 		hc := checks[i]

@@ -38,25 +38,35 @@ type Verdict struct {
 // rules is kube-proxy's programmed state (nil when it could not be read: the API view decides instead).
 func Decide(svc kubeview.ServiceState, node kubeview.NodeState, hc *nodeprobe.HealthCheck, rules RuleView) Verdict {
 	v := Verdict{InRotation: inRotation(svc, node, hc)}
+	fam := primaryFamily(svc)
 	if rules != nil {
 		v.Source = SourceRules
-		for _, p := range svc.Ports {
+		for _, p := range fam.Ports {
 			if drop, _ := rules.PortDrop(svc.Namespace, svc.Name, p.Name, p.Protocol); drop {
 				v.Drops = true
 			}
 		}
 	} else {
 		v.Source = SourceAPI
-		for _, p := range svc.Ports {
+		for _, p := range fam.Ports {
 			// A port with no endpoint anywhere is rejected on every node: an outage, not this node's blackhole.
 			// A port no external traffic can reach has nothing to drop.
-			if p.ClusterWide && p.Local == 0 && svc.ExternallyReachable(p) {
+			if p.ClusterWide && p.Local == 0 && svc.ExternallyReachable(fam.Family, p) {
 				v.Drops = true
 			}
 		}
 	}
 	v.Blackhole = v.InRotation && v.Drops
 	return v
+}
+
+// primaryFamily is the Service's first family: the verdict is still judged in one family (the per-family
+// verdict replaces this).
+func primaryFamily(svc kubeview.ServiceState) kubeview.FamilyEndpoints {
+	if len(svc.Families) == 0 {
+		return kubeview.FamilyEndpoints{}
+	}
+	return svc.Families[0]
 }
 
 // inRotation: does external traffic for the Service reach this node?

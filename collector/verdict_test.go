@@ -19,7 +19,8 @@ func (f fakeRules) PortDrop(ns, name, port string, _ corev1.Protocol) (bool, boo
 func TestDecide(t *testing.T) {
 	nodePort := func(local int, clusterWide bool) kubeview.ServiceState {
 		return kubeview.ServiceState{Namespace: "kubelings", Name: "checkout", Type: corev1.ServiceTypeNodePort,
-			Ports: []kubeview.PortEndpoints{{Name: "http", Protocol: corev1.ProtocolTCP, NodePort: 30090, Local: local, ClusterWide: clusterWide}}}
+			Families: []kubeview.FamilyEndpoints{{Family: corev1.IPv4Protocol,
+				Ports: []kubeview.PortEndpoints{{Name: "http", Protocol: corev1.ProtocolTCP, NodePort: 30090, Local: local, ClusterWide: clusterWide}}}}}
 	}
 	lb := func(local int) kubeview.ServiceState {
 		s := nodePort(local, true)
@@ -81,10 +82,10 @@ func TestDecide(t *testing.T) {
 // A multi-port Service blackholes when any port drops.
 func TestDecideMultiPort(t *testing.T) {
 	svc := kubeview.ServiceState{Namespace: "dns", Name: "resolver", Type: corev1.ServiceTypeNodePort,
-		Ports: []kubeview.PortEndpoints{
+		Families: []kubeview.FamilyEndpoints{{Family: corev1.IPv4Protocol, Ports: []kubeview.PortEndpoints{
 			{Name: "dns", Protocol: corev1.ProtocolUDP, NodePort: 30053, Local: 1, ClusterWide: true},
 			{Name: "dns-tcp", Protocol: corev1.ProtocolTCP, NodePort: 30054, Local: 0, ClusterWide: true},
-		}}
+		}}}}
 	if v := Decide(svc, kubeview.NodeState{Found: true}, nil, nil); !v.Blackhole {
 		t.Errorf("one port without a local endpoint: %+v", v)
 	}
@@ -94,11 +95,12 @@ func TestDecideMultiPort(t *testing.T) {
 // external traffic can reach the node, so nothing is dropped.
 func TestDecideUnreachablePort(t *testing.T) {
 	svc := kubeview.ServiceState{Namespace: "shop", Name: "pending", Type: corev1.ServiceTypeLoadBalancer,
-		Ports: []kubeview.PortEndpoints{{Name: "http", Protocol: corev1.ProtocolTCP, Local: 0, ClusterWide: true}}}
+		Families: []kubeview.FamilyEndpoints{{Family: corev1.IPv4Protocol,
+			Ports: []kubeview.PortEndpoints{{Name: "http", Protocol: corev1.ProtocolTCP, Local: 0, ClusterWide: true}}}}}
 	if v := Decide(svc, kubeview.NodeState{Found: true}, nil, nil); v.Drops {
 		t.Errorf("no NodePort, no address: %+v", v)
 	}
-	svc.ExternalAddresses = 1
+	svc.LoadBalancerIPs = []string{"192.0.2.10"}
 	if v := Decide(svc, kubeview.NodeState{Found: true}, nil, nil); !v.Drops {
 		t.Errorf("with an ingress IP the port is reachable and drops: %+v", v)
 	}

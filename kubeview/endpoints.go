@@ -92,6 +92,8 @@ func TransformService(obj any) (any, error) {
 			ClusterIP:             svc.Spec.ClusterIP,
 			Ports:                 svc.Spec.Ports,
 			ExternalIPs:           svc.Spec.ExternalIPs,
+			IPFamilies:            svc.Spec.IPFamilies,
+			ClusterIPs:            svc.Spec.ClusterIPs,
 			ExternalTrafficPolicy: svc.Spec.ExternalTrafficPolicy,
 			HealthCheckNodePort:   svc.Spec.HealthCheckNodePort,
 		},
@@ -116,7 +118,7 @@ func isTerminating(c discoveryv1.EndpointConditions) bool {
 	return c.Terminating != nil && *c.Terminating
 }
 
-// PortEndpoints is what kube-proxy programs for one Service port on this node.
+// PortEndpoints is what kube-proxy programs for one Service port, in one IP family, on this node.
 type PortEndpoints struct {
 	Name     string // the Service port's name, "" when unnamed
 	Protocol corev1.Protocol
@@ -127,30 +129,35 @@ type PortEndpoints struct {
 	Local int
 	// LocalTerminating is true when Local counts serving-terminating endpoints (the fallback).
 	LocalTerminating bool
-	// ClusterWide is true when the port has a usable endpoint anywhere (kube-proxy's "has endpoints"); without
-	// one, kube-proxy rejects on every node: an outage, not a per-node blackhole.
+	// ClusterWide is true when the port has a usable endpoint anywhere in the family (kube-proxy's "has
+	// endpoints"); without one, kube-proxy rejects on every node: an outage, not a per-node blackhole.
 	ClusterWide bool
 }
 
-// endpointKey identifies an endpoint as kube-proxy does: its address and target port.
+// endpointKey identifies an endpoint as kube-proxy does: its canonical address and target port.
 type endpointKey struct {
 	ip   string
 	port int32
 }
 
-// countPortEndpoints applies kube-proxy's rules (../shared/reference/kube-proxy.md §1) to the slices of one
-// Service. It returns one entry per Service port, plus the distinct local IPs that are ready (what kube-proxy's
-// health check node port counts) and the distinct local IPs used for external traffic over all ports.
-func countPortEndpoints(svc *corev1.Service, slices []*discoveryv1.EndpointSlice) (ports []PortEndpoints, readyIPs, usedIPs int) {
+// localEndpoint is one local endpoint's conditions after de-duplication.
+type localEndpoint struct {
+	ready, servingTerminating, terminating bool
+}
+
+// countFamily applies kube-proxy's rules (../shared/reference/kube-proxy.md §1) to the slices of one Service,
+// for one family's proxier: only slices of that addressType, and within them only addresses of that family.
+func countFamily(svc *corev1.Service, family corev1.IPFamily, slices []*discoveryv1.EndpointSlice) FamilyEndpoints {
+	fe := FamilyEndpoints{Family: family}
+	addressType := discoveryv1.AddressType(family)
 	ready := map[string]struct{}{}
 	used := map[string]struct{}{}
 	for _, sp := range svc.Spec.Ports {
 		pe := PortEndpoints{Name: sp.Name, Protocol: sp.Protocol, Port: sp.Port, NodePort: sp.NodePort}
-		readyLocal := map[endpointKey]struct{}{}
-		termLocal := map[endpointKey]struct{}{}
+		local := map[endpointKey]localEndpoint{}
 		remoteUsable := 0
 		for _, slice := range slices {
-			if slice.AddressType == discoveryv1.AddressTypeFQDN {
+			if slice.AddressType != addressType {
 				continue
 			}
 			port, ok := slicePort(slice, sp)
@@ -163,28 +170,48 @@ func countPortEndpoints(svc *corev1.Service, slices []*discoveryv1.EndpointSlice
 				if len(ep.Addresses) == 0 {
 					continue
 				}
-				key := endpointKey{ip: ep.Addresses[0], port: port}
-				switch {
-				case isReady(ep.Conditions):
-					readyLocal[key] = struct{}{}
-					ready[ep.Addresses[0]] = struct{}{}
-				case isServing(ep.Conditions) && isTerminating(ep.Conditions):
-					termLocal[key] = struct{}{}
+				ip := canonicalIP(ep.Addresses[0])
+				if ip == "" || IPFamilyOf(ip) != family {
+					continue // kube-proxy ignores an address of the wrong family
+				}
+				key := endpointKey{ip: ip, port: port}
+				c := ep.Conditions
+				le := localEndpoint{
+					ready:              isReady(c),
+					servingTerminating: !isReady(c) && isServing(c) && isTerminating(c),
+					terminating:        isTerminating(c),
+				}
+				// The same endpoint in two slices (a controller moving it, or a pod IP reused while the old pod
+				// terminates) is one endpoint: a non-terminating copy replaces what was there, a terminating one
+				// never does (pkg/proxy/endpointslicecache.go addEndpoints).
+				if _, exists := local[key]; !exists || !le.terminating {
+					local[key] = le
 				}
 			}
 		}
-		chosen := readyLocal
-		if len(readyLocal) == 0 && len(termLocal) > 0 {
-			chosen, pe.LocalTerminating = termLocal, true
+		var readyKeys, termKeys []endpointKey
+		for key, le := range local {
+			switch {
+			case le.ready:
+				readyKeys = append(readyKeys, key)
+				ready[key.ip] = struct{}{}
+			case le.servingTerminating:
+				termKeys = append(termKeys, key)
+			}
+		}
+		chosen := readyKeys
+		if len(readyKeys) == 0 && len(termKeys) > 0 {
+			chosen, pe.LocalTerminating = termKeys, true
 		}
 		pe.Local = len(chosen)
-		for key := range chosen {
+		for _, key := range chosen {
 			used[key.ip] = struct{}{}
 		}
 		pe.ClusterWide = pe.Local > 0 || remoteUsable > 0
-		ports = append(ports, pe)
+		fe.Ports = append(fe.Ports, pe)
 	}
-	return ports, len(ready), len(used)
+	fe.LocalReadyEndpoints, fe.LocalEndpoints = len(ready), len(used)
+	return fe
 }
 
 // slicePort finds the slice port that carries the Service port: kube-proxy matches by port name and protocol.

@@ -154,54 +154,6 @@ func (v *View) Informers() []InformerStatus {
 	return out
 }
 
-// NodeState is what the exporter needs of its own Node.
-type NodeState struct {
-	Name        string
-	Found       bool
-	InternalIPs []string
-	Deleting    bool // deletionTimestamp set (a finalizer holds it)
-	ToBeDeleted bool // the cluster autoscaler's ToBeDeletedByClusterAutoscaler taint
-	Excluded    bool // labelled node.kubernetes.io/exclude-from-external-load-balancers
-}
-
-// Draining is kube-proxy's own test for /healthz (since 1.28): the node is going away.
-func (n NodeState) Draining() bool { return n.Deleting || n.ToBeDeleted }
-
-// ServiceState is one Local Service as seen from this node.
-type ServiceState struct {
-	Namespace, Name     string
-	Type                corev1.ServiceType
-	HealthCheckNodePort int32
-	Ports               []PortEndpoints
-	// LocalEndpoints is the number of distinct local endpoint IPs kube-proxy uses for external traffic.
-	LocalEndpoints int
-	// LocalReadyEndpoints is what kube-proxy's health check node port reports: distinct ready local IPs.
-	LocalReadyEndpoints int
-	// ExternalAddresses counts externalIPs and load balancer ingress IPs: addresses besides NodePorts where
-	// external traffic arrives.
-	ExternalAddresses int
-}
-
-// ExternallyReachable tells whether external traffic can reach the port at all: through a NodePort or an
-// external address. A LoadBalancer Service with allocateLoadBalancerNodePorts false and no address yet has
-// nothing for kube-proxy to drop.
-func (s ServiceState) ExternallyReachable(p PortEndpoints) bool {
-	return p.NodePort != 0 || s.ExternalAddresses > 0
-}
-
-// HasLocalEndpoint is true when every port of the Service has a local endpoint: a port without one is dropped.
-func (s ServiceState) HasLocalEndpoint() bool {
-	if len(s.Ports) == 0 {
-		return false
-	}
-	for _, p := range s.Ports {
-		if p.Local == 0 {
-			return false
-		}
-	}
-	return true
-}
-
 // Snapshot is a consistent enough copy of the view for one scrape.
 type Snapshot struct {
 	Node     NodeState
@@ -244,38 +196,17 @@ func (v *View) Snapshot() (Snapshot, error) {
 	return snap, nil
 }
 
-// ServiceStateOf counts one Service's local endpoints from its (transformed) slices.
-func ServiceStateOf(svc *corev1.Service, slices []*discoveryv1.EndpointSlice) ServiceState {
-	ports, ready, used := countPortEndpoints(svc, slices)
-	return ServiceState{
-		Namespace:           svc.Namespace,
-		Name:                svc.Name,
-		Type:                svc.Spec.Type,
-		HealthCheckNodePort: svc.Spec.HealthCheckNodePort,
-		Ports:               ports,
-		LocalEndpoints:      used,
-		LocalReadyEndpoints: ready,
-		ExternalAddresses:   externalAddresses(svc),
-	}
-}
-
-func externalAddresses(svc *corev1.Service) int {
-	n := len(svc.Spec.ExternalIPs)
-	for _, ing := range svc.Status.LoadBalancer.Ingress {
-		if ing.IP != "" {
-			n++
-		}
-	}
-	return n
-}
-
+// usableSlice: kube-proxy v1.37's EndpointSlice informer drops slices labelled service.kubernetes.io/headless
+// and nothing else (cmd/kube-proxy/app/server.go). The endpointslice controller copies a Service's labels onto
+// its slices, so a Service labelled headless keeps its rules but has no endpoints anywhere.
 func usableSlice(s *discoveryv1.EndpointSlice) bool {
-	_, proxied := s.Labels[labelServiceProxyName]
-	return !proxied
+	_, headless := s.Labels[labelHeadless]
+	return !headless
 }
 
 // IsExternalLocal tells whether kube-proxy gives the Service external traffic with the Local policy: reachable
-// from outside (NodePort, LoadBalancer or externalIPs), not headless, not handed to another proxy.
+// from outside (NodePort, LoadBalancer or externalIPs), and kept by kube-proxy v1.37's Service informer, which
+// drops Services labelled service.kubernetes.io/service-proxy-name and headless ones (clusterIP None).
 func IsExternalLocal(svc *corev1.Service) bool {
 	if svc.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal {
 		return false
@@ -314,21 +245,4 @@ func (v *View) nodeState() NodeState {
 		return st
 	}
 	return NodeStateOf(n)
-}
-
-// NodeStateOf reads what matters of a Node object.
-func NodeStateOf(n *corev1.Node) NodeState {
-	st := NodeState{Name: n.Name, Found: true, Deleting: n.DeletionTimestamp != nil}
-	_, st.Excluded = n.Labels[LabelExcludeFromLB]
-	for _, t := range n.Spec.Taints {
-		if t.Key == TaintToBeDeletedByCA {
-			st.ToBeDeleted = true
-		}
-	}
-	for _, a := range n.Status.Addresses {
-		if a.Type == corev1.NodeInternalIP {
-			st.InternalIPs = append(st.InternalIPs, a.Address)
-		}
-	}
-	return st
 }

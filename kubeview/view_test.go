@@ -115,6 +115,12 @@ func eventually(t *testing.T, v *View, check func(Snapshot) error) Snapshot {
 	}
 }
 
+// ipv4 is the Service's IPv4 counts; the test fails the lookup loudly through a zero value.
+func ipv4(s ServiceState) FamilyEndpoints {
+	fe, _ := s.Family(corev1.IPv4Protocol)
+	return fe
+}
+
 func findService(snap Snapshot, ns, name string) (ServiceState, bool) {
 	for _, s := range snap.Services {
 		if s.Namespace == ns && s.Name == name {
@@ -131,8 +137,8 @@ func want(ns, name string, local int, has bool) func(Snapshot) error {
 		if !ok {
 			return fmt.Errorf("%s/%s not in the view", ns, name)
 		}
-		if s.LocalEndpoints != local || s.HasLocalEndpoint() != has {
-			return fmt.Errorf("%s/%s: local=%d has=%v, want local=%d has=%v", ns, name, s.LocalEndpoints, s.HasLocalEndpoint(), local, has)
+		if s.LocalEndpoints() != local || s.HasLocalEndpoint() != has {
+			return fmt.Errorf("%s/%s: local=%d has=%v, want local=%d has=%v", ns, name, s.LocalEndpoints(), s.HasLocalEndpoint(), local, has)
 		}
 		return nil
 	}
@@ -161,7 +167,7 @@ func TestDrillReplicasPinnedToOneNode(t *testing.T) {
 			v, _ := startView(t, node, append(objs(), nodeObj(node))...)
 			snap := eventually(t, v, want("kubelings", "checkout", local, local > 0))
 			s, _ := findService(snap, "kubelings", "checkout")
-			if !s.Ports[0].ClusterWide {
+			if !ipv4(s).Ports[0].ClusterWide {
 				t.Errorf("the Service has endpoints somewhere; ClusterWide should be true")
 			}
 		})
@@ -186,11 +192,11 @@ func TestServingTerminatingFallback(t *testing.T) {
 		slice("shop", "web", "web-1", nil, terminatingOn("10.244.1.10", "node-1"), readyOn("10.244.2.10", "node-2")))
 	snap := eventually(t, v, want("shop", "web", 1, true))
 	s, _ := findService(snap, "shop", "web")
-	if !s.Ports[0].LocalTerminating {
+	if !ipv4(s).Ports[0].LocalTerminating {
 		t.Error("the local endpoint is the serving-terminating fallback")
 	}
-	if s.LocalReadyEndpoints != 0 {
-		t.Errorf("ready local endpoints = %d, want 0 (the health check answers 503)", s.LocalReadyEndpoints)
+	if ipv4(s).LocalReadyEndpoints != 0 {
+		t.Errorf("ready local endpoints = %d, want 0 (the health check answers 503)", ipv4(s).LocalReadyEndpoints)
 	}
 }
 
@@ -201,7 +207,7 @@ func TestReadyPreferredOverTerminating(t *testing.T) {
 		slice("shop", "web", "web-1", nil, terminatingOn("10.244.1.10", "node-1"), readyOn("10.244.1.11", "node-1"),
 			terminatingOn("10.244.1.12", "node-1")))
 	snap := eventually(t, v, want("shop", "web", 1, true))
-	if s, _ := findService(snap, "shop", "web"); s.Ports[0].LocalTerminating || s.LocalReadyEndpoints != 1 {
+	if s, _ := findService(snap, "shop", "web"); ipv4(s).Ports[0].LocalTerminating || ipv4(s).LocalReadyEndpoints != 1 {
 		t.Errorf("got %+v", s)
 	}
 }
@@ -211,7 +217,7 @@ func TestNotReadyEndpointsDoNotCount(t *testing.T) {
 		localService("shop", "web", corev1.ServiceTypeNodePort),
 		slice("shop", "web", "web-1", nil, notReadyOn("10.244.1.10", "node-1"), readyOn("10.244.2.10", "node-2")))
 	snap := eventually(t, v, want("shop", "web", 0, false))
-	if s, _ := findService(snap, "shop", "web"); !s.Ports[0].ClusterWide {
+	if s, _ := findService(snap, "shop", "web"); !ipv4(s).Ports[0].ClusterWide {
 		t.Error("node-2's ready endpoint makes the port usable cluster-wide")
 	}
 }
@@ -222,7 +228,7 @@ func TestNoEndpointsAnywhere(t *testing.T) {
 		localService("shop", "web", corev1.ServiceTypeNodePort),
 		slice("shop", "web", "web-1", nil, notReadyOn("10.244.2.10", "node-2")))
 	snap := eventually(t, v, want("shop", "web", 0, false))
-	if s, _ := findService(snap, "shop", "web"); s.Ports[0].ClusterWide {
+	if s, _ := findService(snap, "shop", "web"); ipv4(s).Ports[0].ClusterWide {
 		t.Error("no usable endpoint anywhere; ClusterWide should be false")
 	}
 }
@@ -299,8 +305,8 @@ func TestMultiPortAndUnnamedPorts(t *testing.T) {
 			readyOn("10.244.1.80", "node-1")))
 	snap := eventually(t, v, want("dns", "resolver", 1, false))
 	s, _ := findService(snap, "dns", "resolver")
-	if s.Ports[0].Local != 1 || s.Ports[1].Local != 0 || !s.Ports[1].ClusterWide {
-		t.Errorf("per-port view wrong: %+v", s.Ports)
+	if p := ipv4(s).Ports; p[0].Local != 1 || p[1].Local != 0 || !p[1].ClusterWide {
+		t.Errorf("per-port view wrong: %+v", p)
 	}
 	eventually(t, v, want("default", "nginx", 1, true))
 }
@@ -358,12 +364,27 @@ func TestIsExternalLocal(t *testing.T) {
 	}
 }
 
-// Slices labelled for another proxy are ignored, as kube-proxy ignores them.
-func TestServiceProxyNameSliceIgnored(t *testing.T) {
+// kube-proxy v1.37 filters slices only by the headless label: a slice labelled for another proxy still counts
+// (only Services with that label are dropped, by IsExternalLocal).
+func TestServiceProxyNameOnSliceStillCounts(t *testing.T) {
 	other := slice("shop", "web", "web-other", nil, readyOn("10.244.1.10", "node-1"))
 	other.Labels[labelServiceProxyName] = "other"
 	v, _ := startView(t, "node-1", nodeObj("node-1"), localService("shop", "web", corev1.ServiceTypeNodePort), other)
-	eventually(t, v, want("shop", "web", 0, false))
+	eventually(t, v, want("shop", "web", 1, true))
+}
+
+// A Service labelled service.kubernetes.io/headless keeps its rules, but the endpointslice controller copies the
+// label onto its slices, which kube-proxy drops: no endpoints anywhere, every node rejects (an outage).
+func TestHeadlessLabelledSlicesIgnored(t *testing.T) {
+	svc := localService("shop", "web", corev1.ServiceTypeNodePort)
+	svc.Labels = map[string]string{labelHeadless: ""}
+	sl := slice("shop", "web", "web-1", nil, readyOn("10.244.1.10", "node-1"), readyOn("10.244.2.10", "node-2"))
+	sl.Labels[labelHeadless] = ""
+	v, _ := startView(t, "node-1", nodeObj("node-1"), svc, sl)
+	snap := eventually(t, v, want("shop", "web", 0, false))
+	if s, _ := findService(snap, "shop", "web"); ipv4(s).Ports[0].ClusterWide {
+		t.Error("kube-proxy sees no endpoint anywhere; ClusterWide should be false")
+	}
 }
 
 // The node-name mismatch of kubernetes#71851: an exporter told a name no endpoint carries sees none local.

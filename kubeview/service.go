@@ -1,0 +1,182 @@
+package kubeview
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+)
+
+// ServiceState is one Local Service as seen from this node. Its endpoints are counted per IP family, as
+// kube-proxy's per-family proxiers count them (../shared/reference/kube-proxy.md §1): a dual-stack node can
+// forward a Service's IPv4 NodePort and drop its IPv6 one.
+type ServiceState struct {
+	Namespace, Name     string
+	Type                corev1.ServiceType
+	HealthCheckNodePort int32
+	// Ports are the Service's ports (spec.ports), in spec order.
+	Ports []ServicePort
+	// Families holds one entry per family the Service has (spec.ipFamilies, in spec order; IPv4 when the API
+	// server filled in none).
+	Families []FamilyEndpoints
+	// ExternalIPs are spec.externalIPs, canonical.
+	ExternalIPs []string
+	// LoadBalancerIPs are the status.loadBalancer.ingress IPs kube-proxy programs: those whose ipMode is VIP or
+	// unset. A Proxy-mode address is handled by the load balancer itself and gets no rule on the node.
+	LoadBalancerIPs []string
+}
+
+// ServicePort is one port of the Service's spec.
+type ServicePort struct {
+	Name     string // "" when unnamed
+	Protocol corev1.Protocol
+	Port     int32
+	NodePort int32 // 0 when none (ClusterIP, or allocateLoadBalancerNodePorts false)
+}
+
+// FamilyEndpoints is what one family's proxier counts for the Service.
+type FamilyEndpoints struct {
+	Family corev1.IPFamily
+	// Ports has one entry per Service port, in spec order.
+	Ports []PortEndpoints
+	// LocalEndpoints is the number of distinct local endpoint IPs used for external traffic over all ports.
+	LocalEndpoints int
+	// LocalReadyEndpoints is what this family's health check node port reports: distinct ready local IPs.
+	LocalReadyEndpoints int
+}
+
+// Family returns the counts of family f, and whether the Service has that family.
+func (s ServiceState) Family(f corev1.IPFamily) (FamilyEndpoints, bool) {
+	for _, fe := range s.Families {
+		if fe.Family == f {
+			return fe, true
+		}
+	}
+	return FamilyEndpoints{}, false
+}
+
+// LocalEndpoints is the Service's one-number summary: the smallest family's count. On a dual-stack Service a
+// node with IPv4 endpoints but none of IPv6 drops the IPv6 traffic, so it counts 0.
+func (s ServiceState) LocalEndpoints() int {
+	n := -1
+	for _, fe := range s.Families {
+		if n < 0 || fe.LocalEndpoints < n {
+			n = fe.LocalEndpoints
+		}
+	}
+	return max(n, 0)
+}
+
+// HasLocalEndpoint is true when every port of every family has a local endpoint: any port without one is dropped.
+func (s ServiceState) HasLocalEndpoint() bool {
+	if len(s.Families) == 0 {
+		return false
+	}
+	for _, fe := range s.Families {
+		if len(fe.Ports) == 0 {
+			return false
+		}
+		for _, p := range fe.Ports {
+			if p.Local == 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// AddressesOf returns the load balancer IPs kube-proxy programs and the externalIPs of family f: each family's
+// proxier programs only addresses of its own family.
+func (s ServiceState) AddressesOf(f corev1.IPFamily) (loadBalancer, external []string) {
+	for _, ip := range s.LoadBalancerIPs {
+		if IPFamilyOf(ip) == f {
+			loadBalancer = append(loadBalancer, ip)
+		}
+	}
+	for _, ip := range s.ExternalIPs {
+		if IPFamilyOf(ip) == f {
+			external = append(external, ip)
+		}
+	}
+	return loadBalancer, external
+}
+
+// ExternallyReachable tells whether external traffic of family f can reach the port at all: through its
+// NodePort or an address of that family. A LoadBalancer Service with allocateLoadBalancerNodePorts false and
+// only Proxy-mode addresses has nothing for kube-proxy to drop.
+func (s ServiceState) ExternallyReachable(f corev1.IPFamily, p PortEndpoints) bool {
+	if p.NodePort != 0 {
+		return true
+	}
+	lb, ext := s.AddressesOf(f)
+	return len(lb) > 0 || len(ext) > 0
+}
+
+// ServiceStateOf counts one Service's local endpoints from its (transformed, filtered) slices.
+func ServiceStateOf(svc *corev1.Service, slices []*discoveryv1.EndpointSlice) ServiceState {
+	st := ServiceState{
+		Namespace:           svc.Namespace,
+		Name:                svc.Name,
+		Type:                svc.Spec.Type,
+		HealthCheckNodePort: svc.Spec.HealthCheckNodePort,
+		ExternalIPs:         canonicalIPs(svc.Spec.ExternalIPs),
+		LoadBalancerIPs:     programmedIngressIPs(svc.Status.LoadBalancer.Ingress),
+	}
+	for _, sp := range svc.Spec.Ports {
+		st.Ports = append(st.Ports, ServicePort{Name: sp.Name, Protocol: sp.Protocol, Port: sp.Port, NodePort: sp.NodePort})
+	}
+	for _, f := range serviceFamilies(svc) {
+		st.Families = append(st.Families, countFamily(svc, f, slices))
+	}
+	return st
+}
+
+// serviceFamilies are the families kube-proxy serves the Service in: one proxier per family handles a Service
+// that has a cluster IP of its family (spec.ipFamilies, filled in by the API server).
+func serviceFamilies(svc *corev1.Service) []corev1.IPFamily {
+	if len(svc.Spec.IPFamilies) > 0 {
+		return svc.Spec.IPFamilies
+	}
+	var fams []corev1.IPFamily
+	seen := map[corev1.IPFamily]bool{}
+	ips := svc.Spec.ClusterIPs
+	if len(ips) == 0 && svc.Spec.ClusterIP != "" {
+		ips = []string{svc.Spec.ClusterIP}
+	}
+	for _, ip := range ips {
+		if f := IPFamilyOf(ip); f != "" && !seen[f] {
+			seen[f] = true
+			fams = append(fams, f)
+		}
+	}
+	if len(fams) == 0 {
+		fams = []corev1.IPFamily{corev1.IPv4Protocol}
+	}
+	return fams
+}
+
+// programmedIngressIPs keeps the ingress IPs kube-proxy writes rules for: ipMode VIP or unset (pkg/proxy's
+// service info skips Proxy-mode addresses, which the load balancer delivers to the node's NodePort itself).
+func programmedIngressIPs(ingress []corev1.LoadBalancerIngress) []string {
+	var out []string
+	for _, ing := range ingress {
+		if ing.IP == "" {
+			continue
+		}
+		if ing.IPMode != nil && *ing.IPMode != corev1.LoadBalancerIPModeVIP {
+			continue
+		}
+		if ip := canonicalIP(ing.IP); ip != "" {
+			out = append(out, ip)
+		}
+	}
+	return out
+}
+
+func canonicalIPs(in []string) []string {
+	var out []string
+	for _, s := range in {
+		if ip := canonicalIP(s); ip != "" {
+			out = append(out, ip)
+		}
+	}
+	return out
+}
