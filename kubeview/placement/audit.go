@@ -237,10 +237,10 @@ func receivingNodes(svc *corev1.Service, nodes []*corev1.Node) []*corev1.Node {
 	for _, n := range nodes {
 		ns := kubeview.NodeStateOf(n)
 		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
-			if loadBalancerEligible(ns) {
+			if ns.LoadBalancerEligible() {
 				out = append(out, n)
 			}
-		} else if nodePortEligible(ns) {
+		} else if ns.NodePortEligible() {
 			out = append(out, n)
 		}
 	}

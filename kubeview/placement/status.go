@@ -92,7 +92,9 @@ func slicesByService(all []*discoveryv1.EndpointSlice) map[string][]*discoveryv1
 		if svc == "" {
 			continue
 		}
-		if _, proxied := s.Labels["service.kubernetes.io/service-proxy-name"]; proxied {
+		// kube-proxy v1.37's slice informer drops headless-labelled slices and nothing else (as kubeview's
+		// usableSlice, unexported there).
+		if _, headless := s.Labels[corev1.IsHeadlessService]; headless {
 			continue
 		}
 		key := s.Namespace + "/" + svc
@@ -155,37 +157,54 @@ func serviceStatus(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, nod
 	return st
 }
 
-// outage: some port has no usable endpoint anywhere (ClusterWide false), which kube-proxy rejects on every node.
+// outage: some port of some family has no usable endpoint anywhere (ClusterWide false), which kube-proxy rejects
+// on every node.
 func outage(ss kubeview.ServiceState) bool {
-	for _, p := range ss.Ports {
-		if !p.ClusterWide {
-			return true
+	for _, fe := range ss.Families {
+		for _, p := range fe.Ports {
+			if !p.ClusterWide {
+				return true
+			}
 		}
 	}
 	return false
 }
 
-// verdictOn is the exporter's verdict for one node from the API: in rotation (receives, and for a health-checked
-// LoadBalancer Service a ready local endpoint, so its health check answers 200) and dropping (a port with an
-// endpoint somewhere, none here, and a way in from outside).
+// verdictOn is the exporter's verdict for one node from the API, family by family as kube-proxy's per-family
+// proxiers decide: in rotation (the node receives; for a health-checked LoadBalancer Service its family's health
+// check also answers 200, i.e. a ready local endpoint) and dropping (a port with an endpoint somewhere, none
+// here, and a way in from outside in that family).
 func verdictOn(ss kubeview.ServiceState, ns kubeview.NodeState) NodeStatus {
-	v := NodeStatus{Node: ns.Name, LocalEndpoints: ss.LocalEndpoints, LocalReadyEndpoints: ss.LocalReadyEndpoints}
+	v := NodeStatus{Node: ns.Name, LocalEndpoints: ss.LocalEndpoints(), LocalReadyEndpoints: -1}
 	healthChecked := ss.Type == corev1.ServiceTypeLoadBalancer && ss.HealthCheckNodePort != 0
 	if healthChecked {
-		v.Receives = loadBalancerEligible(ns)
-		v.InRotation = v.Receives && ss.LocalReadyEndpoints > 0
+		v.Receives = ns.LoadBalancerEligible()
 	} else {
-		v.Receives = nodePortEligible(ns)
-		v.InRotation = v.Receives
+		v.Receives = ns.NodePortEligible()
 	}
-	for _, p := range ss.Ports {
-		if !p.ClusterWide || p.Local > 0 || !ss.ExternallyReachable(p) {
-			continue
+	dual := len(ss.Families) > 1
+	for _, fe := range ss.Families {
+		if v.LocalReadyEndpoints < 0 || fe.LocalReadyEndpoints < v.LocalReadyEndpoints {
+			v.LocalReadyEndpoints = fe.LocalReadyEndpoints
 		}
-		v.Drops = append(v.Drops, dropName(p))
+		inRotation := v.Receives && (!healthChecked || fe.LocalReadyEndpoints > 0)
+		v.InRotation = v.InRotation || inRotation
+		for _, p := range fe.Ports {
+			if !p.ClusterWide || p.Local > 0 || !ss.ExternallyReachable(fe.Family, p) {
+				continue
+			}
+			d := dropName(p)
+			if dual {
+				d += " (" + string(fe.Family) + ")"
+			}
+			v.Drops = append(v.Drops, d)
+			if inRotation {
+				v.Blackhole = true
+			}
+		}
 	}
-	v.Blackhole = v.InRotation && len(v.Drops) > 0
-	v.Serves = v.InRotation && len(v.Drops) == 0
+	v.LocalReadyEndpoints = max(v.LocalReadyEndpoints, 0)
+	v.Serves = v.InRotation && !v.Blackhole
 	return v
 }
 

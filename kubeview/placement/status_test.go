@@ -111,3 +111,22 @@ func TestStatusServingTerminating(t *testing.T) {
 		t.Errorf("not-serving endpoint: %q", s.Summary)
 	}
 }
+
+// Dual-stack: each family's proxier counts its own slices; IPv6 endpoints only on node-1 make node-2 drop the
+// IPv6 NodePort while it serves IPv4.
+func TestStatusDualStack(t *testing.T) {
+	svc := nodePortService("checkout", func(s *corev1.Service) {
+		s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+	})
+	c := live(workers(2), svc, deployment("checkout", 2), "node-1", "node-2")
+	c.EndpointSlices = append(c.EndpointSlices, &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: "checkout-v6", Labels: map[string]string{discoveryv1.LabelServiceName: "checkout"}},
+		AddressType: discoveryv1.AddressTypeIPv6,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To[int32](8080)}},
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"fd00:10:244::10"}, NodeName: ptr.To("node-1")}},
+	})
+	s := Status(c)[0]
+	if got := s.Blackholes(); !slices.Equal(got, []string{"node-2"}) || !slices.Equal(s.Nodes[1].Drops, []string{"NodePort 30090/TCP (IPv6)"}) {
+		t.Errorf("blackholes %v, drops %v; %s", got, s.Nodes[1].Drops, s.Summary)
+	}
+}
