@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/prometheus/common/version"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
@@ -53,6 +54,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl localtraffic"},
+		Version:       version.Version, // set by make build's -ldflags, as the exporter's
 	}
 	root.SetArgs(args)
 	root.SetIn(a.in)
