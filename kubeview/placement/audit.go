@@ -72,7 +72,7 @@ func Audit(c *Cluster) Report {
 	nodes := sortedNodes(c.Nodes)
 	rep := Report{Live: c.Live, Nodes: nodeNames(nodes)}
 	all := workloads(c)
-	owners := podOwners(c, all)
+	index := newBackingIndex(c, all)
 	var statuses map[string]ServiceStatus
 	if c.Live {
 		statuses = map[string]ServiceStatus{}
@@ -89,7 +89,7 @@ func Audit(c *Cluster) Report {
 		if s, ok := statuses[svc.Namespace+"/"+svc.Name]; ok {
 			st = &s
 		}
-		rep.Services = append(rep.Services, a.run(all, owners, st))
+		rep.Services = append(rep.Services, a.run(index, st))
 	}
 	sort.Slice(rep.Services, func(i, j int) bool {
 		a, b := rep.Services[i].Service, rep.Services[j].Service
@@ -128,7 +128,7 @@ func (a *auditor) add(id string, sev Severity, objs []ObjectRef, nodes []string,
 		Objects: append([]ObjectRef{a.ref}, objs...), Nodes: nodes, Message: msg, Why: why, Fix: fix})
 }
 
-func (a *auditor) run(all []*Workload, owners map[string]*Workload, st *ServiceStatus) ServiceReport {
+func (a *auditor) run(index *backingIndex, st *ServiceStatus) ServiceReport {
 	svc := a.svc
 	a.ref = a.c.ref("Service", svc.Namespace, svc.Name)
 	providerID := ""
@@ -168,7 +168,7 @@ func (a *auditor) run(all []*Workload, owners map[string]*Workload, st *ServiceS
 	if st != nil {
 		a.blackholeNow(*st)
 	}
-	ws, pods, hasSelector := backing(a.c, svc, all, owners)
+	ws, pods, hasSelector := index.backing(svc)
 	for _, w := range ws {
 		rep.Workloads = append(rep.Workloads, w.ref(a.c))
 	}

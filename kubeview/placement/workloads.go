@@ -100,27 +100,71 @@ func pdbsFor(pdbs []*policyv1.PodDisruptionBudget, w *Workload) []*policyv1.PodD
 	return out
 }
 
+// labelIndex finds candidates for a selector without matching every object: objects by namespace and by each
+// of their labels (key=value). A Service selector is a set of equalities, so any one of them narrows the search
+// to objects that carry it; the full selector is then matched on those alone.
+type labelIndex[T any] map[string][]T
+
+func indexKey(ns, k, v string) string { return ns + "\x00" + k + "=" + v }
+
+func (ix labelIndex[T]) add(ns string, l map[string]string, x T) {
+	for k, v := range l {
+		ix[indexKey(ns, k, v)] = append(ix[indexKey(ns, k, v)], x)
+	}
+}
+
+// candidates returns the objects carrying the selector's rarest equality.
+func (ix labelIndex[T]) candidates(ns string, sel map[string]string) []T {
+	var best []T
+	first := true
+	for k, v := range sel {
+		c := ix[indexKey(ns, k, v)]
+		if first || len(c) < len(best) {
+			best, first = c, false
+		}
+	}
+	return best
+}
+
+// backingIndex holds the workloads and pods by label, built once per audit.
+type backingIndex struct {
+	workloads labelIndex[*Workload]
+	pods      labelIndex[*corev1.Pod]
+	owners    map[string]*Workload
+}
+
+func newBackingIndex(c *Cluster, all []*Workload) *backingIndex {
+	ix := &backingIndex{workloads: labelIndex[*Workload]{}, pods: labelIndex[*corev1.Pod]{}, owners: podOwners(c, all)}
+	for _, w := range all {
+		ix.workloads.add(w.Namespace, w.Template.Labels, w)
+	}
+	for _, p := range c.Pods {
+		ix.pods.add(p.Namespace, p.Labels, p)
+	}
+	return ix
+}
+
 // backing returns the workloads whose pods the Service selects: templates the selector matches, plus (live
 // mode) the owners of pods it matches. ok is false when the Service has no selector (its endpoints are managed
 // by hand, so no workload is expected).
-func backing(c *Cluster, svc *corev1.Service, all []*Workload, ownerOf map[string]*Workload) (ws []*Workload, pods int, ok bool) {
+func (ix *backingIndex) backing(svc *corev1.Service) (ws []*Workload, pods int, ok bool) {
 	if len(svc.Spec.Selector) == 0 {
 		return nil, 0, false
 	}
 	sel := labels.SelectorFromSet(svc.Spec.Selector)
 	seen := map[*Workload]bool{}
-	for _, w := range all {
-		if w.Namespace == svc.Namespace && sel.Matches(labels.Set(w.Template.Labels)) {
+	for _, w := range ix.workloads.candidates(svc.Namespace, svc.Spec.Selector) {
+		if sel.Matches(labels.Set(w.Template.Labels)) && !seen[w] {
 			seen[w] = true
 			ws = append(ws, w)
 		}
 	}
-	for _, p := range c.Pods {
-		if p.Namespace != svc.Namespace || !sel.Matches(labels.Set(p.Labels)) {
+	for _, p := range ix.pods.candidates(svc.Namespace, svc.Spec.Selector) {
+		if !sel.Matches(labels.Set(p.Labels)) {
 			continue
 		}
 		pods++
-		if w := ownerOf[p.Namespace+"/"+string(p.UID)]; w != nil && !seen[w] {
+		if w := ix.owners[p.Namespace+"/"+string(p.UID)]; w != nil && !seen[w] {
 			seen[w] = true
 			ws = append(ws, w)
 		}
