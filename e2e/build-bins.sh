@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
-# build-bins.sh builds the pinned etcd, kube-apiserver, kube-proxy and kubectl into a cache directory keyed by
-# the pinned module files and the Go version, and prints that directory. A second run with the same key is a no-op,
-# so CI and the demo pay the ~5-10 minute build once per machine.
+# build-bins.sh builds the pinned etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy and
+# kubectl into a cache directory keyed by the pinned module files and the Go version, and prints that directory.
+# A second run with the same key is a no-op, so CI and the demo pay the ~5-10 minute build once per machine.
 set -euo pipefail
 # sudo's secure_path drops Go's usual install directory.
 command -v go >/dev/null 2>&1 || export PATH="$PATH:/usr/local/go/bin"
 here="$(cd "$(dirname "$0")" && pwd)"
 key="$( (cat "$here"/tools/kube/go.mod "$here"/tools/kube/go.sum "$here"/tools/etcd/go.mod "$here"/tools/etcd/go.sum; go version) | sha256sum | cut -c1-16)"
 out="${LT_E2E_CACHE:-$here/.cache}/bin/$key"
-if [[ -x "$out/etcd" && -x "$out/kube-apiserver" && -x "$out/kube-proxy" && -x "$out/kubectl" ]]; then
+complete=1
+for b in etcd kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubectl; do
+	[[ -x "$out/$b" ]] || complete=0
+done
+if [[ $complete -eq 1 ]]; then
 	echo "$out"
 	exit 0
 fi
 mkdir -p "$out.tmp"
+# One go build for every Kubernetes binary: the packages they share compile once.
 # The version variables make the binaries report v1.37.2 instead of v0.0.0-master (kubectl and the
 # apiserver's discovery show it; compatibility-version checks read it).
 ver=v1.37.2
@@ -21,7 +26,8 @@ for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 	ld="$ld -X $p.gitVersion=$ver -X $p.gitMajor=1 -X $p.gitMinor=37 -X $p.gitTreeState=clean"
 done
 (cd "$here/tools/kube" && CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$out.tmp/" \
-	k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-proxy k8s.io/kubernetes/cmd/kubectl) >&2
+	k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+	k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy k8s.io/kubernetes/cmd/kubectl) >&2
 (cd "$here/tools/etcd" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out.tmp/etcd" go.etcd.io/etcd/server/v3) >&2
 rm -rf "$out"
 mv "$out.tmp" "$out"

@@ -8,6 +8,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -57,14 +58,15 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// closeShared tears the shared cluster down if it was started.
+// closeShared tears the shared clusters down (the plain one and the one with controllers) if they were started.
 func closeShared() error {
 	sharedState.mu.Lock()
 	defer sharedState.mu.Unlock()
+	var err error
 	if sharedState.c != nil {
-		return sharedState.c.Close()
+		err = sharedState.c.Close()
 	}
-	return nil
+	return errors.Join(err, closeControllerCluster())
 }
 
 // requireRoot skips the test when not root: network namespaces, iptables and nftables need it.

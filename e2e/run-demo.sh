@@ -12,7 +12,7 @@ if [[ $(id -u) -ne 0 ]]; then
 	exit 1
 fi
 "$here/install-deps.sh"
-echo "==> Building etcd, kube-apiserver, kube-proxy, kubectl (cached after the first run)" >&2
+echo "==> Building etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy, kubectl (cached after the first run)" >&2
 LT_E2E_BIN_DIR="$("$here/build-bins.sh")"
 export LT_E2E_BIN_DIR
 cd "$here"

@@ -14,6 +14,8 @@ import (
 // Binaries are the executables the harness runs.
 type Binaries struct {
 	Etcd, APIServer, KubeProxy, Kubectl, Exporter string
+	// ControllerManager and Scheduler run only in clusters with Config.Controllers; Up checks them then.
+	ControllerManager, Scheduler string
 }
 
 const e2eModule = "github.com/localtraffic/localtraffic-exporter/e2e"
@@ -81,6 +83,9 @@ func EnsureBinaries(ctx context.Context, binDir, exporter, exporterDir string) (
 		APIServer: filepath.Join(binDir, "kube-apiserver"),
 		KubeProxy: filepath.Join(binDir, "kube-proxy"),
 		Kubectl:   filepath.Join(binDir, "kubectl"),
+
+		ControllerManager: filepath.Join(binDir, "kube-controller-manager"),
+		Scheduler:         filepath.Join(binDir, "kube-scheduler"),
 	}
 	for _, p := range []string{b.Etcd, b.APIServer, b.KubeProxy, b.Kubectl} {
 		if _, err := os.Stat(p); err != nil {

@@ -72,6 +72,8 @@ type Cluster struct {
 	podSeq     int
 	clientMu   sync.Mutex // serialises route changes in the client namespace (RequestVia)
 	closed     bool
+	agents     *agentSet // node agents when cfg.Controllers (controllers.go)
+	ctrlTokens controllerTokens
 }
 
 // Up builds (or reuses) the binaries, reaps what crashed runs left behind, and starts the cluster. On error
@@ -85,6 +87,9 @@ func Up(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	pfx := fmt.Sprintf("%s%d-", Prefix, os.Getpid())
+	if cfg.Name != "" {
+		pfx += cfg.Name + "-"
+	}
 	work, err := os.MkdirTemp("", pfx)
 	if err != nil {
 		return nil, fmt.Errorf("create work dir: %w", err)
@@ -110,13 +115,14 @@ func Up(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	for i, nc := range cfg.Nodes {
 		c.nodes = append(c.nodes, &Node{
-			Name:      nc.Name,
-			Index:     i + 1,
-			NS:        pfx + nc.Name,
-			IP:        nodeIP(i + 1),
-			PodCIDR:   podCIDR(i + 1),
-			ProxyMode: nc.ProxyMode,
-			c:         c,
+			Name:         nc.Name,
+			Index:        i + 1,
+			NS:           pfx + nc.Name,
+			IP:           nodeIP(i + 1),
+			PodCIDR:      podCIDR(i + 1),
+			ProxyMode:    nc.ProxyMode,
+			ControlPlane: nc.ControlPlane,
+			c:            c,
 		})
 	}
 	if err := c.up(ctx); err != nil {
@@ -142,6 +148,9 @@ func (c *Cluster) up(ctx context.Context) error {
 		if err := n.Register(ctx); err != nil {
 			return err
 		}
+		if err := n.applyRole(ctx); err != nil {
+			return err
+		}
 	}
 	if err := c.applyExporterRBAC(ctx); err != nil {
 		return err
@@ -154,6 +163,11 @@ func (c *Cluster) up(ctx context.Context) error {
 	}
 	for _, n := range c.nodes {
 		if err := n.WaitKubeProxyHealthy(ctx, 90*time.Second); err != nil {
+			return err
+		}
+	}
+	if c.cfg.Controllers {
+		if err := c.startControllers(ctx); err != nil {
 			return err
 		}
 	}
@@ -196,6 +210,13 @@ func (c *Cluster) Close() error {
 		return nil
 	}
 	c.closed = true
+	agents := c.agents
+	c.agents = nil
+	c.mu.Unlock()
+	// Node agents first, before the pods are collected: they would otherwise start pods for the controllers
+	// while everything goes away.
+	agents.stop()
+	c.mu.Lock()
 	procs := c.procs
 	listeners := c.listeners
 	var nodeProcs []*process

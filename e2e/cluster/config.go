@@ -28,6 +28,13 @@ type Config struct {
 	StartExporters bool
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
+	// Controllers adds a real control plane's other half: kube-controller-manager, kube-scheduler and one node
+	// agent per node (see package nodeagent), so Deployments, DaemonSets and the EndpointSlice controller run
+	// as in a real cluster. The harness's own pods and slices (StartPod, SetEndpoints) keep working beside them.
+	Controllers bool
+	// Name, when set, goes into every namespace name of the cluster (lte2e-<pid>-<name>-…), so one process
+	// can run two clusters at once.
+	Name string
 }
 
 // NodeConfig describes one worker node.
@@ -36,6 +43,23 @@ type NodeConfig struct {
 	Name string
 	// ProxyMode is kube-proxy's mode on this node; empty means iptables.
 	ProxyMode ProxyMode
+	// ControlPlane labels the node node-role.kubernetes.io/control-plane and taints it
+	// node-role.kubernetes.io/control-plane:NoSchedule, as kubeadm does. It still runs kube-proxy (and the
+	// exporter) like every other node.
+	ControlPlane bool
+}
+
+// ControlPlaneRole is the label and taint key of control-plane nodes.
+const ControlPlaneRole = "node-role.kubernetes.io/control-plane"
+
+// ControllerNodes returns the layout of a cluster with controllers: workers node-1 … node-n (the last one in
+// nftables mode when nft is set and n > 1) and a tainted control-plane node named control-plane.
+func ControllerNodes(n int, nft bool) []NodeConfig {
+	nodes := DefaultNodes(n)
+	if nft && n > 1 {
+		nodes[n-1].ProxyMode = NFTables
+	}
+	return append(nodes, NodeConfig{Name: "control-plane", ProxyMode: IPTables, ControlPlane: true})
 }
 
 // DefaultNodes returns n iptables-mode nodes named node-1 … node-n.

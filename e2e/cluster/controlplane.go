@@ -51,6 +51,9 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 	// Static tokens: the admin (system:masters) and kube-proxy, whose user is bound to system:node-proxier by
 	// the apiserver's bootstrap RBAC policy.
 	tokens := fmt.Sprintf("%s,admin,admin,\"system:masters\"\n%s,system:kube-proxy,kube-proxy,\"\"\n", c.adminToken, c.proxyToken)
+	// With controllers: kube-controller-manager, kube-scheduler and each node agent (system:node:<name>) get
+	// tokens of their own, so the bootstrap policy and the Node authorizer check them as in a real cluster.
+	tokens += c.controllerTokenLines()
 	tokenFile := filepath.Join(certDir, "tokens.csv")
 	if err := os.WriteFile(tokenFile, []byte(tokens), 0o600); err != nil {
 		return fmt.Errorf("write token file: %w", err)
@@ -91,7 +94,8 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 		"--tls-private-key-file="+files.ServingKey,
 		"--client-ca-file="+files.CACert,
 		"--token-auth-file="+tokenFile,
-		"--authorization-mode=RBAC",
+		// Node: the node agents' requests go through the Node authorizer, as a kubelet's do.
+		"--authorization-mode=Node,RBAC",
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file="+files.SAPublicKey,
 		"--service-account-signing-key-file="+files.SAPrivateKey,

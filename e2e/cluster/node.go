@@ -30,6 +30,8 @@ type Node struct {
 	PodCIDR string
 	// ProxyMode is the mode kube-proxy was last started in.
 	ProxyMode ProxyMode
+	// ControlPlane marks the tainted control-plane node (NodeConfig.ControlPlane).
+	ControlPlane bool
 
 	c         *Cluster
 	mu        sync.Mutex

@@ -34,6 +34,9 @@ type PodConfig struct {
 	Node string
 	// Ports to serve on; empty means 8080.
 	Ports []int
+	// IPs, when set, are the pod's addresses (one per pod CIDR of the node, as a node agent allocates them)
+	// instead of the next address of the harness's plan. The pod is wired with the IPv4 one.
+	IPs []string
 }
 
 // BackendResponse is the body every pod's server answers with: "<namespace>/<name> on <node>\n". Tests use it
@@ -64,12 +67,18 @@ func (c *Cluster) StartPod(ctx context.Context, cfg PodConfig) (*Pod, error) {
 	n.podSeq++
 	k := 9 + n.podSeq
 	n.mu.Unlock()
-	if k > 254 {
+	ip := podIP(n.Index, k)
+	if len(cfg.IPs) > 0 {
+		ip = firstIPv4(cfg.IPs)
+		if ip == "" {
+			return nil, fmt.Errorf("start pod %s: no IPv4 address in %v", key, cfg.IPs)
+		}
+	} else if k > 254 {
 		return nil, fmt.Errorf("start pod %s: node %s is out of pod addresses", key, n.Name)
 	}
 	p := &Pod{
 		Namespace: cfg.Namespace, Name: cfg.Name, Node: n.Name, Ports: cfg.Ports,
-		IP:       podIP(n.Index, k),
+		IP:       ip,
 		NS:       fmt.Sprintf("%sp%d", c.prefix, seq),
 		hostVeth: fmt.Sprintf("pod%d", seq),
 		node:     n,
@@ -113,6 +122,15 @@ func (c *Cluster) StartPod(ctx context.Context, cfg PodConfig) (*Pod, error) {
 	c.pods[key] = p
 	c.mu.Unlock()
 	return p, nil
+}
+
+func firstIPv4(ips []string) string {
+	for _, s := range ips {
+		if ip := net.ParseIP(s); ip != nil && ip.To4() != nil {
+			return s
+		}
+	}
+	return ""
 }
 
 func (p *Pod) close() {

@@ -185,18 +185,21 @@ func Print(w io.Writer, rows []Row) {
 		default:
 			client = strings.ToUpper(r.Traffic.String())
 		}
-		exporter := "?"
-		switch {
-		case r.ScrapeErr != nil:
-			exporter = "scrape failed: " + r.ScrapeErr.Error()
-		case !r.Known:
-			exporter = "no series"
-		case r.Blackhole == 1:
-			exporter = "BLACKHOLE (1)"
-		default:
-			exporter = fmt.Sprintf("ok (%g)", r.Blackhole)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t\n", r.Node, r.Mode, r.Endpoints, client, exporter)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t\n", r.Node, r.Mode, r.Endpoints, client, exporterWord(r.ScrapeErr, r.Known, r.Blackhole))
 	}
 	tw.Flush()
+}
+
+// exporterWord is how the tables show the exporter's localtraffic_blackhole for a node.
+func exporterWord(scrapeErr error, known bool, blackhole float64) string {
+	switch {
+	case scrapeErr != nil:
+		return "scrape failed: " + scrapeErr.Error()
+	case !known:
+		return "no series"
+	case blackhole == 1:
+		return "BLACKHOLE (1)"
+	default:
+		return fmt.Sprintf("ok (%g)", blackhole)
+	}
 }

@@ -2,6 +2,11 @@
 // one kube-proxy and one exporter per node (network namespaces), puts all replicas of a Local NodePort Service
 // on one node, prints per node what a real client sees beside the exporter's verdict, spreads the replicas,
 // prints the recovery, and keeps the cluster up until Ctrl-C. Run as root: `make demo` (or e2e/run-demo.sh).
+//
+// With -controllers (the default) the cluster also runs kube-controller-manager, kube-scheduler, a node agent
+// per node and a tainted control-plane node, and the demo then runs the drill as operators do: kubectl apply of
+// the pinned Deployment, drill.md's observe commands and its two kubectl patch commands word for word, kubectl
+// rollout status, each printed with its output as a person at the terminal sees it.
 package main
 
 import (
@@ -22,14 +27,15 @@ func main() {
 	nftNodes := flag.Int("nftables-nodes", 0, "how many of the last nodes run kube-proxy in nftables mode")
 	wait := flag.Bool("wait", true, "keep the cluster up until Ctrl-C after the drill")
 	verbose := flag.Bool("v", false, "log the harness's steps")
+	controllers := flag.Bool("controllers", true, "also run the scheduler, controllers and node agents, and the drill with kubectl")
 	flag.Parse()
-	if err := run(*nodes, *nftNodes, *wait, *verbose); err != nil {
+	if err := run(*nodes, *nftNodes, *wait, *verbose, *controllers); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
 }
 
-func run(nodeCount, nftNodes int, wait, verbose bool) error {
+func run(nodeCount, nftNodes int, wait, verbose, controllers bool) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("needs root for network namespaces (run: sudo make demo)")
 	}
@@ -49,7 +55,13 @@ func run(nodeCount, nftNodes int, wait, verbose bool) error {
 	if verbose {
 		cfg.Log = os.Stderr
 	}
-	step("Starting the cluster: etcd, kube-apiserver, %d nodes with kube-proxy and the exporter (first run builds the binaries, ~5-10 min)", nodeCount)
+	what := "etcd, kube-apiserver"
+	if controllers {
+		cfg.Controllers = true
+		cfg.Nodes = append(cfg.Nodes, cluster.NodeConfig{Name: "control-plane", ProxyMode: cluster.IPTables, ControlPlane: true})
+		what = "etcd, kube-apiserver, kube-controller-manager, kube-scheduler, a tainted control-plane node"
+	}
+	step("Starting the cluster: %s, %d nodes with kube-proxy and the exporter (first run builds the binaries, ~5-10 min)", what, nodeCount)
 	start := time.Now()
 	c, err := cluster.Up(ctx, cfg)
 	if err != nil {
@@ -76,6 +88,11 @@ func run(nodeCount, nftNodes int, wait, verbose bool) error {
 	}
 	show(ctx, c, func(drill.Row) bool { return false })
 
+	if controllers {
+		if err := live(ctx, c); err != nil {
+			return err
+		}
+	}
 	if !wait {
 		return nil
 	}
@@ -87,12 +104,85 @@ func run(nodeCount, nftNodes int, wait, verbose bool) error {
 		}
 		fmt.Printf("    %-8s curl -s http://%s/metrics | grep localtraffic_blackhole\n", n.Name, addr)
 	}
-	fmt.Printf("    kubectl: %s --kubeconfig %s get svc,endpointslices -n %s\n", c.Binaries().Kubectl, c.AdminKubeconfig(), drill.Namespace)
+	fmt.Printf("    kubectl: %s --kubeconfig %s get svc,endpointslices,pods -o wide -n %s\n", c.Binaries().Kubectl, c.AdminKubeconfig(), drill.Namespace)
 	fmt.Printf("    a node's view: ip netns exec %s curl -s http://%s:%d/healthz\n", c.Nodes()[1].NS, c.Nodes()[1].IP, cluster.KubeProxyHealthzPort)
 	fmt.Printf("    the client:    ip netns exec %s curl -m 3 http://%s:%d/\n", c.ClientNS, c.Nodes()[0].IP, drill.NodePort)
 	fmt.Println("Press Ctrl-C to stop; nothing is left behind.")
 	<-ctx.Done()
 	return nil
+}
+
+// live runs the drill as operators do, on the real scheduler and controllers, printing every command and its
+// output, and the exporter's verdict beside the curl loop's after each observation.
+func live(ctx context.Context, c *cluster.Cluster) error {
+	step("Clearing the hand-placed replicas; now the drill as operators run it, with kubectl and curl from outside")
+	if err := drill.Cleanup(ctx, c); err != nil {
+		return err
+	}
+	sh, err := drill.NewShell(c)
+	if err != nil {
+		return err
+	}
+	tr := drill.Transcript{W: os.Stdout}
+	pinned := c.Nodes()[0].Name
+	step("Create the Service and a Deployment of %d replicas pinned to %s (kube-scheduler places them, node agents run them)", drill.Replicas, pinned)
+	if err := drill.ApplyLive(ctx, sh, tr, pinned); err != nil {
+		return err
+	}
+	step("Observe (drill.md, word for word)")
+	// The third observe command, the curl loop, runs in showLive until the exporters have caught up.
+	for _, cmd := range []string{drill.ObservePods, drill.ObservePolicy} {
+		if _, err := sh.RunShown(ctx, tr, cmd); err != nil {
+			return err
+		}
+	}
+	showLive(ctx, c, sh, func(r drill.LiveRow) bool { return r.Node != pinned })
+	step("The fix (drill.md, word for word): drop the pin, spread with nodeTaintsPolicy Honor, no surge pod")
+	for _, cmd := range drill.FixCommands() {
+		cctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
+		_, err := sh.RunShown(cctx, tr, cmd)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	step("Observe again")
+	if _, err := sh.RunShown(ctx, tr, drill.ObservePods); err != nil {
+		return err
+	}
+	showLive(ctx, c, sh, func(drill.LiveRow) bool { return false })
+	return nil
+}
+
+// showLive waits (up to a minute) for the curl loop and the exporters to settle on the expected verdicts, then
+// prints the loop's output and the table; a disagreement is printed, not hidden.
+func showLive(ctx context.Context, c *cluster.Cluster, sh *drill.Shell, wantBlackhole func(drill.LiveRow) bool) {
+	var rows []drill.LiveRow
+	var loop string
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var err error
+		rows, loop, err = drill.ObserveLive(ctx, c, sh)
+		settled := err == nil
+		for _, r := range rows {
+			if !r.Agrees() || (r.Curl == "BLACKHOLE") != wantBlackhole(r) {
+				settled = false
+			}
+		}
+		if settled || time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	drill.Transcript{W: os.Stdout}.Show(drill.ObserveTraffic, loop)
+	fmt.Println()
+	drill.PrintLive(os.Stdout, rows)
+	fmt.Println()
+	for _, r := range rows {
+		if !r.Agrees() {
+			fmt.Printf("    note: on %s the exporter and the curl loop disagree\n", r.Node)
+		}
+	}
 }
 
 // show waits (up to a minute) until the client's and the exporter's view settle on the expected verdicts, then
