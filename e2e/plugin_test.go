@@ -309,22 +309,7 @@ func TestPluginSchedulerScenarios(t *testing.T) {
 		}
 		localNodePortService(t, c, ns, name, 30195)
 		createDeployment(t, c, d)
-		eventually(t, 3*time.Minute, "one replica per worker and one Pending, as the audit said", func() error {
-			pods, err := podsOf(ctx, c, ns, name)
-			if err != nil {
-				return err
-			}
-			pending := 0
-			for i := range pods {
-				if _, ok := unschedulable(&pods[i]); ok {
-					pending++
-				}
-			}
-			if got := readyPerNode(pods); pending != 1 || len(got) != ctrlWorkers {
-				return fmt.Errorf("ready per node %v, %d Unschedulable; want 1 on each worker and 1 Pending", got, pending)
-			}
-			return nil
-		})
+		waitOneReadyPerWorkerAndOnePending(t, ctx, c, ns, name, "one replica per worker and one Pending, as the audit said")
 		rep, _ = p.audit(t, ctx, "", "-n", ns)
 		if _, _, ok := rep.finding("LT104"); !ok {
 			t.Error("live audit no longer flags the spread")
@@ -350,22 +335,7 @@ func TestPluginSchedulerScenarios(t *testing.T) {
 		if _, err := c.Admin().AppsV1().Deployments(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 3*time.Minute, "the surge pod Pending, the old replicas serving: the rollout parks as the audit said", func() error {
-			pods, err := podsOf(ctx, c, ns, name)
-			if err != nil {
-				return err
-			}
-			pending := 0
-			for i := range pods {
-				if _, ok := unschedulable(&pods[i]); ok {
-					pending++
-				}
-			}
-			if got := readyPerNode(pods); pending != 1 || len(got) != ctrlWorkers {
-				return fmt.Errorf("ready per node %v, %d Unschedulable", got, pending)
-			}
-			return nil
-		})
+		waitOneReadyPerWorkerAndOnePending(t, ctx, c, ns, name, "the surge pod Pending, the old replicas serving: the rollout parks as the audit said")
 		rep, _ = p.audit(t, ctx, "", "-n", ns)
 		if _, _, ok := rep.finding("LT105"); !ok {
 			t.Error("live audit no longer flags the surge deadlock")
@@ -373,5 +343,33 @@ func TestPluginSchedulerScenarios(t *testing.T) {
 		if code, holes, err := p.statusBlackholes(t, ctx, ns, name); err != nil || code != 0 || len(holes) != 0 {
 			t.Errorf("status while parked: exit %d, blackholes %v, %v", code, holes, err)
 		}
+	})
+}
+
+// waitOneReadyPerWorkerAndOnePending waits until each worker runs one ready replica and one pod is
+// Unschedulable: what the audit predicted for both scenarios.
+func waitOneReadyPerWorkerAndOnePending(t *testing.T, ctx context.Context, c *cluster.Cluster, ns, name, what string) {
+	t.Helper()
+	eventually(t, 3*time.Minute, what, func() error {
+		pods, err := podsOf(ctx, c, ns, name)
+		if err != nil {
+			return err
+		}
+		pending := 0
+		for i := range pods {
+			if _, ok := unschedulable(&pods[i]); ok {
+				pending++
+			}
+		}
+		got := readyPerNode(pods)
+		for n := range workers(c) {
+			if got[n] != 1 {
+				return fmt.Errorf("ready per node %v, %d Unschedulable; want 1 on each worker and 1 Pending", got, pending)
+			}
+		}
+		if pending != 1 {
+			return fmt.Errorf("ready per node %v, %d Unschedulable; want 1 on each worker and 1 Pending", got, pending)
+		}
+		return nil
 	})
 }

@@ -568,15 +568,19 @@ func pdbAllowsAll(p *policyv1.PodDisruptionBudget, r int) bool {
 	return false
 }
 
-func selectorString(sel map[string]string) string {
-	keys := make([]string, 0, len(sel))
-	for k := range sel {
+// selectorString prints a selector as kubectl does, keys sorted: "app=checkout,tier=web".
+func selectorString(sel map[string]string) string { return joinSorted(sel, "%s=%s", ",") }
+
+// joinSorted formats each key and value of m with format, in key order, joined by sep.
+func joinSorted(m map[string]string, format, sep string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	var parts []string
+	parts := make([]string, 0, len(keys))
 	for _, k := range keys {
-		parts = append(parts, k+"="+sel[k])
+		parts = append(parts, fmt.Sprintf(format, k, m[k]))
 	}
-	return strings.Join(parts, ",")
+	return strings.Join(parts, sep)
 }

@@ -79,4 +79,3 @@ func BenchmarkStatus(b *testing.B) {
 		}
 	}
 }
-

@@ -2,7 +2,6 @@ package placement
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -51,18 +50,7 @@ func spreadPatch(w *Workload) string {
 	return fmt.Sprintf("kubectl -n %s patch %s %s --type=merge -p '%s'", w.Namespace, strings.ToLower(w.Kind), w.Name, patch)
 }
 
-func labelsJSON(l map[string]string) string {
-	keys := make([]string, 0, len(l))
-	for k := range l {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var parts []string
-	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("%q:%q", k, l[k]))
-	}
-	return "{" + strings.Join(parts, ",") + "}"
-}
+func labelsJSON(l map[string]string) string { return "{" + joinSorted(l, "%q:%q", ",") + "}" }
 
 // daemonFix lets the DaemonSet run on the nodes it misses: drop the selector, or tolerate the taints there.
 func daemonFix(w *Workload, nodes []*corev1.Node, missing []string) string {
