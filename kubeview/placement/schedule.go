@@ -66,7 +66,11 @@ func fit(w *Workload, n *corev1.Node) (bool, string) {
 	if spec.NodeName != "" && spec.NodeName != n.Name {
 		return false, "nodeName " + spec.NodeName
 	}
-	if ok, err := affinityOf(spec).Match(n); err != nil || !ok {
+	if w.affinity == nil {
+		a := affinityOf(spec)
+		w.affinity = &a
+	}
+	if ok, err := w.affinity.Match(n); err != nil || !ok {
 		switch {
 		case err != nil:
 			return false, "invalid node affinity: " + err.Error()

@@ -7,6 +7,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 )
 
 // Workload is one controller whose pods may back a Service: its pod template is the pod-to-be.
@@ -18,6 +19,8 @@ type Workload struct {
 	DaemonSet             *appsv1.DaemonSet
 	HPA                   *autoscalingv2.HorizontalPodAutoscaler // the autoscaler that targets it, if any
 	PDBs                  []*policyv1.PodDisruptionBudget        // budgets whose selector matches its pods
+
+	affinity *nodeaffinity.RequiredNodeAffinity // the template's, parsed once (fit asks it for every node)
 }
 
 func (w *Workload) ref(c *Cluster) ObjectRef { return c.ref(w.Kind, w.Namespace, w.Name) }
