@@ -222,6 +222,11 @@ func TestPluginDrill(t *testing.T) {
 		return nil
 	})
 	p.run(t, ctx, "", "status", "-A")
+	// As the operator types it: kubectl finds the plugin on PATH, which reads kubectl's own KUBECONFIG.
+	out, err := sh.RunShown(ctx, tr, "PATH="+filepath.Dir(p.bin)+":$PATH kubectl localtraffic status -n kubelings checkout || echo \"exit status $?\"")
+	if err != nil || !strings.Contains(out, "DROP kubelings/checkout: 1 of 3 nodes serve") || !strings.Contains(out, "exit status 1") {
+		t.Errorf("kubectl localtraffic status: %v\n%s", err, out)
+	}
 	rep, code = p.audit(t, ctx, "", "-n", drill.Namespace)
 	now, _, okNow := rep.finding("LT100")
 	pin, _, okPin := rep.finding("LT101")
