@@ -3,7 +3,6 @@ module github.com/localtraffic/localtraffic-exporter
 go 1.26.0
 
 require (
-	github.com/coreos/go-iptables v0.8.0
 	github.com/lmittmann/tint v1.2.1
 	github.com/owenrumney/go-sarif/v3 v3.3.1
 	github.com/prometheus/client_golang v1.25.0

@@ -1,6 +1,7 @@
 // Package collector turns the exporter's inputs (the API view, kube-proxy's health answers, its rules) into
-// Prometheus metrics. Each collector has one job and one file; Exporter runs them concurrently for each scrape,
-// under that scrape's deadline, and reports how each one fared.
+// Prometheus metrics. For each scrape the Gatherer reads every input once, concurrently and under the scrape's
+// deadline, and decides the verdicts into one State; each collector (one job, one file) renders that State,
+// and the Exporter reports how each one fared.
 package collector
 
 import (
@@ -21,14 +22,22 @@ const Namespace = "localtraffic"
 // logged at debug level and does not count as a failed collector.
 var ErrNoData = errors.New("collector returned no data")
 
-// Collector is one job of the exporter.
+// Collector is one job of the exporter: it renders part of a scrape's State.
 type Collector interface {
 	// Name labels the collector's self-metrics.
 	Name() string
 	// Metrics lists every metric the collector may emit, for Describe and the documentation check.
 	Metrics() []*Metric
-	// Update sends the collector's metrics for one scrape. ctx carries the scrape's deadline.
-	Update(ctx context.Context, ch chan<- prometheus.Metric) error
+	// Inputs lists the gathered inputs the collector renders: their gathering time counts in its duration.
+	Inputs() []Input
+	// Update sends the collector's metrics for one scrape's State. It returns the error of an input it
+	// depends on that could not be gathered, so that the failure counts against this collector.
+	Update(st *State, ch chan<- prometheus.Metric) error
+}
+
+// StateGatherer builds the State of one scrape; ctx carries the scrape's deadline. *Gatherer implements it.
+type StateGatherer interface {
+	Gather(ctx context.Context) *State
 }
 
 // Metric is a metric's definition: the one place its name, type, help and labels are written.
@@ -79,16 +88,17 @@ var (
 		"1 when a collector succeeded in the last scrape, 0 when it failed.", "collector"))
 )
 
-// Exporter runs a set of collectors. It holds no per-scrape state: Bind makes a prometheus.Collector for one
-// scrape's context.
+// Exporter gathers one State per scrape and runs a set of collectors over it. It holds no per-scrape state:
+// Bind makes a prometheus.Collector for one scrape's context.
 type Exporter struct {
+	gatherer   StateGatherer
 	collectors []Collector
 	logger     *slog.Logger
 }
 
-// NewExporter returns an Exporter over the given collectors.
-func NewExporter(logger *slog.Logger, collectors ...Collector) *Exporter {
-	return &Exporter{collectors: collectors, logger: logger}
+// NewExporter returns an Exporter over the given gatherer and collectors.
+func NewExporter(logger *slog.Logger, g StateGatherer, collectors ...Collector) *Exporter {
+	return &Exporter{gatherer: g, collectors: collectors, logger: logger}
 }
 
 // Metrics lists every metric the exporter's collectors may emit, sorted by name, self-metrics included.
@@ -117,23 +127,32 @@ func (b *boundExporter) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect runs every collector concurrently. A failing collector costs only its own metrics.
+// Collect gathers the scrape's State once, then runs every collector over it. A failing collector costs only
+// its own metrics.
 func (b *boundExporter) Collect(ch chan<- prometheus.Metric) {
+	st := b.e.gatherer.Gather(b.ctx)
 	var wg sync.WaitGroup
 	for _, c := range b.e.collectors {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b.e.run(b.ctx, c, ch)
+			b.e.run(st, c, ch)
 		}()
 	}
 	wg.Wait()
 }
 
-func (e *Exporter) run(ctx context.Context, c Collector, ch chan<- prometheus.Metric) {
+// run renders one collector. Its duration is the longest gathering time of its inputs (they were read
+// concurrently) plus its own rendering.
+func (e *Exporter) run(st *State, c Collector, ch chan<- prometheus.Metric) {
 	start := time.Now()
-	err := c.Update(ctx, ch)
+	err := c.Update(st, ch)
 	took := time.Since(start)
+	var input time.Duration
+	for _, in := range c.Inputs() {
+		input = max(input, st.Took(in))
+	}
+	took += input
 	success := 1.0
 	switch {
 	case err == nil:

@@ -21,9 +21,7 @@ const (
 
 // allMetrics is every metric the exporter defines, from every collector.
 func allMetrics() []*Metric {
-	return NewExporter(nil,
-		NewServices(ServicesConfig{}), NewKubeProxy(KubeProxyConfig{}), NewNode(nil), NewInformers(nil),
-		NewRules(RulesConfig{})).Metrics()
+	return NewExporter(nil, nil, NewServices(), NewKubeProxy(), NewNode(), NewInformers(), NewRules(), NewDataplane()).Metrics()
 }
 
 func typeName(t prometheus.ValueType) string {

@@ -1,11 +1,7 @@
 package collector
 
 import (
-	"context"
-
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/localtraffic/localtraffic-exporter/kubeview"
 )
 
 var (
@@ -16,26 +12,23 @@ var (
 		"resource"))
 )
 
-// InformerSource reports the state of the exporter's informers.
-type InformerSource interface {
-	Informers() []kubeview.InformerStatus
-}
-
 // Informers exports the health of the exporter's watches on the API.
-type Informers struct{ src InformerSource }
+type Informers struct{}
 
 // NewInformers returns the informer self-metrics collector.
-func NewInformers(src InformerSource) *Informers { return &Informers{src: src} }
+func NewInformers() *Informers { return &Informers{} }
 
 func (*Informers) Name() string { return "informers" }
 
 func (*Informers) Metrics() []*Metric { return []*Metric{informerSynced, informerLastEvent} }
 
-func (i *Informers) Update(_ context.Context, ch chan<- prometheus.Metric) error {
-	for _, st := range i.src.Informers() {
-		ch <- informerSynced.must(boolFloat(st.Synced), st.Resource)
-		if !st.LastEvent.IsZero() {
-			ch <- informerLastEvent.must(unixSeconds(st.LastEvent), st.Resource)
+func (*Informers) Inputs() []Input { return []Input{InputInformers} }
+
+func (*Informers) Update(st *State, ch chan<- prometheus.Metric) error {
+	for _, inf := range st.Informers {
+		ch <- informerSynced.must(boolFloat(inf.Synced), inf.Resource)
+		if !inf.LastEvent.IsZero() {
+			ch <- informerLastEvent.must(unixSeconds(inf.LastEvent), inf.Resource)
 		}
 	}
 	return nil

@@ -1,16 +1,10 @@
 package collector
 
 import (
-	"context"
-	"fmt"
-	"log/slog"
-	"net/http"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 )
 
@@ -34,21 +28,11 @@ var (
 // unixSeconds is defined for every year, unlike UnixNano.
 func unixSeconds(t time.Time) float64 { return float64(t.Unix()) + float64(t.Nanosecond())/1e9 }
 
-// KubeProxyConfig configures the kube-proxy collector.
-type KubeProxyConfig struct {
-	View APIView
-	// Address returns kube-proxy's health server host:port: fixed by a flag, or the Node's InternalIP:10256.
-	Address      func(kubeview.NodeState) (string, error)
-	Client       *http.Client
-	ProbeTimeout time.Duration
-	Logger       *slog.Logger
-}
-
 // KubeProxy exports kube-proxy's own health as its health server (default :10256) reports it.
-type KubeProxy struct{ cfg KubeProxyConfig }
+type KubeProxy struct{}
 
 // NewKubeProxy returns the kube-proxy collector.
-func NewKubeProxy(cfg KubeProxyConfig) *KubeProxy { return &KubeProxy{cfg: cfg} }
+func NewKubeProxy() *KubeProxy { return &KubeProxy{} }
 
 func (*KubeProxy) Name() string { return "kube_proxy" }
 
@@ -56,34 +40,21 @@ func (*KubeProxy) Metrics() []*Metric {
 	return []*Metric{kubeProxyUp, kubeProxyResult, kubeProxyEligible, kubeProxyHealthy, kubeProxyLastSync, kubeProxyDuration}
 }
 
-func (k *KubeProxy) Update(ctx context.Context, ch chan<- prometheus.Metric) error {
-	node, err := k.cfg.View.Node()
-	if err != nil {
-		return fmt.Errorf("reading the API view: %w", err)
-	}
-	addr, err := k.cfg.Address(node)
-	if err != nil {
-		return fmt.Errorf("choosing kube-proxy's health server address: %w", err)
-	}
-	endpoints := []string{"healthz", "livez"}
-	answers := make([]nodeprobe.KubeProxyHealth, len(endpoints))
-	var wg sync.WaitGroup
-	for i, ep := range endpoints {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			pctx, cancel := context.WithTimeout(ctx, nodeprobe.ProbeTimeout(ctx, k.cfg.ProbeTimeout))
-			defer cancel()
-			answers[i] = nodeprobe.ProbeKubeProxy(pctx, k.cfg.Client, addr, ep)
-		}()
-	}
-	wg.Wait()
+func (*KubeProxy) Inputs() []Input { return []Input{InputNode, InputKubeProxy} }
 
-	healthz, livez := answers[0], answers[1]
-	for _, a := range answers {
-		if a.Err != nil {
-			k.cfg.Logger.Warn("kube-proxy health probe failed", "endpoint", a.Endpoint, "result", string(a.Result), "err", a.Err)
-		}
+func (*KubeProxy) Update(st *State, ch chan<- prometheus.Metric) error {
+	if st.Dataplane == DataplaneReplacement {
+		// No kube-proxy here: nothing to report, and nothing that would fire its alerts.
+		return nil
+	}
+	if st.NodeErr != nil {
+		return st.NodeErr
+	}
+	if st.KubeProxy.Err != nil {
+		return st.KubeProxy.Err
+	}
+	node, healthz, livez := st.Node, st.KubeProxy.Healthz, st.KubeProxy.Livez
+	for _, a := range []nodeprobe.KubeProxyHealth{healthz, livez} {
 		ch <- kubeProxyUp.must(boolFloat(a.Up()), a.Endpoint)
 		for _, r := range nodeprobe.Results {
 			ch <- kubeProxyResult.must(boolFloat(a.Result == r), a.Endpoint, string(r))

@@ -1,9 +1,6 @@
 package collector
 
 import (
-	"context"
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -13,26 +10,27 @@ var (
 	nodeDraining = stable(newMetric("node_draining", prometheus.GaugeValue,
 		"1 when the Node is going away: it has a deletionTimestamp or the ToBeDeletedByClusterAutoscaler taint."))
 	nodeExcluded = stable(newMetric("node_excluded", prometheus.GaugeValue,
-		"1 when the Node is labelled node.kubernetes.io/exclude-from-external-load-balancers."))
+		"1 when the Node is labelled node.kubernetes.io/exclude-from-external-load-balancers with a value that does not parse as false."))
 )
 
 // Node exports the state of the exporter's own Node object that decides whether it is in rotation.
-type Node struct{ view APIView }
+type Node struct{}
 
 // NewNode returns the Node collector.
-func NewNode(view APIView) *Node { return &Node{view: view} }
+func NewNode() *Node { return &Node{} }
 
 func (*Node) Name() string { return "node" }
 
 func (*Node) Metrics() []*Metric { return []*Metric{nodeFound, nodeDraining, nodeExcluded} }
 
-func (n *Node) Update(_ context.Context, ch chan<- prometheus.Metric) error {
-	node, err := n.view.Node()
-	if err != nil {
-		return fmt.Errorf("reading the API view: %w", err)
+func (*Node) Inputs() []Input { return []Input{InputNode} }
+
+func (*Node) Update(st *State, ch chan<- prometheus.Metric) error {
+	if st.NodeErr != nil {
+		return st.NodeErr
 	}
-	ch <- nodeFound.must(boolFloat(node.Found))
-	ch <- nodeDraining.must(boolFloat(node.Draining()))
-	ch <- nodeExcluded.must(boolFloat(node.Excluded))
+	ch <- nodeFound.must(boolFloat(st.Node.Found))
+	ch <- nodeDraining.must(boolFloat(st.Node.Draining()))
+	ch <- nodeExcluded.must(boolFloat(st.Node.Excluded))
 	return nil
 }

@@ -11,8 +11,8 @@ import (
 // kube-proxy rewrites the filter table on every sync, which resets the DROP rule's counters. The exported
 // counter must still only go up, and count the packets after each reset.
 func TestDropCounterSurvivesResets(t *testing.T) {
-	r := NewRules(RulesConfig{})
-	sp := rules.ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}
+	r := NewMemory()
+	sp := counterKey{namespace: "kubelings", name: "checkout", port: "http", protocol: "TCP"}
 	t0 := time.Unix(1000, 0)
 	steps := []struct {
 		raw  uint64
@@ -38,7 +38,7 @@ func TestDropCounterSurvivesResets(t *testing.T) {
 		}
 		last = got
 	}
-	r.forget(map[rules.ServicePort]bool{})
+	r.forget(map[counterKey]bool{})
 	if len(r.counters) != 0 {
 		t.Errorf("forget kept %d counters", len(r.counters))
 	}

@@ -1,79 +1,207 @@
 package collector
 
 import (
+	"net/http"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
 )
 
-type fakeRules map[string]bool // "ns/name:port" -> drop
+const (
+	v4 = corev1.IPv4Protocol
+	v6 = corev1.IPv6Protocol
+)
 
-func (f fakeRules) PortDrop(ns, name, port string, _ corev1.Protocol) (bool, bool) {
-	drop, ok := f[ns+"/"+name+":"+port]
-	return drop, ok
+// family is one family's single port "http" (NodePort 30090) with local endpoints; clusterWide false
+// means no endpoint anywhere.
+func family(f corev1.IPFamily, local int, clusterWide bool) kubeview.FamilyEndpoints {
+	return kubeview.FamilyEndpoints{Family: f, LocalEndpoints: local, LocalReadyEndpoints: local,
+		Ports: []kubeview.PortEndpoints{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30090, Local: local, ClusterWide: clusterWide}}}
 }
 
+func nodePortService(local int, fams ...kubeview.FamilyEndpoints) kubeview.ServiceState {
+	if len(fams) == 0 {
+		fams = []kubeview.FamilyEndpoints{family(v4, local, true)}
+	}
+	return kubeview.ServiceState{Namespace: "kubelings", Name: "checkout", Type: corev1.ServiceTypeNodePort,
+		Ports:    []kubeview.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30090}},
+		Families: fams}
+}
+
+func lbService(fams ...kubeview.FamilyEndpoints) kubeview.ServiceState {
+	s := nodePortService(0, fams...)
+	s.Type, s.HealthCheckNodePort = corev1.ServiceTypeLoadBalancer, 32000
+	return s
+}
+
+func check(status int) *nodeprobe.HealthCheck {
+	switch status {
+	case http.StatusOK:
+		return &nodeprobe.HealthCheck{Result: nodeprobe.ResultOK, StatusCode: status}
+	case http.StatusServiceUnavailable:
+		return &nodeprobe.HealthCheck{Result: nodeprobe.ResultUnavailable, StatusCode: status}
+	}
+	return &nodeprobe.HealthCheck{Result: nodeprobe.ResultInvalid, StatusCode: status}
+}
+
+func failed(r nodeprobe.Result) *nodeprobe.HealthCheck {
+	return &nodeprobe.HealthCheck{Result: r, LocalEndpoints: -1}
+}
+
+// fakeFamilyRules: per family, per port name, the drop rules.
+type fakeFamilyRules map[string]map[string][]rules.DropRule
+
+func (f fakeFamilyRules) HasFamily(family string) bool { _, ok := f[family]; return ok }
+
+func (f fakeFamilyRules) Family(sp rules.ServicePort, family string) rules.PortState {
+	drops, ok := f[family][sp.Port]
+	if !ok {
+		return rules.PortState{}
+	}
+	return rules.PortState{Programmed: true, Drop: len(drops) > 0, Drops: drops, LocalEndpoints: map[bool]int{true: 0, false: 1}[len(drops) > 0]}
+}
+
+type fakeEvidence struct {
+	assigned map[string]bool
+	arriving map[string]bool // address
+}
+
+func (e fakeEvidence) Assigned(ip string) bool { return e.assigned[ip] }
+func (e fakeEvidence) Arriving(_ rules.ServicePort, _ corev1.IPFamily, addr string, _ int32) bool {
+	return e.arriving[addr]
+}
+
+type want struct{ inRotation, drops, blackhole bool }
+
 func TestDecide(t *testing.T) {
-	nodePort := func(local int, clusterWide bool) kubeview.ServiceState {
-		return kubeview.ServiceState{Namespace: "kubelings", Name: "checkout", Type: corev1.ServiceTypeNodePort,
-			Families: []kubeview.FamilyEndpoints{{Family: corev1.IPv4Protocol,
-				Ports: []kubeview.PortEndpoints{{Name: "http", Protocol: corev1.ProtocolTCP, NodePort: 30090, Local: local, ClusterWide: clusterWide}}}}}
-	}
-	lb := func(local int) kubeview.ServiceState {
-		s := nodePort(local, true)
-		s.Type, s.HealthCheckNodePort = corev1.ServiceTypeLoadBalancer, 32000
-		return s
-	}
-	hc := func(status int) *nodeprobe.HealthCheck { return &nodeprobe.HealthCheck{StatusCode: status} }
 	ready := kubeview.NodeState{Name: "node-1", Found: true}
+	missing := kubeview.NodeState{Name: "node-1"}
 	excluded := kubeview.NodeState{Name: "node-1", Found: true, Excluded: true}
 	deleting := kubeview.NodeState{Name: "node-1", Found: true, Deleting: true}
 	toBeDeleted := kubeview.NodeState{Name: "node-1", Found: true, ToBeDeleted: true}
+	checks := func(c4, c6 *nodeprobe.HealthCheck) map[corev1.IPFamily]*nodeprobe.HealthCheck {
+		m := map[corev1.IPFamily]*nodeprobe.HealthCheck{}
+		if c4 != nil {
+			m[v4] = c4
+		}
+		if c6 != nil {
+			m[v6] = c6
+		}
+		return m
+	}
+	withIPs := func(s kubeview.ServiceState, lb, ext []string) kubeview.ServiceState {
+		s.LoadBalancerIPs, s.ExternalIPs = lb, ext
+		return s
+	}
+	noNodePort := func(s kubeview.ServiceState) kubeview.ServiceState {
+		for i := range s.Families {
+			s.Families[i].Ports[0].NodePort = 0
+		}
+		s.Ports[0].NodePort = 0
+		return s
+	}
+	nodePortDrop := []rules.DropRule{{Port: 30090, Counted: true}}
 
 	cases := []struct {
-		name  string
-		svc   kubeview.ServiceState
-		node  kubeview.NodeState
-		hc    *nodeprobe.HealthCheck
-		rules RuleView
-		want  Verdict
+		name string
+		in   DecideInput
+		want want
 	}{
-		{"nodeport with a local endpoint serves", nodePort(1, true), ready, nil, nil,
-			Verdict{InRotation: true, Source: SourceAPI}},
-		{"nodeport without one is a blackhole", nodePort(0, true), ready, nil, nil,
-			Verdict{InRotation: true, Drops: true, Blackhole: true, Source: SourceAPI}},
-		{"no endpoint anywhere is an outage, not a blackhole", nodePort(0, false), ready, nil, nil,
-			Verdict{InRotation: true, Source: SourceAPI}},
-		{"excluded node drops but receives nothing", nodePort(0, true), excluded, nil, nil,
-			Verdict{Drops: true, Source: SourceAPI}},
-		{"deleting node is out of nodeport rotation", nodePort(0, true), deleting, nil, nil,
-			Verdict{Drops: true, Source: SourceAPI}},
-		{"autoscaler-tainted node is out of nodeport rotation", nodePort(0, true), toBeDeleted, nil, nil,
-			Verdict{Drops: true, Source: SourceAPI}},
-		{"LB answering 503 is drained: working as designed", lb(0), ready, hc(503), nil,
-			Verdict{Drops: true, Source: SourceAPI}},
-		{"LB answering 200 while dropping is a blackhole", lb(0), ready, hc(200), nil,
-			Verdict{InRotation: true, Drops: true, Blackhole: true, Source: SourceAPI}},
-		{"LB health check unreachable while dropping is a blackhole", lb(0), ready, hc(0), nil,
-			Verdict{InRotation: true, Drops: true, Blackhole: true, Source: SourceAPI}},
-		{"LB health check answering 500 is drained", lb(0), ready, hc(500), nil,
-			Verdict{Drops: true, Source: SourceAPI}},
-		{"LB node being deleted stays in rotation: the health check ignores eligibility", lb(0), deleting, hc(200), nil,
-			Verdict{InRotation: true, Drops: true, Blackhole: true, Source: SourceAPI}},
-		{"rules decide when read: API says local, rules drop (stale sync)", nodePort(1, true), ready, nil,
-			fakeRules{"kubelings/checkout:http": true},
-			Verdict{InRotation: true, Drops: true, Blackhole: true, Source: SourceRules}},
-		{"rules decide when read: API says none, rules forward", nodePort(0, true), ready, nil,
-			fakeRules{"kubelings/checkout:http": false},
-			Verdict{InRotation: true, Source: SourceRules}},
+		// NodePort: every NodePortEligible node.
+		{"nodeport with a local endpoint serves", DecideInput{Service: nodePortService(1), Node: ready}, want{true, false, false}},
+		{"nodeport without one is a blackhole", DecideInput{Service: nodePortService(0), Node: ready}, want{true, true, true}},
+		{"no endpoint anywhere is an outage, not a blackhole",
+			DecideInput{Service: nodePortService(0, family(v4, 0, false)), Node: ready}, want{true, false, false}},
+		{"excluded node drops but receives nothing", DecideInput{Service: nodePortService(0), Node: excluded}, want{false, true, false}},
+		{"deleting node is out of nodeport rotation", DecideInput{Service: nodePortService(0), Node: deleting}, want{false, true, false}},
+		{"autoscaler-tainted node is out of nodeport rotation", DecideInput{Service: nodePortService(0), Node: toBeDeleted}, want{false, true, false}},
+		{"missing Node object: NodePort clients still reach the node", DecideInput{Service: nodePortService(0), Node: missing}, want{true, true, true}},
+
+		// Dual-stack: a family that drops is enough; agreeing families are fine.
+		{"dual-stack, IPv6 endpoint missing here: blackhole",
+			DecideInput{Service: nodePortService(0, family(v4, 1, true), family(v6, 0, true)), Node: ready}, want{true, true, true}},
+		{"dual-stack, both families local", DecideInput{Service: nodePortService(0, family(v4, 1, true), family(v6, 1, true)), Node: ready},
+			want{true, false, false}},
+		{"dual-stack rules: only IPv6 drops",
+			DecideInput{Service: nodePortService(0, family(v4, 1, true), family(v6, 1, true)), Node: ready,
+				Rules: fakeFamilyRules{"IPv4": {"http": nil}, "IPv6": {"http": nodePortDrop}}}, want{true, true, true}},
+		{"rules decide when read: API says local, rules drop (stale sync)",
+			DecideInput{Service: nodePortService(1), Node: ready, Rules: fakeFamilyRules{"IPv4": {"http": nodePortDrop}}}, want{true, true, true}},
+		{"rules decide when read: API says none, rules forward",
+			DecideInput{Service: nodePortService(0), Node: ready, Rules: fakeFamilyRules{"IPv4": {"http": nil}}}, want{true, false, false}},
+		{"a family whose rules were not read falls back to the API",
+			DecideInput{Service: nodePortService(0, family(v4, 1, true), family(v6, 0, true)), Node: ready,
+				Rules: fakeFamilyRules{"IPv4": {"http": nil}}}, want{true, true, true}},
+
+		// LoadBalancer: in rotation for a family only while that family's health check answers 200.
+		{"LB answering 503 is drained", DecideInput{Service: lbService(), Node: ready, Checks: checks(check(503), nil)}, want{false, true, false}},
+		{"LB answering 200 while dropping is a blackhole", DecideInput{Service: lbService(), Node: ready, Checks: checks(check(200), nil)},
+			want{true, true, true}},
+		{"LB health check refused drains (kube-proxy down)", DecideInput{Service: lbService(), Node: ready,
+			Checks: checks(failed(nodeprobe.ResultRefused), nil)}, want{false, true, false}},
+		{"LB health check timing out drains", DecideInput{Service: lbService(), Node: ready,
+			Checks: checks(failed(nodeprobe.ResultTimeout), nil)}, want{false, true, false}},
+		{"LB health check answering 500 drains", DecideInput{Service: lbService(), Node: ready, Checks: checks(check(500), nil)},
+			want{false, true, false}},
+		{"LB with no address to probe: out of rotation", DecideInput{Service: lbService(), Node: ready,
+			Checks: checks(failed(nodeprobe.ResultNoAddress), nil)}, want{false, true, false}},
+		{"LB node being deleted is out of every target set", DecideInput{Service: lbService(), Node: deleting,
+			Checks: checks(check(200), nil)}, want{false, true, false}},
+		{"LB node with the autoscaler taint is out", DecideInput{Service: lbService(), Node: toBeDeleted,
+			Checks: checks(check(200), nil)}, want{false, true, false}},
+		{"LB node excluded is out", DecideInput{Service: lbService(), Node: excluded, Checks: checks(check(200), nil)},
+			want{false, true, false}},
+		{"LB with a missing Node object is out", DecideInput{Service: lbService(), Node: missing, Checks: checks(check(200), nil)},
+			want{false, true, false}},
+		{"dual-stack LB: IPv6 check 200 while IPv6 drops is a blackhole",
+			DecideInput{Service: lbService(family(v4, 1, true), family(v6, 0, true)), Node: ready, Checks: checks(check(200), check(200))},
+			want{true, true, true}},
+		{"dual-stack LB: IPv6 check 503 drains the IPv6 family only",
+			DecideInput{Service: lbService(family(v4, 1, true), family(v6, 0, true)), Node: ready, Checks: checks(check(200), check(503))},
+			want{true, true, false}},
+
+		// Load balancer IPs: only the family's programmed ones; Proxy mode ones are left out by kubeview.
+		{"allocateLoadBalancerNodePorts false, no programmed IP: nothing to drop",
+			DecideInput{Service: noNodePort(lbService()), Node: ready, Checks: checks(check(200), nil)}, want{false, false, false}},
+		{"allocateLoadBalancerNodePorts false, VIP ingress IP checked 200 drops: blackhole",
+			DecideInput{Service: withIPs(noNodePort(lbService()), []string{"192.0.2.10"}, nil), Node: ready, Checks: checks(check(200), nil)},
+			want{true, true, true}},
+		{"rules: the LB IP's drop counts, not another address's",
+			DecideInput{Service: withIPs(noNodePort(lbService(family(v4, 0, true))), []string{"192.0.2.10"}, nil), Node: ready,
+				Checks: checks(check(200), nil), Rules: fakeFamilyRules{"IPv4": {"http": {{Address: "192.0.2.99", Port: 80}}}}},
+			want{true, false, false}},
+
+		// externalIPs: in rotation only with evidence.
+		{"externalIP without evidence: not in rotation",
+			DecideInput{Service: withIPs(noNodePort(nodePortService(0)), nil, []string{"198.51.100.7"}), Node: ready,
+				Evidence: fakeEvidence{}}, want{false, true, false}},
+		{"externalIP assigned to this node: blackhole",
+			DecideInput{Service: withIPs(noNodePort(nodePortService(0)), nil, []string{"198.51.100.7"}), Node: ready,
+				Evidence: fakeEvidence{assigned: map[string]bool{"198.51.100.7": true}}}, want{true, true, true}},
+		{"externalIP whose drop counter grew: blackhole",
+			DecideInput{Service: withIPs(noNodePort(nodePortService(0)), nil, []string{"198.51.100.7"}), Node: ready,
+				Rules:    fakeFamilyRules{"IPv4": {"http": {{Address: "198.51.100.7", Port: 80, Counted: true}}}},
+				Evidence: fakeEvidence{arriving: map[string]bool{"198.51.100.7": true}}}, want{true, true, true}},
+		{"externalIP of the other family is not this family's",
+			DecideInput{Service: withIPs(noNodePort(nodePortService(0, family(v6, 0, true))), nil, []string{"198.51.100.7"}), Node: ready,
+				Evidence: fakeEvidence{assigned: map[string]bool{"198.51.100.7": true}}}, want{false, false, false}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if got := Decide(c.svc, c.node, c.hc, c.rules); got != c.want {
-				t.Errorf("Decide = %+v, want %+v", got, c.want)
+			v := Decide(c.in)
+			if got := (want{v.InRotation, v.Drops, v.Blackhole}); got != c.want {
+				t.Errorf("Decide = %+v, want %+v\n%+v", got, c.want, v.Families)
+			}
+			wantSource := SourceAPI
+			if c.in.Rules != nil {
+				wantSource = SourceRules
+			}
+			if v.Source != wantSource {
+				t.Errorf("source %s, want %s", v.Source, wantSource)
 			}
 		})
 	}
@@ -81,27 +209,11 @@ func TestDecide(t *testing.T) {
 
 // A multi-port Service blackholes when any port drops.
 func TestDecideMultiPort(t *testing.T) {
-	svc := kubeview.ServiceState{Namespace: "dns", Name: "resolver", Type: corev1.ServiceTypeNodePort,
-		Families: []kubeview.FamilyEndpoints{{Family: corev1.IPv4Protocol, Ports: []kubeview.PortEndpoints{
-			{Name: "dns", Protocol: corev1.ProtocolUDP, NodePort: 30053, Local: 1, ClusterWide: true},
-			{Name: "dns-tcp", Protocol: corev1.ProtocolTCP, NodePort: 30054, Local: 0, ClusterWide: true},
-		}}}}
-	if v := Decide(svc, kubeview.NodeState{Found: true}, nil, nil); !v.Blackhole {
+	svc := nodePortService(0, kubeview.FamilyEndpoints{Family: v4, Ports: []kubeview.PortEndpoints{
+		{Name: "dns", Protocol: corev1.ProtocolUDP, NodePort: 30053, Local: 1, ClusterWide: true},
+		{Name: "dns-tcp", Protocol: corev1.ProtocolTCP, NodePort: 30054, Local: 0, ClusterWide: true},
+	}})
+	if v := Decide(DecideInput{Service: svc, Node: kubeview.NodeState{Found: true}}); !v.Blackhole {
 		t.Errorf("one port without a local endpoint: %+v", v)
-	}
-}
-
-// A LoadBalancer Service without NodePorts (allocateLoadBalancerNodePorts false) and no ingress IP yet: no
-// external traffic can reach the node, so nothing is dropped.
-func TestDecideUnreachablePort(t *testing.T) {
-	svc := kubeview.ServiceState{Namespace: "shop", Name: "pending", Type: corev1.ServiceTypeLoadBalancer,
-		Families: []kubeview.FamilyEndpoints{{Family: corev1.IPv4Protocol,
-			Ports: []kubeview.PortEndpoints{{Name: "http", Protocol: corev1.ProtocolTCP, Local: 0, ClusterWide: true}}}}}
-	if v := Decide(svc, kubeview.NodeState{Found: true}, nil, nil); v.Drops {
-		t.Errorf("no NodePort, no address: %+v", v)
-	}
-	svc.LoadBalancerIPs = []string{"192.0.2.10"}
-	if v := Decide(svc, kubeview.NodeState{Found: true}, nil, nil); !v.Drops {
-		t.Errorf("with an ingress IP the port is reachable and drops: %+v", v)
 	}
 }

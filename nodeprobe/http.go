@@ -29,10 +29,16 @@ const (
 	ResultTimeout     Result = "timeout"     // no complete answer before the deadline
 	ResultRefused     Result = "refused"     // connection refused: nothing listens
 	ResultError       Result = "error"       // any other transport failure
+	// ResultNoAddress: no local address of the family that kube-proxy serves could be chosen; nothing was
+	// probed (health check node ports only).
+	ResultNoAddress Result = "no_address"
 )
 
-// Results lists every Result, in label order.
+// Results lists every Result of kube-proxy's health server probes, in label order.
 var Results = []Result{ResultOK, ResultUnavailable, ResultEmpty, ResultInvalid, ResultTimeout, ResultRefused, ResultError}
+
+// HealthCheckResults lists every Result of a health check node port probe, in label order.
+var HealthCheckResults = append(append([]Result{}, Results...), ResultNoAddress)
 
 // NewHTTPClient returns the client probes use. Keep-alives are off: a probe is one request to a local peer, and
 // a connection left idle towards a misbehaving server is a leak. Redirects are not followed: kube-proxy never

@@ -59,3 +59,61 @@ func PickLocalAddress(lister AddrLister, candidates []string) (string, error) {
 	}
 	return "", fmt.Errorf("InternalIPs %v: %w", candidates, ErrNoLocalAddress)
 }
+
+// PickFamilyAddress chooses where to probe a health check node port of one IP family ("IPv4" or "IPv6"):
+// kube-proxy binds those ports on the node's addresses inside its --nodeport-addresses CIDRs (cidrs), or on
+// the node's primary address of the family when that is empty or "primary" (nftables mode's default). It
+// returns the candidate (the Node's InternalIPs, in order) of that family that is configured locally and, when
+// cidrs are given, inside them; failing that, any local address of the family inside cidrs. "" when none.
+func PickFamilyAddress(local []net.IP, candidates []string, family string, cidrs []string) string {
+	// kube-proxy keeps only the CIDRs of the proxier's family; with none left, the family's proxier serves
+	// every address of the family (pkg/proxy/util/nodeport_addresses.go), so the InternalIP will do.
+	var nets []*net.IPNet
+	for _, c := range cidrs {
+		if _, n, err := net.ParseCIDR(c); err == nil && FamilyOf(n.IP) == family {
+			nets = append(nets, n)
+		}
+	}
+	inside := func(ip net.IP) bool {
+		if len(nets) == 0 {
+			return true
+		}
+		for _, n := range nets {
+			if n.Contains(ip) {
+				return true
+			}
+		}
+		return false
+	}
+	isLocal := func(ip net.IP) bool {
+		for _, l := range local {
+			if l.Equal(ip) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, c := range candidates {
+		ip := net.ParseIP(c)
+		if ip != nil && FamilyOf(ip) == family && isLocal(ip) && inside(ip) {
+			return ip.String()
+		}
+	}
+	if len(nets) == 0 {
+		return ""
+	}
+	for _, l := range local {
+		if FamilyOf(l) == family && inside(l) && !l.IsLinkLocalUnicast() {
+			return l.String()
+		}
+	}
+	return ""
+}
+
+// FamilyOf is "IPv4" or "IPv6" (Kubernetes' IPFamily spelling).
+func FamilyOf(ip net.IP) string {
+	if ip.To4() != nil {
+		return "IPv4"
+	}
+	return "IPv6"
+}

@@ -55,8 +55,9 @@ func TestScrapeTimeout(t *testing.T) {
 	}
 }
 
-// deadlineCollector records the context each scrape hands it, and can hold the scrape until released or until
-// that context ends. It emits no metrics of its own: the exporter adds its per-collector self-metrics.
+// deadlineCollector is a gatherer that records the context each scrape hands it, and can hold the scrape until
+// released or until that context ends. As a collector it emits no metrics of its own: the exporter adds its
+// per-collector self-metrics.
 type deadlineCollector struct {
 	seen    chan context.Context
 	release chan struct{} // nil: do not block
@@ -64,24 +65,29 @@ type deadlineCollector struct {
 
 func (*deadlineCollector) Name() string                 { return "deadline" }
 func (*deadlineCollector) Metrics() []*collector.Metric { return nil }
+func (*deadlineCollector) Inputs() []collector.Input    { return nil }
 
-func (d *deadlineCollector) Update(ctx context.Context, _ chan<- prometheus.Metric) error {
+func (d *deadlineCollector) Gather(ctx context.Context) *collector.State {
 	d.seen <- ctx
-	if d.release == nil {
-		return nil
+	if d.release != nil {
+		select {
+		case <-d.release:
+		case <-ctx.Done():
+			// What a real input does when the scrape's deadline passes: it is recorded as failed.
+			return &collector.State{NodeErr: ctx.Err()}
+		}
 	}
-	select {
-	case <-d.release:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return &collector.State{}
 }
 
-func newTestHandler(c collector.Collector, maxRequests int) *metricsHandler {
+func (d *deadlineCollector) Update(st *collector.State, _ chan<- prometheus.Metric) error {
+	return st.NodeErr
+}
+
+func newTestHandler(c *deadlineCollector, maxRequests int) *metricsHandler {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	opts := options{nodeName: "node-a", probeTimeout: 5 * time.Second, scrapeTimeoutOff: 500 * time.Millisecond, maxRequests: maxRequests}
-	return newMetricsHandler(collector.NewExporter(logger, c), opts, logger)
+	return newMetricsHandler(collector.NewExporter(logger, c, c), opts, logger)
 }
 
 func scrape(t *testing.T, url string, header string) (int, string) {

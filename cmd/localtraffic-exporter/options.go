@@ -24,6 +24,9 @@ type options struct {
 	kubeProxyHealthz   string
 	kubeProxyMetrics   string
 	healthCheckAddress string
+	nodePortAddresses  []string // nil: read kube-proxy's /configz
+	externalIPWindow   time.Duration
+	dataplane          string // "" (auto), "kube-proxy" or "replacement"
 	probeTimeout       time.Duration
 	probeConcurrency   int
 	scrapeTimeoutOff   time.Duration
@@ -70,7 +73,10 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	fs.StringVar(&o.logFormat, "log.format", "auto", "Log format: auto (tint on a terminal, JSON otherwise), json, text.")
 	fs.StringVar(&o.kubeProxyHealthz, "kube-proxy.healthz-address", "", "kube-proxy's health server host:port (default <Node InternalIP>:10256).")
 	fs.StringVar(&o.kubeProxyMetrics, "kube-proxy.metrics-address", "127.0.0.1:10249", "kube-proxy's metrics server host:port, asked for /proxyMode.")
-	fs.StringVar(&o.healthCheckAddress, "health-check.address", "", "Address to probe health check node ports on (default: the Node's InternalIP, confirmed local).")
+	fs.StringVar(&o.healthCheckAddress, "health-check.address", "", "Address to probe health check node ports of its IP family on (default: the node's address of each family that kube-proxy serves).")
+	nodePortAddrs := fs.String("kube-proxy.nodeport-addresses", "", "kube-proxy's --nodeport-addresses, comma-separated CIDRs or \"primary\" (default: read from kube-proxy's /configz on --kube-proxy.metrics-address).")
+	dataplane := fs.String("dataplane", "auto", "What serves Services on this node: auto (detect a kube-proxy replacement: no kube-proxy rules and no kube-proxy health answer), kube-proxy, or replacement (Cilium, Calico eBPF, OVN-Kubernetes: API view and health check node ports decide).")
+	fs.DurationVar(&o.externalIPWindow, "externalip.evidence-window", 10*time.Minute, "An externalIP not assigned to this node is in rotation when its drop rule's packet counter grew this recently (iptables modes).")
 	fs.DurationVar(&o.probeTimeout, "probe.timeout", 5*time.Second, "Longest time one probe may take; the scrape's own timeout may shorten it.")
 	fs.IntVar(&o.probeConcurrency, "probe.concurrency", 8, "Health check probes in flight at once.")
 	fs.DurationVar(&o.scrapeTimeoutOff, "scrape.timeout-offset", 500*time.Millisecond, "Subtracted from X-Prometheus-Scrape-Timeout-Seconds to leave time to answer.")
@@ -131,6 +137,29 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		if _, _, err := net.SplitHostPort(hp.v); err != nil {
 			return o, fmt.Errorf("bad %s %q: want host:port", hp.flag, hp.v)
 		}
+	}
+	if *nodePortAddrs != "" {
+		o.nodePortAddresses = []string{}
+		for _, c := range strings.Split(*nodePortAddrs, ",") {
+			c = strings.TrimSpace(c)
+			if c == "primary" {
+				continue
+			}
+			if _, _, err := net.ParseCIDR(c); err != nil {
+				return o, fmt.Errorf("bad --kube-proxy.nodeport-addresses %q: want CIDRs or primary", *nodePortAddrs)
+			}
+			o.nodePortAddresses = append(o.nodePortAddresses, c)
+		}
+	}
+	switch *dataplane {
+	case "auto":
+	case "kube-proxy", "replacement":
+		o.dataplane = *dataplane
+	default:
+		return o, fmt.Errorf("bad --dataplane %q: want auto, kube-proxy or replacement", *dataplane)
+	}
+	if o.externalIPWindow <= 0 {
+		return o, fmt.Errorf("bad --externalip.evidence-window %s: must be positive", o.externalIPWindow)
 	}
 	if o.healthCheckAddress != "" && net.ParseIP(o.healthCheckAddress) == nil {
 		return o, fmt.Errorf("bad --health-check.address %q: want an IP address", o.healthCheckAddress)

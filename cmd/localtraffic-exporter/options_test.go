@@ -34,6 +34,7 @@ func TestParseOptionsDefaults(t *testing.T) {
 		maxRequests:      10,
 		rulesMode:        "auto",
 		rulesCacheTTL:    2 * time.Second,
+		externalIPWindow: 10 * time.Minute,
 	}
 	if !reflect.DeepEqual(o, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", o, want)
@@ -100,7 +101,8 @@ func TestParseOptionsGoodValues(t *testing.T) {
 		"--kube-proxy.metrics-address", "localhost:10249", "--health-check.address", "fd00::1",
 		"--probe.timeout", "1.5s", "--probe.concurrency", "1", "--scrape.timeout-offset", "0s",
 		"--web.max-requests", "1", "--rules.mode", "nftables", "--rules.cache-ttl", "0s",
-		"--web.config.file", "/etc/web.yml",
+		"--web.config.file", "/etc/web.yml", "--kube-proxy.nodeport-addresses", "10.0.0.0/8, fd00::/64,primary",
+		"--externalip.evidence-window", "90s", "--dataplane", "replacement",
 	}, env(nil))
 	if err != nil {
 		t.Fatalf("parseOptions: %v", err)
@@ -110,6 +112,7 @@ func TestParseOptionsGoodValues(t *testing.T) {
 		telemetryPath: "/m", logLevel: slog.LevelDebug, logFormat: "json", kubeProxyHealthz: "[fd00::1]:10256",
 		kubeProxyMetrics: "localhost:10249", healthCheckAddress: "fd00::1", probeTimeout: 1500 * time.Millisecond,
 		probeConcurrency: 1, scrapeTimeoutOff: 0, maxRequests: 1, rulesMode: "nftables", rulesCacheTTL: 0,
+		nodePortAddresses: []string{"10.0.0.0/8", "fd00::/64"}, externalIPWindow: 90 * time.Second, dataplane: "replacement",
 	}
 	if !reflect.DeepEqual(o, want) {
 		t.Errorf("\n got %+v\nwant %+v", o, want)
@@ -160,6 +163,9 @@ func TestParseOptionsBadValues(t *testing.T) {
 		{"metrics address without port", []string{"--kube-proxy.metrics-address", "localhost"}, nil, "--kube-proxy.metrics-address"},
 		{"health check address a host:port", []string{"--health-check.address", "10.0.0.1:80"}, nil, "--health-check.address"},
 		{"health check address a name", []string{"--health-check.address", "node-a"}, nil, "--health-check.address"},
+		{"nodeport addresses not CIDRs", []string{"--kube-proxy.nodeport-addresses", "10.0.0.1"}, nil, "--kube-proxy.nodeport-addresses"},
+		{"externalIP window zero", []string{"--externalip.evidence-window", "0s"}, nil, "--externalip.evidence-window"},
+		{"dataplane", []string{"--dataplane", "cilium"}, nil, "--dataplane"},
 		{"kubeconfig missing", []string{"--kubeconfig", "/nonexistent/kubeconfig"}, nil, "--kubeconfig"},
 		{"bool flag with a value", []string{"--version=maybe"}, nil, "version"},
 	}

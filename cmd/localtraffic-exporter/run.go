@@ -182,8 +182,8 @@ type exporterView interface {
 
 // newRulesReader returns the rule reader the options ask for; nil for --rules.mode=none.
 func newRulesReader(opts options, logger *slog.Logger) rules.Reader {
-	if opts.rulesMode == "none" {
-		return nil
+	if opts.rulesMode == "none" || opts.dataplane == collector.DataplaneReplacement {
+		return nil // no kube-proxy rules to read
 	}
 	return rules.NewReader(rules.Options{
 		Mode:         rules.Mode(opts.rulesMode),
@@ -199,10 +199,6 @@ func newExporter(opts options, view exporterView, addrs nodeprobe.AddrLister, ru
 	localAddr := func(n kubeview.NodeState) (string, error) {
 		return nodeprobe.PickLocalAddress(addrs, n.InternalIPs)
 	}
-	hcAddr := localAddr
-	if opts.healthCheckAddress != "" {
-		hcAddr = func(kubeview.NodeState) (string, error) { return opts.healthCheckAddress, nil }
-	}
 	kpAddr := func(n kubeview.NodeState) (string, error) {
 		ip, err := localAddr(n)
 		if err != nil {
@@ -213,21 +209,14 @@ func newExporter(opts options, view exporterView, addrs nodeprobe.AddrLister, ru
 	if opts.kubeProxyHealthz != "" {
 		kpAddr = func(kubeview.NodeState) (string, error) { return opts.kubeProxyHealthz, nil }
 	}
-	services := collector.ServicesConfig{
-		View: view, ProbeAddress: hcAddr, Client: client,
-		ProbeTimeout: opts.probeTimeout, Concurrency: opts.probeConcurrency, Logger: logger,
-	}
-	cs := []collector.Collector{
-		collector.NewKubeProxy(collector.KubeProxyConfig{
-			View: view, Address: kpAddr, Client: client, ProbeTimeout: opts.probeTimeout, Logger: logger,
-		}),
-		collector.NewNode(view),
-		collector.NewInformers(view),
-	}
-	if ruleReader != nil {
-		rc := collector.NewRules(collector.RulesConfig{View: view, Reader: ruleReader, Logger: logger})
-		services.Rules = rc
-		cs = append(cs, rc)
-	}
-	return collector.NewExporter(logger, append([]collector.Collector{collector.NewServices(services)}, cs...)...)
+	gatherer := collector.NewGatherer(collector.GathererConfig{
+		View: view, Informers: view, Rules: ruleReader, Addrs: addrs,
+		KubeProxyAddress: kpAddr, HealthCheckAddress: opts.healthCheckAddress,
+		NodePortAddresses: opts.nodePortAddresses, ConfigzURL: "http://" + opts.kubeProxyMetrics + "/configz",
+		ExternalIPWindow: opts.externalIPWindow, Dataplane: opts.dataplane,
+		Client: client, ProbeTimeout: opts.probeTimeout, Concurrency: opts.probeConcurrency,
+		Memory: collector.NewMemory(), Logger: logger,
+	})
+	return collector.NewExporter(logger, gatherer,
+		collector.NewServices(), collector.NewKubeProxy(), collector.NewNode(), collector.NewInformers(), collector.NewRules(), collector.NewDataplane())
 }

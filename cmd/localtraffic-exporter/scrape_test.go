@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
@@ -312,8 +313,9 @@ func TestScrapeWithHostilePeers(t *testing.T) {
 	for _, want := range []string{
 		`localtraffic_health_check_result{namespace="shop",node="node-1",result="timeout",service="web"} 1`,
 		`localtraffic_health_check_up{namespace="shop",node="node-1",service="web"} 0`,
-		// Unreachable health check: the load balancer cannot drain what it cannot see, so the drop is a blackhole.
-		`localtraffic_blackhole{namespace="shop",node="node-1",service="web"} 1`,
+		// A health check that times out drains the node, as a 503 does: out of rotation, no blackhole (item 4).
+		`localtraffic_in_rotation{namespace="shop",node="node-1",service="web"} 0`,
+		`localtraffic_blackhole{namespace="shop",node="node-1",service="web"} 0`,
 		`localtraffic_kube_proxy_result{endpoint="healthz",node="node-1",result="invalid"} 1`,
 		`localtraffic_kube_proxy_up{endpoint="healthz",node="node-1"} 0`,
 		`localtraffic_kube_proxy_healthy{node="node-1"} 0`,
@@ -440,5 +442,45 @@ func TestConcurrentScrapesShareOneRuleRead(t *testing.T) {
 	}
 	if len(runner.calls) != 2 {
 		t.Errorf("commands run: %v", runner.calls)
+	}
+}
+
+// --rules.mode=none beside the rules: for NodePort Services whose rules agree with the API, both give the same
+// verdicts (the API view decides one, the rules the other).
+func TestAPIOnlyModeAgreesWithRules(t *testing.T) {
+	objs := []runtime.Object{
+		svc("kubelings", "checkout", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal, 0, 30090),
+		endpoints("kubelings", "checkout", "node-2"),
+		svc("shop", "api", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal, 0, 30091),
+		endpoints("shop", "api", "node-1"),
+	}
+	port := func(ns, name string) rules.ServicePort {
+		return rules.ServicePort{Namespace: ns, Name: name, Port: "http", Protocol: "TCP"}
+	}
+	snap := rules.NewSnapshot(rules.ModeIPTables, rules.BackendNFT, []string{rules.FamilyIPv4}, time.Unix(1700000000, 0),
+		map[rules.ServicePort]rules.PortState{
+			port("kubelings", "checkout"): {Programmed: true, Drop: true, Drops: []rules.DropRule{{Port: 30090, Counted: true}}},
+			port("shop", "api"):           {Programmed: true, LocalEndpoints: 1},
+		})
+	verdicts := func(body string) []string {
+		var out []string
+		for _, l := range strings.Split(body, "\n") {
+			if strings.HasPrefix(l, "localtraffic_blackhole{") || strings.HasPrefix(l, "localtraffic_in_rotation{") {
+				out = append(out, l)
+			}
+		}
+		sort.Strings(out)
+		return out
+	}
+	kp := kubeProxyServer(t)
+	apiOnly, withRules := verdicts(scrapeAPI(t, nil, kp, objs...)), verdicts(scrapeAPI(t, fixedRules{snap}, kp, objs...))
+	want := []string{
+		`localtraffic_blackhole{namespace="kubelings",node="node-1",service="checkout"} 1`,
+		`localtraffic_blackhole{namespace="shop",node="node-1",service="api"} 0`,
+		`localtraffic_in_rotation{namespace="kubelings",node="node-1",service="checkout"} 1`,
+		`localtraffic_in_rotation{namespace="shop",node="node-1",service="api"} 1`,
+	}
+	if !reflect.DeepEqual(apiOnly, want) || !reflect.DeepEqual(withRules, want) {
+		t.Errorf("API-only:\n%s\nwith rules:\n%s\nwant:\n%s", strings.Join(apiOnly, "\n"), strings.Join(withRules, "\n"), strings.Join(want, "\n"))
 	}
 }

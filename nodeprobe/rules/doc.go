@@ -1,6 +1,7 @@
 // Package rules reads what kube-proxy programmed on this node — iptables (legacy
-// or nft backend) or nftables mode — and says, per Service port, whether the node
-// drops external traffic for lack of local endpoints. It never writes a rule, a
+// or nft backend) or nftables mode — and says, per IP family and Service port, whether
+// the node drops external traffic for lack of local endpoints, and for which
+// destinations (the NodePort, each load balancer ingress IP and externalIP). It never writes a rule, a
 // chain, a table or a lock: it runs `iptables-save` and `nft list`, and reads
 // /proc/net/ip{,6}_tables_names (in-process with ExecRunner, `cat` through other
 // Runners, e.g. NetnsRunner).
@@ -13,8 +14,10 @@
 //	case errors.Is(err, rules.ErrUnsupported): // snap.Mode says which (ipvs): use the API view
 //	case err != nil:                           // rules unreadable: use the API view, report the failure
 //	default:
-//		st := snap.Port(rules.ServicePort{Namespace: "ns", Name: "svc", Port: "http", Protocol: "TCP"})
-//		// st.Drop, st.LocalEndpoints, st.DropPackets ...
+//		sp := rules.ServicePort{Namespace: "ns", Name: "svc", Port: "http", Protocol: "TCP"}
+//		for _, fam := range snap.Families {
+//			st := snap.Family(sp, fam) // st.Drop, st.Drops, st.LocalEndpoints ...
+//		}
 //	}
 //
 // # Mode
@@ -69,9 +72,29 @@
 // internalTrafficPolicy=Local). Reject: verdict "goto reject-chain". Elements are
 // matched by their "ns/name[:port]" comment (nft JSON puts it in
 // elem.val/elem.comment of the key) plus the protocol in the key; chains by their
-// "<prefix><hash8>-ns/name/proto/port" names. LocalEndpoints: distinct endpoint-*
-// targets in the local-* chain. DropPackets is 0: kube-proxy puts no counters on
-// these elements (element counters are summed if present).
+// "<prefix><hash8>-ns/name/proto/port" names. DropPackets is 0: kube-proxy puts no
+// counters on these elements (element counters are read if present: Counted).
+//
+// LocalEndpoints: the distinct endpoints the local-* chain sends traffic to, in
+// every layout kube-proxy v1.37 writes (writeServiceToEndpointDNATs /
+// writeServiceToEndpointJumps): without session affinity the DNAT is in the chain
+// itself — "meta l4proto tcp dnat to 10.180.2.1:80" for one endpoint, "dnat ip addr
+// . port to numgen random mod N map { 0 : 10.180.2.1 . 80, ... }" for several —
+// counted by address and port; with session affinity (and in releases before the
+// DNAT layout) goto/jump to endpoint-* chains from "ip saddr @affinity-… goto
+// endpoint-…" rules and a "numgen random mod N vmap", counted by chain. Fixtures
+// testdata/real-v1.37.2-* were dumped from a real kube-proxy v1.37.2
+// (e2e/cmd/dumprules); testdata/nft-*.json is our generator's older layout.
+//
+// # Bounded commands
+//
+// Every command runs with the Read's context (the scrape's deadline), also the
+// `iptables-<backend> --version` query made once per backend detection (through the
+// Runner; informational only). ExecRunner caps stdout at 64 MiB and stderr at
+// 1 MiB (MaxOutput, MaxStderr): past the cap the command is killed and Run fails
+// with ErrOutputTooLarge — a truncated ruleset is never parsed. WaitDelay (500 ms)
+// bounds the wait for a killed command's pipes, which a child it started may hold
+// open: a command ends at most that long after the Read's context. /proc reads (ReadFile) are capped the same way.
 //
 // # Sharing and caching
 //
@@ -88,10 +111,35 @@
 // Service ports with any state. NewSnapshot builds a snapshot from known states for
 // tests of consumers.
 //
-// # Semantics over families
+// # Families and destinations
 //
-// Port merges IPv4 and IPv6: Programmed, Drop, Reject if any family says so;
-// LocalEndpoints the maximum; DropPackets the sum. DropPackets is a raw rule counter
+// kube-proxy runs one proxier per IP family, and each writes its own rules
+// (iptables and ip6tables, or tables ip and ip6 kube-proxy): one node can forward a
+// Service port's IPv4 traffic and drop its IPv6 traffic. The snapshot keeps the
+// families apart. Family(sp, fam) is one family's state; HasFamily(fam) says whether
+// that family's rules were found and read (a zero PortState from a family that was
+// not read says nothing). HasFamily does not say a Service uses the family: kube-proxy
+// v1.37.2 programs an IPv6 table (ip6tables KUBE-SERVICES, table ip6 kube-proxy) even
+// on a single-stack IPv4 node when the kernel has IPv6 (seen in the real fixtures);
+// a Service's families come from its spec.ipFamilies and its EndpointSlices.
+// Port(sp) is a merged view kept for older callers:
+// Programmed, Drop, Reject if any family says so; LocalEndpoints the maximum;
+// DropPackets the sum; Drops all families' rules.
+//
+// PortState.Drops lists the drop rules one by one, the NodePort rule (Address "")
+// first, then by address: ≥1.25 iptables writes one KUBE-EXTERNAL-SERVICES DROP per
+// destination, "-m addrtype --dst-type LOCAL ... --dport <nodePort>" for the NodePort
+// and "-d <ip>/32" (/128) "... --dport <port>" per LB ingress IP and externalIP, each
+// with its own [packets:bytes] counter (Counted). nftables mode: each drop element of
+// no-endpoint-nodeports (Address "", Port the NodePort) and of no-endpoint-services
+// (the element's address and port) is one DropRule, Counted false. ≤1.24 layouts
+// drop every destination of the port in one nat rule (KUBE-MARK-DROP in KUBE-XLB or
+// KUBE-SVL, which the NodePort rule and each address's rule all reach): that is one
+// DropRule with AllDestinations set, Address "" and Port 0, whose counter counts all
+// destinations together — no per-address evidence exists in those layouts. Addresses
+// are canonical (netip.Addr.String). DropPackets is the sum of the rules' counters.
+//
+// DropPackets is a raw rule counter
 // that resets whenever kube-proxy rewrites the rule (every sync in ≥1.25's filter
 // table): a monotonic metric must be kept by the caller (the rules collector does that).
 //

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -29,6 +30,22 @@ func checkStates(t *testing.T, ports map[portKey]*PortState) {
 		if st.DropPackets > 0 && !st.Drop {
 			t.Errorf("%s: drop packets without drop", k)
 		}
+		var sum uint64
+		for _, d := range st.Drops {
+			sum += d.Packets
+			if d.Packets > 0 && !d.Counted {
+				t.Errorf("%s: packets on an uncounted rule %+v", k, d)
+			}
+			if d.AllDestinations && (d.Address != "" || d.Port != 0) {
+				t.Errorf("%s: rule for all destinations names one: %+v", k, d)
+			}
+			if d.Port < 0 {
+				t.Errorf("%s: negative port %+v", k, d)
+			}
+		}
+		if sum != st.DropPackets || st.Drop != (len(st.Drops) > 0) {
+			t.Errorf("%s: Drop/DropPackets out of step with Drops: %+v", k, *st)
+		}
 		if (st.Drop || st.Reject || st.LocalEndpoints > 0) && !st.Programmed {
 			t.Errorf("%s: state without Programmed: %+v", k, *st)
 		}
@@ -37,8 +54,12 @@ func checkStates(t *testing.T, ports map[portKey]*PortState) {
 
 func FuzzParseIPTablesSave(f *testing.F) {
 	addFixtures(f, "iptables-*")
+	addFixtures(f, "real-*-iptables-*.save")
 	f.Add([]byte("*filter\n[3:180] -A KUBE-EXTERNAL-SERVICES -p tcp -m comment --comment \"a/b:c has no local endpoints\" -j DROP\nCOMMIT\n"))
 	f.Add([]byte("*nat\n-A KUBE-SVL-AAAAAAAAAAAAAAAA -m comment --comment \"x \\\" y\" -j KUBE-SEP-BBBBBBBBBBBBBBBB\nCOMMIT\n"))
+	f.Add([]byte("*filter\n[9:540] -A KUBE-EXTERNAL-SERVICES -d 2001:DB8::10/128 -p tcp -m comment --comment \"a/b:c has no local endpoints\" -m tcp --dport 80 -j DROP\nCOMMIT\n"))
+	f.Add([]byte("*filter\n-A KUBE-EXTERNAL-SERVICES -p udp -m comment --comment \"a/b has no local endpoints\" -m addrtype --dst-type LOCAL -m udp --dport 30053 -j DROP\nCOMMIT\n"))
+	f.Add([]byte("*nat\n:KUBE-XLB-AAAAAAAAAAAAAAAA - [0:0]\n[2:120] -A KUBE-XLB-AAAAAAAAAAAAAAAA -m comment --comment \"a/b:c has no local endpoints\" -j KUBE-MARK-DROP\nCOMMIT\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		a := newIPTablesResult()
 		errA := parseIPTablesSave(data, a)
@@ -55,7 +76,7 @@ func FuzzParseIPTablesSave(f *testing.F) {
 			t.Fatalf("non-deterministic result")
 		}
 		for k, st := range a.ports {
-			if *b.ports[k] != *st {
+			if !equalState(*b.ports[k], *st) {
 				t.Fatalf("%s: %+v vs %+v", k, *st, *b.ports[k])
 			}
 		}
@@ -73,8 +94,12 @@ func FuzzParseIPTablesSave(f *testing.F) {
 
 func FuzzParseNFTJSON(f *testing.F) {
 	addFixtures(f, "nft-*.json")
+	addFixtures(f, "real-*-nft-*.json")
 	f.Add([]byte(`{"nftables":[{"table":{"family":"ip","name":"kube-proxy"}},{"map":{"name":"no-endpoint-nodeports","elem":[[{"elem":{"val":{"concat":["tcp",30090]},"comment":"a/b:c","counter":{"packets":3}}},{"drop":null}]]}}]}`))
 	f.Add([]byte(`{"nftables":[{"table":{"name":"kube-proxy"}},{"rule":{"chain":"local-AAAAAAAA-a/b/tcp/c","expr":[{"vmap":{"data":{"set":[[0,{"goto":{"target":"endpoint-X"}}]]}}}]}}]}`))
+	f.Add([]byte(`{"nftables":[{"table":{"name":"kube-proxy"}},{"rule":{"chain":"local-AAAAAAAA-a/b/tcp/c","expr":[{"dnat":{"addr":"10.180.2.1","port":80}}]}}]}`))
+	f.Add([]byte(`{"nftables":[{"table":{"name":"kube-proxy"}},{"rule":{"chain":"local-AAAAAAAA-a/b/tcp/c","expr":[{"dnat":{"family":"ip6","addr":{"map":{"key":{"numgen":{"mode":"random","mod":2,"offset":0}},"data":{"set":[[0,{"concat":["fd00::1",80]}],[1,{"concat":["fd00::2",80]}]]}}}}}]}}]}`))
+	f.Add([]byte(`{"nftables":[{"table":{"name":"kube-proxy"}},{"map":{"name":"service-ips","elem":[[{"concat":["2001:db8::10","tcp",80]},{"goto":{"target":"external-AAAAAAAA-a/b/tcp/c"}}]]}},{"map":{"name":"no-endpoint-services","elem":[[{"elem":{"val":{"concat":["2001:db8::10","tcp",80]},"comment":"a/b:c"}},{"drop":null}]]}}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		res, err := parseNFTJSON(data)
 		if err != nil {
@@ -84,6 +109,47 @@ func FuzzParseNFTJSON(f *testing.F) {
 			t.Fatal("parsed without a kube-proxy table")
 		}
 		checkStates(t, res.ports)
+		for k, st := range res.ports {
+			for _, d := range st.Drops {
+				if d.AllDestinations {
+					t.Errorf("%s: nftables has no rule for all destinations: %+v", k, d)
+				}
+			}
+		}
+	})
+}
+
+// FuzzCanonicalDest: whatever -d value parses yields an address or prefix in
+// canonical form, which parses again to itself.
+func FuzzCanonicalDest(f *testing.F) {
+	for _, s := range []string{"1.2.3.4/32", "2001:DB8:0::10/128", "::ffff:1.2.3.4", "192.0.2.0/24", "fe80::1%eth0/128", "1.2.3.4/33", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := canonicalDest([]byte(s))
+		if err != nil {
+			return
+		}
+		again, err := canonicalDest([]byte(got))
+		if err != nil || again != got {
+			t.Fatalf("%q -> %q -> %q, %v: not canonical", s, got, again, err)
+		}
+	})
+}
+
+// FuzzParseIPTablesVersion: a version is digits and dots only.
+func FuzzParseIPTablesVersion(f *testing.F) {
+	for _, s := range []string{"iptables v1.8.9 (nf_tables)\n", "iptables-legacy v1.8.7 (legacy)", "v", "vv1.2", "v1..2"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v := parseIPTablesVersion(b)
+		if v == "" {
+			return
+		}
+		if strings.Trim(v, "0123456789.") != "" || strings.Contains(v, "..") || strings.HasPrefix(v, ".") || strings.HasSuffix(v, ".") {
+			t.Fatalf("%q: version %q", b, v)
+		}
 	})
 }
 

@@ -7,8 +7,6 @@ import (
 	"io/fs"
 	"strings"
 	"time"
-
-	"github.com/coreos/go-iptables/iptables"
 )
 
 type ipFamily struct {
@@ -26,15 +24,42 @@ func saveCommand(f ipFamily, backend string) string {
 	return "iptables-" + backend + "-save"
 }
 
-// toolVersion asks go-iptables for the version of the backend's iptables binary
-// (same package as its -save); "" when unknown. Informational only.
-func toolVersion(backend string) string {
-	ipt, err := iptables.New(iptables.Path("iptables-" + backend))
+// toolVersion runs the backend's `iptables-<backend> --version` through the
+// Runner, with the read's context (so the single-flight leader never runs a
+// command without one), and returns its version ("1.8.9"); "" when unknown.
+// Informational only: a failure is logged by the caller as an empty version.
+func (r *reader) toolVersion(ctx context.Context, backend string) string {
+	bin, err := r.binary("iptables-" + backend)
 	if err != nil {
 		return ""
 	}
-	a, b, c := ipt.GetIptablesVersion()
-	return fmt.Sprintf("%d.%d.%d", a, b, c)
+	out, err := r.opts.Runner.Run(ctx, bin, "--version")
+	if err != nil {
+		return ""
+	}
+	return parseIPTablesVersion(out)
+}
+
+// parseIPTablesVersion reads "iptables v1.8.9 (nf_tables)" (or "iptables-legacy
+// v1.8.7 (legacy)", "ip6tables v1.8.9 (nf_tables)") into "1.8.9"; "" otherwise.
+func parseIPTablesVersion(out []byte) string {
+	for _, f := range strings.Fields(string(out)) {
+		v, ok := strings.CutPrefix(f, "v")
+		if !ok || v == "" {
+			continue
+		}
+		parts := strings.Split(v, ".")
+		good := len(parts) >= 2
+		for _, p := range parts {
+			if p == "" || strings.Trim(p, "0123456789") != "" {
+				good = false
+			}
+		}
+		if good {
+			return v
+		}
+	}
+	return ""
 }
 
 // readIPTables reads nat and filter of both families with the backend
@@ -52,13 +77,13 @@ func (r *reader) readIPTables(ctx context.Context) (*Snapshot, error) {
 		if err != nil {
 			return nil, err
 		}
-		version := toolVersion(backend)
+		version := r.toolVersion(ctx, backend)
 		r.opts.Logger.Debug("iptables backend detected", "backend", backend, "version", version)
 		r.mu.Lock()
 		r.backend, r.detectedAt = backend, r.opts.Now()
 		r.mu.Unlock()
 	}
-	snap := &Snapshot{Mode: ModeIPTables, Backend: backend, ports: map[portKey]*PortState{}}
+	snap := &Snapshot{Mode: ModeIPTables, Backend: backend}
 	ipvs := false
 	for _, f := range ipFamilies {
 		res, err := r.readIPTablesFamily(ctx, f, backend, []string{"nat", "filter"})
@@ -69,8 +94,7 @@ func (r *reader) readIPTables(ctx context.Context) (*Snapshot, error) {
 			continue // family absent, or kube-proxy does not program it
 		}
 		ipvs = ipvs || res.ipvsChains
-		snap.Families = append(snap.Families, f.name)
-		mergeFamily(snap.ports, res.ports)
+		snap.addFamily(f.name, res.ports)
 	}
 	if len(snap.Families) == 0 {
 		return nil, fmt.Errorf("iptables %s backend: no KUBE-SERVICES chain in nat: %w", backend, ErrNoRules)

@@ -3,6 +3,7 @@ package rules
 import (
 	"bytes"
 	"fmt"
+	"net/netip"
 	"strconv"
 )
 
@@ -154,7 +155,9 @@ func (res *iptablesResult) chain(table, name []byte) {
 // ruleArgs is what the reader needs from one rule.
 type ruleArgs struct {
 	chain, proto, comment, target []byte
+	dest, dport                   []byte // -d and --dport values
 	pkts                          uint64
+	counted                       bool // the line carried [packets:bytes]
 }
 
 func (res *iptablesResult) rule(table, line []byte) error {
@@ -173,7 +176,7 @@ func (res *iptablesResult) rule(table, line []byte) error {
 		if err != nil {
 			return fmt.Errorf("bad packet counter in %q", clip(line))
 		}
-		r.pkts = n
+		r.pkts, r.counted = n, true
 		rest = bytes.TrimLeft(line[end+1:], " ")
 	}
 	if !bytes.HasPrefix(rest, []byte("-A ")) {
@@ -225,9 +228,9 @@ func (res *iptablesResult) rule(table, line []byte) error {
 		case ext:
 			// KUBE-EXT only matters through the KUBE-SVL it jumps to, counted there.
 		case bytes.Equal(r.target, chainMarkDrop):
-			// ≤1.24: "<svc> has no local endpoints" -j KUBE-MARK-DROP in XLB/SVL.
-			st.Drop = true
-			st.DropPackets += r.pkts
+			// ≤1.24: "<svc> has no local endpoints" -j KUBE-MARK-DROP in XLB/SVL,
+			// one rule for the NodePort and every address of the port.
+			st.addDrop(DropRule{AllDestinations: true, Packets: r.pkts, Counted: r.counted})
 		case bytes.HasPrefix(r.target, prefixSEP):
 			sep, ok := hashSuffix(r.target, prefixSEP)
 			if !ok {
@@ -267,15 +270,66 @@ func (res *iptablesResult) rule(table, line []byte) error {
 	if bytes.IndexByte(name, '/') <= 0 {
 		return nil
 	}
-	st := stateFor(res.ports, hashKey(string(name), string(bytes.ToLower(r.proto))))
-	st.Programmed = true
-	if drop {
-		st.Drop = true
-		st.DropPackets += r.pkts
-	} else {
+	if !drop {
+		st := stateFor(res.ports, hashKey(string(name), string(bytes.ToLower(r.proto))))
+		st.Programmed = true
 		st.Reject = true
+		return nil
 	}
+	d, err := dropRule(&r)
+	if err != nil {
+		return fmt.Errorf("%w in %q", err, clip(line))
+	}
+	stateFor(res.ports, hashKey(string(name), string(bytes.ToLower(r.proto)))).addDrop(d)
 	return nil
+}
+
+// dropRule reads the destination of a ≥1.25 KUBE-EXTERNAL-SERVICES DROP rule:
+// "-m addrtype --dst-type LOCAL ... --dport <nodePort>" is the NodePort rule
+// (Address ""), "-d <ip>/32 ... --dport <port>" (/128 for IPv6) an LB ingress IP
+// or externalIP.
+func dropRule(r *ruleArgs) (DropRule, error) {
+	d := DropRule{Packets: r.pkts, Counted: r.counted}
+	// kube-proxy always writes --dport and either -d or --dst-type LOCAL; a rule
+	// without them still drops, so it is kept (Port 0, Address "") rather than lost.
+	if len(r.dport) > 0 {
+		port, err := strconv.ParseUint(string(r.dport), 10, 16)
+		if err != nil {
+			return d, fmt.Errorf("drop rule with bad --dport %q", clip(r.dport))
+		}
+		d.Port = int32(port)
+	}
+	if len(r.dest) == 0 {
+		return d, nil
+	}
+	addr, err := canonicalDest(r.dest)
+	if err != nil {
+		return d, err
+	}
+	d.Address = addr
+	return d, nil
+}
+
+// canonicalDest turns iptables-save's "-d" value (an address with a prefix
+// length, "/32" or "/128" for one host) into netip's canonical spelling.
+func canonicalDest(b []byte) (string, error) {
+	s := string(b)
+	if !bytes.ContainsRune(b, '/') {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return "", fmt.Errorf("drop rule with bad -d %q", clip(b))
+		}
+		return a.String(), nil
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return "", fmt.Errorf("drop rule with bad -d %q", clip(b))
+	}
+	if p.Bits() == p.Addr().BitLen() {
+		return p.Addr().String(), nil
+	}
+	// kube-proxy writes single addresses only; keep a wider match as the prefix.
+	return p.Masked().String(), nil
 }
 
 // scanArgs walks the arguments of a rule after the chain name, in any order, and
@@ -327,6 +381,10 @@ func scanArgs(s []byte, r *ruleArgs) error {
 			r.comment = tok
 		case "-j", "--jump", "-g", "--goto":
 			r.target = tok
+		case "-d", "--destination":
+			r.dest = tok
+		case "--dport", "--destination-port":
+			r.dport = tok
 		}
 		prev = tok
 	}

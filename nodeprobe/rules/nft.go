@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/netip"
+	"strconv"
 	"strings"
 )
 
@@ -84,9 +86,12 @@ type nftNoEndpoint struct {
 	nodePort bool
 	comment  string
 	proto    string
+	addr     string // canonical destination address; "" in no-endpoint-nodeports
+	port     int32
 	drop     bool
 	reject   bool
 	packets  uint64
+	counted  bool // the element carries a counter (kube-proxy puts none)
 }
 
 // parseNFTJSON reads `nft -j list table ip|ip6 kube-proxy`. Output it cannot read
@@ -182,8 +187,7 @@ func parseNFTJSON(data []byte) (*nftResult, error) {
 			// A drop on an address that service-ips sends to an external-*
 			// chain is an external/LB IP; a drop on the cluster IP is
 			// internalTrafficPolicy=Local and not counted.
-			st.Drop = true
-			st.DropPackets += ne.packets
+			st.addDrop(DropRule{Address: ne.addr, Port: ne.port, Packets: ne.packets, Counted: ne.counted})
 		}
 	}
 	return res, nil
@@ -191,24 +195,29 @@ func parseNFTJSON(data []byte) (*nftResult, error) {
 
 // nftElemVal returns the compact key value, its comment and counter packets.
 func nftElemVal(raw json.RawMessage) (val, comment string, packets uint64, err error) {
+	val, comment, packets, _, err = nftElemValCounted(raw)
+	return val, comment, packets, err
+}
+
+func nftElemValCounted(raw json.RawMessage) (val, comment string, packets uint64, counted bool, err error) {
 	var k nftElemKey
 	if bytes.HasPrefix(bytes.TrimSpace(raw), []byte("{")) {
 		if err := json.Unmarshal(raw, &k); err != nil {
-			return "", "", 0, err
+			return "", "", 0, false, err
 		}
 	}
 	if k.Elem != nil {
 		raw = k.Elem.Val
 		comment = k.Elem.Comment
 		if k.Elem.Counter != nil {
-			packets = k.Elem.Counter.Packets
+			packets, counted = k.Elem.Counter.Packets, true
 		}
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, raw); err != nil {
-		return "", "", 0, err
+		return "", "", 0, false, err
 	}
-	return buf.String(), comment, packets, nil
+	return buf.String(), comment, packets, counted, nil
 }
 
 func nftNoEndpointElem(e []json.RawMessage) (nftNoEndpoint, error) {
@@ -217,18 +226,38 @@ func nftNoEndpointElem(e []json.RawMessage) (nftNoEndpoint, error) {
 		return ne, fmt.Errorf("%d parts, want key and verdict", len(e))
 	}
 	var err error
-	ne.key, ne.comment, ne.packets, err = nftElemVal(e[0])
+	ne.key, ne.comment, ne.packets, ne.counted, err = nftElemValCounted(e[0])
 	if err != nil {
 		return ne, err
 	}
-	// The protocol is the concatenation part that names one.
+	// Keys are "proto . port" (no-endpoint-nodeports) or "addr . proto . port"
+	// (no-endpoint-services): the protocol is the part that names one, the port
+	// the number after it, the address the part before it.
 	var key struct {
-		Concat []any `json:"concat"`
+		Concat []json.RawMessage `json:"concat"`
 	}
 	if json.Unmarshal([]byte(ne.key), &key) == nil {
-		for _, p := range key.Concat {
-			if s, ok := p.(string); ok && (s == "tcp" || s == "udp" || s == "sctp") {
-				ne.proto = s
+		for i, p := range key.Concat {
+			var s string
+			if json.Unmarshal(p, &s) != nil || (s != "tcp" && s != "udp" && s != "sctp") {
+				continue
+			}
+			ne.proto = s
+			if i+1 < len(key.Concat) {
+				var port uint16
+				if json.Unmarshal(key.Concat[i+1], &port) == nil {
+					ne.port = int32(port)
+				}
+			}
+			if i > 0 {
+				var a string
+				if json.Unmarshal(key.Concat[i-1], &a) == nil {
+					if addr, err := netip.ParseAddr(a); err == nil {
+						ne.addr = addr.String()
+					} else {
+						ne.addr = a // not an address nft would print; kept as written
+					}
+				}
 			}
 		}
 	}
@@ -273,17 +302,34 @@ func nftServiceChain(name string) (prefix string, k portKey, ok bool) {
 	return prefix, hashKey(spn, parts[2]), true
 }
 
-// collectEndpointTargets adds every goto/jump target naming an endpoint-* chain.
+// collectEndpointTargets adds, to set, every endpoint a local-* chain rule sends
+// traffic to, in each layout kube-proxy writes (v1.37 writeServiceToEndpointDNATs
+// and writeServiceToEndpointJumps in pkg/proxy/nftables/proxier.go):
+//   - without session affinity, one endpoint: "dnat to 10.180.2.1:80"
+//     (JSON {"dnat":{"addr":"10.180.2.1","port":80}});
+//   - without session affinity, several: "dnat ip addr . port to numgen random mod N
+//     map { 0 : 10.180.2.1 . 80, ... }" (JSON addr {"map":{"data":{"set":[[0,{"concat":[ip,port]}],...]}}});
+//   - with session affinity (and releases before the DNAT layout): goto/jump to
+//     endpoint-* chains, from "ip saddr @affinity-… goto endpoint-…" rules and a
+//     "numgen random mod N vmap { 0 : goto endpoint-…, ... }".
+//
+// Endpoints are keyed "chain:<name>" or "addr:<ip>.<port>", so the affinity rule
+// and the vmap entry for one endpoint count once.
 func collectEndpointTargets(v any, set map[string]bool) {
 	switch x := v.(type) {
 	case map[string]any:
 		for key, val := range x {
-			if key == "goto" || key == "jump" {
+			switch key {
+			case "goto", "jump":
 				if m, ok := val.(map[string]any); ok {
 					if t, ok := m["target"].(string); ok && strings.HasPrefix(t, "endpoint-") {
-						set[t] = true
+						set["chain:"+t] = true
 						continue
 					}
+				}
+			case "dnat":
+				if m, ok := val.(map[string]any); ok && collectDNATTargets(m, set) {
+					continue
 				}
 			}
 			collectEndpointTargets(val, set)
@@ -293,4 +339,71 @@ func collectEndpointTargets(v any, set map[string]bool) {
 			collectEndpointTargets(e, set)
 		}
 	}
+}
+
+// collectDNATTargets adds the endpoints of one dnat statement; false when its
+// shape is not one kube-proxy writes (then nothing is added).
+func collectDNATTargets(m map[string]any, set map[string]bool) bool {
+	switch addr := m["addr"].(type) {
+	case string:
+		// "dnat to ip:port". A dnat without a port keeps the packet's port.
+		set["addr:"+canonicalAddr(addr)+"."+jsonScalar(m["port"])] = true
+		return true
+	case map[string]any:
+		mp, ok := addr["map"].(map[string]any)
+		if !ok {
+			return false
+		}
+		data, ok := mp["data"].(map[string]any)
+		if !ok {
+			return false
+		}
+		elems, ok := data["set"].([]any)
+		if !ok {
+			return false
+		}
+		n := 0
+		for _, e := range elems {
+			pair, ok := e.([]any)
+			if !ok || len(pair) != 2 {
+				continue
+			}
+			switch target := pair[1].(type) {
+			case map[string]any: // {"concat": [ip, port]}
+				parts, ok := target["concat"].([]any)
+				if !ok || len(parts) != 2 {
+					continue
+				}
+				ip, ok := parts[0].(string)
+				if !ok {
+					continue
+				}
+				set["addr:"+canonicalAddr(ip)+"."+jsonScalar(parts[1])] = true
+				n++
+			case string: // "dnat to numgen ... map { 0 : ip }": address only
+				set["addr:"+canonicalAddr(target)+"."] = true
+				n++
+			}
+		}
+		return n > 0
+	}
+	return false
+}
+
+func canonicalAddr(s string) string {
+	if a, err := netip.ParseAddr(s); err == nil {
+		return a.String()
+	}
+	return s
+}
+
+// jsonScalar spells a decoded JSON number or string; "" for anything else.
+func jsonScalar(v any) string {
+	switch x := v.(type) {
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	case string:
+		return x
+	}
+	return ""
 }

@@ -11,8 +11,16 @@ import (
 )
 
 // genNFT writes `nft -f` input in the shape kube-proxy's nftables proxier
-// (pkg/proxy/nftables/proxier.go) programs, for one family.
-func genNFT(ipv6 bool, svcs []genService) string {
+// (pkg/proxy/nftables/proxier.go) programs, for one family, in the layout of
+// releases before v1.37's DNAT optimisation: every Service chain jumps to
+// endpoint-* chains.
+func genNFT(ipv6 bool, svcs []genService) string { return genNFTLayout(ipv6, svcs, false) }
+
+// genNFTLayout with dnat writes v1.37's layout (writeServiceToEndpointDNATs):
+// without session affinity the service-/local- chains DNAT themselves — one
+// endpoint "dnat to ip:port", several "dnat ip addr . port to numgen random mod N
+// map { … }" — and no endpoint-* chains exist; with affinity, as before.
+func genNFTLayout(ipv6 bool, svcs []genService, dnat bool) string {
 	fam, addrType, podCIDR, noLocalhost, ipX := "ip", "ipv4_addr", "10.244.0.0/16", "ip daddr != 127.0.0.0/8", "ip"
 	if ipv6 {
 		fam, addrType, podCIDR, noLocalhost, ipX = "ip6", "ipv6_addr", "fd00:10:244::/56", "ip6 daddr != ::1", "ip6"
@@ -79,8 +87,21 @@ func genNFT(ipv6 bool, svcs []genService) string {
 		if !hasEPs {
 			continue
 		}
+		direct := dnat && !s.affinity
 		balance := func(chain string, eps []genEndpoint) {
 			fmt.Fprintf(&chains, "\tchain %s {\n", chain)
+			if direct {
+				if len(eps) == 1 {
+					fmt.Fprintf(&chains, "\t\tmeta l4proto %s dnat to %s\n\t}\n", s.proto, epAddr(eps[0]))
+					return
+				}
+				var el []string
+				for i, ep := range eps {
+					el = append(el, fmt.Sprintf("%d : %s . %d", i, ep.ip, ep.port))
+				}
+				fmt.Fprintf(&chains, "\t\tmeta l4proto %s dnat %s addr . port to numgen random mod %d map { %s }\n\t}\n", s.proto, ipX, len(eps), strings.Join(el, ", "))
+				return
+			}
 			if s.affinity {
 				for _, ep := range eps {
 					c := epChain(s, ep)
@@ -112,6 +133,9 @@ func genNFT(ipv6 bool, svcs []genService) string {
 			fmt.Fprintf(&chains, "\t}\n")
 		}
 		for _, ep := range all {
+			if direct {
+				break
+			}
 			c := epChain(s, ep)
 			if s.affinity {
 				fmt.Fprintf(&chains, "\tset affinity-%s {\n\t\ttype %s\n\t\tflags dynamic,timeout\n\t\ttimeout 3h\n\t}\n", strings.TrimPrefix(c, "endpoint-"), addrType)
@@ -170,13 +194,8 @@ func nftJSONFixture(ipv6 bool) string {
 }
 
 // nftWant: the same as the iptables ≥1.25 layout, without counters.
-func nftWant() map[ServicePort]PortState {
-	w := scenarioWant(layout125)
-	for sp, st := range w {
-		st.DropPackets = 0
-		w[sp] = st
-	}
-	return w
+func nftWant(ipv6 bool) map[ServicePort]PortState {
+	return scenarioWantCounted(layout125, ipv6, 0, false)
 }
 
 func TestNFTFixturesUpToDate(t *testing.T) {
@@ -218,12 +237,12 @@ func TestParseNFTFixtures(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		snap := &Snapshot{ports: map[portKey]*PortState{}}
-		mergeFamily(snap.ports, res.ports)
-		for sp, want := range nftWant() {
-			if got := snap.Port(sp); got != want {
-				t.Errorf("%s %v: got %+v, want %+v", famName(v6), sp, got, want)
-			}
+		fam := FamilyIPv4
+		if v6 {
+			fam = FamilyIPv6
 		}
+		snap := &Snapshot{}
+		snap.addFamily(fam, res.ports)
+		checkFamily(t, snap, fam, nftWant(v6))
 	}
 }

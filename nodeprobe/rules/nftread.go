@@ -14,7 +14,7 @@ func (r *reader) readNFT(ctx context.Context) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	snap := &Snapshot{Mode: ModeNFTables, ports: map[portKey]*PortState{}}
+	snap := &Snapshot{Mode: ModeNFTables}
 	for _, f := range []struct{ fam, name string }{{"ip", FamilyIPv4}, {"ip6", FamilyIPv6}} {
 		out, err := r.opts.Runner.Run(ctx, nft, "-j", "list", "table", f.fam, "kube-proxy")
 		if err != nil {
@@ -28,8 +28,7 @@ func (r *reader) readNFT(ctx context.Context) (*Snapshot, error) {
 		if err != nil {
 			return nil, fmt.Errorf("parsing nft -j list table %s kube-proxy: %w", f.fam, err)
 		}
-		snap.Families = append(snap.Families, f.name)
-		mergeFamily(snap.ports, res.ports)
+		snap.addFamily(f.name, res.ports)
 	}
 	if len(snap.Families) == 0 {
 		return nil, fmt.Errorf("no nftables table ip/ip6 kube-proxy: %w", ErrNoRules)

@@ -142,22 +142,42 @@ func iptablesNode(t testing.TB, backend string) *fakeRunner {
 func checkScenario(t *testing.T, snap *Snapshot, want map[ServicePort]PortState) {
 	t.Helper()
 	for sp, w := range want {
-		if got := snap.Port(sp); got != w {
+		if got := snap.Port(sp); !equalState(got, w) {
 			t.Errorf("%v: got %+v, want %+v", sp, got, w)
 		}
 	}
 }
 
-// want for both families of the 1.25 layout merged: counters add up over
-// families (ip6tables-nft fixtures carry none, see TestParseIPTablesFixtures).
-func mergedWant(backend string) map[ServicePort]PortState {
-	w := scenarioWant(layout125)
-	cp := ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}
-	st := w[cp]
-	if backend == BackendLegacy {
-		st.DropPackets *= 2
+// familyWant is what the 1.25 fixtures give per family with backend
+// (ip6tables-nft fixtures carry zero counters, see TestParseIPTablesFixtures).
+func familyWant(backend string, ipv6 bool) map[ServicePort]PortState {
+	return layoutWant(layout125, backend, ipv6)
+}
+
+// layoutWant: what one family's saves of layout l with backend give.
+func layoutWant(l layout, backend string, ipv6 bool) map[ServicePort]PortState {
+	if ipv6 && backend == BackendNFT {
+		return scenarioWantCounted(l, true, 0, true)
 	}
-	w[cp] = st
+	return scenarioWant(l, ipv6)
+}
+
+// mergedWant: both families of the 1.25 layout merged. Counters add up; Drops
+// hold both families' rules, NodePort rules first, then by address.
+func mergedWant(backend string) map[ServicePort]PortState {
+	v4, v6 := familyWant(backend, false), familyWant(backend, true)
+	w := map[ServicePort]PortState{}
+	for sp, a := range v4 {
+		b := v6[sp]
+		m := a
+		m.DropPackets += b.DropPackets
+		m.LocalEndpoints = max(a.LocalEndpoints, b.LocalEndpoints)
+		if len(b.Drops) > 0 {
+			m.Drops = append(slices.Clone(a.Drops), b.Drops...)
+			sortDrops(m.Drops)
+		}
+		w[sp] = m
+	}
 	return w
 }
 
@@ -174,6 +194,8 @@ func TestReadIPTablesBothBackends(t *testing.T) {
 				t.Errorf("mode %s backend %s families %v", snap.Mode, snap.Backend, snap.Families)
 			}
 			checkScenario(t, snap, mergedWant(backend))
+			checkFamily(t, snap, FamilyIPv4, familyWant(backend, false))
+			checkFamily(t, snap, FamilyIPv6, familyWant(backend, true))
 			if backend == BackendLegacy {
 				// Never ask legacy for a table that may not exist.
 				for _, k := range f.ran("iptables-legacy-save") {
@@ -240,7 +262,11 @@ func TestIPv6Absent(t *testing.T) {
 	if !slices.Equal(snap.Families, []string{FamilyIPv4}) {
 		t.Errorf("families %v, want [IPv4]", snap.Families)
 	}
-	checkScenario(t, snap, scenarioWant(layout125))
+	checkScenario(t, snap, scenarioWant(layout125, false))
+	checkFamily(t, snap, FamilyIPv4, scenarioWant(layout125, false))
+	if snap.HasFamily(FamilyIPv6) {
+		t.Error("HasFamily(IPv6) without IPv6 rules")
+	}
 }
 
 func TestUnreadableIsError(t *testing.T) {
@@ -320,7 +346,8 @@ func TestReadNFT(t *testing.T) {
 	if snap.Mode != ModeNFTables || snap.Backend != "" || !slices.Equal(snap.Families, []string{FamilyIPv4, FamilyIPv6}) {
 		t.Errorf("mode %s backend %q families %v", snap.Mode, snap.Backend, snap.Families)
 	}
-	checkScenario(t, snap, nftWant())
+	checkFamily(t, snap, FamilyIPv4, nftWant(false))
+	checkFamily(t, snap, FamilyIPv6, nftWant(true))
 
 	// No ip6 table: IPv4 only, not an error.
 	delete(f.out, "nft -j list table ip6 kube-proxy")
@@ -356,7 +383,7 @@ func TestProxyMode(t *testing.T) {
 		if !errors.Is(err, ErrUnsupported) || snap == nil || snap.Mode != ModeIPVS {
 			t.Fatalf("snap %+v err %v, want Mode ipvs and ErrUnsupported", snap, err)
 		}
-		if (snap.Port(ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}) != PortState{}) {
+		if !equalState(snap.Port(ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}), PortState{}) {
 			t.Error("IPVS snapshot reports port state")
 		}
 		if len(f.ran("")) != 0 {

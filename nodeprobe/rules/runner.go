@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
+	"time"
 )
 
 // Runner runs a command and returns its standard output. It is the seam for tests
@@ -45,27 +48,113 @@ func (e *CommandError) Error() string {
 
 func (e *CommandError) Unwrap() error { return e.Err }
 
-// ExecRunner runs commands on this host with os/exec.
-type ExecRunner struct{}
+// Output bounds for ExecRunner: a full iptables-save of a very large cluster is
+// tens of MiB; anything past the cap is a broken or hostile tool, not a ruleset.
+const (
+	DefaultMaxOutput = 64 << 20 // stdout
+	DefaultMaxStderr = 1 << 20
+	// DefaultWaitDelay bounds the wait for a killed command's output pipes (a
+	// child that inherited them can hold them open after the command is killed):
+	// a command ends at most this long after its context. Short, because the
+	// context is the scrape's deadline; the save tools fork no children, so
+	// nothing legitimate is cut.
+	DefaultWaitDelay = 500 * time.Millisecond
+)
+
+// ErrOutputTooLarge is returned (wrapped in a *CommandError) when a command writes
+// more than the runner's cap; the command is killed.
+var ErrOutputTooLarge = errors.New("command output exceeds the cap")
+
+// ExecRunner runs commands on this host with os/exec. Every command ends with its
+// context; its stdout and stderr are capped (past the cap it is killed and Run
+// fails), and after it is killed Run waits at most WaitDelay for its output.
+// The zero value uses the defaults above.
+type ExecRunner struct {
+	MaxOutput int64         // stdout cap in bytes; 0: DefaultMaxOutput
+	MaxStderr int64         // stderr cap in bytes; 0: DefaultMaxStderr
+	WaitDelay time.Duration // 0: DefaultWaitDelay
+}
 
 // Run implements Runner.
-func (ExecRunner) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, name, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			err = errors.Join(ctxErr, err)
-		}
-		return stdout.Bytes(), &CommandError{Cmd: name + " " + strings.Join(args, " "), Err: err, Stderr: stderr.String()}
+func (e ExecRunner) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	maxOut, maxErr, wait := e.MaxOutput, e.MaxStderr, e.WaitDelay
+	if maxOut <= 0 {
+		maxOut = DefaultMaxOutput
 	}
-	return stdout.Bytes(), nil
+	if maxErr <= 0 {
+		maxErr = DefaultMaxStderr
+	}
+	if wait <= 0 {
+		wait = DefaultWaitDelay
+	}
+	// Overflow cancels the command's own context: CommandContext kills it.
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, name, args...)
+	cmd.WaitDelay = wait
+	stdout := &cappedBuffer{max: maxOut, overflow: cancel}
+	stderr := &cappedBuffer{max: maxErr, overflow: cancel}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	err := cmd.Run()
+	switch {
+	case stdout.over || stderr.over:
+		which, limit := "stdout", maxOut
+		if !stdout.over {
+			which, limit = "stderr", maxErr
+		}
+		err = fmt.Errorf("%s over %d bytes: %w", which, limit, ErrOutputTooLarge)
+	case err == nil:
+		return stdout.buf.Bytes(), nil
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		err = errors.Join(ctxErr, err)
+	}
+	return stdout.buf.Bytes(), &CommandError{Cmd: name + " " + strings.Join(args, " "), Err: err, Stderr: stderr.buf.String()}
+}
+
+// cappedBuffer keeps at most max bytes; a write past that fails and calls
+// overflow once (os/exec then stops copying and closes the pipe).
+type cappedBuffer struct {
+	buf      bytes.Buffer
+	max      int64
+	over     bool
+	overflow func()
+}
+
+func (c *cappedBuffer) Write(p []byte) (int, error) {
+	if c.over {
+		return 0, ErrOutputTooLarge
+	}
+	if room := c.max - int64(c.buf.Len()); int64(len(p)) > room {
+		c.buf.Write(p[:max(room, 0)])
+		c.over = true
+		c.overflow()
+		return 0, ErrOutputTooLarge
+	}
+	return c.buf.Write(p)
 }
 
 // ReadFile implements FileReader: commands run in this process's namespace, so
-// its own /proc/net is theirs; no `cat` needed (distroless images).
-func (ExecRunner) ReadFile(_ context.Context, path string) ([]byte, error) {
-	return os.ReadFile(path)
+// its own /proc/net is theirs; no `cat` needed (distroless images). The read is
+// capped like stdout (a /proc file never blocks).
+func (e ExecRunner) ReadFile(_ context.Context, path string) ([]byte, error) {
+	maxOut := e.MaxOutput
+	if maxOut <= 0 {
+		maxOut = DefaultMaxOutput
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxOut+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > maxOut {
+		return nil, fmt.Errorf("%s over %d bytes: %w", path, maxOut, ErrOutputTooLarge)
+	}
+	return data, nil
 }
 
 // NetnsRunner runs every command inside the named network namespace through

@@ -5,9 +5,34 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
+
+// equalState compares states, Drops included (nil and empty alike).
+func equalState(a, b PortState) bool {
+	if len(a.Drops) == 0 && len(b.Drops) == 0 {
+		a.Drops, b.Drops = nil, nil
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+// checkFamily checks one family's states against want, and that the merged
+// view of a one-family snapshot is the same.
+func checkFamily(t *testing.T, snap *Snapshot, family string, want map[ServicePort]PortState) {
+	t.Helper()
+	for sp, w := range want {
+		if got := snap.Family(sp, family); !equalState(got, w) {
+			t.Errorf("%s %v: got %+v, want %+v", family, sp, got, w)
+		}
+		if len(snap.Families) == 1 {
+			if got := snap.Port(sp); !equalState(got, w) {
+				t.Errorf("merged %v: got %+v, want %+v", sp, got, w)
+			}
+		}
+	}
+}
 
 var update = flag.Bool("update", false, "regenerate testdata fixtures (captures real iptables-save output; needs root)")
 
@@ -65,14 +90,39 @@ func scenario(ipv6 bool) []genService {
 	}
 }
 
-// want is what each layout must yield for scenario().
-func scenarioWant(l layout) map[ServicePort]PortState {
-	checkoutDrop := uint64(7) // one KUBE-MARK-DROP rule
-	if l == layout125 {
-		checkoutDrop = 21 // NodePort, LB IP and external IP DROP rules
+// checkoutDrops are the drop rules of kubelings/checkout:http in scenario(): in
+// ≥1.25 one per destination (NodePort, LB IP, external IP), each with the
+// scenario's counter pkts; ≤1.24 one KUBE-MARK-DROP rule for all of them.
+func checkoutDrops(l layout, ipv6 bool, pkts uint64, counted bool) []DropRule {
+	if l != layout125 {
+		return []DropRule{{AllDestinations: true, Packets: pkts, Counted: counted}}
+	}
+	lb, ext := "192.0.2.10", "192.0.2.20"
+	if ipv6 {
+		lb, ext = "2001:db8::10", "2001:db8::20"
+	}
+	return []DropRule{
+		{Port: 30090, Packets: pkts, Counted: counted},
+		{Address: lb, Port: 80, Packets: pkts, Counted: counted},
+		{Address: ext, Port: 80, Packets: pkts, Counted: counted},
+	}
+}
+
+// scenarioWant is what each layout must yield for scenario() in one family.
+func scenarioWant(l layout, ipv6 bool) map[ServicePort]PortState {
+	return scenarioWantCounted(l, ipv6, 7, true)
+}
+
+// scenarioWantCounted: the same with each drop rule's counter pkts (and whether
+// counters were read at all).
+func scenarioWantCounted(l layout, ipv6 bool, pkts uint64, counted bool) map[ServicePort]PortState {
+	drops := checkoutDrops(l, ipv6, pkts, counted)
+	var sum uint64
+	for _, d := range drops {
+		sum += d.Packets
 	}
 	return map[ServicePort]PortState{
-		{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}:  {Programmed: true, Drop: true, DropPackets: checkoutDrop},
+		{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}:  {Programmed: true, Drop: true, DropPackets: sum, Drops: drops},
 		{Namespace: "kubelings", Name: "web", Port: "http", Protocol: "TCP"}:       {Programmed: true, LocalEndpoints: 2},
 		{Namespace: "kubelings", Name: "gone", Protocol: "TCP"}:                    {Programmed: true, Reject: true},
 		{Namespace: "kube-system", Name: "kube-dns", Port: "dns", Protocol: "UDP"}: {Programmed: true},
@@ -161,16 +211,29 @@ func TestParseIPTablesFixtures(t *testing.T) {
 					if !res.kubeServices || !res.hintChains || res.ipvsChains {
 						t.Errorf("kubeServices=%v hintChains=%v ipvsChains=%v, want true true false", res.kubeServices, res.hintChains, res.ipvsChains)
 					}
-					snap := &Snapshot{ports: map[portKey]*PortState{}}
-					mergeFamily(snap.ports, res.ports)
-					for sp, want := range scenarioWant(l) {
-						if v6 && strings.HasSuffix(file, "-nft.save") {
-							// ip6tables-nft-restore 1.8.9 ignores -c: the captured
-							// save has zero counters.
-							want.DropPackets = 0
-						}
-						if got := snap.Port(sp); got != want {
-							t.Errorf("%v: got %+v, want %+v", sp, got, want)
+					fam := FamilyIPv4
+					if v6 {
+						fam = FamilyIPv6
+					}
+					snap := &Snapshot{}
+					snap.addFamily(fam, res.ports)
+					want := scenarioWant(l, v6)
+					if v6 && strings.HasSuffix(file, "-nft.save") {
+						// ip6tables-nft-restore 1.8.9 ignores -c: the captured
+						// save has zero counters (still printed: Counted).
+						want = scenarioWantCounted(l, v6, 0, true)
+					}
+					checkFamily(t, snap, fam, want)
+					other := FamilyIPv6
+					if v6 {
+						other = FamilyIPv4
+					}
+					if snap.HasFamily(other) || !snap.HasFamily(fam) {
+						t.Errorf("HasFamily: %s %v, %s %v", fam, snap.HasFamily(fam), other, snap.HasFamily(other))
+					}
+					for sp := range want {
+						if got := snap.Family(sp, other); !equalState(got, PortState{}) {
+							t.Errorf("%v in %s (not read): %+v", sp, other, got)
 						}
 					}
 				})

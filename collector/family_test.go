@@ -1,0 +1,419 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
+)
+
+// hcAnswer is what one family's health check server says; status 0: nothing listens in that family.
+type hcAnswer struct {
+	status int
+	local  int
+}
+
+// dualStackHealthCheck serves kube-proxy's health check answer for kubelings/checkout on 127.0.0.1 and ::1
+// at the same port, one answer per family, as v1.37's per-family servers do (tcp4 and tcp6 sockets).
+func dualStackHealthCheck(t *testing.T, a4, a6 hcAnswer) int32 {
+	t.Helper()
+	handler := func(a hcAnswer) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("X-Load-Balancing-Endpoint-Weight", fmt.Sprint(a.local))
+			w.WriteHeader(a.status)
+			fmt.Fprintf(w, "{\n\t\"service\": {\n\t\t\"namespace\": \"kubelings\",\n\t\t\"name\": \"checkout\"\n\t},\n\t\"localEndpoints\": %d,\n\t\"serviceProxyHealthy\": true\n}", a.local)
+		})
+	}
+	for attempt := 0; attempt < 20; attempt++ {
+		l4, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l4.Addr().(*net.TCPAddr).Port
+		l6, err := net.Listen("tcp6", fmt.Sprintf("[::1]:%d", port))
+		if err != nil {
+			l4.Close()
+			continue // the port is taken in IPv6: try another
+		}
+		serve := func(l net.Listener, a hcAnswer) {
+			if a.status == 0 {
+				l.Close() // nothing listens: connections are refused
+				return
+			}
+			srv := &http.Server{Handler: handler(a), ReadHeaderTimeout: time.Second}
+			go srv.Serve(l)
+			t.Cleanup(func() { srv.Close() })
+		}
+		serve(l4, a4)
+		serve(l6, a6)
+		return int32(port)
+	}
+	t.Fatal("no port free in both families")
+	return 0
+}
+
+type fixedAddrs []string
+
+func (f fixedAddrs) LocalAddrs() ([]net.IP, error) {
+	var out []net.IP
+	for _, a := range f {
+		out = append(out, net.ParseIP(a))
+	}
+	return out, nil
+}
+
+// refusedKubeProxy is an address where nothing listens.
+func refusedKubeProxy(t *testing.T) func(kubeview.NodeState) (string, error) {
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return func(kubeview.NodeState) (string, error) { return addr, nil }
+}
+
+type scrapeSetup struct {
+	view      APIView
+	reader    rules.Reader
+	addrs     fixedAddrs
+	kubeProxy func(kubeview.NodeState) (string, error)
+	dataplane string
+	memory    *Memory
+	window    time.Duration
+}
+
+func (s scrapeSetup) scrape(t *testing.T) *prometheus.Registry {
+	t.Helper()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if s.kubeProxy == nil {
+		s.kubeProxy = noAddress
+	}
+	if s.window == 0 {
+		s.window = 10 * time.Minute
+	}
+	g := NewGatherer(GathererConfig{View: s.view, Rules: s.reader, Addrs: s.addrs, KubeProxyAddress: s.kubeProxy,
+		ProbeTimeout: 2 * time.Second, Dataplane: s.dataplane, Memory: s.memory, ExternalIPWindow: s.window, Logger: logger})
+	exp := NewExporter(logger, g, NewServices(), NewKubeProxy(), NewNode(), NewInformers(), NewRules(), NewDataplane())
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(exp.Bind(context.Background()))
+	return reg
+}
+
+func dualStackNode() kubeview.NodeState {
+	return kubeview.NodeState{Name: "node-1", Found: true, InternalIPs: []string{"127.0.0.1", "::1"}}
+}
+
+func dualStackLB(hcnp int32, local4, local6 int) kubeview.Snapshot {
+	svc := lbService(family(v4, local4, true), family(v6, local6, true))
+	svc.HealthCheckNodePort = hcnp
+	return kubeview.Snapshot{Node: dualStackNode(), Services: []kubeview.ServiceState{svc}}
+}
+
+func expectSeries(t *testing.T, reg *prometheus.Registry, want string, names ...string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(want), "\n")
+	sort.Strings(lines)
+	if got, want := series(t, reg, names...), strings.Join(lines, "\n"); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+func expectContains(t *testing.T, reg *prometheus.Registry, name, line string) {
+	t.Helper()
+	if got := series(t, reg, name); !strings.Contains(got+"\n", line+"\n") {
+		t.Errorf("missing %s in\n%s", line, got)
+	}
+}
+
+// Each family's health check is probed on that family's address: IPv4 answers 200 (a local endpoint),
+// IPv6 503 (none). The load balancer drains the node for IPv6 only, so its IPv6 drop is no blackhole; the
+// per-Service health check series summarise both families (first failing family, smallest count).
+func TestHealthCheckPerFamily(t *testing.T) {
+	hcnp := dualStackHealthCheck(t, hcAnswer{200, 1}, hcAnswer{503, 0})
+	reg := scrapeSetup{view: &fakeView{snap: dualStackLB(hcnp, 1, 0)}, addrs: fixedAddrs{"127.0.0.1", "::1"}}.scrape(t)
+	expectSeries(t, reg, `
+localtraffic_blackhole{namespace="kubelings",service="checkout"} 0
+localtraffic_health_check_local_endpoints{namespace="kubelings",service="checkout"} 0
+localtraffic_health_check_result{namespace="kubelings",result="empty",service="checkout"} 0
+localtraffic_health_check_result{namespace="kubelings",result="error",service="checkout"} 0
+localtraffic_health_check_result{namespace="kubelings",result="invalid",service="checkout"} 0
+localtraffic_health_check_result{namespace="kubelings",result="no_address",service="checkout"} 0
+localtraffic_health_check_result{namespace="kubelings",result="ok",service="checkout"} 0
+localtraffic_health_check_result{namespace="kubelings",result="refused",service="checkout"} 0
+localtraffic_health_check_result{namespace="kubelings",result="timeout",service="checkout"} 0
+localtraffic_health_check_result{namespace="kubelings",result="unavailable",service="checkout"} 1
+localtraffic_health_check_up{namespace="kubelings",service="checkout"} 0
+localtraffic_in_rotation{namespace="kubelings",service="checkout"} 1
+localtraffic_local_endpoints{namespace="kubelings",service="checkout"} 0
+localtraffic_rules_mismatch{namespace="kubelings",service="checkout"} 0
+`, "localtraffic_blackhole", "localtraffic_in_rotation", "localtraffic_health_check_up", "localtraffic_health_check_result",
+		"localtraffic_health_check_local_endpoints", "localtraffic_local_endpoints", "localtraffic_rules_mismatch")
+}
+
+// The IPv6 health check answers 200 while the API has no IPv6 endpoint here (kube-proxy's IPv6 proxier
+// disagrees): the load balancer keeps sending IPv6 traffic, and the API view says it drops: a blackhole, and
+// without rules the health check's own count reports the mismatch (item 8).
+func TestHealthCheckFamilyDisagrees(t *testing.T) {
+	hcnp := dualStackHealthCheck(t, hcAnswer{200, 1}, hcAnswer{200, 1})
+	reg := scrapeSetup{view: &fakeView{snap: dualStackLB(hcnp, 1, 0)}, addrs: fixedAddrs{"127.0.0.1", "::1"}}.scrape(t)
+	expectSeries(t, reg, `
+localtraffic_blackhole{namespace="kubelings",service="checkout"} 1
+localtraffic_health_check_up{namespace="kubelings",service="checkout"} 1
+localtraffic_rules_mismatch{namespace="kubelings",service="checkout"} 1
+`, "localtraffic_blackhole", "localtraffic_health_check_up", "localtraffic_rules_mismatch")
+}
+
+// kube-proxy stopped: the health check port refuses in both families while the (stale) API view says the
+// node drops. A load balancer that checks the port has drained the node: no blackhole page (item 4).
+func TestHealthCheckRefusedDrains(t *testing.T) {
+	hcnp := dualStackHealthCheck(t, hcAnswer{}, hcAnswer{})
+	reg := scrapeSetup{view: &fakeView{snap: dualStackLB(hcnp, 0, 0)}, addrs: fixedAddrs{"127.0.0.1", "::1"}}.scrape(t)
+	expectSeries(t, reg, `
+localtraffic_blackhole{namespace="kubelings",service="checkout"} 0
+localtraffic_in_rotation{namespace="kubelings",service="checkout"} 0
+`, "localtraffic_blackhole", "localtraffic_in_rotation")
+	expectContains(t, reg, "localtraffic_health_check_result", `localtraffic_health_check_result{namespace="kubelings",result="refused",service="checkout"} 1`)
+	if s := series(t, reg, "localtraffic_health_check_result"); strings.Count(s, "} 1") != 1 {
+		t.Errorf("one-hot broken:\n%s", s)
+	}
+}
+
+// A node without an IPv6 address kube-proxy serves: the IPv6 family is not probed, the result says
+// no_address, and that family is out of load balancer rotation.
+func TestHealthCheckNoAddress(t *testing.T) {
+	hcnp := dualStackHealthCheck(t, hcAnswer{200, 1}, hcAnswer{200, 1})
+	snap := dualStackLB(hcnp, 1, 0)
+	snap.Node.InternalIPs = []string{"127.0.0.1"}
+	reg := scrapeSetup{view: &fakeView{snap: snap}, addrs: fixedAddrs{"127.0.0.1", "::1"}}.scrape(t)
+	expectSeries(t, reg, `
+localtraffic_blackhole{namespace="kubelings",service="checkout"} 0
+localtraffic_in_rotation{namespace="kubelings",service="checkout"} 1
+`, "localtraffic_blackhole", "localtraffic_in_rotation")
+	expectContains(t, reg, "localtraffic_health_check_result", `localtraffic_health_check_result{namespace="kubelings",result="no_address",service="checkout"} 1`)
+}
+
+// Dual-stack rules: the families agree on one Service and disagree on another. Per-port series carry
+// ip_family; the mismatch is judged per family, so agreeing dual-stack Services show none.
+func TestRulesPerFamily(t *testing.T) {
+	agree := nodePortService(0, family(v4, 1, true), family(v6, 1, true))
+	agree.Name = "agree"
+	v6missing := nodePortService(0, family(v4, 1, true), family(v6, 0, true))
+	view := &fakeView{snap: kubeview.Snapshot{Node: dualStackNode(), Services: []kubeview.ServiceState{agree, v6missing}}}
+	port := func(name string) rules.ServicePort {
+		return rules.ServicePort{Namespace: "kubelings", Name: name, Port: "http", Protocol: "TCP"}
+	}
+	snap := rules.NewFamilySnapshot(rules.ModeIPTables, rules.BackendNFT, time.Unix(1700000000, 0), map[string]map[rules.ServicePort]rules.PortState{
+		rules.FamilyIPv4: {port("agree"): {Programmed: true, LocalEndpoints: 1}, port("checkout"): {Programmed: true, LocalEndpoints: 1}},
+		rules.FamilyIPv6: {port("agree"): {Programmed: true, LocalEndpoints: 1}, port("checkout"): {Programmed: true, Drop: true, DropPackets: 7,
+			Drops: []rules.DropRule{{Port: 30090, Packets: 7, Counted: true}}}},
+	})
+	reg := scrapeSetup{view: view, reader: &countingReader{snap: snap}}.scrape(t)
+	expectSeries(t, reg, `
+localtraffic_blackhole{namespace="kubelings",service="agree"} 0
+localtraffic_blackhole{namespace="kubelings",service="checkout"} 1
+localtraffic_rules_drop{ip_family="IPv4",namespace="kubelings",port="http",service="agree"} 0
+localtraffic_rules_drop{ip_family="IPv4",namespace="kubelings",port="http",service="checkout"} 0
+localtraffic_rules_drop{ip_family="IPv6",namespace="kubelings",port="http",service="agree"} 0
+localtraffic_rules_drop{ip_family="IPv6",namespace="kubelings",port="http",service="checkout"} 1
+localtraffic_rules_dropped_packets_total{ip_family="IPv4",namespace="kubelings",port="http",service="agree"} 0
+localtraffic_rules_dropped_packets_total{ip_family="IPv4",namespace="kubelings",port="http",service="checkout"} 0
+localtraffic_rules_dropped_packets_total{ip_family="IPv6",namespace="kubelings",port="http",service="agree"} 0
+localtraffic_rules_dropped_packets_total{ip_family="IPv6",namespace="kubelings",port="http",service="checkout"} 7
+localtraffic_rules_mismatch{namespace="kubelings",service="agree"} 0
+localtraffic_rules_mismatch{namespace="kubelings",service="checkout"} 0
+`, "localtraffic_blackhole", "localtraffic_rules_drop", "localtraffic_rules_dropped_packets_total", "localtraffic_rules_mismatch")
+}
+
+// A node without kube-proxy: no rules, nothing on kube-proxy's health port. It says so, exports no
+// kube-proxy series and no failed collector, and judges from the API view.
+func TestReplacementDetected(t *testing.T) {
+	view := &fakeView{snap: kubeview.Snapshot{Node: dualStackNode(), Services: []kubeview.ServiceState{nodePortService(0)}}}
+	reader := &countingReader{err: rules.ErrNoRules}
+	reg := scrapeSetup{view: view, reader: reader, kubeProxy: refusedKubeProxy(t)}.scrape(t)
+	expectSeries(t, reg, `
+localtraffic_blackhole{namespace="kubelings",service="checkout"} 1
+localtraffic_blackhole_source{source="api"} 1
+localtraffic_dataplane_info{dataplane="replacement"} 1
+localtraffic_scrape_collector_success{collector="dataplane"} 1
+localtraffic_scrape_collector_success{collector="informers"} 1
+localtraffic_scrape_collector_success{collector="kube_proxy"} 1
+localtraffic_scrape_collector_success{collector="node"} 1
+localtraffic_scrape_collector_success{collector="rules"} 1
+localtraffic_scrape_collector_success{collector="services"} 1
+`, "localtraffic_blackhole", "localtraffic_blackhole_source", "localtraffic_dataplane_info", "localtraffic_scrape_collector_success",
+		"localtraffic_kube_proxy_up", "localtraffic_kube_proxy_healthy", "localtraffic_kube_proxy_node_eligible",
+		"localtraffic_rules_read_success", "localtraffic_rules_supported", "localtraffic_rules_mismatch")
+}
+
+// A node where kube-proxy was seen and then vanished (rules flushed, health port closed) is a kube-proxy
+// node whose kube-proxy is down: its alerts must fire, so it is not taken for a replacement.
+func TestKubeProxyGoneIsNotAReplacement(t *testing.T) {
+	view := &fakeView{snap: kubeview.Snapshot{Node: dualStackNode(), Services: []kubeview.ServiceState{nodePortService(0)}}}
+	mem := NewMemory()
+	reader := &countingReader{snap: rules.NewSnapshot(rules.ModeIPTables, rules.BackendNFT, nil, time.Unix(1700000000, 0), nil)}
+	setup := scrapeSetup{view: view, reader: reader, kubeProxy: refusedKubeProxy(t), memory: mem}
+	expectSeries(t, setup.scrape(t), `localtraffic_dataplane_info{dataplane="kube-proxy"} 1`, "localtraffic_dataplane_info")
+	reader.snap, reader.err = nil, rules.ErrNoRules
+	reg := setup.scrape(t)
+	expectSeries(t, reg, `
+localtraffic_dataplane_info{dataplane="kube-proxy"} 1
+localtraffic_kube_proxy_up{endpoint="healthz"} 0
+localtraffic_kube_proxy_up{endpoint="livez"} 0
+localtraffic_rules_read_success 0
+`, "localtraffic_dataplane_info", "localtraffic_kube_proxy_up", "localtraffic_rules_read_success")
+}
+
+// --dataplane=replacement says so without detection; IPVS is reported as ipvs.
+func TestDataplaneFlagAndIPVS(t *testing.T) {
+	view := &fakeView{snap: kubeview.Snapshot{Node: dualStackNode(), Services: []kubeview.ServiceState{nodePortService(0)}}}
+	reg := scrapeSetup{view: view, dataplane: DataplaneReplacement}.scrape(t)
+	expectSeries(t, reg, `localtraffic_dataplane_info{dataplane="replacement"} 1`, "localtraffic_dataplane_info", "localtraffic_kube_proxy_up")
+	ipvs := &countingReader{snap: rules.NewSnapshot(rules.ModeIPVS, "", nil, time.Unix(1700000000, 0), nil),
+		err: fmt.Errorf("reading: %w", rules.ErrUnsupported)}
+	reg = scrapeSetup{view: view, reader: ipvs}.scrape(t)
+	expectSeries(t, reg, `
+localtraffic_blackhole_source{source="api"} 1
+localtraffic_dataplane_info{dataplane="ipvs"} 1
+localtraffic_rules_supported 0
+`, "localtraffic_blackhole_source", "localtraffic_dataplane_info", "localtraffic_rules_supported")
+}
+
+// externalIPs: a node is in rotation for one only with evidence. Scrape 1: the drop rule has counted nothing
+// and the address is not here: no page. Scrape 2: its counter grew: traffic arrives and is dropped: page.
+// Scrape 3, past the window without growth: no page. Then the address is assigned to the node: page.
+func TestExternalIPEvidence(t *testing.T) {
+	svc := nodePortService(0)
+	svc.Type = corev1.ServiceTypeClusterIP
+	svc.Families[0].Ports[0].NodePort = 0
+	svc.ExternalIPs = []string{"198.51.100.7"}
+	view := &fakeView{snap: kubeview.Snapshot{Node: dualStackNode(), Services: []kubeview.ServiceState{svc}}}
+	sp := rules.ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}
+	at := time.Unix(1700000000, 0)
+	snapAt := func(packets uint64, t time.Time) *rules.Snapshot {
+		return rules.NewSnapshot(rules.ModeIPTables, rules.BackendNFT, []string{rules.FamilyIPv4}, t,
+			map[rules.ServicePort]rules.PortState{sp: {Programmed: true, Drop: true, DropPackets: packets,
+				Drops: []rules.DropRule{{Address: "198.51.100.7", Port: 80, Packets: packets, Counted: true}}}})
+	}
+	reader := &countingReader{snap: snapAt(0, at)}
+	setup := scrapeSetup{view: view, reader: reader, memory: NewMemory(), window: time.Minute, addrs: fixedAddrs{"127.0.0.1"}}
+	steps := []struct {
+		packets uint64
+		after   time.Duration
+		addrs   fixedAddrs
+		want    string
+	}{
+		{0, 0, nil, "0"},
+		{5, 30 * time.Second, nil, "1"},
+		{5, 60 * time.Second, nil, "1"},  // grew 30 s ago: within the window
+		{5, 120 * time.Second, nil, "0"}, // 90 s without growth
+		{2, 150 * time.Second, nil, "1"}, // kube-proxy rewrote the rule and it counted 2 new packets
+		{2, 300 * time.Second, fixedAddrs{"127.0.0.1", "198.51.100.7"}, "1"},
+	}
+	for i, s := range steps {
+		reader.snap = snapAt(s.packets, at.Add(s.after))
+		setup.addrs = append(fixedAddrs{"127.0.0.1"}, s.addrs...)
+		reg := setup.scrape(t)
+		got := series(t, reg, "localtraffic_blackhole")
+		if want := `localtraffic_blackhole{namespace="kubelings",service="checkout"} ` + s.want; got != want {
+			t.Errorf("step %d: %s, want %s", i, got, want)
+		}
+	}
+}
+
+// The gatherer takes the probe address of each family from kube-proxy's --nodeport-addresses when known.
+func TestNodePortAddressesChooseTheProbeAddress(t *testing.T) {
+	hcnp := dualStackHealthCheck(t, hcAnswer{200, 1}, hcAnswer{200, 0})
+	snap := dualStackLB(hcnp, 1, 1)
+	snap.Node.InternalIPs = []string{"192.0.2.1", "2001:db8::1"} // not local: only the CIDRs find ::1 and 127.0.0.1
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	g := NewGatherer(GathererConfig{View: &fakeView{snap: snap}, Addrs: fixedAddrs{"127.0.0.1", "::1", "192.0.2.1"},
+		KubeProxyAddress: noAddress, NodePortAddresses: []string{"127.0.0.0/8", "::1/128"}, Logger: logger})
+	st := g.Gather(context.Background())
+	if st.APIErr != nil {
+		t.Fatal(st.APIErr)
+	}
+	got := map[corev1.IPFamily]string{}
+	for _, c := range st.Services[0].Checks {
+		got[c.Family] = c.Address + " " + string(c.Result)
+	}
+	if got[v4] != "127.0.0.1 ok" || got[v6] != "::1 ok" {
+		t.Errorf("probes: %v", got)
+	}
+	if errors.Is(st.NodePortAddressesErr, context.Canceled) {
+		t.Error(st.NodePortAddressesErr)
+	}
+}
+
+// kube-proxy's /configz is read once per configzTTL, and a metrics port that hangs costs the health check
+// probes at most configzTimeout: they still answer within the scrape.
+func TestConfigzCachedAndBounded(t *testing.T) {
+	var reads atomic.Int32
+	srv := &http.Server{ReadHeaderTimeout: time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		reads.Add(1)
+		fmt.Fprint(w, `{"kubeproxy.config.k8s.io":{"nodePortAddresses":["127.0.0.0/8"]}}`)
+	})}
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	mem := NewMemory()
+	g := NewGatherer(GathererConfig{View: &fakeView{snap: kubeview.Snapshot{Node: dualStackNode()}}, KubeProxyAddress: noAddress,
+		ConfigzURL: "http://" + l.Addr().String() + "/configz", Memory: mem, Logger: logger})
+	for range 3 {
+		if st := g.Gather(context.Background()); len(st.NodePortAddresses) != 1 || st.NodePortAddresses[0] != "127.0.0.0/8" {
+			t.Fatalf("nodePortAddresses %v (%v)", st.NodePortAddresses, st.NodePortAddressesErr)
+		}
+	}
+	if n := reads.Load(); n != 1 {
+		t.Errorf("/configz read %d times in 3 scrapes, want 1", n)
+	}
+
+	hang, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hang.Close() })
+	go func() {
+		for {
+			c, err := hang.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+	}()
+	hcnp := dualStackHealthCheck(t, hcAnswer{200, 1}, hcAnswer{200, 1})
+	g = NewGatherer(GathererConfig{View: &fakeView{snap: dualStackLB(hcnp, 1, 1)}, Addrs: fixedAddrs{"127.0.0.1", "::1"},
+		KubeProxyAddress: noAddress, ConfigzURL: "http://" + hang.Addr().String() + "/configz", ProbeTimeout: 5 * time.Second, Logger: logger})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	st := g.Gather(ctx)
+	if st.NodePortAddressesErr == nil {
+		t.Error("a hanging /configz read succeeded")
+	}
+	// Had the /configz read taken the scrape's 3 s, the probes would have timed out.
+	for _, c := range st.Services[0].Checks {
+		if c.Result != "ok" {
+			t.Errorf("%s: %s after a hanging /configz (%v)", c.Family, c.Result, c.Err)
+		}
+	}
+}

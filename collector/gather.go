@@ -1,0 +1,412 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
+)
+
+// APIView is what the gatherer reads of the Kubernetes API.
+type APIView interface {
+	Snapshot() (kubeview.Snapshot, error)
+	// Node is this node's state alone: still there when the Service informers have not synced.
+	Node() (kubeview.NodeState, error)
+}
+
+// InformerSource reports the state of the exporter's informers.
+type InformerSource interface {
+	Informers() []kubeview.InformerStatus
+}
+
+// GathererConfig configures the Gatherer.
+type GathererConfig struct {
+	View      APIView
+	Informers InformerSource // nil: no informer status
+	Rules     rules.Reader   // nil: rules are not read, the API view decides
+	// Addrs lists this host's addresses: where health check node ports are probed, and which externalIPs
+	// the node holds. nil: none.
+	Addrs nodeprobe.AddrLister
+	// KubeProxyAddress returns kube-proxy's health server host:port: fixed by a flag, or the Node's
+	// InternalIP:10256.
+	KubeProxyAddress func(kubeview.NodeState) (string, error)
+	// HealthCheckAddress, when set, is where health check node ports of its family are probed.
+	HealthCheckAddress string
+	// NodePortAddresses is kube-proxy's --nodeport-addresses when given by a flag; nil: read ConfigzURL.
+	NodePortAddresses []string
+	// ConfigzURL is kube-proxy's /configz (on its metrics address); "": not read.
+	ConfigzURL string
+	// Dataplane is what the node runs: DataplaneKubeProxy, DataplaneReplacement, or "" (auto: detected).
+	Dataplane string
+	// ExternalIPWindow: an externalIP whose drop counter grew this recently is in rotation.
+	ExternalIPWindow time.Duration
+	Client           *http.Client
+	ProbeTimeout     time.Duration // cap per probe; the scrape's deadline may shorten it
+	Concurrency      int           // health check probes in flight at once
+	Memory           *Memory       // nil: a new one
+	Logger           *slog.Logger
+}
+
+// Gatherer reads every input of a scrape once, concurrently, under the scrape's context, and decides the
+// verdicts: the result is one State that every collector renders.
+type Gatherer struct{ cfg GathererConfig }
+
+// NewGatherer returns a Gatherer.
+func NewGatherer(cfg GathererConfig) *Gatherer {
+	if cfg.Concurrency < 1 {
+		cfg.Concurrency = 1
+	}
+	if cfg.Memory == nil {
+		cfg.Memory = NewMemory()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.Client == nil {
+		cfg.Client = nodeprobe.NewHTTPClient()
+	}
+	if cfg.ProbeTimeout <= 0 {
+		cfg.ProbeTimeout = 5 * time.Second
+	}
+	return &Gatherer{cfg: cfg}
+}
+
+// Gather reads the API view, then, concurrently, kube-proxy's rules, its health server, this host's
+// addresses and kube-proxy's --nodeport-addresses followed by every health check node port, and decides. It
+// never fails: an input that could not be read is recorded in the State.
+func (g *Gatherer) Gather(ctx context.Context) *State {
+	st := &State{took: map[Input]time.Duration{}, RulesConfigured: g.cfg.Rules != nil}
+	var mu sync.Mutex // guards st.took while the inputs are read
+	timed := func(in Input, start time.Time) {
+		mu.Lock()
+		st.took[in] = time.Since(start)
+		mu.Unlock()
+	}
+
+	start := time.Now()
+	snap, err := g.cfg.View.Snapshot()
+	if err == nil {
+		st.Node = snap.Node
+	} else {
+		st.APIErr = fmt.Errorf("reading the API view: %w", err)
+		if st.Node, err = g.cfg.View.Node(); err != nil {
+			st.NodeErr = fmt.Errorf("reading the API view: %w", err)
+		}
+	}
+	timed(InputAPI, start)
+	timed(InputNode, start)
+	if g.cfg.Informers != nil {
+		st.Informers = g.cfg.Informers.Informers()
+	}
+
+	var checks [][]FamilyCheck
+	var wg sync.WaitGroup
+	if g.cfg.Rules != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer timed(InputRules, time.Now())
+			st.Rules, st.RulesErr = g.cfg.Rules.Read(ctx)
+			if st.RulesErr != nil {
+				st.RulesErr = fmt.Errorf("reading kube-proxy's rules: %w", st.RulesErr)
+			}
+		}()
+	}
+	if st.NodeErr == nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer timed(InputKubeProxy, time.Now())
+			st.KubeProxy = g.probeKubeProxy(ctx, st.Node)
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		addrStart := time.Now()
+		var inner sync.WaitGroup
+		inner.Add(1)
+		go func() {
+			defer inner.Done()
+			st.NodePortAddresses, st.NodePortAddressesErr = g.nodePortAddresses(ctx)
+		}()
+		if g.cfg.Addrs != nil {
+			if st.LocalAddrs, st.AddrsErr = g.cfg.Addrs.LocalAddrs(); st.AddrsErr != nil {
+				g.cfg.Logger.Warn("listing this host's addresses", "err", st.AddrsErr)
+			}
+		}
+		inner.Wait()
+		timed(InputAddrs, addrStart)
+		if st.APIErr == nil {
+			defer timed(InputHealthChecks, addrStart)
+			checks = g.probeHealthChecks(ctx, snap, st.LocalAddrs, st.NodePortAddresses)
+		}
+	}()
+	wg.Wait()
+
+	st.Dataplane = g.dataplane(st)
+	g.decide(st, snap, checks)
+	return st
+}
+
+// dataplane decides what serves Services here. IPVS says so through the rule reader. Without a flag, a
+// node is taken for a kube-proxy replacement only when both signs agree: the rules were read and hold no
+// kube-proxy rule, and kube-proxy's health server gave no HTTP answer; and never once kube-proxy was seen on
+// it (then kube-proxy is down, and its alerts must fire). In --rules.mode=none nothing shows the rules, so
+// the node is taken for kube-proxy unless the flag says otherwise.
+func (g *Gatherer) dataplane(st *State) string {
+	if errors.Is(st.RulesErr, rules.ErrUnsupported) && st.Rules != nil && st.Rules.Mode == rules.ModeIPVS {
+		return DataplaneIPVS
+	}
+	answered := st.KubeProxy.Healthz.StatusCode != 0 || st.KubeProxy.Livez.StatusCode != 0
+	rulesFound := st.Rules != nil && st.RulesErr == nil
+	seen := g.cfg.Memory.sawKubeProxy(answered || rulesFound)
+	switch g.cfg.Dataplane {
+	case DataplaneKubeProxy, DataplaneReplacement:
+		return g.cfg.Dataplane
+	}
+	if st.RulesConfigured && errors.Is(st.RulesErr, rules.ErrNoRules) && !answered && !seen {
+		return DataplaneReplacement
+	}
+	return DataplaneKubeProxy
+}
+
+// nodePortAddresses is kube-proxy's --nodeport-addresses: the flag's, else what /configz says. nil means
+// the Node's primary addresses (kube-proxy's default in nftables mode, and "primary").
+func (g *Gatherer) nodePortAddresses(ctx context.Context) ([]string, error) {
+	if g.cfg.NodePortAddresses != nil {
+		return g.cfg.NodePortAddresses, nil
+	}
+	if g.cfg.ConfigzURL == "" {
+		return nil, nil
+	}
+	// kube-proxy's configuration changes only with a restart: one read serves configzTTL, and the health
+	// check probes wait at most configzTimeout for it (a hanging metrics port must not eat their deadline).
+	now := time.Now()
+	if cidrs, ok := g.cfg.Memory.configz(now); ok {
+		return cidrs, nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, min(configzTimeout, nodeprobe.ProbeTimeout(ctx, g.cfg.ProbeTimeout)))
+	defer cancel()
+	cidrs, err := nodeprobe.ReadNodePortAddresses(pctx, g.cfg.Client, g.cfg.ConfigzURL)
+	if err != nil {
+		g.cfg.Logger.Debug("kube-proxy's /configz unreadable: probing the Node's primary addresses", "err", err)
+		if last, ok := g.cfg.Memory.lastConfigz(); ok {
+			return last, err // kube-proxy restarting: its last known setting still holds
+		}
+		return nil, err
+	}
+	g.cfg.Memory.setConfigz(cidrs, now)
+	return cidrs, nil
+}
+
+// How often, and how long at most, kube-proxy's /configz is read.
+const (
+	configzTTL     = 5 * time.Minute
+	configzTimeout = time.Second
+)
+
+// decide fills in the per-Service results from what was read.
+func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCheck) {
+	var fr FamilyRules
+	st.Source = SourceAPI
+	if st.Rules != nil && st.RulesErr == nil && st.Dataplane != DataplaneReplacement {
+		fr = st.Rules
+		st.Source = SourceRules
+	}
+	if st.APIErr != nil {
+		return
+	}
+	ev := g.evidence(st, snap)
+	seen := map[counterKey]bool{}
+	st.Services = make([]ServiceResult, len(snap.Services))
+	for i, svc := range snap.Services {
+		r := ServiceResult{Service: svc, Checks: checks[i]}
+		byFamily := map[corev1.IPFamily]*nodeprobe.HealthCheck{}
+		for j := range r.Checks {
+			byFamily[r.Checks[j].Family] = &r.Checks[j].HealthCheck
+		}
+		for _, fam := range svc.Families {
+			if fr != nil && fr.HasFamily(string(fam.Family)) {
+				for _, p := range fam.Ports {
+					sp := rules.ServicePort{Namespace: svc.Namespace, Name: svc.Name, Port: p.Name, Protocol: string(p.Protocol)}
+					ps := fr.Family(sp, string(fam.Family))
+					k := counterKey{namespace: sp.Namespace, name: sp.Name, port: sp.Port, protocol: sp.Protocol, family: string(fam.Family)}
+					seen[k] = true
+					pr := PortResult{Family: fam.Family, Port: p, Label: portLabel(p), Rules: ps,
+						DroppedPackets: g.cfg.Memory.countDrops(k, ps.DropPackets, st.Rules.ReadAt),
+						Mismatch:       portMismatch(p, ps, svc.ExternallyReachable(fam.Family, p))}
+					r.Mismatch = r.Mismatch || pr.Mismatch
+					r.MismatchKnown = true
+					r.Ports = append(r.Ports, pr)
+				}
+				continue
+			}
+			// No rules for this family (API-only mode, IPVS, or a family whose rules were not read): the
+			// health check node port's localEndpoints is kube-proxy's own count, compared with the API's
+			// (a wrong --hostname-override makes kube-proxy count none, item 8). A replacement's health
+			// check server counts its own way (Cilium reports 0 for its Ingress Services by design): not
+			// compared.
+			if hc := byFamily[fam.Family]; hc != nil && hc.LocalEndpoints >= 0 && st.Dataplane != DataplaneReplacement {
+				r.MismatchKnown = true
+				r.Mismatch = r.Mismatch || hc.LocalEndpoints != fam.LocalReadyEndpoints
+			}
+		}
+		r.Verdict = Decide(DecideInput{Service: svc, Node: st.Node, Checks: byFamily, Rules: fr, Evidence: ev})
+		st.Services[i] = r
+	}
+	if fr != nil {
+		g.cfg.Memory.forget(seen)
+	}
+}
+
+// scrapeEvidence is the externalIP evidence of one scrape.
+type scrapeEvidence struct {
+	local map[netip.Addr]bool
+	grew  map[ruleKey]bool
+}
+
+func (e scrapeEvidence) Assigned(ip string) bool {
+	a, err := netip.ParseAddr(ip)
+	return err == nil && e.local[a.Unmap()]
+}
+
+func (e scrapeEvidence) Arriving(sp rules.ServicePort, family corev1.IPFamily, address string, port int32) bool {
+	return e.grew[ruleKey{counterKey: counterKey{namespace: sp.Namespace, name: sp.Name, port: sp.Port, protocol: sp.Protocol},
+		family: string(family), address: address, port: port}]
+}
+
+// evidence records every counted address drop rule in Memory and keeps those that grew within the window.
+func (g *Gatherer) evidence(st *State, snap kubeview.Snapshot) scrapeEvidence {
+	ev := scrapeEvidence{local: map[netip.Addr]bool{}, grew: map[ruleKey]bool{}}
+	for _, ip := range st.LocalAddrs {
+		if a, ok := netip.AddrFromSlice(ip); ok {
+			ev.local[a.Unmap()] = true
+		}
+	}
+	if st.Rules == nil || st.RulesErr != nil {
+		return ev
+	}
+	seen := map[ruleKey]bool{}
+	for _, svc := range snap.Services {
+		for _, fam := range svc.Families {
+			if !st.Rules.HasFamily(string(fam.Family)) {
+				continue
+			}
+			for _, p := range fam.Ports {
+				sp := rules.ServicePort{Namespace: svc.Namespace, Name: svc.Name, Port: p.Name, Protocol: string(p.Protocol)}
+				for _, d := range st.Rules.Family(sp, string(fam.Family)).Drops {
+					if !d.Counted || d.Address == "" {
+						continue
+					}
+					k := ruleKey{counterKey: counterKey{namespace: sp.Namespace, name: sp.Name, port: sp.Port, protocol: sp.Protocol},
+						family: string(fam.Family), address: d.Address, port: d.Port}
+					seen[k] = true
+					grewAt := g.cfg.Memory.observeRule(k, d.Packets, st.Rules.ReadAt)
+					if !grewAt.IsZero() && st.Rules.ReadAt.Sub(grewAt) <= g.cfg.ExternalIPWindow {
+						ev.grew[k] = true
+					}
+				}
+			}
+		}
+	}
+	g.cfg.Memory.forgetRules(seen)
+	return ev
+}
+
+// probeKubeProxy asks kube-proxy's /healthz and /livez at once.
+func (g *Gatherer) probeKubeProxy(ctx context.Context, node kubeview.NodeState) KubeProxyState {
+	addr, err := g.cfg.KubeProxyAddress(node)
+	if err != nil {
+		return KubeProxyState{Err: fmt.Errorf("choosing kube-proxy's health server address: %w", err)}
+	}
+	endpoints := []string{"healthz", "livez"}
+	answers := make([]nodeprobe.KubeProxyHealth, len(endpoints))
+	var wg sync.WaitGroup
+	for i, ep := range endpoints {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pctx, cancel := context.WithTimeout(ctx, nodeprobe.ProbeTimeout(ctx, g.cfg.ProbeTimeout))
+			defer cancel()
+			answers[i] = nodeprobe.ProbeKubeProxy(pctx, g.cfg.Client, addr, ep)
+			if a := answers[i]; a.Err != nil {
+				g.cfg.Logger.Warn("kube-proxy health probe failed", "endpoint", a.Endpoint, "result", string(a.Result), "err", a.Err)
+			}
+		}()
+	}
+	wg.Wait()
+	return KubeProxyState{Healthz: answers[0], Livez: answers[1]}
+}
+
+// probeHealthChecks probes the health check node port of every LoadBalancer Service in each of its
+// families, at most Concurrency at a time, on the family's address kube-proxy serves. The result is indexed
+// like snap.Services; empty where a Service has no health check node port.
+func (g *Gatherer) probeHealthChecks(ctx context.Context, snap kubeview.Snapshot, local []net.IP, cidrs []string) [][]FamilyCheck {
+	out := make([][]FamilyCheck, len(snap.Services))
+	addrs := map[corev1.IPFamily]string{}
+	addrOf := func(f corev1.IPFamily) string {
+		a, ok := addrs[f]
+		if !ok {
+			if o := g.cfg.HealthCheckAddress; o != "" && kubeview.IPFamilyOf(o) == f {
+				a = o
+			} else {
+				a = nodeprobe.PickFamilyAddress(local, snap.Node.InternalIPs, string(f), cidrs)
+			}
+			addrs[f] = a
+		}
+		return a
+	}
+
+	sem := make(chan struct{}, g.cfg.Concurrency)
+	var wg sync.WaitGroup
+	for i, svc := range snap.Services {
+		if svc.HealthCheckNodePort == 0 || svc.Type != corev1.ServiceTypeLoadBalancer {
+			continue
+		}
+		out[i] = make([]FamilyCheck, len(svc.Families))
+		for j, fam := range svc.Families {
+			fc := &out[i][j]
+			fc.Family, fc.Address = fam.Family, addrOf(fam.Family)
+			if fc.Address == "" {
+				fc.HealthCheck = nodeprobe.HealthCheck{Result: nodeprobe.ResultNoAddress, LocalEndpoints: -1, Weight: -1,
+					Err: fmt.Errorf("no local %s address kube-proxy serves health check node ports on", fam.Family)}
+				g.cfg.Logger.Warn("health check not probed", "namespace", svc.Namespace, "service", svc.Name,
+					"family", string(fam.Family), "err", fc.Err)
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				select {
+				case sem <- struct{}{}:
+					defer func() { <-sem }()
+				case <-ctx.Done():
+					fc.HealthCheck = nodeprobe.HealthCheck{Result: nodeprobe.ResultTimeout, LocalEndpoints: -1, Weight: -1, Err: ctx.Err()}
+					return
+				}
+				pctx, cancel := context.WithTimeout(ctx, nodeprobe.ProbeTimeout(ctx, g.cfg.ProbeTimeout))
+				defer cancel()
+				fc.HealthCheck = nodeprobe.ProbeHealthCheckNodePort(pctx, g.cfg.Client, fc.Address, svc.HealthCheckNodePort, svc.Namespace, svc.Name)
+				if fc.Err != nil {
+					g.cfg.Logger.Warn("health check node port probe failed", "namespace", svc.Namespace, "service", svc.Name,
+						"family", string(fam.Family), "result", string(fc.Result), "err", fc.Err)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	return out
+}

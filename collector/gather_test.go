@@ -1,0 +1,133 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
+)
+
+// fakeView is an APIView over a fixed snapshot that counts how often it is read.
+type fakeView struct {
+	snap      kubeview.Snapshot
+	err       error
+	snapshots atomic.Int32
+}
+
+func (f *fakeView) Snapshot() (kubeview.Snapshot, error) {
+	f.snapshots.Add(1)
+	return f.snap, f.err
+}
+
+func (f *fakeView) Node() (kubeview.NodeState, error) { return f.snap.Node, nil }
+
+// countingReader returns one snapshot and counts reads.
+type countingReader struct {
+	snap  *rules.Snapshot
+	err   error
+	reads atomic.Int32
+}
+
+func (c *countingReader) Read(context.Context) (*rules.Snapshot, error) {
+	c.reads.Add(1)
+	return c.snap, c.err
+}
+
+func noAddress(kubeview.NodeState) (string, error) { return "", errors.New("no address in this test") }
+
+func testExporter(view APIView, reader rules.Reader) *Exporter {
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	g := NewGatherer(GathererConfig{View: view, Rules: reader, KubeProxyAddress: noAddress,
+		ProbeTimeout: time.Second, Logger: logger})
+	return NewExporter(logger, g, NewServices(), NewKubeProxy(), NewNode(), NewInformers(), NewRules(), NewDataplane())
+}
+
+func checkoutSnapshot(local int) kubeview.Snapshot {
+	return kubeview.Snapshot{Node: kubeview.NodeState{Name: "node-1", Found: true},
+		Services: []kubeview.ServiceState{nodePortService(local)}}
+}
+
+// One scrape takes one API snapshot and one rules read, and every collector renders them: blackhole and
+// rules_mismatch speak of the same read.
+func TestOneStatePerScrape(t *testing.T) {
+	view := &fakeView{snap: checkoutSnapshot(1)}
+	sp := rules.ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}
+	reader := &countingReader{snap: rules.NewSnapshot(rules.ModeIPTables, rules.BackendNFT, []string{rules.FamilyIPv4},
+		time.Unix(1700000000, 0), map[rules.ServicePort]rules.PortState{sp: {Programmed: true, Drop: true, DropPackets: 3,
+			Drops: []rules.DropRule{{Port: 30090, Packets: 3, Counted: true}}}})}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(testExporter(view, reader).Bind(context.Background()))
+	want := `localtraffic_blackhole{namespace="kubelings",service="checkout"} 1
+localtraffic_rules_mismatch{namespace="kubelings",service="checkout"} 1`
+	if got := series(t, reg, "localtraffic_blackhole", "localtraffic_rules_mismatch"); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	if n, m := view.snapshots.Load(), reader.reads.Load(); n != 1 || m != 1 {
+		t.Errorf("one scrape took %d API snapshots and %d rules reads, want 1 and 1", n, m)
+	}
+}
+
+// A failed input counts against the collectors that render it, and only those.
+func TestInputFailureCountsAgainstItsCollectors(t *testing.T) {
+	view := &fakeView{snap: checkoutSnapshot(0), err: kubeview.ErrNotSynced}
+	reader := &countingReader{err: errors.New("iptables-save: exit status 1")}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(testExporter(view, reader).Bind(context.Background()))
+	want := `localtraffic_scrape_collector_success{collector="dataplane"} 1
+localtraffic_scrape_collector_success{collector="informers"} 1
+localtraffic_scrape_collector_success{collector="kube_proxy"} 0
+localtraffic_scrape_collector_success{collector="node"} 1
+localtraffic_scrape_collector_success{collector="rules"} 0
+localtraffic_scrape_collector_success{collector="services"} 0`
+	if got := series(t, reg, "localtraffic_scrape_collector_success"); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+// series gathers reg and returns `name{l="v",...} value` for every sample of the named metrics, sorted.
+func series(t *testing.T, reg *prometheus.Registry, names ...string) string {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	var out []string
+	for _, mf := range mfs {
+		if !want[mf.GetName()] {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var ls []string
+			for _, l := range m.GetLabel() {
+				ls = append(ls, l.GetName()+"="+strconv.Quote(l.GetValue()))
+			}
+			v := m.GetGauge().GetValue()
+			if m.Counter != nil {
+				v = m.GetCounter().GetValue()
+			}
+			if len(ls) == 0 {
+				out = append(out, fmt.Sprintf("%s %g", mf.GetName(), v))
+				continue
+			}
+			out = append(out, fmt.Sprintf("%s{%s} %g", mf.GetName(), strings.Join(ls, ","), v))
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, "\n")
+}

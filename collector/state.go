@@ -1,0 +1,106 @@
+package collector
+
+import (
+	"net"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
+)
+
+// Input names one source the gatherer reads for a scrape. A collector's self-metrics count the inputs it
+// renders: their gathering time is part of its duration, and a failed input is its failure.
+type Input string
+
+// The gatherer's inputs.
+const (
+	InputAPI          Input = "api"           // the API view snapshot (Services, EndpointSlices, Node)
+	InputNode         Input = "node"          // this node's Node object alone
+	InputRules        Input = "rules"         // one read of kube-proxy's rules
+	InputKubeProxy    Input = "kube_proxy"    // kube-proxy's /healthz and /livez
+	InputHealthChecks Input = "health_checks" // every health check node port probe, per family
+	InputAddrs        Input = "addrs"         // this host's addresses (netlink)
+	InputInformers    Input = "informers"     // the informers' own status
+)
+
+// State is everything one scrape read and decided. The gatherer builds it once per scrape; every collector
+// renders it and none reads a source itself, so all series of one scrape speak of the same inputs. A State is
+// immutable once Gather returns.
+type State struct {
+	// Node is this node's state: from the API snapshot, or from the Node informer alone when the snapshot
+	// failed (kube-proxy's probes and the Node series need nothing else).
+	Node    kubeview.NodeState
+	NodeErr error
+	// APIErr is why the API snapshot could not be taken (informers not synced); Services is empty then.
+	APIErr error
+	// Rules is the read of kube-proxy's rules; nil when not read (RulesErr says why, unless no reader is
+	// configured: RulesConfigured false).
+	Rules           *rules.Snapshot
+	RulesErr        error
+	RulesConfigured bool
+	// KubeProxy is what kube-proxy's health server answered.
+	KubeProxy KubeProxyState
+	// Services is one entry per Local Service, sorted by namespace and name.
+	Services []ServiceResult
+	// Source is what decided the verdicts: SourceRules or SourceAPI.
+	Source string
+	// Dataplane is DataplaneKubeProxy, DataplaneIPVS or DataplaneReplacement.
+	Dataplane string
+	Informers []kubeview.InformerStatus
+	// LocalAddrs are this host's addresses; AddrsErr why they could not be listed.
+	LocalAddrs []net.IP
+	AddrsErr   error
+	// NodePortAddresses is kube-proxy's --nodeport-addresses as its /configz or a flag gave it (nil: unknown
+	// or unset, the Node's primary addresses); NodePortAddressesErr why /configz could not be read.
+	NodePortAddresses    []string
+	NodePortAddressesErr error
+
+	took map[Input]time.Duration
+}
+
+// Took is how long gathering the input took in this scrape (0 when it was not gathered).
+func (s *State) Took(in Input) time.Duration { return s.took[in] }
+
+// KubeProxyState is one probe of kube-proxy's health server.
+type KubeProxyState struct {
+	Err     error // no address to probe: Healthz and Livez are empty
+	Healthz nodeprobe.KubeProxyHealth
+	Livez   nodeprobe.KubeProxyHealth
+}
+
+// ServiceResult is one Local Service: what the API said, what was probed and read, and the verdict.
+type ServiceResult struct {
+	Service kubeview.ServiceState
+	// Checks is the health check node port's answer per family, in the Service's family order; empty when
+	// the Service has none.
+	Checks []FamilyCheck
+	// Ports is what kube-proxy's rules hold per family and Service port, for the families whose rules were
+	// read; empty when the rules were not read.
+	Ports []PortResult
+	// Mismatch: the rules (or, without rules, a health check node port's localEndpoints) disagree with the
+	// API view in some family. MismatchKnown: some comparison was possible at all.
+	Mismatch      bool
+	MismatchKnown bool
+	Verdict       Verdict
+}
+
+// FamilyCheck is one family's probe of the health check node port.
+type FamilyCheck struct {
+	Family  corev1.IPFamily
+	Address string // where it was probed; "" with ResultNoAddress
+	nodeprobe.HealthCheck
+}
+
+// PortResult is one Service port in one family as kube-proxy's rules programmed it.
+type PortResult struct {
+	Family corev1.IPFamily
+	Port   kubeview.PortEndpoints
+	Label  string // the port label: its name, or its number when unnamed
+	Rules  rules.PortState
+	// DroppedPackets is the monotonic total of the port's drop rule counters in the family (see Memory).
+	DroppedPackets uint64
+	Mismatch       bool
+}
