@@ -16,7 +16,10 @@ LDFLAGS = -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision=$(REVI
 
 all: build
 
+## build: bin/kubectl-localtraffic (the kubectl plugin) and bin/localtraffic-exporter. The exporter's line stays
+## last: deploy/check compares it with the Dockerfile's.
 build:
+	go build -trimpath -ldflags "$(LDFLAGS)" -o bin/kubectl-localtraffic ./cmd/kubectl-localtraffic
 	go build -trimpath -ldflags "$(LDFLAGS)" -o bin/localtraffic-exporter ./cmd/localtraffic-exporter
 
 ## test: every test there is — unit, real-kernel rule readers, alerts (promtool), deploy checks and the
@@ -63,4 +66,4 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./nodeprobe/rules/ || exit 1; done
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./nodeprobe/rules/ ./collector/
+	$(GO) test -run '^$$' -bench . -benchmem ./nodeprobe/rules/ ./collector/ ./kubeview/placement/

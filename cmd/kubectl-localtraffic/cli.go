@@ -1,0 +1,259 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/prometheus/common/version"
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/localtraffic/localtraffic-exporter/kubeview/placement"
+)
+
+// Exit statuses, as the issue fixes them: 0 clean, 1 blackholes (status) or findings at or above --fail-on
+// (audit), 2 bad input or an API that could not be read.
+const (
+	exitClean    = 0
+	exitFindings = 1
+	exitError    = 2
+)
+
+// app is one invocation: its streams, its environment and how it reaches the apiserver (tests replace it with
+// a fake clientset).
+type app struct {
+	in          io.Reader
+	out, errOut io.Writer
+	getenv      func(string) string
+	terminal    bool // stdout is a terminal
+	client      func(*genericclioptions.ConfigFlags) (kubernetes.Interface, error)
+}
+
+type options struct {
+	kube          *genericclioptions.ConfigFlags
+	allNamespaces bool
+	output        string
+	failOn        string
+	files         []string
+	nodes         int
+	nodesFile     string
+}
+
+// run parses args and executes the command; it returns the exit status.
+func (a *app) run(ctx context.Context, args []string) int {
+	o := &options{kube: genericclioptions.NewConfigFlags(true)}
+	code := exitClean
+	root := &cobra.Command{
+		Use:   "kubectl-localtraffic",
+		Short: "The placement story of every Service with externalTrafficPolicy: Local",
+		Long: "kubectl localtraffic shows which nodes receive each Local Service's external traffic and which of them drop it " +
+			"(status), and audits the placement of the workloads behind them, live or from manifests before they ship (audit).",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl localtraffic"},
+		Version:       version.Version, // set by make build's -ldflags, as the exporter's
+	}
+	root.SetArgs(args)
+	root.SetIn(a.in)
+	root.SetOut(a.out)
+	root.SetErr(a.errOut)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return badInput{err} })
+	o.kube.AddFlags(root.PersistentFlags())
+	root.PersistentFlags().BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "every namespace")
+
+	status := &cobra.Command{
+		Use:   "status [SERVICE]",
+		Short: "Every node × Local Service: who receives the external traffic, who serves it, who drops it",
+		Long: "For each Service with externalTrafficPolicy Local: every node that receives its external traffic and whether " +
+			"it has a local endpoint, from the API alone (the exporter's rules, minus what only a node can see). " +
+			"Exit status 1 when a node blackholes.",
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var err error
+			code, err = a.status(ctx, o, args)
+			return err
+		},
+	}
+	status.Flags().StringVarP(&o.output, "output", "o", "text", "text or json")
+
+	audit := &cobra.Command{
+		Use:   "audit",
+		Short: "The placement story of each Local Service and what is wrong with it",
+		Long: "Audits every Service with externalTrafficPolicy Local: live from the cluster, or with -f from manifests " +
+			"(files, directories, - for stdin: the output of kustomize build or helm template) against --nodes N synthetic " +
+			"nodes or the Node objects of --nodes-file. Exit status 1 when a finding is at or above --fail-on.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var err error
+			code, err = a.audit(ctx, o)
+			return err
+		},
+	}
+	audit.Flags().StringVarP(&o.output, "output", "o", "text", "text, json or sarif")
+	audit.Flags().StringVar(&o.failOn, "fail-on", "warning", "lowest severity that fails: info, warning or critical")
+	audit.Flags().StringArrayVarP(&o.files, "filename", "f", nil, "manifests to audit: file, directory (recursive) or - for stdin; repeatable")
+	audit.Flags().IntVar(&o.nodes, "nodes", 0, "manifest mode: this many synthetic untainted nodes receive the traffic")
+	audit.Flags().StringVar(&o.nodesFile, "nodes-file", "", "manifest mode: Node objects (YAML or JSON) standing in for the cluster")
+	root.AddCommand(status, audit)
+
+	if err := root.Execute(); err != nil {
+		msg := err.Error()
+		if strings.HasPrefix(msg, "unknown command") || strings.Contains(msg, "accepts") {
+			err = badInput{err}
+		}
+		fmt.Fprintf(a.errOut, "kubectl-localtraffic: %s\n", oneLine(err.Error()))
+		return exitError
+	}
+	return code
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// namespace is where to look: -A for all, else -n, else the kubeconfig context's namespace.
+func (o *options) namespace() (string, error) {
+	if o.allNamespaces {
+		return "", nil
+	}
+	if o.kube.Namespace != nil && *o.kube.Namespace != "" {
+		return *o.kube.Namespace, nil
+	}
+	ns, _, err := o.kube.ToRawKubeConfigLoader().Namespace()
+	if err != nil {
+		return "", badInputf("kubeconfig: %w", err)
+	}
+	return ns, nil
+}
+
+func (a *app) liveCluster(ctx context.Context, o *options) (*placement.Cluster, string, error) {
+	ns, err := o.namespace()
+	if err != nil {
+		return nil, "", err
+	}
+	cs, err := a.client(o.kube)
+	if err != nil {
+		return nil, "", badInputf("kubeconfig: %w", err)
+	}
+	c, err := loadLive(ctx, cs, ns)
+	return c, ns, err
+}
+
+func (a *app) status(ctx context.Context, o *options, args []string) (int, error) {
+	if o.output != "text" && o.output != "json" {
+		return exitError, badInputf("unknown output format %q for status: text or json", o.output)
+	}
+	c, ns, err := a.liveCluster(ctx, o)
+	if err != nil {
+		return exitError, err
+	}
+	st := placement.Status(c)
+	if len(args) == 1 {
+		var one []placement.ServiceStatus
+		for _, s := range st {
+			if s.Name == args[0] {
+				one = append(one, s)
+			}
+		}
+		if len(one) == 0 {
+			return exitError, badInputf("no Service %q with externalTrafficPolicy Local in namespace %q", args[0], ns)
+		}
+		st = one
+	}
+	if o.output == "json" {
+		err = writeStatusJSON(a.out, c, st)
+	} else {
+		err = writeStatusText(a.out, st, a.colour())
+	}
+	if err != nil {
+		return exitError, err
+	}
+	for _, s := range st {
+		if len(s.Blackholes()) > 0 {
+			return exitFindings, nil
+		}
+	}
+	return exitClean, nil
+}
+
+func (a *app) audit(ctx context.Context, o *options) (int, error) {
+	switch o.output {
+	case "text", "json", "sarif":
+	default:
+		return exitError, badInputf("unknown output format %q for audit: text, json or sarif", o.output)
+	}
+	failOn, ok := placement.ParseSeverity(o.failOn)
+	if !ok {
+		return exitError, badInputf("unknown --fail-on %q: info, warning or critical", o.failOn)
+	}
+	var c *placement.Cluster
+	if len(o.files) > 0 {
+		var err error
+		if c, err = a.manifestCluster(o); err != nil {
+			return exitError, err
+		}
+	} else {
+		if o.nodes != 0 || o.nodesFile != "" {
+			return exitError, badInputf("--nodes and --nodes-file stand in for the cluster in manifest mode: give -f too")
+		}
+		var err error
+		if c, _, err = a.liveCluster(ctx, o); err != nil {
+			return exitError, err
+		}
+	}
+	rep := placement.Audit(c)
+	var err error
+	switch o.output {
+	case "json":
+		err = writeJSON(a.out, rep)
+	case "sarif":
+		err = writeSARIF(a.out, rep)
+	default:
+		err = writeAuditText(a.out, rep, a.colour())
+	}
+	if err != nil {
+		return exitError, err
+	}
+	if rep.Worst() >= failOn {
+		return exitFindings, nil
+	}
+	return exitClean, nil
+}
+
+func (a *app) manifestCluster(o *options) (*placement.Cluster, error) {
+	if o.nodes < 0 {
+		return nil, badInputf("--nodes %d: want a positive number", o.nodes)
+	}
+	if o.nodes > 0 && o.nodesFile != "" {
+		return nil, badInputf("--nodes and --nodes-file both given: choose one")
+	}
+	defaultNS := "default"
+	if o.kube.Namespace != nil && *o.kube.Namespace != "" {
+		defaultNS = *o.kube.Namespace
+	}
+	c := &placement.Cluster{}
+	if err := loadManifests(c, o.files, a.in, defaultNS); err != nil {
+		return nil, err
+	}
+	switch {
+	case o.nodes > 0:
+		c.Nodes = placement.SyntheticNodes(o.nodes)
+	case o.nodesFile != "":
+		nodes, err := loadNodesFile(o.nodesFile, a.in)
+		if err != nil {
+			return nil, err
+		}
+		c.Nodes = nodes
+	case len(c.Nodes) == 0:
+		return nil, badInputf("manifest mode needs the nodes that receive the traffic: --nodes N or --nodes-file FILE")
+	}
+	// Manifests describe what is to be, not what runs: pods and slices in them are not "now".
+	c.Pods, c.EndpointSlices = nil, nil
+	return c, nil
+}
+
+// colour: only on a terminal, and never when NO_COLOR is set (https://no-color.org) or TERM is dumb.
+func (a *app) colour() bool {
+	return a.terminal && a.getenv("NO_COLOR") == "" && a.getenv("TERM") != "dumb"
+}

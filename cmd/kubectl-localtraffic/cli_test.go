@@ -1,0 +1,263 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+
+	"github.com/localtraffic/localtraffic-exporter/kubeview/placement"
+)
+
+type result struct {
+	code        int
+	out, errOut string
+}
+
+// invoke runs the plugin as a user would, with stdin, an environment and (for live mode) a fake apiserver.
+func invoke(t *testing.T, stdin string, env map[string]string, terminal bool, objs []runtime.Object, args ...string) result {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cs := fake.NewClientset(objs...)
+	a := &app{in: strings.NewReader(stdin), out: &out, errOut: &errOut, terminal: terminal,
+		getenv: func(k string) string { return env[k] },
+		client: func(*genericclioptions.ConfigFlags) (kubernetes.Interface, error) { return cs, nil }}
+	code := a.run(context.Background(), args)
+	return result{code, out.String(), errOut.String()}
+}
+
+func testdata(name string) string { return filepath.Join("testdata", name) }
+
+func read(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(testdata(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestAuditManifestExitCodes(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"pinned drill", []string{"audit", "-f", testdata("drill/pinned.yaml"), "--nodes", "3"}, 1, "CRITICAL LT101 pinned-placement"},
+		{"drill fix", []string{"audit", "-f", testdata("drill/fixed.yaml"), "--nodes", "3"}, 0, "0 critical, 0 warning, 1 info"},
+		{"drill fix fails on info", []string{"audit", "-f", testdata("drill/fixed.yaml"), "--nodes", "3", "--fail-on", "info"}, 1, "INFO LT110"},
+		{"pinned with fail-on critical", []string{"audit", "-f", testdata("drill/pinned.yaml"), "--nodes", "3", "--fail-on", "critical"}, 1, "LT101"},
+		{"daemonset in a List", []string{"audit", "-f", testdata("daemonset-list.json"), "--nodes", "5"}, 0, "0 critical, 0 warning, 0 info"},
+		{"nodes file", []string{"audit", "-f", testdata("drill/fixed.yaml"), "--nodes-file", testdata("nodes.yaml")}, 0, "3 nodes receive NodePort 30090/TCP"},
+		{"directory, recursive", []string{"audit", "-f", testdata("drill"), "--nodes", "3"}, 1, "LT101"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := invoke(t, "", nil, false, nil, tc.args...)
+			if r.code != tc.code || !strings.Contains(r.out, tc.want) {
+				t.Errorf("exit %d (want %d), stdout:\n%s\nstderr: %s", r.code, tc.code, r.out, r.errOut)
+			}
+			if r.errOut != "" {
+				t.Errorf("stderr on success: %q", r.errOut)
+			}
+		})
+	}
+}
+
+// kustomize build | kubectl-localtraffic audit -f - --nodes 5, the README's CI step.
+func TestAuditStdin(t *testing.T) {
+	r := invoke(t, read(t, "drill/pinned.yaml"), nil, false, nil, "audit", "-f", "-", "--nodes", "5", "-o", "json")
+	if r.code != 1 {
+		t.Fatalf("exit %d, stderr %s", r.code, r.errOut)
+	}
+	var rep placement.Report
+	dec := json.NewDecoder(strings.NewReader(r.out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rep); err != nil {
+		t.Fatalf("JSON output does not decode into the report type: %v\n%s", err, r.out)
+	}
+	f := rep.Findings()[0]
+	if f.ID != placement.PinnedPlacement || f.Severity != placement.Critical || strings.Join(f.Nodes, ",") != "node-2,node-3,node-4,node-5" ||
+		f.Service.Source != "stdin" {
+		t.Errorf("first finding %+v", f)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal([]byte(r.out), &raw); err != nil {
+		t.Fatal(err)
+	}
+	sev := raw["services"].([]any)[0].(map[string]any)["findings"].([]any)[0].(map[string]any)["severity"]
+	if sev != "critical" {
+		t.Errorf("severity in JSON is %v, want the word", sev)
+	}
+}
+
+// Bad input: one line on stderr, exit 2, nothing on stdout.
+func TestBadInput(t *testing.T) {
+	dir := t.TempDir()
+	unreadable := filepath.Join(dir, "secret.yaml")
+	if err := os.WriteFile(unreadable, []byte("kind: Service\n"), 0o000); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name  string
+		stdin string
+		args  []string
+		want  string
+	}{
+		{"unknown flag", "", []string{"audit", "--bogus"}, "unknown flag: --bogus"},
+		{"unknown command", "", []string{"frobnicate"}, "unknown command"},
+		{"missing file", "", []string{"audit", "-f", filepath.Join(dir, "nope.yaml"), "--nodes", "3"}, "no such file"},
+		{"invalid YAML", "", []string{"audit", "-f", testdata("invalid.yaml"), "--nodes", "3"}, "invalid YAML"},
+		{"invalid YAML on stdin", "kind: [", []string{"audit", "-f", "-", "--nodes", "3"}, "stdin: document 1"},
+		{"wrong field type", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\nspec: {replicas: many}\n", []string{"audit", "-f", "-", "--nodes", "3"}, "Deployment x"},
+		{"unknown output", "", []string{"audit", "-o", "xml", "-f", testdata("drill/fixed.yaml"), "--nodes", "3"}, `unknown output format "xml"`},
+		{"sarif for status", "", []string{"status", "-o", "sarif"}, `unknown output format "sarif" for status`},
+		{"unknown fail-on", "", []string{"audit", "--fail-on", "panic", "-f", testdata("drill/fixed.yaml"), "--nodes", "3"}, "unknown --fail-on"},
+		{"no nodes in manifest mode", "", []string{"audit", "-f", testdata("drill/fixed.yaml")}, "--nodes N or --nodes-file"},
+		{"nodes without manifests", "", []string{"audit", "--nodes", "3"}, "give -f too"},
+		{"bad nodes value", "", []string{"audit", "-f", testdata("drill/fixed.yaml"), "--nodes", "three"}, "invalid argument"},
+		{"nodes file without nodes", "", []string{"audit", "-f", testdata("drill/fixed.yaml"), "--nodes-file", testdata("drill/fixed.yaml")}, "no Node objects"},
+		{"too many args", "", []string{"status", "a", "b"}, "accepts at most 1 arg"},
+	}
+	if os.Geteuid() != 0 { // root reads a 0000 file
+		cases = append(cases, struct {
+			name, stdin string
+			args        []string
+			want        string
+		}{"unreadable file", "", []string{"audit", "-f", unreadable, "--nodes", "3"}, "permission denied"})
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := invoke(t, tc.stdin, nil, false, nil, tc.args...)
+			if r.code != exitError {
+				t.Errorf("exit %d, want 2", r.code)
+			}
+			if strings.Count(r.errOut, "\n") != 1 || !strings.Contains(r.errOut, tc.want) || !strings.HasPrefix(r.errOut, "kubectl-localtraffic: ") {
+				t.Errorf("stderr %q, want one line containing %q", r.errOut, tc.want)
+			}
+			if r.out != "" {
+				t.Errorf("stdout %q", r.out)
+			}
+		})
+	}
+}
+
+// The drill in a fake apiserver: the objects the controllers would have written.
+func drillObjects(pinned bool) []runtime.Object {
+	var objs []runtime.Object
+	for i := 1; i <= 3; i++ {
+		name := fmt.Sprintf("node-%d", i)
+		objs = append(objs, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name}}})
+	}
+	objs = append(objs, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kubelings", Name: "checkout"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, ClusterIP: "10.96.0.10", Selector: map[string]string{"app": "checkout"},
+			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
+			Ports:                 []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30090}}},
+	})
+	tmpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "checkout"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "checkout", Image: "agnhost"}}}}
+	on := []string{"node-1", "node-1", "node-1"}
+	if pinned {
+		tmpl.Spec.NodeSelector = map[string]string{corev1.LabelHostname: "node-1"}
+	} else {
+		on = []string{"node-1", "node-2", "node-3"}
+		tmpl.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: corev1.LabelHostname,
+			WhenUnsatisfiable: corev1.DoNotSchedule, NodeTaintsPolicy: ptr.To(corev1.NodeInclusionPolicyHonor),
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "checkout"}}}}
+	}
+	zero, one := ptr.To(intstr.FromInt32(0)), ptr.To(intstr.FromInt32(1))
+	objs = append(objs, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kubelings", Name: "checkout", UID: "d-uid"},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](3), Template: tmpl,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "checkout"}},
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: zero, MaxUnavailable: one}}},
+	}, &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kubelings", Name: "checkout-7c9f", UID: "rs-uid",
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "checkout", UID: "d-uid", Controller: ptr.To(true)}}},
+		Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To[int32](3), Template: tmpl},
+	})
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "kubelings", Name: "checkout-x1", Labels: map[string]string{discoveryv1.LabelServiceName: "checkout"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To[int32](8080)}},
+	}
+	for i, n := range on {
+		name := fmt.Sprintf("checkout-7c9f-%d", i)
+		objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kubelings", Name: name, UID: types.UID(name),
+			Labels:          map[string]string{"app": "checkout"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "checkout-7c9f", UID: "rs-uid", Controller: ptr.To(true)}}},
+			Spec: corev1.PodSpec{NodeName: n}})
+		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.244.%d.10", i)},
+			NodeName: ptr.To(n), Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
+	}
+	return append(objs, slice)
+}
+
+func TestStatusLive(t *testing.T) {
+	r := invoke(t, "", nil, false, drillObjects(true), "status", "-n", "kubelings")
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1 (blackholes); stderr %s", r.code, r.errOut)
+	}
+	for _, want := range []string{"kubelings/checkout  NodePort  ok 3", "DROP", "1 of 3 nodes serve; node-2, node-3 drop NodePort 30090/TCP"} {
+		if !strings.Contains(r.out, want) {
+			t.Errorf("status output lacks %q:\n%s", want, r.out)
+		}
+	}
+	if strings.Contains(r.out, "\x1b[") {
+		t.Error("colour codes without a terminal")
+	}
+	// A terminal gets colour, unless NO_COLOR is set.
+	if r := invoke(t, "", nil, true, drillObjects(true), "status", "-A"); !strings.Contains(r.out, red) {
+		t.Errorf("no colour on a terminal:\n%s", r.out)
+	}
+	if r := invoke(t, "", map[string]string{"NO_COLOR": "1"}, true, drillObjects(true), "status", "-A"); strings.Contains(r.out, "\x1b[") {
+		t.Error("colour despite NO_COLOR")
+	}
+	// After the fix: clean, exit 0; the SERVICE argument selects one.
+	r = invoke(t, "", nil, false, drillObjects(false), "status", "-n", "kubelings", "checkout", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("exit %d after the fix; %s", r.code, r.out)
+	}
+	var st statusJSON
+	if err := json.Unmarshal([]byte(r.out), &st); err != nil || len(st.Services) != 1 || st.Services[0].Serving != 3 {
+		t.Errorf("json %v: %+v", err, st)
+	}
+	if r := invoke(t, "", nil, false, drillObjects(false), "status", "-n", "kubelings", "nope"); r.code != 2 {
+		t.Errorf("unknown service: exit %d", r.code)
+	}
+	// Another namespace holds no Local Service.
+	if r := invoke(t, "", nil, false, drillObjects(true), "status", "-n", "other"); r.code != 0 || !strings.Contains(r.out, "No Service") {
+		t.Errorf("empty namespace: exit %d %q", r.code, r.out)
+	}
+}
+
+func TestAuditLive(t *testing.T) {
+	r := invoke(t, "", nil, false, drillObjects(true), "audit", "-A")
+	if r.code != 1 || !strings.Contains(r.out, "CRITICAL LT100 blackhole-now") || !strings.Contains(r.out, "CRITICAL LT101 pinned-placement") ||
+		!strings.Contains(r.out, "now: 1 of 3 nodes serve; node-2, node-3 drop NodePort 30090/TCP") {
+		t.Errorf("exit %d:\n%s%s", r.code, r.out, r.errOut)
+	}
+	r = invoke(t, "", nil, false, drillObjects(false), "audit", "-A")
+	if r.code != 0 || strings.Contains(r.out, "CRITICAL") || strings.Contains(r.out, "WARNING") {
+		t.Errorf("after the fix exit %d:\n%s", r.code, r.out)
+	}
+}

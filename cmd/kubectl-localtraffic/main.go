@@ -1,0 +1,33 @@
+// Command kubectl-localtraffic is a kubectl plugin (kubectl localtraffic status|audit): the placement story of
+// every Service with externalTrafficPolicy Local, live from the API or from manifests as a CI gate. It shares the
+// exporter's counting code (kubeview), so the two never disagree on which node drops.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"golang.org/x/term"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/kubernetes"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	a := &app{in: os.Stdin, out: os.Stdout, errOut: os.Stderr, getenv: os.Getenv,
+		terminal: term.IsTerminal(int(os.Stdout.Fd())), client: kubeClient}
+	code := a.run(ctx, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+func kubeClient(f *genericclioptions.ConfigFlags) (kubernetes.Interface, error) {
+	cfg, err := f.ToRESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	cfg.UserAgent = "kubectl-localtraffic"
+	return kubernetes.NewForConfig(cfg)
+}

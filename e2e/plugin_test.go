@@ -1,0 +1,380 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
+	"github.com/localtraffic/localtraffic-exporter/e2e/drill"
+)
+
+// kubectl-localtraffic against the live apiserver of the controller cluster (real scheduler, controllers and node
+// agents): the drill, and the scheduler scenarios flagged from the manifests before the replica goes Pending or
+// the rollout parks.
+
+// plugin is the built binary and the cluster it talks to.
+type plugin struct {
+	bin, kubeconfig, nodesFile string
+}
+
+// pluginResult is one run: the exit status and what it printed.
+type pluginResult struct {
+	code        int
+	out, errOut string
+}
+
+// auditReport is the part of `audit -o json` the tests read.
+type auditReport struct {
+	Services []struct {
+		Service  struct{ Namespace, Name string } `json:"service"`
+		Findings []struct {
+			ID       string   `json:"id"`
+			Severity string   `json:"severity"`
+			Nodes    []string `json:"nodes"`
+			Message  string   `json:"message"`
+		} `json:"findings"`
+	} `json:"services"`
+}
+
+func (r auditReport) finding(id string) (nodes []string, msg string, ok bool) {
+	for _, s := range r.Services {
+		for _, f := range s.Findings {
+			if f.ID == id {
+				return f.Nodes, f.Message, true
+			}
+		}
+	}
+	return nil, "", false
+}
+
+// worst is the highest severity of the auditReport ("" when clean).
+func (r auditReport) worst() string {
+	rank := map[string]int{"info": 1, "warning": 2, "critical": 3}
+	w := ""
+	for _, s := range r.Services {
+		for _, f := range s.Findings {
+			if rank[f.Severity] > rank[w] {
+				w = f.Severity
+			}
+		}
+	}
+	return w
+}
+
+// newPlugin builds ./cmd/kubectl-localtraffic of the repository and writes the cluster's Nodes, as the
+// apiserver returns them, to a file for --nodes-file.
+func newPlugin(t *testing.T, ctx context.Context, c *cluster.Cluster) plugin {
+	t.Helper()
+	mod, err := cluster.ModuleDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	p := plugin{bin: filepath.Join(dir, "kubectl-localtraffic"), kubeconfig: c.AdminKubeconfig(), nodesFile: filepath.Join(dir, "nodes.yaml")}
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", p.bin, "./cmd/kubectl-localtraffic")
+	cmd.Dir = filepath.Dir(mod)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build kubectl-localtraffic: %v\n%s", err, b)
+	}
+	nodes, err := c.Admin().CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes.APIVersion, nodes.Kind = "v1", "NodeList"
+	for i := range nodes.Items {
+		nodes.Items[i].APIVersion, nodes.Items[i].Kind = "v1", "Node"
+	}
+	b, err := sigsyaml.Marshal(nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p.nodesFile, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func (p plugin) run(t *testing.T, ctx context.Context, stdin string, args ...string) pluginResult {
+	t.Helper()
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, p.bin, append(args, "--kubeconfig", p.kubeconfig)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	r := pluginResult{out: out.String(), errOut: errOut.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("kubectl-localtraffic %v: %v", args, err)
+	}
+	t.Logf("$ kubectl-localtraffic %s  (exit %d)\n%s%s", strings.Join(args, " "), r.code, r.out, r.errOut)
+	return r
+}
+
+func (p plugin) audit(t *testing.T, ctx context.Context, stdin string, args ...string) (auditReport, int) {
+	t.Helper()
+	r := p.run(t, ctx, stdin, append([]string{"audit", "-o", "json"}, args...)...)
+	var rep auditReport
+	if err := json.Unmarshal([]byte(r.out), &rep); err != nil {
+		t.Fatalf("audit -o json: %v\n%s%s", err, r.out, r.errOut)
+	}
+	return rep, r.code
+}
+
+// statusBlackholes runs status -o json and returns the exit status and the blackholing nodes of ns/name.
+func (p plugin) statusBlackholes(t *testing.T, ctx context.Context, ns, name string) (int, []string, error) {
+	t.Helper()
+	r := p.run(t, ctx, "", "status", "-n", ns, name, "-o", "json")
+	var st struct {
+		Services []struct {
+			Nodes []struct {
+				Node      string `json:"node"`
+				Blackhole bool   `json:"blackhole"`
+			} `json:"nodes"`
+		} `json:"services"`
+	}
+	if err := json.Unmarshal([]byte(r.out), &st); err != nil || len(st.Services) != 1 {
+		return r.code, nil, fmt.Errorf("status -o json (exit %d): %v %s%s", r.code, err, r.out, r.errOut)
+	}
+	holes := []string{}
+	for _, n := range st.Services[0].Nodes {
+		if n.Blackhole {
+			holes = append(holes, n.Node)
+		}
+	}
+	return r.code, holes, nil
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := []string{}
+	for k, v := range m {
+		if v {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestPluginDrill: the drill's manifest audited before it is applied (against the cluster's own Nodes), then
+// status and audit against the live apiserver while the pinned Deployment runs — the blackholing nodes they
+// name are the ones the exporters' localtraffic_blackhole and the client's real requests show — and after
+// drill.md's fix: clean, exit 0.
+func TestPluginDrill(t *testing.T) {
+	c := controllerCluster(t)
+	ctx := testContext(t)
+	p := newPlugin(t, ctx, c)
+	sh := operator(t, c)
+	var transcript bytes.Buffer
+	tr := drill.Transcript{W: &transcript}
+	t.Cleanup(func() {
+		t.Logf("what the operator saw:\n%s", transcript.String())
+		if err := drill.CleanupLive(context.Background(), c); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	pinned := c.Nodes()[0].Name
+	blackholed := workers(c)
+	delete(blackholed, pinned)
+	want := sortedKeys(blackholed)
+
+	// Before it ships: the manifest the drill applies, as CI would see it.
+	rep, code := p.audit(t, ctx, drill.LiveManifest(pinned), "-f", "-", "--nodes-file", p.nodesFile)
+	if nodes, _, ok := rep.finding("LT101"); code != 1 || !ok || !slices.Equal(nodes, want) {
+		t.Errorf("manifest audit: exit %d, LT101 nodes %v, want exit 1 and %v", code, nodes, want)
+	}
+
+	if err := drill.ApplyLive(ctx, sh, tr, pinned); err != nil {
+		t.Fatal(err)
+	}
+	// The client's requests and the exporters agree on the blackholing workers; then the plugin names the same.
+	observeAgrees(t, ctx, c, sh, tr, blackholed, "the pinned Deployment")
+	eventually(t, converge, "status names the blackholing nodes", func() error {
+		code, holes, err := p.statusBlackholes(t, ctx, drill.Namespace, drill.Service)
+		if err != nil {
+			return err
+		}
+		if code != 1 || !slices.Equal(holes, want) {
+			return fmt.Errorf("status exit %d, blackholes %v; want exit 1 and %v", code, holes, want)
+		}
+		return nil
+	})
+	p.run(t, ctx, "", "status", "-A")
+	// As the operator types it: kubectl finds the plugin on PATH, which reads kubectl's own KUBECONFIG.
+	out, err := sh.RunShown(ctx, tr, "PATH="+filepath.Dir(p.bin)+":$PATH kubectl localtraffic status -n kubelings checkout || echo \"exit status $?\"")
+	if err != nil || !strings.Contains(out, "DROP kubelings/checkout: 1 of 3 nodes serve") || !strings.Contains(out, "exit status 1") {
+		t.Errorf("kubectl localtraffic status: %v\n%s", err, out)
+	}
+	rep, code = p.audit(t, ctx, "", "-n", drill.Namespace)
+	now, _, okNow := rep.finding("LT100")
+	pin, _, okPin := rep.finding("LT101")
+	if code != 1 || !okNow || !okPin || !slices.Equal(now, want) || !slices.Equal(pin, want) {
+		t.Errorf("live audit: exit %d, LT100 %v, LT101 %v; want exit 1 and %v for both", code, now, pin, want)
+	}
+	p.run(t, ctx, "", "audit", "-n", drill.Namespace)
+
+	for _, cmd := range drill.FixCommands() {
+		cctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
+		_, err := sh.RunShown(cctx, tr, cmd)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	observeAgrees(t, ctx, c, sh, tr, map[string]bool{}, "after the fix")
+	eventually(t, converge, "status clean after the fix", func() error {
+		code, holes, err := p.statusBlackholes(t, ctx, drill.Namespace, drill.Service)
+		if err != nil {
+			return err
+		}
+		if code != 0 || len(holes) != 0 {
+			return fmt.Errorf("status exit %d, blackholes %v", code, holes)
+		}
+		return nil
+	})
+	rep, code = p.audit(t, ctx, "", "-n", drill.Namespace)
+	if code != 0 || rep.worst() == "warning" || rep.worst() == "critical" {
+		t.Errorf("audit after the fix: exit %d, worst %q", code, rep.worst())
+	}
+	p.run(t, ctx, "", "audit", "-n", drill.Namespace)
+}
+
+// manifestOf renders the scenario's Service and Deployment as a CI job would see them.
+func manifestOf(t *testing.T, svc *corev1.Service, d *appsv1.Deployment) string {
+	t.Helper()
+	s, dd := svc.DeepCopy(), d.DeepCopy()
+	s.APIVersion, s.Kind = "v1", "Service"
+	dd.APIVersion, dd.Kind = "apps/v1", "Deployment"
+	var b strings.Builder
+	for _, o := range []any{s, dd} {
+		y, err := sigsyaml.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString("---\n")
+		b.Write(y)
+	}
+	return b.String()
+}
+
+func scenarioService(ns, name string, nodePort int32) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
+			Selector: map[string]string{"app": name},
+			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80,
+				TargetPort: intstr.FromInt32(backendPort), NodePort: nodePort}}},
+	}
+}
+
+// TestPluginSchedulerScenarios: the spread without Honor (a replica more than there are workers) and the
+// maxSurge rollout under that spread are flagged from their manifests before anything is scheduled; then the
+// real scheduler and Deployment controller do what the findings said: a replica Pending, a parked rollout. The
+// live audit keeps flagging them, and status shows no blackhole meanwhile.
+func TestPluginSchedulerScenarios(t *testing.T) {
+	c := controllerCluster(t)
+	ctx := testContext(t)
+	p := newPlugin(t, ctx, c)
+	controlPlane := ""
+	for _, n := range c.Nodes() {
+		if n.ControlPlane {
+			controlPlane = n.Name
+		}
+	}
+
+	t.Run("spread without Honor", func(t *testing.T) {
+		const ns, name = "e2e-plugin-spread", "pspread"
+		d := deployment(ns, name, ctrlWorkers+1, 1, appsv1.DeploymentStrategy{}, hostnameSpread(name, false))
+		rep, code := p.audit(t, ctx, manifestOf(t, scenarioService(ns, name, 30195), d), "-f", "-", "--nodes-file", p.nodesFile)
+		nodes, msg, ok := rep.finding("LT104")
+		if code != 1 || !ok || !slices.Equal(nodes, []string{controlPlane}) || !strings.Contains(msg, "1 of 4 replicas stay Pending") {
+			t.Fatalf("manifest audit: exit %d, LT104 %v %q", code, nodes, msg)
+		}
+		localNodePortService(t, c, ns, name, 30195)
+		createDeployment(t, c, d)
+		waitOneReadyPerWorkerAndOnePending(t, ctx, c, ns, name, "one replica per worker and one Pending, as the audit said")
+		rep, _ = p.audit(t, ctx, "", "-n", ns)
+		if _, _, ok := rep.finding("LT104"); !ok {
+			t.Error("live audit no longer flags the spread")
+		}
+		if code, holes, err := p.statusBlackholes(t, ctx, ns, name); err != nil || code != 0 || len(holes) != 0 {
+			t.Errorf("status: exit %d, blackholes %v, %v", code, holes, err)
+		}
+	})
+
+	t.Run("maxSurge parks", func(t *testing.T) {
+		const ns, name = "e2e-plugin-surge", "psurge"
+		d := deployment(ns, name, ctrlWorkers, 1, rollingUpdate(1, 0), hostnameSpread(name, false))
+		deadline := int32(15)
+		d.Spec.ProgressDeadlineSeconds = &deadline
+		rep, code := p.audit(t, ctx, manifestOf(t, scenarioService(ns, name, 30196), d), "-f", "-", "--nodes-file", p.nodesFile)
+		if _, msg, ok := rep.finding("LT105"); code != 1 || !ok || !strings.Contains(msg, "the rollout parks") {
+			t.Fatalf("manifest audit: exit %d, LT105 %v %q", code, ok, msg)
+		}
+		localNodePortService(t, c, ns, name, 30196)
+		createDeployment(t, c, d)
+		waitPlacement(t, ctx, c, ns, name, onePerWorker(c, 1))
+		patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"e2e/rollout":"%d"}}}}}`, time.Now().UnixNano())
+		if _, err := c.Admin().AppsV1().Deployments(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitOneReadyPerWorkerAndOnePending(t, ctx, c, ns, name, "the surge pod Pending, the old replicas serving: the rollout parks as the audit said")
+		rep, _ = p.audit(t, ctx, "", "-n", ns)
+		if _, _, ok := rep.finding("LT105"); !ok {
+			t.Error("live audit no longer flags the surge deadlock")
+		}
+		if code, holes, err := p.statusBlackholes(t, ctx, ns, name); err != nil || code != 0 || len(holes) != 0 {
+			t.Errorf("status while parked: exit %d, blackholes %v, %v", code, holes, err)
+		}
+	})
+}
+
+// waitOneReadyPerWorkerAndOnePending waits until each worker runs one ready replica and one pod is
+// Unschedulable: what the audit predicted for both scenarios.
+func waitOneReadyPerWorkerAndOnePending(t *testing.T, ctx context.Context, c *cluster.Cluster, ns, name, what string) {
+	t.Helper()
+	eventually(t, 3*time.Minute, what, func() error {
+		pods, err := podsOf(ctx, c, ns, name)
+		if err != nil {
+			return err
+		}
+		pending := 0
+		for i := range pods {
+			if _, ok := unschedulable(&pods[i]); ok {
+				pending++
+			}
+		}
+		got := readyPerNode(pods)
+		for n := range workers(c) {
+			if got[n] != 1 {
+				return fmt.Errorf("ready per node %v, %d Unschedulable; want 1 on each worker and 1 Pending", got, pending)
+			}
+		}
+		if pending != 1 {
+			return fmt.Errorf("ready per node %v, %d Unschedulable; want 1 on each worker and 1 Pending", got, pending)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,70 @@
+package placement
+
+import (
+	"fmt"
+	"sort"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Cluster is everything the audit reads. Live mode fills it from the apiserver; manifest mode from files, with
+// no EndpointSlices and no Pods (the workload templates are the pods-to-be) and synthetic or given Nodes.
+type Cluster struct {
+	Nodes          []*corev1.Node
+	Services       []*corev1.Service
+	EndpointSlices []*discoveryv1.EndpointSlice
+	Pods           []*corev1.Pod
+	ReplicaSets    []*appsv1.ReplicaSet
+	Deployments    []*appsv1.Deployment
+	StatefulSets   []*appsv1.StatefulSet
+	DaemonSets     []*appsv1.DaemonSet
+	HPAs           []*autoscalingv2.HorizontalPodAutoscaler
+	PDBs           []*policyv1.PodDisruptionBudget
+	// Live is true when EndpointSlices and Pods describe what runs now: only then can a blackhole exist "now"
+	// (LT100, and the status grid).
+	Live bool
+	// Sources maps "Kind/namespace/name" to the file an object came from (manifest mode), for the findings.
+	Sources map[string]string
+}
+
+// SyntheticNodes makes n untainted, unlabelled-but-for-hostname nodes, node-1 … node-n: `--nodes N` in
+// manifest mode.
+func SyntheticNodes(n int) []*corev1.Node {
+	nodes := make([]*corev1.Node, 0, n)
+	for i := 1; i <= n; i++ {
+		name := fmt.Sprintf("node-%d", i)
+		nodes = append(nodes, &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+				corev1.LabelHostname: name, corev1.LabelOSStable: "linux",
+			}},
+			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP,
+				Address: fmt.Sprintf("10.0.%d.%d", i/250, i%250+1)}}},
+		})
+	}
+	return nodes
+}
+
+func (c *Cluster) ref(kind, ns, name string) ObjectRef {
+	return ObjectRef{Kind: kind, Namespace: ns, Name: name, Source: c.Sources[kind+"/"+ns+"/"+name]}
+}
+
+// sortedNodes returns the nodes sorted by name, so every output lists them in one order.
+func sortedNodes(nodes []*corev1.Node) []*corev1.Node {
+	out := append([]*corev1.Node(nil), nodes...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func nodeNames(nodes []*corev1.Node) []string {
+	out := make([]string, 0, len(nodes))
+	for _, n := range nodes {
+		out = append(out, n.Name)
+	}
+	sort.Strings(out)
+	return out
+}
