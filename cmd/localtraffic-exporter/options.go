@@ -30,6 +30,7 @@ type options struct {
 	maxRequests        int
 	rulesMode          string
 	rulesCacheTTL      time.Duration
+	shutdownGrace      time.Duration
 	version            bool
 }
 
@@ -56,6 +57,10 @@ func (l *listFlag) Set(v string) error {
 
 const defaultListenAddress = ":9746"
 
+// defaultShutdownGrace leaves in-flight scrapes most of the DaemonSet's terminationGracePeriodSeconds (10 s)
+// while the process still exits before the kubelet's SIGKILL.
+const defaultShutdownGrace = 5 * time.Second
+
 // parseOptions reads args; getenv supplies defaults (NODE_NAME). Errors are one line, fit for stderr.
 func parseOptions(args []string, getenv func(string) string) (options, error) {
 	o := options{listenAddresses: []string{defaultListenAddress}}
@@ -77,6 +82,8 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	fs.IntVar(&o.maxRequests, "web.max-requests", 10, "Scrapes served at once; more get 503.")
 	fs.StringVar(&o.rulesMode, "rules.mode", "auto", "Which kube-proxy rules to read: auto, iptables, nftables, none.")
 	fs.DurationVar(&o.rulesCacheTTL, "rules.cache-ttl", 2*time.Second, "How long one read of kube-proxy's rules serves concurrent scrapes.")
+	fs.DurationVar(&o.shutdownGrace, "web.shutdown-grace-period", defaultShutdownGrace,
+		"On SIGTERM, how long in-flight scrapes may run on; keep it below the pod's terminationGracePeriodSeconds.")
 	fs.BoolVar(&o.version, "version", false, "Print the version and exit.")
 
 	if err := fs.Parse(args); err != nil {
@@ -115,6 +122,9 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	}
 	if o.maxRequests < 1 {
 		return o, fmt.Errorf("bad --web.max-requests %d: must be at least 1", o.maxRequests)
+	}
+	if o.shutdownGrace <= 0 {
+		return o, fmt.Errorf("bad --web.shutdown-grace-period %s: must be positive", o.shutdownGrace)
 	}
 	if o.scrapeTimeoutOff < 0 {
 		return o, fmt.Errorf("bad --scrape.timeout-offset %s: must not be negative", o.scrapeTimeoutOff)

@@ -34,6 +34,7 @@ func TestParseOptionsDefaults(t *testing.T) {
 		maxRequests:      10,
 		rulesMode:        "auto",
 		rulesCacheTTL:    2 * time.Second,
+		shutdownGrace:    5 * time.Second,
 	}
 	if !reflect.DeepEqual(o, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", o, want)
@@ -100,7 +101,7 @@ func TestParseOptionsGoodValues(t *testing.T) {
 		"--kube-proxy.metrics-address", "localhost:10249", "--health-check.address", "fd00::1",
 		"--probe.timeout", "1.5s", "--probe.concurrency", "1", "--scrape.timeout-offset", "0s",
 		"--web.max-requests", "1", "--rules.mode", "nftables", "--rules.cache-ttl", "0s",
-		"--web.config.file", "/etc/web.yml",
+		"--web.config.file", "/etc/web.yml", "--web.shutdown-grace-period", "8s",
 	}, env(nil))
 	if err != nil {
 		t.Fatalf("parseOptions: %v", err)
@@ -110,6 +111,7 @@ func TestParseOptionsGoodValues(t *testing.T) {
 		telemetryPath: "/m", logLevel: slog.LevelDebug, logFormat: "json", kubeProxyHealthz: "[fd00::1]:10256",
 		kubeProxyMetrics: "localhost:10249", healthCheckAddress: "fd00::1", probeTimeout: 1500 * time.Millisecond,
 		probeConcurrency: 1, scrapeTimeoutOff: 0, maxRequests: 1, rulesMode: "nftables", rulesCacheTTL: 0,
+		shutdownGrace: 8 * time.Second,
 	}
 	if !reflect.DeepEqual(o, want) {
 		t.Errorf("\n got %+v\nwant %+v", o, want)
@@ -151,6 +153,7 @@ func TestParseOptionsBadValues(t *testing.T) {
 		{"probe timeout not a duration", []string{"--probe.timeout", "5"}, nil, "probe.timeout"},
 		{"probe timeout zero", []string{"--probe.timeout", "0s"}, nil, "--probe.timeout"},
 		{"probe timeout negative", []string{"--probe.timeout", "-1s"}, nil, "--probe.timeout"},
+		{"shutdown grace zero", []string{"--web.shutdown-grace-period", "0s"}, nil, "--web.shutdown-grace-period"},
 		{"probe concurrency zero", []string{"--probe.concurrency", "0"}, nil, "--probe.concurrency"},
 		{"probe concurrency not a number", []string{"--probe.concurrency", "many"}, nil, "probe.concurrency"},
 		{"max requests zero", []string{"--web.max-requests", "0"}, nil, "--web.max-requests"},
