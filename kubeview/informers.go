@@ -2,13 +2,18 @@ package kubeview
 
 import (
 	"context"
+	"errors"
+	"math/rand/v2"
+	"net"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -39,31 +44,68 @@ type instrumentedLW struct {
 }
 
 func (l *instrumentedLW) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-	obj, err := l.list(ctx, opts)
-	if err != nil {
+	for {
+		obj, err := l.list(ctx, opts)
+		if err == nil {
+			l.stats.listOK.Add(1)
+			l.stats.success()
+			return obj, nil
+		}
 		l.stats.listErr.Add(1)
-		return nil, err
+		if !apiServerAbsent(err) || !retryPause(ctx) {
+			return nil, err
+		}
 	}
-	l.stats.listOK.Add(1)
-	l.stats.success()
-	return obj, nil
 }
 
 func (l *instrumentedLW) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	w, err := l.watch(ctx, opts)
-	if err != nil {
-		l.stats.watchErr.Add(1)
-		return nil, err
-	}
-	l.stats.watchOK.Add(1)
-	l.stats.success()
-	return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
-		// An Error event is the server refusing the watch (say, 410 Gone): the reflector relists, which counts.
-		if e.Type != watch.Error {
+	for {
+		w, err := l.watch(ctx, opts)
+		if err == nil {
+			l.stats.watchOK.Add(1)
 			l.stats.success()
+			return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+				// An Error event is the server refusing the watch (say, 410 Gone): the reflector relists, which
+				// counts.
+				if e.Type != watch.Error {
+					l.stats.success()
+				}
+				return e, true
+			}), nil
 		}
-		return e, true
-	}), nil
+		l.stats.watchErr.Add(1)
+		if !apiServerAbsent(err) || !retryPause(ctx) {
+			return nil, err
+		}
+	}
+}
+
+// apiRetryInterval is how often a list or watch is retried while nothing answers at the API server's address.
+// Left to the reflector, retries back off to between 30 and 60 seconds, and a change made just after the API
+// server returns would show only that much later. A refused or unanswered connection costs the API server
+// nothing; an answer it gives (429 from priority and fairness, 5xx) goes back to the reflector, whose backoff
+// then spreads the nodes' retries.
+const apiRetryInterval = time.Second
+
+// apiServerAbsent tells a connection that reached no API server from an answer the API server gave.
+func apiServerAbsent(err error) bool {
+	var ne net.Error
+	return utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) ||
+		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) ||
+		(errors.As(err, &ne) && ne.Timeout())
+}
+
+// retryPause waits apiRetryInterval plus up to as much again of jitter, so that a DaemonSet's exporters do not
+// all come back in the same instant. False when ctx ends first.
+func retryPause(ctx context.Context) bool {
+	t := time.NewTimer(apiRetryInterval + rand.N(apiRetryInterval))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // List and Watch satisfy the older cache.ListerWatcher; the reflector uses the context variants above.

@@ -3,7 +3,10 @@ package kubeview
 import (
 	"context"
 	"errors"
+	"net"
+	"os"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -106,5 +109,64 @@ func TestInformerWatchErrorsKeepLastState(t *testing.T) {
 	}
 	if st := statusOf(t, v, ResourceServices); st.WatchSuccess != 0 {
 		t.Errorf("%d watches succeeded, all were refused", st.WatchSuccess)
+	}
+}
+
+// While nothing answers at the API server's address the list-watch retries on its own, every second or two,
+// instead of handing the error to the reflector, whose backoff would reach 30 to 60 seconds: the informer
+// resumes within seconds of the API server's return. Each refused attempt still counts as an error.
+func TestInformerRetriesWhileAPIServerAbsent(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}
+	client := fake.NewClientset(node, localService("shop", "web", corev1.ServiceTypeNodePort))
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	var refusals atomic.Int64
+	refusals.Store(3)
+	client.PrependWatchReactor("services", func(k8stesting.Action) (bool, watch.Interface, error) {
+		if refusals.Add(-1) >= 0 {
+			return true, nil, refused
+		}
+		return false, nil, nil
+	})
+	v := New(client, "node-1")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	v.Start(ctx)
+	if err := v.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the services watch opened after the refusals", func() bool {
+		return statusOf(t, v, ResourceServices).WatchSuccess >= 1
+	})
+	st := statusOf(t, v, ResourceServices)
+	if st.WatchError != 3 {
+		t.Errorf("%d watch errors, want the 3 refusals", st.WatchError)
+	}
+	if st.ListSuccess != 1 || st.ListError != 0 {
+		t.Errorf("lists: %d ok, %d errors; want 1 and 0: a refused watch is retried, not turned into a relist", st.ListSuccess, st.ListError)
+	}
+	// The watch works: a new Service arrives.
+	if _, err := client.CoreV1().Services("shop").Create(ctx, localService("shop", "new", corev1.ServiceTypeNodePort), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the new Service in the view", func() bool {
+		snap, err := v.Snapshot()
+		return err == nil && len(snap.Services) == 2
+	})
+}
+
+func TestAPIServerAbsent(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, true},
+		{&net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.EHOSTUNREACH)}, true},
+		{&net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, true},
+		{errors.New("the server has received too many requests"), false},
+		{errors.New("forbidden"), false},
+	} {
+		if got := apiServerAbsent(tc.err); got != tc.want {
+			t.Errorf("apiServerAbsent(%v) = %v, want %v", tc.err, got, tc.want)
+		}
 	}
 }

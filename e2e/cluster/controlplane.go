@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -82,30 +83,32 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 		return fmt.Errorf("etcd not healthy: %w", err)
 	}
 
-	apiserver, err := startProcess(c.WorkDir, "kube-apiserver", c.ControlPlaneNS, c.bins.APIServer,
+	c.apiserverArgs = []string{
 		"--etcd-servers=http://127.0.0.1:2379",
-		"--bind-address="+controlPlaneIP,
-		"--advertise-address="+controlPlaneIP,
+		"--bind-address=" + controlPlaneIP,
+		"--advertise-address=" + controlPlaneIP,
 		fmt.Sprintf("--secure-port=%d", apiserverPort),
-		"--tls-cert-file="+files.ServingCert,
-		"--tls-private-key-file="+files.ServingKey,
-		"--client-ca-file="+files.CACert,
-		"--token-auth-file="+tokenFile,
+		"--tls-cert-file=" + files.ServingCert,
+		"--tls-private-key-file=" + files.ServingKey,
+		"--client-ca-file=" + files.CACert,
+		"--token-auth-file=" + tokenFile,
 		"--authorization-mode=RBAC",
 		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file="+files.SAPublicKey,
-		"--service-account-signing-key-file="+files.SAPrivateKey,
-		"--service-cluster-ip-range="+ServiceCIDR,
+		"--service-account-key-file=" + files.SAPublicKey,
+		"--service-account-signing-key-file=" + files.SAPrivateKey,
+		"--service-cluster-ip-range=" + ServiceCIDR,
 		"--service-node-port-range=30000-32767",
 		"--allow-privileged=true",
 		"--profiling=false",
-		"--cert-dir="+filepath.Join(c.WorkDir, "apiserver-certs"),
+		"--cert-dir=" + filepath.Join(c.WorkDir, "apiserver-certs"),
 		"--v=1",
-	)
+	}
+	apiserver, err := startProcess(c.WorkDir, "kube-apiserver", c.ControlPlaneNS, c.bins.APIServer, c.apiserverArgs...)
 	if err != nil {
 		return err
 	}
 	c.track(apiserver)
+	c.apiserver = apiserver
 
 	// The in-namespace kubeconfig (for kube-proxy and exporters inside the node namespaces) and the host
 	// kubeconfig (for the harness, kubectl and other tools on the host) differ only in the server address.
@@ -133,6 +136,10 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("admin client: %w", err)
 	}
+	return c.waitAPIServer(ctx, apiserver)
+}
+
+func (c *Cluster) waitAPIServer(ctx context.Context, apiserver *process) error {
 	if err := waitFor(ctx, 3*time.Minute, func() error {
 		if done, err := apiserver.exited(); done {
 			return stopWaiting(fmt.Errorf("kube-apiserver exited: %v", err))
@@ -146,6 +153,36 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 		return fmt.Errorf("kube-apiserver not ready: %w", err)
 	}
 	return nil
+}
+
+// StopAPIServer stops kube-apiserver (SIGTERM, then SIGKILL after 10 s): an API outage for every client.
+// etcd keeps running; StartAPIServer brings the same apiserver back.
+func (c *Cluster) StopAPIServer() {
+	c.mu.Lock()
+	p := c.apiserver
+	c.mu.Unlock()
+	p.stop(10 * time.Second)
+}
+
+// StartAPIServer starts kube-apiserver again with its original flags and waits for /readyz.
+func (c *Cluster) StartAPIServer(ctx context.Context) error {
+	c.mu.Lock()
+	if p := c.apiserver; p != nil {
+		if done, _ := p.exited(); !done {
+			c.mu.Unlock()
+			return errors.New("kube-apiserver already runs")
+		}
+	}
+	c.mu.Unlock()
+	p, err := startProcess(c.WorkDir, "kube-apiserver", c.ControlPlaneNS, c.bins.APIServer, c.apiserverArgs...)
+	if err != nil {
+		return err
+	}
+	c.track(p)
+	c.mu.Lock()
+	c.apiserver = p
+	c.mu.Unlock()
+	return c.waitAPIServer(ctx, p)
 }
 
 // writeKubeconfig writes a token kubeconfig for server.
