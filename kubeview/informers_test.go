@@ -18,6 +18,19 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 )
 
+// syncedView starts a View over client and waits for its informers; both end with the test.
+func syncedView(t *testing.T, client *fake.Clientset) (*View, context.Context) {
+	t.Helper()
+	v := New(client, "node-1")
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	v.Start(ctx)
+	if err := v.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return v, ctx
+}
+
 func statusOf(t *testing.T, v *View, resource string) InformerStatus {
 	t.Helper()
 	for _, st := range v.Informers() {
@@ -52,13 +65,7 @@ func TestInformerListWatchBookkeeping(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	v := New(client, "node-1")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	v.Start(ctx)
-	if err := v.WaitForSync(ctx); err != nil {
-		t.Fatal(err)
-	}
+	v, ctx := syncedView(t, client)
 	svc := statusOf(t, v, ResourceServices)
 	if svc.ListError != 2 || svc.ListSuccess != 1 {
 		t.Errorf("services lists: %d ok, %d errors; want 1 and 2 (the reflector retries)", svc.ListSuccess, svc.ListError)
@@ -92,13 +99,7 @@ func TestInformerWatchErrorsKeepLastState(t *testing.T) {
 	client.PrependWatchReactor("services", func(k8stesting.Action) (bool, watch.Interface, error) {
 		return true, nil, errors.New("apiserver unreachable")
 	})
-	v := New(client, "node-1")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	v.Start(ctx)
-	if err := v.WaitForSync(ctx); err != nil {
-		t.Fatal(err)
-	}
+	v, _ := syncedView(t, client)
 	waitFor(t, "a services watch error counted", func() bool { return statusOf(t, v, ResourceServices).WatchError >= 1 })
 	snap, err := v.Snapshot()
 	if err != nil {
@@ -127,13 +128,7 @@ func TestInformerRetriesWhileAPIServerAbsent(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	v := New(client, "node-1")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	v.Start(ctx)
-	if err := v.WaitForSync(ctx); err != nil {
-		t.Fatal(err)
-	}
+	v, ctx := syncedView(t, client)
 	waitFor(t, "the services watch opened after the refusals", func() bool {
 		return statusOf(t, v, ResourceServices).WatchSuccess >= 1
 	})
