@@ -83,27 +83,26 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 		return fmt.Errorf("etcd not healthy: %w", err)
 	}
 
-	c.apiserverArgs = []string{
+	apiserver, err := c.startAPIServerProcess(
 		"--etcd-servers=http://127.0.0.1:2379",
-		"--bind-address=" + controlPlaneIP,
-		"--advertise-address=" + controlPlaneIP,
+		"--bind-address="+controlPlaneIP,
+		"--advertise-address="+controlPlaneIP,
 		fmt.Sprintf("--secure-port=%d", apiserverPort),
-		"--tls-cert-file=" + files.ServingCert,
-		"--tls-private-key-file=" + files.ServingKey,
-		"--client-ca-file=" + files.CACert,
-		"--token-auth-file=" + tokenFile,
+		"--tls-cert-file="+files.ServingCert,
+		"--tls-private-key-file="+files.ServingKey,
+		"--client-ca-file="+files.CACert,
+		"--token-auth-file="+tokenFile,
 		"--authorization-mode=RBAC",
 		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file=" + files.SAPublicKey,
-		"--service-account-signing-key-file=" + files.SAPrivateKey,
-		"--service-cluster-ip-range=" + ServiceCIDR,
+		"--service-account-key-file="+files.SAPublicKey,
+		"--service-account-signing-key-file="+files.SAPrivateKey,
+		"--service-cluster-ip-range="+ServiceCIDR,
 		"--service-node-port-range=30000-32767",
 		"--allow-privileged=true",
 		"--profiling=false",
-		"--cert-dir=" + filepath.Join(c.WorkDir, "apiserver-certs"),
+		"--cert-dir="+filepath.Join(c.WorkDir, "apiserver-certs"),
 		"--v=1",
-	}
-	apiserver, err := startProcess(c.WorkDir, "kube-apiserver", c.ControlPlaneNS, c.bins.APIServer, c.apiserverArgs...)
+	)
 	if err != nil {
 		return err
 	}
@@ -155,6 +154,12 @@ func (c *Cluster) waitAPIServer(ctx context.Context, apiserver *process) error {
 	return nil
 }
 
+// startAPIServerProcess starts kube-apiserver with args and keeps them for StartAPIServer.
+func (c *Cluster) startAPIServerProcess(args ...string) (*process, error) {
+	c.apiserverArgs = args
+	return startProcess(c.WorkDir, "kube-apiserver", c.ControlPlaneNS, c.bins.APIServer, args...)
+}
+
 // StopAPIServer stops kube-apiserver (SIGTERM, then SIGKILL after 10 s): an API outage for every client.
 // etcd keeps running; StartAPIServer brings the same apiserver back.
 func (c *Cluster) StopAPIServer() {
@@ -174,7 +179,7 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 		}
 	}
 	c.mu.Unlock()
-	p, err := startProcess(c.WorkDir, "kube-apiserver", c.ControlPlaneNS, c.bins.APIServer, c.apiserverArgs...)
+	p, err := c.startAPIServerProcess(c.apiserverArgs...)
 	if err != nil {
 		return err
 	}
