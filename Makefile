@@ -12,7 +12,7 @@ LDFLAGS = -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision=$(REVI
 	-X $(VERSION_PKG).Branch=$(BRANCH) -X $(VERSION_PKG).BuildUser=$(BUILD_USER) \
 	-X $(VERSION_PKG).BuildDate=$(BUILD_DATE)
 
-.PHONY: all build test deps unit check-alerts check-deploy e2e demo generate fuzz bench lint
+.PHONY: all build test deps unit check-alerts check-deploy e2e demo generate fuzz fuzz-ci soak bench lint
 
 all: build
 
@@ -24,7 +24,7 @@ build:
 
 ## test: every test there is — unit, real-kernel rule readers, alerts (promtool), deploy checks and the
 ## live-cluster e2e suite. As root on a fresh Debian machine it installs what it needs first.
-test: deps lint unit check-alerts check-deploy e2e
+test: deps lint unit fuzz-ci check-alerts check-deploy e2e
 
 ## deps: host packages and Go tools the tests use (idempotent).
 deps:
@@ -50,6 +50,12 @@ check-deploy:
 e2e:
 	e2e/run-e2e.sh
 
+## soak: the e2e cluster under churn, restarts and hostile peers for SOAK (default 30m); the e2e suite runs it
+## for 3 minutes. Figures: docs/performance.md.
+SOAK ?= 30m
+soak:
+	SOAK=$(SOAK) e2e/run-e2e.sh -run '^TestSoak$$' -timeout 90m
+
 ## demo: a real cluster on this machine showing the blackhole and its fix; Ctrl-C tears it down.
 demo:
 	e2e/run-demo.sh
@@ -59,11 +65,16 @@ demo:
 generate:
 	cd alerts && $(GO) run ./cmd/generate
 
-## fuzz: each rule-reader fuzz target for FUZZTIME (default 2m).
+## fuzz: every Fuzz target of every package (go test -list '^Fuzz'), FUZZTIME each (default 2m). A failing target
+## leaves its crasher in <package>/testdata/fuzz/<Target>/: commit it, and go test replays it from then on.
 FUZZTIME ?= 2m
 fuzz:
-	for f in $$($(GO) test -list '^Fuzz' ./nodeprobe/rules/ | grep '^Fuzz'); do \
-		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./nodeprobe/rules/ || exit 1; done
+	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh
+
+## fuzz-ci: the same for 15 s each (part of make test), after proving the runner fails on a crasher and keeps it.
+fuzz-ci:
+	scripts/fuzz-selftest.sh
+	FUZZTIME=15s GO=$(GO) scripts/fuzz.sh
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./nodeprobe/rules/ ./collector/ ./kubeview/placement/

@@ -10,6 +10,15 @@ var (
 	informerLastEvent = stable(newMetric("informer_last_event_timestamp_seconds", prometheus.GaugeValue,
 		"When the informer last saw an add, update or delete of the resource (absent until the first). Age: time() minus this.",
 		"resource"))
+	informerLastSuccess = stable(newMetric("informer_last_success_timestamp_seconds", prometheus.GaugeValue,
+		"When the API server last answered the informer for the resource: a successful list, a watch opened, or a watch event, bookmarks included (absent until the first). time() minus this is the age of the exporter's API view; it grows while the API server is unreachable, and the last known state keeps being served meanwhile.",
+		"resource"))
+	informerList = newMetric("informer_list_total", prometheus.CounterValue,
+		"Lists of the resource the informer made, by result (success, error). Counts start at 0 when the exporter starts.",
+		"resource", "result")
+	informerWatch = newMetric("informer_watch_total", prometheus.CounterValue,
+		"Watches of the resource the informer opened, by result (success, error). Counts start at 0 when the exporter starts.",
+		"resource", "result")
 )
 
 // Informers exports the health of the exporter's watches on the API.
@@ -20,7 +29,9 @@ func NewInformers() *Informers { return &Informers{} }
 
 func (*Informers) Name() string { return "informers" }
 
-func (*Informers) Metrics() []*Metric { return []*Metric{informerSynced, informerLastEvent} }
+func (*Informers) Metrics() []*Metric {
+	return []*Metric{informerSynced, informerLastEvent, informerLastSuccess, informerList, informerWatch}
+}
 
 func (*Informers) Inputs() []Input { return []Input{InputInformers} }
 
@@ -30,6 +41,14 @@ func (*Informers) Update(st *State, ch chan<- prometheus.Metric) error {
 		if !inf.LastEvent.IsZero() {
 			ch <- informerLastEvent.must(unixSeconds(inf.LastEvent), inf.Resource)
 		}
+		if !inf.LastSuccess.IsZero() {
+			ch <- informerLastSuccess.must(unixSeconds(inf.LastSuccess), inf.Resource)
+		}
+		// Both results from the start, so that rate() and increase() see the first error.
+		ch <- informerList.must(float64(inf.ListSuccess), inf.Resource, "success")
+		ch <- informerList.must(float64(inf.ListError), inf.Resource, "error")
+		ch <- informerWatch.must(float64(inf.WatchSuccess), inf.Resource, "success")
+		ch <- informerWatch.must(float64(inf.WatchError), inf.Resource, "error")
 	}
 	return nil
 }

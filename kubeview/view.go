@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,8 +36,8 @@ type View struct {
 	factory  informers.SharedInformerFactory
 	nodeFact informers.SharedInformerFactory
 	informer map[string]cache.SharedIndexInformer
-	// lastEvent holds, per resource, the Unix nanoseconds of the last add, update or delete seen.
-	lastEvent map[string]*atomic.Int64
+	// stats holds, per resource, the informer's list and watch bookkeeping (informers.go).
+	stats map[string]*informerStats
 }
 
 // Resources the view watches, as named in the informer self-metrics.
@@ -50,24 +49,22 @@ const (
 
 // New builds the informers. Nothing talks to the API server until Start.
 func New(client kubernetes.Interface, node string) *View {
-	v := &View{node: node, informer: map[string]cache.SharedIndexInformer{}, lastEvent: map[string]*atomic.Int64{}}
+	v := &View{node: node, informer: map[string]cache.SharedIndexInformer{}, stats: map[string]*informerStats{}}
+	for _, r := range []string{ResourceServices, ResourceEndpointSlices, ResourceNodes} {
+		v.stats[r] = &informerStats{}
+	}
 	v.factory = informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithTransform(transformAny(node)))
-	// Only this node's Node object: a node agent must not watch every Node of a large cluster.
-	v.nodeFact = informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", node).String()
-		}),
-		informers.WithTransform(transformNode))
+	v.nodeFact = informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(transformNode))
 
-	v.informer[ResourceServices] = v.factory.Core().V1().Services().Informer()
-	v.informer[ResourceEndpointSlices] = v.factory.Discovery().V1().EndpointSlices().Informer()
-	v.informer[ResourceNodes] = v.nodeFact.Core().V1().Nodes().Informer()
+	v.informer[ResourceServices] = servicesInformer(v.factory, v.stats[ResourceServices])
+	v.informer[ResourceEndpointSlices] = endpointSlicesInformer(v.factory, v.stats[ResourceEndpointSlices])
+	v.informer[ResourceNodes] = nodeInformer(v.nodeFact, v.stats[ResourceNodes],
+		fields.OneTermEqualSelector("metadata.name", node).String())
 	_ = v.informer[ResourceEndpointSlices].AddIndexers(cache.Indexers{sliceByServiceIndex: sliceServiceKey})
 	for name, inf := range v.informer {
-		last := &atomic.Int64{}
-		v.lastEvent[name] = last
-		touch := func() { last.Store(time.Now().UnixNano()) }
+		stats := v.stats[name]
+		touch := func() { stats.lastEvent.Store(time.Now().UnixNano()) }
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { touch() },
 			UpdateFunc: func(any, any) { touch() },
@@ -138,17 +135,18 @@ type InformerStatus struct {
 	Resource  string
 	Synced    bool
 	LastEvent time.Time // zero when no event was seen yet
+	// LastSuccess is when the API server last answered: a list, a watch opened, or a watch event (bookmarks
+	// included). While the API server is unreachable it stops and the view's age grows. Zero before the first.
+	LastSuccess              time.Time
+	ListSuccess, ListError   uint64
+	WatchSuccess, WatchError uint64
 }
 
 // Informers reports every informer's status, sorted by resource.
 func (v *View) Informers() []InformerStatus {
 	out := make([]InformerStatus, 0, len(v.informer))
 	for name, inf := range v.informer {
-		st := InformerStatus{Resource: name, Synced: inf.HasSynced()}
-		if ns := v.lastEvent[name].Load(); ns != 0 {
-			st.LastEvent = time.Unix(0, ns)
-		}
-		out = append(out, st)
+		out = append(out, v.stats[name].status(name, inf.HasSynced()))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Resource < out[j].Resource })
 	return out

@@ -90,6 +90,11 @@ func parseHealthCheck(resp response, namespace, name string) HealthCheck {
 		h.Result, h.Err = ResultInvalid, fmt.Errorf("body has no localEndpoints field")
 		return h
 	}
+	if *body.LocalEndpoints < 0 {
+		// kube-proxy counts endpoints; a negative count is not kube-proxy speaking, and must not become a gauge.
+		h.Result, h.Err = ResultInvalid, fmt.Errorf("negative localEndpoints %d", *body.LocalEndpoints)
+		return h
+	}
 	if body.Service.Namespace != namespace || body.Service.Name != name {
 		// Another Service answers on this port: the port was reallocated, or this is not kube-proxy.
 		h.Result, h.Err = ResultInvalid, fmt.Errorf("answer is for %s/%s", body.Service.Namespace, body.Service.Name)

@@ -75,6 +75,12 @@ func get(ctx context.Context, client *http.Client, url string) (response, error)
 		return response{}, err
 	}
 	defer resp.Body.Close()
+	return readBounded(resp)
+}
+
+// readBounded reads resp's body up to MaxBodyBytes (the fuzz targets feed it raw answers through
+// http.ReadResponse, so it is the exact code path a real peer's bytes take).
+func readBounded(resp *http.Response) (response, error) {
 	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBodyBytes+1))
 	if err != nil {
 		return response{}, fmt.Errorf("reading body: %w", err)

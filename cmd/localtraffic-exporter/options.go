@@ -39,10 +39,15 @@ type options struct {
 	maxRequests        int
 	rulesMode          string
 	rulesCacheTTL      time.Duration
+	shutdownGrace      time.Duration
 	version            bool
 }
 
 const defaultListenAddress = ":9746"
+
+// defaultShutdownGrace leaves in-flight scrapes most of the DaemonSet's terminationGracePeriodSeconds (10 s)
+// while the process still exits before the kubelet's SIGKILL.
+const defaultShutdownGrace = 5 * time.Second
 
 // errHelp carries the usage text for --help: printed on stdout, exit 0.
 type errHelp struct{ usage string }
@@ -99,6 +104,8 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	durationFlag(app, "scrape.timeout-offset", "Subtracted from X-Prometheus-Scrape-Timeout-Seconds to leave time to answer.", "500ms", &o.scrapeTimeoutOff)
 	app.Flag("rules.mode", "Which kube-proxy rules to read: auto, iptables, nftables, none.").Default("auto").StringVar(&o.rulesMode)
 	durationFlag(app, "rules.cache-ttl", "How long one read of kube-proxy's rules serves concurrent scrapes.", "2s", &o.rulesCacheTTL)
+	durationFlag(app, "web.shutdown-grace-period", "On SIGTERM, how long in-flight scrapes may run on; keep it below the pod's terminationGracePeriodSeconds.",
+		defaultShutdownGrace.String(), &o.shutdownGrace)
 
 	_, err := app.Parse(args)
 	var help errHelp
@@ -146,6 +153,9 @@ func (o *options) check(raw rawFlags) error {
 	}
 	if o.maxRequests < 1 {
 		return fmt.Errorf("bad --web.max-requests %d: must be at least 1", o.maxRequests)
+	}
+	if o.shutdownGrace <= 0 {
+		return fmt.Errorf("bad --web.shutdown-grace-period %s: must be positive", o.shutdownGrace)
 	}
 	if o.scrapeTimeoutOff < 0 {
 		return fmt.Errorf("bad --scrape.timeout-offset %s: must not be negative", o.scrapeTimeoutOff)

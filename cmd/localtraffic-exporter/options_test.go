@@ -35,6 +35,7 @@ func TestParseOptionsDefaults(t *testing.T) {
 		rulesMode:        "auto",
 		rulesCacheTTL:    2 * time.Second,
 		externalIPWindow: 10 * time.Minute,
+		shutdownGrace:    5 * time.Second,
 	}
 	if !reflect.DeepEqual(o, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", o, want)
@@ -102,7 +103,7 @@ func TestParseOptionsGoodValues(t *testing.T) {
 		"--probe.timeout", "1.5s", "--probe.concurrency", "1", "--scrape.timeout-offset", "0s",
 		"--web.max-requests", "1", "--rules.mode", "nftables", "--rules.cache-ttl", "0s",
 		"--web.config.file", "/etc/web.yml", "--kube-proxy.nodeport-addresses", "10.0.0.0/8, fd00::/64,primary",
-		"--externalip.evidence-window", "90s", "--dataplane", "replacement",
+		"--externalip.evidence-window", "90s", "--dataplane", "replacement", "--web.shutdown-grace-period", "8s",
 	}, env(nil))
 	if err != nil {
 		t.Fatalf("parseOptions: %v", err)
@@ -113,6 +114,7 @@ func TestParseOptionsGoodValues(t *testing.T) {
 		kubeProxyMetrics: "localhost:10249", healthCheckAddress: "fd00::1", probeTimeout: 1500 * time.Millisecond,
 		probeConcurrency: 1, scrapeTimeoutOff: 0, maxRequests: 1, rulesMode: "nftables", rulesCacheTTL: 0,
 		nodePortAddresses: []string{"10.0.0.0/8", "fd00::/64"}, externalIPWindow: 90 * time.Second, dataplane: "replacement",
+		shutdownGrace: 8 * time.Second,
 	}
 	if !reflect.DeepEqual(o, want) {
 		t.Errorf("\n got %+v\nwant %+v", o, want)
@@ -154,6 +156,7 @@ func TestParseOptionsBadValues(t *testing.T) {
 		{"probe timeout not a duration", []string{"--probe.timeout", "5"}, nil, "probe.timeout"},
 		{"probe timeout zero", []string{"--probe.timeout", "0s"}, nil, "--probe.timeout"},
 		{"probe timeout negative", []string{"--probe.timeout", "-1s"}, nil, "--probe.timeout"},
+		{"shutdown grace zero", []string{"--web.shutdown-grace-period", "0s"}, nil, "--web.shutdown-grace-period"},
 		{"probe concurrency zero", []string{"--probe.concurrency", "0"}, nil, "--probe.concurrency"},
 		{"probe concurrency not a number", []string{"--probe.concurrency", "many"}, nil, "probe.concurrency"},
 		{"max requests zero", []string{"--web.max-requests", "0"}, nil, "--web.max-requests"},

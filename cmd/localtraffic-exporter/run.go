@@ -99,7 +99,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			gatherTimeout: opts.probeTimeout + time.Second, now: time.Now})
 	}
 
-	server := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// Scrapes run under scrapeCtx, not ctx: SIGTERM must not cut the scrapes in flight short, only the grace
+	// period's end does (shutdown below).
+	scrapeCtx, endScrapes := context.WithCancel(context.WithoutCancel(ctx))
+	defer endScrapes()
+	server := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return scrapeCtx }}
 	listenAddrs, webConfig := opts.listenAddresses, opts.webConfigFile
 	flags := &web.FlagConfig{WebListenAddresses: &listenAddrs, WebSystemdSocket: &opts.systemdSocket, WebConfigFile: &webConfig}
 	serveErr := make(chan error, 1)
@@ -111,12 +116,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("serving metrics: %w", err)
 	case <-ctx.Done():
 	}
-	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	return shutdown(server, endScrapes, opts.shutdownGrace, logger)
+}
+
+// shutdown stops accepting scrapes and lets those in flight finish within grace. Shortly before grace ends their
+// context is cancelled, so a scrape stuck on a hanging peer still answers — with timeout states — instead of
+// being cut off; only a scrape that ignores that too has its connection closed. Either way the exporter has
+// stopped cleanly: nil.
+func shutdown(server *http.Server, endScrapes context.CancelFunc, grace time.Duration, logger *slog.Logger) error {
+	logger.Info("shutting down", "grace_period", grace)
+	// The margin is the time a cancelled scrape needs to write what it has.
+	margin := min(grace/4, time.Second)
+	cut := time.AfterFunc(grace-margin, endScrapes)
+	defer cut.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	if err := server.Shutdown(shutCtx); err != nil {
-		return fmt.Errorf("shutting down: %w", err)
+	err := server.Shutdown(ctx)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.DeadlineExceeded):
+		logger.Warn("scrapes still in flight at the end of the grace period: closing their connections", "grace_period", grace)
+		_ = server.Close()
+		return nil
 	}
-	return nil
+	return fmt.Errorf("shutting down: %w", err)
 }
 
 func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {

@@ -63,6 +63,9 @@ type Cluster struct {
 	hostKubecfg string
 	nsKubecfg   string
 	proxyToken  string
+	// apiserver is the running kube-apiserver (guarded by mu), restarted with apiserverArgs.
+	apiserver     *process
+	apiserverArgs []string
 
 	mu         sync.Mutex
 	namespaces []string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -85,7 +86,7 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 		return fmt.Errorf("etcd not healthy: %w", err)
 	}
 
-	apiserver, err := startProcess(c.WorkDir, "kube-apiserver", c.ControlPlaneNS, c.bins.APIServer,
+	apiserver, err := c.startAPIServerProcess(
 		"--etcd-servers=http://127.0.0.1:2379",
 		"--bind-address="+controlPlaneIP,
 		"--advertise-address="+controlPlaneIP,
@@ -110,6 +111,7 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 		return err
 	}
 	c.track(apiserver)
+	c.apiserver = apiserver
 
 	// The in-namespace kubeconfig (for kube-proxy and exporters inside the node namespaces) and the host
 	// kubeconfig (for the harness, kubectl and other tools on the host) differ only in the server address.
@@ -137,6 +139,10 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("admin client: %w", err)
 	}
+	return c.waitAPIServer(ctx, apiserver)
+}
+
+func (c *Cluster) waitAPIServer(ctx context.Context, apiserver *process) error {
 	if err := waitFor(ctx, 3*time.Minute, func() error {
 		if done, err := apiserver.exited(); done {
 			return stopWaiting(fmt.Errorf("kube-apiserver exited: %v", err))
@@ -150,6 +156,42 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 		return fmt.Errorf("kube-apiserver not ready: %w", err)
 	}
 	return nil
+}
+
+// startAPIServerProcess starts kube-apiserver with args and keeps them for StartAPIServer.
+func (c *Cluster) startAPIServerProcess(args ...string) (*process, error) {
+	c.apiserverArgs = args
+	return startProcess(c.WorkDir, "kube-apiserver", c.ControlPlaneNS, c.bins.APIServer, args...)
+}
+
+// StopAPIServer stops kube-apiserver (SIGTERM, then SIGKILL after 10 s): an API outage for every client.
+// etcd keeps running; StartAPIServer brings the same apiserver back.
+func (c *Cluster) StopAPIServer() {
+	c.mu.Lock()
+	p := c.apiserver
+	c.mu.Unlock()
+	p.stop(10 * time.Second)
+}
+
+// StartAPIServer starts kube-apiserver again with its original flags and waits for /readyz.
+func (c *Cluster) StartAPIServer(ctx context.Context) error {
+	c.mu.Lock()
+	if p := c.apiserver; p != nil {
+		if done, _ := p.exited(); !done {
+			c.mu.Unlock()
+			return errors.New("kube-apiserver already runs")
+		}
+	}
+	c.mu.Unlock()
+	p, err := c.startAPIServerProcess(c.apiserverArgs...)
+	if err != nil {
+		return err
+	}
+	c.track(p)
+	c.mu.Lock()
+	c.apiserver = p
+	c.mu.Unlock()
+	return c.waitAPIServer(ctx, p)
 }
 
 // writeKubeconfig writes a token kubeconfig for server.

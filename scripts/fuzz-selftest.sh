@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Proves scripts/fuzz.sh fails on a crasher and leaves it under testdata/fuzz: a throwaway module whose one
+# target fails on any input starting with 'x' (the fuzzer finds it within a second) and one that never fails.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/pkg"
+printf 'module example.com/fuzzselftest\n\ngo 1.22\n' >"$tmp/go.mod"
+cat >"$tmp/pkg/pkg_test.go" <<'GO'
+package pkg
+
+import "testing"
+
+func FuzzCrashes(f *testing.F) {
+	f.Add([]byte("a"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) > 0 && b[0] == 'x' {
+			t.Fatalf("crasher %q", b)
+		}
+	})
+}
+
+func FuzzFine(f *testing.F) {
+	f.Add(1)
+	f.Fuzz(func(*testing.T, int) {})
+}
+GO
+if FUZZTIME=20s "$here/fuzz.sh" "$tmp" >"$tmp/out" 2>&1; then
+	cat "$tmp/out"; echo "fuzz self-test: fuzz.sh exited 0 despite a crasher" >&2; exit 1
+fi
+grep -q '^ok   ./pkg FuzzFine' "$tmp/out" || { cat "$tmp/out"; echo "fuzz self-test: FuzzFine did not run to completion" >&2; exit 1; }
+grep -q '^FAIL ./pkg FuzzCrashes' "$tmp/out" || { cat "$tmp/out"; echo "fuzz self-test: FuzzCrashes not reported" >&2; exit 1; }
+ls "$tmp/pkg/testdata/fuzz/FuzzCrashes/"* >/dev/null 2>&1 || { echo "fuzz self-test: no crasher kept under testdata/fuzz" >&2; exit 1; }
+# The kept file is a regression test: plain go test now fails on it.
+if (cd "$tmp" && go test ./pkg/ >/dev/null 2>&1); then echo "fuzz self-test: kept crasher does not fail go test" >&2; exit 1; fi
+echo "fuzz self-test: ok (crasher reported, kept, replayed by go test)"
