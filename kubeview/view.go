@@ -178,7 +178,7 @@ func (v *View) Snapshot() (Snapshot, error) {
 		}
 		slices := make([]*discoveryv1.EndpointSlice, 0, len(objs))
 		for _, o := range objs {
-			if s, ok := o.(*discoveryv1.EndpointSlice); ok && usableSlice(s) {
+			if s, ok := o.(*discoveryv1.EndpointSlice); ok && UsableSlice(s) {
 				slices = append(slices, s)
 			}
 		}
@@ -194,10 +194,10 @@ func (v *View) Snapshot() (Snapshot, error) {
 	return snap, nil
 }
 
-// usableSlice: kube-proxy v1.37's EndpointSlice informer drops slices labelled service.kubernetes.io/headless
+// UsableSlice: kube-proxy v1.37's EndpointSlice informer drops slices labelled service.kubernetes.io/headless
 // and nothing else (cmd/kube-proxy/app/server.go). The endpointslice controller copies a Service's labels onto
 // its slices, so a Service labelled headless keeps its rules but has no endpoints anywhere.
-func usableSlice(s *discoveryv1.EndpointSlice) bool {
+func UsableSlice(s *discoveryv1.EndpointSlice) bool {
 	_, headless := s.Labels[labelHeadless]
 	return !headless
 }

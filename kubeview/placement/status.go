@@ -92,10 +92,8 @@ func slicesByService(all []*discoveryv1.EndpointSlice) map[string][]*discoveryv1
 		if svc == "" {
 			continue
 		}
-		// kube-proxy v1.37's slice informer drops headless-labelled slices and nothing else (as kubeview's
-		// usableSlice, unexported there).
-		if _, headless := s.Labels[corev1.IsHeadlessService]; headless {
-			continue
+		if !kubeview.UsableSlice(s) {
+			continue // the exporter's own filter: kube-proxy's slice informer drops these
 		}
 		key := s.Namespace + "/" + svc
 		out[key] = append(out[key], s)
