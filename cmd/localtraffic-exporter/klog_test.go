@@ -2,19 +2,20 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
 
-// TestKlogGoesThroughTheJSONHandler: client-go logs its watch failures through klog; run routes klog into the
-// exporter's slog handler, so with --log.format=json every stderr line is a JSON object — klog's included.
+// TestKlogGoesThroughTheJSONHandler: client-go logs its watch failures through klog; main routes klog into the
+// exporter's slog handler (the built binary runs here: klog's logger is process-wide, so no in-process test sets it), so with --log.format=json every stderr line is a JSON object — klog's included.
 // The API server here answers the start-up Node lookup, then by turns cuts the connection of a watch or list
 // (client-go logs that at V levels only) or answers 500 (an API server hiccup: reflectors log "Failed to watch" at
 // error level). Debug level, so klog's V-level lines are written too.
@@ -44,16 +45,17 @@ func TestKlogGoesThroughTheJSONHandler(t *testing.T) {
 	}))
 	t.Cleanup(flaky.Close)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	var stderr syncBuffer
+	cmd := exec.Command(buildBinary(t),
+		"--node-name", "node-a", "--kubeconfig", writeKubeconfig(t, flaky.URL), "--web.listen-address", freeAddress(t),
+		"--kube-proxy.healthz-address", freeAddress(t), "--rules.mode", "none", "--log.format", "json", "--log.level", "debug")
+	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{
-			"--node-name", "node-a", "--kubeconfig", writeKubeconfig(t, flaky.URL), "--web.listen-address", freeAddress(t),
-			"--kube-proxy.healthz-address", freeAddress(t), "--rules.mode", "none", "--log.format", "json", "--log.level", "debug",
-		}, io.Discard, &stderr)
-	}()
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
 
 	// Wait for client-go's own complaint about the cut connections: a reflector line, not one of ours.
 	deadline := time.Now().Add(30 * time.Second)
@@ -68,9 +70,11 @@ func TestKlogGoesThroughTheJSONHandler(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	cancel()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
 	if err := <-done; err != nil {
-		t.Fatalf("run: %v", err)
+		t.Fatalf("the exporter did not exit cleanly on SIGTERM: %v", err)
 	}
 
 	klogLines := 0

@@ -8,11 +8,13 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"k8s.io/klog/v2"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	err := runWith(ctx, os.Args[1:], os.Stdout, os.Stderr, klog.SetSlogLogger)
 	stop()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "localtraffic-exporter: %v\n", err)

@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/klog/v2"
 
 	"github.com/localtraffic/localtraffic-exporter/collector"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
@@ -31,9 +30,18 @@ import (
 // kubeProxyHealthPort is kube-proxy's default --healthz-bind-address port.
 const kubeProxyHealthPort = "10256"
 
-// run is the whole program: it returns when ctx ends (nil) or on the first fatal error. --help and --version
-// print on stdout, as the Prometheus exporters do; logs go to stderr.
+// run is the whole program but for process-wide state (see runWith): what in-process tests call.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return runWith(ctx, args, stdout, stderr, func(*slog.Logger) {})
+}
+
+// runWith is the whole program: it returns when ctx ends (nil) or on the first fatal error; --help and --version
+// print on stdout, as the Prometheus exporters do; logs go to stderr. routeKlog receives the
+// exporter's logger as soon as it exists: main passes klog.SetSlogLogger, so that client-go's lines (it logs
+// through klog: reflector watch errors, throttling) come out in the same handler and --log.format=json yields
+// JSON lines only. klog's logger is process-wide state, so only main sets it, once; in-process tests leave it
+// alone, since other tests' informers read it concurrently.
+func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, routeKlog func(*slog.Logger)) error {
 	opts, err := parseOptions(args, os.Getenv)
 	var help errHelp
 	if errors.As(err, &help) {
@@ -53,9 +61,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	logger := newLogger(stderr, opts.logFormat, opts.logLevel)
-	// client-go logs through klog (reflector watch errors, throttling, ...); route it into the same handler so
-	// --log.format=json yields JSON lines only. klog's logger is process-wide: run sets it once per process.
-	klog.SetSlogLogger(logger)
+	routeKlog(logger)
 
 	client, err := newKubeClient(opts.kubeconfig)
 	if err != nil {

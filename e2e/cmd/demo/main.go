@@ -14,7 +14,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -124,6 +126,11 @@ func live(ctx context.Context, c *cluster.Cluster) error {
 		return err
 	}
 	tr := drill.Transcript{W: os.Stdout}
+	pluginDir, err := buildPlugin(ctx)
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(pluginDir)
 	pinned := c.Nodes()[0].Name
 	step("Create the Service and a Deployment of %d replicas pinned to %s (kube-scheduler places them, node agents run them)", drill.Replicas, pinned)
 	if err := drill.ApplyLive(ctx, sh, tr, pinned); err != nil {
@@ -137,6 +144,9 @@ func live(ctx context.Context, c *cluster.Cluster) error {
 		}
 	}
 	showLive(ctx, c, sh, func(r drill.LiveRow) bool { return r.Node != pinned })
+	if err := preventionTools(ctx, sh, tr, pluginDir); err != nil {
+		return err
+	}
 	step("The fix (drill.md, word for word): drop the pin, spread with nodeTaintsPolicy Honor, no surge pod")
 	for _, cmd := range drill.FixCommands() {
 		cctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
@@ -151,6 +161,41 @@ func live(ctx context.Context, c *cluster.Cluster) error {
 		return err
 	}
 	showLive(ctx, c, sh, func(drill.LiveRow) bool { return false })
+	return preventionTools(ctx, sh, tr, pluginDir)
+}
+
+// buildPlugin builds kubectl-localtraffic of this repository into a new directory, for kubectl's plugin lookup.
+func buildPlugin(ctx context.Context) (string, error) {
+	mod, err := cluster.ModuleDir()
+	if err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp("", "lt-demo-plugin-")
+	if err != nil {
+		return "", fmt.Errorf("plugin directory: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, "kubectl-localtraffic"), "./cmd/kubectl-localtraffic")
+	cmd.Dir = filepath.Dir(mod)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("building kubectl-localtraffic: %w\n%s", err, out)
+	}
+	return dir, nil
+}
+
+// preventionTools shows what the kubectl plugin says of the same cluster, from the API alone: the grid of nodes
+// that receive the Service's traffic and serve or drop it, and the audit of its placement. Both exit 1 on a
+// finding, which the transcript shows rather than stopping the demo.
+func preventionTools(ctx context.Context, sh *drill.Shell, tr drill.Transcript, pluginDir string) error {
+	step("The same from the API alone, with the kubectl plugin (kubectl localtraffic status and audit)")
+	for _, cmd := range []string{
+		"kubectl localtraffic status -n " + drill.Namespace + " " + drill.Service,
+		"kubectl localtraffic audit -n " + drill.Namespace,
+	} {
+		if _, err := sh.RunShown(ctx, tr, "PATH="+pluginDir+":$PATH "+cmd+` || echo "exit status $?"`); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
