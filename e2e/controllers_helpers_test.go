@@ -78,6 +78,21 @@ func operator(t testing.TB, c *cluster.Cluster) *drill.Shell {
 	return s
 }
 
+// liveDrillOperator is the operator of a live drill: its shell and the transcript of what it typed and saw. At the
+// end of the test the transcript is logged and the drill's objects are removed.
+func liveDrillOperator(t *testing.T, c *cluster.Cluster) (*drill.Shell, drill.Transcript) {
+	t.Helper()
+	sh := operator(t, c)
+	transcript := &bytes.Buffer{}
+	t.Cleanup(func() {
+		t.Logf("what the operator saw:\n%s", transcript.String())
+		if err := drill.CleanupLive(context.Background(), c); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	return sh, drill.Transcript{W: transcript}
+}
+
 // operatorRun runs a command line in the operator's shell and fails the test on error.
 func operatorRun(t testing.TB, s *drill.Shell, cmd string) string {
 	t.Helper()

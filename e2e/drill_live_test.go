@@ -21,15 +21,7 @@ import (
 func TestDrillLive(t *testing.T) {
 	c := controllerCluster(t)
 	ctx := testContext(t)
-	sh := operator(t, c)
-	var transcript bytes.Buffer
-	tr := drill.Transcript{W: &transcript}
-	t.Cleanup(func() {
-		t.Logf("what the operator saw:\n%s", transcript.String())
-		if err := drill.CleanupLive(context.Background(), c); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
+	sh, tr := liveDrillOperator(t, c)
 	pinned := c.Nodes()[0].Name
 	if err := drill.ApplyLive(ctx, sh, tr, pinned); err != nil {
 		t.Fatal(err)

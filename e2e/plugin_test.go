@@ -186,15 +186,7 @@ func TestPluginDrill(t *testing.T) {
 	c := controllerCluster(t)
 	ctx := testContext(t)
 	p := newPlugin(t, ctx, c)
-	sh := operator(t, c)
-	var transcript bytes.Buffer
-	tr := drill.Transcript{W: &transcript}
-	t.Cleanup(func() {
-		t.Logf("what the operator saw:\n%s", transcript.String())
-		if err := drill.CleanupLive(context.Background(), c); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
+	sh, tr := liveDrillOperator(t, c)
 	pinned := c.Nodes()[0].Name
 	blackholed := workers(c)
 	delete(blackholed, pinned)
