@@ -232,3 +232,79 @@ var (
 func ExpandGrafanaVariables(expr string) string {
 	return grafanaVariable.ReplaceAllString(grafanaIntervals.Replace(expr), ".*")
 }
+
+// MetricDefaults reads the Default column of docs/metrics.md's generated metric table (header
+// `| Metric | Type | Labels | Description | Stability | Collector | Default |`): for each metric, whether a scrape
+// of an exporter started without flags exports it: "yes", "no" (opt-in: a collector or switch turns it on), or
+// "health-checked" (on by default only for Services with a health check node port).
+func MetricDefaults(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read metric documentation: %w", err)
+	}
+	defer f.Close()
+	out := map[string]string{}
+	col := -1 // the Default column's index inside the table being read; -1 outside it
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if !strings.HasPrefix(line, "|") {
+			col = -1
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		for i := range cells {
+			cells[i] = strings.TrimSpace(cells[i])
+		}
+		if cells[0] == "Metric" {
+			col = -1
+			for i, c := range cells {
+				if c == "Default" {
+					col = i
+				}
+			}
+			if col < 0 {
+				return nil, fmt.Errorf("%s: the metric table's header %q has no Default column", path, line)
+			}
+			continue
+		}
+		if col < 0 {
+			continue
+		}
+		m := backticked.FindStringSubmatch(cells[0])
+		if m == nil {
+			continue
+		}
+		if col >= len(cells) {
+			return nil, fmt.Errorf("%s: row of %s has no Default cell", path, m[1])
+		}
+		switch v := cells[col]; v {
+		case "yes", "no", "health-checked":
+			out[m[1]] = v
+		default:
+			return nil, fmt.Errorf("%s: %s: Default %q, want yes, no or health-checked", path, m[1], v)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no metric table with a Default column", path)
+	}
+	return out, nil
+}
+
+// BaseMetric is the documented metric a queried series name belongs to: the name itself, or a documented
+// histogram's or summary's name for its _bucket/_sum/_count series.
+func BaseMetric(documented map[string]string, name string) string {
+	if _, ok := documented[name]; ok {
+		return name
+	}
+	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+		if base, ok := strings.CutSuffix(name, suffix); ok && Known(documented, name) {
+			return base
+		}
+	}
+	return name
+}

@@ -52,7 +52,8 @@ func JSON() ([]byte, error) {
 }
 
 // Build assembles the dashboard: overview stats, the node × Service verdicts over time and now, health check
-// answers, kube-proxy's health per node, what the rules say (drops, local endpoints), and the exporter's own health.
+// answers, kube-proxy's health per node, what the rules say (drops, local endpoints), and the exporter's own
+// health. It queries only what the exporter exports with its default flags (alerts/defaults_test.go).
 func Build() (dashboard.Dashboard, error) {
 	b := dashboard.NewDashboardBuilder("localtraffic-exporter / Local Services per node").
 		Uid(UID).
@@ -66,8 +67,10 @@ func Build() (dashboard.Dashboard, error) {
 		Link(dashboard.NewDashboardLinkBuilder("Runbooks").Type(dashboard.DashboardLinkTypeLink).Url(RunbookURL).TargetBlank(true)).
 		WithVariable(dashboard.NewDatasourceVariableBuilder("datasource").Label("Data source").Type("prometheus")).
 		WithVariable(queryVariable("cluster", "Cluster", "localtraffic_scrape_collector_success", "cluster")).
-		WithVariable(queryVariable("namespace", "Namespace", `localtraffic_service_info{cluster=~"$cluster"}`, "namespace")).
-		WithVariable(queryVariable("service", "Service", `localtraffic_service_info{cluster=~"$cluster", namespace=~"$namespace"}`, "service"))
+		// Every node's exporter exports localtraffic_blackhole (0 or 1) for every Local Service it reports, by
+		// default: it lists the Services (localtraffic_service_info is opt-in).
+		WithVariable(queryVariable("namespace", "Namespace", `localtraffic_blackhole{cluster=~"$cluster"}`, "namespace")).
+		WithVariable(queryVariable("service", "Service", `localtraffic_blackhole{cluster=~"$cluster", namespace=~"$namespace"}`, "service"))
 
 	b.WithRow(dashboard.NewRowBuilder("Overview"))
 	b.WithPanel(alarmStat("Blackholed node × Service pairs",
@@ -113,18 +116,35 @@ func Build() (dashboard.Dashboard, error) {
 		Datasource(datasource).Height(8).Span(12).
 		WithTarget(query("A", `max by (cluster, node, namespace, service) (localtraffic_blackhole{`+serviceSel+`}) == 1`).Instant().Format(prometheus.PromQueryFormatTable)))
 	b.WithPanel(table.NewPanelBuilder().Title("Health check states").
-		Description("What each node's health check node port answers for each Service, and the local endpoints it reports.").
+		Description("Per node and health-checked Service (a LoadBalancer with a health check node port): 1 when the node's health check node port answers 200 (in rotation), 0 when it does not (503 without a local endpoint, or no answer: the exporter's log and landing page say why; --collector.service_details adds the answer as localtraffic_health_check_result), and the node's local endpoints.").
 		Datasource(datasource).Height(8).Span(12).
-		WithTarget(query("A", `max by (cluster, node, namespace, service, result) (localtraffic_health_check_result{`+serviceSel+`}) == 1`).Instant().Format(prometheus.PromQueryFormatTable)).
-		WithTarget(query("B", `max by (cluster, node, namespace, service) (localtraffic_health_check_local_endpoints{`+serviceSel+`})`).Instant().Format(prometheus.PromQueryFormatTable)))
+		WithTarget(query("A", `max by (cluster, node, namespace, service) (localtraffic_health_check_up{`+serviceSel+`})`).Instant().Format(prometheus.PromQueryFormatTable)).
+		WithTarget(query("B", `max by (cluster, node, namespace, service) (localtraffic_local_endpoints{`+serviceSel+`}) and on (cluster, node, namespace, service) max by (cluster, node, namespace, service) (localtraffic_health_check_up{`+serviceSel+`})`).Instant().Format(prometheus.PromQueryFormatTable)))
 	b.WithPanel(series("Blackholed nodes per Service").
 		Description("How many nodes drop each Service's external traffic.").
 		Datasource(datasource).Height(8).Span(12).Min(0).Decimals(0).
 		WithTarget(query("A", `namespace_service:localtraffic_blackhole:sum{`+serviceSel+`}`).LegendFormat("{{namespace}}/{{service}}")))
 	b.WithPanel(series("Health check answers").
-		Description("Node × Service pairs per health check answer (ok: 200 with local endpoints; unavailable: 503; the rest are failures to answer).").
+		Description("Node × health-checked Service pairs whose health check node port answers 200 (in rotation), and those where it does not (drained: 503 without a local endpoint, or no answer).").
 		Datasource(datasource).Height(8).Span(12).Min(0).Decimals(0).
-		WithTarget(query("A", `count by (result) (localtraffic_health_check_result{`+serviceSel+`} == 1)`).LegendFormat("{{result}}")))
+		WithTarget(query("A", `count(max by (cluster, node, namespace, service) (localtraffic_health_check_up{`+serviceSel+`}) == 1)`).LegendFormat("200")).
+		WithTarget(query("B", `count(max by (cluster, node, namespace, service) (localtraffic_health_check_up{`+serviceSel+`}) == 0)`).LegendFormat("not 200")))
+	b.WithPanel(table.NewPanelBuilder().Title("Local Services").
+		Description("Per Local Service: the nodes reporting it, those with a local endpoint, those blackholing it, and those probing its health check node port (a LoadBalancer Service with a health check node port has one on every node; a NodePort Service none).").
+		Datasource(datasource).Height(8).Span(24).
+		WithTarget(query("A", `namespace_service:localtraffic_reporting_nodes:count{`+serviceSel+`}`).Instant().Format(prometheus.PromQueryFormatTable)).
+		WithTarget(query("B", `namespace_service:localtraffic_has_local_endpoint:sum{`+serviceSel+`}`).Instant().Format(prometheus.PromQueryFormatTable)).
+		WithTarget(query("C", `namespace_service:localtraffic_blackhole:sum{`+serviceSel+`}`).Instant().Format(prometheus.PromQueryFormatTable)).
+		WithTarget(query("D", `count by (cluster, namespace, service) (max by (cluster, node, namespace, service) (localtraffic_health_check_up{`+serviceSel+`}))`).Instant().Format(prometheus.PromQueryFormatTable)).
+		WithTransformation(dashboard.DataTransformerConfig{Id: "merge", Options: map[string]any{}}).
+		WithTransformation(dashboard.DataTransformerConfig{Id: "organize", Options: map[string]any{
+			"excludeByName": map[string]any{"Time": true},
+			"renameByName": map[string]any{
+				"Value #A": "nodes reporting", "Value #B": "nodes with local endpoints",
+				"Value #C": "nodes blackholing", "Value #D": "nodes health-checked",
+			},
+		}}).
+		ShowHeader(true).CellHeight(common.TableCellHeightSm))
 
 	b.WithRow(dashboard.NewRowBuilder("kube-proxy"))
 	b.WithPanel(timeline("kube-proxy healthy per node").
@@ -149,11 +169,11 @@ func Build() (dashboard.Dashboard, error) {
 
 	b.WithRow(dashboard.NewRowBuilder("Rules"))
 	b.WithPanel(series("Dropped packets per second by Service").
-		Description("New connections kube-proxy's rules drop for each Service, summed over nodes (the DROP/reject rule's packet counters).").
+		Description("New connections kube-proxy's rules drop for each Service, summed over nodes (the DROP/reject rule's packet counters). By default for Services with a health check node port only (a NodePort Service's drops in rotation are a blackhole already); --collector.rules.per-port adds every Service.").
 		Datasource(datasource).Height(8).Span(12).Min(0).Unit("pps").
 		WithTarget(query("A", `sum by (cluster, namespace, service) (node_namespace_service:localtraffic_rules_dropped_packets:rate5m{`+serviceSel+`})`).LegendFormat("{{namespace}}/{{service}}")))
 	b.WithPanel(series("Dropped new connections per node").
-		Description("The same drops per node and Service.").
+		Description("The same drops per node and Service (health-checked Services by default).").
 		Datasource(datasource).Height(8).Span(12).Min(0).Unit("pps").
 		WithTarget(query("A", `node_namespace_service:localtraffic_rules_dropped_packets:rate5m{`+serviceSel+`}`).LegendFormat("{{node}} {{namespace}}/{{service}}")))
 	b.WithPanel(series("Local endpoints per node").
@@ -161,11 +181,10 @@ func Build() (dashboard.Dashboard, error) {
 		Datasource(datasource).Height(8).Span(12).Min(0).Decimals(0).
 		WithTarget(query("A", `sum by (cluster, node) (localtraffic_local_endpoints{`+serviceSel+`})`).LegendFormat("{{node}}")))
 	b.WithPanel(series("Local endpoints: API view vs rules").
-		Description("Per node and Service: local endpoints in the API, in kube-proxy's rules, and whether the two disagree.").
+		Description("Per node and Service: local endpoints in the API, and whether kube-proxy's rules (or, without rules, the health check node port's count) disagree with it. --collector.rules.per-port exports the rules' own per-port counts (localtraffic_rules_local_endpoints).").
 		Datasource(datasource).Height(8).Span(12).Min(0).Decimals(0).
 		WithTarget(query("A", `max by (cluster, node, namespace, service) (localtraffic_local_endpoints{`+serviceSel+`})`).LegendFormat("api {{node}} {{namespace}}/{{service}}")).
-		WithTarget(query("B", `max by (cluster, node, namespace, service) (localtraffic_rules_local_endpoints{`+serviceSel+`})`).LegendFormat("rules {{node}} {{namespace}}/{{service}}")).
-		WithTarget(query("C", `max by (cluster, node, namespace, service) (localtraffic_rules_mismatch{`+serviceSel+`})`).LegendFormat("mismatch {{node}} {{namespace}}/{{service}}")))
+		WithTarget(query("B", `max by (cluster, node, namespace, service) (localtraffic_rules_mismatch{`+serviceSel+`})`).LegendFormat("mismatch {{node}} {{namespace}}/{{service}}")))
 
 	b.WithRow(dashboard.NewRowBuilder("Exporter"))
 	b.WithPanel(series("Collector success").
