@@ -18,6 +18,7 @@ import (
 const (
 	DashboardDir           = "dashboards"
 	RunbooksPath           = "docs/runbooks.md"
+	ScaleDocPath           = "docs/scale.md"
 	MetricsDocPath         = "docs/metrics.md"
 	PrometheusRulePath     = "deploy/prometheus-operator/prometheusrule.yaml"
 	DashboardConfigMapPath = "deploy/prometheus-operator/dashboard-configmap.yaml"

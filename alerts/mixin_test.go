@@ -143,3 +143,61 @@ func TestMixinEntryPoints(t *testing.T) {
 		t.Errorf("mixin/jsonnetfile.json: %v %+v", err, jb)
 	}
 }
+
+// TestMixinSharded: with _config.shardedPrometheus the alerts split into the groups a shard evaluates
+// (prometheusAlerts) and the cross-node ones for a global ruler (prometheusGlobalAlerts), together exactly the
+// unsharded alerts; the recording rules, which every shard evaluates, do not change.
+func TestMixinSharded(t *testing.T) {
+	vm := jsonnet.MakeVM()
+	vm.Importer(&jsonnet.FileImporter{JPaths: []string{filepath.Join(repoRoot(t), "mixin")}})
+	render := func(sharded string) (alerts, global, rules []any) {
+		out, err := vm.EvaluateAnonymousSnippet("sharded.jsonnet", `
+local m = (import 'mixin.libsonnet') + {_config+:: {shardedPrometheus: `+sharded+`}};
+{ alerts: m.prometheusAlerts.groups, global: m.prometheusGlobalAlerts.groups, rules: m.prometheusRules.groups }`)
+		if err != nil {
+			t.Fatalf("jsonnet: %v", err)
+		}
+		var r struct{ Alerts, Global, Rules []any }
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatal(err)
+		}
+		return r.Alerts, r.Global, r.Rules
+	}
+	all, noGlobal, rules := render("false")
+	if len(noGlobal) != 0 {
+		t.Errorf("unsharded: prometheusGlobalAlerts has %d groups, want none", len(noGlobal))
+	}
+	shard, global, shardRules := render("true")
+	if !reflect.DeepEqual(rules, shardRules) {
+		t.Error("sharded: the recording rules changed")
+	}
+	names := func(gs []any) (out []string) {
+		for _, g := range gs {
+			out = append(out, g.(map[string]any)["name"].(string))
+		}
+		return out
+	}
+	if got := names(global); !reflect.DeepEqual(got, []string{"localtraffic-exporter-cross-node"}) {
+		t.Errorf("sharded: global groups %v", got)
+	}
+	if got, want := len(shard)+len(global), len(all); got != want || len(shard) == 0 {
+		t.Errorf("sharded: %d shard + %d global groups, unsharded %d", len(shard), len(global), want)
+	}
+	byName := map[string]any{}
+	for _, g := range append(append([]any{}, shard...), global...) {
+		byName[g.(map[string]any)["name"].(string)] = g
+	}
+	for _, g := range all {
+		if n := g.(map[string]any)["name"].(string); !reflect.DeepEqual(byName[n], g) {
+			t.Errorf("sharded: group %s differs from the unsharded one", n)
+		}
+	}
+	// The global groups hold exactly the alerts that look across nodes.
+	for _, g := range global {
+		for _, r := range g.(map[string]any)["rules"].([]any) {
+			if a := r.(map[string]any)["alert"]; a != "LocalTrafficServiceSingleNode" {
+				t.Errorf("global group has %v", a)
+			}
+		}
+	}
+}

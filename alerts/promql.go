@@ -308,3 +308,20 @@ func BaseMetric(documented map[string]string, name string) string {
 	}
 	return name
 }
+
+// ParseRulesFile parses and validates one rule file and returns its groups' names, in order.
+func ParseRulesFile(path string) ([]string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read rule file: %w", err)
+	}
+	g, err := ParseRules(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	names := make([]string, len(g.Groups))
+	for i, gr := range g.Groups {
+		names[i] = gr.Name
+	}
+	return names, nil
+}

@@ -11,6 +11,16 @@
     // exporter uses.
     localtrafficExporterSelector: 'job="localtraffic-exporter"',
 
+    // Set when the exporters' targets are split across several Prometheus servers (hashmod sharding,
+    // Prometheus Operator `shards:`), each evaluating the rules over its own part of the nodes. Per-node
+    // alerts and every recording rule stay correct on each shard, but a cross-node alert (one Service's
+    // endpoints on a single node) needs every node's series: with this set, prometheusAlerts holds only the
+    // shard-safe groups, for the shards, and prometheusGlobalAlerts the cross-node group, for a ruler that
+    // queries all shards (Thanos Ruler, Mimir or Cortex ruler). See docs/scale.md.
+    shardedPrometheus: false,
+    // The alert groups that need every node's series (alerts/alerts.yaml); not a setting to change.
+    crossNodeAlertGroups: ['localtraffic-exporter-cross-node'],
+
     // Tags and uid of the Grafana dashboard.
     grafanaDashboardTags: ['kubernetes', 'kube-proxy', 'localtraffic-exporter'],
     grafanaDashboardUid: 'localtraffic-exporter',

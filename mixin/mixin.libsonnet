@@ -28,8 +28,23 @@ local rewritePanel(p, config) =
   p + (if std.objectHas(p, 'targets') then { targets: [t { expr: withSelector(t.expr, config) } for t in p.targets] } else {})
   + (if std.objectHas(p, 'panels') then { panels: [rewritePanel(q, config) for q in p.panels] } else {});
 
+// The alert groups split by where they can be evaluated: on every shard, or only where all nodes are seen.
+local alertGroups(config, crossNode) = {
+  groups: [
+    g
+    for g in rewriteRules(import 'generated/prometheus_alerts.json', config).groups
+    if std.member(config.crossNodeAlertGroups, g.name) == crossNode
+  ],
+};
+
 defaults {
-  prometheusAlerts+:: rewriteRules(import 'generated/prometheus_alerts.json', $._config),
+  // Unsharded: every group, as alerts/alerts.yaml has them. Sharded: the groups every shard may evaluate.
+  prometheusAlerts+::
+    if $._config.shardedPrometheus then alertGroups($._config, false)
+    else rewriteRules(import 'generated/prometheus_alerts.json', $._config),
+  // Sharded: the cross-node groups, for a global ruler over the shards (they read the recording rules of
+  // prometheusRules, which every shard evaluates). Unsharded: nothing, prometheusAlerts has them.
+  prometheusGlobalAlerts+:: if $._config.shardedPrometheus then alertGroups($._config, true) else { groups: [] },
   prometheusRules+:: rewriteRules(import 'generated/prometheus_rules.json', $._config),
 
   grafanaDashboards+:: {
