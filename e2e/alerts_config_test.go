@@ -85,3 +85,26 @@ func TestAlertsDashboardQueriesFound(t *testing.T) {
 		}
 	}
 }
+
+// The live test finds the opt-in metrics in docs/metrics.md and the alert expressions it evaluates.
+func TestAlertsLiveInputsFound(t *testing.T) {
+	repo := alertsRepoDir(t)
+	optIn, err := optInMetrics(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"localtraffic_service_info", "localtraffic_has_local_endpoint", "localtraffic_health_check_result"} {
+		found := false
+		for _, n := range optIn {
+			found = found || n == want
+		}
+		if !found {
+			t.Errorf("opt-in metrics %v lack %s", optIn, want)
+		}
+	}
+	for _, a := range []string{"LocalTrafficServiceSingleNode", "LocalTrafficOutOfRotationNodeDropsTraffic"} {
+		if expr, err := alertExpr(repo, alertRuleFiles[1], a); err != nil || expr == "" {
+			t.Errorf("%s: %q %v", a, expr, err)
+		}
+	}
+}

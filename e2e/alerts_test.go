@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -183,6 +184,29 @@ func TestAlertsOnLivePrometheus(t *testing.T) {
 		}
 		t.Logf("paged %s at %s, pending since %s", k, p.FirstFiring.Format(time.RFC3339), activeAt[k].Format(time.RFC3339))
 	}
+
+	// The exporters run with their default flags: none exports a metric docs/metrics.md marks opt-in, and each
+	// Service costs at most the series budget (4 per node for a NodePort Service, 6 for a LoadBalancer one
+	// with a health check node port; single port, single IP family).
+	checkDefaultSeries(t, ctx, prom, repo, map[[2]string]int{{drill.Namespace, drill.Service}: 4, {lb.Namespace, lb.Name}: 6})
+
+	// The other Service-level alerts, proven on the same live data by their expressions (their for: is 10 and
+	// 15 minutes): both Services have their only endpoints on the first node, so LocalTrafficServiceSingleNode
+	// names exactly that node for each; the LoadBalancer Service's other nodes are drained by their health
+	// check, and connections sent to its NodePort there anyway are dropped and counted (the counter is on by
+	// default for health-checked Services), so LocalTrafficOutOfRotationNodeDropsTraffic names exactly them.
+	services := map[[2]string]bool{{drill.Namespace, drill.Service}: true, {lb.Namespace, lb.Name}: true}
+	checkAlertCondition(t, ctx, prom, repo, "LocalTrafficServiceSingleNode", services, map[alertKey]bool{
+		{"", first, drill.Namespace, drill.Service}: true,
+		{"", first, lb.Namespace, lb.Name}:          true,
+	})
+	stopLBTraffic := sendTraffic(ctx, c, c.Nodes()[1:], int(lb.Spec.Ports[0].NodePort))
+	wantDrops := map[alertKey]bool{}
+	for _, n := range c.Nodes()[1:] {
+		wantDrops[alertKey{"", n.Name, lb.Namespace, lb.Name}] = true
+	}
+	checkAlertCondition(t, ctx, prom, repo, "LocalTrafficOutOfRotationNodeDropsTraffic", services, wantDrops)
+	stopLBTraffic()
 
 	// Every rule evaluates without error on real data.
 	eventually(t, time.Minute, "every shipped rule evaluates cleanly", func() error {
@@ -424,4 +448,81 @@ func lastBytes(s string, n int) string {
 		return s[len(s)-n:]
 	}
 	return s
+}
+
+// checkDefaultSeries fails the test if an exporter exports an opt-in metric, or a Service of budget more series
+// on a node than its budget (and logs what each costs).
+func checkDefaultSeries(t *testing.T, ctx context.Context, prom promAPI, repo string, budget map[[2]string]int) {
+	t.Helper()
+	optIn, err := optInMetrics(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := prom.query(ctx, fmt.Sprintf(`count by (__name__, node) ({job="localtraffic-exporter", __name__=~%q})`, strings.Join(optIn, "|")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range res {
+		t.Errorf("exporter on %s exports opt-in %s: not running with the default flags", s.Metric["node"], s.Metric["__name__"])
+	}
+	perNode, err := prom.query(ctx, `count by (node) ({job="localtraffic-exporter"})`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range perNode {
+		t.Logf("node %s: %v series per scrape (defaults)", s.Metric["node"], s.Value[1])
+	}
+	for svc, max := range budget {
+		res, err := prom.query(ctx, fmt.Sprintf(`count by (node) ({job="localtraffic-exporter", namespace=%q, service=%q})`, svc[0], svc[1]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res) == 0 {
+			t.Errorf("%s/%s: no series", svc[0], svc[1])
+		}
+		for _, s := range res {
+			n, _ := strconv.Atoi(fmt.Sprint(s.Value[1]))
+			if n > max || n < 3 {
+				t.Errorf("%s/%s on %s: %d series, want 3 to %d", svc[0], svc[1], s.Metric["node"], n, max)
+			} else {
+				t.Logf("%s/%s on %s: %d series (budget %d)", svc[0], svc[1], s.Metric["node"], n, max)
+			}
+		}
+	}
+}
+
+// checkAlertCondition evaluates the shipped alert's expression on the live Prometheus until its result,
+// restricted to services, is exactly want (node, namespace and Service; alertname empty).
+func checkAlertCondition(t *testing.T, ctx context.Context, prom promAPI, repo, alert string, services map[[2]string]bool, want map[alertKey]bool) {
+	t.Helper()
+	expr, err := alertExpr(repo, alertRuleFiles[1], alert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 4*time.Minute, alert+"'s condition holds for exactly "+strings.Join(keys(want), ", "), func() error {
+		res, err := prom.query(ctx, expr)
+		if err != nil {
+			return err
+		}
+		got := map[alertKey]bool{}
+		for _, s := range res {
+			k := alertKey{"", s.Metric["node"], s.Metric["namespace"], s.Metric["service"]}
+			if services[[2]string{k.Namespace, k.Service}] {
+				got[k] = true
+			}
+		}
+		var errs []error
+		for k := range want {
+			if !got[k] {
+				errs = append(errs, fmt.Errorf("missing %s", k))
+			}
+		}
+		for k := range got {
+			if !want[k] {
+				errs = append(errs, fmt.Errorf("unexpected %s", k))
+			}
+		}
+		return errors.Join(errs...)
+	})
+	t.Logf("%s: condition holds for exactly %s", alert, strings.Join(keys(want), ", "))
 }
