@@ -16,6 +16,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"net"
@@ -23,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -185,6 +187,13 @@ func measure(o options) error {
 	series := m["prometheus_tsdb_head_series"]
 	rss := m["process_resident_memory_bytes"]
 	heap := m["go_memstats_heap_inuse_bytes"]
+	rulesTop, err := slowestRules("http://"+promAddr+"/api/v1/rules", 6)
+	if err != nil {
+		return err
+	}
+	evals := m["prometheus_rule_evaluations_total"]
+	fmt.Printf("process CPU %.1f s over the run; %.0f rule evaluations; slowest rules (last evaluation): %s\n",
+		m["process_cpu_seconds_total"], evals, rulesTop)
 	fmt.Printf("after %s at %s: head series %.0f, RSS %.0f MiB, heap in use %.0f MiB, RSS/series %.0f B, heap/series %.0f B, head chunks %.0f, rule groups' last evaluation %.3f s, scrape samples %.0f\n",
 		o.wait, o.scrapeInterval, series, rss/(1<<20), heap/(1<<20), rss/series, heap/series, m["prometheus_tsdb_head_chunks"], m["rule_group_last_duration_sum"], m["prometheus_tsdb_head_samples_appended_total"])
 	return nil
@@ -218,7 +227,7 @@ func promMetrics(url string) (map[string]float64, error) {
 			if name[:j] == "prometheus_rule_group_last_duration_seconds" {
 				out["rule_group_last_duration_sum"] += v
 			}
-			if name[:j] == "prometheus_tsdb_head_samples_appended_total" {
+			if name[:j] == "prometheus_tsdb_head_samples_appended_total" || name[:j] == "prometheus_rule_evaluations_total" {
 				out[name[:j]] += v
 			}
 			continue
@@ -226,4 +235,45 @@ func promMetrics(url string) (map[string]float64, error) {
 		out[name] = v
 	}
 	return out, sc.Err()
+}
+
+// slowestRules lists the n rules with the longest last evaluation, from Prometheus' rules API.
+func slowestRules(url string, n int) (string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return "", fmt.Errorf("read prometheus rules: %w", err)
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Data struct {
+			Groups []struct {
+				Rules []struct {
+					Name           string  `json:"name"`
+					EvaluationTime float64 `json:"evaluationTime"`
+				} `json:"rules"`
+			} `json:"groups"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return "", fmt.Errorf("decode prometheus rules: %w", err)
+	}
+	type rule struct {
+		name string
+		secs float64
+	}
+	var all []rule
+	for _, g := range r.Data.Groups {
+		for _, x := range g.Rules {
+			all = append(all, rule{x.Name, x.EvaluationTime})
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].secs > all[j].secs })
+	var parts []string
+	for i := 0; i < n && i < len(all); i++ {
+		parts = append(parts, fmt.Sprintf("%s %.3fs", all[i].name, all[i].secs))
+	}
+	if len(parts) == 0 {
+		return "none", nil
+	}
+	return strings.Join(parts, ", "), nil
 }
