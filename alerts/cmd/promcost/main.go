@@ -69,10 +69,13 @@ func run() int {
 func body(o options, node string) []byte {
 	var b strings.Builder
 	lbs := o.services * o.loadBalancerPercent / 100
+	idx, _ := strconv.Atoi(strings.TrimPrefix(node, "node-"))
 	for i := 0; i < o.services; i++ {
 		lb := i < lbs
 		sel := fmt.Sprintf(`node=%q,namespace="ns-%02d",service="svc-%04d"`, node, i%50, i)
-		local := i%7 == 0 // some Services have endpoints here
+		// A healthy cluster: a NodePort Service (every node in rotation) runs a pod on every node, as a
+		// DaemonSet; a LoadBalancer Service on one node in ten (the others out of rotation, drained).
+		local := !lb || (idx+i)%10 == 0
 		eps, blackhole, rotation := "0", "0", "1"
 		if local {
 			eps = "2"
