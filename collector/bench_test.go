@@ -37,7 +37,7 @@ func BenchmarkScrape(b *testing.B) {
 			reader := &countingReader{}
 			logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 			g := NewGatherer(GathererConfig{View: &fakeView{snap: snap}, Rules: reader, KubeProxyAddress: noAddress, Logger: logger})
-			exp := NewExporter(logger, g, NewServices(), NewKubeProxy(), NewNode(), NewInformers(), NewRules(), NewDataplane())
+			exp := NewExporter(logger, g, everyCollector()...)
 			at := time.Unix(1700000000, 0)
 			b.ReportAllocs()
 			b.ResetTimer()
