@@ -109,7 +109,9 @@ func scrapeAPI(t *testing.T, ruleReader rules.Reader, kubeProxy string, objs ...
 }
 
 // everySeries turns on the collectors and series the defaults leave out: the scrape tests cover every metric.
-func everySeries() []string { return []string{"--collector.service_details", "--collector.rules.per-port"} }
+func everySeries() []string {
+	return []string{"--collector.service_details", "--collector.rules.per-port"}
+}
 
 // scrapeWithTimeout is scrapeAPI with Prometheus' scrape timeout header set to timeout (seconds).
 func scrapeWithTimeout(t *testing.T, timeout string, ruleReader rules.Reader, kubeProxy string, objs ...runtime.Object) string {
