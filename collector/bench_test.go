@@ -15,45 +15,66 @@ import (
 )
 
 // BenchmarkScrape: one scrape's gathering, deciding and rendering for n dual-stack NodePort Services with
-// both families' rules read (no network: the view and the rules are fixed; kube-proxy has no address).
+// both families' rules read (no network: the view and the rules are fixed; kube-proxy has no address), with
+// the default collectors and with every collector and series on.
 func BenchmarkScrape(b *testing.B) {
+	selections := []struct {
+		name string
+		sel  Selection
+	}{{"default", DefaultSelection()}, {"all", AllSelection()}}
 	for _, n := range []int{100, 1000} {
-		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
-			snap := kubeview.Snapshot{Node: dualStackNode()}
-			v4rules, v6rules := map[rules.ServicePort]rules.PortState{}, map[rules.ServicePort]rules.PortState{}
-			for i := range n {
-				svc := nodePortService(i%2, family(v4, 1, true), family(v6, i%2, true))
-				svc.Name = fmt.Sprintf("svc-%d", i)
-				snap.Services = append(snap.Services, svc)
-				sp := rules.ServicePort{Namespace: svc.Namespace, Name: svc.Name, Port: "http", Protocol: "TCP"}
-				v4rules[sp] = rules.PortState{Programmed: true, LocalEndpoints: 1}
-				if i%2 == 0 {
-					v6rules[sp] = rules.PortState{Programmed: true, Drop: true, DropPackets: uint64(i),
-						Drops: []rules.DropRule{{Port: 30090, Packets: uint64(i), Counted: true}}}
-				} else {
-					v6rules[sp] = rules.PortState{Programmed: true, LocalEndpoints: 1}
-				}
+		for _, s := range selections {
+			b.Run(fmt.Sprintf("services=%d/collectors=%s", n, s.name), func(b *testing.B) { benchScrape(b, n, s.sel) })
+		}
+	}
+}
+
+func benchScrape(b *testing.B, n int, sel Selection) {
+	snap := kubeview.Snapshot{Node: dualStackNode()}
+	v4rules, v6rules := map[rules.ServicePort]rules.PortState{}, map[rules.ServicePort]rules.PortState{}
+	for i := range n {
+		svc := nodePortService(i%2, family(v4, 1, true), family(v6, i%2, true))
+		svc.Name = fmt.Sprintf("svc-%d", i)
+		snap.Services = append(snap.Services, svc)
+		sp := rules.ServicePort{Namespace: svc.Namespace, Name: svc.Name, Port: "http", Protocol: "TCP"}
+		v4rules[sp] = rules.PortState{Programmed: true, LocalEndpoints: 1}
+		if i%2 == 0 {
+			v6rules[sp] = rules.PortState{Programmed: true, Drop: true, DropPackets: uint64(i),
+				Drops: []rules.DropRule{{Port: 30090, Packets: uint64(i), Counted: true}}}
+		} else {
+			v6rules[sp] = rules.PortState{Programmed: true, LocalEndpoints: 1}
+		}
+	}
+	reader := &countingReader{}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	g := NewGatherer(GathererConfig{View: &fakeView{snap: snap}, Rules: reader, KubeProxyAddress: noAddress, Logger: logger})
+	collectors, err := sel.Collectors()
+	if err != nil {
+		b.Fatal(err)
+	}
+	exp := NewExporter(logger, g, collectors...)
+	at := time.Unix(1700000000, 0)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		// A new read each scrape, as after every cache expiry: the counters are folded each time. Building
+		// it is the reader's cost (its own benchmarks), not timed here.
+		b.StopTimer()
+		reader.snap = rules.NewFamilySnapshot(rules.ModeIPTables, rules.BackendNFT, at.Add(time.Duration(i)*time.Second),
+			map[string]map[rules.ServicePort]rules.PortState{rules.FamilyIPv4: v4rules, rules.FamilyIPv6: v6rules})
+		b.StartTimer()
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(exp.Bind(context.Background()))
+		mfs, err := reg.Gather()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if i == 0 {
+			series := 0
+			for _, mf := range mfs {
+				series += len(mf.GetMetric())
 			}
-			reader := &countingReader{}
-			logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-			g := NewGatherer(GathererConfig{View: &fakeView{snap: snap}, Rules: reader, KubeProxyAddress: noAddress, Logger: logger})
-			exp := NewExporter(logger, g, NewServices(), NewKubeProxy(), NewNode(), NewInformers(), NewRules(), NewDataplane())
-			at := time.Unix(1700000000, 0)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; b.Loop(); i++ {
-				// A new read each scrape, as after every cache expiry: the counters are folded each time. Building
-				// it is the reader's cost (its own benchmarks), not timed here.
-				b.StopTimer()
-				reader.snap = rules.NewFamilySnapshot(rules.ModeIPTables, rules.BackendNFT, at.Add(time.Duration(i)*time.Second),
-					map[string]map[rules.ServicePort]rules.PortState{rules.FamilyIPv4: v4rules, rules.FamilyIPv6: v6rules})
-				b.StartTimer()
-				reg := prometheus.NewRegistry()
-				reg.MustRegister(exp.Bind(context.Background()))
-				if _, err := reg.Gather(); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+			b.ReportMetric(float64(series), "series")
+		}
 	}
 }

@@ -49,12 +49,21 @@ type Metric struct {
 	// Stable metrics are a contract (alerts, dashboards and outside checks use them): renaming one or changing
 	// its labels is a breaking change. The others may still change.
 	Stable bool
-	desc   *prometheus.Desc
+	// defaultScope narrows a metric of a default collector: "no" (only with a collector option) or
+	// "health-checked" (by default only for Services with a health check node port); "" means every series.
+	defaultScope string
+	desc         *prometheus.Desc
 }
 
 // stable marks m as part of the exporter's contract.
 func stable(m *Metric) *Metric {
 	m.Stable = true
+	return m
+}
+
+// scoped narrows what a default collector exports of m by default (see Metric.defaultScope).
+func scoped(scope string, m *Metric) *Metric {
+	m.defaultScope = scope
 	return m
 }
 
@@ -94,6 +103,8 @@ type Exporter struct {
 	gatherer   StateGatherer
 	collectors []Collector
 	logger     *slog.Logger
+	// keep, when set, is the set of metrics the allow/deny lists leave; the others are never sent.
+	keep map[*prometheus.Desc]bool
 }
 
 // NewExporter returns an Exporter over the given gatherer and collectors.
@@ -101,7 +112,23 @@ func NewExporter(logger *slog.Logger, g StateGatherer, collectors ...Collector) 
 	return &Exporter{gatherer: g, collectors: collectors, logger: logger}
 }
 
-// Metrics lists every metric the exporter's collectors may emit, sorted by name, self-metrics included.
+// WithFilter returns a copy of e that exports only the metrics f keeps (nil keeps all).
+func (e *Exporter) WithFilter(f *MetricFilter) *Exporter {
+	c := *e
+	c.keep = nil
+	if f != nil {
+		c.keep = map[*prometheus.Desc]bool{}
+		for _, m := range e.Metrics() {
+			if f.Keep(m.FQName()) {
+				c.keep[m.desc] = true
+			}
+		}
+	}
+	return &c
+}
+
+// Metrics lists every metric the exporter's collectors may emit, sorted by name, self-metrics included (and
+// before any filter).
 func (e *Exporter) Metrics() []*Metric {
 	all := []*Metric{scrapeDuration, scrapeSuccess}
 	for _, c := range e.collectors {
@@ -123,13 +150,34 @@ type boundExporter struct {
 
 func (b *boundExporter) Describe(ch chan<- *prometheus.Desc) {
 	for _, m := range b.e.Metrics() {
-		ch <- m.desc
+		if b.e.keep == nil || b.e.keep[m.desc] {
+			ch <- m.desc
+		}
 	}
 }
 
 // Collect gathers the scrape's State once, then runs every collector over it. A failing collector costs only
 // its own metrics.
 func (b *boundExporter) Collect(ch chan<- prometheus.Metric) {
+	if b.e.keep != nil {
+		// The collectors render everything; one forwarder drops what the lists exclude, so no collector needs
+		// to know about them.
+		out, filtered := ch, make(chan prometheus.Metric, 64)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for m := range filtered {
+				if b.e.keep[m.Desc()] {
+					out <- m
+				}
+			}
+		}()
+		defer func() {
+			close(filtered)
+			<-done
+		}()
+		ch = filtered
+	}
 	st := b.e.gatherer.Gather(b.ctx)
 	var wg sync.WaitGroup
 	for _, c := range b.e.collectors {

@@ -21,7 +21,7 @@ const (
 
 // allMetrics is every metric the exporter defines, from every collector.
 func allMetrics() []*Metric {
-	return NewExporter(nil, nil, NewServices(), NewKubeProxy(), NewNode(), NewInformers(), NewRules(), NewDataplane()).Metrics()
+	return NewExporter(nil, nil, everyCollector()...).Metrics()
 }
 
 func typeName(t prometheus.ValueType) string {
@@ -38,7 +38,8 @@ func typeName(t prometheus.ValueType) string {
 // handler for the whole exposition, so it is listed first.
 func metricTable() string {
 	var b strings.Builder
-	b.WriteString("| Metric | Type | Labels | Description | Stability |\n|---|---|---|---|---|\n")
+	b.WriteString("| Metric | Type | Labels | Description | Stability | Collector | Default |\n|---|---|---|---|---|---|---|\n")
+	defaults := Defaults()
 	for _, m := range allMetrics() {
 		labels := append([]string{"node"}, m.Labels...)
 		for i, l := range labels {
@@ -48,8 +49,9 @@ func metricTable() string {
 		if m.Stable {
 			stability = "stable"
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", m.FQName(), typeName(m.Type), strings.Join(labels, ", "),
-			strings.ReplaceAll(m.Help, "|", "\\|"), stability)
+		d := defaults[m.FQName()]
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s | %s |\n", m.FQName(), typeName(m.Type), strings.Join(labels, ", "),
+			strings.ReplaceAll(m.Help, "|", "\\|"), stability, d.Collector, d.Default)
 	}
 	return b.String()
 }
@@ -120,4 +122,13 @@ func TestMetricNaming(t *testing.T) {
 			}
 		}
 	}
+}
+
+// everyCollector is every collector with every series on: what the unit tests and the metric table cover.
+func everyCollector() []Collector {
+	cs, err := AllSelection().Collectors()
+	if err != nil {
+		panic(err)
+	}
+	return cs
 }

@@ -96,6 +96,7 @@ type scrapeSetup struct {
 	dataplane string
 	memory    *Memory
 	window    time.Duration
+	selection *Selection // nil: every collector, every series
 }
 
 func (s scrapeSetup) scrape(t *testing.T) *prometheus.Registry {
@@ -109,7 +110,14 @@ func (s scrapeSetup) scrape(t *testing.T) *prometheus.Registry {
 	}
 	g := NewGatherer(GathererConfig{View: s.view, Rules: s.reader, Addrs: s.addrs, KubeProxyAddress: s.kubeProxy,
 		ProbeTimeout: 2 * time.Second, Dataplane: s.dataplane, Memory: s.memory, ExternalIPWindow: s.window, Logger: logger})
-	exp := NewExporter(logger, g, NewServices(), NewKubeProxy(), NewNode(), NewInformers(), NewRules(), NewDataplane())
+	collectors := everyCollector()
+	if s.selection != nil {
+		var err error
+		if collectors, err = s.selection.Collectors(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exp := NewExporter(logger, g, collectors...)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(exp.Bind(context.Background()))
 	return reg
@@ -255,6 +263,7 @@ localtraffic_scrape_collector_success{collector="informers"} 1
 localtraffic_scrape_collector_success{collector="kube_proxy"} 1
 localtraffic_scrape_collector_success{collector="node"} 1
 localtraffic_scrape_collector_success{collector="rules"} 1
+localtraffic_scrape_collector_success{collector="service_details"} 1
 localtraffic_scrape_collector_success{collector="services"} 1
 `, "localtraffic_blackhole", "localtraffic_blackhole_source", "localtraffic_dataplane_info", "localtraffic_scrape_collector_success",
 		"localtraffic_kube_proxy_up", "localtraffic_kube_proxy_healthy", "localtraffic_kube_proxy_node_eligible",

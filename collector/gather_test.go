@@ -51,7 +51,7 @@ func testExporter(view APIView, reader rules.Reader) *Exporter {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	g := NewGatherer(GathererConfig{View: view, Rules: reader, KubeProxyAddress: noAddress,
 		ProbeTimeout: time.Second, Logger: logger})
-	return NewExporter(logger, g, NewServices(), NewKubeProxy(), NewNode(), NewInformers(), NewRules(), NewDataplane())
+	return NewExporter(logger, g, everyCollector()...)
 }
 
 func checkoutSnapshot(local int) kubeview.Snapshot {
@@ -90,6 +90,7 @@ localtraffic_scrape_collector_success{collector="informers"} 1
 localtraffic_scrape_collector_success{collector="kube_proxy"} 0
 localtraffic_scrape_collector_success{collector="node"} 1
 localtraffic_scrape_collector_success{collector="rules"} 0
+localtraffic_scrape_collector_success{collector="service_details"} 0
 localtraffic_scrape_collector_success{collector="services"} 0`
 	if got := series(t, reg, "localtraffic_scrape_collector_success"); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)

@@ -13,13 +13,13 @@ import (
 var portLabels = []string{"namespace", "service", "port", "ip_family"}
 
 var (
-	rulesDrop = stable(newMetric("rules_drop", prometheus.GaugeValue,
-		"1 when kube-proxy's rules of the IP family on this node drop the Service port's external traffic for lack of a local endpoint.", portLabels...))
-	rulesLocalEndpoints = stable(newMetric("rules_local_endpoints", prometheus.GaugeValue,
-		"Local endpoints kube-proxy's rules of the IP family on this node send the Service port's external traffic to.", portLabels...))
-	rulesDroppedPackets = stable(newMetric("rules_dropped_packets_total", prometheus.CounterValue,
+	rulesDrop = scoped("no", stable(newMetric("rules_drop", prometheus.GaugeValue,
+		"1 when kube-proxy's rules of the IP family on this node drop the Service port's external traffic for lack of a local endpoint.", portLabels...)))
+	rulesLocalEndpoints = scoped("no", stable(newMetric("rules_local_endpoints", prometheus.GaugeValue,
+		"Local endpoints kube-proxy's rules of the IP family on this node send the Service port's external traffic to.", portLabels...)))
+	rulesDroppedPackets = scoped("health-checked", stable(newMetric("rules_dropped_packets_total", prometheus.CounterValue,
 		"Packets dropped by the port's no-local-endpoints rules of the IP family (iptables modes). Monotonic across kube-proxy's rewrites, which reset the rule counters.",
-		portLabels...))
+		portLabels...)))
 	rulesMismatch = stable(newMetric("rules_mismatch", prometheus.GaugeValue,
 		"1 when kube-proxy disagrees with the API view for the Service in some IP family: its rules (drop, or local endpoint count, on any port), or without rules its health check node port's localEndpoints.", svcLabels...))
 	rulesInfo = newMetric("rules_info", prometheus.GaugeValue,
@@ -32,12 +32,15 @@ var (
 		"How long the last read of kube-proxy's rules took (one save per table and family, shared by concurrent scrapes).")
 )
 
-// Rules exports what kube-proxy programmed on this node, per Local Service port, and whether it agrees with the
-// API view.
-type Rules struct{}
+// Rules exports what kube-proxy programmed on this node, whether it agrees with the API view per Local
+// Service, and the packets its no-local-endpoints rules dropped. By default the per-port series are only the
+// dropped-packet counters of Services with a health check node port: drops outside rotation mean a load
+// balancer that does not check the port (LocalTrafficOutOfRotationNodeDropsTraffic), while a NodePort
+// Service's drops in rotation already make localtraffic_blackhole 1. perPort exports every port's series.
+type Rules struct{ perPort bool }
 
-// NewRules returns the rules collector.
-func NewRules() *Rules { return &Rules{} }
+// NewRules returns the rules collector; perPort is --collector.rules.per-port.
+func NewRules(perPort bool) *Rules { return &Rules{perPort: perPort} }
 
 func (*Rules) Name() string { return "rules" }
 
@@ -49,7 +52,7 @@ func (*Rules) Metrics() []*Metric {
 // Inputs: without rules, the mismatch comes from the health check probes.
 func (*Rules) Inputs() []Input { return []Input{InputAPI, InputRules, InputHealthChecks} }
 
-func (*Rules) Update(st *State, ch chan<- prometheus.Metric) error {
+func (c *Rules) Update(st *State, ch chan<- prometheus.Metric) error {
 	if st.Dataplane == DataplaneReplacement {
 		// No kube-proxy rules exist here by design: not a failed read, no mismatch to report.
 		return fmt.Errorf("%w: no kube-proxy on this node (dataplane %s)", ErrNoData, st.Dataplane)
@@ -90,11 +93,16 @@ func (*Rules) Update(st *State, ch chan<- prometheus.Metric) error {
 	}
 	for _, r := range st.Services {
 		svc := r.Service
+		counters := c.perPort || svc.HealthCheckNodePort != 0
 		for _, p := range r.Ports {
 			fam := string(p.Family)
-			ch <- rulesDrop.must(boolFloat(p.Rules.Drop), svc.Namespace, svc.Name, p.Label, fam)
-			ch <- rulesLocalEndpoints.must(float64(p.Rules.LocalEndpoints), svc.Namespace, svc.Name, p.Label, fam)
-			ch <- rulesDroppedPackets.must(float64(p.DroppedPackets), svc.Namespace, svc.Name, p.Label, fam)
+			if c.perPort {
+				ch <- rulesDrop.must(boolFloat(p.Rules.Drop), svc.Namespace, svc.Name, p.Label, fam)
+				ch <- rulesLocalEndpoints.must(float64(p.Rules.LocalEndpoints), svc.Namespace, svc.Name, p.Label, fam)
+			}
+			if counters {
+				ch <- rulesDroppedPackets.must(float64(p.DroppedPackets), svc.Namespace, svc.Name, p.Label, fam)
+			}
 		}
 		if r.MismatchKnown {
 			ch <- rulesMismatch.must(boolFloat(r.Mismatch), svc.Namespace, svc.Name)

@@ -40,7 +40,8 @@ var (
 		"How long probing the Service's health check node port took (the slowest IP family).", svcLabels...)
 )
 
-// Services exports, per Local Service, the API view, the health check node port's answer and the verdict.
+// Services exports, per Local Service, the verdict and what it rests on at the default budget: local
+// endpoints, and for a Service with a health check node port whether the check answers.
 type Services struct{}
 
 // NewServices returns the Services collector.
@@ -49,8 +50,7 @@ func NewServices() *Services { return &Services{} }
 func (*Services) Name() string { return "services" }
 
 func (*Services) Metrics() []*Metric {
-	return []*Metric{serviceInfo, localEndpoints, hasLocalEndpoint, inRotationMetric, blackhole, blackholeSource,
-		healthCheckUp, healthCheckResult, healthCheckLocalEndpoints, healthCheckProxyHealthy, healthCheckDuration}
+	return []*Metric{localEndpoints, inRotationMetric, blackhole, blackholeSource, healthCheckUp}
 }
 
 // Inputs: the verdict waits for the rules read as well as the probes.
@@ -62,6 +62,39 @@ func (*Services) Update(st *State, ch chan<- prometheus.Metric) error {
 	}
 	ch <- blackholeSource.must(1, st.Source)
 	for _, r := range st.Services {
+		ns, name := r.Service.Namespace, r.Service.Name
+		ch <- localEndpoints.must(float64(r.Service.LocalEndpoints()), ns, name)
+		if len(r.Checks) > 0 {
+			ch <- healthCheckUp.must(boolFloat(summarizeChecks(r.Checks).up), ns, name)
+		}
+		ch <- inRotationMetric.must(boolFloat(r.Verdict.InRotation), ns, name)
+		ch <- blackhole.must(boolFloat(r.Verdict.Blackhole), ns, name)
+	}
+	return nil
+}
+
+// ServiceDetails exports, per Local Service, what the default budget leaves out: the Service's type, the
+// derivable has_local_endpoint and the health check's answer in full. The health check's failure reason is
+// also in the log and on the landing page, so turning this off loses no diagnosis.
+type ServiceDetails struct{}
+
+// NewServiceDetails returns the service_details collector.
+func NewServiceDetails() *ServiceDetails { return &ServiceDetails{} }
+
+func (*ServiceDetails) Name() string { return "service_details" }
+
+func (*ServiceDetails) Metrics() []*Metric {
+	return []*Metric{serviceInfo, hasLocalEndpoint, healthCheckResult, healthCheckLocalEndpoints,
+		healthCheckProxyHealthy, healthCheckDuration}
+}
+
+func (*ServiceDetails) Inputs() []Input { return []Input{InputAPI, InputHealthChecks} }
+
+func (*ServiceDetails) Update(st *State, ch chan<- prometheus.Metric) error {
+	if st.APIErr != nil {
+		return st.APIErr
+	}
+	for _, r := range st.Services {
 		svc := r.Service
 		ns, name := svc.Namespace, svc.Name
 		hcnp := ""
@@ -69,25 +102,21 @@ func (*Services) Update(st *State, ch chan<- prometheus.Metric) error {
 			hcnp = strconv.Itoa(int(svc.HealthCheckNodePort))
 		}
 		ch <- serviceInfo.must(1, ns, name, string(svc.Type), hcnp)
-		ch <- localEndpoints.must(float64(svc.LocalEndpoints()), ns, name)
 		ch <- hasLocalEndpoint.must(boolFloat(svc.HasLocalEndpoint()), ns, name)
-
-		if len(r.Checks) > 0 {
-			hc := summarizeChecks(r.Checks)
-			ch <- healthCheckUp.must(boolFloat(hc.up), ns, name)
-			for _, res := range nodeprobe.HealthCheckResults {
-				ch <- healthCheckResult.must(boolFloat(hc.result == res), ns, name, string(res))
-			}
-			if hc.localEndpoints >= 0 {
-				ch <- healthCheckLocalEndpoints.must(float64(hc.localEndpoints), ns, name)
-			}
-			if hc.proxyHealthy != nil {
-				ch <- healthCheckProxyHealthy.must(boolFloat(*hc.proxyHealthy), ns, name)
-			}
-			ch <- healthCheckDuration.must(hc.duration.Seconds(), ns, name)
+		if len(r.Checks) == 0 {
+			continue
 		}
-		ch <- inRotationMetric.must(boolFloat(r.Verdict.InRotation), ns, name)
-		ch <- blackhole.must(boolFloat(r.Verdict.Blackhole), ns, name)
+		hc := summarizeChecks(r.Checks)
+		for _, res := range nodeprobe.HealthCheckResults {
+			ch <- healthCheckResult.must(boolFloat(hc.result == res), ns, name, string(res))
+		}
+		if hc.localEndpoints >= 0 {
+			ch <- healthCheckLocalEndpoints.must(float64(hc.localEndpoints), ns, name)
+		}
+		if hc.proxyHealthy != nil {
+			ch <- healthCheckProxyHealthy.must(boolFloat(*hc.proxyHealthy), ns, name)
+		}
+		ch <- healthCheckDuration.must(hc.duration.Seconds(), ns, name)
 	}
 	return nil
 }

@@ -47,6 +47,7 @@ func controllerCluster(t testing.TB) *cluster.Cluster {
 			Nodes:          cluster.ControllerNodes(ctrlWorkers, true),
 			Controllers:    true,
 			StartExporters: true,
+			ExporterArgs:   everySeries(),
 			Log:            os.Stderr,
 		})
 		ctrlState.mu.Lock()

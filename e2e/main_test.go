@@ -77,6 +77,13 @@ func requireRoot(t testing.TB) {
 	}
 }
 
+// everySeries turns on the exporter's opt-in collectors and series (service_details, per-port rule series):
+// the scenarios check them. Exporters started without it (StartExporterOn, the deployed DaemonSet) run the
+// defaults, which the alert tests use.
+func everySeries() []string {
+	return []string{"--collector.service_details", "--collector.rules.per-port"}
+}
+
 // sharedCluster returns the test binary's cluster, starting it on first use (with one exporter per node).
 func sharedCluster(t testing.TB) *cluster.Cluster {
 	t.Helper()
@@ -87,6 +94,7 @@ func sharedCluster(t testing.TB) *cluster.Cluster {
 		c, err := cluster.Up(ctx, cluster.Config{
 			Nodes:          sharedNodes,
 			StartExporters: true,
+			ExporterArgs:   everySeries(),
 			// Dual-stack costs a few addresses and routes; Services stay IPv4 unless a test asks for both.
 			DualStack: true,
 			Log:       os.Stderr,

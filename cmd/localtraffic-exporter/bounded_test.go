@@ -217,12 +217,12 @@ func TestScrapesBoundedAgainstHostilePeers(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts, err := parseOptions([]string{"--node-name=node-1", "--kube-proxy.healthz-address=" + kubeProxy.ln.Addr().String(),
-		"--web.max-requests=" + strconv.Itoa(scrapes)}, func(string) string { return "" })
+		"--web.max-requests=" + strconv.Itoa(scrapes), "--collector.service_details"}, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv := httptest.NewServer(newMetricsHandler(newExporter(opts, view, loopbackAddrs{}, nil, logger), opts, logger))
+	srv := httptest.NewServer(newMetricsHandler(mustExporter(t)(newExporter(opts, view, loopbackAddrs{}, nil, logger)), opts, logger))
 	defer srv.Close()
 	transport := &http.Transport{MaxIdleConnsPerHost: scrapes, DisableCompression: true}
 	client := &http.Client{Transport: transport}

@@ -67,7 +67,7 @@ func landingFixture(t *testing.T) (*landingPage, http.Handler, *countingGatherer
 	counting := &countingGatherer{g: newGatherer(opts, view, loopbackAddrs{}, nil, logger)}
 	states := &lastState{g: counting}
 	page := &landingPage{node: "node-1", metricsPath: "/metrics", states: states, gatherTimeout: 5 * time.Second, now: time.Now}
-	return page, newMetricsHandler(exporterFor(states, logger), opts, logger), counting
+	return page, newMetricsHandler(mustExporter(t)(exporterFor(opts, states, logger)), opts, logger), counting
 }
 
 func get(t *testing.T, h http.Handler, path string) (int, string) {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/localtraffic/localtraffic-exporter/collector"
 )
 
 // env returns a getenv over a fixed map: tests never read the real environment.
@@ -36,6 +38,7 @@ func TestParseOptionsDefaults(t *testing.T) {
 		rulesCacheTTL:    2 * time.Second,
 		externalIPWindow: 10 * time.Minute,
 		shutdownGrace:    5 * time.Second,
+		selection:        collector.DefaultSelection(),
 	}
 	if !reflect.DeepEqual(o, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", o, want)
@@ -104,6 +107,7 @@ func TestParseOptionsGoodValues(t *testing.T) {
 		"--web.max-requests", "1", "--rules.mode", "nftables", "--rules.cache-ttl", "0s",
 		"--web.config.file", "/etc/web.yml", "--kube-proxy.nodeport-addresses", "10.0.0.0/8, fd00::/64,primary",
 		"--externalip.evidence-window", "90s", "--dataplane", "replacement", "--web.shutdown-grace-period", "8s",
+		"--collector.service_details", "--no-collector.dataplane", "--collector.rules.per-port",
 	}, env(nil))
 	if err != nil {
 		t.Fatalf("parseOptions: %v", err)
@@ -115,9 +119,31 @@ func TestParseOptionsGoodValues(t *testing.T) {
 		probeConcurrency: 1, scrapeTimeoutOff: 0, maxRequests: 1, rulesMode: "nftables", rulesCacheTTL: 0,
 		nodePortAddresses: []string{"10.0.0.0/8", "fd00::/64"}, externalIPWindow: 90 * time.Second, dataplane: "replacement",
 		shutdownGrace: 8 * time.Second,
+		selection: collector.Selection{RulesPerPort: true, Enabled: map[string]bool{"services": true, "service_details": true,
+			"kube_proxy": true, "node": true, "informers": true, "rules": true, "dataplane": false}},
 	}
 	if !reflect.DeepEqual(o, want) {
 		t.Errorf("\n got %+v\nwant %+v", o, want)
+	}
+	// --collector.disable-defaults keeps only the collectors named explicitly.
+	o, err = parseOptions([]string{"--node-name", "n", "--collector.disable-defaults", "--collector.services", "--collector.rules"}, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, on := range o.selection.Enabled {
+		if on != (name == "services" || name == "rules") {
+			t.Errorf("--collector.disable-defaults --collector.services --collector.rules: %s enabled=%v", name, on)
+		}
+	}
+	o, err = parseOptions([]string{"--node-name", "n", "--metrics.denylist", "localtraffic_rules_.*, localtraffic_node_found"}, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, keep := range map[string]bool{"localtraffic_rules_mismatch": false, "localtraffic_node_found": false,
+		"localtraffic_node_found_x": true, "localtraffic_blackhole": true} {
+		if o.metricFilter.Keep(name) != keep {
+			t.Errorf("--metrics.denylist: Keep(%s) = %v, want %v", name, !keep, keep)
+		}
 	}
 	for _, level := range []string{"debug", "info", "warn", "error"} {
 		if _, err := parseOptions([]string{"--node-name", "n", "--log.level", level}, env(nil)); err != nil {
@@ -171,6 +197,10 @@ func TestParseOptionsBadValues(t *testing.T) {
 		{"dataplane", []string{"--dataplane", "cilium"}, nil, "--dataplane"},
 		{"kubeconfig missing", []string{"--kubeconfig", "/nonexistent/kubeconfig"}, nil, "--kubeconfig"},
 		{"bool flag with a value", []string{"--version=maybe"}, nil, "version"},
+		{"unknown collector", []string{"--collector.cpu"}, nil, "collector.cpu"},
+		{"per-port without the rules collector", []string{"--no-collector.rules", "--collector.rules.per-port"}, nil, "--collector.rules.per-port"},
+		{"allowlist and denylist", []string{"--metrics.allowlist", "a", "--metrics.denylist", "b"}, nil, "--metrics.allowlist"},
+		{"bad allowlist expression", []string{"--metrics.allowlist", "localtraffic_(blackhole"}, nil, "--metrics.allowlist"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -207,8 +237,11 @@ func TestParseOptionsHelp(t *testing.T) {
 		// The usage lists every flag of the command-line contract.
 		for _, flag := range []string{"kubeconfig", "node-name", "web.listen-address", "web.config.file",
 			"web.telemetry-path", "log.level", "log.format", "kube-proxy.healthz-address",
-			"kube-proxy.metrics-address", "health-check.address", "probe.timeout", "probe.concurrency", "rules.mode"} {
-			if !strings.Contains(help.usage, "--"+flag) {
+			"kube-proxy.metrics-address", "health-check.address", "probe.timeout", "probe.concurrency", "rules.mode",
+			"collector.services", "collector.service_details", "collector.disable-defaults", "collector.rules.per-port",
+			"metrics.allowlist", "metrics.denylist"} {
+			// kingpin shows a boolean flag with its negation: --[no-]collector.rules.
+			if !strings.Contains(help.usage, "--"+flag) && !strings.Contains(help.usage, "--[no-]"+flag) {
 				t.Errorf("%s: usage does not mention --%s:\n%s", arg, flag, help.usage)
 			}
 		}

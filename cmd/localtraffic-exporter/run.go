@@ -87,7 +87,10 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, route
 
 	// The landing page shows the State the last scrape gathered: one gatherer, recorded.
 	states := &lastState{g: newGatherer(opts, view, nodeprobe.NetlinkAddrs{}, newRulesReader(opts, logger), logger)}
-	exp := exporterFor(states, logger)
+	exp, err := exporterFor(opts, states, logger)
+	if err != nil {
+		return err
+	}
 	mux := http.NewServeMux()
 	mux.Handle(opts.telemetryPath, newMetricsHandler(exp, opts, logger))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
@@ -223,14 +226,21 @@ func newRulesReader(opts options, logger *slog.Logger) rules.Reader {
 }
 
 // newExporter wires the collectors. addrs finds this host's addresses (netlink); ruleReader may be nil.
-func newExporter(opts options, view exporterView, addrs nodeprobe.AddrLister, ruleReader rules.Reader, logger *slog.Logger) *collector.Exporter {
-	return exporterFor(newGatherer(opts, view, addrs, ruleReader, logger), logger)
+func newExporter(opts options, view exporterView, addrs nodeprobe.AddrLister, ruleReader rules.Reader, logger *slog.Logger) (*collector.Exporter, error) {
+	return exporterFor(opts, newGatherer(opts, view, addrs, ruleReader, logger), logger)
 }
 
-// exporterFor is the exporter's collectors over one gatherer.
-func exporterFor(g collector.StateGatherer, logger *slog.Logger) *collector.Exporter {
-	return collector.NewExporter(logger, g,
-		collector.NewServices(), collector.NewKubeProxy(), collector.NewNode(), collector.NewInformers(), collector.NewRules(), collector.NewDataplane())
+// exporterFor is the selected collectors over one gatherer, filtered by the metric lists.
+func exporterFor(opts options, g collector.StateGatherer, logger *slog.Logger) (*collector.Exporter, error) {
+	sel := opts.selection
+	if sel.Enabled == nil {
+		sel = collector.DefaultSelection()
+	}
+	cs, err := sel.Collectors()
+	if err != nil {
+		return nil, fmt.Errorf("choosing collectors: %w", err)
+	}
+	return collector.NewExporter(logger, g, cs...).WithFilter(opts.metricFilter), nil
 }
 
 // newGatherer builds the per-scrape gatherer from the options.

@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
+	"github.com/localtraffic/localtraffic-exporter/collector"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
 )
@@ -107,8 +108,19 @@ func scrapeAPI(t *testing.T, ruleReader rules.Reader, kubeProxy string, objs ...
 	return scrapeWithTimeout(t, "5", ruleReader, kubeProxy, objs...)
 }
 
+// everySeries turns on the collectors and series the defaults leave out: the scrape tests cover every metric.
+func everySeries() []string {
+	return []string{"--collector.service_details", "--collector.rules.per-port"}
+}
+
 // scrapeWithTimeout is scrapeAPI with Prometheus' scrape timeout header set to timeout (seconds).
 func scrapeWithTimeout(t *testing.T, timeout string, ruleReader rules.Reader, kubeProxy string, objs ...runtime.Object) string {
+	t.Helper()
+	return scrapeWithFlags(t, timeout, everySeries(), ruleReader, kubeProxy, objs...)
+}
+
+// scrapeWithFlags is scrapeWithTimeout with the exporter's collector flags given.
+func scrapeWithFlags(t *testing.T, timeout string, flags []string, ruleReader rules.Reader, kubeProxy string, objs ...runtime.Object) string {
 	t.Helper()
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"},
 		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}}}
@@ -120,12 +132,13 @@ func scrapeWithTimeout(t *testing.T, timeout string, ruleReader rules.Reader, ku
 	if err := view.WaitForSync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	opts, err := parseOptions([]string{"--node-name=node-1", "--kube-proxy.healthz-address=" + kubeProxy}, func(string) string { return "" })
+	args := append([]string{"--node-name=node-1", "--kube-proxy.healthz-address=" + kubeProxy}, flags...)
+	opts, err := parseOptions(args, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	h := newMetricsHandler(newExporter(opts, view, loopbackAddrs{}, ruleReader, logger), opts, logger)
+	h := newMetricsHandler(mustExporter(t)(newExporter(opts, view, loopbackAddrs{}, ruleReader, logger)), opts, logger)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		rec := httptest.NewRecorder()
@@ -222,7 +235,7 @@ func lineDiff(want, got string) string {
 func TestGoldenDrillAPIView(t *testing.T) {
 	webHC := healthCheckServer(t, "shop", "web", 0)
 	apiHC := healthCheckServer(t, "shop", "api", 1)
-	body := scrapeAPI(t, nil, kubeProxyServer(t),
+	objs := []runtime.Object{
 		svc("kubelings", "checkout", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal, 0, 30090),
 		endpoints("kubelings", "checkout", "node-2", "node-2", "node-2"),
 		svc("shop", "web", corev1.ServiceTypeLoadBalancer, corev1.ServiceExternalTrafficPolicyLocal, webHC, 30100),
@@ -231,8 +244,14 @@ func TestGoldenDrillAPIView(t *testing.T) {
 		endpoints("shop", "api", "node-1", "node-3"),
 		svc("shop", "cluster", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyCluster, 0, 30102),
 		endpoints("shop", "cluster", "node-2"),
-	)
-	golden(t, "drill-api.prom", normalize(body, map[int32]string{webHC: "web-hcnp", apiHC: "api-hcnp"}))
+	}
+	ports := map[int32]string{webHC: "web-hcnp", apiHC: "api-hcnp"}
+	body := scrapeAPI(t, nil, kubeProxyServer(t), objs...)
+	golden(t, "drill-api.prom", normalize(body, ports))
+	promtoolCheck(t, body)
+	// The defaults: the series budget's subset of the same scrape (docs/metrics.md, "Series budget").
+	body = scrapeWithFlags(t, "5", nil, nil, kubeProxyServer(t), objs...)
+	golden(t, "drill-api-defaults.prom", normalize(body, ports))
 	promtoolCheck(t, body)
 }
 
@@ -393,7 +412,7 @@ func TestConcurrentScrapesShareOneRuleRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv := httptest.NewServer(newMetricsHandler(newExporter(opts, view, loopbackAddrs{}, reader, logger), opts, logger))
+	srv := httptest.NewServer(newMetricsHandler(mustExporter(t)(newExporter(opts, view, loopbackAddrs{}, reader, logger)), opts, logger))
 	defer srv.Close()
 
 	const scrapes = 50
@@ -483,5 +502,16 @@ func TestAPIOnlyModeAgreesWithRules(t *testing.T) {
 	}
 	if !reflect.DeepEqual(apiOnly, want) || !reflect.DeepEqual(withRules, want) {
 		t.Errorf("API-only:\n%s\nwith rules:\n%s\nwant:\n%s", strings.Join(apiOnly, "\n"), strings.Join(withRules, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// mustExporter unwraps newExporter's or exporterFor's result, failing t on an error.
+func mustExporter(t testing.TB) func(*collector.Exporter, error) *collector.Exporter {
+	return func(e *collector.Exporter, err error) *collector.Exporter {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
 	}
 }

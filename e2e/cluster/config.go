@@ -26,6 +26,10 @@ type Config struct {
 	ExporterBinary string
 	// StartExporters starts one exporter per node at the end of Up (as the DaemonSet would).
 	StartExporters bool
+	// ExporterArgs go on the command line of every node's usual exporter (StartExporter), before a test's
+	// own extra flags; exporters started with StartExporterOn get only theirs. Tests that check the opt-in
+	// series pass the collector flags here; nil runs the exporters with their defaults, as the DaemonSet does.
+	ExporterArgs []string
 	// DualStack gives the cluster IPv6 as well: addresses on the bridge, nodes, client and pods (see
 	// addresses.go), both families in the apiserver's --service-cluster-ip-range and kube-proxy's
 	// --cluster-cidr, both InternalIPs and pod CIDRs on the Node objects, and an EndpointSlice per family for

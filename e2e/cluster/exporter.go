@@ -83,7 +83,8 @@ func (n *Node) StartExporter(ctx context.Context, extraArgs ...string) error {
 			return fmt.Errorf("exporter on %s already runs", n.Name)
 		}
 	}
-	p, err := startProcess(n.c.WorkDir, "exporter-"+n.Name, n.NS, n.c.bins.Exporter, n.exporterArgs(kubeconfig, ExporterPort, extraArgs)...)
+	args := append(append([]string{}, n.c.cfg.ExporterArgs...), extraArgs...)
+	p, err := startProcess(n.c.WorkDir, "exporter-"+n.Name, n.NS, n.c.bins.Exporter, n.exporterArgs(kubeconfig, ExporterPort, args)...)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,105 @@
+package collector
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
+)
+
+// The series budget (issue 12, docs/metrics.md "Series budget"): with the default collectors a single-port,
+// single-family Local Service costs at most 4 series per node as a NodePort Service and 6 as a LoadBalancer
+// Service, in every state the node can be in: serving, blackholing, drained, with or without rules. Every
+// figure multiplies by the node count, so this is the test that keeps a 5,000-node cluster's Prometheus sane.
+func TestSeriesBudget(t *testing.T) {
+	const nodePortBudget, loadBalancerBudget = 4, 6
+	sp := rules.ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}
+	snapshot := func(st rules.PortState) *rules.Snapshot {
+		return rules.NewSnapshot(rules.ModeIPTables, rules.BackendNFT, []string{rules.FamilyIPv4}, time.Unix(1700000000, 0),
+			map[rules.ServicePort]rules.PortState{sp: st})
+	}
+	dropping := snapshot(rules.PortState{Programmed: true, Drop: true, DropPackets: 12,
+		Drops: []rules.DropRule{{Port: 30090, Packets: 12, Counted: true}}})
+	serving := snapshot(rules.PortState{Programmed: true, LocalEndpoints: 1})
+	node := kubeview.NodeState{Name: "node-1", Found: true, InternalIPs: []string{"127.0.0.1"}}
+	lb := func(hcnp int32, local int) kubeview.Snapshot {
+		svc := lbService(family(v4, local, true))
+		svc.HealthCheckNodePort = hcnp
+		return kubeview.Snapshot{Node: node, Services: []kubeview.ServiceState{svc}}
+	}
+	nodePort := func(local int) kubeview.Snapshot {
+		return kubeview.Snapshot{Node: node, Services: []kubeview.ServiceState{nodePortService(local)}}
+	}
+	healthy := dualStackHealthCheck(t, hcAnswer{200, 1}, hcAnswer{200, 1})
+	draining := dualStackHealthCheck(t, hcAnswer{503, 0}, hcAnswer{503, 0})
+	refused := dualStackHealthCheck(t, hcAnswer{}, hcAnswer{})
+
+	cases := []struct {
+		name   string
+		budget int
+		view   kubeview.Snapshot
+		reader rules.Reader // nil: --rules.mode=none
+	}{
+		{"NodePort serving", nodePortBudget, nodePort(1), &countingReader{snap: serving}},
+		{"NodePort blackhole", nodePortBudget, nodePort(0), &countingReader{snap: dropping}},
+		{"NodePort without rules", nodePortBudget, nodePort(0), nil},
+		{"LoadBalancer serving", loadBalancerBudget, lb(healthy, 1), &countingReader{snap: serving}},
+		{"LoadBalancer drained, dropping", loadBalancerBudget, lb(draining, 0), &countingReader{snap: dropping}},
+		{"LoadBalancer kube-proxy down", loadBalancerBudget, lb(refused, 0), &countingReader{snap: dropping}},
+		{"LoadBalancer without rules", loadBalancerBudget, lb(healthy, 1), nil},
+	}
+	def, all := DefaultSelection(), AllSelection()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			setup := scrapeSetup{view: &fakeView{snap: c.view}, reader: c.reader, addrs: fixedAddrs{"127.0.0.1"}, selection: &def}
+			got := serviceSeries(t, setup.scrape(t))
+			setup.selection = &all
+			everything := serviceSeries(t, setup.scrape(t))
+			t.Logf("%d series by default (budget %d), %d with every collector and per-port series on", len(got), c.budget, len(everything))
+			if len(got) > c.budget {
+				t.Errorf("%d series per node for one Service, budget %d: %v", len(got), c.budget, got)
+			}
+			// The verdict's contract stays in the defaults.
+			for _, name := range []string{"localtraffic_blackhole", "localtraffic_in_rotation", "localtraffic_local_endpoints"} {
+				if !contains(got, name) {
+					t.Errorf("%s missing from the defaults: %v", name, got)
+				}
+			}
+			if c.view.Services[0].HealthCheckNodePort != 0 && !contains(got, "localtraffic_health_check_up") {
+				t.Errorf("localtraffic_health_check_up missing from the defaults: %v", got)
+			}
+		})
+	}
+}
+
+// serviceSeries lists the metric name of every series of reg that carries a service label.
+func serviceSeries(t *testing.T, reg *prometheus.Registry) []string {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "service" {
+					out = append(out, mf.GetName())
+				}
+			}
+		}
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

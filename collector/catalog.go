@@ -1,0 +1,118 @@
+package collector
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Selection says which collectors run, and how: the exporter's --collector.* flags. The defaults keep the
+// series per (node, Local Service) within the budget docs/metrics.md states (every figure multiplies by the
+// node count); the rest is one switch away.
+type Selection struct {
+	// Enabled names the collectors that run (see Catalog).
+	Enabled map[string]bool
+	// RulesPerPort makes the rules collector export every port's rule series for every Service:
+	// rules_drop, rules_local_endpoints and rules_dropped_packets_total. Without it only the dropped-packet
+	// counter of Services with a health check node port is exported.
+	RulesPerPort bool
+}
+
+// CatalogEntry is one collector the exporter can run.
+type CatalogEntry struct {
+	Name    string
+	Default bool // runs unless --no-collector.<name> (or --collector.disable-defaults)
+	Help    string
+	build   func(Selection) Collector
+}
+
+// Catalog lists every collector, in the order the exporter runs them.
+func Catalog() []CatalogEntry {
+	return []CatalogEntry{
+		{"services", true, "Per Local Service: the verdict (blackhole, in rotation), local endpoints and, for LoadBalancer Services, whether the health check node port answers.",
+			func(Selection) Collector { return NewServices() }},
+		{"service_details", false, "Per Local Service: service_info, has_local_endpoint and the health check's result (one-hot), reported local endpoints, serviceProxyHealthy and duration.",
+			func(Selection) Collector { return NewServiceDetails() }},
+		{"kube_proxy", true, "kube-proxy's health server on this node.",
+			func(Selection) Collector { return NewKubeProxy() }},
+		{"node", true, "This node's Node object: found, excluded from load balancers, draining.",
+			func(Selection) Collector { return NewNode() }},
+		{"informers", true, "The exporter's API view: synced, last answer, lists and watches.",
+			func(Selection) Collector { return NewInformers() }},
+		{"rules", true, "kube-proxy's rules on this node: mode, read, mismatch with the API view, dropped packets (see --collector.rules.per-port).",
+			func(s Selection) Collector { return NewRules(s.RulesPerPort) }},
+		{"dataplane", true, "What serves Services on this node (kube-proxy, IPVS or a replacement).",
+			func(Selection) Collector { return NewDataplane() }},
+	}
+}
+
+// DefaultSelection is what runs without --collector flags.
+func DefaultSelection() Selection {
+	s := Selection{Enabled: map[string]bool{}}
+	for _, e := range Catalog() {
+		s.Enabled[e.Name] = e.Default
+	}
+	return s
+}
+
+// AllSelection runs every collector with every series: what docs/metrics.md lists.
+func AllSelection() Selection {
+	s := Selection{Enabled: map[string]bool{}, RulesPerPort: true}
+	for _, e := range Catalog() {
+		s.Enabled[e.Name] = true
+	}
+	return s
+}
+
+// Collectors builds the selected collectors in catalog order. A name the catalog does not know is an error:
+// a typo in a flag must not silently drop a collector.
+func (s Selection) Collectors() ([]Collector, error) {
+	known := map[string]bool{}
+	var out []Collector
+	for _, e := range Catalog() {
+		known[e.Name] = true
+		if s.Enabled[e.Name] {
+			out = append(out, e.build(s))
+		}
+	}
+	var unknown []string
+	for name := range s.Enabled {
+		if !known[name] {
+			unknown = append(unknown, name)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return nil, fmt.Errorf("unknown collector %s", strings.Join(unknown, ", "))
+	}
+	return out, nil
+}
+
+// Defaults says, for each metric the catalog's collectors define (self-metrics included), which collector
+// exports it and whether it is exported by default: "yes", "no", or "health-checked" (by default only for
+// Services with a health check node port). docs/metrics.md's table shows both.
+func Defaults() map[string]MetricDefault {
+	out := map[string]MetricDefault{
+		scrapeDuration.FQName(): {Collector: "(exporter)", Default: "yes"},
+		scrapeSuccess.FQName():  {Collector: "(exporter)", Default: "yes"},
+	}
+	for _, e := range Catalog() {
+		for _, m := range e.build(AllSelection()).Metrics() {
+			d := MetricDefault{Collector: e.Name, Default: "no"}
+			if e.Default {
+				d.Default = "yes"
+				if m.defaultScope != "" {
+					d.Default = m.defaultScope
+				}
+			}
+			out[m.FQName()] = d
+		}
+	}
+	return out
+}
+
+// MetricDefault is where a metric comes from and whether it is on by default.
+type MetricDefault struct {
+	Collector string
+	Default   string
+}
