@@ -35,6 +35,10 @@ const (
 	// pageWithin bounds the wait for the page: the shipped 30s scrape interval, the for:, evaluation and
 	// Alertmanager's group_wait, with a wide margin for a loaded CI machine.
 	pageWithin = blackholeFor + 4*time.Minute
+	// alertsExporterPort is where this test's exporters listen, one per node, started with the exporter's
+	// default flags as the shipped DaemonSet runs it: the shared cluster's usual exporters turn every opt-in
+	// series on for the scenario tests, and the shipped alerts and dashboard must work without them.
+	alertsExporterPort = 9747
 )
 
 // TestAlertsOnLivePrometheus runs the shipped scrape configuration, rules and dashboard on a real Prometheus
@@ -52,7 +56,13 @@ func TestAlertsOnLivePrometheus(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	createExporterPods(t, c)
+	for _, n := range c.Nodes() {
+		if err := n.StartExporterOn(ctx, alertsExporterPort); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.StopExporterOn(alertsExporterPort) })
+	}
+	createExporterPods(t, c, alertsExporterPort)
 	kubeconfig := prometheusKubeconfig(t, c)
 	scrape, err := os.ReadFile(filepath.Join(repo, "alerts", "prometheus-scrape.yaml"))
 	if err != nil {
@@ -327,9 +337,10 @@ func sendTraffic(ctx context.Context, c *cluster.Cluster, nodes []*cluster.Node,
 }
 
 // createExporterPods creates the Pods the shipped DaemonSet would run, one per node, and reports them Running
-// on the node's address (hostNetwork) as a kubelet would: what Prometheus' pod discovery reads. The harness
-// already runs the exporter processes themselves on those addresses.
-func createExporterPods(t *testing.T, c *cluster.Cluster) {
+// on the node's address (hostNetwork) as a kubelet would: what Prometheus' pod discovery reads. The test
+// runs the exporter processes themselves on those addresses, on port: the pods' "metrics" container port is
+// set to it (the only change to the DaemonSet's pod template), so the shipped scrape job finds them there.
+func createExporterPods(t *testing.T, c *cluster.Cluster, port int32) {
 	t.Helper()
 	ctx := testContext(t)
 	base, err := cluster.DeployBaseDir()
@@ -363,6 +374,17 @@ func createExporterPods(t *testing.T, c *cluster.Cluster) {
 			Spec:       *ds.Spec.Template.Spec.DeepCopy(),
 		}
 		pod.Spec.NodeName = n.Name
+		found := false
+		for i := range pod.Spec.Containers {
+			for j := range pod.Spec.Containers[i].Ports {
+				if p := &pod.Spec.Containers[i].Ports[j]; p.Name == "metrics" {
+					p.ContainerPort, p.HostPort, found = port, port, true
+				}
+			}
+		}
+		if !found {
+			t.Fatalf("the DaemonSet in %s has no container port named metrics", base)
+		}
 		created, err := pods.Create(ctx, pod, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatalf("create exporter pod for %s: %v", n.Name, err)
