@@ -204,16 +204,24 @@ func TestAlertsOnLivePrometheus(t *testing.T) {
 	// 15 minutes): both Services have their only endpoints on the first node, so LocalTrafficServiceSingleNode
 	// names exactly that node for each; the LoadBalancer Service's other nodes are drained by their health
 	// check, and connections sent to its NodePort there anyway are dropped and counted (the counter is on by
-	// default for health-checked Services), so LocalTrafficOutOfRotationNodeDropsTraffic names exactly them.
+	// default for health-checked Services), so LocalTrafficOutOfRotationNodeDropsTraffic names exactly the
+	// iptables-mode ones among them.
 	services := map[[2]string]bool{{drill.Namespace, drill.Service}: true, {lb.Namespace, lb.Name}: true}
 	checkAlertCondition(t, ctx, prom, repo, "LocalTrafficServiceSingleNode", services, map[alertKey]bool{
 		{"", first, drill.Namespace, drill.Service}: true,
 		{"", first, lb.Namespace, lb.Name}:          true,
 	})
 	stopLBTraffic := sendTraffic(ctx, c, c.Nodes()[1:], int(lb.Spec.Ports[0].NodePort))
+	// In nftables mode kube-proxy puts no counters on its verdict-map elements (docs/metrics.md): the counter
+	// stays 0 there, so the alert cannot name an nftables node, and the check below requires it does not.
 	wantDrops := map[alertKey]bool{}
 	for _, n := range c.Nodes()[1:] {
-		wantDrops[alertKey{"", n.Name, lb.Namespace, lb.Name}] = true
+		if n.ProxyMode != cluster.NFTables {
+			wantDrops[alertKey{"", n.Name, lb.Namespace, lb.Name}] = true
+		}
+	}
+	if len(wantDrops) == 0 {
+		t.Fatal("no iptables-mode node besides the first: nothing counts the out-of-rotation drops")
 	}
 	checkAlertCondition(t, ctx, prom, repo, "LocalTrafficOutOfRotationNodeDropsTraffic", services, wantDrops)
 	stopLBTraffic()
