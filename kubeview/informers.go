@@ -151,7 +151,7 @@ func informerFor[T runtime.Object](factory informers.SharedInformerFactory, exam
 }
 
 func servicesInformer(f informers.SharedInformerFactory, stats *informerStats) cache.SharedIndexInformer {
-	return informerFor(f, &corev1.Service{}, stats, nil,
+	return informerFor(f, &corev1.Service{}, stats, serviceListOptions,
 		func(c kubernetes.Interface, ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return c.CoreV1().Services(metav1.NamespaceAll).List(ctx, o)
 		},
@@ -161,7 +161,7 @@ func servicesInformer(f informers.SharedInformerFactory, stats *informerStats) c
 }
 
 func endpointSlicesInformer(f informers.SharedInformerFactory, stats *informerStats) cache.SharedIndexInformer {
-	return informerFor(f, &discoveryv1.EndpointSlice{}, stats, nil,
+	return informerFor(f, &discoveryv1.EndpointSlice{}, stats, endpointSliceListOptions,
 		func(c kubernetes.Interface, ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return c.DiscoveryV1().EndpointSlices(metav1.NamespaceAll).List(ctx, o)
 		},

@@ -18,8 +18,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/localtraffic/localtraffic-exporter/collector"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
@@ -171,21 +169,7 @@ func isTerminal(f *os.File) bool {
 }
 
 func newKubeClient(kubeconfig string) (kubernetes.Interface, error) {
-	var cfg *rest.Config
-	var err error
-	if kubeconfig == "" {
-		if cfg, err = rest.InClusterConfig(); err != nil {
-			return nil, fmt.Errorf("no --kubeconfig and no in-cluster config: %w", err)
-		}
-	} else if cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig); err != nil {
-		return nil, fmt.Errorf("loading kubeconfig %s: %w", kubeconfig, err)
-	}
-	cfg.UserAgent = "localtraffic-exporter/" + version.Version
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("building the Kubernetes client: %w", err)
-	}
-	return client, nil
+	return kubeview.NewClient(kubeconfig, "localtraffic-exporter/"+version.Version)
 }
 
 // checkNode fails fast on a node name the API does not know: every endpoint would look remote, and every
