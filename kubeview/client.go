@@ -6,7 +6,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -39,13 +38,13 @@ func ClientConfig(kubeconfig, userAgent string) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// NewClient is the exporter's clientset: ClientConfig's configuration, built.
-func NewClient(kubeconfig, userAgent string) (kubernetes.Interface, error) {
+// NewClient is the exporter's API client: ClientConfig's configuration, for the resources the view reads.
+func NewClient(kubeconfig, userAgent string) (API, error) {
 	cfg, err := ClientConfig(kubeconfig, userAgent)
 	if err != nil {
 		return nil, err
 	}
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := newRESTAPI(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("building the Kubernetes client: %w", err)
 	}

@@ -16,8 +16,6 @@ import (
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/localtraffic/localtraffic-exporter/collector"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
@@ -168,16 +166,16 @@ func isTerminal(f *os.File) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-func newKubeClient(kubeconfig string) (kubernetes.Interface, error) {
+func newKubeClient(kubeconfig string) (kubeview.API, error) {
 	return kubeview.NewClient(kubeconfig, "localtraffic-exporter/"+version.Version)
 }
 
 // checkNode fails fast on a node name the API does not know: every endpoint would look remote, and every
 // verdict would be wrong.
-func checkNode(ctx context.Context, client kubernetes.Interface, node string) error {
+func checkNode(ctx context.Context, client kubeview.API, node string) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	_, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	_, err := client.Get(ctx, kubeview.ResourceNodes, node)
 	switch {
 	case err == nil:
 		return nil
