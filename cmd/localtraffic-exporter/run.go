@@ -78,6 +78,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, route
 		defer background.Done()
 		if err := view.WaitForSync(viewCtx); err == nil {
 			logger.Info("informers synced")
+			kubeview.ReleaseListMemory()
 		}
 	}()
 

@@ -170,8 +170,8 @@ func populationSlice(s Population, svc *corev1.Service, i int) *discoveryv1.Endp
 	return slice
 }
 
-// TouchPopulationService changes Service i (an annotation) and its slice (one endpoint's readiness flips), one
-// watch event each, for the per-change cost.
+// TouchPopulationService changes Service i (an annotation): one watch event per Service watcher, for the
+// per-change cost.
 func (c *Cluster) TouchPopulationService(ctx context.Context, s Population, i int, gen int) error {
 	client, err := c.populationClient()
 	if err != nil {
@@ -189,7 +189,7 @@ func (c *Cluster) TouchPopulationService(ctx context.Context, s Population, i in
 	if _, err := client.CoreV1().Services(s.Namespace).Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("update Service %s: %w", name, err)
 	}
-	return c.TouchPopulationSlice(ctx, s, i, gen)
+	return nil
 }
 
 // TouchPopulationSlice flips the readiness of the first endpoint of Service i's slice (ready when gen is even).
