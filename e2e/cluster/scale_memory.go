@@ -192,8 +192,9 @@ func (c *Cluster) TouchPopulationService(ctx context.Context, s Population, i in
 	return nil
 }
 
-// TouchPopulationSlice flips the readiness of the first endpoint of Service i's slice (ready when gen is even).
-func (c *Cluster) TouchPopulationSlice(ctx context.Context, s Population, i int, gen int) error {
+// TouchPopulationSlice flips the readiness of the first endpoint of Service i's slice: one watch event per
+// EndpointSlice watcher.
+func (c *Cluster) TouchPopulationSlice(ctx context.Context, s Population, i int) error {
 	client, err := c.populationClient()
 	if err != nil {
 		return err
@@ -203,7 +204,8 @@ func (c *Cluster) TouchPopulationSlice(ctx context.Context, s Population, i int,
 	if err != nil {
 		return fmt.Errorf("get EndpointSlice %s: %w", name, err)
 	}
-	slice.Endpoints[0].Conditions.Ready = ptr.To(gen%2 == 0)
+	cond := &slice.Endpoints[0].Conditions
+	cond.Ready = ptr.To(cond.Ready != nil && !*cond.Ready)
 	if _, err := client.DiscoveryV1().EndpointSlices(s.Namespace).Update(ctx, slice, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("update EndpointSlice %s: %w", name, err)
 	}
