@@ -185,7 +185,7 @@ func (c *Cluster) TouchPopulationService(ctx context.Context, s Population, i in
 	if svc.Annotations == nil {
 		svc.Annotations = map[string]string{}
 	}
-	svc.Annotations["e2e.localtraffic.io/touch"] = strconv.Itoa(gen)
+	svc.Annotations["e2e.localtraffic.io/touch"] = fmt.Sprintf("%09d", gen) // one width: one size per change
 	if _, err := client.CoreV1().Services(s.Namespace).Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("update Service %s: %w", name, err)
 	}
