@@ -300,7 +300,7 @@ func TestScaleAPILoad(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if got := len(m.Series("localtraffic_service_info", nil)); got != services {
+		if got := len(m.Series("localtraffic_local_endpoints", nil)); got != services {
 			return fmt.Errorf("scrape shows %d Services, want %d", got, services)
 		}
 		return nil

@@ -133,7 +133,7 @@ func sampleExporter(tb testing.TB, c *cluster.Cluster, want int, start time.Time
 		if err != nil {
 			return err
 		}
-		if got := len(m.Series("localtraffic_service_info", nil)); got != want {
+		if got := len(m.Series("localtraffic_local_endpoints", nil)); got != want {
 			return fmt.Errorf("scrape shows %d Services, want %d", got, want)
 		}
 		return nil
