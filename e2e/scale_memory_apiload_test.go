@@ -295,16 +295,7 @@ func TestScaleAPILoad(t *testing.T) {
 		return r
 	}
 
-	exporterSynced := func() error {
-		m, err := c.Metrics(ctx, n.Name)
-		if err != nil {
-			return err
-		}
-		if got := len(m.Series("localtraffic_local_endpoints", nil)); got != services {
-			return fmt.Errorf("scrape shows %d Services, want %d", got, services)
-		}
-		return nil
-	}
+	exporterSynced := func() error { return showsServices(ctx, c, n.Name, services) }
 	exp := measure("exporter", func() error { return n.StartExporter(ctx, "--rules.mode=none") }, exporterSynced)
 
 	// A quiet period: no list.

@@ -128,16 +128,7 @@ func sampleExporter(tb testing.TB, c *cluster.Cluster, want int, start time.Time
 	// The exporter frees the initial lists' garbage right after the sync; give it a moment.
 	time.Sleep(2 * time.Second)
 	readProc(tb, n, &view)
-	err = cluster.Eventually(ctx, time.Minute, 500*time.Millisecond, func() error {
-		m, err := c.Metrics(ctx, n.Name)
-		if err != nil {
-			return err
-		}
-		if got := len(m.Series("localtraffic_local_endpoints", nil)); got != want {
-			return fmt.Errorf("scrape shows %d Services, want %d", got, want)
-		}
-		return nil
-	})
+	err = cluster.Eventually(ctx, time.Minute, 500*time.Millisecond, func() error { return showsServices(ctx, c, n.Name, want) })
 	if err != nil {
 		tb.Fatalf("exporter with %d Services: %v\n%s", want, err, c.LogTail("exporter-"+n.Name, 2000))
 	}
@@ -163,6 +154,19 @@ func sampleExporter(tb testing.TB, c *cluster.Cluster, want int, start time.Time
 		*dst = v
 	}
 	return view, scraped
+}
+
+// showsServices is nil once a scrape of node's exporter shows want Services (localtraffic_local_endpoints is
+// one of the default series of every Local Service).
+func showsServices(ctx context.Context, c *cluster.Cluster, node string, want int) error {
+	m, err := c.Metrics(ctx, node)
+	if err != nil {
+		return err
+	}
+	if got := len(m.Series("localtraffic_local_endpoints", nil)); got != want {
+		return fmt.Errorf("scrape shows %d Services, want %d", got, want)
+	}
+	return nil
 }
 
 // readProc fills s from the exporter's /proc/<pid>/status.
