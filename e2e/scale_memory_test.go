@@ -41,8 +41,13 @@ type memorySample struct {
 }
 
 func (m memorySample) String() string {
-	return fmt.Sprintf("RSS %.1f MiB (anon %.1f, file %.1f), HWM %.1f MiB, heap in use %.1f MiB, heap alloc %.1f MiB, Go sys %.1f MiB, next GC %.1f MiB, synced in %s",
-		mib(m.rss), mib(m.anon), mib(m.file), mib(m.hwm), m.heapInuse/(1<<20), m.heapAlloc/(1<<20), m.goSys/(1<<20), m.nextGC/(1<<20), m.syncTime.Round(10*time.Millisecond))
+	out := fmt.Sprintf("RSS %.1f MiB (anon %.1f, file %.1f), HWM %.1f MiB, synced in %s",
+		mib(m.rss), mib(m.anon), mib(m.file), mib(m.hwm), m.syncTime.Round(10*time.Millisecond))
+	if m.goSys > 0 { // read from a scrape: the view-only sample has none
+		out += fmt.Sprintf("; heap in use %.1f MiB, heap alloc %.1f MiB, Go sys %.1f MiB, next GC %.1f MiB",
+			m.heapInuse/(1<<20), m.heapAlloc/(1<<20), m.goSys/(1<<20), m.nextGC/(1<<20))
+	}
+	return out
 }
 
 func mib[T int64 | float64](v T) float64 { return float64(v) / (1 << 20) }
