@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -57,18 +58,25 @@ type auditEvent struct {
 		Resource string `json:"resource"`
 	} `json:"objectRef"`
 	StageTimestamp time.Time `json:"stageTimestamp"`
+	ResponseStatus struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
 }
 
 // request is one request as the audit log shows it, once.
 type request struct {
-	at                       time.Time
-	user, verb, resource     string
-	labels, fields           string
-	initialEvents, watchList bool // a watch with sendInitialEvents=true: a streamed list
+	at                   time.Time
+	user, verb, resource string
+	labels, fields       string
+	initialEvents        bool // a watch with sendInitialEvents=true: a streamed list
+	code                 int  // the HTTP status
 }
 
-// listLike: a LIST, or a watch that streams the initial list.
-func (r request) listLike() bool { return r.verb == "list" || r.initialEvents }
+// listLike: a LIST, or a watch that streams the initial list, that the apiserver served. One it refused (a
+// 429 while its watch cache initialises after a restart) cost it nothing and is retried by the reflector.
+func (r request) listLike() bool {
+	return (r.verb == "list" || r.initialEvents) && r.code == http.StatusOK
+}
 
 // readAudit reads the audit log, one request per audit ID (a watch logs ResponseStarted and later
 // ResponseComplete).
@@ -99,7 +107,7 @@ func readAudit(tb testing.TB, path string) []request {
 		q := u.Query()
 		out = append(out, request{at: e.StageTimestamp, user: e.User.Username, verb: e.Verb, resource: e.ObjectRef.Resource,
 			labels: q.Get("labelSelector"), fields: q.Get("fieldSelector"),
-			initialEvents: e.Verb == "watch" && q.Get("sendInitialEvents") == "true"})
+			initialEvents: e.Verb == "watch" && q.Get("sendInitialEvents") == "true", code: e.ResponseStatus.Code})
 	}
 	if err := sc.Err(); err != nil {
 		tb.Fatalf("audit log: %v", err)
