@@ -12,7 +12,7 @@ LDFLAGS = -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision=$(REVI
 	-X $(VERSION_PKG).Branch=$(BRANCH) -X $(VERSION_PKG).BuildUser=$(BUILD_USER) \
 	-X $(VERSION_PKG).BuildDate=$(BUILD_DATE)
 
-.PHONY: all build test deps unit check-alerts check-deploy e2e demo generate fuzz fuzz-ci soak bench lint
+.PHONY: all build test deps unit check-alerts check-deploy e2e demo generate fuzz fuzz-ci soak scale-memory bench lint
 
 all: build
 
@@ -55,6 +55,13 @@ e2e:
 SOAK ?= 30m
 soak:
 	SOAK=$(SOAK) e2e/run-e2e.sh -run '^TestSoak$$' -timeout 90m
+
+## scale-memory: the exporter's RSS with no Service and 200, 1,000, 2,000 Local Services of 100 remote endpoints
+## (BenchmarkExporterMemory), then one exporter's and one kube-proxy's API server load at 2,000 Services
+## (TestScaleAPILoad). The suite runs both at 200 Services. Figures: docs/performance.md.
+scale-memory:
+	e2e/run-e2e.sh -run '^$$' -bench '^BenchmarkExporterMemory$$' -benchtime 1x -timeout 60m
+	LT_E2E_SCALE_SERVICES=2000 e2e/run-e2e.sh -run '^TestScaleAPILoad$$' -timeout 60m
 
 ## demo: a real cluster on this machine showing the blackhole and its fix; Ctrl-C tears it down.
 demo:

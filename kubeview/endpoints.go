@@ -33,7 +33,7 @@ func TransformEndpointSlice(node string) func(any) (any, error) {
 		}
 		ready, servingTerminating := atoiOrZero(slice.Annotations[annotationRemoteReady]),
 			atoiOrZero(slice.Annotations[annotationRemoteServingTerminating])
-		local := make([]discoveryv1.Endpoint, 0, 1)
+		var local []discoveryv1.Endpoint // most slices have none here
 		for _, ep := range slice.Endpoints {
 			if len(ep.Addresses) == 0 {
 				continue // kube-proxy skips these too
@@ -59,7 +59,7 @@ func TransformEndpointSlice(node string) func(any) (any, error) {
 				Namespace:       slice.Namespace,
 				UID:             slice.UID,
 				ResourceVersion: slice.ResourceVersion,
-				Labels:          slice.Labels,
+				Labels:          keepLabels(slice.Labels, labelServiceName, labelHeadless),
 				Annotations: map[string]string{
 					annotationRemoteReady:              strconv.Itoa(ready),
 					annotationRemoteServingTerminating: strconv.Itoa(servingTerminating),
@@ -84,7 +84,7 @@ func TransformService(obj any) (any, error) {
 			Namespace:         svc.Namespace,
 			UID:               svc.UID,
 			ResourceVersion:   svc.ResourceVersion,
-			Labels:            svc.Labels,
+			Labels:            keepLabels(svc.Labels, labelServiceProxyName),
 			DeletionTimestamp: svc.DeletionTimestamp,
 		},
 		Spec: corev1.ServiceSpec{
@@ -99,6 +99,22 @@ func TransformService(obj any) (any, error) {
 		},
 		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: svc.Status.LoadBalancer.Ingress}},
 	}, nil
+}
+
+// keepLabels copies the labels the view reads out of the decoded object's map, nil when it has none of them:
+// the rest of the map (the Service's own labels, copied onto its slices by the controller) would stay alive
+// with every cached object, about 1 KB each at 2,000 Services and slices (docs/performance.md).
+func keepLabels(labels map[string]string, keys ...string) map[string]string {
+	var out map[string]string
+	for _, k := range keys {
+		if v, ok := labels[k]; ok {
+			if out == nil {
+				out = make(map[string]string, len(keys))
+			}
+			out[k] = v
+		}
+	}
+	return out
 }
 
 func atoiOrZero(s string) int {

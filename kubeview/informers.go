@@ -15,8 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/watchlist"
 )
@@ -39,7 +37,7 @@ func (s *informerStats) success() { s.lastSuccess.Store(time.Now().UnixNano()) }
 type instrumentedLW struct {
 	list   func(context.Context, metav1.ListOptions) (runtime.Object, error)
 	watch  func(context.Context, metav1.ListOptions) (watch.Interface, error)
-	client any // the clientset: whether it supports streaming lists (a fake one does not)
+	client any // the API: whether it supports streaming lists (a fake clientset does not)
 	stats  *informerStats
 }
 
@@ -123,62 +121,41 @@ func (l *instrumentedLW) IsWatchListSemanticsUnSupported() bool {
 	return watchlist.DoesClientNotSupportWatchListSemantics(l.client)
 }
 
-// informerFor builds the factory's informer for example through an instrumented list-watch. The factory still
-// owns it: one informer per type, its transform applied, started and stopped with the factory.
-func informerFor[T runtime.Object](factory informers.SharedInformerFactory, example T, stats *informerStats, tweak func(*metav1.ListOptions),
-	list func(kubernetes.Interface, context.Context, metav1.ListOptions) (runtime.Object, error),
-	watchFn func(kubernetes.Interface, context.Context, metav1.ListOptions) (watch.Interface, error)) cache.SharedIndexInformer {
-	return factory.InformerFor(example, func(client kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		lw := &instrumentedLW{client: client, stats: stats,
-			list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				if tweak != nil {
-					tweak(&o)
-				}
-				return list(client, ctx, o)
-			},
-			watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				if tweak != nil {
-					tweak(&o)
-				}
-				return watchFn(client, ctx, o)
-			},
-		}
-		return cache.NewSharedIndexInformerWithOptions(lw, example, cache.SharedIndexInformerOptions{
-			ResyncPeriod: resync,
-			Indexers:     cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
-		})
+// newInformer is one resource's informer over api, through an instrumented list-watch, with no resync
+// (kube-proxy resyncs its handlers every 15 minutes from its cache; the exporter computes its view at each
+// scrape and has nothing to resync) and transform applied before anything is stored.
+func newInformer(api API, resource string, example runtime.Object, stats *informerStats, tweak func(*metav1.ListOptions),
+	transform cache.TransformFunc) cache.SharedIndexInformer {
+	lw := &instrumentedLW{client: api, stats: stats,
+		list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			tweak(&o)
+			return api.List(ctx, resource, o)
+		},
+		watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			tweak(&o)
+			return api.Watch(ctx, resource, o)
+		},
+	}
+	inf := cache.NewSharedIndexInformerWithOptions(lw, example, cache.SharedIndexInformerOptions{
+		ResyncPeriod: 0,
+		Indexers:     cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
 	})
+	_ = inf.SetTransform(transform) // fails only once the informer runs
+	return inf
 }
 
-func servicesInformer(f informers.SharedInformerFactory, stats *informerStats) cache.SharedIndexInformer {
-	return informerFor(f, &corev1.Service{}, stats, nil,
-		func(c kubernetes.Interface, ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return c.CoreV1().Services(metav1.NamespaceAll).List(ctx, o)
-		},
-		func(c kubernetes.Interface, ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return c.CoreV1().Services(metav1.NamespaceAll).Watch(ctx, o)
-		})
+func servicesInformer(api API, stats *informerStats, transform cache.TransformFunc) cache.SharedIndexInformer {
+	return newInformer(api, ResourceServices, &corev1.Service{}, stats, serviceListOptions, transform)
 }
 
-func endpointSlicesInformer(f informers.SharedInformerFactory, stats *informerStats) cache.SharedIndexInformer {
-	return informerFor(f, &discoveryv1.EndpointSlice{}, stats, nil,
-		func(c kubernetes.Interface, ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return c.DiscoveryV1().EndpointSlices(metav1.NamespaceAll).List(ctx, o)
-		},
-		func(c kubernetes.Interface, ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return c.DiscoveryV1().EndpointSlices(metav1.NamespaceAll).Watch(ctx, o)
-		})
+func endpointSlicesInformer(api API, stats *informerStats, transform cache.TransformFunc) cache.SharedIndexInformer {
+	return newInformer(api, ResourceEndpointSlices, &discoveryv1.EndpointSlice{}, stats, endpointSliceListOptions, transform)
 }
 
 // nodeInformer watches only this node's Node object: a node agent must not watch every Node of a large cluster.
-func nodeInformer(f informers.SharedInformerFactory, stats *informerStats, selector string) cache.SharedIndexInformer {
-	return informerFor(f, &corev1.Node{}, stats, func(o *metav1.ListOptions) { o.FieldSelector = selector },
-		func(c kubernetes.Interface, ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return c.CoreV1().Nodes().List(ctx, o)
-		},
-		func(c kubernetes.Interface, ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return c.CoreV1().Nodes().Watch(ctx, o)
-		})
+func nodeInformer(api API, stats *informerStats, selector string) cache.SharedIndexInformer {
+	return newInformer(api, ResourceNodes, &corev1.Node{}, stats, func(o *metav1.ListOptions) { o.FieldSelector = selector },
+		transformNode)
 }
 
 // status reads one informer's bookkeeping for the self-metrics.

@@ -14,8 +14,6 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -33,8 +31,6 @@ const sliceByServiceIndex = "service"
 // View watches the API. Create it with New, then Start it.
 type View struct {
 	node     string
-	factory  informers.SharedInformerFactory
-	nodeFact informers.SharedInformerFactory
 	informer map[string]cache.SharedIndexInformer
 	// stats holds, per resource, the informer's list and watch bookkeeping (informers.go).
 	stats map[string]*informerStats
@@ -48,18 +44,14 @@ const (
 )
 
 // New builds the informers. Nothing talks to the API server until Start.
-func New(client kubernetes.Interface, node string) *View {
+func New(api API, node string) *View {
 	v := &View{node: node, informer: map[string]cache.SharedIndexInformer{}, stats: map[string]*informerStats{}}
 	for _, r := range []string{ResourceServices, ResourceEndpointSlices, ResourceNodes} {
 		v.stats[r] = &informerStats{}
 	}
-	v.factory = informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithTransform(transformAny(node)))
-	v.nodeFact = informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(transformNode))
-
-	v.informer[ResourceServices] = servicesInformer(v.factory, v.stats[ResourceServices])
-	v.informer[ResourceEndpointSlices] = endpointSlicesInformer(v.factory, v.stats[ResourceEndpointSlices])
-	v.informer[ResourceNodes] = nodeInformer(v.nodeFact, v.stats[ResourceNodes],
+	v.informer[ResourceServices] = servicesInformer(api, v.stats[ResourceServices], TransformService)
+	v.informer[ResourceEndpointSlices] = endpointSlicesInformer(api, v.stats[ResourceEndpointSlices], TransformEndpointSlice(node))
+	v.informer[ResourceNodes] = nodeInformer(api, v.stats[ResourceNodes],
 		fields.OneTermEqualSelector("metadata.name", node).String())
 	_ = v.informer[ResourceEndpointSlices].AddIndexers(cache.Indexers{sliceByServiceIndex: sliceServiceKey})
 	for name, inf := range v.informer {
@@ -72,19 +64,6 @@ func New(client kubernetes.Interface, node string) *View {
 		})
 	}
 	return v
-}
-
-func transformAny(node string) cache.TransformFunc {
-	slices := TransformEndpointSlice(node)
-	return func(obj any) (any, error) {
-		switch obj.(type) {
-		case *discoveryv1.EndpointSlice:
-			return slices(obj)
-		case *corev1.Service:
-			return TransformService(obj)
-		}
-		return obj, nil
-	}
 }
 
 func transformNode(obj any) (any, error) {
@@ -116,8 +95,9 @@ func sliceServiceKey(obj any) ([]string, error) {
 
 // Start runs the informers until ctx ends.
 func (v *View) Start(ctx context.Context) {
-	v.factory.Start(ctx.Done())
-	v.nodeFact.Start(ctx.Done())
+	for _, inf := range v.informer {
+		go inf.RunWithContext(ctx)
+	}
 }
 
 // WaitForSync blocks until every informer has listed once, or ctx ends.

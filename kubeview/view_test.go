@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
+
+	"github.com/localtraffic/localtraffic-exporter/kubeview/clientsetapi"
 )
 
 // Builders for the objects the tests need, in the shapes the API server and the endpointslice controller write.
@@ -85,7 +87,7 @@ func node(name string, mods ...func(*corev1.Node)) *corev1.Node {
 func startView(t *testing.T, nodeName string, objs ...runtime.Object) (*View, kubernetes.Interface) {
 	t.Helper()
 	client := fake.NewClientset(objs...)
-	v := New(client, nodeName)
+	v := New(clientsetapi.New(client), nodeName)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	v.Start(ctx)

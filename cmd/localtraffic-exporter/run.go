@@ -16,10 +16,6 @@ import (
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/localtraffic/localtraffic-exporter/collector"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
@@ -82,6 +78,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, route
 		defer background.Done()
 		if err := view.WaitForSync(viewCtx); err == nil {
 			logger.Info("informers synced")
+			kubeview.ReleaseListMemory()
 		}
 	}()
 
@@ -173,30 +170,16 @@ func isTerminal(f *os.File) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-func newKubeClient(kubeconfig string) (kubernetes.Interface, error) {
-	var cfg *rest.Config
-	var err error
-	if kubeconfig == "" {
-		if cfg, err = rest.InClusterConfig(); err != nil {
-			return nil, fmt.Errorf("no --kubeconfig and no in-cluster config: %w", err)
-		}
-	} else if cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig); err != nil {
-		return nil, fmt.Errorf("loading kubeconfig %s: %w", kubeconfig, err)
-	}
-	cfg.UserAgent = "localtraffic-exporter/" + version.Version
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("building the Kubernetes client: %w", err)
-	}
-	return client, nil
+func newKubeClient(kubeconfig string) (kubeview.API, error) {
+	return kubeview.NewClient(kubeconfig, "localtraffic-exporter/"+version.Version)
 }
 
 // checkNode fails fast on a node name the API does not know: every endpoint would look remote, and every
 // verdict would be wrong.
-func checkNode(ctx context.Context, client kubernetes.Interface, node string) error {
+func checkNode(ctx context.Context, client kubeview.API, node string) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	_, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	_, err := client.Get(ctx, kubeview.ResourceNodes, node)
 	switch {
 	case err == nil:
 		return nil

@@ -31,6 +31,7 @@ import (
 
 	"github.com/localtraffic/localtraffic-exporter/collector"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/kubeview/clientsetapi"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
 )
 
@@ -125,7 +126,7 @@ func scrapeWithFlags(t *testing.T, timeout string, flags []string, ruleReader ru
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"},
 		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}}}
 	client := fake.NewClientset(append(objs, node)...)
-	view := kubeview.New(client, "node-1")
+	view := kubeview.New(clientsetapi.New(client), "node-1")
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	view.Start(ctx)
@@ -399,7 +400,7 @@ func TestConcurrentScrapesShareOneRuleRead(t *testing.T) {
 	client := fake.NewClientset(node,
 		svc("kubelings", "checkout", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal, 0, 30090),
 		endpoints("kubelings", "checkout", "node-2"))
-	view := kubeview.New(client, "node-1")
+	view := kubeview.New(clientsetapi.New(client), "node-1")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	view.Start(ctx)

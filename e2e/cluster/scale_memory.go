@@ -1,0 +1,306 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+)
+
+// Population describes a large population of Local Services for memory and API-load measurements: every
+// Service is a single-port NodePort Service with externalTrafficPolicy Local and one EndpointSlice of
+// EndpointsPer ready endpoints, all on nodes that are not the harness's (remote-1 … remote-RemoteNodes), as the
+// EndpointSlice controller writes them (target refs, node names, zones, all three conditions).
+type Population struct {
+	Namespace    string
+	EndpointsPer int // default 100, the controller's cap per slice
+	RemoteNodes  int // default 50
+	Workers      int // concurrent writers, default 16
+}
+
+func (s Population) withDefaults() Population {
+	if s.EndpointsPer == 0 {
+		s.EndpointsPer = 100
+	}
+	if s.RemoteNodes == 0 {
+		s.RemoteNodes = 50
+	}
+	if s.Workers == 0 {
+		s.Workers = 16
+	}
+	return s
+}
+
+// PopulationServiceName is the name of the i-th scale Service.
+func PopulationServiceName(i int) string { return fmt.Sprintf("mem-%05d", i) }
+
+// populationClient is an admin clientset for bulk writes: protobuf (a fraction of JSON's encoding work on both ends)
+// and no client-side rate limit worth the name (the apiserver's own max-in-flight limits still apply).
+func (c *Cluster) populationClient() (*kubernetes.Clientset, error) {
+	cfg := c.AdminRESTConfig()
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	cfg.QPS, cfg.Burst = 2000, 4000
+	cfg.Timeout = 2 * time.Minute
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("bulk client: %w", err)
+	}
+	return client, nil
+}
+
+// CreatePopulation creates scale Services from (inclusive) to to (exclusive) with their EndpointSlices,
+// concurrently. Objects that exist already are left as they are, so a population grows by calling it again.
+func (c *Cluster) CreatePopulation(ctx context.Context, s Population, from, to int) error {
+	s = s.withDefaults()
+	client, err := c.populationClient()
+	if err != nil {
+		return err
+	}
+	if err := c.EnsureNamespace(ctx, s.Namespace); err != nil {
+		return err
+	}
+	parent := ctx
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	work := make(chan int)
+	errs := make(chan error, s.Workers)
+	var wg sync.WaitGroup
+	for range s.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				if err := createPopulationService(ctx, client, s, i); err != nil {
+					errs <- err
+					cancel()
+					return
+				}
+			}
+		}()
+	}
+feed:
+	for i := from; i < to; i++ {
+		select {
+		case work <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	if len(all) == 0 && parent.Err() != nil {
+		all = append(all, fmt.Errorf("creating scale Services: %w", parent.Err()))
+	}
+	return errors.Join(all...)
+}
+
+func createPopulationService(ctx context.Context, client kubernetes.Interface, s Population, i int) error {
+	name := PopulationServiceName(i)
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace, Labels: map[string]string{"app": name}},
+		Spec: corev1.ServiceSpec{
+			Type:                  corev1.ServiceTypeNodePort,
+			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
+			Selector:              map[string]string{"app": name},
+			Ports:                 []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080)}},
+		},
+	}
+	created, err := client.CoreV1().Services(s.Namespace).Create(ctx, svc, metav1.CreateOptions{})
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		if created, err = client.CoreV1().Services(s.Namespace).Get(ctx, name, metav1.GetOptions{}); err != nil {
+			return fmt.Errorf("get Service %s: %w", name, err)
+		}
+	case err != nil:
+		return fmt.Errorf("create Service %s: %w", name, err)
+	}
+	slice := populationSlice(s, created, i)
+	if _, err := client.DiscoveryV1().EndpointSlices(s.Namespace).Create(ctx, slice, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create EndpointSlice %s: %w", slice.Name, err)
+	}
+	return nil
+}
+
+// populationSlice is Service i's slice: EndpointsPer ready endpoints with addresses unique over the population
+// (10.128.0.0/9), spread over the remote nodes.
+func populationSlice(s Population, svc *corev1.Service, i int) *discoveryv1.EndpointSlice {
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      svc.Name + "-scale",
+			Namespace: svc.Namespace,
+			Labels: map[string]string{
+				discoveryv1.LabelServiceName: svc.Name,
+				discoveryv1.LabelManagedBy:   ManagedBy,
+			},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: svc.Name, UID: svc.UID}},
+		},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To[int32](8080)}},
+		Endpoints:   make([]discoveryv1.Endpoint, 0, s.EndpointsPer),
+	}
+	for j := range s.EndpointsPer {
+		g := i*s.EndpointsPer + j
+		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{
+			Addresses:  []string{fmt.Sprintf("10.%d.%d.%d", 128+(g>>16)&127, (g>>8)&255, g&255)},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)},
+			NodeName:   ptr.To(fmt.Sprintf("remote-%d", 1+j%s.RemoteNodes)),
+			Zone:       ptr.To(fmt.Sprintf("zone-%c", 'a'+j%3)),
+			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: svc.Namespace, Name: fmt.Sprintf("%s-%d", svc.Name, j)},
+		})
+	}
+	return slice
+}
+
+// TouchPopulationService changes Service i (an annotation): one watch event per Service watcher, for the
+// per-change cost.
+func (c *Cluster) TouchPopulationService(ctx context.Context, s Population, i int, gen int) error {
+	client, err := c.populationClient()
+	if err != nil {
+		return err
+	}
+	name := PopulationServiceName(i)
+	svc, err := client.CoreV1().Services(s.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("get Service %s: %w", name, err)
+	}
+	if svc.Annotations == nil {
+		svc.Annotations = map[string]string{}
+	}
+	svc.Annotations["e2e.localtraffic.io/touch"] = fmt.Sprintf("%09d", gen) // one width: one size per change
+	if _, err := client.CoreV1().Services(s.Namespace).Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("update Service %s: %w", name, err)
+	}
+	return nil
+}
+
+// TouchPopulationSlice flips the readiness of the first endpoint of Service i's slice: one watch event per
+// EndpointSlice watcher.
+func (c *Cluster) TouchPopulationSlice(ctx context.Context, s Population, i int) error {
+	client, err := c.populationClient()
+	if err != nil {
+		return err
+	}
+	name := PopulationServiceName(i) + "-scale"
+	slice, err := client.DiscoveryV1().EndpointSlices(s.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("get EndpointSlice %s: %w", name, err)
+	}
+	cond := &slice.Endpoints[0].Conditions
+	cond.Ready = ptr.To(cond.Ready != nil && !*cond.Ready)
+	if _, err := client.DiscoveryV1().EndpointSlices(s.Namespace).Update(ctx, slice, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("update EndpointSlice %s: %w", name, err)
+	}
+	return nil
+}
+
+// ProcStatus is a process's memory as the kernel reports it in /proc/<pid>/status, in bytes.
+type ProcStatus struct {
+	VmRSS, VmHWM int64
+	// RssAnon is the resident heap, stacks and runtime memory; RssFile the resident pages of mapped files: the
+	// executable's code and read-only data the process has touched.
+	RssAnon, RssFile int64
+}
+
+// ReadProcStatus reads VmRSS (resident now) and VmHWM (the resident peak) of pid.
+func ReadProcStatus(pid int) (ProcStatus, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return ProcStatus{}, fmt.Errorf("proc status: %w", err)
+	}
+	defer f.Close()
+	var st ProcStatus
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		key, rest, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		var dst *int64
+		switch key {
+		case "VmRSS":
+			dst = &st.VmRSS
+		case "VmHWM":
+			dst = &st.VmHWM
+		case "RssAnon":
+			dst = &st.RssAnon
+		case "RssFile":
+			dst = &st.RssFile
+		default:
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+		if err != nil {
+			return ProcStatus{}, fmt.Errorf("proc status %s: %w", key, err)
+		}
+		*dst = kb * 1024
+	}
+	if err := sc.Err(); err != nil {
+		return ProcStatus{}, fmt.Errorf("proc status: %w", err)
+	}
+	if st.VmRSS == 0 {
+		return ProcStatus{}, fmt.Errorf("proc status of %d: no VmRSS", pid)
+	}
+	return st, nil
+}
+
+// ExporterPID is the pid of the node's exporter (started by StartExporter; `ip netns exec` execs it, so the pid
+// is the exporter's own).
+func (n *Node) ExporterPID() (int, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.exporter == nil {
+		return 0, fmt.Errorf("no exporter on %s", n.Name)
+	}
+	if done, err := n.exporter.exited(); done {
+		return 0, fmt.Errorf("exporter on %s exited: %v", n.Name, err)
+	}
+	return n.exporter.cmd.Process.Pid, nil
+}
+
+// KubeProxyPID is the pid of the node's kube-proxy.
+func (n *Node) KubeProxyPID() (int, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.kubeProxy == nil {
+		return 0, fmt.Errorf("no kube-proxy on %s", n.Name)
+	}
+	return n.kubeProxy.cmd.Process.Pid, nil
+}
+
+// APIServerMetrics scrapes kube-apiserver's own /metrics (admin credentials).
+func (c *Cluster) APIServerMetrics(ctx context.Context) (Metrics, error) {
+	body, err := c.admin.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return Metrics{}, fmt.Errorf("apiserver /metrics: %w", err)
+	}
+	return ParseMetrics(string(body))
+}
+
+// RestartAPIServerWith stops kube-apiserver and starts it again with extra flags appended to its own (kept for
+// later restarts), waiting for /readyz: for an audit log, say.
+func (c *Cluster) RestartAPIServerWith(ctx context.Context, extra ...string) error {
+	c.StopAPIServer()
+	c.mu.Lock()
+	c.apiserverArgs = append(append([]string(nil), c.apiserverArgs...), extra...)
+	c.mu.Unlock()
+	return c.StartAPIServer(ctx)
+}
