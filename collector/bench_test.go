@@ -22,14 +22,17 @@ func BenchmarkScrape(b *testing.B) {
 		name string
 		sel  Selection
 	}{{"default", DefaultSelection()}, {"all", AllSelection()}}
-	for _, n := range []int{100, 1000} {
+	for _, n := range []int{100, 1000, 2000} {
 		for _, s := range selections {
-			b.Run(fmt.Sprintf("services=%d/collectors=%s", n, s.name), func(b *testing.B) { benchScrape(b, n, s.sel) })
+			b.Run(fmt.Sprintf("services=%d/collectors=%s", n, s.name), func(b *testing.B) { benchScrape(b, n, s.sel, false) })
 		}
+		// The node label as the handler adds it (built into the descriptors once) against wrapping the
+		// scrape's registry with it, which builds a descriptor per series per scrape.
+		b.Run(fmt.Sprintf("services=%d/collectors=default/node=wrapped", n), func(b *testing.B) { benchScrape(b, n, DefaultSelection(), true) })
 	}
 }
 
-func benchScrape(b *testing.B, n int, sel Selection) {
+func benchScrape(b *testing.B, n int, sel Selection, wrapNode bool) {
 	snap := kubeview.Snapshot{Node: dualStackNode()}
 	v4rules, v6rules := map[rules.ServicePort]rules.PortState{}, map[rules.ServicePort]rules.PortState{}
 	for i := range n {
@@ -53,6 +56,9 @@ func benchScrape(b *testing.B, n int, sel Selection) {
 		b.Fatal(err)
 	}
 	exp := NewExporter(logger, g, collectors...)
+	if !wrapNode {
+		exp = exp.WithNode("node-1")
+	}
 	at := time.Unix(1700000000, 0)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -64,7 +70,11 @@ func benchScrape(b *testing.B, n int, sel Selection) {
 			map[string]map[rules.ServicePort]rules.PortState{rules.FamilyIPv4: v4rules, rules.FamilyIPv6: v6rules})
 		b.StartTimer()
 		reg := prometheus.NewRegistry()
-		reg.MustRegister(exp.Bind(context.Background()))
+		if wrapNode {
+			prometheus.WrapRegistererWith(prometheus.Labels{"node": "node-1"}, reg).MustRegister(exp.Bind(context.Background()))
+		} else {
+			reg.MustRegister(exp.Bind(context.Background()))
+		}
 		mfs, err := reg.Gather()
 		if err != nil {
 			b.Fatal(err)

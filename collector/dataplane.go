@@ -32,7 +32,7 @@ func (*Dataplane) Metrics() []*Metric { return []*Metric{dataplaneInfo} }
 // Inputs: detection reads the rules and kube-proxy's health server.
 func (*Dataplane) Inputs() []Input { return []Input{InputRules, InputKubeProxy} }
 
-func (*Dataplane) Update(st *State, ch chan<- prometheus.Metric) error {
-	ch <- dataplaneInfo.must(1, st.Dataplane)
+func (*Dataplane) Update(st *State, out *Sink) error {
+	out.send(dataplaneInfo, 1, st.Dataplane)
 	return nil
 }

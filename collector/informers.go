@@ -35,20 +35,20 @@ func (*Informers) Metrics() []*Metric {
 
 func (*Informers) Inputs() []Input { return []Input{InputInformers} }
 
-func (*Informers) Update(st *State, ch chan<- prometheus.Metric) error {
+func (*Informers) Update(st *State, out *Sink) error {
 	for _, inf := range st.Informers {
-		ch <- informerSynced.must(boolFloat(inf.Synced), inf.Resource)
+		out.send(informerSynced, boolFloat(inf.Synced), inf.Resource)
 		if !inf.LastEvent.IsZero() {
-			ch <- informerLastEvent.must(unixSeconds(inf.LastEvent), inf.Resource)
+			out.send(informerLastEvent, unixSeconds(inf.LastEvent), inf.Resource)
 		}
 		if !inf.LastSuccess.IsZero() {
-			ch <- informerLastSuccess.must(unixSeconds(inf.LastSuccess), inf.Resource)
+			out.send(informerLastSuccess, unixSeconds(inf.LastSuccess), inf.Resource)
 		}
 		// Both results from the start, so that rate() and increase() see the first error.
-		ch <- informerList.must(float64(inf.ListSuccess), inf.Resource, "success")
-		ch <- informerList.must(float64(inf.ListError), inf.Resource, "error")
-		ch <- informerWatch.must(float64(inf.WatchSuccess), inf.Resource, "success")
-		ch <- informerWatch.must(float64(inf.WatchError), inf.Resource, "error")
+		out.send(informerList, float64(inf.ListSuccess), inf.Resource, "success")
+		out.send(informerList, float64(inf.ListError), inf.Resource, "error")
+		out.send(informerWatch, float64(inf.WatchSuccess), inf.Resource, "success")
+		out.send(informerWatch, float64(inf.WatchError), inf.Resource, "error")
 	}
 	return nil
 }

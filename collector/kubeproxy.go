@@ -42,7 +42,7 @@ func (*KubeProxy) Metrics() []*Metric {
 
 func (*KubeProxy) Inputs() []Input { return []Input{InputNode, InputKubeProxy} }
 
-func (*KubeProxy) Update(st *State, ch chan<- prometheus.Metric) error {
+func (*KubeProxy) Update(st *State, out *Sink) error {
 	if st.Dataplane == DataplaneReplacement {
 		// No kube-proxy here: nothing to report, and nothing that would fire its alerts.
 		return nil
@@ -55,18 +55,18 @@ func (*KubeProxy) Update(st *State, ch chan<- prometheus.Metric) error {
 	}
 	node, healthz, livez := st.Node, st.KubeProxy.Healthz, st.KubeProxy.Livez
 	for _, a := range []nodeprobe.KubeProxyHealth{healthz, livez} {
-		ch <- kubeProxyUp.must(boolFloat(a.Up()), a.Endpoint)
+		out.send(kubeProxyUp, boolFloat(a.Up()), a.Endpoint)
 		for _, r := range nodeprobe.Results {
-			ch <- kubeProxyResult.must(boolFloat(a.Result == r), a.Endpoint, string(r))
+			out.send(kubeProxyResult, boolFloat(a.Result == r), a.Endpoint, string(r))
 		}
-		ch <- kubeProxyDuration.must(a.Duration.Seconds(), a.Endpoint)
+		out.send(kubeProxyDuration, a.Duration.Seconds(), a.Endpoint)
 	}
 
 	eligible := node.Found && !node.Draining()
 	if healthz.NodeEligible != nil {
 		eligible = *healthz.NodeEligible
 	}
-	ch <- kubeProxyEligible.must(boolFloat(eligible))
+	out.send(kubeProxyEligible, boolFloat(eligible))
 
 	// /livez leaves node eligibility out, so it speaks of kube-proxy's syncing alone.
 	if livez.Result == nodeprobe.ResultOK || livez.Result == nodeprobe.ResultUnavailable {
@@ -74,14 +74,14 @@ func (*KubeProxy) Update(st *State, ch chan<- prometheus.Metric) error {
 		if livez.Healthy != nil {
 			healthy = *livez.Healthy
 		}
-		ch <- kubeProxyHealthy.must(boolFloat(healthy))
+		out.send(kubeProxyHealthy, boolFloat(healthy))
 		// A kube-proxy that never synced reports the zero time: no sync to report, so no series.
 		if !livez.LastUpdated.IsZero() {
-			ch <- kubeProxyLastSync.must(unixSeconds(livez.LastUpdated))
+			out.send(kubeProxyLastSync, unixSeconds(livez.LastUpdated))
 		}
 	} else {
 		// kube-proxy did not answer usably: it is not known to be syncing.
-		ch <- kubeProxyHealthy.must(0)
+		out.send(kubeProxyHealthy, 0)
 	}
 	return nil
 }

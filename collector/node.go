@@ -25,12 +25,12 @@ func (*Node) Metrics() []*Metric { return []*Metric{nodeFound, nodeDraining, nod
 
 func (*Node) Inputs() []Input { return []Input{InputNode} }
 
-func (*Node) Update(st *State, ch chan<- prometheus.Metric) error {
+func (*Node) Update(st *State, out *Sink) error {
 	if st.NodeErr != nil {
 		return st.NodeErr
 	}
-	ch <- nodeFound.must(boolFloat(st.Node.Found))
-	ch <- nodeDraining.must(boolFloat(st.Node.Draining()))
-	ch <- nodeExcluded.must(boolFloat(st.Node.Excluded))
+	out.send(nodeFound, boolFloat(st.Node.Found))
+	out.send(nodeDraining, boolFloat(st.Node.Draining()))
+	out.send(nodeExcluded, boolFloat(st.Node.Excluded))
 	return nil
 }

@@ -52,7 +52,7 @@ func (*Rules) Metrics() []*Metric {
 // Inputs: without rules, the mismatch comes from the health check probes.
 func (*Rules) Inputs() []Input { return []Input{InputAPI, InputRules, InputHealthChecks} }
 
-func (c *Rules) Update(st *State, ch chan<- prometheus.Metric) error {
+func (c *Rules) Update(st *State, out *Sink) error {
 	if st.Dataplane == DataplaneReplacement {
 		// No kube-proxy rules exist here by design: not a failed read, no mismatch to report.
 		return fmt.Errorf("%w: no kube-proxy on this node (dataplane %s)", ErrNoData, st.Dataplane)
@@ -62,32 +62,32 @@ func (c *Rules) Update(st *State, ch chan<- prometheus.Metric) error {
 		if st.APIErr != nil {
 			return st.APIErr
 		}
-		apiMismatch(st, ch)
+		apiMismatch(st, out)
 		return nil
 	}
 	snap, err := st.Rules, st.RulesErr
 	if snap != nil {
-		ch <- rulesInfo.must(1, string(snap.Mode), snap.Backend)
-		ch <- rulesReadDuration.must(snap.Duration.Seconds())
+		out.send(rulesInfo, 1, string(snap.Mode), snap.Backend)
+		out.send(rulesReadDuration, snap.Duration.Seconds())
 	}
 	switch {
 	case errors.Is(err, rules.ErrUnsupported):
 		// Not a failure of the exporter: the reader logged it once, the API view decides, the metric says so.
-		ch <- rulesSupported.must(0)
-		ch <- rulesReadSuccess.must(1)
+		out.send(rulesSupported, 0)
+		out.send(rulesReadSuccess, 1)
 		if st.APIErr == nil {
-			apiMismatch(st, ch)
+			apiMismatch(st, out)
 		}
 		return fmt.Errorf("%w: %w", ErrNoData, err)
 	case err != nil:
-		ch <- rulesReadSuccess.must(0)
+		out.send(rulesReadSuccess, 0)
 		if st.APIErr == nil {
-			apiMismatch(st, ch)
+			apiMismatch(st, out)
 		}
 		return err
 	}
-	ch <- rulesSupported.must(1)
-	ch <- rulesReadSuccess.must(1)
+	out.send(rulesSupported, 1)
+	out.send(rulesReadSuccess, 1)
 	if st.APIErr != nil {
 		return st.APIErr
 	}
@@ -97,15 +97,15 @@ func (c *Rules) Update(st *State, ch chan<- prometheus.Metric) error {
 		for _, p := range r.Ports {
 			fam := string(p.Family)
 			if c.perPort {
-				ch <- rulesDrop.must(boolFloat(p.Rules.Drop), svc.Namespace, svc.Name, p.Label, fam)
-				ch <- rulesLocalEndpoints.must(float64(p.Rules.LocalEndpoints), svc.Namespace, svc.Name, p.Label, fam)
+				out.send(rulesDrop, boolFloat(p.Rules.Drop), svc.Namespace, svc.Name, p.Label, fam)
+				out.send(rulesLocalEndpoints, float64(p.Rules.LocalEndpoints), svc.Namespace, svc.Name, p.Label, fam)
 			}
 			if counters {
-				ch <- rulesDroppedPackets.must(float64(p.DroppedPackets), svc.Namespace, svc.Name, p.Label, fam)
+				out.send(rulesDroppedPackets, float64(p.DroppedPackets), svc.Namespace, svc.Name, p.Label, fam)
 			}
 		}
 		if r.MismatchKnown {
-			ch <- rulesMismatch.must(boolFloat(r.Mismatch), svc.Namespace, svc.Name)
+			out.send(rulesMismatch, boolFloat(r.Mismatch), svc.Namespace, svc.Name)
 		}
 	}
 	return nil
@@ -113,10 +113,10 @@ func (c *Rules) Update(st *State, ch chan<- prometheus.Metric) error {
 
 // apiMismatch exports localtraffic_rules_mismatch when no rules were read: for the Services whose health
 // check node port gave kube-proxy's own local endpoint count (item 8); none for the others.
-func apiMismatch(st *State, ch chan<- prometheus.Metric) {
+func apiMismatch(st *State, out *Sink) {
 	for _, r := range st.Services {
 		if r.MismatchKnown {
-			ch <- rulesMismatch.must(boolFloat(r.Mismatch), r.Service.Namespace, r.Service.Name)
+			out.send(rulesMismatch, boolFloat(r.Mismatch), r.Service.Namespace, r.Service.Name)
 		}
 	}
 }

@@ -56,19 +56,19 @@ func (*Services) Metrics() []*Metric {
 // Inputs: the verdict waits for the rules read as well as the probes.
 func (*Services) Inputs() []Input { return []Input{InputAPI, InputHealthChecks, InputRules} }
 
-func (*Services) Update(st *State, ch chan<- prometheus.Metric) error {
+func (*Services) Update(st *State, out *Sink) error {
 	if st.APIErr != nil {
 		return st.APIErr
 	}
-	ch <- blackholeSource.must(1, st.Source)
+	out.send(blackholeSource, 1, st.Source)
 	for _, r := range st.Services {
 		ns, name := r.Service.Namespace, r.Service.Name
-		ch <- localEndpoints.must(float64(r.Service.LocalEndpoints()), ns, name)
+		out.send(localEndpoints, float64(r.Service.LocalEndpoints()), ns, name)
 		if len(r.Checks) > 0 {
-			ch <- healthCheckUp.must(boolFloat(summarizeChecks(r.Checks).up), ns, name)
+			out.send(healthCheckUp, boolFloat(summarizeChecks(r.Checks).up), ns, name)
 		}
-		ch <- inRotationMetric.must(boolFloat(r.Verdict.InRotation), ns, name)
-		ch <- blackhole.must(boolFloat(r.Verdict.Blackhole), ns, name)
+		out.send(inRotationMetric, boolFloat(r.Verdict.InRotation), ns, name)
+		out.send(blackhole, boolFloat(r.Verdict.Blackhole), ns, name)
 	}
 	return nil
 }
@@ -90,7 +90,7 @@ func (*ServiceDetails) Metrics() []*Metric {
 
 func (*ServiceDetails) Inputs() []Input { return []Input{InputAPI, InputHealthChecks} }
 
-func (*ServiceDetails) Update(st *State, ch chan<- prometheus.Metric) error {
+func (*ServiceDetails) Update(st *State, out *Sink) error {
 	if st.APIErr != nil {
 		return st.APIErr
 	}
@@ -101,22 +101,22 @@ func (*ServiceDetails) Update(st *State, ch chan<- prometheus.Metric) error {
 		if svc.HealthCheckNodePort != 0 {
 			hcnp = strconv.Itoa(int(svc.HealthCheckNodePort))
 		}
-		ch <- serviceInfo.must(1, ns, name, string(svc.Type), hcnp)
-		ch <- hasLocalEndpoint.must(boolFloat(svc.HasLocalEndpoint()), ns, name)
+		out.send(serviceInfo, 1, ns, name, string(svc.Type), hcnp)
+		out.send(hasLocalEndpoint, boolFloat(svc.HasLocalEndpoint()), ns, name)
 		if len(r.Checks) == 0 {
 			continue
 		}
 		hc := summarizeChecks(r.Checks)
 		for _, res := range nodeprobe.HealthCheckResults {
-			ch <- healthCheckResult.must(boolFloat(hc.result == res), ns, name, string(res))
+			out.send(healthCheckResult, boolFloat(hc.result == res), ns, name, string(res))
 		}
 		if hc.localEndpoints >= 0 {
-			ch <- healthCheckLocalEndpoints.must(float64(hc.localEndpoints), ns, name)
+			out.send(healthCheckLocalEndpoints, float64(hc.localEndpoints), ns, name)
 		}
 		if hc.proxyHealthy != nil {
-			ch <- healthCheckProxyHealthy.must(boolFloat(*hc.proxyHealthy), ns, name)
+			out.send(healthCheckProxyHealthy, boolFloat(*hc.proxyHealthy), ns, name)
 		}
-		ch <- healthCheckDuration.must(hc.duration.Seconds(), ns, name)
+		out.send(healthCheckDuration, hc.duration.Seconds(), ns, name)
 	}
 	return nil
 }

@@ -21,7 +21,6 @@ import (
 type metricsHandler struct {
 	exporter *collector.Exporter
 	self     *prometheus.Registry // process, Go runtime and build info: long-lived, not per scrape
-	node     string
 	maxWait  time.Duration
 	offset   time.Duration
 	inFlight chan struct{}
@@ -36,7 +35,9 @@ func newMetricsHandler(exp *collector.Exporter, opts options, logger *slog.Logge
 		versioncollector.NewCollector(collector.Namespace),
 	)
 	return &metricsHandler{
-		exporter: exp, self: self, node: opts.nodeName,
+		// The node's name is built into the exporter's descriptors once, not wrapped onto every series of
+		// every scrape (which allocates a descriptor per series).
+		exporter: exp.WithNode(opts.nodeName), self: self,
 		// Without the header (a curl), allow a few probes' worth of time.
 		maxWait:  2 * opts.probeTimeout,
 		offset:   opts.scrapeTimeoutOff,
@@ -77,7 +78,7 @@ func (h *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 
 	scrape := prometheus.NewRegistry()
-	prometheus.WrapRegistererWith(prometheus.Labels{"node": h.node}, scrape).MustRegister(h.exporter.Bind(ctx))
+	scrape.MustRegister(h.exporter.Bind(ctx))
 	promhttp.HandlerFor(prometheus.Gatherers{h.self, scrape}, promhttp.HandlerOpts{
 		ErrorHandling: promhttp.ContinueOnError,
 		ErrorLog:      slogPrinter{h.logger},

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/localtraffic/localtraffic-exporter/collector"
 )
 
@@ -80,7 +78,7 @@ func (d *deadlineCollector) Gather(ctx context.Context) *collector.State {
 	return &collector.State{}
 }
 
-func (d *deadlineCollector) Update(st *collector.State, _ chan<- prometheus.Metric) error {
+func (d *deadlineCollector) Update(st *collector.State, _ *collector.Sink) error {
 	return st.NodeErr
 }
 
