@@ -1,8 +1,10 @@
 package rules
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -172,6 +174,18 @@ func BenchmarkSnapshotLookup(b *testing.B) {
 // hideSignals is a Runner without change signals: every read saves every table
 // (the reader before steady-state reads).
 type hideSignals struct{ Runner }
+
+// Stream passes the inner Runner's Stream through (the full read streams too).
+func (h hideSignals) Stream(ctx context.Context, fn func(io.Reader) error, name string, args ...string) error {
+	if s, ok := h.Runner.(Streamer); ok {
+		return s.Stream(ctx, fn, name, args...)
+	}
+	out, err := h.Runner.Run(ctx, name, args...)
+	if err != nil {
+		return err
+	}
+	return fn(bytes.NewReader(out))
+}
 
 // BenchmarkSteadyState loads the 10,000-Service ruleset into a namespace (root)
 // and times, interleaved in the same loop so both see the same machine, one
