@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
@@ -128,7 +129,7 @@ type ScaleServices struct {
 	Count      int
 	LocalEvery int
 	LocalNodes []string
-	// Workers writing concurrently; 0: 32.
+	// Workers writing concurrently; 0: 8 (more starve etcd on a 2-core machine: "request timed out").
 	Workers int
 }
 
@@ -158,7 +159,7 @@ func (c *Cluster) CreateScaleServices(ctx context.Context, s ScaleServices) erro
 	}
 	workers := s.Workers
 	if workers <= 0 {
-		workers = 32
+		workers = 8
 	}
 	next := make(chan int)
 	errc := make(chan error, workers)
@@ -208,15 +209,62 @@ func createScaleService(ctx context.Context, client kubernetes.Interface, s Scal
 			}},
 		},
 	}
-	created, err := client.CoreV1().Services(s.Namespace).Create(ctx, svc, metav1.CreateOptions{})
+	services := client.CoreV1().Services(s.Namespace)
+	var created *corev1.Service
+	err := retryTransient(ctx, func() error {
+		var err error
+		created, err = services.Create(ctx, svc, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) { // an earlier attempt went through
+			created, err = services.Get(ctx, svc.Name, metav1.GetOptions{})
+		}
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("create Service %s/%s: %w", s.Namespace, svc.Name, err)
 	}
 	slice := ScaleSlice(s, created, i, s.HasLocal(i))
-	if _, err := client.DiscoveryV1().EndpointSlices(s.Namespace).Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+	err = retryTransient(ctx, func() error {
+		_, err := client.DiscoveryV1().EndpointSlices(s.Namespace).Create(ctx, slice, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("create EndpointSlice %s/%s: %w", s.Namespace, slice.Name, err)
 	}
 	return nil
+}
+
+// retryTransient runs fn up to 6 times while it fails with what a busy apiserver or etcd answers (timeouts,
+// throttling, "etcdserver: request timed out" inside an Invalid), waiting 1, 2, 4 … s in between.
+func retryTransient(ctx context.Context, fn func() error) error {
+	var err error
+	for attempt, wait := 0, time.Second; attempt < 6; attempt, wait = attempt+1, wait*2 {
+		if err = fn(); err == nil || !transient(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+	return err
+}
+
+func transient(err error) bool {
+	if apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) {
+		return true
+	}
+	msg := err.Error()
+	for _, m := range []string{"request timed out", "Client.Timeout", "context deadline exceeded", "connection refused", "unexpected error when reading response body"} {
+		if strings.Contains(msg, m) {
+			return true
+		}
+	}
+	return false
 }
 
 // ScaleSlice is the i-th Service's EndpointSlice: the remote endpoint, and with local one endpoint per LocalNodes.

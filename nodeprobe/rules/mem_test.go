@@ -55,7 +55,9 @@ func (o onlyRun) Run(ctx context.Context, name string, args ...string) ([]byte, 
 // a full read, a changed nat and the LegacyVerify re-read cost), the same
 // with the whole output buffered first as before (nat-read-buffered), and the
 // old LegacyVerify digest that copied the whole table out of the kernel
-// (whole-table-digest, kept here only as the figure to beat).
+// (whole-table-digest, kept here only as the figure to beat); and in nftables
+// mode one listing of the same Services' table, streamed (nft-list) and
+// buffered first (nft-list-buffered).
 func BenchmarkMemory(b *testing.B) {
 	requireRoot(b)
 	ns := newNetns(b)
@@ -78,19 +80,48 @@ func BenchmarkMemory(b *testing.B) {
 		{"nat-read", func() error { _, err := r.saveTable(ctx, ipFamilies[0], bin, "nat"); return err }},
 		{"nat-read-buffered", func() error { _, err := buffered.saveTable(ctx, ipFamilies[0], bin, "nat"); return err }},
 	} {
+		b.Run(c.name, func(b *testing.B) { benchPeak(b, c.op) })
+	}
+	// nftables mode: the same Services as kube-proxy's nftables table.
+	nftNS := newNetns(b)
+	svcs := bigCluster(false)
+	for i := range svcs {
+		if svcs[i].nodePort != 0 {
+			svcs[i].nodePort = 20000 + i // a map key each (the iptables layout shares some)
+		}
+	}
+	nsRun(b, nftNS, []byte(genNFT(false, svcs)), "nft", "-f", "-")
+	nftRunner := NetnsRunner{Namespace: nftNS}
+	nr := NewReader(Options{Mode: ModeNFTables, Runner: nftRunner, CacheTTL: -1}).(*reader)
+	nrBuffered := NewReader(Options{Mode: ModeNFTables, Runner: onlyRun{nftRunner}, CacheTTL: -1}).(*reader)
+	for _, c := range []struct {
+		name string
+		r    *reader
+	}{{"nft-list", nr}, {"nft-list-buffered", nrBuffered}} {
 		b.Run(c.name, func(b *testing.B) {
-			b.ReportAllocs()
-			var most uint64
-			for b.Loop() {
-				var err error
-				most = max(most, peakHeap(func() { err = c.op() }))
-				if err != nil {
-					b.Fatal(err)
+			benchPeak(b, func() error {
+				t, err := c.r.listNFTTable(ctx, "nft", "ip")
+				if err == nil && len(t.nft.ports) < 10000 {
+					b.Fatalf("%d ports", len(t.nft.ports))
 				}
-			}
-			b.ReportMetric(float64(most)/(1<<20), "peak-MiB")
+				return err
+			})
 		})
 	}
+}
+
+// benchPeak runs op per iteration and reports the highest peak heap seen.
+func benchPeak(b *testing.B, op func() error) {
+	b.ReportAllocs()
+	var most uint64
+	for b.Loop() {
+		var err error
+		most = max(most, peakHeap(func() { err = op() }))
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(most)/(1<<20), "peak-MiB")
 }
 
 // wholeTableDigest runs the old digest inside the namespace.

@@ -52,7 +52,7 @@ func (c *countingRunner) count(key string) int {
 func dialDropped(t *testing.T, ns, addr string) {
 	t.Helper()
 	err := inNetns(ns, func() error {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		c, err := net.DialTimeout("tcp", addr, time.Second) // room for ARP on a loaded machine
 		if err == nil {
 			c.Close()
 		}
@@ -118,8 +118,9 @@ func TestSteadyStateIPTables(t *testing.T) {
 			dialDropped(t, peer, "10.99.0.2:30090")
 			snap = read()
 			checkout := ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}
-			if d := snap.Family(checkout, FamilyIPv4).Drops; len(d) != 3 || d[0].Address != "" || d[0].Packets != 8 {
-				t.Errorf("NodePort drop counter after one dropped SYN: %+v, want 7+1 packets", d)
+			// (At least 8: the SYN and any retransmission within the dial's timeout.)
+			if d := snap.Family(checkout, FamilyIPv4).Drops; len(d) != 3 || d[0].Address != "" || d[0].Packets < 8 {
+				t.Errorf("NodePort drop counter after one dropped SYN: %+v, want 7+1 packets or more", d)
 			}
 			if n := run.count(filter); n != wantFilter+1 && backend == BackendLegacy || n != wantFilter && backend == BackendNFT {
 				t.Errorf("filter saved %d times after the packet", n)
