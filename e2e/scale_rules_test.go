@@ -72,15 +72,11 @@ func TestScaleRules(t *testing.T) {
 		}
 		t.Logf("node port range %s", r)
 	}
-	for _, node := range []string{"node-1", "node-2"} {
-		if err := c.Node(node).StartKubeProxyWithBackend(ctx, backends[node]); err != nil {
-			t.Fatal(err)
-		}
-	}
+	// kube-proxy is stopped while the Services are written (each sync of a growing nft-backend ruleset takes up
+	// to 20 s of CPU here, and slows the writes down to minutes) and started once they are all there: its first
+	// sync is a full one, as after any kube-proxy restart.
 	for _, node := range c.Nodes() {
-		if err := node.WaitKubeProxyHealthy(ctx, 90*time.Second); err != nil {
-			t.Fatal(err)
-		}
+		node.StopKubeProxy()
 	}
 	var names []string
 	for _, node := range c.Nodes() {
@@ -93,13 +89,29 @@ func TestScaleRules(t *testing.T) {
 	}
 	t.Logf("%d Services and EndpointSlices created in %s", n, time.Since(t0).Round(time.Millisecond))
 	t0 = time.Now()
+	for _, node := range c.Nodes() {
+		var err error
+		if b := backends[node.Name]; b != "" {
+			err = node.StartKubeProxyWithBackend(ctx, b)
+		} else {
+			err = node.StartKubeProxy(ctx, cluster.KubeProxyOptions{})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, node := range c.Nodes() {
+		if err := node.WaitKubeProxyHealthy(ctx, 5*time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
 	syncTimeout := 5*time.Minute + time.Duration(n)*100*time.Millisecond
 	var wg sync.WaitGroup
 	syncErr := make([]error, len(c.Nodes()))
 	for i, node := range c.Nodes() {
 		wg.Go(func() {
 			syncErr[i] = node.WaitKubeProxySynced(ctx, syncTimeout)
-			t.Logf("%s: kube-proxy synced %s after the last write", node.Name, time.Since(t0).Round(time.Millisecond))
+			t.Logf("%s: kube-proxy synced %s after its start", node.Name, time.Since(t0).Round(time.Millisecond))
 		})
 	}
 	wg.Wait()
@@ -122,7 +134,8 @@ func TestScaleRules(t *testing.T) {
 
 	// At rest: steady equals full, with the counts created.
 	for _, node := range c.Nodes() {
-		out, err := runOnNode(ctx, node, bin, []string{"LT_RULES_EXPECT=" + expect}, "-test.run", "^TestOnNodeSteadyEqualsFull$", "-test.v")
+		env := []string{"LT_RULES_EXPECT=" + expect, "LT_RULES_EXPECT_SERVICES=" + fmt.Sprintf("%s/%%05d:%s:%d", set.Namespace, cluster.ScalePortName, n), "LT_RULES_EXPECT_WAIT=5m"}
+		out, err := runOnNode(ctx, node, bin, env, "-test.run", "^TestOnNodeSteadyEqualsFull$", "-test.v")
 		t.Logf("%s (%s):\n%s", node.Name, modeOf(node, backends), out)
 		if err != nil {
 			t.Fatalf("%s: steady-state snapshot at rest: %v", node.Name, err)

@@ -139,12 +139,42 @@ func (c counts) atLeast(want counts) bool {
 // TestOnNodeSteadyEqualsFull: at rest, the steady-state reads (nat kept by its
 // change signal) give the very snapshot a full read gives, with the counts the
 // harness created.
+//
+// With LT_RULES_EXPECT_WAIT (a duration) it first waits that long at most for
+// the counts, reading again every few seconds (a kube-proxy still syncing),
+// and with LT_RULES_EXPECT_SERVICES="ns/s%05d:port:N" (the Services as named
+// by e2e) it names those missing.
 func TestOnNodeSteadyEqualsFull(t *testing.T) {
 	onNode(t)
 	ctx := context.Background()
 	steady, full := nodeReader(nil), fullReader()
+	want, wantOK := expectedCounts(t)
+	var wait time.Duration
+	if v := os.Getenv("LT_RULES_EXPECT_WAIT"); v != "" {
+		var err error
+		if wait, err = time.ParseDuration(v); err != nil {
+			t.Fatalf("LT_RULES_EXPECT_WAIT %q: %v", v, err)
+		}
+	}
+	start := time.Now()
+	for {
+		snap, err := steady.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := countSnapshot(snap)
+		if !wantOK || got.atLeast(want) {
+			break
+		}
+		if time.Since(start) >= wait {
+			t.Errorf("counts %+v, want at least %+v; missing: %s", got, want, missingServices(t, snap))
+			break
+		}
+		t.Logf("after %s: counts %+v, want at least %+v; reading again", time.Since(start).Round(time.Second), got, want)
+		time.Sleep(5 * time.Second)
+	}
 	var snap *Snapshot
-	for range 3 { // the first fills what is kept; the next two are steady
+	for range 3 { // steady reads (nothing changed since the last)
 		var err error
 		if snap, err = steady.Read(ctx); err != nil {
 			t.Fatal(err)
@@ -159,9 +189,34 @@ func TestOnNodeSteadyEqualsFull(t *testing.T) {
 	}
 	got := countSnapshot(snap)
 	t.Logf("mode %s backend %q families %v: %d ports, %d dropping, %d with local endpoints", snap.Mode, snap.Backend, snap.Families, got.ports, got.drops, got.local)
-	if want, ok := expectedCounts(t); ok && !got.atLeast(want) {
+	if wantOK && !got.atLeast(want) {
 		t.Errorf("counts %+v, want at least %+v", got, want)
 	}
+}
+
+// missingServices names (at most 10 of) the Services LT_RULES_EXPECT_SERVICES
+// lists that have no state in snap.
+func missingServices(t *testing.T, snap *Snapshot) string {
+	spec := os.Getenv("LT_RULES_EXPECT_SERVICES")
+	nsFmt, rest, ok := strings.Cut(spec, ":")
+	port, count, ok2 := strings.Cut(rest, ":")
+	n, err := strconv.Atoi(count)
+	if !ok || !ok2 || err != nil {
+		return "(LT_RULES_EXPECT_SERVICES not set)"
+	}
+	ns, nameFmt, _ := strings.Cut(nsFmt, "/")
+	var missing []string
+	total := 0
+	for i := range n {
+		sp := ServicePort{Namespace: ns, Name: fmt.Sprintf(nameFmt, i), Port: port, Protocol: "TCP"}
+		if !snap.Family(sp, FamilyIPv4).Programmed {
+			total++
+			if len(missing) < 10 {
+				missing = append(missing, sp.String())
+			}
+		}
+	}
+	return fmt.Sprintf("%d: %s", total, strings.Join(missing, " "))
 }
 
 // TestOnNodeWatchDrop follows one Service port (LT_RULES_WATCH="ns/name:port")
