@@ -124,9 +124,13 @@ const consistentAttempts = 3
 // again, up to consistentAttempts times (a kube-proxy that syncs faster than
 // that is read as it was caught, and read again next time: the kept tables are
 // forgotten). With the nft backend one restore is one nf_tables transaction, so
-// an unmoved generation proves nat and filter belong together; legacy restores
-// commit table by table (filter, then nat), so a read between the two commits
-// can still mix them, for one read, in a window of the restore's own duration.
+// an unmoved generation proves nat and filter belong together. Legacy restores
+// commit table by table (filter, then nat; GET_INFO of nat cannot see the
+// first), so a read between the two commits is caught by what it says instead:
+// a port that drops and has local endpoints (tornPort) is read again, after a
+// pause for the nat commit. The other direction (a port gaining its first local
+// endpoint: the drop gone, the local endpoint not there yet) is not caught: for
+// one read the port neither drops nor has a local endpoint.
 func (r *reader) readConsistentFamily(ctx context.Context, f ipFamily, backend string, sig *signals) (*iptablesResult, map[portKey]*PortState, error) {
 	for attempt := 1; ; attempt++ {
 		nat, ports, used, usedErr, err := r.readIPTablesFamily(ctx, f, backend, sig)
@@ -135,7 +139,8 @@ func (r *reader) readConsistentFamily(ctx context.Context, f ipFamily, backend s
 		}
 		sig.forget()
 		now, nowErr := sig.get(ctx, f.ipv6, "nat")
-		if nowErr == nil && now == used {
+		torn := tornPort(ports)
+		if nowErr == nil && now == used && torn == nil {
 			return nat, ports, nil
 		}
 		if attempt == consistentAttempts {
@@ -144,8 +149,34 @@ func (r *reader) readConsistentFamily(ctx context.Context, f ipFamily, backend s
 			delete(r.tables.byKey, f.name+"/filter")
 			return nat, ports, nil
 		}
+		if torn != nil {
+			// The signal held, yet the tables disagree: a legacy restore
+			// between its filter and nat commits. Give it a moment to commit
+			// nat, and save nat again rather than trust what is kept.
+			r.opts.Logger.Debug("filter drops a port nat still sends to local endpoints; reading the family again", "family", f.name, "attempt", attempt)
+			delete(r.tables.byKey, f.name+"/nat")
+			select {
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
+			}
+			continue
+		}
 		r.opts.Logger.Debug("ruleset changed during the read; reading the family again", "family", f.name, "attempt", attempt)
 	}
+}
+
+// tornPort returns a port that both drops (filter: "has no local endpoints")
+// and has local endpoints (nat: KUBE-SVL jumps to KUBE-SEP chains): kube-proxy
+// writes the drop exactly when the port has no usable local endpoint, so no
+// sync of it has both, and a read that shows both caught two syncs.
+func tornPort(ports map[portKey]*PortState) *PortState {
+	for _, st := range ports {
+		if st.Drop && st.LocalEndpoints > 0 {
+			return st
+		}
+	}
+	return nil
 }
 
 // readIPTablesFamily reads one family: nat (kept while its change signal holds,
