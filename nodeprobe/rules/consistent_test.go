@@ -4,18 +4,19 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 )
 
-// syncingRunner is a fake nft-backend node on which kube-proxy syncs at the
-// worst moment: the first time filter is saved after arm, the IPv4 tables are
-// replaced by after's and the generation moves, as if one iptables-nft-restore
-// committed between the reader's nat (kept) and its filter.
+// syncingRunner is a fake node on which kube-proxy syncs at the worst moment:
+// the first time filter is saved after arm, the IPv4 tables are replaced by
+// after's and the generation moves, as if one iptables-nft-restore committed
+// between the reader's nat (kept) and its filter (or, with filterFirst, as a
+// legacy restore does it: filter first, nat later).
 type syncingRunner struct {
 	*signalRunner
 	armed bool
-	// filterFirst: the new filter is there before the new nat, and the
-	// generation does not move (a legacy restore between its two commits,
-	// GET_INFO of nat unchanged).
+	// filterFirst: the new filter is there at once, the new nat and its
+	// signal 300 ms later (a legacy restore commits filter, then nat).
 	filterFirst bool
 	afterNAT    string
 	afterFilt   string
@@ -31,9 +32,18 @@ func (s *syncingRunner) Run(ctx context.Context, name string, args ...string) ([
 		s.filterRuns++
 		if s.armed {
 			s.armed = false
-			s.out[s.natKey], s.out[s.filterKey] = s.afterNAT, s.afterFilt
 			if !s.filterFirst {
+				s.out[s.natKey], s.out[s.filterKey] = s.afterNAT, s.afterFilt
 				s.gen++
+			} else {
+				// filter now; nat's commit (and its signal) 300 ms later.
+				s.out[s.filterKey] = s.afterFilt
+				time.AfterFunc(300*time.Millisecond, func() {
+					s.mu.Lock()
+					defer s.mu.Unlock()
+					s.out[s.natKey] = s.afterNAT
+					s.gen++
+				})
 			}
 		}
 		s.mu.Unlock()

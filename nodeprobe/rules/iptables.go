@@ -127,8 +127,8 @@ const consistentAttempts = 3
 // an unmoved generation proves nat and filter belong together. Legacy restores
 // commit table by table (filter, then nat; GET_INFO of nat cannot see the
 // first), so a read between the two commits is caught by what it says instead:
-// a port that drops and has local endpoints (tornPort) is read again, after a
-// pause for the nat commit. The other direction (a port gaining its first local
+// a port that drops and has local endpoints (tornPort) is read again once nat's
+// GET_INFO moved (its commit), waiting at most tornWait. The other direction (a port gaining its first local
 // endpoint: the drop gone, the local endpoint not there yet) is not caught: for
 // one read the port neither drops nor has a local endpoint.
 func (r *reader) readConsistentFamily(ctx context.Context, f ipFamily, backend string, sig *signals) (*iptablesResult, map[portKey]*PortState, error) {
@@ -151,19 +151,44 @@ func (r *reader) readConsistentFamily(ctx context.Context, f ipFamily, backend s
 		}
 		if torn != nil {
 			// The signal held, yet the tables disagree: a legacy restore
-			// between its filter and nat commits. Give it a moment to commit
-			// nat, and save nat again rather than trust what is kept.
-			r.opts.Logger.Debug("filter drops a port nat still sends to local endpoints; reading the family again", "family", f.name, "attempt", attempt)
-			delete(r.tables.byKey, f.name+"/nat")
-			select {
-			case <-ctx.Done():
-				return nil, nil, ctx.Err()
-			case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
+			// between its filter and nat commits (at 10,000 Services libiptc
+			// takes seconds to rebuild nat). Wait for nat's signal to move —
+			// its commit — and save nat again rather than trust what is kept.
+			r.opts.Logger.Debug("filter drops a port nat still sends to local endpoints; waiting for nat's commit", "family", f.name, "attempt", attempt)
+			if err := waitSignalMoved(ctx, sig, f.ipv6, used); err != nil {
+				return nil, nil, err
 			}
+			delete(r.tables.byKey, f.name+"/nat")
 			continue
 		}
 		r.opts.Logger.Debug("ruleset changed during the read; reading the family again", "family", f.name, "attempt", attempt)
 	}
+}
+
+// tornWait bounds how long a torn read waits for nat's commit (less when the
+// read's deadline is nearer: half of what is left).
+const tornWait = 5 * time.Second
+
+// waitSignalMoved polls nat's change signal every 50 ms until it differs from
+// used (or cannot be read), for at most tornWait.
+func waitSignalMoved(ctx context.Context, sig *signals, ipv6 bool, used changeSig) error {
+	wait := tornWait
+	if d, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(d)/2)
+	}
+	deadline := time.Now().Add(wait)
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		sig.forget()
+		if now, err := sig.get(ctx, ipv6, "nat"); err != nil || now != used {
+			return nil
+		}
+	}
+	return nil
 }
 
 // tornPort returns a port that both drops (filter: "has no local endpoints")
