@@ -88,36 +88,13 @@ func (n *Node) StartKubeProxyWithBackend(ctx context.Context, backend string) er
 		"--metrics-bind-address=127.0.0.1:10249",
 		"--v=2",
 	}
-	p, err := startProcessEnv(n.c.WorkDir, "kube-proxy-"+n.Name, n.NS, []string{"PATH=" + path}, n.c.bins.KubeProxy, args...)
+	// env(1) sets PATH and execs kube-proxy in place (the same pid, so stop and Pdeathsig reach it).
+	p, err := startProcess(n.c.WorkDir, "kube-proxy-"+n.Name, n.NS, "env", append([]string{"PATH=" + path, n.c.bins.KubeProxy}, args...)...)
 	if err != nil {
 		return err
 	}
 	n.kubeProxy = p
 	return nil
-}
-
-// startProcessEnv is startProcess with extra environment variables (later ones win over the inherited ones).
-func startProcessEnv(logDir, name, ns string, env []string, bin string, args ...string) (*process, error) {
-	logPath := filepath.Join(logDir, name+".log")
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("open log for %s: %w", name, err)
-	}
-	fmt.Fprintf(logFile, "=== %s start: %v %s %v\n", time.Now().Format(time.RFC3339Nano), env, bin, args)
-	cmd := netns.Command(context.Background(), ns, bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	p := &process{name: name, logPath: logPath, cmd: cmd, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		logFile.Close()
-		close(p.done)
-	}()
-	return p, nil
 }
 
 // ScaleServices describes many NodePort Services with externalTrafficPolicy Local, each with one EndpointSlice

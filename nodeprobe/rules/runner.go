@@ -76,9 +76,9 @@ type ExecRunner struct {
 	WaitDelay time.Duration // 0: DefaultWaitDelay
 }
 
-// Run implements Runner.
-func (e ExecRunner) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
-	maxOut, maxErr, wait := e.MaxOutput, e.MaxStderr, e.WaitDelay
+// limits returns the caps and the wait bound, defaults filled in.
+func (e ExecRunner) limits() (maxOut, maxErr int64, wait time.Duration) {
+	maxOut, maxErr, wait = e.MaxOutput, e.MaxStderr, e.WaitDelay
 	if maxOut <= 0 {
 		maxOut = DefaultMaxOutput
 	}
@@ -88,6 +88,12 @@ func (e ExecRunner) Run(ctx context.Context, name string, args ...string) ([]byt
 	if wait <= 0 {
 		wait = DefaultWaitDelay
 	}
+	return maxOut, maxErr, wait
+}
+
+// Run implements Runner.
+func (e ExecRunner) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	maxOut, maxErr, wait := e.limits()
 	// Overflow cancels the command's own context: CommandContext kills it.
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -186,16 +192,7 @@ type Streamer interface {
 
 // Stream implements Streamer with the same caps, context and wait bound as Run.
 func (e ExecRunner) Stream(ctx context.Context, fn func(io.Reader) error, name string, args ...string) error {
-	maxOut, maxErr, wait := e.MaxOutput, e.MaxStderr, e.WaitDelay
-	if maxOut <= 0 {
-		maxOut = DefaultMaxOutput
-	}
-	if maxErr <= 0 {
-		maxErr = DefaultMaxStderr
-	}
-	if wait <= 0 {
-		wait = DefaultWaitDelay
-	}
+	maxOut, maxErr, wait := e.limits()
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	cmd := exec.CommandContext(cctx, name, args...)
