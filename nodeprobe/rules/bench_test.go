@@ -193,10 +193,10 @@ func (h hideSignals) Stream(ctx context.Context, fn func(io.Reader) error, name 
 // the last read: filter saved, nat vouched for by its change signal), for the
 // legacy and nft backends. steady/save is the ratio of their total times;
 // full/save the same for a Read that saves everything (no change signal);
-// exact/save (legacy) for a Read comparing nat's full digest every time
-// (LegacyVerify < 0); every15s/save for the default reader on a 15 s scrape
-// interval (its clock moves 15 s per read: legacy's full comparison every
-// 2 minutes, one read in 8). Run it with -benchtime 16x or more so that
+// exact/save (legacy) for a Read re-reading nat every time (LegacyVerify < 0);
+// every15s/save for the default reader on a 15 s scrape interval (its clock
+// moves 15 s per read: legacy's LegacyVerify re-read of nat every 2 minutes,
+// one read in 8). Run it with -benchtime 16x or more so that
 // average holds whole cycles.
 func BenchmarkSteadyState(b *testing.B) {
 	requireRoot(b)

@@ -91,6 +91,16 @@ func (e ExecRunner) limits() (maxOut, maxErr int64, wait time.Duration) {
 	return maxOut, maxErr, wait
 }
 
+// overCap is the error of a command whose stdout (stdoutOver) or else stderr
+// went past its cap.
+func overCap(stdoutOver bool, maxOut, maxErr int64) error {
+	which, limit := "stdout", maxOut
+	if !stdoutOver {
+		which, limit = "stderr", maxErr
+	}
+	return fmt.Errorf("%s over %d bytes: %w", which, limit, ErrOutputTooLarge)
+}
+
 // Run implements Runner.
 func (e ExecRunner) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
 	maxOut, maxErr, wait := e.limits()
@@ -105,11 +115,7 @@ func (e ExecRunner) Run(ctx context.Context, name string, args ...string) ([]byt
 	err := cmd.Run()
 	switch {
 	case stdout.over || stderr.over:
-		which, limit := "stdout", maxOut
-		if !stdout.over {
-			which, limit = "stderr", maxErr
-		}
-		err = fmt.Errorf("%s over %d bytes: %w", which, limit, ErrOutputTooLarge)
+		err = overCap(stdout.over, maxOut, maxErr)
 	case err == nil:
 		return stdout.buf.Bytes(), nil
 	}
@@ -220,11 +226,7 @@ func (e ExecRunner) Stream(ctx context.Context, fn func(io.Reader) error, name s
 	err = cmd.Wait()
 	switch {
 	case out.over || stderr.over:
-		which, limit := "stdout", maxOut
-		if !out.over {
-			which, limit = "stderr", maxErr
-		}
-		err = fmt.Errorf("%s over %d bytes: %w", which, limit, ErrOutputTooLarge)
+		err = overCap(out.over, maxOut, maxErr)
 	case err == nil:
 		return ferr
 	case ferr != nil && ctx.Err() == nil && killedBySignal(err):
