@@ -26,17 +26,12 @@ type ChangeSignals interface {
 	// iptables-nft(-restore), nft -f, kube-proxy's nftables syncs — moves it;
 	// packet counters do not.
 	NFTablesGeneration(ctx context.Context) (uint32, error)
-	// LegacyTableDigest returns a digest of one legacy xtables table
-	// (IPT_SO_GET_ENTRIES, IP6T_SO_GET_ENTRIES for ipv6) with its packet and byte
-	// counters zeroed: equal digests mean equal rules. The table must exist
-	// (/proc/net/ip{,6}_tables_names): asking for a missing one makes the kernel
-	// create it.
-	LegacyTableDigest(ctx context.Context, ipv6 bool, table string) (uint64, error)
 	// LegacyTableInfo returns a hash of one legacy table's IPT_SO_GET_INFO
 	// answer (hook entry points, underflows, entry count, blob size): a
 	// microsecond-cheap signal that catches every change of the entry count or
-	// size, not one that keeps both (see Options.LegacyVerify). Same caveat on
-	// missing tables as LegacyTableDigest.
+	// size, not one that keeps both (see Options.LegacyVerify). The table must
+	// exist (/proc/net/ip{,6}_tables_names): asking for a missing one makes the
+	// kernel create it.
 	LegacyTableInfo(ctx context.Context, ipv6 bool, table string) (uint64, error)
 	// NFTablesChainCounters returns the packet counter of each rule of one
 	// iptables-nft chain (table ip/ip6 <table>), in the chain's order, and the
@@ -50,11 +45,6 @@ func (ExecRunner) NFTablesGeneration(ctx context.Context) (uint32, error) {
 	return nftGeneration(ctx)
 }
 
-// LegacyTableDigest implements ChangeSignals in this process's namespace.
-func (ExecRunner) LegacyTableDigest(ctx context.Context, ipv6 bool, table string) (uint64, error) {
-	return legacyDigest(ctx, ipv6, table)
-}
-
 // NFTablesGeneration implements ChangeSignals inside the namespace.
 func (n NetnsRunner) NFTablesGeneration(ctx context.Context) (uint32, error) {
 	var gen uint32
@@ -64,17 +54,6 @@ func (n NetnsRunner) NFTablesGeneration(ctx context.Context) (uint32, error) {
 		return err
 	})
 	return gen, err
-}
-
-// LegacyTableDigest implements ChangeSignals inside the namespace.
-func (n NetnsRunner) LegacyTableDigest(ctx context.Context, ipv6 bool, table string) (uint64, error) {
-	var d uint64
-	err := inNetns(n.Namespace, func() error {
-		var err error
-		d, err = legacyDigest(ctx, ipv6, table)
-		return err
-	})
-	return d, err
 }
 
 // LegacyTableInfo implements ChangeSignals in this process's namespace.
@@ -249,7 +228,7 @@ var (
 	ipv6Entry = entryLayout{nextOffset: 142, counters: 152} // sizeof(ip6t_entry) 168
 )
 
-// digestSeed is fixed for the process, so digests of one table compare equal
+// digestSeed is fixed for the process, so GET_INFO hashes of one table compare equal
 // between reads; it is never written after start.
 var digestSeed = maphash.MakeSeed()
 
@@ -285,60 +264,6 @@ func legacyInfo(_ context.Context, ipv6 bool, table string) (uint64, error) {
 	return maphash.Bytes(digestSeed, info[xtTableMaxName:]), nil
 }
 
-// legacyDigest reads one legacy table's blob as iptables-legacy-save does
-// (GET_INFO for the size, GET_ENTRIES for the entries) and hashes it with the
-// counters zeroed, on a socket opened in the calling thread's namespace.
-func legacyDigest(ctx context.Context, ipv6 bool, table string) (uint64, error) {
-	var sum uint64
-	fd, level, layout, err := legacySocket(ipv6, table)
-	if err != nil {
-		return sum, err
-	}
-	defer unix.Close(fd)
-	// The table can be replaced between the two calls (GET_ENTRIES then fails
-	// with EAGAIN for a size that no longer matches): ask again a few times.
-	for attempt := 0; ; attempt++ {
-		if err := ctx.Err(); err != nil {
-			return sum, err
-		}
-		info := make([]byte, xtGetInfoLen)
-		copy(info, table)
-		if err := getsockopt(fd, level, xtSoGetInfo, info); err != nil {
-			return sum, fmt.Errorf("legacy table %s info: %w", table, err)
-		}
-		size := binary.NativeEndian.Uint32(info[xtGetInfoLen-4:])
-		entries := make([]byte, xtGetEntriesHdr+int(size))
-		copy(entries, table)
-		binary.NativeEndian.PutUint32(entries[xtTableMaxName:], size)
-		err := getsockopt(fd, level, xtSoGetEntries, entries)
-		if errors.Is(err, unix.EAGAIN) && attempt < 5 {
-			continue
-		}
-		if err != nil {
-			return sum, fmt.Errorf("legacy table %s entries: %w", table, err)
-		}
-		blob := entries[xtGetEntriesHdr:]
-		for off := 0; off < len(blob); {
-			if off+layout.counters+16 > len(blob) {
-				return sum, fmt.Errorf("legacy table %s: entry at %d past the table's end", table, off)
-			}
-			next := int(binary.NativeEndian.Uint16(blob[off+layout.nextOffset:]))
-			if next < layout.counters+16 || off+next > len(blob) {
-				return sum, fmt.Errorf("legacy table %s: bad entry size %d at %d", table, next, off)
-			}
-			clear(blob[off+layout.counters : off+layout.counters+16])
-			off += next
-		}
-		// maphash, not a cryptographic hash: the table is tens of MiB and
-		// hashed every read; nobody chooses rules to collide with our seed.
-		var h maphash.Hash
-		h.SetSeed(digestSeed)
-		h.Write(info[xtTableMaxName:]) // hooks, underflows, entry count, size
-		h.Write(blob)
-		return h.Sum64(), nil
-	}
-}
-
 func getsockopt(fd, level, opt int, buf []byte) error {
 	l := uint32(len(buf))
 	_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), uintptr(level), uintptr(opt),
@@ -365,9 +290,7 @@ type cachedTable struct {
 	nft *nftResult      // nftables mode; nil with absent
 	// absent: the nftables family table did not exist.
 	absent bool
-	// Legacy nat: the full digest (counters zeroed) and when it was last
-	// found equal, for Options.LegacyVerify.
-	digest   uint64
+	// Legacy nat: when it was last saved, for Options.LegacyVerify.
 	verified time.Time
 }
 
@@ -379,14 +302,17 @@ type changeSig struct {
 }
 
 // signals reads the change signals of one Read: the nf_tables generation once,
-// legacy digests per table.
+// legacy GET_INFO per table.
 type signals struct {
 	cs      ChangeSignals // nil: none
-	legacy  bool          // iptables legacy backend: digests; else the generation
+	legacy  bool          // iptables legacy backend: GET_INFO; else the generation
 	gen     uint32
 	genErr  error
 	genRead bool
 }
+
+// forget drops the generation read so far: the next get reads it again.
+func (s *signals) forget() { s.genRead = false }
 
 // get returns the table's signal; ok false when it cannot be read (then the
 // table is read every time).

@@ -136,21 +136,39 @@
 //     parse, saves filter).
 //   - legacy backend: there is no generation. nat is kept while its
 //     IPT_SO_GET_INFO answer (entry count, blob size, hook entries, underflows;
-//     microseconds) is unchanged, and compared in full at most every
-//     Options.LegacyVerify (2 min): a digest of the IPT_SO_GET_ENTRIES blob with
-//     every entry's counters zeroed (what iptables-legacy-save reads, without
-//     the text; about 0.2 s at 10,000 Services). A change that keeps the entry
-//     count and the size (two rules rewritten to two of the same size in one
-//     sync) is therefore seen within LegacyVerify, every other nat change on
-//     the next read; filter — the drops — is saved every read. LegacyVerify < 0
-//     compares the digest every read (exact). Only tables listed in
+//     microseconds) is unchanged, and read again at most every
+//     Options.LegacyVerify (2 min) even when it is: a change that keeps the
+//     entry count and the size (two rules rewritten to two of the same size in
+//     one sync) is therefore seen within LegacyVerify, every other nat change
+//     on the next read; filter — the drops — is saved every read.
+//     LegacyVerify < 0 reads nat every read (exact). Only tables listed in
 //     /proc/net/ip{,6}_tables_names are asked (asking creates a missing one).
+//     (The verification used to hash the IPT_SO_GET_ENTRIES blob: the kernel
+//     hands out the whole table or nothing, 62 MB at 10,000 Services, over the
+//     exporter's memory budget; the streamed save below costs a 64 KiB buffer.)
 //   - ≤1.24 layouts drop in nat with counters that move without a rule change,
 //     and nftables elements with counters likewise: such tables are never kept.
 //
 // These kernel reads are bounded like commands: netlink receives time out with
-// the Read's deadline (at most 2 s), and a table replaced between GET_INFO and
-// GET_ENTRIES is asked again (EAGAIN), at most five times.
+// the Read's deadline (at most 2 s).
+//
+// One family's nat and filter must come from the same kube-proxy sync: a kept
+// nat (the old local endpoints) beside a freshly saved filter (the new drop)
+// would be a snapshot no kube-proxy ever wrote. After reading a family the
+// reader reads its change signal again; when it moved during the read the
+// family is read again (at most three times). With the nft backend a restore is
+// one nf_tables transaction, so this is exact; legacy restores commit table by
+// table (filter, then nat), so a read that falls between the two commits can
+// still mix them for one read.
+//
+// # Streamed saves
+//
+// A Runner that implements Streamer (ExecRunner and NetnsRunner do) hands each
+// save to the parser while the command writes it, a line at a time through a
+// 64 KiB buffer: a nat table of 100,000 rules is parsed without ever being held
+// whole (peak heap of one nat read at 10,000 Services 1.6 MiB, against 32 MiB
+// with the output buffered first; docs/performance.md). Other Runners are read
+// whole, then parsed.
 //
 // # Keys
 //

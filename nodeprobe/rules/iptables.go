@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"slices"
 	"strings"
@@ -93,7 +94,7 @@ func (r *reader) readIPTables(ctx context.Context) (*Snapshot, error) {
 	snap := &Snapshot{Mode: ModeIPTables, Backend: backend}
 	ipvs := false
 	for _, f := range ipFamilies {
-		nat, ports, err := r.readIPTablesFamily(ctx, f, backend, sig)
+		nat, ports, err := r.readConsistentFamily(ctx, f, backend, sig)
 		if err != nil {
 			return nil, err
 		}
@@ -112,58 +113,147 @@ func (r *reader) readIPTables(ctx context.Context) (*Snapshot, error) {
 	return snap, nil
 }
 
+// consistentAttempts bounds how often one family is read again because its
+// change signal moved during the read.
+const consistentAttempts = 3
+
+// readConsistentFamily reads one family and then its change signal again: when
+// the signal moved during the read (kube-proxy synced between nat and filter),
+// nat and filter may come from two syncs — a kept nat with the old local
+// endpoints beside a fresh filter that already drops — so the family is read
+// again, up to consistentAttempts times (a kube-proxy that syncs faster than
+// that is read as it was caught, and read again next time: the kept tables are
+// forgotten). With the nft backend one restore is one nf_tables transaction, so
+// an unmoved generation proves nat and filter belong together. Legacy restores
+// commit table by table (filter, then nat; GET_INFO of nat cannot see the
+// first), so a read between the two commits is caught by what it says instead:
+// a port that drops and has local endpoints (tornPort) is read again once nat's
+// GET_INFO moved (its commit), waiting at most tornWait. The other direction (a port gaining its first local
+// endpoint: the drop gone, the local endpoint not there yet) is not caught: for
+// one read the port neither drops nor has a local endpoint.
+func (r *reader) readConsistentFamily(ctx context.Context, f ipFamily, backend string, sig *signals) (*iptablesResult, map[portKey]*PortState, error) {
+	for attempt := 1; ; attempt++ {
+		nat, ports, used, usedErr, err := r.readIPTablesFamily(ctx, f, backend, sig)
+		if err != nil || nat == nil || usedErr != nil {
+			return nat, ports, err
+		}
+		sig.forget()
+		now, nowErr := sig.get(ctx, f.ipv6, "nat")
+		torn := tornPort(ports)
+		if nowErr == nil && now == used && torn == nil {
+			return nat, ports, nil
+		}
+		if attempt == consistentAttempts {
+			r.opts.Logger.Debug("ruleset changed during every read; keeping nothing", "family", f.name, "attempts", attempt)
+			delete(r.tables.byKey, f.name+"/nat")
+			delete(r.tables.byKey, f.name+"/filter")
+			return nat, ports, nil
+		}
+		if torn != nil {
+			// The signal held, yet the tables disagree: a legacy restore
+			// between its filter and nat commits (at 10,000 Services libiptc
+			// takes seconds to rebuild nat). Wait for nat's signal to move —
+			// its commit — and save nat again rather than trust what is kept.
+			r.opts.Logger.Debug("filter drops a port nat still sends to local endpoints; waiting for nat's commit", "family", f.name, "attempt", attempt)
+			if err := waitSignalMoved(ctx, sig, f.ipv6, used); err != nil {
+				return nil, nil, err
+			}
+			delete(r.tables.byKey, f.name+"/nat")
+			continue
+		}
+		r.opts.Logger.Debug("ruleset changed during the read; reading the family again", "family", f.name, "attempt", attempt)
+	}
+}
+
+// tornWait bounds how long a torn read waits for nat's commit (less when the
+// read's deadline is nearer: half of what is left).
+const tornWait = 5 * time.Second
+
+// waitSignalMoved polls nat's change signal every 50 ms until it differs from
+// used (or cannot be read), for at most tornWait.
+func waitSignalMoved(ctx context.Context, sig *signals, ipv6 bool, used changeSig) error {
+	wait := tornWait
+	if d, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(d)/2)
+	}
+	deadline := time.Now().Add(wait)
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		sig.forget()
+		if now, err := sig.get(ctx, ipv6, "nat"); err != nil || now != used {
+			return nil
+		}
+	}
+	return nil
+}
+
+// tornPort returns a port that both drops (filter: "has no local endpoints")
+// and has local endpoints (nat: KUBE-SVL jumps to KUBE-SEP chains): kube-proxy
+// writes the drop exactly when the port has no usable local endpoint, so no
+// sync of it has both, and a read that shows both caught two syncs.
+func tornPort(ports map[portKey]*PortState) *PortState {
+	for _, st := range ports {
+		if st.Drop && st.LocalEndpoints > 0 {
+			return st
+		}
+	}
+	return nil
+}
+
 // readIPTablesFamily reads one family: nat (kept while its change signal holds,
 // unless it carries counted drops: ≤1.24 writes them in nat), then filter,
 // merged into fresh states. nat is nil when the family is absent (no IPv6 on
 // this node, no legacy table) or has no KUBE-SERVICES; filter is then not read.
-func (r *reader) readIPTablesFamily(ctx context.Context, f ipFamily, backend string, sig *signals) (nat *iptablesResult, ports map[portKey]*PortState, err error) {
+//
+// used is the change signal read before the read (usedErr when it could not be
+// read): what a consistent read is checked against.
+func (r *reader) readIPTablesFamily(ctx context.Context, f ipFamily, backend string, sig *signals) (nat *iptablesResult, ports map[portKey]*PortState, used changeSig, usedErr error, err error) {
 	bin, err := r.binary(saveCommand(f, backend))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, used, nil, err
 	}
 	existing := map[string]bool{"nat": true, "filter": true}
 	if backend == BackendLegacy {
-		// `iptables-legacy-save -t T` (and the digest) makes the kernel create
+		// `iptables-legacy-save -t T` (and GET_INFO) makes the kernel create
 		// table T when it does not exist; that is a write. Ask which exist first.
 		if existing, err = r.legacyTables(ctx, f); err != nil {
-			return nil, nil, err
+			return nil, nil, used, nil, err
 		}
 	}
 	if !existing["nat"] {
-		return nil, nil, nil
+		return nil, nil, used, nil, nil
 	}
 	key := f.name + "/nat"
-	s, sigErr := sig.get(ctx, f.ipv6, "nat")
-	c, ok := r.cached(key, s, sigErr)
+	used, usedErr = sig.get(ctx, f.ipv6, "nat")
+	sigErr := usedErr
+	c, ok := r.cached(key, used, sigErr)
 	if ok && backend == BackendLegacy && r.opts.Now().Sub(c.verified) >= r.opts.LegacyVerify {
-		// GET_INFO held; compare the whole table, at most every LegacyVerify.
-		d, err := sig.cs.LegacyTableDigest(ctx, f.ipv6, "nat")
-		if ok = err == nil && d == c.digest; ok {
-			c.verified = r.opts.Now()
-			r.tables.byKey[key] = c
-		}
+		// GET_INFO held, but it misses a change that keeps the entry count and
+		// the size: nat is read again at most every LegacyVerify. (This used to
+		// hash a copy of the whole table from the kernel — 62 MB at 10,000
+		// Services, and IPT_SO_GET_ENTRIES gives all of it or nothing; a
+		// streamed save costs a bounded 64 KiB buffer and gives the parse itself.)
+		ok = false
 	}
 	if ok {
 		nat = c.ipt
 	} else {
-		var digest uint64
-		if backend == BackendLegacy && sigErr == nil {
-			// Before the save, like the signal: a change during it shows next time.
-			if digest, err = sig.cs.LegacyTableDigest(ctx, f.ipv6, "nat"); err != nil {
-				sigErr = err
-			}
-		}
 		nat, err = r.saveTable(ctx, f, bin, "nat")
 		if err != nil || nat == nil {
-			return nil, nil, err
+			return nil, nil, used, usedErr, err
 		}
+		nat.sepSeen = nil // only needed while parsing
 		if natCountsDrops(nat) {
 			sigErr = errors.New("nat holds counted drop rules") // never kept: counters move
 		}
-		r.keep(key, s, sigErr, cachedTable{ipt: nat, digest: digest, verified: r.opts.Now()})
+		r.keep(key, used, sigErr, cachedTable{ipt: nat, verified: r.opts.Now()})
 	}
 	if !nat.kubeServices {
-		return nat, nil, nil
+		return nat, nil, used, usedErr, nil
 	}
 	ports = make(map[portKey]*PortState, len(nat.ports))
 	for k, st := range nat.ports {
@@ -172,19 +262,19 @@ func (r *reader) readIPTablesFamily(ctx context.Context, f ipFamily, backend str
 		ports[k] = &c
 	}
 	if !existing["filter"] {
-		return nat, ports, nil
+		return nat, ports, used, usedErr, nil
 	}
-	filter, err := r.readFilter(ctx, f, bin, backend, sig, s, sigErr)
+	filter, err := r.readFilter(ctx, f, bin, backend, sig, used, sigErr)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, used, usedErr, err
 	}
 	if filter == nil {
-		return nil, nil, nil
+		return nil, nil, used, usedErr, nil
 	}
 	for k, st := range filter.ports {
 		mergeState(stateFor(ports, k), st)
 	}
-	return nat, ports, nil
+	return nat, ports, used, usedErr, nil
 }
 
 // readFilter returns filter's parsed states with fresh counters. Saving filter
@@ -252,16 +342,30 @@ func (r *reader) saveTable(ctx context.Context, f ipFamily, bin, table string) (
 // saveInto saves one table and parses it into res; false when an IPv6 save
 // says the family is not available.
 func (r *reader) saveInto(ctx context.Context, f ipFamily, bin, table string, res *iptablesResult) (bool, error) {
-	out, err := r.opts.Runner.Run(ctx, bin, "-c", "-t", table)
+	var err error
+	if st, ok := r.opts.Runner.(Streamer); ok {
+		var parseErr error
+		err = st.Stream(ctx, func(out io.Reader) error {
+			parseErr = parseIPTablesSaveFrom(out, res)
+			return parseErr
+		}, bin, "-c", "-t", table)
+		if err != nil && parseErr != nil && errors.Is(err, parseErr) {
+			return false, fmt.Errorf("parsing %s -c -t %s: %w", bin, table, parseErr)
+		}
+	} else {
+		var out []byte
+		if out, err = r.opts.Runner.Run(ctx, bin, "-c", "-t", table); err == nil {
+			if err := parseIPTablesSave(out, res); err != nil {
+				return false, fmt.Errorf("parsing %s -c -t %s: %w", bin, table, err)
+			}
+		}
+	}
 	if err != nil {
 		if f.ipv6 && familyAbsent(err) {
 			r.opts.Logger.Debug("IPv6 rules unavailable; reading IPv4 only", "cmd", bin, "err", err)
 			return false, nil
 		}
 		return false, fmt.Errorf("reading %s table %s: %w", f.name, table, err)
-	}
-	if err := parseIPTablesSave(out, res); err != nil {
-		return false, fmt.Errorf("parsing %s -c -t %s: %w", bin, table, err)
 	}
 	return true, nil
 }

@@ -1,8 +1,11 @@
 package rules
 
 import (
+	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"strconv"
 )
@@ -61,60 +64,86 @@ var (
 // order) into res. Output it cannot read is an error: a truncated or garbled
 // ruleset must never be taken for "no drop rule".
 func parseIPTablesSave(data []byte, res *iptablesResult) error {
-	var table []byte
+	return parseIPTablesSaveFrom(bytes.NewReader(data), res)
+}
+
+// maxSaveLine bounds one line of a save: kube-proxy's longest rules are a few
+// hundred bytes; a line past this is garbage, not a rule.
+const maxSaveLine = 1 << 20
+
+// parseIPTablesSaveFrom is parseIPTablesSave on a stream, one line at a time
+// through a 64 KiB buffer: a save of 100,000 rules is parsed without ever being
+// held whole (nothing parsed keeps a reference into the buffer).
+func parseIPTablesSaveFrom(r io.Reader, res *iptablesResult) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var table, long []byte
+	inTable := false
 	lineNo := 0
-	for len(data) > 0 {
+	for {
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			long = append(long[:0], line...)
+			for errors.Is(err, bufio.ErrBufferFull) && len(long) <= maxSaveLine {
+				line, err = br.ReadSlice('\n')
+				long = append(long, line...)
+			}
+			if len(long) > maxSaveLine {
+				return fmt.Errorf("line %d: longer than %d bytes", lineNo+1, maxSaveLine)
+			}
+			line = long
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("reading line %d: %w", lineNo+1, err)
+		}
+		if len(line) == 0 && err != nil {
+			break
+		}
 		lineNo++
-		var line []byte
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			line, data = data[:i], data[i+1:]
-		} else {
-			line, data = data, nil
-		}
-		line = bytes.TrimRight(line, "\r")
-		if len(line) == 0 {
-			continue
-		}
-		switch line[0] {
-		case '#':
-			continue
-		case '*':
-			if table != nil {
-				return fmt.Errorf("line %d: table %q starts before table %q was committed", lineNo, line[1:], table)
-			}
-			table = line[1:]
-			if len(table) == 0 {
-				return fmt.Errorf("line %d: empty table name", lineNo)
-			}
-		case ':':
-			if table == nil {
-				return fmt.Errorf("line %d: chain outside a table", lineNo)
-			}
-			name, _, _ := bytes.Cut(line[1:], []byte(" "))
-			if len(name) == 0 {
-				return fmt.Errorf("line %d: empty chain name", lineNo)
-			}
-			res.chain(table, name)
-		case 'C':
-			if !bytes.Equal(line, []byte("COMMIT")) {
+		line = bytes.TrimRight(line, "\r\n")
+		if len(line) > 0 {
+			switch line[0] {
+			case '#':
+			case '*':
+				if inTable {
+					return fmt.Errorf("line %d: table %q starts before table %q was committed", lineNo, line[1:], table)
+				}
+				table, inTable = append(table[:0], line[1:]...), true
+				if len(table) == 0 {
+					return fmt.Errorf("line %d: empty table name", lineNo)
+				}
+			case ':':
+				if !inTable {
+					return fmt.Errorf("line %d: chain outside a table", lineNo)
+				}
+				name, _, _ := bytes.Cut(line[1:], []byte(" "))
+				if len(name) == 0 {
+					return fmt.Errorf("line %d: empty chain name", lineNo)
+				}
+				res.chain(table, name)
+			case 'C':
+				if !bytes.Equal(line, []byte("COMMIT")) {
+					return fmt.Errorf("line %d: unexpected %q", lineNo, clip(line))
+				}
+				if !inTable {
+					return fmt.Errorf("line %d: COMMIT outside a table", lineNo)
+				}
+				inTable = false
+			case '[', '-':
+				if !inTable {
+					return fmt.Errorf("line %d: rule outside a table", lineNo)
+				}
+				if err := res.rule(table, line); err != nil {
+					return fmt.Errorf("line %d: %w", lineNo, err)
+				}
+			default:
 				return fmt.Errorf("line %d: unexpected %q", lineNo, clip(line))
 			}
-			if table == nil {
-				return fmt.Errorf("line %d: COMMIT outside a table", lineNo)
-			}
-			table = nil
-		case '[', '-':
-			if table == nil {
-				return fmt.Errorf("line %d: rule outside a table", lineNo)
-			}
-			if err := res.rule(table, line); err != nil {
-				return fmt.Errorf("line %d: %w", lineNo, err)
-			}
-		default:
-			return fmt.Errorf("line %d: unexpected %q", lineNo, clip(line))
+		}
+		if err != nil { // io.EOF after the last line
+			break
 		}
 	}
-	if table != nil {
+	if inTable {
 		return fmt.Errorf("table %q not committed (truncated output?)", table)
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -97,75 +98,62 @@ type nftNoEndpoint struct {
 // parseNFTJSON reads `nft -j list table ip|ip6 kube-proxy`. Output it cannot read
 // is an error.
 func parseNFTJSON(data []byte) (*nftResult, error) {
-	var doc struct {
-		Nftables []nftObject `json:"nftables"`
+	return parseNFTJSONFrom(bytes.NewReader(data))
+}
+
+// parseNFTJSONFrom is parseNFTJSON on a stream: the objects of the nftables
+// array are decoded one at a time, so the listing is never held whole (the
+// biggest object, the service-ips map, is one element per Service port).
+func parseNFTJSONFrom(r io.Reader) (*nftResult, error) {
+	p := &nftParse{
+		res:          &nftResult{ports: map[portKey]*PortState{}},
+		externalKeys: map[string]bool{},
+		localEPs:     map[portKey]map[string]bool{},
 	}
-	if err := json.Unmarshal(data, &doc); err != nil {
-		return nil, fmt.Errorf("decoding nft JSON: %w", err)
+	dec := json.NewDecoder(r)
+	if err := nftDelim(dec, '{'); err != nil {
+		return nil, err
 	}
-	if doc.Nftables == nil {
-		return nil, fmt.Errorf("nft JSON without an nftables array")
-	}
-	res := &nftResult{ports: map[portKey]*PortState{}}
-	var noEP []nftNoEndpoint
-	externalKeys := map[string]bool{} // service-ips keys that lead to an external-* chain
-	localEPs := map[portKey]map[string]bool{}
-	for _, o := range doc.Nftables {
-		switch {
-		case o.Table != nil:
-			if o.Table.Name == "kube-proxy" {
-				res.table = true
+	array := false
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("decoding nft JSON: %w", err)
+		}
+		if tok != "nftables" {
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return nil, fmt.Errorf("decoding nft JSON: %w", err)
 			}
-		case o.Map != nil:
-			switch o.Map.Name {
-			case "no-endpoint-nodeports", "no-endpoint-services":
-				for i, e := range o.Map.Elem {
-					ne, err := nftNoEndpointElem(e)
-					if err != nil {
-						return nil, fmt.Errorf("map %s element %d: %w", o.Map.Name, i, err)
-					}
-					ne.nodePort = o.Map.Name == "no-endpoint-nodeports"
-					noEP = append(noEP, ne)
-				}
-			case "service-ips":
-				for i, e := range o.Map.Elem {
-					if len(e) != 2 {
-						return nil, fmt.Errorf("map %s element %d: %d parts, want key and verdict", o.Map.Name, i, len(e))
-					}
-					val, _, _, err := nftElemVal(e[0])
-					if err != nil {
-						return nil, fmt.Errorf("map %s element %d: %w", o.Map.Name, i, err)
-					}
-					_, target, err := nftVerdictOf(e[1])
-					if err != nil {
-						return nil, fmt.Errorf("map %s element %d: %w", o.Map.Name, i, err)
-					}
-					if strings.HasPrefix(target, "external-") {
-						externalKeys[val] = true
-					}
-				}
+			continue
+		}
+		if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+			return nil, fmt.Errorf("nft JSON without an nftables array")
+		}
+		array = true
+		for dec.More() {
+			var o nftObject
+			if err := dec.Decode(&o); err != nil {
+				return nil, fmt.Errorf("decoding nft JSON: %w", err)
 			}
-		case o.Chain != nil:
-			if _, k, ok := nftServiceChain(o.Chain.Name); ok {
-				stateFor(res.ports, k).Programmed = true
+			if err := p.object(o); err != nil {
+				return nil, err
 			}
-		case o.Rule != nil:
-			prefix, k, ok := nftServiceChain(o.Rule.Chain)
-			if !ok || prefix != "local-" {
-				continue
-			}
-			var expr any
-			if err := json.Unmarshal(o.Rule.Expr, &expr); err != nil {
-				return nil, fmt.Errorf("rule in %s: %w", o.Rule.Chain, err)
-			}
-			set := localEPs[k]
-			if set == nil {
-				set = map[string]bool{}
-				localEPs[k] = set
-			}
-			collectEndpointTargets(expr, set)
+		}
+		if err := nftDelim(dec, ']'); err != nil {
+			return nil, err
 		}
 	}
+	if err := nftDelim(dec, '}'); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("decoding nft JSON: data after the document")
+	}
+	if !array {
+		return nil, fmt.Errorf("nft JSON without an nftables array")
+	}
+	res, noEP, externalKeys, localEPs := p.res, p.noEP, p.externalKeys, p.localEPs
 	if !res.table {
 		return nil, fmt.Errorf("nft JSON has no kube-proxy table")
 	}
@@ -191,6 +179,85 @@ func parseNFTJSON(data []byte) (*nftResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// nftParse is what parseNFTJSONFrom gathers across the listing's objects.
+type nftParse struct {
+	res          *nftResult
+	noEP         []nftNoEndpoint
+	externalKeys map[string]bool // service-ips keys that lead to an external-* chain
+	localEPs     map[portKey]map[string]bool
+}
+
+func nftDelim(dec *json.Decoder, want json.Delim) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return fmt.Errorf("decoding nft JSON: %w", err)
+	}
+	if tok != want {
+		return fmt.Errorf("decoding nft JSON: %v where %v was expected", tok, want)
+	}
+	return nil
+}
+
+// object takes one object of the nftables array.
+func (p *nftParse) object(o nftObject) error {
+	res, localEPs, externalKeys := p.res, p.localEPs, p.externalKeys
+	switch {
+	case o.Table != nil:
+		if o.Table.Name == "kube-proxy" {
+			res.table = true
+		}
+	case o.Map != nil:
+		switch o.Map.Name {
+		case "no-endpoint-nodeports", "no-endpoint-services":
+			for i, e := range o.Map.Elem {
+				ne, err := nftNoEndpointElem(e)
+				if err != nil {
+					return fmt.Errorf("map %s element %d: %w", o.Map.Name, i, err)
+				}
+				ne.nodePort = o.Map.Name == "no-endpoint-nodeports"
+				p.noEP = append(p.noEP, ne)
+			}
+		case "service-ips":
+			for i, e := range o.Map.Elem {
+				if len(e) != 2 {
+					return fmt.Errorf("map %s element %d: %d parts, want key and verdict", o.Map.Name, i, len(e))
+				}
+				val, _, _, err := nftElemVal(e[0])
+				if err != nil {
+					return fmt.Errorf("map %s element %d: %w", o.Map.Name, i, err)
+				}
+				_, target, err := nftVerdictOf(e[1])
+				if err != nil {
+					return fmt.Errorf("map %s element %d: %w", o.Map.Name, i, err)
+				}
+				if strings.HasPrefix(target, "external-") {
+					externalKeys[val] = true
+				}
+			}
+		}
+	case o.Chain != nil:
+		if _, k, ok := nftServiceChain(o.Chain.Name); ok {
+			stateFor(res.ports, k).Programmed = true
+		}
+	case o.Rule != nil:
+		prefix, k, ok := nftServiceChain(o.Rule.Chain)
+		if !ok || prefix != "local-" {
+			return nil
+		}
+		var expr any
+		if err := json.Unmarshal(o.Rule.Expr, &expr); err != nil {
+			return fmt.Errorf("rule in %s: %w", o.Rule.Chain, err)
+		}
+		set := localEPs[k]
+		if set == nil {
+			set = map[string]bool{}
+			localEPs[k] = set
+		}
+		collectEndpointTargets(expr, set)
+	}
+	return nil
 }
 
 // nftElemVal returns the compact key value, its comment and counter packets.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 )
 
@@ -52,17 +53,32 @@ func (r *reader) readNFT(ctx context.Context) (*Snapshot, error) {
 
 // listNFTTable lists and parses one family's kube-proxy table.
 func (r *reader) listNFTTable(ctx context.Context, nft, fam string) (cachedTable, error) {
-	out, err := r.opts.Runner.Run(ctx, nft, "-j", "list", "table", fam, "kube-proxy")
+	var res *nftResult
+	var err error
+	if st, ok := r.opts.Runner.(Streamer); ok {
+		// Streamed: the listing of 10,000 Services is tens of MiB of JSON.
+		var parseErr error
+		err = st.Stream(ctx, func(out io.Reader) error {
+			res, parseErr = parseNFTJSONFrom(out)
+			return parseErr
+		}, nft, "-j", "list", "table", fam, "kube-proxy")
+		if err != nil && parseErr != nil && errors.Is(err, parseErr) {
+			return cachedTable{}, fmt.Errorf("parsing nft -j list table %s kube-proxy: %w", fam, parseErr)
+		}
+	} else {
+		var out []byte
+		if out, err = r.opts.Runner.Run(ctx, nft, "-j", "list", "table", fam, "kube-proxy"); err == nil {
+			if res, err = parseNFTJSON(out); err != nil {
+				return cachedTable{}, fmt.Errorf("parsing nft -j list table %s kube-proxy: %w", fam, err)
+			}
+		}
+	}
 	if err != nil {
 		var ce *CommandError
 		if errors.As(err, &ce) && (strings.Contains(ce.Stderr, "No such file or directory") || strings.Contains(ce.Stderr, "not supported")) {
 			return cachedTable{absent: true}, nil
 		}
 		return cachedTable{}, fmt.Errorf("reading nftables table %s kube-proxy: %w", fam, err)
-	}
-	res, err := parseNFTJSON(out)
-	if err != nil {
-		return cachedTable{}, fmt.Errorf("parsing nft -j list table %s kube-proxy: %w", fam, err)
 	}
 	for _, st := range res.ports {
 		sortDrops(st.Drops)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -75,9 +76,9 @@ type ExecRunner struct {
 	WaitDelay time.Duration // 0: DefaultWaitDelay
 }
 
-// Run implements Runner.
-func (e ExecRunner) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
-	maxOut, maxErr, wait := e.MaxOutput, e.MaxStderr, e.WaitDelay
+// limits returns the caps and the wait bound, defaults filled in.
+func (e ExecRunner) limits() (maxOut, maxErr int64, wait time.Duration) {
+	maxOut, maxErr, wait = e.MaxOutput, e.MaxStderr, e.WaitDelay
 	if maxOut <= 0 {
 		maxOut = DefaultMaxOutput
 	}
@@ -87,6 +88,22 @@ func (e ExecRunner) Run(ctx context.Context, name string, args ...string) ([]byt
 	if wait <= 0 {
 		wait = DefaultWaitDelay
 	}
+	return maxOut, maxErr, wait
+}
+
+// overCap is the error of a command whose stdout (stdoutOver) or else stderr
+// went past its cap.
+func overCap(stdoutOver bool, maxOut, maxErr int64) error {
+	which, limit := "stdout", maxOut
+	if !stdoutOver {
+		which, limit = "stderr", maxErr
+	}
+	return fmt.Errorf("%s over %d bytes: %w", which, limit, ErrOutputTooLarge)
+}
+
+// Run implements Runner.
+func (e ExecRunner) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	maxOut, maxErr, wait := e.limits()
 	// Overflow cancels the command's own context: CommandContext kills it.
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -98,11 +115,7 @@ func (e ExecRunner) Run(ctx context.Context, name string, args ...string) ([]byt
 	err := cmd.Run()
 	switch {
 	case stdout.over || stderr.over:
-		which, limit := "stdout", maxOut
-		if !stdout.over {
-			which, limit = "stderr", maxErr
-		}
-		err = fmt.Errorf("%s over %d bytes: %w", which, limit, ErrOutputTooLarge)
+		err = overCap(stdout.over, maxOut, maxErr)
 	case err == nil:
 		return stdout.buf.Bytes(), nil
 	}
@@ -171,4 +184,110 @@ func (n NetnsRunner) Run(ctx context.Context, name string, args ...string) ([]by
 		r = ExecRunner{}
 	}
 	return r.Run(ctx, "ip", append([]string{"netns", "exec", n.Namespace, name}, args...)...)
+}
+
+// Streamer is optionally implemented by a Runner that can hand a command's
+// standard output to fn while the command writes it, so that the reader parses
+// a save of tens of MiB in bounded memory instead of holding it whole. fn reads
+// until EOF or returns an error, which ends the command. A failed command is a
+// *CommandError (it wins over fn's error: a parse error of truncated output says
+// less than the command's own failure); fn's own error is returned as it is.
+type Streamer interface {
+	Stream(ctx context.Context, fn func(io.Reader) error, name string, args ...string) error
+}
+
+// Stream implements Streamer with the same caps, context and wait bound as Run.
+func (e ExecRunner) Stream(ctx context.Context, fn func(io.Reader) error, name string, args ...string) error {
+	maxOut, maxErr, wait := e.limits()
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, name, args...)
+	cmd.WaitDelay = wait
+	stderr := &cappedBuffer{max: maxErr, overflow: cancel}
+	cmd.Stderr = stderr
+	cmdName := name + " " + strings.Join(args, " ")
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		return &CommandError{Cmd: cmdName, Err: err}
+	}
+	if err := cmd.Start(); err != nil {
+		return &CommandError{Cmd: cmdName, Err: err}
+	}
+	out := &cappedReader{r: pipe, left: maxOut}
+	ferr := fn(out)
+	if ferr == nil {
+		// fn stopped at EOF; whatever is left (nothing, for a parser) is read
+		// so that Wait does not race the pipe.
+		_, ferr = io.Copy(io.Discard, out)
+	}
+	if ferr != nil {
+		cancel() // the command may be blocked writing to a pipe nobody reads
+	}
+	err = cmd.Wait()
+	switch {
+	case out.over || stderr.over:
+		err = overCap(out.over, maxOut, maxErr)
+	case err == nil:
+		return ferr
+	case ferr != nil && ctx.Err() == nil && killedBySignal(err):
+		// Killed because fn gave up (a command that failed on its own exits
+		// with a status instead): fn's error is the story.
+		return ferr
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		err = errors.Join(ctxErr, err)
+	}
+	return &CommandError{Cmd: cmdName, Err: err, Stderr: stderr.buf.String()}
+}
+
+// cappedReader reads at most left bytes; past that it fails with
+// ErrOutputTooLarge and says so in over.
+type cappedReader struct {
+	r    io.Reader
+	left int64
+	over bool
+}
+
+func (c *cappedReader) Read(p []byte) (int, error) {
+	if c.over {
+		return 0, ErrOutputTooLarge
+	}
+	if int64(len(p)) > c.left+1 {
+		p = p[:c.left+1]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	if c.left < 0 {
+		c.over = true
+		return n + int(c.left), ErrOutputTooLarge
+	}
+	return n, err
+}
+
+// Stream implements Streamer inside the namespace: through the inner Runner's
+// Stream when it has one, else its Run (the whole output, then fn).
+func (n NetnsRunner) Stream(ctx context.Context, fn func(io.Reader) error, name string, args ...string) error {
+	r := n.Runner
+	if r == nil {
+		r = ExecRunner{}
+	}
+	full := append([]string{"netns", "exec", n.Namespace, name}, args...)
+	if s, ok := r.(Streamer); ok {
+		return s.Stream(ctx, fn, "ip", full...)
+	}
+	out, err := r.Run(ctx, "ip", full...)
+	if err != nil {
+		return err
+	}
+	return fn(bytes.NewReader(out))
+}
+
+// killedBySignal: the command ended by a signal (our kill), not an exit status.
+func killedBySignal(err error) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled()
 }
