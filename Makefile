@@ -12,7 +12,7 @@ LDFLAGS = -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision=$(REVI
 	-X $(VERSION_PKG).Branch=$(BRANCH) -X $(VERSION_PKG).BuildUser=$(BUILD_USER) \
 	-X $(VERSION_PKG).BuildDate=$(BUILD_DATE)
 
-.PHONY: all build test deps unit check-alerts check-deploy e2e demo generate fuzz fuzz-ci soak scale-memory bench lint
+.PHONY: all build test deps unit check-alerts check-deploy e2e demo generate fuzz fuzz-ci soak scale scale-rules scale-memory bench lint
 
 all: build
 
@@ -55,6 +55,17 @@ e2e:
 SOAK ?= 30m
 soak:
 	SOAK=$(SOAK) e2e/run-e2e.sh -run '^TestSoak$$' -timeout 90m
+
+## scale: the long scale runs behind the suite's short variants (about 25 minutes on 2 cores): scale-rules, then
+## scale-memory.
+scale: scale-rules scale-memory
+
+## scale-rules: the rule reader and the exporter on a real kube-proxy v1.37.2's rules for 10,000 Local Services
+## (legacy and nft iptables backends, nftables mode): steady state vs a bare save, detection, CPU per scrape
+## (TestScaleRules; the suite runs it at 500 Services). Figures: docs/performance.md.
+scale-rules:
+	LT_SCALE_SERVICES=10000 LT_SCALE_BENCHTIME=8x LT_SCALE_CHANGES=5 LT_SCALE_SCRAPES=8 \
+		e2e/run-e2e.sh -run '^TestScaleRules$$' -timeout 90m
 
 ## scale-memory: the exporter's RSS with no Service and 200, 1,000, 2,000 Local Services of 100 remote endpoints
 ## (BenchmarkExporterMemory), then one exporter's and one kube-proxy's API server load at 2,000 Services
