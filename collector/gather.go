@@ -230,10 +230,17 @@ func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCh
 		return
 	}
 	ev := g.evidence(st, snap)
-	seen := map[counterKey]bool{}
+	// Sized up front: at thousands of Services, growing these maps and slices was a third of a scrape's
+	// garbage, and a scrape's garbage sets the exporter's RSS (the GC's target follows the heap's peak).
+	seen := make(map[counterKey]bool, 2*len(snap.Services))
 	st.Services = make([]ServiceResult, len(snap.Services))
 	for i, svc := range snap.Services {
 		r := ServiceResult{Service: svc, Checks: checks[i]}
+		ports := 0
+		for _, fam := range svc.Families {
+			ports += len(fam.Ports)
+		}
+		r.Ports = make([]PortResult, 0, ports)
 		byFamily := map[corev1.IPFamily]*nodeprobe.HealthCheck{}
 		for j := range r.Checks {
 			byFamily[r.Checks[j].Family] = &r.Checks[j].HealthCheck
