@@ -81,20 +81,26 @@ func (m *Metric) Desc() *prometheus.Desc { return m.desc }
 // Sink is where a collector sends one scrape's series: with the exporter's descriptors (the node's name
 // built in once, not wrapped onto every series of every scrape), and only the metrics the lists keep.
 type Sink struct {
-	ch    chan<- prometheus.Metric
-	descs map[*Metric]*prometheus.Desc
-	keep  map[*Metric]bool // nil: every metric
+	// Either the Collector path (a channel of constant metrics with the exporter's descriptors) or the
+	// direct exposition (exposition.go).
+	ch     chan<- prometheus.Metric
+	direct *directSink
+	exp    *Exporter
 }
 
 // send emits one series of m. The label count is fixed by m's definition and every metric a collector sends
 // is in its Metrics(), so a panic here is a bug.
 func (s *Sink) send(m *Metric, value float64, labels ...string) {
-	if s.keep != nil && !s.keep[m] {
+	if s.exp.keep != nil && !s.exp.keep[m] {
 		return
 	}
-	d := s.descs[m]
+	d := s.exp.descs[m]
 	if d == nil {
 		panic("collector sent " + m.FQName() + ", which no collector's Metrics() lists")
+	}
+	if s.direct != nil {
+		s.direct.add(s.exp.families[m], m, &s.exp.node, value, labels)
+		return
 	}
 	s.ch <- prometheus.MustNewConstMetric(d, m.Type, value, labels...)
 }
@@ -123,26 +129,37 @@ type Exporter struct {
 	// constant label of every descriptor. (Wrapping a registry with the label instead builds a new
 	// descriptor for every series of every scrape: most of a scrape's allocations at 2,000 Services.)
 	descs map[*Metric]*prometheus.Desc
+	// families is the same for the direct exposition (exposition.go).
+	families map[*Metric]*familyOf
+	node     string // "" until WithNode
 	// keep, when set, is the set of metrics the allow/deny lists leave; the others are never sent.
 	keep map[*Metric]bool
 }
 
 // NewExporter returns an Exporter over the given gatherer and collectors.
 func NewExporter(logger *slog.Logger, g StateGatherer, collectors ...Collector) *Exporter {
-	e := &Exporter{gatherer: g, collectors: collectors, logger: logger, descs: map[*Metric]*prometheus.Desc{}}
+	e := &Exporter{gatherer: g, collectors: collectors, logger: logger}
+	e.build()
+	return e
+}
+
+// build resolves every metric's descriptor and exposition family for the exporter's node.
+func (e *Exporter) build() {
+	e.descs, e.families = map[*Metric]*prometheus.Desc{}, map[*Metric]*familyOf{}
 	for _, m := range e.Metrics() {
 		e.descs[m] = m.desc
+		if e.node != "" {
+			e.descs[m] = prometheus.NewDesc(m.FQName(), m.Help, m.Labels, prometheus.Labels{"node": e.node})
+		}
+		e.families[m] = e.familyOf(m)
 	}
-	return e
 }
 
 // WithNode returns a copy of e whose every series carries node="<node>", the node the exporter runs on.
 func (e *Exporter) WithNode(node string) *Exporter {
 	c := *e
-	c.descs = map[*Metric]*prometheus.Desc{}
-	for _, m := range e.Metrics() {
-		c.descs[m] = prometheus.NewDesc(m.FQName(), m.Help, m.Labels, prometheus.Labels{"node": node})
-	}
+	c.node = node
+	c.build()
 	return &c
 }
 
@@ -193,7 +210,7 @@ func (b *boundExporter) Describe(ch chan<- *prometheus.Desc) {
 // Collect gathers the scrape's State once, then runs every collector over it. A failing collector costs only
 // its own metrics.
 func (b *boundExporter) Collect(ch chan<- prometheus.Metric) {
-	out := &Sink{ch: ch, descs: b.e.descs, keep: b.e.keep}
+	out := &Sink{ch: ch, exp: b.e}
 	st := b.e.gatherer.Gather(b.ctx)
 	var wg sync.WaitGroup
 	for _, c := range b.e.collectors {

@@ -2,15 +2,19 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/localtraffic/localtraffic-exporter/collector"
 )
@@ -77,9 +81,18 @@ func (h *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
 
-	scrape := prometheus.NewRegistry()
-	scrape.MustRegister(h.exporter.Bind(ctx))
-	promhttp.HandlerFor(prometheus.Gatherers{h.self, scrape}, promhttp.HandlerOpts{
+	// The exporter's series come from its direct exposition, not through a Registry (collector/exposition.go:
+	// a Registry builds every series twice and hashes it, and a scrape's garbage sets the RSS); the process's
+	// own few are a Registry's. Their names never overlap, so they are simply put side by side.
+	scrape := h.exporter.Gatherer(ctx)
+	both := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		own, errSelf := h.self.Gather()
+		ours, err := scrape.Gather()
+		mfs := append(own, ours...)
+		slices.SortFunc(mfs, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
+		return mfs, errors.Join(errSelf, err)
+	})
+	promhttp.HandlerFor(both, promhttp.HandlerOpts{
 		ErrorHandling: promhttp.ContinueOnError,
 		ErrorLog:      slogPrinter{h.logger},
 	}).ServeHTTP(w, r)

@@ -1,0 +1,82 @@
+package collector
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
+)
+
+func encode(t *testing.T, mfs []*dto.MetricFamily) string {
+	t.Helper()
+	var b bytes.Buffer
+	enc := expfmt.NewEncoder(&b, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range mfs {
+		if err := enc.Encode(mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.String()
+}
+
+// The direct exposition the handler serves is, byte for byte, what a pedantic Registry makes of the same
+// exporter's Collector: dual-stack Services of both types, rules with drops and counters, every collector,
+// the node label, with and without a metric list. (The clock-dependent duration series are dropped.)
+func TestDirectExpositionEqualsRegistry(t *testing.T) {
+	hcnp := dualStackHealthCheck(t, hcAnswer{200, 1}, hcAnswer{503, 0})
+	lb := lbService(family(v4, 1, true), family(v6, 0, true))
+	lb.Name, lb.HealthCheckNodePort = "shop", hcnp
+	np := nodePortService(0, family(v4, 0, true), family(v6, 1, true))
+	snap := kubeview.Snapshot{Node: dualStackNode(), Services: []kubeview.ServiceState{np, lb}}
+	drop := rules.PortState{Programmed: true, Drop: true, DropPackets: 5, Drops: []rules.DropRule{{Port: 30090, Packets: 5, Counted: true}}}
+	serve := rules.PortState{Programmed: true, LocalEndpoints: 1}
+	ports := func(name string) rules.ServicePort {
+		return rules.ServicePort{Namespace: "kubelings", Name: name, Port: "http", Protocol: "TCP"}
+	}
+	reader := &countingReader{snap: rules.NewFamilySnapshot(rules.ModeIPTables, rules.BackendNFT, time.Unix(1700000000, 0),
+		map[string]map[rules.ServicePort]rules.PortState{
+			rules.FamilyIPv4: {ports("checkout"): drop, ports("shop"): serve},
+			rules.FamilyIPv6: {ports("checkout"): serve, ports("shop"): drop},
+		})}
+	noDurations, err := NewMetricFilter("", ".*_duration_seconds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	onlySome, err := NewMetricFilter("localtraffic_blackhole,localtraffic_rules_.*", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []*MetricFilter{noDurations, onlySome} {
+		exp := NewExporter(discard(), NewGatherer(GathererConfig{View: &fakeView{snap: snap}, Rules: reader,
+			Addrs: fixedAddrs{"127.0.0.1", "::1"}, KubeProxyAddress: noAddress, ProbeTimeout: 2 * time.Second,
+			Memory: NewMemory(), ExternalIPWindow: time.Minute, Logger: discard()}), everyCollector()...).WithNode("node-1").WithFilter(f)
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(exp.Bind(context.Background()))
+		viaRegistry, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		direct, err := exp.Gatherer(context.Background()).Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, got := encode(t, viaRegistry), encode(t, direct)
+		if got != want {
+			t.Errorf("direct exposition differs from the registry's\n--- registry\n%s\n--- direct\n%s", want, got)
+		}
+		if !bytes.Contains([]byte(got), []byte(`localtraffic_blackhole{namespace="kubelings",node="node-1",service="checkout"} 1`)) {
+			t.Errorf("the scenario lost its blackhole: the comparison proves little\n%s", got)
+		}
+	}
+}
+
+func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
