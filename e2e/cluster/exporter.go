@@ -84,12 +84,23 @@ func (n *Node) StartExporter(ctx context.Context, extraArgs ...string) error {
 		}
 	}
 	args := append(append([]string{}, n.c.cfg.ExporterArgs...), extraArgs...)
-	p, err := startProcess(n.c.WorkDir, "exporter-"+n.Name, n.NS, n.c.bins.Exporter, n.exporterArgs(kubeconfig, ExporterPort, args)...)
+	p, err := startProcess(n.c.WorkDir, "exporter-"+n.Name, n.NS, "env", n.exporterCommand(kubeconfig, ExporterPort, args)...)
 	if err != nil {
 		return err
 	}
 	n.exporter = p
 	return nil
+}
+
+// ExporterRuntimeEnv is the Go runtime's settings deploy/base/daemonset.yaml gives the exporter
+// (TestExporterRuntimeEnvIsTheDaemonSets keeps them equal): memory figures measured here are the deployed ones.
+func ExporterRuntimeEnv() []string { return []string{"GOMEMLIMIT=230MiB", "GOGC=25"} }
+
+// exporterCommand is env(1)'s arguments that run the exporter with the DaemonSet's runtime settings and
+// command line.
+func (n *Node) exporterCommand(kubeconfig string, port int, extra []string) []string {
+	cmd := append(ExporterRuntimeEnv(), n.c.bins.Exporter)
+	return append(cmd, n.exporterArgs(kubeconfig, port, extra)...)
 }
 
 // exporterArgs is the exporter's command line as the DaemonSet gives it, listening on port, with extra appended.
@@ -164,7 +175,7 @@ func (n *Node) StartExporterOn(ctx context.Context, port int, extraArgs ...strin
 			return fmt.Errorf("exporter on %s:%d already runs", n.Name, port)
 		}
 	}
-	p, err := startProcess(n.c.WorkDir, fmt.Sprintf("exporter-%s-%d", n.Name, port), n.NS, n.c.bins.Exporter, n.exporterArgs(kubeconfig, port, extraArgs)...)
+	p, err := startProcess(n.c.WorkDir, fmt.Sprintf("exporter-%s-%d", n.Name, port), n.NS, "env", n.exporterCommand(kubeconfig, port, extraArgs)...)
 	if err != nil {
 		n.mu.Unlock()
 		return err
