@@ -56,10 +56,16 @@ func TestSeriesBudgetLive(t *testing.T) {
 				if len(got) > limit {
 					errs = append(errs, fmt.Errorf("%s/%s: %d series on %s, budget %d: %v", ns, svc, len(got), name, limit, got))
 				}
-				t.Logf("%s: %s/%s has %d series (budget %d)", name, ns, svc, len(got), limit)
 			}
 			return errors.Join(errs...)
 		})
+		m, err := c.MetricsOn(ctx, name, defaultsPort)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for svc, limit := range budget {
+			t.Logf("%s: %s/%s has %d series (budget %d): %v", name, ns, svc, len(seriesOf(m, ns, svc)), limit, seriesOf(m, ns, svc))
+		}
 	}
 }
 
