@@ -64,7 +64,7 @@ scale: scale-rules scale-memory
 ## (legacy and nft iptables backends, nftables mode): steady state vs a bare save, detection, CPU per scrape
 ## (TestScaleRules; the suite runs it at 500 Services). Figures: docs/performance.md.
 scale-rules:
-	LT_SCALE_SERVICES=10000 LT_SCALE_BENCHTIME=8x LT_SCALE_CHANGES=5 LT_SCALE_SCRAPES=8 \
+	LT_SCALE_SERVICES=10000 LT_SCALE_BENCHTIME=20x LT_SCALE_CHANGES=5 LT_SCALE_SCRAPES=8 \
 		e2e/run-e2e.sh -run '^TestScaleRules$$' -timeout 90m
 
 ## scale-memory: the exporter's RSS with no Service and 200, 1,000, 2,000 Local Services of 100 remote endpoints

@@ -311,9 +311,7 @@ func TestPluginSchedulerScenarios(t *testing.T) {
 		if _, _, ok := rep.finding("LT104"); !ok {
 			t.Error("live audit no longer flags the spread")
 		}
-		if code, holes, err := p.statusBlackholes(t, ctx, ns, name); err != nil || code != 0 || len(holes) != 0 {
-			t.Errorf("status: exit %d, blackholes %v, %v", code, holes, err)
-		}
+		statusEventuallyClean(t, ctx, p, ns, name, "status clean with one replica per worker")
 	})
 
 	t.Run("maxSurge parks", func(t *testing.T) {
@@ -337,9 +335,20 @@ func TestPluginSchedulerScenarios(t *testing.T) {
 		if _, _, ok := rep.finding("LT105"); !ok {
 			t.Error("live audit no longer flags the surge deadlock")
 		}
-		if code, holes, err := p.statusBlackholes(t, ctx, ns, name); err != nil || code != 0 || len(holes) != 0 {
-			t.Errorf("status while parked: exit %d, blackholes %v, %v", code, holes, err)
+		statusEventuallyClean(t, ctx, p, ns, name, "status clean while parked")
+	})
+}
+
+// statusEventuallyClean waits until kubectl localtraffic status reports no blackhole for ns/name. A pod is
+// Ready a moment before the EndpointSlice controller publishes its endpoint, and status reads the slices.
+func statusEventuallyClean(t *testing.T, ctx context.Context, p plugin, ns, name, what string) {
+	t.Helper()
+	eventually(t, 30*time.Second, what, func() error {
+		code, holes, err := p.statusBlackholes(t, ctx, ns, name)
+		if err != nil || code != 0 || len(holes) != 0 {
+			return fmt.Errorf("status: exit %d, blackholes %v, %v", code, holes, err)
 		}
+		return nil
 	})
 }
 

@@ -36,7 +36,7 @@ import (
 //
 // 500 Services by default (what `make e2e` runs, a minute or two). The full run, 10,000 Services:
 //
-//	cd e2e && LT_SCALE_SERVICES=10000 LT_SCALE_BENCHTIME=8x LT_SCALE_CHANGES=5 LT_SCALE_SCRAPES=8 \
+//	cd e2e && LT_SCALE_SERVICES=10000 LT_SCALE_BENCHTIME=20x LT_SCALE_CHANGES=5 LT_SCALE_SCRAPES=8 \
 //	    go test -run '^TestScaleRules$' -v -timeout 90m .
 //
 // Figures are logged, never asserted (docs/performance.md records them).

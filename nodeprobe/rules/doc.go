@@ -137,7 +137,7 @@
 //   - legacy backend: there is no generation. nat is kept while its
 //     IPT_SO_GET_INFO answer (entry count, blob size, hook entries, underflows;
 //     microseconds) is unchanged, and read again at most every
-//     Options.LegacyVerify (2 min) even when it is: a change that keeps the
+//     Options.LegacyVerify (5 min) even when it is: a change that keeps the
 //     entry count and the size (two rules rewritten to two of the same size in
 //     one sync) is therefore seen within LegacyVerify, every other nat change
 //     on the next read; filter — the drops — is saved every read.

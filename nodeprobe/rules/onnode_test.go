@@ -314,7 +314,7 @@ func BenchmarkOnNode(b *testing.B) {
 		r    Reader
 	}{
 		{"steady", nodeReader(nil)},
-		{"steady-15s", nodeReader(func(o *Options) { o.Now = func() time.Time { return clock } })},
+		{"steady-30s", nodeReader(func(o *Options) { o.Now = func() time.Time { return clock } })},
 		{"full", fullReader()},
 	}
 	for _, rd := range readers {
@@ -330,7 +330,7 @@ func BenchmarkOnNode(b *testing.B) {
 				t0 := time.Now()
 				save(b)
 				saves += time.Since(t0)
-				clock = clock.Add(15 * time.Second)
+				clock = clock.Add(30 * time.Second)
 				b.StartTimer()
 				t1 := time.Now()
 				snap, err := rd.r.Read(ctx)

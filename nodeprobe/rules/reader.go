@@ -41,8 +41,11 @@ type Options struct {
 	// GET_INFO (entry count, size, hooks) is unchanged, and read again at most
 	// this often even when it is: a change that keeps the entry count and the
 	// size — two rules swapped for two of the same size in one sync — is seen
-	// within this bound. 0: 2 min; negative: every read (exact; a nat save
-	// costs about 0.5–1 s at 10,000 Services).
+	// within this bound. 0: 5 min; negative: every read (exact; a nat save
+	// costs about 0.5–1 s at 10,000 Services). 5 min keeps a legacy node's
+	// scrapes at the shipped 30 s interval near 0.2× one bare save on average
+	// (2 min: about 0.3×); such a change needs a compensating one in the same
+	// sync, and filter's drops, the verdict's input, are read every time.
 	LegacyVerify time.Duration
 	// LookPath finds binaries (iptables-legacy-save, …) in PATH, then in /usr/sbin
 	// and /sbin as the kube-proxy image's wrapper does; nil: exec.LookPath. Tests
@@ -72,7 +75,7 @@ func NewReader(opts Options) Reader {
 		opts.DetectTTL = 5 * time.Minute
 	}
 	if opts.LegacyVerify == 0 {
-		opts.LegacyVerify = 2 * time.Minute
+		opts.LegacyVerify = 5 * time.Minute
 	}
 	if opts.LookPath == nil {
 		opts.LookPath = exec.LookPath
