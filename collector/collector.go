@@ -75,9 +75,6 @@ func newMetric(name string, typ prometheus.ValueType, help string, labels ...str
 // FQName is the metric's full name.
 func (m *Metric) FQName() string { return Namespace + "_" + m.Name }
 
-// Desc is the metric's Prometheus descriptor.
-func (m *Metric) Desc() *prometheus.Desc { return m.desc }
-
 // Sink is where a collector sends one scrape's series: with the exporter's descriptors (the node's name
 // built in once, not wrapped onto every series of every scrape), and only the metrics the lists keep.
 type Sink struct {

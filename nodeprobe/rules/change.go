@@ -210,22 +210,10 @@ func parseGenAnswer(b []byte) (gen uint32, done bool, err error) {
 // netfilter_ipv6/ip6_tables.h; the same numbers for both families).
 const (
 	xtSoGetInfo    = 64
-	xtSoGetEntries = 65
 	xtTableMaxName = 32
 	// struct ipt_getinfo: name[32], valid_hooks, hook_entry[5], underflow[5],
 	// num_entries, size.
 	xtGetInfoLen = xtTableMaxName + 4 + 5*4 + 5*4 + 4 + 4
-	// struct ipt_get_entries: name[32], size, then the 8-aligned entry table.
-	xtGetEntriesHdr = 40
-)
-
-// entryLayout: where next_offset and the counters sit in struct ipt_entry /
-// ip6t_entry (after struct ipt_ip / ip6t_ip6, nfcache and target_offset).
-type entryLayout struct{ nextOffset, counters int }
-
-var (
-	ipv4Entry = entryLayout{nextOffset: 90, counters: 96}   // sizeof(ipt_entry) 112
-	ipv6Entry = entryLayout{nextOffset: 142, counters: 152} // sizeof(ip6t_entry) 168
 )
 
 // digestSeed is fixed for the process, so GET_INFO hashes of one table compare equal
@@ -234,24 +222,24 @@ var digestSeed = maphash.MakeSeed()
 
 // legacySocket opens the raw socket the xtables socket options are asked on,
 // in the calling thread's namespace.
-func legacySocket(ipv6 bool, table string) (fd, level int, layout entryLayout, err error) {
+func legacySocket(ipv6 bool, table string) (fd, level int, err error) {
 	if len(table) >= xtTableMaxName {
-		return -1, 0, layout, fmt.Errorf("table name %q too long", table)
+		return -1, 0, fmt.Errorf("table name %q too long", table)
 	}
-	domain, level, layout := unix.AF_INET, unix.IPPROTO_IP, ipv4Entry
+	domain, level := unix.AF_INET, unix.IPPROTO_IP
 	if ipv6 {
-		domain, level, layout = unix.AF_INET6, unix.IPPROTO_IPV6, ipv6Entry
+		domain, level = unix.AF_INET6, unix.IPPROTO_IPV6
 	}
 	fd, err = unix.Socket(domain, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
 	if err != nil {
-		return -1, 0, layout, fmt.Errorf("raw socket for legacy table %s: %w", table, err)
+		return -1, 0, fmt.Errorf("raw socket for legacy table %s: %w", table, err)
 	}
-	return fd, level, layout, nil
+	return fd, level, nil
 }
 
 // legacyInfo hashes a legacy table's GET_INFO answer.
 func legacyInfo(_ context.Context, ipv6 bool, table string) (uint64, error) {
-	fd, level, _, err := legacySocket(ipv6, table)
+	fd, level, err := legacySocket(ipv6, table)
 	if err != nil {
 		return 0, err
 	}

@@ -142,7 +142,11 @@ func (n NetnsRunner) wholeTableDigest(ctx context.Context, ipv6 bool, table stri
 // BenchmarkMemory's before/after figure.
 func wholeTableDigest(ctx context.Context, ipv6 bool, table string) (uint64, error) {
 	var sum uint64
-	fd, level, layout, err := legacySocket(ipv6, table)
+	fd, level, err := legacySocket(ipv6, table)
+	layout := ipv4Entry
+	if ipv6 {
+		layout = ipv6Entry
+	}
 	if err != nil {
 		return sum, err
 	}
@@ -190,3 +194,20 @@ func wholeTableDigest(ctx context.Context, ipv6 bool, table string) (uint64, err
 		return h.Sum64(), nil
 	}
 }
+
+// The old digest's kernel layouts (linux/netfilter_ipv4/ip_tables.h, netfilter_ipv6/ip6_tables.h; the
+// same numbers for both families): only this "before" measurement still copies the entry table.
+const (
+	xtSoGetEntries = 65
+	// struct ipt_get_entries: name[32], size, then the 8-aligned entry table.
+	xtGetEntriesHdr = 40
+)
+
+// entryLayout: where next_offset and the counters sit in struct ipt_entry /
+// ip6t_entry (after struct ipt_ip / ip6t_ip6, nfcache and target_offset).
+type entryLayout struct{ nextOffset, counters int }
+
+var (
+	ipv4Entry = entryLayout{nextOffset: 90, counters: 96}   // sizeof(ipt_entry) 112
+	ipv6Entry = entryLayout{nextOffset: 142, counters: 152} // sizeof(ip6t_entry) 168
+)
