@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
+	"github.com/localtraffic/localtraffic-exporter/e2e/leak"
 	"github.com/localtraffic/localtraffic-exporter/e2e/netns"
 )
 
@@ -42,10 +43,15 @@ const (
 	soakChangeEvery  = 200 * time.Millisecond // five API changes a second
 	soakScrapers     = 4
 	soakScrapeHeader = "10" // Prometheus' scrape timeout: no scrape may take longer
+	// At rest after the soak, goroutines and open files are back to their baseline but for these: a few come
+	// and go with the informers' watches.
+	soakGoroutineSlack = 5
+	soakFDSlack        = 3
 )
 
-// selfStats is one exporter's own process state, from its /metrics.
-type selfStats struct{ goroutines, fds, rss float64 }
+// selfStats is one exporter's own process state, from its /metrics. heapGoal is the Go runtime's next GC
+// target: the heap live at the last collection plus GOGC's margin, which follows what the process retains.
+type selfStats struct{ goroutines, fds, rss, heapGoal float64 }
 
 func readSelf(ctx context.Context, c *cluster.Cluster, node string) (selfStats, error) {
 	m, err := c.Metrics(ctx, node)
@@ -54,7 +60,7 @@ func readSelf(ctx context.Context, c *cluster.Cluster, node string) (selfStats, 
 	}
 	var s selfStats
 	for name, dst := range map[string]*float64{"go_goroutines": &s.goroutines, "process_open_fds": &s.fds,
-		"process_resident_memory_bytes": &s.rss} {
+		"process_resident_memory_bytes": &s.rss, "go_memstats_next_gc_bytes": &s.heapGoal} {
 		v, ok, err := m.Value(name, cluster.Labels{"node": node})
 		if err != nil || !ok {
 			return s, fmt.Errorf("%s on %s: present %v, %v", name, node, ok, err)
@@ -149,8 +155,9 @@ func (s *soakScrapeStats) add(took time.Duration, err error, detail string) {
 // and EndpointSlice churn (five changes a second over 200 Services), a kube-proxy restart every few minutes,
 // one kube-apiserver restart, scrapes every second from four clients on every node, and hostile peers on three
 // health check node ports of node-1. It asserts that the exporters' goroutines and open file descriptors return
-// to their baseline once the load stops, that RSS grew less than 10 % after warm-up, that no scrape failed or
-// took longer than Prometheus' timeout, and that at every checkpoint every node's verdict matches real traffic.
+// to their baseline once the load stops, that none of heap, RSS, goroutines and open files grew over the run
+// (package leak: a fitted trend over a sample a second, not two readings), that no scrape failed or took
+// longer than Prometheus' timeout, and that at every checkpoint every node's verdict matches real traffic.
 func TestSoak(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := testContext(t)
@@ -300,31 +307,54 @@ func TestSoak(t *testing.T) {
 			}()
 		}
 	}
-	// atRest pauses the load, lets in-flight work end, and reads every exporter's own state.
-	atRest := func(what string) map[string]selfStats {
+	// atRest pauses the load and reads every exporter's own state once in-flight work has ended: with base
+	// nil, after the 10 s scrape timeout and the 5 s probe timeout have passed; with a baseline, as soon as
+	// goroutines and open files are back to it (a few come and go with the informers' watches: the slack is
+	// that, not growth), or at the deadline, the reading the assertions below then fail on.
+	atRest := func(what string, base map[string]selfStats) map[string]selfStats {
 		paused.Store(true)
 		defer paused.Store(false)
 		time.Sleep(12 * time.Second) // scrapes in flight end within their 10 s timeout; probes within 5 s
 		for _, tr := range transports {
 			tr.CloseIdleConnections()
 		}
-		time.Sleep(time.Second)
 		out := map[string]selfStats{}
-		for _, n := range nodes {
-			s, err := readSelf(ctx, c, n.Name)
-			if err != nil {
-				t.Fatalf("%s: %v", what, err)
+		_ = cluster.Eventually(ctx, time.Minute, time.Second, func() error {
+			var errs []error
+			for _, n := range nodes {
+				s, err := readSelf(ctx, c, n.Name)
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				out[n.Name] = s
+				if b, ok := base[n.Name]; ok && (s.goroutines > b.goroutines+soakGoroutineSlack || s.fds > b.fds+soakFDSlack) {
+					errs = append(errs, fmt.Errorf("%s not back to its baseline", n.Name))
+				}
 			}
-			out[n.Name] = s
-			t.Logf("%s: %s: %.0f goroutines, %.0f fds, RSS %.1f MiB", what, n.Name, s.goroutines, s.fds, s.rss/(1<<20))
+			return errors.Join(errs...)
+		})
+		for _, n := range nodes {
+			s, ok := out[n.Name]
+			if !ok {
+				t.Fatalf("%s: %s: no reading of the exporter's own metrics", what, n.Name)
+			}
+			t.Logf("%s: %s: %.0f goroutines, %.0f fds, RSS %.1f MiB, heap goal %.1f MiB", what, n.Name, s.goroutines, s.fds,
+				s.rss/(1<<20), s.heapGoal/(1<<20))
 		}
 		return out
 	}
 
 	start := time.Now()
 	time.Sleep(warmup)
-	base := atRest("baseline after warm-up")
+	base := atRest("baseline after warm-up", nil)
 	maxRSS := map[string]float64{}
+	// Every second under load, each exporter's own state: the leak checks judge the trend of these.
+	samples := map[string]map[string][]leak.Sample{}
+	for _, n := range nodes {
+		samples[n.Name] = map[string][]leak.Sample{}
+	}
+	sampled := time.Now()
 
 	checkpoint := 0
 	nextCheckpoint := time.Now().Add(checkpointEvery)
@@ -335,6 +365,10 @@ func TestSoak(t *testing.T) {
 		for _, n := range nodes {
 			if s, err := readSelf(ctx, c, n.Name); err == nil {
 				maxRSS[n.Name] = max(maxRSS[n.Name], s.rss)
+				at := time.Since(sampled)
+				for name, v := range map[string]float64{"heap": s.heapGoal, "rss": s.rss, "goroutines": s.goroutines, "fds": s.fds} {
+					samples[n.Name][name] = append(samples[n.Name][name], leak.Sample{At: at, Value: v})
+				}
 			}
 		}
 		switch {
@@ -367,7 +401,7 @@ func TestSoak(t *testing.T) {
 	}
 	checkpoint++
 	soakCheckpoint(t, c, probe, probePods, nodes[checkpoint%len(nodes)].Name)
-	final := atRest("at rest after the soak")
+	final := atRest("at rest after the soak", base)
 	stopLoad()
 	load.Wait()
 
@@ -390,15 +424,27 @@ func TestSoak(t *testing.T) {
 	sort.Strings(names)
 	for _, name := range names {
 		b, f := base[name], final[name]
-		// A few goroutines and descriptors come and go with the informers' watches: the slack is that, not growth.
-		if f.goroutines > b.goroutines+5 {
+		if f.goroutines > b.goroutines+soakGoroutineSlack {
 			t.Errorf("%s: %.0f goroutines at rest after the soak, %.0f after warm-up", name, f.goroutines, b.goroutines)
 		}
-		if f.fds > b.fds+3 {
+		if f.fds > b.fds+soakFDSlack {
 			t.Errorf("%s: %.0f open fds at rest after the soak, %.0f after warm-up", name, f.fds, b.fds)
 		}
-		if growth := (f.rss - b.rss) / b.rss; growth >= 0.10 {
-			t.Errorf("%s: RSS grew %.1f %% after warm-up (%.1f → %.1f MiB)", name, 100*growth, b.rss/(1<<20), f.rss/(1<<20))
+		// Under load, the trend of each resource over the run (package leak: growth in both halves of the run,
+		// not the difference between two readings).
+		for _, j := range []struct {
+			resource string
+			bound    leak.Bound
+		}{{"heap", leak.HeapBound()}, {"rss", leak.RSSBound()}, {"goroutines", leak.GoroutineBound()}, {"fds", leak.FDBound()}} {
+			v, err := leak.Judge(name+" "+j.resource, samples[name][j.resource], j.bound)
+			switch {
+			case err != nil:
+				t.Errorf("leak check: %v", err)
+			case v.Leak:
+				t.Errorf("leak check: %s", v)
+			default:
+				t.Logf("leak check: %s", v)
+			}
 		}
 		t.Logf("%s: goroutines %.0f → %.0f, fds %.0f → %.0f, RSS %.1f → %.1f MiB (peak %.1f MiB)", name,
 			b.goroutines, f.goroutines, b.fds, f.fds, b.rss/(1<<20), f.rss/(1<<20), maxRSS[name]/(1<<20))
