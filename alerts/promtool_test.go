@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// promtool returns the pinned promtool, installing it with install-tools.sh when it is missing (a cached
+// promtool returns the pinned promtool, installing it with scripts/install-deps.sh when it is missing (a cached
 // build: the first run takes a few minutes, later ones none). $PROMTOOL overrides.
 func promtool(t *testing.T) string {
 	t.Helper()
@@ -16,9 +16,9 @@ func promtool(t *testing.T) string {
 		return p
 	}
 	root := repoRoot(t)
-	cmd := exec.Command(filepath.Join(root, "alerts", "install-tools.sh"), "promtool")
+	cmd := exec.Command(filepath.Join(root, "scripts", "install-deps.sh"), "promtool")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("alerts/install-tools.sh promtool: %v\n%s", err, out)
+		t.Fatalf("scripts/install-deps.sh promtool: %v\n%s", err, out)
 	}
 	bin := os.Getenv("LT_TOOLS_BIN")
 	if bin == "" {

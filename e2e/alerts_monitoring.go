@@ -26,17 +26,19 @@ import (
 // hostNetwork DaemonSet does) and the apiserver (service discovery), like a monitoring server outside the
 // cluster would. Both listen on 127.0.0.1 inside that namespace only.
 
-// monitoringTools are the binaries alerts/install-tools.sh installs.
+// monitoringTools are Prometheus (scripts/install-deps.sh prometheus) and Debian's Alertmanager
+// (scripts/install-deps.sh packages).
 type monitoringTools struct {
 	Prometheus, Alertmanager string
 }
 
-// installMonitoringTools runs alerts/install-tools.sh (idempotent; the first run builds Prometheus from the Go
-// module proxy, a few minutes) and returns the binaries. $LT_TOOLS_BIN moves the cache like the script does.
+// installMonitoringTools runs scripts/install-deps.sh prometheus (idempotent; the first run builds Prometheus
+// from the Go module proxy, a few minutes) and returns the binaries. $LT_TOOLS_BIN moves the cache like the
+// script does.
 func installMonitoringTools(ctx context.Context, repo string) (monitoringTools, error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(repo, "alerts", "install-tools.sh"), "prometheus", "alertmanager")
+	cmd := exec.CommandContext(ctx, filepath.Join(repo, "scripts", "install-deps.sh"), "prometheus")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return monitoringTools{}, fmt.Errorf("alerts/install-tools.sh prometheus alertmanager: %w\n%s", err, out)
+		return monitoringTools{}, fmt.Errorf("scripts/install-deps.sh prometheus: %w\n%s", err, out)
 	}
 	bin := os.Getenv("LT_TOOLS_BIN")
 	if bin == "" {
@@ -44,7 +46,7 @@ func installMonitoringTools(ctx context.Context, repo string) (monitoringTools, 
 	}
 	am, err := exec.LookPath("prometheus-alertmanager")
 	if err != nil {
-		return monitoringTools{}, fmt.Errorf("alertmanager: %w", err)
+		return monitoringTools{}, fmt.Errorf("alertmanager (scripts/install-deps.sh packages installs it): %w", err)
 	}
 	return monitoringTools{Prometheus: filepath.Join(bin, "prometheus"), Alertmanager: am}, nil
 }

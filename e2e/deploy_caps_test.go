@@ -73,7 +73,7 @@ func TestDeployCapabilitiesAreNeededAndEnough(t *testing.T) {
 		mark string
 	}{"setpriv", nil, ""}) {
 		if _, err := exec.LookPath(d.name); err != nil {
-			t.Fatalf("%s not installed (run e2e/install-deps.sh, or e2e/run-e2e.sh which calls it): %v", d.name, err)
+			t.Fatalf("%s not installed (run scripts/install-deps.sh packages, or e2e/run-e2e.sh which calls it): %v", d.name, err)
 		}
 	}
 	caps := shippedContainerSecurity(t).Capabilities.Add

@@ -23,7 +23,7 @@ func chromium(t *testing.T, ctx context.Context, url, png string) string {
 	t.Helper()
 	bin, err := exec.LookPath("chromium")
 	if err != nil {
-		t.Fatalf("chromium not installed (e2e/install-deps.sh installs it): %v", err)
+		t.Fatalf("chromium not installed (scripts/install-deps.sh packages installs it): %v", err)
 	}
 	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
 		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",

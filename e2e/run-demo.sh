@@ -11,7 +11,7 @@ if [[ $(id -u) -ne 0 ]]; then
 	echo "demo: needs root for network namespaces (try: sudo make demo)" >&2
 	exit 1
 fi
-"$here/install-deps.sh"
+"$here/../scripts/install-deps.sh" packages
 echo "==> Building etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy, kubectl (cached after the first run)" >&2
 LT_E2E_BIN_DIR="$("$here/build-bins.sh")"
 export LT_E2E_BIN_DIR

@@ -8,7 +8,7 @@ command -v go >/dev/null 2>&1 || export PATH="$PATH:/usr/local/go/bin"
 here="$(cd "$(dirname "$0")" && pwd)"
 export PATH="$PATH:/usr/sbin:/sbin"
 if [[ $(id -u) -eq 0 ]]; then
-	"$here/install-deps.sh"
+	"$here/../scripts/install-deps.sh" packages
 	LT_E2E_BIN_DIR="$("$here/build-bins.sh")"
 	export LT_E2E_BIN_DIR
 fi

@@ -271,7 +271,7 @@ func TestGoldenRulesMismatch(t *testing.T) {
 }
 
 // promtoolCheck lints the exposition with `promtool check metrics`, the Prometheus project's own linter.
-// make test installs promtool (alerts/install-tools.sh) and passes its path in PROMTOOL.
+// make test installs promtool (scripts/install-deps.sh) and passes its path in PROMTOOL.
 func promtoolCheck(t *testing.T, body string) {
 	t.Helper()
 	promtool := os.Getenv("PROMTOOL")
@@ -284,9 +284,9 @@ func promtoolCheck(t *testing.T, body string) {
 	}
 	if _, err := os.Stat(promtool); err != nil {
 		if os.Getenv("CI") != "" {
-			t.Fatalf("promtool not found (%v); make test installs it with alerts/install-tools.sh promtool", err)
+			t.Fatalf("promtool not found (%v); make test installs it with scripts/install-deps.sh promtool", err)
 		}
-		t.Skipf("promtool not installed here (alerts/install-tools.sh promtool installs it; make test and CI do): %v", err)
+		t.Skipf("promtool not installed here (scripts/install-deps.sh promtool installs it; make test and CI do): %v", err)
 	}
 	cmd := exec.Command(promtool, "check", "metrics")
 	cmd.Stdin = strings.NewReader(body)

@@ -44,7 +44,7 @@ type options struct {
 
 func run() int {
 	var o options
-	flag.StringVar(&o.prometheus, "prometheus", "", "the prometheus binary (alerts/install-tools.sh prometheus installs one in .tools/bin)")
+	flag.StringVar(&o.prometheus, "prometheus", "", "the prometheus binary (scripts/install-deps.sh prometheus installs one in .tools/bin)")
 	flag.IntVar(&o.nodes, "nodes", 100, "emulated nodes (one scrape target each)")
 	flag.IntVar(&o.services, "services", 500, "Local Services every node reports")
 	flag.IntVar(&o.loadBalancerPercent, "lb-percent", 40, "percent of the Services that are LoadBalancers with a health check node port (the rest NodePort)")
