@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"sort"
 	"strconv"
 	"testing"
 	"time"
@@ -103,8 +104,9 @@ func measureExporter(tb testing.TB, c *cluster.Cluster, want int) (view, scraped
 }
 
 // sampleExporter waits until the running exporter (started at start) has synced — /readyz, which scrapes
-// nothing — samples its memory then (the view alone: no scrape has run yet), checks that a scrape shows want
-// Services, lets it settle for settleScrapes scrapes and samples again.
+// nothing — samples its memory then (the view alone: no scrape has run yet; the median of procReadings
+// readings), checks that a scrape shows want Services, and samples again over settleScrapes scrapes (the
+// median reading of the second half).
 func sampleExporter(tb testing.TB, c *cluster.Cluster, want int, start time.Time) (view, scraped memorySample) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -130,14 +132,25 @@ func sampleExporter(tb testing.TB, c *cluster.Cluster, want int, start time.Time
 		tb.Fatalf("exporter with %d Services never ready: %v\n%s", want, err, c.LogTail("exporter-"+n.Name, 2000))
 	}
 	view.syncTime = time.Since(start)
-	// The exporter frees the initial lists' garbage right after the sync; give it a moment.
-	time.Sleep(2 * time.Second)
-	readProc(tb, n, &view)
+	// The view alone: the median of several readings over a few seconds (the exporter frees the initial lists'
+	// garbage right after the sync, and one reading of a Go process's RSS is as noisy as its GC's last cycle).
+	var readings []memorySample
+	for i := range procReadings {
+		if i > 0 {
+			time.Sleep(500 * time.Millisecond)
+		}
+		var r memorySample
+		readProc(tb, n, &r)
+		readings = append(readings, r)
+	}
+	view = medianRSS(readings, view)
 	err = cluster.Eventually(ctx, time.Minute, 500*time.Millisecond, func() error { return showsServices(ctx, c, n.Name, want) })
 	if err != nil {
 		tb.Fatalf("exporter with %d Services: %v\n%s", want, err, c.LogTail("exporter-"+n.Name, 2000))
 	}
+	// After the settling scrapes: the median reading of the second half of them.
 	var m cluster.Metrics
+	readings = readings[:0]
 	for i := range settleScrapes {
 		if i > 0 {
 			time.Sleep(time.Second)
@@ -145,9 +158,13 @@ func sampleExporter(tb testing.TB, c *cluster.Cluster, want int, start time.Time
 		if m, err = c.Metrics(ctx, n.Name); err != nil {
 			tb.Fatal(err)
 		}
+		if i >= settleScrapes/2 {
+			var r memorySample
+			readProc(tb, n, &r)
+			readings = append(readings, r)
+		}
 	}
-	scraped.syncTime = view.syncTime
-	readProc(tb, n, &scraped)
+	scraped = medianRSS(readings, memorySample{syncTime: view.syncTime})
 	for name, dst := range map[string]*float64{
 		"go_memstats_heap_inuse_bytes": &scraped.heapInuse, "go_memstats_heap_alloc_bytes": &scraped.heapAlloc,
 		"go_memstats_sys_bytes": &scraped.goSys, "go_memstats_next_gc_bytes": &scraped.nextGC,
@@ -172,6 +189,19 @@ func showsServices(ctx context.Context, c *cluster.Cluster, node string, want in
 		return fmt.Errorf("scrape shows %d Services, want %d", got, want)
 	}
 	return nil
+}
+
+// procReadings is how many /proc readings, half a second apart, make the view's sample.
+const procReadings = 7
+
+// medianRSS returns into's copy with the /proc figures of the reading whose RSS is the median of readings:
+// what the sample asserts on is then not one GC cycle's accident.
+func medianRSS(readings []memorySample, into memorySample) memorySample {
+	sorted := append([]memorySample(nil), readings...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].rss < sorted[j].rss })
+	m := sorted[len(sorted)/2]
+	into.rss, into.hwm, into.anon, into.file = m.rss, m.hwm, m.anon, m.file
+	return into
 }
 
 // readProc fills s from the exporter's /proc/<pid>/status.

@@ -6,12 +6,17 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
 // sharedRead on its own: it shares one call, keeps what keep accepts for ttl,
-// and knows nothing of what it runs.
-func TestSharedRead(t *testing.T) {
+// and knows nothing of what it runs. In a synctest bubble, synctest.Wait returns
+// once every caller is blocked: "all ten joined the one call" and "the waiter
+// is waiting" are then facts the test asserts, not what a sleep hoped for.
+func TestSharedRead(t *testing.T) { synctest.Test(t, testSharedRead) }
+
+func testSharedRead(t *testing.T) {
 	now := time.Unix(0, 0)
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
@@ -37,10 +42,10 @@ func TestSharedRead(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); got[i], _ = s.Do(context.Background(), fn) }()
 	}
-	for calls.Load() == 0 {
-		time.Sleep(time.Millisecond)
+	synctest.Wait()
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("%d calls in flight for 10 concurrent callers, want 1", n)
 	}
-	time.Sleep(10 * time.Millisecond)
 	close(release)
 	wg.Wait()
 	for i, v := range got {
@@ -77,12 +82,13 @@ func TestSharedRead(t *testing.T) {
 	leaderCtx, cancel := context.WithCancel(context.Background())
 	leaderErr := make(chan error, 1)
 	go func() { _, err := s.Do(leaderCtx, slow); leaderErr <- err }()
-	for runs.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	synctest.Wait()
 	waiter := make(chan int, 1)
 	go func() { v, _ := s.Do(context.Background(), slow); waiter <- v }()
-	time.Sleep(10 * time.Millisecond)
+	synctest.Wait()
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("%d runs while the waiter waits, want the leader's 1", n)
+	}
 	cancel()
 	if err := <-leaderErr; !errors.Is(err, context.Canceled) {
 		t.Fatalf("leader: %v", err)

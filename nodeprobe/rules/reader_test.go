@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -522,8 +523,12 @@ func TestCacheTTL(t *testing.T) {
 }
 
 // A waiting scrape whose own context is alive retries when the leader's
-// context ended the shared read.
-func TestLeaderCancelled(t *testing.T) {
+// context ended the shared read. In a synctest bubble synctest.Wait returns once
+// the leader is blocked inside its command and the follower waits for it: the
+// order the test asserts is a fact, not what a sleep hoped for.
+func TestLeaderCancelled(t *testing.T) { synctest.Test(t, testLeaderCancelled) }
+
+func testLeaderCancelled(t *testing.T) {
 	f := iptablesNode(t, BackendNFT)
 	f.block = make(chan struct{})
 	r := NewReader(Options{Mode: ModeIPTables, Runner: f, LookPath: anyPath})
@@ -533,19 +538,20 @@ func TestLeaderCancelled(t *testing.T) {
 		_, err := r.Read(leaderCtx)
 		leaderDone <- err
 	}()
-	// Wait until the leader is inside a command.
-	for deadline := time.Now().Add(5 * time.Second); len(f.ran("")) == 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("leader never ran a command")
-		}
-		time.Sleep(time.Millisecond)
+	synctest.Wait() // the leader is inside a command
+	if len(f.ran("")) == 0 {
+		t.Fatal("leader never ran a command")
 	}
+	ran := len(f.ran(""))
 	followerDone := make(chan error, 1)
 	go func() {
 		_, err := r.Read(context.Background())
 		followerDone <- err
 	}()
-	time.Sleep(20 * time.Millisecond)
+	synctest.Wait() // the follower waits for the leader's read
+	if n := len(f.ran("")); n != ran {
+		t.Fatalf("the follower ran %d commands of its own while the leader's read was in flight", n-ran)
+	}
 	cancel()
 	if err := <-leaderDone; !errors.Is(err, context.Canceled) {
 		t.Fatalf("leader err %v, want context.Canceled", err)
