@@ -1,7 +1,18 @@
 #!/usr/bin/env bash
-# run-e2e.sh runs the end-to-end suite: installs host tools, builds the pinned cluster binaries (cached under
-# e2e/.cache) and the exporter, then `go test` in the e2e module. Extra arguments go to go test (e.g. -run Drill).
-# Must run as root (network namespaces); as another user the tests skip and say why.
+# run-e2e.sh runs the end-to-end suite: installs host packages, builds the pinned cluster binaries (cached under
+# e2e/.cache) and the exporter, then the tests of the e2e module. Must run as root (network namespaces); as
+# another user the cluster tests skip and say why.
+#
+#   e2e/run-e2e.sh                      # the whole suite, in two shards side by side (below)
+#   e2e/run-e2e.sh -run '^TestSoak$'    # arguments go to one plain `go test ./...` (no shards)
+#
+# The suite's tests share clusters that are expensive to start, and run one after another within a cluster
+# (package e2e's doc). They spend most of their time waiting — for kube-proxy to sync, for a blackholed
+# request to time out, for an alert's `for:` — so the whole suite runs as two processes of one test binary at
+# once: the tests of the cluster with controllers (kube-controller-manager, kube-scheduler, node agents) and the
+# scale tests, which bring clusters of their own, in one; the shared cluster's tests in the other. A test that
+# calls controllerCluster belongs to the first (controllerShard below; TestShardsCoverControllerTests keeps
+# the list whole). Each shard's lines are prefixed with its name as they come.
 set -euo pipefail
 # sudo's secure_path drops Go's usual install directory.
 command -v go >/dev/null 2>&1 || export PATH="$PATH:/usr/local/go/bin"
@@ -13,4 +24,32 @@ if [[ $(id -u) -eq 0 ]]; then
 	export LT_E2E_BIN_DIR
 fi
 cd "$here"
-exec go test -count=1 -timeout 50m -v "$@" ./...
+timeout=50m
+if (($#)); then
+	exec go test -count=1 -timeout "$timeout" -v "$@" ./...
+fi
+
+# controllerShard: every test of the controllers' cluster, and the scale tests (clusters of their own).
+controllerShard='^(TestDrillLive|TestNodeAgentReadinessOnDemand|TestPluginDrill|TestPluginSchedulerScenarios|TestSchedulerSpreadWithoutHonor|TestSchedulerMaxSurgeParks|TestDrainLastReplica|TestScaleDown6To2|TestDaemonSetRollingUpdate|TestScaleRules|TestScaleMemory|TestScaleAPILoad)$'
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+# The other packages first (the harness, the leak checker, netns, the node agent, the drill): small.
+mapfile -t others < <(go list ./... | grep -v '/e2e$')
+go test -count=1 -timeout "$timeout" "${others[@]}"
+go test -c -o "$work/e2e.test" .
+
+shard() { # shard <name> <test binary flags...>: runs in the background, lines prefixed
+	local name="$1"
+	shift
+	("$work/e2e.test" -test.count=1 -test.timeout "$timeout" -test.v "$@" 2>&1 | sed -u "s/^/[$name] /"
+		exit "${PIPESTATUS[0]}") &
+}
+shard controllers -test.run "$controllerShard"
+controllers=$!
+shard shared -test.skip "$controllerShard"
+shared=$!
+rc=0
+wait "$controllers" || { rc=1; echo "run-e2e: the controllers shard failed" >&2; }
+wait "$shared" || { rc=1; echo "run-e2e: the shared shard failed" >&2; }
+exit "$rc"
