@@ -3,7 +3,8 @@
 //
 // Tests in this package share one cluster (starting it costs a minute of CPU): call sharedCluster(t). A test
 // that changes a node (stops kube-proxy, deletes the Node …) must restore it before it returns, and every test
-// uses Kubernetes namespaces and Services of its own. Tests run one after another (no t.Parallel).
+// uses Kubernetes namespaces and Services of its own. Tests run one after another (no t.Parallel); run-e2e.sh
+// runs the tests of the other clusters (controllers, scale) in a second process beside them.
 package e2e
 
 import (
