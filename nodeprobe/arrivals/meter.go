@@ -13,8 +13,8 @@ import (
 type Meter struct {
 	cfg Config
 
-	// mu guards everything below. The receive loop holds it while it counts one ring block (at most
-	// BlockSize bytes of packets), so Snapshot and Watch wait at most that long.
+	// mu guards everything below. The receive loop holds it while it counts a batch of packets (lockBatch),
+	// so Snapshot and Watch wait at most that long.
 	mu      sync.Mutex
 	status  Status
 	err     error
@@ -34,6 +34,29 @@ type Meter struct {
 type famState struct {
 	level             FilterLevel
 	received, dropped uint64
+	shed              uint64
+}
+
+// budget is a token bucket of packets: rate per second, at most a tenth of a second's worth saved up. It
+// may go into debt by one block, so a block larger than the burst still passes when the bucket is full.
+type budget struct {
+	rate, tokens float64
+	last         time.Time
+}
+
+func newBudget(rate int, now time.Time) budget {
+	return budget{rate: float64(rate), tokens: float64(rate) / 10, last: now}
+}
+
+// take reports whether n more packets may be counted at now.
+func (b *budget) take(n int, now time.Time) bool {
+	b.tokens = min(b.rate/10, b.tokens+now.Sub(b.last).Seconds()*b.rate)
+	b.last = now
+	if b.tokens <= 0 {
+		return false
+	}
+	b.tokens -= float64(n)
+	return true
 }
 
 var familyNames = [2]string{"IPv4", "IPv6"}
@@ -83,7 +106,7 @@ func (m *Meter) Watch(w Watch) error {
 	}
 	m.tally.setWatch(nw, time.Now())
 	m.watched = true
-	if m.status != StatusOK {
+	if m.status != StatusOK || m.sys == nil {
 		return nil
 	}
 	for i := range m.fams {
@@ -111,7 +134,7 @@ func (m *Meter) failLocked(err error) {
 	m.cfg.Logger.Warn("arrivals meter failed: nothing is observed from now on", "err", err)
 }
 
-// Snapshot copies the counts. It never waits for packets: at most for the counting of one ring block.
+// Snapshot copies the counts. It never waits for packets: at most for the counting of one batch of them.
 func (m *Meter) Snapshot() Snapshot {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -129,7 +152,7 @@ func (m *Meter) Snapshot() Snapshot {
 		}
 	}
 	for i, f := range m.fams {
-		s.Families[i] = FamilyStats{Family: familyNames[i], Filter: f.level, Received: f.received, Dropped: f.dropped}
+		s.Families[i] = FamilyStats{Family: familyNames[i], Filter: f.level, Received: f.received, Dropped: f.dropped, Shed: f.shed}
 	}
 	m.tally.fill(&s)
 	return s

@@ -3,6 +3,7 @@ package arrivals
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -67,6 +68,9 @@ func (o *osMeter) close() {
 	}
 }
 
+// lockBatch is how many packets the reader counts per hold of m.mu.
+const lockBatch = 128
+
 // run reads both rings until stop: every block the kernel has handed over is counted and given back, then
 // the loop sleeps in poll(2) until a block is ready (full, or BlockTimeout after its first packet) or stop.
 func (m *Meter) run() {
@@ -77,14 +81,31 @@ func (m *Meter) run() {
 		{Fd: int32(o.rings[1].fd), Events: unix.POLLIN},
 		{Fd: int32(o.wake), Events: unix.POLLIN},
 	}
+	budgets := [2]budget{newBudget(m.cfg.MaxPacketRate, time.Now()), newBudget(m.cfg.MaxPacketRate, time.Now())}
 	for {
 		if m.gate != nil {
 			m.gate()
 		}
 		for fam, r := range o.rings {
 			for b := r.ready(); b != nil; b = r.ready() {
+				if n := blockPackets(b); !budgets[fam].take(n, time.Now()) {
+					m.mu.Lock()
+					m.fams[fam].shed += uint64(n)
+					m.mu.Unlock()
+					r.release(b)
+					continue
+				}
 				m.mu.Lock()
-				walkBlock(b, func(data []byte, at int64) { m.countPacket(fam, data, at) })
+				n := 0
+				walkBlock(b, func(data []byte, at int64) {
+					m.countPacket(fam, data, at)
+					// A full block under a flood is about 900 packets: let a waiting Snapshot in between
+					// batches, so a scrape waits for a batch, not a block.
+					if n++; n%lockBatch == 0 {
+						m.mu.Unlock()
+						m.mu.Lock()
+					}
+				})
 				m.mu.Unlock()
 				r.release(b)
 			}

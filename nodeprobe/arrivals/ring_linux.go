@@ -130,6 +130,9 @@ func (r *ring) release(b []byte) {
 	r.cur = (r.cur + 1) % r.blocks
 }
 
+// blockPackets is the number of packets in a TPACKET_V3 block.
+func blockPackets(b []byte) int { return int(blockHeader(b).Num_pkts) }
+
 // walkBlock calls fn with each packet of a TPACKET_V3 block (from its network header: SOCK_DGRAM) and its
 // kernel receive time in unix nanoseconds. It stops at the first frame that does not fit in the block.
 func walkBlock(b []byte, fn func(data []byte, at int64)) {

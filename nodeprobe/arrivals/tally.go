@@ -12,11 +12,12 @@ type tally struct {
 	cfg   Config
 	watch Watch
 
-	dests    []destCount
-	destIdx  map[Dest]int
-	checks   []checkCount
-	checkIdx map[Dest]int
-	node     map[netip.Addr]struct{}
+	dests  []destCount
+	checks []checkCount
+	// idx maps a destination to its index in dests (≥ 0) or in checks (-1-index): one lookup per packet.
+	idx map[Dest]int
+	// node is Watch.NodeAddrs: a few addresses, compared in a loop.
+	node []netip.Addr
 
 	fam [2]famCount // IPv4, IPv6
 }
@@ -63,35 +64,30 @@ type sourceCount struct {
 }
 
 func newTally(cfg Config) *tally {
-	return &tally{cfg: cfg, destIdx: map[Dest]int{}, checkIdx: map[Dest]int{}, node: map[netip.Addr]struct{}{}}
+	return &tally{cfg: cfg, idx: map[Dest]int{}}
 }
 
 // setWatch switches to w (normalised), keeping the counts of destinations watched before and after.
 func (t *tally) setWatch(w Watch, now time.Time) {
 	nowNs := now.UnixNano()
+	idx := make(map[Dest]int, len(w.Dests)+len(w.HealthChecks))
 	dests := make([]destCount, len(w.Dests))
-	destIdx := make(map[Dest]int, len(w.Dests))
 	for i, d := range w.Dests {
 		dests[i] = destCount{dest: d, runCount: runCount{watchedSince: nowNs}}
-		if j, ok := t.destIdx[d]; ok {
+		if j, ok := t.idx[d]; ok && j >= 0 {
 			dests[i] = t.dests[j]
 		}
-		destIdx[d] = i
+		idx[d] = i
 	}
 	checks := make([]checkCount, len(w.HealthChecks))
-	checkIdx := make(map[Dest]int, len(w.HealthChecks))
 	for i, d := range w.HealthChecks {
 		checks[i] = checkCount{dest: d, runCount: runCount{watchedSince: nowNs}}
-		if j, ok := t.checkIdx[d]; ok {
-			checks[i] = t.checks[j]
+		if j, ok := t.idx[d]; ok && j < 0 {
+			checks[i] = t.checks[-1-j]
 		}
-		checkIdx[d] = i
+		idx[d] = -1 - i
 	}
-	node := make(map[netip.Addr]struct{}, len(w.NodeAddrs))
-	for _, a := range w.NodeAddrs {
-		node[a] = struct{}{}
-	}
-	t.watch, t.dests, t.destIdx, t.checks, t.checkIdx, t.node = w, dests, destIdx, checks, checkIdx, node
+	t.watch, t.dests, t.checks, t.idx, t.node = w, dests, checks, idx, w.NodeAddrs
 }
 
 // match finds the watched destination of p: an index into t.dests or t.checks, -1 for neither. An exact
@@ -101,26 +97,21 @@ func (t *tally) match(p packet) (di, ci int) {
 		return -1, -1 // NodeDest's key: a packet addressed to 0.0.0.0 is nobody's arrival
 	}
 	key := Dest{Protocol: p.proto, Addr: p.dst, Port: p.dport}
-	if i, ok := t.destIdx[key]; ok {
-		return i, -1
+	i, ok := t.idx[key]
+	if !ok && slices.Contains(t.node, p.dst) {
+		key.Addr = netip.IPv4Unspecified()
+		if p.dst.Is6() {
+			key.Addr = netip.IPv6Unspecified()
+		}
+		i, ok = t.idx[key]
 	}
-	if i, ok := t.checkIdx[key]; ok {
-		return -1, i
-	}
-	if _, local := t.node[p.dst]; !local {
+	switch {
+	case !ok:
 		return -1, -1
-	}
-	key.Addr = netip.IPv4Unspecified()
-	if p.dst.Is6() {
-		key.Addr = netip.IPv6Unspecified()
-	}
-	if i, ok := t.destIdx[key]; ok {
+	case i >= 0:
 		return i, -1
 	}
-	if i, ok := t.checkIdx[key]; ok {
-		return -1, i
-	}
-	return -1, -1
+	return -1, -1 - i
 }
 
 // count records one decoded packet received at at (unix nanoseconds).

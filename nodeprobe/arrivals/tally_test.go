@@ -244,3 +244,27 @@ func TestDecodeFields(t *testing.T) {
 		}
 	}
 }
+
+func TestBudget(t *testing.T) {
+	b := newBudget(1000, testNow) // 100 saved up at most
+	steps := []struct {
+		after time.Duration
+		n     int
+		want  bool
+	}{
+		{0, 60, true},                     // 40 left
+		{0, 60, true},                     // into debt: -20
+		{0, 1, false},                     // in debt
+		{10 * time.Millisecond, 1, false}, // -10
+		{30 * time.Millisecond, 5, true},  // +20 → 10 → 5
+		{10 * time.Second, 500, true},     // refilled to 100 only, not 10,000: one block may still pass
+		{0, 1, false},
+	}
+	now := testNow
+	for i, s := range steps {
+		now = now.Add(s.after)
+		if got := b.take(s.n, now); got != s.want {
+			t.Fatalf("step %d: take(%d) = %v, want %v (tokens %.1f)", i, s.n, got, s.want, b.tokens)
+		}
+	}
+}

@@ -269,6 +269,9 @@ type FamilyStats struct {
 	// because the ring was full (PACKET_STATISTICS tp_drops): arrivals that were not counted. A growing
 	// Dropped means the meter is overloaded and every count of this family is a lower bound.
 	Received, Dropped uint64
+	// Shed counts packets the meter gave back to the kernel uncounted to stay within Config.MaxPacketRate:
+	// like Dropped, arrivals that were not counted.
+	Shed uint64
 	// Internal counts packets to a watched destination from a Watch.Internal source, not counted as arrivals.
 	Internal uint64
 	// Unmatched counts packets that passed the filter but matched no destination: a coarse filter level, or
@@ -331,10 +334,11 @@ func (s Snapshot) HealthCheck(d Dest) (HealthCheckCount, bool) {
 	return s.HealthChecks[i], true
 }
 
-// Overloaded says whether any family's kernel ring has dropped packets: the counts are lower bounds.
+// Overloaded says whether any family has lost packets to a full ring or to the rate budget: the counts are
+// lower bounds.
 func (s Snapshot) Overloaded() bool {
 	for _, f := range s.Families {
-		if f.Dropped > 0 {
+		if f.Dropped > 0 || f.Shed > 0 {
 			return true
 		}
 	}
@@ -350,6 +354,10 @@ type Config struct {
 	// BlockTimeout is how long the kernel keeps a partly filled block before handing it over: the most a
 	// Snapshot lags the wire. Default 200 ms.
 	BlockTimeout time.Duration
+	// MaxPacketRate bounds the packets per second the meter counts, per family, so a flood cannot take more
+	// than a share of a core: a ring block that would exceed it is given back uncounted (FamilyStats.Shed).
+	// Default 250,000, about a tenth of a core at the per-packet cost measured in docs/performance.md.
+	MaxPacketRate int
 	// QuietPeriod is the gap without arrivals that ends a run of arrivals (DestCount.ActiveSince). Default 2 min.
 	QuietPeriod time.Duration
 	// MaxSources bounds the probers remembered per health check. Default 16.
@@ -366,6 +374,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.BlockTimeout <= 0 {
 		c.BlockTimeout = 200 * time.Millisecond
+	}
+	if c.MaxPacketRate <= 0 {
+		c.MaxPacketRate = 250_000
 	}
 	if c.QuietPeriod <= 0 {
 		c.QuietPeriod = 2 * time.Minute

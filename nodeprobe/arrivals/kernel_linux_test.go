@@ -423,6 +423,42 @@ func TestKernelOverloadCountsDrops(t *testing.T) {
 	}
 }
 
+// TestKernelShedsAboveMaxPacketRate: above its rate budget the meter gives whole blocks back uncounted and
+// says how many packets it shed; counted and shed add up to what was sent.
+func TestKernelShedsAboveMaxPacketRate(t *testing.T) {
+	requireRoot(t)
+	node, client := newTestNetns(t, "node"), newTestNetns(t, "cl")
+	veth(t, client, "c0", node, "eth0")
+	node.ip(t, "link set eth0 up")
+	node.ip(t, "addr add 192.0.2.10/24 dev eth0")
+	client.ip(t, "link set c0 up")
+	client.ip(t, "addr add 192.0.2.1/24 dev c0")
+	// 4 KiB blocks of about 35 datagrams; a budget of 50 packets/s has 5 saved up: the first block passes,
+	// the next ones within the same tenth of a second are shed.
+	m := openIn(t, node, Config{BlockSize: 4096, Blocks: 64, BlockTimeout: 10 * time.Millisecond, MaxPacketRate: 50}, nil)
+	d := NodeDest(UDP, false, 30053)
+	if err := m.Watch(Watch{NodeAddrs: []netip.Addr{nodeV4}, Dests: []Dest{d}}); err != nil {
+		t.Fatal(err)
+	}
+	const sent = 300
+	sendUDP(t, client, netip.AddrPortFrom(nodeV4, 30053), sent)
+	eventually(t, 10*time.Second, "counted or shed", func() bool {
+		s := m.Snapshot()
+		c, _ := s.Dest(d)
+		return c.Attempts+s.Families[0].Shed+s.Families[0].Dropped >= sent
+	})
+	s := m.Snapshot()
+	c, _ := s.Dest(d)
+	f := s.Families[0]
+	t.Logf("sent %d: counted %d, shed %d, dropped %d", sent, c.Attempts, f.Shed, f.Dropped)
+	if f.Shed == 0 || !s.Overloaded() {
+		t.Errorf("nothing shed at 300 packets against a budget of 50/s")
+	}
+	if c.Attempts+f.Shed+f.Dropped != sent {
+		t.Errorf("counted %d + shed %d + dropped %d != sent %d", c.Attempts, f.Shed, f.Dropped, sent)
+	}
+}
+
 // TestPermissionDenied: without CAP_NET_RAW the meter is a state, not an error nobody sees and not zero
 // arrivals. Capabilities are per thread: the test drops CAP_NET_RAW on one OS thread and opens the meter
 // there (as a non-root user it has none to drop).
