@@ -165,24 +165,24 @@ func (a *asm) assemble() ([]bpf.Instruction, error) {
 		case kindCond:
 			// Layout: the conditional jump, then the trampoline for t if expanded, then the one for f.
 			slot := pos[i] + 1
-			tAt, fAt := target(i, it.t), target(i, it.f)
 			var trampolines []bpf.Instruction
-			if expT[i] {
-				s, err := skip(i, slot+1, tAt)
-				if err != nil {
-					return nil, err
+			// via routes a branch through a trampoline at the next free slot when it was expanded.
+			via := func(expanded bool, to int) (int, error) {
+				if !expanded {
+					return to, nil
 				}
+				s, err := skip(i, slot+1, to)
 				trampolines = append(trampolines, bpf.Jump{Skip: uint32(s)})
-				tAt = slot
 				slot++
+				return slot - 1, err
 			}
-			if expF[i] {
-				s, err := skip(i, slot+1, fAt)
-				if err != nil {
-					return nil, err
-				}
-				trampolines = append(trampolines, bpf.Jump{Skip: uint32(s)})
-				fAt = slot
+			tAt, err := via(expT[i], target(i, it.t))
+			if err != nil {
+				return nil, err
+			}
+			fAt, err := via(expF[i], target(i, it.f))
+			if err != nil {
+				return nil, err
 			}
 			st, err := skip(i, pos[i]+1, tAt)
 			if err != nil {

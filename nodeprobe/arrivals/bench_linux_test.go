@@ -163,13 +163,8 @@ type benchBed struct {
 }
 
 func newBenchBed(b *testing.B) *benchBed {
-	requireRoot(b)
-	bb := &benchBed{node: newTestNetns(b, "node"), client: newTestNetns(b, "cl")}
-	veth(b, bb.client, "c0", bb.node, "eth0")
-	bb.node.ip(b, "link set eth0 up")
-	bb.node.ip(b, "addr add 192.0.2.10/24 dev eth0")
-	bb.client.ip(b, "link set c0 up")
-	bb.client.ip(b, "addr add 192.0.2.1/24 dev c0")
+	bb := &benchBed{}
+	bb.node, bb.client = newPair(b)
 	bb.node.exec(b, `
 table inet arrivals_bench {
 	chain input {

@@ -381,16 +381,23 @@ func ipv4Checksum(b []byte) {
 	b[10], b[11] = byte(^sum>>8), byte(^sum)
 }
 
-// TestKernelOverloadCountsDrops: a reader that falls behind loses packets in the kernel, never silently:
-// the ring is bounded, and what did not fit is in Dropped. The test holds the reader while it sends.
-func TestKernelOverloadCountsDrops(t *testing.T) {
+// newPair is a node (eth0 192.0.2.10) and a client (c0 192.0.2.1) linked by a veth pair.
+func newPair(t testing.TB) (node, client testNetns) {
+	t.Helper()
 	requireRoot(t)
-	node, client := newTestNetns(t, "node"), newTestNetns(t, "cl")
+	node, client = newTestNetns(t, "node"), newTestNetns(t, "cl")
 	veth(t, client, "c0", node, "eth0")
 	node.ip(t, "link set eth0 up")
 	node.ip(t, "addr add 192.0.2.10/24 dev eth0")
 	client.ip(t, "link set c0 up")
 	client.ip(t, "addr add 192.0.2.1/24 dev c0")
+	return node, client
+}
+
+// TestKernelOverloadCountsDrops: a reader that falls behind loses packets in the kernel, never silently:
+// the ring is bounded, and what did not fit is in Dropped. The test holds the reader while it sends.
+func TestKernelOverloadCountsDrops(t *testing.T) {
+	node, client := newPair(t)
 	hold := make(chan struct{})
 	var release sync.Once
 	m := openIn(t, node, Config{BlockSize: 4096, Blocks: 2, BlockTimeout: 10 * time.Millisecond}, func() { <-hold })
@@ -426,13 +433,7 @@ func TestKernelOverloadCountsDrops(t *testing.T) {
 // TestKernelShedsAboveMaxPacketRate: above its rate budget the meter gives whole blocks back uncounted and
 // says how many packets it shed; counted and shed add up to what was sent.
 func TestKernelShedsAboveMaxPacketRate(t *testing.T) {
-	requireRoot(t)
-	node, client := newTestNetns(t, "node"), newTestNetns(t, "cl")
-	veth(t, client, "c0", node, "eth0")
-	node.ip(t, "link set eth0 up")
-	node.ip(t, "addr add 192.0.2.10/24 dev eth0")
-	client.ip(t, "link set c0 up")
-	client.ip(t, "addr add 192.0.2.1/24 dev c0")
+	node, client := newPair(t)
 	// 4 KiB blocks of about 35 datagrams; a budget of 50 packets/s has 5 saved up: the first block passes,
 	// the next ones within the same tenth of a second are shed.
 	m := openIn(t, node, Config{BlockSize: 4096, Blocks: 64, BlockTimeout: 10 * time.Millisecond, MaxPacketRate: 50}, nil)
