@@ -20,8 +20,11 @@ type Meter struct {
 	err     error
 	since   time.Time
 	watched bool
-	tally   *tally
-	fams    [2]famState
+	// lastIn is the Watch as last given, before normalising: a caller that builds the same Watch every scrape
+	// is answered by one comparison, without sorting a copy.
+	lastIn Watch
+	tally  *tally
+	fams   [2]famState
 
 	sys  *osMeter // sockets and the receive loop; nil when opening failed
 	done chan struct{}
@@ -95,12 +98,19 @@ func statusOf(err error) Status {
 // added at zero. An error wrapping ErrInvalidWatch leaves the current Watch in place; any other error means
 // a filter could not be installed and the meter is now StatusFailed.
 func (m *Meter) Watch(w Watch) error {
+	m.mu.Lock()
+	same := m.watched && w.equal(m.lastIn)
+	m.mu.Unlock()
+	if same {
+		return nil
+	}
 	nw, err := w.normalize()
 	if err != nil {
 		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.lastIn = w.clone()
 	if m.watched && nw.equal(m.tally.watch) {
 		return nil
 	}

@@ -175,11 +175,16 @@ func (t *tally) fill(s *Snapshot) {
 			ActiveSince: nsTime(d.active), WatchedSince: nsTime(d.watchedSince)}
 	}
 	s.HealthChecks = make([]HealthCheckCount, len(t.checks))
+	n := 0
+	for _, c := range t.checks {
+		n += len(c.sources)
+	}
+	sources := make([]SourceCount, n) // one allocation for every health check's probers
 	for i, c := range t.checks {
 		h := HealthCheckCount{Dest: c.dest, Probes: c.n, FirstSeen: nsTime(c.first), LastSeen: nsTime(c.last),
 			ActiveSince: nsTime(c.active), WatchedSince: nsTime(c.watchedSince), SourcesEvicted: c.evicted}
 		if len(c.sources) > 0 {
-			h.Sources = make([]SourceCount, len(c.sources))
+			h.Sources, sources = sources[:len(c.sources):len(c.sources)], sources[len(c.sources):]
 			for j, src := range c.sources {
 				h.Sources[j] = SourceCount{Addr: src.addr, Probes: src.n, LastSeen: nsTime(src.last)}
 			}

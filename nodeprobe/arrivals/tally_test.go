@@ -3,6 +3,7 @@ package arrivals
 import (
 	"errors"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 )
@@ -266,5 +267,33 @@ func TestBudget(t *testing.T) {
 		if got := b.take(s.n, now); got != s.want {
 			t.Fatalf("step %d: take(%d) = %v, want %v (tokens %.1f)", i, s.n, got, s.want, b.tokens)
 		}
+	}
+}
+
+// TestWatchSameInputDifferentOrder: the fast path compares the input as given; the same set in another
+// order is normalised and found equal, so the counts stay and no filter is rebuilt.
+func TestWatchSameInputDifferentOrder(t *testing.T) {
+	m := &Meter{cfg: Config{}.withDefaults(), done: make(chan struct{})}
+	m.tally = newTally(m.cfg)
+	w := testWatch
+	if err := m.Watch(w); err != nil {
+		t.Fatal(err)
+	}
+	m.tally.count(packet{proto: TCP, src: netip.MustParseAddr("10.9.9.9"), dst: netip.MustParseAddr("203.0.113.7"), dport: 80}, 1)
+	r := w.clone()
+	slices.Reverse(r.Dests)
+	if err := m.Watch(r); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := m.Snapshot().Dest(lb(TCP, "203.0.113.7", 80)); c.Attempts != 1 {
+		t.Errorf("count lost across a reordered Watch: %+v", c)
+	}
+	// The caller's slices may change after Watch returns: the meter kept a copy.
+	r.Dests[0] = lb(TCP, "198.18.0.1", 1)
+	if err := m.Watch(r); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.Snapshot().Dest(lb(TCP, "198.18.0.1", 1)); !ok {
+		t.Error("a changed Watch in the same slice was taken for the previous one")
 	}
 }

@@ -178,6 +178,11 @@ func (w Watch) normalize() (Watch, error) {
 	return out, nil
 }
 
+func (w Watch) clone() Watch {
+	return Watch{NodeAddrs: slices.Clone(w.NodeAddrs), Dests: slices.Clone(w.Dests),
+		HealthChecks: slices.Clone(w.HealthChecks), Internal: slices.Clone(w.Internal)}
+}
+
 func (w Watch) equal(o Watch) bool {
 	return slices.Equal(w.NodeAddrs, o.NodeAddrs) && slices.Equal(w.Dests, o.Dests) &&
 		slices.Equal(w.HealthChecks, o.HealthChecks) && slices.Equal(w.Internal, o.Internal)
