@@ -442,3 +442,30 @@ func BenchmarkKernelFlood(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRetained is the heap the meter keeps for a Watch of n Services (benchWatch: 2.25 destinations
+// per Service, a health check for every fourth), after a garbage collection: its counts, its index, and
+// the two copies of the Watch it compares the next one with.
+func BenchmarkRetained(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+			w := benchWatch(n)
+			var ms0, ms1 runtime.MemStats
+			var keep []*Meter
+			runtime.GC()
+			runtime.ReadMemStats(&ms0)
+			for range b.N {
+				m := &Meter{cfg: Config{}.withDefaults(), done: make(chan struct{})}
+				m.tally = newTally(m.cfg)
+				if err := m.Watch(w); err != nil {
+					b.Fatal(err)
+				}
+				keep = append(keep, m)
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&ms1)
+			b.ReportMetric(float64(ms1.HeapAlloc-ms0.HeapAlloc)/float64(b.N*n), "retained-B/service")
+			runtime.KeepAlive(keep)
+		})
+	}
+}
