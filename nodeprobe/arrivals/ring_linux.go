@@ -1,0 +1,171 @@
+package arrivals
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+// ring is one IP family's passive packet socket: AF_PACKET, SOCK_DGRAM, bound to one ethertype on every
+// interface, with a TPACKET_V3 receive ring mapped into the process.
+type ring struct {
+	fd        int
+	ethertype uint16
+	mem       []byte
+	blockSize int
+	blocks    int
+	cur       int // the next block to read
+	bound     bool
+}
+
+// frameSize only has to pass the kernel's checks on TPACKET_V3 (at least a frame header, a multiple of
+// TPACKET_ALIGNMENT, dividing the block): V3 packs frames by their real length.
+const frameSize = 256
+
+func openRing(ethertype uint16, cfg Config) (*ring, error) {
+	// Protocol 0: the socket receives nothing until bind, after the filter is in place.
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("socket(AF_PACKET, SOCK_DGRAM): %w", err)
+	}
+	r := &ring{fd: fd, ethertype: ethertype, blockSize: cfg.BlockSize, blocks: cfg.Blocks}
+	if err := r.setup(cfg); err != nil {
+		r.close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *ring) setup(cfg Config) error {
+	if err := unix.SetsockoptInt(r.fd, unix.SOL_PACKET, unix.PACKET_VERSION, unix.TPACKET_V3); err != nil {
+		return fmt.Errorf("setsockopt(PACKET_VERSION, TPACKET_V3): %w", err)
+	}
+	if err := r.setFilter(dropAll()); err != nil {
+		return err
+	}
+	page := os.Getpagesize()
+	r.blockSize = (r.blockSize + page - 1) / page * page
+	req := unix.TpacketReq3{
+		Block_size:     uint32(r.blockSize),
+		Block_nr:       uint32(r.blocks),
+		Frame_size:     frameSize,
+		Frame_nr:       uint32(r.blockSize / frameSize * r.blocks),
+		Retire_blk_tov: uint32(max(1, cfg.BlockTimeout.Milliseconds())),
+	}
+	if err := unix.SetsockoptTpacketReq3(r.fd, unix.SOL_PACKET, unix.PACKET_RX_RING, &req); err != nil {
+		return fmt.Errorf("setsockopt(PACKET_RX_RING, %d × %d bytes): %w", r.blocks, r.blockSize, err)
+	}
+	mem, err := unix.Mmap(r.fd, 0, r.blockSize*r.blocks, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("mmap of the packet ring: %w", err)
+	}
+	r.mem = mem
+	return nil
+}
+
+// setFilter replaces the socket's classic BPF program; the kernel swaps it atomically.
+func (r *ring) setFilter(raw []bpf.RawInstruction) error {
+	ins := make([]unix.SockFilter, len(raw))
+	for i, in := range raw {
+		ins[i] = unix.SockFilter{Code: in.Op, Jt: in.Jt, Jf: in.Jf, K: in.K}
+	}
+	prog := unix.SockFprog{Len: uint16(len(ins)), Filter: &ins[0]}
+	if err := unix.SetsockoptSockFprog(r.fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &prog); err != nil {
+		return fmt.Errorf("setsockopt(SO_ATTACH_FILTER, %d instructions): %w", len(ins), err)
+	}
+	return nil
+}
+
+// bind hooks the socket into the receive path for its ethertype on every interface (sll_ifindex 0), or
+// unhooks it (protocol 0) so a family with nothing to watch costs nothing.
+func (r *ring) bind(on bool) error {
+	if on == r.bound {
+		return nil
+	}
+	var proto uint16
+	if on {
+		var be [2]byte
+		binary.BigEndian.PutUint16(be[:], r.ethertype) // sll_protocol is in network byte order
+		proto = binary.NativeEndian.Uint16(be[:])
+	}
+	if err := unix.Bind(r.fd, &unix.SockaddrLinklayer{Protocol: proto, Ifindex: 0}); err != nil {
+		return fmt.Errorf("bind(AF_PACKET, ethertype %#04x): %w", r.ethertype, err)
+	}
+	r.bound = on
+	return nil
+}
+
+// stats returns what the kernel counted since the last call (PACKET_STATISTICS resets on read): packets the
+// filter passed, including those dropped, and those dropped because the ring was full.
+func (r *ring) stats() (received, dropped uint64, err error) {
+	st, err := unix.GetsockoptTpacketStatsV3(r.fd, unix.SOL_PACKET, unix.PACKET_STATISTICS)
+	if err != nil {
+		return 0, 0, fmt.Errorf("getsockopt(PACKET_STATISTICS): %w", err)
+	}
+	return uint64(st.Packets), uint64(st.Drops), nil
+}
+
+func blockHeader(b []byte) *unix.TpacketHdrV1 {
+	desc := (*unix.TpacketBlockDesc)(unsafe.Pointer(&b[0]))
+	return (*unix.TpacketHdrV1)(unsafe.Pointer(&desc.Hdr[0]))
+}
+
+// ready returns the next block if the kernel has handed it to user space.
+func (r *ring) ready() []byte {
+	b := r.mem[r.cur*r.blockSize : (r.cur+1)*r.blockSize]
+	if atomic.LoadUint32(&blockHeader(b).Block_status)&unix.TP_STATUS_USER == 0 {
+		return nil
+	}
+	return b
+}
+
+// release gives the current block back to the kernel and moves to the next one.
+func (r *ring) release(b []byte) {
+	atomic.StoreUint32(&blockHeader(b).Block_status, unix.TP_STATUS_KERNEL)
+	r.cur = (r.cur + 1) % r.blocks
+}
+
+// blockPackets is the number of packets in a TPACKET_V3 block.
+func blockPackets(b []byte) int { return int(blockHeader(b).Num_pkts) }
+
+// walkBlock calls fn with each packet of a TPACKET_V3 block (from its network header: SOCK_DGRAM) and its
+// kernel receive time in unix nanoseconds. It stops at the first frame that does not fit in the block.
+func walkBlock(b []byte, fn func(data []byte, at int64)) {
+	if len(b) < int(unsafe.Sizeof(unix.TpacketBlockDesc{})) {
+		return
+	}
+	h := blockHeader(b)
+	off := int(h.Offset_to_first_pkt)
+	for i := uint32(0); i < h.Num_pkts; i++ {
+		if off <= 0 || off+unix.SizeofTpacket3Hdr > len(b) {
+			return
+		}
+		ph := (*unix.Tpacket3Hdr)(unsafe.Pointer(&b[off]))
+		start := off + int(ph.Mac)
+		end := start + int(ph.Snaplen)
+		if int(ph.Mac) < unix.SizeofTpacket3Hdr || end > len(b) {
+			return
+		}
+		fn(b[start:end], int64(ph.Sec)*1e9+int64(ph.Nsec))
+		if ph.Next_offset == 0 {
+			return
+		}
+		off += int(ph.Next_offset)
+	}
+}
+
+func (r *ring) close() {
+	if r.mem != nil {
+		_ = unix.Munmap(r.mem)
+		r.mem = nil
+	}
+	if r.fd >= 0 {
+		_ = unix.Close(r.fd)
+		r.fd = -1
+	}
+}

@@ -1,0 +1,204 @@
+package arrivals
+
+import (
+	"net/netip"
+	"slices"
+	"time"
+)
+
+// tally counts decoded packets against the current Watch. It is not safe for concurrent use: the Meter holds
+// its lock around every call.
+type tally struct {
+	cfg   Config
+	watch Watch
+
+	dests  []destCount
+	checks []checkCount
+	// idx maps a destination to its index in dests (≥ 0) or in checks (-1-index): one lookup per packet.
+	idx map[Dest]int
+	// node is Watch.NodeAddrs: a few addresses, compared in a loop.
+	node []netip.Addr
+
+	fam [2]famCount // IPv4, IPv6
+}
+
+type famCount struct{ internal, unmatched uint64 }
+
+// runCount is a counter with its first, last and active-since times, as unix nanoseconds (no time.Time per
+// packet: it is three words and carries a location).
+type runCount struct {
+	n                   uint64
+	first, last, active int64
+	watchedSince        int64
+}
+
+func (r *runCount) add(at int64, quiet int64) {
+	if r.n == 0 || at-r.last >= quiet {
+		r.active = at
+	}
+	if r.n == 0 {
+		r.first = at
+	}
+	r.n++
+	if at > r.last {
+		r.last = at
+	}
+}
+
+type destCount struct {
+	dest Dest
+	runCount
+}
+
+type checkCount struct {
+	dest Dest
+	runCount
+	sources []sourceCount // bounded by cfg.MaxSources, unordered
+	evicted uint64
+}
+
+type sourceCount struct {
+	addr netip.Addr
+	n    uint64
+	last int64
+}
+
+func newTally(cfg Config) *tally {
+	return &tally{cfg: cfg, idx: map[Dest]int{}}
+}
+
+// setWatch switches to w (normalised), keeping the counts of destinations watched before and after.
+func (t *tally) setWatch(w Watch, now time.Time) {
+	nowNs := now.UnixNano()
+	idx := make(map[Dest]int, len(w.Dests)+len(w.HealthChecks))
+	dests := make([]destCount, len(w.Dests))
+	for i, d := range w.Dests {
+		dests[i] = destCount{dest: d, runCount: runCount{watchedSince: nowNs}}
+		if j, ok := t.idx[d]; ok && j >= 0 {
+			dests[i] = t.dests[j]
+		}
+		idx[d] = i
+	}
+	checks := make([]checkCount, len(w.HealthChecks))
+	for i, d := range w.HealthChecks {
+		checks[i] = checkCount{dest: d, runCount: runCount{watchedSince: nowNs}}
+		if j, ok := t.idx[d]; ok && j < 0 {
+			checks[i] = t.checks[-1-j]
+		}
+		idx[d] = -1 - i
+	}
+	t.watch, t.dests, t.checks, t.idx, t.node = w, dests, checks, idx, w.NodeAddrs
+}
+
+// match finds the watched destination of p: an index into t.dests or t.checks, -1 for neither. An exact
+// destination (an LB or external IP) wins over the node's own (a NodePort) when the node holds that IP.
+func (t *tally) match(p packet) (di, ci int) {
+	if p.dst.IsUnspecified() {
+		return -1, -1 // NodeDest's key: a packet addressed to 0.0.0.0 is nobody's arrival
+	}
+	key := Dest{Protocol: p.proto, Addr: p.dst, Port: p.dport}
+	i, ok := t.idx[key]
+	if !ok && slices.Contains(t.node, p.dst) {
+		key.Addr = netip.IPv4Unspecified()
+		if p.dst.Is6() {
+			key.Addr = netip.IPv6Unspecified()
+		}
+		i, ok = t.idx[key]
+	}
+	switch {
+	case !ok:
+		return -1, -1
+	case i >= 0:
+		return i, -1
+	}
+	return -1, -1 - i
+}
+
+// count records one decoded packet received at at (unix nanoseconds).
+func (t *tally) count(p packet, at int64) {
+	fam := &t.fam[0]
+	if p.dst.Is6() {
+		fam = &t.fam[1]
+	}
+	di, ci := t.match(p)
+	if di < 0 && ci < 0 {
+		fam.unmatched++
+		return
+	}
+	for _, pfx := range t.watch.Internal {
+		if pfx.Contains(p.src) {
+			fam.internal++
+			return
+		}
+	}
+	quiet := int64(t.cfg.QuietPeriod)
+	if di >= 0 {
+		t.dests[di].add(at, quiet)
+		return
+	}
+	c := &t.checks[ci]
+	c.add(at, quiet)
+	for i := range c.sources {
+		if c.sources[i].addr == p.src {
+			c.sources[i].n++
+			c.sources[i].last = max(c.sources[i].last, at)
+			return
+		}
+	}
+	if len(c.sources) < t.cfg.MaxSources {
+		c.sources = append(c.sources, sourceCount{addr: p.src, n: 1, last: at})
+		return
+	}
+	// Full: forget the source seen longest ago. A new prober matters more than one that has gone quiet.
+	oldest := 0
+	for i := range c.sources {
+		if c.sources[i].last < c.sources[oldest].last {
+			oldest = i
+		}
+	}
+	c.sources[oldest] = sourceCount{addr: p.src, n: 1, last: at}
+	c.evicted++
+}
+
+func nsTime(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
+
+// fill copies the counts into s.
+func (t *tally) fill(s *Snapshot) {
+	s.Dests = make([]DestCount, len(t.dests))
+	for i, d := range t.dests {
+		s.Dests[i] = DestCount{Dest: d.dest, Attempts: d.n, FirstSeen: nsTime(d.first), LastSeen: nsTime(d.last),
+			ActiveSince: nsTime(d.active), WatchedSince: nsTime(d.watchedSince)}
+	}
+	s.HealthChecks = make([]HealthCheckCount, len(t.checks))
+	n := 0
+	for _, c := range t.checks {
+		n += len(c.sources)
+	}
+	sources := make([]SourceCount, n) // one allocation for every health check's probers
+	for i, c := range t.checks {
+		h := HealthCheckCount{Dest: c.dest, Probes: c.n, FirstSeen: nsTime(c.first), LastSeen: nsTime(c.last),
+			ActiveSince: nsTime(c.active), WatchedSince: nsTime(c.watchedSince), SourcesEvicted: c.evicted}
+		if len(c.sources) > 0 {
+			h.Sources, sources = sources[:len(c.sources):len(c.sources)], sources[len(c.sources):]
+			for j, src := range c.sources {
+				h.Sources[j] = SourceCount{Addr: src.addr, Probes: src.n, LastSeen: nsTime(src.last)}
+			}
+			slices.SortFunc(h.Sources, func(a, b SourceCount) int {
+				if c := b.LastSeen.Compare(a.LastSeen); c != 0 {
+					return c
+				}
+				return a.Addr.Compare(b.Addr)
+			})
+		}
+		s.HealthChecks[i] = h
+	}
+	for i := range s.Families {
+		s.Families[i].Internal = t.fam[i].internal
+		s.Families[i].Unmatched = t.fam[i].unmatched
+	}
+}

@@ -1,0 +1,397 @@
+package arrivals
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"time"
+)
+
+// Protocol is a Service port's transport protocol. The values are IP protocol numbers.
+type Protocol uint8
+
+// The protocols a Service port can have.
+const (
+	TCP  Protocol = 6
+	UDP  Protocol = 17
+	SCTP Protocol = 132
+)
+
+// String returns the name Kubernetes uses (corev1.Protocol).
+func (p Protocol) String() string {
+	switch p {
+	case TCP:
+		return "TCP"
+	case UDP:
+		return "UDP"
+	case SCTP:
+		return "SCTP"
+	}
+	return fmt.Sprintf("Protocol(%d)", uint8(p))
+}
+
+// ParseProtocol reads a Kubernetes protocol name ("TCP", "UDP", "SCTP").
+func ParseProtocol(s string) (Protocol, error) {
+	switch s {
+	case "TCP":
+		return TCP, nil
+	case "UDP":
+		return UDP, nil
+	case "SCTP":
+		return SCTP, nil
+	}
+	return 0, fmt.Errorf("unknown protocol %q", s)
+}
+
+// Dest is one destination whose arrivals are counted.
+type Dest struct {
+	Protocol Protocol
+	// Addr is the destination address a client uses: a load balancer ingress IP or an externalIP. The
+	// unspecified address of a family (0.0.0.0 or ::, see NodeDest) stands for this node's own addresses of
+	// that family (Watch.NodeAddrs): a NodePort, or a health check node port.
+	Addr netip.Addr
+	Port uint16
+}
+
+// NodeDest is the destination "port on any of this node's addresses of one family": a NodePort or a health
+// check node port.
+func NodeDest(p Protocol, ipv6 bool, port uint16) Dest {
+	a := netip.IPv4Unspecified()
+	if ipv6 {
+		a = netip.IPv6Unspecified()
+	}
+	return Dest{Protocol: p, Addr: a, Port: port}
+}
+
+// IsNode says whether d stands for the node's own addresses (NodeDest).
+func (d Dest) IsNode() bool { return d.Addr.IsUnspecified() }
+
+// IPv6 says whether d is an IPv6 destination.
+func (d Dest) IPv6() bool { return d.Addr.Is6() }
+
+func (d Dest) String() string {
+	return fmt.Sprintf("%s %s", d.Protocol, netip.AddrPortFrom(d.Addr, d.Port))
+}
+
+func compareDest(a, b Dest) int {
+	if a.Protocol != b.Protocol {
+		return int(a.Protocol) - int(b.Protocol)
+	}
+	if c := a.Addr.Compare(b.Addr); c != 0 {
+		return c
+	}
+	return int(a.Port) - int(b.Port)
+}
+
+// Watch is what to count. The exporter builds it from the API view on every scrape and hands it to
+// Meter.Watch, which rebuilds the kernel filter only when it changed.
+type Watch struct {
+	// NodeAddrs are this node's addresses on which NodePorts and health check node ports are counted: the
+	// addresses kube-proxy serves NodePorts on (inside its nodePortAddresses, else every node address). A
+	// family without one counts no arrival at a NodeDest of that family.
+	NodeAddrs []netip.Addr
+	// Dests are the Service destinations: NodeDest per family for a NodePort, the ingress IP and port of a
+	// load balancer, an externalIP and port. TCP counts SYNs without ACK, SCTP counts INIT chunks (a new
+	// association), UDP counts every datagram (UDP has no "new").
+	Dests []Dest
+	// HealthChecks are health check node ports, TCP only: a probe is a SYN, its source is remembered. Usually
+	// NodeDest per family.
+	HealthChecks []Dest
+	// Internal are source prefixes whose packets are not external arrivals: the cluster's pod CIDRs, whose
+	// traffic kube-proxy short-circuits to every endpoint. They are counted in FamilyStats.Internal only.
+	Internal []netip.Prefix
+}
+
+// ErrInvalidWatch wraps every reason Meter.Watch rejects a Watch.
+var ErrInvalidWatch = errors.New("invalid watch")
+
+// normalize validates w and returns it in canonical form: IPv4-mapped addresses unmapped, zones dropped,
+// prefixes masked, every list sorted and without duplicates, so two Watches that mean the same compare equal.
+func (w Watch) normalize() (Watch, error) {
+	var out Watch
+	for _, a := range w.NodeAddrs {
+		a = a.Unmap().WithZone("")
+		if !a.IsValid() || a.IsUnspecified() {
+			return Watch{}, fmt.Errorf("%w: node address %v", ErrInvalidWatch, a)
+		}
+		out.NodeAddrs = append(out.NodeAddrs, a)
+	}
+	slices.SortFunc(out.NodeAddrs, netip.Addr.Compare)
+	out.NodeAddrs = slices.Compact(out.NodeAddrs)
+
+	dest := func(d Dest, what string) (Dest, error) {
+		d.Addr = d.Addr.Unmap().WithZone("")
+		switch {
+		case d.Protocol != TCP && d.Protocol != UDP && d.Protocol != SCTP:
+			return d, fmt.Errorf("%w: %s %v: unknown protocol", ErrInvalidWatch, what, d)
+		case !d.Addr.IsValid():
+			return d, fmt.Errorf("%w: %s %v: no address (use NodeDest for a NodePort)", ErrInvalidWatch, what, d)
+		case d.Port == 0:
+			return d, fmt.Errorf("%w: %s %v: port 0", ErrInvalidWatch, what, d)
+		}
+		return d, nil
+	}
+	for _, d := range w.Dests {
+		d, err := dest(d, "destination")
+		if err != nil {
+			return Watch{}, err
+		}
+		out.Dests = append(out.Dests, d)
+	}
+	for _, d := range w.HealthChecks {
+		d, err := dest(d, "health check")
+		if err != nil {
+			return Watch{}, err
+		}
+		if d.Protocol != TCP {
+			return Watch{}, fmt.Errorf("%w: health check %v: health check node ports are TCP", ErrInvalidWatch, d)
+		}
+		out.HealthChecks = append(out.HealthChecks, d)
+	}
+	slices.SortFunc(out.Dests, compareDest)
+	out.Dests = slices.Compact(out.Dests)
+	slices.SortFunc(out.HealthChecks, compareDest)
+	out.HealthChecks = slices.Compact(out.HealthChecks)
+	for _, h := range out.HealthChecks {
+		if _, dup := slices.BinarySearchFunc(out.Dests, h, compareDest); dup {
+			return Watch{}, fmt.Errorf("%w: %v is both a destination and a health check", ErrInvalidWatch, h)
+		}
+	}
+	for _, p := range w.Internal {
+		if !p.IsValid() {
+			return Watch{}, fmt.Errorf("%w: internal prefix %v", ErrInvalidWatch, p)
+		}
+		if p.Addr().Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
+		out.Internal = append(out.Internal, p.Masked())
+	}
+	slices.SortFunc(out.Internal, func(a, b netip.Prefix) int {
+		if c := a.Addr().Compare(b.Addr()); c != 0 {
+			return c
+		}
+		return a.Bits() - b.Bits()
+	})
+	out.Internal = slices.Compact(out.Internal)
+	return out, nil
+}
+
+func (w Watch) clone() Watch {
+	return Watch{NodeAddrs: slices.Clone(w.NodeAddrs), Dests: slices.Clone(w.Dests),
+		HealthChecks: slices.Clone(w.HealthChecks), Internal: slices.Clone(w.Internal)}
+}
+
+func (w Watch) equal(o Watch) bool {
+	return slices.Equal(w.NodeAddrs, o.NodeAddrs) && slices.Equal(w.Dests, o.Dests) &&
+		slices.Equal(w.HealthChecks, o.HealthChecks) && slices.Equal(w.Internal, o.Internal)
+}
+
+// Status says whether the meter observes anything. Anything but StatusOK means the counts say nothing: export
+// the state, never "no arrivals".
+type Status int
+
+// The meter's states.
+const (
+	// StatusOK: the sockets are open and counting.
+	StatusOK Status = iota
+	// StatusPermissionDenied: socket(AF_PACKET) was refused, the process lacks CAP_NET_RAW in the network
+	// namespace. Nothing is observed.
+	StatusPermissionDenied
+	// StatusFailed: opening or reading the sockets failed otherwise (Snapshot.Err). Nothing is observed.
+	StatusFailed
+	// StatusClosed: Close was called.
+	StatusClosed
+)
+
+// String returns a label value: "ok", "permission_denied", "failed", "closed".
+func (s Status) String() string {
+	switch s {
+	case StatusOK:
+		return "ok"
+	case StatusPermissionDenied:
+		return "permission_denied"
+	case StatusFailed:
+		return "failed"
+	case StatusClosed:
+		return "closed"
+	}
+	return fmt.Sprintf("Status(%d)", int(s))
+}
+
+// FilterLevel is how much of the Watch the kernel filter checks itself. The finest level that fits the
+// kernel's limits (4,096 instructions, net.core.optmem_max) is used; coarser ones pass more packets to user
+// space, where the same checks are made again, so counts are the same at every level, only the cost differs.
+type FilterLevel int
+
+// The filter levels, finest first.
+const (
+	// FilterNone: nothing of this family is watched; the socket is not bound and costs nothing.
+	FilterNone FilterLevel = iota
+	// FilterExact: protocol, TCP flags / SCTP chunk, destination port and address are checked in the kernel.
+	FilterExact
+	// FilterPorts: the destination address is left to user space.
+	FilterPorts
+	// FilterProtocol: every TCP SYN, SCTP INIT and UDP datagram of a watched protocol reaches user space.
+	FilterProtocol
+)
+
+// String returns a label value: "none", "exact", "ports", "protocol".
+func (l FilterLevel) String() string {
+	switch l {
+	case FilterNone:
+		return "none"
+	case FilterExact:
+		return "exact"
+	case FilterPorts:
+		return "ports"
+	case FilterProtocol:
+		return "protocol"
+	}
+	return fmt.Sprintf("FilterLevel(%d)", int(l))
+}
+
+// Snapshot is what the meter has counted since it started (Since), copied: the caller owns it.
+type Snapshot struct {
+	Status Status
+	// Err says why, when Status is not StatusOK.
+	Err error
+	// Since is when the meter started counting; Taken is when this copy was made.
+	Since, Taken time.Time
+	// Families has one entry per IP family, IPv4 first.
+	Families []FamilyStats
+	// Dests and HealthChecks follow the current Watch, sorted by protocol, address, port.
+	Dests        []DestCount
+	HealthChecks []HealthCheckCount
+}
+
+// FamilyStats is the meter's own accounting for one IP family. Counters only grow.
+type FamilyStats struct {
+	Family string // "IPv4" or "IPv6" (corev1.IPFamily)
+	Filter FilterLevel
+	// Received counts packets the kernel filter passed, Dropped those of them the kernel could not store
+	// because the ring was full (PACKET_STATISTICS tp_drops): arrivals that were not counted. A growing
+	// Dropped means the meter is overloaded and every count of this family is a lower bound.
+	Received, Dropped uint64
+	// Shed counts packets the meter gave back to the kernel uncounted to stay within Config.MaxPacketRate:
+	// like Dropped, arrivals that were not counted.
+	Shed uint64
+	// Internal counts packets to a watched destination from a Watch.Internal source, not counted as arrivals.
+	Internal uint64
+	// Unmatched counts packets that passed the filter but matched no destination: a coarse filter level, or
+	// packets in flight across a Watch change.
+	Unmatched uint64
+}
+
+// DestCount is one destination's arrivals.
+type DestCount struct {
+	Dest
+	// Attempts counts new connection attempts (TCP SYN, SCTP INIT) or UDP datagrams from external sources
+	// since the destination was first watched (WatchedSince).
+	Attempts uint64
+	// FirstSeen and LastSeen are the kernel's receive times of the first and the latest attempt; zero when
+	// none arrived.
+	FirstSeen, LastSeen time.Time
+	// ActiveSince is the first attempt after the latest gap of at least Config.QuietPeriod without one: how
+	// long attempts have kept arriving. Zero when none arrived.
+	ActiveSince  time.Time
+	WatchedSince time.Time
+}
+
+// HealthCheckCount is one health check node port's probes.
+type HealthCheckCount struct {
+	Dest
+	// Probes counts SYNs from external sources since WatchedSince.
+	Probes                    uint64
+	FirstSeen, LastSeen       time.Time
+	ActiveSince, WatchedSince time.Time
+	// Sources are the most recently seen prober addresses, at most Config.MaxSources, latest first.
+	Sources []SourceCount
+	// SourcesEvicted counts sources forgotten to keep Sources bounded: more probers than MaxSources.
+	SourcesEvicted uint64
+}
+
+// SourceCount is one prober.
+type SourceCount struct {
+	Addr     netip.Addr
+	Probes   uint64
+	LastSeen time.Time
+}
+
+// Dest returns the count of d (normalised as Watch does), if d is watched.
+func (s Snapshot) Dest(d Dest) (DestCount, bool) {
+	d.Addr = d.Addr.Unmap().WithZone("")
+	i, ok := slices.BinarySearchFunc(s.Dests, d, func(c DestCount, d Dest) int { return compareDest(c.Dest, d) })
+	if !ok {
+		return DestCount{}, false
+	}
+	return s.Dests[i], true
+}
+
+// HealthCheck returns the probes of health check d, if it is watched.
+func (s Snapshot) HealthCheck(d Dest) (HealthCheckCount, bool) {
+	d.Addr = d.Addr.Unmap().WithZone("")
+	i, ok := slices.BinarySearchFunc(s.HealthChecks, d, func(c HealthCheckCount, d Dest) int { return compareDest(c.Dest, d) })
+	if !ok {
+		return HealthCheckCount{}, false
+	}
+	return s.HealthChecks[i], true
+}
+
+// Overloaded says whether any family has lost packets to a full ring or to the rate budget: the counts are
+// lower bounds.
+func (s Snapshot) Overloaded() bool {
+	for _, f := range s.Families {
+		if f.Dropped > 0 || f.Shed > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Config tunes a Meter. The zero value is the default.
+type Config struct {
+	// BlockSize and Blocks size each family's TPACKET_V3 ring: Blocks × BlockSize bytes of kernel memory mapped
+	// into the process. A matched IPv4 SYN takes about 160 bytes, so the default 8 × 128 KiB holds about 6,500
+	// packets: 65 ms of a 100,000 SYN/s flood before the kernel drops (and counts) what does not fit.
+	BlockSize, Blocks int
+	// BlockTimeout is how long the kernel keeps a partly filled block before handing it over: the most a
+	// Snapshot lags the wire. Default 200 ms.
+	BlockTimeout time.Duration
+	// MaxPacketRate bounds the packets per second the meter counts, per family, so a flood cannot take more
+	// than a share of a core: a ring block that would exceed it is given back uncounted (FamilyStats.Shed).
+	// Default 100,000: about a tenth of a core at the reader's cost per packet measured in
+	// docs/performance.md (about 1 µs). Evidence of arrivals needs far fewer.
+	MaxPacketRate int
+	// QuietPeriod is the gap without arrivals that ends a run of arrivals (DestCount.ActiveSince). Default 2 min.
+	QuietPeriod time.Duration
+	// MaxSources bounds the probers remembered per health check. Default 16.
+	MaxSources int
+	Logger     *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.BlockSize <= 0 {
+		c.BlockSize = 128 << 10
+	}
+	if c.Blocks <= 0 {
+		c.Blocks = 8
+	}
+	if c.BlockTimeout <= 0 {
+		c.BlockTimeout = 200 * time.Millisecond
+	}
+	if c.MaxPacketRate <= 0 {
+		c.MaxPacketRate = 100_000
+	}
+	if c.QuietPeriod <= 0 {
+		c.QuietPeriod = 2 * time.Minute
+	}
+	if c.MaxSources <= 0 {
+		c.MaxSources = 16
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
