@@ -58,6 +58,11 @@ func readSelf(ctx context.Context, c *cluster.Cluster, node string) (selfStats, 
 	if err != nil {
 		return selfStats{}, err
 	}
+	return selfStatsOf(m, node)
+}
+
+// selfStatsOf reads node's exporter's own state from one of its scrapes.
+func selfStatsOf(m cluster.Metrics, node string) (selfStats, error) {
 	var s selfStats
 	for name, dst := range map[string]*float64{"go_goroutines": &s.goroutines, "process_open_fds": &s.fds,
 		"process_resident_memory_bytes": &s.rss, "go_memstats_next_gc_bytes": &s.heapGoal} {
@@ -123,6 +128,53 @@ func soakHostilePeer(t *testing.T, n *cluster.Node, port int, mode string) {
 			}()
 		}
 	}()
+}
+
+// soakSelfSamples collects, from every scrape under load after the warm-up, the exporter's own heap goal, RSS,
+// goroutines and open files: four samples a second per node, taken from the scrapes the load makes anyway, so
+// measuring adds no load and no pause of the main loop (a checkpoint, a restart) thins them.
+type soakSelfSamples struct {
+	mu      sync.Mutex
+	started time.Time
+	on      bool
+	m       map[string]map[string][]leak.Sample // node → resource → samples
+}
+
+func (s *soakSelfSamples) start() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.started, s.on, s.m = time.Now(), true, map[string]map[string][]leak.Sample{}
+}
+
+// stop ends the recording and returns what was recorded.
+func (s *soakSelfSamples) stop() map[string]map[string][]leak.Sample {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.on = false
+	return s.m
+}
+
+func (s *soakSelfSamples) record(node string, st selfStats) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.on {
+		return
+	}
+	at := time.Since(s.started)
+	if s.m[node] == nil {
+		s.m[node] = map[string][]leak.Sample{}
+	}
+	for name, v := range map[string]float64{"heap": st.heapGoal, "rss": st.rss, "goroutines": st.goroutines, "fds": st.fds} {
+		s.m[node][name] = append(s.m[node][name], leak.Sample{At: at, Value: v})
+	}
+}
+
+func peak(samples []leak.Sample) float64 {
+	var most float64
+	for _, x := range samples {
+		most = max(most, x.Value)
+	}
+	return most
 }
 
 // soakScrapeStats collects every scrape of the soak.
@@ -280,6 +332,7 @@ func TestSoak(t *testing.T) {
 		}
 	}()
 	scrapes := &soakScrapeStats{}
+	self := &soakSelfSamples{}
 	var transports []*http.Transport
 	for range soakScrapers {
 		for _, n := range nodes {
@@ -292,7 +345,7 @@ func TestSoak(t *testing.T) {
 				for {
 					next := time.Now().Add(time.Second)
 					if !paused.Load() {
-						took, err, detail := soakScrape(loadCtx, client, n)
+						took, err, detail := soakScrape(loadCtx, client, n, self)
 						if loadCtx.Err() != nil {
 							return
 						}
@@ -348,13 +401,7 @@ func TestSoak(t *testing.T) {
 	start := time.Now()
 	time.Sleep(warmup)
 	base := atRest("baseline after warm-up", nil)
-	maxRSS := map[string]float64{}
-	// Every second under load, each exporter's own state: the leak checks judge the trend of these.
-	samples := map[string]map[string][]leak.Sample{}
-	for _, n := range nodes {
-		samples[n.Name] = map[string][]leak.Sample{}
-	}
-	sampled := time.Now()
+	self.start() // from now on every scrape's own figures are leak check samples
 
 	checkpoint := 0
 	nextCheckpoint := time.Now().Add(checkpointEvery)
@@ -362,15 +409,6 @@ func TestSoak(t *testing.T) {
 	kubeProxyRestarts, apiRestarted := 0, false
 	for time.Since(start) < total {
 		time.Sleep(time.Second)
-		for _, n := range nodes {
-			if s, err := readSelf(ctx, c, n.Name); err == nil {
-				maxRSS[n.Name] = max(maxRSS[n.Name], s.rss)
-				at := time.Since(sampled)
-				for name, v := range map[string]float64{"heap": s.heapGoal, "rss": s.rss, "goroutines": s.goroutines, "fds": s.fds} {
-					samples[n.Name][name] = append(samples[n.Name][name], leak.Sample{At: at, Value: v})
-				}
-			}
-		}
 		switch {
 		case !apiRestarted && time.Since(start) >= apiRestartAt:
 			apiRestarted = true
@@ -401,6 +439,7 @@ func TestSoak(t *testing.T) {
 	}
 	checkpoint++
 	soakCheckpoint(t, c, probe, probePods, nodes[checkpoint%len(nodes)].Name)
+	samples := self.stop()
 	final := atRest("at rest after the soak", base)
 	stopLoad()
 	load.Wait()
@@ -447,7 +486,7 @@ func TestSoak(t *testing.T) {
 			}
 		}
 		t.Logf("%s: goroutines %.0f → %.0f, fds %.0f → %.0f, RSS %.1f → %.1f MiB (peak %.1f MiB)", name,
-			b.goroutines, f.goroutines, b.fds, f.fds, b.rss/(1<<20), f.rss/(1<<20), maxRSS[name]/(1<<20))
+			b.goroutines, f.goroutines, b.fds, f.fds, b.rss/(1<<20), f.rss/(1<<20), peak(samples[name]["rss"])/(1<<20))
 	}
 }
 
@@ -477,7 +516,7 @@ func touchService(ctx context.Context, c *cluster.Cluster, ns, name string, i in
 
 // soakScrape is one Prometheus-like scrape of n's exporter. detail names the node, the time to the response
 // headers and the exporter's own collector durations: where a slow scrape spent its time.
-func soakScrape(ctx context.Context, client *http.Client, n *cluster.Node) (time.Duration, error, string) {
+func soakScrape(ctx context.Context, client *http.Client, n *cluster.Node, self *soakSelfSamples) (time.Duration, error, string) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.MetricsURL(), nil)
 	if err != nil {
 		return 0, err, ""
@@ -494,6 +533,9 @@ func soakScrape(ctx context.Context, client *http.Client, n *cluster.Node) (time
 	took := time.Since(start)
 	detail := fmt.Sprintf("%s: headers after %.2fs", n.Name, headers.Seconds())
 	if m, perr := cluster.ParseMetrics(string(body)); perr == nil {
+		if st, err := selfStatsOf(m, n.Name); err == nil {
+			self.record(n.Name, st)
+		}
 		for _, s := range m.Series("localtraffic_scrape_collector_duration_seconds", cluster.Labels{"node": n.Name}) {
 			for _, l := range s.GetLabel() {
 				if l.GetName() == "collector" {

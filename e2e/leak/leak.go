@@ -83,6 +83,7 @@ func Judge(name string, samples []Sample, b Bound) (Verdict, error) {
 		values[i] = x.Value
 	}
 	v := Verdict{Name: name, Level: median(values), Window: window, N: len(s)}
+	s = thin(s, maxFit)
 	v.Allowed = max(b.Rel*v.Level, b.Abs)
 	secs := window.Seconds()
 	half := len(s) / 2
@@ -91,6 +92,36 @@ func Judge(name string, samples []Sample, b Bound) (Verdict, error) {
 	v.SecondHalf = TheilSen(s[half:]) * secs
 	v.Leak = v.Growth > v.Allowed && v.FirstHalf > v.Allowed && v.SecondHalf > v.Allowed
 	return v, nil
+}
+
+// maxFit is the most samples a fit uses: Theil–Sen's cost is quadratic, and a 30-minute soak at four samples
+// a second per resource would be 26 million pairs. More samples are thinned first.
+const maxFit = 500
+
+// thin returns s (sorted by time) when it holds at most n samples; else n samples, one per equal slice of
+// the window: the slice's median value at its median time. Medians keep thinning as robust as the fit.
+func thin(s []Sample, n int) []Sample {
+	if len(s) <= n {
+		return s
+	}
+	start, window := s[0].At, s[len(s)-1].At-s[0].At
+	buckets := make([][]Sample, n)
+	for _, x := range s {
+		i := min(int(float64(x.At-start)/float64(window)*float64(n)), n-1)
+		buckets[i] = append(buckets[i], x)
+	}
+	out := make([]Sample, 0, n)
+	for _, b := range buckets {
+		if len(b) == 0 {
+			continue
+		}
+		values := make([]float64, len(b))
+		for i, x := range b {
+			values[i] = x.Value
+		}
+		out = append(out, Sample{At: b[len(b)/2].At, Value: median(values)})
+	}
+	return out
 }
 
 // TheilSen is the median of the slopes (per second) between every pair of samples at different times; 0 for

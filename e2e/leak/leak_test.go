@@ -112,6 +112,29 @@ func TestJudgeSynthetic(t *testing.T) {
 	}
 }
 
+// A long soak's samples are thinned before the fit: the verdicts stay, and so does the leak.
+func TestJudgeThinsLongRuns(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	n := 4 * 1800 // four samples a second for 30 minutes
+	noise := heapNoise(r)
+	flat := make([]Sample, n)
+	leaky := make([]Sample, n)
+	for i := range n {
+		at := time.Duration(i) * time.Second / 4
+		flat[i] = Sample{At: at, Value: noise(i)}
+		leaky[i] = Sample{At: at, Value: noise(i) + float64(i)*8*1024} // 8 KiB per scrape
+	}
+	if v, err := Judge("flat", flat, HeapBound()); err != nil || v.Leak || v.N != n {
+		t.Errorf("30 minutes of noise: %v, %v", v, err)
+	}
+	if v, err := Judge("leaky", leaky, HeapBound()); err != nil || !v.Leak {
+		t.Errorf("30 minutes of 8 KiB per scrape: %v, %v", v, err)
+	}
+	if got := len(thin(flat, maxFit)); got > maxFit {
+		t.Errorf("thinned to %d samples, want at most %d", got, maxFit)
+	}
+}
+
 func TestJudgeRefusesTooLittle(t *testing.T) {
 	if _, err := Judge("rss", series(MinSamples-1, func(int) float64 { return 1 }), HeapBound()); err == nil {
 		t.Fatal("judged from too few samples")
