@@ -17,6 +17,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
+	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
 
 // APIView is what the gatherer reads of the Kubernetes API.
@@ -271,7 +272,7 @@ func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCh
 				r.Mismatch = r.Mismatch || hc.LocalEndpoints != fam.LocalReadyEndpoints
 			}
 		}
-		r.Verdict = Decide(DecideInput{Service: svc, Node: st.Node, Checks: byFamily, Rules: fr, Evidence: ev})
+		r.Verdict = Decide(DecideInput{Service: svc, Node: st.Node, Checks: byFamily, Rules: fr, Arrivals: ev})
 		st.Services[i] = r
 	}
 	if fr != nil {
@@ -285,14 +286,18 @@ type scrapeEvidence struct {
 	grew  map[ruleKey]bool
 }
 
-func (e scrapeEvidence) Assigned(ip string) bool {
-	a, err := netip.ParseAddr(ip)
-	return err == nil && e.local[a.Unmap()]
-}
-
-func (e scrapeEvidence) Arriving(sp rules.ServicePort, family corev1.IPFamily, address string, port int32) bool {
-	return e.grew[ruleKey{counterKey: counterKey{namespace: sp.Namespace, name: sp.Name, port: sp.Port, protocol: sp.Protocol},
-		family: string(family), address: address, port: port}]
+// Arriving implements verdict.Arrivals: the address is configured on one of this node's interfaces, or its
+// drop rule's counter grew within the evidence window.
+func (e scrapeEvidence) Arriving(d verdict.Destination) (string, bool) {
+	if a, err := netip.ParseAddr(d.Address); err == nil && e.local[a.Unmap()] {
+		return "address assigned to this node", true
+	}
+	k := ruleKey{counterKey: counterKey{namespace: d.Namespace, name: d.Service, port: d.Port, protocol: string(d.Protocol)},
+		family: string(d.Family), address: d.Address, port: d.DestPort}
+	if e.grew[k] {
+		return "drop counter grew within the evidence window", true
+	}
+	return "", false
 }
 
 // evidence records every counted address drop rule in Memory and keeps those that grew within the window.

@@ -9,6 +9,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
+	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
 
 // Input names one source the gatherer reads for a scrape. A collector's self-metrics count the inputs it
@@ -84,7 +85,7 @@ type ServiceResult struct {
 	// API view in some family. MismatchKnown: some comparison was possible at all.
 	Mismatch      bool
 	MismatchKnown bool
-	Verdict       Verdict
+	Verdict       verdict.Verdict
 }
 
 // FamilyCheck is one family's probe of the health check node port.
