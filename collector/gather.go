@@ -51,6 +51,8 @@ type GathererConfig struct {
 	ConfigzURL string
 	// Dataplane is what the node runs: DataplaneKubeProxy, DataplaneReplacement, or "" (auto: detected).
 	Dataplane string
+	// Links lists this host's network links, where a kube-proxy replacement shows (auto detection). nil: none.
+	Links nodeprobe.LinkLister
 	// ExternalIPWindow: an externalIP whose drop counter grew this recently is in rotation.
 	ExternalIPWindow time.Duration
 	Client           *http.Client
@@ -162,25 +164,37 @@ func (g *Gatherer) Gather(ctx context.Context) *State {
 	return st
 }
 
-// dataplane decides what serves Services here. IPVS says so through the rule reader. Without a flag, a
-// node is taken for a kube-proxy replacement only when both signs agree: the rules were read and hold no
-// kube-proxy rule, and kube-proxy's health server gave no HTTP answer; and never once kube-proxy was seen on
-// it (then kube-proxy is down, and its alerts must fire). In --rules.mode=none nothing shows the rules, so
-// the node is taken for kube-proxy unless the flag says otherwise.
+// dataplane decides what serves Services here, never from silence alone. IPVS says so through the rule
+// reader. A node is taken for a kube-proxy replacement only on positive evidence: the flag, or (auto) a link a
+// replacement creates (nodeprobe.FindReplacement) on a node whose rules hold no kube-proxy rule and where
+// kube-proxy's rules were never seen since the exporter started. Anything else is kube-proxy: when its rules
+// were read and hold no kube-proxy rule at all, the node is not programmed (before kube-proxy's first sync,
+// or kube-proxy never ran: its health server then tells which, and its alerts fire). In --rules.mode=none
+// nothing shows the rules, so the node is taken for kube-proxy unless the flag says otherwise.
 func (g *Gatherer) dataplane(st *State) string {
 	if errors.Is(st.RulesErr, rules.ErrUnsupported) && st.Rules != nil && st.Rules.Mode == rules.ModeIPVS {
 		return DataplaneIPVS
 	}
-	answered := st.KubeProxy.Healthz.StatusCode != 0 || st.KubeProxy.Livez.StatusCode != 0
-	rulesFound := st.Rules != nil && st.RulesErr == nil
-	seen := g.cfg.Memory.sawKubeProxy(answered || rulesFound)
+	seen := g.cfg.Memory.sawKubeProxy(st.Rules != nil && st.RulesErr == nil)
+	noRules := st.RulesConfigured && errors.Is(st.RulesErr, rules.ErrNoRules)
 	switch g.cfg.Dataplane {
-	case DataplaneKubeProxy, DataplaneReplacement:
-		return g.cfg.Dataplane
-	}
-	if st.RulesConfigured && errors.Is(st.RulesErr, rules.ErrNoRules) && !answered && !seen {
+	case DataplaneReplacement:
 		return DataplaneReplacement
+	case DataplaneKubeProxy:
+		st.NotProgrammed = noRules
+		return DataplaneKubeProxy
 	}
+	if noRules && !seen && g.cfg.Links != nil {
+		r, ok, err := nodeprobe.FindReplacement(g.cfg.Links)
+		if err != nil {
+			g.cfg.Logger.Warn("looking for a kube-proxy replacement", "err", err)
+		}
+		if ok {
+			st.Replacement = r.String()
+			return DataplaneReplacement
+		}
+	}
+	st.NotProgrammed = noRules
 	return DataplaneKubeProxy
 }
 
@@ -223,7 +237,12 @@ const (
 func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCheck) {
 	var fr FamilyRules
 	st.Source = SourceAPI
-	if st.Rules != nil && st.RulesErr == nil && st.Dataplane != DataplaneReplacement {
+	switch {
+	case st.NotProgrammed:
+		// Read, and empty: nothing drops (no blackhole page) and nothing is compared (no mismatch);
+		// localtraffic_kube_proxy_programmed 0 says why.
+		fr, st.Source = notProgrammed{}, SourceRules
+	case st.Rules != nil && st.RulesErr == nil && st.Dataplane != DataplaneReplacement:
 		fr = st.Rules
 		st.Source = SourceRules
 	}
@@ -247,6 +266,9 @@ func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCh
 			byFamily[r.Checks[j].Family] = &r.Checks[j].HealthCheck
 		}
 		for _, fam := range svc.Families {
+			if st.NotProgrammed {
+				break
+			}
 			if fr != nil && fr.HasFamily(string(fam.Family)) {
 				for _, p := range fam.Ports {
 					sp := rules.ServicePort{Namespace: svc.Namespace, Name: svc.Name, Port: p.Name, Protocol: string(p.Protocol)}
@@ -275,7 +297,7 @@ func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCh
 		r.Verdict = Decide(DecideInput{Service: svc, Node: st.Node, Checks: byFamily, Rules: fr, Arrivals: ev})
 		st.Services[i] = r
 	}
-	if fr != nil {
+	if fr != nil && !st.NotProgrammed {
 		g.cfg.Memory.forget(seen)
 	}
 }

@@ -50,7 +50,13 @@ type State struct {
 	Source string
 	// Dataplane is DataplaneKubeProxy, DataplaneIPVS or DataplaneReplacement.
 	Dataplane string
-	Informers []kubeview.InformerStatus
+	// Replacement names the kube-proxy replacement auto detection found and the link that showed it; "" when
+	// none was (or the flag said so).
+	Replacement string
+	// NotProgrammed: the dataplane is kube-proxy, and its rules were read and hold no kube-proxy rule at all:
+	// before kube-proxy's first sync, or kube-proxy never ran here. Nothing drops, so no blackhole.
+	NotProgrammed bool
+	Informers     []kubeview.InformerStatus
 	// LocalAddrs are this host's addresses; AddrsErr why they could not be listed.
 	LocalAddrs []net.IP
 	AddrsErr   error
