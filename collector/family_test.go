@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -450,8 +451,8 @@ func TestNodePortAddressesChooseTheProbeAddress(t *testing.T) {
 	if got[v4] != "127.0.0.1 ok" || got[v6] != "::1 ok" {
 		t.Errorf("probes: %v", got)
 	}
-	if errors.Is(st.NodePortAddressesErr, context.Canceled) {
-		t.Error(st.NodePortAddressesErr)
+	if errors.Is(st.KubeProxyConfigErr, context.Canceled) {
+		t.Error(st.KubeProxyConfigErr)
 	}
 }
 
@@ -474,8 +475,8 @@ func TestConfigzCachedAndBounded(t *testing.T) {
 	g := NewGatherer(GathererConfig{View: &fakeView{snap: kubeview.Snapshot{Node: dualStackNode()}}, KubeProxyAddress: noAddress,
 		ConfigzURL: "http://" + l.Addr().String() + "/configz", Memory: mem, Logger: logger})
 	for range 3 {
-		if st := g.Gather(context.Background()); len(st.NodePortAddresses) != 1 || st.NodePortAddresses[0] != "127.0.0.0/8" {
-			t.Fatalf("nodePortAddresses %v (%v)", st.NodePortAddresses, st.NodePortAddressesErr)
+		if st := g.Gather(context.Background()); !slices.Equal(st.KubeProxyConfig.NodePortAddresses, []string{"127.0.0.0/8"}) {
+			t.Fatalf("nodePortAddresses %v (%v)", st.KubeProxyConfig.NodePortAddresses, st.KubeProxyConfigErr)
 		}
 	}
 	if n := reads.Load(); n != 1 {
@@ -502,7 +503,7 @@ func TestConfigzCachedAndBounded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	st := g.Gather(ctx)
-	if st.NodePortAddressesErr == nil {
+	if st.KubeProxyConfigErr == nil {
 		t.Error("a hanging /configz read succeeded")
 	}
 	// Had the /configz read taken the scrape's 3 s, the probes would have timed out.

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -40,14 +41,14 @@ type GathererConfig struct {
 	// Addrs lists this host's addresses: where health check node ports are probed, and which externalIPs
 	// the node holds. nil: none.
 	Addrs nodeprobe.AddrLister
-	// KubeProxyAddress returns kube-proxy's health server host:port: fixed by a flag, or the Node's
-	// InternalIP:10256.
+	// KubeProxyAddress, when set (a flag), returns kube-proxy's health server host:port; nil: its
+	// healthzBindAddress from /configz (nodeprobe.KubeProxyHealthAddress).
 	KubeProxyAddress func(kubeview.NodeState) (string, error)
 	// HealthCheckAddress, when set, is where health check node ports of its family are probed.
 	HealthCheckAddress string
 	// NodePortAddresses is kube-proxy's --nodeport-addresses when given by a flag; nil: read ConfigzURL.
 	NodePortAddresses []string
-	// ConfigzURL is kube-proxy's /configz (on its metrics address); "": not read.
+	// ConfigzURL is kube-proxy's /configz (on its metrics address); "": not read (kube-proxy's defaults).
 	ConfigzURL string
 	// Dataplane is what the node runs: DataplaneKubeProxy, DataplaneReplacement, or "" (auto: detected).
 	Dataplane string
@@ -114,6 +115,14 @@ func (g *Gatherer) Gather(ctx context.Context) *State {
 		st.Informers = g.cfg.Informers.Informers()
 	}
 
+	// kube-proxy's configuration says where its health servers listen: both probes wait for it (a cached read
+	// mostly, bounded by configzTimeout otherwise).
+	configRead := make(chan struct{})
+	go func() {
+		defer close(configRead)
+		st.KubeProxyConfig, st.KubeProxyConfigErr = g.kubeProxyConfig(ctx)
+	}()
+
 	var checks [][]FamilyCheck
 	var wg sync.WaitGroup
 	if g.cfg.Rules != nil {
@@ -132,29 +141,24 @@ func (g *Gatherer) Gather(ctx context.Context) *State {
 		go func() {
 			defer wg.Done()
 			defer timed(InputKubeProxy, time.Now())
-			st.KubeProxy = g.probeKubeProxy(ctx, st.Node)
+			<-configRead
+			st.KubeProxy = g.probeKubeProxy(ctx, st.Node, st.KubeProxyConfig)
 		}()
 	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		addrStart := time.Now()
-		var inner sync.WaitGroup
-		inner.Add(1)
-		go func() {
-			defer inner.Done()
-			st.NodePortAddresses, st.NodePortAddressesErr = g.nodePortAddresses(ctx)
-		}()
 		if g.cfg.Addrs != nil {
 			if st.LocalAddrs, st.AddrsErr = g.cfg.Addrs.LocalAddrs(); st.AddrsErr != nil {
 				g.cfg.Logger.Warn("listing this host's addresses", "err", st.AddrsErr)
 			}
 		}
-		inner.Wait()
+		<-configRead
 		timed(InputAddrs, addrStart)
 		if st.APIErr == nil {
 			defer timed(InputHealthChecks, addrStart)
-			checks = g.probeHealthChecks(ctx, snap, st.LocalAddrs, st.NodePortAddresses)
+			checks = g.probeHealthChecks(ctx, snap, st.LocalAddrs, st.KubeProxyConfig)
 		}
 	}()
 	wg.Wait()
@@ -198,33 +202,38 @@ func (g *Gatherer) dataplane(st *State) string {
 	return DataplaneKubeProxy
 }
 
-// nodePortAddresses is kube-proxy's --nodeport-addresses: the flag's, else what /configz says. nil means
-// the Node's primary addresses (kube-proxy's default in nftables mode, and "primary").
-func (g *Gatherer) nodePortAddresses(ctx context.Context) ([]string, error) {
+// kubeProxyConfig is what kube-proxy's /configz says (its defaults when it is not read), with
+// --kube-proxy.nodeport-addresses overriding its nodePortAddresses.
+func (g *Gatherer) kubeProxyConfig(ctx context.Context) (nodeprobe.KubeProxyConfig, error) {
+	cfg, err := g.readConfigz(ctx)
 	if g.cfg.NodePortAddresses != nil {
-		return g.cfg.NodePortAddresses, nil
+		cfg.NodePortAddresses = g.cfg.NodePortAddresses
 	}
+	return cfg, err
+}
+
+func (g *Gatherer) readConfigz(ctx context.Context) (nodeprobe.KubeProxyConfig, error) {
 	if g.cfg.ConfigzURL == "" {
-		return nil, nil
+		return nodeprobe.DefaultKubeProxyConfig(), nil
 	}
-	// kube-proxy's configuration changes only with a restart: one read serves configzTTL, and the health
-	// check probes wait at most configzTimeout for it (a hanging metrics port must not eat their deadline).
+	// kube-proxy's configuration changes only with a restart: one read serves configzTTL, and the probes wait
+	// at most configzTimeout for it (a hanging metrics port must not eat their deadline).
 	now := time.Now()
-	if cidrs, ok := g.cfg.Memory.configz(now); ok {
-		return cidrs, nil
+	if cfg, ok := g.cfg.Memory.configz(now); ok {
+		return cfg, nil
 	}
 	pctx, cancel := context.WithTimeout(ctx, min(configzTimeout, nodeprobe.ProbeTimeout(ctx, g.cfg.ProbeTimeout)))
 	defer cancel()
-	cidrs, err := nodeprobe.ReadNodePortAddresses(pctx, g.cfg.Client, g.cfg.ConfigzURL)
+	cfg, err := nodeprobe.ReadKubeProxyConfig(pctx, g.cfg.Client, g.cfg.ConfigzURL)
 	if err != nil {
-		g.cfg.Logger.Debug("kube-proxy's /configz unreadable: probing the Node's primary addresses", "err", err)
+		g.cfg.Logger.Debug("kube-proxy's /configz unreadable: assuming its defaults", "err", err)
 		if last, ok := g.cfg.Memory.lastConfigz(); ok {
 			return last, err // kube-proxy restarting: its last known setting still holds
 		}
-		return nil, err
+		return nodeprobe.DefaultKubeProxyConfig(), err
 	}
-	g.cfg.Memory.setConfigz(cidrs, now)
-	return cidrs, nil
+	g.cfg.Memory.setConfigz(cfg, now)
+	return cfg, nil
 }
 
 // How often, and how long at most, kube-proxy's /configz is read.
@@ -248,6 +257,14 @@ func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCh
 	}
 	if st.APIErr != nil {
 		return
+	}
+	if !st.KubeProxyConfig.ExternalIPs && st.Dataplane != DataplaneReplacement {
+		// AllowServiceExternalIPs=false: kube-proxy writes no rule for an externalIP, so none is dropped
+		// here, and none is compared. (A copy: the snapshot's Services may be shared.)
+		snap.Services = slices.Clone(snap.Services)
+		for i := range snap.Services {
+			snap.Services[i].ExternalIPs = nil
+		}
 	}
 	ev := g.evidence(st, snap)
 	// Sized up front: at thousands of Services, growing these maps and slices was a third of a scrape's
@@ -360,9 +377,16 @@ func (g *Gatherer) evidence(st *State, snap kubeview.Snapshot) scrapeEvidence {
 	return ev
 }
 
-// probeKubeProxy asks kube-proxy's /healthz and /livez at once.
-func (g *Gatherer) probeKubeProxy(ctx context.Context, node kubeview.NodeState) KubeProxyState {
-	addr, err := g.cfg.KubeProxyAddress(node)
+// probeKubeProxy asks kube-proxy's /healthz and /livez at once, where cfg says its health server listens
+// (or where the flag says).
+func (g *Gatherer) probeKubeProxy(ctx context.Context, node kubeview.NodeState, cfg nodeprobe.KubeProxyConfig) KubeProxyState {
+	var addr string
+	var err error
+	if g.cfg.KubeProxyAddress != nil {
+		addr, err = g.cfg.KubeProxyAddress(node)
+	} else {
+		addr, err = nodeprobe.KubeProxyHealthAddress(cfg, g.cfg.Addrs, nodeprobe.KubeProxyNodeIPs(node.KubeProxyNodeIPs(), cfg.BindAddress))
+	}
 	if err != nil {
 		return KubeProxyState{Err: fmt.Errorf("choosing kube-proxy's health server address: %w", err)}
 	}
@@ -388,16 +412,17 @@ func (g *Gatherer) probeKubeProxy(ctx context.Context, node kubeview.NodeState) 
 // probeHealthChecks probes the health check node port of every LoadBalancer Service in each of its
 // families, at most Concurrency at a time, on the family's address kube-proxy serves. The result is indexed
 // like snap.Services; empty where a Service has no health check node port.
-func (g *Gatherer) probeHealthChecks(ctx context.Context, snap kubeview.Snapshot, local []net.IP, cidrs []string) [][]FamilyCheck {
+func (g *Gatherer) probeHealthChecks(ctx context.Context, snap kubeview.Snapshot, local []net.IP, cfg nodeprobe.KubeProxyConfig) [][]FamilyCheck {
 	out := make([][]FamilyCheck, len(snap.Services))
 	addrs := map[corev1.IPFamily]string{}
+	nodeIPs := nodeprobe.KubeProxyNodeIPs(snap.Node.KubeProxyNodeIPs(), cfg.BindAddress)
 	addrOf := func(f corev1.IPFamily) string {
 		a, ok := addrs[f]
 		if !ok {
 			if o := g.cfg.HealthCheckAddress; o != "" && kubeview.IPFamilyOf(o) == f {
 				a = o
 			} else {
-				a = nodeprobe.PickFamilyAddress(local, snap.Node.InternalIPs, string(f), cidrs)
+				a = nodeprobe.PickFamilyAddress(local, nodeIPs, string(f), cfg.NodePortAddresses)
 			}
 			addrs[f] = a
 		}

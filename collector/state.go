@@ -60,10 +60,11 @@ type State struct {
 	// LocalAddrs are this host's addresses; AddrsErr why they could not be listed.
 	LocalAddrs []net.IP
 	AddrsErr   error
-	// NodePortAddresses is kube-proxy's --nodeport-addresses as its /configz or a flag gave it (nil: unknown
-	// or unset, the Node's primary addresses); NodePortAddressesErr why /configz could not be read.
-	NodePortAddresses    []string
-	NodePortAddressesErr error
+	// KubeProxyConfig is kube-proxy's configuration as its /configz (or a flag) gave it: where its health
+	// servers listen, whether it programs externalIPs. KubeProxyConfigErr is why /configz could not be read
+	// (the last known configuration, else kube-proxy's defaults, is used then).
+	KubeProxyConfig    nodeprobe.KubeProxyConfig
+	KubeProxyConfigErr error
 
 	took map[Input]time.Duration
 }

@@ -23,9 +23,6 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
 )
 
-// kubeProxyHealthPort is kube-proxy's default --healthz-bind-address port.
-const kubeProxyHealthPort = "10256"
-
 // run is the whole program but for process-wide state (see runWith): what in-process tests call.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return runWith(ctx, args, stdout, stderr, func(*slog.Logger) {})
@@ -241,16 +238,8 @@ func exporterFor(opts options, g collector.StateGatherer, logger *slog.Logger) (
 // newGatherer builds the per-scrape gatherer from the options.
 func newGatherer(opts options, view exporterView, addrs host, ruleReader rules.Reader, logger *slog.Logger) *collector.Gatherer {
 	client := nodeprobe.NewHTTPClient()
-	localAddr := func(n kubeview.NodeState) (string, error) {
-		return nodeprobe.PickLocalAddress(addrs, n.InternalIPs)
-	}
-	kpAddr := func(n kubeview.NodeState) (string, error) {
-		ip, err := localAddr(n)
-		if err != nil {
-			return "", err
-		}
-		return net.JoinHostPort(ip, kubeProxyHealthPort), nil
-	}
+	// Without the flag the gatherer finds kube-proxy's health server from its /configz.
+	var kpAddr func(kubeview.NodeState) (string, error)
 	if opts.kubeProxyHealthz != "" {
 		kpAddr = func(kubeview.NodeState) (string, error) { return opts.kubeProxyHealthz, nil }
 	}
