@@ -14,7 +14,6 @@ import (
 	"text/template"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
@@ -35,7 +34,7 @@ func alertsOnLiveSeries(t *testing.T, ctx context.Context, m cluster.Metrics, no
 			continue
 		}
 		for _, s := range fam.Metric {
-			v := metricValue(s)
+			v := cluster.Value(s)
 			if math.IsNaN(v) || math.IsInf(v, 0) {
 				continue
 			}
@@ -159,17 +158,4 @@ func promtoolPath(t *testing.T, ctx context.Context, repo string) string {
 		}
 	}
 	return p
-}
-
-// metricValue is a gauge's, counter's or untyped sample's value (the exporter exports no other kind).
-func metricValue(s *dto.Metric) float64 {
-	switch {
-	case s.Gauge != nil:
-		return s.Gauge.GetValue()
-	case s.Counter != nil:
-		return s.Counter.GetValue()
-	case s.Untyped != nil:
-		return s.Untyped.GetValue()
-	}
-	return math.NaN()
 }

@@ -29,6 +29,19 @@ func kubeProxyState(node string, livez, programmed float64) []func(cluster.Metri
 	}
 }
 
+// scrapeChecked scrapes node's exporter and applies each check; it returns the scrape too.
+func scrapeChecked(ctx context.Context, c *cluster.Cluster, node string, checks ...func(cluster.Metrics) error) (cluster.Metrics, error) {
+	m, err := c.Metrics(ctx, node)
+	if err != nil {
+		return m, err
+	}
+	var errs []error
+	for _, check := range checks {
+		errs = append(errs, check(m))
+	}
+	return m, errors.Join(errs...)
+}
+
 // TestFidelityKubeProxyNeverStarted: node-3 as after a reboot whose kube-proxy never comes up (image pull
 // failing, a crash before its health server starts): no kube-proxy process, none of its rules, and an exporter
 // that never saw it. Before the fix this read as a kube-proxy replacement and muted every kube-proxy alert. Now
@@ -61,14 +74,8 @@ func TestFidelityKubeProxyNeverStarted(t *testing.T) {
 			return err
 		}
 		var err error
-		if m, err = c.Metrics(ctx, n.Name); err != nil {
-			return err
-		}
-		var errs []error
-		for _, check := range append(kubeProxyState(n.Name, 0, 0), metricIs("localtraffic_blackhole", l, 0)) {
-			errs = append(errs, check(m))
-		}
-		return errors.Join(errs...)
+		m, err = scrapeChecked(ctx, c, n.Name, append(kubeProxyState(n.Name, 0, 0), metricIs("localtraffic_blackhole", l, 0))...)
+		return err
 	})
 	alertsOnLiveSeries(t, ctx, m, n.Name, map[string][]string{
 		"LocalTrafficKubeProxyUnhealthy":     {n.Name},
@@ -119,15 +126,9 @@ func TestFidelityKubeProxyNotProgrammed(t *testing.T) {
 		if strings.Contains(dump, "KUBE-SERVICES") {
 			return fmt.Errorf("node-3 holds kube-proxy rules: kube-proxy synced after all")
 		}
-		if m, err = c.Metrics(ctx, n.Name); err != nil {
-			return err
-		}
-		var errs []error
-		for _, check := range append(kubeProxyState(n.Name, 1, 0), metricIs("localtraffic_blackhole", l, 0),
-			metricAbsent("localtraffic_rules_mismatch", l)) {
-			errs = append(errs, check(m))
-		}
-		return errors.Join(errs...)
+		m, err = scrapeChecked(ctx, c, n.Name, append(kubeProxyState(n.Name, 1, 0), metricIs("localtraffic_blackhole", l, 0),
+			metricAbsent("localtraffic_rules_mismatch", l))...)
+		return err
 	})
 	alertsOnLiveSeries(t, ctx, m, n.Name, map[string][]string{
 		"LocalTrafficKubeProxyNotProgrammed": {n.Name},
