@@ -311,10 +311,11 @@ func TestKubeProxyNotProgrammed(t *testing.T) {
 	view := &fakeView{snap: kubeview.Snapshot{Node: dualStackNode(), Services: []kubeview.ServiceState{nodePortService(0), nodePortService(1)}}}
 	view.snap.Services[1].Name = "web"
 	reader := &countingReader{err: rules.ErrNoRules}
-	// kube-proxy v1.37.2 before its first sync: 200, lastUpdated the zero time, no per-family status.
+	// kube-proxy v1.37.2 before its first sync: 200 (its sync loop marked it updated at start, nothing is queued
+	// until its informers have listed), lastUpdated rewritten to now as on every 200.
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"lastUpdated":"0001-01-01T00:00:00Z","currentTime":"2026-11-30T11:45:14.71Z","nodeEligible":true,"healthy":true}`)
+		io.WriteString(w, `{"lastUpdated":"2026-11-30T11:45:14.71Z","currentTime":"2026-11-30T11:45:14.71Z","nodeEligible":true,"healthy":true,"status":{"IPv4":{"lastUpdated":"2026-11-30T11:45:14.71Z","healthy":true}}}`)
 	}))
 	t.Cleanup(srv.Close)
 	kp := func(kubeview.NodeState) (string, error) { return srv.Listener.Addr().String(), nil }

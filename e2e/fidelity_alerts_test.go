@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"text/template"
@@ -45,7 +46,8 @@ func alertsOnLiveSeries(t *testing.T, ctx context.Context, m cluster.Metrics, no
 			sort.Strings(labels)
 			input = append(input, map[string]string{
 				"series": name + "{" + strings.Join(labels, ",") + "}",
-				"values": fmt.Sprintf("%g+0x20", v),
+				"values": strconv.FormatFloat(v, 'f', -1, 64) + "+0x20", // no exponent: promtool's series notation
+
 			})
 		}
 	}
