@@ -143,6 +143,12 @@ func (g *Gatherer) Gather(ctx context.Context) *State {
 			defer timed(InputKubeProxy, time.Now())
 			<-configRead
 			st.KubeProxy = g.probeKubeProxy(ctx, st.Node, st.KubeProxyConfig)
+			kp := st.KubeProxy
+			if g.cfg.KubeProxyAddress == nil && kp.Err == nil && kp.Healthz.StatusCode == 0 && kp.Livez.StatusCode == 0 {
+				// Nothing answered where the configuration says: kube-proxy may have restarted with another
+				// one (its health server moved). Read /configz again next scrape, not in 5 minutes.
+				g.cfg.Memory.staleConfigz()
+			}
 		}()
 	}
 	wg.Add(1)

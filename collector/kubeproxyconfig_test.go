@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -97,4 +98,38 @@ localtraffic_blackhole{namespace="kubelings",service="checkout"} 0
 localtraffic_in_rotation{namespace="kubelings",service="checkout"} 1
 localtraffic_rules_mismatch{namespace="kubelings",service="checkout"} 1
 `, "localtraffic_blackhole", "localtraffic_in_rotation", "localtraffic_rules_mismatch")
+}
+
+// kube-proxy restarted with its health server moved (to loopback): the cached /configz still says every address,
+// the probe there is refused, so the next scrape reads /configz again instead of waiting out its 5 minutes.
+func TestConfigzReadAgainWhenKubeProxyMoves(t *testing.T) {
+	kp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"lastUpdated":"2026-11-30T11:45:14.71Z","currentTime":"2026-11-30T11:45:14.71Z","nodeEligible":true,"healthy":true}`)
+	}))
+	t.Cleanup(kp.Close)
+	_, port, _ := net.SplitHostPort(kp.Listener.Addr().String())
+	var bind atomic.Value
+	bind.Store("0.0.0.0:" + port)
+	var reads atomic.Int32
+	configz := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		reads.Add(1)
+		fmt.Fprintf(w, `{"kubeproxy.config.k8s.io":{"healthzBindAddress":%q}}`, bind.Load())
+	}))
+	t.Cleanup(configz.Close)
+	view := &fakeView{snap: kubeview.Snapshot{Node: kubeview.NodeState{Name: "node-1", Found: true, InternalIPs: []string{"127.0.0.2"}}}}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	g := NewGatherer(GathererConfig{View: view, Addrs: fixedAddrs{"127.0.0.1", "127.0.0.2"}, ConfigzURL: configz.URL + "/configz",
+		ProbeTimeout: 2 * time.Second, Logger: logger})
+	up := func() bool { return g.Gather(context.Background()).KubeProxy.Livez.Up() }
+	if up() {
+		t.Fatal("kube-proxy found on the node's address, where it does not listen")
+	}
+	bind.Store("127.0.0.1:" + port) // kube-proxy restarted with --healthz-bind-address=127.0.0.1
+	if !up() {
+		t.Errorf("kube-proxy not found where its new configuration says (/configz read %d times)", reads.Load())
+	}
+	if up(); reads.Load() != 2 {
+		t.Errorf("/configz read %d times in 3 scrapes, want 2: once, then again after the failed probe only", reads.Load())
+	}
 }

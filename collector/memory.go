@@ -17,19 +17,28 @@ type Memory struct {
 	// kubeProxySeen: kube-proxy's rules or health server were seen on this node once. A kube-proxy that
 	// later vanishes is down, not replaced: its alerts must keep firing.
 	kubeProxySeen bool
-	// kubeProxyConfig is the last /configz read of kube-proxy's configuration, at configzAt.
+	// kubeProxyConfig is the last /configz read of kube-proxy's configuration, at configzAt; configzStale: a
+	// probe it placed failed since, so kube-proxy may have restarted with another configuration.
 	kubeProxyConfig nodeprobe.KubeProxyConfig
 	configzAt       time.Time
+	configzStale    bool
 }
 
 // configz returns the cached kube-proxy configuration while younger than configzTTL.
 func (m *Memory) configz(now time.Time) (nodeprobe.KubeProxyConfig, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.configzAt.IsZero() || now.Sub(m.configzAt) >= configzTTL {
+	if m.configzAt.IsZero() || m.configzStale || now.Sub(m.configzAt) >= configzTTL {
 		return nodeprobe.KubeProxyConfig{}, false
 	}
 	return m.kubeProxyConfig, true
+}
+
+// staleConfigz makes the next scrape read /configz again.
+func (m *Memory) staleConfigz() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.configzStale = true
 }
 
 // lastConfigz returns the last successful read, however old.
@@ -42,7 +51,7 @@ func (m *Memory) lastConfigz() (nodeprobe.KubeProxyConfig, bool) {
 func (m *Memory) setConfigz(cfg nodeprobe.KubeProxyConfig, at time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.kubeProxyConfig, m.configzAt = cfg, at
+	m.kubeProxyConfig, m.configzAt, m.configzStale = cfg, at, false
 }
 
 // sawKubeProxy records that kube-proxy was seen when seen, and reports whether it ever was.

@@ -25,6 +25,12 @@ func TestReadKubeProxyConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Real v1.37.2 run as k3s runs it: --healthz-bind-address=127.0.0.1:10256, and
+	// --feature-gates=AllowServiceExternalIPs=false (e2e TestFidelityKubeProxyConfigz).
+	realLoopback, err := os.ReadFile("testdata/configz-v1.37.2-healthz-loopback-no-externalips.json")
+	if err != nil {
+		t.Fatal(err)
+	}
 	def := DefaultKubeProxyConfig()
 	with := func(mod func(*KubeProxyConfig)) KubeProxyConfig {
 		c := def
@@ -40,6 +46,9 @@ func TestReadKubeProxyConfig(t *testing.T) {
 		{"real v1.37.2 iptables", string(realIPTables), with(func(c *KubeProxyConfig) { c.BindAddress = "0.0.0.0" }), false},
 		{"real v1.37.2 nftables", string(realNFTables), with(func(c *KubeProxyConfig) {
 			c.BindAddress, c.NodePortAddresses = "0.0.0.0", []string{"primary"}
+		}), false},
+		{"real v1.37.2, health server on loopback, AllowServiceExternalIPs off", string(realLoopback), with(func(c *KubeProxyConfig) {
+			c.BindAddress, c.HealthzBindAddress, c.ExternalIPs = "0.0.0.0", "127.0.0.1:10256", false
 		}), false},
 		{"unset", `{"kubeproxy.config.k8s.io":{"mode":"nftables","nodePortAddresses":null}}`, def, false},
 		{"keywords kept", `{"kubeproxy.config.k8s.io":{"nodePortAddresses":["primary","localhost",""]}}`,
