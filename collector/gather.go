@@ -244,7 +244,9 @@ func (g *Gatherer) readConfigz(ctx context.Context) (nodeprobe.KubeProxyConfig, 
 
 // How often, and how long at most, kube-proxy's /configz is read.
 const (
-	configzTTL     = 5 * time.Minute
+	// A minute: a kube-proxy restarted with another configuration (a feature gate, its health server moved
+	// within what still answers) is followed well within any alert's for:, at one 2 KB local read a minute.
+	configzTTL     = time.Minute
 	configzTimeout = time.Second
 )
 

@@ -32,6 +32,18 @@ func TestFidelityKubeProxyConfigz(t *testing.T) {
 	setEndpoints(t, c, svc, ready(pods...))
 	t.Cleanup(func() { _ = c.Unroute(context.Background(), extIP) })
 
+	// Cleanups run last first: kube-proxy back with its usual configuration, then node-2's exporter restarted, so
+	// the next test does not wait for it to read /configz again.
+	t.Cleanup(func() {
+		n.StopExporter()
+		if err := n.StartExporter(context.Background()); err != nil {
+			t.Errorf("restart node-2's exporter: %v", err)
+			return
+		}
+		if err := n.WaitExporter(context.Background(), converge); err != nil {
+			t.Errorf("node-2's exporter: %v", err)
+		}
+	})
 	n.StopKubeProxy()
 	t.Cleanup(func() { restartKubeProxy(t, c, n, cluster.KubeProxyOptions{}) })
 	if err := n.StartKubeProxy(ctx, cluster.KubeProxyOptions{ExtraArgs: []string{
@@ -84,11 +96,19 @@ func TestFidelityKubeProxyConfigz(t *testing.T) {
 	})
 
 	// Control: probed where kube-proxy listens by default (the node's address), as the exporter did before it
-	// read healthzBindAddress, this kube-proxy looks down.
-	restartExporter(t, c, n, fmt.Sprintf("--kube-proxy.healthz-address=%s:%d", n.IP, cluster.KubeProxyHealthzPort))
+	// read healthzBindAddress, this kube-proxy looks down (a second exporter beside the usual one).
+	const controlPort = 9747
+	if err := n.StartExporterOn(ctx, controlPort, fmt.Sprintf("--kube-proxy.healthz-address=%s:%d", n.IP, cluster.KubeProxyHealthzPort)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.StopExporterOn(controlPort) })
 	eventually(t, converge, "an exporter probing the node's address sees kube-proxy refused", func() error {
-		return expectMetrics(ctx, c, n.Name,
-			metricIs("localtraffic_kube_proxy_up", cluster.Labels{"node": n.Name, "endpoint": "livez"}, 0),
-			metricIs("localtraffic_kube_proxy_result", cluster.Labels{"node": n.Name, "endpoint": "livez", "result": "refused"}, 1))
+		m, err := c.MetricsOn(ctx, n.Name, controlPort)
+		if err != nil {
+			return err
+		}
+		return errors.Join(
+			m.Expect("localtraffic_kube_proxy_up", cluster.Labels{"node": n.Name, "endpoint": "livez"}, 0),
+			m.Expect("localtraffic_kube_proxy_result", cluster.Labels{"node": n.Name, "endpoint": "livez", "result": "refused"}, 1))
 	})
 }
