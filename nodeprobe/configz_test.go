@@ -66,7 +66,9 @@ func TestReadKubeProxyConfig(t *testing.T) {
 		// Older releases registered the internal configuration type, whose fields carried no json tags: the keys
 		// were Go field names (encoding/json matches them without regard to case).
 		{"internal type's keys", `{"kubeproxy.config.k8s.io":{"Mode":"iptables","NodePortAddresses":["192.168.0.0/16"],"HealthzBindAddress":"[::1]:10256"}}`,
-			with(func(c *KubeProxyConfig) { c.NodePortAddresses, c.HealthzBindAddress = []string{"192.168.0.0/16"}, "[::1]:10256" }), false},
+			with(func(c *KubeProxyConfig) {
+				c.NodePortAddresses, c.HealthzBindAddress = []string{"192.168.0.0/16"}, "[::1]:10256"
+			}), false},
 		{"another component", `{"kubelet.config.k8s.io":{}}`, KubeProxyConfig{}, true},
 		{"garbage", `<html>`, KubeProxyConfig{}, true},
 	}

@@ -13,7 +13,9 @@ func (l links) LinkNames() ([]string, error) { return l, nil }
 
 type failingLinks struct{}
 
-func (failingLinks) LinkNames() ([]string, error) { return nil, errors.New("netlink: permission denied") }
+func (failingLinks) LinkNames() ([]string, error) {
+	return nil, errors.New("netlink: permission denied")
+}
 
 // Only a replacement's own link is evidence; the links every node has (or other CNIs') are not.
 func TestFindReplacement(t *testing.T) {
