@@ -275,6 +275,7 @@ func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCh
 		}
 	}
 	ev := g.evidence(st, snap)
+	dec := newDecider(fr, ev)
 	// Sized up front: at thousands of Services, growing these maps and slices was a third of a scrape's
 	// garbage, and a scrape's garbage sets the exporter's RSS (the GC's target follows the heap's peak).
 	seen := make(map[counterKey]bool, 2*len(snap.Services))
@@ -319,7 +320,7 @@ func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCh
 				r.Mismatch = r.Mismatch || hc.LocalEndpoints != fam.LocalReadyEndpoints
 			}
 		}
-		r.Verdict = Decide(DecideInput{Service: svc, Node: st.Node, Checks: byFamily, Rules: fr, Arrivals: ev})
+		r.Verdict = dec.decide(svc, st.Node, byFamily)
 		st.Services[i] = r
 	}
 	if fr != nil && !st.NotProgrammed {
