@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -94,6 +96,7 @@ type scrapeSetup struct {
 	addrs     fixedAddrs
 	kubeProxy func(kubeview.NodeState) (string, error)
 	dataplane string
+	links     fixedLinks
 	memory    *Memory
 	window    time.Duration
 	selection *Selection // nil: every collector, every series
@@ -109,7 +112,7 @@ func (s scrapeSetup) scrape(t *testing.T) *prometheus.Registry {
 		s.window = 10 * time.Minute
 	}
 	g := NewGatherer(GathererConfig{View: s.view, Rules: s.reader, Addrs: s.addrs, KubeProxyAddress: s.kubeProxy,
-		ProbeTimeout: 2 * time.Second, Dataplane: s.dataplane, Memory: s.memory, ExternalIPWindow: s.window, Logger: logger})
+		ProbeTimeout: 2 * time.Second, Dataplane: s.dataplane, Links: s.links, Memory: s.memory, ExternalIPWindow: s.window, Logger: logger})
 	collectors := everyCollector()
 	if s.selection != nil {
 		var err error
@@ -248,44 +251,118 @@ localtraffic_rules_mismatch{namespace="kubelings",service="checkout"} 0
 `, "localtraffic_blackhole", "localtraffic_rules_drop", "localtraffic_rules_dropped_packets_total", "localtraffic_rules_mismatch")
 }
 
-// A node without kube-proxy: no rules, nothing on kube-proxy's health port. It says so, exports no
-// kube-proxy series and no failed collector, and judges from the API view.
-func TestReplacementDetected(t *testing.T) {
-	view := &fakeView{snap: kubeview.Snapshot{Node: dualStackNode(), Services: []kubeview.ServiceState{nodePortService(0)}}}
-	reader := &countingReader{err: rules.ErrNoRules}
-	reg := scrapeSetup{view: view, reader: reader, kubeProxy: refusedKubeProxy(t)}.scrape(t)
-	expectSeries(t, reg, `
-localtraffic_blackhole{namespace="kubelings",service="checkout"} 1
-localtraffic_blackhole_source{source="api"} 1
-localtraffic_dataplane_info{dataplane="replacement"} 1
-localtraffic_scrape_collector_success{collector="dataplane"} 1
+// fixedLinks are the host's links.
+type fixedLinks []string
+
+func (f fixedLinks) LinkNames() ([]string, error) { return f, nil }
+
+// everyCollectorOK: no collector failed (a source that does not exist on the node is no failure).
+const everyCollectorOK = `localtraffic_scrape_collector_success{collector="dataplane"} 1
 localtraffic_scrape_collector_success{collector="informers"} 1
 localtraffic_scrape_collector_success{collector="kube_proxy"} 1
 localtraffic_scrape_collector_success{collector="node"} 1
 localtraffic_scrape_collector_success{collector="rules"} 1
 localtraffic_scrape_collector_success{collector="service_details"} 1
 localtraffic_scrape_collector_success{collector="services"} 1
-`, "localtraffic_blackhole", "localtraffic_blackhole_source", "localtraffic_dataplane_info", "localtraffic_scrape_collector_success",
-		"localtraffic_kube_proxy_up", "localtraffic_kube_proxy_healthy", "localtraffic_kube_proxy_node_eligible",
-		"localtraffic_rules_read_success", "localtraffic_rules_supported", "localtraffic_rules_mismatch")
+`
+
+// The series that tell a node's dataplane and kube-proxy's state.
+var dataplaneSeries = []string{"localtraffic_blackhole", "localtraffic_blackhole_source", "localtraffic_dataplane_info",
+	"localtraffic_scrape_collector_success", "localtraffic_kube_proxy_up", "localtraffic_kube_proxy_healthy",
+	"localtraffic_kube_proxy_programmed", "localtraffic_rules_read_success", "localtraffic_rules_supported", "localtraffic_rules_mismatch"}
+
+// A node with a kube-proxy replacement's link (Cilium's cilium_host), no kube-proxy rule and nothing on
+// kube-proxy's health port. It says so, exports no kube-proxy series and no failed collector, and judges from
+// the API view.
+func TestReplacementDetected(t *testing.T) {
+	view := &fakeView{snap: kubeview.Snapshot{Node: dualStackNode(), Services: []kubeview.ServiceState{nodePortService(0)}}}
+	reader := &countingReader{err: rules.ErrNoRules}
+	reg := scrapeSetup{view: view, reader: reader, kubeProxy: refusedKubeProxy(t), links: fixedLinks{"lo", "eth0", "cilium_host", "cilium_net"}}.scrape(t)
+	expectSeries(t, reg, `
+localtraffic_blackhole{namespace="kubelings",service="checkout"} 1
+localtraffic_blackhole_source{source="api"} 1
+localtraffic_dataplane_info{dataplane="replacement"} 1
+`+everyCollectorOK, dataplaneSeries...)
+}
+
+// A node where kube-proxy has not been seen yet and nothing replaces it (a reboot whose kube-proxy image pull
+// fails, a crash before its health server starts): silence is not a replacement. kube-proxy is missing: its
+// series say so (its alerts fire), the node is not programmed, and nothing drops there, so nothing pages as a
+// blackhole: a NodePort without rules is refused, not blackholed.
+func TestKubeProxyNeverSeenIsMissing(t *testing.T) {
+	view := &fakeView{snap: kubeview.Snapshot{Node: dualStackNode(), Services: []kubeview.ServiceState{nodePortService(0)}}}
+	reader := &countingReader{err: fmt.Errorf("reading: %w", rules.ErrNoRules)}
+	reg := scrapeSetup{view: view, reader: reader, kubeProxy: refusedKubeProxy(t), links: fixedLinks{"lo", "eth0", "flannel.1"}}.scrape(t)
+	expectSeries(t, reg, `
+localtraffic_blackhole{namespace="kubelings",service="checkout"} 0
+localtraffic_blackhole_source{source="rules"} 1
+localtraffic_dataplane_info{dataplane="kube-proxy"} 1
+localtraffic_kube_proxy_healthy 0
+localtraffic_kube_proxy_programmed 0
+localtraffic_kube_proxy_up{endpoint="healthz"} 0
+localtraffic_kube_proxy_up{endpoint="livez"} 0
+localtraffic_rules_read_success 1
+`+everyCollectorOK, dataplaneSeries...)
+}
+
+// Before kube-proxy's first sync its health server answers 200 (nothing queued, nothing synced: healthy) while
+// no rule exists yet. The node is not programmed: no blackhole, no mismatch, a clear state.
+func TestKubeProxyNotProgrammed(t *testing.T) {
+	view := &fakeView{snap: kubeview.Snapshot{Node: dualStackNode(), Services: []kubeview.ServiceState{nodePortService(0), nodePortService(1)}}}
+	view.snap.Services[1].Name = "web"
+	reader := &countingReader{err: rules.ErrNoRules}
+	// kube-proxy v1.37.2 before its first sync: 200 (its sync loop marked it updated at start, nothing is queued
+	// until its informers have listed), lastUpdated rewritten to now as on every 200.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"lastUpdated":"2026-11-30T11:45:14.71Z","currentTime":"2026-11-30T11:45:14.71Z","nodeEligible":true,"healthy":true,"status":{"IPv4":{"lastUpdated":"2026-11-30T11:45:14.71Z","healthy":true}}}`)
+	}))
+	t.Cleanup(srv.Close)
+	kp := func(kubeview.NodeState) (string, error) { return srv.Listener.Addr().String(), nil }
+	reg := scrapeSetup{view: view, reader: reader, kubeProxy: kp}.scrape(t)
+	expectSeries(t, reg, `
+localtraffic_blackhole{namespace="kubelings",service="checkout"} 0
+localtraffic_blackhole{namespace="kubelings",service="web"} 0
+localtraffic_blackhole_source{source="rules"} 1
+localtraffic_dataplane_info{dataplane="kube-proxy"} 1
+localtraffic_kube_proxy_healthy 1
+localtraffic_kube_proxy_programmed 0
+localtraffic_kube_proxy_up{endpoint="healthz"} 1
+localtraffic_kube_proxy_up{endpoint="livez"} 1
+localtraffic_rules_read_success 1
+`+everyCollectorOK, dataplaneSeries...)
+	// Once kube-proxy syncs, its rules decide again and the node is programmed.
+	sp := rules.ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}
+	reader.err, reader.snap = nil, rules.NewSnapshot(rules.ModeIPTables, rules.BackendNFT, []string{rules.FamilyIPv4}, time.Unix(1700000000, 0),
+		map[rules.ServicePort]rules.PortState{sp: {Programmed: true, Drop: true, Drops: []rules.DropRule{{Port: 30090, Counted: true}}}})
+	expectSeries(t, scrapeSetup{view: view, reader: reader, kubeProxy: kp}.scrape(t), `
+localtraffic_blackhole{namespace="kubelings",service="checkout"} 1
+localtraffic_blackhole{namespace="kubelings",service="web"} 0
+localtraffic_kube_proxy_programmed 1
+`, "localtraffic_blackhole", "localtraffic_kube_proxy_programmed")
 }
 
 // A node where kube-proxy was seen and then vanished (rules flushed, health port closed) is a kube-proxy
-// node whose kube-proxy is down: its alerts must fire, so it is not taken for a replacement.
+// node whose kube-proxy is down: its alerts must fire, so it is not taken for a replacement, even beside a
+// replacement's link (Cilium running beside kube-proxy).
 func TestKubeProxyGoneIsNotAReplacement(t *testing.T) {
 	view := &fakeView{snap: kubeview.Snapshot{Node: dualStackNode(), Services: []kubeview.ServiceState{nodePortService(0)}}}
 	mem := NewMemory()
 	reader := &countingReader{snap: rules.NewSnapshot(rules.ModeIPTables, rules.BackendNFT, nil, time.Unix(1700000000, 0), nil)}
-	setup := scrapeSetup{view: view, reader: reader, kubeProxy: refusedKubeProxy(t), memory: mem}
-	expectSeries(t, setup.scrape(t), `localtraffic_dataplane_info{dataplane="kube-proxy"} 1`, "localtraffic_dataplane_info")
+	setup := scrapeSetup{view: view, reader: reader, kubeProxy: refusedKubeProxy(t), memory: mem, links: fixedLinks{"cilium_host"}}
+	expectSeries(t, setup.scrape(t), `
+localtraffic_dataplane_info{dataplane="kube-proxy"} 1
+localtraffic_kube_proxy_programmed 1
+`, "localtraffic_dataplane_info", "localtraffic_kube_proxy_programmed")
 	reader.snap, reader.err = nil, rules.ErrNoRules
 	reg := setup.scrape(t)
 	expectSeries(t, reg, `
 localtraffic_dataplane_info{dataplane="kube-proxy"} 1
+localtraffic_kube_proxy_programmed 0
 localtraffic_kube_proxy_up{endpoint="healthz"} 0
 localtraffic_kube_proxy_up{endpoint="livez"} 0
-localtraffic_rules_read_success 0
-`, "localtraffic_dataplane_info", "localtraffic_kube_proxy_up", "localtraffic_rules_read_success")
+localtraffic_rules_read_success 1
+`, "localtraffic_dataplane_info", "localtraffic_kube_proxy_programmed", "localtraffic_kube_proxy_up", "localtraffic_rules_read_success")
 }
 
 // --dataplane=replacement says so without detection; IPVS is reported as ipvs.
@@ -364,8 +441,8 @@ func TestNodePortAddressesChooseTheProbeAddress(t *testing.T) {
 	if got[v4] != "127.0.0.1 ok" || got[v6] != "::1 ok" {
 		t.Errorf("probes: %v", got)
 	}
-	if errors.Is(st.NodePortAddressesErr, context.Canceled) {
-		t.Error(st.NodePortAddressesErr)
+	if errors.Is(st.KubeProxyConfigErr, context.Canceled) {
+		t.Error(st.KubeProxyConfigErr)
 	}
 }
 
@@ -388,8 +465,8 @@ func TestConfigzCachedAndBounded(t *testing.T) {
 	g := NewGatherer(GathererConfig{View: &fakeView{snap: kubeview.Snapshot{Node: dualStackNode()}}, KubeProxyAddress: noAddress,
 		ConfigzURL: "http://" + l.Addr().String() + "/configz", Memory: mem, Logger: logger})
 	for range 3 {
-		if st := g.Gather(context.Background()); len(st.NodePortAddresses) != 1 || st.NodePortAddresses[0] != "127.0.0.0/8" {
-			t.Fatalf("nodePortAddresses %v (%v)", st.NodePortAddresses, st.NodePortAddressesErr)
+		if st := g.Gather(context.Background()); !slices.Equal(st.KubeProxyConfig.NodePortAddresses, []string{"127.0.0.0/8"}) {
+			t.Fatalf("nodePortAddresses %v (%v)", st.KubeProxyConfig.NodePortAddresses, st.KubeProxyConfigErr)
 		}
 	}
 	if n := reads.Load(); n != 1 {
@@ -416,7 +493,7 @@ func TestConfigzCachedAndBounded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	st := g.Gather(ctx)
-	if st.NodePortAddressesErr == nil {
+	if st.KubeProxyConfigErr == nil {
 		t.Error("a hanging /configz read succeeded")
 	}
 	// Had the /configz read taken the scrape's 3 s, the probes would have timed out.

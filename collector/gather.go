@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
+	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
 
 // APIView is what the gatherer reads of the Kubernetes API.
@@ -39,17 +41,19 @@ type GathererConfig struct {
 	// Addrs lists this host's addresses: where health check node ports are probed, and which externalIPs
 	// the node holds. nil: none.
 	Addrs nodeprobe.AddrLister
-	// KubeProxyAddress returns kube-proxy's health server host:port: fixed by a flag, or the Node's
-	// InternalIP:10256.
+	// KubeProxyAddress, when set (a flag), returns kube-proxy's health server host:port; nil: its
+	// healthzBindAddress from /configz (nodeprobe.KubeProxyHealthAddress).
 	KubeProxyAddress func(kubeview.NodeState) (string, error)
 	// HealthCheckAddress, when set, is where health check node ports of its family are probed.
 	HealthCheckAddress string
 	// NodePortAddresses is kube-proxy's --nodeport-addresses when given by a flag; nil: read ConfigzURL.
 	NodePortAddresses []string
-	// ConfigzURL is kube-proxy's /configz (on its metrics address); "": not read.
+	// ConfigzURL is kube-proxy's /configz (on its metrics address); "": not read (kube-proxy's defaults).
 	ConfigzURL string
 	// Dataplane is what the node runs: DataplaneKubeProxy, DataplaneReplacement, or "" (auto: detected).
 	Dataplane string
+	// Links lists this host's network links, where a kube-proxy replacement shows (auto detection). nil: none.
+	Links nodeprobe.LinkLister
 	// ExternalIPWindow: an externalIP whose drop counter grew this recently is in rotation.
 	ExternalIPWindow time.Duration
 	Client           *http.Client
@@ -111,6 +115,14 @@ func (g *Gatherer) Gather(ctx context.Context) *State {
 		st.Informers = g.cfg.Informers.Informers()
 	}
 
+	// kube-proxy's configuration says where its health servers listen: both probes wait for it (a cached read
+	// mostly, bounded by configzTimeout otherwise).
+	configRead := make(chan struct{})
+	go func() {
+		defer close(configRead)
+		st.KubeProxyConfig, st.KubeProxyConfigErr = g.kubeProxyConfig(ctx)
+	}()
+
 	var checks [][]FamilyCheck
 	var wg sync.WaitGroup
 	if g.cfg.Rules != nil {
@@ -129,29 +141,30 @@ func (g *Gatherer) Gather(ctx context.Context) *State {
 		go func() {
 			defer wg.Done()
 			defer timed(InputKubeProxy, time.Now())
-			st.KubeProxy = g.probeKubeProxy(ctx, st.Node)
+			<-configRead
+			st.KubeProxy = g.probeKubeProxy(ctx, st.Node, st.KubeProxyConfig)
+			kp := st.KubeProxy
+			if g.cfg.KubeProxyAddress == nil && kp.Err == nil && kp.Healthz.StatusCode == 0 && kp.Livez.StatusCode == 0 {
+				// Nothing answered where the configuration says: kube-proxy may have restarted with another
+				// one (its health server moved). Read /configz again next scrape, not in 5 minutes.
+				g.cfg.Memory.staleConfigz()
+			}
 		}()
 	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		addrStart := time.Now()
-		var inner sync.WaitGroup
-		inner.Add(1)
-		go func() {
-			defer inner.Done()
-			st.NodePortAddresses, st.NodePortAddressesErr = g.nodePortAddresses(ctx)
-		}()
 		if g.cfg.Addrs != nil {
 			if st.LocalAddrs, st.AddrsErr = g.cfg.Addrs.LocalAddrs(); st.AddrsErr != nil {
 				g.cfg.Logger.Warn("listing this host's addresses", "err", st.AddrsErr)
 			}
 		}
-		inner.Wait()
+		<-configRead
 		timed(InputAddrs, addrStart)
 		if st.APIErr == nil {
 			defer timed(InputHealthChecks, addrStart)
-			checks = g.probeHealthChecks(ctx, snap, st.LocalAddrs, st.NodePortAddresses)
+			checks = g.probeHealthChecks(ctx, snap, st.LocalAddrs, st.KubeProxyConfig)
 		}
 	}()
 	wg.Wait()
@@ -161,60 +174,79 @@ func (g *Gatherer) Gather(ctx context.Context) *State {
 	return st
 }
 
-// dataplane decides what serves Services here. IPVS says so through the rule reader. Without a flag, a
-// node is taken for a kube-proxy replacement only when both signs agree: the rules were read and hold no
-// kube-proxy rule, and kube-proxy's health server gave no HTTP answer; and never once kube-proxy was seen on
-// it (then kube-proxy is down, and its alerts must fire). In --rules.mode=none nothing shows the rules, so
-// the node is taken for kube-proxy unless the flag says otherwise.
+// dataplane decides what serves Services here, never from silence alone. IPVS says so through the rule
+// reader. A node is taken for a kube-proxy replacement only on positive evidence: the flag, or (auto) a link a
+// replacement creates (nodeprobe.FindReplacement) on a node whose rules hold no kube-proxy rule and where
+// kube-proxy's rules were never seen since the exporter started. Anything else is kube-proxy: when its rules
+// were read and hold no kube-proxy rule at all, the node is not programmed (before kube-proxy's first sync,
+// or kube-proxy never ran: its health server then tells which, and its alerts fire). In --rules.mode=none
+// nothing shows the rules, so the node is taken for kube-proxy unless the flag says otherwise.
 func (g *Gatherer) dataplane(st *State) string {
 	if errors.Is(st.RulesErr, rules.ErrUnsupported) && st.Rules != nil && st.Rules.Mode == rules.ModeIPVS {
 		return DataplaneIPVS
 	}
-	answered := st.KubeProxy.Healthz.StatusCode != 0 || st.KubeProxy.Livez.StatusCode != 0
-	rulesFound := st.Rules != nil && st.RulesErr == nil
-	seen := g.cfg.Memory.sawKubeProxy(answered || rulesFound)
+	seen := g.cfg.Memory.sawKubeProxy(st.Rules != nil && st.RulesErr == nil)
+	noRules := st.RulesConfigured && errors.Is(st.RulesErr, rules.ErrNoRules)
 	switch g.cfg.Dataplane {
-	case DataplaneKubeProxy, DataplaneReplacement:
-		return g.cfg.Dataplane
-	}
-	if st.RulesConfigured && errors.Is(st.RulesErr, rules.ErrNoRules) && !answered && !seen {
+	case DataplaneReplacement:
 		return DataplaneReplacement
+	case DataplaneKubeProxy:
+		st.NotProgrammed = noRules
+		return DataplaneKubeProxy
 	}
+	if noRules && !seen && g.cfg.Links != nil {
+		r, ok, err := nodeprobe.FindReplacement(g.cfg.Links)
+		if err != nil {
+			g.cfg.Logger.Warn("looking for a kube-proxy replacement", "err", err)
+		}
+		if ok {
+			st.Replacement = r.String()
+			return DataplaneReplacement
+		}
+	}
+	st.NotProgrammed = noRules
 	return DataplaneKubeProxy
 }
 
-// nodePortAddresses is kube-proxy's --nodeport-addresses: the flag's, else what /configz says. nil means
-// the Node's primary addresses (kube-proxy's default in nftables mode, and "primary").
-func (g *Gatherer) nodePortAddresses(ctx context.Context) ([]string, error) {
+// kubeProxyConfig is what kube-proxy's /configz says (its defaults when it is not read), with
+// --kube-proxy.nodeport-addresses overriding its nodePortAddresses.
+func (g *Gatherer) kubeProxyConfig(ctx context.Context) (nodeprobe.KubeProxyConfig, error) {
+	cfg, err := g.readConfigz(ctx)
 	if g.cfg.NodePortAddresses != nil {
-		return g.cfg.NodePortAddresses, nil
+		cfg.NodePortAddresses = g.cfg.NodePortAddresses
 	}
+	return cfg, err
+}
+
+func (g *Gatherer) readConfigz(ctx context.Context) (nodeprobe.KubeProxyConfig, error) {
 	if g.cfg.ConfigzURL == "" {
-		return nil, nil
+		return nodeprobe.DefaultKubeProxyConfig(), nil
 	}
-	// kube-proxy's configuration changes only with a restart: one read serves configzTTL, and the health
-	// check probes wait at most configzTimeout for it (a hanging metrics port must not eat their deadline).
+	// kube-proxy's configuration changes only with a restart: one read serves configzTTL, and the probes wait
+	// at most configzTimeout for it (a hanging metrics port must not eat their deadline).
 	now := time.Now()
-	if cidrs, ok := g.cfg.Memory.configz(now); ok {
-		return cidrs, nil
+	if cfg, ok := g.cfg.Memory.configz(now); ok {
+		return cfg, nil
 	}
 	pctx, cancel := context.WithTimeout(ctx, min(configzTimeout, nodeprobe.ProbeTimeout(ctx, g.cfg.ProbeTimeout)))
 	defer cancel()
-	cidrs, err := nodeprobe.ReadNodePortAddresses(pctx, g.cfg.Client, g.cfg.ConfigzURL)
+	cfg, err := nodeprobe.ReadKubeProxyConfig(pctx, g.cfg.Client, g.cfg.ConfigzURL)
 	if err != nil {
-		g.cfg.Logger.Debug("kube-proxy's /configz unreadable: probing the Node's primary addresses", "err", err)
+		g.cfg.Logger.Debug("kube-proxy's /configz unreadable: assuming its defaults", "err", err)
 		if last, ok := g.cfg.Memory.lastConfigz(); ok {
 			return last, err // kube-proxy restarting: its last known setting still holds
 		}
-		return nil, err
+		return nodeprobe.DefaultKubeProxyConfig(), err
 	}
-	g.cfg.Memory.setConfigz(cidrs, now)
-	return cidrs, nil
+	g.cfg.Memory.setConfigz(cfg, now)
+	return cfg, nil
 }
 
 // How often, and how long at most, kube-proxy's /configz is read.
 const (
-	configzTTL     = 5 * time.Minute
+	// A minute: a kube-proxy restarted with another configuration (a feature gate, its health server moved
+	// within what still answers) is followed well within any alert's for:, at one 2 KB local read a minute.
+	configzTTL     = time.Minute
 	configzTimeout = time.Second
 )
 
@@ -222,14 +254,28 @@ const (
 func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCheck) {
 	var fr FamilyRules
 	st.Source = SourceAPI
-	if st.Rules != nil && st.RulesErr == nil && st.Dataplane != DataplaneReplacement {
+	switch {
+	case st.NotProgrammed:
+		// Read, and empty: nothing drops (no blackhole page) and nothing is compared (no mismatch);
+		// localtraffic_kube_proxy_programmed 0 says why.
+		fr, st.Source = notProgrammed{}, SourceRules
+	case st.Rules != nil && st.RulesErr == nil && st.Dataplane != DataplaneReplacement:
 		fr = st.Rules
 		st.Source = SourceRules
 	}
 	if st.APIErr != nil {
 		return
 	}
+	if !st.KubeProxyConfig.ExternalIPs && st.Dataplane != DataplaneReplacement {
+		// AllowServiceExternalIPs=false: kube-proxy writes no rule for an externalIP, so none is dropped
+		// here, and none is compared. (A copy: the snapshot's Services may be shared.)
+		snap.Services = slices.Clone(snap.Services)
+		for i := range snap.Services {
+			snap.Services[i].ExternalIPs = nil
+		}
+	}
 	ev := g.evidence(st, snap)
+	dec := newDecider(fr, ev)
 	// Sized up front: at thousands of Services, growing these maps and slices was a third of a scrape's
 	// garbage, and a scrape's garbage sets the exporter's RSS (the GC's target follows the heap's peak).
 	seen := make(map[counterKey]bool, 2*len(snap.Services))
@@ -246,6 +292,9 @@ func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCh
 			byFamily[r.Checks[j].Family] = &r.Checks[j].HealthCheck
 		}
 		for _, fam := range svc.Families {
+			if st.NotProgrammed {
+				break
+			}
 			if fr != nil && fr.HasFamily(string(fam.Family)) {
 				for _, p := range fam.Ports {
 					sp := rules.ServicePort{Namespace: svc.Namespace, Name: svc.Name, Port: p.Name, Protocol: string(p.Protocol)}
@@ -271,10 +320,10 @@ func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCh
 				r.Mismatch = r.Mismatch || hc.LocalEndpoints != fam.LocalReadyEndpoints
 			}
 		}
-		r.Verdict = Decide(DecideInput{Service: svc, Node: st.Node, Checks: byFamily, Rules: fr, Evidence: ev})
+		r.Verdict = dec.decide(svc, st.Node, byFamily)
 		st.Services[i] = r
 	}
-	if fr != nil {
+	if fr != nil && !st.NotProgrammed {
 		g.cfg.Memory.forget(seen)
 	}
 }
@@ -285,14 +334,18 @@ type scrapeEvidence struct {
 	grew  map[ruleKey]bool
 }
 
-func (e scrapeEvidence) Assigned(ip string) bool {
-	a, err := netip.ParseAddr(ip)
-	return err == nil && e.local[a.Unmap()]
-}
-
-func (e scrapeEvidence) Arriving(sp rules.ServicePort, family corev1.IPFamily, address string, port int32) bool {
-	return e.grew[ruleKey{counterKey: counterKey{namespace: sp.Namespace, name: sp.Name, port: sp.Port, protocol: sp.Protocol},
-		family: string(family), address: address, port: port}]
+// Arriving implements verdict.Arrivals: the address is configured on one of this node's interfaces, or its
+// drop rule's counter grew within the evidence window.
+func (e scrapeEvidence) Arriving(d verdict.Destination) (string, bool) {
+	if a, err := netip.ParseAddr(d.Address); err == nil && e.local[a.Unmap()] {
+		return "address assigned to this node", true
+	}
+	k := ruleKey{counterKey: counterKey{namespace: d.Namespace, name: d.Service, port: d.Port, protocol: string(d.Protocol)},
+		family: string(d.Family), address: d.Address, port: d.DestPort}
+	if e.grew[k] {
+		return "drop counter grew within the evidence window", true
+	}
+	return "", false
 }
 
 // evidence records every counted address drop rule in Memory and keeps those that grew within the window.
@@ -333,9 +386,16 @@ func (g *Gatherer) evidence(st *State, snap kubeview.Snapshot) scrapeEvidence {
 	return ev
 }
 
-// probeKubeProxy asks kube-proxy's /healthz and /livez at once.
-func (g *Gatherer) probeKubeProxy(ctx context.Context, node kubeview.NodeState) KubeProxyState {
-	addr, err := g.cfg.KubeProxyAddress(node)
+// probeKubeProxy asks kube-proxy's /healthz and /livez at once, where cfg says its health server listens
+// (or where the flag says).
+func (g *Gatherer) probeKubeProxy(ctx context.Context, node kubeview.NodeState, cfg nodeprobe.KubeProxyConfig) KubeProxyState {
+	var addr string
+	var err error
+	if g.cfg.KubeProxyAddress != nil {
+		addr, err = g.cfg.KubeProxyAddress(node)
+	} else {
+		addr, err = nodeprobe.KubeProxyHealthAddress(cfg, g.cfg.Addrs, nodeprobe.KubeProxyNodeIPs(node.KubeProxyNodeIPs(), cfg.BindAddress))
+	}
 	if err != nil {
 		return KubeProxyState{Err: fmt.Errorf("choosing kube-proxy's health server address: %w", err)}
 	}
@@ -361,16 +421,17 @@ func (g *Gatherer) probeKubeProxy(ctx context.Context, node kubeview.NodeState) 
 // probeHealthChecks probes the health check node port of every LoadBalancer Service in each of its
 // families, at most Concurrency at a time, on the family's address kube-proxy serves. The result is indexed
 // like snap.Services; empty where a Service has no health check node port.
-func (g *Gatherer) probeHealthChecks(ctx context.Context, snap kubeview.Snapshot, local []net.IP, cidrs []string) [][]FamilyCheck {
+func (g *Gatherer) probeHealthChecks(ctx context.Context, snap kubeview.Snapshot, local []net.IP, cfg nodeprobe.KubeProxyConfig) [][]FamilyCheck {
 	out := make([][]FamilyCheck, len(snap.Services))
 	addrs := map[corev1.IPFamily]string{}
+	nodeIPs := nodeprobe.KubeProxyNodeIPs(snap.Node.KubeProxyNodeIPs(), cfg.BindAddress)
 	addrOf := func(f corev1.IPFamily) string {
 		a, ok := addrs[f]
 		if !ok {
 			if o := g.cfg.HealthCheckAddress; o != "" && kubeview.IPFamilyOf(o) == f {
 				a = o
 			} else {
-				a = nodeprobe.PickFamilyAddress(local, snap.Node.InternalIPs, string(f), cidrs)
+				a = nodeprobe.PickFamilyAddress(local, nodeIPs, string(f), cfg.NodePortAddresses)
 			}
 			addrs[f] = a
 		}

@@ -1,6 +1,8 @@
 package collector
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,6 +51,10 @@ func (*KubeProxy) Update(st *State, out *Sink) error {
 	}
 	if st.NodeErr != nil {
 		return st.NodeErr
+	}
+	if errors.Is(st.KubeProxy.Err, nodeprobe.ErrHealthServerDisabled) {
+		// kube-proxy runs without a health server: nothing to report, and not a failure of the exporter.
+		return fmt.Errorf("%w: %w", ErrNoData, st.KubeProxy.Err)
 	}
 	if st.KubeProxy.Err != nil {
 		return st.KubeProxy.Err

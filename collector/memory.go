@@ -3,6 +3,8 @@ package collector
 import (
 	"sync"
 	"time"
+
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 )
 
 // Memory is the exporter's only state that outlives a scrape: the dropped-packet totals, made monotonic over
@@ -15,32 +17,41 @@ type Memory struct {
 	// kubeProxySeen: kube-proxy's rules or health server were seen on this node once. A kube-proxy that
 	// later vanishes is down, not replaced: its alerts must keep firing.
 	kubeProxySeen bool
-	// nodePortAddresses is the last /configz read of kube-proxy's --nodeport-addresses, at configzAt.
-	nodePortAddresses []string
-	configzAt         time.Time
+	// kubeProxyConfig is the last /configz read of kube-proxy's configuration, at configzAt; configzStale: a
+	// probe it placed failed since, so kube-proxy may have restarted with another configuration.
+	kubeProxyConfig nodeprobe.KubeProxyConfig
+	configzAt       time.Time
+	configzStale    bool
 }
 
-// configz returns the cached --nodeport-addresses while younger than configzTTL.
-func (m *Memory) configz(now time.Time) ([]string, bool) {
+// configz returns the cached kube-proxy configuration while younger than configzTTL.
+func (m *Memory) configz(now time.Time) (nodeprobe.KubeProxyConfig, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.configzAt.IsZero() || now.Sub(m.configzAt) >= configzTTL {
-		return nil, false
+	if m.configzAt.IsZero() || m.configzStale || now.Sub(m.configzAt) >= configzTTL {
+		return nodeprobe.KubeProxyConfig{}, false
 	}
-	return m.nodePortAddresses, true
+	return m.kubeProxyConfig, true
+}
+
+// staleConfigz makes the next scrape read /configz again.
+func (m *Memory) staleConfigz() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.configzStale = true
 }
 
 // lastConfigz returns the last successful read, however old.
-func (m *Memory) lastConfigz() ([]string, bool) {
+func (m *Memory) lastConfigz() (nodeprobe.KubeProxyConfig, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.nodePortAddresses, !m.configzAt.IsZero()
+	return m.kubeProxyConfig, !m.configzAt.IsZero()
 }
 
-func (m *Memory) setConfigz(cidrs []string, at time.Time) {
+func (m *Memory) setConfigz(cfg nodeprobe.KubeProxyConfig, at time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.nodePortAddresses, m.configzAt = cidrs, at
+	m.kubeProxyConfig, m.configzAt, m.configzStale = cfg, at, false
 }
 
 // sawKubeProxy records that kube-proxy was seen when seen, and reports whether it ever was.

@@ -71,6 +71,10 @@ func (c *Rules) Update(st *State, out *Sink) error {
 		out.send(rulesReadDuration, snap.Duration.Seconds())
 	}
 	switch {
+	case st.NotProgrammed:
+		// Read, and kube-proxy has written no rule yet: nothing to compare (localtraffic_kube_proxy_programmed).
+		out.send(rulesReadSuccess, 1)
+		return fmt.Errorf("%w: %w", ErrNoData, err)
 	case errors.Is(err, rules.ErrUnsupported):
 		// Not a failure of the exporter: the reader logged it once, the API view decides, the metric says so.
 		out.send(rulesSupported, 0)

@@ -9,6 +9,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
+	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
 
 // Input names one source the gatherer reads for a scrape. A collector's self-metrics count the inputs it
@@ -49,14 +50,21 @@ type State struct {
 	Source string
 	// Dataplane is DataplaneKubeProxy, DataplaneIPVS or DataplaneReplacement.
 	Dataplane string
-	Informers []kubeview.InformerStatus
+	// Replacement names the kube-proxy replacement auto detection found and the link that showed it; "" when
+	// none was (or the flag said so).
+	Replacement string
+	// NotProgrammed: the dataplane is kube-proxy, and its rules were read and hold no kube-proxy rule at all:
+	// before kube-proxy's first sync, or kube-proxy never ran here. Nothing drops, so no blackhole.
+	NotProgrammed bool
+	Informers     []kubeview.InformerStatus
 	// LocalAddrs are this host's addresses; AddrsErr why they could not be listed.
 	LocalAddrs []net.IP
 	AddrsErr   error
-	// NodePortAddresses is kube-proxy's --nodeport-addresses as its /configz or a flag gave it (nil: unknown
-	// or unset, the Node's primary addresses); NodePortAddressesErr why /configz could not be read.
-	NodePortAddresses    []string
-	NodePortAddressesErr error
+	// KubeProxyConfig is kube-proxy's configuration as its /configz (or a flag) gave it: where its health
+	// servers listen, whether it programs externalIPs. KubeProxyConfigErr is why /configz could not be read
+	// (the last known configuration, else kube-proxy's defaults, is used then).
+	KubeProxyConfig    nodeprobe.KubeProxyConfig
+	KubeProxyConfigErr error
 
 	took map[Input]time.Duration
 }
@@ -84,7 +92,7 @@ type ServiceResult struct {
 	// API view in some family. MismatchKnown: some comparison was possible at all.
 	Mismatch      bool
 	MismatchKnown bool
-	Verdict       Verdict
+	Verdict       verdict.Verdict
 }
 
 // FamilyCheck is one family's probe of the health check node port.

@@ -9,6 +9,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
+	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
 
 const (
@@ -65,14 +66,20 @@ func (f fakeFamilyRules) Family(sp rules.ServicePort, family string) rules.PortS
 	return rules.PortState{Programmed: true, Drop: len(drops) > 0, Drops: drops, LocalEndpoints: map[bool]int{true: 0, false: 1}[len(drops) > 0]}
 }
 
+// fakeEvidence: addresses assigned to the node, and addresses whose drop counter grew.
 type fakeEvidence struct {
 	assigned map[string]bool
 	arriving map[string]bool // address
 }
 
-func (e fakeEvidence) Assigned(ip string) bool { return e.assigned[ip] }
-func (e fakeEvidence) Arriving(_ rules.ServicePort, _ corev1.IPFamily, addr string, _ int32) bool {
-	return e.arriving[addr]
+func (e fakeEvidence) Arriving(d verdict.Destination) (string, bool) {
+	switch {
+	case e.assigned[d.Address]:
+		return "assigned", true
+	case e.arriving[d.Address]:
+		return "counter grew", true
+	}
+	return "", false
 }
 
 type want struct{ inRotation, drops, blackhole bool }
@@ -178,17 +185,17 @@ func TestDecide(t *testing.T) {
 		// externalIPs: in rotation only with evidence.
 		{"externalIP without evidence: not in rotation",
 			DecideInput{Service: withIPs(noNodePort(nodePortService(0)), nil, []string{"198.51.100.7"}), Node: ready,
-				Evidence: fakeEvidence{}}, want{false, true, false}},
+				Arrivals: fakeEvidence{}}, want{false, true, false}},
 		{"externalIP assigned to this node: blackhole",
 			DecideInput{Service: withIPs(noNodePort(nodePortService(0)), nil, []string{"198.51.100.7"}), Node: ready,
-				Evidence: fakeEvidence{assigned: map[string]bool{"198.51.100.7": true}}}, want{true, true, true}},
+				Arrivals: fakeEvidence{assigned: map[string]bool{"198.51.100.7": true}}}, want{true, true, true}},
 		{"externalIP whose drop counter grew: blackhole",
 			DecideInput{Service: withIPs(noNodePort(nodePortService(0)), nil, []string{"198.51.100.7"}), Node: ready,
 				Rules:    fakeFamilyRules{"IPv4": {"http": {{Address: "198.51.100.7", Port: 80, Counted: true}}}},
-				Evidence: fakeEvidence{arriving: map[string]bool{"198.51.100.7": true}}}, want{true, true, true}},
+				Arrivals: fakeEvidence{arriving: map[string]bool{"198.51.100.7": true}}}, want{true, true, true}},
 		{"externalIP of the other family is not this family's",
 			DecideInput{Service: withIPs(noNodePort(nodePortService(0, family(v6, 0, true))), nil, []string{"198.51.100.7"}), Node: ready,
-				Evidence: fakeEvidence{assigned: map[string]bool{"198.51.100.7": true}}}, want{false, false, false}},
+				Arrivals: fakeEvidence{assigned: map[string]bool{"198.51.100.7": true}}}, want{false, false, false}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

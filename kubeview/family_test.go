@@ -3,6 +3,7 @@ package kubeview
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -151,6 +152,19 @@ func TestNodeEligibility(t *testing.T) {
 		// No Node object: in no load balancer's target set; its addresses and kube-proxy's rules still take
 		// NodePort traffic.
 		"missing": {NodeState{Name: "n"}, false, true},
+		// Virtual nodes run no kube-proxy: neither a NodePort nor a load balancer target.
+		"virtual-kubelet label": {NodeStateOf(node("n", func(n *corev1.Node) {
+			n.Labels = map[string]string{LabelVirtualKubeletType: VirtualKubeletType}
+		})), false, false},
+		"virtual-kubelet taint": {NodeStateOf(node("n", func(n *corev1.Node) {
+			n.Spec.Taints = []corev1.Taint{{Key: TaintVirtualKubelet, Value: "azure", Effect: corev1.TaintEffectNoSchedule}}
+		})), false, false},
+		"fargate": {NodeStateOf(node("n", func(n *corev1.Node) {
+			n.Labels = map[string]string{LabelEKSComputeType: EKSComputeTypeFargate}
+		})), false, false},
+		"another type label": {NodeStateOf(node("n", func(n *corev1.Node) {
+			n.Labels = map[string]string{LabelVirtualKubeletType: "worker", LabelEKSComputeType: "ec2"}
+		})), true, true},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -175,6 +189,10 @@ func TestInternalIPPerFamily(t *testing.T) {
 	}
 	if len(st.InternalIPs) != 2 {
 		t.Errorf("InternalIPs = %v (ExternalIP must not count)", st.InternalIPs)
+	}
+	// kube-proxy's order: every InternalIP, then every ExternalIP.
+	if got := st.KubeProxyNodeIPs(); !slices.Equal(got, []string{"10.250.0.11", "fd00:250::11", "203.0.113.5"}) {
+		t.Errorf("KubeProxyNodeIPs = %v", got)
 	}
 }
 

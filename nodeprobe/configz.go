@@ -3,8 +3,11 @@ package nodeprobe
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"strconv"
 )
 
 // configzGroup is the key kube-proxy registers its configuration under in /configz (component-base's
@@ -13,35 +16,118 @@ import (
 // keys regardless of case, so releases that served the untagged internal type ("NodePortAddresses") read too.
 const configzGroup = "kubeproxy.config.k8s.io"
 
-// ReadNodePortAddresses reads kube-proxy's --nodeport-addresses from its /configz at url. It returns nil for
-// an unset list or the special value "primary" (the Node's primary addresses: nftables mode's default), else
-// the CIDRs.
-func ReadNodePortAddresses(ctx context.Context, client *http.Client, url string) ([]string, error) {
+// DefaultHealthzBindAddress is kube-proxy's default --healthz-bind-address: every address, port 10256.
+const DefaultHealthzBindAddress = "0.0.0.0:10256"
+
+// KubeProxyConfig is what the exporter reads of kube-proxy's configuration.
+type KubeProxyConfig struct {
+	// NodePortAddresses is --nodeport-addresses as configured: CIDRs and the keywords "primary" (the node IP of
+	// each family), "localhost" and "all" (kube-proxy 1.37); nil when unset (every address of each family).
+	NodePortAddresses []string
+	// BindAddress is --bind-address; a specific IP overrides kube-proxy's node IP of its family ("" or
+	// 0.0.0.0: it does not).
+	BindAddress string
+	// HealthzBindAddress is kube-proxy's health server host:port (--healthz-bind-address); "" when disabled.
+	HealthzBindAddress string
+	// ExternalIPs is false when kube-proxy runs with the AllowServiceExternalIPs feature gate off
+	// (pkg/proxy/serviceport.go): it then writes no rule for any spec.externalIPs address.
+	ExternalIPs bool
+}
+
+// DefaultKubeProxyConfig is kube-proxy's configuration when nothing says otherwise.
+func DefaultKubeProxyConfig() KubeProxyConfig {
+	return KubeProxyConfig{HealthzBindAddress: DefaultHealthzBindAddress, ExternalIPs: true}
+}
+
+// ReadKubeProxyConfig reads kube-proxy's configuration from its /configz at url.
+func ReadKubeProxyConfig(ctx context.Context, client *http.Client, url string) (KubeProxyConfig, error) {
 	resp, err := get(ctx, client, url)
 	if err != nil {
-		return nil, fmt.Errorf("kube-proxy %s: %w", url, err)
+		return KubeProxyConfig{}, fmt.Errorf("kube-proxy %s: %w", url, err)
 	}
 	if resp.status != http.StatusOK {
-		return nil, fmt.Errorf("kube-proxy %s: status %d", url, resp.status)
+		return KubeProxyConfig{}, fmt.Errorf("kube-proxy %s: status %d", url, resp.status)
 	}
 	if resp.tooLarge {
-		return nil, fmt.Errorf("kube-proxy %s: body larger than %d bytes", url, MaxBodyBytes)
+		return KubeProxyConfig{}, fmt.Errorf("kube-proxy %s: body larger than %d bytes", url, MaxBodyBytes)
 	}
 	var body map[string]struct {
-		NodePortAddresses []string `json:"nodePortAddresses"`
+		NodePortAddresses  []string        `json:"nodePortAddresses"`
+		BindAddress        string          `json:"bindAddress"`
+		HealthzBindAddress *string         `json:"healthzBindAddress"`
+		FeatureGates       map[string]bool `json:"featureGates"`
 	}
 	if err := json.Unmarshal(resp.body, &body); err != nil {
-		return nil, fmt.Errorf("kube-proxy %s: decoding: %w", url, err)
+		return KubeProxyConfig{}, fmt.Errorf("kube-proxy %s: decoding: %w", url, err)
 	}
-	cfg, ok := body[configzGroup]
+	raw, ok := body[configzGroup]
 	if !ok {
-		return nil, fmt.Errorf("kube-proxy %s: no %q object", url, configzGroup)
+		return KubeProxyConfig{}, fmt.Errorf("kube-proxy %s: no %q object", url, configzGroup)
 	}
-	var cidrs []string
-	for _, c := range cfg.NodePortAddresses {
-		if c != "primary" && c != "" {
-			cidrs = append(cidrs, c)
+	cfg := DefaultKubeProxyConfig()
+	for _, a := range raw.NodePortAddresses {
+		if a != "" {
+			cfg.NodePortAddresses = append(cfg.NodePortAddresses, a)
 		}
 	}
-	return cidrs, nil
+	cfg.BindAddress = raw.BindAddress
+	if raw.HealthzBindAddress != nil {
+		cfg.HealthzBindAddress = *raw.HealthzBindAddress
+	}
+	if on, set := raw.FeatureGates["AllowServiceExternalIPs"]; set {
+		cfg.ExternalIPs = on
+	}
+	return cfg, nil
+}
+
+// KubeProxyNodeIPs are kube-proxy's node IPs, one per family, as it picks them (cmd/kube-proxy/app/server.go
+// detectNodeIPs): the first address of each family among addrs (the Node's InternalIPs, then its ExternalIPs),
+// the primary family's replaced by --bind-address when that is a specific IP.
+func KubeProxyNodeIPs(addrs []string, bindAddress string) []string {
+	var out []string
+	seen := map[string]bool{}
+	if ip := net.ParseIP(bindAddress); ip != nil && !ip.IsUnspecified() {
+		out, seen[FamilyOf(ip)] = append(out, ip.String()), true
+	}
+	for _, a := range addrs {
+		ip := net.ParseIP(a)
+		if ip == nil || seen[FamilyOf(ip)] {
+			continue
+		}
+		out, seen[FamilyOf(ip)] = append(out, ip.String()), true
+	}
+	return out
+}
+
+// ErrHealthServerDisabled means kube-proxy runs without its health server (an empty --healthz-bind-address):
+// there is nothing to probe.
+var ErrHealthServerDisabled = errors.New("kube-proxy's health server is disabled (healthzBindAddress empty)")
+
+// KubeProxyHealthAddress is where to reach kube-proxy's health server: its healthzBindAddress when that names
+// an address (k3s and RKE2 bind 127.0.0.1 or ::1: probing the node's InternalIP there is refused), else (0.0.0.0
+// or ::, every address) the first of nodeIPs (kube-proxy's node IPs) configured on this host; with its port.
+func KubeProxyHealthAddress(cfg KubeProxyConfig, lister AddrLister, nodeIPs []string) (string, error) {
+	if cfg.HealthzBindAddress == "" {
+		return "", ErrHealthServerDisabled
+	}
+	host, port, err := net.SplitHostPort(cfg.HealthzBindAddress)
+	if err != nil {
+		// An address without a port (kube-proxy appends its default itself).
+		host, port = cfg.HealthzBindAddress, "10256"
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return "", fmt.Errorf("kube-proxy healthzBindAddress %q: bad port", cfg.HealthzBindAddress)
+	}
+	ip := net.ParseIP(host)
+	if host != "" && ip == nil {
+		return "", fmt.Errorf("kube-proxy healthzBindAddress %q: not an IP address", cfg.HealthzBindAddress)
+	}
+	if ip != nil && !ip.IsUnspecified() {
+		return net.JoinHostPort(ip.String(), port), nil
+	}
+	local, err := PickLocalAddress(lister, nodeIPs)
+	if err != nil {
+		return "", err
+	}
+	return net.JoinHostPort(local, port), nil
 }

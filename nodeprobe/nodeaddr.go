@@ -60,30 +60,47 @@ func PickLocalAddress(lister AddrLister, candidates []string) (string, error) {
 	return "", fmt.Errorf("InternalIPs %v: %w", candidates, ErrNoLocalAddress)
 }
 
-// PickFamilyAddress chooses where to probe a health check node port of one IP family ("IPv4" or "IPv6"):
-// kube-proxy binds those ports on the node's addresses inside its --nodeport-addresses CIDRs (cidrs), or on
-// the node's primary address of the family when that is empty or "primary" (nftables mode's default). It
-// returns the candidate (the Node's InternalIPs, in order) of that family that is configured locally and, when
-// cidrs are given, inside them; failing that, any local address of the family inside cidrs. "" when none.
-func PickFamilyAddress(local []net.IP, candidates []string, family string, cidrs []string) string {
-	// kube-proxy keeps only the CIDRs of the proxier's family; with none left, the family's proxier serves
-	// every address of the family (pkg/proxy/util/nodeport_addresses.go), so the InternalIP will do.
+// PickFamilyAddress chooses where to probe a health check node port of one IP family ("IPv4" or "IPv6"), as
+// kube-proxy binds them (pkg/proxy/healthcheck/service_health.go, pkg/proxy/util/nodeport_addresses.go):
+// nodeIPs are kube-proxy's node IPs (KubeProxyNodeIPs: one per family, InternalIP before ExternalIP) and
+// nodePortAddresses its --nodeport-addresses, with the keywords expanded as kube-proxy expands them ("primary":
+// the node IP of the family; "localhost": loopback; "all": every address). Without a CIDR of the family the
+// family's proxier listens on every address: the node IP of the family, when configured on this host, is where
+// a load balancer checks. With CIDRs it listens on each local address inside them: the node IP when it is one of
+// them, else the first such local address (never link-local). "" when there is none.
+func PickFamilyAddress(local []net.IP, nodeIPs []string, family string, nodePortAddresses []string) string {
+	var nodeIP net.IP
+	for _, c := range nodeIPs {
+		if ip := net.ParseIP(c); ip != nil && FamilyOf(ip) == family {
+			nodeIP = ip
+			break
+		}
+	}
 	var nets []*net.IPNet
-	for _, c := range cidrs {
-		if _, n, err := net.ParseCIDR(c); err == nil && FamilyOf(n.IP) == family {
+	matchAll := false
+	add := func(cidr string) {
+		if _, n, err := net.ParseCIDR(cidr); err == nil && FamilyOf(n.IP) == family {
+			if ones, _ := n.Mask.Size(); ones == 0 {
+				matchAll = true
+			}
 			nets = append(nets, n)
 		}
 	}
-	inside := func(ip net.IP) bool {
-		if len(nets) == 0 {
-			return true
-		}
-		for _, n := range nets {
-			if n.Contains(ip) {
-				return true
+	for _, a := range nodePortAddresses {
+		switch a {
+		case "primary":
+			if nodeIP != nil && !nodeIP.IsLoopback() {
+				add(nodeIP.String() + map[bool]string{true: "/32", false: "/128"}[family == "IPv4"])
 			}
+		case "localhost":
+			add("127.0.0.0/8")
+			add("::1/128")
+		case "all":
+			add("0.0.0.0/0")
+			add("::/0")
+		default:
+			add(a)
 		}
-		return false
 	}
 	isLocal := func(ip net.IP) bool {
 		for _, l := range local {
@@ -93,14 +110,22 @@ func PickFamilyAddress(local []net.IP, candidates []string, family string, cidrs
 		}
 		return false
 	}
-	for _, c := range candidates {
-		ip := net.ParseIP(c)
-		if ip != nil && FamilyOf(ip) == family && isLocal(ip) && inside(ip) {
-			return ip.String()
+	if len(nets) == 0 || matchAll {
+		if nodeIP != nil && isLocal(nodeIP) {
+			return nodeIP.String()
 		}
-	}
-	if len(nets) == 0 {
 		return ""
+	}
+	inside := func(ip net.IP) bool {
+		for _, n := range nets {
+			if n.Contains(ip) {
+				return true
+			}
+		}
+		return false
+	}
+	if nodeIP != nil && isLocal(nodeIP) && inside(nodeIP) {
+		return nodeIP.String()
 	}
 	for _, l := range local {
 		if FamilyOf(l) == family && inside(l) && !l.IsLinkLocalUnicast() {

@@ -34,6 +34,8 @@ func cell(n placement.NodeStatus) (text, colour string) {
 	switch {
 	case n.Blackhole:
 		return "DROP", red
+	case len(n.CannotTell) > 0:
+		return "drop?", yellow
 	case n.Serves:
 		return fmt.Sprintf("ok %d", n.LocalEndpoints), green
 	case n.Receives && !n.InRotation:
@@ -90,7 +92,8 @@ func writeStatusText(w io.Writer, st []placement.ServiceStatus, colour bool) err
 		fmt.Fprintf(w, "%s %s/%s: %s\n", mark, s.Namespace, s.Name, s.Summary)
 	}
 	_, err := fmt.Fprintln(w, p.paint(dim, "\nok N: receives and serves (N local endpoints)  DROP: receives and drops (blackhole)  "+
-		"drained: no ready endpoint, its health check answers 503  -: receives nothing"))
+		"drained: no ready endpoint, its health check answers 503  drop?: drops an externalIP, if the network routes it there (cannot tell from the API)  "+
+		"-: receives nothing"))
 	return err
 }
 

@@ -89,6 +89,9 @@ func (p *landingPage) view(st *collector.State, at time.Time) landingView {
 		At: at.UTC().Format(time.RFC3339), Age: p.now().Sub(at).Round(time.Second).String(),
 		Dataplane: st.Dataplane, Source: st.Source,
 	}
+	if st.Replacement != "" {
+		v.Dataplane += ", detected: " + st.Replacement
+	}
 	v.API = "ok"
 	if st.APIErr != nil {
 		v.API = st.APIErr.Error()
@@ -96,6 +99,8 @@ func (p *landingPage) view(st *collector.State, at time.Time) landingView {
 	switch {
 	case !st.RulesConfigured:
 		v.Rules = "not read (--rules.mode=none or no kube-proxy)"
+	case st.NotProgrammed:
+		v.Rules = "none: kube-proxy has not programmed this node (before its first sync, or it never ran); nothing drops"
 	case st.RulesErr != nil:
 		v.Rules = "read failed: " + st.RulesErr.Error()
 	default:

@@ -23,6 +23,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/clientsetapi"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
+	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
 
 // countingGatherer counts the gathers that reach the real gatherer.
@@ -248,7 +249,7 @@ func BenchmarkLandingPage(b *testing.B) {
 			Service: kubeview.ServiceState{Namespace: "ns", Name: fmt.Sprintf("svc-%d", i), Families: []kubeview.FamilyEndpoints{{Family: corev1.IPv4Protocol, LocalEndpoints: 1}}},
 			Checks: []collector.FamilyCheck{{Family: corev1.IPv4Protocol, HealthCheck: nodeprobe.HealthCheck{
 				Result: nodeprobe.ResultOK, StatusCode: 200, LocalEndpoints: 1, Duration: time.Millisecond}}},
-			Verdict: collector.Verdict{InRotation: true},
+			Verdict: verdict.Verdict{InRotation: true},
 		})
 	}
 	states := &lastState{g: fixedState{st}}

@@ -97,11 +97,11 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	var raw rawFlags
 	app.Flag("log.level", "Only log messages with the given severity or above. One of: [debug, info, warn, error]").Default("info").StringVar(&raw.logLevel)
 	app.Flag("log.format", "Output format of log messages. One of: [auto, json, text] (auto: tint on a terminal, JSON otherwise)").Default("auto").StringVar(&o.logFormat)
-	app.Flag("kube-proxy.healthz-address", "kube-proxy's health server host:port (default <Node InternalIP>:10256).").StringVar(&o.kubeProxyHealthz)
+	app.Flag("kube-proxy.healthz-address", "kube-proxy's health server host:port (default: its healthzBindAddress from /configz on --kube-proxy.metrics-address; when that binds every address, the node's own address kube-proxy uses, InternalIP before ExternalIP).").StringVar(&o.kubeProxyHealthz)
 	app.Flag("kube-proxy.metrics-address", "kube-proxy's metrics server host:port, asked for /proxyMode.").Default("127.0.0.1:10249").StringVar(&o.kubeProxyMetrics)
 	app.Flag("health-check.address", "Address to probe health check node ports of its IP family on (default: the node's address of each family that kube-proxy serves).").StringVar(&o.healthCheckAddress)
-	app.Flag("kube-proxy.nodeport-addresses", "kube-proxy's --nodeport-addresses, comma-separated CIDRs or \"primary\" (default: read from kube-proxy's /configz on --kube-proxy.metrics-address).").StringVar(&raw.nodePortAddresses)
-	app.Flag("dataplane", "What serves Services on this node: auto (detect a kube-proxy replacement: no kube-proxy rules and no kube-proxy health answer), kube-proxy, or replacement (Cilium, Calico eBPF, OVN-Kubernetes: API view and health check node ports decide).").Default("auto").StringVar(&raw.dataplane)
+	app.Flag("kube-proxy.nodeport-addresses", "kube-proxy's --nodeport-addresses, comma-separated CIDRs or primary, localhost, all (default: read from kube-proxy's /configz on --kube-proxy.metrics-address).").StringVar(&raw.nodePortAddresses)
+	app.Flag("dataplane", "What serves Services on this node: auto (a kube-proxy replacement only on positive evidence: no kube-proxy rule and a link it creates, cilium_host, bpfin.cali, ovn-k8s-mp0 or kube-dummy-if; otherwise kube-proxy, missing or not programmed when it has no rule), kube-proxy, or replacement (Cilium, Calico eBPF, OVN-Kubernetes, kube-router: API view and health check node ports decide).").Default("auto").StringVar(&raw.dataplane)
 	durationFlag(app, "externalip.evidence-window", "An externalIP not assigned to this node is in rotation when its drop rule's packet counter grew this recently (iptables modes).", "10m", &o.externalIPWindow)
 	durationFlag(app, "probe.timeout", "Longest time one probe may take; the scrape's own timeout may shorten it.", "5s", &o.probeTimeout)
 	intFlag(app, "probe.concurrency", "Health check probes in flight at once.", "8", &o.probeConcurrency)
@@ -222,11 +222,12 @@ func (o *options) check(raw rawFlags) error {
 		o.nodePortAddresses = []string{}
 		for _, c := range strings.Split(raw.nodePortAddresses, ",") {
 			c = strings.TrimSpace(c)
-			if c == "primary" {
-				continue
-			}
-			if _, _, err := net.ParseCIDR(c); err != nil {
-				return fmt.Errorf("bad --kube-proxy.nodeport-addresses %q: want CIDRs or primary", raw.nodePortAddresses)
+			switch c {
+			case "primary", "localhost", "all": // kube-proxy's keywords, expanded as it expands them
+			default:
+				if _, _, err := net.ParseCIDR(c); err != nil {
+					return fmt.Errorf("bad --kube-proxy.nodeport-addresses %q: want CIDRs, primary, localhost or all", raw.nodePortAddresses)
+				}
 			}
 			o.nodePortAddresses = append(o.nodePortAddresses, c)
 		}

@@ -117,7 +117,7 @@ func TestParseOptionsGoodValues(t *testing.T) {
 		telemetryPath: "/m", logLevel: slog.LevelDebug, logFormat: "json", kubeProxyHealthz: "[fd00::1]:10256",
 		kubeProxyMetrics: "localhost:10249", healthCheckAddress: "fd00::1", probeTimeout: 1500 * time.Millisecond,
 		probeConcurrency: 1, scrapeTimeoutOff: 0, maxRequests: 1, rulesMode: "nftables", rulesCacheTTL: 0,
-		nodePortAddresses: []string{"10.0.0.0/8", "fd00::/64"}, externalIPWindow: 90 * time.Second, dataplane: "replacement",
+		nodePortAddresses: []string{"10.0.0.0/8", "fd00::/64", "primary"}, externalIPWindow: 90 * time.Second, dataplane: "replacement",
 		shutdownGrace: 8 * time.Second,
 		selection: collector.Selection{RulesPerPort: true, Enabled: map[string]bool{"services": true, "service_details": true,
 			"kube_proxy": true, "node": true, "informers": true, "rules": true, "dataplane": false}},

@@ -23,9 +23,6 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
 )
 
-// kubeProxyHealthPort is kube-proxy's default --healthz-bind-address port.
-const kubeProxyHealthPort = "10256"
-
 // run is the whole program but for process-wide state (see runWith): what in-process tests call.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return runWith(ctx, args, stdout, stderr, func(*slog.Logger) {})
@@ -83,7 +80,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, route
 	}()
 
 	// The landing page shows the State the last scrape gathered: one gatherer, recorded.
-	states := &lastState{g: newGatherer(opts, view, nodeprobe.NetlinkAddrs{}, newRulesReader(opts, logger), logger)}
+	states := &lastState{g: newGatherer(opts, view, netlinkHost{}, newRulesReader(opts, logger), logger)}
 	exp, err := exporterFor(opts, states, logger)
 	if err != nil {
 		return err
@@ -208,9 +205,21 @@ func newRulesReader(opts options, logger *slog.Logger) rules.Reader {
 	})
 }
 
-// newExporter wires the collectors. addrs finds this host's addresses (netlink); ruleReader may be nil.
-func newExporter(opts options, view exporterView, addrs nodeprobe.AddrLister, ruleReader rules.Reader, logger *slog.Logger) (*collector.Exporter, error) {
-	return exporterFor(opts, newGatherer(opts, view, addrs, ruleReader, logger), logger)
+// host is what the gatherer reads of this host itself: its addresses and its network links.
+type host interface {
+	nodeprobe.AddrLister
+	nodeprobe.LinkLister
+}
+
+// netlinkHost reads both through netlink, in the exporter's network namespace (the host's, under hostNetwork).
+type netlinkHost struct {
+	nodeprobe.NetlinkAddrs
+	nodeprobe.NetlinkLinks
+}
+
+// newExporter wires the collectors. h reads this host (netlink); ruleReader may be nil.
+func newExporter(opts options, view exporterView, h host, ruleReader rules.Reader, logger *slog.Logger) (*collector.Exporter, error) {
+	return exporterFor(opts, newGatherer(opts, view, h, ruleReader, logger), logger)
 }
 
 // exporterFor is the selected collectors over one gatherer, filtered by the metric lists.
@@ -227,23 +236,15 @@ func exporterFor(opts options, g collector.StateGatherer, logger *slog.Logger) (
 }
 
 // newGatherer builds the per-scrape gatherer from the options.
-func newGatherer(opts options, view exporterView, addrs nodeprobe.AddrLister, ruleReader rules.Reader, logger *slog.Logger) *collector.Gatherer {
+func newGatherer(opts options, view exporterView, addrs host, ruleReader rules.Reader, logger *slog.Logger) *collector.Gatherer {
 	client := nodeprobe.NewHTTPClient()
-	localAddr := func(n kubeview.NodeState) (string, error) {
-		return nodeprobe.PickLocalAddress(addrs, n.InternalIPs)
-	}
-	kpAddr := func(n kubeview.NodeState) (string, error) {
-		ip, err := localAddr(n)
-		if err != nil {
-			return "", err
-		}
-		return net.JoinHostPort(ip, kubeProxyHealthPort), nil
-	}
+	// Without the flag the gatherer finds kube-proxy's health server from its /configz.
+	var kpAddr func(kubeview.NodeState) (string, error)
 	if opts.kubeProxyHealthz != "" {
 		kpAddr = func(kubeview.NodeState) (string, error) { return opts.kubeProxyHealthz, nil }
 	}
 	return collector.NewGatherer(collector.GathererConfig{
-		View: view, Informers: view, Rules: ruleReader, Addrs: addrs,
+		View: view, Informers: view, Rules: ruleReader, Addrs: addrs, Links: addrs,
 		KubeProxyAddress: kpAddr, HealthCheckAddress: opts.healthCheckAddress,
 		NodePortAddresses: opts.nodePortAddresses, ConfigzURL: "http://" + opts.kubeProxyMetrics + "/configz",
 		ExternalIPWindow: opts.externalIPWindow, Dataplane: opts.dataplane,

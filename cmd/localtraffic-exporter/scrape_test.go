@@ -42,6 +42,9 @@ type loopbackAddrs struct{}
 
 func (loopbackAddrs) LocalAddrs() ([]net.IP, error) { return []net.IP{net.ParseIP("127.0.0.1")}, nil }
 
+// LinkNames: the host has no link of a kube-proxy replacement.
+func (loopbackAddrs) LinkNames() ([]string, error) { return []string{"lo"}, nil }
+
 // fixedRules is a rules.Reader that returns one snapshot.
 type fixedRules struct{ snap *rules.Snapshot }
 

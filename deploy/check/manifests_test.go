@@ -5,6 +5,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -133,8 +134,9 @@ func TestDaemonSet(t *testing.T) {
 	}) {
 		t.Errorf("tolerations %+v do not tolerate every taint (operator Exists, no key, no effect)", pod.Tolerations)
 	}
-	if len(pod.NodeSelector) > 0 || pod.Affinity != nil {
-		t.Errorf("nodeSelector/affinity would keep the exporter off some nodes")
+	// Every Linux node that is a machine, and nothing else keeps it off any node (nodes_test.go).
+	if !reflect.DeepEqual(pod.NodeSelector, linuxSelector) || !reflect.DeepEqual(pod.Affinity, notVirtualAffine) {
+		t.Errorf("nodeSelector %v, affinity %+v: want exactly %v and the virtual-node exclusion", pod.NodeSelector, pod.Affinity, linuxSelector)
 	}
 	for k, v := range ds.Spec.Selector.MatchLabels {
 		if ds.Spec.Template.Labels[k] != v {

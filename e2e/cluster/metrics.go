@@ -120,6 +120,9 @@ func matches(s *dto.Metric, want Labels) bool {
 	return found == len(want)
 }
 
+// Value is a sample's value: a gauge's, counter's or untyped one's, a summary's or histogram's sum.
+func Value(s *dto.Metric) float64 { return value(s) }
+
 func value(s *dto.Metric) float64 {
 	switch {
 	case s.Gauge != nil:

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
 
 // ServiceReport is one Local Service's placement story and what is wrong with it.
@@ -230,17 +231,13 @@ func allDaemonSets(ws []*Workload) bool {
 	return len(ws) > 0
 }
 
-// receivingNodes are the nodes that receive the Service's external traffic: kubeview's rules, the same as the
-// exporter's in-rotation rule without what only a node can see.
+// receivingNodes are the nodes that receive the Service's external traffic: the shared decision's receivers
+// (package verdict), the exporter's in-rotation rule without what only a node can see.
 func receivingNodes(svc *corev1.Service, nodes []*corev1.Node) []*corev1.Node {
+	ss := kubeview.ServiceState{Type: svc.Spec.Type, HealthCheckNodePort: svc.Spec.HealthCheckNodePort}
 	var out []*corev1.Node
 	for _, n := range nodes {
-		ns := kubeview.NodeStateOf(n)
-		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
-			if ns.LoadBalancerEligible() {
-				out = append(out, n)
-			}
-		} else if ns.NodePortEligible() {
+		if verdict.Receiver(ss, kubeview.NodeStateOf(n)) {
 			out = append(out, n)
 		}
 	}

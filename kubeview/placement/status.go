@@ -2,6 +2,7 @@ package placement
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -9,6 +10,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
 
 // NodeStatus is one node's part of one Service's external traffic, as far as the API shows it.
@@ -26,6 +28,14 @@ type NodeStatus struct {
 	Blackhole           bool `json:"blackhole"`
 	// Drops names what kube-proxy drops on this node for lack of a local endpoint, e.g. "NodePort 30090/TCP".
 	Drops []string `json:"drops,omitempty"`
+	// CannotTell names the dropped destinations whose traffic the API cannot say reaches this node (an
+	// externalIP goes where the network routes it): a blackhole if it does. The exporter on the node knows.
+	CannotTell []string `json:"cannotTell,omitempty"`
+	// RotationUnknown: some way in (an externalIP) reaches the node only if the network routes it there, which
+	// the API does not show: InRotation counts only what the API can tell.
+	RotationUnknown bool `json:"rotationUnknown,omitempty"`
+	// Virtual: a virtual node (virtual-kubelet, Fargate): no kube-proxy, never a receiver.
+	Virtual bool `json:"virtual,omitempty"`
 }
 
 // ServiceStatus is one Local Service across the cluster's nodes.
@@ -168,49 +178,43 @@ func outage(ss kubeview.ServiceState) bool {
 	return false
 }
 
-// verdictOn is the exporter's verdict for one node from the API, family by family as kube-proxy's per-family
-// proxiers decide: in rotation (the node receives; for a health-checked LoadBalancer Service its family's health
-// check also answers 200, i.e. a ready local endpoint) and dropping (a port with an endpoint somewhere, none
-// here, and a way in from outside in that family).
+// verdictOn is the shared decision (package verdict) for one node from the API alone: no node evidence, so a
+// health check's answer is the one kube-proxy gives from the API's count (200 with a ready local endpoint of the
+// family), and a dropped destination only the network decides (an externalIP) is "cannot tell", not a
+// blackhole.
 func verdictOn(ss kubeview.ServiceState, ns kubeview.NodeState) NodeStatus {
-	v := NodeStatus{Node: ns.Name, LocalEndpoints: ss.LocalEndpoints(), LocalReadyEndpoints: -1}
-	healthChecked := ss.Type == corev1.ServiceTypeLoadBalancer && ss.HealthCheckNodePort != 0
-	if healthChecked {
-		v.Receives = ns.LoadBalancerEligible()
-	} else {
-		v.Receives = ns.NodePortEligible()
-	}
-	dual := len(ss.Families) > 1
-	for _, fe := range ss.Families {
-		if v.LocalReadyEndpoints < 0 || fe.LocalReadyEndpoints < v.LocalReadyEndpoints {
-			v.LocalReadyEndpoints = fe.LocalReadyEndpoints
+	v := verdict.Decide(verdict.Input{Service: ss, Node: ns})
+	st := NodeStatus{Node: ns.Name, LocalEndpoints: ss.LocalEndpoints(), LocalReadyEndpoints: -1,
+		Receives: verdict.Receiver(ss, ns), InRotation: v.InRotation, Blackhole: v.Blackhole, Virtual: ns.Virtual}
+	dual := len(v.Families) > 1
+	unknown := false
+	for i, fv := range v.Families {
+		if r := ss.Families[i].LocalReadyEndpoints; st.LocalReadyEndpoints < 0 || r < st.LocalReadyEndpoints {
+			st.LocalReadyEndpoints = r
 		}
-		inRotation := v.Receives && (!healthChecked || fe.LocalReadyEndpoints > 0)
-		v.InRotation = v.InRotation || inRotation
-		for _, p := range fe.Ports {
-			if !p.ClusterWide || p.Local > 0 || !ss.ExternallyReachable(fe.Family, p) {
+		for _, e := range fv.Entries {
+			unknown = unknown || e.Rotation == verdict.Unknown
+			if !e.Dropped {
 				continue
 			}
-			d := dropName(p)
+			d := e.Destination.String()
 			if dual {
-				d += " (" + string(fe.Family) + ")"
+				d += " (" + string(fv.Family) + ")"
 			}
-			v.Drops = append(v.Drops, d)
-			if inRotation {
-				v.Blackhole = true
+			if !slices.Contains(st.Drops, d) {
+				st.Drops = append(st.Drops, d)
+			}
+			if v.CannotTell && e.Rotation == verdict.Unknown && !slices.Contains(st.CannotTell, d) {
+				st.CannotTell = append(st.CannotTell, d)
 			}
 		}
 	}
-	v.LocalReadyEndpoints = max(v.LocalReadyEndpoints, 0)
-	v.Serves = v.InRotation && !v.Blackhole
-	return v
-}
-
-func dropName(p kubeview.PortEndpoints) string {
-	if p.NodePort != 0 {
-		return fmt.Sprintf("NodePort %d/%s", p.NodePort, p.Protocol)
-	}
-	return fmt.Sprintf("port %d/%s", p.Port, p.Protocol)
+	st.LocalReadyEndpoints = max(st.LocalReadyEndpoints, 0)
+	st.RotationUnknown = unknown
+	// Serves: whatever reaches the node is served (an externalIP the network may or may not route here counts
+	// as reaching it).
+	st.Serves = st.Receives && !st.Blackhole && len(st.CannotTell) == 0 && (st.InRotation || unknown)
+	return st
 }
 
 // summary is the one line a person reads: "2 of 5 nodes serve; node-c, node-d, node-e drop NodePort 30090/TCP".
@@ -235,14 +239,29 @@ func summary(st ServiceStatus) string {
 	for _, d := range drops {
 		s += fmt.Sprintf("; %s drop %s", strings.Join(byDrop[d], ", "), d)
 	}
+	healthChecked := st.Type == corev1.ServiceTypeLoadBalancer && st.HealthCheckNodePort != 0
+	byUnknown := map[string][]string{}
+	var unknown []string
 	drained := 0
 	for _, n := range st.Nodes {
-		if n.Receives && !n.InRotation {
+		if len(n.CannotTell) > 0 {
+			d := strings.Join(n.CannotTell, ", ")
+			if _, seen := byUnknown[d]; !seen {
+				unknown = append(unknown, d)
+			}
+			byUnknown[d] = append(byUnknown[d], n.Node)
+			continue
+		}
+		if n.Receives && !n.InRotation && healthChecked {
 			drained++
 		}
 	}
 	if drained > 0 {
 		s += fmt.Sprintf("; %d drained by the health check (no ready local endpoint, answers 503)", drained)
+	}
+	for _, d := range unknown {
+		s += fmt.Sprintf("; %s would drop %s: whether it reaches them only the network decides (cannot tell from the API; the exporter on each node can)",
+			strings.Join(byUnknown[d], ", "), d)
 	}
 	return s
 }

@@ -130,3 +130,53 @@ func TestStatusDualStack(t *testing.T) {
 		t.Errorf("blackholes %v, drops %v; %s", got, s.Nodes[1].Drops, s.Summary)
 	}
 }
+
+// A Local ClusterIP Service with an externalIP: kube-proxy drops the address on every node without a local
+// endpoint, but only the nodes the network routes it to receive it. From the API that is "cannot tell", not
+// a blackhole on every node (the exporter, on the node, decides it from the address or the drop counter).
+func TestStatusExternalIPCannotTell(t *testing.T) {
+	svc := nodePortService("checkout", func(s *corev1.Service) {
+		s.Spec.Type, s.Spec.Ports[0].NodePort = corev1.ServiceTypeClusterIP, 0
+		s.Spec.ExternalIPs = []string{"192.0.2.70"}
+	})
+	c := live(workers(3), svc, deployment("checkout", 1), "node-1")
+	s := Status(c)[0]
+	if len(s.Blackholes()) != 0 {
+		t.Errorf("blackholes %v: an externalIP is not routed to every node", s.Blackholes())
+	}
+	for _, n := range s.Nodes[1:] {
+		if !slices.Equal(n.CannotTell, []string{"externalIP 192.0.2.70:80/TCP"}) || n.Serves || n.Blackhole {
+			t.Errorf("%s: %+v", n.Node, n)
+		}
+	}
+	if n := s.Nodes[0]; len(n.CannotTell) != 0 || !n.Serves || !n.RotationUnknown {
+		t.Errorf("node-1 holds the endpoint and serves the address wherever it is routed: %+v", n)
+	}
+	if want := "node-2, node-3 would drop externalIP 192.0.2.70:80/TCP"; !strings.Contains(s.Summary, want) {
+		t.Errorf("summary %q lacks %q", s.Summary, want)
+	}
+	// A NodePort beside the externalIP needs no node evidence: the NodePort drop is a blackhole.
+	svc.Spec.Type, svc.Spec.Ports[0].NodePort = corev1.ServiceTypeNodePort, 30090
+	if s := Status(live(workers(3), svc, deployment("checkout", 1), "node-1"))[0]; !slices.Equal(s.Blackholes(), []string{"node-2", "node-3"}) {
+		t.Errorf("NodePort and externalIP: blackholes %v", s.Blackholes())
+	}
+}
+
+// Virtual nodes (virtual-kubelet, Fargate) run no kube-proxy and serve no node port: never receivers, so
+// never blackholes, and not counted among the receiving nodes.
+func TestStatusVirtualNodesReceiveNothing(t *testing.T) {
+	nodes := workers(3)
+	nodes[1].Labels["type"] = "virtual-kubelet"
+	nodes[2].Labels["eks.amazonaws.com/compute-type"] = "fargate"
+	c := live(nodes, nodePortService("checkout"), deployment("checkout", 1), "node-1")
+	s := Status(c)[0]
+	if len(s.Blackholes()) != 0 || s.Receiving != 1 || s.Nodes[1].Receives || !s.Nodes[1].Virtual || !s.Nodes[2].Virtual {
+		t.Errorf("status %+v", s)
+	}
+	// The audit's receiving nodes are the same.
+	for _, rep := range Audit(c).Services {
+		if !slices.Equal(rep.Receiving, []string{"node-1"}) {
+			t.Errorf("audit receiving %v", rep.Receiving)
+		}
+	}
+}
