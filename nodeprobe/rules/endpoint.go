@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/base32"
 	"net/netip"
@@ -155,12 +156,78 @@ func appendLower(b []byte, s string) []byte {
 // sepEndpoint is the endpoint a KUBE-SVL/KUBE-XLB jump to KUBE-SEP-<sep> sends traffic to: the address of
 // its "<ns/name:port> -> <ip:port>" comment, else the chain's hash.
 func sepEndpoint(comment []byte, sep portKey) Endpoint {
-	if i := strings.LastIndex(string(comment), " -> "); i >= 0 {
-		if ap, err := netip.ParseAddrPort(string(comment[i+4:])); err == nil {
-			return Endpoint{Addr: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())}
+	if i := bytes.LastIndex(comment, arrow); i >= 0 {
+		if ap, ok := parseAddrPort(comment[i+len(arrow):]); ok {
+			return Endpoint{Addr: ap}
 		}
 	}
 	return Endpoint{chain: sep, chainKind: sepChain}
+}
+
+var arrow = []byte(" -> ")
+
+// parseAddrPort reads "ip:port" or "[ip6]:port". IPv4, what nearly every cluster has, is read in place: the
+// nat table of a large node holds thousands of these, and converting each to a string to parse it was a
+// third of the parse's allocations.
+func parseAddrPort(b []byte) (netip.AddrPort, bool) {
+	colon := bytes.LastIndexByte(b, ':')
+	if colon < 0 || bytes.IndexByte(b[:colon], ':') >= 0 || len(b) > 0 && b[0] == '[' {
+		ap, err := netip.ParseAddrPort(string(b))
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), err == nil
+	}
+	var ip [4]byte
+	octet, digits, dots := 0, 0, 0
+	for _, c := range b[:colon] {
+		switch {
+		case c >= '0' && c <= '9' && digits < 3 && !(digits > 0 && octet == 0):
+			octet, digits = octet*10+int(c-'0'), digits+1
+			if octet > 255 {
+				return netip.AddrPort{}, false
+			}
+		case c == '.' && digits > 0 && dots < 3:
+			ip[dots], octet, digits, dots = byte(octet), 0, 0, dots+1
+		default:
+			return netip.AddrPort{}, false
+		}
+	}
+	if dots != 3 || digits == 0 {
+		return netip.AddrPort{}, false
+	}
+	ip[3] = byte(octet)
+	port := 0
+	for i, c := range b[colon+1:] {
+		if c < '0' || c > '9' || i >= 5 || i > 0 && port == 0 {
+			return netip.AddrPort{}, false
+		}
+		port = port*10 + int(c-'0')
+	}
+	if colon+1 == len(b) || port > 65535 {
+		return netip.AddrPort{}, false
+	}
+	return netip.AddrPortFrom(netip.AddrFrom4(ip), uint16(port)), true
+}
+
+// epArena carves the Endpoints of many ports out of shared chunks while a save is parsed, instead of one
+// small slice per port. A save lists rules chain by chain, so a port's jumps are consecutive and its
+// endpoints grow at the tail of the current chunk; each port's slice is capped, so nothing appended to one
+// ever reaches another's.
+type epArena struct {
+	chunk []Endpoint
+	owner *PortState // whose endpoints end the chunk
+	start int        // where they begin
+}
+
+func (a *epArena) add(st *PortState, e Endpoint) {
+	if a.owner != st || len(a.chunk) == cap(a.chunk) {
+		n := len(st.Endpoints)
+		if cap(a.chunk)-len(a.chunk) < n+1 {
+			a.chunk = make([]Endpoint, 0, max(min(2*cap(a.chunk), 256), 16, n+1))
+		}
+		a.owner, a.start = st, len(a.chunk)
+		a.chunk = append(a.chunk, st.Endpoints...)
+	}
+	a.chunk = append(a.chunk, e)
+	st.Endpoints = a.chunk[a.start:len(a.chunk):len(a.chunk)]
 }
 
 // nftEndpointChain is the endpoint of an nftables chain named "endpoint-<h8>-ns/name/proto/port__ip/port"

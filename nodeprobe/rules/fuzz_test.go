@@ -2,6 +2,7 @@ package rules
 
 import (
 	"bytes"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -228,6 +229,25 @@ func FuzzNFTEndpointChain(f *testing.F) {
 		port, err := strconv.ParseUint(name[slash+1:], 10, 16)
 		if strings.HasSuffix(name, "...") || !strings.Contains(name, "__") || err != nil || uint16(port) != e.Addr.Port() {
 			t.Fatalf("%q: address %s from a name that does not spell it", name, e.Addr)
+		}
+	})
+}
+
+// FuzzParseAddrPort: the in-place IPv4 reader agrees with netip wherever it answers, and answers for every
+// canonical IPv4 address and port.
+func FuzzParseAddrPort(f *testing.F) {
+	for _, s := range []string{"10.244.1.5:8080", "[fd00::5]:8080", "1.2.3.4:0", "255.255.255.255:65535", "1.2.3.4:65536",
+		"01.2.3.4:80", "1.2.3.4:080", "1.2.3:80", "1.2.3.4.5:80", "1.2.3.4", ":80", "1.2.3.4:"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, ok := parseAddrPort([]byte(s))
+		want, err := netip.ParseAddrPort(s)
+		if ok && (err != nil || got != netip.AddrPortFrom(want.Addr().Unmap(), want.Port())) {
+			t.Fatalf("%q: %v, netip says %v (%v)", s, got, want, err)
+		}
+		if err == nil && want.Addr().Is4() && want.String() == s && !ok {
+			t.Fatalf("%q: not read", s)
 		}
 	})
 }

@@ -246,7 +246,7 @@ func (r *reader) readIPTablesFamily(ctx context.Context, f ipFamily, backend str
 		if err != nil || nat == nil {
 			return nil, nil, used, usedErr, err
 		}
-		nat.sepSeen = nil // only needed while parsing
+		nat.endpoints = epArena{} // only needed while parsing
 		if natCountsDrops(nat) {
 			sigErr = errors.New("nat holds counted drop rules") // never kept: counters move
 		}

@@ -7,15 +7,15 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"slices"
 	"strconv"
 )
 
 // iptablesResult is what one or more iptables-save outputs of one family say.
 type iptablesResult struct {
 	ports map[portKey]*PortState
-	// sepSeen holds the distinct KUBE-SEP targets per local-policy chain, to count
-	// endpoints once when session affinity adds a second jump to the same SEP.
-	sepSeen map[portKey][]portKey
+	// endpoints holds the local endpoints' Endpoints while parsing.
+	endpoints epArena
 
 	kubeServices bool // nat KUBE-SERVICES exists: kube-proxy (iptables or IPVS) programs this family
 	ipvsChains   bool // chains only IPVS mode creates (KUBE-LOAD-BALANCER, KUBE-NODE-PORT)
@@ -56,7 +56,7 @@ type fwDrop struct {
 }
 
 func newIPTablesResult() *iptablesResult {
-	return &iptablesResult{ports: map[portKey]*PortState{}, sepSeen: map[portKey][]portKey{}}
+	return &iptablesResult{ports: map[portKey]*PortState{}}
 }
 
 // Chain-name prefixes kube-proxy derives from the Service-port hash.
@@ -398,15 +398,14 @@ func (res *iptablesResult) rule(table, line []byte) error {
 			if !ok {
 				return nil
 			}
-			seen := res.sepSeen[key]
-			for _, s := range seen {
-				if s == sep {
-					return nil
-				}
+			// Session affinity jumps to each endpoint twice (the "recent" check, then the
+			// balancing rule): one endpoint.
+			e := sepEndpoint(r.comment, sep)
+			if slices.Contains(st.Endpoints, e) {
+				return nil
 			}
-			res.sepSeen[key] = append(seen, sep)
 			st.LocalEndpoints++
-			st.Endpoints = append(st.Endpoints, sepEndpoint(r.comment, sep))
+			res.endpoints.add(st, e)
 		}
 		return nil
 	}
