@@ -108,14 +108,7 @@ func sortEndpoints(ports map[portKey]*PortState) {
 // sepKey is the KUBE-SEP hash of endpoint ep of sp (suffix "" or ":", as spKey).
 func sepKey(sp ServicePort, suffix string, ep netip.AddrPort) portKey {
 	var buf [256]byte
-	b := append(buf[:0], sp.Namespace...)
-	b = append(b, '/')
-	b = append(b, sp.Name...)
-	if sp.Port != "" {
-		b = append(append(b, ':'), sp.Port...)
-	}
-	b = append(b, suffix...)
-	b = appendLower(b, sp.Protocol)
+	b := appendLower(appendPortName(buf[:0], sp, suffix), sp.Protocol)
 	b = ep.AppendTo(b) // "ip:port", "[ip6]:port": net.JoinHostPort's spelling
 	return keyOf(b)
 }

@@ -12,14 +12,19 @@ import (
 // ap is a test shorthand for an address and port.
 func ap(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
 
-// identityService: a NodePort Service with two local endpoints and one on another node.
-func identityService(ipv6 bool) genService {
-	a := func(v4, v6 string) string {
+// pick returns v6 for IPv6, else v4.
+func pick(ipv6 bool) func(v4, v6 string) string {
+	return func(v4, v6 string) string {
 		if ipv6 {
 			return v6
 		}
 		return v4
 	}
+}
+
+// identityService: a NodePort Service with two local endpoints and one on another node.
+func identityService(ipv6 bool) genService {
+	a := pick(ipv6)
 	return genService{
 		ns: "shop", name: "web", port: "http", proto: "tcp",
 		clusterIP: a("10.96.0.30", "fd00:10:96::30"), svcPort: 80, nodePort: 30130, etpLocal: true,
@@ -167,12 +172,7 @@ func TestNFTEndpointChainNames(t *testing.T) {
 // 128 bytes nftables keeps of a comment, with its endpoint elsewhere (the node drops it), and a Service of
 // the same first 128 bytes (another port name) with no endpoint anywhere (rejected).
 func longNames(ipv6 bool) []genService {
-	a := func(v4, v6 string) string {
-		if ipv6 {
-			return v6
-		}
-		return v4
-	}
+	a := pick(ipv6)
 	ns, name := strings.Repeat("n", 63), strings.Repeat("s", 63)
 	return []genService{
 		{

@@ -326,21 +326,18 @@ func keyOf(b []byte) portKey {
 // spKey is hashKey(sp.String()+suffix, lower(sp.Protocol)) without allocating.
 func spKey(sp ServicePort, suffix string) portKey {
 	var buf [192]byte
-	b := append(buf[:0], sp.Namespace...)
+	return keyOf(appendLower(appendPortName(buf[:0], sp, suffix), sp.Protocol))
+}
+
+// appendPortName appends kube-proxy's "ns/name[:port]" spelling of sp, then suffix.
+func appendPortName(b []byte, sp ServicePort, suffix string) []byte {
+	b = append(b, sp.Namespace...)
 	b = append(b, '/')
 	b = append(b, sp.Name...)
 	if sp.Port != "" {
 		b = append(append(b, ':'), sp.Port...)
 	}
-	b = append(b, suffix...)
-	for i := 0; i < len(sp.Protocol); i++ {
-		c := sp.Protocol[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		b = append(b, c)
-	}
-	return keyOf(b)
+	return append(b, suffix...)
 }
 
 // stateFor returns the entry for k in m, creating it.
