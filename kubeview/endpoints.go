@@ -241,34 +241,35 @@ func countFamily(svc *corev1.Service, family corev1.IPFamily, slices []*discover
 	return fe
 }
 
-// localAddrs splits the port's local endpoints into the chosen ones and the others, as sorted addresses.
-// Most ports have none on this node: nothing is allocated then.
+// localAddrs splits the port's local endpoints into the chosen ones and the others, as sorted addresses, in
+// one allocation. Most ports have none on this node: nothing is allocated then.
 func localAddrs(local map[endpointKey]localEndpoint, chosen []endpointKey) (used, unused []netip.AddrPort) {
 	if len(local) == 0 {
 		return nil, nil
 	}
-	isChosen := func(k endpointKey) bool {
-		for _, c := range chosen {
-			if c == k {
-				return true
-			}
-		}
-		return false
-	}
+	all := make([]netip.AddrPort, len(local))
+	u, o := 0, len(chosen) // chosen ones first, the others after them
 	for k := range local {
 		a, err := netip.ParseAddr(k.ip) // canonical already (canonicalIP)
 		if err != nil || k.port < 0 || k.port > 65535 {
 			continue
 		}
 		ap := netip.AddrPortFrom(a, uint16(k.port))
-		if isChosen(k) {
-			used = append(used, ap)
+		if slices.Contains(chosen, k) {
+			all[u], u = ap, u+1
 		} else {
-			unused = append(unused, ap)
+			all[o], o = ap, o+1
 		}
 	}
+	used, unused = all[:u:u], all[len(chosen):o]
 	slices.SortFunc(used, netip.AddrPort.Compare)
 	slices.SortFunc(unused, netip.AddrPort.Compare)
+	if len(used) == 0 {
+		used = nil
+	}
+	if len(unused) == 0 {
+		unused = nil
+	}
 	return used, unused
 }
 
