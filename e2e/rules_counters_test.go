@@ -67,7 +67,14 @@ func TestRulesIdentityCounterBaseline(t *testing.T) {
 		t.Fatalf("node-2's externalIP drop rule counts %d packets (%v): the test needs a non-zero counter", raw, err)
 	}
 
-	restartExporter(t, c, n2, args)
+	// The same flags again (restartExporter's clean-up, registered above, restores the usual exporter).
+	n2.StopExporter()
+	if err := n2.StartExporter(ctx, args); err != nil {
+		t.Fatal(err)
+	}
+	if err := n2.WaitExporter(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	// The old exporter would have put the address in rotation at its first scrape and kept it there for the
 	// evidence window: every scrape of a window and a half must say otherwise.
 	deadline := time.Now().Add(window + window/2)
