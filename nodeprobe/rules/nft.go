@@ -397,20 +397,20 @@ func nftServiceChain(name string) (prefix string, k portKey, ok bool) {
 	if len(rest) < 10 || rest[8] != '-' {
 		return "", k, false
 	}
-	parts := strings.Split(rest[9:], "/")
-	if len(parts) != 4 || parts[0] == "" || parts[1] == "" {
+	// "ns/name/proto/port", cut without allocating: every chain, rule and dispatch entry of the table
+	// comes through here.
+	ns, rest, _ := strings.Cut(rest[9:], "/")
+	svc, rest, _ := strings.Cut(rest, "/")
+	proto, port, found := strings.Cut(rest, "/")
+	if !found || ns == "" || svc == "" || strings.IndexByte(port, '/') >= 0 {
 		return "", k, false
 	}
-	switch parts[2] {
+	switch proto {
 	case "tcp", "udp", "sctp":
 	default:
 		return "", k, false
 	}
-	spn := parts[0] + "/" + parts[1]
-	if parts[3] != "" {
-		spn += ":" + parts[3]
-	}
-	return prefix, hashKey(spn, parts[2]), true
+	return prefix, spKey(ServicePort{Namespace: ns, Name: svc, Port: port, Protocol: proto}, ""), true
 }
 
 // collectEndpointTargets adds, to set, every endpoint a local-* chain rule sends
