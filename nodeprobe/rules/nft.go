@@ -514,13 +514,6 @@ func collectDNATTargets(m map[string]any, set map[Endpoint]bool) bool {
 	return false
 }
 
-func canonicalAddr(s string) string {
-	if a, err := netip.ParseAddr(s); err == nil {
-		return a.String()
-	}
-	return s
-}
-
 // jsonScalar spells a decoded JSON number or string; "" for anything else.
 func jsonScalar(v any) string {
 	switch x := v.(type) {
