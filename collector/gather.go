@@ -253,6 +253,7 @@ const (
 // decide fills in the per-Service results from what was read.
 func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCheck) {
 	var fr FamilyRules
+	var vr *verdictRules
 	st.Source = SourceAPI
 	switch {
 	case st.NotProgrammed:
@@ -260,7 +261,8 @@ func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCh
 		// localtraffic_kube_proxy_programmed 0 says why.
 		fr, st.Source = notProgrammed{}, SourceRules
 	case st.Rules != nil && st.RulesErr == nil && st.Dataplane != DataplaneReplacement:
-		fr = st.Rules
+		vr = newVerdictRules(st.Rules)
+		fr = vr
 		st.Source = SourceRules
 	}
 	if st.APIErr != nil {
@@ -298,12 +300,17 @@ func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCh
 			if fr != nil && fr.HasFamily(string(fam.Family)) {
 				for _, p := range fam.Ports {
 					sp := rules.ServicePort{Namespace: svc.Namespace, Name: svc.Name, Port: p.Name, Protocol: string(p.Protocol)}
-					ps := fr.Family(sp, string(fam.Family))
+					ps := st.Rules.Family(sp, string(fam.Family))
 					k := counterKey{namespace: sp.Namespace, name: sp.Name, port: sp.Port, protocol: sp.Protocol, family: string(fam.Family)}
 					seen[k] = true
+					m := matchEndpoints(sp, p, ps)
+					if m.allGone(ps) {
+						vr.markGone(sp, string(fam.Family))
+					}
 					pr := PortResult{Family: fam.Family, Port: p, Label: portLabel(p), Rules: ps,
 						DroppedPackets: g.cfg.Memory.countDrops(k, ps.DropPackets, st.Rules.ReadAt),
-						Mismatch:       portMismatch(p, ps, svc.ExternallyReachable(fam.Family, p))}
+						Mismatch:       portMismatch(p, ps, m, svc.ExternallyReachable(fam.Family, p)),
+						GoneEndpoints:  m.gone}
 					r.Mismatch = r.Mismatch || pr.Mismatch
 					r.MismatchKnown = true
 					r.Ports = append(r.Ports, pr)

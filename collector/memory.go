@@ -82,13 +82,18 @@ func NewMemory() *Memory {
 // countDrops folds a raw rule counter into the key's monotonic total. A raw value below the last one means
 // kube-proxy rewrote the rule: the new rule's count is all new packets. Snapshots older than the last one
 // applied (two scrapes racing) change nothing.
+//
+// A counter seen for the first time is a baseline, not growth: kube-proxy's rules outlive the exporter, so
+// after the exporter (re)starts the rule already holds whatever it counted before; taken as new packets it
+// would show as an increase (Prometheus reads the restarted series' first value as counted since the
+// reset) and page on traffic that may be hours old. The total starts at 0 from there.
 func (m *Memory) countDrops(k counterKey, raw uint64, at time.Time) uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c := m.counters[k]
 	if c == nil {
-		c = &dropCounter{}
-		m.counters[k] = c
+		m.counters[k] = &dropCounter{raw: raw, at: at}
+		return 0
 	}
 	if !c.at.IsZero() && !at.After(c.at) {
 		return c.total
@@ -133,20 +138,21 @@ type ruleCounter struct {
 }
 
 // observeRule records a drop rule's raw counter and returns when it last grew. The counter resets when
-// kube-proxy rewrites the rule, so a value below the last one that is not zero is growth too; so is a
-// non-zero value seen for the first time (packets since the rule was last written).
+// kube-proxy rewrites the rule, so a value below the last one that is not zero is growth too. A value seen
+// for the first time is a baseline, not growth (see countDrops): a non-zero counter found after the exporter
+// restarts says when traffic arrived only as "some time before", which is no evidence that it still does.
 func (m *Memory) observeRule(k ruleKey, raw uint64, at time.Time) time.Time {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c := m.rules[k]
 	if c == nil {
-		c = &ruleCounter{}
-		m.rules[k] = c
+		m.rules[k] = &ruleCounter{raw: raw, at: at}
+		return time.Time{}
 	}
 	if !c.at.IsZero() && !at.After(c.at) {
 		return c.grewAt
 	}
-	if raw > c.raw || raw < c.raw && raw > 0 || c.at.IsZero() && raw > 0 {
+	if raw > c.raw || raw < c.raw && raw > 0 {
 		c.grewAt = at
 	}
 	c.raw, c.at = raw, at

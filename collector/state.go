@@ -111,4 +111,7 @@ type PortResult struct {
 	// DroppedPackets is the monotonic total of the port's drop rule counters in the family (see Memory).
 	DroppedPackets uint64
 	Mismatch       bool
+	// GoneEndpoints counts the rules' local endpoints that the API no longer lists on this node (a deleted
+	// pod); when they are all the rules have, the port drops its external traffic in fact (matchEndpoints).
+	GoneEndpoints int
 }

@@ -1,6 +1,8 @@
 package kubeview
 
 import (
+	"net/netip"
+	"slices"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -148,6 +150,14 @@ type PortEndpoints struct {
 	// ClusterWide is true when the port has a usable endpoint anywhere in the family (kube-proxy's "has
 	// endpoints"); without one, kube-proxy rejects on every node: an outage, not a per-node blackhole.
 	ClusterWide bool
+	// LocalAddrs are the Local endpoints' addresses and target ports, sorted: the DNAT targets kube-proxy's
+	// rules should send the port's external traffic to on this node (nil when none).
+	LocalAddrs []netip.AddrPort
+	// LocalUnused are the port's other endpoints on this node that the API still lists (not ready, and
+	// not used as the serving-terminating fallback), sorted. Rules that still send traffic to one are
+	// stale but reach a pod that exists; rules that send it to an address in neither list reach a pod the
+	// API no longer has.
+	LocalUnused []netip.AddrPort
 }
 
 // endpointKey identifies an endpoint as kube-proxy does: its canonical address and target port.
@@ -223,11 +233,44 @@ func countFamily(svc *corev1.Service, family corev1.IPFamily, slices []*discover
 		for _, key := range chosen {
 			used[key.ip] = struct{}{}
 		}
+		pe.LocalAddrs, pe.LocalUnused = localAddrs(local, chosen)
 		pe.ClusterWide = pe.Local > 0 || remoteUsable > 0
 		fe.Ports = append(fe.Ports, pe)
 	}
 	fe.LocalReadyEndpoints, fe.LocalEndpoints = len(ready), len(used)
 	return fe
+}
+
+// localAddrs splits the port's local endpoints into the chosen ones and the others, as sorted addresses, in
+// one allocation. Most ports have none on this node: nothing is allocated then.
+func localAddrs(local map[endpointKey]localEndpoint, chosen []endpointKey) (used, unused []netip.AddrPort) {
+	if len(local) == 0 {
+		return nil, nil
+	}
+	all := make([]netip.AddrPort, len(local))
+	u, o := 0, len(chosen) // chosen ones first, the others after them
+	for k := range local {
+		a, err := netip.ParseAddr(k.ip) // canonical already (canonicalIP)
+		if err != nil || k.port < 0 || k.port > 65535 {
+			continue
+		}
+		ap := netip.AddrPortFrom(a, uint16(k.port))
+		if slices.Contains(chosen, k) {
+			all[u], u = ap, u+1
+		} else {
+			all[o], o = ap, o+1
+		}
+	}
+	used, unused = all[:u:u], all[len(chosen):o]
+	slices.SortFunc(used, netip.AddrPort.Compare)
+	slices.SortFunc(unused, netip.AddrPort.Compare)
+	if len(used) == 0 {
+		used = nil
+	}
+	if len(unused) == 0 {
+		unused = nil
+	}
+	return used, unused
 }
 
 // slicePort finds the slice port that carries the Service port: kube-proxy matches by port name and protocol.

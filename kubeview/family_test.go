@@ -2,6 +2,7 @@ package kubeview
 
 import (
 	"fmt"
+	"net/netip"
 	"reflect"
 	"slices"
 	"testing"
@@ -229,5 +230,40 @@ func TestLoadBalancerIPModes(t *testing.T) {
 	}
 	if f4 := ipv4(st); !st.ExternallyReachable(corev1.IPv4Protocol, f4.Ports[0]) {
 		t.Error("a NodePort is reachable")
+	}
+}
+
+// The local endpoints' addresses and target ports, after the informer's transform: what kube-proxy's rules
+// must DNAT to (the ready ones, else the serving-terminating ones), and the other local endpoints the API
+// still lists; remote endpoints are in neither.
+func TestLocalAddrs(t *testing.T) {
+	svc := dualStack(localService("shop", "web", corev1.ServiceTypeNodePort))
+	v4 := slice("shop", "web", "web-v4", nil,
+		readyOn("10.244.1.11", "node-1"), readyOn("10.244.1.10", "node-1"), notReadyOn("10.244.1.12", "node-1"),
+		terminatingOn("10.244.1.13", "node-1"), readyOn("10.244.2.10", "node-2"))
+	v6 := ipv6Slice(slice("shop", "web", "web-v6", nil, terminatingOn("fd00:244:1:0::10", "node-1"), readyOn("fd00:244:2::10", "node-2")))
+	st := ServiceStateOf(svc, transformed(t, "node-1", v4, v6))
+	f4, _ := st.Family(corev1.IPv4Protocol)
+	f6, _ := st.Family(corev1.IPv6Protocol)
+	aps := func(s ...string) []netip.AddrPort {
+		var out []netip.AddrPort
+		for _, a := range s {
+			out = append(out, netip.MustParseAddrPort(a))
+		}
+		return out
+	}
+	if p := f4.Ports[0]; !reflect.DeepEqual(p.LocalAddrs, aps("10.244.1.10:8080", "10.244.1.11:8080")) ||
+		!reflect.DeepEqual(p.LocalUnused, aps("10.244.1.12:8080", "10.244.1.13:8080")) {
+		t.Errorf("IPv4: used %v, unused %v", p.LocalAddrs, p.LocalUnused)
+	}
+	// No ready IPv6 endpoint: the serving-terminating one is used (canonical spelling), nothing unused.
+	if p := f6.Ports[0]; !reflect.DeepEqual(p.LocalAddrs, aps("[fd00:244:1::10]:8080")) || p.LocalUnused != nil || !p.LocalTerminating {
+		t.Errorf("IPv6: used %v, unused %v, terminating %v", p.LocalAddrs, p.LocalUnused, p.LocalTerminating)
+	}
+	node3 := ServiceStateOf(svc, transformed(t, "node-3", v4, v6))
+	for _, f := range node3.Families {
+		if p := f.Ports[0]; p.LocalAddrs != nil || p.LocalUnused != nil {
+			t.Errorf("node-3 %s: %v %v, want none", f.Family, p.LocalAddrs, p.LocalUnused)
+		}
 	}
 }

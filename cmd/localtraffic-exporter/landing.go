@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/version"
 
 	"github.com/localtraffic/localtraffic-exporter/collector"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
 )
 
 // lastState wraps the scrape's gatherer and keeps the State of the latest scrape, so the landing page shows
@@ -180,6 +181,10 @@ func serviceView(s collector.ServiceResult) serviceRow {
 			state = "reject (no endpoints)"
 		case p.Rules.Programmed:
 			state = fmt.Sprintf("%d local endpoints", p.Rules.LocalEndpoints)
+			if p.GoneEndpoints > 0 {
+				// Stale DNAT: kube-proxy still sends traffic to pods the API no longer has.
+				state += fmt.Sprintf(" (%d no longer in the API: %s)", p.GoneEndpoints, endpointList(p.Rules.Endpoints))
+			}
 		}
 		rules = append(rules, fmt.Sprintf("%s %s: %s", p.Family, p.Label, state))
 	}
@@ -254,3 +259,13 @@ td.out { background: #cfe2f3; }
 </body>
 </html>
 `))
+
+// endpointList spells the rules' endpoints ("10.244.1.5:8080, ..."); an endpoint pod address is fine on a
+// page about one node, where a metric label would not be.
+func endpointList(eps []rules.Endpoint) string {
+	out := make([]string, len(eps))
+	for i, e := range eps {
+		out[i] = e.String()
+	}
+	return strings.Join(out, ", ")
+}

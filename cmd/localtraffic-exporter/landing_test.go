@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -23,6 +24,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/clientsetapi"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
 	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
 
@@ -263,5 +265,18 @@ func BenchmarkLandingPage(b *testing.B) {
 		if rec.Code != http.StatusOK {
 			b.Fatal(rec.Code)
 		}
+	}
+}
+
+// A port whose rules still DNAT to a pod the API no longer has says which address, on the page.
+func TestLandingStaleEndpoints(t *testing.T) {
+	row := serviceView(collector.ServiceResult{
+		Service: kubeview.ServiceState{Namespace: "kubelings", Name: "checkout"},
+		Ports: []collector.PortResult{{Family: corev1.IPv4Protocol, Label: "http", GoneEndpoints: 1,
+			Rules: rules.PortState{Programmed: true, LocalEndpoints: 1,
+				Endpoints: []rules.Endpoint{{Addr: netip.MustParseAddrPort("10.244.1.5:8080")}}}}},
+	})
+	if want := "IPv4 http: 1 local endpoints (1 no longer in the API: 10.244.1.5:8080)"; row.Rules != want {
+		t.Errorf("rules column %q, want %q", row.Rules, want)
 	}
 }

@@ -36,7 +36,7 @@ func NewSnapshot(mode Mode, backend string, families []string, readAt time.Time,
 
 // NewFamilySnapshot builds a Snapshot from known per-family port states (keys FamilyIPv4, FamilyIPv6; a
 // family present with a nil map was read and holds no rule). States are taken as given, with Drops
-// copied and sorted as a read would sort them.
+// and Endpoints copied and sorted as a read would sort them.
 func NewFamilySnapshot(mode Mode, backend string, readAt time.Time, families map[string]map[ServicePort]PortState) *Snapshot {
 	s := &Snapshot{Mode: mode, Backend: backend, ReadAt: readAt}
 	names := make([]string, 0, len(families))
@@ -65,6 +65,8 @@ func NewFamilySnapshot(mode Mode, backend string, readAt time.Time, families map
 			st := st
 			st.Drops = slices.Clone(st.Drops)
 			sortDrops(st.Drops)
+			st.Endpoints = slices.Clone(st.Endpoints)
+			slices.SortFunc(st.Endpoints, compareEndpoints)
 			m[hashKey(sp.String(), strings.ToLower(sp.Protocol))] = &st
 		}
 		s.Families = append(s.Families, f)

@@ -62,8 +62,17 @@
 //   - any: "... has no endpoints" -j REJECT = Reject (no endpoints anywhere).
 //
 // LocalEndpoints counts distinct KUBE-SEP-* targets of KUBE-SVL (or KUBE-XLB), so
-// session affinity's extra jumps count once. Unnamed ports written by old releases
-// as "ns/name:" are found too.
+// session affinity's extra jumps count once; Endpoints names them: the address of the
+// jump's "ns/name:port -> ip:port" comment, else (large-cluster mode writes no
+// comments; ≤1.23 wrote "Balancing rule N for ...") the KUBE-SEP chain's hash of the
+// port and "ip:port", which Endpoint.Is checks an API endpoint against. Unnamed ports
+// written by old releases as "ns/name:" are found too.
+//
+// With loadBalancerSourceRanges, filter KUBE-PROXY-FIREWALL ("<ns/name:port> traffic
+// not accepted by KUBE-FW-<hash>" -j DROP per LB IP), which kube-proxy puts first in
+// INPUT and FORWARD, drops a load balancer IP's new connections that were not DNATed:
+// without a local endpoint, all of them, before KUBE-EXTERNAL-SERVICES' rule for the
+// address sees one. Its counter is added to that address's DropRule.
 //
 // # nftables mode
 //
@@ -71,9 +80,13 @@
 // family is not programmed. Drop: an element with verdict drop in
 // no-endpoint-nodeports, or in no-endpoint-services for an address that
 // service-ips sends to an external-* chain (a drop on the cluster IP is
-// internalTrafficPolicy=Local). Reject: verdict "goto reject-chain". Elements are
-// matched by their "ns/name[:port]" comment (nft JSON puts it in
-// elem.val/elem.comment of the key) plus the protocol in the key; chains by their
+// internalTrafficPolicy=Local). Reject: verdict "goto reject-chain". A drop element
+// is matched to its Service port by its key, not its comment: kube-proxy v1.37 cuts
+// element comments to nftables' 128 bytes (truncateNFTablesComment) and
+// "ns/name:port" reaches 143; the same key in service-nodeports / service-ips leads
+// to the port's external-<hash8>-ns/name/proto/port chain, whose name is whole. A
+// reject has no such entry: its comment names the port, unless it is 128 bytes long
+// (maybe cut; then it names nothing). Chains are matched by their
 // "<prefix><hash8>-ns/name/proto/port" names. DropPackets is 0: kube-proxy puts no
 // counters on these elements (element counters are read if present: Counted).
 //
@@ -84,7 +97,9 @@
 // . port to numgen random mod N map { 0 : 10.180.2.1 . 80, ... }" for several —
 // counted by address and port; with session affinity (and in releases before the
 // DNAT layout) goto/jump to endpoint-* chains from "ip saddr @affinity-… goto
-// endpoint-…" rules and a "numgen random mod N vmap", counted by chain. Fixtures
+// endpoint-…" rules and a "numgen random mod N vmap", counted by chain, whose name
+// spells the endpoint ("…__10.180.2.1/80", an IPv6 address's colons as dots; a name
+// over 240 bytes is cut, and then its hash names the endpoint). Endpoints holds them. Fixtures
 // testdata/real-v1.37.2-* were dumped from a real kube-proxy v1.37.2
 // (e2e/cmd/dumprules); testdata/nft-*.json is our generator's older layout.
 //

@@ -48,9 +48,10 @@ func dualWant(counted, v6Zero bool) map[string]map[ServicePort]PortState {
 		}
 		return n
 	}
+	v4, v6 := dualScenario(false), dualScenario(true)
 	return map[string]map[ServicePort]PortState{
 		FamilyIPv4: {
-			dualLB: {Programmed: true, LocalEndpoints: 1},
+			dualLB: {Programmed: true, LocalEndpoints: 1, Endpoints: localEndpointsOf(v4[0])},
 			dualNP: {Programmed: true, Drop: true, DropPackets: pk(5, false), Drops: []DropRule{{Port: 30141, Packets: pk(5, false), Counted: counted}}},
 		},
 		FamilyIPv6: {
@@ -58,7 +59,7 @@ func dualWant(counted, v6Zero bool) map[string]map[ServicePort]PortState {
 				{Port: 30140, Packets: pk(11, true), Counted: counted},
 				{Address: "2001:db8::40", Port: 80, Packets: pk(11, true), Counted: counted},
 			}},
-			dualNP: {Programmed: true, LocalEndpoints: 1},
+			dualNP: {Programmed: true, LocalEndpoints: 1, Endpoints: localEndpointsOf(v6[1])},
 		},
 	}
 }

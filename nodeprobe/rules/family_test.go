@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"net/netip"
 	"testing"
 )
 
@@ -23,7 +24,8 @@ func TestFamiliesKeptApart(t *testing.T) {
 		}
 		snap.addFamily(f.name, res.ports)
 	}
-	if got, want := snap.Family(sp, FamilyIPv4), (PortState{Programmed: true, LocalEndpoints: 1}); !equalState(got, want) {
+	if got, want := snap.Family(sp, FamilyIPv4), (PortState{Programmed: true, LocalEndpoints: 1,
+		Endpoints: []Endpoint{{Addr: netip.MustParseAddrPort("10.244.1.5:8080")}}}); !equalState(got, want) {
 		t.Errorf("IPv4 %+v, want %+v", got, want)
 	}
 	want6 := PortState{Programmed: true, Drop: true, DropPackets: 13, Drops: []DropRule{

@@ -2,8 +2,10 @@ package rules
 
 import (
 	"bytes"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -49,6 +51,18 @@ func checkStates(t *testing.T, ports map[portKey]*PortState) {
 		if (st.Drop || st.Reject || st.LocalEndpoints > 0) && !st.Programmed {
 			t.Errorf("%s: state without Programmed: %+v", k, *st)
 		}
+		// Every local endpoint counted is named, once, in order.
+		if len(st.Endpoints) != st.LocalEndpoints {
+			t.Errorf("%s: %d local endpoints, %d named: %+v", k, st.LocalEndpoints, len(st.Endpoints), *st)
+		}
+		for i, e := range st.Endpoints {
+			if !e.Addr.IsValid() && e.chainKind == noChain {
+				t.Errorf("%s: endpoint with neither address nor chain", k)
+			}
+			if i > 0 && compareEndpoints(st.Endpoints[i-1], e) >= 0 {
+				t.Errorf("%s: endpoints not sorted and distinct: %v", k, st.Endpoints)
+			}
+		}
 	}
 }
 
@@ -60,6 +74,11 @@ func FuzzParseIPTablesSave(f *testing.F) {
 	f.Add([]byte("*filter\n[9:540] -A KUBE-EXTERNAL-SERVICES -d 2001:DB8::10/128 -p tcp -m comment --comment \"a/b:c has no local endpoints\" -m tcp --dport 80 -j DROP\nCOMMIT\n"))
 	f.Add([]byte("*filter\n-A KUBE-EXTERNAL-SERVICES -p udp -m comment --comment \"a/b has no local endpoints\" -m addrtype --dst-type LOCAL -m udp --dport 30053 -j DROP\nCOMMIT\n"))
 	f.Add([]byte("*nat\n:KUBE-XLB-AAAAAAAAAAAAAAAA - [0:0]\n[2:120] -A KUBE-XLB-AAAAAAAAAAAAAAAA -m comment --comment \"a/b:c has no local endpoints\" -j KUBE-MARK-DROP\nCOMMIT\n"))
+	// Local endpoints named by the jump's comment (IPv4, IPv6), by the chain alone (large-cluster mode),
+	// and twice (session affinity).
+	f.Add([]byte("*nat\n-A KUBE-SVL-AAAAAAAAAAAAAAAA -m comment --comment \"a/b:c -> 10.244.1.5:8080\" -j KUBE-SEP-BBBBBBBBBBBBBBBB\n-A KUBE-SVL-AAAAAAAAAAAAAAAA -m comment --comment \"a/b:c -> [fd00::5]:8080\" -j KUBE-SEP-CCCCCCCCCCCCCCCC\n-A KUBE-SVL-AAAAAAAAAAAAAAAA -j KUBE-SEP-DDDDDDDDDDDDDDDD\n-A KUBE-SVL-AAAAAAAAAAAAAAAA -m recent --rcheck -j KUBE-SEP-DDDDDDDDDDDDDDDD\nCOMMIT\n"))
+	// loadBalancerSourceRanges: the firewall's DROP counts for the LB IP's no-local-endpoints drop.
+	f.Add([]byte("*filter\n[3:180] -A KUBE-EXTERNAL-SERVICES -d 192.0.2.8/32 -p tcp -m comment --comment \"a/b:c has no local endpoints\" -m tcp --dport 443 -j DROP\n[5:300] -A KUBE-PROXY-FIREWALL -d 192.0.2.8/32 -p tcp -m comment --comment \"a/b:c traffic not accepted by KUBE-FW-AAAAAAAAAAAAAAAA\" -m tcp --dport 443 -j DROP\nCOMMIT\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		a := newIPTablesResult()
 		errA := parseIPTablesSave(data, a)
@@ -100,6 +119,11 @@ func FuzzParseNFTJSON(f *testing.F) {
 	f.Add([]byte(`{"nftables":[{"table":{"name":"kube-proxy"}},{"rule":{"chain":"local-AAAAAAAA-a/b/tcp/c","expr":[{"dnat":{"addr":"10.180.2.1","port":80}}]}}]}`))
 	f.Add([]byte(`{"nftables":[{"table":{"name":"kube-proxy"}},{"rule":{"chain":"local-AAAAAAAA-a/b/tcp/c","expr":[{"dnat":{"family":"ip6","addr":{"map":{"key":{"numgen":{"mode":"random","mod":2,"offset":0}},"data":{"set":[[0,{"concat":["fd00::1",80]}],[1,{"concat":["fd00::2",80]}]]}}}}}]}}]}`))
 	f.Add([]byte(`{"nftables":[{"table":{"name":"kube-proxy"}},{"map":{"name":"service-ips","elem":[[{"concat":["2001:db8::10","tcp",80]},{"goto":{"target":"external-AAAAAAAA-a/b/tcp/c"}}]]}},{"map":{"name":"no-endpoint-services","elem":[[{"elem":{"val":{"concat":["2001:db8::10","tcp",80]},"comment":"a/b:c"}},{"drop":null}]]}}]}`))
+	// A drop named by its key's dispatch entry, its comment cut at 128 bytes; endpoint chains that spell
+	// an IPv6 endpoint, and one whose name was cut.
+	long := strings.Repeat("n", 63) + "/" + strings.Repeat("s", 63)
+	f.Add([]byte(`{"nftables":[{"table":{"name":"kube-proxy"}},{"map":{"name":"service-nodeports","elem":[[{"concat":["tcp",30090]},{"goto":{"target":"external-AAAAAAAA-` + long + `/tcp/http-metrics-01"}}]]}},{"map":{"name":"no-endpoint-nodeports","elem":[[{"elem":{"val":{"concat":["tcp",30090]},"comment":"` + (long + ":http-metrics-01")[:128] + `"}},{"drop":null}]]}}]}`))
+	f.Add([]byte(`{"nftables":[{"table":{"name":"kube-proxy"}},{"rule":{"chain":"local-AAAAAAAA-a/b/tcp/c","expr":[{"vmap":{"data":{"set":[[0,{"goto":{"target":"endpoint-AAAA1111-a/b/tcp/c__fd00.10.244.1..5/8080"}}],[1,{"goto":{"target":"endpoint-BBBB2222-a/b/tcp/c__10.244.1.6/8080"}}],[2,{"goto":{"target":"endpoint-CCCC3333-a/b/tcp/c__fd00.1234.5678.9ab..."}}]]}}}]}}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		res, err := parseNFTJSON(data)
 		if err != nil {
@@ -175,6 +199,55 @@ func FuzzNFTServiceChain(f *testing.F) {
 		sp := ServicePort{Namespace: string(parts[0]), Name: string(parts[1]), Protocol: string(parts[2]), Port: string(parts[3])}
 		if got := IPTablesChainHash(sp); got != string(k[:]) {
 			t.Fatalf("%q: key %s, hash of %+v is %s", name, k, sp, got)
+		}
+	})
+}
+
+func FuzzNFTEndpointChain(f *testing.F) {
+	for _, s := range []string{
+		"endpoint-AAAA1111-kubelings/checkout/tcp/http__10.244.1.5/8080",
+		"endpoint-AAAA1111-kubelings/checkout/tcp/http__fd00.10.244.1..5/8080",
+		"endpoint-AAAA1111-kubelings/checkout/tcp/http__fd00.1234.5678.9a...",
+		"endpoint-AAAA1111-a/b/udp/__1.2.3.4/53",
+		"endpoint-X",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		e, ok := nftEndpointChain(name)
+		if !ok {
+			return
+		}
+		if !e.Addr.IsValid() {
+			if e.chainKind != nftEPChain {
+				t.Fatalf("%q: neither an address nor a chain hash", name)
+			}
+			return
+		}
+		// An address is only read from a whole name that spells it: "__<ip>/<port>" at its end.
+		slash := strings.LastIndexByte(name, '/')
+		port, err := strconv.ParseUint(name[slash+1:], 10, 16)
+		if strings.HasSuffix(name, "...") || !strings.Contains(name, "__") || err != nil || uint16(port) != e.Addr.Port() {
+			t.Fatalf("%q: address %s from a name that does not spell it", name, e.Addr)
+		}
+	})
+}
+
+// FuzzParseAddrPort: the in-place IPv4 reader agrees with netip wherever it answers, and answers for every
+// canonical IPv4 address and port.
+func FuzzParseAddrPort(f *testing.F) {
+	for _, s := range []string{"10.244.1.5:8080", "[fd00::5]:8080", "1.2.3.4:0", "255.255.255.255:65535", "1.2.3.4:65536",
+		"01.2.3.4:80", "1.2.3.4:080", "1.2.3:80", "1.2.3.4.5:80", "1.2.3.4", ":80", "1.2.3.4:"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, ok := parseAddrPort([]byte(s))
+		want, err := netip.ParseAddrPort(s)
+		if ok && (err != nil || got != netip.AddrPortFrom(want.Addr().Unmap(), want.Port())) {
+			t.Fatalf("%q: %v, netip says %v (%v)", s, got, want, err)
+		}
+		if err == nil && want.Addr().Is4() && want.String() == s && !ok {
+			t.Fatalf("%q: not read", s)
 		}
 	})
 }

@@ -41,6 +41,14 @@ type genService struct {
 	affinity       bool
 	eps            []genEndpoint
 	dropPkts       uint64 // counter put on each drop rule (restore -c)
+	// sourceRanges is loadBalancerSourceRanges (layout125): LB IP traffic goes
+	// through KUBE-FW-<h>, and filter KUBE-PROXY-FIREWALL drops what it did not
+	// DNAT, with counter fwPkts.
+	sourceRanges []string
+	fwPkts       uint64
+	// noComments writes the KUBE-SVL jumps without their "-> ip:port" comments,
+	// as kube-proxy does in large-cluster mode (more than 1,000 endpoints).
+	noComments bool
 }
 
 func (s genService) portName() string {
@@ -184,6 +192,18 @@ func genRules(l layout, ipv6 bool, svcs []genService) string {
 			if external {
 				w(&nc, ":%s - [0:0]", ext)
 			}
+			lbTarget := ext
+			if len(s.sourceRanges) > 0 && len(s.lbIPs) > 0 {
+				lbTarget = fw
+				w(&nc, ":%s - [0:0]", fw)
+				for _, cidr := range s.sourceRanges {
+					w(&n, "-A %s -m comment --comment %s -s %s -j %s", fw, quote(pn+" loadbalancer IP"), cidr, ext)
+				}
+				w(&n, "-A %s -m comment --comment %s", fw, quote("other traffic to "+pn+" will be dropped by KUBE-PROXY-FIREWALL"))
+				for _, ip := range s.lbIPs {
+					w(&f, "%s-A KUBE-PROXY-FIREWALL -m comment --comment %s -m %s -p %s -d %s --dport %d -j DROP", counters(s.fwPkts), quote(pn+" traffic not accepted by "+fw), p, p, ip, s.svcPort)
+				}
+			}
 			// cluster IP
 			if s.itpLocal && !hasLocal {
 				w(&f, "-A KUBE-SERVICES -m comment --comment %s -m %s -p %s -d %s --dport %d -j DROP", quote(pn+" has no local endpoints"), p, p, s.clusterIP, s.svcPort)
@@ -201,7 +221,7 @@ func genRules(l layout, ipv6 bool, svcs []genService) string {
 				}
 			}
 			for _, ip := range s.lbIPs {
-				w(&n, "-A KUBE-SERVICES -m comment --comment %s -m %s -p %s -d %s --dport %d -j %s", quote(pn+" loadbalancer IP"), p, p, ip, s.svcPort, ext)
+				w(&n, "-A KUBE-SERVICES -m comment --comment %s -m %s -p %s -d %s --dport %d -j %s", quote(pn+" loadbalancer IP"), p, p, ip, s.svcPort, lbTarget)
 			}
 			if s.etpLocal && !hasLocal {
 				for _, ip := range s.lbIPs {
@@ -321,17 +341,23 @@ type writeFn func(b *strings.Builder, format string, a ...any)
 
 func genBalance(w writeFn, b *strings.Builder, s genService, chain string, eps []genEndpoint) {
 	pn := s.portName()
+	comment := func(ep genEndpoint) string {
+		if s.noComments {
+			return ""
+		}
+		return ` -m comment --comment "` + pn + " -> " + epAddr(ep) + `"`
+	}
 	if s.affinity {
 		for _, ep := range eps {
 			sep := s.sepChain(ep)
-			w(b, "-A %s -m comment --comment %s -m recent --name %s --rcheck --seconds 10800 --reap -j %s", chain, `"`+pn+" -> "+epAddr(ep)+`"`, sep, sep)
+			w(b, "-A %s%s -m recent --name %s --rcheck --seconds 10800 --reap -j %s", chain, comment(ep), sep, sep)
 		}
 	}
 	for i, ep := range eps {
 		if i < len(eps)-1 {
-			w(b, "-A %s -m comment --comment %s -m statistic --mode random --probability %0.10f -j %s", chain, `"`+pn+" -> "+epAddr(ep)+`"`, 1.0/float64(len(eps)-i), s.sepChain(ep))
+			w(b, "-A %s%s -m statistic --mode random --probability %0.10f -j %s", chain, comment(ep), 1.0/float64(len(eps)-i), s.sepChain(ep))
 		} else {
-			w(b, "-A %s -m comment --comment %s -j %s", chain, `"`+pn+" -> "+epAddr(ep)+`"`, s.sepChain(ep))
+			w(b, "-A %s%s -j %s", chain, comment(ep), s.sepChain(ep))
 		}
 	}
 }

@@ -246,7 +246,7 @@ func (r *reader) readIPTablesFamily(ctx context.Context, f ipFamily, backend str
 		if err != nil || nat == nil {
 			return nil, nil, used, usedErr, err
 		}
-		nat.sepSeen = nil // only needed while parsing
+		nat.endpoints = epArena{} // only needed while parsing
 		if natCountsDrops(nat) {
 			sigErr = errors.New("nat holds counted drop rules") // never kept: counters move
 		}
@@ -281,20 +281,18 @@ func (r *reader) readIPTablesFamily(ctx context.Context, f ipFamily, backend str
 // with the nft backend costs nearly as much as saving nat (iptables-nft-save
 // fetches every table's rules), so there, while the generation holds, the kept
 // parse is reused with the counters of KUBE-EXTERNAL-SERVICES — the only
-// counters the states carry — dumped over netlink in the chain's order. The
-// legacy backend saves filter every read (it is small, and saved alone).
+// counters the states carry — dumped over netlink in the chain's order, and
+// those of KUBE-PROXY-FIREWALL when a drop's count includes one of its rules
+// (linkFirewall). The legacy backend saves filter every read (it is small, and
+// saved alone).
 func (r *reader) readFilter(ctx context.Context, f ipFamily, bin, backend string, sig *signals, s changeSig, sigErr error) (*iptablesResult, error) {
 	key := f.name + "/filter"
 	if backend == BackendNFT {
 		if c, ok := r.cached(key, s, sigErr); ok {
-			gen, packets, err := sig.cs.NFTablesChainCounters(ctx, f.ipv6, "filter", string(chainExternalServices))
-			switch {
-			case err != nil:
-				r.opts.Logger.Debug("filter counters unreadable over netlink; saving filter", "family", f.name, "err", err)
-			case gen != s.gen || len(packets) != c.ipt.extRules:
-				r.opts.Logger.Debug("filter changed since its save; saving it", "family", f.name, "rules", len(packets), "saved", c.ipt.extRules)
-			default:
-				return withCounters(c.ipt, packets), nil
+			if res, err := r.freshCounters(ctx, f, sig, s, c.ipt); err != nil {
+				r.opts.Logger.Debug("filter counters unreadable over netlink, or filter changed since its save; saving filter", "family", f.name, "err", err)
+			} else {
+				return res, nil
 			}
 		}
 	}
@@ -308,24 +306,46 @@ func (r *reader) readFilter(ctx context.Context, f ipFamily, bin, backend string
 	return filter, nil
 }
 
+// freshCounters dumps the counters of KUBE-EXTERNAL-SERVICES (and, when linked,
+// KUBE-PROXY-FIREWALL) over netlink and applies them to a copy of the kept
+// parse; an error when they cannot be read or do not belong to it (another
+// generation, another rule count).
+func (r *reader) freshCounters(ctx context.Context, f ipFamily, sig *signals, s changeSig, kept *iptablesResult) (*iptablesResult, error) {
+	chain := func(name []byte, rules int) ([]uint64, error) {
+		gen, packets, err := sig.cs.NFTablesChainCounters(ctx, f.ipv6, "filter", string(name))
+		switch {
+		case err != nil:
+			return nil, err
+		case gen != s.gen || len(packets) != rules:
+			return nil, fmt.Errorf("%s: generation %d, %d rules; saved at generation %d with %d", name, gen, len(packets), s.gen, rules)
+		}
+		return packets, nil
+	}
+	ext, err := chain(chainExternalServices, kept.extRules)
+	if err != nil {
+		return nil, err
+	}
+	var fw []uint64
+	if kept.firewallLinked() {
+		if fw, err = chain(chainProxyFirewall, kept.fwRules); err != nil {
+			return nil, err
+		}
+	}
+	return withCounters(kept, ext, fw), nil
+}
+
 // withCounters is a copy of a kept filter parse whose KUBE-EXTERNAL-SERVICES
-// drop rules carry the given packet counters (packets[i] for the chain's i-th rule).
-func withCounters(kept *iptablesResult, packets []uint64) *iptablesResult {
-	res := &iptablesResult{ports: make(map[portKey]*PortState, len(kept.ports)), kubeServices: kept.kubeServices}
+// drop rules carry the given packet counters (ext[i] for the chain's i-th rule,
+// plus fw[j] of the KUBE-PROXY-FIREWALL rule linked to it).
+func withCounters(kept *iptablesResult, ext, fw []uint64) *iptablesResult {
+	res := &iptablesResult{ports: make(map[portKey]*PortState, len(kept.ports)), kubeServices: kept.kubeServices,
+		extDrops: kept.extDrops, fwDrops: kept.fwDrops}
 	for k, st := range kept.ports {
 		c := *st
 		c.Drops = slices.Clone(st.Drops)
 		res.ports[k] = &c
 	}
-	for _, d := range kept.extDrops {
-		st := res.ports[d.key]
-		rule := &st.Drops[d.drop]
-		if !rule.Counted {
-			continue
-		}
-		st.DropPackets = st.DropPackets - rule.Packets + packets[d.rule]
-		rule.Packets = packets[d.rule]
-	}
+	res.applyCounters(ext, fw)
 	return res
 }
 
@@ -390,6 +410,11 @@ func mergeState(dst, src *PortState) {
 	dst.LocalEndpoints += src.LocalEndpoints
 	dst.DropPackets += src.DropPackets
 	dst.Drops = append(dst.Drops, src.Drops...)
+	if len(src.Endpoints) > 0 {
+		// dst's may be a kept table's, shared: never appended to in place.
+		dst.Endpoints = append(slices.Clip(dst.Endpoints), src.Endpoints...)
+		slices.SortFunc(dst.Endpoints, compareEndpoints)
+	}
 }
 
 // saveTables saves and parses the given tables of one family into one result,

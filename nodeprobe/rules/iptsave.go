@@ -7,15 +7,15 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"slices"
 	"strconv"
 )
 
 // iptablesResult is what one or more iptables-save outputs of one family say.
 type iptablesResult struct {
 	ports map[portKey]*PortState
-	// sepSeen holds the distinct KUBE-SEP targets per local-policy chain, to count
-	// endpoints once when session affinity adds a second jump to the same SEP.
-	sepSeen map[portKey][]portKey
+	// endpoints holds the local endpoints' Endpoints while parsing.
+	endpoints epArena
 
 	kubeServices bool // nat KUBE-SERVICES exists: kube-proxy (iptables or IPVS) programs this family
 	ipvsChains   bool // chains only IPVS mode creates (KUBE-LOAD-BALANCER, KUBE-NODE-PORT)
@@ -28,6 +28,10 @@ type iptablesResult struct {
 	// fresh counters of that chain can replace the saved ones.
 	extRules int
 	extDrops []extDrop
+	// fwRules counts filter KUBE-PROXY-FIREWALL rules in order; fwDrops are its
+	// per-destination DROP rules (loadBalancerSourceRanges).
+	fwRules int
+	fwDrops []fwDrop
 }
 
 // extDrop ties the rule-th rule of KUBE-EXTERNAL-SERVICES to the drop-th entry
@@ -36,10 +40,23 @@ type extDrop struct {
 	rule int
 	key  portKey
 	drop int
+	raw  uint64 // the rule's own packet counter
+	fw   int    // index in fwDrops of the firewall rule for the same destination; -1 for none
+}
+
+// fwDrop is one "<ns/name:port> traffic not accepted by KUBE-FW-<h>" DROP of
+// KUBE-PROXY-FIREWALL: the load balancer IP and port of a Service with
+// loadBalancerSourceRanges.
+type fwDrop struct {
+	rule    int // its index in KUBE-PROXY-FIREWALL
+	key     portKey
+	address string
+	port    int32
+	packets uint64
 }
 
 func newIPTablesResult() *iptablesResult {
-	return &iptablesResult{ports: map[portKey]*PortState{}, sepSeen: map[portKey][]portKey{}}
+	return &iptablesResult{ports: map[portKey]*PortState{}}
 }
 
 // Chain-name prefixes kube-proxy derives from the Service-port hash.
@@ -53,11 +70,13 @@ var (
 	prefixKUBE = []byte("KUBE-")
 
 	chainExternalServices = []byte("KUBE-EXTERNAL-SERVICES")
+	chainProxyFirewall    = []byte("KUBE-PROXY-FIREWALL")
 	chainServices         = []byte("KUBE-SERVICES")
 	chainMarkDrop         = []byte("KUBE-MARK-DROP")
 
-	suffixNoLocal = []byte(" has no local endpoints")
-	suffixNoEPs   = []byte(" has no endpoints")
+	suffixNoLocal    = []byte(" has no local endpoints")
+	suffixNoEPs      = []byte(" has no endpoints")
+	infixNotAccepted = []byte(" traffic not accepted by KUBE-FW-")
 )
 
 // parseIPTablesSave reads `iptables-save [-c]` output (any tables, either argument
@@ -146,7 +165,93 @@ func parseIPTablesSaveFrom(r io.Reader, res *iptablesResult) error {
 	if inTable {
 		return fmt.Errorf("table %q not committed (truncated output?)", table)
 	}
+	res.finish()
 	return nil
+}
+
+// finish completes a parse: each state's Endpoints sorted, and the firewall's
+// counters given to the drop rules they belong to (countFirewall).
+func (res *iptablesResult) finish() {
+	sortEndpoints(res.ports)
+	res.linkFirewall()
+	if res.firewallLinked() {
+		res.applyCounters(nil, nil)
+	}
+}
+
+// linkFirewall ties each address drop of KUBE-EXTERNAL-SERVICES to the
+// KUBE-PROXY-FIREWALL DROP of the same Service port and destination, if any.
+//
+// With loadBalancerSourceRanges, kube-proxy (≥1.25) sends a load balancer IP's
+// traffic through nat KUBE-FW-<h>: allowed sources go on to KUBE-EXT-<h>,
+// others fall off the chain un-DNATed. Filter's KUBE-PROXY-FIREWALL, which
+// kube-proxy puts first in INPUT and FORWARD, drops every new connection to the
+// address that was not DNATed. Without a local endpoint KUBE-EXT-<h> has
+// nowhere to send the allowed ones either, so the firewall drops them before
+// KUBE-EXTERNAL-SERVICES' "has no local endpoints" rule for the same address
+// ever sees them: on such a node the firewall rule's counter is where the
+// port's dropped traffic is counted. It counts refused sources too, which the
+// node would drop with a local endpoint as well; for the port's drop counter
+// both mean the same: traffic arrives at a node that drops it.
+func (res *iptablesResult) linkFirewall() {
+	if len(res.fwDrops) == 0 {
+		return
+	}
+	type dest struct {
+		key     portKey
+		address string
+		port    int32
+	}
+	fw := make(map[dest]int, len(res.fwDrops))
+	for i, f := range res.fwDrops {
+		fw[dest{f.key, f.address, f.port}] = i
+	}
+	for i := range res.extDrops {
+		d := &res.extDrops[i]
+		rule := res.ports[d.key].Drops[d.drop]
+		d.fw = -1
+		if j, ok := fw[dest{d.key, rule.Address, rule.Port}]; ok && rule.Address != "" {
+			d.fw = j
+		}
+	}
+}
+
+// firewallLinked: some drop rule's count includes a KUBE-PROXY-FIREWALL rule's.
+func (res *iptablesResult) firewallLinked() bool {
+	for _, d := range res.extDrops {
+		if d.fw >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// applyCounters sets each KUBE-EXTERNAL-SERVICES drop rule's Packets to its
+// own counter plus its firewall rule's, keeping DropPackets their sum. ext and
+// fw, when given, are fresh counters of the two chains (by rule index);
+// otherwise the parsed ones are used.
+func (res *iptablesResult) applyCounters(ext, fw []uint64) {
+	for _, d := range res.extDrops {
+		st := res.ports[d.key]
+		rule := &st.Drops[d.drop]
+		if !rule.Counted {
+			continue
+		}
+		pk := d.raw
+		if ext != nil {
+			pk = ext[d.rule]
+		}
+		if d.fw >= 0 {
+			f := res.fwDrops[d.fw]
+			if fw != nil {
+				pk += fw[f.rule]
+			} else {
+				pk += f.packets
+			}
+		}
+		st.DropPackets = st.DropPackets - rule.Packets + pk
+		rule.Packets = pk
+	}
 }
 
 func clip(b []byte) string {
@@ -257,6 +362,14 @@ func (res *iptablesResult) rule(table, line []byte) error {
 		}
 	case isFilter:
 		extChain := bytes.Equal(r.chain, chainExternalServices)
+		if bytes.Equal(r.chain, chainProxyFirewall) {
+			idx := res.fwRules
+			res.fwRules++
+			if err := scanArgs(rest, &r); err != nil {
+				return fmt.Errorf("%w in %q", err, clip(line))
+			}
+			return res.firewallRule(&r, idx, line)
+		}
 		if !extChain && !bytes.Equal(r.chain, chainServices) {
 			return nil
 		}
@@ -285,14 +398,14 @@ func (res *iptablesResult) rule(table, line []byte) error {
 			if !ok {
 				return nil
 			}
-			seen := res.sepSeen[key]
-			for _, s := range seen {
-				if s == sep {
-					return nil
-				}
+			// Session affinity jumps to each endpoint twice (the "recent" check, then the
+			// balancing rule): one endpoint.
+			e := sepEndpoint(r.comment, sep)
+			if slices.Contains(st.Endpoints, e) {
+				return nil
 			}
-			res.sepSeen[key] = append(seen, sep)
 			st.LocalEndpoints++
+			res.endpoints.add(st, e)
 		}
 		return nil
 	}
@@ -333,8 +446,34 @@ func (res *iptablesResult) rule(table, line []byte) error {
 	st := stateFor(res.ports, k)
 	st.addDrop(d)
 	if extIdx >= 0 {
-		res.extDrops = append(res.extDrops, extDrop{rule: extIdx, key: k, drop: len(st.Drops) - 1})
+		res.extDrops = append(res.extDrops, extDrop{rule: extIdx, key: k, drop: len(st.Drops) - 1, raw: d.Packets, fw: -1})
 	}
+	return nil
+}
+
+// firewallRule records a KUBE-PROXY-FIREWALL DROP: "-d <lb ip> -p <proto>
+// --dport <port> ... --comment "<ns/name:port> traffic not accepted by
+// KUBE-FW-<h>" -j DROP". The Service port is the KUBE-FW chain's hash.
+func (res *iptablesResult) firewallRule(r *ruleArgs, idx int, line []byte) error {
+	if !bytes.Equal(r.target, []byte("DROP")) {
+		return nil
+	}
+	i := bytes.Index(r.comment, infixNotAccepted)
+	if i < 0 {
+		return nil
+	}
+	k, ok := hashSuffix(r.comment[i+len(infixNotAccepted)-len(prefixFW):], prefixFW)
+	if !ok {
+		return nil
+	}
+	d, err := dropRule(r)
+	if err != nil {
+		return fmt.Errorf("%w in %q", err, clip(line))
+	}
+	if d.Address == "" {
+		return nil
+	}
+	res.fwDrops = append(res.fwDrops, fwDrop{rule: idx, key: k, address: d.Address, port: d.Port, packets: d.Packets})
 	return nil
 }
 

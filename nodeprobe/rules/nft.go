@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -106,9 +107,10 @@ func parseNFTJSON(data []byte) (*nftResult, error) {
 // biggest object, the service-ips map, is one element per Service port).
 func parseNFTJSONFrom(r io.Reader) (*nftResult, error) {
 	p := &nftParse{
-		res:          &nftResult{ports: map[portKey]*PortState{}},
-		externalKeys: map[string]bool{},
-		localEPs:     map[portKey]map[string]bool{},
+		res:       &nftResult{ports: map[portKey]*PortState{}},
+		external:  map[string]portKey{},
+		nodePorts: map[string]portKey{},
+		localEPs:  map[portKey]map[Endpoint]bool{},
 	}
 	dec := json.NewDecoder(r)
 	if err := nftDelim(dec, '{'); err != nil {
@@ -153,7 +155,7 @@ func parseNFTJSONFrom(r io.Reader) (*nftResult, error) {
 	if !array {
 		return nil, fmt.Errorf("nft JSON without an nftables array")
 	}
-	res, noEP, externalKeys, localEPs := p.res, p.noEP, p.externalKeys, p.localEPs
+	res, localEPs := p.res, p.localEPs
 	if !res.table {
 		return nil, fmt.Errorf("nft JSON has no kube-proxy table")
 	}
@@ -161,32 +163,69 @@ func parseNFTJSONFrom(r io.Reader) (*nftResult, error) {
 		st := stateFor(res.ports, k)
 		st.Programmed = true
 		st.LocalEndpoints = len(set)
+		st.Endpoints = make([]Endpoint, 0, len(set))
+		for e := range set {
+			st.Endpoints = append(st.Endpoints, e)
+		}
+		slices.SortFunc(st.Endpoints, compareEndpoints)
 	}
-	for _, ne := range noEP {
-		if ne.comment == "" || ne.proto == "" || strings.IndexByte(ne.comment, '/') <= 0 {
+	for _, ne := range p.noEP {
+		k, ok := p.elementPort(ne)
+		if !ok {
 			continue
 		}
-		st := stateFor(res.ports, hashKey(ne.comment, ne.proto))
+		st := stateFor(res.ports, k)
 		st.Programmed = true
 		switch {
 		case ne.reject:
 			st.Reject = true
-		case ne.drop && (ne.nodePort || externalKeys[ne.key]):
-			// A drop on an address that service-ips sends to an external-*
-			// chain is an external/LB IP; a drop on the cluster IP is
-			// internalTrafficPolicy=Local and not counted.
+		case ne.drop:
 			st.addDrop(DropRule{Address: ne.addr, Port: ne.port, Packets: ne.packets, Counted: ne.counted})
 		}
 	}
 	return res, nil
 }
 
+// elementPort names the Service port a no-endpoint-* element belongs to, by its key (protocol, address and
+// port), not by its comment: kube-proxy (v1.37, truncateNFTablesComment) cuts element comments to nftables'
+// 128 bytes, and "ns/name:port" reaches 143. A drop means the port has endpoints elsewhere, so kube-proxy
+// also dispatched the same key to the port's external-* chain (service-nodeports for a NodePort,
+// service-ips for an address), whose name is not truncated: that chain names the port. A drop on an address
+// service-ips does not send to an external-* chain is internalTrafficPolicy=Local on the cluster IP, not
+// external traffic, and is not the port's. A reject (no endpoints anywhere) has no dispatch entry: only its
+// comment names the port, and a comment of 128 bytes may have been cut, so it is not trusted.
+func (p *nftParse) elementPort(ne nftNoEndpoint) (portKey, bool) {
+	if ne.drop && !ne.reject {
+		dispatch := p.external
+		if ne.nodePort {
+			dispatch = p.nodePorts
+		}
+		if k, ok := dispatch[ne.key]; ok {
+			return k, true
+		}
+		if !ne.nodePort {
+			return portKey{}, false
+		}
+		// A NodePort drop always has its dispatch entry in what kube-proxy writes; without one only the
+		// comment is left.
+	}
+	if ne.comment == "" || ne.proto == "" || strings.IndexByte(ne.comment, '/') <= 0 || len(ne.comment) >= nftCommentMax {
+		return portKey{}, false
+	}
+	return hashKey(ne.comment, ne.proto), true
+}
+
+// nftCommentMax is the longest comment nftables keeps (NFTNL_UDATA_COMMENT_MAXLEN, knftables.CommentLengthMax):
+// kube-proxy truncates longer ones to it.
+const nftCommentMax = 128
+
 // nftParse is what parseNFTJSONFrom gathers across the listing's objects.
 type nftParse struct {
-	res          *nftResult
-	noEP         []nftNoEndpoint
-	externalKeys map[string]bool // service-ips keys that lead to an external-* chain
-	localEPs     map[portKey]map[string]bool
+	res       *nftResult
+	noEP      []nftNoEndpoint
+	external  map[string]portKey // service-ips keys that lead to an external-* chain, and its port
+	nodePorts map[string]portKey // service-nodeports keys, and the port of the external-* chain they lead to
+	localEPs  map[portKey]map[Endpoint]bool
 }
 
 func nftDelim(dec *json.Decoder, want json.Delim) error {
@@ -202,7 +241,7 @@ func nftDelim(dec *json.Decoder, want json.Delim) error {
 
 // object takes one object of the nftables array.
 func (p *nftParse) object(o nftObject) error {
-	res, localEPs, externalKeys := p.res, p.localEPs, p.externalKeys
+	res, localEPs := p.res, p.localEPs
 	switch {
 	case o.Table != nil:
 		if o.Table.Name == "kube-proxy" {
@@ -219,7 +258,11 @@ func (p *nftParse) object(o nftObject) error {
 				ne.nodePort = o.Map.Name == "no-endpoint-nodeports"
 				p.noEP = append(p.noEP, ne)
 			}
-		case "service-ips":
+		case "service-ips", "service-nodeports":
+			dispatch := p.external
+			if o.Map.Name == "service-nodeports" {
+				dispatch = p.nodePorts
+			}
 			for i, e := range o.Map.Elem {
 				if len(e) != 2 {
 					return fmt.Errorf("map %s element %d: %d parts, want key and verdict", o.Map.Name, i, len(e))
@@ -232,8 +275,9 @@ func (p *nftParse) object(o nftObject) error {
 				if err != nil {
 					return fmt.Errorf("map %s element %d: %w", o.Map.Name, i, err)
 				}
-				if strings.HasPrefix(target, "external-") {
-					externalKeys[val] = true
+				// Only external traffic's entries: a cluster IP's lead to service-* or local-*.
+				if prefix, k, ok := nftServiceChain(target); ok && prefix == "external-" {
+					dispatch[val] = k
 				}
 			}
 		}
@@ -252,7 +296,7 @@ func (p *nftParse) object(o nftObject) error {
 		}
 		set := localEPs[k]
 		if set == nil {
-			set = map[string]bool{}
+			set = map[Endpoint]bool{}
 			localEPs[k] = set
 		}
 		collectEndpointTargets(expr, set)
@@ -353,20 +397,20 @@ func nftServiceChain(name string) (prefix string, k portKey, ok bool) {
 	if len(rest) < 10 || rest[8] != '-' {
 		return "", k, false
 	}
-	parts := strings.Split(rest[9:], "/")
-	if len(parts) != 4 || parts[0] == "" || parts[1] == "" {
+	// "ns/name/proto/port", cut without allocating: every chain, rule and dispatch entry of the table
+	// comes through here.
+	ns, rest, _ := strings.Cut(rest[9:], "/")
+	svc, rest, _ := strings.Cut(rest, "/")
+	proto, port, found := strings.Cut(rest, "/")
+	if !found || ns == "" || svc == "" || strings.IndexByte(port, '/') >= 0 {
 		return "", k, false
 	}
-	switch parts[2] {
+	switch proto {
 	case "tcp", "udp", "sctp":
 	default:
 		return "", k, false
 	}
-	spn := parts[0] + "/" + parts[1]
-	if parts[3] != "" {
-		spn += ":" + parts[3]
-	}
-	return prefix, hashKey(spn, parts[2]), true
+	return prefix, spKey(ServicePort{Namespace: ns, Name: svc, Port: port, Protocol: proto}, ""), true
 }
 
 // collectEndpointTargets adds, to set, every endpoint a local-* chain rule sends
@@ -378,11 +422,12 @@ func nftServiceChain(name string) (prefix string, k portKey, ok bool) {
 //     map { 0 : 10.180.2.1 . 80, ... }" (JSON addr {"map":{"data":{"set":[[0,{"concat":[ip,port]}],...]}}});
 //   - with session affinity (and releases before the DNAT layout): goto/jump to
 //     endpoint-* chains, from "ip saddr @affinity-… goto endpoint-…" rules and a
-//     "numgen random mod N vmap { 0 : goto endpoint-…, ... }".
+//     "numgen random mod N vmap { 0 : goto endpoint-…, ... }"; the chain's name
+//     spells the endpoint ("endpoint-<h>-ns/name/tcp/port__10.180.2.1/80").
 //
-// Endpoints are keyed "chain:<name>" or "addr:<ip>.<port>", so the affinity rule
-// and the vmap entry for one endpoint count once.
-func collectEndpointTargets(v any, set map[string]bool) {
+// Endpoints are kept by identity (nftEndpointChain, addrEndpoint), so the affinity
+// rule and the vmap entry for one endpoint count once.
+func collectEndpointTargets(v any, set map[Endpoint]bool) {
 	switch x := v.(type) {
 	case map[string]any:
 		for key, val := range x {
@@ -390,7 +435,9 @@ func collectEndpointTargets(v any, set map[string]bool) {
 			case "goto", "jump":
 				if m, ok := val.(map[string]any); ok {
 					if t, ok := m["target"].(string); ok && strings.HasPrefix(t, "endpoint-") {
-						set["chain:"+t] = true
+						if e, ok := nftEndpointChain(t); ok {
+							set[e] = true
+						}
 						continue
 					}
 				}
@@ -410,12 +457,15 @@ func collectEndpointTargets(v any, set map[string]bool) {
 
 // collectDNATTargets adds the endpoints of one dnat statement; false when its
 // shape is not one kube-proxy writes (then nothing is added).
-func collectDNATTargets(m map[string]any, set map[string]bool) bool {
+func collectDNATTargets(m map[string]any, set map[Endpoint]bool) bool {
 	switch addr := m["addr"].(type) {
 	case string:
 		// "dnat to ip:port". A dnat without a port keeps the packet's port.
-		set["addr:"+canonicalAddr(addr)+"."+jsonScalar(m["port"])] = true
-		return true
+		e, ok := addrEndpoint(addr, jsonScalar(m["port"]))
+		if ok {
+			set[e] = true
+		}
+		return ok
 	case map[string]any:
 		mp, ok := addr["map"].(map[string]any)
 		if !ok {
@@ -435,6 +485,7 @@ func collectDNATTargets(m map[string]any, set map[string]bool) bool {
 			if !ok || len(pair) != 2 {
 				continue
 			}
+			var ep Endpoint
 			switch target := pair[1].(type) {
 			case map[string]any: // {"concat": [ip, port]}
 				parts, ok := target["concat"].([]any)
@@ -445,23 +496,22 @@ func collectDNATTargets(m map[string]any, set map[string]bool) bool {
 				if !ok {
 					continue
 				}
-				set["addr:"+canonicalAddr(ip)+"."+jsonScalar(parts[1])] = true
-				n++
+				if ep, ok = addrEndpoint(ip, jsonScalar(parts[1])); !ok {
+					continue
+				}
 			case string: // "dnat to numgen ... map { 0 : ip }": address only
-				set["addr:"+canonicalAddr(target)+"."] = true
-				n++
+				if ep, ok = addrEndpoint(target, ""); !ok {
+					continue
+				}
+			default:
+				continue
 			}
+			set[ep] = true
+			n++
 		}
 		return n > 0
 	}
 	return false
-}
-
-func canonicalAddr(s string) string {
-	if a, err := netip.ParseAddr(s); err == nil {
-		return a.String()
-	}
-	return s
 }
 
 // jsonScalar spells a decoded JSON number or string; "" for anything else.

@@ -33,12 +33,22 @@ func genNFTLayout(ipv6 bool, svcs []genService, dnat bool) string {
 	epChain := func(s genService, ep genEndpoint) string {
 		name := fmt.Sprintf("%s/%s/%s/%s__%s/%d", s.ns, s.name, s.proto, s.port, strings.ReplaceAll(ep.ip, ":", "."), ep.port)
 		sum := sha256.Sum256([]byte(name))
-		return "endpoint-" + base32.StdEncoding.EncodeToString(sum[:])[:8] + "-" + name
+		// kube-proxy's hashAndTruncate: at most 240 bytes after the prefix.
+		name = base32.StdEncoding.EncodeToString(sum[:])[:8] + "-" + name
+		if len(name) > 240 {
+			name = name[:237] + "..."
+		}
+		return "endpoint-" + name
 	}
 	var noEPNodePorts, noEPServices, serviceIPs, serviceNodePorts []string
 	var chains strings.Builder
 	for _, s := range svcs {
+		// kube-proxy v1.37 truncates element comments to nftables' 128 bytes
+		// (truncateNFTablesComment).
 		pn := s.portName()
+		if len(pn) > nftCommentMax {
+			pn = pn[:nftCommentMax]
+		}
 		b := base(s)
 		var local, all []genEndpoint
 		for _, ep := range s.eps {

@@ -173,6 +173,7 @@ func mergedWant(backend string) map[ServicePort]PortState {
 		m := a
 		m.DropPackets += b.DropPackets
 		m.LocalEndpoints = max(a.LocalEndpoints, b.LocalEndpoints)
+		m.Endpoints = append(slices.Clone(a.Endpoints), b.Endpoints...)
 		if len(b.Drops) > 0 {
 			m.Drops = append(slices.Clone(a.Drops), b.Drops...)
 			sortDrops(m.Drops)

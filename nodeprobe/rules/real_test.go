@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -132,6 +134,7 @@ func TestRealKubeProxy(t *testing.T) {
 					sortDrops(want.Drops)
 				case s.Policy == "Local":
 					want.LocalEndpoints = local
+					want.Endpoints = realLocalEndpoints(t, node.Mode, sp)
 				}
 				// Counters are whatever traffic hit the rules while dumping (none
 				// was sent): compare them as read, check they add up.
@@ -246,4 +249,80 @@ func TestIntegrationRealKubeProxy(t *testing.T) {
 		}
 		check(t, ns, realSnapshot(t, m, "nftables"))
 	})
+}
+
+// realLocalEndpoints finds, in the text of the real IPv4 dump, the DNAT targets
+// of sp's local endpoints the way a person reading the rules would: iptables'
+// KUBE-SVL jumps to KUBE-SEP chains and their "--to-destination"; nftables' local-*
+// chain's "dnat to", numgen map entries, and the "dnat to" of each endpoint-*
+// chain it jumps to. It also checks that kube-proxy named each endpoint's chain
+// as sepKey and nftEndpointKey say, the identity used where the rules spell no
+// address.
+func realLocalEndpoints(t *testing.T, mode string, sp ServicePort) []Endpoint {
+	t.Helper()
+	file := "real-" + realVersion + "-iptables-ipv4.save"
+	if mode == "nftables" {
+		file = "real-" + realVersion + "-nft-ipv4.nft"
+	}
+	data, err := os.ReadFile(filepath.Join("testdata", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	targets := map[netip.AddrPort]string{} // DNAT target -> the endpoint chain it is in ("" for none)
+	if mode == "iptables" {
+		svl := "KUBE-SVL-" + IPTablesChainHash(sp)
+		jump := regexp.MustCompile(`-A ` + svl + ` .*-j (KUBE-SEP-[A-Z0-9]{16})`)
+		for _, m := range jump.FindAllStringSubmatch(text, -1) {
+			dnat := regexp.MustCompile(`-A ` + m[1] + ` .*--to-destination (\S+)`).FindStringSubmatch(text)
+			if dnat == nil {
+				t.Fatalf("%s: %s has no DNAT", sp, m[1])
+			}
+			targets[netip.MustParseAddrPort(dnat[1])] = m[1]
+		}
+	} else {
+		block := func(name string) string {
+			i := strings.Index(text, "chain "+name+" {")
+			if i < 0 {
+				t.Fatalf("%s: no chain %s", sp, name)
+			}
+			b := text[i:]
+			return b[:strings.Index(b, "\n\t}")]
+		}
+		chain := regexp.MustCompile(`chain (local-[A-Z0-9]{8}-` + regexp.QuoteMeta(sp.Namespace+"/"+sp.Name+"/tcp/"+sp.Port) + `) \{`).FindStringSubmatch(text)
+		if chain == nil {
+			t.Fatalf("%s: no local chain", sp)
+		}
+		local := block(chain[1])
+		for _, m := range regexp.MustCompile(`dnat to (\S+)`).FindAllStringSubmatch(local, -1) {
+			targets[netip.MustParseAddrPort(m[1])] = ""
+		}
+		for _, m := range regexp.MustCompile(`(\d+\.\d+\.\d+\.\d+) \. (\d+)`).FindAllStringSubmatch(local, -1) {
+			targets[netip.MustParseAddrPort(m[1]+":"+m[2])] = ""
+		}
+		for _, m := range regexp.MustCompile(`goto (endpoint-\S+)`).FindAllStringSubmatch(local, -1) {
+			name := strings.TrimSuffix(m[1], ",")
+			dnat := regexp.MustCompile(`dnat to (\S+)`).FindStringSubmatch(block(name))
+			if dnat == nil {
+				t.Fatalf("%s: %s has no DNAT", sp, name)
+			}
+			targets[netip.MustParseAddrPort(dnat[1])] = name
+		}
+	}
+	var out []Endpoint
+	for ap, chain := range targets {
+		out = append(out, Endpoint{Addr: ap})
+		switch {
+		case strings.HasPrefix(chain, "KUBE-SEP-"):
+			if k := sepKey(sp, "", ap); chain != "KUBE-SEP-"+string(k[:]) {
+				t.Errorf("%s %s: kube-proxy's chain %s, sepKey says KUBE-SEP-%s", sp, ap, chain, k[:])
+			}
+		case chain != "":
+			if k := nftEndpointKey(sp, ap); !strings.HasPrefix(chain, "endpoint-"+string(k[:8])+"-") {
+				t.Errorf("%s %s: kube-proxy's chain %s, nftEndpointKey says endpoint-%s", sp, ap, chain, k[:8])
+			}
+		}
+	}
+	slices.SortFunc(out, compareEndpoints)
+	return out
 }

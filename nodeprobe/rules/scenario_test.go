@@ -3,17 +3,22 @@ package rules
 import (
 	"flag"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
 
-// equalState compares states, Drops included (nil and empty alike).
+// equalState compares states, Drops and Endpoints included (nil and empty alike).
 func equalState(a, b PortState) bool {
 	if len(a.Drops) == 0 && len(b.Drops) == 0 {
 		a.Drops, b.Drops = nil, nil
+	}
+	if len(a.Endpoints) == 0 && len(b.Endpoints) == 0 {
+		a.Endpoints, b.Endpoints = nil, nil
 	}
 	return reflect.DeepEqual(a, b)
 }
@@ -121,18 +126,33 @@ func scenarioWantCounted(l layout, ipv6 bool, pkts uint64, counted bool) map[Ser
 	for _, d := range drops {
 		sum += d.Packets
 	}
+	svcs := scenario(ipv6)
 	return map[ServicePort]PortState{
 		{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}:  {Programmed: true, Drop: true, DropPackets: sum, Drops: drops},
-		{Namespace: "kubelings", Name: "web", Port: "http", Protocol: "TCP"}:       {Programmed: true, LocalEndpoints: 2},
+		{Namespace: "kubelings", Name: "web", Port: "http", Protocol: "TCP"}:       {Programmed: true, LocalEndpoints: 2, Endpoints: localEndpointsOf(svcs[1])},
 		{Namespace: "kubelings", Name: "gone", Protocol: "TCP"}:                    {Programmed: true, Reject: true},
 		{Namespace: "kube-system", Name: "kube-dns", Port: "dns", Protocol: "UDP"}: {Programmed: true},
-		{Namespace: "kubelings", Name: "sticky", Port: "https", Protocol: "TCP"}:   {Programmed: true, LocalEndpoints: 1},
+		{Namespace: "kubelings", Name: "sticky", Port: "https", Protocol: "TCP"}:   {Programmed: true, LocalEndpoints: 1, Endpoints: localEndpointsOf(svcs[4])},
 		{Namespace: "kubelings", Name: "internal", Port: "http", Protocol: "TCP"}:  {Programmed: true},
-		{Namespace: "telco", Name: "sig", Port: "sctp", Protocol: "SCTP"}:          {Programmed: true, LocalEndpoints: 1},
+		{Namespace: "telco", Name: "sig", Port: "sctp", Protocol: "SCTP"}:          {Programmed: true, LocalEndpoints: 1, Endpoints: localEndpointsOf(svcs[6])},
 		// Not a Service at all, and a real one under the wrong protocol.
 		{Namespace: "kubelings", Name: "nothere", Port: "http", Protocol: "TCP"}: {},
 		{Namespace: "kubelings", Name: "web", Port: "http", Protocol: "UDP"}:     {},
 	}
+}
+
+// localEndpointsOf is what the reader must name as s's local endpoints: each
+// local endpoint's address and port, sorted (every generated layout writes
+// kube-proxy's "ns/name:port -> ip:port" jump comments, as nftables' names do).
+func localEndpointsOf(s genService) []Endpoint {
+	var out []Endpoint
+	for _, ep := range s.eps {
+		if ep.local {
+			out = append(out, Endpoint{Addr: netip.MustParseAddrPort(epAddr(ep))})
+		}
+	}
+	slices.SortFunc(out, compareEndpoints)
+	return out
 }
 
 var layouts = []layout{layout125, layout124, layout123}

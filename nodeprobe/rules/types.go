@@ -79,6 +79,10 @@ type PortState struct {
 	// endpoints of the local-* chain, whichever way kube-proxy writes them).
 	// Snapshot.Port gives the maximum over families.
 	LocalEndpoints int
+	// Endpoints says which endpoints those are, one entry per local endpoint counted (sorted): the DNAT
+	// target (IP:port) where the rules spell it, else kube-proxy's name for the endpoint's chain. Compare
+	// them with the API's endpoints with Endpoint.Is. Shared by every caller of the snapshot: do not modify.
+	Endpoints []Endpoint
 	// DropPackets: the sum of Drops[].Packets. Raw: kube-proxy rewrites the rules on
 	// every sync, which resets the counters. 0 in nftables mode (no counters).
 	DropPackets uint64
@@ -199,7 +203,7 @@ func (s *Snapshot) HasFamily(family string) bool {
 
 // Port returns the state programmed for sp merged over the families read:
 // Programmed, Drop and Reject when any family says so, LocalEndpoints the maximum,
-// DropPackets the sum, Drops every family's rules (IPv4's first within each rank of
+// Endpoints every family's, DropPackets the sum, Drops every family's rules (IPv4's first within each rank of
 // the order). The zero PortState means no rule exists in any family. New code
 // should use Family: a merged view hides a family that drops behind one that does not.
 func (s *Snapshot) Port(sp ServicePort) PortState {
@@ -223,6 +227,9 @@ func (s *Snapshot) Port(sp ServicePort) PortState {
 		out.Reject = out.Reject || st.Reject
 		out.LocalEndpoints = max(out.LocalEndpoints, st.LocalEndpoints)
 		out.DropPackets += st.DropPackets
+		if len(st.Endpoints) > 0 {
+			out.Endpoints = append(slices.Clip(out.Endpoints), st.Endpoints...)
+		}
 		if len(st.Drops) > 0 {
 			drops := make([]DropRule, 0, len(out.Drops)+len(st.Drops))
 			drops = append(append(drops, out.Drops...), st.Drops...)
@@ -233,10 +240,11 @@ func (s *Snapshot) Port(sp ServicePort) PortState {
 	return out
 }
 
-// view returns a copy of the state whose Drops cannot be appended to in place.
+// view returns a copy of the state whose Drops and Endpoints cannot be appended to in place.
 func (st *PortState) view() PortState {
 	v := *st
-	v.Drops = v.Drops[:len(v.Drops):len(v.Drops)]
+	v.Drops = slices.Clip(v.Drops)
+	v.Endpoints = slices.Clip(v.Endpoints)
 	return v
 }
 
@@ -318,21 +326,18 @@ func keyOf(b []byte) portKey {
 // spKey is hashKey(sp.String()+suffix, lower(sp.Protocol)) without allocating.
 func spKey(sp ServicePort, suffix string) portKey {
 	var buf [192]byte
-	b := append(buf[:0], sp.Namespace...)
+	return keyOf(appendLower(appendPortName(buf[:0], sp, suffix), sp.Protocol))
+}
+
+// appendPortName appends kube-proxy's "ns/name[:port]" spelling of sp, then suffix.
+func appendPortName(b []byte, sp ServicePort, suffix string) []byte {
+	b = append(b, sp.Namespace...)
 	b = append(b, '/')
 	b = append(b, sp.Name...)
 	if sp.Port != "" {
 		b = append(append(b, ':'), sp.Port...)
 	}
-	b = append(b, suffix...)
-	for i := 0; i < len(sp.Protocol); i++ {
-		c := sp.Protocol[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		b = append(b, c)
-	}
-	return keyOf(b)
+	return append(b, suffix...)
 }
 
 // stateFor returns the entry for k in m, creating it.
