@@ -165,4 +165,16 @@ func TestAPIServerOutage(t *testing.T) {
 	if ages, _, err := informerAges(m, n1.Name); err != nil || ages["services"] > converge.Seconds() {
 		t.Errorf("after the return the services view is %v s old (%v)", ages["services"], err)
 	}
+	// The outage reached every node's kube-proxy: the test hands the next one a cluster whose kube-proxies all
+	// follow the API again (each drops the moving Service's NodePort but node-2), not one still backing off.
+	eventually(t, 4*converge, "every node's kube-proxy follows the API again", func() error {
+		var errs []error
+		for _, n := range c.Nodes() {
+			if n.Name == n2.Name {
+				continue
+			}
+			errs = append(errs, wantVerdict(c.Request(ctx, nodePortAddr(n, moving)), cluster.Blackhole, "moving via "+n.Name))
+		}
+		return errors.Join(errs...)
+	})
 }
