@@ -4,7 +4,7 @@
 // Tests in this package share one cluster (starting it costs a minute of CPU): call sharedCluster(t). A test
 // that changes a node (stops kube-proxy, deletes the Node …) must restore it before it returns, and every test
 // uses Kubernetes namespaces and Services of its own. Tests run one after another (no t.Parallel); run-e2e.sh
-// runs the tests of the other clusters (controllers, scale) in a second process beside them.
+// runs the suite as several processes of this binary side by side (shards), each with its own clusters.
 package e2e
 
 import (

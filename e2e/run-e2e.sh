@@ -8,11 +8,15 @@
 #
 # The suite's tests share clusters that are expensive to start, and run one after another within a cluster
 # (package e2e's doc). They spend most of their time waiting — for kube-proxy to sync, for a blackholed
-# request to time out, for an alert's `for:` — so the whole suite runs as two processes of one test binary at
-# once: the tests of the cluster with controllers (kube-controller-manager, kube-scheduler, node agents) and the
-# scale tests, which bring clusters of their own, in one; the shared cluster's tests in the other. A test that
-# calls controllerCluster belongs to the first (controllerShard below; TestShardsCoverControllerTests keeps
-# the list whole). Each shard's lines are prefixed with its name as they come.
+# request to time out, for an alert's `for:` — so the whole suite runs as four processes of one test binary at
+# once, each with the clusters of its own tests:
+#   controllers  the tests of the cluster with controllers (kube-controller-manager, kube-scheduler, agents)
+#   scale        the scale tests, each with a cluster of its own
+#   shared-long  the longest waits of the shared cluster (a live Prometheus' for:, the soak, a browser)
+#   shared       every other test, on a shared cluster of its own
+# A test that calls controllerCluster belongs to controllers, one that brings its own cluster to scale
+# (TestShardsCoverControllerTests holds these lists to the code); a new shared-cluster test lands in shared.
+# Each shard's lines are prefixed with its name as they come.
 set -euo pipefail
 # sudo's secure_path drops Go's usual install directory.
 command -v go >/dev/null 2>&1 || export PATH="$PATH:/usr/local/go/bin"
@@ -29,8 +33,10 @@ if (($#)); then
 	exec go test -count=1 -timeout "$timeout" -v "$@" ./...
 fi
 
-# controllerShard: every test of the controllers' cluster, and the scale tests (clusters of their own).
-controllerShard='^(TestDrillLive|TestNodeAgentReadinessOnDemand|TestPluginDrill|TestPluginSchedulerScenarios|TestSchedulerSpreadWithoutHonor|TestSchedulerMaxSurgeParks|TestDrainLastReplica|TestScaleDown6To2|TestDaemonSetRollingUpdate|TestScaleRules|TestScaleMemory|TestScaleAPILoad)$'
+# The shards' tests (see above). Anchored alternations: -test.skip takes them joined with |.
+controllersShard='^(TestDrillLive|TestNodeAgentReadinessOnDemand|TestPluginDrill|TestPluginSchedulerScenarios|TestSchedulerSpreadWithoutHonor|TestSchedulerMaxSurgeParks|TestDrainLastReplica|TestScaleDown6To2|TestDaemonSetRollingUpdate|TestFidelityDaemonSetKeepsOffWindowsAndVirtualNodes)$'
+scaleShard='^(TestScaleRules|TestScaleMemory|TestScaleAPILoad)$'
+sharedLongShard='^(TestAlertsOnLivePrometheus|TestSoak|TestLandingPageInBrowserDuringDrill)$'
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -39,17 +45,22 @@ mapfile -t others < <(go list ./... | grep -v '/e2e$')
 go test -count=1 -timeout "$timeout" "${others[@]}"
 go test -c -o "$work/e2e.test" .
 
+pids=()
+names=()
 shard() { # shard <name> <test binary flags...>: runs in the background, lines prefixed
 	local name="$1"
 	shift
 	("$work/e2e.test" -test.count=1 -test.timeout "$timeout" -test.v "$@" 2>&1 | sed -u "s/^/[$name] /"
 		exit "${PIPESTATUS[0]}") &
+	pids+=($!)
+	names+=("$name")
 }
-shard controllers -test.run "$controllerShard"
-controllers=$!
-shard shared -test.skip "$controllerShard"
-shared=$!
+shard controllers -test.run "$controllersShard"
+shard scale -test.run "$scaleShard"
+shard shared-long -test.run "$sharedLongShard"
+shard shared -test.skip "$controllersShard|$scaleShard|$sharedLongShard"
 rc=0
-wait "$controllers" || { rc=1; echo "run-e2e: the controllers shard failed" >&2; }
-wait "$shared" || { rc=1; echo "run-e2e: the shared shard failed" >&2; }
+for i in "${!pids[@]}"; do
+	wait "${pids[$i]}" || { rc=1; echo "run-e2e: the ${names[$i]} shard failed" >&2; }
+done
 exit "$rc"

@@ -11,31 +11,92 @@ import (
 	"testing"
 )
 
-// TestShardsCoverControllerTests holds run-e2e.sh's controllerShard to the code: a test that reaches
-// controllerCluster, scaleCluster or cluster.Up (directly or through this package's helpers) brings a cluster
-// other than the shared one and must run in the controllers shard; every name the shard lists must be a
-// test. A test left out would still pass, but would start its cluster inside the shared shard's process and
-// run alone after it, which is the time the shards exist to save.
+// TestShardsCoverControllerTests holds run-e2e.sh's shard lists to the code: a test that reaches
+// controllerCluster (directly or through this package's helpers) runs in controllersShard, one that brings a
+// cluster of its own (scaleCluster, cluster.Up) in scaleShard, and neither list holds a test of the shared
+// cluster; sharedLongShard holds only shared-cluster tests; every name a list gives is a test. A test in the
+// wrong shard would still pass, but would start its cluster inside another shard's process and run alone
+// after that shard's tests, which is the time the shards exist to save.
 func TestShardsCoverControllerTests(t *testing.T) {
 	script, err := os.ReadFile("run-e2e.sh")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`(?m)^controllerShard='([^']+)'$`).FindSubmatch(script)
-	if m == nil {
-		t.Fatal("run-e2e.sh has no controllerShard='...' line")
-	}
-	shard, err := regexp.Compile(string(m[1]))
-	if err != nil {
-		t.Fatalf("controllerShard: %v", err)
+	shards := map[string]*regexp.Regexp{}
+	var listed []string
+	for _, name := range []string{"controllersShard", "scaleShard", "sharedLongShard"} {
+		m := regexp.MustCompile(`(?m)^` + name + `='([^']+)'$`).FindSubmatch(script)
+		if m == nil {
+			t.Fatalf("run-e2e.sh has no %s='...' line", name)
+		}
+		re, err := regexp.Compile(string(m[1]))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		shards[name] = re
+		listed = append(listed, regexp.MustCompile(`Test[A-Za-z0-9_]+`).FindAllString(string(m[1]), -1)...)
 	}
 
+	calls, tests := packageCalls(t)
+	// reaches reports whether fn calls one of targets, directly or through this package's functions. The
+	// shared cluster's constructor is not followed: it is the shared shards' cluster.
+	var reaches func(fn string, targets map[string]bool, seen map[string]bool) bool
+	reaches = func(fn string, targets map[string]bool, seen map[string]bool) bool {
+		if seen[fn] {
+			return false
+		}
+		seen[fn] = true
+		for callee := range calls[fn] {
+			if callee == "sharedCluster" {
+				continue
+			}
+			if targets[callee] || calls[callee] != nil && reaches(callee, targets, seen) {
+				return true
+			}
+		}
+		return false
+	}
+	known := map[string]bool{}
+	for _, name := range tests {
+		known[name] = true
+		want := "a shared shard"
+		switch {
+		case reaches(name, map[string]bool{"controllerCluster": true}, map[string]bool{}):
+			want = "controllersShard"
+		case reaches(name, map[string]bool{"scaleCluster": true, "cluster.Up": true}, map[string]bool{}):
+			want = "scaleShard"
+		}
+		var in []string
+		for shard, re := range shards {
+			if re.MatchString(name) {
+				in = append(in, shard)
+			}
+		}
+		sort.Strings(in)
+		switch {
+		case want == "a shared shard" && (len(in) == 0 || len(in) == 1 && in[0] == "sharedLongShard"):
+		case len(in) == 1 && in[0] == want:
+		default:
+			t.Errorf("%s belongs in %s of run-e2e.sh, is listed in %v", name, want, in)
+		}
+	}
+	for _, name := range listed {
+		if !known[name] {
+			t.Errorf("run-e2e.sh names %s, which is not a test of this package", name)
+		}
+	}
+}
+
+// packageCalls parses this package's files: for each package-level function, the identifiers and
+// package-qualified selectors its body mentions; and the names of its tests.
+func packageCalls(t *testing.T) (map[string]map[string]bool, []string) {
+	t.Helper()
 	fset := token.NewFileSet()
 	pkgs, err := parser.ParseDir(fset, ".", func(fi os.FileInfo) bool { return true }, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	calls := map[string]map[string]bool{} // package-level function → the functions and selectors it calls
+	calls := map[string]map[string]bool{}
 	var tests []string
 	for _, p := range pkgs {
 		if p.Name != "e2e" {
@@ -66,38 +127,6 @@ func TestShardsCoverControllerTests(t *testing.T) {
 			}
 		}
 	}
-	own := map[string]bool{"controllerCluster": true, "scaleCluster": true, "cluster.Up": true}
-	var reaches func(fn string, seen map[string]bool) bool
-	reaches = func(fn string, seen map[string]bool) bool {
-		if seen[fn] {
-			return false
-		}
-		seen[fn] = true
-		for callee := range calls[fn] {
-			if callee == "sharedCluster" { // starts the shared cluster with cluster.Up: the other shard's
-				continue
-			}
-			if own[callee] || calls[callee] != nil && reaches(callee, seen) {
-				return true
-			}
-		}
-		return false
-	}
 	sort.Strings(tests)
-	known := map[string]bool{}
-	for _, name := range tests {
-		known[name] = true
-		ownCluster := reaches(name, map[string]bool{})
-		switch {
-		case ownCluster && !shard.MatchString(name):
-			t.Errorf("%s brings a cluster of its own (or the controllers' one): add it to run-e2e.sh's controllerShard", name)
-		case !ownCluster && shard.MatchString(name):
-			t.Errorf("%s is in controllerShard but uses only the shared cluster: take it out", name)
-		}
-	}
-	for _, name := range regexp.MustCompile(`Test[A-Za-z0-9_]+`).FindAllString(string(m[1]), -1) {
-		if !known[name] {
-			t.Errorf("controllerShard names %s, which is not a test of this package", name)
-		}
-	}
+	return calls, tests
 }
