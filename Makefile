@@ -42,12 +42,11 @@ lint:
 ## runs where there is concurrency to race: every package but NORACE_PKGS, which run no goroutines of their own
 ## (pure computation over API objects, or a CLI). That spares a race build of the 342 packages only the plugin
 ## imports (cli-runtime and kubectl's printers); a new package races unless it is added here.
-TOOLS_BIN  ?= $(or $(LT_TOOLS_BIN),$(CURDIR)/.tools/bin)
 NORACE_PKGS = ./cmd/kubectl-localtraffic/ ./kubeview/placement/ ./kubeview/clientsetapi/
 unit:
-	PROMTOOL=$(TOOLS_BIN)/promtool $(GO) test -race -count=1 -timeout 20m \
+	$(GO) test -race -count=1 -timeout 20m \
 		$$($(GO) list ./... | grep -v -x -F $(foreach p,$(NORACE_PKGS),-e $(shell $(GO) list $(p))))
-	PROMTOOL=$(TOOLS_BIN)/promtool $(GO) test -count=1 -timeout 20m $(NORACE_PKGS)
+	$(GO) test -count=1 -timeout 20m $(NORACE_PKGS)
 
 check-alerts:
 	cd alerts && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
