@@ -2,12 +2,12 @@
 # ci.sh is `make test`: every test there is, on a fresh Debian machine as root, in stages whose durations the
 # log shows (scripts/stage.sh) and $LT_STAGES records for the table .ci/run prints at the end.
 #
-# Two cores do all the work, so the order is chosen by what each stage waits for, not by habit:
-#   - host packages first (apt; everything after needs some of them);
-#   - the cluster binaries (etcd and five Kubernetes commands, the largest build) and Prometheus' tools start
-#     in the background at once and build while the foreground stages run; the fuzzers, the real-kernel rule
-#     tests and the tests' own sleeps leave CPU for them;
-#   - the e2e suite last, once everything it runs is built.
+# Two cores do all the work, so the order follows the critical path, not habit. The longest chain is: build
+# the cluster binaries (etcd and five Kubernetes commands, the largest build), build Prometheus, run the e2e
+# suite (mostly waiting: its shards use a fraction of the cores). That chain runs in the background from the
+# start at normal priority; everything else (lint, unit tests, fuzzing, the deploy and alert checks) runs in
+# the foreground at a lower priority (nice), filling the cores the chain leaves idle — during the builds'
+# serial links and the e2e suite's waits — without slowing the chain, whose tests have deadlines.
 # A failing stage does not stop the independent ones: one run reports every failure. A stage whose inputs
 # failed is not run, and says so. The exit status is 1 when any stage failed.
 set -uo pipefail
@@ -28,24 +28,13 @@ finish() {
 }
 trap finish EXIT
 failed=()
-declare -A pids
 
-stage() { # stage <name> <command...>: in the foreground
+stage() { # stage <name> <command...>: in the foreground, at the foreground's lower priority
+	nice -n 10 scripts/stage.sh "$@" || failed+=("$1")
+}
+fair() { # fair <name> <command...>: in the foreground at normal priority — for a stage with a time budget of
+	# its own (fuzzing runs each target for a fixed time: niced, it would explore a fifth as much)
 	scripts/stage.sh "$@" || failed+=("$1")
-}
-background() { # background <name> <command...>: its log is printed when await collects it
-	scripts/stage.sh "$@" >"$logs/$1.log" 2>&1 &
-	pids[$1]=$!
-	echo "... $1 runs in the background; its log follows when it ends"
-}
-await() { # await <name>: wait for a background stage, print its log; status 1 when it failed
-	local rc=0
-	wait "${pids[$1]}" || rc=$?
-	sed "s/^/[$1] /" "$logs/$1.log"
-	if ((rc != 0)); then
-		failed+=("$1")
-		return 1
-	fi
 }
 skip() { # skip <name> <reason>
 	echo "<== $1: SKIPPED: $2"
@@ -54,25 +43,36 @@ skip() { # skip <name> <reason>
 }
 
 stage packages scripts/install-deps.sh packages || { echo "ci: host packages missing, nothing else can run" >&2; exit 1; }
-background cluster-binaries e2e/build-bins.sh
-background prometheus-tools scripts/install-deps.sh promtool prometheus
+
+# The critical path, in the background: its log follows when it ends (each line also names its stage).
+# prometheus-tools marks its end for check-alerts, which needs promtool.
+promtool_done="$logs/promtool-done"
+(
+	scripts/stage.sh cluster-binaries e2e/build-bins.sh || { echo "FAILED cluster-binaries" >"$logs/chain-failed"; exit 1; }
+	scripts/stage.sh prometheus-tools scripts/install-deps.sh promtool prometheus
+	rc=$?
+	echo "$rc" >"$promtool_done"
+	((rc == 0)) || { echo "FAILED prometheus-tools" >"$logs/chain-failed"; exit 1; }
+	scripts/stage.sh e2e make --no-print-directory e2e || { echo "FAILED e2e" >"$logs/chain-failed"; exit 1; }
+) 2>&1 | sed -u 's/^/[chain] /' &
+chain=$!
+echo "... cluster-binaries, prometheus-tools, e2e run in the background, in that order; their lines start with [chain]"
+
 stage lint make --no-print-directory lint
 stage unit make --no-print-directory unit
-stage fuzz make --no-print-directory fuzz-ci
+fair fuzz make --no-print-directory fuzz-ci
 stage check-deploy make --no-print-directory check-deploy
-tools_ok=1
-await prometheus-tools || tools_ok=0
-if ((tools_ok)); then
+while [[ ! -e "$promtool_done" ]] && kill -0 "$chain" 2>/dev/null; do sleep 5; done
+if [[ "$(cat "$promtool_done" 2>/dev/null)" == 0 ]]; then
 	stage check-alerts make --no-print-directory check-alerts
 else
 	skip check-alerts "Prometheus' tools did not build"
 fi
-bins_ok=1
-await cluster-binaries || bins_ok=0
-if ((tools_ok && bins_ok)); then
-	stage e2e make --no-print-directory e2e
-else
-	skip e2e "the cluster binaries or Prometheus' tools did not build"
+
+wait "$chain"
+if [[ -e "$logs/chain-failed" ]]; then
+	failed+=("$(cut -d' ' -f2 "$logs/chain-failed")")
+	grep -q e2e "$logs/chain-failed" || skip e2e "$(cut -d' ' -f2 "$logs/chain-failed") failed"
 fi
 
 if ((${#failed[@]})); then
