@@ -222,7 +222,7 @@ func TestChartSchemaRejectsBadValues(t *testing.T) {
 		values string
 		says   []string
 	}{
-		{"exporter: {logFormat: xml}", []string{"at '/exporter/logFormat'", "must be one of", "'auto', 'json', 'text'"}},
+		{"exporter: {logFormat: xml}", []string{"at '/exporter/logFormat'", "must be one of", "'logfmt', 'json'"}},
 		{"exporter: {rulesMode: ipvs}", []string{"at '/exporter/rulesMode'", "must be one of"}},
 		{"exporter: {port: 70000}", []string{"at '/exporter/port'", "65,535"}},
 		{"exporter: {telemetryPath: metrics}", []string{"at '/exporter/telemetryPath'", "pattern '^/'"}},
