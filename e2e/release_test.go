@@ -206,7 +206,11 @@ func TestReleaseSnapshot(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(krewRoot, "store", "localtraffic", "v"+meta.Version, "LICENSE")); err != nil {
 		t.Errorf("krew did not install the licence (krew-index requires it): %v", err)
 	}
-	date := gitOutput(t, repo, "show", "-s", "--format=%cI", "HEAD")
+	committed, err := time.Parse(time.RFC3339, gitOutput(t, repo, "show", "-s", "--format=%cI", "HEAD"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	date := committed.UTC().Format(time.RFC3339) // goreleaser's {{ .CommitDate }}
 	version := run("localtraffic", "--version")
 	exporter, err := exec.CommandContext(ctx, filepath.Join(work, "localtraffic-exporter", "localtraffic-exporter"), "--version").CombinedOutput()
 	if err != nil {

@@ -4,9 +4,10 @@
 #
 # Two cores do all the work, so the order is chosen by what each stage waits for, not by habit:
 #   - host packages first (apt; everything after needs some of them);
-#   - the cluster binaries (etcd and five Kubernetes commands, the largest build) and Prometheus' tools start
-#     in the background at once and build while the foreground stages run; the fuzzers, the real-kernel rule
-#     tests and the tests' own sleeps leave CPU for them;
+#   - the cluster binaries (etcd and five Kubernetes commands, the largest build), Prometheus' tools and the
+#     release tools (goreleaser, syft, krew: e2e's TestReleaseSnapshot) start in the background at once and build
+#     while the foreground stages run; the fuzzers, the real-kernel rule tests and the tests' own sleeps leave
+#     CPU for them;
 #   - the e2e suite last, once everything it runs is built.
 # A failing stage does not stop the independent ones: one run reports every failure. A stage whose inputs
 # failed is not run, and says so. The exit status is 1 when any stage failed.
@@ -56,6 +57,7 @@ skip() { # skip <name> <reason>
 stage packages scripts/install-deps.sh packages || { echo "ci: host packages missing, nothing else can run" >&2; exit 1; }
 background cluster-binaries e2e/build-bins.sh
 background prometheus-tools scripts/install-deps.sh promtool prometheus
+background release-tools scripts/install-deps.sh release
 stage lint make --no-print-directory lint
 stage unit make --no-print-directory unit
 stage fuzz make --no-print-directory fuzz-ci
@@ -67,12 +69,14 @@ if ((tools_ok)); then
 else
 	skip check-alerts "Prometheus' tools did not build"
 fi
+release_ok=1
+await release-tools || release_ok=0
 bins_ok=1
 await cluster-binaries || bins_ok=0
-if ((tools_ok && bins_ok)); then
+if ((tools_ok && bins_ok && release_ok)); then
 	stage e2e make --no-print-directory e2e
 else
-	skip e2e "the cluster binaries or Prometheus' tools did not build"
+	skip e2e "the cluster binaries, Prometheus' tools or the release tools did not build"
 fi
 
 if ((${#failed[@]})); then

@@ -254,7 +254,7 @@ func TestChartSchemaRejectsBadValues(t *testing.T) {
 // TestChartValues: what the values change lands where it should (beyond what kustomize has).
 func TestChartValues(t *testing.T) {
 	objs := mustRenderChart(t, values(t, `
-image: {repository: registry.example/lt, tag: v9.9.9}
+image: {registry: registry.example, repository: lt, tag: v9.9.9}
 priorityClassName: system-node-critical
 nodeSelector: {kubernetes.io/os: linux}
 tolerations: [{key: dedicated, operator: Equal, value: infra, effect: NoSchedule}]

@@ -138,11 +138,11 @@ func TestReleaseImage(t *testing.T) {
 		Images []struct{ Name, NewName, NewTag string } `json:"images"`
 	}](t, "deploy/base/kustomization.yaml")
 	values := readYAML[struct {
-		Image struct{ Repository string } `json:"image"`
+		Image struct{ Registry, Repository string } `json:"image"`
 	}](t, chartDir+"/values.yaml")
 	if len(kustomization.Images) != 1 || !slices.Equal(d.Images, []string{kustomization.Images[0].NewName}) ||
-		values.Image.Repository != kustomization.Images[0].NewName {
-		t.Errorf("image: goreleaser %v, deploy/base %+v, chart %s: want one name", d.Images, kustomization.Images, values.Image.Repository)
+		values.Image.Registry+"/"+values.Image.Repository != kustomization.Images[0].NewName {
+		t.Errorf("image: goreleaser %v, deploy/base %+v, chart %+v: want one name", d.Images, kustomization.Images, values.Image)
 	}
 	if !slices.Equal(d.Tags, []string{"{{ .Tag }}"}) || !slices.Equal(d.IDs, []string{"localtraffic-exporter"}) ||
 		!slices.Equal(slices.Sorted(slices.Values(d.Platforms)), []string{"linux/amd64", "linux/arm64"}) {
