@@ -256,7 +256,7 @@ func TestReplacementDetected(t *testing.T) {
 	reg := scrapeSetup{view: view, reader: reader, kubeProxy: refusedKubeProxy(t)}.scrape(t)
 	expectSeries(t, reg, `
 localtraffic_blackhole{namespace="kubelings",service="checkout"} 1
-localtraffic_blackhole_source{source="api"} 1
+localtraffic_blackhole_source_info{source="api"} 1
 localtraffic_dataplane_info{dataplane="replacement"} 1
 localtraffic_scrape_collector_success{collector="dataplane"} 1
 localtraffic_scrape_collector_success{collector="informers"} 1
@@ -265,7 +265,7 @@ localtraffic_scrape_collector_success{collector="node"} 1
 localtraffic_scrape_collector_success{collector="rules"} 1
 localtraffic_scrape_collector_success{collector="service_details"} 1
 localtraffic_scrape_collector_success{collector="services"} 1
-`, "localtraffic_blackhole", "localtraffic_blackhole_source", "localtraffic_dataplane_info", "localtraffic_scrape_collector_success",
+`, "localtraffic_blackhole", "localtraffic_blackhole_source_info", "localtraffic_dataplane_info", "localtraffic_scrape_collector_success",
 		"localtraffic_kube_proxy_up", "localtraffic_kube_proxy_healthy", "localtraffic_kube_proxy_node_eligible",
 		"localtraffic_rules_read_success", "localtraffic_rules_supported", "localtraffic_rules_mismatch")
 }
@@ -297,10 +297,10 @@ func TestDataplaneFlagAndIPVS(t *testing.T) {
 		err: fmt.Errorf("reading: %w", rules.ErrUnsupported)}
 	reg = scrapeSetup{view: view, reader: ipvs}.scrape(t)
 	expectSeries(t, reg, `
-localtraffic_blackhole_source{source="api"} 1
+localtraffic_blackhole_source_info{source="api"} 1
 localtraffic_dataplane_info{dataplane="ipvs"} 1
 localtraffic_rules_supported 0
-`, "localtraffic_blackhole_source", "localtraffic_dataplane_info", "localtraffic_rules_supported")
+`, "localtraffic_blackhole_source_info", "localtraffic_dataplane_info", "localtraffic_rules_supported")
 }
 
 // externalIPs: a node is in rotation for one only with evidence. Scrape 1: the drop rule has counted nothing
