@@ -12,7 +12,9 @@ LDFLAGS = -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision=$(REVI
 	-X $(VERSION_PKG).Branch=$(BRANCH) -X $(VERSION_PKG).BuildUser=$(BUILD_USER) \
 	-X $(VERSION_PKG).BuildDate=$(BUILD_DATE)
 
-.PHONY: all build test deps unit check-alerts check-deploy e2e demo generate fuzz fuzz-ci soak scale scale-rules scale-memory bench lint
+TOOLS_BIN  ?= $(or $(LT_TOOLS_BIN),$(CURDIR)/.tools/bin)
+
+.PHONY: all build test deps unit check-alerts check-deploy e2e demo generate fuzz fuzz-ci soak scale scale-rules scale-memory bench lint release release-snapshot
 
 all: build
 
@@ -21,6 +23,26 @@ all: build
 build:
 	go build -trimpath -ldflags "$(LDFLAGS)" -o bin/kubectl-localtraffic ./cmd/kubectl-localtraffic
 	go build -trimpath -ldflags "$(LDFLAGS)" -o bin/localtraffic-exporter ./cmd/localtraffic-exporter
+
+## release-snapshot: the release pipeline (.goreleaser.yaml) without publishing, offline. Into dist/: the archives
+## of both binaries for every platform, checksums.txt, an SPDX SBOM per archive and the krew manifest
+## (dist/krew/localtraffic.yaml) written from the archives. The image is left out (--skip=docker): it needs a
+## Docker engine with buildx, which the tag workflow has. goreleaser and syft come from scripts/install-deps.sh.
+## GORELEASER_CONFIG: another configuration (e2e/release_test.go narrows the targets to linux/amd64).
+GORELEASER_CONFIG ?= .goreleaser.yaml
+# goreleaser reads the commit through git, and in a clone without a remote gives up on all of it (commit "none"):
+# there, name the repository's own remote to git through the environment.
+NO_REMOTE_ENV = $(if $(shell git ls-remote --get-url 2>/dev/null),,GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=remote.origin.url \
+	GIT_CONFIG_VALUE_0=https://github.com/localtraffic/localtraffic-exporter)
+release-snapshot:
+	scripts/install-deps.sh release
+	$(NO_REMOTE_ENV) PATH="$(TOOLS_BIN):$$PATH" goreleaser release --snapshot --clean --skip=docker --config $(GORELEASER_CONFIG)
+
+## release: what .github/workflows/release.yml runs on a tag (GITHUB_TOKEN set, logged in to ghcr.io, buildx):
+## the GitHub release with everything above, and the multi-arch image.
+release:
+	scripts/install-deps.sh release
+	PATH="$(TOOLS_BIN):$$PATH" goreleaser release --clean
 
 ## test: every test there is — unit, real-kernel rule readers, fuzzing, alerts (promtool), deploy checks and the
 ## live-cluster e2e suite. As root on a fresh Debian machine it installs what it needs first. scripts/ci.sh runs

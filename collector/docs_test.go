@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -81,10 +82,23 @@ func TestMetricsDoc(t *testing.T) {
 		t.Errorf("the metric table in %s differs from the code; run go test ./collector -run TestMetricsDoc -update\n--- doc\n%s\n--- code\n%s", docPath, got, want)
 	}
 
-	// Every localtraffic_ name the prose mentions must exist (a renamed metric leaves no stale text).
+	// Every localtraffic_ name the prose mentions must exist (a renamed metric leaves no stale text), but for the
+	// old names in the "was" column of "## Renamed metrics", which must no longer exist.
 	defined := map[string]bool{"localtraffic_build_info": true}
 	for _, m := range allMetrics() {
 		defined[m.FQName()] = true
+	}
+	if k := strings.Index(doc, "\n## Renamed metrics\n"); k >= 0 {
+		section := doc[k+1:]
+		if e := strings.Index(section, "\n## "); e >= 0 {
+			section = section[:e]
+		}
+		for _, m := range regexp.MustCompile("(?m)^\\| `(localtraffic_[a-z0-9_]+)`").FindAllStringSubmatch(section, -1) {
+			if defined[m[1]] {
+				t.Errorf("%s lists %s as renamed, but the code still defines it", docPath, m[1])
+			}
+			defined[m[1]] = true
+		}
 	}
 	var unknown []string
 	for _, word := range strings.FieldsFunc(doc, func(r rune) bool {

@@ -270,7 +270,7 @@ localtraffic_scrape_collector_success{collector="services"} 1
 `
 
 // The series that tell a node's dataplane and kube-proxy's state.
-var dataplaneSeries = []string{"localtraffic_blackhole", "localtraffic_blackhole_source", "localtraffic_dataplane_info",
+var dataplaneSeries = []string{"localtraffic_blackhole", "localtraffic_blackhole_source_info", "localtraffic_dataplane_info",
 	"localtraffic_scrape_collector_success", "localtraffic_kube_proxy_up", "localtraffic_kube_proxy_healthy",
 	"localtraffic_kube_proxy_programmed", "localtraffic_rules_read_success", "localtraffic_rules_supported", "localtraffic_rules_mismatch"}
 
@@ -283,7 +283,7 @@ func TestReplacementDetected(t *testing.T) {
 	reg := scrapeSetup{view: view, reader: reader, kubeProxy: refusedKubeProxy(t), links: fixedLinks{"lo", "eth0", "cilium_host", "cilium_net"}}.scrape(t)
 	expectSeries(t, reg, `
 localtraffic_blackhole{namespace="kubelings",service="checkout"} 1
-localtraffic_blackhole_source{source="api"} 1
+localtraffic_blackhole_source_info{source="api"} 1
 localtraffic_dataplane_info{dataplane="replacement"} 1
 `+everyCollectorOK, dataplaneSeries...)
 }
@@ -298,7 +298,7 @@ func TestKubeProxyNeverSeenIsMissing(t *testing.T) {
 	reg := scrapeSetup{view: view, reader: reader, kubeProxy: refusedKubeProxy(t), links: fixedLinks{"lo", "eth0", "flannel.1"}}.scrape(t)
 	expectSeries(t, reg, `
 localtraffic_blackhole{namespace="kubelings",service="checkout"} 0
-localtraffic_blackhole_source{source="rules"} 1
+localtraffic_blackhole_source_info{source="rules"} 1
 localtraffic_dataplane_info{dataplane="kube-proxy"} 1
 localtraffic_kube_proxy_healthy 0
 localtraffic_kube_proxy_programmed 0
@@ -326,7 +326,7 @@ func TestKubeProxyNotProgrammed(t *testing.T) {
 	expectSeries(t, reg, `
 localtraffic_blackhole{namespace="kubelings",service="checkout"} 0
 localtraffic_blackhole{namespace="kubelings",service="web"} 0
-localtraffic_blackhole_source{source="rules"} 1
+localtraffic_blackhole_source_info{source="rules"} 1
 localtraffic_dataplane_info{dataplane="kube-proxy"} 1
 localtraffic_kube_proxy_healthy 1
 localtraffic_kube_proxy_programmed 0
@@ -377,10 +377,10 @@ func TestDataplaneFlagAndIPVS(t *testing.T) {
 		err: fmt.Errorf("reading: %w", rules.ErrUnsupported)}
 	reg = scrapeSetup{view: view, reader: ipvs}.scrape(t)
 	expectSeries(t, reg, `
-localtraffic_blackhole_source{source="api"} 1
+localtraffic_blackhole_source_info{source="api"} 1
 localtraffic_dataplane_info{dataplane="ipvs"} 1
 localtraffic_rules_supported 0
-`, "localtraffic_blackhole_source", "localtraffic_dataplane_info", "localtraffic_rules_supported")
+`, "localtraffic_blackhole_source_info", "localtraffic_dataplane_info", "localtraffic_rules_supported")
 }
 
 // externalIPs: a node is in rotation for one only with evidence. Scrape 1: the drop rule has counted nothing

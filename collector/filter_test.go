@@ -25,7 +25,7 @@ func TestMetricFilterLists(t *testing.T) {
 		allow, denied bool
 	}{
 		{"localtraffic_blackhole", true, false},
-		{"localtraffic_blackhole_source", false, false}, // anchored: a prefix is no match
+		{"localtraffic_blackhole_source_info", false, false}, // anchored: a prefix is no match
 		{"localtraffic_rules_mismatch", true, true},
 		{"xlocaltraffic_rules_mismatch", false, false},
 	} {

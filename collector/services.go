@@ -24,7 +24,7 @@ var (
 		"1 when some of the Service's external traffic (a NodePort, load balancer IP or externalIP, in some IP family) is sent to this node (see the blackhole verdict in docs/metrics.md).", svcLabels...))
 	blackhole = stable(newMetric("blackhole", prometheus.GaugeValue,
 		"1 when some of the Service's external traffic reaches this node and is dropped for lack of a local endpoint (in some IP family).", svcLabels...))
-	blackholeSource = newMetric("blackhole_source", prometheus.GaugeValue,
+	blackholeSource = newMetric("blackhole_source_info", prometheus.GaugeValue,
 		"Which input decided localtraffic_blackhole on this node: rules (kube-proxy's rules were read) or api (they could not be); always 1.",
 		"source")
 	healthCheckUp = stable(newMetric("health_check_up", prometheus.GaugeValue,

@@ -9,7 +9,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
 
-// Verdict sources, as exported in localtraffic_blackhole_source.
+// Verdict sources, as exported in localtraffic_blackhole_source_info.
 const (
 	SourceRules = verdict.SourceRules
 	SourceAPI   = verdict.SourceAPI

@@ -78,14 +78,23 @@ func TestHelmChartServerDryRun(t *testing.T) {
 	for _, tc := range []struct{ name, values string }{
 		{"defaults", ""},
 		{"every switch on", `
-podMonitor: {enabled: true, additionalLabels: {release: kube-prometheus-stack}}
-serviceMonitor: {enabled: true}
+podMonitor: {enabled: true, additionalLabels: {release: kube-prometheus-stack}, sampleLimit: 20000,
+  relabelings: [{targetLabel: cluster, replacement: prod}],
+  metricRelabelings: [{sourceLabels: [__name__], regex: "go_.*", action: drop}]}
+serviceMonitor: {enabled: true, sampleLimit: 20000, relabelings: [{targetLabel: cluster, replacement: prod}]}
 prometheusRule: {enabled: true}
 dashboards: {enabled: true, annotations: {grafana_folder: Kubernetes}}
 webConfig: {existingSecret: localtraffic-exporter-web}
 priorityClassName: system-node-critical
 nodeSelector: {kubernetes.io/os: linux}
 exporter: {extraArgs: ["--probe.timeout=3s"], extraEnv: [{name: GODEBUG, value: "madvdontneed=1"}]}
+nameOverride: lt
+fullnameOverride: lt-prod
+commonLabels: {team: sre}
+global: {imageRegistry: mirror.example}
+extraVolumes: [{name: scratch, emptyDir: {}}]
+extraVolumeMounts: [{name: scratch, mountPath: /scratch}]
+extraContainers: [{name: sidecar, image: registry.k8s.io/pause:3.10}]
 `},
 	} {
 		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {

@@ -212,7 +212,7 @@ func TestNFTablesNode(t *testing.T) {
 		errs = append(errs, expectMetrics(ctx, c, nft.Name,
 			metricIs("localtraffic_rules_info", cluster.Labels{"node": nft.Name, "mode": "nftables"}, 1),
 			metricIs("localtraffic_rules_drop", portLabels(svc, nft.Name), 1),
-			metricIs("localtraffic_blackhole_source", cluster.Labels{"node": nft.Name, "source": "rules"}, 1),
+			metricIs("localtraffic_blackhole_source_info", cluster.Labels{"node": nft.Name, "source": "rules"}, 1),
 			metricIs("localtraffic_blackhole", svcLabels(svc, nft.Name), 1)))
 		return errors.Join(errs...)
 	})

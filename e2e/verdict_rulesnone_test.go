@@ -61,7 +61,7 @@ func TestVerdictRulesModeNoneAgrees(t *testing.T) {
 					continue
 				}
 				errs = append(errs, prefixed("--rules.mode=none exporter", errors.Join(want(m),
-					m.Expect("localtraffic_blackhole_source", cluster.Labels{"node": n.Name, "source": "api"}, 1))))
+					m.Expect("localtraffic_blackhole_source_info", cluster.Labels{"node": n.Name, "source": "api"}, 1))))
 			}
 			return errors.Join(errs...)
 		})

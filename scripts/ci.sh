@@ -3,8 +3,9 @@
 # log shows (scripts/stage.sh) and $LT_STAGES records for the table .ci/run prints at the end.
 #
 # Two cores do all the work, so the order follows the critical path, not habit. The longest chain is: build
-# the cluster binaries (etcd and five Kubernetes commands, the largest build), build Prometheus, run the e2e
-# suite (mostly waiting: its shards use a fraction of the cores). That chain runs in the background from the
+# the cluster binaries (etcd and five Kubernetes commands, the largest build), build Prometheus and the release
+# tools (goreleaser, the SBOM tool, krew: e2e's TestReleaseSnapshot), run the e2e suite (mostly waiting: its
+# shards use a fraction of the cores). That chain runs in the background from the
 # start at normal priority; everything else (lint, unit tests, fuzzing, the deploy and alert checks) runs in
 # the foreground at a lower priority (nice), filling the cores the chain leaves idle — during the builds'
 # serial links and the e2e suite's waits — without slowing the chain, whose tests have deadlines.
@@ -53,10 +54,11 @@ promtool_done="$logs/promtool-done"
 	rc=$?
 	echo "$rc" >"$promtool_done"
 	((rc == 0)) || { echo "FAILED prometheus-tools" >"$logs/chain-failed"; exit 1; }
+	scripts/stage.sh release-tools scripts/install-deps.sh release || { echo "FAILED release-tools" >"$logs/chain-failed"; exit 1; }
 	scripts/stage.sh e2e make --no-print-directory e2e || { echo "FAILED e2e" >"$logs/chain-failed"; exit 1; }
 ) 2>&1 | sed -u 's/^/[chain] /' &
 chain=$!
-echo "... cluster-binaries, prometheus-tools, e2e run in the background, in that order; their lines start with [chain]"
+echo "... cluster-binaries, prometheus-tools, release-tools, e2e run in the background, in that order; their lines start with [chain]"
 
 stage lint make --no-print-directory lint
 stage unit make --no-print-directory unit

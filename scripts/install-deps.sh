@@ -8,18 +8,30 @@
 #                                         # prometheus-alertmanager (the live alert drill; its service unused)
 #   scripts/install-deps.sh promtool      # Prometheus' promtool   } built from the Go module proxy at the pinned
 #   scripts/install-deps.sh prometheus    # Prometheus itself      } version into $LT_TOOLS_BIN (.tools/bin)
-#   scripts/install-deps.sh               # all of the above (make deps)
+#   scripts/install-deps.sh release       # the release pipeline's tools, built from the Go module proxy at
+#                                         # pinned versions into $LT_TOOLS_BIN: goreleaser, syft (its SBOMs),
+#                                         # krew and krew's validate-krew-manifest (the release test)
+#   scripts/install-deps.sh               # packages, promtool and prometheus (make deps)
 #
 # promtool and prometheus are built in one `go install` (their shared packages compile once) with Prometheus'
 # own build tags that leave out every service discovery but Kubernetes' (remove_all_sd, enable_kubernetes_sd):
 # the tests use only kubernetes_sd_configs and static targets, and the cloud SDKs were most of the build. A
 # binary is rebuilt when `go version -m` shows another Prometheus version or other tags. Alertmanager comes
 # from Debian: its Go module lacks the UI assets and does not build from the module proxy.
+# The release tools are the versions .goreleaser.yaml is written for; a binary is rebuilt when `go version -m`
+# shows another version of its module.
 # The cluster binaries (etcd, Kubernetes) are e2e/build-bins.sh's: they are cached by their pinned go.mod.
 set -euo pipefail
 export PATH="$PATH:/usr/local/go/bin:/usr/sbin:/sbin"
 PROMETHEUS_VERSION=v0.316.0
 PROMETHEUS_TAGS=remove_all_sd,enable_kubernetes_sd
+# The release pipeline's tools: binary, module, version, package.
+RELEASE_TOOLS=(
+	"goreleaser github.com/goreleaser/goreleaser/v2 v2.15.1 github.com/goreleaser/goreleaser/v2"
+	"syft github.com/anchore/syft v1.57.1 github.com/anchore/syft/cmd/syft"
+	"krew sigs.k8s.io/krew v0.4.3 sigs.k8s.io/krew/cmd/krew"
+	"validate-krew-manifest sigs.k8s.io/krew v0.4.3 sigs.k8s.io/krew/cmd/validate-krew-manifest"
+)
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 bin="${LT_TOOLS_BIN:-$repo/.tools/bin}"
 
@@ -65,14 +77,42 @@ prometheus_tools() {
 	done
 }
 
+# built_from reports whether binary $1 was built from module $2 at version $3.
+built_from() {
+	[[ -x "$1" ]] || return 1
+	go version -m "$1" 2>/dev/null | grep -Eq "^[[:space:]]+mod[[:space:]]+$2[[:space:]]+$3([[:space:]]|$)"
+}
+
+# release_tools builds the release pipeline's tools that are missing or at another version, in one `go install`
+# per module version (krew's two commands share their packages).
+release_tools() {
+	local line name mod ver pkg
+	declare -A want=()
+	for line in "${RELEASE_TOOLS[@]}"; do
+		read -r name mod ver pkg <<<"$line"
+		built_from "$bin/$name" "$mod" "$ver" || want["$mod@$ver"]+=" $pkg@$ver"
+	done
+	mkdir -p "$bin"
+	for line in "${!want[@]}"; do
+		echo "install-deps: building${want[$line]}" >&2
+		# shellcheck disable=SC2086 # one word per package
+		GOBIN="$bin" GOFLAGS=-buildvcs=false CGO_ENABLED=0 go install ${want[$line]}
+	done
+	for line in "${RELEASE_TOOLS[@]}"; do
+		read -r name mod ver pkg <<<"$line"
+		built_from "$bin/$name" "$mod" "$ver" || { echo "install-deps: $bin/$name is not $mod $ver" >&2; return 1; }
+	done
+}
+
 (($#)) || set -- packages promtool prometheus
 tools=()
 for what in "$@"; do
 	case "$what" in
 	packages) packages ;;
 	promtool | prometheus) tools+=("$what") ;;
+	release) release_tools ;;
 	*)
-		echo "install-deps: unknown $what (packages, promtool, prometheus)" >&2
+		echo "install-deps: unknown $what (packages, promtool, prometheus, release)" >&2
 		exit 2
 		;;
 	esac

@@ -29,8 +29,11 @@ const RunbookURL = "https://github.com/localtraffic/localtraffic-exporter/blob/m
 
 // Selectors are the label matchers the template variables put into every query.
 const (
-	clusterSel = `cluster=~"$cluster"`
 	serviceSel = `cluster=~"$cluster", namespace=~"$namespace", service=~"$service"`
+	// The node variable narrows the per-node panels; per-Service totals (the namespace_service: recordings)
+	// keep counting every node, as the alerts do.
+	nodeSel        = `cluster=~"$cluster", node=~"$node"`
+	nodeServiceSel = `cluster=~"$cluster", node=~"$node", namespace=~"$namespace", service=~"$service"`
 )
 
 var datasource = common.DataSourceRef{Type: cog.ToPtr("prometheus"), Uid: cog.ToPtr("${datasource}")}
@@ -67,6 +70,8 @@ func Build() (dashboard.Dashboard, error) {
 		Link(dashboard.NewDashboardLinkBuilder("Runbooks").Type(dashboard.DashboardLinkTypeLink).Url(RunbookURL).TargetBlank(true)).
 		WithVariable(dashboard.NewDatasourceVariableBuilder("datasource").Label("Data source").Type("prometheus")).
 		WithVariable(queryVariable("cluster", "Cluster", "localtraffic_scrape_collector_success", "cluster")).
+		// Every exporter exports its collectors' success with its node's name, whatever the node runs.
+		WithVariable(queryVariable("node", "Node", `localtraffic_scrape_collector_success{cluster=~"$cluster"}`, "node")).
 		// Every node's exporter exports localtraffic_blackhole (0 or 1) for every Local Service it reports, by
 		// default: it lists the Services (localtraffic_service_info is opt-in).
 		WithVariable(queryVariable("namespace", "Namespace", `localtraffic_blackhole{cluster=~"$cluster"}`, "namespace")).
@@ -81,12 +86,12 @@ func Build() (dashboard.Dashboard, error) {
 		query("A", `count(namespace_service:localtraffic_has_local_endpoint:sum{`+serviceSel+`} == 1) or vector(0)`).Instant()))
 	b.WithPanel(alarmStat("Nodes with kube-proxy failing /livez",
 		"kube-proxy's /livez answers non-200 on these nodes: its rules may be stale.",
-		query("A", `count(max by (cluster, node) (localtraffic_kube_proxy_up{`+clusterSel+`, endpoint="livez"}) == 0) or vector(0)`).Instant()))
+		query("A", `count(max by (cluster, node) (localtraffic_kube_proxy_up{`+nodeSel+`, endpoint="livez"}) == 0) or vector(0)`).Instant()))
 	b.WithPanel(stat.NewPanelBuilder().Title("Exporters up / discovered").
 		Description("Exporter pods Prometheus scrapes successfully, of those it discovered (one per node).").
 		Datasource(datasource).Height(4).Span(6).
-		WithTarget(query("A", `sum(up{job="localtraffic-exporter", `+clusterSel+`})`).Instant().LegendFormat("up")).
-		WithTarget(query("B", `count(up{job="localtraffic-exporter", `+clusterSel+`})`).Instant().LegendFormat("discovered")).
+		WithTarget(query("A", `sum(up{job="localtraffic-exporter", `+nodeSel+`})`).Instant().LegendFormat("up")).
+		WithTarget(query("B", `count(up{job="localtraffic-exporter", `+nodeSel+`})`).Instant().LegendFormat("discovered")).
 		ColorMode(common.BigValueColorModeNone).GraphMode(common.BigValueGraphModeNone).
 		ReduceOptions(lastValue()))
 
@@ -94,13 +99,13 @@ func Build() (dashboard.Dashboard, error) {
 	b.WithPanel(timeline("Verdict over time: node × Service").
 		Description("One lane per node and Local Service, from localtraffic_blackhole and localtraffic_in_rotation: serving, out of rotation (drained by design), or BLACKHOLE (in rotation, traffic dropped).").
 		Datasource(datasource).Height(10).Span(24).
-		WithTarget(query("A", `node_namespace_service:localtraffic_verdict:max{`+serviceSel+`}`).LegendFormat("{{node}} {{namespace}}/{{service}}")).
+		WithTarget(query("A", `node_namespace_service:localtraffic_verdict:max{`+nodeServiceSel+`}`).LegendFormat("{{node}} {{namespace}}/{{service}}")).
 		Mappings(verdictMappings()).
 		RowHeight(0.8))
 	b.WithPanel(table.NewPanelBuilder().Title("Node × Service verdict").
 		Description("Per node and Local Service: serving (in rotation with a local endpoint), out of rotation (health check 503, excluded or deleting node: drained by design), or BLACKHOLE (in rotation, traffic dropped).").
 		Datasource(datasource).Height(10).Span(24).
-		WithTarget(query("A", `label_join(node_namespace_service:localtraffic_verdict:max{`+serviceSel+`}, "service_ref", "/", "namespace", "service")`).Instant().Format(prometheus.PromQueryFormatTable)).
+		WithTarget(query("A", `label_join(node_namespace_service:localtraffic_verdict:max{`+nodeServiceSel+`}, "service_ref", "/", "namespace", "service")`).Instant().Format(prometheus.PromQueryFormatTable)).
 		WithTransformation(dashboard.DataTransformerConfig{Id: "groupingToMatrix", Options: map[string]any{
 			"columnField": "node", "rowField": "service_ref", "valueField": "Value", "emptyValue": "null",
 		}}).
@@ -114,12 +119,12 @@ func Build() (dashboard.Dashboard, error) {
 	b.WithPanel(table.NewPanelBuilder().Title("Blackholed nodes").
 		Description("Node × Service pairs dropping external traffic now.").
 		Datasource(datasource).Height(8).Span(12).
-		WithTarget(query("A", `max by (cluster, node, namespace, service) (localtraffic_blackhole{`+serviceSel+`}) == 1`).Instant().Format(prometheus.PromQueryFormatTable)))
+		WithTarget(query("A", `max by (cluster, node, namespace, service) (localtraffic_blackhole{`+nodeServiceSel+`}) == 1`).Instant().Format(prometheus.PromQueryFormatTable)))
 	b.WithPanel(table.NewPanelBuilder().Title("Health check states").
 		Description("Per node and health-checked Service (a LoadBalancer with a health check node port): 1 when the node's health check node port answers 200 (in rotation), 0 when it does not (503 without a local endpoint, or no answer: the exporter's log and landing page say why; --collector.service_details adds the answer as localtraffic_health_check_result), and the node's local endpoints.").
 		Datasource(datasource).Height(8).Span(12).
-		WithTarget(query("A", `max by (cluster, node, namespace, service) (localtraffic_health_check_up{`+serviceSel+`})`).Instant().Format(prometheus.PromQueryFormatTable)).
-		WithTarget(query("B", `max by (cluster, node, namespace, service) (localtraffic_local_endpoints{`+serviceSel+`}) and on (cluster, node, namespace, service) max by (cluster, node, namespace, service) (localtraffic_health_check_up{`+serviceSel+`})`).Instant().Format(prometheus.PromQueryFormatTable)))
+		WithTarget(query("A", `max by (cluster, node, namespace, service) (localtraffic_health_check_up{`+nodeServiceSel+`})`).Instant().Format(prometheus.PromQueryFormatTable)).
+		WithTarget(query("B", `max by (cluster, node, namespace, service) (localtraffic_local_endpoints{`+nodeServiceSel+`}) and on (cluster, node, namespace, service) max by (cluster, node, namespace, service) (localtraffic_health_check_up{`+nodeServiceSel+`})`).Instant().Format(prometheus.PromQueryFormatTable)))
 	b.WithPanel(series("Blackholed nodes per Service").
 		Description("How many nodes drop each Service's external traffic.").
 		Datasource(datasource).Height(8).Span(12).Min(0).Decimals(0).
@@ -127,8 +132,8 @@ func Build() (dashboard.Dashboard, error) {
 	b.WithPanel(series("Health check answers").
 		Description("Node × health-checked Service pairs whose health check node port answers 200 (in rotation), and those where it does not (drained: 503 without a local endpoint, or no answer).").
 		Datasource(datasource).Height(8).Span(12).Min(0).Decimals(0).
-		WithTarget(query("A", `count(max by (cluster, node, namespace, service) (localtraffic_health_check_up{`+serviceSel+`}) == 1)`).LegendFormat("200")).
-		WithTarget(query("B", `count(max by (cluster, node, namespace, service) (localtraffic_health_check_up{`+serviceSel+`}) == 0)`).LegendFormat("not 200")))
+		WithTarget(query("A", `count(max by (cluster, node, namespace, service) (localtraffic_health_check_up{`+nodeServiceSel+`}) == 1)`).LegendFormat("200")).
+		WithTarget(query("B", `count(max by (cluster, node, namespace, service) (localtraffic_health_check_up{`+nodeServiceSel+`}) == 0)`).LegendFormat("not 200")))
 	b.WithPanel(table.NewPanelBuilder().Title("Local Services").
 		Description("Per Local Service: the nodes reporting it, those with a local endpoint, those blackholing it, and those probing its health check node port (a LoadBalancer Service with a health check node port has one on every node; a NodePort Service none).").
 		Datasource(datasource).Height(8).Span(24).
@@ -150,7 +155,7 @@ func Build() (dashboard.Dashboard, error) {
 	b.WithPanel(timeline("kube-proxy healthy per node").
 		Description("localtraffic_kube_proxy_healthy: kube-proxy's /healthz says its rules are fresh on this node.").
 		Datasource(datasource).Height(8).Span(12).
-		WithTarget(query("A", `max by (cluster, node) (localtraffic_kube_proxy_healthy{`+clusterSel+`})`).LegendFormat("{{node}}")).
+		WithTarget(query("A", `max by (cluster, node) (localtraffic_kube_proxy_healthy{`+nodeSel+`})`).LegendFormat("{{node}}")).
 		Mappings([]dashboard.ValueMapping{valueMap(map[string]dashboard.ValueMappingResult{
 			"0": mapResult("unhealthy", "red", 0),
 			"1": mapResult("healthy", "green", 1),
@@ -159,42 +164,42 @@ func Build() (dashboard.Dashboard, error) {
 	b.WithPanel(series("kube-proxy health endpoints").
 		Description("Per node: kube-proxy's /healthz and /livez answering 200, the node draining, and kube-proxy's own view of the node's eligibility.").
 		Datasource(datasource).Height(8).Span(12).Min(0).Max(1).Decimals(0).
-		WithTarget(query("A", `max by (cluster, node, endpoint) (localtraffic_kube_proxy_up{`+clusterSel+`})`).LegendFormat("{{node}} {{endpoint}}")).
-		WithTarget(query("B", `max by (cluster, node) (localtraffic_node_draining{`+clusterSel+`})`).LegendFormat("{{node}} draining")).
-		WithTarget(query("C", `max by (cluster, node) (localtraffic_kube_proxy_node_eligible{`+clusterSel+`})`).LegendFormat("{{node}} eligible")))
+		WithTarget(query("A", `max by (cluster, node, endpoint) (localtraffic_kube_proxy_up{`+nodeSel+`})`).LegendFormat("{{node}} {{endpoint}}")).
+		WithTarget(query("B", `max by (cluster, node) (localtraffic_node_draining{`+nodeSel+`})`).LegendFormat("{{node}} draining")).
+		WithTarget(query("C", `max by (cluster, node) (localtraffic_kube_proxy_node_eligible{`+nodeSel+`})`).LegendFormat("{{node}} eligible")))
 	b.WithPanel(series("kube-proxy sync age").
 		Description("Seconds since kube-proxy last synced its rules, per node.").
 		Datasource(datasource).Height(8).Span(24).Min(0).Unit("s").
-		WithTarget(query("A", `node:localtraffic_kube_proxy_sync_age_seconds:max{`+clusterSel+`}`).LegendFormat("{{node}}")))
+		WithTarget(query("A", `node:localtraffic_kube_proxy_sync_age_seconds:max{`+nodeSel+`}`).LegendFormat("{{node}}")))
 
 	b.WithRow(dashboard.NewRowBuilder("Rules"))
 	b.WithPanel(series("Dropped packets per second by Service").
 		Description("New connections kube-proxy's rules drop for each Service, summed over nodes (the DROP/reject rule's packet counters). By default for Services with a health check node port only (a NodePort Service's drops in rotation are a blackhole already); --collector.rules.per-port adds every Service.").
 		Datasource(datasource).Height(8).Span(12).Min(0).Unit("pps").
-		WithTarget(query("A", `sum by (cluster, namespace, service) (node_namespace_service:localtraffic_rules_dropped_packets:rate5m{`+serviceSel+`})`).LegendFormat("{{namespace}}/{{service}}")))
+		WithTarget(query("A", `sum by (cluster, namespace, service) (node_namespace_service:localtraffic_rules_dropped_packets:rate5m{`+nodeServiceSel+`})`).LegendFormat("{{namespace}}/{{service}}")))
 	b.WithPanel(series("Dropped new connections per node").
 		Description("The same drops per node and Service (health-checked Services by default).").
 		Datasource(datasource).Height(8).Span(12).Min(0).Unit("pps").
-		WithTarget(query("A", `node_namespace_service:localtraffic_rules_dropped_packets:rate5m{`+serviceSel+`}`).LegendFormat("{{node}} {{namespace}}/{{service}}")))
+		WithTarget(query("A", `node_namespace_service:localtraffic_rules_dropped_packets:rate5m{`+nodeServiceSel+`}`).LegendFormat("{{node}} {{namespace}}/{{service}}")))
 	b.WithPanel(series("Local endpoints per node").
 		Description("Ready endpoints of the selected Local Services on each node, as the API reports them.").
 		Datasource(datasource).Height(8).Span(12).Min(0).Decimals(0).
-		WithTarget(query("A", `sum by (cluster, node) (localtraffic_local_endpoints{`+serviceSel+`})`).LegendFormat("{{node}}")))
+		WithTarget(query("A", `sum by (cluster, node) (localtraffic_local_endpoints{`+nodeServiceSel+`})`).LegendFormat("{{node}}")))
 	b.WithPanel(series("Local endpoints: API view vs rules").
 		Description("Per node and Service: local endpoints in the API, and whether kube-proxy's rules (or, without rules, the health check node port's count) disagree with it. --collector.rules.per-port exports the rules' own per-port counts (localtraffic_rules_local_endpoints).").
 		Datasource(datasource).Height(8).Span(12).Min(0).Decimals(0).
-		WithTarget(query("A", `max by (cluster, node, namespace, service) (localtraffic_local_endpoints{`+serviceSel+`})`).LegendFormat("api {{node}} {{namespace}}/{{service}}")).
-		WithTarget(query("B", `max by (cluster, node, namespace, service) (localtraffic_rules_mismatch{`+serviceSel+`})`).LegendFormat("mismatch {{node}} {{namespace}}/{{service}}")))
+		WithTarget(query("A", `max by (cluster, node, namespace, service) (localtraffic_local_endpoints{`+nodeServiceSel+`})`).LegendFormat("api {{node}} {{namespace}}/{{service}}")).
+		WithTarget(query("B", `max by (cluster, node, namespace, service) (localtraffic_rules_mismatch{`+nodeServiceSel+`})`).LegendFormat("mismatch {{node}} {{namespace}}/{{service}}")))
 
 	b.WithRow(dashboard.NewRowBuilder("Exporter"))
 	b.WithPanel(series("Collector success").
 		Description("1 when each collector of each node's exporter succeeded in the last scrape.").
 		Datasource(datasource).Height(8).Span(12).Min(0).Max(1).Decimals(0).
-		WithTarget(query("A", `min by (cluster, node, collector) (localtraffic_scrape_collector_success{`+clusterSel+`})`).LegendFormat("{{node}} {{collector}}")))
+		WithTarget(query("A", `min by (cluster, node, collector) (localtraffic_scrape_collector_success{`+nodeSel+`})`).LegendFormat("{{node}} {{collector}}")))
 	b.WithPanel(series("Collector duration").
 		Description("How long each collector took in the last scrape.").
 		Datasource(datasource).Height(8).Span(12).Min(0).Unit("s").
-		WithTarget(query("A", `max by (cluster, node, collector) (localtraffic_scrape_collector_duration_seconds{`+clusterSel+`})`).LegendFormat("{{node}} {{collector}}")))
+		WithTarget(query("A", `max by (cluster, node, collector) (localtraffic_scrape_collector_duration_seconds{`+nodeSel+`})`).LegendFormat("{{node}} {{collector}}")))
 
 	d, err := b.Build()
 	if err != nil {

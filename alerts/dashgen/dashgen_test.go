@@ -2,6 +2,7 @@ package dashgen
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -126,5 +127,55 @@ func TestRoundTrip(t *testing.T) {
 	}
 	if d.Title == nil || len(d.Panels) != len(panels(t)) {
 		t.Errorf("round trip lost panels: %d", len(d.Panels))
+	}
+}
+
+// The node variable (label_values of every exporter's collector metric) narrows every per-node panel: each query
+// that keeps the node label, or names it in its legend, selects node=~"$node".
+func TestNodeVariable(t *testing.T) {
+	out, err := JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Templating struct {
+			List []struct {
+				Name  string `json:"name"`
+				Query any    `json:"query"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(out, &d); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, v := range d.Templating.List {
+		if v.Name == "node" {
+			found = true
+			if q := fmt.Sprint(v.Query); !strings.Contains(q, `label_values(localtraffic_scrape_collector_success{cluster=~"$cluster"}, node)`) {
+				t.Errorf("node variable query %s", q)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no node variable")
+	}
+	narrowed := 0
+	for _, p := range panels(t) {
+		for _, tg := range p.Targets {
+			// Per-Service totals over every node (count by Service, namespace_service: recordings) stay whole.
+			total := strings.HasPrefix(tg.Expr, "count by (cluster, namespace, service)")
+			perNode := !total && (strings.Contains(tg.LegendFormat, "{{node}}") || strings.Contains(tg.Expr, "by (cluster, node") ||
+				strings.Contains(tg.Expr, "node_namespace_service:") || strings.HasPrefix(tg.Expr, "node:"))
+			if perNode && !strings.Contains(tg.Expr, `node=~"$node"`) {
+				t.Errorf("panel %q %s: a per-node query without the node variable: %s", p.Title, tg.RefID, tg.Expr)
+			}
+			if strings.Contains(tg.Expr, `node=~"$node"`) {
+				narrowed++
+			}
+		}
+	}
+	if narrowed < 10 {
+		t.Errorf("only %d queries select the node", narrowed)
 	}
 }

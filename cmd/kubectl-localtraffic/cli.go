@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/prometheus/common/version"
@@ -40,6 +42,7 @@ type options struct {
 	files         []string
 	nodes         int
 	nodesFile     string
+	stdinName     string
 }
 
 // run parses args and executes the command; it returns the exit status.
@@ -54,8 +57,13 @@ func (a *app) run(ctx context.Context, args []string) int {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl localtraffic"},
-		Version:       version.Version, // set by make build's -ldflags, as the exporter's
+		// Set by the release pipeline's (and make build's) -ldflags, as the exporter's; cobra adds --version only
+		// when it is not empty.
+		Version: cmp.Or(version.Version, "unknown"),
 	}
+	// The same lines as the exporter's --version (prometheus/common/version): version, revision (the commit),
+	// build date, Go version and platform.
+	root.SetVersionTemplate(version.Print("kubectl-localtraffic") + "\n")
 	root.SetArgs(args)
 	root.SetIn(a.in)
 	root.SetOut(a.out)
@@ -97,6 +105,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 	audit.Flags().StringArrayVarP(&o.files, "filename", "f", nil, "manifests to audit: file, directory (recursive) or - for stdin; repeatable")
 	audit.Flags().IntVar(&o.nodes, "nodes", 0, "manifest mode: this many synthetic untainted nodes receive the traffic")
 	audit.Flags().StringVar(&o.nodesFile, "nodes-file", "", "manifest mode: Node objects (YAML or JSON) standing in for the cluster")
+	audit.Flags().StringVar(&o.stdinName, "stdin-filename", "", "with -f - and -o sarif (required there): the repository file code scanning attaches standard input's findings to, e.g. the kustomization that was built")
 	root.AddCommand(status, audit)
 
 	if err := root.Execute(); err != nil {
@@ -187,6 +196,9 @@ func (a *app) audit(ctx context.Context, o *options) (int, error) {
 	if !ok {
 		return exitError, badInputf("unknown --fail-on %q: info, warning or critical", o.failOn)
 	}
+	if o.output == "sarif" && slices.Contains(o.files, "-") && o.stdinName == "" {
+		return exitError, badInputf("-o sarif with -f -: name the repository file standard input comes from with --stdin-filename (e.g. deploy/overlays/prod/kustomization.yaml); code scanning cannot attach findings to \"stdin\"")
+	}
 	var c *placement.Cluster
 	if len(o.files) > 0 {
 		var err error
@@ -208,7 +220,7 @@ func (a *app) audit(ctx context.Context, o *options) (int, error) {
 	case "json":
 		err = writeJSON(a.out, rep)
 	case "sarif":
-		err = writeSARIF(a.out, rep)
+		err = writeSARIF(a.out, rep, o.stdinName)
 	default:
 		err = writeAuditText(a.out, rep, a.colour())
 	}

@@ -22,6 +22,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
+	"github.com/prometheus/common/version"
+
 	"github.com/localtraffic/localtraffic-exporter/kubeview/placement"
 )
 
@@ -259,5 +261,30 @@ func TestAuditLive(t *testing.T) {
 	r = invoke(t, "", nil, false, drillObjects(false), "audit", "-A")
 	if r.code != 0 || strings.Contains(r.out, "CRITICAL") || strings.Contains(r.out, "WARNING") {
 		t.Errorf("after the fix exit %d:\n%s", r.code, r.out)
+	}
+}
+
+// setVersion sets what the release pipeline's -ldflags set, for the duration of the test.
+func setVersion(t *testing.T, v string) {
+	t.Helper()
+	keep := version.Version
+	version.Version = v
+	t.Cleanup(func() { version.Version = keep })
+}
+
+// --version reports the version, the commit and the build date, as the exporter's does; exit 0, stdout only.
+func TestVersion(t *testing.T) {
+	setVersion(t, "1.2.3")
+	keep := [2]string{version.Revision, version.BuildDate}
+	version.Revision, version.BuildDate = "0123456789abcdef", "2026-12-01T10:00:00Z"
+	t.Cleanup(func() { version.Revision, version.BuildDate = keep[0], keep[1] })
+	r := invoke(t, "", nil, false, nil, "--version")
+	for _, want := range []string{"kubectl-localtraffic, version 1.2.3 ", "revision: 0123456789abcdef", "build date:       2026-12-01T10:00:00Z", "go version:"} {
+		if !strings.Contains(r.out, want) {
+			t.Errorf("--version output lacks %q:\n%s", want, r.out)
+		}
+	}
+	if r.code != 0 || r.errOut != "" {
+		t.Errorf("exit %d, stderr %q", r.code, r.errOut)
 	}
 }

@@ -114,7 +114,7 @@ var findingCases = []struct {
 // serve it through autoscaling/v2, as the plugin converts it).
 func objectsOf(t *testing.T, docs string) []runtime.Object {
 	t.Helper()
-	c := placement.Cluster{Sources: map[string]string{}}
+	c := placement.Cluster{Sources: map[string]placement.Source{}}
 	if err := decodeStream(&c, bufioReader(docs), "test", "default"); err != nil {
 		t.Fatal(err)
 	}

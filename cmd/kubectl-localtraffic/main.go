@@ -12,9 +12,12 @@ import (
 	"golang.org/x/term"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/localtraffic/localtraffic-exporter/internal/versioninfo"
 )
 
 func main() {
+	versioninfo.Fill()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	a := &app{in: os.Stdin, out: os.Stdout, errOut: os.Stderr, getenv: os.Getenv,
 		terminal: term.IsTerminal(int(os.Stdout.Fd())), client: kubeClient}

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 
+	yaml "go.yaml.in/yaml/v3"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -20,7 +21,6 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
 	sigsyaml "sigs.k8s.io/yaml"
 
@@ -34,6 +34,9 @@ func (b badInput) Error() string { return b.err.Error() }
 func (b badInput) Unwrap() error { return b.err }
 
 func badInputf(format string, a ...any) error { return badInput{fmt.Errorf(format, a...)} }
+
+// stdinFile is the file name of objects read from standard input ("-f -").
+const stdinFile = "stdin"
 
 // manifestFiles expands the -f arguments: files as given, directories recursively (*.yaml, *.yml, *.json, in
 // lexical order, as kubectl apply -R reads them), "-" for standard input.
@@ -83,13 +86,13 @@ func loadManifests(c *placement.Cluster, paths []string, stdin io.Reader, defaul
 		return err
 	}
 	if c.Sources == nil {
-		c.Sources = map[string]string{}
+		c.Sources = map[string]placement.Source{}
 	}
 	for _, f := range files {
 		var r io.Reader
 		name := f
 		if f == "-" {
-			r, name = stdin, "stdin"
+			r, name = stdin, stdinFile
 		} else {
 			fh, err := os.Open(f)
 			if err != nil {
@@ -106,9 +109,9 @@ func loadManifests(c *placement.Cluster, paths []string, stdin io.Reader, defaul
 }
 
 func decodeStream(c *placement.Cluster, r *bufio.Reader, name, defaultNamespace string) error {
-	reader := utilyaml.NewYAMLReader(r)
+	docs := newDocumentReader(r)
 	for doc := 1; ; doc++ {
-		raw, err := reader.Read()
+		raw, line, err := docs.next()
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
@@ -129,10 +132,77 @@ func decodeStream(c *placement.Cluster, r *bufio.Reader, name, defaultNamespace 
 		if err := u.UnmarshalJSON(js); err != nil {
 			return badInputf("%s: document %d: not a Kubernetes object: %w", name, doc, err)
 		}
-		if err := addObject(c, &u, name, doc, defaultNamespace); err != nil {
+		at := position{file: name, doc: doc, line: line + firstContentLine(raw)}
+		if u.IsList() {
+			at.items = listItemLines(raw, line)
+		}
+		if err := addObject(c, &u, at, defaultNamespace); err != nil {
 			return err
 		}
 	}
+}
+
+// position is where a document was read: the file, the document's index and the line its object starts on,
+// and for a List the line each item starts on.
+type position struct {
+	file  string
+	doc   int
+	line  int
+	items []int
+}
+
+func (p position) item(i int) position {
+	q := position{file: p.file, doc: p.doc, line: p.line}
+	if i < len(p.items) {
+		q.line = p.items[i]
+	}
+	return q
+}
+
+// documentReader splits a YAML stream into documents as kubectl does (k8s.io/apimachinery's YAMLReader: a
+// line "---", optionally followed by blanks or a comment, separates them) and keeps count of lines, so that a
+// finding can name the line its object starts on.
+type documentReader struct {
+	r    *bufio.Reader
+	line int // lines read so far
+	eof  bool
+}
+
+func newDocumentReader(r *bufio.Reader) *documentReader { return &documentReader{r: r} }
+
+// next returns the next document and the line before its first one (its lines are numbered from there + 1).
+func (d *documentReader) next() ([]byte, int, error) {
+	if d.eof {
+		return nil, 0, io.EOF
+	}
+	start := d.line
+	var buf bytes.Buffer
+	for {
+		l, err := d.r.ReadBytes('\n')
+		if len(l) > 0 {
+			d.line++
+			if isSeparator(l) {
+				return buf.Bytes(), start, nil
+			}
+			buf.Write(l)
+		}
+		if errors.Is(err, io.EOF) {
+			d.eof = true
+			return buf.Bytes(), start, nil
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+	}
+}
+
+func isSeparator(l []byte) bool {
+	rest, ok := bytes.CutPrefix(bytes.TrimRight(l, "\r\n"), []byte("---"))
+	if !ok {
+		return false
+	}
+	rest = bytes.TrimSpace(rest)
+	return len(rest) == 0 || rest[0] == '#'
 }
 
 // stripComments drops YAML comment lines, so a document of comments alone counts as empty.
@@ -146,14 +216,49 @@ func stripComments(b []byte) []byte {
 	return bytes.Join(out, []byte("\n"))
 }
 
-func addObject(c *placement.Cluster, u *unstructured.Unstructured, name string, doc int, defaultNamespace string) error {
+// firstContentLine is the 1-based line of a document's first line that is neither blank nor a comment.
+func firstContentLine(doc []byte) int {
+	for i, l := range bytes.Split(doc, []byte("\n")) {
+		if t := bytes.TrimSpace(l); len(t) > 0 && t[0] != '#' {
+			return i + 1
+		}
+	}
+	return 1
+}
+
+// listItemLines returns the line each item of a List document starts on (offset: the line before the
+// document), or nil when the document cannot be read as YAML nodes (the objects then point at the List).
+func listItemLines(doc []byte, offset int) []int {
+	var root yaml.Node
+	if err := yaml.Unmarshal(doc, &root); err != nil || len(root.Content) == 0 {
+		return nil
+	}
+	m := root.Content[0]
+	if m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value != "items" || m.Content[i+1].Kind != yaml.SequenceNode {
+			continue
+		}
+		var lines []int
+		for _, item := range m.Content[i+1].Content {
+			lines = append(lines, offset+item.Line)
+		}
+		return lines
+	}
+	return nil
+}
+
+func addObject(c *placement.Cluster, u *unstructured.Unstructured, at position, defaultNamespace string) error {
+	name, doc := at.file, at.doc
 	if u.IsList() {
 		list, err := u.ToList()
 		if err != nil {
 			return badInputf("%s: document %d: %w", name, doc, err)
 		}
 		for i := range list.Items {
-			if err := addObject(c, &list.Items[i], name, doc, defaultNamespace); err != nil {
+			if err := addObject(c, &list.Items[i], at.item(i), defaultNamespace); err != nil {
 				return err
 			}
 		}
@@ -174,7 +279,7 @@ func addObject(c *placement.Cluster, u *unstructured.Unstructured, name string, 
 		}
 		key := "HorizontalPodAutoscaler/" + h.Namespace + "/" + h.Name
 		_, again := c.Sources[key]
-		c.Sources[key] = name
+		c.Sources[key] = placement.Source{File: name, Line: at.line}
 		c.HPAs = put(c.HPAs, &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: h.ObjectMeta,
 			Spec: autoscalingv2.HorizontalPodAutoscalerSpec{MinReplicas: h.Spec.MinReplicas, MaxReplicas: h.Spec.MaxReplicas,
 				ScaleTargetRef: autoscalingv2.CrossVersionObjectReference(h.Spec.ScaleTargetRef)}}, again)
@@ -194,7 +299,7 @@ func addObject(c *placement.Cluster, u *unstructured.Unstructured, name string, 
 	}
 	key := gvk.Kind + "/" + u.GetNamespace() + "/" + u.GetName()
 	_, again := c.Sources[key]
-	c.Sources[key] = name
+	c.Sources[key] = placement.Source{File: name, Line: at.line}
 	switch o := obj.(type) {
 	case *corev1.Service:
 		// The apiserver defaults a port's protocol to TCP; manifests usually leave it out.

@@ -2,84 +2,43 @@ package main
 
 import (
 	"io"
+	"net/url"
+	"path/filepath"
+	"regexp"
 	"strings"
+
+	"github.com/owenrumney/go-sarif/v3/pkg/report/v210/sarif"
+	"github.com/prometheus/common/version"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview/placement"
 )
 
-// SARIF 2.1.0 (OASIS), the subset code-scanning tools read: one run, the rule catalogue, one result per finding.
-// A test validates the output against the official schema.
+// SARIF 2.1.0 (OASIS), built with go-sarif, as GitHub code scanning (github/codeql-action/upload-sarif) reads it:
+// one run, the rule catalogue with help links into docs/audit.md, one result per finding, located at the file and
+// line of each object it involves. sarif_test.go validates the output against the official schema
+// (testdata/sarif-schema-2.1.0.json).
 
 const (
-	sarifSchema  = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
-	sarifVersion = "2.1.0"
-	docsURI      = "https://github.com/localtraffic/localtraffic-exporter/blob/main/docs/audit.md"
+	sarifSchema = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+	repoURL     = "https://github.com/localtraffic/localtraffic-exporter"
 )
 
-type sarifLog struct {
-	Schema  string     `json:"$schema"`
-	Version string     `json:"version"`
-	Runs    []sarifRun `json:"runs"`
+// releaseVersion matches what the release pipeline puts into version.Version for a tag (goreleaser's
+// {{.Version}}: the tag without its "v"); snapshots and make build's `git describe` output do not match.
+var releaseVersion = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+$`)
+
+// docsURL is docs/audit.md as of the binary's release tag, so a rule's help describes the rule this binary
+// applies; builds that are not a release link to main.
+func docsURL() string {
+	ref := "main"
+	if releaseVersion.MatchString(version.Version) {
+		ref = "v" + version.Version
+	}
+	return repoURL + "/blob/" + ref + "/docs/audit.md"
 }
 
-type sarifRun struct {
-	Tool    sarifTool     `json:"tool"`
-	Results []sarifResult `json:"results"`
-}
-
-type sarifTool struct {
-	Driver sarifDriver `json:"driver"`
-}
-
-type sarifDriver struct {
-	Name           string      `json:"name"`
-	InformationURI string      `json:"informationUri"`
-	Rules          []sarifRule `json:"rules"`
-}
-
-type sarifText struct {
-	Text string `json:"text"`
-}
-
-type sarifRule struct {
-	ID                   string      `json:"id"`
-	Name                 string      `json:"name"`
-	ShortDescription     sarifText   `json:"shortDescription"`
-	HelpURI              string      `json:"helpUri"`
-	DefaultConfiguration sarifConfig `json:"defaultConfiguration"`
-}
-
-type sarifConfig struct {
-	Level string `json:"level"`
-}
-
-type sarifResult struct {
-	RuleID     string          `json:"ruleId"`
-	RuleIndex  int             `json:"ruleIndex"`
-	Level      string          `json:"level"`
-	Message    sarifText       `json:"message"`
-	Locations  []sarifLocation `json:"locations"`
-	Properties map[string]any  `json:"properties,omitempty"`
-}
-
-type sarifLocation struct {
-	PhysicalLocation *sarifPhysical `json:"physicalLocation,omitempty"`
-	LogicalLocations []sarifLogical `json:"logicalLocations,omitempty"`
-}
-
-type sarifPhysical struct {
-	ArtifactLocation sarifArtifact `json:"artifactLocation"`
-}
-
-type sarifArtifact struct {
-	URI string `json:"uri"`
-}
-
-type sarifLogical struct {
-	Name               string `json:"name"`
-	FullyQualifiedName string `json:"fullyQualifiedName"`
-	Kind               string `json:"kind"`
-}
+// helpAnchor is GitHub's anchor for the rule's heading in docs/audit.md ("### LT101 pinned-placement").
+func helpAnchor(r placement.Rule) string { return strings.ToLower(r.ID) + "-" + r.Name }
 
 // sarifLevel maps severities onto SARIF's levels: critical is an error, warning a warning, info a note.
 func sarifLevel(s placement.Severity) string {
@@ -103,32 +62,68 @@ func defaultLevel(id string) string {
 	return "warning"
 }
 
-func writeSARIF(w io.Writer, rep placement.Report) error {
-	rules := placement.Rules()
-	index := map[string]int{}
-	driver := sarifDriver{Name: "kubectl-localtraffic", InformationURI: docsURI}
-	for i, r := range rules {
-		index[r.ID] = i
-		driver.Rules = append(driver.Rules, sarifRule{ID: r.ID, Name: r.Name, ShortDescription: sarifText{r.Short},
-			HelpURI: docsURI + "#" + strings.ToLower(r.ID), DefaultConfiguration: sarifConfig{defaultLevel(r.ID)}})
+// artifactURI turns a manifest's path into a SARIF artifact URI: relative paths stay relative (code scanning
+// resolves them against the repository's root, where CI runs the audit), absolute ones become file URIs.
+func artifactURI(path string) string {
+	if filepath.IsAbs(path) {
+		return (&url.URL{Scheme: "file", Path: filepath.ToSlash(path)}).String()
 	}
-	run := sarifRun{Tool: sarifTool{Driver: driver}, Results: []sarifResult{}}
+	return (&url.URL{Path: filepath.ToSlash(filepath.Clean(path))}).String()
+}
+
+// writeSARIF writes the report. Objects read from standard input are attributed to stdinName (--stdin-filename),
+// without a line: what is piped in is usually rendered output (kustomize build, helm template), whose line
+// numbers are not the named file's.
+func writeSARIF(w io.Writer, rep placement.Report, stdinName string) error {
+	run := sarif.NewRunWithInformationURI("kubectl-localtraffic", repoURL)
+	run.Tool.Driver.WithVersion(version.Version)
+	docs := docsURL()
+	for _, r := range placement.Rules() {
+		help := docs + "#" + helpAnchor(r)
+		run.AddRule(r.ID).WithName(r.Name).
+			WithShortDescription(sarif.NewMultiformatMessageString().WithText(r.Short)).
+			WithFullDescription(sarif.NewMultiformatMessageString().WithText(r.Short + ".")).
+			WithHelpURI(help).
+			WithHelp(sarif.NewMultiformatMessageString().WithText(r.Short + ". What to do: " + help).
+				WithMarkdown(r.Short + ". [What to do](" + help + ").")).
+			WithDefaultConfiguration(sarif.NewReportingConfiguration().WithLevel(defaultLevel(r.ID)))
+	}
 	for _, f := range rep.Findings() {
-		res := sarifResult{RuleID: f.ID, RuleIndex: index[f.ID], Level: sarifLevel(f.Severity),
-			Message:    sarifText{f.Message + ". " + f.Why + " Fix: " + f.Fix},
-			Properties: map[string]any{"severity": f.Severity.String(), "fix": f.Fix}}
+		props := sarif.NewPropertyBag()
+		props.Add("severity", f.Severity.String())
+		props.Add("fix", f.Fix)
 		if len(f.Nodes) > 0 {
-			res.Properties["nodes"] = f.Nodes
+			props.Add("nodes", f.Nodes)
 		}
+		res := run.CreateResultForRule(f.ID).WithLevel(sarifLevel(f.Severity)).
+			WithMessage(sarif.NewTextMessage(f.Message + ". " + f.Why + " Fix: " + f.Fix)).
+			WithProperties(props)
 		for _, o := range f.Objects {
-			loc := sarifLocation{LogicalLocations: []sarifLogical{{Name: o.Name,
-				FullyQualifiedName: o.Kind + "/" + o.Namespace + "/" + o.Name, Kind: "resource"}}}
-			if o.Source != "" {
-				loc.PhysicalLocation = &sarifPhysical{ArtifactLocation: sarifArtifact{URI: o.Source}}
+			loc := sarif.NewLocation().WithLogicalLocations([]*sarif.LogicalLocation{sarif.NewLogicalLocation().
+				WithName(o.Name).WithFullyQualifiedName(o.Kind + "/" + o.Namespace + "/" + o.Name).WithKind("resource")}).
+				WithMessage(sarif.NewTextMessage(o.Kind + " " + o.Namespace + "/" + o.Name))
+			switch {
+			case o.Source == "":
+				// Live mode: the object is in the cluster, not in a file.
+			case o.Source == stdinFile:
+				loc.WithPhysicalLocation(sarif.NewPhysicalLocation().
+					WithArtifactLocation(sarif.NewSimpleArtifactLocation(artifactURI(stdinName))))
+			default:
+				phys := sarif.NewPhysicalLocation().WithArtifactLocation(sarif.NewSimpleArtifactLocation(artifactURI(o.Source)))
+				if o.Line > 0 {
+					phys.WithRegion(sarif.NewRegion().WithStartLine(o.Line))
+				}
+				loc.WithPhysicalLocation(phys)
 			}
-			res.Locations = append(res.Locations, loc)
+			res.AddLocation(loc)
 		}
-		run.Results = append(run.Results, res)
 	}
-	return writeJSON(w, sarifLog{Schema: sarifSchema, Version: sarifVersion, Runs: []sarifRun{run}})
+	rep2 := sarif.NewReport()
+	rep2.Schema = sarifSchema
+	rep2.AddRun(run)
+	if err := rep2.PrettyWrite(w); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, "\n")
+	return err
 }

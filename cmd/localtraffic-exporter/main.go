@@ -10,9 +10,12 @@ import (
 	"syscall"
 
 	"k8s.io/klog/v2"
+
+	"github.com/localtraffic/localtraffic-exporter/internal/versioninfo"
 )
 
 func main() {
+	versioninfo.Fill()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := runWith(ctx, os.Args[1:], os.Stdout, os.Stderr, klog.SetSlogLogger)
 	stop()

@@ -8,11 +8,13 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
+	"github.com/prometheus/common/promslog"
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
@@ -65,7 +67,7 @@ var errVersion = errors.New("version requested")
 //
 // The flags are kingpin's, as in node_exporter and the other Prometheus exporters: exporter-toolkit's
 // kingpinflag defines --web.listen-address (repeatable), --web.config.file and --web.systemd-socket exactly as
-// they do, and --log.level/--log.format follow promslog's flag names (the formats stay auto|json|text).
+// they do, and --log.level/--log.format are promslog's (same names, values and help).
 // kingpin never exits or writes here: help and version come back as values, errors as one-line errors.
 func parseOptions(args []string, getenv func(string) string) (options, error) {
 	var o options
@@ -96,7 +98,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	app.Flag("node-name", "The node this exporter runs on (default $NODE_NAME).").Default(getenv("NODE_NAME")).StringVar(&o.nodeName)
 	var raw rawFlags
 	app.Flag("log.level", "Only log messages with the given severity or above. One of: [debug, info, warn, error]").Default("info").StringVar(&raw.logLevel)
-	app.Flag("log.format", "Output format of log messages. One of: [auto, json, text] (auto: tint on a terminal, JSON otherwise)").Default("auto").StringVar(&o.logFormat)
+	app.Flag("log.format", "Output format of log messages. One of: [logfmt, json]").Default("logfmt").StringVar(&o.logFormat)
 	app.Flag("kube-proxy.healthz-address", "kube-proxy's health server host:port (default: its healthzBindAddress from /configz on --kube-proxy.metrics-address; when that binds every address, the node's own address kube-proxy uses, InternalIP before ExternalIP).").StringVar(&o.kubeProxyHealthz)
 	app.Flag("kube-proxy.metrics-address", "kube-proxy's metrics server host:port, asked for /proxyMode.").Default("127.0.0.1:10249").StringVar(&o.kubeProxyMetrics)
 	app.Flag("health-check.address", "Address to probe health check node ports of its IP family on (default: the node's address of each family that kube-proxy serves).").StringVar(&o.healthCheckAddress)
@@ -177,10 +179,8 @@ func (o *options) check(raw rawFlags) error {
 	if err := o.logLevel.UnmarshalText([]byte(raw.logLevel)); err != nil {
 		return fmt.Errorf("bad --log.level %q: want debug, info, warn or error", raw.logLevel)
 	}
-	switch o.logFormat {
-	case "auto", "json", "text":
-	default:
-		return fmt.Errorf("bad --log.format %q: want auto, json or text", o.logFormat)
+	if !slices.Contains(promslog.FormatFlagOptions, o.logFormat) {
+		return fmt.Errorf("bad --log.format %q: want %s", o.logFormat, strings.Join(promslog.FormatFlagOptions, " or "))
 	}
 	switch o.rulesMode {
 	case "auto", "iptables", "nftables", "none":

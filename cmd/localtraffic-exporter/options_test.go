@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +31,7 @@ func TestParseOptionsDefaults(t *testing.T) {
 		listenAddresses:  []string{":9746"},
 		telemetryPath:    "/metrics",
 		logLevel:         slog.LevelInfo,
-		logFormat:        "auto",
+		logFormat:        "logfmt",
 		kubeProxyMetrics: "127.0.0.1:10249",
 		probeTimeout:     5 * time.Second,
 		probeConcurrency: 8,
@@ -155,7 +158,7 @@ func TestParseOptionsGoodValues(t *testing.T) {
 			t.Errorf("--rules.mode %s: %v", mode, err)
 		}
 	}
-	for _, format := range []string{"auto", "json", "text"} {
+	for _, format := range []string{"logfmt", "json"} {
 		if _, err := parseOptions([]string{"--node-name", "n", "--log.format", format}, env(nil)); err != nil {
 			t.Errorf("--log.format %s: %v", format, err)
 		}
@@ -253,5 +256,26 @@ func TestParseOptionsVersionSkipsChecks(t *testing.T) {
 	o, err := parseOptions([]string{"--version"}, env(nil))
 	if err != nil || !o.version {
 		t.Errorf("--version: options %+v, error %v; want version set and no error", o, err)
+	}
+}
+
+// --log.format=logfmt|json are promslog's formats, as node_exporter's: logfmt lines of time, level, source, msg
+// and the attributes; one JSON object per line. Debug lines only at --log.level=debug.
+func TestLogFormats(t *testing.T) {
+	var logfmt, js bytes.Buffer
+	newLogger(&logfmt, "logfmt", slog.LevelInfo).Info("informers synced", "node", "node-1")
+	newLogger(&logfmt, "logfmt", slog.LevelInfo).Debug("not shown")
+	newLogger(&js, "json", slog.LevelDebug).Debug("rules read", "node", "node-1")
+	line := logfmt.String()
+	if !regexp.MustCompile(`^time=\S+ level=INFO source=\S+ msg="informers synced" node=node-1\n$`).MatchString(line) {
+		t.Errorf("logfmt: %q", line)
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(js.Bytes(), &obj); err != nil || obj["msg"] != "rules read" || obj["level"] != "DEBUG" || obj["node"] != "node-1" {
+		t.Errorf("json: %s (%v)", js.String(), err)
+	}
+	if _, err := parseOptions([]string{"--node-name", "n", "--log.format", "text"}, env(nil)); err == nil ||
+		!strings.Contains(err.Error(), "want logfmt or json") {
+		t.Errorf("--log.format text: %v, want an error naming logfmt and json", err)
 	}
 }

@@ -9,10 +9,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
-	"github.com/lmittmann/tint"
+	"github.com/prometheus/common/promslog"
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -146,25 +147,13 @@ func shutdown(server *http.Server, endScrapes context.CancelFunc, grace time.Dur
 	return fmt.Errorf("shutting down: %w", err)
 }
 
+// newLogger is promslog's logger, as in node_exporter and every exporter-toolkit exporter: logfmt or JSON on
+// stderr, with the same keys (time, level, source, msg). format and level were checked by parseOptions.
 func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
-	if format == "auto" {
-		format = "json"
-		if f, ok := w.(*os.File); ok && isTerminal(f) {
-			format = "tint"
-		}
-	}
-	switch format {
-	case "tint":
-		return slog.New(tint.NewHandler(w, &tint.Options{Level: level, TimeFormat: time.Kitchen}))
-	case "text":
-		return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
-	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
-}
-
-func isTerminal(f *os.File) bool {
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	cfg := &promslog.Config{Level: promslog.NewLevel(), Format: promslog.NewFormat(), Writer: w}
+	_ = cfg.Level.Set(strings.ToLower(level.String()))
+	_ = cfg.Format.Set(format)
+	return promslog.New(cfg)
 }
 
 func newKubeClient(kubeconfig string) (kubeview.API, error) {

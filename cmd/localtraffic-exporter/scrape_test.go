@@ -435,7 +435,7 @@ func TestConcurrentScrapesShareOneRuleRead(t *testing.T) {
 		if errs[i] != nil {
 			t.Fatalf("scrape %d: %v", i, errs[i])
 		}
-		if !strings.Contains(bodies[i], `localtraffic_blackhole_source{node="node-1",source="rules"} 1`) ||
+		if !strings.Contains(bodies[i], `localtraffic_blackhole_source_info{node="node-1",source="rules"} 1`) ||
 			!strings.Contains(bodies[i], `localtraffic_rules_read_success{node="node-1"} 1`) {
 			t.Fatalf("scrape %d did not get the rules:\n%s", i, bodies[i])
 		}

@@ -40,19 +40,22 @@ type stage struct {
 
 // parseDockerfile parses the repository's Dockerfile with BuildKit's own parser (what `docker build` runs) and
 // splits it into stages. Parser warnings (e.g. empty continuation lines) fail the test: BuildKit prints them too.
-func parseDockerfile(t *testing.T) []stage {
+func parseDockerfile(t *testing.T) []stage { return parseDockerfileNamed(t, "Dockerfile") }
+
+// parseDockerfileNamed parses the named Dockerfile at the repository's root.
+func parseDockerfileNamed(t *testing.T, name string) []stage {
 	t.Helper()
-	f, err := os.Open(filepath.Join(repoRoot(t), "Dockerfile"))
+	f, err := os.Open(filepath.Join(repoRoot(t), name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
 	res, err := parser.Parse(f)
 	if err != nil {
-		t.Fatalf("parse Dockerfile: %v", err)
+		t.Fatalf("parse %s: %v", name, err)
 	}
 	for _, w := range res.Warnings {
-		t.Errorf("Dockerfile line %d: %s", w.Location.Start.Line, w.Short)
+		t.Errorf("%s line %d: %s", name, w.Location.Start.Line, w.Short)
 	}
 	var stages []stage
 	for _, n := range res.AST.Children {
@@ -70,7 +73,7 @@ func parseDockerfile(t *testing.T) []stage {
 		}
 		if len(stages) == 0 {
 			if in.cmd != "arg" {
-				t.Fatalf("Dockerfile line %d: %s before the first FROM", in.line, in.cmd)
+				t.Fatalf("%s line %d: %s before the first FROM", name, in.line, in.cmd)
 			}
 			continue
 		}

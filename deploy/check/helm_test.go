@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -194,6 +195,19 @@ webConfig: {existingSecret: web}
 priorityClassName: system-node-critical
 nodeSelector: {kubernetes.io/os: linux}
 exporter: {extraArgs: ["--probe.timeout=3s"]}
+nameOverride: lt
+fullnameOverride: lt-prod
+commonLabels: {team: sre}
+global: {imageRegistry: mirror.example}
+extraVolumes: [{name: tmp, emptyDir: {}}]
+extraVolumeMounts: [{name: tmp, mountPath: /tmp}]
+extraContainers: [{name: sidecar, image: busybox}]
+`), values(t, `
+podMonitor: {enabled: true, namespace: monitoring, sampleLimit: 20000, relabelings: [{targetLabel: cluster, replacement: prod}], metricRelabelings: [{action: drop, regex: go_.*, sourceLabels: [__name__]}]}
+serviceMonitor: {enabled: true, namespace: monitoring, sampleLimit: 20000}
+prometheusRule: {enabled: true, namespace: monitoring}
+dashboards: {enabled: true, namespace: grafana}
+metricsJob: lt-prod
 `)} {
 		lint := action.NewLint()
 		lint.Strict, lint.Namespace = true, namespace
@@ -222,7 +236,7 @@ func TestChartSchemaRejectsBadValues(t *testing.T) {
 		values string
 		says   []string
 	}{
-		{"exporter: {logFormat: xml}", []string{"at '/exporter/logFormat'", "must be one of", "'auto', 'json', 'text'"}},
+		{"exporter: {logFormat: xml}", []string{"at '/exporter/logFormat'", "must be one of", "'logfmt', 'json'"}},
 		{"exporter: {rulesMode: ipvs}", []string{"at '/exporter/rulesMode'", "must be one of"}},
 		{"exporter: {port: 70000}", []string{"at '/exporter/port'", "65,535"}},
 		{"exporter: {telemetryPath: metrics}", []string{"at '/exporter/telemetryPath'", "pattern '^/'"}},
@@ -231,6 +245,11 @@ func TestChartSchemaRejectsBadValues(t *testing.T) {
 		{"podMonitor: {enabled: yes-please}", []string{"at '/podMonitor/enabled'", "want boolean"}},
 		{"podMonitor: {interval: 30}", []string{"at '/podMonitor/interval'", "want string"}},
 		{"image: {digest: latest}", []string{"at '/image/digest'", "sha256"}},
+		{"podMonitor: {sampleLimit: -1}", []string{"at '/podMonitor/sampleLimit'", "minimum"}},
+		{"serviceMonitor: {namespace: Monitoring}", []string{"at '/serviceMonitor/namespace'", "pattern"}},
+		{`metricsJob: 'a"b'`, []string{"at '/metricsJob'", "pattern"}},
+		{"commonLabels: {team: 1}", []string{"at '/commonLabels/team'", "want string"}},
+		{"extraContainers: {name: x}", []string{"at '/extraContainers'", "want array"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.values, func(t *testing.T) {
@@ -254,7 +273,7 @@ func TestChartSchemaRejectsBadValues(t *testing.T) {
 // TestChartValues: what the values change lands where it should (beyond what kustomize has).
 func TestChartValues(t *testing.T) {
 	objs := mustRenderChart(t, values(t, `
-image: {repository: registry.example/lt, tag: v9.9.9}
+image: {registry: registry.example, repository: lt, tag: v9.9.9}
 priorityClassName: system-node-critical
 nodeSelector: {kubernetes.io/os: linux}
 tolerations: [{key: dedicated, operator: Equal, value: infra, effect: NoSchedule}]
@@ -308,4 +327,165 @@ dashboards: {enabled: true, annotations: {grafana_folder: Kubernetes}}
 	if _, err := renderChart(t, values(t, "serviceAccount: {create: false}")); err == nil || !strings.Contains(err.Error(), "serviceAccount.name") {
 		t.Errorf("serviceAccount.create=false without a name: %v, want an error naming serviceAccount.name", err)
 	}
+}
+
+// TestChartNameOverridesKeepTheAlerts: nameOverride and fullnameOverride rename every object, but the job the
+// alerts select (LocalTrafficExporterDown/Absent: up{job=...}) is metricsJob, set by the monitors' relabelings
+// and selected by the chart's PrometheusRule, so ExporterAbsent does not fire forever on a renamed release.
+func TestChartNameOverridesKeepTheAlerts(t *testing.T) {
+	for _, tc := range []struct{ values, job string }{
+		{"nameOverride: lt\nfullnameOverride: lt-prod", "localtraffic-exporter"},
+		{"nameOverride: lt", "localtraffic-exporter"},
+		{"fullnameOverride: lt-prod\nmetricsJob: lt-prod", "lt-prod"},
+	} {
+		t.Run(tc.values, func(t *testing.T) {
+			objs := comparable(t, mustRenderChart(t, values(t, tc.values+"\npodMonitor: {enabled: true}\nserviceMonitor: {enabled: true}\nprometheusRule: {enabled: true}")))
+			var rule map[string]any
+			monitors := 0
+			for key, o := range objs {
+				// What used to set the job (jobLabel: app.kubernetes.io/name) and the names did change.
+				if strings.Contains(tc.values, "fullnameOverride: lt-prod") && !strings.HasSuffix(key, "/lt-prod") {
+					t.Errorf("%s: fullnameOverride not applied", key)
+				}
+				if strings.Contains(tc.values, "nameOverride: lt\n") && dig(o, "metadata", "labels", "app.kubernetes.io/name") != "lt" {
+					t.Errorf("%s: nameOverride not applied to app.kubernetes.io/name", key)
+				}
+				switch o["kind"] {
+				case "PrometheusRule":
+					rule = o
+				case "PodMonitor", "ServiceMonitor":
+					monitors++
+					if dig(o, "spec", "jobLabel") != nil {
+						t.Errorf("%s: jobLabel makes the job follow a label's value", key)
+					}
+					eps, _ := dig(o, "spec", "podMetricsEndpoints").([]any)
+					if eps == nil {
+						eps, _ = dig(o, "spec", "endpoints").([]any)
+					}
+					if job := lastJobRelabeling(eps[0].(map[string]any)); job != tc.job {
+						t.Errorf("%s: the targets' job is %q, want %q", key, job, tc.job)
+					}
+				}
+			}
+			if monitors != 2 || rule == nil {
+				t.Fatalf("rendered %d monitors and rule %v", monitors, rule != nil)
+			}
+			b, err := sigsyaml.Marshal(rule["spec"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			jobs := regexp.MustCompile(`job="([^"]*)"`).FindAllStringSubmatch(string(b), -1)
+			if len(jobs) < 2 {
+				t.Fatalf("the rules select no job:\n%s", b)
+			}
+			for _, m := range jobs {
+				if m[1] != tc.job {
+					t.Errorf("a rule selects job=%q, the monitors set %q", m[1], tc.job)
+				}
+			}
+		})
+	}
+}
+
+// lastJobRelabeling is the job the endpoint's relabelings leave (the operator's own job relabeling comes first).
+func lastJobRelabeling(ep map[string]any) string {
+	job := ""
+	rl, _ := ep["relabelings"].([]any)
+	for _, r := range rl {
+		r := r.(map[string]any)
+		if r["targetLabel"] == "job" && r["sourceLabels"] == nil {
+			job, _ = r["replacement"].(string)
+		}
+	}
+	return job
+}
+
+// TestChartAsPeopleUseCharts: commonLabels on every object and pod but no selector, the registry override, extra
+// volumes, mounts and containers, and the monitors' relabelings (after the chart's), metricRelabelings,
+// sampleLimit and namespace (rule and dashboards too).
+func TestChartAsPeopleUseCharts(t *testing.T) {
+	objs := comparable(t, mustRenderChart(t, values(t, `
+commonLabels: {team: sre, cost-center: "42"}
+global: {imageRegistry: mirror.example:5000}
+image: {tag: v9.9.9}
+extraVolumes: [{name: scratch, emptyDir: {}}]
+extraVolumeMounts: [{name: scratch, mountPath: /scratch}]
+extraContainers: [{name: sidecar, image: busybox, args: [sleep, infinity]}]
+webConfig: {existingSecret: web}
+podMonitor: {enabled: true, namespace: monitoring, sampleLimit: 20000, relabelings: [{targetLabel: cluster, replacement: prod}], metricRelabelings: [{action: drop, regex: go_.*, sourceLabels: [__name__]}]}
+serviceMonitor: {enabled: true, namespace: monitoring, sampleLimit: 30000}
+prometheusRule: {enabled: true, namespace: monitoring}
+dashboards: {enabled: true, namespace: grafana}
+`)))
+	for key, o := range objs {
+		if dig(o, "metadata", "labels", "team") != "sre" || dig(o, "metadata", "labels", "cost-center") != "42" {
+			t.Errorf("%s: labels %v lack commonLabels", key, dig(o, "metadata", "labels"))
+		}
+		for _, sel := range [][]string{{"spec", "selector", "matchLabels"}, {"spec", "selector"}} {
+			if m, ok := dig(o, sel...).(map[string]any); ok && m["team"] != nil {
+				t.Errorf("%s: commonLabels in the selector %v (selectors are immutable)", key, m)
+			}
+		}
+	}
+	ds := objs["DaemonSet "+namespace+"/"+appName]
+	if dig(ds, "spec", "template", "metadata", "labels", "team") != "sre" {
+		t.Errorf("pod labels %v lack commonLabels", dig(ds, "spec", "template", "metadata", "labels"))
+	}
+	pod := dig(ds, "spec", "template", "spec").(map[string]any)
+	containers := pod["containers"].([]any)
+	exporter := containers[0].(map[string]any)
+	if exporter["image"] != "mirror.example:5000/localtraffic/localtraffic-exporter:v9.9.9" {
+		t.Errorf("image %v", exporter["image"])
+	}
+	if len(containers) != 2 || containers[1].(map[string]any)["name"] != "sidecar" {
+		t.Errorf("containers %v: want the exporter and the sidecar", containers)
+	}
+	if m := fmt.Sprint(exporter["volumeMounts"]); !strings.Contains(m, "/etc/localtraffic-exporter/web") || !strings.Contains(m, "/scratch") {
+		t.Errorf("volumeMounts %s: want the web config's and the extra one", m)
+	}
+	if v := fmt.Sprint(pod["volumes"]); !strings.Contains(v, "secretName:web") || !strings.Contains(v, "name:scratch") {
+		t.Errorf("volumes %s: want the web config's and the extra one", v)
+	}
+	pm := objs["PodMonitor monitoring/"+appName]
+	if pm == nil {
+		t.Fatalf("no PodMonitor in monitoring: %v", keys(objs))
+	}
+	if dig(pm, "spec", "sampleLimit") != float64(20000) || !reflect.DeepEqual(dig(pm, "spec", "namespaceSelector", "matchNames"), []any{namespace}) {
+		t.Errorf("PodMonitor spec %v: want sampleLimit 20000, still scraping namespace %s", dig(pm, "spec"), namespace)
+	}
+	ep := dig(pm, "spec", "podMetricsEndpoints").([]any)[0].(map[string]any)
+	rl := ep["relabelings"].([]any)
+	if len(rl) != 3 || rl[2].(map[string]any)["targetLabel"] != "cluster" || lastJobRelabeling(ep) != "localtraffic-exporter" {
+		t.Errorf("relabelings %v: want node, job, then the user's", rl)
+	}
+	if mr := fmt.Sprint(ep["metricRelabelings"]); !strings.Contains(mr, "go_.*") {
+		t.Errorf("metricRelabelings %s", mr)
+	}
+	sm := objs["ServiceMonitor monitoring/"+appName]
+	if dig(sm, "spec", "sampleLimit") != float64(30000) {
+		t.Errorf("ServiceMonitor spec %v", dig(sm, "spec"))
+	}
+	if objs["PrometheusRule monitoring/"+appName] == nil || objs["ConfigMap grafana/"+appName+"-dashboards"] == nil {
+		t.Errorf("rule or dashboards not in their namespaces: %v", keys(objs))
+	}
+	// Without global.imageRegistry, image.registry; an empty registry leaves the repository whole.
+	for vals, want := range map[string]string{
+		"image: {registry: registry.example, tag: v1.0.0}":           "registry.example/localtraffic/localtraffic-exporter:v1.0.0",
+		"image: {registry: '', repository: lt/lt, tag: v1.0.0}":      "lt/lt:v1.0.0",
+		"image: {digest: 'sha256:" + strings.Repeat("ab", 32) + "'}": "ghcr.io/localtraffic/localtraffic-exporter@sha256:" + strings.Repeat("ab", 32),
+	} {
+		ds := comparable(t, mustRenderChart(t, values(t, vals)))["DaemonSet "+namespace+"/"+appName]
+		if got := dig(ds, "spec", "template", "spec").(map[string]any)["containers"].([]any)[0].(map[string]any)["image"]; got != want {
+			t.Errorf("%s: image %v, want %s", vals, got, want)
+		}
+	}
+}
+
+func keys(m map[string]map[string]any) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

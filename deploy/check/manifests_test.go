@@ -229,6 +229,7 @@ func TestServiceSelectsTheExporter(t *testing.T) {
 type relabeling struct {
 	SourceLabels []string `json:"sourceLabels"`
 	TargetLabel  string   `json:"targetLabel"`
+	Replacement  string   `json:"replacement"`
 }
 
 // TestPrometheusOperatorOverlay: the PodMonitor keeps the exporter's labels and selects its pods, and the
@@ -276,9 +277,16 @@ func TestPrometheusOperatorOverlay(t *testing.T) {
 	if ep.Port != c.Ports[0].Name || !slices.Contains(c.Args, "--web.telemetry-path="+ep.Path) {
 		t.Errorf("PodMonitor scrapes port %q path %q; the exporter serves %q with args %v", ep.Port, ep.Path, c.Ports[0].Name, c.Args)
 	}
-	// alerts/alerts.yaml selects up{job="localtraffic-exporter"}; the job comes from the pod label jobLabel names.
-	if job := ds.Spec.Template.Labels[spec.Spec.JobLabel]; spec.Spec.JobLabel == "" || job != appName {
-		t.Errorf("jobLabel %q gives job=%q, want %q (the alerts select on it)", spec.Spec.JobLabel, job, appName)
+	// alerts/alerts.yaml selects up{job="localtraffic-exporter"}: a relabeling sets it outright (after the
+	// operator's own job relabeling), so renaming the objects or their labels cannot change it.
+	job := ""
+	for _, r := range ep.Relabelings {
+		if r.TargetLabel == "job" && len(r.SourceLabels) == 0 {
+			job = r.Replacement
+		}
+	}
+	if spec.Spec.JobLabel != "" || job != appName {
+		t.Errorf("jobLabel %q, job relabeled to %q: want no jobLabel and job=%q (the alerts select on it)", spec.Spec.JobLabel, job, appName)
 	}
 	if !slices.ContainsFunc(ep.Relabelings, func(r relabeling) bool {
 		return r.TargetLabel == "node" && slices.Equal(r.SourceLabels, []string{"__meta_kubernetes_pod_node_name"})

@@ -62,21 +62,9 @@ func moduleName(goMod string) string {
 // exporter (else $LT_E2E_EXPORTER, else a fresh `go build` of the repository's command into exporterDir, cheap
 // when Go's build cache is warm).
 func EnsureBinaries(ctx context.Context, binDir, exporter, exporterDir string) (Binaries, error) {
-	mod, err := ModuleDir()
+	binDir, err := BinDir(ctx, binDir)
 	if err != nil {
 		return Binaries{}, err
-	}
-	if binDir == "" {
-		binDir = os.Getenv("LT_E2E_BIN_DIR")
-	}
-	if binDir == "" {
-		cmd := exec.CommandContext(ctx, "bash", filepath.Join(mod, "build-bins.sh"))
-		cmd.Stderr = os.Stderr
-		out, err := cmd.Output()
-		if err != nil {
-			return Binaries{}, fmt.Errorf("build cluster binaries (build-bins.sh): %w", err)
-		}
-		binDir = strings.TrimSpace(string(out))
 	}
 	b := Binaries{
 		Etcd:      filepath.Join(binDir, "etcd"),
@@ -103,6 +91,28 @@ func EnsureBinaries(ctx context.Context, binDir, exporter, exporterDir string) (
 	}
 	b.Exporter = exporter
 	return b, nil
+}
+
+// BinDir returns the directory of the pinned cluster binaries (etcd, the Kubernetes commands, kubectl): binDir,
+// else $LT_E2E_BIN_DIR, else build-bins.sh's version-keyed cache (built when missing).
+func BinDir(ctx context.Context, binDir string) (string, error) {
+	if binDir == "" {
+		binDir = os.Getenv("LT_E2E_BIN_DIR")
+	}
+	if binDir != "" {
+		return binDir, nil
+	}
+	mod, err := ModuleDir()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(mod, "build-bins.sh"))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("build cluster binaries (build-bins.sh): %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
 }
 
 // BuildExporter builds ./cmd/localtraffic-exporter of the repository (the e2e module's parent) into dir.

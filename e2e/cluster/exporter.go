@@ -110,7 +110,7 @@ func (n *Node) exporterArgs(kubeconfig string, port int, extra []string) []strin
 		"--node-name=" + n.Name,
 		fmt.Sprintf("--web.listen-address=:%d", port),
 		"--log.level=debug",
-		"--log.format=text",
+		"--log.format=logfmt",
 	}, extra...)
 }
 

@@ -28,8 +28,15 @@ type Cluster struct {
 	// Live is true when EndpointSlices and Pods describe what runs now: only then can a blackhole exist "now"
 	// (LT100, and the status grid).
 	Live bool
-	// Sources maps "Kind/namespace/name" to the file an object came from (manifest mode), for the findings.
-	Sources map[string]string
+	// Sources maps "Kind/namespace/name" to where an object came from (manifest mode), for the findings.
+	Sources map[string]Source
+}
+
+// Source is where a manifest object was read: the file ("stdin" for standard input) and the line its
+// document (or its item, in a List) starts on, counted from 1.
+type Source struct {
+	File string
+	Line int
 }
 
 // SyntheticNodes makes n untainted, unlabelled-but-for-hostname nodes, node-1 … node-n: `--nodes N` in
@@ -50,7 +57,8 @@ func SyntheticNodes(n int) []*corev1.Node {
 }
 
 func (c *Cluster) ref(kind, ns, name string) ObjectRef {
-	return ObjectRef{Kind: kind, Namespace: ns, Name: name, Source: c.Sources[kind+"/"+ns+"/"+name]}
+	src := c.Sources[kind+"/"+ns+"/"+name]
+	return ObjectRef{Kind: kind, Namespace: ns, Name: name, Source: src.File, Line: src.Line}
 }
 
 // sortedNodes returns the nodes sorted by name, so every output lists them in one order.

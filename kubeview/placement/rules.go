@@ -112,8 +112,10 @@ type ObjectRef struct {
 	Kind      string `json:"kind"`
 	Namespace string `json:"namespace,omitempty"`
 	Name      string `json:"name"`
-	// Source is the file (and document index) the object came from in manifest mode.
+	// Source is the file the object came from in manifest mode ("stdin" for standard input), Line the line
+	// its document (or List item) starts on.
 	Source string `json:"source,omitempty"`
+	Line   int    `json:"line,omitempty"`
 }
 
 // Finding is one thing wrong with a Service's placement story.

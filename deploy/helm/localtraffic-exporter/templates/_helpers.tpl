@@ -30,6 +30,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/version: {{ include "localtraffic-exporter.imageTag" . | trunc 63 | trimSuffix "-" | quote }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
 {{/* The exporter pods' selector, as deploy/base's (immutable once installed). */}}
@@ -50,11 +53,40 @@ app.kubernetes.io/component: exporter
 {{- default .Chart.AppVersion .Values.image.tag }}
 {{- end }}
 
+{{/* registry/repository, the registry from global.imageRegistry, else image.registry (none: repository alone). */}}
 {{- define "localtraffic-exporter.image" -}}
+{{- $registry := (.Values.global).imageRegistry | default .Values.image.registry }}
+{{- $name := .Values.image.repository }}
+{{- with $registry }}{{ $name = printf "%s/%s" (trimSuffix "/" .) $name }}{{ end }}
 {{- if .Values.image.digest }}
-{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- printf "%s@%s" $name .Values.image.digest }}
 {{- else }}
-{{- printf "%s:%s" .Values.image.repository (include "localtraffic-exporter.imageTag" .) }}
+{{- printf "%s:%s" $name (include "localtraffic-exporter.imageTag" .) }}
+{{- end }}
+{{- end }}
+
+{{/* The namespace of an optional object (PodMonitor, ServiceMonitor, PrometheusRule, dashboards): its own
+     namespace value, else the release's. Call with (list $ .Values.podMonitor). */}}
+{{- define "localtraffic-exporter.objectNamespace" -}}
+{{- (index . 1).namespace | default (index . 0).Release.Namespace }}
+{{- end }}
+
+{{/* The scrape endpoint's relabelings: node=<the pod's node> (so `up` of a failing exporter names its node), the
+     job the alerts select (metricsJob, not the objects' names), then the user's. */}}
+{{- define "localtraffic-exporter.scrapeRelabelings" -}}
+{{- $m := index . 1 }}
+relabelings:
+  - sourceLabels: [__meta_kubernetes_pod_node_name]
+    targetLabel: node
+  # The alerts select job="<metricsJob>": set here, it does not follow nameOverride/fullnameOverride.
+  - targetLabel: job
+    replacement: {{ (index . 0).Values.metricsJob }}
+  {{- with $m.relabelings }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- with $m.metricRelabelings }}
+metricRelabelings:
+  {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end }}
 
