@@ -18,7 +18,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
-	"github.com/localtraffic/localtraffic-exporter/verdict"
+	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
 )
 
 // APIView is what the gatherer reads of the Kubernetes API.

@@ -9,7 +9,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
-	"github.com/localtraffic/localtraffic-exporter/verdict"
+	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
 )
 
 const (

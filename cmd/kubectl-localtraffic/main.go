@@ -13,7 +13,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/localtraffic/localtraffic-exporter/internal/versioninfo"
+	"github.com/localtraffic/localtraffic-exporter/cmd/internal/versioninfo"
 )
 
 func main() {

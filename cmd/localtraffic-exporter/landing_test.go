@@ -25,7 +25,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview/clientsetapi"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
-	"github.com/localtraffic/localtraffic-exporter/verdict"
+	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
 )
 
 // countingGatherer counts the gathers that reach the real gatherer.

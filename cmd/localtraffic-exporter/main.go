@@ -11,7 +11,7 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/localtraffic/localtraffic-exporter/internal/versioninfo"
+	"github.com/localtraffic/localtraffic-exporter/cmd/internal/versioninfo"
 )
 
 func main() {

@@ -10,7 +10,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
-	"github.com/localtraffic/localtraffic-exporter/verdict"
+	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
 )
 
 // NodeStatus is one node's part of one Service's external traffic, as far as the API shows it.

@@ -36,7 +36,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview/clientsetapi"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/placement"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
-	"github.com/localtraffic/localtraffic-exporter/verdict"
+	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
 )
 
 const (

@@ -8,10 +8,10 @@
 // share (package kubeview) and its own small Evidence types, and imports nothing else of this module: the plugin
 // gets it without pulling in the exporter's collector, nodeprobe (netlink, HTTP probes) or nodeprobe/rules
 // (iptables and nft readers), and the exporter adapts what it read into Evidence in one place
-// (collector/verdict.go). It sits at the top of the module, beside kubeview and not inside it, because it is
-// not the API view: it is what the API view and the node's evidence mean together.
+// (collector/verdict.go). It sits under kubeview, beside placement, as a package of its own: it is not the API
+// view itself but what the API view and the node's evidence mean together, and kubeview imports neither.
 //
-// The rule is documented in docs/metrics.md ("The blackhole verdict"); verdict/frontends_test.go runs one set of
+// The rule is documented in docs/metrics.md ("The blackhole verdict"); kubeview/verdict/frontends_test.go runs one set of
 // fixtures through both front ends and requires the same answer, or the plugin's explicit "cannot tell".
 package verdict
 
