@@ -179,7 +179,14 @@ func (n *Node) StartExporterOnLoopback(ctx context.Context, port int, extraArgs 
 
 func (n *Node) startExtraExporter(ctx context.Context, host string, port int, extraArgs []string) error {
 	if port == ExporterPort {
-		return fmt.Errorf("exporter on %s: port %d is the node's usual exporter (StartExporter)", n.Name, port)
+		// The usual exporter holds the port on every address: only a stopped one gives it up (the loopback
+		// exporter behind kube-rbac-proxy, as the shipped pod has it).
+		n.mu.Lock()
+		usual := n.exporter
+		n.mu.Unlock()
+		if host == "" || usual != nil {
+			return fmt.Errorf("exporter on %s: port %d is the node's usual exporter (StartExporter; StopExporter first for a loopback one)", n.Name, port)
+		}
 	}
 	kubeconfig, err := n.c.ExporterKubeconfig(ctx)
 	if err != nil {
