@@ -24,7 +24,8 @@ here="$(cd "$(dirname "$0")" && pwd)"
 export PATH="$PATH:/usr/sbin:/sbin"
 if [[ $(id -u) -eq 0 ]]; then
 	"$here/../scripts/install-deps.sh" packages
-	LT_E2E_BIN_DIR="$("$here/build-bins.sh")"
+	# Prebuilt binaries when LT_E2E_BIN_DIR names them (make e2e E2E_BIN_DIR=...), else the cache's.
+	[[ -n "${LT_E2E_BIN_DIR:-}" ]] || LT_E2E_BIN_DIR="$("$here/build-bins.sh")"
 	export LT_E2E_BIN_DIR
 fi
 cd "$here"
