@@ -7,10 +7,7 @@ REVISION   ?= $(shell git rev-parse HEAD 2>/dev/null)
 BRANCH     ?= $(shell git rev-parse --abbrev-ref HEAD 2>/dev/null)
 BUILD_USER ?= $(shell id -un)@$(shell hostname)
 BUILD_DATE ?= $(shell date -u +%Y%m%d-%H:%M:%S)
-VERSION_PKG = github.com/prometheus/common/version
-LDFLAGS = -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision=$(REVISION) \
-	-X $(VERSION_PKG).Branch=$(BRANCH) -X $(VERSION_PKG).BuildUser=$(BUILD_USER) \
-	-X $(VERSION_PKG).BuildDate=$(BUILD_DATE)
+BUILD_ENV  = VERSION=$(VERSION) REVISION=$(REVISION) BRANCH=$(BRANCH) BUILD_USER=$(BUILD_USER) BUILD_DATE=$(BUILD_DATE)
 
 ## Knobs: every variable that steers the tests, in one place (CONTRIBUTING.md lists them too; docs/knobs_test.go
 ## holds the three lists equal). Set one on the command line: `make e2e KEEP_LOGS=1`. The scripts and tests read
@@ -38,11 +35,11 @@ export LT_E2E_KEEP_LOGS := $(KEEP_LOGS)
 
 all: build
 
-## build: bin/kubectl-localtraffic (the kubectl plugin) and bin/localtraffic-exporter. The exporter's line stays
-## last: deploy/check compares it with the Dockerfile's.
+## build: bin/kubectl-localtraffic (the kubectl plugin) and bin/localtraffic-exporter, with scripts/build.sh, which
+## the image's build stage runs as well.
 build:
-	go build -trimpath -ldflags "$(LDFLAGS)" -o bin/kubectl-localtraffic ./cmd/kubectl-localtraffic
-	go build -trimpath -ldflags "$(LDFLAGS)" -o bin/localtraffic-exporter ./cmd/localtraffic-exporter
+	$(BUILD_ENV) scripts/build.sh bin/kubectl-localtraffic ./cmd/kubectl-localtraffic
+	$(BUILD_ENV) scripts/build.sh bin/localtraffic-exporter ./cmd/localtraffic-exporter
 
 ## release-snapshot: the release pipeline (.goreleaser.yaml) without publishing, offline. Into dist/: the archives
 ## of both binaries for every platform, checksums.txt, an SPDX SBOM per archive and the krew manifest
