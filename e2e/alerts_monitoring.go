@@ -122,6 +122,43 @@ func alertmanagerConfig(pagerURL, ticketURL string) []byte {
 	return b
 }
 
+// testAlertmanagerConfig is alertmanagerConfig with the pager and ticket webhooks under hookURL.
+func testAlertmanagerConfig(hookURL string) ([]byte, error) {
+	return alertmanagerConfig(hookURL+"/pager", hookURL+"/tickets"), nil
+}
+
+// shippedAlertmanagerConfig is the repository's alerts/alertmanager.yaml as shipped (route, grouping, waits,
+// inhibit rule), with each placeholder receiver given a webhook at hookURL/<receiver name>: the notifications a
+// user's receivers would get.
+func shippedAlertmanagerConfig(repo string) func(hookURL string) ([]byte, error) {
+	return func(hookURL string) ([]byte, error) {
+		data, err := os.ReadFile(filepath.Join(repo, "alerts", "alertmanager.yaml"))
+		if err != nil {
+			return nil, err
+		}
+		js, err := utilyaml.ToJSON(data)
+		if err != nil {
+			return nil, fmt.Errorf("alerts/alertmanager.yaml: %w", err)
+		}
+		var cfg map[string]any
+		if err := json.Unmarshal(js, &cfg); err != nil {
+			return nil, fmt.Errorf("alerts/alertmanager.yaml: %w", err)
+		}
+		receivers, _ := cfg["receivers"].([]any)
+		if len(receivers) == 0 {
+			return nil, fmt.Errorf("alerts/alertmanager.yaml: no receivers")
+		}
+		for _, r := range receivers {
+			m, ok := r.(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("alerts/alertmanager.yaml: malformed receiver %v", r)
+			}
+			m["webhook_configs"] = []any{map[string]any{"url": hookURL + "/" + fmt.Sprint(m["name"]), "send_resolved": true}}
+		}
+		return json.MarshalIndent(cfg, "", "  ")
+	}
+}
+
 // daemon is a long-running child started in a network namespace, logging to a file.
 type daemon struct {
 	name    string
@@ -437,7 +474,10 @@ func keys[V any](m map[alertKey]V) []string {
 
 // startMonitoring starts Alertmanager, the webhook receiver and Prometheus in the cluster's client namespace
 // and returns Prometheus' API and the receiver; everything stops at the end of the test.
-func startMonitoring(ctx context.Context, c *cluster.Cluster, tools monitoringTools, dir string, promConfig func(alertmanager string) ([]byte, error)) (promAPI, *webhookReceiver, func(), error) {
+// amConfig writes Alertmanager's configuration for the webhook receiver at hookURL (testAlertmanagerConfig is
+// the test's own routing; shippedAlertmanagerConfig the repository's).
+func startMonitoring(ctx context.Context, c *cluster.Cluster, tools monitoringTools, dir string, promConfig func(alertmanager string) ([]byte, error),
+	amConfig func(hookURL string) ([]byte, error)) (promAPI, *webhookReceiver, func(), error) {
 	const promAddr, amAddr = "127.0.0.1:9090", "127.0.0.1:9093"
 	var stops []func()
 	stopAll := func() {
@@ -456,7 +496,11 @@ func startMonitoring(ctx context.Context, c *cluster.Cluster, tools monitoringTo
 	stops = append(stops, hook.close)
 
 	amCfg := filepath.Join(dir, "alertmanager.yml")
-	if err := os.WriteFile(amCfg, alertmanagerConfig(hook.URL+"/pager", hook.URL+"/tickets"), 0o644); err != nil {
+	amBytes, err := amConfig(hook.URL)
+	if err != nil {
+		return fail(err)
+	}
+	if err := os.WriteFile(amCfg, amBytes, 0o644); err != nil {
 		return fail(err)
 	}
 	am, err := startDaemon(dir, "alertmanager", c.ClientNS, tools.Alertmanager,

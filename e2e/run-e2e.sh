@@ -37,7 +37,7 @@ fi
 # The shards' tests (see above). Anchored alternations: -test.skip takes them joined with |.
 controllersShard='^(TestDrillLive|TestNodeAgentReadinessOnDemand|TestPluginDrill|TestPluginSchedulerScenarios|TestSchedulerSpreadWithoutHonor|TestSchedulerMaxSurgeParks|TestDrainLastReplica|TestScaleDown6To2|TestDaemonSetRollingUpdate|TestFidelityDaemonSetKeepsOffWindowsAndVirtualNodes)$'
 scaleShard='^(TestScaleRules|TestScaleMemory|TestScaleAPILoad)$'
-sharedLongShard='^(TestAlertsOnLivePrometheus|TestSoak|TestLandingPageInBrowserDuringDrill)$'
+sharedLongShard='^(TestAlertsOnLivePrometheus|TestAlertsOneNotificationPerService|TestSoak|TestLandingPageInBrowserDuringDrill)$'
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
