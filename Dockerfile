@@ -21,11 +21,8 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-# Same command as the Makefile's `build` target (deploy/check compares them); CGO_ENABLED=0 because the
-# runtime image's C library is for iptables and nft, not for us.
-RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath \
-      -ldflags "-X github.com/prometheus/common/version.Version=${VERSION} -X github.com/prometheus/common/version.Revision=${REVISION} -X github.com/prometheus/common/version.Branch=${BRANCH} -X github.com/prometheus/common/version.BuildUser=${BUILD_USER} -X github.com/prometheus/common/version.BuildDate=${BUILD_DATE}" \
-      -o bin/localtraffic-exporter ./cmd/localtraffic-exporter
+# The one build script `make build` runs too (static, -trimpath, the version build args from the environment).
+RUN GOOS=${TARGETOS} GOARCH=${TARGETARCH} scripts/build.sh bin/localtraffic-exporter ./cmd/localtraffic-exporter
 
 # ---- runtime: kube-proxy's own base image ----
 # registry.k8s.io/build-image/distroless-iptables is what kube-proxy v1.37.2 ships on (k8s.io/kubernetes

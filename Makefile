@@ -7,22 +7,39 @@ REVISION   ?= $(shell git rev-parse HEAD 2>/dev/null)
 BRANCH     ?= $(shell git rev-parse --abbrev-ref HEAD 2>/dev/null)
 BUILD_USER ?= $(shell id -un)@$(shell hostname)
 BUILD_DATE ?= $(shell date -u +%Y%m%d-%H:%M:%S)
-VERSION_PKG = github.com/prometheus/common/version
-LDFLAGS = -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision=$(REVISION) \
-	-X $(VERSION_PKG).Branch=$(BRANCH) -X $(VERSION_PKG).BuildUser=$(BUILD_USER) \
-	-X $(VERSION_PKG).BuildDate=$(BUILD_DATE)
+BUILD_ENV  = VERSION=$(VERSION) REVISION=$(REVISION) BRANCH=$(BRANCH) BUILD_USER=$(BUILD_USER) BUILD_DATE=$(BUILD_DATE)
 
-TOOLS_BIN  ?= $(or $(LT_TOOLS_BIN),$(CURDIR)/.tools/bin)
+## Knobs: every variable that steers the tests, in one place (CONTRIBUTING.md lists them too; docs/knobs_test.go
+## holds the three lists equal). Set one on the command line: `make e2e KEEP_LOGS=1`. The scripts and tests read
+## each as the LT_ environment variable on its right, which may also be set directly.
+TOOLS_BIN  ?= $(or $(LT_TOOLS_BIN),$(CURDIR)/.tools/bin)#          LT_TOOLS_BIN: where promtool, prometheus and the release tools are built
+E2E_CACHE  ?= $(or $(LT_E2E_CACHE),$(CURDIR)/e2e/.cache)#          LT_E2E_CACHE: where build-bins.sh caches the cluster binaries
+E2E_BIN_DIR ?= $(LT_E2E_BIN_DIR)#                                  LT_E2E_BIN_DIR: prebuilt cluster binaries (skips build-bins.sh)
+E2E_EXPORTER ?= $(LT_E2E_EXPORTER)#                                LT_E2E_EXPORTER: a prebuilt exporter for the e2e clusters
+KEEP_LOGS  ?= $(LT_E2E_KEEP_LOGS)#                                 LT_E2E_KEEP_LOGS: 1 keeps each cluster's work directory and logs
+SCALE_SERVICES ?= $(or $(LT_SCALE_SERVICES),10000)#                LT_SCALE_SERVICES: TestScaleRules' Services (make scale-rules; the suite: 500)
+SCALE_BENCHTIME ?= $(or $(LT_SCALE_BENCHTIME),20x)#                LT_SCALE_BENCHTIME: BenchmarkOnNode's -benchtime in TestScaleRules
+SCALE_CHANGES ?= $(or $(LT_SCALE_CHANGES),5)#                      LT_SCALE_CHANGES: TestScaleRules' detection changes
+SCALE_SCRAPES ?= $(or $(LT_SCALE_SCRAPES),8)#                      LT_SCALE_SCRAPES: TestScaleRules' scrapes measured per node
+APILOAD_SERVICES ?= $(or $(LT_E2E_SCALE_SERVICES),2000)#           LT_E2E_SCALE_SERVICES: TestScaleAPILoad's Services (make scale-memory; the suite: 200)
+FLOOD      ?= $(or $(LT_FLOOD),3s)#                                LT_FLOOD: how long BenchmarkKernelFlood floods (make bench-arrivals)
+export LT_TOOLS_BIN := $(TOOLS_BIN)
+export LT_E2E_CACHE := $(E2E_CACHE)
+export LT_E2E_BIN_DIR := $(E2E_BIN_DIR)
+export LT_E2E_EXPORTER := $(E2E_EXPORTER)
+export LT_E2E_KEEP_LOGS := $(KEEP_LOGS)
+# CI's own: scripts/stage.sh appends each stage to the file LT_STAGES names, timed from LT_STAGES_T0 (set by
+# .ci/run and scripts/ci.sh, not knobs).
 
-.PHONY: all build test deps unit check-alerts check-deploy e2e demo generate fuzz fuzz-ci soak scale scale-rules scale-memory bench lint release release-snapshot
+.PHONY: all build test check deps unit check-alerts bench-arrivals check-deploy e2e demo generate fuzz fuzz-ci soak scale scale-rules scale-memory bench lint release release-snapshot
 
 all: build
 
-## build: bin/kubectl-localtraffic (the kubectl plugin) and bin/localtraffic-exporter. The exporter's line stays
-## last: deploy/check compares it with the Dockerfile's.
+## build: bin/kubectl-localtraffic (the kubectl plugin) and bin/localtraffic-exporter, with scripts/build.sh, which
+## the image's build stage runs as well.
 build:
-	go build -trimpath -ldflags "$(LDFLAGS)" -o bin/kubectl-localtraffic ./cmd/kubectl-localtraffic
-	go build -trimpath -ldflags "$(LDFLAGS)" -o bin/localtraffic-exporter ./cmd/localtraffic-exporter
+	$(BUILD_ENV) scripts/build.sh bin/kubectl-localtraffic ./cmd/kubectl-localtraffic
+	$(BUILD_ENV) scripts/build.sh bin/localtraffic-exporter ./cmd/localtraffic-exporter
 
 ## release-snapshot: the release pipeline (.goreleaser.yaml) without publishing, offline. Into dist/: the archives
 ## of both binaries for every platform, checksums.txt, an SPDX SBOM per archive and the krew manifest
@@ -60,6 +77,18 @@ lint:
 	$(GO) vet ./...
 	cd e2e && $(GO) vet ./...
 
+## check: everything that needs neither root nor a cluster, as any user: gofmt and vet, every test of the root
+## module (the real-kernel ones need root and say so when they skip), the fuzz corpora (plain go test replays
+## every seed and kept crasher), the alerts with promtool (built once into TOOLS_BIN), the chart and kustomize
+## renders and deploy checks, and the docs checked against the code. Go's test cache makes a second run quick.
+## Timings: CONTRIBUTING.md.
+check:
+	scripts/install-deps.sh promtool
+	@$(MAKE) --no-print-directory lint
+	$(GO) test ./...
+	cd alerts && $(GO) vet ./... && $(GO) test ./...
+	cd deploy/check && $(GO) vet ./... && $(GO) test ./...
+
 ## unit: the root module's tests. As root this includes the rule readers' real-kernel tests. The race detector
 ## runs where there is concurrency to race: every package but NORACE_PKGS, which run no goroutines of their own
 ## (pure computation over API objects, or a CLI). That spares a race build of the 342 packages only the plugin
@@ -93,15 +122,15 @@ scale: scale-rules scale-memory
 ## (legacy and nft iptables backends, nftables mode): steady state vs a bare save, detection, CPU per scrape
 ## (TestScaleRules; the suite runs it at 500 Services). Figures: docs/performance.md.
 scale-rules:
-	LT_SCALE_SERVICES=10000 LT_SCALE_BENCHTIME=20x LT_SCALE_CHANGES=5 LT_SCALE_SCRAPES=8 \
-		e2e/run-e2e.sh -run '^TestScaleRules$$' -timeout 90m
+	LT_SCALE_SERVICES=$(SCALE_SERVICES) LT_SCALE_BENCHTIME=$(SCALE_BENCHTIME) LT_SCALE_CHANGES=$(SCALE_CHANGES) \
+		LT_SCALE_SCRAPES=$(SCALE_SCRAPES) e2e/run-e2e.sh -run '^TestScaleRules$$' -timeout 90m
 
 ## scale-memory: the exporter's RSS with no Service and 200, 1,000, 2,000 Local Services of 100 remote endpoints
 ## (BenchmarkExporterMemory), then one exporter's and one kube-proxy's API server load at 2,000 Services
 ## (TestScaleAPILoad). The suite runs both at 200 Services. Figures: docs/performance.md.
 scale-memory:
 	e2e/run-e2e.sh -run '^$$' -bench '^BenchmarkExporterMemory$$' -benchtime 1x -timeout 60m
-	LT_E2E_SCALE_SERVICES=2000 e2e/run-e2e.sh -run '^TestScaleAPILoad$$' -timeout 60m
+	LT_E2E_SCALE_SERVICES=$(APILOAD_SERVICES) e2e/run-e2e.sh -run '^TestScaleAPILoad$$' -timeout 60m
 
 ## demo: a real cluster on this machine showing the blackhole and its fix; Ctrl-C tears it down.
 demo:
@@ -125,3 +154,8 @@ fuzz-ci:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./nodeprobe/rules/ ./collector/ ./kubeview/placement/
+
+## bench-arrivals: the arrivals meter's kernel benchmarks (as root: network namespaces), the flood for FLOOD.
+## Figures: docs/performance.md.
+bench-arrivals:
+	LT_FLOOD=$(FLOOD) $(GO) test -run '^$$' -bench 'Kernel' -benchmem ./nodeprobe/arrivals/

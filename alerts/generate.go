@@ -33,6 +33,9 @@ const (
 	MixinAlertsPath    = "mixin/generated/prometheus_alerts.json"
 	MixinRulesPath     = "mixin/generated/prometheus_rules.json"
 	MixinDashboardsDir = "mixin/generated/dashboards"
+	// The Alertmanager route and inhibit rule (one notification per Service), and its rendering for the mixin.
+	AlertmanagerConfigPath = "alerts/alertmanager.yaml"
+	MixinAlertmanagerPath  = "mixin/generated/alertmanager.json"
 )
 
 // RuleFiles are the Prometheus rule files, in evaluation order (recording rules first: alerts use them).
@@ -88,7 +91,11 @@ func Generate(root string) ([]Artefact, error) {
 		}
 		out = append(out, Artefact{Path: m.dst, Content: j})
 	}
-	return out, nil
+	am, err := yamlFileJSON(root, AlertmanagerConfigPath)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, Artefact{Path: MixinAlertmanagerPath, Content: am}), nil
 }
 
 // ruleFileJSON renders one rule file as JSON ({"groups": [...]}), the form jsonnet imports.
@@ -99,6 +106,15 @@ func ruleFileJSON(root, rel string) ([]byte, error) {
 	}
 	if _, err := ParseRules(data); err != nil {
 		return nil, fmt.Errorf("%s: %w", rel, err)
+	}
+	return yamlFileJSON(root, rel)
+}
+
+// yamlFileJSON renders a YAML file as indented JSON, comments dropped.
+func yamlFileJSON(root, rel string) ([]byte, error) {
+	data, err := os.ReadFile(filepath.Join(root, rel))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", rel, err)
 	}
 	var doc map[string]any
 	if err := yaml.Unmarshal(data, &doc); err != nil {

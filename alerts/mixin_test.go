@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -195,9 +196,92 @@ local m = (import 'mixin.libsonnet') + {_config+:: {shardedPrometheus: `+sharded
 	// The global groups hold exactly the alerts that look across nodes.
 	for _, g := range global {
 		for _, r := range g.(map[string]any)["rules"].([]any) {
-			if a := r.(map[string]any)["alert"]; a != "LocalTrafficServiceSingleNode" {
+			if a := r.(map[string]any)["alert"]; a != "LocalTrafficServiceSingleNode" && a != "LocalTrafficServiceBlackhole" {
 				t.Errorf("global group has %v", a)
 			}
+		}
+	}
+}
+
+// renderField evaluates one field of the mixin with overrides, as plain JSON.
+func renderField(t *testing.T, overrides, field string) map[string]any {
+	t.Helper()
+	vm := jsonnet.MakeVM()
+	vm.Importer(&jsonnet.FileImporter{JPaths: []string{filepath.Join(repoRoot(t), "mixin")}})
+	out, err := vm.EvaluateAnonymousSnippet("field.jsonnet", "((import 'mixin.libsonnet') + "+overrides+")."+field)
+	if err != nil {
+		t.Fatalf("jsonnet %s: %v", field, err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestMixinAlertmanagerConfig: the mixin's alertmanagerConfig is alerts/alertmanager.yaml with the default
+// _config, and groups and inhibits by _config.clusterLabel otherwise.
+func TestMixinAlertmanagerConfig(t *testing.T) {
+	if got, want := renderField(t, "{}", "alertmanagerConfig"), plain(t, AlertmanagerConfigPath); !reflect.DeepEqual(got, want) {
+		t.Errorf("alertmanagerConfig differs from %s (run make generate)", AlertmanagerConfigPath)
+	}
+	got, _ := json.Marshal(renderField(t, "{_config+:: {clusterLabel: 'k8s_cluster'}}", "alertmanagerConfig"))
+	if strings.Contains(string(got), `"cluster"`) || strings.Count(string(got), `"k8s_cluster"`) != 3 {
+		t.Errorf("with clusterLabel k8s_cluster: %s", got)
+	}
+}
+
+// TestMixinRunbookURLPattern: every alert's runbook_url follows _config.runbookURLPattern.
+func TestMixinRunbookURLPattern(t *testing.T) {
+	alerts := renderField(t, "{_config+:: {runbookURLPattern: 'https://runbooks.example.com/lt/%s'}}", "prometheusAlerts")
+	n := 0
+	for _, g := range alerts["groups"].([]any) {
+		for _, r := range g.(map[string]any)["rules"].([]any) {
+			rule := r.(map[string]any)
+			want := "https://runbooks.example.com/lt/" + strings.ToLower(rule["alert"].(string))
+			if got := rule["annotations"].(map[string]any)["runbook_url"]; got != want {
+				t.Errorf("%s: runbook_url %v, want %s", rule["alert"], got, want)
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatal("no alerts rendered")
+	}
+}
+
+// TestMixinClusterLabel: with _config.clusterLabel every expression aggregates and matches by that label and
+// every template names it; with "cluster" put back everything is the default again, so nothing else changed.
+func TestMixinClusterLabel(t *testing.T) {
+	const l = "k8s_cluster"
+	over := "{_config+:: {clusterLabel: '" + l + "'}}"
+	word := regexp.MustCompile(`\bcluster\b`)
+	for _, field := range []string{"prometheusAlerts", "prometheusRules"} {
+		got := renderField(t, over, field)
+		def := renderField(t, "{}", field)
+		for _, g := range got["groups"].([]any) {
+			for _, r := range g.(map[string]any)["rules"].([]any) {
+				rule := r.(map[string]any)
+				if word.MatchString(rule["expr"].(string)) {
+					t.Errorf("%s %v%v: expr still names cluster:\n%s", field, rule["alert"], rule["record"], rule["expr"])
+				}
+				if a, ok := rule["annotations"].(map[string]any); ok {
+					for k, v := range a {
+						if s := v.(string); strings.Contains(s, "$labels.cluster") || strings.Contains(s, ",cluster=%q") {
+							t.Errorf("%s %v: annotation %s still names cluster: %s", field, rule["alert"], k, s)
+						}
+					}
+				}
+			}
+		}
+		b, _ := json.Marshal(got)
+		back := strings.NewReplacer("("+l+", ", "(cluster, ", "("+l+")", "(cluster)", "$labels."+l, "$labels.cluster", ","+l+"=%q", ",cluster=%q").Replace(string(b))
+		want, _ := json.Marshal(def)
+		if back != string(want) {
+			t.Errorf("%s: differs from the defaults by more than the cluster label", field)
+		}
+		if !strings.Contains(string(b), "("+l+", ") {
+			t.Errorf("%s: the label %s appears nowhere", field, l)
 		}
 	}
 }

@@ -435,7 +435,8 @@ func alertNode(alert string) string {
 }
 
 func isCrossNode(alert string) bool {
-	return strings.Contains(alert, `alertname="LocalTrafficServiceSingleNode"`)
+	return strings.Contains(alert, `alertname="LocalTrafficServiceSingleNode"`) ||
+		strings.Contains(alert, `alertname="LocalTrafficServiceBlackhole"`)
 }
 
 func TestShardedAlerts(t *testing.T) {
@@ -529,6 +530,9 @@ func TestShardedAlerts(t *testing.T) {
 		{"single-node shop/solo", []string{`LocalTrafficServiceSingleNode`, `service="solo"`}, 1},
 		{"single-node shop/lb", []string{`LocalTrafficServiceSingleNode`, `service="lb"`}, 1},
 		{"single-node shop/split", []string{`LocalTrafficServiceSingleNode`, `service="split"`}, 0},
+		// One per-Service page for each blackholing Service, however many nodes and shards drop it.
+		{"per-Service blackhole of shop/solo", []string{`LocalTrafficServiceBlackhole`, `service="solo"`}, 1},
+		{"per-Service blackhole of shop/split", []string{`LocalTrafficServiceBlackhole`, `service="split"`}, 1},
 		{"out-of-rotation drops", []string{`LocalTrafficOutOfRotationNodeDropsTraffic`}, 1},
 		{"kube-proxy unhealthy", []string{`LocalTrafficKubeProxyUnhealthy`}, 1},
 		{"rules mismatch", []string{`LocalTrafficRulesMismatch`}, 1},

@@ -66,8 +66,17 @@ func TestAlertStyle(t *testing.T) {
 			if a["summary"] == "" || strings.Contains(a["summary"], "{{") {
 				t.Errorf("alert %s: summary must be static and non-empty: %q", name, a["summary"])
 			}
-			// absent() has no labels to name; every other alert is about a node.
-			if !strings.Contains(r.Expr, "absent(") && !strings.Contains(a["description"], "$labels.node") {
+			// absent() has no labels to name; a per-Service alert (by cluster, namespace and Service, no node) names
+			// the Service and its nodes from a query; every other alert is about a node.
+			perService := strings.HasPrefix(strings.TrimSpace(r.Expr), "sum by (cluster, namespace, service)")
+			switch {
+			case strings.Contains(r.Expr, "absent("):
+			case perService:
+				if !strings.Contains(a["description"], "$labels.namespace") || !strings.Contains(a["description"], "$labels.service") ||
+					!strings.Contains(a["description"], ".Labels.node") {
+					t.Errorf("alert %s: a per-Service alert whose description does not name the Service and its nodes: %q", name, a["description"])
+				}
+			case !strings.Contains(a["description"], "$labels.node"):
 				t.Errorf("alert %s: description does not name the node: %q", name, a["description"])
 			}
 			if strings.Contains(r.Expr, "service") && !strings.Contains(r.Expr, "absent(") &&

@@ -33,6 +33,12 @@ func TestSeriesBudget(t *testing.T) {
 	nodePort := func(local int) kubeview.Snapshot {
 		return kubeview.Snapshot{Node: node, Services: []kubeview.ServiceState{nodePortService(local)}}
 	}
+	// An ignored Service (docs/metrics.md): one series more, localtraffic_service_ignored_info, and only for
+	// the Services a cluster owner marked.
+	ignored := func(v kubeview.Snapshot) kubeview.Snapshot {
+		v.Services[0].Ignored, v.Services[0].IgnoredReason = true, "pinned on purpose"
+		return v
+	}
 	healthy := dualStackHealthCheck(t, hcAnswer{200, 1}, hcAnswer{200, 1})
 	draining := dualStackHealthCheck(t, hcAnswer{503, 0}, hcAnswer{503, 0})
 	refused := dualStackHealthCheck(t, hcAnswer{}, hcAnswer{})
@@ -50,6 +56,8 @@ func TestSeriesBudget(t *testing.T) {
 		{"LoadBalancer drained, dropping", loadBalancerBudget, lb(draining, 0), &countingReader{snap: dropping}},
 		{"LoadBalancer kube-proxy down", loadBalancerBudget, lb(refused, 0), &countingReader{snap: dropping}},
 		{"LoadBalancer without rules", loadBalancerBudget, lb(healthy, 1), nil},
+		{"NodePort ignored, blackhole", nodePortBudget + 1, ignored(nodePort(0)), &countingReader{snap: dropping}},
+		{"LoadBalancer ignored, drained", loadBalancerBudget + 1, ignored(lb(draining, 0)), &countingReader{snap: dropping}},
 	}
 	def, all := DefaultSelection(), AllSelection()
 	for _, c := range cases {
@@ -67,6 +75,9 @@ func TestSeriesBudget(t *testing.T) {
 				if !contains(got, name) {
 					t.Errorf("%s missing from the defaults: %v", name, got)
 				}
+			}
+			if ign := contains(got, "localtraffic_service_ignored_info"); ign != c.view.Services[0].Ignored {
+				t.Errorf("localtraffic_service_ignored_info exported: %v, want %v (%v)", ign, c.view.Services[0].Ignored, got)
 			}
 			if c.view.Services[0].HealthCheckNodePort != 0 && !contains(got, "localtraffic_health_check_up") {
 				t.Errorf("localtraffic_health_check_up missing from the defaults: %v", got)

@@ -27,6 +27,9 @@ var (
 	blackholeSource = newMetric("blackhole_source_info", prometheus.GaugeValue,
 		"Which input decided localtraffic_blackhole on this node: rules (kube-proxy's rules were read) or api (they could not be); always 1.",
 		"source")
+	serviceIgnored = stable(newMetric("service_ignored_info", prometheus.GaugeValue,
+		"A Service placed this way on purpose (annotation localtraffic.io/intentional-placement, whose value is the reason, or --services.ignore-selector): still measured, paged by no shipped alert; always 1, absent for other Services.",
+		"namespace", "service", "reason"))
 	healthCheckUp = stable(newMetric("health_check_up", prometheus.GaugeValue,
 		"1 when the Service's health check node port on this node answered 200 with kube-proxy's body in every IP family (LoadBalancer Services).", svcLabels...))
 	healthCheckResult = stable(newMetric("health_check_result", prometheus.GaugeValue,
@@ -50,7 +53,7 @@ func NewServices() *Services { return &Services{} }
 func (*Services) Name() string { return "services" }
 
 func (*Services) Metrics() []*Metric {
-	return []*Metric{localEndpoints, inRotationMetric, blackhole, blackholeSource, healthCheckUp}
+	return []*Metric{localEndpoints, inRotationMetric, blackhole, blackholeSource, healthCheckUp, serviceIgnored}
 }
 
 // Inputs: the verdict waits for the rules read as well as the probes.
@@ -69,6 +72,11 @@ func (*Services) Update(st *State, out *Sink) error {
 		}
 		out.send(inRotationMetric, boolFloat(r.Verdict.InRotation), ns, name)
 		out.send(blackhole, boolFloat(r.Verdict.Blackhole), ns, name)
+		// An ignored Service keeps its verdict series (the dashboard and `status` still show where it drops);
+		// this series is what the shipped alerts leave it out by (unless on (namespace, service)).
+		if r.Service.Ignored {
+			out.send(serviceIgnored, 1, ns, name, r.Service.IgnoredReason)
+		}
 	}
 	return nil
 }

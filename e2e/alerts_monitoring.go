@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	promapi "github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -126,6 +128,43 @@ func alertmanagerConfig(pagerURL, ticketURL string) []byte {
 	return b
 }
 
+// testAlertmanagerConfig is alertmanagerConfig with the pager and ticket webhooks under hookURL.
+func testAlertmanagerConfig(hookURL string) ([]byte, error) {
+	return alertmanagerConfig(hookURL+"/pager", hookURL+"/tickets"), nil
+}
+
+// shippedAlertmanagerConfig is the repository's alerts/alertmanager.yaml as shipped (route, grouping, waits,
+// inhibit rule), with each placeholder receiver given a webhook at hookURL/<receiver name>: the notifications a
+// user's receivers would get.
+func shippedAlertmanagerConfig(repo string) func(hookURL string) ([]byte, error) {
+	return func(hookURL string) ([]byte, error) {
+		data, err := os.ReadFile(filepath.Join(repo, "alerts", "alertmanager.yaml"))
+		if err != nil {
+			return nil, err
+		}
+		js, err := utilyaml.ToJSON(data)
+		if err != nil {
+			return nil, fmt.Errorf("alerts/alertmanager.yaml: %w", err)
+		}
+		var cfg map[string]any
+		if err := json.Unmarshal(js, &cfg); err != nil {
+			return nil, fmt.Errorf("alerts/alertmanager.yaml: %w", err)
+		}
+		receivers, _ := cfg["receivers"].([]any)
+		if len(receivers) == 0 {
+			return nil, fmt.Errorf("alerts/alertmanager.yaml: no receivers")
+		}
+		for _, r := range receivers {
+			m, ok := r.(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("alerts/alertmanager.yaml: malformed receiver %v", r)
+			}
+			m["webhook_configs"] = []any{map[string]any{"url": hookURL + "/" + fmt.Sprint(m["name"]), "send_resolved": true}}
+		}
+		return json.MarshalIndent(cfg, "", "  ")
+	}
+}
+
 // daemon is a long-running child started in a network namespace, logging to a file.
 type daemon struct {
 	name    string
@@ -196,125 +235,130 @@ func nsHTTPClient(ns string) *http.Client {
 	}
 }
 
-// promAPI queries Prometheus' HTTP API.
+// promAPI queries Prometheus' HTTP API with client_golang's API client; results come back as the small types
+// below, which the tests compare.
 type promAPI struct {
-	base   string
-	client *http.Client
+	api promv1.API
 }
 
-// promSample is one series of an instant or range query result.
+// newPromAPI is a client of the Prometheus at base (http://host:port), through client (a namespace's dialer).
+func newPromAPI(base string, client *http.Client) (promAPI, error) {
+	c, err := promapi.NewClient(promapi.Config{Address: base, Client: client})
+	if err != nil {
+		return promAPI{}, fmt.Errorf("prometheus client for %s: %w", base, err)
+	}
+	return promAPI{api: promv1.NewAPI(c)}, nil
+}
+
+// promSample is one series of an instant or range query result: Value is [time, "value"] as the API writes it,
+// Values one such pair per step.
 type promSample struct {
-	Metric map[string]string `json:"metric"`
-	Value  []any             `json:"value"`
-	Values [][]any           `json:"values"`
+	Metric map[string]string
+	Value  []any
+	Values [][]any
 }
 
-func (p promAPI) get(ctx context.Context, path string, params url.Values, data any) ([]string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.base+path+"?"+params.Encode(), nil)
-	if err != nil {
-		return nil, err
+func labelMap(m model.Metric) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[string(k)] = string(v)
 	}
-	resp, err := p.client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", path, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", path, err)
-	}
-	var env struct {
-		Status    string          `json:"status"`
-		Data      json.RawMessage `json:"data"`
-		Error     string          `json:"error"`
-		Warnings  []string        `json:"warnings"`
-		ErrorType string          `json:"errorType"`
-	}
-	if err := json.Unmarshal(body, &env); err != nil {
-		return nil, fmt.Errorf("GET %s: %s: %.300s", path, resp.Status, body)
-	}
-	if env.Status != "success" {
-		return nil, fmt.Errorf("GET %s %v: %s: %s", path, params, env.ErrorType, env.Error)
-	}
-	if err := json.Unmarshal(env.Data, data); err != nil {
-		return nil, fmt.Errorf("GET %s: decode: %w", path, err)
-	}
-	return env.Warnings, nil
+	return out
+}
+
+func pair(t model.Time, v model.SampleValue) []any {
+	return []any{float64(t) / 1000, v.String()}
 }
 
 // query runs an instant query; warnings are returned as an error (a dashboard query must run cleanly).
 func (p promAPI) query(ctx context.Context, q string) ([]promSample, error) {
-	var data struct {
-		ResultType string       `json:"resultType"`
-		Result     []promSample `json:"result"`
-	}
-	warnings, err := p.get(ctx, "/api/v1/query", url.Values{"query": {q}}, &data)
+	v, warnings, _, err := p.api.Query(ctx, q, time.Now()) // infos (PromQL hints) do not fail a query
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("query %q: %w", q, err)
 	}
 	if len(warnings) > 0 {
 		return nil, fmt.Errorf("query %q: warnings %v", q, warnings)
 	}
-	if data.ResultType == "scalar" {
+	switch r := v.(type) {
+	case *model.Scalar:
 		return []promSample{{Value: []any{0, "scalar"}}}, nil
+	case model.Vector:
+		out := make([]promSample, 0, len(r))
+		for _, s := range r {
+			out = append(out, promSample{Metric: labelMap(s.Metric), Value: pair(s.Timestamp, s.Value)})
+		}
+		return out, nil
 	}
-	return data.Result, nil
+	return nil, fmt.Errorf("query %q: result of type %s", q, v.Type())
 }
 
 // queryRange runs a range query as a Grafana time series panel would.
 func (p promAPI) queryRange(ctx context.Context, q string, start, end time.Time, step time.Duration) ([]promSample, error) {
-	var data struct {
-		Result []promSample `json:"result"`
-	}
-	warnings, err := p.get(ctx, "/api/v1/query_range", url.Values{
-		"query": {q}, "start": {fmt.Sprint(start.Unix())}, "end": {fmt.Sprint(end.Unix())}, "step": {step.String()},
-	}, &data)
+	v, warnings, _, err := p.api.QueryRange(ctx, q, promv1.Range{Start: start, End: end, Step: step})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("query_range %q: %w", q, err)
 	}
 	if len(warnings) > 0 {
 		return nil, fmt.Errorf("query_range %q: warnings %v", q, warnings)
 	}
-	return data.Result, nil
+	m, ok := v.(model.Matrix)
+	if !ok {
+		return nil, fmt.Errorf("query_range %q: result of type %s", q, v.Type())
+	}
+	out := make([]promSample, 0, len(m))
+	for _, s := range m {
+		ps := promSample{Metric: labelMap(s.Metric)}
+		for _, v := range s.Values {
+			ps.Values = append(ps.Values, pair(v.Timestamp, v.Value))
+		}
+		out = append(out, ps)
+	}
+	return out, nil
 }
 
 // promAlert is an entry of /api/v1/alerts.
 type promAlert struct {
-	Labels      map[string]string `json:"labels"`
-	Annotations map[string]string `json:"annotations"`
-	State       string            `json:"state"`
-	ActiveAt    time.Time         `json:"activeAt"` // when the condition started to hold (pending)
+	Labels      map[string]string
+	Annotations map[string]string
+	State       string
+	ActiveAt    time.Time // when the condition started to hold (pending)
 }
 
 func (p promAPI) alerts(ctx context.Context) ([]promAlert, error) {
-	var data struct {
-		Alerts []promAlert `json:"alerts"`
+	r, err := p.api.Alerts(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("alerts: %w", err)
 	}
-	_, err := p.get(ctx, "/api/v1/alerts", url.Values{}, &data)
-	return data.Alerts, err
+	out := make([]promAlert, 0, len(r.Alerts))
+	for _, a := range r.Alerts {
+		out = append(out, promAlert{Labels: labelMap(model.Metric(a.Labels)), Annotations: labelMap(model.Metric(a.Annotations)),
+			State: string(a.State), ActiveAt: a.ActiveAt})
+	}
+	return out, nil
 }
 
 // unhealthyRules returns "<group>/<rule>: <health> <lastError>" for every rule that is not healthy, and how
 // many rules there are.
 func (p promAPI) unhealthyRules(ctx context.Context) (bad []string, total int, err error) {
-	var data struct {
-		Groups []struct {
-			Name  string `json:"name"`
-			Rules []struct {
-				Name      string `json:"name"`
-				Health    string `json:"health"`
-				LastError string `json:"lastError"`
-			} `json:"rules"`
-		} `json:"groups"`
+	r, err := p.api.Rules(ctx, nil)
+	if err != nil {
+		return nil, 0, fmt.Errorf("rules: %w", err)
 	}
-	if _, err := p.get(ctx, "/api/v1/rules", url.Values{}, &data); err != nil {
-		return nil, 0, err
-	}
-	for _, g := range data.Groups {
-		for _, r := range g.Rules {
+	for _, g := range r.Groups {
+		for _, rule := range g.Rules {
+			var name, lastError string
+			var health promv1.RuleHealth
+			switch r := rule.(type) {
+			case promv1.AlertingRule:
+				name, health, lastError = r.Name, r.Health, r.LastError
+			case promv1.RecordingRule:
+				name, health, lastError = r.Name, r.Health, r.LastError
+			default:
+				return nil, 0, fmt.Errorf("rules: group %s: a rule of type %T", g.Name, rule)
+			}
 			total++
-			if r.Health != "ok" {
-				bad = append(bad, fmt.Sprintf("%s/%s: %s %s", g.Name, r.Name, r.Health, r.LastError))
+			if health != promv1.RuleHealthGood {
+				bad = append(bad, fmt.Sprintf("%s/%s: %s %s", g.Name, name, health, lastError))
 			}
 		}
 	}
@@ -323,18 +367,22 @@ func (p promAPI) unhealthyRules(ctx context.Context) (bad []string, total int, e
 
 // promTarget is an active target of /api/v1/targets.
 type promTarget struct {
-	Labels    map[string]string `json:"labels"`
-	Health    string            `json:"health"`
-	LastError string            `json:"lastError"`
-	ScrapeURL string            `json:"scrapeUrl"`
+	Labels    map[string]string
+	Health    string
+	LastError string
+	ScrapeURL string
 }
 
 func (p promAPI) targets(ctx context.Context) ([]promTarget, error) {
-	var data struct {
-		ActiveTargets []promTarget `json:"activeTargets"`
+	r, err := p.api.Targets(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("targets: %w", err)
 	}
-	_, err := p.get(ctx, "/api/v1/targets", url.Values{"state": {"active"}}, &data)
-	return data.ActiveTargets, err
+	out := make([]promTarget, 0, len(r.Active))
+	for _, t := range r.Active {
+		out = append(out, promTarget{Labels: labelMap(model.Metric(t.Labels)), Health: string(t.Health), LastError: t.LastError, ScrapeURL: t.ScrapeURL})
+	}
+	return out, nil
 }
 
 // notification is one webhook call of Alertmanager (its webhook payload, version 4).
@@ -441,7 +489,10 @@ func keys[V any](m map[alertKey]V) []string {
 
 // startMonitoring starts Alertmanager, the webhook receiver and Prometheus in the cluster's client namespace
 // and returns Prometheus' API and the receiver; everything stops at the end of the test.
-func startMonitoring(ctx context.Context, c *cluster.Cluster, tools monitoringTools, dir string, promConfig func(alertmanager string) ([]byte, error)) (promAPI, *webhookReceiver, func(), error) {
+// amConfig writes Alertmanager's configuration for the webhook receiver at hookURL (testAlertmanagerConfig is
+// the test's own routing; shippedAlertmanagerConfig the repository's).
+func startMonitoring(ctx context.Context, c *cluster.Cluster, tools monitoringTools, dir string, promConfig func(alertmanager string) ([]byte, error),
+	amConfig func(hookURL string) ([]byte, error)) (promAPI, *webhookReceiver, func(), error) {
 	const promAddr, amAddr = "127.0.0.1:9090", "127.0.0.1:9093"
 	var stops []func()
 	stopAll := func() {
@@ -460,7 +511,11 @@ func startMonitoring(ctx context.Context, c *cluster.Cluster, tools monitoringTo
 	stops = append(stops, hook.close)
 
 	amCfg := filepath.Join(dir, "alertmanager.yml")
-	if err := os.WriteFile(amCfg, alertmanagerConfig(hook.URL+"/pager", hook.URL+"/tickets"), 0o644); err != nil {
+	amBytes, err := amConfig(hook.URL)
+	if err != nil {
+		return fail(err)
+	}
+	if err := os.WriteFile(amCfg, amBytes, 0o644); err != nil {
 		return fail(err)
 	}
 	am, err := startDaemon(dir, "alertmanager", c.ClientNS, tools.Alertmanager,
@@ -488,7 +543,10 @@ func startMonitoring(ctx context.Context, c *cluster.Cluster, tools monitoringTo
 	stops = append(stops, prom.stop)
 
 	client := nsHTTPClient(c.ClientNS)
-	api := promAPI{base: "http://" + promAddr, client: client}
+	api, err := newPromAPI("http://"+promAddr, client)
+	if err != nil {
+		return promAPI{}, nil, nil, err
+	}
 	for _, probe := range []struct {
 		d   *daemon
 		url string

@@ -28,8 +28,9 @@ var alertRuleFiles = []string{"alerts/rules.yaml", "alerts/alerts.yaml"}
 
 const (
 	// blackholeFor is LocalTrafficBlackhole's for: in alerts/alerts.yaml (the test checks the page does not
-	// come earlier); the shipped rules run unchanged.
-	blackholeFor = 2 * time.Minute
+	// come earlier); the shipped rules run unchanged. serviceBlackholeFor is LocalTrafficServiceBlackhole's.
+	blackholeFor        = 2 * time.Minute
+	serviceBlackholeFor = time.Minute
 	// evalInterval is the test Prometheus' rule evaluation interval: short, so the page follows for: closely.
 	evalInterval = 5 * time.Second
 	// pageWithin bounds the wait for the page: the shipped 30s scrape interval, the for:, evaluation and
@@ -56,26 +57,9 @@ func TestAlertsOnLivePrometheus(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Each exporter on 127.0.0.1 behind kube-rbac-proxy on the node's address, as the shipped pod runs them:
-	// Prometheus scrapes through the proxy with its own ServiceAccount's token.
-	ds := renderedDaemonSet(t, c, "base")
-	for _, n := range c.Nodes() {
-		if err := n.StartExporterOnLoopback(ctx, alertsExporterPort); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { n.StopExporterOn(alertsExporterPort) })
-		stop, err := n.StartKubeRBACProxy(ctx, "alerts", shippedProxyArgsOn(t, ds, n, alertsExporterPort)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(stop)
-	}
-	createExporterPods(t, c, alertsExporterPort)
+	startShippedExporters(t, c, alertsExporterPort)
 	kubeconfig := prometheusKubeconfig(t, c)
-	tokenFile := filepath.Join(t.TempDir(), "prometheus-token")
-	if err := os.WriteFile(tokenFile, []byte(prometheusMetricsToken(t, c)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tokenFile := prometheusTokenFile(t, c)
 	scrape, err := os.ReadFile(filepath.Join(repo, "alerts", "prometheus-scrape.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +71,7 @@ func TestAlertsOnLivePrometheus(t *testing.T) {
 	dir := t.TempDir()
 	prom, hook, stop, err := startMonitoring(ctx, c, tools, dir, func(am string) ([]byte, error) {
 		return prometheusConfig(scrape, kubeconfig, tokenFile, rules, am, evalInterval)
-	})
+	}, testAlertmanagerConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,35 +85,7 @@ func TestAlertsOnLivePrometheus(t *testing.T) {
 		stop()
 	})
 
-	// Prometheus discovers one exporter pod per node through the apiserver and scrapes each on its node's
-	// address, labelled with the node.
-	eventually(t, 2*time.Minute, "Prometheus scrapes every node's exporter", func() error {
-		targets, err := prom.targets(ctx)
-		if err != nil {
-			return err
-		}
-		up := map[string]bool{}
-		var errs []error
-		for _, tg := range targets {
-			if tg.Labels["job"] != "localtraffic-exporter" {
-				continue
-			}
-			if tg.Health != "up" {
-				errs = append(errs, fmt.Errorf("target %s (node %q): %s %s", tg.ScrapeURL, tg.Labels["node"], tg.Health, tg.LastError))
-				continue
-			}
-			up[tg.Labels["node"]] = true
-		}
-		for _, n := range c.Nodes() {
-			if !up[n.Name] {
-				errs = append(errs, fmt.Errorf("no healthy target for node %s", n.Name))
-			}
-		}
-		if len(up) != len(c.Nodes()) {
-			errs = append(errs, fmt.Errorf("healthy targets for nodes %v, want exactly %d nodes", up, len(c.Nodes())))
-		}
-		return errors.Join(errs...)
-	})
+	waitForTargets(t, ctx, prom, c)
 
 	// The drill, and a LoadBalancer Service with its only endpoint on node-1: its health check node port
 	// answers 503 on the other nodes, so a load balancer drains them — dropping there is by design.
@@ -146,9 +102,15 @@ func TestAlertsOnLivePrometheus(t *testing.T) {
 	lb := newService(t, c, "e2e-alerts", "web", corev1.ServiceTypeLoadBalancer, corev1.ServiceExternalTrafficPolicyLocal)
 	setEndpoints(t, c, lb, ready(startPods(t, c, lb, first)...))
 	want := map[alertKey]bool{}
+	var holes []string
 	for _, n := range c.Nodes()[1:] {
 		want[alertKey{"LocalTrafficBlackhole", n.Name, drill.Namespace, drill.Service}] = true
+		holes = append(holes, n.Name)
 	}
+	// This test's own routing (no inhibit rule) pages the per-Service alert beside the per-node ones:
+	// TestAlertsOneNotificationPerService runs the shipped routing.
+	serviceAlert := alertKey{"LocalTrafficServiceBlackhole", "", drill.Namespace, drill.Service}
+	want[serviceAlert] = true
 
 	// Clients keep trying the blackholed NodePorts, so the dropped-packet counters (and their panel) move.
 	stopTraffic := sendTraffic(ctx, c, c.Nodes()[1:], drill.NodePort)
@@ -189,19 +151,27 @@ func TestAlertsOnLivePrometheus(t *testing.T) {
 	pages := hook.delivered("pager")
 	for k := range want {
 		p := pages[k]
+		forDuration := blackholeFor
+		if k == serviceAlert {
+			forDuration = serviceBlackholeFor
+		}
 		if a := activeAt[k]; a.IsZero() {
 			t.Errorf("%s: never seen in Prometheus' alerts", k)
-		} else if early := a.Add(blackholeFor); p.FirstFiring.Before(early) {
-			t.Errorf("%s: paged at %s, before its for: (%s) had passed since it became pending at %s", k, p.FirstFiring.Format(time.RFC3339), blackholeFor, a.Format(time.RFC3339))
+		} else if early := a.Add(forDuration); p.FirstFiring.Before(early) {
+			t.Errorf("%s: paged at %s, before its for: (%s) had passed since it became pending at %s", k, p.FirstFiring.Format(time.RFC3339), forDuration, a.Format(time.RFC3339))
 		}
 		if p.Labels["severity"] != "critical" {
 			t.Errorf("%s: severity %q, want critical", k, p.Labels["severity"])
 		}
 		desc := p.Annotations["description"]
-		if !strings.Contains(desc, "Node "+k.Node+" ") || !strings.Contains(desc, drill.Namespace+"/"+drill.Service) {
+		if k == serviceAlert {
+			if err := namesNodes(desc, drill.Namespace+"/"+drill.Service, holes); err != nil {
+				t.Errorf("%s: %v", k, err)
+			}
+		} else if !strings.Contains(desc, "Node "+k.Node+" ") || !strings.Contains(desc, drill.Namespace+"/"+drill.Service) {
 			t.Errorf("%s: description %q does not name the node and the Service", k, desc)
 		}
-		if !strings.HasSuffix(p.Annotations["runbook_url"], "docs/runbooks.md#localtrafficblackhole") {
+		if !strings.HasSuffix(p.Annotations["runbook_url"], "docs/runbooks.md#"+strings.ToLower(k.Alertname)) {
 			t.Errorf("%s: runbook_url %q", k, p.Annotations["runbook_url"])
 		}
 		t.Logf("paged %s at %s, pending since %s", k, p.FirstFiring.Format(time.RFC3339), activeAt[k].Format(time.RFC3339))
@@ -275,7 +245,7 @@ func TestAlertsOnLivePrometheus(t *testing.T) {
 			return err
 		}
 		for _, a := range alerts {
-			if a.Labels["alertname"] == "LocalTrafficBlackhole" {
+			if a.Labels["alertname"] == "LocalTrafficBlackhole" || a.Labels["alertname"] == "LocalTrafficServiceBlackhole" {
 				errs = append(errs, fmt.Errorf("Prometheus still has %s (%s)", keyOf(a.Labels), a.State))
 			}
 		}
@@ -435,6 +405,38 @@ func createExporterPods(t *testing.T, c *cluster.Cluster, port int32) {
 			t.Fatalf("report exporter pod for %s running: %v", n.Name, err)
 		}
 	}
+}
+
+// startShippedExporters runs, on every node, an exporter on 127.0.0.1:port (extraArgs appended) behind
+// kube-rbac-proxy on the node's address, as the shipped pod runs them, and creates the pods Prometheus discovers
+// them by: Prometheus scrapes through the proxies with its own ServiceAccount's token (prometheusTokenFile).
+func startShippedExporters(t *testing.T, c *cluster.Cluster, port int, extraArgs ...string) {
+	t.Helper()
+	ctx := testContext(t)
+	ds := renderedDaemonSet(t, c, "base")
+	for _, n := range c.Nodes() {
+		if err := n.StartExporterOnLoopback(ctx, port, extraArgs...); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.StopExporterOn(port) })
+		stop, err := n.StartKubeRBACProxy(ctx, fmt.Sprintf("monitoring-%d", port), shippedProxyArgsOn(t, ds, n, port)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(stop)
+	}
+	createExporterPods(t, c, int32(port))
+}
+
+// prometheusTokenFile writes the test Prometheus' ServiceAccount token (prometheusMetricsToken) to a file, for the
+// shipped scrape job's credentials_file.
+func prometheusTokenFile(t *testing.T, c *cluster.Cluster) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "prometheus-token")
+	if err := os.WriteFile(path, []byte(prometheusMetricsToken(t, c)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // shippedProxyArgsOn is the shipped kube-rbac-proxy container's command line for node, moved to port: the
@@ -623,4 +625,37 @@ func checkAlertCondition(t *testing.T, ctx context.Context, prom promAPI, repo, 
 		return errors.Join(errs...)
 	})
 	t.Logf("%s: condition holds for exactly %s", alert, strings.Join(keys(want), ", "))
+}
+
+// waitForTargets waits until Prometheus discovers one exporter pod per node through the apiserver and scrapes
+// each on its node's address, labelled with the node.
+func waitForTargets(t *testing.T, ctx context.Context, prom promAPI, c *cluster.Cluster) {
+	t.Helper()
+	eventually(t, 2*time.Minute, "Prometheus scrapes every node's exporter", func() error {
+		targets, err := prom.targets(ctx)
+		if err != nil {
+			return err
+		}
+		up := map[string]bool{}
+		var errs []error
+		for _, tg := range targets {
+			if tg.Labels["job"] != "localtraffic-exporter" {
+				continue
+			}
+			if tg.Health != "up" {
+				errs = append(errs, fmt.Errorf("target %s (node %q): %s %s", tg.ScrapeURL, tg.Labels["node"], tg.Health, tg.LastError))
+				continue
+			}
+			up[tg.Labels["node"]] = true
+		}
+		for _, n := range c.Nodes() {
+			if !up[n.Name] {
+				errs = append(errs, fmt.Errorf("no healthy target for node %s", n.Name))
+			}
+		}
+		if len(up) != len(c.Nodes()) {
+			errs = append(errs, fmt.Errorf("healthy targets for nodes %v, want exactly %d nodes", up, len(c.Nodes())))
+		}
+		return errors.Join(errs...)
+	})
 }

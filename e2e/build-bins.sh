@@ -10,6 +10,9 @@ set -euo pipefail
 # sudo's secure_path drops Go's usual install directory.
 command -v go >/dev/null 2>&1 || export PATH="$PATH:/usr/local/go/bin"
 here="$(cd "$(dirname "$0")" && pwd)"
+# The tools modules pin the binaries' own dependency graphs and stay outside the repository's go.work: inside the
+# workspace `go build` would not find their packages ("no required module provides package").
+export GOWORK=off
 key="$( (cat "$here"/tools/kube/go.mod "$here"/tools/kube/go.sum "$here"/tools/etcd/go.mod "$here"/tools/etcd/go.sum; go version) | sha256sum | cut -c1-16)"
 out="${LT_E2E_CACHE:-$here/.cache}/bin/$key"
 complete=1

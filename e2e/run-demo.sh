@@ -13,7 +13,7 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 "$here/../scripts/install-deps.sh" packages
 echo "==> Building etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy, kubectl (cached after the first run)" >&2
-LT_E2E_BIN_DIR="$("$here/build-bins.sh")"
+[[ -n "${LT_E2E_BIN_DIR:-}" ]] || LT_E2E_BIN_DIR="$("$here/build-bins.sh")"
 export LT_E2E_BIN_DIR
 cd "$here"
 go build -o .cache/demo ./cmd/demo

@@ -24,7 +24,8 @@ here="$(cd "$(dirname "$0")" && pwd)"
 export PATH="$PATH:/usr/sbin:/sbin"
 if [[ $(id -u) -eq 0 ]]; then
 	"$here/../scripts/install-deps.sh" packages
-	LT_E2E_BIN_DIR="$("$here/build-bins.sh")"
+	# Prebuilt binaries when LT_E2E_BIN_DIR names them (make e2e E2E_BIN_DIR=...), else the cache's.
+	[[ -n "${LT_E2E_BIN_DIR:-}" ]] || LT_E2E_BIN_DIR="$("$here/build-bins.sh")"
 	export LT_E2E_BIN_DIR
 fi
 cd "$here"
@@ -36,7 +37,7 @@ fi
 # The shards' tests (see above). Anchored alternations: -test.skip takes them joined with |.
 controllersShard='^(TestDrillLive|TestNodeAgentReadinessOnDemand|TestPluginDrill|TestPluginSchedulerScenarios|TestSchedulerSpreadWithoutHonor|TestSchedulerMaxSurgeParks|TestDrainLastReplica|TestScaleDown6To2|TestDaemonSetRollingUpdate|TestFidelityDaemonSetKeepsOffWindowsAndVirtualNodes)$'
 scaleShard='^(TestScaleRules|TestScaleMemory|TestScaleAPILoad)$'
-sharedLongShard='^(TestAlertsOnLivePrometheus|TestSoak|TestLandingPageInBrowserDuringDrill)$'
+sharedLongShard='^(TestAlertsOnLivePrometheus|TestAlertsOneNotificationPerService|TestSoak|TestLandingPageInBrowserDuringDrill)$'
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT

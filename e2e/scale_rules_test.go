@@ -134,8 +134,9 @@ func TestScaleRules(t *testing.T) {
 
 	// At rest: steady equals full, with the counts created.
 	for _, node := range c.Nodes() {
-		env := []string{"LT_RULES_EXPECT=" + expect, "LT_RULES_EXPECT_SERVICES=" + fmt.Sprintf("%s/%%05d:%s:%d", set.Namespace, cluster.ScalePortName, n), "LT_RULES_EXPECT_WAIT=5m"}
-		out, err := runOnNode(ctx, node, bin, env, "-test.run", "^TestOnNodeSteadyEqualsFull$", "-test.v")
+		out, err := runOnNode(ctx, node, bin, "-rules.expect="+expect,
+			"-rules.expect-services="+fmt.Sprintf("%s/%%05d:%s:%d", set.Namespace, cluster.ScalePortName, n), "-rules.expect-wait=5m",
+			"-test.run", "^TestOnNodeSteadyEqualsFull$", "-test.v")
 		t.Logf("%s (%s):\n%s", node.Name, modeOf(node, backends), out)
 		if err != nil {
 			t.Fatalf("%s: steady-state snapshot at rest: %v", node.Name, err)
@@ -155,7 +156,7 @@ func TestScaleRules(t *testing.T) {
 
 	// The benchmark, one node after the other (each saves the whole table: they would slow each other).
 	for _, node := range c.Nodes() {
-		out, err := runOnNode(ctx, node, bin, nil, "-test.run", "^$", "-test.bench", "^BenchmarkOnNode$", "-test.benchtime", benchtime, "-test.benchmem")
+		out, err := runOnNode(ctx, node, bin, "-test.run", "^$", "-test.bench", "^BenchmarkOnNode$", "-test.benchtime", benchtime, "-test.benchmem")
 		t.Logf("%s (%s), %d Services:\n%s", node.Name, modeOf(node, backends), n, out)
 		if err != nil {
 			t.Fatalf("%s: BenchmarkOnNode: %v", node.Name, err)
@@ -202,11 +203,11 @@ func envInt(t *testing.T, name string, def int) int {
 	return n
 }
 
-// runOnNode runs the rules test binary inside the node's namespace (LT_RULES_ON_NODE=1) and returns its output.
-func runOnNode(ctx context.Context, n *cluster.Node, bin string, env []string, args ...string) (string, error) {
+// runOnNode runs the rules test binary inside the node's namespace (-rules.on-node) and returns its output.
+func runOnNode(ctx context.Context, n *cluster.Node, bin string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
-	cmd := n.CommandOnNode(ctx, append([]string{"LT_RULES_ON_NODE=1"}, env...), bin, args...)
+	cmd := n.CommandOnNode(ctx, bin, append([]string{"-rules.on-node"}, args...)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -234,8 +235,7 @@ func watchDrop(ctx context.Context, c *cluster.Cluster, bin, watch string, chang
 	}()
 	for _, node := range c.Nodes() {
 		w := &watcher{node: node, lines: make(chan string, 16), out: &bytes.Buffer{}}
-		w.cmd = node.CommandOnNode(ctx, []string{"LT_RULES_WATCH=" + watch}, bin, "-test.run", "^TestOnNodeWatchDrop$", "-test.v")
-		w.cmd.Env = append(w.cmd.Env, "LT_RULES_ON_NODE=1")
+		w.cmd = node.CommandOnNode(ctx, bin, "-rules.on-node", "-rules.watch="+watch, "-test.run", "^TestOnNodeWatchDrop$", "-test.v")
 		pr, pw := io.Pipe()
 		w.cmd.Stdout, w.cmd.Stderr = pw, pw
 		if err := w.cmd.Start(); err != nil {

@@ -74,36 +74,42 @@ func TransformEndpointSlice(node string) func(any) (any, error) {
 	}
 }
 
-// TransformService drops what the exporter never reads (managed fields, annotations, status conditions).
-func TransformService(obj any) (any, error) {
-	svc, ok := obj.(*corev1.Service)
-	if !ok {
-		return obj, nil
+// TransformService drops what the exporter never reads (managed fields, most annotations and labels, status
+// conditions). It keeps the AnnotationIntentionalPlacement annotation, and the labels keep names (those an ignore
+// selector reads: keeping them rather than the selector's answer keeps the transform idempotent).
+func TransformService(keep ...string) func(any) (any, error) {
+	keepLabelKeys := append([]string{labelServiceProxyName}, keep...)
+	return func(obj any) (any, error) {
+		svc, ok := obj.(*corev1.Service)
+		if !ok {
+			return obj, nil
+		}
+		return &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:              svc.Name,
+				Namespace:         svc.Namespace,
+				UID:               svc.UID,
+				ResourceVersion:   svc.ResourceVersion,
+				Labels:            keepLabels(svc.Labels, keepLabelKeys...),
+				Annotations:       keepLabels(svc.Annotations, AnnotationIntentionalPlacement),
+				DeletionTimestamp: svc.DeletionTimestamp,
+			},
+			Spec: corev1.ServiceSpec{
+				Type:                  svc.Spec.Type,
+				ClusterIP:             svc.Spec.ClusterIP,
+				Ports:                 svc.Spec.Ports,
+				ExternalIPs:           svc.Spec.ExternalIPs,
+				IPFamilies:            svc.Spec.IPFamilies,
+				ClusterIPs:            svc.Spec.ClusterIPs,
+				ExternalTrafficPolicy: svc.Spec.ExternalTrafficPolicy,
+				HealthCheckNodePort:   svc.Spec.HealthCheckNodePort,
+			},
+			Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: svc.Status.LoadBalancer.Ingress}},
+		}, nil
 	}
-	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:              svc.Name,
-			Namespace:         svc.Namespace,
-			UID:               svc.UID,
-			ResourceVersion:   svc.ResourceVersion,
-			Labels:            keepLabels(svc.Labels, labelServiceProxyName),
-			DeletionTimestamp: svc.DeletionTimestamp,
-		},
-		Spec: corev1.ServiceSpec{
-			Type:                  svc.Spec.Type,
-			ClusterIP:             svc.Spec.ClusterIP,
-			Ports:                 svc.Spec.Ports,
-			ExternalIPs:           svc.Spec.ExternalIPs,
-			IPFamilies:            svc.Spec.IPFamilies,
-			ClusterIPs:            svc.Spec.ClusterIPs,
-			ExternalTrafficPolicy: svc.Spec.ExternalTrafficPolicy,
-			HealthCheckNodePort:   svc.Spec.HealthCheckNodePort,
-		},
-		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: svc.Status.LoadBalancer.Ingress}},
-	}, nil
 }
 
-// keepLabels copies the labels the view reads out of the decoded object's map, nil when it has none of them:
+// keepLabels copies the labels (or annotations) the view reads out of the decoded object's map, nil when it has none of them:
 // the rest of the map (the Service's own labels, copied onto its slices by the controller) would stay alive
 // with every cached object, about 1 KB each at 2,000 Services and slices (docs/performance.md).
 func keepLabels(labels map[string]string, keys ...string) map[string]string {

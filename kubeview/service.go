@@ -1,9 +1,47 @@
 package kubeview
 
 import (
+	"strings"
+	"unicode/utf8"
+
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/labels"
 )
+
+// AnnotationIntentionalPlacement marks a Service whose placement is intended: its owner knows that some nodes
+// drop its external traffic (replicas pinned on purpose, clients that only ever use the nodes that serve) and
+// wants no page for it. The value is the reason, shown wherever the Service is shown as ignored. The exporter
+// keeps measuring such a Service (its verdict series stay) and exports it as ignored; the shipped alerts leave
+// it out; kubectl localtraffic status and audit show it as ignored, not failing.
+const AnnotationIntentionalPlacement = "localtraffic.io/intentional-placement"
+
+// maxIgnoredReason bounds the reason exported as a label value: an annotation may hold 256 KiB, a label should
+// not.
+const maxIgnoredReason = 128
+
+// noReason is the reason of an annotation left empty.
+const noReason = "intentional placement (no reason given)"
+
+// IgnoredReason tells whether the Service is ignored on purpose, and why: its AnnotationIntentionalPlacement
+// (whose value is the reason, cut to 128 characters), else its labels matching sel (a cluster owner's
+// exclusion, the exporter's --services.ignore-selector; nil or empty selects nothing).
+func IgnoredReason(svc *corev1.Service, sel labels.Selector) (string, bool) {
+	if v, ok := svc.Annotations[AnnotationIntentionalPlacement]; ok {
+		v = strings.Join(strings.Fields(v), " ")
+		if v == "" {
+			return noReason, true
+		}
+		if utf8.RuneCountInString(v) > maxIgnoredReason {
+			v = string([]rune(v)[:maxIgnoredReason-1]) + "…"
+		}
+		return v, true
+	}
+	if sel != nil && !sel.Empty() && sel.Matches(labels.Set(svc.Labels)) {
+		return "ignore selector " + sel.String(), true
+	}
+	return "", false
+}
 
 // ServiceState is one Local Service as seen from this node. Its endpoints are counted per IP family, as
 // kube-proxy's per-family proxiers count them (../shared/reference/kube-proxy.md §1): a dual-stack node can
@@ -22,6 +60,10 @@ type ServiceState struct {
 	// LoadBalancerIPs are the status.loadBalancer.ingress IPs kube-proxy programs: those whose ipMode is VIP or
 	// unset. A Proxy-mode address is handled by the load balancer itself and gets no rule on the node.
 	LoadBalancerIPs []string
+	// Ignored: the Service is placed this way on purpose (IgnoredReason says why). It is measured like any
+	// other; only what pages and what fails changes.
+	Ignored       bool
+	IgnoredReason string
 }
 
 // ServicePort is one port of the Service's spec.
@@ -120,6 +162,7 @@ func ServiceStateOf(svc *corev1.Service, slices []*discoveryv1.EndpointSlice) Se
 		ExternalIPs:         canonicalIPs(svc.Spec.ExternalIPs),
 		LoadBalancerIPs:     programmedIngressIPs(svc.Status.LoadBalancer.Ingress),
 	}
+	st.IgnoredReason, st.Ignored = IgnoredReason(svc, nil)
 	for _, sp := range svc.Spec.Ports {
 		st.Ports = append(st.Ports, ServicePort{Name: sp.Name, Protocol: sp.Protocol, Port: sp.Port, NodePort: sp.NodePort})
 	}

@@ -14,6 +14,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -34,6 +35,17 @@ type View struct {
 	informer map[string]cache.SharedIndexInformer
 	// stats holds, per resource, the informer's list and watch bookkeeping (informers.go).
 	stats map[string]*informerStats
+	// ignore selects the Services a cluster owner excludes (nil: none); see IgnoredReason.
+	ignore labels.Selector
+}
+
+// Option changes how New builds the view.
+type Option func(*View)
+
+// WithIgnoreSelector marks the Services whose labels match sel as ignored (IgnoredReason), unless their own
+// annotation gives a reason first.
+func WithIgnoreSelector(sel labels.Selector) Option {
+	return func(v *View) { v.ignore = sel }
 }
 
 // Resources the view watches, as named in the informer self-metrics.
@@ -44,12 +56,22 @@ const (
 )
 
 // New builds the informers. Nothing talks to the API server until Start.
-func New(api API, node string) *View {
+func New(api API, node string, opts ...Option) *View {
 	v := &View{node: node, informer: map[string]cache.SharedIndexInformer{}, stats: map[string]*informerStats{}}
+	for _, o := range opts {
+		o(v)
+	}
+	var selectorKeys []string
+	if v.ignore != nil {
+		reqs, _ := v.ignore.Requirements() // not selectable only for labels.Nothing, which has no keys
+		for _, r := range reqs {
+			selectorKeys = append(selectorKeys, r.Key())
+		}
+	}
 	for _, r := range []string{ResourceServices, ResourceEndpointSlices, ResourceNodes} {
 		v.stats[r] = &informerStats{}
 	}
-	v.informer[ResourceServices] = servicesInformer(api, v.stats[ResourceServices], TransformService)
+	v.informer[ResourceServices] = servicesInformer(api, v.stats[ResourceServices], TransformService(selectorKeys...))
 	v.informer[ResourceEndpointSlices] = endpointSlicesInformer(api, v.stats[ResourceEndpointSlices], TransformEndpointSlice(node))
 	v.informer[ResourceNodes] = nodeInformer(api, v.stats[ResourceNodes],
 		fields.OneTermEqualSelector("metadata.name", node).String())
@@ -162,7 +184,9 @@ func (v *View) Snapshot() (Snapshot, error) {
 				slices = append(slices, s)
 			}
 		}
-		snap.Services = append(snap.Services, ServiceStateOf(svc, slices))
+		st := ServiceStateOf(svc, slices)
+		st.IgnoredReason, st.Ignored = IgnoredReason(svc, v.ignore)
+		snap.Services = append(snap.Services, st)
 	}
 	sort.Slice(snap.Services, func(i, j int) bool {
 		a, b := snap.Services[i], snap.Services[j]

@@ -86,8 +86,13 @@ func node(name string, mods ...func(*corev1.Node)) *corev1.Node {
 // startView runs a View for node over a fake clientset holding objs.
 func startView(t *testing.T, nodeName string, objs ...runtime.Object) (*View, kubernetes.Interface) {
 	t.Helper()
+	return startViewWith(t, nodeName, nil, objs...)
+}
+
+func startViewWith(t *testing.T, nodeName string, opts []Option, objs ...runtime.Object) (*View, kubernetes.Interface) {
+	t.Helper()
 	client := fake.NewClientset(objs...)
-	v := New(clientsetapi.New(client), nodeName)
+	v := New(clientsetapi.New(client), nodeName, opts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	v.Start(ctx)

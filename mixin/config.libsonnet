@@ -21,6 +21,16 @@
     // The alert groups that need every node's series (alerts/alerts.yaml); not a setting to change.
     crossNodeAlertGroups: ['localtraffic-exporter-cross-node'],
 
+    // Where each alert's runbook_url points: the pattern with the alert's name in lower case, as kubernetes-mixin's
+    // runbookURLPattern ('https://runbooks.example.com/localtraffic/%s' for your own copies of docs/runbooks.md).
+    runbookURLPattern: 'https://github.com/localtraffic/localtraffic-exporter/blob/main/docs/runbooks.md#%s',
+
+    // The label that tells clusters apart on a Prometheus (or global ruler) that holds several, as
+    // kubernetes-mixin's clusterLabel: the alerts and recording rules aggregate by it (absent in a
+    // single-cluster Prometheus, where `by (cluster, ...)` yields no such label), the alert descriptions name
+    // it, and alertmanagerConfig groups and inhibits by it. The dashboard's cluster variable keeps `cluster`.
+    clusterLabel: 'cluster',
+
     // Tags and uid of the Grafana dashboard.
     grafanaDashboardTags: ['kubernetes', 'kube-proxy', 'localtraffic-exporter'],
     grafanaDashboardUid: 'localtraffic-exporter',

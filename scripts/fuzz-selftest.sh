@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Proves scripts/fuzz.sh fails on a crasher and leaves it under testdata/fuzz: a throwaway module whose one
-# target fails on any input starting with 'x' (the fuzzer finds it within a second) and one that never fails.
+# Proves scripts/fuzz.sh fails on a crasher and leaves it under testdata/fuzz, and fails a target that executes
+# fewer inputs than its floor: a throwaway module whose one target fails on any input starting with 'x' (the
+# fuzzer finds it within a second), one that never fails, and one that takes 50 ms an input.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 tmp="$(mktemp -d)"
@@ -10,7 +11,10 @@ printf 'module example.com/fuzzselftest\n\ngo 1.22\n' >"$tmp/go.mod"
 cat >"$tmp/pkg/pkg_test.go" <<'GO'
 package pkg
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func FuzzCrashes(f *testing.F) {
 	f.Add([]byte("a"))
@@ -21,17 +25,24 @@ func FuzzCrashes(f *testing.F) {
 	})
 }
 
+func FuzzSlow(f *testing.F) {
+	f.Add(1)
+	f.Fuzz(func(*testing.T, int) { time.Sleep(50 * time.Millisecond) })
+}
+
 func FuzzFine(f *testing.F) {
 	f.Add(1)
 	f.Fuzz(func(*testing.T, int) {})
 }
 GO
-if FUZZTIME=20s "$here/fuzz.sh" "$tmp" >"$tmp/out" 2>&1; then
+if FUZZTIME=10s "$here/fuzz.sh" "$tmp" >"$tmp/out" 2>&1; then
 	cat "$tmp/out"; echo "fuzz self-test: fuzz.sh exited 0 despite a crasher" >&2; exit 1
 fi
 grep -q '^ok   ./pkg FuzzFine' "$tmp/out" || { cat "$tmp/out"; echo "fuzz self-test: FuzzFine did not run to completion" >&2; exit 1; }
 grep -q '^FAIL ./pkg FuzzCrashes' "$tmp/out" || { cat "$tmp/out"; echo "fuzz self-test: FuzzCrashes not reported" >&2; exit 1; }
+grep -q '^FAIL ./pkg FuzzSlow' "$tmp/out" && grep -q 'FuzzSlow: [0-9]* executions in 10s, fewer than the floor' "$tmp/out" ||
+	{ cat "$tmp/out"; echo "fuzz self-test: FuzzSlow (below the execution floor) not reported" >&2; exit 1; }
 ls "$tmp/pkg/testdata/fuzz/FuzzCrashes/"* >/dev/null 2>&1 || { echo "fuzz self-test: no crasher kept under testdata/fuzz" >&2; exit 1; }
 # The kept file is a regression test: plain go test now fails on it.
 if (cd "$tmp" && go test ./pkg/ >/dev/null 2>&1); then echo "fuzz self-test: kept crasher does not fail go test" >&2; exit 1; fi
-echo "fuzz self-test: ok (crasher reported, kept, replayed by go test)"
+echo "fuzz self-test: ok (crasher reported, kept, replayed by go test; a target below the execution floor fails)"

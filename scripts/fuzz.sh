@@ -11,6 +11,9 @@ fuzztime="${FUZZTIME:-2m}"
 go="${GO:-go}"
 # Two fuzzing workers: the fuzzer's default is one per CPU, and CI machines are small.
 parallel="${FUZZPARALLEL:-2}"
+# A target that executes fewer inputs than this in its time found nothing because it tried nothing (seeded with
+# whole rulesets, one target once ran 19 executions in 15 s where the others ran 30,000 and more): it fails.
+minexecs="${FUZZMINEXECS:-1000}"
 failed=()
 summary=()
 cd "$root" || exit 1
@@ -42,6 +45,10 @@ for dir in "${dirs[@]}"; do
 			rc=0
 		fi
 		rm -f "$started"
+		if [ $rc -eq 0 ] && [ "${execs:-0}" -lt "$minexecs" ]; then
+			echo "fuzz: $dir $t: ${execs:-0} executions in $fuzztime, fewer than the floor of $minexecs (FUZZMINEXECS): seed it with small inputs" >&2
+			rc=1
+		fi
 		if [ $rc -ne 0 ]; then
 			cat "$log" >&2
 			failed+=("$dir $t")

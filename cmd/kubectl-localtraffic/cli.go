@@ -179,7 +179,7 @@ func (a *app) status(ctx context.Context, o *options, args []string) (int, error
 		return exitError, err
 	}
 	for _, s := range st {
-		if len(s.Blackholes()) > 0 {
+		if s.Failing() {
 			return exitFindings, nil
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/placement"
 )
 
@@ -30,8 +31,11 @@ func (p painter) paint(colour, s string) string {
 }
 
 // cell is one node's mark in the grid. Colour codes go around the padded text, so tabwriter's widths stay true.
-func cell(n placement.NodeStatus) (text, colour string) {
+// An ignored Service's blackholes are still shown, dimmed: measured, failing nothing.
+func cell(s placement.ServiceStatus, n placement.NodeStatus) (text, colour string) {
 	switch {
+	case n.Blackhole && s.Ignored:
+		return "drop", dim
 	case n.Blackhole:
 		return "DROP", red
 	case len(n.CannotTell) > 0:
@@ -73,7 +77,7 @@ func writeStatusText(w io.Writer, st []placement.ServiceStatus, colour bool) err
 	for _, s := range st {
 		row := []string{s.Namespace + "/" + s.Name, string(s.Type)}
 		for _, n := range s.Nodes {
-			text, c := cell(n)
+			text, c := cell(s, n)
 			row = append(row, p.paint(c, pad(text)))
 		}
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
@@ -84,14 +88,22 @@ func writeStatusText(w io.Writer, st []placement.ServiceStatus, colour bool) err
 	fmt.Fprintln(w)
 	for _, s := range st {
 		mark := p.paint(green, "ok  ")
-		if len(s.Blackholes()) > 0 {
+		switch {
+		case s.Ignored:
+			mark = p.paint(dim, "IGN ")
+		case len(s.Blackholes()) > 0:
 			mark = p.paint(red+bold, "DROP")
-		} else if s.Outage {
+		case s.Outage:
 			mark = p.paint(yellow, "DOWN")
 		}
-		fmt.Fprintf(w, "%s %s/%s: %s\n", mark, s.Namespace, s.Name, s.Summary)
+		summary := s.Summary
+		if s.Ignored {
+			summary = fmt.Sprintf("ignored (%s: %s): %s", kubeview.AnnotationIntentionalPlacement, s.IgnoredReason, s.Summary)
+		}
+		fmt.Fprintf(w, "%s %s/%s: %s\n", mark, s.Namespace, s.Name, summary)
 	}
 	_, err := fmt.Fprintln(w, p.paint(dim, "\nok N: receives and serves (N local endpoints)  DROP: receives and drops (blackhole)  "+
+		"IGN, drop: a Service placed so on purpose (annotation "+kubeview.AnnotationIntentionalPlacement+"), its drops fail nothing  "+
 		"drained: no ready endpoint, its health check answers 503  drop?: drops an externalIP, if the network routes it there (cannot tell from the API)  "+
 		"-: receives nothing"))
 	return err
@@ -138,8 +150,12 @@ func writeAuditText(w io.Writer, rep placement.Report, colour bool) error {
 		return err
 	}
 	count := map[placement.Severity]int{}
+	ignored := 0
 	for _, s := range rep.Services {
 		fmt.Fprintf(w, "%s (%s): %s\n", p.paint(bold, s.Service.Namespace+"/"+s.Service.Name), s.Type, s.Story)
+		if s.Ignored {
+			fmt.Fprintf(w, "  ignored: %s (%s): its findings are reported, not failing\n", s.IgnoredReason, kubeview.AnnotationIntentionalPlacement)
+		}
 		if s.HealthCheck != "" {
 			fmt.Fprintf(w, "  health check: %s\n", s.HealthCheck)
 		}
@@ -147,14 +163,20 @@ func writeAuditText(w io.Writer, rep placement.Report, colour bool) error {
 			fmt.Fprintf(w, "  now: %s\n", s.Status.Summary)
 		}
 		for _, f := range s.Findings {
-			count[f.Severity]++
-			fmt.Fprintf(w, "  %s %s %s: %s\n", p.paint(severityColour(f.Severity), strings.ToUpper(f.Severity.String())), f.ID, f.Name, f.Message)
+			mark := p.paint(severityColour(f.Severity), strings.ToUpper(f.Severity.String()))
+			if f.Ignored {
+				ignored++
+				mark = p.paint(dim, "IGNORED ("+f.Severity.String()+")")
+			} else {
+				count[f.Severity]++
+			}
+			fmt.Fprintf(w, "  %s %s %s: %s\n", mark, f.ID, f.Name, f.Message)
 			fmt.Fprintf(w, "      why: %s\n", f.Why)
 			fmt.Fprintf(w, "      fix: %s\n", f.Fix)
 		}
 		fmt.Fprintln(w)
 	}
-	_, err := fmt.Fprintf(w, "%d Local Services: %d critical, %d warning, %d info\n", len(rep.Services),
-		count[placement.Critical], count[placement.Warning], count[placement.Info])
+	_, err := fmt.Fprintf(w, "%d Local Services: %d critical, %d warning, %d info, %d ignored\n", len(rep.Services),
+		count[placement.Critical], count[placement.Warning], count[placement.Info], ignored)
 	return err
 }

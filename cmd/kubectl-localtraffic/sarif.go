@@ -10,6 +10,7 @@ import (
 	"github.com/owenrumney/go-sarif/v3/pkg/report/v210/sarif"
 	"github.com/prometheus/common/version"
 
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/placement"
 )
 
@@ -95,9 +96,20 @@ func writeSARIF(w io.Writer, rep placement.Report, stdinName string) error {
 		if len(f.Nodes) > 0 {
 			props.Add("nodes", f.Nodes)
 		}
-		res := run.CreateResultForRule(f.ID).WithLevel(sarifLevel(f.Severity)).
+		level := sarifLevel(f.Severity)
+		if f.Ignored {
+			// Placed so on purpose: a note, suppressed in source (the annotation is on the Service's own
+			// manifest) with the annotation's reason, so code scanning lists it as suppressed, not as an alert.
+			level = "note"
+			props.Add("ignored", true)
+		}
+		res := run.CreateResultForRule(f.ID).WithLevel(level).
 			WithMessage(sarif.NewTextMessage(f.Message + ". " + f.Why + " Fix: " + f.Fix)).
 			WithProperties(props)
+		if f.Ignored {
+			res.AddSuppression(sarif.NewSuppression().WithKind("inSource").
+				WithJustification(kubeview.AnnotationIntentionalPlacement + ": " + f.IgnoredReason))
+		}
 		for _, o := range f.Objects {
 			loc := sarif.NewLocation().WithLogicalLocations([]*sarif.LogicalLocation{sarif.NewLogicalLocation().
 				WithName(o.Name).WithFullyQualifiedName(o.Kind + "/" + o.Namespace + "/" + o.Name).WithKind("resource")}).

@@ -150,6 +150,9 @@ func serviceView(s collector.ServiceResult) serviceRow {
 	default:
 		row.Verdict, row.VerdictClass = "out of rotation", "out"
 	}
+	if s.Service.Ignored {
+		row.Verdict += " (ignored: " + s.Service.IgnoredReason + ")"
+	}
 	row.Rotation = "no"
 	if s.Verdict.InRotation {
 		row.Rotation = "yes"

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/common/promslog"
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/localtraffic/localtraffic-exporter/collector"
 )
@@ -46,6 +47,7 @@ type options struct {
 	shutdownGrace      time.Duration
 	selection          collector.Selection     // zero (built in code): the default collectors
 	metricFilter       *collector.MetricFilter // nil: every metric of the selected collectors
+	ignoreSelector     labels.Selector         // nil: no Service is ignored by its labels
 	version            bool
 }
 
@@ -108,6 +110,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	durationFlag(app, "probe.timeout", "Longest time one probe may take; the scrape's own timeout may shorten it.", "5s", &o.probeTimeout)
 	intFlag(app, "probe.concurrency", "Health check probes in flight at once.", "8", &o.probeConcurrency)
 	durationFlag(app, "scrape.timeout-offset", "Subtracted from X-Prometheus-Scrape-Timeout-Seconds to leave time to answer.", "500ms", &o.scrapeTimeoutOff)
+	app.Flag("services.ignore-selector", "Label selector (kubectl's syntax, e.g. team=legacy,tier!=edge) of the Services the cluster owner excludes: still measured, exported as ignored (localtraffic_service_ignored_info), paged by no shipped alert. A Service's own localtraffic.io/intentional-placement annotation does the same for one Service.").StringVar(&raw.ignoreSelector)
 	app.Flag("rules.mode", "Which kube-proxy rules to read: auto, iptables, nftables, none.").Default("auto").StringVar(&o.rulesMode)
 	durationFlag(app, "rules.cache-ttl", "How long one read of kube-proxy's rules serves concurrent scrapes.", "2s", &o.rulesCacheTTL)
 	durationFlag(app, "web.shutdown-grace-period", "On SIGTERM, how long in-flight scrapes may run on; keep it below the pod's terminationGracePeriodSeconds.",
@@ -136,6 +139,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 // gets a field here, is set with StringVar, and is parsed in check).
 type rawFlags struct {
 	logLevel, nodePortAddresses, dataplane string
+	ignoreSelector                         string
 	collectors                             *collectorSwitches
 	rulesPerPort                           bool
 	allowlist, denylist                    string
@@ -244,6 +248,14 @@ func (o *options) check(raw rawFlags) error {
 	}
 	if o.healthCheckAddress != "" && net.ParseIP(o.healthCheckAddress) == nil {
 		return fmt.Errorf("bad --health-check.address %q: want an IP address", o.healthCheckAddress)
+	}
+	if raw.ignoreSelector != "" {
+		if o.ignoreSelector, err = labels.Parse(raw.ignoreSelector); err != nil {
+			return fmt.Errorf("bad --services.ignore-selector %q: %s", raw.ignoreSelector, oneLine(err.Error()))
+		}
+		if o.ignoreSelector.Empty() {
+			return fmt.Errorf("bad --services.ignore-selector %q: selects every Service; leave it out to ignore none", raw.ignoreSelector)
+		}
 	}
 	o.selection = raw.collectors.selection(raw.rulesPerPort)
 	if raw.rulesPerPort && !o.selection.Enabled["rules"] {

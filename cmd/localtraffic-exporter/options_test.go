@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
+
 	"github.com/localtraffic/localtraffic-exporter/collector"
 )
 
@@ -158,6 +160,17 @@ func TestParseOptionsGoodValues(t *testing.T) {
 			t.Errorf("--rules.mode %s: %v", mode, err)
 		}
 	}
+	// --services.ignore-selector is a label selector as kubectl reads one.
+	o, err = parseOptions([]string{"--node-name", "n", "--services.ignore-selector", "team in (legacy,batch),!localtraffic.io/watched"}, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for lbls, match := range map[string]bool{"team=legacy": true, "team=batch,localtraffic.io/watched=yes": false, "team=web": false} {
+		set, _ := labels.ConvertSelectorToLabelsMap(lbls)
+		if o.ignoreSelector.Matches(set) != match {
+			t.Errorf("--services.ignore-selector %s: Matches(%s) = %v, want %v", o.ignoreSelector, lbls, !match, match)
+		}
+	}
 	for _, format := range []string{"logfmt", "json"} {
 		if _, err := parseOptions([]string{"--node-name", "n", "--log.format", format}, env(nil)); err != nil {
 			t.Errorf("--log.format %s: %v", format, err)
@@ -204,6 +217,9 @@ func TestParseOptionsBadValues(t *testing.T) {
 		{"per-port without the rules collector", []string{"--no-collector.rules", "--collector.rules.per-port"}, nil, "--collector.rules.per-port"},
 		{"allowlist and denylist", []string{"--metrics.allowlist", "a", "--metrics.denylist", "b"}, nil, "--metrics.allowlist"},
 		{"bad allowlist expression", []string{"--metrics.allowlist", "localtraffic_(blackhole"}, nil, "--metrics.allowlist"},
+		{"ignore selector does not parse", []string{"--services.ignore-selector", "team in (a"}, nil, "--services.ignore-selector"},
+		{"ignore selector bad label name", []string{"--services.ignore-selector", "-team=a"}, nil, "--services.ignore-selector"},
+		{"ignore selector selects everything", []string{"--services.ignore-selector", ","}, nil, "--services.ignore-selector"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -65,7 +65,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, route
 		return err
 	}
 
-	view := kubeview.New(client, opts.nodeName)
+	view := kubeview.New(client, opts.nodeName, kubeview.WithIgnoreSelector(opts.ignoreSelector))
 	var background sync.WaitGroup
 	defer background.Wait() // after stopView below: nothing logs once run has returned
 	viewCtx, stopView := context.WithCancel(ctx)

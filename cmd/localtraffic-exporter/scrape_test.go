@@ -129,16 +129,16 @@ func scrapeWithFlags(t *testing.T, timeout string, flags []string, ruleReader ru
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"},
 		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}}}
 	client := fake.NewClientset(append(objs, node)...)
-	view := kubeview.New(clientsetapi.New(client), "node-1")
+	args := append([]string{"--node-name=node-1", "--kube-proxy.healthz-address=" + kubeProxy}, flags...)
+	opts, err := parseOptions(args, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	view := kubeview.New(clientsetapi.New(client), "node-1", kubeview.WithIgnoreSelector(opts.ignoreSelector))
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	view.Start(ctx)
 	if err := view.WaitForSync(ctx); err != nil {
-		t.Fatal(err)
-	}
-	args := append([]string{"--node-name=node-1", "--kube-proxy.healthz-address=" + kubeProxy}, flags...)
-	opts, err := parseOptions(args, func(string) string { return "" })
-	if err != nil {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -505,5 +505,32 @@ func mustExporter(t testing.TB) func(*collector.Exporter, error) *collector.Expo
 			t.Fatal(err)
 		}
 		return e
+	}
+}
+
+// TestScrapeIgnoredServices: a Service annotated localtraffic.io/intentional-placement, and one the
+// --services.ignore-selector flag selects, are still measured (their blackhole is exported as for any other) and
+// exported as ignored with the reason; a plain Service is not.
+func TestScrapeIgnoredServices(t *testing.T) {
+	pinned := svc("shop", "pinned", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal, 0, 30100)
+	pinned.Annotations = map[string]string{kubeview.AnnotationIntentionalPlacement: "licensed on node-2 only"}
+	legacy := svc("shop", "legacy", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal, 0, 30101)
+	legacy.Labels = map[string]string{"team": "legacy"}
+	plain := svc("shop", "plain", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal, 0, 30102)
+	body := scrapeWithFlags(t, "5", []string{"--services.ignore-selector=team=legacy", "--rules.mode=none"}, nil, kubeProxyServer(t),
+		pinned, legacy, plain, endpoints("shop", "pinned", "node-2"), endpoints("shop", "legacy", "node-2"), endpoints("shop", "plain", "node-2"))
+	for _, want := range []string{
+		`localtraffic_blackhole{namespace="shop",node="node-1",service="pinned"} 1`,
+		`localtraffic_blackhole{namespace="shop",node="node-1",service="legacy"} 1`,
+		`localtraffic_blackhole{namespace="shop",node="node-1",service="plain"} 1`,
+		`localtraffic_service_ignored_info{namespace="shop",node="node-1",reason="licensed on node-2 only",service="pinned"} 1`,
+		`localtraffic_service_ignored_info{namespace="shop",node="node-1",reason="ignore selector team=legacy",service="legacy"} 1`,
+	} {
+		if !strings.Contains(body, want+"\n") {
+			t.Errorf("missing %s", want)
+		}
+	}
+	if regexp.MustCompile(`localtraffic_service_ignored_info\{[^}]*service="plain"`).MatchString(body) {
+		t.Error("the plain Service is exported as ignored")
 	}
 }

@@ -1,16 +1,13 @@
 package cluster
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/prometheus/procfs"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -220,46 +217,25 @@ type ProcStatus struct {
 	RssAnon, RssFile int64
 }
 
-// ReadProcStatus reads VmRSS (resident now) and VmHWM (the resident peak) of pid.
+// ReadProcStatus reads VmRSS (resident now), VmHWM (the resident peak), RssAnon and RssFile of pid, with
+// prometheus/procfs (which converts the kernel's kB to bytes).
 func ReadProcStatus(pid int) (ProcStatus, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	fs, err := procfs.NewDefaultFS()
 	if err != nil {
 		return ProcStatus{}, fmt.Errorf("proc status: %w", err)
 	}
-	defer f.Close()
-	var st ProcStatus
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		key, rest, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		var dst *int64
-		switch key {
-		case "VmRSS":
-			dst = &st.VmRSS
-		case "VmHWM":
-			dst = &st.VmHWM
-		case "RssAnon":
-			dst = &st.RssAnon
-		case "RssFile":
-			dst = &st.RssFile
-		default:
-			continue
-		}
-		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-		if err != nil {
-			return ProcStatus{}, fmt.Errorf("proc status %s: %w", key, err)
-		}
-		*dst = kb * 1024
+	p, err := fs.Proc(pid)
+	if err != nil {
+		return ProcStatus{}, fmt.Errorf("proc status of %d: %w", pid, err)
 	}
-	if err := sc.Err(); err != nil {
-		return ProcStatus{}, fmt.Errorf("proc status: %w", err)
+	s, err := p.NewStatus()
+	if err != nil {
+		return ProcStatus{}, fmt.Errorf("proc status of %d: %w", pid, err)
 	}
-	if st.VmRSS == 0 {
+	if s.VmRSS == 0 {
 		return ProcStatus{}, fmt.Errorf("proc status of %d: no VmRSS", pid)
 	}
-	return st, nil
+	return ProcStatus{VmRSS: int64(s.VmRSS), VmHWM: int64(s.VmHWM), RssAnon: int64(s.RssAnon), RssFile: int64(s.RssFile)}, nil
 }
 
 // ExporterPID is the pid of the node's exporter (started by StartExporter; `ip netns exec` execs it, so the pid

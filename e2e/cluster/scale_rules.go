@@ -366,10 +366,8 @@ func BuildRulesTest(ctx context.Context, dir string) (string, error) {
 	return out, nil
 }
 
-// CommandOnNode returns a command running bin inside the node's namespace with extra environment variables (as
+// CommandOnNode returns a command running bin inside the node's namespace (as
 // a process of the node: an exporter there sees what it sees).
-func (n *Node) CommandOnNode(ctx context.Context, env []string, bin string, args ...string) *exec.Cmd {
-	cmd := netns.Command(ctx, n.NS, bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	return cmd
+func (n *Node) CommandOnNode(ctx context.Context, bin string, args ...string) *exec.Cmd {
+	return netns.Command(ctx, n.NS, bin, args...)
 }

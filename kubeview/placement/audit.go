@@ -30,6 +30,10 @@ type ServiceReport struct {
 	// HealthCheck says where the load balancer health-checks the nodes, as read from the annotations.
 	HealthCheck string    `json:"healthCheck,omitempty"`
 	Findings    []Finding `json:"findings"`
+	// Ignored: the Service carries localtraffic.io/intentional-placement (IgnoredReason is its value): its
+	// findings are reported as ignored and do not count towards --fail-on.
+	Ignored       bool   `json:"ignored,omitempty"`
+	IgnoredReason string `json:"ignoredReason,omitempty"`
 }
 
 // Report is the audit of a cluster or a set of manifests.
@@ -39,13 +43,17 @@ type Report struct {
 	Services []ServiceReport `json:"services"`
 }
 
-// Findings returns every finding of the report, most severe first, then by Service and ID.
+// Findings returns every finding of the report: those that count first, then the ignored ones; each most
+// severe first, then by Service and ID.
 func (r Report) Findings() []Finding {
 	var out []Finding
 	for _, s := range r.Services {
 		out = append(out, s.Findings...)
 	}
 	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Ignored != out[j].Ignored {
+			return !out[i].Ignored // what fails before what is ignored
+		}
 		if out[i].Severity != out[j].Severity {
 			return out[i].Severity > out[j].Severity
 		}
@@ -57,12 +65,15 @@ func (r Report) Findings() []Finding {
 	return out
 }
 
-// Worst is the highest severity among the findings, 0 when there are none.
+// Worst is the highest severity among the findings that are not ignored, 0 when there are none: what --fail-on
+// compares.
 func (r Report) Worst() Severity {
 	var w Severity
 	for _, s := range r.Services {
 		for _, f := range s.Findings {
-			w = max(w, f.Severity)
+			if !f.Ignored {
+				w = max(w, f.Severity)
+			}
 		}
 	}
 	return w
@@ -199,6 +210,12 @@ func (a *auditor) run(index *backingIndex, st *ServiceStatus) ServiceReport {
 				"balancer health-checks spec.healthCheckNodePort.")
 	}
 	sort.SliceStable(a.findings, func(i, j int) bool { return a.findings[i].ID < a.findings[j].ID })
+	if reason, ok := kubeview.IgnoredReason(svc, nil); ok {
+		rep.Ignored, rep.IgnoredReason = true, reason
+		for i := range a.findings {
+			a.findings[i].Ignored, a.findings[i].IgnoredReason = true, reason
+		}
+	}
 	rep.Findings = a.findings
 	if rep.Findings == nil {
 		rep.Findings = []Finding{}

@@ -130,4 +130,8 @@ type Finding struct {
 	Message string   `json:"message"`
 	Why     string   `json:"why"`
 	Fix     string   `json:"fix"`
+	// Ignored: the Service is placed this way on purpose (its localtraffic.io/intentional-placement annotation
+	// says why, in IgnoredReason). The finding is reported, with its severity, but fails nothing.
+	Ignored       bool   `json:"ignored,omitempty"`
+	IgnoredReason string `json:"ignoredReason,omitempty"`
 }

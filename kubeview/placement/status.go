@@ -51,7 +51,14 @@ type ServiceStatus struct {
 	Serving   int          `json:"serving"`   // of those, the nodes that serve it
 	Nodes     []NodeStatus `json:"nodes"`     // every node, by name
 	Summary   string       `json:"summary"`
+	// Ignored: the Service is placed this way on purpose (annotation localtraffic.io/intentional-placement,
+	// whose value is IgnoredReason). It is judged like any other, but its blackholes fail nothing.
+	Ignored       bool   `json:"ignored,omitempty"`
+	IgnoredReason string `json:"ignoredReason,omitempty"`
 }
+
+// Failing tells whether the Service's state fails `status`: a node blackholes and the Service is not ignored.
+func (s ServiceStatus) Failing() bool { return !s.Ignored && len(s.Blackholes()) > 0 }
 
 // Blackholes lists the nodes that blackhole the Service now.
 func (s ServiceStatus) Blackholes() []string {
@@ -146,6 +153,7 @@ func serviceStatus(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, nod
 	states, elsewhere := perNodeStates(svc, slices)
 	st := ServiceStatus{Namespace: svc.Namespace, Name: svc.Name, Type: svc.Spec.Type,
 		HealthCheckNodePort: svc.Spec.HealthCheckNodePort}
+	st.IgnoredReason, st.Ignored = kubeview.IgnoredReason(svc, nil)
 	st.Outage = outage(elsewhere)
 	for i, n := range nodes {
 		ss, ok := states[n.Name]

@@ -10,6 +10,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
 )
 
 // live builds the cluster as the apiserver would show it with the Deployment's replicas running on nodes.
@@ -178,5 +180,47 @@ func TestStatusVirtualNodesReceiveNothing(t *testing.T) {
 		if !slices.Equal(rep.Receiving, []string{"node-1"}) {
 			t.Errorf("audit receiving %v", rep.Receiving)
 		}
+	}
+}
+
+// A Service annotated localtraffic.io/intentional-placement is judged as any other (its blackholes are still
+// listed) but is shown as ignored with the annotation's reason, and fails nothing: status does not count it,
+// its audit findings keep their severity but are ignored, and Worst leaves them out.
+func TestIgnoredService(t *testing.T) {
+	svc := nodePortService("checkout", annotated(kubeview.AnnotationIntentionalPlacement, "licensed on node-1 only"))
+	c := live(workers(3), svc, deployment("checkout", 3, pinnedTo("node-1")), "node-1", "node-1", "node-1")
+	s := Status(c)[0]
+	if !s.Ignored || s.IgnoredReason != "licensed on node-1 only" {
+		t.Errorf("status ignored %v %q", s.Ignored, s.IgnoredReason)
+	}
+	if got := s.Blackholes(); !slices.Equal(got, []string{"node-2", "node-3"}) || s.Failing() {
+		t.Errorf("blackholes %v (still measured), failing %v (want false)", got, s.Failing())
+	}
+	r := Audit(c)
+	wantIDs(t, r, "LT100:critical", "LT101:critical", info)
+	if !r.Services[0].Ignored || r.Services[0].IgnoredReason != "licensed on node-1 only" {
+		t.Errorf("report ignored %v %q", r.Services[0].Ignored, r.Services[0].IgnoredReason)
+	}
+	for _, f := range r.Findings() {
+		if !f.Ignored || f.IgnoredReason != "licensed on node-1 only" {
+			t.Errorf("%s not ignored: %+v", f.ID, f)
+		}
+	}
+	if r.Worst() != 0 {
+		t.Errorf("worst %v, want nothing that fails", r.Worst())
+	}
+	// Beside a Service that is not ignored, its findings come after those that count, and Worst is the other's.
+	other := nodePortService("web", func(s *corev1.Service) { s.Spec.Ports[0].NodePort = 30091 })
+	c.Services = append(c.Services, other)
+	c.Deployments = append(c.Deployments, deployment("web", 1))
+	r = Audit(c)
+	fs := r.Findings()
+	if fs[0].Service.Name != "web" || fs[len(fs)-1].Service.Name != "checkout" || r.Worst() != Critical {
+		t.Errorf("worst %v, findings %+v", r.Worst(), fs)
+	}
+	// Without the annotation it fails as before.
+	c = live(workers(3), nodePortService("checkout"), deployment("checkout", 3, pinnedTo("node-1")), "node-1", "node-1", "node-1")
+	if s := Status(c)[0]; s.Ignored || !s.Failing() || Audit(c).Worst() != Critical {
+		t.Errorf("unannotated: ignored %v failing %v", s.Ignored, s.Failing())
 	}
 }

@@ -3,24 +3,14 @@ package rules
 import (
 	"bytes"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 )
 
-func addFixtures(f *testing.F, pattern string) {
-	files, err := filepath.Glob(filepath.Join("testdata", pattern))
-	if err != nil || len(files) == 0 {
-		f.Fatalf("no fixtures %s: %v", pattern, err)
-	}
-	for _, file := range files {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(data)
+func addSeeds(f *testing.F, seeds [][]byte) {
+	for _, s := range seeds {
+		f.Add(s)
 	}
 }
 
@@ -67,8 +57,8 @@ func checkStates(t *testing.T, ports map[portKey]*PortState) {
 }
 
 func FuzzParseIPTablesSave(f *testing.F) {
-	addFixtures(f, "iptables-*")
-	addFixtures(f, "real-*-iptables-*.save")
+	addSeeds(f, iptablesShapeSeeds(f, "iptables-*.save"))
+	addSeeds(f, iptablesShapeSeeds(f, "real-*-iptables-*.save"))
 	f.Add([]byte("*filter\n[3:180] -A KUBE-EXTERNAL-SERVICES -p tcp -m comment --comment \"a/b:c has no local endpoints\" -j DROP\nCOMMIT\n"))
 	f.Add([]byte("*nat\n-A KUBE-SVL-AAAAAAAAAAAAAAAA -m comment --comment \"x \\\" y\" -j KUBE-SEP-BBBBBBBBBBBBBBBB\nCOMMIT\n"))
 	f.Add([]byte("*filter\n[9:540] -A KUBE-EXTERNAL-SERVICES -d 2001:DB8::10/128 -p tcp -m comment --comment \"a/b:c has no local endpoints\" -m tcp --dport 80 -j DROP\nCOMMIT\n"))
@@ -112,8 +102,8 @@ func FuzzParseIPTablesSave(f *testing.F) {
 }
 
 func FuzzParseNFTJSON(f *testing.F) {
-	addFixtures(f, "nft-*.json")
-	addFixtures(f, "real-*-nft-*.json")
+	addSeeds(f, nftShapeSeeds(f, "nft-*.json"))
+	addSeeds(f, nftShapeSeeds(f, "real-*-nft-*.json"))
 	f.Add([]byte(`{"nftables":[{"table":{"family":"ip","name":"kube-proxy"}},{"map":{"name":"no-endpoint-nodeports","elem":[[{"elem":{"val":{"concat":["tcp",30090]},"comment":"a/b:c","counter":{"packets":3}}},{"drop":null}]]}}]}`))
 	f.Add([]byte(`{"nftables":[{"table":{"name":"kube-proxy"}},{"rule":{"chain":"local-AAAAAAAA-a/b/tcp/c","expr":[{"vmap":{"data":{"set":[[0,{"goto":{"target":"endpoint-X"}}]]}}}]}}]}`))
 	f.Add([]byte(`{"nftables":[{"table":{"name":"kube-proxy"}},{"rule":{"chain":"local-AAAAAAAA-a/b/tcp/c","expr":[{"dnat":{"addr":"10.180.2.1","port":80}}]}}]}`))

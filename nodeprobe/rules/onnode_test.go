@@ -3,6 +3,7 @@ package rules
 import (
 	"bufio"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"reflect"
@@ -16,19 +17,30 @@ import (
 // The tests and the benchmark in this file read the rules of the network
 // namespace they run in, written by a real kube-proxy: e2e's TestScaleRules
 // (e2e/scale_rules_test.go) builds this package's test binary and runs it with
-// `ip netns exec <node>` on its cluster's nodes, with LT_RULES_ON_NODE=1. They
+// `ip netns exec <node>` on its cluster's nodes, with -rules.on-node. They
 // use the reader exactly as the exporter does (ExecRunner, its change signals
 // in the process's own namespace, the /proxyMode URL of kube-proxy on
 // 127.0.0.1:10249), with the snapshot cache off so that every Read reads.
 
-const onNodeEnv = "LT_RULES_ON_NODE"
+// The test binary's flags with which e2e's TestScaleRules runs it on a node.
+var (
+	onNodeFlag = flag.Bool("rules.on-node", false,
+		"read the rules of the network namespace the test runs in (a node of the e2e cluster, where TestScaleRules runs it)")
+	expectFlag = flag.String("rules.expect", "",
+		`the counts to find on the node: Service ports with rules, with a drop, with local endpoints ("ports=10000,drops=9000,local=1000")`)
+	expectWaitFlag = flag.Duration("rules.expect-wait", 0,
+		"how long to wait at most for -rules.expect's counts, reading again every few seconds (a kube-proxy still syncing)")
+	expectServicesFlag = flag.String("rules.expect-services", "",
+		`the Services as e2e names them ("ns/s%05d:port:N"), to name those missing when the counts are not reached`)
+	watchFlag = flag.String("rules.watch", "", `the Service port TestOnNodeWatchDrop follows ("ns/name:port")`)
+)
 
 // onNode skips unless started by the e2e harness on a node: outside one there
 // is no kube-proxy whose rules to read (the e2e suite, which CI runs, runs them).
 func onNode(tb testing.TB) {
 	tb.Helper()
-	if os.Getenv(onNodeEnv) != "1" {
-		tb.Skipf("reads a real kube-proxy's rules in the namespace it runs in; e2e TestScaleRules runs it on its nodes (%s=1)", onNodeEnv)
+	if !*onNodeFlag {
+		tb.Skip("reads a real kube-proxy's rules in the namespace it runs in; e2e TestScaleRules runs it on its nodes (-rules.on-node)")
 	}
 }
 
@@ -86,7 +98,7 @@ func snapshotDiff(a, b *Snapshot) string {
 }
 
 // counts is what e2e expects on the node: Service ports with rules, with a drop,
-// with local endpoints (LT_RULES_EXPECT="ports=10000,drops=9000,local=1000").
+// with local endpoints (-rules.expect="ports=10000,drops=9000,local=1000").
 type counts struct{ ports, drops, local int }
 
 func countSnapshot(s *Snapshot) counts {
@@ -105,7 +117,7 @@ func countSnapshot(s *Snapshot) counts {
 }
 
 func expectedCounts(tb testing.TB) (counts, bool) {
-	v := os.Getenv("LT_RULES_EXPECT")
+	v := *expectFlag
 	if v == "" {
 		return counts{}, false
 	}
@@ -114,7 +126,7 @@ func expectedCounts(tb testing.TB) (counts, bool) {
 		k, val, _ := strings.Cut(kv, "=")
 		n, err := strconv.Atoi(val)
 		if err != nil {
-			tb.Fatalf("LT_RULES_EXPECT %q: %v", v, err)
+			tb.Fatalf("-rules.expect %q: %v", v, err)
 		}
 		switch k {
 		case "ports":
@@ -124,7 +136,7 @@ func expectedCounts(tb testing.TB) (counts, bool) {
 		case "local":
 			c.local = n
 		default:
-			tb.Fatalf("LT_RULES_EXPECT %q: unknown %q", v, k)
+			tb.Fatalf("-rules.expect %q: unknown %q", v, k)
 		}
 	}
 	return c, true
@@ -140,22 +152,16 @@ func (c counts) atLeast(want counts) bool {
 // change signal) give the very snapshot a full read gives, with the counts the
 // harness created.
 //
-// With LT_RULES_EXPECT_WAIT (a duration) it first waits that long at most for
-// the counts, reading again every few seconds (a kube-proxy still syncing),
-// and with LT_RULES_EXPECT_SERVICES="ns/s%05d:port:N" (the Services as named
-// by e2e) it names those missing.
+// With -rules.expect-wait it first waits that long at most for the counts,
+// reading again every few seconds (a kube-proxy still syncing), and with
+// -rules.expect-services="ns/s%05d:port:N" (the Services as named by e2e) it
+// names those missing.
 func TestOnNodeSteadyEqualsFull(t *testing.T) {
 	onNode(t)
 	ctx := context.Background()
 	steady, full := nodeReader(nil), fullReader()
 	want, wantOK := expectedCounts(t)
-	var wait time.Duration
-	if v := os.Getenv("LT_RULES_EXPECT_WAIT"); v != "" {
-		var err error
-		if wait, err = time.ParseDuration(v); err != nil {
-			t.Fatalf("LT_RULES_EXPECT_WAIT %q: %v", v, err)
-		}
-	}
+	wait := *expectWaitFlag
 	start := time.Now()
 	for {
 		snap, err := steady.Read(ctx)
@@ -194,15 +200,15 @@ func TestOnNodeSteadyEqualsFull(t *testing.T) {
 	}
 }
 
-// missingServices names (at most 10 of) the Services LT_RULES_EXPECT_SERVICES
+// missingServices names (at most 10 of) the Services -rules.expect-services
 // lists that have no state in snap.
 func missingServices(t *testing.T, snap *Snapshot) string {
-	spec := os.Getenv("LT_RULES_EXPECT_SERVICES")
+	spec := *expectServicesFlag
 	nsFmt, rest, ok := strings.Cut(spec, ":")
 	port, count, ok2 := strings.Cut(rest, ":")
 	n, err := strconv.Atoi(count)
 	if !ok || !ok2 || err != nil {
-		return "(LT_RULES_EXPECT_SERVICES not set)"
+		return "(-rules.expect-services not set)"
 	}
 	ns, nameFmt, _ := strings.Cut(nsFmt, "/")
 	var missing []string
@@ -219,18 +225,18 @@ func missingServices(t *testing.T, snap *Snapshot) string {
 	return fmt.Sprintf("%d: %s", total, strings.Join(missing, " "))
 }
 
-// TestOnNodeWatchDrop follows one Service port (LT_RULES_WATCH="ns/name:port")
+// TestOnNodeWatchDrop follows one Service port (-rules.watch="ns/name:port")
 // with steady-state reads back to back. It prints "lt-watch: ready" once the
 // port has local endpoints and no drop; the harness then removes them and
 // waits for "lt-watch: drop <unix ns> reads=<n>", printed by the first read whose
 // snapshot shows the drop. That snapshot must equal a full read's.
 func TestOnNodeWatchDrop(t *testing.T) {
 	onNode(t)
-	spec := os.Getenv("LT_RULES_WATCH")
+	spec := *watchFlag
 	nsName, port, ok := strings.Cut(spec, ":")
 	ns, name, ok2 := strings.Cut(nsName, "/")
 	if !ok || !ok2 {
-		t.Fatalf("LT_RULES_WATCH %q: want ns/name:port", spec)
+		t.Fatalf("-rules.watch %q: want ns/name:port", spec)
 	}
 	sp := ServicePort{Namespace: ns, Name: name, Port: port, Protocol: "TCP"}
 	ctx := context.Background()

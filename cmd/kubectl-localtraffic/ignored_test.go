@@ -1,0 +1,96 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	gosarif "github.com/owenrumney/go-sarif/v3/pkg/report/v210/sarif"
+	"github.com/xeipuuv/gojsonschema"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
+)
+
+// ignoredDrill is the pinned drill with its Service annotated as placed on purpose.
+func ignoredDrill(reason string) []runtime.Object {
+	objs := drillObjects(true)
+	for _, o := range objs {
+		if s, ok := o.(*corev1.Service); ok {
+			s.Annotations = map[string]string{kubeview.AnnotationIntentionalPlacement: reason}
+		}
+	}
+	return objs
+}
+
+// status shows an annotated Service's drops, marked ignored with the reason, and exits 0 for it.
+func TestStatusIgnored(t *testing.T) {
+	r := invoke(t, "", nil, false, ignoredDrill("licensed on node-1 only"), "status", "-n", "kubelings")
+	if r.code != 0 {
+		t.Errorf("exit %d, want 0: the only blackholes are an ignored Service's; stderr %s", r.code, r.errOut)
+	}
+	for _, want := range []string{"ok 3", "drop", "IGN  kubelings/checkout: ignored (localtraffic.io/intentional-placement: licensed on node-1 only): 1 of 3 nodes serve; node-2, node-3 drop NodePort 30090/TCP"} {
+		if !strings.Contains(r.out, want) {
+			t.Errorf("status output lacks %q:\n%s", want, r.out)
+		}
+	}
+	if strings.Contains(r.out, "DROP ") {
+		t.Errorf("an ignored Service's drops are shown as failing:\n%s", r.out)
+	}
+	r = invoke(t, "", nil, false, ignoredDrill("licensed on node-1 only"), "status", "-n", "kubelings", "-o", "json")
+	var st statusJSON
+	if err := json.Unmarshal([]byte(r.out), &st); err != nil || len(st.Services) != 1 || !st.Services[0].Ignored ||
+		st.Services[0].IgnoredReason != "licensed on node-1 only" || len(st.Services[0].Blackholes()) != 2 {
+		t.Errorf("json %v: %s", err, r.out)
+	}
+}
+
+// audit reports an annotated Service's findings as ignored, with their severity and the reason; they do not
+// fail --fail-on, whatever its level; SARIF has them as suppressed notes and still validates.
+func TestAuditIgnored(t *testing.T) {
+	objs := ignoredDrill("licensed on node-1 only")
+	r := invoke(t, "", nil, false, objs, "audit", "-A", "--fail-on", "info")
+	if r.code != 0 {
+		t.Errorf("exit %d, want 0: every finding is an ignored Service's", r.code)
+	}
+	for _, want := range []string{
+		"ignored: licensed on node-1 only (localtraffic.io/intentional-placement): its findings are reported, not failing",
+		"IGNORED (critical) LT100 blackhole-now", "IGNORED (critical) LT101 pinned-placement",
+		"1 Local Services: 0 critical, 0 warning, 0 info, 3 ignored",
+	} {
+		if !strings.Contains(r.out, want) {
+			t.Errorf("audit output lacks %q:\n%s", want, r.out)
+		}
+	}
+	r = invoke(t, "", nil, false, objs, "audit", "-A", "-o", "sarif")
+	if r.code != 0 {
+		t.Errorf("sarif: exit %d", r.code)
+	}
+	res, err := gojsonschema.Validate(sarifSchema210(t), gojsonschema.NewStringLoader(r.out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range res.Errors() {
+		t.Errorf("schema: %s", e)
+	}
+	rep, err := gosarif.FromString(r.out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := rep.Runs[0].Results
+	if len(results) != 3 {
+		t.Fatalf("%d results, want the 3 findings", len(results))
+	}
+	for _, res := range results {
+		if res.Level != "note" || len(res.Suppressions) != 1 || *res.Suppressions[0].Kind != "inSource" ||
+			*res.Suppressions[0].Justification != "localtraffic.io/intentional-placement: licensed on node-1 only" {
+			b, _ := json.Marshal(res)
+			t.Errorf("result %s: want a note suppressed in source with the reason", b)
+		}
+	}
+	// The same manifests without the annotation fail as before.
+	if r := invoke(t, "", nil, false, drillObjects(true), "audit", "-A", "-o", "sarif"); r.code != 1 || strings.Contains(r.out, "suppressions") {
+		t.Errorf("unannotated: exit %d, suppressions in %s", r.code, r.out)
+	}
+}
