@@ -7,9 +7,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
-	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
 )
 
 const (

@@ -74,7 +74,8 @@ func TransformEndpointSlice(node string) func(any) (any, error) {
 	}
 }
 
-// TransformService drops what the exporter never reads (managed fields, annotations, status conditions).
+// TransformService drops what the exporter never reads (managed fields, annotations but the cloud controllers'
+// that say where the load balancer health-checks, status conditions).
 func TransformService(obj any) (any, error) {
 	svc, ok := obj.(*corev1.Service)
 	if !ok {
@@ -87,6 +88,7 @@ func TransformService(obj any) (any, error) {
 			UID:               svc.UID,
 			ResourceVersion:   svc.ResourceVersion,
 			Labels:            keepLabels(svc.Labels, labelServiceProxyName),
+			Annotations:       KeepLBCheckAnnotations(svc.Annotations),
 			DeletionTimestamp: svc.DeletionTimestamp,
 		},
 		Spec: corev1.ServiceSpec{
@@ -98,6 +100,7 @@ func TransformService(obj any) (any, error) {
 			ClusterIPs:            svc.Spec.ClusterIPs,
 			ExternalTrafficPolicy: svc.Spec.ExternalTrafficPolicy,
 			HealthCheckNodePort:   svc.Spec.HealthCheckNodePort,
+			LoadBalancerClass:     svc.Spec.LoadBalancerClass,
 		},
 		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: svc.Status.LoadBalancer.Ingress}},
 	}, nil

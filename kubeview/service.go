@@ -22,6 +22,10 @@ type ServiceState struct {
 	// LoadBalancerIPs are the status.loadBalancer.ingress IPs kube-proxy programs: those whose ipMode is VIP or
 	// unset. A Proxy-mode address is handled by the load balancer itself and gets no rule on the node.
 	LoadBalancerIPs []string
+	// LBCheck is where the Service's load balancer health-checks the nodes, as its cloud controller's
+	// annotations say (LBCheckOn adds the nodes' provider); LBCheckNodePort for other types.
+	LBCheck           LBCheckClass
+	lbCheckByProvider bool
 }
 
 // ServicePort is one port of the Service's spec.
@@ -120,6 +124,7 @@ func ServiceStateOf(svc *corev1.Service, slices []*discoveryv1.EndpointSlice) Se
 		ExternalIPs:         canonicalIPs(svc.Spec.ExternalIPs),
 		LoadBalancerIPs:     programmedIngressIPs(svc.Status.LoadBalancer.Ingress),
 	}
+	st.LBCheck, st.lbCheckByProvider = lbCheckOf(svc)
 	for _, sp := range svc.Spec.Ports {
 		st.Ports = append(st.Ports, ServicePort{Name: sp.Name, Protocol: sp.Protocol, Port: sp.Port, NodePort: sp.NodePort})
 	}
