@@ -233,28 +233,31 @@ func TestRotationIPVSDummyHoldsExternalIPEverywhere(t *testing.T) {
 	})
 }
 
-// TestRotationNodePortAddressesLeaveNodeOut: kube-proxy on node-3 runs with --nodeport-addresses that match
-// none of its addresses, so it serves no NodePort there (a client is refused, not dropped). The exporters of
-// node-2 and node-3 judge from the API view (--rules.mode=none, as in IPVS mode), which says both lack a local
-// endpoint: node-2 is a blackhole, node-3, with no NodePort address in kube-proxy's /configz, is out of rotation.
+// TestRotationNodePortAddressesLeaveNodeOut: kube-proxy on node-4 (nftables) runs with --nodeport-addresses
+// that match none of its addresses, so it serves no NodePort there: a client is refused, not dropped. The
+// exporters of node-2 and node-4 judge drops from the API view (--rules.mode=none, as in IPVS mode), which says
+// both lack a local endpoint: node-2 is a blackhole; node-4, with no NodePort address in kube-proxy's /configz,
+// is out of rotation. (In iptables mode kube-proxy's no-endpoint filter rule matches every local address,
+// whatever --nodeport-addresses says, so a client there times out; but it would not be served with an endpoint
+// either: no NodePort is DNATed on that address. Not this node's Local blackhole.)
 func TestRotationNodePortAddressesLeaveNodeOut(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := testContext(t)
-	n2, n3 := c.Node("node-2"), c.Node("node-3")
+	n2, n4 := c.Node("node-2"), nftablesNode(t, c)
 	svc := serviceSpec(t, c, "e2e-rotation-npa", "search", corev1.ServiceTypeNodePort, nil)
 	pods := startPods(t, c, svc, "node-1")
 	setEndpoints(t, c, svc, ready(pods...))
-	restartKubeProxy(t, c, n3, cluster.KubeProxyOptions{ExtraArgs: []string{"--nodeport-addresses=198.18.0.0/24"}})
-	t.Cleanup(func() { restartKubeProxy(t, c, n3, cluster.KubeProxyOptions{}) })
+	restartKubeProxy(t, c, n4, cluster.KubeProxyOptions{ExtraArgs: []string{"--nodeport-addresses=198.18.0.0/24,fd00:198:18::/64"}})
+	t.Cleanup(func() { restartKubeProxy(t, c, n4, cluster.KubeProxyOptions{}) })
 	restartExporter(t, c, n2, "--rules.mode=none")
-	restartExporter(t, c, n3, "--rules.mode=none")
-	eventually(t, converge, "node-3 serves no NodePort; node-2 drops it", func() error {
+	restartExporter(t, c, n4, "--rules.mode=none")
+	eventually(t, converge, n4.Name+" serves no NodePort; node-2 drops it", func() error {
 		return errors.Join(
-			wantVerdict(c.Request(ctx, nodePortAddr(n3, svc)), cluster.Refused, "NodePort on node-3"),
+			wantVerdict(c.Request(ctx, nodePortAddr(n4, svc)), cluster.Refused, "NodePort on "+n4.Name),
 			wantVerdict(c.Request(ctx, nodePortAddr(n2, svc)), cluster.Blackhole, "NodePort on node-2"),
-			expectMetrics(ctx, c, "node-3",
-				metricIs("localtraffic_in_rotation", svcLabels(svc, "node-3"), 0),
-				metricIs("localtraffic_blackhole", svcLabels(svc, "node-3"), 0)),
+			expectMetrics(ctx, c, n4.Name,
+				metricIs("localtraffic_in_rotation", svcLabels(svc, n4.Name), 0),
+				metricIs("localtraffic_blackhole", svcLabels(svc, n4.Name), 0)),
 			expectMetrics(ctx, c, "node-2", metricIs("localtraffic_blackhole", svcLabels(svc, "node-2"), 1)))
 	})
 }
