@@ -316,3 +316,60 @@ func TestRotationTrafficPortHealthCheckerNoPage(t *testing.T) {
 			metricIs("localtraffic_blackhole_reason", reasonLabels(svc, "node-2", "health_check_ignored"), 1))
 	})
 }
+
+// TestRotationLoadBalancerHonoursHealthCheckDuringDrain: a load balancer that honours the health check. The LB
+// IP is routed to node-2 while node-2 serves it, and the client keeps connecting. node-2's only endpoint goes
+// away: its health check answers 503, and a few seconds later (well within the grace window, as a real load
+// balancer's interval × threshold) the load balancer deregisters it and sends node-1 instead. The connections
+// node-2 dropped meanwhile were arriving for less than the grace window since the drop: node-2 is never in
+// rotation, never paged, sampled every second for three grace windows.
+func TestRotationLoadBalancerHonoursHealthCheckDuringDrain(t *testing.T) {
+	c := sharedCluster(t)
+	ctx := testContext(t)
+	const lbIP = "192.0.2.93"
+	n2 := c.Node("node-2")
+	svc := serviceSpec(t, c, "e2e-rotation-drain", "orders", corev1.ServiceTypeLoadBalancer, nil)
+	pods := startPods(t, c, svc, "node-1", "node-2")
+	setEndpoints(t, c, svc, ready(pods...))
+	if err := c.SetLoadBalancerIngress(ctx, svc.Namespace, svc.Name, corev1.LoadBalancerIngress{IP: lbIP}); err != nil {
+		t.Fatal(err)
+	}
+	restartExporter(t, c, n2, testGrace)
+	t.Cleanup(func() { _ = c.Unroute(context.Background(), lbIP) })
+	if err := c.RouteVia(ctx, n2.Name, lbIP); err != nil {
+		t.Fatal(err)
+	}
+	keepSending(t, c, lbIP+":80")
+	l := svcLabels(svc, n2.Name)
+	eventually(t, converge, "node-2 serves the LB IP", func() error {
+		return errors.Join(wantServedLocally(c.Request(ctx, lbIP+":80"), n2.Name),
+			expectMetrics(ctx, c, n2.Name, metricIs("localtraffic_in_rotation", l, 1), metricIs("localtraffic_blackhole", l, 0)))
+	})
+
+	// The drain: node-2 loses its endpoint and answers 503; the load balancer takes it out after a few checks.
+	setEndpoints(t, c, svc, ready(pods[0]))
+	eventually(t, converge, "node-2's health check answers 503 and it drops", func() error {
+		code, _, err := healthCheck(ctx, c, n2, svc)
+		if err != nil {
+			return err
+		}
+		if code != http.StatusServiceUnavailable {
+			return fmt.Errorf("health check on node-2: %d, want 503", code)
+		}
+		return wantVerdict(c.Request(ctx, lbIP+":80"), cluster.Blackhole, "LB IP via node-2 after the drain")
+	})
+	time.Sleep(5 * time.Second) // the load balancer's interval × unhealthy threshold, shortened
+	if err := c.RouteVia(ctx, "node-1", lbIP); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 45; i++ {
+		if err := expectMetrics(ctx, c, n2.Name, metricIs("localtraffic_blackhole", l, 0), metricIs("localtraffic_in_rotation", l, 0)); err != nil {
+			t.Fatalf("%ds after the load balancer deregistered node-2: %v", i, err)
+		}
+		time.Sleep(time.Second)
+	}
+	if err := expectMetrics(ctx, c, n2.Name,
+		metricAbove("localtraffic_arrivals_total", cluster.Labels{"node": n2.Name, "kind": "load_balancer_ip", "ip_family": ipv4}, 0)); err != nil {
+		t.Errorf("the meter saw none of the client's connections: %v", err)
+	}
+}
