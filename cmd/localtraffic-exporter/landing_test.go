@@ -68,7 +68,7 @@ func landingFixture(t *testing.T) (*landingPage, http.Handler, *countingGatherer
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	counting := &countingGatherer{g: newGatherer(opts, view, loopbackAddrs{}, nil, logger)}
+	counting := &countingGatherer{g: newGatherer(opts, view, loopbackAddrs{}, nil, nil, logger)}
 	states := &lastState{g: counting}
 	page := &landingPage{node: "node-1", metricsPath: "/metrics", states: states, gatherTimeout: 5 * time.Second, now: time.Now}
 	return page, newMetricsHandler(mustExporter(t)(exporterFor(opts, states, logger)), opts, logger), counting
