@@ -3,8 +3,6 @@ package e2e
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -47,43 +45,8 @@ func TestAlertsOneNotificationPerService(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := testContext(t)
 	repo := alertsRepoDir(t)
-	tools, err := installMonitoringTools(ctx, repo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range c.Nodes() {
-		if err := n.StartExporterOn(ctx, routingExporterPort, "--services.ignore-selector="+routingExcludeLabel+"=true"); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { n.StopExporterOn(routingExporterPort) })
-	}
-	createExporterPods(t, c, routingExporterPort)
-	kubeconfig := prometheusKubeconfig(t, c)
-	scrape, err := os.ReadFile(filepath.Join(repo, "alerts", "prometheus-scrape.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rules []string
-	for _, f := range alertRuleFiles {
-		rules = append(rules, filepath.Join(repo, f))
-	}
-	dir := t.TempDir()
-	prom, hook, stop, err := startMonitoring(ctx, c, tools, dir, func(am string) ([]byte, error) {
-		return prometheusConfig(scrape, kubeconfig, rules, am, evalInterval)
-	}, shippedAlertmanagerConfig(repo))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, n := range []string{"prometheus", "alertmanager"} {
-				b, _ := os.ReadFile(filepath.Join(dir, n+".log"))
-				t.Logf("--- %s log (tail) ---\n%s", n, lastBytes(string(b), 3000))
-			}
-		}
-		stop()
-	})
-	waitForTargets(t, ctx, prom, c)
+	prom, hook := liveMonitoring(t, ctx, c, repo, routingExporterPort, shippedAlertmanagerConfig(repo),
+		"--services.ignore-selector="+routingExcludeLabel+"=true")
 
 	const ns, reason = "e2e-routing", "licensed on the first node only"
 	first := c.Nodes()[0].Name

@@ -52,45 +52,7 @@ func TestAlertsOnLivePrometheus(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := testContext(t)
 	repo := alertsRepoDir(t)
-	tools, err := installMonitoringTools(ctx, repo)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	for _, n := range c.Nodes() {
-		if err := n.StartExporterOn(ctx, alertsExporterPort); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { n.StopExporterOn(alertsExporterPort) })
-	}
-	createExporterPods(t, c, alertsExporterPort)
-	kubeconfig := prometheusKubeconfig(t, c)
-	scrape, err := os.ReadFile(filepath.Join(repo, "alerts", "prometheus-scrape.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rules []string
-	for _, f := range alertRuleFiles {
-		rules = append(rules, filepath.Join(repo, f))
-	}
-	dir := t.TempDir()
-	prom, hook, stop, err := startMonitoring(ctx, c, tools, dir, func(am string) ([]byte, error) {
-		return prometheusConfig(scrape, kubeconfig, rules, am, evalInterval)
-	}, testAlertmanagerConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, n := range []string{"prometheus", "alertmanager"} {
-				b, _ := os.ReadFile(filepath.Join(dir, n+".log"))
-				t.Logf("--- %s log (tail) ---\n%s", n, lastBytes(string(b), 3000))
-			}
-		}
-		stop()
-	})
-
-	waitForTargets(t, ctx, prom, c)
+	prom, hook := liveMonitoring(t, ctx, c, repo, alertsExporterPort, testAlertmanagerConfig)
 
 	// The drill, and a LoadBalancer Service with its only endpoint on node-1: its health check node port
 	// answers 503 on the other nodes, so a load balancer drains them — dropping there is by design.
@@ -334,6 +296,52 @@ func sendTraffic(ctx context.Context, c *cluster.Cluster, nodes []*cluster.Node,
 // createExporterPods creates the Pods the shipped DaemonSet would run, one per node, and reports them Running
 // on the node's address (hostNetwork) as a kubelet would: what Prometheus' pod discovery reads. The test
 // runs the exporter processes themselves on those addresses, on port: the pods' "metrics" container port is
+// liveMonitoring starts exporters on port on every node of c (with exporterArgs), the pods that let the shipped
+// scrape configuration find them, and a real Prometheus (the shipped scrape configuration and rules) and
+// Alertmanager (amConfig) that stop at the end of the test; it returns once Prometheus scrapes every node.
+func liveMonitoring(t *testing.T, ctx context.Context, c *cluster.Cluster, repo string, port int,
+	amConfig func(hookURL string) ([]byte, error), exporterArgs ...string) (promAPI, *webhookReceiver) {
+	t.Helper()
+	tools, err := installMonitoringTools(ctx, repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range c.Nodes() {
+		if err := n.StartExporterOn(ctx, port, exporterArgs...); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.StopExporterOn(port) })
+	}
+	createExporterPods(t, c, int32(port))
+	kubeconfig := prometheusKubeconfig(t, c)
+	scrape, err := os.ReadFile(filepath.Join(repo, "alerts", "prometheus-scrape.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules []string
+	for _, f := range alertRuleFiles {
+		rules = append(rules, filepath.Join(repo, f))
+	}
+	dir := t.TempDir()
+	prom, hook, stop, err := startMonitoring(ctx, c, tools, dir, func(am string) ([]byte, error) {
+		return prometheusConfig(scrape, kubeconfig, rules, am, evalInterval)
+	}, amConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range []string{"prometheus", "alertmanager"} {
+				b, _ := os.ReadFile(filepath.Join(dir, n+".log"))
+				t.Logf("--- %s log (tail) ---\n%s", n, lastBytes(string(b), 3000))
+			}
+		}
+		stop()
+	})
+	waitForTargets(t, ctx, prom, c)
+	return prom, hook
+}
+
 // set to it (the only change to the DaemonSet's pod template), so the shipped scrape job finds them there.
 func createExporterPods(t *testing.T, c *cluster.Cluster, port int32) {
 	t.Helper()
