@@ -373,3 +373,161 @@ func TestRotationLoadBalancerHonoursHealthCheckDuringDrain(t *testing.T) {
 		t.Errorf("the meter saw none of the client's connections: %v", err)
 	}
 }
+
+// TestRotationBusyClusterSparseClients: kube-proxy on every node resyncs about every second (another Service's
+// endpoints flip readiness each second), which rewrites its rules and resets iptables' drop counters, and a
+// client opens one connection every 5 seconds to an externalIP routed to node-2 (iptables) and another routed
+// to node-4 (nftables, whose drops carry no counters at all). Neither node holds its address; only the arrivals
+// meter sees the connections: both nodes are paged, traffic_lost.
+func TestRotationBusyClusterSparseClients(t *testing.T) {
+	c := sharedCluster(t)
+	ctx := testContext(t)
+	extIPs := map[string]string{"node-2": "192.0.2.95", "node-4": "192.0.2.96"}
+	svc := serviceSpec(t, c, "e2e-rotation-busy", "billing", corev1.ServiceTypeClusterIP, func(s *corev1.Service) {
+		s.Spec.ExternalIPs = []string{extIPs["node-2"], extIPs["node-4"]}
+		s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	})
+	pods := startPods(t, c, svc, "node-1")
+	setEndpoints(t, c, svc, ready(pods...))
+
+	churn := serviceSpec(t, c, "e2e-rotation-busy", "churn", corev1.ServiceTypeNodePort, nil)
+	churnPods := startPods(t, c, churn, "node-3")
+	churnCtx, stopChurn := context.WithCancel(context.Background())
+	churnDone := make(chan struct{})
+	go func() {
+		defer close(churnDone)
+		for i := 0; churnCtx.Err() == nil; i++ {
+			_ = c.SetEndpoints(churnCtx, churn.Namespace, churn.Name, []cluster.Endpoint{{Pod: churnPods[0], Ready: cluster.Bool(i%2 == 0)}})
+			select {
+			case <-churnCtx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		stopChurn()
+		<-churnDone
+	})
+
+	var addrs []string
+	for node, ip := range extIPs {
+		restartExporter(t, c, c.Node(node), testGrace)
+		t.Cleanup(func() { _ = c.Unroute(context.Background(), ip) })
+		if err := c.RouteVia(ctx, node, ip); err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, ip+":80")
+	}
+	sendCtx, stopSending := context.WithCancel(context.Background())
+	sendDone := make(chan struct{})
+	go func() {
+		defer close(sendDone)
+		for sendCtx.Err() == nil {
+			for _, a := range addrs {
+				c.Request(sendCtx, a)
+			}
+			select {
+			case <-sendCtx.Done():
+			case <-time.After(5 * time.Second):
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		stopSending()
+		<-sendDone
+	})
+	for node := range extIPs {
+		eventually(t, converge+time.Minute, node+" paged for one connection every 5s in a busy cluster", func() error {
+			return expectMetrics(ctx, c, node,
+				metricIs("localtraffic_blackhole", svcLabels(svc, node), 1),
+				metricIs("localtraffic_blackhole_reason", reasonLabels(svc, node, "traffic_lost"), 1))
+		})
+	}
+	if err := expectMetrics(ctx, c, "node-3", metricIs("localtraffic_blackhole", svcLabels(svc, "node-3"), 0)); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestRotationHealthCheckProberStops: a prober outside the cluster checks node-2's health check node port
+// every second, as a load balancer does, then stops. While it probes, the meter counts the probes and
+// localtraffic_health_check_last_probe_timestamp_seconds follows them; once it stops, the timestamp stands still
+// (what LocalTrafficNodeNotHealthChecked reads: no outside probe for 10 minutes; its promtool test covers the
+// rule). The exporter's own probes of the port, sent from the node itself, are never counted.
+func TestRotationHealthCheckProberStops(t *testing.T) {
+	c := sharedCluster(t)
+	ctx := testContext(t)
+	n2 := c.Node("node-2")
+	svc := serviceSpec(t, c, "e2e-rotation-prober", "inventory", corev1.ServiceTypeLoadBalancer, nil)
+	pods := startPods(t, c, svc, "node-1", "node-2")
+	setEndpoints(t, c, svc, ready(pods...))
+	restartExporter(t, c, n2, testGrace)
+	probes := cluster.Labels{"node": n2.Name, "kind": "health_check", "ip_family": ipv4}
+	lastProbe := func() (float64, error) {
+		m, err := c.Metrics(ctx, n2.Name)
+		if err != nil {
+			return 0, err
+		}
+		v, ok, err := m.Value("localtraffic_health_check_last_probe_timestamp_seconds", cluster.Labels{"node": n2.Name})
+		if err != nil || !ok {
+			return 0, fmt.Errorf("no last probe time (present %v): %v", ok, err)
+		}
+		return v, nil
+	}
+	eventually(t, converge, "an outside probe is counted", func() error {
+		code, _, err := healthCheck(ctx, c, n2, svc) // from the client: outside the node
+		if err != nil || code != http.StatusOK {
+			return fmt.Errorf("health check on node-2: %d %v", code, err)
+		}
+		return expectMetrics(ctx, c, n2.Name, metricAbove("localtraffic_arrivals_total", probes, 0))
+	})
+	proberCtx, stopProber := context.WithCancel(context.Background())
+	proberDone := make(chan struct{})
+	go func() {
+		defer close(proberDone)
+		for proberCtx.Err() == nil {
+			_, _, _ = healthCheck(proberCtx, c, n2, svc)
+			select {
+			case <-proberCtx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		stopProber()
+		<-proberDone
+	})
+	first, err := lastProbe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, converge, "the last probe time follows the prober", func() error {
+		v, err := lastProbe()
+		if err != nil {
+			return err
+		}
+		if v <= first {
+			return fmt.Errorf("last probe %v, not after %v", v, first)
+		}
+		return nil
+	})
+	stopProber()
+	<-proberDone
+	// Give the meter's ring time to hand over any probe still in flight (BlockTimeout 200ms), then hold the
+	// timestamp still over ten scrapes, each of which makes the exporter probe the port itself (from the node:
+	// not an outside probe).
+	time.Sleep(time.Second)
+	stopped, err := lastProbe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		time.Sleep(time.Second)
+		v, err := lastProbe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v != stopped {
+			t.Fatalf("last probe moved from %v to %v after the prober stopped", stopped, v)
+		}
+	}
+}

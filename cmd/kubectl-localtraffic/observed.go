@@ -24,7 +24,8 @@ const exporterSelector = "app.kubernetes.io/name=localtraffic-exporter"
 const exporterPort = 9746
 
 // readObserved asks each node's exporter, through the API server's pod proxy, what it observes: the blackhole
-// reasons of its Services and its arrivals meter's state. Read-only, but it needs get on pods/proxy in the
+// reasons of its Services (localtraffic_blackhole_reason says too when the arrivals meter is blind:
+// not_observed). Read-only, but it needs get on pods/proxy in the
 // exporter's namespace (not in the localtraffic-audit ClusterRole: the pod proxy reaches any path of a pod). A
 // pod that does not answer leaves its node unknown; the error says which, and the status is still printed.
 func readObserved(ctx context.Context, cs kubernetes.Interface, namespace string) (placement.Observed, error) {
@@ -77,11 +78,6 @@ func parseObserved(body []byte) (placement.NodeObserved, error) {
 	for _, m := range fams["localtraffic_blackhole_reason"].GetMetric() {
 		if m.GetGauge().GetValue() == 1 {
 			o.Reasons[label(m, "namespace")+"/"+label(m, "service")] = label(m, "reason")
-		}
-	}
-	for _, m := range fams["localtraffic_arrivals_meter_state"].GetMetric() {
-		if m.GetGauge().GetValue() == 1 {
-			o.MeterState = label(m, "state")
 		}
 	}
 	return o, nil

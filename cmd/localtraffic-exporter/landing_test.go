@@ -175,6 +175,10 @@ func TestLandingPageShowsTheVerdicts(t *testing.T) {
 		if r[3] == "" {
 			t.Errorf("row %q says nothing about why", r)
 		}
+		// A blackhole says what its page rests on: no meter in this test, so declared, not observed.
+		if w.verdict == "BLACKHOLE" && !strings.HasPrefix(r[3], "blackhole reason not_observed (warning") {
+			t.Errorf("row %q: the blackhole's reason is not first in why", r)
+		}
 		if strings.HasPrefix(r[6], "IPv4") {
 			if d, err := time.ParseDuration(r[7]); err != nil || d <= 0 {
 				t.Errorf("row %q: took %q, want a duration", r, r[7])

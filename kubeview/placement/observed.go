@@ -1,7 +1,7 @@
 package placement
 
 // Observed is what the exporters on the nodes report, as far as the plugin could read them: per node, the
-// blackhole reasons of its Services and whether its arrivals meter observes at all. The API alone cannot say
+// blackhole reasons of its Services. The API alone cannot say
 // whether traffic really reaches a node (docs/rotation.md); the exporter on the node can.
 type Observed map[string]NodeObserved
 
@@ -10,8 +10,6 @@ type NodeObserved struct {
 	// Reasons maps "namespace/service" to localtraffic_blackhole_reason's reason for the Services the node
 	// blackholes; a Service absent is not blackholed there.
 	Reasons map[string]string
-	// MeterState is localtraffic_arrivals_meter_state's state ("ok", "disabled", ...); "" when not exported.
-	MeterState string
 }
 
 // Observation words in NodeStatus.Observed, besides the exporter's blackhole reasons.
