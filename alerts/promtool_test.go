@@ -56,13 +56,24 @@ func TestPromtoolTestRules(t *testing.T) {
 	runPromtool(t, append([]string{"test", "rules"}, files...)...)
 }
 
-// The shipped scrape configuration is a valid Prometheus configuration, together with the rule files.
+// The shipped scrape configuration is a valid Prometheus configuration, together with the rule files. promtool checks
+// that the token file exists: the ServiceAccount token's path in a pod is pointed at a file of the test's (the
+// only change).
 func TestPromtoolCheckScrapeConfig(t *testing.T) {
 	root := repoRoot(t)
-	scrape, err := os.ReadFile(filepath.Join(root, ScrapeConfigPath))
+	shipped, err := os.ReadFile(filepath.Join(root, ScrapeConfigPath))
 	if err != nil {
 		t.Fatal(err)
 	}
+	const podToken = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+	token := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(token, []byte("a-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(shipped), "credentials_file: "+podToken); n != 1 {
+		t.Fatalf("%s names the pod's ServiceAccount token %d times, want once (kube-rbac-proxy wants Prometheus' token)", ScrapeConfigPath, n)
+	}
+	scrape := []byte(strings.Replace(string(shipped), podToken, token, 1))
 	var cfg strings.Builder
 	cfg.WriteString("rule_files:\n")
 	for _, f := range RuleFiles {

@@ -12,7 +12,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
-// The live test's Prometheus configuration is the shipped scrape job plus only the apiserver's location.
+// The live test's Prometheus configuration is the shipped scrape job plus only the apiserver's location and its
+// token file.
 // (Runs without root or a cluster.)
 func TestAlertsPrometheusConfigKeepsTheShippedJob(t *testing.T) {
 	repo := alertsRepoDir(t)
@@ -20,7 +21,7 @@ func TestAlertsPrometheusConfigKeepsTheShippedJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := prometheusConfig(scrape, "/tmp/kubeconfig", []string{"/r/rules.yaml"}, "127.0.0.1:9093", 5*time.Second)
+	out, err := prometheusConfig(scrape, "/tmp/kubeconfig", "/tmp/token", []string{"/r/rules.yaml"}, "127.0.0.1:9093", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,12 +54,20 @@ func TestAlertsPrometheusConfigKeepsTheShippedJob(t *testing.T) {
 			}
 			delete(m, "kubeconfig_file")
 		}
+		// The token: Prometheus' own ServiceAccount token for kube-rbac-proxy, from the test's file.
+		auth, _ := job["authorization"].(map[string]any)
+		if auth["credentials_file"] != "/tmp/token" {
+			t.Errorf("job %v: authorization %v, want credentials_file /tmp/token", job["job_name"], auth)
+		}
+		auth["credentials_file"] = shipped.ScrapeConfigs[i]["authorization"].(map[string]any)["credentials_file"]
 		if !reflect.DeepEqual(job, shipped.ScrapeConfigs[i]) {
 			t.Errorf("job %v differs from the shipped one beyond kubeconfig_file:\n%v\n%v", job["job_name"], job, shipped.ScrapeConfigs[i])
 		}
 	}
-	if got.ScrapeConfigs[0]["job_name"] != "localtraffic-exporter" || got.ScrapeConfigs[0]["honor_labels"] != true {
-		t.Errorf("shipped job: name %v, honor_labels %v", got.ScrapeConfigs[0]["job_name"], got.ScrapeConfigs[0]["honor_labels"])
+	if got.ScrapeConfigs[0]["job_name"] != "localtraffic-exporter" || got.ScrapeConfigs[0]["honor_labels"] != true ||
+		got.ScrapeConfigs[0]["scheme"] != "https" {
+		t.Errorf("shipped job: name %v, honor_labels %v, scheme %v: want localtraffic-exporter, true, https (kube-rbac-proxy)",
+			got.ScrapeConfigs[0]["job_name"], got.ScrapeConfigs[0]["honor_labels"], got.ScrapeConfigs[0]["scheme"])
 	}
 	if got.Global["evaluation_interval"] != "5s" || !reflect.DeepEqual(got.RuleFiles, []string{"/r/rules.yaml"}) {
 		t.Errorf("global %v, rule files %v", got.Global, got.RuleFiles)

@@ -24,8 +24,8 @@ import (
 )
 
 // This file runs a real Prometheus and a real Alertmanager next to a harness cluster, in the cluster's outside
-// client namespace: from there they reach the nodes' addresses (the exporters listen on <node IP>:9746, as the
-// hostNetwork DaemonSet does) and the apiserver (service discovery), like a monitoring server outside the
+// client namespace: from there they reach the nodes' addresses (kube-rbac-proxy listens on <node IP>:<port> in
+// front of each exporter, as in the hostNetwork DaemonSet) and the apiserver (service discovery), like a monitoring server outside the
 // cluster would. Both listen on 127.0.0.1 inside that namespace only.
 
 // monitoringTools are Prometheus (scripts/install-deps.sh prometheus) and Debian's Alertmanager
@@ -54,10 +54,11 @@ func installMonitoringTools(ctx context.Context, repo string) (monitoringTools, 
 }
 
 // prometheusConfig builds a Prometheus configuration from the shipped scrape configuration (alerts/
-// prometheus-scrape.yaml) and rule files. The only change to the shipped job is where the apiserver is:
-// kubeconfig_file on each kubernetes_sd_configs entry (in a cluster Prometheus uses its in-cluster config). The
-// result is JSON, which Prometheus reads as YAML.
-func prometheusConfig(scrapeYAML []byte, kubeconfig string, ruleFiles []string, alertmanager string, evalInterval time.Duration) ([]byte, error) {
+// prometheus-scrape.yaml) and rule files. The only changes to the shipped job are where the apiserver is:
+// kubeconfig_file on each kubernetes_sd_configs entry (in a cluster Prometheus uses its in-cluster config), and
+// where Prometheus' ServiceAccount token is: tokenFile as the authorization's credentials_file (in a cluster, the
+// projected token's path the shipped job names). The result is JSON, which Prometheus reads as YAML.
+func prometheusConfig(scrapeYAML []byte, kubeconfig, tokenFile string, ruleFiles []string, alertmanager string, evalInterval time.Duration) ([]byte, error) {
 	js, err := utilyaml.ToJSON(scrapeYAML)
 	if err != nil {
 		return nil, fmt.Errorf("shipped scrape configuration: %w", err)
@@ -82,6 +83,9 @@ func prometheusConfig(scrapeYAML []byte, kubeconfig string, ruleFiles []string, 
 				return nil, fmt.Errorf("job %v: malformed kubernetes_sd_configs", job["job_name"])
 			}
 			m["kubeconfig_file"] = kubeconfig
+		}
+		if auth, ok := job["authorization"].(map[string]any); ok && auth["credentials_file"] != nil {
+			auth["credentials_file"] = tokenFile
 		}
 	}
 	cfg := map[string]any{

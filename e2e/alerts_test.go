@@ -306,14 +306,26 @@ func liveMonitoring(t *testing.T, ctx context.Context, c *cluster.Cluster, repo 
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Each exporter on 127.0.0.1 behind kube-rbac-proxy on the node's address, as the shipped pod runs them:
+	// Prometheus scrapes through the proxy with its own ServiceAccount's token.
+	ds := renderedDaemonSet(t, c, "base")
 	for _, n := range c.Nodes() {
-		if err := n.StartExporterOn(ctx, port, exporterArgs...); err != nil {
+		if err := n.StartExporterOnLoopback(ctx, port, exporterArgs...); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { n.StopExporterOn(port) })
+		stop, err := n.StartKubeRBACProxy(ctx, fmt.Sprintf("alerts-%d", port), shippedProxyArgsOn(t, ds, n, port)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(stop)
 	}
 	createExporterPods(t, c, int32(port))
 	kubeconfig := prometheusKubeconfig(t, c)
+	tokenFile := filepath.Join(t.TempDir(), "prometheus-token")
+	if err := os.WriteFile(tokenFile, []byte(prometheusMetricsToken(t, c)), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	scrape, err := os.ReadFile(filepath.Join(repo, "alerts", "prometheus-scrape.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -324,7 +336,7 @@ func liveMonitoring(t *testing.T, ctx context.Context, c *cluster.Cluster, repo 
 	}
 	dir := t.TempDir()
 	prom, hook, stop, err := startMonitoring(ctx, c, tools, dir, func(am string) ([]byte, error) {
-		return prometheusConfig(scrape, kubeconfig, rules, am, evalInterval)
+		return prometheusConfig(scrape, kubeconfig, tokenFile, rules, am, evalInterval)
 	}, amConfig)
 	if err != nil {
 		t.Fatal(err)
@@ -379,11 +391,15 @@ func createExporterPods(t *testing.T, c *cluster.Cluster, port int32) {
 		pod.Spec.NodeName = n.Name
 		found := false
 		for i := range pod.Spec.Containers {
-			for j := range pod.Spec.Containers[i].Ports {
-				if p := &pod.Spec.Containers[i].Ports[j]; p.Name == "metrics" {
+			// Only the metrics port, moved to port (kube-rbac-proxy's own health port stays out of the way).
+			var ports []corev1.ContainerPort
+			for _, p := range pod.Spec.Containers[i].Ports {
+				if p.Name == "metrics" {
 					p.ContainerPort, p.HostPort, found = port, port, true
+					ports = append(ports, p)
 				}
 			}
+			pod.Spec.Containers[i].Ports = ports
 		}
 		if !found {
 			t.Fatalf("the DaemonSet in %s has no container port named metrics", base)
@@ -414,6 +430,58 @@ func createExporterPods(t *testing.T, c *cluster.Cluster, port int32) {
 			t.Fatalf("report exporter pod for %s running: %v", n.Name, err)
 		}
 	}
+}
+
+// shippedProxyArgsOn is the shipped kube-rbac-proxy container's command line for node, moved to port: the
+// exporter's port number in its listen and upstream addresses replaced, its own health port left out (nothing
+// probes it here), $(NODE_IP) the node's address.
+func shippedProxyArgsOn(t *testing.T, ds *appsv1.DaemonSet, node *cluster.Node, port int) []string {
+	t.Helper()
+	var proxy *corev1.Container
+	for i := range ds.Spec.Template.Spec.Containers {
+		if c := &ds.Spec.Template.Spec.Containers[i]; c.Name == "kube-rbac-proxy" {
+			proxy = c
+		}
+	}
+	if proxy == nil || len(proxy.Ports) == 0 {
+		t.Fatal("the shipped DaemonSet has no kube-rbac-proxy container with a port")
+	}
+	shipped := fmt.Sprintf(":%d", proxy.Ports[0].ContainerPort)
+	env := containerEnv(t, *proxy, node)
+	var args []string
+	for _, a := range proxy.Args {
+		if strings.HasPrefix(a, "--proxy-endpoints-port=") {
+			continue
+		}
+		a = expandKubeletVars(a, env)
+		if strings.HasPrefix(a, "--secure-listen-address=") || strings.HasPrefix(a, "--upstream=") {
+			if !strings.Contains(a, shipped) {
+				t.Fatalf("kube-rbac-proxy arg %s does not name the metrics port %s", a, shipped)
+			}
+			a = strings.Replace(a, shipped, fmt.Sprintf(":%d", port), 1)
+		}
+		args = append(args, a)
+	}
+	return args
+}
+
+// prometheusMetricsToken binds the test Prometheus' ServiceAccount (prometheusKubeconfig's) to the shipped
+// metrics-reader ClusterRole, as a Prometheus scraping through kube-rbac-proxy must be, and returns its token.
+func prometheusMetricsToken(t *testing.T, c *cluster.Cluster) string {
+	t.Helper()
+	ctx := testContext(t)
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-prometheus-metrics-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: deployName + "-metrics-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "prometheus", Namespace: "e2e-monitoring"}},
+	}
+	if _, err := c.Admin().RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Admin().RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+	})
+	return serviceAccountToken(t, c, "e2e-monitoring", "prometheus")
 }
 
 // prometheusKubeconfig gives Prometheus an identity of its own with what pod discovery needs (get, list and

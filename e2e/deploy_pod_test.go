@@ -64,8 +64,9 @@ func expandKubeletVars(s string, env map[string]string) string {
 	})
 }
 
-// containerEnv resolves the container's env the way the kubelet would on node.
-func containerEnv(t *testing.T, c corev1.Container, node string) map[string]string {
+// containerEnv resolves the container's env the way the kubelet would on node (hostNetwork: the pod's IP is the
+// node's).
+func containerEnv(t *testing.T, c corev1.Container, node *cluster.Node) map[string]string {
 	t.Helper()
 	env := map[string]string{}
 	for _, e := range c.Env {
@@ -73,7 +74,9 @@ func containerEnv(t *testing.T, c corev1.Container, node string) map[string]stri
 		case e.ValueFrom == nil:
 			env[e.Name] = expandKubeletVars(e.Value, env)
 		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName":
-			env[e.Name] = node
+			env[e.Name] = node.Name
+		case e.ValueFrom.FieldRef != nil && (e.ValueFrom.FieldRef.FieldPath == "status.podIP" || e.ValueFrom.FieldRef.FieldPath == "status.hostIP"):
+			env[e.Name] = node.IP
 		case e.ValueFrom.ResourceFieldRef != nil:
 			rf := e.ValueFrom.ResourceFieldRef
 			q, ok := c.Resources.Limits[corev1.ResourceName(strings.TrimPrefix(rf.Resource, "limits."))]
@@ -146,7 +149,7 @@ func startAsPod(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, node *cl
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := containerEnv(t, ctr, node.Name)
+	env := containerEnv(t, ctr, node)
 	var args []string
 	for _, a := range ctr.Args {
 		args = append(args, expandKubeletVars(a, env))
@@ -211,56 +214,24 @@ func get(ctx context.Context, node *cluster.Node, url string) (int, string, erro
 	return resp.StatusCode, string(body), err
 }
 
-// scrapeAsPod gives node's port to an exporter started by startAsPod (stopping the harness's exporter there,
-// which holds it through hostNetwork, and restarting it afterwards), waits for the DaemonSet's readiness probe,
-// checks its liveness probe, and returns one scrape of the telemetry path and the exporter's output so far.
+// scrapeAsPod gives node's port to the pod started by startAsPod and startSidecarAsPod (stopping the harness's
+// exporter there, which holds it through hostNetwork, and restarting it afterwards), waits for the DaemonSet's
+// readiness probe, checks the liveness probes, and returns one scrape of the telemetry path — through
+// kube-rbac-proxy with the token of a ServiceAccount bound to the shipped metrics-reader ClusterRole, as
+// Prometheus scrapes — and the exporter's output so far.
 func scrapeAsPod(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, node *cluster.Node, caps []corev1.Capability) (cluster.Metrics, string) {
 	t.Helper()
 	ctx := testContext(t)
-	ctr := ds.Spec.Template.Spec.Containers[0]
-	node.StopExporter()
-	t.Cleanup(func() {
-		if err := node.StartExporter(context.Background()); err != nil {
-			t.Errorf("restart the harness exporter: %v", err)
-			return
-		}
-		if err := node.WaitExporter(context.Background(), time.Minute); err != nil {
-			t.Errorf("restart the harness exporter: %v", err)
-		}
-	})
-	p := startAsPod(t, c, ds, node, caps)
-
-	base := fmt.Sprintf("http://%s:%d", node.IP, ctr.Ports[0].ContainerPort)
-	probe := func(pr *corev1.Probe) error {
-		code, body, err := get(ctx, node, base+pr.HTTPGet.Path)
-		if err != nil {
-			return err
-		}
-		if code < 200 || code >= 400 { // the kubelet's success range
-			return fmt.Errorf("GET %s: %d %s", pr.HTTPGet.Path, code, strings.TrimSpace(body))
-		}
-		return nil
-	}
-	eventually(t, 90*time.Second, "readiness probe", func() error {
-		select {
-		case <-p.done:
-			return fmt.Errorf("exporter exited:\n%s", tail(p.logs.String(), 4000))
-		default:
-		}
-		return probe(ctr.ReadinessProbe)
-	})
-	if err := probe(ctr.LivenessProbe); err != nil {
-		t.Errorf("liveness probe: %v", err)
-	}
+	p := runPodAsShipped(t, c, ds, node, caps)
 	telemetry := "/metrics"
-	for _, a := range ctr.Args {
+	for _, a := range p.exporter.Args {
 		if v, ok := strings.CutPrefix(a, "--web.telemetry-path="); ok {
 			telemetry = v
 		}
 	}
-	code, body, err := get(ctx, node, base+telemetry)
+	code, body, err := getAs(ctx, node, p.metricsBase+telemetry, metricsReaderToken(t, c))
 	if err != nil || code != http.StatusOK {
-		t.Fatalf("scrape %s: %d %v", telemetry, code, err)
+		t.Fatalf("scrape %s: %d %v %s\nkube-rbac-proxy:\n%s", telemetry, code, err, tail(body, 500), node.KubeRBACProxyLog("pod", 3000))
 	}
 	m, err := cluster.ParseMetrics(body)
 	if err != nil {
@@ -268,14 +239,14 @@ func scrapeAsPod(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, node *c
 	}
 	// For sizing the DaemonSet's memory request/limit: the exporter's resident set after a full scrape (the shell
 	// and chroot/setpriv exec'd in place, so the pid is the exporter's).
-	if status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid)); err == nil {
+	if status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.proc.cmd.Process.Pid)); err == nil {
 		for _, l := range strings.Split(string(status), "\n") {
 			if strings.HasPrefix(l, "VmRSS:") || strings.HasPrefix(l, "VmHWM:") {
 				t.Logf("exporter on %s: %s", node.Name, strings.Join(strings.Fields(l), " "))
 			}
 		}
 	}
-	return m, p.logs.String()
+	return m, p.proc.logs.String()
 }
 
 // TestDeployExporterRunsAsThePod runs the real exporter exactly as the shipped DaemonSet configures it — its

@@ -32,7 +32,7 @@ const (
 	prometheusOperatorModule = "github.com/prometheus-operator/prometheus-operator@v0.85.0"
 )
 
-// installPrometheusOperatorCRDs installs the PodMonitor and PrometheusRule CRDs of a pinned operator release, so
+// installPrometheusOperatorCRDs installs the PodMonitor, ServiceMonitor and PrometheusRule CRDs of a pinned operator release, so
 // the apiserver validates those objects against the operator's real OpenAPI schema.
 func installPrometheusOperatorCRDs(t *testing.T, c *cluster.Cluster) {
 	t.Helper()
@@ -41,11 +41,12 @@ func installPrometheusOperatorCRDs(t *testing.T, c *cluster.Cluster) {
 	// Server-side apply: the CRDs are too big for client-side apply's last-applied annotation.
 	if _, err := kubectl(ctx, c, nil, "apply", "--server-side", "--field-manager=e2e-deploy",
 		"-f", filepath.Join(crdDir, "monitoring.coreos.com_podmonitors.yaml"),
+		"-f", filepath.Join(crdDir, "monitoring.coreos.com_servicemonitors.yaml"),
 		"-f", filepath.Join(crdDir, "monitoring.coreos.com_prometheusrules.yaml")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := kubectl(ctx, c, nil, "wait", "--for=condition=Established", "--timeout=60s",
-		"crd/podmonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com"); err != nil {
+		"crd/podmonitors.monitoring.coreos.com", "crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -175,7 +176,8 @@ func serviceAccountClient(t *testing.T, c *cluster.Cluster) *kubernetes.Clientse
 }
 
 // TestDeployRBACIsExactlyTheClusterRole asks the real authorizer (SubjectAccessReview) about the shipped
-// ServiceAccount for a matrix of resources and verbs: allowed must be exactly the ClusterRole's seven grants.
+// ServiceAccount for a matrix of resources and verbs: allowed must be exactly the ClusterRole's seven grants and
+// kube-rbac-proxy's two (the sidecar shares the pod's ServiceAccount: TokenReviews and SubjectAccessReviews).
 // Then it makes real calls with the ServiceAccount's token: the granted reads succeed, and what the role lacks
 // (writes, secrets, pods, even `get` on Services) comes back 403 Forbidden.
 func TestDeployRBACIsExactlyTheClusterRole(t *testing.T) {
@@ -186,6 +188,7 @@ func TestDeployRBACIsExactlyTheClusterRole(t *testing.T) {
 		"/nodes:get": true, "/nodes:list": true, "/nodes:watch": true,
 		"/services:list": true, "/services:watch": true,
 		"discovery.k8s.io/endpointslices:list": true, "discovery.k8s.io/endpointslices:watch": true,
+		"authentication.k8s.io/tokenreviews:create": true, "authorization.k8s.io/subjectaccessreviews:create": true,
 	}
 	resources := []struct{ group, resource, subresource string }{
 		{"", "services", ""}, {"", "services", "status"}, {"discovery.k8s.io", "endpointslices", ""},
@@ -193,6 +196,8 @@ func TestDeployRBACIsExactlyTheClusterRole(t *testing.T) {
 		{"", "secrets", ""}, {"", "configmaps", ""}, {"", "endpoints", ""}, {"", "namespaces", ""},
 		{"", "serviceaccounts", "token"}, {"", "events", ""}, {"coordination.k8s.io", "leases", ""},
 		{"apps", "daemonsets", ""}, {"rbac.authorization.k8s.io", "clusterroles", ""},
+		{"authentication.k8s.io", "tokenreviews", ""}, {"authorization.k8s.io", "subjectaccessreviews", ""},
+		{"authorization.k8s.io", "localsubjectaccessreviews", ""},
 	}
 	verbs := []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection", "impersonate", "escalate", "bind"}
 	var allowed []string

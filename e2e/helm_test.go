@@ -61,8 +61,6 @@ func TestHelmChartServerDryRun(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := testContext(t)
 	installPrometheusOperatorCRDs(t, c)
-	// The ServiceMonitor's CRD too (installPrometheusOperatorCRDs has the PodMonitor's and PrometheusRule's).
-	installServiceMonitorCRD(t, c)
 	// The release namespace, labelled as the chart's NOTES say (Helm stores the release there: it must exist).
 	if err := c.EnsureNamespace(ctx, helmNamespace); err != nil {
 		t.Fatal(err)
@@ -85,6 +83,7 @@ serviceMonitor: {enabled: true, sampleLimit: 20000, relabelings: [{targetLabel: 
 prometheusRule: {enabled: true}
 dashboards: {enabled: true, annotations: {grafana_folder: Kubernetes}}
 webConfig: {existingSecret: localtraffic-exporter-web}
+kubeRBACProxy: {enabled: false}
 priorityClassName: system-node-critical
 nodeSelector: {kubernetes.io/os: linux}
 exporter: {extraArgs: ["--probe.timeout=3s"], extraEnv: [{name: GODEBUG, value: "madvdontneed=1"}]}
@@ -95,6 +94,14 @@ global: {imageRegistry: mirror.example}
 extraVolumes: [{name: scratch, emptyDir: {}}]
 extraVolumeMounts: [{name: scratch, mountPath: /scratch}]
 extraContainers: [{name: sidecar, image: registry.k8s.io/pause:3.10}]
+`},
+		{"kube-rbac-proxy with its options", `
+podMonitor: {enabled: true, authorization: {type: Bearer, credentials: {name: scrape-token, key: token}}}
+serviceMonitor: {enabled: true}
+kubeRBACProxy: {metricsReaders: [{namespace: monitoring, name: prometheus-k8s}], extraArgs: ["--tls-cert-file=/tls/tls.crt", "--tls-private-key-file=/tls/tls.key"],
+  extraVolumeMounts: [{name: tls, mountPath: /tls, readOnly: true}]}
+extraVolumes: [{name: tls, secret: {secretName: kube-rbac-proxy-tls}}]
+exporter: {port: 9800}
 `},
 	} {
 		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
@@ -143,19 +150,4 @@ func countObjects(t *testing.T, manifest string) int {
 		}
 	}
 	return n
-}
-
-// installServiceMonitorCRD installs the pinned operator's ServiceMonitor CRD (see installPrometheusOperatorCRDs).
-func installServiceMonitorCRD(t *testing.T, c *cluster.Cluster) {
-	t.Helper()
-	ctx := testContext(t)
-	dir := prometheusOperatorCRDDir(t)
-	if _, err := kubectl(ctx, c, nil, "apply", "--server-side", "--field-manager=e2e-deploy",
-		"-f", filepath.Join(dir, "monitoring.coreos.com_servicemonitors.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kubectl(ctx, c, nil, "wait", "--for=condition=Established", "--timeout=60s",
-		"crd/servicemonitors.monitoring.coreos.com"); err != nil {
-		t.Fatal(err)
-	}
 }

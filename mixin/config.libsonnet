@@ -6,7 +6,7 @@
 {
   _config+:: {
     // Selects the exporter's own scrape targets (up, absent). The default is the job name of the shipped
-    // scrape configuration, PodMonitor and ServiceMonitor. Only the exporter-liveness alerts and the
+    // scrape configuration and of the chart's PodMonitor and ServiceMonitor. Only the exporter-liveness alerts and the
     // dashboard's "Exporters up" panel use it: every other query selects on metric names only, which no other
     // exporter uses.
     localtrafficExporterSelector: 'job="localtraffic-exporter"',

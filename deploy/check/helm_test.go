@@ -166,9 +166,10 @@ func TestChartEqualsKustomize(t *testing.T) {
 		{"defaults", "base", "", true},
 		{"namespace.create", "base", "namespace: {create: true}", false},
 		{"prometheus-operator switches", "overlays/prometheus-operator",
-			"namespace: {create: true}\npodMonitor: {enabled: true}\nprometheusRule: {enabled: true}\ndashboards: {enabled: true}", false},
+			"namespace: {create: true}\nserviceMonitor: {enabled: true}\nprometheusRule: {enabled: true}\ndashboards: {enabled: true}\n" +
+				"kubeRBACProxy: {metricsReaders: [{namespace: monitoring, name: prometheus-k8s}]}", false},
 		{"web config from a Secret", "examples/tls-basic-auth",
-			"namespace: {create: true}\nwebConfig: {existingSecret: localtraffic-exporter-web}", false},
+			"namespace: {create: true}\nwebConfig: {existingSecret: localtraffic-exporter-web}\nkubeRBACProxy: {enabled: false}", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -192,6 +193,7 @@ serviceMonitor: {enabled: true}
 prometheusRule: {enabled: true}
 dashboards: {enabled: true, annotations: {grafana_folder: Kubernetes}}
 webConfig: {existingSecret: web}
+kubeRBACProxy: {enabled: false}
 priorityClassName: system-node-critical
 nodeSelector: {kubernetes.io/os: linux}
 exporter: {extraArgs: ["--probe.timeout=3s"]}
@@ -203,7 +205,9 @@ extraVolumes: [{name: tmp, emptyDir: {}}]
 extraVolumeMounts: [{name: tmp, mountPath: /tmp}]
 extraContainers: [{name: sidecar, image: busybox}]
 `), values(t, `
-podMonitor: {enabled: true, namespace: monitoring, sampleLimit: 20000, relabelings: [{targetLabel: cluster, replacement: prod}], metricRelabelings: [{action: drop, regex: go_.*, sourceLabels: [__name__]}]}
+kubeRBACProxy: {metricsReaders: [{namespace: monitoring, name: prometheus-k8s}], extraArgs: ["--tls-cert-file=/tls/tls.crt"], extraVolumeMounts: [{name: tls, mountPath: /tls}]}
+extraVolumes: [{name: tls, secret: {secretName: tls}}]
+podMonitor: {enabled: true, authorization: {credentials: {name: scrape-token, key: token}}, namespace: monitoring, sampleLimit: 20000, relabelings: [{targetLabel: cluster, replacement: prod}], metricRelabelings: [{action: drop, regex: go_.*, sourceLabels: [__name__]}]}
 serviceMonitor: {enabled: true, namespace: monitoring, sampleLimit: 20000}
 prometheusRule: {enabled: true, namespace: monitoring}
 dashboards: {enabled: true, namespace: grafana}
@@ -339,12 +343,13 @@ func TestChartNameOverridesKeepTheAlerts(t *testing.T) {
 		{"fullnameOverride: lt-prod\nmetricsJob: lt-prod", "lt-prod"},
 	} {
 		t.Run(tc.values, func(t *testing.T) {
-			objs := comparable(t, mustRenderChart(t, values(t, tc.values+"\npodMonitor: {enabled: true}\nserviceMonitor: {enabled: true}\nprometheusRule: {enabled: true}")))
+			objs := comparable(t, mustRenderChart(t, values(t, tc.values+"\npodMonitor: {enabled: true, authorization: {credentials: {name: t, key: token}}}\nserviceMonitor: {enabled: true}\nprometheusRule: {enabled: true}")))
 			var rule map[string]any
 			monitors := 0
 			for key, o := range objs {
 				// What used to set the job (jobLabel: app.kubernetes.io/name) and the names did change.
-				if strings.Contains(tc.values, "fullnameOverride: lt-prod") && !strings.HasSuffix(key, "/lt-prod") {
+				if strings.Contains(tc.values, "fullnameOverride: lt-prod") && !strings.HasSuffix(key, "/lt-prod") &&
+					!strings.HasSuffix(key, "/lt-prod-kube-rbac-proxy") && !strings.HasSuffix(key, "/lt-prod-metrics-reader") {
 					t.Errorf("%s: fullnameOverride not applied", key)
 				}
 				if strings.Contains(tc.values, "nameOverride: lt\n") && dig(o, "metadata", "labels", "app.kubernetes.io/name") != "lt" {
@@ -412,6 +417,7 @@ extraVolumes: [{name: scratch, emptyDir: {}}]
 extraVolumeMounts: [{name: scratch, mountPath: /scratch}]
 extraContainers: [{name: sidecar, image: busybox, args: [sleep, infinity]}]
 webConfig: {existingSecret: web}
+kubeRBACProxy: {enabled: false}
 podMonitor: {enabled: true, namespace: monitoring, sampleLimit: 20000, relabelings: [{targetLabel: cluster, replacement: prod}], metricRelabelings: [{action: drop, regex: go_.*, sourceLabels: [__name__]}]}
 serviceMonitor: {enabled: true, namespace: monitoring, sampleLimit: 30000}
 prometheusRule: {enabled: true, namespace: monitoring}

@@ -39,7 +39,7 @@ func decode(t *testing.T, o *yaml.RNode, into any) {
 	}
 }
 
-// TestBaseObjects: the base holds exactly the six objects, all labelled, the namespaced ones in
+// TestBaseObjects: the base holds exactly its nine objects, all labelled, the namespaced ones in
 // localtraffic-system.
 func TestBaseObjects(t *testing.T) {
 	objs := render(t, "base")
@@ -55,7 +55,8 @@ func TestBaseObjects(t *testing.T) {
 		}
 	}
 	slices.Sort(kinds)
-	want := []string{"ClusterRole", "ClusterRoleBinding", "DaemonSet", "Namespace", "Service", "ServiceAccount"}
+	// The exporter's ClusterRole and binding, kube-rbac-proxy's, and the metrics-reader ClusterRole.
+	want := []string{"ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding", "DaemonSet", "Namespace", "Service", "ServiceAccount"}
 	if !slices.Equal(kinds, want) {
 		t.Errorf("base renders %v, want %v", kinds, want)
 	}
@@ -107,15 +108,27 @@ func TestClusterRoleIsExactlyWhatTheExporterUses(t *testing.T) {
 	}
 }
 
-// daemonSet returns the rendered DaemonSet of a kustomization and its only container.
+// daemonSet returns the rendered DaemonSet of a kustomization and its exporter container (the first).
 func daemonSet(t *testing.T, dir string) (appsv1.DaemonSet, corev1.Container) {
 	t.Helper()
 	var ds appsv1.DaemonSet
 	decode(t, find(t, render(t, dir), "DaemonSet", appName), &ds)
-	if n := len(ds.Spec.Template.Spec.Containers); n != 1 {
-		t.Fatalf("DaemonSet has %d containers, want 1", n)
+	if len(ds.Spec.Template.Spec.Containers) == 0 || ds.Spec.Template.Spec.Containers[0].Name != "exporter" {
+		t.Fatalf("DaemonSet containers %+v: want the exporter first", ds.Spec.Template.Spec.Containers)
 	}
 	return ds, ds.Spec.Template.Spec.Containers[0]
+}
+
+// container returns the pod template's container of that name.
+func container(t *testing.T, ds appsv1.DaemonSet, name string) corev1.Container {
+	t.Helper()
+	for _, c := range ds.Spec.Template.Spec.Containers {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("DaemonSet has no container %s", name)
+	return corev1.Container{}
 }
 
 // TestDaemonSet checks the pod's placement, identity, network and least-privilege settings.
@@ -161,15 +174,14 @@ func TestDaemonSet(t *testing.T) {
 	if !slices.Contains(c.Args, "--node-name=$(NODE_NAME)") {
 		t.Errorf("args %v do not pass --node-name=$(NODE_NAME)", c.Args)
 	}
-	if len(c.Ports) != 1 || c.Ports[0].Name != "metrics" || c.Ports[0].ContainerPort != 9746 {
-		t.Errorf("ports %+v, want one port 9746 named metrics", c.Ports)
-	}
-	if !slices.Contains(c.Args, "--web.listen-address=:9746") {
-		t.Errorf("args %v: the listener must match the declared port 9746", c.Args)
+	// The exporter is not on the node network: loopback only, no container port (kube-rbac-proxy has it;
+	// TestKubeRBACProxy checks the sidecar, the probes through it and its RBAC).
+	if len(c.Ports) != 0 || !slices.Contains(c.Args, "--web.listen-address=127.0.0.1:9746") {
+		t.Errorf("ports %+v, args %v: want no port and --web.listen-address=127.0.0.1:9746", c.Ports, c.Args)
 	}
 	for name, p := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
-		if p == nil || p.HTTPGet == nil || p.HTTPGet.Port.String() != "metrics" {
-			t.Errorf("%s probe %+v: want an HTTP GET on the metrics port", name, p)
+		if p == nil || p.HTTPGet == nil {
+			t.Errorf("%s probe %+v: want an HTTP GET", name, p)
 		}
 	}
 	if c.LivenessProbe != nil && c.ReadinessProbe != nil && c.LivenessProbe.HTTPGet != nil && c.ReadinessProbe.HTTPGet != nil &&
@@ -197,6 +209,9 @@ func TestDaemonSet(t *testing.T) {
 	if !slices.Equal(sc.Capabilities.Add, []corev1.Capability{"NET_ADMIN", "NET_RAW"}) {
 		t.Errorf("capabilities add %v, want exactly [NET_ADMIN NET_RAW]", sc.Capabilities.Add)
 	}
+	if n := len(pod.Containers); n != 2 {
+		t.Errorf("%d containers, want the exporter and kube-rbac-proxy", n)
+	}
 	if len(pod.Volumes) > 0 || len(c.VolumeMounts) > 0 {
 		t.Errorf("base mounts %+v: the readers need no host path (not even /run/xtables.lock)", c.VolumeMounts)
 	}
@@ -212,6 +227,10 @@ func TestServiceSelectsTheExporter(t *testing.T) {
 	var svc corev1.Service
 	decode(t, find(t, objs, "Service", appName), &svc)
 	ds, _ := daemonSet(t, "base")
+	proxy := container(t, ds, "kube-rbac-proxy")
+	if len(proxy.Ports) == 0 || proxy.Ports[0].Name != "metrics" || proxy.Ports[0].ContainerPort != 9746 {
+		t.Errorf("kube-rbac-proxy ports %+v: want metrics 9746 first (the Service's target)", proxy.Ports)
+	}
 	if svc.Spec.ClusterIP != corev1.ClusterIPNone {
 		t.Errorf("Service clusterIP %q, want None (each node's exporter scraped on its own)", svc.Spec.ClusterIP)
 	}
@@ -225,18 +244,19 @@ func TestServiceSelectsTheExporter(t *testing.T) {
 	}
 }
 
-// relabeling is the part of a PodMonitor relabeling the test looks at.
+// relabeling is the part of a monitor's relabeling the test looks at.
 type relabeling struct {
 	SourceLabels []string `json:"sourceLabels"`
 	TargetLabel  string   `json:"targetLabel"`
 	Replacement  string   `json:"replacement"`
 }
 
-// TestPrometheusOperatorOverlay: the PodMonitor keeps the exporter's labels and selects its pods, and the
-// generated PrometheusRule and dashboard ConfigMap are part of the overlay.
+// TestPrometheusOperatorOverlay: the ServiceMonitor keeps the exporter's labels, selects the headless Service,
+// scrapes through kube-rbac-proxy (HTTPS, Prometheus' own token), the binding lets a Prometheus ServiceAccount GET
+// /metrics, and the generated PrometheusRule and dashboard ConfigMap are part of the overlay.
 func TestPrometheusOperatorOverlay(t *testing.T) {
 	objs := render(t, "overlays/prometheus-operator")
-	pm := find(t, objs, "PodMonitor", appName)
+	sm := find(t, objs, "ServiceMonitor", appName)
 	var spec struct {
 		Spec struct {
 			JobLabel string `json:"jobLabel"`
@@ -247,35 +267,45 @@ func TestPrometheusOperatorOverlay(t *testing.T) {
 				MatchNames []string `json:"matchNames"`
 			} `json:"namespaceSelector"`
 			Endpoints []struct {
-				Port        string       `json:"port"`
-				Path        string       `json:"path"`
+				Port            string `json:"port"`
+				Path            string `json:"path"`
+				Scheme          string `json:"scheme"`
+				BearerTokenFile string `json:"bearerTokenFile"`
+				TLSConfig       struct {
+					InsecureSkipVerify bool `json:"insecureSkipVerify"`
+				} `json:"tlsConfig"`
 				HonorLabels bool         `json:"honorLabels"`
 				Relabelings []relabeling `json:"relabelings"`
-			} `json:"podMetricsEndpoints"`
+			} `json:"endpoints"`
 		} `json:"spec"`
 	}
-	b, _ := pm.MarshalJSON()
+	b, _ := sm.MarshalJSON()
 	if err := json.Unmarshal(b, &spec); err != nil {
 		t.Fatal(err)
 	}
-	ds, c := daemonSet(t, "overlays/prometheus-operator")
+	var svc corev1.Service
+	decode(t, find(t, objs, "Service", appName), &svc)
 	for k, v := range spec.Spec.Selector.MatchLabels {
-		if ds.Spec.Template.Labels[k] != v {
-			t.Errorf("PodMonitor selector %s=%s does not match the exporter pods", k, v)
+		if svc.Labels[k] != v {
+			t.Errorf("ServiceMonitor selector %s=%s does not match the metrics Service's labels %v", k, v, svc.Labels)
 		}
 	}
 	if !slices.Equal(spec.Spec.NamespaceSelector.MatchNames, []string{namespace}) {
-		t.Errorf("PodMonitor namespaceSelector %v, want [%s]", spec.Spec.NamespaceSelector.MatchNames, namespace)
+		t.Errorf("ServiceMonitor namespaceSelector %v, want [%s]", spec.Spec.NamespaceSelector.MatchNames, namespace)
 	}
 	if len(spec.Spec.Endpoints) != 1 {
-		t.Fatalf("PodMonitor has %d endpoints, want 1", len(spec.Spec.Endpoints))
+		t.Fatalf("ServiceMonitor has %d endpoints, want 1", len(spec.Spec.Endpoints))
 	}
 	ep := spec.Spec.Endpoints[0]
 	if !ep.HonorLabels {
-		t.Error("PodMonitor without honorLabels: the exporter's namespace/service labels would become exported_*")
+		t.Error("ServiceMonitor without honorLabels: the exporter's namespace/service labels would become exported_*")
 	}
-	if ep.Port != c.Ports[0].Name || !slices.Contains(c.Args, "--web.telemetry-path="+ep.Path) {
-		t.Errorf("PodMonitor scrapes port %q path %q; the exporter serves %q with args %v", ep.Port, ep.Path, c.Ports[0].Name, c.Args)
+	_, c := daemonSet(t, "overlays/prometheus-operator")
+	if ep.Port != svc.Spec.Ports[0].Name || !slices.Contains(c.Args, "--web.telemetry-path="+ep.Path) {
+		t.Errorf("ServiceMonitor scrapes port %q path %q; the Service's port is %q, the exporter's args %v", ep.Port, ep.Path, svc.Spec.Ports[0].Name, c.Args)
+	}
+	if ep.Scheme != "https" || !ep.TLSConfig.InsecureSkipVerify || ep.BearerTokenFile != "/var/run/secrets/kubernetes.io/serviceaccount/token" {
+		t.Errorf("ServiceMonitor endpoint scheme %q, tlsConfig %+v, bearerTokenFile %q: want https to kube-rbac-proxy's self-signed certificate with Prometheus' ServiceAccount token", ep.Scheme, ep.TLSConfig, ep.BearerTokenFile)
 	}
 	// alerts/alerts.yaml selects up{job="localtraffic-exporter"}: a relabeling sets it outright (after the
 	// operator's own job relabeling), so renaming the objects or their labels cannot change it.
@@ -291,7 +321,12 @@ func TestPrometheusOperatorOverlay(t *testing.T) {
 	if !slices.ContainsFunc(ep.Relabelings, func(r relabeling) bool {
 		return r.TargetLabel == "node" && slices.Equal(r.SourceLabels, []string{"__meta_kubernetes_pod_node_name"})
 	}) {
-		t.Errorf("PodMonitor does not set node=<pod's node> on the target (up would not name the node): %+v", ep.Relabelings)
+		t.Errorf("ServiceMonitor does not set node=<pod's node> on the target (up would not name the node): %+v", ep.Relabelings)
+	}
+	var binding rbacv1.ClusterRoleBinding
+	decode(t, find(t, objs, "ClusterRoleBinding", appName+"-metrics-reader"), &binding)
+	if binding.RoleRef.Name != appName+"-metrics-reader" || len(binding.Subjects) != 1 || binding.Subjects[0].Kind != "ServiceAccount" {
+		t.Errorf("metrics-reader binding %+v: want the metrics-reader ClusterRole bound to Prometheus' ServiceAccount", binding)
 	}
 
 	var kinds []string
@@ -301,7 +336,7 @@ func TestPrometheusOperatorOverlay(t *testing.T) {
 			t.Errorf("%s %s in namespace %q, want %q", o.GetKind(), o.GetName(), o.GetNamespace(), namespace)
 		}
 	}
-	for _, k := range []string{"PrometheusRule", "ConfigMap", "PodMonitor", "DaemonSet"} {
+	for _, k := range []string{"PrometheusRule", "ConfigMap", "ServiceMonitor", "DaemonSet"} {
 		if !slices.Contains(kinds, k) {
 			t.Errorf("overlay renders no %s (has %v)", k, kinds)
 		}
@@ -350,6 +385,17 @@ func TestTLSBasicAuthExample(t *testing.T) {
 
 	ds, c := daemonSet(t, "examples/tls-basic-auth")
 	pod := ds.Spec.Template.Spec
+	// The exporter's own TLS and basic auth replace kube-rbac-proxy: the sidecar and its RBAC go, the exporter
+	// serves the node's addresses on its own port.
+	if len(pod.Containers) != 1 || !slices.Contains(c.Args, "--web.listen-address=:9746") ||
+		len(c.Ports) != 1 || c.Ports[0].Name != "metrics" || c.Ports[0].ContainerPort != 9746 {
+		t.Errorf("containers %d, args %v, ports %+v: want the exporter alone on :9746 (port metrics)", len(pod.Containers), c.Args, c.Ports)
+	}
+	for _, o := range render(t, "examples/tls-basic-auth") {
+		if strings.HasPrefix(o.GetName(), appName+"-") && strings.HasPrefix(o.GetKind(), "ClusterRole") {
+			t.Errorf("%s %s: kube-rbac-proxy's RBAC without kube-rbac-proxy", o.GetKind(), o.GetName())
+		}
+	}
 	var configArg string
 	for _, a := range c.Args {
 		if v, ok := strings.CutPrefix(a, "--web.config.file="); ok {

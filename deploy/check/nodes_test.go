@@ -114,6 +114,7 @@ serviceMonitor: {enabled: true}
 prometheusRule: {enabled: true}
 dashboards: {enabled: true}
 webConfig: {existingSecret: web}
+kubeRBACProxy: {enabled: false}
 `))
 	pods := 0
 	for what, objs := range rendered {

@@ -16,6 +16,9 @@ type Binaries struct {
 	Etcd, APIServer, KubeProxy, Kubectl, Exporter string
 	// ControllerManager and Scheduler run only in clusters with Config.Controllers; Up checks them then.
 	ControllerManager, Scheduler string
+	// KubeRBACProxy is the sidecar deploy/ puts in front of the metrics port (build-bins.sh builds it from
+	// tools/rbacproxy); only the tests that run it need it (Node.StartKubeRBACProxy checks it).
+	KubeRBACProxy string
 }
 
 const e2eModule = "github.com/localtraffic/localtraffic-exporter/e2e"
@@ -74,6 +77,7 @@ func EnsureBinaries(ctx context.Context, binDir, exporter, exporterDir string) (
 
 		ControllerManager: filepath.Join(binDir, "kube-controller-manager"),
 		Scheduler:         filepath.Join(binDir, "kube-scheduler"),
+		KubeRBACProxy:     filepath.Join(binDir, "kube-rbac-proxy"),
 	}
 	for _, p := range []string{b.Etcd, b.APIServer, b.KubeProxy, b.Kubectl} {
 		if _, err := os.Stat(p); err != nil {

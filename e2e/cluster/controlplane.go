@@ -105,6 +105,9 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 		"--allow-privileged=true",
 		"--profiling=false",
 		"--cert-dir="+filepath.Join(c.WorkDir, "apiserver-certs"),
+		// kubectl logs goes to a node's kubelet port on its InternalIP (the nodes' Hostname addresses resolve
+		// nowhere); ServeKubeletLogs answers there for the mirror pods.
+		"--kubelet-preferred-address-types=InternalIP",
 		"--v=1",
 	)
 	if err != nil {

@@ -3,8 +3,10 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -99,16 +101,21 @@ func ExporterRuntimeEnv() []string { return []string{"GOMEMLIMIT=230MiB", "GOGC=
 // exporterCommand is env(1)'s arguments that run the exporter with the DaemonSet's runtime settings and
 // command line.
 func (n *Node) exporterCommand(kubeconfig string, port int, extra []string) []string {
-	cmd := append(ExporterRuntimeEnv(), n.c.bins.Exporter)
-	return append(cmd, n.exporterArgs(kubeconfig, port, extra)...)
+	return n.exporterCommandOn(kubeconfig, "", port, extra)
 }
 
-// exporterArgs is the exporter's command line as the DaemonSet gives it, listening on port, with extra appended.
-func (n *Node) exporterArgs(kubeconfig string, port int, extra []string) []string {
+func (n *Node) exporterCommandOn(kubeconfig, host string, port int, extra []string) []string {
+	cmd := append(ExporterRuntimeEnv(), n.c.bins.Exporter)
+	return append(cmd, n.exporterArgs(kubeconfig, host, port, extra)...)
+}
+
+// exporterArgs is the exporter's command line as the DaemonSet gives it, listening on host:port (host "": every
+// address), with extra appended.
+func (n *Node) exporterArgs(kubeconfig, host string, port int, extra []string) []string {
 	return append([]string{
 		"--kubeconfig=" + kubeconfig,
 		"--node-name=" + n.Name,
-		fmt.Sprintf("--web.listen-address=:%d", port),
+		fmt.Sprintf("--web.listen-address=%s", net.JoinHostPort(host, strconv.Itoa(port))),
 		"--log.level=debug",
 		"--log.format=logfmt",
 	}, extra...)
@@ -161,8 +168,25 @@ func (n *Node) MetricsURLOn(port int) string {
 // beside the node's usual one, with extraArgs appended (e.g. --rules.mode=none), and waits until it serves
 // /metrics. Scrape it with Cluster.MetricsOn; StopExporterOn stops it, and Close stops it too.
 func (n *Node) StartExporterOn(ctx context.Context, port int, extraArgs ...string) error {
+	return n.startExtraExporter(ctx, "", port, extraArgs)
+}
+
+// StartExporterOnLoopback is StartExporterOn with the exporter listening on 127.0.0.1:port only, as the shipped
+// DaemonSet runs it behind kube-rbac-proxy (StartKubeRBACProxy puts the proxy on the node's address).
+func (n *Node) StartExporterOnLoopback(ctx context.Context, port int, extraArgs ...string) error {
+	return n.startExtraExporter(ctx, "127.0.0.1", port, extraArgs)
+}
+
+func (n *Node) startExtraExporter(ctx context.Context, host string, port int, extraArgs []string) error {
 	if port == ExporterPort {
-		return fmt.Errorf("exporter on %s: port %d is the node's usual exporter (StartExporter)", n.Name, port)
+		// The usual exporter holds the port on every address: only a stopped one gives it up (the loopback
+		// exporter behind kube-rbac-proxy, as the shipped pod has it).
+		n.mu.Lock()
+		usual := n.exporter
+		n.mu.Unlock()
+		if host == "" || usual != nil {
+			return fmt.Errorf("exporter on %s: port %d is the node's usual exporter (StartExporter; StopExporter first for a loopback one)", n.Name, port)
+		}
 	}
 	kubeconfig, err := n.c.ExporterKubeconfig(ctx)
 	if err != nil {
@@ -175,7 +199,7 @@ func (n *Node) StartExporterOn(ctx context.Context, port int, extraArgs ...strin
 			return fmt.Errorf("exporter on %s:%d already runs", n.Name, port)
 		}
 	}
-	p, err := startProcess(n.c.WorkDir, fmt.Sprintf("exporter-%s-%d", n.Name, port), n.NS, "env", n.exporterCommand(kubeconfig, port, extraArgs)...)
+	p, err := startProcess(n.c.WorkDir, fmt.Sprintf("exporter-%s-%d", n.Name, port), n.NS, "env", n.exporterCommandOn(kubeconfig, host, port, extraArgs)...)
 	if err != nil {
 		n.mu.Unlock()
 		return err
@@ -191,7 +215,11 @@ func (n *Node) StartExporterOn(ctx context.Context, port int, extraArgs ...strin
 		if done, err := p.exited(); done {
 			return stopWaiting(fmt.Errorf("exporter on %s:%d exited: %v", n.Name, port, err))
 		}
-		return httpGetOK(ctx, netns.Dialer{NS: n.NS}, n.MetricsURLOn(port))
+		url := n.MetricsURLOn(port)
+		if host != "" {
+			url = fmt.Sprintf("http://%s/metrics", net.JoinHostPort(host, strconv.Itoa(port)))
+		}
+		return httpGetOK(ctx, netns.Dialer{NS: n.NS}, url)
 	})
 	if err != nil {
 		return fmt.Errorf("exporter on %s:%d not serving: %w\n%s", n.Name, port, err, p.logTail(3000))
@@ -206,4 +234,31 @@ func (n *Node) StopExporterOn(port int) {
 	delete(n.extraExporters, port)
 	n.mu.Unlock()
 	p.stop(5 * time.Second)
+}
+
+// StartKubeRBACProxy runs kube-rbac-proxy (Binaries.KubeRBACProxy) in the node's network namespace with args, as
+// the DaemonSet's sidecar: authenticated as the exporter's ServiceAccount (the pod's), through a kubeconfig instead
+// of the in-cluster files. name tells its log apart. It does not wait (the caller knows the address to wait for);
+// the returned function stops it, and Close stops it too.
+func (n *Node) StartKubeRBACProxy(ctx context.Context, name string, args ...string) (stop func(), err error) {
+	bin := n.c.bins.KubeRBACProxy
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("kube-rbac-proxy (e2e/build-bins.sh builds it from e2e/tools/rbacproxy): %w", err)
+	}
+	kubeconfig, err := n.c.ExporterKubeconfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p, err := startProcess(n.c.WorkDir, fmt.Sprintf("kube-rbac-proxy-%s-%s", n.Name, name), n.NS, bin,
+		append([]string{"--kubeconfig=" + kubeconfig}, args...)...)
+	if err != nil {
+		return nil, err
+	}
+	n.c.track(p)
+	return func() { p.stop(5 * time.Second) }, nil
+}
+
+// KubeRBACProxyLog is the tail of a proxy's log StartKubeRBACProxy started under name.
+func (n *Node) KubeRBACProxyLog(name string, bytes int64) string {
+	return n.c.LogTail(fmt.Sprintf("kube-rbac-proxy-%s-%s", n.Name, name), bytes)
 }

@@ -43,8 +43,10 @@ type Node struct {
 	c         *Cluster
 	mu        sync.Mutex
 	kubeProxy *process
-	exporter  *process
-	podSeq    int
+	// kubeProxyArgs is kube-proxy's last command line (its mirror pod shows it).
+	kubeProxyArgs []string
+	exporter      *process
+	podSeq        int
 	// extraExporters are exporters beside the usual one, by listen port (StartExporterOn).
 	extraExporters map[int]*process
 }
@@ -164,6 +166,7 @@ func (n *Node) StartKubeProxy(ctx context.Context, opts KubeProxyOptions) error 
 		return err
 	}
 	n.kubeProxy = p
+	n.kubeProxyArgs = args
 	return nil
 }
 

@@ -65,6 +65,19 @@ app.kubernetes.io/component: exporter
 {{- end }}
 {{- end }}
 
+{{/* kube-rbac-proxy's image: global.imageRegistry, else kubeRBACProxy.image.registry, as the exporter's. */}}
+{{- define "localtraffic-exporter.kubeRBACProxyImage" -}}
+{{- $img := .Values.kubeRBACProxy.image }}
+{{- $registry := (.Values.global).imageRegistry | default $img.registry }}
+{{- $name := $img.repository }}
+{{- with $registry }}{{ $name = printf "%s/%s" (trimSuffix "/" .) $name }}{{ end }}
+{{- if $img.digest }}
+{{- printf "%s@%s" $name $img.digest }}
+{{- else }}
+{{- printf "%s:%s" $name $img.tag }}
+{{- end }}
+{{- end }}
+
 {{/* The namespace of an optional object (PodMonitor, ServiceMonitor, PrometheusRule, dashboards): its own
      namespace value, else the release's. Call with (list $ .Values.podMonitor). */}}
 {{- define "localtraffic-exporter.objectNamespace" -}}
@@ -90,17 +103,34 @@ metricRelabelings:
 {{- end }}
 {{- end }}
 
-{{/* The scrape endpoint's TLS and basic auth settings, shared by the PodMonitor and the ServiceMonitor. */}}
+{{/* The scrape endpoint's TLS and authentication, shared by the PodMonitor and the ServiceMonitor. Call with
+     (list $ .Values.serviceMonitor "ServiceMonitor"). With kubeRBACProxy on, the defaults are kube-rbac-proxy's:
+     HTTPS (its certificate is self-signed unless one is mounted: not verified) and Prometheus' own ServiceAccount
+     token (bearerTokenFile, which only a ServiceMonitor has: a PodMonitor needs authorization from a Secret). */}}
 {{- define "localtraffic-exporter.scrapeAuth" -}}
-{{- with .scheme }}
+{{- $root := index . 0 }}
+{{- $m := index . 1 }}
+{{- $kind := index . 2 }}
+{{- $proxy := $root.Values.kubeRBACProxy.enabled }}
+{{- $scheme := $m.scheme | default (ternary "https" "" $proxy) }}
+{{- $tls := $m.tlsConfig | default (ternary (dict "insecureSkipVerify" true) (dict) $proxy) }}
+{{- with $scheme }}
 scheme: {{ . }}
 {{- end }}
-{{- with .tlsConfig }}
+{{- with $tls }}
 tlsConfig:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .basicAuth }}
+{{- if $m.authorization }}
+authorization:
+  {{- toYaml $m.authorization | nindent 2 }}
+{{- else if $m.basicAuth }}
 basicAuth:
-  {{- toYaml . | nindent 2 }}
+  {{- toYaml $m.basicAuth | nindent 2 }}
+{{- else if $proxy }}
+{{- if eq $kind "PodMonitor" }}
+{{- fail "podMonitor behind kube-rbac-proxy needs a token: set podMonitor.authorization (a Secret with a token of a ServiceAccount allowed GET /metrics), or use serviceMonitor, which sends Prometheus' own token" }}
+{{- end }}
+bearerTokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token
 {{- end }}
 {{- end }}
