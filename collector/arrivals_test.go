@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
 )
 
@@ -160,4 +161,36 @@ func containsPrefix(ps []netip.Prefix, p string) bool {
 		}
 	}
 	return false
+}
+
+// The node's arrival totals only grow: a destination dropped from the watch (its Service deleted) takes its
+// count out of the meter's snapshot, not out of the total, and one watched anew counts from zero again.
+func TestArrivalTotalsMonotonic(t *testing.T) {
+	a := arrivals.NodeDest(arrivals.TCP, false, 30090)
+	b := arrivals.Dest{Protocol: arrivals.TCP, Addr: netip.MustParseAddr("192.0.2.10"), Port: 80}
+	kinds := map[arrivals.Dest]verdict.Kind{a: verdict.NodePort, b: verdict.LoadBalancerIP}
+	tot := newArrivalTotals()
+	snap := func(na, nb uint64, withB bool) *arrivals.Snapshot {
+		s := &arrivals.Snapshot{Dests: []arrivals.DestCount{{Dest: a, Attempts: na}}}
+		if withB {
+			s.Dests = append(s.Dests, arrivals.DestCount{Dest: b, Attempts: nb})
+		}
+		return s
+	}
+	np, lb := arrivalKey{"node_port", "IPv4"}, arrivalKey{"load_balancer_ip", "IPv4"}
+	steps := []struct {
+		s      *arrivals.Snapshot
+		np, lb uint64
+	}{
+		{snap(5, 7, true), 5, 7},
+		{snap(9, 10, true), 9, 10},
+		{snap(12, 0, false), 12, 10}, // b's Service deleted: its 10 stay counted
+		{snap(13, 2, true), 13, 12},  // b watched anew, from zero: 2 more
+	}
+	for i, st := range steps {
+		got := tot.add(st.s, kinds)
+		if got[np] != st.np || got[lb] != st.lb {
+			t.Errorf("step %d: node_port %d load_balancer_ip %d, want %d %d", i, got[np], got[lb], st.np, st.lb)
+		}
+	}
 }
