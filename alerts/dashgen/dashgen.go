@@ -160,7 +160,7 @@ func Build() (dashboard.Dashboard, error) {
 		Description("Probes of the health check node ports from outside each node (a load balancer checking it), and the arrivals meter's state: a node nobody probes is never drained (LocalTrafficNodeNotHealthChecked).").
 		Datasource(datasource).Height(8).Span(12).Min(0).
 		WithTarget(query("A", `sum by (cluster, node) (rate(localtraffic_arrivals_total{kind="health_check",`+nodeSel+`}[5m]))`).LegendFormat("{{node}} probes/s")).
-		WithTarget(query("B", `max by (cluster, node) (localtraffic_arrivals_meter_state{state!="ok",`+nodeSel+`}) > 0`).LegendFormat("{{node}} meter not ok")))
+		WithTarget(query("B", `max by (cluster, node) (localtraffic_arrivals_meter_state{state!="ok",`+nodeSel+`})`).LegendFormat("{{node}} meter not ok")))
 
 	b.WithRow(dashboard.NewRowBuilder("kube-proxy"))
 	b.WithPanel(timeline("kube-proxy healthy per node").
