@@ -68,7 +68,8 @@ func TestAlertStyle(t *testing.T) {
 			}
 			// absent() has no labels to name; a per-Service alert (by cluster, namespace and Service, no node) names
 			// the Service and its nodes from a query; every other alert is about a node.
-			perService := strings.HasPrefix(strings.TrimSpace(r.Expr), "sum by (cluster, namespace, service)")
+			expr := strings.TrimSpace(r.Expr)
+			perService := strings.HasPrefix(expr, "sum by (cluster, namespace, service)") || strings.HasPrefix(expr, "count by (cluster, namespace, service)")
 			switch {
 			case strings.Contains(r.Expr, "absent("):
 			case perService:

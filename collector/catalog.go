@@ -43,6 +43,10 @@ func Catalog() []CatalogEntry {
 			func(s Selection) Collector { return NewRules(s.RulesPerPort) }},
 		{"dataplane", true, "What serves Services on this node (kube-proxy, IPVS or a replacement).",
 			func(Selection) Collector { return NewDataplane() }},
+		{"arrivals", true, "The arrivals meter: new external connection attempts reaching this node per destination kind and family, health check probes from outside, the meter's state and what it missed.",
+			func(Selection) Collector { return NewArrivals() }},
+		{"service_arrivals", false, "Per Local Service: the new external connection attempts reaching this node, per destination kind and family.",
+			func(Selection) Collector { return NewServiceArrivals() }},
 	}
 }
 

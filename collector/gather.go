@@ -18,6 +18,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
 )
 
@@ -56,11 +57,18 @@ type GathererConfig struct {
 	Links nodeprobe.LinkLister
 	// ExternalIPWindow: an externalIP whose drop counter grew this recently is in rotation.
 	ExternalIPWindow time.Duration
-	Client           *http.Client
-	ProbeTimeout     time.Duration // cap per probe; the scrape's deadline may shorten it
-	Concurrency      int           // health check probes in flight at once
-	Memory           *Memory       // nil: a new one
-	Logger           *slog.Logger
+	// Meter counts the new connection attempts that reach the node; nil: not observed (--no-arrivals.enabled).
+	Meter ArrivalsMeter
+	// Grace: attempts that keep arriving this long at a destination the node drops put it in rotation
+	// (DefaultGrace when 0). Quiet: the meter's QuietPeriod (DefaultQuiet when 0).
+	Grace, Quiet time.Duration
+	// InternalCIDRs are sources that are not external (the cluster's pod CIDRs; this node's own are added).
+	InternalCIDRs []netip.Prefix
+	Client        *http.Client
+	ProbeTimeout  time.Duration // cap per probe; the scrape's deadline may shorten it
+	Concurrency   int           // health check probes in flight at once
+	Memory        *Memory       // nil: a new one
+	Logger        *slog.Logger
 }
 
 // Gatherer reads every input of a scrape once, concurrently, under the scrape's context, and decides the
@@ -83,6 +91,12 @@ func NewGatherer(cfg GathererConfig) *Gatherer {
 	}
 	if cfg.ProbeTimeout <= 0 {
 		cfg.ProbeTimeout = 5 * time.Second
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = DefaultGrace
+	}
+	if cfg.Quiet <= 0 {
+		cfg.Quiet = DefaultQuiet
 	}
 	return &Gatherer{cfg: cfg}
 }
@@ -159,6 +173,14 @@ func (g *Gatherer) Gather(ctx context.Context) *State {
 			if st.LocalAddrs, st.AddrsErr = g.cfg.Addrs.LocalAddrs(); st.AddrsErr != nil {
 				g.cfg.Logger.Warn("listing this host's addresses", "err", st.AddrsErr)
 			}
+			st.AssignedAddrs = st.LocalAddrs
+			if al, ok := g.cfg.Addrs.(nodeprobe.AssignedLister); ok && st.AddrsErr == nil {
+				var err error
+				if st.AssignedAddrs, err = al.AssignedAddrs(); err != nil {
+					st.AddrsErr = err
+					g.cfg.Logger.Warn("listing this host's assigned addresses", "err", err)
+				}
+			}
 		}
 		<-configRead
 		timed(InputAddrs, addrStart)
@@ -170,8 +192,41 @@ func (g *Gatherer) Gather(ctx context.Context) *State {
 	wg.Wait()
 
 	st.Dataplane = g.dataplane(st)
+	st.NodePortAddrs = nodeprobe.NodePortAddrs(st.LocalAddrs,
+		nodeprobe.KubeProxyNodeIPs(st.Node.KubeProxyNodeIPs(), st.KubeProxyConfig.BindAddress), st.KubeProxyConfig.NodePortAddresses)
+	g.observe(st, snap)
 	g.decide(st, snap, checks)
 	return st
+}
+
+// observe tells the arrivals meter what this scrape's Services are and takes its counts, once per scrape.
+func (g *Gatherer) observe(st *State, snap kubeview.Snapshot) {
+	if g.cfg.Meter == nil {
+		return
+	}
+	defer func(start time.Time) { st.took[InputArrivals] = time.Since(start) }(time.Now())
+	st.Arrivals.Enabled = true
+	if st.APIErr == nil {
+		if err := g.cfg.Meter.Watch(arrivalsWatch(snap, st.NodePortAddrs, g.cfg.InternalCIDRs)); err != nil {
+			st.Arrivals.WatchErr = fmt.Errorf("arrivals meter: %w", err)
+			g.cfg.Logger.Warn("the arrivals meter refused this scrape's destinations: it counts the previous ones", "err", err)
+		}
+	}
+	s := g.cfg.Meter.Snapshot()
+	st.Arrivals.Snapshot = &s
+	kinds := map[arrivals.Dest]verdict.Kind{}
+	for _, svc := range snap.Services {
+		for _, fam := range svc.Families {
+			destinations(svc, fam, func(d verdict.Destination) {
+				if ad, ok := destOf(d); ok {
+					if _, seen := kinds[ad]; !seen {
+						kinds[ad] = d.Kind
+					}
+				}
+			})
+		}
+	}
+	st.Arrivals.Totals = g.cfg.Memory.arrivals.add(&s, kinds)
 }
 
 // dataplane decides what serves Services here, never from silence alone. IPVS says so through the rule
@@ -278,6 +333,17 @@ func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCh
 	}
 	ev := g.evidence(st, snap)
 	dec := newDecider(fr, ev)
+	if len(st.LocalAddrs) > 0 && st.AddrsErr == nil {
+		// (A node without a single address is a lister that said nothing: no evidence.)
+		dec.ev.Addresses = newNodeAddresses(st.AssignedAddrs, st.NodePortAddrs)
+	}
+	if st.Arrivals.Snapshot != nil {
+		now := st.Arrivals.Snapshot.Taken
+		dec.ev.Observed = &observations{snap: st.Arrivals.Snapshot, quiet: g.cfg.Quiet, now: now,
+			dropped: g.cfg.Memory.arrivals.droppedSince()}
+		dec.ev.Grace, dec.ev.Now = g.cfg.Grace, now
+		defer func() { g.cfg.Memory.arrivals.recordDropped(st.Services, now) }()
+	}
 	// Sized up front: at thousands of Services, growing these maps and slices was a third of a scrape's
 	// garbage, and a scrape's garbage sets the exporter's RSS (the GC's target follows the heap's peak).
 	seen := make(map[counterKey]bool, 2*len(snap.Services))
@@ -335,18 +401,13 @@ func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCh
 	}
 }
 
-// scrapeEvidence is the externalIP evidence of one scrape.
+// scrapeEvidence is the drop counters' evidence of one scrape.
 type scrapeEvidence struct {
-	local map[netip.Addr]bool
-	grew  map[ruleKey]bool
+	grew map[ruleKey]bool
 }
 
-// Arriving implements verdict.Arrivals: the address is configured on one of this node's interfaces, or its
-// drop rule's counter grew within the evidence window.
+// Arriving implements verdict.Arrivals: the address's drop rule counter grew within the evidence window.
 func (e scrapeEvidence) Arriving(d verdict.Destination) (string, bool) {
-	if a, err := netip.ParseAddr(d.Address); err == nil && e.local[a.Unmap()] {
-		return "address assigned to this node", true
-	}
 	k := ruleKey{counterKey: counterKey{namespace: d.Namespace, name: d.Service, port: d.Port, protocol: string(d.Protocol)},
 		family: string(d.Family), address: d.Address, port: d.DestPort}
 	if e.grew[k] {
@@ -357,12 +418,7 @@ func (e scrapeEvidence) Arriving(d verdict.Destination) (string, bool) {
 
 // evidence records every counted address drop rule in Memory and keeps those that grew within the window.
 func (g *Gatherer) evidence(st *State, snap kubeview.Snapshot) scrapeEvidence {
-	ev := scrapeEvidence{local: map[netip.Addr]bool{}, grew: map[ruleKey]bool{}}
-	for _, ip := range st.LocalAddrs {
-		if a, ok := netip.AddrFromSlice(ip); ok {
-			ev.local[a.Unmap()] = true
-		}
-	}
+	ev := scrapeEvidence{grew: map[ruleKey]bool{}}
 	if st.Rules == nil || st.RulesErr != nil {
 		return ev
 	}

@@ -85,11 +85,13 @@ func TestInputFailureCountsAgainstItsCollectors(t *testing.T) {
 	reader := &countingReader{err: errors.New("iptables-save: exit status 1")}
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(testExporter(view, reader).Bind(context.Background()))
-	want := `localtraffic_scrape_collector_success{collector="dataplane"} 1
+	want := `localtraffic_scrape_collector_success{collector="arrivals"} 1
+localtraffic_scrape_collector_success{collector="dataplane"} 1
 localtraffic_scrape_collector_success{collector="informers"} 1
 localtraffic_scrape_collector_success{collector="kube_proxy"} 0
 localtraffic_scrape_collector_success{collector="node"} 1
 localtraffic_scrape_collector_success{collector="rules"} 0
+localtraffic_scrape_collector_success{collector="service_arrivals"} 0
 localtraffic_scrape_collector_success{collector="service_details"} 0
 localtraffic_scrape_collector_success{collector="services"} 0`
 	if got := series(t, reg, "localtraffic_scrape_collector_success"); got != want {

@@ -22,6 +22,9 @@ type Memory struct {
 	kubeProxyConfig nodeprobe.KubeProxyConfig
 	configzAt       time.Time
 	configzStale    bool
+	// arrivals makes the arrivals meter's counts monotonic per node and remembers since when each
+	// destination is dropped (its own lock).
+	arrivals *arrivalTotals
 }
 
 // configz returns the cached kube-proxy configuration while younger than configzTTL.
@@ -76,7 +79,7 @@ type dropCounter struct {
 
 // NewMemory returns an empty Memory.
 func NewMemory() *Memory {
-	return &Memory{counters: map[counterKey]*dropCounter{}, rules: map[ruleKey]*ruleCounter{}}
+	return &Memory{counters: map[counterKey]*dropCounter{}, rules: map[ruleKey]*ruleCounter{}, arrivals: newArrivalTotals()}
 }
 
 // countDrops folds a raw rule counter into the key's monotonic total. A raw value below the last one means

@@ -24,6 +24,9 @@ var (
 		"1 when some of the Service's external traffic (a NodePort, load balancer IP or externalIP, in some IP family) is sent to this node (see the blackhole verdict in docs/metrics.md).", svcLabels...))
 	blackhole = stable(newMetric("blackhole", prometheus.GaugeValue,
 		"1 when some of the Service's external traffic reaches this node and is dropped for lack of a local endpoint (in some IP family).", svcLabels...))
+	blackholeReason = newMetric("blackhole_reason", prometheus.GaugeValue,
+		"1 while localtraffic_blackhole is 1, saying what it rests on (absent otherwise): health_check_ignored (attempts keep arriving past the grace window while the node's health check fails: the load balancer ignores healthCheckNodePort), traffic_lost (attempts observed arriving at a destination the node drops), health_check_passing (the node's own health check answers 200) page as critical; no_traffic_seen (declared in rotation, nothing arrives yet) and not_observed (declared, the arrivals meter is off or blind) as warnings.",
+		"namespace", "service", "reason")
 	blackholeSource = newMetric("blackhole_source_info", prometheus.GaugeValue,
 		"Which input decided localtraffic_blackhole on this node: rules (kube-proxy's rules were read) or api (they could not be); always 1.",
 		"source")
@@ -53,7 +56,7 @@ func NewServices() *Services { return &Services{} }
 func (*Services) Name() string { return "services" }
 
 func (*Services) Metrics() []*Metric {
-	return []*Metric{localEndpoints, inRotationMetric, blackhole, blackholeSource, healthCheckUp, serviceIgnored}
+	return []*Metric{localEndpoints, inRotationMetric, blackhole, blackholeReason, blackholeSource, healthCheckUp, serviceIgnored}
 }
 
 // Inputs: the verdict waits for the rules read as well as the probes.
@@ -72,6 +75,9 @@ func (*Services) Update(st *State, out *Sink) error {
 		}
 		out.send(inRotationMetric, boolFloat(r.Verdict.InRotation), ns, name)
 		out.send(blackhole, boolFloat(r.Verdict.Blackhole), ns, name)
+		if r.Verdict.Blackhole {
+			out.send(blackholeReason, 1, ns, name, string(r.Verdict.Reason))
+		}
 		// An ignored Service keeps its verdict series (the dashboard and `status` still show where it drops);
 		// this series is what the shipped alerts leave it out by (unless on (namespace, service)).
 		if r.Service.Ignored {

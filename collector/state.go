@@ -25,6 +25,7 @@ const (
 	InputHealthChecks Input = "health_checks" // every health check node port probe, per family
 	InputAddrs        Input = "addrs"         // this host's addresses (netlink)
 	InputInformers    Input = "informers"     // the informers' own status
+	InputArrivals     Input = "arrivals"      // the arrivals meter's snapshot
 )
 
 // State is everything one scrape read and decided. The gatherer builds it once per scrape; every collector
@@ -60,6 +61,13 @@ type State struct {
 	// LocalAddrs are this host's addresses; AddrsErr why they could not be listed.
 	LocalAddrs []net.IP
 	AddrsErr   error
+	// AssignedAddrs are the addresses on this host's real interfaces (not kube-ipvs0 and other NOARP dummies,
+	// where IPVS binds Service addresses on every node); NodePortAddrs the local addresses kube-proxy accepts
+	// NodePorts on (its nodePortAddresses).
+	AssignedAddrs []net.IP
+	NodePortAddrs []net.IP
+	// Arrivals is what the arrivals meter observed.
+	Arrivals ArrivalsState
 	// KubeProxyConfig is kube-proxy's configuration as its /configz (or a flag) gave it: where its health
 	// servers listen, whether it programs externalIPs. KubeProxyConfigErr is why /configz could not be read
 	// (the last known configuration, else kube-proxy's defaults, is used then).

@@ -3,8 +3,6 @@ package e2e
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -47,38 +45,8 @@ func TestAlertsOneNotificationPerService(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := testContext(t)
 	repo := alertsRepoDir(t)
-	tools, err := installMonitoringTools(ctx, repo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	startShippedExporters(t, c, routingExporterPort, "--services.ignore-selector="+routingExcludeLabel+"=true")
-	kubeconfig := prometheusKubeconfig(t, c)
-	tokenFile := prometheusTokenFile(t, c)
-	scrape, err := os.ReadFile(filepath.Join(repo, "alerts", "prometheus-scrape.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rules []string
-	for _, f := range alertRuleFiles {
-		rules = append(rules, filepath.Join(repo, f))
-	}
-	dir := t.TempDir()
-	prom, hook, stop, err := startMonitoring(ctx, c, tools, dir, func(am string) ([]byte, error) {
-		return prometheusConfig(scrape, kubeconfig, tokenFile, rules, am, evalInterval)
-	}, shippedAlertmanagerConfig(repo))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, n := range []string{"prometheus", "alertmanager"} {
-				b, _ := os.ReadFile(filepath.Join(dir, n+".log"))
-				t.Logf("--- %s log (tail) ---\n%s", n, lastBytes(string(b), 3000))
-			}
-		}
-		stop()
-	})
-	waitForTargets(t, ctx, prom, c)
+	prom, hook := liveMonitoring(t, ctx, c, repo, routingExporterPort, shippedAlertmanagerConfig(repo),
+		"--services.ignore-selector="+routingExcludeLabel+"=true")
 
 	const ns, reason = "e2e-routing", "licensed on the first node only"
 	first := c.Nodes()[0].Name
@@ -96,6 +64,16 @@ func TestAlertsOneNotificationPerService(t *testing.T) {
 	for _, svc := range []*corev1.Service{pinned, annotated, excluded} {
 		setEndpoints(t, c, svc, ready(startPods(t, c, svc, first, first)...))
 	}
+	// Clients keep using the pinned Service's NodePort on every node, as a NodePort's users do: the nodes
+	// without a replica lose that traffic now, which is what pages (a blackhole nothing has reached yet is a
+	// ticket: docs/rotation.md). The ignored Services get the same traffic and still page nothing.
+	var addrs []string
+	for _, n := range c.Nodes() {
+		for _, svc := range []*corev1.Service{pinned, annotated, excluded} {
+			addrs = append(addrs, nodePortAddr(n, svc))
+		}
+	}
+	keepSending(t, c, addrs...)
 	start := time.Now()
 
 	// ours returns this test's notifications: only its namespace's alerts (the shared cluster may raise others).

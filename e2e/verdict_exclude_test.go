@@ -16,7 +16,9 @@ const excludeLabel = "node.kubernetes.io/exclude-from-external-load-balancers"
 // parses as false: the cloud service controller keeps the node) and node-3 the empty value kubeadm puts on
 // control-plane nodes (present: excluded). kube-proxy ignores the label, so both really drop a Local
 // NodePort Service whose only endpoint is on node-1. node-2 is still in rotation and paged; node-3 is out of
-// rotation and not paged.
+// load balancers, and out of rotation while no NodePort client uses it. The label takes a node out of load
+// balancers only (issue 20): once clients keep using node-3's NodePort past the grace window, node-3 is in
+// rotation by their arrivals and paged, traffic_lost.
 func TestVerdictExcludeLabelValues(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := testContext(t)
@@ -49,4 +51,14 @@ func TestVerdictExcludeLabelValues(t *testing.T) {
 				metricIs("localtraffic_blackhole", l, boolGauge(!excluded[n.Name])))
 		})
 	}
+
+	restartExporter(t, c, n3, testGrace)
+	keepSending(t, c, nodePortAddr(n3, svc))
+	eventually(t, converge, "NodePort clients keep using excluded node-3", func() error {
+		return expectMetrics(ctx, c, n3.Name,
+			metricIs("localtraffic_node_excluded", nodeLabels(n3.Name), 1),
+			metricIs("localtraffic_in_rotation", svcLabels(svc, n3.Name), 1),
+			metricIs("localtraffic_blackhole", svcLabels(svc, n3.Name), 1),
+			metricIs("localtraffic_blackhole_reason", reasonLabels(svc, n3.Name, "traffic_lost"), 1))
+	})
 }

@@ -75,7 +75,8 @@ func TransformEndpointSlice(node string) func(any) (any, error) {
 }
 
 // TransformService drops what the exporter never reads (managed fields, most annotations and labels, status
-// conditions). It keeps the AnnotationIntentionalPlacement annotation, and the labels keep names (those an ignore
+// conditions). It keeps the AnnotationIntentionalPlacement annotation, the cloud controllers' annotations that
+// say where the load balancer health-checks (and loadBalancerClass), and the labels keep names (those an ignore
 // selector reads: keeping them rather than the selector's answer keeps the transform idempotent).
 func TransformService(keep ...string) func(any) (any, error) {
 	keepLabelKeys := append([]string{labelServiceProxyName}, keep...)
@@ -91,7 +92,7 @@ func TransformService(keep ...string) func(any) (any, error) {
 				UID:               svc.UID,
 				ResourceVersion:   svc.ResourceVersion,
 				Labels:            keepLabels(svc.Labels, keepLabelKeys...),
-				Annotations:       keepLabels(svc.Annotations, AnnotationIntentionalPlacement),
+				Annotations:       keptAnnotations(svc.Annotations),
 				DeletionTimestamp: svc.DeletionTimestamp,
 			},
 			Spec: corev1.ServiceSpec{
@@ -103,6 +104,7 @@ func TransformService(keep ...string) func(any) (any, error) {
 				ClusterIPs:            svc.Spec.ClusterIPs,
 				ExternalTrafficPolicy: svc.Spec.ExternalTrafficPolicy,
 				HealthCheckNodePort:   svc.Spec.HealthCheckNodePort,
+				LoadBalancerClass:     svc.Spec.LoadBalancerClass,
 			},
 			Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: svc.Status.LoadBalancer.Ingress}},
 		}, nil
@@ -112,6 +114,18 @@ func TransformService(keep ...string) func(any) (any, error) {
 // keepLabels copies the labels (or annotations) the view reads out of the decoded object's map, nil when it has none of them:
 // the rest of the map (the Service's own labels, copied onto its slices by the controller) would stay alive
 // with every cached object, about 1 KB each at 2,000 Services and slices (docs/performance.md).
+// keptAnnotations: the intentional-placement annotation and the load balancer health check's.
+func keptAnnotations(ann map[string]string) map[string]string {
+	out := KeepLBCheckAnnotations(ann)
+	if v, ok := ann[AnnotationIntentionalPlacement]; ok {
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[AnnotationIntentionalPlacement] = v
+	}
+	return out
+}
+
 func keepLabels(labels map[string]string, keys ...string) map[string]string {
 	var out map[string]string
 	for _, k := range keys {

@@ -26,6 +26,10 @@ type NodeState struct {
 	// Fargate). No kube-proxy runs there and no node port is served, so it never receives a Service's external
 	// traffic; the exporter does not run there either.
 	Virtual bool
+	// ProviderID is spec.providerID: the cloud whose controller's defaults decide where a load balancer checks.
+	ProviderID string
+	// PodCIDRs are spec.podCIDRs: the sources of this node's pods, whose traffic is not external.
+	PodCIDRs []string
 }
 
 // Draining is kube-proxy's own test for /healthz (since 1.28): the node is going away.
@@ -63,7 +67,8 @@ func (n NodeState) KubeProxyNodeIPs() []string {
 
 // NodeStateOf reads what matters of a Node object.
 func NodeStateOf(n *corev1.Node) NodeState {
-	st := NodeState{Name: n.Name, Found: true, Deleting: n.DeletionTimestamp != nil}
+	st := NodeState{Name: n.Name, Found: true, Deleting: n.DeletionTimestamp != nil, ProviderID: n.Spec.ProviderID,
+		PodCIDRs: n.Spec.PodCIDRs}
 	if v, ok := n.Labels[LabelExcludeFromLB]; ok {
 		st.Excluded = excludes(v)
 	}

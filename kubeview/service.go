@@ -64,6 +64,10 @@ type ServiceState struct {
 	// other; only what pages and what fails changes.
 	Ignored       bool
 	IgnoredReason string
+	// LBCheck is where the Service's load balancer health-checks the nodes, as its cloud controller's
+	// annotations say (LBCheckOn adds the nodes' provider); LBCheckNodePort for other types.
+	LBCheck           LBCheckClass
+	lbCheckByProvider bool
 }
 
 // ServicePort is one port of the Service's spec.
@@ -163,6 +167,7 @@ func ServiceStateOf(svc *corev1.Service, slices []*discoveryv1.EndpointSlice) Se
 		LoadBalancerIPs:     programmedIngressIPs(svc.Status.LoadBalancer.Ingress),
 	}
 	st.IgnoredReason, st.Ignored = IgnoredReason(svc, nil)
+	st.LBCheck, st.lbCheckByProvider = lbCheckOf(svc)
 	for _, sp := range svc.Spec.Ports {
 		st.Ports = append(st.Ports, ServicePort{Name: sp.Name, Protocol: sp.Protocol, Port: sp.Port, NodePort: sp.NodePort})
 	}

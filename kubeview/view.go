@@ -98,7 +98,7 @@ func transformNode(obj any) (any, error) {
 			Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion,
 			Labels: n.Labels, DeletionTimestamp: n.DeletionTimestamp,
 		},
-		Spec:   corev1.NodeSpec{Taints: n.Spec.Taints},
+		Spec:   corev1.NodeSpec{Taints: n.Spec.Taints, ProviderID: n.Spec.ProviderID, PodCIDRs: n.Spec.PodCIDRs},
 		Status: corev1.NodeStatus{Addresses: n.Status.Addresses},
 	}, nil
 }

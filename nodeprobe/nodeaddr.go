@@ -6,6 +6,7 @@ import (
 	"net"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // AddrLister lists the addresses configured on this host's interfaces. netlink implements it; tests use a
@@ -69,39 +70,8 @@ func PickLocalAddress(lister AddrLister, candidates []string) (string, error) {
 // a load balancer checks. With CIDRs it listens on each local address inside them: the node IP when it is one of
 // them, else the first such local address (never link-local). "" when there is none.
 func PickFamilyAddress(local []net.IP, nodeIPs []string, family string, nodePortAddresses []string) string {
-	var nodeIP net.IP
-	for _, c := range nodeIPs {
-		if ip := net.ParseIP(c); ip != nil && FamilyOf(ip) == family {
-			nodeIP = ip
-			break
-		}
-	}
-	var nets []*net.IPNet
-	matchAll := false
-	add := func(cidr string) {
-		if _, n, err := net.ParseCIDR(cidr); err == nil && FamilyOf(n.IP) == family {
-			if ones, _ := n.Mask.Size(); ones == 0 {
-				matchAll = true
-			}
-			nets = append(nets, n)
-		}
-	}
-	for _, a := range nodePortAddresses {
-		switch a {
-		case "primary":
-			if nodeIP != nil && !nodeIP.IsLoopback() {
-				add(nodeIP.String() + map[bool]string{true: "/32", false: "/128"}[family == "IPv4"])
-			}
-		case "localhost":
-			add("127.0.0.0/8")
-			add("::1/128")
-		case "all":
-			add("0.0.0.0/0")
-			add("::/0")
-		default:
-			add(a)
-		}
-	}
+	nodeIP := familyNodeIP(nodeIPs, family)
+	nets, matchAll := nodePortNets(nodeIPs, family, nodePortAddresses)
 	isLocal := func(ip net.IP) bool {
 		for _, l := range local {
 			if l.Equal(ip) {
@@ -141,4 +111,130 @@ func FamilyOf(ip net.IP) string {
 		return "IPv4"
 	}
 	return "IPv6"
+}
+
+// AssignedLister lists the addresses assigned to this host's real interfaces: those the network delivers
+// their traffic to. NetlinkAddrs implements it.
+type AssignedLister interface {
+	AssignedAddrs() ([]net.IP, error)
+}
+
+// Links whose addresses are bound, not assigned: IPVS binds every Service address (cluster IPs, externalIPs,
+// load balancer IPs) to kube-ipvs0 on every node, kube-router to kube-dummy-if, so that the node accepts them
+// locally; neither answers ARP for them nor routes anything to the node.
+var bindOnlyLinks = map[string]bool{"kube-ipvs0": true, "kube-dummy-if": true}
+
+// LinkAddr is one address and the link it is on.
+type LinkAddr struct {
+	IP    net.IP
+	Link  string // the link's name
+	Type  string // netlink's link type: "dummy", "device", "veth", ...
+	NoARP bool   // IFF_NOARP
+}
+
+// Assigned keeps the addresses on real interfaces: not on kube-ipvs0 or kube-dummy-if, and not on any dummy
+// link that does not answer ARP (a dummy has IFF_NOARP unless someone cleared it; an announcer that holds a
+// VIP on a dummy and answers for it clears it or routes it).
+func Assigned(addrs []LinkAddr) []net.IP {
+	var out []net.IP
+	for _, a := range addrs {
+		if bindOnlyLinks[a.Link] || a.Type == "dummy" && a.NoARP {
+			continue
+		}
+		out = append(out, a.IP)
+	}
+	return out
+}
+
+// AssignedAddrs implements AssignedLister through netlink.
+func (NetlinkAddrs) AssignedAddrs() ([]net.IP, error) {
+	links, err := netlink.LinkList()
+	if err != nil {
+		return nil, fmt.Errorf("listing links with netlink: %w", err)
+	}
+	byIndex := make(map[int]netlink.Link, len(links))
+	for _, l := range links {
+		byIndex[l.Attrs().Index] = l
+	}
+	addrs, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
+	if err != nil {
+		return nil, fmt.Errorf("listing addresses with netlink: %w", err)
+	}
+	la := make([]LinkAddr, 0, len(addrs))
+	for _, a := range addrs {
+		if a.IPNet == nil {
+			continue
+		}
+		x := LinkAddr{IP: a.IP}
+		if l, ok := byIndex[a.LinkIndex]; ok {
+			x.Link, x.Type, x.NoARP = l.Attrs().Name, l.Type(), l.Attrs().RawFlags&unix.IFF_NOARP != 0
+		}
+		la = append(la, x)
+	}
+	return Assigned(la), nil
+}
+
+// NodePortAddrs are the local addresses kube-proxy accepts NodePorts on (pkg/proxy/util/nodeport_addresses.go):
+// with no CIDR of a family in nodePortAddresses (or one matching everything), every local address of that
+// family; otherwise those inside its CIDRs, with the keywords expanded as PickFamilyAddress expands them.
+func NodePortAddrs(local []net.IP, nodeIPs []string, nodePortAddresses []string) []net.IP {
+	var out []net.IP
+	for _, family := range []string{"IPv4", "IPv6"} {
+		nets, all := nodePortNets(nodeIPs, family, nodePortAddresses)
+		for _, l := range local {
+			if FamilyOf(l) != family {
+				continue
+			}
+			if all || len(nets) == 0 {
+				out = append(out, l)
+				continue
+			}
+			for _, n := range nets {
+				if n.Contains(l) {
+					out = append(out, l)
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
+func familyNodeIP(nodeIPs []string, family string) net.IP {
+	for _, c := range nodeIPs {
+		if ip := net.ParseIP(c); ip != nil && FamilyOf(ip) == family {
+			return ip
+		}
+	}
+	return nil
+}
+
+// nodePortNets expands nodePortAddresses for one family as kube-proxy does; all: a CIDR matches everything.
+func nodePortNets(nodeIPs []string, family string, nodePortAddresses []string) (nets []*net.IPNet, all bool) {
+	nodeIP := familyNodeIP(nodeIPs, family)
+	add := func(cidr string) {
+		if _, n, err := net.ParseCIDR(cidr); err == nil && FamilyOf(n.IP) == family {
+			if ones, _ := n.Mask.Size(); ones == 0 {
+				all = true
+			}
+			nets = append(nets, n)
+		}
+	}
+	for _, a := range nodePortAddresses {
+		switch a {
+		case "primary":
+			if nodeIP != nil && !nodeIP.IsLoopback() {
+				add(nodeIP.String() + map[bool]string{true: "/32", false: "/128"}[family == "IPv4"])
+			}
+		case "localhost":
+			add("127.0.0.0/8")
+			add("::1/128")
+		case "all":
+			add("0.0.0.0/0")
+			add("::/0")
+		default:
+			add(a)
+		}
+	}
+	return nets, all
 }

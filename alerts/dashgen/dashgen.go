@@ -151,6 +151,17 @@ func Build() (dashboard.Dashboard, error) {
 		}}).
 		ShowHeader(true).CellHeight(common.TableCellHeightSm))
 
+	b.WithRow(dashboard.NewRowBuilder("Arrivals"))
+	b.WithPanel(series("New external connection attempts per node").
+		Description("Where external traffic really goes: the new connection attempts (TCP SYN, SCTP INIT; UDP datagrams) the arrivals meter sees reaching each node for Local Services, by destination kind. A node that receives them while it blackholes a Service loses them (localtraffic_blackhole_reason traffic_lost).").
+		Datasource(datasource).Height(8).Span(12).Min(0).Unit("cps").
+		WithTarget(query("A", `sum by (cluster, node, kind) (rate(localtraffic_arrivals_total{kind!="health_check",`+nodeSel+`}[5m]))`).LegendFormat("{{node}} {{kind}}")))
+	b.WithPanel(series("Health check probes per node").
+		Description("Probes of the health check node ports from outside each node (a load balancer checking it), and the arrivals meter's state: a node nobody probes is never drained (LocalTrafficNodeNotHealthChecked).").
+		Datasource(datasource).Height(8).Span(12).Min(0).
+		WithTarget(query("A", `sum by (cluster, node) (rate(localtraffic_arrivals_total{kind="health_check",`+nodeSel+`}[5m]))`).LegendFormat("{{node}} probes/s")).
+		WithTarget(query("B", `max by (cluster, node) (localtraffic_arrivals_meter_state{state!="ok",`+nodeSel+`})`).LegendFormat("{{node}} meter not ok")))
+
 	b.WithRow(dashboard.NewRowBuilder("kube-proxy"))
 	b.WithPanel(timeline("kube-proxy healthy per node").
 		Description("localtraffic_kube_proxy_healthy: kube-proxy's /healthz says its rules are fresh on this node.").

@@ -43,6 +43,9 @@ type options struct {
 	nodes         int
 	nodesFile     string
 	stdinName     string
+	// fromExporters: status reads what each node's exporter observes (through the pod proxy) into a column.
+	fromExporters     bool
+	exporterNamespace string
 }
 
 // run parses args and executes the command; it returns the exit status.
@@ -86,6 +89,10 @@ func (a *app) run(ctx context.Context, args []string) int {
 		},
 	}
 	status.Flags().StringVarP(&o.output, "output", "o", "text", "text or json")
+	status.Flags().BoolVar(&o.fromExporters, "from-exporters", false, "also show what each node's exporter observes (an OBSERVED column: "+
+		"traffic_lost, health_check_ignored, no_traffic_seen, ... or no_blackhole), read through the API server's pod proxy: "+
+		"needs get on pods/proxy in --exporter-namespace")
+	status.Flags().StringVar(&o.exporterNamespace, "exporter-namespace", "localtraffic-system", "the exporter DaemonSet's namespace (--from-exporters)")
 
 	audit := &cobra.Command{
 		Use:   "audit",
@@ -158,6 +165,18 @@ func (a *app) status(ctx context.Context, o *options, args []string) (int, error
 		return exitError, err
 	}
 	st := placement.Status(c)
+	if o.fromExporters {
+		cs, err := a.client(o.kube)
+		if err != nil {
+			return exitError, badInputf("kubeconfig: %w", err)
+		}
+		obs, err := readObserved(ctx, cs, o.exporterNamespace)
+		if err != nil {
+			// Partial: the nodes that answered still show; the others stay unknown.
+			fmt.Fprintf(a.errOut, "kubectl-localtraffic: %v\n", err)
+		}
+		placement.ApplyObserved(st, obs)
+	}
 	if len(args) == 1 {
 		var one []placement.ServiceStatus
 		for _, s := range st {
@@ -173,7 +192,7 @@ func (a *app) status(ctx context.Context, o *options, args []string) (int, error
 	if o.output == "json" {
 		err = writeStatusJSON(a.out, c, st)
 	} else {
-		err = writeStatusText(a.out, st, a.colour())
+		err = writeStatusText(a.out, st, a.colour(), o.fromExporters)
 	}
 	if err != nil {
 		return exitError, err

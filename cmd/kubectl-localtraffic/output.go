@@ -51,8 +51,38 @@ func cell(s placement.ServiceStatus, n placement.NodeStatus) (text, colour strin
 	}
 }
 
-// writeStatusText prints the nodes × Services grid and one summary line per Service.
-func writeStatusText(w io.Writer, st []placement.ServiceStatus, colour bool) error {
+// observedCell summarises what the Service's nodes' exporters observe: the nodes per blackhole reason, strongest
+// first; "-" when they report none; "?" when no exporter report was read.
+func observedCell(s placement.ServiceStatus) string {
+	byReason := map[string][]string{}
+	read := false
+	for _, n := range s.Nodes {
+		if n.Observed == "" {
+			continue
+		}
+		read = true
+		if n.Observed != placement.ObservedNoBlackhole {
+			byReason[n.Observed] = append(byReason[n.Observed], n.Node)
+		}
+	}
+	if !read {
+		return "?"
+	}
+	var parts []string
+	for _, r := range []string{"health_check_ignored", "traffic_lost", "health_check_passing", "no_traffic_seen", "not_observed"} {
+		if nodes := byReason[r]; len(nodes) > 0 {
+			parts = append(parts, r+": "+strings.Join(nodes, ","))
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// writeStatusText prints the nodes × Services grid and one summary line per Service; observed adds the column
+// of what the nodes' exporters observe (--from-exporters).
+func writeStatusText(w io.Writer, st []placement.ServiceStatus, colour, observed bool) error {
 	p := painter(colour)
 	if len(st) == 0 {
 		_, err := fmt.Fprintln(w, "No Service with externalTrafficPolicy: Local.")
@@ -73,12 +103,18 @@ func writeStatusText(w io.Writer, st []placement.ServiceStatus, colour bool) err
 	for _, n := range nodes {
 		header = append(header, pad(n))
 	}
+	if observed {
+		header = append(header, "OBSERVED")
+	}
 	fmt.Fprintln(tw, strings.Join(header, "\t"))
 	for _, s := range st {
 		row := []string{s.Namespace + "/" + s.Name, string(s.Type)}
 		for _, n := range s.Nodes {
 			text, c := cell(s, n)
 			row = append(row, p.paint(c, pad(text)))
+		}
+		if observed {
+			row = append(row, observedCell(s))
 		}
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/version"
 
 	"github.com/localtraffic/localtraffic-exporter/collector"
+	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
 )
 
@@ -168,6 +169,17 @@ func serviceView(s collector.ServiceResult) serviceRow {
 		}
 	}
 	sort.Strings(whys)
+	if s.Verdict.Blackhole {
+		// What the page's severity follows (docs/rotation.md): first, so the reader sees it before the entries.
+		sev := "warning: no client seen arriving yet"
+		switch {
+		case s.Verdict.Reason.Critical():
+			sev = "critical"
+		case s.Verdict.Reason == verdict.ReasonNotObserved:
+			sev = "warning: arrivals not observed"
+		}
+		whys = append([]string{fmt.Sprintf("blackhole reason %s (%s)", s.Verdict.Reason, sev)}, whys...)
+	}
 	row.Why = strings.Join(whys, "; ")
 	var eps []string
 	for _, f := range s.Service.Families {

@@ -68,7 +68,7 @@ func landingFixture(t *testing.T) (*landingPage, http.Handler, *countingGatherer
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	counting := &countingGatherer{g: newGatherer(opts, view, loopbackAddrs{}, nil, logger)}
+	counting := &countingGatherer{g: newGatherer(opts, view, loopbackAddrs{}, nil, nil, logger)}
 	states := &lastState{g: counting}
 	page := &landingPage{node: "node-1", metricsPath: "/metrics", states: states, gatherTimeout: 5 * time.Second, now: time.Now}
 	return page, newMetricsHandler(mustExporter(t)(exporterFor(opts, states, logger)), opts, logger), counting
@@ -174,6 +174,10 @@ func TestLandingPageShowsTheVerdicts(t *testing.T) {
 		}
 		if r[3] == "" {
 			t.Errorf("row %q says nothing about why", r)
+		}
+		// A blackhole says what its page rests on: no meter in this test, so declared, not observed.
+		if w.verdict == "BLACKHOLE" && !strings.HasPrefix(r[3], "blackhole reason not_observed (warning") {
+			t.Errorf("row %q: the blackhole's reason is not first in why", r)
 		}
 		if strings.HasPrefix(r[6], "IPv4") {
 			if d, err := time.ParseDuration(r[7]); err != nil || d <= 0 {

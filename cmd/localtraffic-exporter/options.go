@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"slices"
 	"strconv"
@@ -37,7 +38,10 @@ type options struct {
 	healthCheckAddress string
 	nodePortAddresses  []string // nil: read kube-proxy's /configz
 	externalIPWindow   time.Duration
-	dataplane          string // "" (auto), "kube-proxy" or "replacement"
+	arrivals           bool           // --arrivals.enabled: run the arrivals meter
+	internalCIDRs      []netip.Prefix // --arrivals.internal-cidrs
+	grace              time.Duration  // --rotation.grace
+	dataplane          string         // "" (auto), "kube-proxy" or "replacement"
 	probeTimeout       time.Duration
 	probeConcurrency   int
 	scrapeTimeoutOff   time.Duration
@@ -107,6 +111,9 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	app.Flag("kube-proxy.nodeport-addresses", "kube-proxy's --nodeport-addresses, comma-separated CIDRs or primary, localhost, all (default: read from kube-proxy's /configz on --kube-proxy.metrics-address).").StringVar(&raw.nodePortAddresses)
 	app.Flag("dataplane", "What serves Services on this node: auto (a kube-proxy replacement only on positive evidence: no kube-proxy rule and a link it creates, cilium_host, bpfin.cali, ovn-k8s-mp0 or kube-dummy-if; otherwise kube-proxy, missing or not programmed when it has no rule), kube-proxy, or replacement (Cilium, Calico eBPF, OVN-Kubernetes, kube-router: API view and health check node ports decide).").Default("auto").StringVar(&raw.dataplane)
 	durationFlag(app, "externalip.evidence-window", "An externalIP not assigned to this node is in rotation when its drop rule's packet counter grew this recently (iptables modes).", "10m", &o.externalIPWindow)
+	app.Flag("arrivals.enabled", "Observe the new external connection attempts that reach this node (a passive AF_PACKET socket with a kernel filter; needs CAP_NET_RAW, writes nothing on the node): a node is in rotation when they keep arriving past --rotation.grace, whatever the health check says. --no-arrivals.enabled leaves rotation to the declared model (localtraffic_arrivals_meter_state{state=\"disabled\"}).").Default("true").BoolVar(&o.arrivals)
+	app.Flag("arrivals.internal-cidrs", "Comma-separated CIDRs whose connection attempts are not external (the cluster's pod CIDRs: kube-proxy short-circuits pod traffic to every endpoint); this node's spec.podCIDRs are always internal.").StringVar(&raw.internalCIDRs)
+	durationFlag(app, "rotation.grace", "How long new connection attempts must keep arriving at a destination this node drops before they put it in rotation: longer than a load balancer takes to deregister a node whose health check fails (AWS target groups 30s x 2, GCE 8s x 3; docs/rotation.md).", collector.DefaultGrace.String(), &o.grace)
 	durationFlag(app, "probe.timeout", "Longest time one probe may take; the scrape's own timeout may shorten it.", "5s", &o.probeTimeout)
 	intFlag(app, "probe.concurrency", "Health check probes in flight at once.", "8", &o.probeConcurrency)
 	durationFlag(app, "scrape.timeout-offset", "Subtracted from X-Prometheus-Scrape-Timeout-Seconds to leave time to answer.", "500ms", &o.scrapeTimeoutOff)
@@ -140,6 +147,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 type rawFlags struct {
 	logLevel, nodePortAddresses, dataplane string
 	ignoreSelector                         string
+	internalCIDRs                          string
 	collectors                             *collectorSwitches
 	rulesPerPort                           bool
 	allowlist, denylist                    string
@@ -245,6 +253,18 @@ func (o *options) check(raw rawFlags) error {
 	}
 	if o.externalIPWindow <= 0 {
 		return fmt.Errorf("bad --externalip.evidence-window %s: must be positive", o.externalIPWindow)
+	}
+	if o.grace <= 0 {
+		return fmt.Errorf("bad --rotation.grace %s: must be positive", o.grace)
+	}
+	if raw.internalCIDRs != "" {
+		for _, c := range strings.Split(raw.internalCIDRs, ",") {
+			p, err := netip.ParsePrefix(strings.TrimSpace(c))
+			if err != nil {
+				return fmt.Errorf("bad --arrivals.internal-cidrs %q: want comma-separated CIDRs", raw.internalCIDRs)
+			}
+			o.internalCIDRs = append(o.internalCIDRs, p)
+		}
 	}
 	if o.healthCheckAddress != "" && net.ParseIP(o.healthCheckAddress) == nil {
 		return fmt.Errorf("bad --health-check.address %q: want an IP address", o.healthCheckAddress)

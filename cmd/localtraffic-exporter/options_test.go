@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -42,6 +43,8 @@ func TestParseOptionsDefaults(t *testing.T) {
 		rulesMode:        "auto",
 		rulesCacheTTL:    2 * time.Second,
 		externalIPWindow: 10 * time.Minute,
+		arrivals:         true,
+		grace:            2 * time.Minute,
 		shutdownGrace:    5 * time.Second,
 		selection:        collector.DefaultSelection(),
 	}
@@ -113,6 +116,7 @@ func TestParseOptionsGoodValues(t *testing.T) {
 		"--web.config.file", "/etc/web.yml", "--kube-proxy.nodeport-addresses", "10.0.0.0/8, fd00::/64,primary",
 		"--externalip.evidence-window", "90s", "--dataplane", "replacement", "--web.shutdown-grace-period", "8s",
 		"--collector.service_details", "--no-collector.dataplane", "--collector.rules.per-port",
+		"--no-arrivals.enabled", "--rotation.grace", "45s", "--arrivals.internal-cidrs", "10.244.0.0/16, fd00:244::/56",
 	}, env(nil))
 	if err != nil {
 		t.Fatalf("parseOptions: %v", err)
@@ -123,9 +127,11 @@ func TestParseOptionsGoodValues(t *testing.T) {
 		kubeProxyMetrics: "localhost:10249", healthCheckAddress: "fd00::1", probeTimeout: 1500 * time.Millisecond,
 		probeConcurrency: 1, scrapeTimeoutOff: 0, maxRequests: 1, rulesMode: "nftables", rulesCacheTTL: 0,
 		nodePortAddresses: []string{"10.0.0.0/8", "fd00::/64", "primary"}, externalIPWindow: 90 * time.Second, dataplane: "replacement",
-		shutdownGrace: 8 * time.Second,
+		shutdownGrace: 8 * time.Second, grace: 45 * time.Second,
+		internalCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/56")},
 		selection: collector.Selection{RulesPerPort: true, Enabled: map[string]bool{"services": true, "service_details": true,
-			"kube_proxy": true, "node": true, "informers": true, "rules": true, "dataplane": false}},
+			"kube_proxy": true, "node": true, "informers": true, "rules": true, "dataplane": false, "arrivals": true,
+			"service_arrivals": false}},
 	}
 	if !reflect.DeepEqual(o, want) {
 		t.Errorf("\n got %+v\nwant %+v", o, want)
@@ -210,6 +216,8 @@ func TestParseOptionsBadValues(t *testing.T) {
 		{"health check address a name", []string{"--health-check.address", "node-a"}, nil, "--health-check.address"},
 		{"nodeport addresses not CIDRs", []string{"--kube-proxy.nodeport-addresses", "10.0.0.1"}, nil, "--kube-proxy.nodeport-addresses"},
 		{"externalIP window zero", []string{"--externalip.evidence-window", "0s"}, nil, "--externalip.evidence-window"},
+		{"grace zero", []string{"--rotation.grace", "0s"}, nil, "--rotation.grace"},
+		{"internal CIDR not a CIDR", []string{"--arrivals.internal-cidrs", "10.244.0.0"}, nil, "--arrivals.internal-cidrs"},
 		{"dataplane", []string{"--dataplane", "cilium"}, nil, "--dataplane"},
 		{"kubeconfig missing", []string{"--kubeconfig", "/nonexistent/kubeconfig"}, nil, "--kubeconfig"},
 		{"bool flag with a value", []string{"--version=maybe"}, nil, "version"},

@@ -21,6 +21,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/collector"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
 )
 
@@ -80,8 +81,15 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, route
 		}
 	}()
 
+	// The arrivals meter counts from now on, in the host's network namespace (hostNetwork), until run returns.
+	var meter collector.ArrivalsMeter
+	if opts.arrivals {
+		m := arrivals.New(arrivals.Config{Logger: logger, QuietPeriod: collector.DefaultQuiet})
+		defer m.Close()
+		meter = m
+	}
 	// The landing page shows the State the last scrape gathered: one gatherer, recorded.
-	states := &lastState{g: newGatherer(opts, view, netlinkHost{}, newRulesReader(opts, logger), logger)}
+	states := &lastState{g: newGatherer(opts, view, netlinkHost{}, newRulesReader(opts, logger), meter, logger)}
 	exp, err := exporterFor(opts, states, logger)
 	if err != nil {
 		return err
@@ -208,7 +216,7 @@ type netlinkHost struct {
 
 // newExporter wires the collectors. h reads this host (netlink); ruleReader may be nil.
 func newExporter(opts options, view exporterView, h host, ruleReader rules.Reader, logger *slog.Logger) (*collector.Exporter, error) {
-	return exporterFor(opts, newGatherer(opts, view, h, ruleReader, logger), logger)
+	return exporterFor(opts, newGatherer(opts, view, h, ruleReader, nil, logger), logger)
 }
 
 // exporterFor is the selected collectors over one gatherer, filtered by the metric lists.
@@ -224,8 +232,8 @@ func exporterFor(opts options, g collector.StateGatherer, logger *slog.Logger) (
 	return collector.NewExporter(logger, g, cs...).WithFilter(opts.metricFilter), nil
 }
 
-// newGatherer builds the per-scrape gatherer from the options.
-func newGatherer(opts options, view exporterView, addrs host, ruleReader rules.Reader, logger *slog.Logger) *collector.Gatherer {
+// newGatherer builds the per-scrape gatherer from the options; meter may be nil (not observed).
+func newGatherer(opts options, view exporterView, addrs host, ruleReader rules.Reader, meter collector.ArrivalsMeter, logger *slog.Logger) *collector.Gatherer {
 	client := nodeprobe.NewHTTPClient()
 	// Without the flag the gatherer finds kube-proxy's health server from its /configz.
 	var kpAddr func(kubeview.NodeState) (string, error)
@@ -237,6 +245,7 @@ func newGatherer(opts options, view exporterView, addrs host, ruleReader rules.R
 		KubeProxyAddress: kpAddr, HealthCheckAddress: opts.healthCheckAddress,
 		NodePortAddresses: opts.nodePortAddresses, ConfigzURL: "http://" + opts.kubeProxyMetrics + "/configz",
 		ExternalIPWindow: opts.externalIPWindow, Dataplane: opts.dataplane,
+		Meter: meter, Grace: opts.grace, Quiet: collector.DefaultQuiet, InternalCIDRs: opts.internalCIDRs,
 		Client: client, ProbeTimeout: opts.probeTimeout, Concurrency: opts.probeConcurrency,
 		Memory: collector.NewMemory(), Logger: logger,
 	})

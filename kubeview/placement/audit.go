@@ -151,31 +151,31 @@ func (a *auditor) run(index *backingIndex, st *ServiceStatus) ServiceReport {
 		}
 	}
 	lb := svc.Spec.Type == corev1.ServiceTypeLoadBalancer
-	var hc healthCheck
+	var hc kubeview.LBCheck
 	if lb {
-		hc = healthCheckOf(svc, providerID)
+		hc = kubeview.LBCheckOf(svc, providerID)
 	}
-	a.guarded = lb && hc.class != hcMisdirected
+	a.guarded = lb && hc.Class != kubeview.LBCheckMisdirected
 	a.receiving = receivingNodes(svc, a.nodes)
 	rep := ServiceReport{Service: a.ref, Type: svc.Spec.Type, HealthChecked: a.guarded,
 		Receiving: nodeNames(a.receiving), Status: st}
 	if lb {
-		rep.HealthCheck = strings.TrimSpace(orDefault(hc.provider, "unknown provider") + ": " + hc.detail)
+		rep.HealthCheck = strings.TrimSpace(orDefault(hc.Provider, "unknown provider") + ": " + hc.Detail)
 	}
 	switch {
-	case lb && hc.class == hcMisdirected:
+	case lb && hc.Class == kubeview.LBCheckMisdirected:
 		a.add(HealthCheckMisdirect, Warning, nil, nil,
-			fmt.Sprintf("%s: the load balancer's health check %s", orDefault(hc.provider, "load balancer"), hc.detail),
+			fmt.Sprintf("%s: the load balancer's health check %s", orDefault(hc.Provider, "load balancer"), hc.Detail),
 			"A health check that passes whether or not the node has a ready local endpoint keeps such nodes in rotation: "+
 				"the load balancer sends them connections that kube-proxy drops.",
-			hc.fix)
-	case lb && hc.class == hcTrafficPort:
+			hc.Fix)
+	case lb && hc.Class == kubeview.LBCheckTrafficPort:
 		a.add(HealthCheckMisdirect, Info, nil, nil,
-			fmt.Sprintf("%s: the load balancer's health check %s, not healthCheckNodePort", hc.provider, hc.detail),
+			fmt.Sprintf("%s: the load balancer's health check %s, not healthCheckNodePort", hc.Provider, hc.Detail),
 			"kube-proxy drops the check's connection on a node without a local endpoint, so the node is drained, but only "+
 				"after the check times out unhealthy-threshold times: new connections blackhole meanwhile, and the 503 that "+
 				"healthCheckNodePort gives while pods terminate is never seen.",
-			hc.fix)
+			hc.Fix)
 	}
 	if st != nil {
 		a.blackholeNow(*st)
@@ -597,4 +597,11 @@ func joinSorted(m map[string]string, format, sep string) string {
 		parts = append(parts, fmt.Sprintf(format, k, m[k]))
 	}
 	return strings.Join(parts, sep)
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }

@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
 )
 
 const info = "LT110:info" // every NodePort Local Service backed by a Deployment gets the DaemonSet/LoadBalancer advice
@@ -208,21 +210,21 @@ func TestLoadBalancerHealthCheck(t *testing.T) {
 		ann  []string
 		want []string
 	}{
-		{"aws kube-proxy healthz", []string{annAWSHCPort, "10256"}, []string{"LT101:critical", "LT109:warning"}},
-		{"aws tcp on healthCheckNodePort", []string{annAWSHCPort, "32000", annAWSHCProtocol, "TCP"}, []string{"LT101:critical", "LT109:warning"}},
-		{"aws http on healthCheckNodePort", []string{annAWSHCPort, "32000", annAWSHCProtocol, "HTTP"}, []string{"LT101:info"}},
-		{"aws lbc traffic-port", []string{annAWSType, "external", annAWSHCPort, "traffic-port"}, []string{"LT101:info", "LT109:info"}},
-		{"aws lbc ip targets", []string{annAWSType, "external", annAWSTargetType, "ip", annAWSHCPort, "10256"}, []string{"LT101:info"}},
-		{"aws other service's port", []string{annAWSHCPort, "31000"}, []string{"LT101:critical", "LT109:warning"}},
+		{"aws kube-proxy healthz", []string{kubeview.AnnAWSHCPort, "10256"}, []string{"LT101:critical", "LT109:warning"}},
+		{"aws tcp on healthCheckNodePort", []string{kubeview.AnnAWSHCPort, "32000", kubeview.AnnAWSHCProtocol, "TCP"}, []string{"LT101:critical", "LT109:warning"}},
+		{"aws http on healthCheckNodePort", []string{kubeview.AnnAWSHCPort, "32000", kubeview.AnnAWSHCProtocol, "HTTP"}, []string{"LT101:info"}},
+		{"aws lbc traffic-port", []string{kubeview.AnnAWSType, "external", kubeview.AnnAWSHCPort, "traffic-port"}, []string{"LT101:info", "LT109:info"}},
+		{"aws lbc ip targets", []string{kubeview.AnnAWSType, "external", kubeview.AnnAWSTargetType, "ip", kubeview.AnnAWSHCPort, "10256"}, []string{"LT101:info"}},
+		{"aws other service's port", []string{kubeview.AnnAWSHCPort, "31000"}, []string{"LT101:critical", "LT109:warning"}},
 		{"hetzner default", []string{"load-balancer.hetzner.cloud/location", "fsn1"}, []string{"LT101:info", "LT109:info"}},
-		{"hetzner healthCheckNodePort http", []string{annHetznerHCPort, "32000", annHetznerHCProto, "http"}, []string{"LT101:info"}},
-		{"hetzner healthCheckNodePort tcp", []string{annHetznerHCPort, "32000"}, []string{"LT101:critical", "LT109:warning"}},
+		{"hetzner healthCheckNodePort http", []string{kubeview.AnnHetznerHCPort, "32000", kubeview.AnnHetznerHCProto, "http"}, []string{"LT101:info"}},
+		{"hetzner healthCheckNodePort tcp", []string{kubeview.AnnHetznerHCPort, "32000"}, []string{"LT101:critical", "LT109:warning"}},
 		{"digitalocean default", []string{"service.beta.kubernetes.io/do-loadbalancer-name", "x"}, []string{"LT101:info"}},
-		{"digitalocean override", []string{annDOOverride, "true", annDOHCPort, "80"}, []string{"LT101:info", "LT109:info"}},
-		{"linode none", []string{annLinodeCheckType, "none"}, []string{"LT101:critical", "LT109:warning"}},
+		{"digitalocean override", []string{kubeview.AnnDOOverride, "true", kubeview.AnnDOHCPort, "80"}, []string{"LT101:info", "LT109:info"}},
+		{"linode none", []string{kubeview.AnnLinodeCheckType, "none"}, []string{"LT101:critical", "LT109:warning"}},
 		{"linode default", []string{"service.beta.kubernetes.io/linode-loadbalancer-throttle", "5"}, []string{"LT101:info", "LT109:info"}},
 		{"scaleway default", []string{"service.beta.kubernetes.io/scw-loadbalancer-type", "LB-S"}, []string{"LT101:info", "LT109:info"}},
-		{"scaleway from service", []string{annScalewayFromSvc, "true"}, []string{"LT101:info"}},
+		{"scaleway from service", []string{kubeview.AnnScalewayFromSvc, "true"}, []string{"LT101:info"}},
 		{"azure probe annotations ignored for Local", []string{"service.beta.kubernetes.io/port_80_health-probe_port", "10256", "service.beta.kubernetes.io/azure-load-balancer-internal", "true"}, []string{"LT101:info"}},
 		{"gcp", []string{"cloud.google.com/l4-rbs", "enabled"}, []string{"LT101:info"}},
 		{"oracle", []string{"service.beta.kubernetes.io/oci-load-balancer-shape", "flexible"}, []string{"LT101:info"}},

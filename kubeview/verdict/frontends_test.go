@@ -60,8 +60,10 @@ type fixture struct {
 	heldBy map[string]string
 	// want: the truth per node, which the exporter must state.
 	want map[string]answer
-	// cannotTell: the nodes where the plugin must say it cannot tell (an externalIP it would drop).
-	cannotTell []string
+	// cannotTell: the nodes where the plugin must say it cannot tell (an externalIP it would drop, a NodePort
+	// whose clients only the node sees), and the kind of destination it cannot tell (ExternalIP when "").
+	cannotTell     []string
+	cannotTellKind verdict.Kind
 }
 
 func node(i int, mods ...func(*corev1.Node)) *corev1.Node {
@@ -215,7 +217,10 @@ func fixtures() []fixture {
 			}), node(3, func(n *corev1.Node) { n.Labels[kubeview.LabelEKSComputeType] = kubeview.EKSComputeTypeFargate }),
 				node(4, func(n *corev1.Node) { n.Labels[corev1.LabelNodeExcludeBalancers] = "" })},
 			svc: service(corev1.ServiceTypeNodePort), slices: []*discoveryv1.EndpointSlice{v4(on("node-1"))},
-			want: with(serves("node-1"), drained, "node-2", "node-3", "node-4")},
+			want: with(serves("node-1"), drained, "node-2", "node-3", "node-4"),
+			// The exclude label takes node-4 out of load balancers only: whether NodePort clients use it, only
+			// its exporter sees (here none does: out).
+			cannotTell: []string{"node-4"}, cannotTellKind: verdict.NodePort},
 		{name: "virtual nodes are no load balancer target either",
 			nodes: []*corev1.Node{node(1), node(2, func(n *corev1.Node) {
 				n.Labels[kubeview.LabelVirtualKubeletType] = kubeview.VirtualKubeletType
@@ -260,11 +265,15 @@ func TestFrontEndsAgree(t *testing.T) {
 				}
 				if wantCannotTell {
 					// The plugin names what only the node can decide: exactly the destinations the exporter
-					// decided from its evidence (the externalIPs it drops).
+					// decided from its evidence (the externalIPs it drops, or the NodePorts).
+					kind := f.cannotTellKind
+					if kind == "" {
+						kind = verdict.ExternalIP
+					}
 					var decided []string
 					for _, fv := range exp.Families {
 						for _, e := range fv.Entries {
-							if e.Dropped && e.Kind == verdict.ExternalIP {
+							if e.Dropped && e.Kind == kind {
 								decided = append(decided, e.Destination.String())
 							}
 						}

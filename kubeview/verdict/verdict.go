@@ -18,6 +18,7 @@ package verdict
 import (
 	"fmt"
 	"net/http"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -90,8 +91,56 @@ type Evidence struct {
 	HealthChecks map[corev1.IPFamily]HealthCheck
 	// Rules is what kube-proxy programmed; nil when its rules could not be read (the API view decides drops).
 	Rules Rules
-	// Arrivals is evidence that a destination's traffic reaches this node; nil: nothing shows any.
+	// Addresses is what the node's interfaces hold; nil: not known (no address counts as assigned, and every
+	// family as having NodePort addresses).
+	Addresses Addresses
+	// Arrivals is evidence from kube-proxy's drop rule counters that an address's traffic reaches this node;
+	// nil: none.
 	Arrivals Arrivals
+	// Observed is what the node's arrivals meter saw on the wire; nil: no meter (disabled), and rotation rests
+	// on the declared model and the counters alone.
+	Observed Observed
+	// Grace is how long new connection attempts must keep arriving at a destination this node drops before
+	// they put the node in rotation for it: longer than a load balancer takes to deregister a node whose
+	// health check fails (docs/rotation.md).
+	Grace time.Duration
+	// Now is the time of the scrape the observations were taken at.
+	Now time.Time
+}
+
+// Addresses is what the node's own interfaces hold.
+type Addresses interface {
+	// Assigned reports whether addr is assigned to a real interface of this node, one the network delivers it
+	// to (kube-vip in ARP mode, keepalived, an announcer, a static configuration). Addresses on kube-ipvs0,
+	// kube-dummy-if or any NOARP dummy are not: IPVS and kube-router bind every Service address there on every
+	// node, and that routes nothing to the node.
+	Assigned(addr string) bool
+	// NodePorts reports whether this node has an address of family f inside kube-proxy's nodePortAddresses:
+	// without one, kube-proxy serves no NodePort of that family here and no client can use one.
+	NodePorts(f corev1.IPFamily) bool
+}
+
+// Observed is the arrivals meter's view of the node's destinations.
+type Observed interface {
+	// Observe returns what the meter saw of d's traffic.
+	Observe(d Destination) Observation
+}
+
+// Observation is what the arrivals meter saw of one destination: new connection attempts from outside the
+// cluster (TCP SYN, SCTP INIT, UDP datagrams).
+type Observation struct {
+	// Watched: the meter is counting d. False when it is blind (not running, permission denied, failed): then
+	// nothing below means anything, and nothing is concluded from silence.
+	Watched  bool
+	Attempts uint64
+	// ActiveSince is the first attempt of the current run (no pause of the meter's quiet period), LastSeen the
+	// latest; zero when none arrived.
+	ActiveSince, LastSeen time.Time
+	// Ongoing: the run has not ended (the latest attempt is more recent than the meter's quiet period).
+	Ongoing bool
+	// DroppedSince is when the exporter first found d dropped, in every scrape since; zero when it was not
+	// dropped in the previous scrape.
+	DroppedSince time.Time
 }
 
 // HealthCheck is one family's answer of a health check node port.
@@ -108,10 +157,8 @@ type Rules interface {
 	Drops(d Destination) bool
 }
 
-// Arrivals is evidence that traffic for a destination reaches this node. The exporter's sources today are an
-// address assigned to one of the node's interfaces and a drop rule counter that grew within the evidence
-// window; observed new connection attempts (issue 20's packet meter) are one more source behind the same
-// method.
+// Arrivals is kube-proxy's counters' evidence that traffic for a destination reaches this node: a drop rule
+// counter that grew within the evidence window (iptables modes; sampled, reset by every sync).
 type Arrivals interface {
 	// Arriving returns why d's traffic is seen reaching this node; ok is false when nothing shows it.
 	Arriving(d Destination) (why string, ok bool)
@@ -125,14 +172,78 @@ type Input struct {
 	Evidence *Evidence
 }
 
+// Basis is what put an entry in rotation.
+type Basis string
+
+// Bases: declared first, then observed.
+const (
+	BasisHealthCheck Basis = "health_check" // the node's health check node port answers 200 (declared)
+	BasisEligible    Basis = "eligible"     // an eligible node with a NodePort address, or a load balancer target without a health check (declared)
+	BasisAddress     Basis = "address"      // the address is assigned to a real interface of this node (declared)
+	BasisCounter     Basis = "drop_counter" // kube-proxy's drop rule counter grew (observed)
+	BasisArrivals    Basis = "arrivals"     // new connection attempts kept arriving longer than the grace window (observed)
+)
+
+// Reason says what a blackhole rests on: the alerts' severity follows it (docs/rotation.md).
+type Reason string
+
+// Reasons, strongest first. The first three page as critical: traffic is lost now, or the node's own health
+// check keeps it in rotation. The others are warnings: a blackhole nothing has reached yet.
+const (
+	// ReasonHealthCheckIgnored: new connection attempts keep arriving past the grace window while the node's
+	// health check node port fails: the load balancer does not honour healthCheckNodePort.
+	ReasonHealthCheckIgnored Reason = "health_check_ignored"
+	// ReasonTrafficLost: attempts are observed arriving now at a destination this node drops (the meter, or a
+	// drop rule counter that grew).
+	ReasonTrafficLost Reason = "traffic_lost"
+	// ReasonHealthCheckPassing: the node's own health check answers 200, so its load balancer keeps it, and
+	// some port or family that reaches it that way is dropped.
+	ReasonHealthCheckPassing Reason = "health_check_passing"
+	// ReasonNoTrafficSeen: declared in rotation (an eligible NodePort, an assigned address) and the meter sees
+	// nothing arrive: clients would be dropped, none is yet.
+	ReasonNoTrafficSeen Reason = "no_traffic_seen"
+	// ReasonNotObserved: declared in rotation, and nothing observes arrivals (the meter is off or blind, or the
+	// plugin).
+	ReasonNotObserved Reason = "not_observed"
+)
+
+// Critical reports whether a blackhole for reason r pages as critical.
+func (r Reason) Critical() bool {
+	return r == ReasonHealthCheckIgnored || r == ReasonTrafficLost || r == ReasonHealthCheckPassing
+}
+
+// Reasons lists every reason, strongest first.
+var Reasons = []Reason{ReasonHealthCheckIgnored, ReasonTrafficLost, ReasonHealthCheckPassing, ReasonNoTrafficSeen, ReasonNotObserved}
+
+func stronger(a, b Reason) Reason {
+	rank := func(r Reason) int {
+		for i, x := range Reasons {
+			if x == r {
+				return len(Reasons) - i
+			}
+		}
+		return 0
+	}
+	if rank(b) > rank(a) {
+		return b
+	}
+	return a
+}
+
 // Entry is one destination and what was decided about it.
 type Entry struct {
 	Destination
 	Rotation Rotation
 	Why      string // what decided Rotation
+	// Basis is what put the entry in rotation ("" when it is not).
+	Basis Basis
 	// Dropped: kube-proxy drops this destination's traffic for lack of a local endpoint (rules, or the API
 	// view counted as kube-proxy counts).
 	Dropped bool
+	// Losing: the meter sees new attempts arriving at this dropped destination since it was dropped.
+	Losing bool
+	// Reason is what a blackhole of this entry rests on ("" unless it is in rotation and dropped).
+	Reason Reason
 }
 
 // FamilyVerdict is the verdict of one IP family of a Service.
@@ -146,6 +257,8 @@ type FamilyVerdict struct {
 	Blackhole  bool // some entry is in rotation and dropped
 	// CannotTell: some dropped entry's rotation is Unknown (only without node evidence).
 	CannotTell bool
+	// Reason is the strongest reason of the family's blackholed entries.
+	Reason Reason
 }
 
 // Verdict is the answer for one node and one Service.
@@ -162,6 +275,8 @@ type Verdict struct {
 	CannotTell bool
 	Source     string
 	Families   []FamilyVerdict
+	// Reason is the strongest reason of a blackhole ("" without one).
+	Reason Reason
 }
 
 // CannotTellEntries lists the dropped entries whose rotation is Unknown.
@@ -189,6 +304,7 @@ func Decide(in Input) Verdict {
 		v.Drops = v.Drops || fv.Drops
 		v.Blackhole = v.Blackhole || fv.Blackhole
 		v.CannotTell = v.CannotTell || fv.CannotTell
+		v.Reason = stronger(v.Reason, fv.Reason)
 		v.Families = append(v.Families, fv)
 	}
 	v.CannotTell = v.CannotTell && !v.Blackhole
@@ -217,64 +333,161 @@ func decideFamily(in Input, fam kubeview.FamilyEndpoints) FamilyVerdict {
 		rules, fv.Source = ev.Rules, SourceRules
 	}
 	lbIPs, extIPs := svc.AddressesOf(family)
-	lbRot, lbWhy := loadBalancerRotation(in.Node, ev, fam)
-	npRot, npWhy := lbRot, lbWhy
-	if !healthChecked(svc) {
-		// Without a health check node port nothing drains the node but its eligibility.
-		npRot, npWhy = eligible(in.Node.NodePortEligible()), nodePortWhy(in.Node)
-		lbRot, lbWhy = eligible(in.Node.LoadBalancerEligible()), loadBalancerEligibleWhy(in.Node)
-	}
 	for _, p := range fam.Ports {
-		add := func(kind Kind, addr string, port int32, rot Rotation, why string) {
+		add := func(kind Kind, addr string, port int32) {
 			e := Entry{Destination: Destination{Namespace: svc.Namespace, Service: svc.Name, Port: p.Name,
-				Protocol: p.Protocol, Family: family, Kind: kind, Address: addr, DestPort: port},
-				Rotation: rot, Why: why}
+				Protocol: p.Protocol, Family: family, Kind: kind, Address: addr, DestPort: port}}
 			if rules != nil {
 				e.Dropped = rules.Drops(e.Destination)
 			} else {
 				// A port with no endpoint anywhere is rejected on every node: an outage, not this node's blackhole.
 				e.Dropped = p.ClusterWide && p.Local == 0
 			}
+			e.Rotation, e.Why, e.Basis = declared(in, fam, e.Destination)
+			observe(in, &e)
+			if e.Rotation == In && e.Dropped {
+				e.Reason = reasonOf(in, e)
+				fv.Reason = stronger(fv.Reason, e.Reason)
+			}
 			fv.Entries = append(fv.Entries, e)
-			fv.InRotation = fv.InRotation || rot == In
+			fv.InRotation = fv.InRotation || e.Rotation == In
 			fv.Drops = fv.Drops || e.Dropped
-			fv.Blackhole = fv.Blackhole || rot == In && e.Dropped
-			fv.CannotTell = fv.CannotTell || rot == Unknown && e.Dropped
+			fv.Blackhole = fv.Blackhole || e.Rotation == In && e.Dropped
+			fv.CannotTell = fv.CannotTell || e.Rotation == Unknown && e.Dropped
 		}
 		if p.NodePort != 0 {
-			add(NodePort, "", p.NodePort, npRot, npWhy)
+			add(NodePort, "", p.NodePort)
 		}
 		if svc.Type == corev1.ServiceTypeLoadBalancer {
 			for _, ip := range lbIPs {
-				add(LoadBalancerIP, ip, p.Port, lbRot, lbWhy)
+				add(LoadBalancerIP, ip, p.Port)
 			}
 		}
 		for _, ip := range extIPs {
-			d := Destination{Namespace: svc.Namespace, Service: svc.Name, Port: p.Name, Protocol: p.Protocol,
-				Family: family, Kind: ExternalIP, Address: ip, DestPort: p.Port}
-			rot, why := externalIPRotation(in.Node, ev, d)
-			add(ExternalIP, ip, p.Port, rot, why)
+			add(ExternalIP, ip, p.Port)
 		}
 	}
 	return fv
 }
 
-// externalIPRotation: kube-proxy writes an externalIP's drop on every node without a local endpoint, but the
-// network routes the address to some nodes only (a VIP held by keepalived or kube-vip, a static route, BGP). It
-// is in rotation only with evidence that its traffic arrives here; without node evidence nobody can tell.
-func externalIPRotation(node kubeview.NodeState, ev *Evidence, d Destination) (Rotation, string) {
+// declared is the rotation the declared model gives a destination: the health check's answer, eligibility,
+// kube-proxy's nodePortAddresses, an address on the node's own interface. Without node evidence (the plugin) it
+// is Unknown where only arrivals can tell.
+func declared(in Input, fam kubeview.FamilyEndpoints, d Destination) (Rotation, string, Basis) {
+	node, ev, svc := in.Node, in.Evidence, in.Service
 	if node.Virtual {
-		return Out, virtualWhy
+		return Out, virtualWhy, ""
+	}
+	in1 := func(why string, b Basis) (Rotation, string, Basis) { return In, why, b }
+	if d.Kind != NodePort && ev != nil && ev.Addresses != nil && ev.Addresses.Assigned(d.Address) {
+		// An announcer (kube-vip in ARP mode, keepalived, PureLB, OpenELB) or a static configuration holds the
+		// address here: the network delivers its traffic to this node, whatever the health check says.
+		return in1("address assigned to an interface of this node", BasisAddress)
+	}
+	switch d.Kind {
+	case ExternalIP:
+		return externalIPRotation(ev, d)
+	case NodePort:
+		if ev != nil && ev.Addresses != nil && !ev.Addresses.NodePorts(d.Family) {
+			return Out, fmt.Sprintf("no %s address of this node is inside kube-proxy's nodePortAddresses: no NodePort is served here", d.Family), ""
+		}
+	}
+	if healthChecked(svc) {
+		rot, why := loadBalancerRotation(node, ev, fam)
+		switch {
+		case rot == In:
+			return in1(why, BasisHealthCheck)
+		case ev == nil && node.LoadBalancerEligible() && svc.LBCheckOn(node) == kubeview.LBCheckMisdirected:
+			return Unknown, "cannot observe from the API: the load balancer's health check does not ask healthCheckNodePort over HTTP, " +
+				"so whether it keeps sending here only the node sees (the exporter on each node observes arrivals)", ""
+		}
+		return rot, why, ""
+	}
+	if d.Kind == LoadBalancerIP {
+		if node.LoadBalancerEligible() {
+			return in1(loadBalancerEligibleWhy(node), BasisEligible)
+		}
+		return Out, loadBalancerEligibleWhy(node), ""
+	}
+	if node.NodePortEligible() {
+		return in1(nodePortWhy(node), BasisEligible)
 	}
 	if ev == nil {
-		return Unknown, "cannot tell from the API: an externalIP reaches only the nodes the network routes it to"
+		// The exclude label and a drain take a node out of load balancers; kube-proxy ignores both, so a client
+		// that uses this node's address is still served or dropped here.
+		return Unknown, "cannot observe from the API: " + nodePortWhy(node) + " takes the node out of load balancers only; " +
+			"NodePort clients that use its address still reach it (the exporter on the node observes them)", ""
+	}
+	return Out, nodePortWhy(node), ""
+}
+
+// observe adds what the arrivals meter saw: a destination not declared in rotation is in rotation when new
+// connection attempts keep arriving for longer than the grace window (counted from when the node started
+// dropping them, so a load balancer that deregisters the node within the window is no evidence). Arrivals at
+// the NodePort of a Service whose load balancer checks the traffic port are its health checks, never
+// evidence: a node they find dropping is drained by the load balancer itself.
+func observe(in Input, e *Entry) {
+	ev := in.Evidence
+	if ev == nil || ev.Observed == nil || in.Node.Virtual {
+		return
+	}
+	o := ev.Observed.Observe(e.Destination)
+	if !o.Watched {
+		return
+	}
+	dropStart := ev.Now
+	if !o.DroppedSince.IsZero() {
+		dropStart = o.DroppedSince
+	}
+	e.Losing = e.Dropped && o.Ongoing && !o.DroppedSince.IsZero() && o.LastSeen.After(o.DroppedSince)
+	if e.Rotation == In || o.Attempts == 0 || !o.Ongoing {
+		return
+	}
+	if e.Kind == NodePort && in.Service.Type == corev1.ServiceTypeLoadBalancer && in.Service.LBCheckOn(in.Node) == kubeview.LBCheckTrafficPort {
+		e.Why += "; the attempts arriving at the NodePort are the load balancer's traffic-port health checks"
+		return
+	}
+	start := o.ActiveSince
+	if e.Dropped && dropStart.After(start) {
+		start = dropStart
+	}
+	if lasted := o.LastSeen.Sub(start); lasted >= ev.Grace {
+		e.Rotation, e.Basis = In, BasisArrivals
+		e.Why = fmt.Sprintf("new connection attempts kept arriving for %s, longer than the grace window %s (declared: %s)",
+			lasted.Round(time.Second), ev.Grace, e.Why)
+	}
+}
+
+// reasonOf is what a blackholed entry rests on.
+func reasonOf(in Input, e Entry) Reason {
+	ev := in.Evidence
+	switch {
+	case e.Basis == BasisArrivals && healthChecked(in.Service) && ev != nil && ev.HealthChecks[e.Family].StatusCode != http.StatusOK:
+		return ReasonHealthCheckIgnored
+	case e.Losing || e.Basis == BasisArrivals || e.Basis == BasisCounter:
+		return ReasonTrafficLost
+	case e.Basis == BasisHealthCheck:
+		return ReasonHealthCheckPassing
+	case ev != nil && ev.Observed != nil && ev.Observed.Observe(e.Destination).Watched:
+		return ReasonNoTrafficSeen
+	}
+	return ReasonNotObserved
+}
+
+// externalIPRotation: kube-proxy writes an externalIP's drop on every node without a local endpoint, but the
+// network routes the address to some nodes only (a VIP held by keepalived or kube-vip, a static route, BGP). It
+// is in rotation only with evidence that its traffic arrives here (an assigned address is decided before);
+// without node evidence nobody can tell.
+func externalIPRotation(ev *Evidence, d Destination) (Rotation, string, Basis) {
+	if ev == nil {
+		return Unknown, "cannot tell from the API: an externalIP reaches only the nodes the network routes it to", ""
 	}
 	if ev.Arrivals != nil {
 		if why, ok := ev.Arrivals.Arriving(d); ok {
-			return In, why
+			return In, why, BasisCounter
 		}
 	}
-	return Out, "no evidence the address is routed here"
+	return Out, "no evidence the address is routed here", ""
 }
 
 // loadBalancerRotation: a load balancer that checks the health check node port keeps the node for the family
@@ -304,13 +517,6 @@ func loadBalancerRotation(node kubeview.NodeState, ev *Evidence, fam kubeview.Fa
 		return Out, fmt.Sprintf("health check answered %d", hc.StatusCode)
 	}
 	return Out, "health check " + hc.Result
-}
-
-func eligible(b bool) Rotation {
-	if b {
-		return In
-	}
-	return Out
 }
 
 const virtualWhy = "virtual node: no kube-proxy, no node port"

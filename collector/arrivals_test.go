@@ -1,0 +1,196 @@
+package collector
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
+)
+
+// fakeMeter is an arrivals meter whose counts the test sets: every watched destination gets counts[d], the
+// receive times relative to the snapshot's time.
+type fakeMeter struct {
+	mu     sync.Mutex
+	status arrivals.Status
+	watch  arrivals.Watch
+	counts map[arrivals.Dest]arrivals.DestCount
+	now    time.Time
+}
+
+func (m *fakeMeter) Watch(w arrivals.Watch) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.watch = w
+	return nil
+}
+
+func (m *fakeMeter) Snapshot() arrivals.Snapshot {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := arrivals.Snapshot{Status: m.status, Since: m.now.Add(-time.Hour), Taken: m.now,
+		Families: []arrivals.FamilyStats{{Family: "IPv4", Dropped: 3}, {Family: "IPv6"}}}
+	for _, d := range m.watch.Dests {
+		c := m.counts[d]
+		c.Dest = d
+		s.Dests = append(s.Dests, c)
+	}
+	return s
+}
+
+// The exporter tells the meter every destination and health check node port on the node's NodePort
+// addresses; a NodePort that keeps receiving attempts for longer than the grace window while the node drops
+// them is in rotation (here on a node excluded from load balancers, which kube-proxy ignores), counted from
+// the scrape that first found it dropped.
+func TestArrivalsPutANodeInRotation(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	np := arrivals.NodeDest(arrivals.TCP, false, 30090)
+	meter := &fakeMeter{status: arrivals.StatusOK, now: t0, counts: map[arrivals.Dest]arrivals.DestCount{
+		np: {Attempts: 500, ActiveSince: t0.Add(-time.Hour), LastSeen: t0.Add(-time.Second)}}}
+	node := kubeview.NodeState{Name: "node-1", Found: true, Excluded: true, InternalIPs: []string{"10.0.0.1"},
+		PodCIDRs: []string{"10.244.1.0/24"}}
+	view := &fakeView{snap: kubeview.Snapshot{Node: node, Services: []kubeview.ServiceState{nodePortService(0)}}}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	g := NewGatherer(GathererConfig{View: view, Addrs: fixedAddrs{"127.0.0.1", "10.0.0.1"}, KubeProxyAddress: noAddress,
+		Meter: meter, Grace: 2 * time.Minute, ProbeTimeout: time.Second, Logger: logger})
+
+	st := g.Gather(context.Background())
+	if v := st.Services[0].Verdict; v.Blackhole || v.InRotation {
+		t.Fatalf("first scrape: blackhole %v in rotation %v; nothing says since when it drops yet", v.Blackhole, v.InRotation)
+	}
+	if _, ok := slicesIndex(meter.watch.Dests, np); !ok || !containsAddr(meter.watch.NodeAddrs, "10.0.0.1") ||
+		!containsPrefix(meter.watch.Internal, "10.244.1.0/24") {
+		t.Fatalf("watch %+v: want the NodePort on 10.0.0.1, the node's pod CIDR internal", meter.watch)
+	}
+
+	// One minute on, attempts still arriving: within grace.
+	meter.now = t0.Add(time.Minute)
+	meter.counts[np] = arrivals.DestCount{Attempts: 560, ActiveSince: t0.Add(-time.Hour), LastSeen: meter.now.Add(-time.Second)}
+	if v := g.Gather(context.Background()).Services[0].Verdict; v.Blackhole {
+		t.Fatalf("within grace: blackhole")
+	}
+	// Three minutes after the first scrape found it dropped: in rotation by arrivals, traffic lost.
+	meter.now = t0.Add(3 * time.Minute)
+	meter.counts[np] = arrivals.DestCount{Attempts: 680, ActiveSince: t0.Add(-time.Hour), LastSeen: meter.now.Add(-time.Second)}
+	st = g.Gather(context.Background())
+	if v := st.Services[0].Verdict; !v.Blackhole || v.Reason != "traffic_lost" {
+		t.Fatalf("past grace: blackhole %v reason %q\n%+v", v.Blackhole, v.Reason, v.Families)
+	}
+
+	exp := NewExporter(logger, fixedState{st}, NewArrivals(), NewServices())
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(exp.Bind(context.Background()))
+	expectSeries(t, reg, `
+localtraffic_arrivals_meter_state{state="closed"} 0
+localtraffic_arrivals_meter_state{state="disabled"} 0
+localtraffic_arrivals_meter_state{state="failed"} 0
+localtraffic_arrivals_meter_state{state="ok"} 1
+localtraffic_arrivals_meter_state{state="permission_denied"} 0
+localtraffic_arrivals_missed_total{cause="rate_limit",ip_family="IPv4"} 0
+localtraffic_arrivals_missed_total{cause="rate_limit",ip_family="IPv6"} 0
+localtraffic_arrivals_missed_total{cause="ring_full",ip_family="IPv4"} 3
+localtraffic_arrivals_missed_total{cause="ring_full",ip_family="IPv6"} 0
+localtraffic_arrivals_total{ip_family="IPv4",kind="external_ip"} 0
+localtraffic_arrivals_total{ip_family="IPv4",kind="health_check"} 0
+localtraffic_arrivals_total{ip_family="IPv4",kind="load_balancer_ip"} 0
+localtraffic_arrivals_total{ip_family="IPv4",kind="node_port"} 680
+localtraffic_arrivals_total{ip_family="IPv6",kind="external_ip"} 0
+localtraffic_arrivals_total{ip_family="IPv6",kind="health_check"} 0
+localtraffic_arrivals_total{ip_family="IPv6",kind="load_balancer_ip"} 0
+localtraffic_arrivals_total{ip_family="IPv6",kind="node_port"} 0
+localtraffic_blackhole_reason{namespace="kubelings",reason="traffic_lost",service="checkout"} 1
+`, "localtraffic_arrivals_meter_state", "localtraffic_arrivals_missed_total", "localtraffic_arrivals_total", "localtraffic_blackhole_reason")
+}
+
+// A meter that cannot see says so and exports no arrival count (never "none arrived"), and a blackhole
+// declared without it is not_observed (a warning), not no_traffic_seen.
+func TestBlindMeterSaysSo(t *testing.T) {
+	meter := &fakeMeter{status: arrivals.StatusPermissionDenied, now: time.Unix(1_800_000_000, 0)}
+	view := &fakeView{snap: kubeview.Snapshot{Node: kubeview.NodeState{Name: "node-1", Found: true},
+		Services: []kubeview.ServiceState{nodePortService(0)}}}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	g := NewGatherer(GathererConfig{View: view, Addrs: fixedAddrs{"10.0.0.1"}, KubeProxyAddress: noAddress,
+		Meter: meter, ProbeTimeout: time.Second, Logger: logger})
+	exp := NewExporter(logger, g, NewArrivals(), NewServices())
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(exp.Bind(context.Background()))
+	expectSeries(t, reg, `
+localtraffic_arrivals_meter_state{state="closed"} 0
+localtraffic_arrivals_meter_state{state="disabled"} 0
+localtraffic_arrivals_meter_state{state="failed"} 0
+localtraffic_arrivals_meter_state{state="ok"} 0
+localtraffic_arrivals_meter_state{state="permission_denied"} 1
+localtraffic_blackhole_reason{namespace="kubelings",reason="not_observed",service="checkout"} 1
+`, "localtraffic_arrivals_meter_state", "localtraffic_arrivals_total", "localtraffic_blackhole_reason")
+}
+
+type fixedState struct{ st *State }
+
+func (f fixedState) Gather(context.Context) *State { return f.st }
+
+func slicesIndex(ds []arrivals.Dest, d arrivals.Dest) (int, bool) {
+	for i, x := range ds {
+		if x == d {
+			return i, true
+		}
+	}
+	return -1, false
+}
+
+func containsAddr(as []netip.Addr, a string) bool {
+	for _, x := range as {
+		if x.String() == a {
+			return true
+		}
+	}
+	return false
+}
+
+func containsPrefix(ps []netip.Prefix, p string) bool {
+	for _, x := range ps {
+		if x.String() == p {
+			return true
+		}
+	}
+	return false
+}
+
+// The node's arrival totals only grow: a destination dropped from the watch (its Service deleted) takes its
+// count out of the meter's snapshot, not out of the total, and one watched anew counts from zero again.
+func TestArrivalTotalsMonotonic(t *testing.T) {
+	a := arrivals.NodeDest(arrivals.TCP, false, 30090)
+	b := arrivals.Dest{Protocol: arrivals.TCP, Addr: netip.MustParseAddr("192.0.2.10"), Port: 80}
+	kinds := map[arrivals.Dest]verdict.Kind{a: verdict.NodePort, b: verdict.LoadBalancerIP}
+	tot := newArrivalTotals()
+	snap := func(na, nb uint64, withB bool) *arrivals.Snapshot {
+		s := &arrivals.Snapshot{Dests: []arrivals.DestCount{{Dest: a, Attempts: na}}}
+		if withB {
+			s.Dests = append(s.Dests, arrivals.DestCount{Dest: b, Attempts: nb})
+		}
+		return s
+	}
+	np, lb := arrivalKey{"node_port", "IPv4"}, arrivalKey{"load_balancer_ip", "IPv4"}
+	steps := []struct {
+		s      *arrivals.Snapshot
+		np, lb uint64
+	}{
+		{snap(5, 7, true), 5, 7},
+		{snap(9, 10, true), 9, 10},
+		{snap(12, 0, false), 12, 10}, // b's Service deleted: its 10 stay counted
+		{snap(13, 2, true), 13, 12},  // b watched anew, from zero: 2 more
+	}
+	for i, st := range steps {
+		got := tot.add(st.s, kinds)
+		if got[np] != st.np || got[lb] != st.lb {
+			t.Errorf("step %d: node_port %d load_balancer_ip %d, want %d %d", i, got[np], got[lb], st.np, st.lb)
+		}
+	}
+}

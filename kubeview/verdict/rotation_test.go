@@ -1,0 +1,174 @@
+package verdict
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
+)
+
+// seen is a meter's view: per destination kind, the arrivals. Anything absent is watched and silent.
+type seen map[Kind]Observation
+
+func (s seen) Observe(d Destination) Observation {
+	if o, ok := s[d.Kind]; ok {
+		return o
+	}
+	return Observation{Watched: true}
+}
+
+// blind is a meter that cannot see (permission denied).
+type blind struct{}
+
+func (blind) Observe(Destination) Observation { return Observation{} }
+
+type addrs struct {
+	assigned  map[string]bool
+	nodePorts map[corev1.IPFamily]bool
+}
+
+func (a addrs) Assigned(addr string) bool        { return a.assigned[addr] }
+func (a addrs) NodePorts(f corev1.IPFamily) bool { return a.nodePorts[f] }
+func withNodePorts(assigned ...string) addrs {
+	a := addrs{assigned: map[string]bool{}, nodePorts: map[corev1.IPFamily]bool{corev1.IPv4Protocol: true}}
+	for _, x := range assigned {
+		a.assigned[x] = true
+	}
+	return a
+}
+
+// TestRotationFromEvidence: rotation is declared OR observed, and a blackhole's reason follows the evidence
+// (docs/rotation.md). now is the scrape; the node has dropped since 10 minutes before it.
+func TestRotationFromEvidence(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	grace := 2 * time.Minute
+	droppedSince := now.Add(-10 * time.Minute)
+	// Attempts arriving for the last 5 minutes, the latest a second ago.
+	arriving := Observation{Watched: true, Attempts: 300, ActiveSince: now.Add(-5 * time.Minute), LastSeen: now.Add(-time.Second),
+		Ongoing: true, DroppedSince: droppedSince}
+	// A load balancer that honoured the health check: it kept sending for 30 s after the drop, then stopped.
+	deregistered := Observation{Watched: true, Attempts: 40, ActiveSince: now.Add(-3 * time.Hour), LastSeen: now.Add(-90 * time.Second),
+		Ongoing: true, DroppedSince: now.Add(-2 * time.Minute)}
+	deregistered.DroppedSince = deregistered.LastSeen.Add(-30 * time.Second)
+	hc := func(code int) map[corev1.IPFamily]HealthCheck {
+		r := "ok"
+		if code != http.StatusOK {
+			r = "unavailable"
+		}
+		return map[corev1.IPFamily]HealthCheck{corev1.IPv4Protocol: {StatusCode: code, Result: r}}
+	}
+	ev := func(checks map[corev1.IPFamily]HealthCheck, a Addresses, o Observed) *Evidence {
+		return &Evidence{HealthChecks: checks, Addresses: a, Observed: o, Grace: grace, Now: now}
+	}
+	nodePort := lbService(0, 0)
+	nodePort.Type, nodePort.HealthCheckNodePort, nodePort.LoadBalancerIPs = corev1.ServiceTypeNodePort, 0, nil
+	trafficPort := lbService(0, 0)
+	trafficPort.LBCheck = kubeview.LBCheckTrafficPort
+	withExt := lbService(0, 0, "198.51.100.7")
+	withExt.Type, withExt.HealthCheckNodePort, withExt.LoadBalancerIPs = corev1.ServiceTypeClusterIP, 0, nil
+	withExt.Families[0].Ports[0].NodePort = 0
+	ready := kubeview.NodeState{Name: "n", Found: true}
+	excluded := kubeview.NodeState{Name: "n", Found: true, Excluded: true}
+
+	cases := []struct {
+		name      string
+		in        Input
+		blackhole bool
+		reason    Reason
+	}{
+		{"LB answering 503, the router keeps sending past grace: the load balancer ignores the health check",
+			Input{Service: lbService(0, 0), Node: ready, Evidence: ev(hc(503), withNodePorts(), seen{NodePort: arriving})},
+			true, ReasonHealthCheckIgnored},
+		{"LB that deregistered the node within grace: drained, no blackhole ever",
+			Input{Service: lbService(0, 0), Node: ready, Evidence: ev(hc(503), withNodePorts(), seen{NodePort: deregistered, LoadBalancerIP: deregistered})},
+			false, ""},
+		{"arrivals that began before the drop count from the drop",
+			Input{Service: lbService(0, 0), Node: ready, Evidence: ev(hc(503), withNodePorts(), seen{NodePort: func() Observation {
+				o := arriving
+				o.ActiveSince, o.DroppedSince = now.Add(-time.Hour), now.Add(-time.Minute)
+				return o
+			}()})},
+			false, ""},
+		{"the first scrape that finds it dropped is no evidence yet",
+			Input{Service: lbService(0, 0), Node: ready, Evidence: ev(hc(503), withNodePorts(), seen{NodePort: func() Observation {
+				o := arriving
+				o.DroppedSince = time.Time{}
+				return o
+			}()})},
+			false, ""},
+		{"a traffic-port health checker's SYNs at the NodePort are health checks: no page, however long",
+			Input{Service: trafficPort, Node: ready, Evidence: ev(hc(503), withNodePorts(), seen{NodePort: arriving})},
+			false, ""},
+		{"LB IP held on this node's interface: in rotation whatever the health check, nothing arrived yet",
+			Input{Service: lbService(0, 0), Node: ready, Evidence: ev(hc(503), withNodePorts("192.0.2.10"), seen{})},
+			true, ReasonNoTrafficSeen},
+		{"LB IP held here and clients arriving: traffic lost",
+			Input{Service: lbService(0, 0), Node: ready, Evidence: ev(hc(503), withNodePorts("192.0.2.10"), seen{LoadBalancerIP: arriving})},
+			true, ReasonTrafficLost},
+		{"LB IP only on a dummy (kube-ipvs0): not assigned, out",
+			Input{Service: lbService(0, 0), Node: ready, Evidence: ev(hc(503), withNodePorts(), seen{})},
+			false, ""},
+		{"health check 200 with a second port dropped: declared by its own answer",
+			Input{Service: func() kubeview.ServiceState {
+				s := lbService(1, 1)
+				s.Families[0].Ports = append(s.Families[0].Ports, kubeview.PortEndpoints{Name: "admin", Protocol: corev1.ProtocolTCP,
+					Port: 9000, NodePort: 30091, ClusterWide: true})
+				return s
+			}(), Node: ready, Evidence: ev(hc(200), withNodePorts(), seen{})},
+			true, ReasonHealthCheckPassing},
+		{"NodePort nobody uses on this node: a warning",
+			Input{Service: nodePort, Node: ready, Evidence: ev(nil, withNodePorts(), seen{})}, true, ReasonNoTrafficSeen},
+		{"NodePort with clients: critical",
+			Input{Service: nodePort, Node: ready, Evidence: ev(nil, withNodePorts(), seen{NodePort: arriving})}, true, ReasonTrafficLost},
+		{"NodePort, meter blind: declared, not observed",
+			Input{Service: nodePort, Node: ready, Evidence: ev(nil, withNodePorts(), blind{})}, true, ReasonNotObserved},
+		{"NodePort on a node without a NodePort address: out",
+			Input{Service: nodePort, Node: ready, Evidence: ev(nil, addrs{}, seen{})}, false, ""},
+		{"exclude label, NodePort clients keep using the node: judged by arrivals",
+			Input{Service: nodePort, Node: excluded, Evidence: ev(nil, withNodePorts(), seen{NodePort: arriving})}, true, ReasonTrafficLost},
+		{"exclude label, nobody sends: out",
+			Input{Service: nodePort, Node: excluded, Evidence: ev(nil, withNodePorts(), seen{})}, false, ""},
+		{"externalIP routed here (arrivals), not assigned: in",
+			Input{Service: withExt, Node: ready, Evidence: ev(nil, withNodePorts(), seen{ExternalIP: arriving})}, true, ReasonTrafficLost},
+		{"externalIP on every node's kube-ipvs0, routed elsewhere: out",
+			Input{Service: withExt, Node: ready, Evidence: ev(nil, withNodePorts(), seen{})}, false, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			v := Decide(c.in)
+			if v.Blackhole != c.blackhole || v.Reason != c.reason || v.CannotTell {
+				t.Errorf("blackhole %v reason %q cannot tell %v, want %v %q\n%+v", v.Blackhole, v.Reason, v.CannotTell, c.blackhole, c.reason, v.Families)
+			}
+		})
+	}
+}
+
+// Without node evidence the plugin says "cannot observe" exactly where rotation rests on arrivals.
+func TestPluginCannotObserve(t *testing.T) {
+	nodePort := lbService(0, 0)
+	nodePort.Type, nodePort.HealthCheckNodePort, nodePort.LoadBalancerIPs = corev1.ServiceTypeNodePort, 0, nil
+	misdirected := lbService(0, 0)
+	misdirected.LBCheck = kubeview.LBCheckMisdirected
+	for _, c := range []struct {
+		name       string
+		in         Input
+		cannotTell bool
+		blackhole  bool
+	}{
+		{"excluded node, NodePort", Input{Service: nodePort, Node: kubeview.NodeState{Found: true, Excluded: true}}, true, false},
+		{"draining node, NodePort", Input{Service: nodePort, Node: kubeview.NodeState{Found: true, Deleting: true}}, true, false},
+		{"eligible node, NodePort: declared (a blackhole, known from the API)", Input{Service: nodePort, Node: kubeview.NodeState{Found: true}}, false, true},
+		{"LB checked over HTTP on healthCheckNodePort: drained", Input{Service: lbService(0, 0), Node: kubeview.NodeState{Found: true}}, false, false},
+		{"LB whose check is misdirected: only arrivals tell", Input{Service: misdirected, Node: kubeview.NodeState{Found: true}}, true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			v := Decide(c.in)
+			if v.CannotTell != c.cannotTell || v.Blackhole != c.blackhole {
+				t.Errorf("cannot tell %v blackhole %v, want %v %v\n%+v", v.CannotTell, v.Blackhole, c.cannotTell, c.blackhole, v.Families)
+			}
+		})
+	}
+}
