@@ -58,7 +58,7 @@ func TestSeriesBudget(t *testing.T) {
 		{"LoadBalancer drained, dropping", loadBalancerBudget, lb(draining, 0), &countingReader{snap: dropping}},
 		{"LoadBalancer kube-proxy down", loadBalancerBudget, lb(refused, 0), &countingReader{snap: dropping}},
 		{"LoadBalancer without rules", loadBalancerBudget, lb(healthy, 1), nil},
-		{"NodePort ignored, blackhole", nodePortBudget + 1, ignored(nodePort(0)), &countingReader{snap: dropping}},
+		{"NodePort ignored, blackhole", nodePortBudget + whileBlackholing + 1, ignored(nodePort(0)), &countingReader{snap: dropping}},
 		{"LoadBalancer ignored, drained", loadBalancerBudget + 1, ignored(lb(draining, 0)), &countingReader{snap: dropping}},
 	}
 	def, all := DefaultSelection(), AllSelection()
