@@ -415,17 +415,7 @@ func createExporterPods(t *testing.T, c *cluster.Cluster, port int32) {
 				t.Errorf("delete exporter pod %s: %v", created.Name, err)
 			}
 		})
-		now := metav1.Now()
-		created.Status = corev1.PodStatus{
-			Phase:  corev1.PodRunning,
-			HostIP: n.IP, HostIPs: []corev1.HostIP{{IP: n.IP}},
-			PodIP: n.IP, PodIPs: []corev1.PodIP{{IP: n.IP}},
-			StartTime: &now,
-			Conditions: []corev1.PodCondition{
-				{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
-				{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
-			},
-		}
+		created.Status = cluster.HostNetworkRunning(n.IP)
 		if _, err := pods.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
 			t.Fatalf("report exporter pod for %s running: %v", n.Name, err)
 		}

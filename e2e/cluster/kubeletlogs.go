@@ -121,17 +121,8 @@ func (c *Cluster) CreateMirrorPod(ctx context.Context, pod *corev1.Pod, node *No
 	if err != nil {
 		return fmt.Errorf("mirror pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	now := metav1.Now()
-	created.Status = corev1.PodStatus{
-		Phase:  corev1.PodRunning,
-		HostIP: node.IP, HostIPs: []corev1.HostIP{{IP: node.IP}},
-		PodIP: node.IP, PodIPs: []corev1.PodIP{{IP: node.IP}},
-		StartTime: &now,
-		Conditions: []corev1.PodCondition{
-			{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
-			{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
-		},
-	}
+	created.Status = HostNetworkRunning(node.IP)
+	now := *created.Status.StartTime
 	for _, ctr := range created.Spec.Containers {
 		created.Status.ContainerStatuses = append(created.Status.ContainerStatuses, corev1.ContainerStatus{
 			Name: ctr.Name, Image: ctr.Image, ImageID: ctr.Image, Ready: true,
@@ -175,4 +166,20 @@ func (n *Node) KubeProxyMirrorPod() (*corev1.Pod, string, error) {
 			}},
 		},
 	}, "kube-proxy-" + n.Name, nil
+}
+
+// HostNetworkRunning is the status a kubelet reports for a running, ready hostNetwork pod on the node with
+// address ip (no kubelet runs in the harness: the tests that need such pods report it themselves).
+func HostNetworkRunning(ip string) corev1.PodStatus {
+	now := metav1.Now()
+	return corev1.PodStatus{
+		Phase:  corev1.PodRunning,
+		HostIP: ip, HostIPs: []corev1.HostIP{{IP: ip}},
+		PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}},
+		StartTime: &now,
+		Conditions: []corev1.PodCondition{
+			{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		},
+	}
 }
