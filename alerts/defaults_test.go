@@ -1,11 +1,13 @@
 package alerts
 
 import (
-	"os"
-	"path/filepath"
+	"fmt"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
+
+	"github.com/localtraffic/localtraffic-exporter/alerts/metricset"
 )
 
 // healthChecked are the metrics exported by default only for Services with a health check node port that the
@@ -19,94 +21,68 @@ var healthChecked = map[string]string{
 }
 
 // Every metric an alert, a recording rule or a dashboard query reads is exported by an exporter started with
-// its default flags (docs/metrics.md's Default column, which the collector's docs test keeps equal to the
-// code). An alert on an opt-in metric never fires on a default install, and a panel on one stays empty.
+// its default flags (package metricset's Default, which the collector's docs test keeps equal to the code). An
+// alert on an opt-in metric never fires on a default install, and a panel on one stays empty.
 func TestQueriesUseDefaultMetrics(t *testing.T) {
-	root := repoRoot(t)
-	documented, err := DocumentedMetrics(filepath.Join(root, MetricsDocPath))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defaults, err := MetricDefaults(filepath.Join(root, MetricsDocPath))
-	if err != nil {
-		t.Fatal(err)
-	}
-	queries, recorded := everyQuery(t, root)
-	checked := 0
-	for where, expr := range queries {
-		names, err := MetricNames(expr)
-		if err != nil {
-			t.Errorf("%s: %v", where, err)
-			continue
-		}
-		for _, n := range names {
-			if recorded[n] || standardSeries[n] {
-				continue // a recording rule is itself one of the queries checked here
-			}
-			base := BaseMetric(documented, n)
-			checked++
-			switch d, ok := defaults[base]; {
-			case !ok:
-				t.Errorf("%s: metric %s has no Default in %s", where, base, MetricsDocPath)
-			case d == "no":
-				t.Errorf("%s: metric %s is opt-in (Default no in %s): the query needs a flag a default install lacks", where, base, MetricsDocPath)
-			case d == "health-checked" && healthChecked[base] == "":
-				t.Errorf("%s: metric %s is on by default only for health-checked Services; say why the query works with that in healthChecked", where, base)
-			}
-		}
+	queries, recorded := everyQuery(t, repoRoot(t))
+	exported := metricset.Exporter()
+	problems, checked := nonDefaultMetrics(queries, recorded, exported, healthChecked)
+	for _, p := range problems {
+		t.Error(p)
 	}
 	if checked < 20 {
 		t.Fatalf("checked only %d metric uses", checked)
 	}
 	for n := range healthChecked {
-		if defaults[n] != "health-checked" {
-			t.Errorf("healthChecked lists %s, whose Default is %q", n, defaults[n])
+		if d := exported[n].Default; d != metricset.DefaultHealthChecked {
+			t.Errorf("healthChecked lists %s, whose Default is %q", n, d)
 		}
 	}
 }
 
-func TestMetricDefaults(t *testing.T) {
-	doc := filepath.Join(t.TempDir(), "metrics.md")
-	text := strings.Join([]string{
-		"# Metrics",
-		"| result | meaning |",
-		"|---|---|",
-		"| `ok` | HTTP 200 |",
-		"",
-		"| Metric | Type | Labels | Description | Stability | Collector | Default |",
-		"|---|---|---|---|---|---|---|",
-		"| `localtraffic_blackhole` | gauge | `node`, `namespace`, `service` | 1 when ... | stable | services | yes |",
-		"| `localtraffic_service_info` | gauge | `node` | always 1 | stable | service_details | no |",
-		"| `localtraffic_rules_dropped_packets_total` | counter | `node` | drops | stable | rules | health-checked |",
-		"",
-		"Text mentioning `localtraffic_other` outside a table.",
-	}, "\n")
-	if err := os.WriteFile(doc, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
+// The check above fails on a query reading an opt-in metric, or a health-checked one healthChecked does not
+// vouch for.
+func TestNonDefaultMetricCaught(t *testing.T) {
+	queries := map[string]string{
+		"rule g/OptIn":         `localtraffic_service_info == 1`,
+		"rule g/HealthChecked": `rate(localtraffic_rules_dropped_packets_total[5m]) > 0`,
+		"rule g/Default":       `localtraffic_blackhole == 1 and on (node) node:x:max`,
 	}
-	got, err := MetricDefaults(doc)
-	if err != nil {
-		t.Fatal(err)
+	got, checked := nonDefaultMetrics(queries, map[string]bool{"node:x:max": true}, metricset.Exporter(), nil)
+	sort.Strings(got)
+	want := []string{
+		"rule g/HealthChecked: metric localtraffic_rules_dropped_packets_total is on by default only for health-checked Services; say why the query works with that in healthChecked",
+		"rule g/OptIn: metric localtraffic_service_info is opt-in (Default no): the query needs a flag a default install lacks",
 	}
-	want := map[string]string{
-		"localtraffic_blackhole":                   "yes",
-		"localtraffic_service_info":                "no",
-		"localtraffic_rules_dropped_packets_total": "health-checked",
+	if !reflect.DeepEqual(got, want) || checked != 3 {
+		t.Errorf("checked %d, got\n%s\nwant 3,\n%s", checked, strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("MetricDefaults = %v, want %v", got, want)
-	}
-	for name, bad := range map[string]string{
-		"no Default column": "| Metric | Type | Labels | Description | Stability |\n|---|---|---|---|---|\n| `a` | gauge | | | stable |\n",
-		"unknown value":     "| Metric | Type | Default |\n|---|---|---|\n| `a` | gauge | maybe |\n",
-		"no table":          "# nothing\n",
-	} {
-		p := filepath.Join(t.TempDir(), "m.md")
-		if err := os.WriteFile(p, []byte(bad), 0o644); err != nil {
-			t.Fatal(err)
+}
+
+// nonDefaultMetrics lists each metric a query reads that a default install does not export for every Service it
+// applies to (unless vouched for in healthChecked), and counts the metric uses it checked. Recording rules'
+// outputs and standard series are skipped: their own expressions are among the queries.
+func nonDefaultMetrics(queries map[string]string, recorded map[string]bool, exported metricset.Set, healthChecked map[string]string) (problems []string, checked int) {
+	for where, expr := range queries {
+		names, err := MetricNames(expr)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", where, err))
+			continue
 		}
-		if _, err := MetricDefaults(p); err == nil {
-			t.Errorf("%s: accepted", name)
+		for _, n := range names {
+			if recorded[n] || standardSeries[n] {
+				continue
+			}
+			checked++
+			switch m, ok := exported.ForSeries(n); {
+			case !ok:
+				problems = append(problems, fmt.Sprintf("%s: metric %s is not exported", where, n))
+			case m.Default == metricset.DefaultNo:
+				problems = append(problems, fmt.Sprintf("%s: metric %s is opt-in (Default no): the query needs a flag a default install lacks", where, m.Name))
+			case m.Default == metricset.DefaultHealthChecked && healthChecked[m.Name] == "":
+				problems = append(problems, fmt.Sprintf("%s: metric %s is on by default only for health-checked Services; say why the query works with that in healthChecked", where, m.Name))
+			}
 		}
 	}
+	return problems, checked
 }

@@ -19,7 +19,6 @@ const (
 	DashboardDir           = "dashboards"
 	RunbooksPath           = "docs/runbooks.md"
 	ScaleDocPath           = "docs/scale.md"
-	MetricsDocPath         = "docs/metrics.md"
 	PrometheusRulePath     = "deploy/prometheus-operator/prometheusrule.yaml"
 	DashboardConfigMapPath = "deploy/prometheus-operator/dashboard-configmap.yaml"
 	ScrapeConfigPath       = "alerts/prometheus-scrape.yaml"

@@ -1,7 +1,6 @@
 package alerts
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -85,60 +84,6 @@ func MetricNames(expr string) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
-}
-
-// DocumentedMetrics reads the metric tables of docs/metrics.md: a table row whose first cell is a metric name
-// in backticks documents that metric. The result maps each name to the row's text (to tell histograms and
-// summaries, whose _bucket/_sum/_count series are queried, from other types).
-func DocumentedMetrics(path string) (map[string]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("read metric documentation: %w", err)
-	}
-	defer f.Close()
-	out := map[string]string{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if !strings.HasPrefix(line, "|") {
-			continue
-		}
-		cells := strings.Split(strings.Trim(line, "|"), "|")
-		m := backticked.FindStringSubmatch(strings.TrimSpace(cells[0]))
-		if m == nil {
-			continue
-		}
-		out[m[1]] = line
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%s: no metric table rows (first cell a metric name in backticks)", path)
-	}
-	return out, nil
-}
-
-var backticked = regexp.MustCompile("^`([a-zA-Z_:][a-zA-Z0-9_:]*)`$")
-
-// Known reports whether a queried series name is exported: documented, or the _bucket/_sum/_count series of a
-// documented histogram or summary.
-func Known(documented map[string]string, name string) bool {
-	if _, ok := documented[name]; ok {
-		return true
-	}
-	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
-		base, ok := strings.CutSuffix(name, suffix)
-		if !ok {
-			continue
-		}
-		row, ok := documented[base]
-		if ok && (strings.Contains(row, "histogram") || (suffix != "_bucket" && strings.Contains(row, "summary"))) {
-			return true
-		}
-	}
-	return false
 }
 
 // DashboardQuery is one PromQL query of a dashboard, with where it came from.
@@ -231,82 +176,6 @@ var (
 // to "All" and a 30s scrape interval.
 func ExpandGrafanaVariables(expr string) string {
 	return grafanaVariable.ReplaceAllString(grafanaIntervals.Replace(expr), ".*")
-}
-
-// MetricDefaults reads the Default column of docs/metrics.md's generated metric table (header
-// `| Metric | Type | Labels | Description | Stability | Collector | Default |`): for each metric, whether a scrape
-// of an exporter started without flags exports it: "yes", "no" (opt-in: a collector or switch turns it on), or
-// "health-checked" (on by default only for Services with a health check node port).
-func MetricDefaults(path string) (map[string]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("read metric documentation: %w", err)
-	}
-	defer f.Close()
-	out := map[string]string{}
-	col := -1 // the Default column's index inside the table being read; -1 outside it
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if !strings.HasPrefix(line, "|") {
-			col = -1
-			continue
-		}
-		cells := strings.Split(strings.Trim(line, "|"), "|")
-		for i := range cells {
-			cells[i] = strings.TrimSpace(cells[i])
-		}
-		if cells[0] == "Metric" {
-			col = -1
-			for i, c := range cells {
-				if c == "Default" {
-					col = i
-				}
-			}
-			if col < 0 {
-				return nil, fmt.Errorf("%s: the metric table's header %q has no Default column", path, line)
-			}
-			continue
-		}
-		if col < 0 {
-			continue
-		}
-		m := backticked.FindStringSubmatch(cells[0])
-		if m == nil {
-			continue
-		}
-		if col >= len(cells) {
-			return nil, fmt.Errorf("%s: row of %s has no Default cell", path, m[1])
-		}
-		switch v := cells[col]; v {
-		case "yes", "no", "health-checked":
-			out[m[1]] = v
-		default:
-			return nil, fmt.Errorf("%s: %s: Default %q, want yes, no or health-checked", path, m[1], v)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%s: no metric table with a Default column", path)
-	}
-	return out, nil
-}
-
-// BaseMetric is the documented metric a queried series name belongs to: the name itself, or a documented
-// histogram's or summary's name for its _bucket/_sum/_count series.
-func BaseMetric(documented map[string]string, name string) string {
-	if _, ok := documented[name]; ok {
-		return name
-	}
-	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
-		if base, ok := strings.CutSuffix(name, suffix); ok && Known(documented, name) {
-			return base
-		}
-	}
-	return name
 }
 
 // ParseRulesFile parses and validates one rule file and returns its groups' names, in order.

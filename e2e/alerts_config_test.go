@@ -10,6 +10,8 @@ import (
 	"time"
 
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/localtraffic/localtraffic-exporter/alerts/metricset"
 )
 
 // The live test's Prometheus configuration is the shipped scrape job plus only the apiserver's location and its
@@ -110,13 +112,10 @@ func TestAlertsDashboardQueriesFound(t *testing.T) {
 	}
 }
 
-// The live test finds the opt-in metrics in docs/metrics.md and the alert expressions it evaluates.
+// The live test finds the opt-in metrics (package metricset) and the alert expressions it evaluates.
 func TestAlertsLiveInputsFound(t *testing.T) {
 	repo := alertsRepoDir(t)
-	optIn, err := optInMetrics(repo)
-	if err != nil {
-		t.Fatal(err)
-	}
+	optIn := metricset.OptIn()
 	for _, want := range []string{"localtraffic_service_info", "localtraffic_has_local_endpoint", "localtraffic_health_check_result"} {
 		found := false
 		for _, n := range optIn {

@@ -2,8 +2,8 @@
 // Foundation SDK (Apache-2.0), so its panels and queries are typed code rather than hand-edited JSON. The
 // alerts module's generator (cmd/generate) writes its output; a test fails while the committed file differs.
 //
-// Every query names only metrics of docs/metrics.md or recording rules of ../rules.yaml (the alerts module's
-// metrics tests check it), and e2e/alerts_test.go runs each one against a real Prometheus during the drill.
+// Every query names only metrics of package metricset (the exporter's, generated from its code) or recording
+// rules of ../rules.yaml (the alerts module's metrics tests check it), and e2e/alerts_test.go runs each one against a real Prometheus during the drill.
 package dashgen
 
 import (
