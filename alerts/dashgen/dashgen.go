@@ -3,7 +3,8 @@
 // alerts module's generator (cmd/generate) writes its output; a test fails while the committed file differs.
 //
 // Every query names only metrics of package metricset (the exporter's, generated from its code) or recording
-// rules of ../rules.yaml (the alerts module's metrics tests check it), and e2e/alerts_test.go runs each one against a real Prometheus during the drill.
+// rules of ../rules.yaml (the alerts module's metrics tests check it), and e2e/alerts_test.go runs each one
+// against a real Prometheus during the drill.
 package dashgen
 
 import (

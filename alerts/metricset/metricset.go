@@ -2,7 +2,8 @@
 // collector and whether a default install exports it. The collector's docs test generates metrics_gen.go from
 // the code, beside docs/metrics.md's table, and fails while either is stale, so the rules' and dashboards'
 // tests (this module) and the e2e suite read the exporter's metrics without importing its module (client-go)
-// or parsing Markdown. It imports nothing: any module can require it for free.
+// or parsing Markdown. It imports only the standard library: a module that requires the alerts module for it
+// builds nothing else of that module.
 package metricset
 
 import "strings"
