@@ -35,8 +35,8 @@ const stdinFile = "stdin"
 // loadManifests reads the objects of the -f arguments into the cluster with cli-runtime's resource builder, as
 // kubectl apply -f reads them: files as given, directories' *.yaml, *.yml and *.json (recursively with
 // Recursive), globs, URLs and "-" for standard input; multi-document YAML or JSON, List kinds (what kustomize
-// build and helm template print) unpacked. Kinds the audit does not read are skipped; a document that does not
-// parse, or a known kind that does not decode, is bad input: every one of them in one message.
+// build and helm template print) unpacked. Kinds the audit does not read are skipped; a known kind that does not
+// decode, or a document that does not parse (which ends its file), is bad input: every one of them in one message.
 func loadManifests(c *placement.Cluster, files resource.FilenameOptions, stdin io.Reader, defaultNamespace string) error {
 	b := resource.NewLocalBuilder().Unstructured().ContinueOnError().Flatten()
 	lines := lineIndex{bySource: map[string]map[string]int{}}
