@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview/placement"
 )
@@ -39,7 +40,7 @@ type options struct {
 	allNamespaces bool
 	output        string
 	failOn        string
-	files         []string
+	files         genericclioptions.FileNameFlags // -f and -R, as kubectl's
 	nodes         int
 	nodesFile     string
 	stdinName     string
@@ -50,7 +51,11 @@ type options struct {
 
 // run parses args and executes the command; it returns the exit status.
 func (a *app) run(ctx context.Context, args []string) int {
-	o := &options{kube: genericclioptions.NewConfigFlags(true)}
+	// -R is on unless turned off: before the resource builder read -f, a directory was always read recursively,
+	// and a CI gate that silently audits less is worse than kubectl's default.
+	o := &options{kube: genericclioptions.NewConfigFlags(true), files: genericclioptions.FileNameFlags{
+		Filenames: &[]string{}, Recursive: ptr.To(true),
+		Usage: "manifests to audit: file, directory, glob, URL or - for stdin; repeatable or comma-separated"}}
 	code := exitClean
 	root := &cobra.Command{
 		Use:   "kubectl-localtraffic",
@@ -109,7 +114,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 	}
 	audit.Flags().StringVarP(&o.output, "output", "o", "text", "text, json or sarif")
 	audit.Flags().StringVar(&o.failOn, "fail-on", "warning", "lowest severity that fails: info, warning or critical")
-	audit.Flags().StringArrayVarP(&o.files, "filename", "f", nil, "manifests to audit: file, directory (recursive) or - for stdin; repeatable")
+	o.files.AddFlags(audit.Flags())
 	audit.Flags().IntVar(&o.nodes, "nodes", 0, "manifest mode: this many synthetic untainted nodes receive the traffic")
 	audit.Flags().StringVar(&o.nodesFile, "nodes-file", "", "manifest mode: Node objects (YAML or JSON) standing in for the cluster")
 	audit.Flags().StringVar(&o.stdinName, "stdin-filename", "", "with -f - and -o sarif (required there): the repository file code scanning attaches standard input's findings to, e.g. the kustomization that was built")
@@ -215,11 +220,11 @@ func (a *app) audit(ctx context.Context, o *options) (int, error) {
 	if !ok {
 		return exitError, badInputf("unknown --fail-on %q: info, warning or critical", o.failOn)
 	}
-	if o.output == "sarif" && slices.Contains(o.files, "-") && o.stdinName == "" {
+	if o.output == "sarif" && slices.Contains(*o.files.Filenames, "-") && o.stdinName == "" {
 		return exitError, badInputf("-o sarif with -f -: name the repository file standard input comes from with --stdin-filename (e.g. deploy/overlays/prod/kustomization.yaml); code scanning cannot attach findings to \"stdin\"")
 	}
 	var c *placement.Cluster
-	if len(o.files) > 0 {
+	if len(*o.files.Filenames) > 0 {
 		var err error
 		if c, err = a.manifestCluster(o); err != nil {
 			return exitError, err
@@ -264,7 +269,7 @@ func (a *app) manifestCluster(o *options) (*placement.Cluster, error) {
 		defaultNS = *o.kube.Namespace
 	}
 	c := &placement.Cluster{}
-	if err := loadManifests(c, o.files, a.in, defaultNS); err != nil {
+	if err := loadManifests(c, o.files.ToOptions(), a.in, defaultNS); err != nil {
 		return nil, err
 	}
 	switch {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"os"
 	"slices"
@@ -10,6 +9,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/resource"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview/placement"
 )
@@ -115,7 +115,7 @@ var findingCases = []struct {
 func objectsOf(t *testing.T, docs string) []runtime.Object {
 	t.Helper()
 	c := placement.Cluster{Sources: map[string]placement.Source{}}
-	if err := decodeStream(&c, bufioReader(docs), "test", "default"); err != nil {
+	if err := loadManifests(&c, resource.FilenameOptions{Filenames: []string{"-"}}, strings.NewReader(docs), "default"); err != nil {
 		t.Fatal(err)
 	}
 	var objs []runtime.Object
@@ -187,8 +187,6 @@ func TestEveryFindingFromManifestsAndLive(t *testing.T) {
 		}
 	}
 }
-
-func bufioReader(s string) *bufio.Reader { return bufio.NewReader(strings.NewReader(s)) }
 
 func writeFile(t *testing.T, path, content string) {
 	t.Helper()

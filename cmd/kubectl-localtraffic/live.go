@@ -10,7 +10,9 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/pager"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview/placement"
 )
@@ -18,24 +20,27 @@ import (
 // pageSize bounds each list call, so a large cluster is read in pages rather than one huge response.
 const pageSize = 500
 
-// listAll pages through one resource.
-func listAll[L any, T any](ctx context.Context, what string, list func(context.Context, metav1.ListOptions) (L, error),
-	items func(L) []T, cont func(L) string) ([]*T, error) {
-	var out []*T
-	opts := metav1.ListOptions{Limit: pageSize}
-	for {
-		l, err := list(ctx, opts)
-		if err != nil {
-			return nil, fmt.Errorf("listing %s: %w", what, err)
+// listAll reads every object of one resource through client-go's pager: pages of pageSize, and one full list
+// when a continue token expires in between (what the apiserver answers to a token older than its compaction).
+func listAll[T any, PT interface {
+	*T
+	runtime.Object
+}, L runtime.Object](ctx context.Context, what string, list func(context.Context, metav1.ListOptions) (L, error)) ([]PT, error) {
+	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) { return list(ctx, opts) })
+	p.PageSize = pageSize
+	var out []PT
+	err := p.EachListItem(ctx, metav1.ListOptions{}, func(o runtime.Object) error {
+		item, ok := o.(PT)
+		if !ok {
+			return fmt.Errorf("a %T in the list, want a %T", o, item)
 		}
-		its := items(l)
-		for i := range its {
-			out = append(out, &its[i])
-		}
-		if opts.Continue = cont(l); opts.Continue == "" {
-			return out, nil
-		}
+		out = append(out, item)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", what, err)
 	}
+	return out, nil
 }
 
 // loadLive reads what the placement story needs from the apiserver: Nodes cluster-wide, the rest in namespace
@@ -44,49 +49,35 @@ func loadLive(ctx context.Context, cs kubernetes.Interface, namespace string) (*
 	c := &placement.Cluster{Live: true}
 	var err error
 	core, apps := cs.CoreV1(), cs.AppsV1()
-	if c.Nodes, err = listAll(ctx, "nodes", core.Nodes().List,
-		func(l *corev1.NodeList) []corev1.Node { return l.Items }, func(l *corev1.NodeList) string { return l.Continue }); err != nil {
+	if c.Nodes, err = listAll[corev1.Node](ctx, "nodes", core.Nodes().List); err != nil {
 		return nil, err
 	}
-	if c.Services, err = listAll(ctx, "services", core.Services(namespace).List,
-		func(l *corev1.ServiceList) []corev1.Service { return l.Items }, func(l *corev1.ServiceList) string { return l.Continue }); err != nil {
+	if c.Services, err = listAll[corev1.Service](ctx, "services", core.Services(namespace).List); err != nil {
 		return nil, err
 	}
-	if c.EndpointSlices, err = listAll(ctx, "endpointslices", cs.DiscoveryV1().EndpointSlices(namespace).List,
-		func(l *discoveryv1.EndpointSliceList) []discoveryv1.EndpointSlice { return l.Items },
-		func(l *discoveryv1.EndpointSliceList) string { return l.Continue }); err != nil {
+	if c.EndpointSlices, err = listAll[discoveryv1.EndpointSlice](ctx, "endpointslices", cs.DiscoveryV1().EndpointSlices(namespace).List); err != nil {
 		return nil, err
 	}
-	if c.Pods, err = listAll(ctx, "pods", core.Pods(namespace).List,
-		func(l *corev1.PodList) []corev1.Pod { return l.Items }, func(l *corev1.PodList) string { return l.Continue }); err != nil {
+	if c.Pods, err = listAll[corev1.Pod](ctx, "pods", core.Pods(namespace).List); err != nil {
 		return nil, err
 	}
-	if c.ReplicaSets, err = listAll(ctx, "replicasets", apps.ReplicaSets(namespace).List,
-		func(l *appsv1.ReplicaSetList) []appsv1.ReplicaSet { return l.Items }, func(l *appsv1.ReplicaSetList) string { return l.Continue }); err != nil {
+	if c.ReplicaSets, err = listAll[appsv1.ReplicaSet](ctx, "replicasets", apps.ReplicaSets(namespace).List); err != nil {
 		return nil, err
 	}
-	if c.Deployments, err = listAll(ctx, "deployments", apps.Deployments(namespace).List,
-		func(l *appsv1.DeploymentList) []appsv1.Deployment { return l.Items }, func(l *appsv1.DeploymentList) string { return l.Continue }); err != nil {
+	if c.Deployments, err = listAll[appsv1.Deployment](ctx, "deployments", apps.Deployments(namespace).List); err != nil {
 		return nil, err
 	}
-	if c.StatefulSets, err = listAll(ctx, "statefulsets", apps.StatefulSets(namespace).List,
-		func(l *appsv1.StatefulSetList) []appsv1.StatefulSet { return l.Items }, func(l *appsv1.StatefulSetList) string { return l.Continue }); err != nil {
+	if c.StatefulSets, err = listAll[appsv1.StatefulSet](ctx, "statefulsets", apps.StatefulSets(namespace).List); err != nil {
 		return nil, err
 	}
-	if c.DaemonSets, err = listAll(ctx, "daemonsets", apps.DaemonSets(namespace).List,
-		func(l *appsv1.DaemonSetList) []appsv1.DaemonSet { return l.Items }, func(l *appsv1.DaemonSetList) string { return l.Continue }); err != nil {
+	if c.DaemonSets, err = listAll[appsv1.DaemonSet](ctx, "daemonsets", apps.DaemonSets(namespace).List); err != nil {
 		return nil, err
 	}
-	if c.HPAs, err = listAll(ctx, "horizontalpodautoscalers", cs.AutoscalingV2().HorizontalPodAutoscalers(namespace).List,
-		func(l *autoscalingv2.HorizontalPodAutoscalerList) []autoscalingv2.HorizontalPodAutoscaler {
-			return l.Items
-		},
-		func(l *autoscalingv2.HorizontalPodAutoscalerList) string { return l.Continue }); err != nil {
+	if c.HPAs, err = listAll[autoscalingv2.HorizontalPodAutoscaler](ctx, "horizontalpodautoscalers",
+		cs.AutoscalingV2().HorizontalPodAutoscalers(namespace).List); err != nil {
 		return nil, err
 	}
-	if c.PDBs, err = listAll(ctx, "poddisruptionbudgets", cs.PolicyV1().PodDisruptionBudgets(namespace).List,
-		func(l *policyv1.PodDisruptionBudgetList) []policyv1.PodDisruptionBudget { return l.Items },
-		func(l *policyv1.PodDisruptionBudgetList) string { return l.Continue }); err != nil {
+	if c.PDBs, err = listAll[policyv1.PodDisruptionBudget](ctx, "poddisruptionbudgets", cs.PolicyV1().PodDisruptionBudgets(namespace).List); err != nil {
 		return nil, err
 	}
 	return c, nil

@@ -64,8 +64,12 @@ func defaultLevel(id string) string {
 }
 
 // artifactURI turns a manifest's path into a SARIF artifact URI: relative paths stay relative (code scanning
-// resolves them against the repository's root, where CI runs the audit), absolute ones become file URIs.
+// resolves them against the repository's root, where CI runs the audit), absolute ones become file URIs, and a
+// URL -f fetched stays as it is.
 func artifactURI(path string) string {
+	if u, err := url.Parse(path); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
+		return path
+	}
 	if filepath.IsAbs(path) {
 		return (&url.URL{Scheme: "file", Path: filepath.ToSlash(path)}).String()
 	}
