@@ -1,8 +1,8 @@
 package drill
 
-// The operators' commands, word for word from the drill (shared/reference/drill.md): the live drill runs them
+// The operators' commands, word for word from the drill (docs/drill.md): the live drill runs them
 // unchanged with bash in the outside client's namespace, with the pinned kubectl first on PATH and KUBECONFIG
-// set to the harness's in-namespace admin kubeconfig. TestCommandsAreTheDrills checks them against drill.md.
+// set to the harness's in-namespace admin kubeconfig. TestCommandsAreTheDrills checks them against docs/drill.md.
 const (
 	// ObservePods lists the replicas with their nodes.
 	ObservePods = `kubectl -n kubelings get pods -o wide -l app=checkout          # NODE column: all the same`
