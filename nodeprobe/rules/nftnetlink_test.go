@@ -99,6 +99,10 @@ func nftNetlinkShapes(tb testing.TB) []nftNetlinkShape {
 		{name: "counter between match and verdict", data: nftRulePayload(tb,
 			exprOther("payload"), exprOther("cmp"), exprOther("match"), exprCounterOf(0x0102030405060708), exprOther("immediate")),
 			want: 0x0102030405060708, found: true},
+		{name: "counter's data before its name", data: nftRulePayload(tb, func(ae *netlink.AttributeEncoder) {
+			ae.Nested(unix.NFTA_EXPR_DATA, func(d *netlink.AttributeEncoder) error { d.Uint64(unix.NFTA_COUNTER_PACKETS, 9); return nil })
+			ae.String(unix.NFTA_EXPR_NAME, "counter")
+		}), want: 9, found: true},
 		{name: "first of two counters", data: nftRulePayload(tb, exprCounterOf(1), exprCounterOf(2)), want: 1, found: true},
 		{name: "no counter", data: nftRulePayload(tb, exprOther("immediate"))},
 		{name: "no expressions", data: nftRulePayload(tb)},
@@ -231,7 +235,7 @@ func TestNFTablesReceiveBounded(t *testing.T) {
 	silent := netlink.Message{Header: netlink.Header{Type: nftGetGen}, Data: nfgenmsg(unix.AF_UNSPEC)}
 	receive := func(ctx context.Context) (time.Duration, error) {
 		t.Helper()
-		c, err := dialNFT(ctx, ns)
+		c, err := dialNFT(ctx, ns, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
