@@ -310,7 +310,7 @@ const nftAnswerBuffer = 4 << 10
 // as `ip netns` keeps them) or, with "", in the calling thread's (the exporter's:
 // the host's). A socket's namespace is fixed when it is created: the library
 // creates it on a thread of its own switched there, so no thread of ours changes
-// namespace. buffer is the receive buffer (0: each datagram's own size, peeked).
+// namespace. buffer is the size of the receive buffer.
 func dialNFT(ctx context.Context, netns string, buffer int) (*nftConn, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -235,7 +235,7 @@ func TestNFTablesReceiveBounded(t *testing.T) {
 	silent := netlink.Message{Header: netlink.Header{Type: nftGetGen}, Data: nfgenmsg(unix.AF_UNSPEC)}
 	receive := func(ctx context.Context) (time.Duration, error) {
 		t.Helper()
-		c, err := dialNFT(ctx, ns, 0)
+		c, err := dialNFT(ctx, ns, nftAnswerBuffer)
 		if err != nil {
 			t.Fatal(err)
 		}
