@@ -1,7 +1,6 @@
 package rules
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -12,6 +11,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -42,18 +42,12 @@ type ChangeSignals interface {
 
 // NFTablesGeneration implements ChangeSignals in this process's namespace.
 func (ExecRunner) NFTablesGeneration(ctx context.Context) (uint32, error) {
-	return nftGeneration(ctx)
+	return nftGeneration(ctx, "")
 }
 
 // NFTablesGeneration implements ChangeSignals inside the namespace.
 func (n NetnsRunner) NFTablesGeneration(ctx context.Context) (uint32, error) {
-	var gen uint32
-	err := inNetns(n.Namespace, func() error {
-		var err error
-		gen, err = nftGeneration(ctx)
-		return err
-	})
-	return gen, err
+	return nftGeneration(ctx, n.Namespace)
 }
 
 // LegacyTableInfo implements ChangeSignals in this process's namespace.
@@ -74,25 +68,19 @@ func (n NetnsRunner) LegacyTableInfo(ctx context.Context, ipv6 bool, table strin
 
 // NFTablesChainCounters implements ChangeSignals in this process's namespace.
 func (ExecRunner) NFTablesChainCounters(ctx context.Context, ipv6 bool, table, chain string) (uint32, []uint64, error) {
-	return nftChainCounters(ctx, ipv6, table, chain)
+	return nftChainCounters(ctx, "", ipv6, table, chain)
 }
 
 // NFTablesChainCounters implements ChangeSignals inside the namespace.
 func (n NetnsRunner) NFTablesChainCounters(ctx context.Context, ipv6 bool, table, chain string) (uint32, []uint64, error) {
-	var gen uint32
-	var pk []uint64
-	err := inNetns(n.Namespace, func() error {
-		var err error
-		gen, pk, err = nftChainCounters(ctx, ipv6, table, chain)
-		return err
-	})
-	return gen, pk, err
+	return nftChainCounters(ctx, n.Namespace, ipv6, table, chain)
 }
 
 // inNetns runs fn on an OS thread switched into the named namespace
-// (/run/netns/<name>, as `ip netns` keeps them). The thread is switched back
-// afterwards; if that fails it is not unlocked, so the runtime discards it
-// instead of running other goroutines in the wrong namespace.
+// (/run/netns/<name>, as `ip netns` keeps them): the legacy tables' raw socket is
+// created there (netlink connections are created there by the library). The
+// thread is switched back afterwards; if that fails it is not unlocked, so the
+// runtime discards it instead of running other goroutines in the wrong namespace.
 func inNetns(name string, fn func() error) error {
 	target, err := os.Open("/run/netns/" + name)
 	if err != nil {
@@ -123,87 +111,6 @@ func inNetns(name string, fn func() error) error {
 		errc <- ferr
 	}()
 	return <-errc
-}
-
-// Netlink constants (linux/netfilter/nfnetlink.h, nf_tables.h).
-const (
-	nfnlSubsysNFTables = 10
-	nftMsgGetGen       = 16
-	nftMsgNewGen       = 15
-	nftaGenID          = 1
-)
-
-// nftGeneration asks nf_tables for its ruleset generation over a netlink
-// socket opened in the calling thread's network namespace. The socket's
-// namespace is fixed when it is created, so only the creation must happen there.
-func nftGeneration(ctx context.Context) (uint32, error) {
-	// The kernel answers a GETGEN at once; the receive timeout only guards
-	// against a kernel that never does, within the read's deadline.
-	fd, err := netlinkConn(ctx)
-	if err != nil {
-		return 0, err
-	}
-	defer unix.Close(fd)
-	// nlmsghdr (16 bytes) + nfgenmsg (family AF_UNSPEC, version NFNETLINK_V0, res_id 0).
-	req := make([]byte, 20)
-	binary.NativeEndian.PutUint32(req[0:], 20)
-	binary.NativeEndian.PutUint16(req[4:], nfnlSubsysNFTables<<8|nftMsgGetGen)
-	binary.NativeEndian.PutUint16(req[6:], unix.NLM_F_REQUEST)
-	binary.NativeEndian.PutUint32(req[8:], 1) // seq
-	if err := unix.Sendto(fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return 0, fmt.Errorf("netlink GETGEN: %w", err)
-	}
-	buf := make([]byte, 4096)
-	for {
-		if err := ctx.Err(); err != nil {
-			return 0, err
-		}
-		n, _, err := unix.Recvfrom(fd, buf, 0)
-		if err != nil {
-			return 0, fmt.Errorf("netlink GETGEN answer: %w", err)
-		}
-		gen, done, err := parseGenAnswer(buf[:n])
-		if err != nil || done {
-			return gen, err
-		}
-	}
-}
-
-// parseGenAnswer reads netlink messages for the NEWGEN answer; done is false
-// when the messages held something else (to be skipped).
-func parseGenAnswer(b []byte) (gen uint32, done bool, err error) {
-	for len(b) >= 16 {
-		l := int(binary.NativeEndian.Uint32(b[0:]))
-		typ := binary.NativeEndian.Uint16(b[4:])
-		if l < 16 || l > len(b) {
-			return 0, true, fmt.Errorf("netlink answer: bad message length %d", l)
-		}
-		msg := b[16:l]
-		switch {
-		case typ == unix.NLMSG_ERROR:
-			if len(msg) >= 4 {
-				if code := int32(binary.NativeEndian.Uint32(msg)); code != 0 {
-					return 0, true, fmt.Errorf("netlink GETGEN: %w", unix.Errno(-code))
-				}
-			}
-		case typ == nfnlSubsysNFTables<<8|nftMsgNewGen && len(msg) >= 4:
-			attrs := msg[4:] // after nfgenmsg
-			for len(attrs) >= 4 {
-				al := int(binary.NativeEndian.Uint16(attrs[0:]))
-				at := binary.NativeEndian.Uint16(attrs[2:]) & 0x3fff
-				if al < 4 || al > len(attrs) {
-					break
-				}
-				if at == nftaGenID && al >= 8 {
-					return binary.BigEndian.Uint32(attrs[4:8]), true, nil
-				}
-				attrs = attrs[min((al+3)&^3, len(attrs)):]
-			}
-			return 0, true, errors.New("netlink NEWGEN without a generation id")
-		}
-		b = b[min((l+3)&^3, len(b)):]
-	}
-	return 0, false, nil
 }
 
 // Legacy xtables socket options and layouts (linux/netfilter_ipv4/ip_tables.h,
@@ -364,180 +271,302 @@ func (r *reader) changeSignals() ChangeSignals {
 	return cs
 }
 
-// More netlink constants (nf_tables.h).
+// nf_tables netlink message types (the NFNL_SUBSYS_NFTABLES subsystem in the
+// high byte).
 const (
-	nftMsgNewRule      = 6
-	nftMsgGetRule      = 7
-	nftaRuleTable      = 1
-	nftaRuleChain      = 2
-	nftaRuleExprs      = 4
-	nftaListElem       = 1
-	nftaExprName       = 1
-	nftaExprData       = 2
-	nftaCounterPackets = 2
-	nfprotoIPv4        = 2
-	nfprotoIPv6        = 10
+	nftGetGen  = netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETGEN)
+	nftNewGen  = netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_NEWGEN)
+	nftGetRule = netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETRULE)
+	nftNewRule = netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_NEWRULE)
 )
 
-// netlinkConn is a NETLINK_NETFILTER socket opened in the calling thread's
-// namespace, with receives bounded by the context's deadline (at most 2 s).
-func netlinkConn(ctx context.Context) (int, error) {
-	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER)
+// nftReceiveCap bounds a connection's receives, from its opening, when the
+// context has no earlier deadline: the kernel answers at once, this only guards
+// against one that never does.
+const nftReceiveCap = 2 * time.Second
+
+// nftConn is a NETLINK_NETFILTER connection in one network namespace whose
+// receives end at the context's deadline (at most nftReceiveCap after it was
+// opened) and at once when the context is cancelled.
+type nftConn struct {
+	ctx  context.Context
+	nl   *netlink.Conn
+	stop func() bool // stops the cancellation hook
+}
+
+// nftDumpBuffer is the receive buffer of a rule dump. The kernel sizes a dump's
+// datagrams to the largest buffer a receive offered (up to 32 KiB) and
+// walks the chain from its start again for every datagram: the library's default
+// (peek at each datagram, then read exactly that) keeps them at about a page, and
+// a dump of 2,500 rules then took two to four times as long (BenchmarkChangeSignals).
+const nftDumpBuffer = 64 << 10
+
+// nftAnswerBuffer is the receive buffer of a GETGEN: its answer (or an error
+// echoing the request) is one message of under 100 bytes. A fixed buffer spares
+// the library's peek at each datagram.
+const nftAnswerBuffer = 4 << 10
+
+// dialNFT opens the connection in the named network namespace (/run/netns/<name>,
+// as `ip netns` keeps them) or, with "", in the calling thread's (the exporter's:
+// the host's). A socket's namespace is fixed when it is created: the library
+// creates it on a thread of its own switched there, so no thread of ours changes
+// namespace. buffer is the size of the receive buffer.
+func dialNFT(ctx context.Context, netns string, buffer int) (*nftConn, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cfg := netlink.Config{MessageBufferSize: buffer}
+	if netns != "" {
+		f, err := os.Open("/run/netns/" + netns)
+		if err != nil {
+			return nil, fmt.Errorf("network namespace %s: %w", netns, err)
+		}
+		defer f.Close()
+		cfg.NetNS = int(f.Fd())
+	}
+	nl, err := netlink.Dial(unix.NETLINK_NETFILTER, &cfg)
 	if err != nil {
-		return -1, fmt.Errorf("netlink netfilter socket: %w", err)
+		return nil, fmt.Errorf("netlink netfilter socket: %w", err)
 	}
-	tv := unix.NsecToTimeval(int64(2 * time.Second))
-	if d, ok := ctx.Deadline(); ok {
-		if left := time.Until(d); left > 0 && left < 2*time.Second {
-			tv = unix.NsecToTimeval(left.Nanoseconds())
-		}
+	deadline := time.Now().Add(nftReceiveCap)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
 	}
-	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
-		unix.Close(fd)
-		return -1, fmt.Errorf("netlink receive timeout: %w", err)
+	if err := nl.SetReadDeadline(deadline); err != nil {
+		nl.Close()
+		return nil, fmt.Errorf("netlink receive deadline: %w", err)
 	}
-	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		unix.Close(fd)
-		return -1, fmt.Errorf("netlink bind: %w", err)
-	}
-	return fd, nil
+	// A deadline in the past wakes a receive in progress at once.
+	stop := context.AfterFunc(ctx, func() { _ = nl.SetReadDeadline(time.Unix(1, 0)) })
+	return &nftConn{ctx: ctx, nl: nl, stop: stop}, nil
 }
 
-// nlAttr appends one netlink attribute (padded to 4 bytes).
-func nlAttr(b []byte, typ uint16, val []byte) []byte {
-	var h [4]byte
-	binary.NativeEndian.PutUint16(h[0:], uint16(4+len(val)))
-	binary.NativeEndian.PutUint16(h[2:], typ)
-	b = append(append(b, h[:]...), val...)
-	for len(b)%4 != 0 {
-		b = append(b, 0)
-	}
-	return b
+func (c *nftConn) close() {
+	c.stop()
+	c.nl.Close()
 }
 
-// nlAttrs calls fn for each attribute in b (type without the nested and
-// byte-order flags).
-func nlAttrs(b []byte, fn func(typ uint16, val []byte) error) error {
-	for len(b) >= 4 {
-		l := int(binary.NativeEndian.Uint16(b[0:]))
-		typ := binary.NativeEndian.Uint16(b[2:]) & 0x3fff
-		if l < 4 || l > len(b) {
-			return fmt.Errorf("netlink attribute length %d of %d", l, len(b))
-		}
-		if err := fn(typ, b[4:l]); err != nil {
-			return err
-		}
-		b = b[min((l+3)&^3, len(b)):]
+// fail wraps a failed exchange; when it failed because the context ended
+// (its deadline is the socket's, so the socket may time out a moment before
+// the context says so) it also wraps the context's error.
+func (c *nftConn) fail(what string, err error) error {
+	cerr := c.ctx.Err()
+	if d, ok := c.ctx.Deadline(); cerr == nil && ok && !time.Now().Before(d) {
+		cerr = context.DeadlineExceeded
 	}
-	return nil
+	if cerr != nil {
+		return fmt.Errorf("%s: %w (%w)", what, cerr, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// nfgenmsg is the netfilter header every nf_tables message's payload starts
+// with: the protocol family, NFNETLINK_V0 and a zero resource id.
+func nfgenmsg(family byte) []byte { return []byte{family, unix.NFNETLINK_V0, 0, 0} }
+
+// nftGeneration reads the nf_tables ruleset generation in the named namespace
+// ("": the calling thread's).
+func nftGeneration(ctx context.Context, netns string) (uint32, error) {
+	c, err := dialNFT(ctx, netns, nftAnswerBuffer)
+	if err != nil {
+		return 0, err
+	}
+	defer c.close()
+	return c.generation()
+}
+
+// execute sends one request and receives its answer; the library checks the
+// answer's sequence and turns an error message into an error.
+func (c *nftConn) execute(what string, m netlink.Message) ([]netlink.Message, error) {
+	msgs, err := c.nl.Execute(m)
+	if err != nil {
+		return nil, c.fail(what, err)
+	}
+	return msgs, nil
+}
+
+// generation asks NFT_MSG_GETGEN.
+func (c *nftConn) generation() (uint32, error) {
+	msgs, err := c.execute("nf_tables generation", netlink.Message{
+		Header: netlink.Header{Type: nftGetGen, Flags: netlink.Request},
+		Data:   nfgenmsg(unix.AF_UNSPEC),
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, m := range msgs {
+		if m.Header.Type == nftNewGen {
+			return parseGen(m.Data)
+		}
+	}
+	return 0, errors.New("nf_tables generation: no NEWGEN in the answer")
+}
+
+// parseGen reads the generation id of a NEWGEN message's payload (nfgenmsg,
+// then attributes in network byte order).
+func parseGen(data []byte) (uint32, error) {
+	if len(data) < 4 {
+		return 0, fmt.Errorf("NEWGEN of %d bytes", len(data))
+	}
+	ad, err := netlink.NewAttributeDecoder(data[4:])
+	if err != nil {
+		return 0, fmt.Errorf("NEWGEN attributes: %w", err)
+	}
+	ad.ByteOrder = binary.BigEndian
+	for ad.Next() {
+		if ad.Type() == unix.NFTA_GEN_ID {
+			if gen := ad.Uint32(); ad.Err() == nil {
+				return gen, nil
+			}
+		}
+	}
+	if err := ad.Err(); err != nil {
+		return 0, fmt.Errorf("NEWGEN attributes: %w", err)
+	}
+	return 0, errors.New("NEWGEN without a generation id")
 }
 
 // nftChainCounters dumps one chain's rules (NFT_MSG_GETRULE, filtered by table
-// and chain in the kernel) and returns each rule's counter expression's packets.
-func nftChainCounters(ctx context.Context, ipv6 bool, table, chain string) (uint32, []uint64, error) {
-	before, err := nftGeneration(ctx)
+// and chain in the kernel) over one connection, between two reads of the
+// generation, and returns each rule's counter expression's packets.
+func nftChainCounters(ctx context.Context, netns string, ipv6 bool, table, chain string) (uint32, []uint64, error) {
+	c, err := dialNFT(ctx, netns, nftDumpBuffer)
 	if err != nil {
 		return 0, nil, err
 	}
-	fd, err := netlinkConn(ctx)
+	defer c.close()
+	before, err := c.generation()
 	if err != nil {
 		return 0, nil, err
 	}
-	defer unix.Close(fd)
-	fam := byte(nfprotoIPv4)
+	fam := byte(unix.NFPROTO_IPV4)
 	if ipv6 {
-		fam = nfprotoIPv6
+		fam = unix.NFPROTO_IPV6
 	}
-	req := make([]byte, 20, 128)
-	req[16] = fam
-	req = nlAttr(req, nftaRuleTable, append([]byte(table), 0))
-	req = nlAttr(req, nftaRuleChain, append([]byte(chain), 0))
-	binary.NativeEndian.PutUint32(req[0:], uint32(len(req)))
-	binary.NativeEndian.PutUint16(req[4:], nfnlSubsysNFTables<<8|nftMsgGetRule)
-	binary.NativeEndian.PutUint16(req[6:], unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
-	binary.NativeEndian.PutUint32(req[8:], 2)
-	if err := unix.Sendto(fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return 0, nil, fmt.Errorf("netlink GETRULE: %w", err)
+	packets, err := c.ruleCounters(fam, table, chain)
+	if err != nil {
+		return 0, nil, err
+	}
+	after, err := c.generation()
+	if err != nil {
+		return 0, nil, err
+	}
+	if after != before {
+		return 0, nil, fmt.Errorf("nf_tables generation moved during the counter dump (%d → %d)", before, after)
+	}
+	return before, packets, nil
+}
+
+// ruleCounters streams the dump of one chain's rules, each message parsed as it
+// arrives (a chain of thousands of rules is never held whole).
+func (c *nftConn) ruleCounters(fam byte, table, chain string) ([]uint64, error) {
+	what := fmt.Sprintf("netlink GETRULE %s %s", table, chain)
+	ae := netlink.NewAttributeEncoder()
+	ae.String(unix.NFTA_RULE_TABLE, table)
+	ae.String(unix.NFTA_RULE_CHAIN, chain)
+	attrs, err := ae.Encode()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	req, err := c.nl.Send(netlink.Message{
+		Header: netlink.Header{Type: nftGetRule, Flags: netlink.Request | netlink.Dump},
+		Data:   append(nfgenmsg(fam), attrs...),
+	})
+	if err != nil {
+		return nil, c.fail(what, err)
 	}
 	var packets []uint64
-	buf := make([]byte, 1<<16)
-	for {
-		if err := ctx.Err(); err != nil {
-			return 0, nil, err
+	for m, err := range c.nl.ReceiveIter() {
+		if err == nil {
+			err = netlink.Validate(req, []netlink.Message{m})
 		}
-		n, _, err := unix.Recvfrom(fd, buf, 0)
 		if err != nil {
-			return 0, nil, fmt.Errorf("netlink GETRULE answer: %w", err)
+			return nil, c.fail(what, err)
 		}
-		for b := buf[:n]; len(b) >= 16; {
-			l := int(binary.NativeEndian.Uint32(b[0:]))
-			typ := binary.NativeEndian.Uint16(b[4:])
-			if l < 16 || l > len(b) {
-				return 0, nil, fmt.Errorf("netlink GETRULE answer: bad message length %d", l)
-			}
-			msg := b[16:l]
-			b = b[min((l+3)&^3, len(b)):]
-			switch typ {
-			case unix.NLMSG_DONE:
-				after, err := nftGeneration(ctx)
-				if err != nil {
-					return 0, nil, err
-				}
-				if after != before {
-					return 0, nil, fmt.Errorf("nf_tables generation moved during the counter dump (%d → %d)", before, after)
-				}
-				return before, packets, nil
-			case unix.NLMSG_ERROR:
-				if len(msg) >= 4 {
-					if code := int32(binary.NativeEndian.Uint32(msg)); code != 0 {
-						return 0, nil, fmt.Errorf("netlink GETRULE %s %s: %w", table, chain, unix.Errno(-code))
-					}
-				}
-			case nfnlSubsysNFTables<<8 | nftMsgNewRule:
-				if len(msg) < 4 {
-					return 0, nil, errors.New("netlink rule message too short")
-				}
-				pk, found := uint64(0), false
-				err := nlAttrs(msg[4:], func(t uint16, v []byte) error {
-					if t != nftaRuleExprs {
-						return nil
-					}
-					return nlAttrs(v, func(t uint16, elem []byte) error {
-						if t != nftaListElem {
-							return nil
-						}
-						var name string
-						var data []byte
-						if err := nlAttrs(elem, func(t uint16, v []byte) error {
-							switch t {
-							case nftaExprName:
-								name = string(bytes.TrimRight(v, "\x00"))
-							case nftaExprData:
-								data = v
-							}
-							return nil
-						}); err != nil {
-							return err
-						}
-						if name != "counter" || found {
-							return nil
-						}
-						return nlAttrs(data, func(t uint16, v []byte) error {
-							if t == nftaCounterPackets && len(v) == 8 {
-								pk, found = binary.BigEndian.Uint64(v), true
-							}
-							return nil
-						})
+		if m.Header.Type != nftNewRule {
+			continue
+		}
+		pk, found, err := parseRuleCounter(m.Data)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("%s: rule %d: %w", what, len(packets), err)
+		case !found:
+			return nil, fmt.Errorf("rule %d of %s %s has no counter", len(packets), table, chain)
+		}
+		packets = append(packets, pk)
+	}
+	return packets, nil
+}
+
+// parseRuleCounter reads the packets of the first counter expression of a
+// NEWRULE message's payload (nfgenmsg, then the rule's attributes in network
+// byte order: NFTA_RULE_EXPRESSIONS holds list elements, each an expression's
+// name and data); found is false when the rule has no counter.
+func parseRuleCounter(data []byte) (packets uint64, found bool, err error) {
+	if len(data) < 4 {
+		return 0, false, fmt.Errorf("NEWRULE of %d bytes", len(data))
+	}
+	ad, err := netlink.NewAttributeDecoder(data[4:])
+	if err != nil {
+		return 0, false, fmt.Errorf("NEWRULE attributes: %w", err)
+	}
+	ad.ByteOrder = binary.BigEndian
+	for !found && ad.Next() {
+		if ad.Type() != unix.NFTA_RULE_EXPRESSIONS {
+			continue
+		}
+		ad.Nested(func(exprs *netlink.AttributeDecoder) error {
+			for !found && exprs.Next() {
+				if exprs.Type() == unix.NFTA_LIST_ELEM {
+					exprs.Nested(func(expr *netlink.AttributeDecoder) error {
+						packets, found, err = exprCounter(expr)
+						return err
 					})
-				})
-				if err != nil {
-					return 0, nil, err
 				}
-				if !found {
-					return 0, nil, fmt.Errorf("rule %d of %s %s has no counter", len(packets), table, chain)
-				}
-				packets = append(packets, pk)
 			}
+			return nil
+		})
+	}
+	if err := ad.Err(); err != nil {
+		return 0, false, fmt.Errorf("NEWRULE attributes: %w", err)
+	}
+	return packets, found, nil
+}
+
+// exprCounter reads one expression; found when it is a counter, with its packets.
+func exprCounter(expr *netlink.AttributeDecoder) (packets uint64, found bool, err error) {
+	var counter bool
+	var data []byte
+	for expr.Next() {
+		switch expr.Type() {
+		case unix.NFTA_EXPR_NAME:
+			// The kernel puts the name first: the data of other expressions
+			// (an xt match's is hundreds of bytes) is never decoded.
+			if counter = expr.String() == "counter"; !counter {
+				return 0, false, nil
+			}
+		case unix.NFTA_EXPR_DATA:
+			data = expr.Bytes()
+		}
+		if counter && data != nil {
+			return counterPackets(data)
 		}
 	}
+	return 0, false, expr.Err()
+}
+
+// counterPackets reads a counter expression's data.
+func counterPackets(data []byte) (uint64, bool, error) {
+	ad, err := netlink.NewAttributeDecoder(data)
+	if err != nil {
+		return 0, false, err
+	}
+	ad.ByteOrder = binary.BigEndian
+	for ad.Next() {
+		if ad.Type() == unix.NFTA_COUNTER_PACKETS {
+			packets := ad.Uint64()
+			return packets, ad.Err() == nil, ad.Err()
+		}
+	}
+	return 0, false, ad.Err()
 }

@@ -164,8 +164,10 @@
 //   - ≤1.24 layouts drop in nat with counters that move without a rule change,
 //     and nftables elements with counters likewise: such tables are never kept.
 //
-// These kernel reads are bounded like commands: netlink receives time out with
-// the Read's deadline (at most 2 s).
+// These kernel reads are bounded like commands: the netlink exchanges
+// (github.com/mdlayher/netlink, one connection per signal read) end at the
+// Read's deadline, at most 2 s after the connection opened, and at once when
+// the Read is cancelled.
 //
 // One family's nat and filter must come from the same kube-proxy sync: a kept
 // nat (the old local endpoints) beside a freshly saved filter (the new drop)
