@@ -264,19 +264,28 @@ func closeWrite(c net.Conn) {
 
 // httpGetOK GETs url through dialer and wants a 200.
 func httpGetOK(ctx context.Context, d netns.Dialer, url string) error {
-	client := &http.Client{Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}, Timeout: 5 * time.Second}
+	_, err := httpGetBody(ctx, d, url)
+	return err
+}
+
+// httpGetBody GETs url through dialer and returns the body of a 200 answer.
+func httpGetBody(ctx context.Context, d netns.Dialer, url string) ([]byte, error) {
+	client := &http.Client{Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}, Timeout: 10 * time.Second}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", url, err)
 	}
-	return nil
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s: %s", url, resp.Status, body[:min(len(body), 4096)])
+	}
+	return body, nil
 }

@@ -122,25 +122,11 @@ func (n *Node) exporterArgs(kubeconfig, host string, port int, extra []string) [
 }
 
 // StopExporter stops the node's exporter.
-func (n *Node) StopExporter() {
-	n.mu.Lock()
-	p := n.exporter
-	n.exporter = nil
-	n.mu.Unlock()
-	p.Stop(5 * time.Second)
-}
+func (n *Node) StopExporter() { n.stopProcess(&n.exporter, 5*time.Second) }
 
 // WaitExporter waits until the node's exporter answers /metrics with 200.
 func (n *Node) WaitExporter(ctx context.Context, timeout time.Duration) error {
-	n.mu.Lock()
-	p := n.exporter
-	n.mu.Unlock()
-	if p == nil {
-		return fmt.Errorf("exporter on %s not started", n.Name)
-	}
-	return p.Await(ctx, timeout, pollInterval, func() error {
-		return httpGetOK(ctx, netns.Dialer{NS: n.NS}, n.MetricsURL())
-	})
+	return n.awaitHTTP(ctx, timeout, "exporter", &n.exporter, n.MetricsURL())
 }
 
 // EnsureNamespace creates a Kubernetes namespace if it does not exist.

@@ -206,12 +206,15 @@ func (n *Node) iptablesShim(backend string) (string, error) {
 }
 
 // StopKubeProxy stops kube-proxy and leaves its rules in place (as a crashed kube-proxy would).
-func (n *Node) StopKubeProxy() {
+func (n *Node) StopKubeProxy() { n.stopProcess(&n.kubeProxy, 10*time.Second) }
+
+// stopProcess takes the node's process *proc out (under the node's lock) and stops it with grace.
+func (n *Node) stopProcess(proc **Process, grace time.Duration) {
 	n.mu.Lock()
-	p := n.kubeProxy
-	n.kubeProxy = nil
+	p := *proc
+	*proc = nil
 	n.mu.Unlock()
-	p.Stop(10 * time.Second)
+	p.Stop(grace)
 }
 
 // FreezeKubeProxy stops kube-proxy's process group with SIGSTOP: its sockets stay open and accept connections,
@@ -257,12 +260,17 @@ func (n *Node) KubeProxyRunning() bool {
 
 // WaitKubeProxyHealthy waits until kube-proxy's /livez answers 200 on the node's IP.
 func (n *Node) WaitKubeProxyHealthy(ctx context.Context, timeout time.Duration) error {
-	url := fmt.Sprintf("http://%s:%d/livez", n.IP, KubeProxyHealthzPort)
+	return n.awaitHTTP(ctx, timeout, "kube-proxy", &n.kubeProxy, fmt.Sprintf("http://%s:%d/livez", n.IP, KubeProxyHealthzPort))
+}
+
+// awaitHTTP waits until the node's process *proc (read under the node's lock) answers url with 200 from the
+// node's namespace; what names it in the error when none was started.
+func (n *Node) awaitHTTP(ctx context.Context, timeout time.Duration, what string, proc **Process, url string) error {
 	n.mu.Lock()
-	p := n.kubeProxy
+	p := *proc
 	n.mu.Unlock()
 	if p == nil {
-		return fmt.Errorf("kube-proxy on %s not started", n.Name)
+		return fmt.Errorf("%s on %s not started", what, n.Name)
 	}
 	return p.Await(ctx, timeout, pollInterval, func() error {
 		return httpGetOK(ctx, netns.Dialer{NS: n.NS}, url)

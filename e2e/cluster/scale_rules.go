@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -135,18 +133,8 @@ func (c *Cluster) SetScaleLocal(ctx context.Context, s ScaleServices, i int, loc
 // WaitKubeProxySynced waits until the node's kube-proxy has no Service or endpoint change pending and its last
 // sync is not older than its last queued change (its own metrics on 127.0.0.1:10249 in the node's namespace).
 func (n *Node) WaitKubeProxySynced(ctx context.Context, timeout time.Duration) error {
-	client := &http.Client{Transport: &http.Transport{DialContext: n.Dialer().DialContext}, Timeout: 10 * time.Second}
 	return waitFor(ctx, timeout, func() error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:10249/metrics", nil)
-		if err != nil {
-			return err
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
+		body, err := httpGetBody(ctx, netns.Dialer{NS: n.NS}, "http://127.0.0.1:10249/metrics")
 		if err != nil {
 			return err
 		}
