@@ -165,68 +165,6 @@ func shippedAlertmanagerConfig(repo string) func(hookURL string) ([]byte, error)
 	}
 }
 
-// daemon is a long-running child started in a network namespace, logging to a file.
-type daemon struct {
-	name    string
-	cmd     *exec.Cmd
-	logPath string
-	done    chan struct{}
-	err     error
-}
-
-func startDaemon(dir, name, ns, bin string, args ...string) (*daemon, error) {
-	logPath := filepath.Join(dir, name+".log")
-	log, err := os.Create(logPath)
-	if err != nil {
-		return nil, fmt.Errorf("log for %s: %w", name, err)
-	}
-	cmd := netns.Command(context.Background(), ns, bin, args...)
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		log.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	d := &daemon{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
-	go func() {
-		d.err = cmd.Wait()
-		log.Close()
-		close(d.done)
-	}()
-	return d, nil
-}
-
-func (d *daemon) exited() error {
-	select {
-	case <-d.done:
-		return fmt.Errorf("%s exited: %v\n%s", d.name, d.err, d.logTail())
-	default:
-		return nil
-	}
-}
-
-func (d *daemon) stop() {
-	select {
-	case <-d.done:
-		return
-	default:
-	}
-	_ = d.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-d.done:
-	case <-time.After(10 * time.Second):
-		_ = netns.KillGroup(d.cmd)
-		<-d.done
-	}
-}
-
-func (d *daemon) logTail() string {
-	b, _ := os.ReadFile(d.logPath)
-	if len(b) > 4000 {
-		b = b[len(b)-4000:]
-	}
-	return string(b)
-}
-
 // nsHTTPClient talks to servers inside a network namespace.
 func nsHTTPClient(ns string) *http.Client {
 	return &http.Client{
@@ -518,13 +456,13 @@ func startMonitoring(ctx context.Context, c *cluster.Cluster, tools monitoringTo
 	if err := os.WriteFile(amCfg, amBytes, 0o644); err != nil {
 		return fail(err)
 	}
-	am, err := startDaemon(dir, "alertmanager", c.ClientNS, tools.Alertmanager,
-		"--config.file="+amCfg, "--storage.path="+filepath.Join(dir, "alertmanager-data"),
-		"--web.listen-address="+amAddr, "--cluster.listen-address=", "--log.level=debug")
+	am, err := cluster.StartProcess(cluster.ProcessSpec{Name: "alertmanager", LogDir: dir, NS: c.ClientNS, Bin: tools.Alertmanager, Args: []string{
+		"--config.file=" + amCfg, "--storage.path=" + filepath.Join(dir, "alertmanager-data"),
+		"--web.listen-address=" + amAddr, "--cluster.listen-address=", "--log.level=debug"}})
 	if err != nil {
 		return fail(err)
 	}
-	stops = append(stops, am.stop)
+	stops = append(stops, func() { am.Stop(10 * time.Second) })
 
 	cfg, err := promConfig(amAddr)
 	if err != nil {
@@ -534,27 +472,24 @@ func startMonitoring(ctx context.Context, c *cluster.Cluster, tools monitoringTo
 	if err := os.WriteFile(promCfg, cfg, 0o644); err != nil {
 		return fail(err)
 	}
-	prom, err := startDaemon(dir, "prometheus", c.ClientNS, tools.Prometheus,
-		"--config.file="+promCfg, "--storage.tsdb.path="+filepath.Join(dir, "prometheus-data"),
-		"--web.listen-address="+promAddr, "--log.level=info")
+	prom, err := cluster.StartProcess(cluster.ProcessSpec{Name: "prometheus", LogDir: dir, NS: c.ClientNS, Bin: tools.Prometheus, Args: []string{
+		"--config.file=" + promCfg, "--storage.tsdb.path=" + filepath.Join(dir, "prometheus-data"),
+		"--web.listen-address=" + promAddr, "--log.level=info"}})
 	if err != nil {
 		return fail(err)
 	}
-	stops = append(stops, prom.stop)
+	stops = append(stops, func() { prom.Stop(10 * time.Second) })
 
 	client := nsHTTPClient(c.ClientNS)
 	api, err := newPromAPI("http://"+promAddr, client)
 	if err != nil {
-		return promAPI{}, nil, nil, err
+		return fail(err)
 	}
 	for _, probe := range []struct {
-		d   *daemon
+		p   *cluster.Process
 		url string
 	}{{am, "http://" + amAddr + "/-/ready"}, {prom, "http://" + promAddr + "/-/ready"}} {
-		err := cluster.Eventually(ctx, 2*time.Minute, 500*time.Millisecond, func() error {
-			if err := probe.d.exited(); err != nil {
-				return err
-			}
+		err := probe.p.Await(ctx, 2*time.Minute, 500*time.Millisecond, func() error {
 			resp, err := client.Get(probe.url)
 			if err != nil {
 				return err
@@ -566,7 +501,7 @@ func startMonitoring(ctx context.Context, c *cluster.Cluster, tools monitoringTo
 			return nil
 		})
 		if err != nil {
-			return fail(fmt.Errorf("%s not ready: %w\n%s", probe.d.name, err, probe.d.logTail()))
+			return fail(err)
 		}
 	}
 	return api, hook, stopAll, nil

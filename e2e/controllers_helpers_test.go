@@ -16,7 +16,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
 	"github.com/localtraffic/localtraffic-exporter/e2e/drill"
@@ -144,16 +143,7 @@ func localNodePortService(t testing.TB, c *cluster.Cluster, ns, name string, nod
 	if err := c.EnsureNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	svc, err := c.Admin().CoreV1().Services(ns).Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: corev1.ServiceSpec{
-			Type:                  corev1.ServiceTypeNodePort,
-			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
-			Selector:              map[string]string{"app": name},
-			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80,
-				TargetPort: intstr.FromInt32(backendPort), NodePort: nodePort}},
-		},
-	}, metav1.CreateOptions{})
+	svc, err := c.Admin().CoreV1().Services(ns).Create(ctx, cluster.NewService(ns, name, corev1.ServiceTypeNodePort, cluster.WithNodePort(nodePort)), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("create service %s/%s: %v", ns, name, err)
 	}

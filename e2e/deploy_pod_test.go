@@ -7,12 +7,10 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
-	"github.com/localtraffic/localtraffic-exporter/e2e/netns"
 )
 
 // podSandbox is the shell wrapper that gives the exporter what the kubelet gives the DaemonSet's container,
@@ -44,9 +41,8 @@ exec chroot "$root" setpriv "$@"
 
 // podProcess is an exporter running as the shipped DaemonSet's container would.
 type podProcess struct {
-	cmd  *exec.Cmd
-	logs *lockedBuffer
-	done chan struct{}
+	*cluster.Process
+	logs *lockedBuffer // its stdout and stderr, which the tests read whole
 }
 
 // expandKubeletVars applies the kubelet's $(VAR) expansion of container args: defined variables are
@@ -149,10 +145,10 @@ func startAsPod(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, node *cl
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := containerEnv(t, ctr, node)
+	ctrEnv := containerEnv(t, ctr, node)
 	var args []string
 	for _, a := range ctr.Args {
-		args = append(args, expandKubeletVars(a, env))
+		args = append(args, expandKubeletVars(a, ctrEnv))
 	}
 	root := filepath.Join(t.TempDir(), "root")
 	if err := os.Mkdir(root, 0o755); err != nil {
@@ -160,35 +156,29 @@ func startAsPod(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, node *cl
 	}
 	shArgs := append([]string{"-c", podSandbox, "sandbox", root, secrets}, setpriv...)
 	shArgs = append(append(shArgs, "--", c.Binaries().Exporter), args...)
-	cmd := netns.Command(context.Background(), node.NS, "sh", shArgs...)
 	// The container's environment: the image's PATH, the manifest's env, the in-cluster service variables.
-	cmd.Env = []string{
+	env := []string{
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"HOSTNAME=" + node.Name,
 		"KUBERNETES_SERVICE_HOST=" + api.Hostname(),
 		"KUBERNETES_SERVICE_PORT=" + api.Port(),
 	}
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
+	for k, v := range ctrEnv {
+		env = append(env, k+"="+v)
 	}
-	p := &podProcess{cmd: cmd, logs: &lockedBuffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.logs, p.logs
-	if err := cmd.Start(); err != nil {
+	p := &podProcess{logs: &lockedBuffer{}}
+	p.Process, err = cluster.StartProcess(cluster.ProcessSpec{Name: "exporter-pod-" + node.Name, LogDir: t.TempDir(), NS: node.NS,
+		Bin: "sh", Args: shArgs, Env: env, Stdout: p.logs, Stderr: p.logs})
+	if err != nil {
 		t.Fatalf("start exporter sandbox: %v", err)
 	}
-	go func() { _ = cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
 		// SIGTERM first, as the kubelet does; the exporter must stop within the grace period.
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 		grace := 10 * time.Second
 		if ds.Spec.Template.Spec.TerminationGracePeriodSeconds != nil {
 			grace = time.Duration(*ds.Spec.Template.Spec.TerminationGracePeriodSeconds) * time.Second
 		}
-		select {
-		case <-p.done:
-		case <-time.After(grace):
-			_ = netns.KillGroup(cmd)
-			<-p.done
+		if !p.Stop(grace) {
 			t.Errorf("exporter did not stop within terminationGracePeriodSeconds (%s) of SIGTERM", grace)
 		}
 		if t.Failed() {
@@ -239,7 +229,7 @@ func scrapeAsPod(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, node *c
 	}
 	// For sizing the DaemonSet's memory request/limit: the exporter's resident set after a full scrape (the shell
 	// and chroot/setpriv exec'd in place, so the pid is the exporter's).
-	if status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.proc.cmd.Process.Pid)); err == nil {
+	if status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.proc.Pid())); err == nil {
 		for _, l := range strings.Split(string(status), "\n") {
 			if strings.HasPrefix(l, "VmRSS:") || strings.HasPrefix(l, "VmHWM:") {
 				t.Logf("exporter on %s: %s", node.Name, strings.Join(strings.Fields(l), " "))

@@ -85,7 +85,7 @@ func runPodAsShipped(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, nod
 
 	eventually(t, 90*time.Second, "readiness probe", func() error {
 		select {
-		case <-pod.proc.done:
+		case <-pod.proc.Done():
 			return fmt.Errorf("exporter exited:\n%s", tail(pod.proc.logs.String(), 4000))
 		default:
 		}

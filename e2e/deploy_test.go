@@ -257,10 +257,7 @@ func TestDeployRBACIsExactlyTheClusterRole(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Admin().CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
-	svc, err := c.Admin().CoreV1().Services(ns).Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "target"},
-		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
-	}, metav1.CreateOptions{})
+	svc, err := c.Admin().CoreV1().Services(ns).Create(ctx, cluster.NewService(ns, "target", corev1.ServiceTypeClusterIP), metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}

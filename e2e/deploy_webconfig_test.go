@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -23,7 +22,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
-	"github.com/localtraffic/localtraffic-exporter/e2e/netns"
 )
 
 const (
@@ -121,28 +119,21 @@ func startWithWebConfig(t *testing.T, c *cluster.Cluster, node *cluster.Node, cf
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &lockedBuffer{}
-	cmd := netns.Command(context.Background(), node.NS, c.Binaries().Exporter,
-		"--kubeconfig="+kubeconfig, "--node-name="+node.Name,
-		fmt.Sprintf("--web.listen-address=%s:%d", node.IP, webTestPort), "--web.config.file="+path)
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
+	p, err := cluster.StartProcess(cluster.ProcessSpec{Name: "exporter-webconfig-" + node.Name, LogDir: t.TempDir(), NS: node.NS,
+		Bin: c.Binaries().Exporter, Args: []string{"--kubeconfig=" + kubeconfig, "--node-name=" + node.Name,
+			fmt.Sprintf("--web.listen-address=%s:%d", node.IP, webTestPort), "--web.config.file=" + path}})
+	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
-		_ = netns.KillGroup(cmd)
-		<-done
+		p.Stop(0)
 		if t.Failed() {
-			t.Logf("exporter output:\n%s", tail(logs.String(), 4000))
+			t.Logf("exporter output:\n%s", p.LogTail(4000))
 		}
 	})
 	eventually(t, 60*time.Second, "exporter listening with --web.config.file", func() error {
-		select {
-		case <-done:
-			return fmt.Errorf("exporter exited:\n%s", tail(logs.String(), 4000))
-		default:
+		if done, err := p.Exited(); done {
+			return fmt.Errorf("exporter exited (%v):\n%s", err, p.LogTail(4000))
 		}
 		conn, err := node.Dialer().DialContext(ctx, "tcp", fmt.Sprintf("%s:%d", node.IP, webTestPort))
 		if err != nil {

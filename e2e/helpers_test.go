@@ -14,7 +14,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
 )
 
-const backendPort = 8080
+const backendPort = cluster.BackendPort
 
 // converge is how long a scenario waits for kube-proxy and the exporter to catch up with an API change. Both
 // react in about a second; the margin is for a loaded CI machine.
@@ -23,7 +23,7 @@ const converge = 90 * time.Second
 // newService creates a Service with one TCP port 80 → backendPort in a fresh Kubernetes namespace ns.
 func newService(t testing.TB, c *cluster.Cluster, ns, name string, typ corev1.ServiceType, policy corev1.ServiceExternalTrafficPolicy) *corev1.Service {
 	t.Helper()
-	return serviceSpec(t, c, ns, name, typ, func(s *corev1.Service) { s.Spec.ExternalTrafficPolicy = policy })
+	return serviceSpec(t, c, ns, name, typ, cluster.WithPolicy(policy))
 }
 
 // startPods starts one backend pod per entry of nodes, named <svc>-<i>, and deletes them at the end.

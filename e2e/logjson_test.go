@@ -102,30 +102,21 @@ func (p *cuttableProxy) restore(t *testing.T) {
 // ready again after the hiccup.
 func TestJSONLogsThroughAPIServerHiccup(t *testing.T) {
 	c := sharedCluster(t)
-	ctx := testContext(t)
 	node := c.Node("node-1")
 	proxy := startCuttableProxy(t, node.NS, strings.TrimPrefix(c.APIServerURL, "https://"))
 	kubeconfig := proxiedKubeconfig(t, c, "https://"+proxy.addr)
 
 	const listen = 19746 // beside the harness's own exporter on :9746
 	var stderr lockedBuffer
-	cmd := netns.Command(ctx, node.NS, c.Binaries().Exporter,
-		"--kubeconfig="+kubeconfig, "--node-name="+node.Name, fmt.Sprintf("--web.listen-address=:%d", listen),
-		"--log.format=json", "--log.level=debug")
-	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
-	if err := cmd.Start(); err != nil {
+	p, err := cluster.StartProcess(cluster.ProcessSpec{Name: "exporter-json-" + node.Name, LogDir: t.TempDir(), NS: node.NS,
+		Bin: c.Binaries().Exporter, Args: []string{"--kubeconfig=" + kubeconfig, "--node-name=" + node.Name,
+			fmt.Sprintf("--web.listen-address=:%d", listen), "--log.format=json", "--log.level=debug"},
+		Stdout: io.Discard, Stderr: &stderr})
+	if err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			_ = netns.KillGroup(cmd)
-			<-exited
-		}
-	}
+	stop := func() { p.Stop(0) } // killed at once: what the test reads was written before
+
 	t.Cleanup(stop)
 
 	ready := func() error {

@@ -19,7 +19,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
@@ -271,16 +270,6 @@ func manifestOf(t *testing.T, svc *corev1.Service, d *appsv1.Deployment) string 
 	return b.String()
 }
 
-func scenarioService(ns, name string, nodePort int32) *corev1.Service {
-	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
-			Selector: map[string]string{"app": name},
-			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80,
-				TargetPort: intstr.FromInt32(backendPort), NodePort: nodePort}}},
-	}
-}
-
 // TestPluginSchedulerScenarios: the spread without Honor (a replica more than there are workers) and the
 // maxSurge rollout under that spread are flagged from their manifests before anything is scheduled; then the
 // real scheduler and Deployment controller do what the findings said: a replica Pending, a parked rollout. The
@@ -299,7 +288,7 @@ func TestPluginSchedulerScenarios(t *testing.T) {
 	t.Run("spread without Honor", func(t *testing.T) {
 		const ns, name = "e2e-plugin-spread", "pspread"
 		d := deployment(ns, name, ctrlWorkers+1, 1, appsv1.DeploymentStrategy{}, hostnameSpread(name, false))
-		rep, code := p.audit(t, ctx, manifestOf(t, scenarioService(ns, name, 30195), d), "-f", "-", "--nodes-file", p.nodesFile)
+		rep, code := p.audit(t, ctx, manifestOf(t, cluster.NewService(ns, name, corev1.ServiceTypeNodePort, cluster.WithNodePort(30195)), d), "-f", "-", "--nodes-file", p.nodesFile)
 		nodes, msg, ok := rep.finding("LT104")
 		if code != 1 || !ok || !slices.Equal(nodes, []string{controlPlane}) || !strings.Contains(msg, "1 of 4 replicas stay Pending") {
 			t.Fatalf("manifest audit: exit %d, LT104 %v %q", code, nodes, msg)
@@ -319,7 +308,7 @@ func TestPluginSchedulerScenarios(t *testing.T) {
 		d := deployment(ns, name, ctrlWorkers, 1, rollingUpdate(1, 0), hostnameSpread(name, false))
 		deadline := int32(15)
 		d.Spec.ProgressDeadlineSeconds = &deadline
-		rep, code := p.audit(t, ctx, manifestOf(t, scenarioService(ns, name, 30196), d), "-f", "-", "--nodes-file", p.nodesFile)
+		rep, code := p.audit(t, ctx, manifestOf(t, cluster.NewService(ns, name, corev1.ServiceTypeNodePort, cluster.WithNodePort(30196)), d), "-f", "-", "--nodes-file", p.nodesFile)
 		if _, msg, ok := rep.finding("LT105"); code != 1 || !ok || !strings.Contains(msg, "the rollout parks") {
 			t.Fatalf("manifest audit: exit %d, LT105 %v %q", code, ok, msg)
 		}

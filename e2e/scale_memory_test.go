@@ -78,7 +78,7 @@ func growScale(tb testing.TB, c *cluster.Cluster, have *int, n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	start := time.Now()
-	if err := c.CreatePopulation(ctx, cluster.Population{Namespace: scaleNamespace}, *have, n); err != nil {
+	if err := c.CreateBulk(ctx, cluster.Population{Namespace: scaleNamespace}.Bulk(), *have, n); err != nil {
 		tb.Fatal(err)
 	}
 	tb.Logf("created Services %d..%d with 100 endpoints each in %s", *have, n-1, time.Since(start).Round(time.Second))

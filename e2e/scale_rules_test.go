@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -84,7 +83,7 @@ func TestScaleRules(t *testing.T) {
 	}
 	set := cluster.ScaleServices{Namespace: "scale", Count: n, LocalEvery: 10, LocalNodes: names}
 	t0 := time.Now()
-	if err := c.CreateScaleServices(ctx, set); err != nil {
+	if err := c.CreateBulk(ctx, set.Bulk(), 0, set.Count); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%d Services and EndpointSlices created in %s", n, time.Since(t0).Round(time.Millisecond))
@@ -221,24 +220,24 @@ func watchDrop(ctx context.Context, c *cluster.Cluster, bin, watch string, chang
 	defer cancel()
 	type watcher struct {
 		node  *cluster.Node
-		cmd   *exec.Cmd
+		proc  *cluster.Process
 		lines chan string
 		out   *bytes.Buffer
-		wait  func() error // the watcher's exit, once it ended
 	}
 	var ws []*watcher
 	defer func() {
-		cancel() // a watcher still running is killed (its process group)
 		for _, w := range ws {
-			_ = w.wait()
+			w.proc.Stop(0) // a watcher still running is killed (its process group)
 		}
 	}()
 	for _, node := range c.Nodes() {
 		w := &watcher{node: node, lines: make(chan string, 16), out: &bytes.Buffer{}}
-		w.cmd = node.CommandOnNode(ctx, bin, "-rules.on-node", "-rules.watch="+watch, "-test.run", "^TestOnNodeWatchDrop$", "-test.v")
 		pr, pw := io.Pipe()
-		w.cmd.Stdout, w.cmd.Stderr = pw, pw
-		if err := w.cmd.Start(); err != nil {
+		var err error
+		w.proc, err = cluster.StartProcess(cluster.ProcessSpec{Name: "rules-watch-" + node.Name, LogDir: c.WorkDir, NS: node.NS,
+			Bin: bin, Args: []string{"-rules.on-node", "-rules.watch=" + watch, "-test.run", "^TestOnNodeWatchDrop$", "-test.v"},
+			Stdout: pw, Stderr: pw})
+		if err != nil {
 			return "", err
 		}
 		go func() {
@@ -251,13 +250,10 @@ func watchDrop(ctx context.Context, c *cluster.Cluster, bin, watch string, chang
 			}
 			close(w.lines)
 		}()
-		done := make(chan error, 1)
 		go func() {
-			err := w.cmd.Wait()
+			<-w.proc.Done()
 			pw.Close()
-			done <- err
 		}()
-		w.wait = sync.OnceValue(func() error { return <-done })
 		ws = append(ws, w)
 	}
 	next := func(w *watcher, want string) (int64, error) {
@@ -295,7 +291,7 @@ func watchDrop(ctx context.Context, c *cluster.Cluster, bin, watch string, chang
 	for _, w := range ws {
 		for range w.lines {
 		}
-		if err := w.wait(); err != nil {
+		if err := w.proc.Wait(); err != nil {
 			return "", fmt.Errorf("%s: %v:\n%s", w.node.Name, err, w.out)
 		}
 	}

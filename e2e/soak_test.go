@@ -16,8 +16,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
 	"github.com/localtraffic/localtraffic-exporter/e2e/leak"
@@ -228,12 +228,7 @@ func TestSoak(t *testing.T) {
 	hostile := map[string]int{"hang": 32700, "flood": 32701, "trickle": 32702}
 	for mode, port := range hostile {
 		soakHostilePeer(t, n1, port, mode)
-		svc := &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Namespace: soakNS, Name: "hostile-" + mode},
-			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
-				HealthCheckNodePort: int32(port), Selector: map[string]string{"app": "hostile-" + mode},
-				Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(backendPort)}}},
-		}
+		svc := cluster.NewService(soakNS, "hostile-"+mode, corev1.ServiceTypeLoadBalancer, cluster.WithHealthCheckNodePort(int32(port)))
 		if _, err := c.Admin().CoreV1().Services(soakNS).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -249,35 +244,19 @@ func TestSoak(t *testing.T) {
 	}
 	churned := make([]string, soakChurnSvcs)
 	{
-		var wg sync.WaitGroup
-		errs := make(chan error, soakChurnSvcs)
-		sem := make(chan struct{}, 8)
 		for i := range churned {
 			churned[i] = fmt.Sprintf("churn-%03d", i)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				sem <- struct{}{}
-				defer func() { <-sem }()
-				svc := &corev1.Service{
-					ObjectMeta: metav1.ObjectMeta{Namespace: soakNS, Name: churned[i]},
-					Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
-						Selector: map[string]string{"app": churned[i]},
-						Ports:    []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(backendPort)}}},
-				}
-				if _, err := c.Admin().CoreV1().Services(soakNS).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-					errs <- err
-					return
-				}
-				errs <- c.SetEndpoints(ctx, soakNS, churned[i], []cluster.Endpoint{{Pod: pool[i%len(pool)]}})
-			}()
 		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			if err != nil {
-				t.Fatalf("creating the churned Services: %v", err)
-			}
+		churn := cluster.Bulk{
+			Namespace: soakNS,
+			Service:   func(i int) *corev1.Service { return cluster.NewService(soakNS, churned[i], corev1.ServiceTypeNodePort) },
+			// Single-stack IPv4 (what a Service that asks for nothing gets): SetEndpoints' one slice.
+			Slice: func(svc *corev1.Service, i int) *discoveryv1.EndpointSlice {
+				return cluster.SliceOf(svc, corev1.IPv4Protocol, []cluster.Endpoint{{Pod: pool[i%len(pool)]}})
+			},
+		}
+		if err := c.CreateBulk(ctx, churn, 0, len(churned)); err != nil {
+			t.Fatalf("creating the churned Services: %v", err)
 		}
 		t.Cleanup(func() {
 			for _, name := range churned {

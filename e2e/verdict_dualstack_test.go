@@ -20,7 +20,7 @@ func TestVerdictDualStackFamilyMissing(t *testing.T) {
 	c := sharedCluster(t)
 	requireDualStack(t, c)
 	ctx := testContext(t)
-	svc := serviceSpec(t, c, "e2e-dualstack", "catalog", corev1.ServiceTypeNodePort, dualStack)
+	svc := serviceSpec(t, c, "e2e-dualstack", "catalog", corev1.ServiceTypeNodePort, cluster.DualStack)
 	if len(svc.Spec.ClusterIPs) != 2 {
 		t.Fatalf("dual-stack Service got clusterIPs %v, want one per family", svc.Spec.ClusterIPs)
 	}

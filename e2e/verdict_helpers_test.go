@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
 )
@@ -23,7 +22,7 @@ const (
 	ipv6 = string(corev1.IPv6Protocol)
 )
 
-// serviceSpec creates a Service like newService (one TCP port 80 → backendPort, selector app=<name>, Local
+// serviceSpec creates cluster.NewService's Service (one TCP port 80 → backendPort, selector app=<name>, Local
 // policy) after mutate has adjusted it, and deletes it and all its EndpointSlices at the end.
 func serviceSpec(t testing.TB, c *cluster.Cluster, ns, name string, typ corev1.ServiceType, mutate func(*corev1.Service)) *corev1.Service {
 	t.Helper()
@@ -31,22 +30,11 @@ func serviceSpec(t testing.TB, c *cluster.Cluster, ns, name string, typ corev1.S
 	if err := c.EnsureNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: corev1.ServiceSpec{
-			Type:     typ,
-			Selector: map[string]string{"app": name},
-			Ports: []corev1.ServicePort{{
-				Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(backendPort),
-			}},
-		},
-	}
-	if typ != corev1.ServiceTypeClusterIP {
-		svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
-	}
+	var opts []cluster.ServiceOption
 	if mutate != nil {
-		mutate(svc)
+		opts = append(opts, mutate)
 	}
+	svc := cluster.NewService(ns, name, typ, opts...)
 	created, err := c.Admin().CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("create service %s/%s: %v", ns, name, err)
@@ -61,13 +49,6 @@ func serviceSpec(t testing.TB, c *cluster.Cluster, ns, name string, typ corev1.S
 		}
 	})
 	return created
-}
-
-// dualStack makes a Service require both families, IPv4 first.
-func dualStack(svc *corev1.Service) {
-	policy := corev1.IPFamilyPolicyRequireDualStack
-	svc.Spec.IPFamilyPolicy = &policy
-	svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
 }
 
 // requireDualStack fails the test when the shared cluster has no IPv6 (it always has: main_test.go).

@@ -24,7 +24,7 @@ func TestVerdictNFTablesLocalEndpoints(t *testing.T) {
 	const ns = "e2e-nft-local"
 	single := serviceSpec(t, c, ns, "single", corev1.ServiceTypeNodePort, nil)
 	setEndpoints(t, c, single, ready(startPods(t, c, single, nft.Name, "node-1")...))
-	double := serviceSpec(t, c, ns, "double", corev1.ServiceTypeNodePort, dualStack)
+	double := serviceSpec(t, c, ns, "double", corev1.ServiceTypeNodePort, cluster.DualStack)
 	setEndpoints(t, c, double, ready(startPods(t, c, double, nft.Name, nft.Name)...))
 
 	for _, tc := range []struct {

@@ -33,7 +33,7 @@ func TestVerdictRulesModeNoneAgrees(t *testing.T) {
 	setEndpoints(t, c, two, ready(startPods(t, c, two, "node-1", "node-2")...))
 	one := serviceSpec(t, c, ns, "one", corev1.ServiceTypeNodePort, nil)
 	setEndpoints(t, c, one, ready(startPods(t, c, one, "node-3")...))
-	ds := serviceSpec(t, c, ns, "ds", corev1.ServiceTypeNodePort, dualStack)
+	ds := serviceSpec(t, c, ns, "ds", corev1.ServiceTypeNodePort, cluster.DualStack)
 	dsPods := startPods(t, c, ds, "node-1", "node-2")
 	setEndpoints(t, c, ds, []cluster.Endpoint{{Pod: dsPods[0]}, {Pod: dsPods[1], Families: []corev1.IPFamily{corev1.IPv4Protocol}}})
 

@@ -64,12 +64,12 @@ type Cluster struct {
 	nsKubecfg   string
 	proxyToken  string
 	// apiserver is the running kube-apiserver (guarded by mu), restarted with apiserverArgs.
-	apiserver     *process
+	apiserver     *Process
 	apiserverArgs []string
 
 	mu         sync.Mutex
 	namespaces []string
-	procs      []*process
+	procs      []*Process
 	listeners  []net.Listener
 	pods       map[string]*Pod
 	podSeq     int
@@ -222,7 +222,7 @@ func (c *Cluster) Close() error {
 	c.mu.Lock()
 	procs := c.procs
 	listeners := c.listeners
-	var nodeProcs []*process
+	var nodeProcs []*Process
 	for _, n := range c.nodes {
 		n.mu.Lock()
 		nodeProcs = append(nodeProcs, n.exporter, n.kubeProxy)
@@ -238,11 +238,11 @@ func (c *Cluster) Close() error {
 	var wg sync.WaitGroup
 	for _, p := range nodeProcs {
 		wg.Add(1)
-		go func() { defer wg.Done(); p.stop(5 * time.Second) }()
+		go func() { defer wg.Done(); p.Stop(5 * time.Second) }()
 	}
 	wg.Wait()
 	for i := len(procs) - 1; i >= 0; i-- {
-		procs[i].stop(10 * time.Second)
+		procs[i].Stop(10 * time.Second)
 	}
 	for _, l := range listeners {
 		_ = l.Close()
@@ -295,7 +295,7 @@ func Reap(ctx context.Context) error {
 func (c *Cluster) failureLogs() string {
 	var b strings.Builder
 	c.mu.Lock()
-	procs := append([]*process(nil), c.procs...)
+	procs := append([]*Process(nil), c.procs...)
 	c.mu.Unlock()
 	for _, n := range c.nodes {
 		n.mu.Lock()
@@ -308,7 +308,7 @@ func (c *Cluster) failureLogs() string {
 		n.mu.Unlock()
 	}
 	for _, p := range procs {
-		fmt.Fprintf(&b, "\n--- %s (tail) ---\n%s", p.name, p.logTail(2000))
+		fmt.Fprintf(&b, "\n--- %s (tail) ---\n%s", p.Name(), p.LogTail(2000))
 	}
 	return b.String()
 }

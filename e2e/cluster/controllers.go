@@ -114,12 +114,7 @@ func (c *Cluster) startControllers(ctx context.Context) error {
 		return err
 	}
 	c.logf("control plane: kube-controller-manager (%s), kube-scheduler", strings.Join(KubeControllerManagerControllers, ","))
-	kcm, err := startProcess(c.WorkDir, "kube-controller-manager", c.ControlPlaneNS, c.bins.ControllerManager,
-		"--kubeconfig="+kcmConfig,
-		"--authentication-kubeconfig="+kcmConfig,
-		"--authorization-kubeconfig="+kcmConfig,
-		"--bind-address=127.0.0.1",
-		fmt.Sprintf("--secure-port=%d", controllerManagerPort),
+	kcm, err := c.startProcess("kube-controller-manager", c.ControlPlaneNS, c.bins.ControllerManager, append(componentFlags(kcmConfig, controllerManagerPort),
 		"--cert-dir="+filepath.Join(c.WorkDir, "kcm-certs"),
 		"--leader-elect=false",
 		"--controllers="+strings.Join(KubeControllerManagerControllers, ","),
@@ -132,41 +127,45 @@ func (c *Cluster) startControllers(ctx context.Context) error {
 		"--cluster-cidr="+ClusterCIDR,
 		"--allocate-node-cidrs=false",
 		"--v=1",
-	)
+	)...)
 	if err != nil {
 		return err
 	}
 	c.track(kcm)
-	sched, err := startProcess(c.WorkDir, "kube-scheduler", c.ControlPlaneNS, c.bins.Scheduler,
-		"--kubeconfig="+schedConfig,
-		"--authentication-kubeconfig="+schedConfig,
-		"--authorization-kubeconfig="+schedConfig,
-		"--bind-address=127.0.0.1",
-		fmt.Sprintf("--secure-port=%d", schedulerPort),
+	sched, err := c.startProcess("kube-scheduler", c.ControlPlaneNS, c.bins.Scheduler, append(componentFlags(schedConfig, schedulerPort),
 		"--leader-elect=false",
 		"--v=1",
-	)
+	)...)
 	if err != nil {
 		return err
 	}
 	c.track(sched)
 	for _, x := range []struct {
-		p    *process
+		p    *Process
 		port int
 	}{{kcm, controllerManagerPort}, {sched, schedulerPort}} {
-		if err := waitFor(ctx, 2*time.Minute, func() error {
-			if done, err := x.p.exited(); done {
-				return stopWaiting(fmt.Errorf("%s exited: %v", x.p.name, err))
-			}
+		if err := x.p.Await(ctx, 2*time.Minute, pollInterval, func() error {
 			return httpsHealthz(ctx, c.ControlPlaneNS, x.port)
 		}); err != nil {
-			return fmt.Errorf("%s not healthy: %w\n%s", x.p.name, err, x.p.logTail(3000))
+			return err
 		}
 	}
 	if err := c.startAgents(ca); err != nil {
 		return err
 	}
 	return c.waitNodesSchedulable(ctx, 2*time.Minute)
+}
+
+// componentFlags are the flags kube-controller-manager and kube-scheduler share: one kubeconfig for the API
+// and for delegating authentication and authorization, and the secure port on loopback only.
+func componentFlags(kubeconfig string, port int) []string {
+	return []string{
+		"--kubeconfig=" + kubeconfig,
+		"--authentication-kubeconfig=" + kubeconfig,
+		"--authorization-kubeconfig=" + kubeconfig,
+		"--bind-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", port),
+	}
 }
 
 // httpsHealthz GETs https://127.0.0.1:<port>/healthz in namespace ns. The components serve a self-signed

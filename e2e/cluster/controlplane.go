@@ -28,7 +28,7 @@ func randomToken() string {
 	return hex.EncodeToString(b)
 }
 
-func (c *Cluster) track(p *process) {
+func (c *Cluster) track(p *Process) {
 	c.mu.Lock()
 	c.procs = append(c.procs, p)
 	c.mu.Unlock()
@@ -60,7 +60,7 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 		return fmt.Errorf("write token file: %w", err)
 	}
 
-	etcd, err := startProcess(c.WorkDir, "etcd", c.ControlPlaneNS, c.bins.Etcd,
+	etcd, err := c.startProcess("etcd", c.ControlPlaneNS, c.bins.Etcd,
 		"--name=e2e",
 		"--data-dir="+filepath.Join(c.WorkDir, "etcd"),
 		"--listen-client-urls=http://127.0.0.1:2379",
@@ -77,13 +77,10 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 		return err
 	}
 	c.track(etcd)
-	if err := waitFor(ctx, 60*time.Second, func() error {
-		if done, err := etcd.exited(); done {
-			return stopWaiting(fmt.Errorf("etcd exited: %v", err))
-		}
+	if err := etcd.Await(ctx, 60*time.Second, pollInterval, func() error {
 		return httpGetOK(ctx, netns.Dialer{NS: c.ControlPlaneNS}, "http://127.0.0.1:2379/health")
 	}); err != nil {
-		return fmt.Errorf("etcd not healthy: %w", err)
+		return err
 	}
 
 	apiserver, err := c.startAPIServerProcess(
@@ -145,26 +142,20 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 	return c.waitAPIServer(ctx, apiserver)
 }
 
-func (c *Cluster) waitAPIServer(ctx context.Context, apiserver *process) error {
-	if err := waitFor(ctx, 3*time.Minute, func() error {
-		if done, err := apiserver.exited(); done {
-			return stopWaiting(fmt.Errorf("kube-apiserver exited: %v", err))
-		}
+func (c *Cluster) waitAPIServer(ctx context.Context, apiserver *Process) error {
+	return apiserver.Await(ctx, 3*time.Minute, pollInterval, func() error {
 		body, err := c.admin.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		if err != nil {
 			return fmt.Errorf("readyz: %w: %s", err, body)
 		}
 		return nil
-	}); err != nil {
-		return fmt.Errorf("kube-apiserver not ready: %w", err)
-	}
-	return nil
+	})
 }
 
 // startAPIServerProcess starts kube-apiserver with args and keeps them for StartAPIServer.
-func (c *Cluster) startAPIServerProcess(args ...string) (*process, error) {
+func (c *Cluster) startAPIServerProcess(args ...string) (*Process, error) {
 	c.apiserverArgs = args
-	return startProcess(c.WorkDir, "kube-apiserver", c.ControlPlaneNS, c.bins.APIServer, args...)
+	return c.startProcess("kube-apiserver", c.ControlPlaneNS, c.bins.APIServer, args...)
 }
 
 // StopAPIServer stops kube-apiserver (SIGTERM, then SIGKILL after 10 s): an API outage for every client.
@@ -173,14 +164,14 @@ func (c *Cluster) StopAPIServer() {
 	c.mu.Lock()
 	p := c.apiserver
 	c.mu.Unlock()
-	p.stop(10 * time.Second)
+	p.Stop(10 * time.Second)
 }
 
 // StartAPIServer starts kube-apiserver again with its original flags and waits for /readyz.
 func (c *Cluster) StartAPIServer(ctx context.Context) error {
 	c.mu.Lock()
 	if p := c.apiserver; p != nil {
-		if done, _ := p.exited(); !done {
+		if done, _ := p.Exited(); !done {
 			c.mu.Unlock()
 			return errors.New("kube-apiserver already runs")
 		}
@@ -273,19 +264,28 @@ func closeWrite(c net.Conn) {
 
 // httpGetOK GETs url through dialer and wants a 200.
 func httpGetOK(ctx context.Context, d netns.Dialer, url string) error {
-	client := &http.Client{Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}, Timeout: 5 * time.Second}
+	_, err := httpGetBody(ctx, d, url)
+	return err
+}
+
+// httpGetBody GETs url through dialer and returns the body of a 200 answer.
+func httpGetBody(ctx context.Context, d netns.Dialer, url string) ([]byte, error) {
+	client := &http.Client{Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}, Timeout: 10 * time.Second}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", url, err)
 	}
-	return nil
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s: %s", url, resp.Status, body[:min(len(body), 4096)])
+	}
+	return body, nil
 }

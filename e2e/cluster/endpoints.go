@@ -64,27 +64,30 @@ func (c *Cluster) SetEndpoints(ctx context.Context, namespace, service string, e
 }
 
 func (c *Cluster) writeSlice(ctx context.Context, svc *corev1.Service, family corev1.IPFamily, eps []Endpoint) error {
+	slice := SliceOf(svc, family, eps)
+	slices := c.admin.DiscoveryV1().EndpointSlices(svc.Namespace)
+	existing, err := slices.Get(ctx, slice.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = slices.Create(ctx, slice, metav1.CreateOptions{})
+	case err == nil:
+		slice.ResourceVersion = existing.ResourceVersion
+		_, err = slices.Update(ctx, slice, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("write EndpointSlice %s/%s: %w", svc.Namespace, slice.Name, err)
+	}
+	return nil
+}
+
+// SliceOf is the EndpointSlice SetEndpoints writes for one IP family of the Service (as created: its UID owns
+// the slice), listing exactly the eps that have an address of that family.
+func SliceOf(svc *corev1.Service, family corev1.IPFamily, eps []Endpoint) *discoveryv1.EndpointSlice {
 	addressType := discoveryv1.AddressTypeIPv4
 	if family == corev1.IPv6Protocol {
 		addressType = discoveryv1.AddressTypeIPv6
 	}
-	slice := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      SliceNameFor(svc.Name, family),
-			Namespace: svc.Namespace,
-			Labels: map[string]string{
-				discoveryv1.LabelServiceName: svc.Name,
-				discoveryv1.LabelManagedBy:   ManagedBy,
-			},
-			// Owned by the Service, as the controller's slices are: a garbage collector removes them with it.
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: "v1", Kind: "Service", Name: svc.Name, UID: svc.UID,
-			}},
-		},
-		AddressType: addressType,
-		Ports:       slicePorts(svc),
-		Endpoints:   []discoveryv1.Endpoint{},
-	}
+	slice := harnessSlice(svc, SliceNameFor(svc.Name, family), addressType)
 	for _, ep := range eps {
 		ip := ep.Pod.IPOf(family)
 		if ip == "" || !listsFamily(ep.Families, family) {
@@ -100,19 +103,30 @@ func (c *Cluster) writeSlice(ctx context.Context, svc *corev1.Service, family co
 			TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: ep.Pod.Namespace, Name: ep.Pod.Name},
 		})
 	}
-	slices := c.admin.DiscoveryV1().EndpointSlices(svc.Namespace)
-	existing, err := slices.Get(ctx, slice.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		_, err = slices.Create(ctx, slice, metav1.CreateOptions{})
-	case err == nil:
-		slice.ResourceVersion = existing.ResourceVersion
-		_, err = slices.Update(ctx, slice, metav1.UpdateOptions{})
+	return slice
+}
+
+// harnessSlice is an empty EndpointSlice of svc as the harness writes them all: labelled with the Service and
+// ManagedBy (so the EndpointSlice controller leaves it alone), its ports the Service's resolved to the pods'
+// target ports, and owned by the Service as the controller's slices are (a garbage collector removes them with
+// it).
+func harnessSlice(svc *corev1.Service, name string, addressType discoveryv1.AddressType) *discoveryv1.EndpointSlice {
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      name,
+			Namespace: svc.Namespace,
+			Labels: map[string]string{
+				discoveryv1.LabelServiceName: svc.Name,
+				discoveryv1.LabelManagedBy:   ManagedBy,
+			},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "v1", Kind: "Service", Name: svc.Name, UID: svc.UID,
+			}},
+		},
+		AddressType: addressType,
+		Ports:       slicePorts(svc),
+		Endpoints:   []discoveryv1.Endpoint{},
 	}
-	if err != nil {
-		return fmt.Errorf("write EndpointSlice %s/%s: %w", svc.Namespace, slice.Name, err)
-	}
-	return nil
 }
 
 func listsFamily(families []corev1.IPFamily, f corev1.IPFamily) bool {

@@ -81,12 +81,12 @@ func (n *Node) StartExporter(ctx context.Context, extraArgs ...string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.exporter != nil {
-		if done, _ := n.exporter.exited(); !done {
+		if done, _ := n.exporter.Exited(); !done {
 			return fmt.Errorf("exporter on %s already runs", n.Name)
 		}
 	}
 	args := append(append([]string{}, n.c.cfg.ExporterArgs...), extraArgs...)
-	p, err := startProcess(n.c.WorkDir, "exporter-"+n.Name, n.NS, "env", n.exporterCommand(kubeconfig, ExporterPort, args)...)
+	p, err := n.c.startProcess("exporter-"+n.Name, n.NS, "env", n.exporterCommand(kubeconfig, ExporterPort, args)...)
 	if err != nil {
 		return err
 	}
@@ -122,32 +122,11 @@ func (n *Node) exporterArgs(kubeconfig, host string, port int, extra []string) [
 }
 
 // StopExporter stops the node's exporter.
-func (n *Node) StopExporter() {
-	n.mu.Lock()
-	p := n.exporter
-	n.exporter = nil
-	n.mu.Unlock()
-	p.stop(5 * time.Second)
-}
+func (n *Node) StopExporter() { n.stopProcess(&n.exporter, 5*time.Second) }
 
 // WaitExporter waits until the node's exporter answers /metrics with 200.
 func (n *Node) WaitExporter(ctx context.Context, timeout time.Duration) error {
-	err := waitFor(ctx, timeout, func() error {
-		n.mu.Lock()
-		p := n.exporter
-		n.mu.Unlock()
-		if p == nil {
-			return stopWaiting(fmt.Errorf("exporter on %s not started", n.Name))
-		}
-		if done, err := p.exited(); done {
-			return stopWaiting(fmt.Errorf("exporter on %s exited: %v", n.Name, err))
-		}
-		return httpGetOK(ctx, netns.Dialer{NS: n.NS}, n.MetricsURL())
-	})
-	if err != nil {
-		return fmt.Errorf("exporter on %s not serving: %w\n%s", n.Name, err, n.c.LogTail("exporter-"+n.Name, 3000))
-	}
-	return nil
+	return n.awaitHTTP(ctx, timeout, "exporter", &n.exporter, n.MetricsURL())
 }
 
 // EnsureNamespace creates a Kubernetes namespace if it does not exist.
@@ -194,37 +173,30 @@ func (n *Node) startExtraExporter(ctx context.Context, host string, port int, ex
 	}
 	n.mu.Lock()
 	if p := n.extraExporters[port]; p != nil {
-		if done, _ := p.exited(); !done {
+		if done, _ := p.Exited(); !done {
 			n.mu.Unlock()
 			return fmt.Errorf("exporter on %s:%d already runs", n.Name, port)
 		}
 	}
-	p, err := startProcess(n.c.WorkDir, fmt.Sprintf("exporter-%s-%d", n.Name, port), n.NS, "env", n.exporterCommandOn(kubeconfig, host, port, extraArgs)...)
+	p, err := n.c.startProcess(fmt.Sprintf("exporter-%s-%d", n.Name, port), n.NS, "env", n.exporterCommandOn(kubeconfig, host, port, extraArgs)...)
 	if err != nil {
 		n.mu.Unlock()
 		return err
 	}
 	if n.extraExporters == nil {
-		n.extraExporters = map[int]*process{}
+		n.extraExporters = map[int]*Process{}
 	}
 	n.extraExporters[port] = p
 	n.mu.Unlock()
 	// Tracked by the cluster as well, so Close stops it with the control plane's processes.
 	n.c.track(p)
-	err = waitFor(ctx, time.Minute, func() error {
-		if done, err := p.exited(); done {
-			return stopWaiting(fmt.Errorf("exporter on %s:%d exited: %v", n.Name, port, err))
-		}
-		url := n.MetricsURLOn(port)
-		if host != "" {
-			url = fmt.Sprintf("http://%s/metrics", net.JoinHostPort(host, strconv.Itoa(port)))
-		}
+	url := n.MetricsURLOn(port)
+	if host != "" {
+		url = fmt.Sprintf("http://%s/metrics", net.JoinHostPort(host, strconv.Itoa(port)))
+	}
+	return p.Await(ctx, time.Minute, pollInterval, func() error {
 		return httpGetOK(ctx, netns.Dialer{NS: n.NS}, url)
 	})
-	if err != nil {
-		return fmt.Errorf("exporter on %s:%d not serving: %w\n%s", n.Name, port, err, p.logTail(3000))
-	}
-	return nil
 }
 
 // StopExporterOn stops the exporter StartExporterOn started on port; none running is not an error.
@@ -233,7 +205,7 @@ func (n *Node) StopExporterOn(port int) {
 	p := n.extraExporters[port]
 	delete(n.extraExporters, port)
 	n.mu.Unlock()
-	p.stop(5 * time.Second)
+	p.Stop(5 * time.Second)
 }
 
 // StartKubeRBACProxy runs kube-rbac-proxy (Binaries.KubeRBACProxy) in the node's network namespace with args, as
@@ -249,13 +221,13 @@ func (n *Node) StartKubeRBACProxy(ctx context.Context, name string, args ...stri
 	if err != nil {
 		return nil, err
 	}
-	p, err := startProcess(n.c.WorkDir, fmt.Sprintf("kube-rbac-proxy-%s-%s", n.Name, name), n.NS, bin,
+	p, err := n.c.startProcess(fmt.Sprintf("kube-rbac-proxy-%s-%s", n.Name, name), n.NS, bin,
 		append([]string{"--kubeconfig=" + kubeconfig}, args...)...)
 	if err != nil {
 		return nil, err
 	}
 	n.c.track(p)
-	return func() { p.stop(5 * time.Second) }, nil
+	return func() { p.Stop(5 * time.Second) }, nil
 }
 
 // KubeRBACProxyLog is the tail of a proxy's log StartKubeRBACProxy started under name.

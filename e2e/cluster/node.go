@@ -42,13 +42,13 @@ type Node struct {
 
 	c         *Cluster
 	mu        sync.Mutex
-	kubeProxy *process
+	kubeProxy *Process
 	// kubeProxyArgs is kube-proxy's last command line (its mirror pod shows it).
 	kubeProxyArgs []string
-	exporter      *process
+	exporter      *Process
 	podSeq        int
 	// extraExporters are exporters beside the usual one, by listen port (StartExporterOn).
-	extraExporters map[int]*process
+	extraExporters map[int]*Process
 }
 
 // IPs returns the node's InternalIPs, IPv4 first (the primary family, as kube-proxy reads it).
@@ -119,6 +119,11 @@ type KubeProxyOptions struct {
 	HostnameOverride string
 	// ExtraArgs are appended to kube-proxy's command line.
 	ExtraArgs []string
+	// IPTablesBackend, "legacy" or "nft", makes the `iptables`, `iptables-save` and `iptables-restore` (and
+	// ip6tables) kube-proxy runs that backend's: kube-proxy runs whatever `iptables` PATH finds (in the
+	// kube-proxy image a wrapper picks the backend; here the host's alternatives, nft on Debian). "" leaves
+	// PATH alone.
+	IPTablesBackend string
 }
 
 // StartKubeProxy starts kube-proxy in the node's namespace with the flags known to work in a network namespace
@@ -127,7 +132,7 @@ func (n *Node) StartKubeProxy(ctx context.Context, opts KubeProxyOptions) error 
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.kubeProxy != nil {
-		if done, _ := n.kubeProxy.exited(); !done {
+		if done, _ := n.kubeProxy.Exited(); !done {
 			return fmt.Errorf("kube-proxy on %s already runs", n.Name)
 		}
 	}
@@ -161,7 +166,16 @@ func (n *Node) StartKubeProxy(ctx context.Context, opts KubeProxyOptions) error 
 		"--v=2",
 	}
 	args = append(args, opts.ExtraArgs...)
-	p, err := startProcess(n.c.WorkDir, "kube-proxy-"+n.Name, n.NS, n.c.bins.KubeProxy, args...)
+	bin, argv := n.c.bins.KubeProxy, args
+	if opts.IPTablesBackend != "" {
+		path, err := n.iptablesShim(opts.IPTablesBackend)
+		if err != nil {
+			return err
+		}
+		// env(1) sets PATH and execs kube-proxy in place (the same pid, so Stop and Pdeathsig reach it).
+		bin, argv = "env", append([]string{"PATH=" + path, n.c.bins.KubeProxy}, args...)
+	}
+	p, err := n.c.startProcess("kube-proxy-"+n.Name, n.NS, bin, argv...)
 	if err != nil {
 		return err
 	}
@@ -170,13 +184,37 @@ func (n *Node) StartKubeProxy(ctx context.Context, opts KubeProxyOptions) error 
 	return nil
 }
 
+// iptablesShim writes a directory of iptables, iptables-save, iptables-restore (and ip6tables) scripts that
+// exec backend's commands, and returns a PATH that finds them first.
+func (n *Node) iptablesShim(backend string) (string, error) {
+	if backend != "legacy" && backend != "nft" {
+		return "", fmt.Errorf("iptables backend %q: want legacy or nft", backend)
+	}
+	shim := filepath.Join(n.c.WorkDir, "iptables-"+backend)
+	if err := os.MkdirAll(shim, 0o755); err != nil {
+		return "", fmt.Errorf("iptables shim: %w", err)
+	}
+	for _, fam := range []string{"iptables", "ip6tables"} {
+		for _, suffix := range []string{"", "-save", "-restore"} {
+			script := fmt.Sprintf("#!/bin/sh\nexec %s-%s%s \"$@\"\n", fam, backend, suffix)
+			if err := os.WriteFile(filepath.Join(shim, fam+suffix), []byte(script), 0o755); err != nil {
+				return "", fmt.Errorf("iptables shim: %w", err)
+			}
+		}
+	}
+	return shim + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", nil
+}
+
 // StopKubeProxy stops kube-proxy and leaves its rules in place (as a crashed kube-proxy would).
-func (n *Node) StopKubeProxy() {
+func (n *Node) StopKubeProxy() { n.stopProcess(&n.kubeProxy, 10*time.Second) }
+
+// stopProcess takes the node's process *proc out (under the node's lock) and stops it with grace.
+func (n *Node) stopProcess(proc **Process, grace time.Duration) {
 	n.mu.Lock()
-	p := n.kubeProxy
-	n.kubeProxy = nil
+	p := *proc
+	*proc = nil
 	n.mu.Unlock()
-	p.stop(10 * time.Second)
+	p.Stop(grace)
 }
 
 // FreezeKubeProxy stops kube-proxy's process group with SIGSTOP: its sockets stay open and accept connections,
@@ -193,10 +231,7 @@ func (n *Node) signalKubeProxy(sig syscall.Signal) error {
 	if p == nil {
 		return fmt.Errorf("kube-proxy on %s is not running", n.Name)
 	}
-	if err := syscall.Kill(-p.cmd.Process.Pid, sig); err != nil {
-		return fmt.Errorf("signal %v to kube-proxy on %s: %w", sig, n.Name, err)
-	}
-	return nil
+	return p.Signal(sig)
 }
 
 // CleanupRules removes every rule kube-proxy programmed on the node (iptables and nftables); run it after
@@ -219,29 +254,27 @@ func (n *Node) KubeProxyRunning() bool {
 	if n.kubeProxy == nil {
 		return false
 	}
-	done, _ := n.kubeProxy.exited()
+	done, _ := n.kubeProxy.Exited()
 	return !done
 }
 
 // WaitKubeProxyHealthy waits until kube-proxy's /livez answers 200 on the node's IP.
 func (n *Node) WaitKubeProxyHealthy(ctx context.Context, timeout time.Duration) error {
-	url := fmt.Sprintf("http://%s:%d/livez", n.IP, KubeProxyHealthzPort)
-	err := waitFor(ctx, timeout, func() error {
-		n.mu.Lock()
-		p := n.kubeProxy
-		n.mu.Unlock()
-		if p == nil {
-			return stopWaiting(fmt.Errorf("kube-proxy on %s not started", n.Name))
-		}
-		if done, err := p.exited(); done {
-			return stopWaiting(fmt.Errorf("kube-proxy on %s exited: %v", n.Name, err))
-		}
+	return n.awaitHTTP(ctx, timeout, "kube-proxy", &n.kubeProxy, fmt.Sprintf("http://%s:%d/livez", n.IP, KubeProxyHealthzPort))
+}
+
+// awaitHTTP waits until the node's process *proc (read under the node's lock) answers url with 200 from the
+// node's namespace; what names it in the error when none was started.
+func (n *Node) awaitHTTP(ctx context.Context, timeout time.Duration, what string, proc **Process, url string) error {
+	n.mu.Lock()
+	p := *proc
+	n.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("%s on %s not started", what, n.Name)
+	}
+	return p.Await(ctx, timeout, pollInterval, func() error {
 		return httpGetOK(ctx, netns.Dialer{NS: n.NS}, url)
 	})
-	if err != nil {
-		return fmt.Errorf("kube-proxy on %s not healthy: %w\n%s", n.Name, err, n.c.LogTail("kube-proxy-"+n.Name, 3000))
-	}
-	return nil
 }
 
 // Exec runs a command inside the node's namespace and returns its stdout (iptables-save, nft, curl …).

@@ -36,7 +36,7 @@ type PodConfig struct {
 	Namespace, Name string
 	// Node is the node the pod runs on.
 	Node string
-	// Ports to serve on; empty means 8080.
+	// Ports to serve on; empty means BackendPort.
 	Ports []int
 	// IPs, when set, are the pod's addresses (one per pod CIDR of the node, as a node agent allocates them)
 	// instead of the next addresses of the harness's plan: the first IPv4 one, and on a dual-stack node the
@@ -57,7 +57,7 @@ func (c *Cluster) StartPod(ctx context.Context, cfg PodConfig) (*Pod, error) {
 		return nil, fmt.Errorf("start pod %s/%s: no node %q", cfg.Namespace, cfg.Name, cfg.Node)
 	}
 	if len(cfg.Ports) == 0 {
-		cfg.Ports = []int{8080}
+		cfg.Ports = []int{BackendPort}
 	}
 	key := cfg.Namespace + "/" + cfg.Name
 	c.mu.Lock()

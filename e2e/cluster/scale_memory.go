@@ -2,18 +2,12 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
-	"time"
 
 	"github.com/prometheus/procfs"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 )
 
@@ -44,116 +38,26 @@ func (s Population) withDefaults() Population {
 // PopulationServiceName is the name of the i-th scale Service.
 func PopulationServiceName(i int) string { return fmt.Sprintf("mem-%05d", i) }
 
-// populationClient is an admin clientset for bulk writes: protobuf (a fraction of JSON's encoding work on both ends)
-// and no client-side rate limit worth the name (the apiserver's own max-in-flight limits still apply).
-func (c *Cluster) populationClient() (*kubernetes.Clientset, error) {
-	cfg := c.AdminRESTConfig()
-	cfg.ContentType = "application/vnd.kubernetes.protobuf"
-	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	cfg.QPS, cfg.Burst = 2000, 4000
-	cfg.Timeout = 2 * time.Minute
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("bulk client: %w", err)
-	}
-	return client, nil
-}
+func populationSliceName(i int) string { return PopulationServiceName(i) + "-scale" }
 
-// CreatePopulation creates scale Services from (inclusive) to to (exclusive) with their EndpointSlices,
-// concurrently. Objects that exist already are left as they are, so a population grows by calling it again.
-func (c *Cluster) CreatePopulation(ctx context.Context, s Population, from, to int) error {
+// Bulk is the population for CreateBulk; it grows by calling CreateBulk again with a larger to.
+func (s Population) Bulk() Bulk {
 	s = s.withDefaults()
-	client, err := c.populationClient()
-	if err != nil {
-		return err
-	}
-	if err := c.EnsureNamespace(ctx, s.Namespace); err != nil {
-		return err
-	}
-	parent := ctx
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	work := make(chan int)
-	errs := make(chan error, s.Workers)
-	var wg sync.WaitGroup
-	for range s.Workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				if err := createPopulationService(ctx, client, s, i); err != nil {
-					errs <- err
-					cancel()
-					return
-				}
-			}
-		}()
-	}
-feed:
-	for i := from; i < to; i++ {
-		select {
-		case work <- i:
-		case <-ctx.Done():
-			break feed
-		}
-	}
-	close(work)
-	wg.Wait()
-	close(errs)
-	var all []error
-	for err := range errs {
-		all = append(all, err)
-	}
-	if len(all) == 0 && parent.Err() != nil {
-		all = append(all, fmt.Errorf("creating scale Services: %w", parent.Err()))
-	}
-	return errors.Join(all...)
-}
-
-func createPopulationService(ctx context.Context, client kubernetes.Interface, s Population, i int) error {
-	name := PopulationServiceName(i)
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace, Labels: map[string]string{"app": name}},
-		Spec: corev1.ServiceSpec{
-			Type:                  corev1.ServiceTypeNodePort,
-			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
-			Selector:              map[string]string{"app": name},
-			Ports:                 []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080)}},
+	return Bulk{
+		Namespace: s.Namespace,
+		Service: func(i int) *corev1.Service {
+			return NewService(s.Namespace, PopulationServiceName(i), corev1.ServiceTypeNodePort, WithAppLabel())
 		},
+		Slice:   func(svc *corev1.Service, i int) *discoveryv1.EndpointSlice { return populationSlice(s, svc, i) },
+		Workers: s.Workers,
 	}
-	created, err := client.CoreV1().Services(s.Namespace).Create(ctx, svc, metav1.CreateOptions{})
-	switch {
-	case apierrors.IsAlreadyExists(err):
-		if created, err = client.CoreV1().Services(s.Namespace).Get(ctx, name, metav1.GetOptions{}); err != nil {
-			return fmt.Errorf("get Service %s: %w", name, err)
-		}
-	case err != nil:
-		return fmt.Errorf("create Service %s: %w", name, err)
-	}
-	slice := populationSlice(s, created, i)
-	if _, err := client.DiscoveryV1().EndpointSlices(s.Namespace).Create(ctx, slice, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create EndpointSlice %s: %w", slice.Name, err)
-	}
-	return nil
 }
 
 // populationSlice is Service i's slice: EndpointsPer ready endpoints with addresses unique over the population
 // (10.128.0.0/9), spread over the remote nodes.
 func populationSlice(s Population, svc *corev1.Service, i int) *discoveryv1.EndpointSlice {
-	slice := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      svc.Name + "-scale",
-			Namespace: svc.Namespace,
-			Labels: map[string]string{
-				discoveryv1.LabelServiceName: svc.Name,
-				discoveryv1.LabelManagedBy:   ManagedBy,
-			},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: svc.Name, UID: svc.UID}},
-		},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To[int32](8080)}},
-		Endpoints:   make([]discoveryv1.Endpoint, 0, s.EndpointsPer),
-	}
+	slice := harnessSlice(svc, populationSliceName(i), discoveryv1.AddressTypeIPv4)
+	slice.Endpoints = make([]discoveryv1.Endpoint, 0, s.EndpointsPer)
 	for j := range s.EndpointsPer {
 		g := i*s.EndpointsPer + j
 		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{
@@ -170,7 +74,7 @@ func populationSlice(s Population, svc *corev1.Service, i int) *discoveryv1.Endp
 // TouchPopulationService changes Service i (an annotation): one watch event per Service watcher, for the
 // per-change cost.
 func (c *Cluster) TouchPopulationService(ctx context.Context, s Population, i int, gen int) error {
-	client, err := c.populationClient()
+	client, err := c.bulkClient()
 	if err != nil {
 		return err
 	}
@@ -192,11 +96,11 @@ func (c *Cluster) TouchPopulationService(ctx context.Context, s Population, i in
 // TouchPopulationSlice flips the readiness of the first endpoint of Service i's slice: one watch event per
 // EndpointSlice watcher.
 func (c *Cluster) TouchPopulationSlice(ctx context.Context, s Population, i int) error {
-	client, err := c.populationClient()
+	client, err := c.bulkClient()
 	if err != nil {
 		return err
 	}
-	name := PopulationServiceName(i) + "-scale"
+	name := populationSliceName(i)
 	slice, err := client.DiscoveryV1().EndpointSlices(s.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("get EndpointSlice %s: %w", name, err)
@@ -246,10 +150,10 @@ func (n *Node) ExporterPID() (int, error) {
 	if n.exporter == nil {
 		return 0, fmt.Errorf("no exporter on %s", n.Name)
 	}
-	if done, err := n.exporter.exited(); done {
+	if done, err := n.exporter.Exited(); done {
 		return 0, fmt.Errorf("exporter on %s exited: %v", n.Name, err)
 	}
-	return n.exporter.cmd.Process.Pid, nil
+	return n.exporter.Pid(), nil
 }
 
 // KubeProxyPID is the pid of the node's kube-proxy.
@@ -259,7 +163,7 @@ func (n *Node) KubeProxyPID() (int, error) {
 	if n.kubeProxy == nil {
 		return 0, fmt.Errorf("no kube-proxy on %s", n.Name)
 	}
-	return n.kubeProxy.cmd.Process.Pid, nil
+	return n.kubeProxy.Pid(), nil
 }
 
 // APIServerMetrics scrapes kube-apiserver's own /metrics (admin credentials).

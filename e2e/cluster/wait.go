@@ -15,10 +15,13 @@ func (p permanent) Unwrap() error { return p.err }
 
 func stopWaiting(err error) error { return permanent{err} }
 
-// waitFor polls cond every 200ms until it returns nil, returns a stopWaiting error, or timeout passes; the
+// pollInterval is how often the harness's own waits poll.
+const pollInterval = 200 * time.Millisecond
+
+// waitFor polls cond every pollInterval until it returns nil, returns a stopWaiting error, or timeout passes; the
 // error then carries cond's last error.
 func waitFor(ctx context.Context, timeout time.Duration, cond func() error) error {
-	return Eventually(ctx, timeout, 200*time.Millisecond, cond)
+	return Eventually(ctx, timeout, pollInterval, cond)
 }
 
 // Eventually polls cond every interval until it returns nil or timeout (or ctx) ends, and then returns cond's

@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
 )
@@ -23,7 +22,7 @@ const (
 	Namespace  = "kubelings"
 	Service    = "checkout"
 	NodePort   = 30090
-	TargetPort = 8080
+	TargetPort = cluster.BackendPort
 	Replicas   = 3
 )
 
@@ -32,18 +31,7 @@ func Apply(ctx context.Context, c *cluster.Cluster) error {
 	if err := c.EnsureNamespace(ctx, Namespace); err != nil {
 		return err
 	}
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: Service, Namespace: Namespace, Labels: map[string]string{"app": Service}},
-		Spec: corev1.ServiceSpec{
-			Type:                  corev1.ServiceTypeNodePort,
-			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
-			Selector:              map[string]string{"app": Service},
-			Ports: []corev1.ServicePort{{
-				Name: "http", Protocol: corev1.ProtocolTCP, Port: 80,
-				TargetPort: intstr.FromInt32(TargetPort), NodePort: NodePort,
-			}},
-		},
-	}
+	svc := cluster.NewService(Namespace, Service, corev1.ServiceTypeNodePort, cluster.WithAppLabel(), cluster.WithNodePort(NodePort))
 	if _, err := c.Admin().CoreV1().Services(Namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create service %s/%s: %w", Namespace, Service, err)
 	}

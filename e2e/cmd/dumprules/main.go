@@ -27,7 +27,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
 )
@@ -37,7 +36,7 @@ const Version = "v1.37.2"
 
 const (
 	namespace   = "dump"
-	backendPort = 8080
+	backendPort = cluster.BackendPort
 	nftNode     = "node-1"
 	iptNode     = "node-2"
 )
@@ -177,31 +176,21 @@ func create(ctx context.Context, c *cluster.Cluster) (*Manifest, error) {
 	}
 	svcs := c.Admin().CoreV1().Services(namespace)
 	for _, s := range specs() {
-		svc := &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: namespace},
-			Spec: corev1.ServiceSpec{
-				Type:                  s.Type,
-				ExternalTrafficPolicy: s.Policy,
-				Selector:              map[string]string{"app": s.Name},
-				ExternalIPs:           s.ExternalIPs,
-				Ports: []corev1.ServicePort{{
-					Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(backendPort),
-				}},
-			},
-		}
+		opts := []cluster.ServiceOption{cluster.WithPolicy(s.Policy), cluster.WithExternalIPs(s.ExternalIPs...)}
 		if s.Affinity {
-			svc.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+			opts = append(opts, cluster.WithClientIPAffinity())
 		}
-		created, err := svcs.Create(ctx, svc, metav1.CreateOptions{})
+		created, err := svcs.Create(ctx, cluster.NewService(namespace, s.Name, s.Type, opts...), metav1.CreateOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("create service %s: %w", s.Name, err)
 		}
 		if len(s.LBIPs) > 0 {
+			var ingress []corev1.LoadBalancerIngress
 			for _, ip := range s.LBIPs {
-				created.Status.LoadBalancer.Ingress = append(created.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip})
+				ingress = append(ingress, corev1.LoadBalancerIngress{IP: ip})
 			}
-			if created, err = svcs.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-				return nil, fmt.Errorf("set LoadBalancer ingress of %s: %w", s.Name, err)
+			if err := c.SetLoadBalancerIngress(ctx, namespace, s.Name, ingress...); err != nil {
+				return nil, err
 			}
 		}
 		var eps []cluster.Endpoint
