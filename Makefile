@@ -153,7 +153,7 @@ fuzz-ci:
 	FUZZTIME=15s GO=$(GO) scripts/fuzz.sh
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./nodeprobe/rules/ ./collector/ ./kubeview/placement/
+	$(GO) test -run '^$$' -bench . -benchmem ./nodeprobe/kernelrules/ ./collector/ ./kubeview/placement/
 
 ## bench-arrivals: the arrivals meter's kernel benchmarks (as root: network namespaces), the flood for FLOOD.
 ## Figures: docs/performance.md.

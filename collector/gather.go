@@ -19,7 +19,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
-	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
 
 // APIView is what the gatherer reads of the Kubernetes API.
@@ -37,8 +37,8 @@ type InformerSource interface {
 // GathererConfig configures the Gatherer.
 type GathererConfig struct {
 	View      APIView
-	Informers InformerSource // nil: no informer status
-	Rules     rules.Reader   // nil: rules are not read, the API view decides
+	Informers InformerSource     // nil: no informer status
+	Rules     kernelrules.Reader // nil: rules are not read, the API view decides
 	// Addrs lists this host's addresses: where health check node ports are probed, and which externalIPs
 	// the node holds. nil: none.
 	Addrs nodeprobe.AddrLister
@@ -237,11 +237,11 @@ func (g *Gatherer) observe(st *State, snap kubeview.Snapshot) {
 // or kube-proxy never ran: its health server then tells which, and its alerts fire). In --rules.mode=none
 // nothing shows the rules, so the node is taken for kube-proxy unless the flag says otherwise.
 func (g *Gatherer) dataplane(st *State) string {
-	if errors.Is(st.RulesErr, rules.ErrUnsupported) && st.Rules != nil && st.Rules.Mode == rules.ModeIPVS {
+	if errors.Is(st.RulesErr, kernelrules.ErrUnsupported) && st.Rules != nil && st.Rules.Mode == kernelrules.ModeIPVS {
 		return DataplaneIPVS
 	}
 	seen := g.cfg.Memory.sawKubeProxy(st.Rules != nil && st.RulesErr == nil)
-	noRules := st.RulesConfigured && errors.Is(st.RulesErr, rules.ErrNoRules)
+	noRules := st.RulesConfigured && errors.Is(st.RulesErr, kernelrules.ErrNoRules)
 	switch g.cfg.Dataplane {
 	case DataplaneReplacement:
 		return DataplaneReplacement
@@ -365,7 +365,7 @@ func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCh
 			}
 			if fr != nil && fr.HasFamily(string(fam.Family)) {
 				for _, p := range fam.Ports {
-					sp := rules.ServicePort{Namespace: svc.Namespace, Name: svc.Name, Port: p.Name, Protocol: string(p.Protocol)}
+					sp := kernelrules.ServicePort{Namespace: svc.Namespace, Name: svc.Name, Port: p.Name, Protocol: string(p.Protocol)}
 					ps := st.Rules.Family(sp, string(fam.Family))
 					k := counterKey{namespace: sp.Namespace, name: sp.Name, port: sp.Port, protocol: sp.Protocol, family: string(fam.Family)}
 					seen[k] = true
@@ -429,7 +429,7 @@ func (g *Gatherer) evidence(st *State, snap kubeview.Snapshot) scrapeEvidence {
 				continue
 			}
 			for _, p := range fam.Ports {
-				sp := rules.ServicePort{Namespace: svc.Namespace, Name: svc.Name, Port: p.Name, Protocol: string(p.Protocol)}
+				sp := kernelrules.ServicePort{Namespace: svc.Namespace, Name: svc.Name, Port: p.Name, Protocol: string(p.Protocol)}
 				for _, d := range st.Rules.Family(sp, string(fam.Family)).Drops {
 					if !d.Counted || d.Address == "" {
 						continue

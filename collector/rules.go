@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
-	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
 
 var portLabels = []string{"namespace", "service", "port", "ip_family"}
@@ -80,7 +80,7 @@ func (c *Rules) Update(st *State, out *Sink) error {
 		// Read, and kube-proxy has written no rule yet: nothing to compare (localtraffic_kube_proxy_programmed).
 		out.send(rulesReadSuccess, 1)
 		return fmt.Errorf("%w: %w", ErrNoData, err)
-	case errors.Is(err, rules.ErrUnsupported):
+	case errors.Is(err, kernelrules.ErrUnsupported):
 		// Not a failure of the exporter: the reader logged it once, the API view decides, the metric says so.
 		out.send(rulesSupported, 0)
 		out.send(rulesReadSuccess, 1)
@@ -144,7 +144,7 @@ func portLabel(p kubeview.PortEndpoints) string {
 // or stuck, a pod replaced on the same node leaves rules that DNAT to the deleted pod's address while the count
 // still agrees.
 type endpointMatch struct {
-	// named: the rules name every endpoint they count (rules.PortState.Endpoints), so identities were compared.
+	// named: the rules name every endpoint they count (kernelrules.PortState.Endpoints), so identities were compared.
 	// A state that only counts (a snapshot built from counts) is compared by count alone.
 	named bool
 	// stale: rule endpoints that are not among the API's Local endpoints of the port (LocalAddrs).
@@ -155,12 +155,12 @@ type endpointMatch struct {
 }
 
 // matchEndpoints compares st's endpoints with the API's for sp.
-func matchEndpoints(sp rules.ServicePort, p kubeview.PortEndpoints, st rules.PortState) endpointMatch {
+func matchEndpoints(sp kernelrules.ServicePort, p kubeview.PortEndpoints, st kernelrules.PortState) endpointMatch {
 	m := endpointMatch{named: len(st.Endpoints) == st.LocalEndpoints}
 	if !m.named {
 		return m
 	}
-	is := func(e rules.Endpoint, addrs []netip.AddrPort) bool {
+	is := func(e kernelrules.Endpoint, addrs []netip.AddrPort) bool {
 		for _, a := range addrs {
 			if e.Is(sp, a) {
 				return true
@@ -190,7 +190,7 @@ func matchEndpoints(sp rules.ServicePort, p kubeview.PortEndpoints, st rules.Por
 
 // allGone: the rules send the port's external traffic only to endpoints that no longer exist, so this node
 // drops all of it in fact, though no drop rule says so.
-func (m endpointMatch) allGone(st rules.PortState) bool {
+func (m endpointMatch) allGone(st kernelrules.PortState) bool {
 	return m.gone > 0 && m.gone == st.LocalEndpoints
 }
 
@@ -200,7 +200,7 @@ func (m endpointMatch) allGone(st rules.PortState) bool {
 // otherwise only ports with an endpoint somewhere are judged (without one kube-proxy rejects everywhere), by
 // the drop, and then by which local endpoints (IP and port), not only how many.
 // A short disagreement is normal (kube-proxy syncs at most once a second); alerts wait with `for:`.
-func portMismatch(p kubeview.PortEndpoints, st rules.PortState, m endpointMatch, reachable bool) bool {
+func portMismatch(p kubeview.PortEndpoints, st kernelrules.PortState, m endpointMatch, reachable bool) bool {
 	switch {
 	case !reachable:
 		return false
@@ -226,7 +226,7 @@ type verdictRules struct {
 }
 
 type goneKey struct {
-	sp     rules.ServicePort
+	sp     kernelrules.ServicePort
 	family string
 }
 
@@ -235,15 +235,15 @@ func newVerdictRules(fr FamilyRules) *verdictRules {
 }
 
 // markGone records that sp's rules in family send traffic only to endpoints that no longer exist.
-func (v *verdictRules) markGone(sp rules.ServicePort, family string) {
+func (v *verdictRules) markGone(sp kernelrules.ServicePort, family string) {
 	v.gone[goneKey{sp, family}] = true
 }
 
-func (v *verdictRules) Family(sp rules.ServicePort, family string) rules.PortState {
+func (v *verdictRules) Family(sp kernelrules.ServicePort, family string) kernelrules.PortState {
 	st := v.FamilyRules.Family(sp, family)
 	if v.gone[goneKey{sp, family}] {
 		st.Drop = true
-		st.Drops = []rules.DropRule{{AllDestinations: true}}
+		st.Drops = []kernelrules.DropRule{{AllDestinations: true}}
 	}
 	return st
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
-	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
 
 // kube-proxy rewrites the filter table on every sync, which resets the DROP rule's counters. The exported
@@ -79,18 +79,18 @@ func TestPortMismatch(t *testing.T) {
 	cases := []struct {
 		name string
 		api  kubeview.PortEndpoints
-		st   rules.PortState
+		st   kernelrules.PortState
 		want bool
 	}{
-		{"agree: local endpoints", kubeview.PortEndpoints{Local: 2, ClusterWide: true}, rules.PortState{Programmed: true, LocalEndpoints: 2}, false},
-		{"agree: drop", kubeview.PortEndpoints{Local: 0, ClusterWide: true}, rules.PortState{Programmed: true, Drop: true}, false},
-		{"wrong hostname-override: API local, rules drop", kubeview.PortEndpoints{Local: 1, ClusterWide: true}, rules.PortState{Programmed: true, Drop: true}, true},
-		{"stale rules: API none, rules forward", kubeview.PortEndpoints{Local: 0, ClusterWide: true}, rules.PortState{Programmed: true, LocalEndpoints: 1}, true},
-		{"count differs", kubeview.PortEndpoints{Local: 3, ClusterWide: true}, rules.PortState{Programmed: true, LocalEndpoints: 1}, true},
-		{"no endpoints anywhere is not judged", kubeview.PortEndpoints{Local: 0, ClusterWide: false}, rules.PortState{Programmed: true, Reject: true}, false},
+		{"agree: local endpoints", kubeview.PortEndpoints{Local: 2, ClusterWide: true}, kernelrules.PortState{Programmed: true, LocalEndpoints: 2}, false},
+		{"agree: drop", kubeview.PortEndpoints{Local: 0, ClusterWide: true}, kernelrules.PortState{Programmed: true, Drop: true}, false},
+		{"wrong hostname-override: API local, rules drop", kubeview.PortEndpoints{Local: 1, ClusterWide: true}, kernelrules.PortState{Programmed: true, Drop: true}, true},
+		{"stale rules: API none, rules forward", kubeview.PortEndpoints{Local: 0, ClusterWide: true}, kernelrules.PortState{Programmed: true, LocalEndpoints: 1}, true},
+		{"count differs", kubeview.PortEndpoints{Local: 3, ClusterWide: true}, kernelrules.PortState{Programmed: true, LocalEndpoints: 1}, true},
+		{"no endpoints anywhere is not judged", kubeview.PortEndpoints{Local: 0, ClusterWide: false}, kernelrules.PortState{Programmed: true, Reject: true}, false},
 	}
 	// No NodePort and no external address yet (allocateLoadBalancerNodePorts false, LB pending): nothing to drop.
-	if portMismatch(kubeview.PortEndpoints{Local: 1, ClusterWide: true}, rules.PortState{Programmed: true}, endpointMatch{}, false) {
+	if portMismatch(kubeview.PortEndpoints{Local: 1, ClusterWide: true}, kernelrules.PortState{Programmed: true}, endpointMatch{}, false) {
 		t.Error("an unreachable port is never a mismatch")
 	}
 	for _, c := range cases {
@@ -100,7 +100,7 @@ func TestPortMismatch(t *testing.T) {
 	}
 }
 
-var checkoutPort = rules.ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}
+var checkoutPort = kernelrules.ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}
 
 func addrs(s ...string) []netip.AddrPort {
 	var out []netip.AddrPort
@@ -111,10 +111,10 @@ func addrs(s ...string) []netip.AddrPort {
 }
 
 // ruleState is a port whose rules send external traffic to the given endpoints.
-func ruleState(eps ...string) rules.PortState {
-	st := rules.PortState{Programmed: true, LocalEndpoints: len(eps)}
+func ruleState(eps ...string) kernelrules.PortState {
+	st := kernelrules.PortState{Programmed: true, LocalEndpoints: len(eps)}
 	for _, a := range addrs(eps...) {
-		st.Endpoints = append(st.Endpoints, rules.Endpoint{Addr: a})
+		st.Endpoints = append(st.Endpoints, kernelrules.Endpoint{Addr: a})
 	}
 	return st
 }
@@ -127,7 +127,7 @@ func TestEndpointIdentity(t *testing.T) {
 	cases := []struct {
 		name              string
 		api               kubeview.PortEndpoints
-		st                rules.PortState
+		st                kernelrules.PortState
 		stale, gone       int
 		mismatch, allGone bool
 	}{
@@ -153,7 +153,7 @@ func TestEndpointIdentity(t *testing.T) {
 		}
 	}
 	// Rules that only count their endpoints are compared by count.
-	if m := matchEndpoints(checkoutPort, api(addrs("10.244.1.9:8080"), nil), rules.PortState{Programmed: true, LocalEndpoints: 1}); m.named || m.gone != 0 {
+	if m := matchEndpoints(checkoutPort, api(addrs("10.244.1.9:8080"), nil), kernelrules.PortState{Programmed: true, LocalEndpoints: 1}); m.named || m.gone != 0 {
 		t.Errorf("counted only: %+v", m)
 	}
 }
@@ -168,8 +168,8 @@ func TestStaleDNATIsABlackhole(t *testing.T) {
 	lb := lbService(family(v4, 1, true))
 	lb.Name = "shop"
 	lb.Families[0].Ports[0].LocalAddrs = addrs("10.244.1.9:8080")
-	snap := rules.NewSnapshot(rules.ModeIPTables, rules.BackendNFT, []string{rules.FamilyIPv4}, time.Unix(1000, 0),
-		map[rules.ServicePort]rules.PortState{
+	snap := kernelrules.NewSnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, []string{kernelrules.FamilyIPv4}, time.Unix(1000, 0),
+		map[kernelrules.ServicePort]kernelrules.PortState{
 			checkoutPort: ruleState("10.244.1.5:8080"),
 			{Namespace: "kubelings", Name: "shop", Port: "http", Protocol: "TCP"}: ruleState("10.244.1.5:8080"),
 		})

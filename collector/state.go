@@ -9,7 +9,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
-	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
 
 // Input names one source the gatherer reads for a scrape. A collector's self-metrics count the inputs it
@@ -40,7 +40,7 @@ type State struct {
 	APIErr error
 	// Rules is the read of kube-proxy's rules; nil when not read (RulesErr says why, unless no reader is
 	// configured: RulesConfigured false).
-	Rules           *rules.Snapshot
+	Rules           *kernelrules.Snapshot
 	RulesErr        error
 	RulesConfigured bool
 	// KubeProxy is what kube-proxy's health server answered.
@@ -115,7 +115,7 @@ type PortResult struct {
 	Family corev1.IPFamily
 	Port   kubeview.PortEndpoints
 	Label  string // the port label: its name, or its number when unnamed
-	Rules  rules.PortState
+	Rules  kernelrules.PortState
 	// DroppedPackets is the monotonic total of the port's drop rule counters in the family (see Memory).
 	DroppedPackets uint64
 	Mismatch       bool

@@ -6,7 +6,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
-	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
 
 // Verdict sources, as exported in localtraffic_blackhole_source_info.
@@ -15,13 +15,13 @@ const (
 	SourceAPI   = verdict.SourceAPI
 )
 
-// FamilyRules is what the verdict reads of kube-proxy's rules: per family, per Service port. *rules.Snapshot
+// FamilyRules is what the verdict reads of kube-proxy's rules: per family, per Service port. *kernelrules.Snapshot
 // implements it.
 type FamilyRules interface {
 	// HasFamily reports whether that family's kube-proxy rules were found and read.
 	HasFamily(family string) bool
 	// Family returns what kube-proxy programmed for sp in one family; the zero PortState means no rule.
-	Family(sp rules.ServicePort, family string) rules.PortState
+	Family(sp kernelrules.ServicePort, family string) kernelrules.PortState
 }
 
 // DecideInput is everything the exporter read for the verdict of one Service on its node.
@@ -79,15 +79,17 @@ func (r ruleEvidence) Drops(d verdict.Destination) bool {
 // every family. Nothing drops there: a NodePort is refused and an address is routed on, not blackholed.
 type notProgrammed struct{}
 
-func (notProgrammed) HasFamily(string) bool                            { return true }
-func (notProgrammed) Family(rules.ServicePort, string) rules.PortState { return rules.PortState{} }
+func (notProgrammed) HasFamily(string) bool { return true }
+func (notProgrammed) Family(kernelrules.ServicePort, string) kernelrules.PortState {
+	return kernelrules.PortState{}
+}
 
-func servicePortOf(d verdict.Destination) rules.ServicePort {
-	return rules.ServicePort{Namespace: d.Namespace, Name: d.Service, Port: d.Port, Protocol: string(d.Protocol)}
+func servicePortOf(d verdict.Destination) kernelrules.ServicePort {
+	return kernelrules.ServicePort{Namespace: d.Namespace, Name: d.Service, Port: d.Port, Protocol: string(d.Protocol)}
 }
 
 // ruleDrops: one of st's drop rules drops the destination (address "" for the NodePort).
-func ruleDrops(st rules.PortState, addr string, port int32) bool {
+func ruleDrops(st kernelrules.PortState, addr string, port int32) bool {
 	if st.Drop && len(st.Drops) == 0 {
 		return true // a state that says it drops without saying where: every destination
 	}

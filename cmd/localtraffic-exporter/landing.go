@@ -14,7 +14,7 @@ import (
 
 	"github.com/localtraffic/localtraffic-exporter/collector"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
-	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
 
 // lastState wraps the scrape's gatherer and keeps the State of the latest scrape, so the landing page shows
@@ -277,7 +277,7 @@ td.out { background: #cfe2f3; }
 
 // endpointList spells the rules' endpoints ("10.244.1.5:8080, ..."); an endpoint pod address is fine on a
 // page about one node, where a metric label would not be.
-func endpointList(eps []rules.Endpoint) string {
+func endpointList(eps []kernelrules.Endpoint) string {
 	out := make([]string, len(eps))
 	for i, e := range eps {
 		out[i] = e.String()

@@ -25,7 +25,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview/clientsetapi"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
-	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
 
 // countingGatherer counts the gathers that reach the real gatherer.
@@ -277,8 +277,8 @@ func TestLandingStaleEndpoints(t *testing.T) {
 	row := serviceView(collector.ServiceResult{
 		Service: kubeview.ServiceState{Namespace: "kubelings", Name: "checkout"},
 		Ports: []collector.PortResult{{Family: corev1.IPv4Protocol, Label: "http", GoneEndpoints: 1,
-			Rules: rules.PortState{Programmed: true, LocalEndpoints: 1,
-				Endpoints: []rules.Endpoint{{Addr: netip.MustParseAddrPort("10.244.1.5:8080")}}}}},
+			Rules: kernelrules.PortState{Programmed: true, LocalEndpoints: 1,
+				Endpoints: []kernelrules.Endpoint{{Addr: netip.MustParseAddrPort("10.244.1.5:8080")}}}}},
 	})
 	if want := "IPv4 http: 1 local endpoints (1 no longer in the API: 10.244.1.5:8080)"; row.Rules != want {
 		t.Errorf("rules column %q, want %q", row.Rules, want)

@@ -22,7 +22,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
-	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
 
 // run is the whole program but for process-wide state (see runWith): what in-process tests call.
@@ -190,12 +190,12 @@ type exporterView interface {
 }
 
 // newRulesReader returns the rule reader the options ask for; nil for --rules.mode=none.
-func newRulesReader(opts options, logger *slog.Logger) rules.Reader {
+func newRulesReader(opts options, logger *slog.Logger) kernelrules.Reader {
 	if opts.rulesMode == "none" || opts.dataplane == collector.DataplaneReplacement {
 		return nil // no kube-proxy rules to read
 	}
-	return rules.NewReader(rules.Options{
-		Mode:         rules.Mode(opts.rulesMode),
+	return kernelrules.NewReader(kernelrules.Options{
+		Mode:         kernelrules.Mode(opts.rulesMode),
 		ProxyModeURL: "http://" + opts.kubeProxyMetrics + "/proxyMode",
 		CacheTTL:     opts.rulesCacheTTL,
 		Logger:       logger,
@@ -215,7 +215,7 @@ type netlinkHost struct {
 }
 
 // newExporter wires the collectors. h reads this host (netlink); ruleReader may be nil.
-func newExporter(opts options, view exporterView, h host, ruleReader rules.Reader, logger *slog.Logger) (*collector.Exporter, error) {
+func newExporter(opts options, view exporterView, h host, ruleReader kernelrules.Reader, logger *slog.Logger) (*collector.Exporter, error) {
 	return exporterFor(opts, newGatherer(opts, view, h, ruleReader, nil, logger), logger)
 }
 
@@ -233,7 +233,7 @@ func exporterFor(opts options, g collector.StateGatherer, logger *slog.Logger) (
 }
 
 // newGatherer builds the per-scrape gatherer from the options; meter may be nil (not observed).
-func newGatherer(opts options, view exporterView, addrs host, ruleReader rules.Reader, meter collector.ArrivalsMeter, logger *slog.Logger) *collector.Gatherer {
+func newGatherer(opts options, view exporterView, addrs host, ruleReader kernelrules.Reader, meter collector.ArrivalsMeter, logger *slog.Logger) *collector.Gatherer {
 	client := nodeprobe.NewHTTPClient()
 	// Without the flag the gatherer finds kube-proxy's health server from its /configz.
 	var kpAddr func(kubeview.NodeState) (string, error)

@@ -36,7 +36,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview/clientsetapi"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/placement"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
-	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
 
 const (
@@ -364,7 +364,7 @@ func (a fixedAddrs) LocalAddrs() ([]net.IP, error) { return a, nil }
 
 // kubeProxy is a healthy kube-proxy on one node, in step with the API: it answers the health check node port
 // and kube-proxy's own health server (an http.RoundTripper for the exporter's probes), and its rules are what
-// the exporter reads (a rules.Reader).
+// the exporter reads (a kernelrules.Reader).
 type kubeProxy struct {
 	node     string
 	families []corev1.IPFamily
@@ -418,16 +418,16 @@ func kubeProxyOn(f fixture, node string) *kubeProxy {
 
 // Read is the rule set: for a port with endpoints somewhere but none here, a "has no local endpoints" drop
 // for the NodePort, each load balancer IP and each externalIP of the family (kube-proxy.md §2).
-func (kp *kubeProxy) Read(context.Context) (*rules.Snapshot, error) {
-	byFamily := map[string]map[rules.ServicePort]rules.PortState{}
+func (kp *kubeProxy) Read(context.Context) (*kernelrules.Snapshot, error) {
+	byFamily := map[string]map[kernelrules.ServicePort]kernelrules.PortState{}
 	for _, fam := range kp.families {
-		ports := map[rules.ServicePort]rules.PortState{}
+		ports := map[kernelrules.ServicePort]kernelrules.PortState{}
 		for _, p := range kp.svc.Spec.Ports {
-			sp := rules.ServicePort{Namespace: fixtureNS, Name: fixtureSvc, Port: p.Name, Protocol: string(p.Protocol)}
-			st := rules.PortState{Programmed: true, LocalEndpoints: kp.local[fam][p.Name]}
+			sp := kernelrules.ServicePort{Namespace: fixtureNS, Name: fixtureSvc, Port: p.Name, Protocol: string(p.Protocol)}
+			st := kernelrules.PortState{Programmed: true, LocalEndpoints: kp.local[fam][p.Name]}
 			if st.LocalEndpoints == 0 && kp.remote[fam][p.Name] > 0 {
 				if p.NodePort != 0 {
-					st.Drops = append(st.Drops, rules.DropRule{Port: p.NodePort, Counted: true})
+					st.Drops = append(st.Drops, kernelrules.DropRule{Port: p.NodePort, Counted: true})
 				}
 				var addrs []string
 				for _, ing := range kp.svc.Status.LoadBalancer.Ingress {
@@ -435,7 +435,7 @@ func (kp *kubeProxy) Read(context.Context) (*rules.Snapshot, error) {
 				}
 				for _, a := range append(addrs, kp.svc.Spec.ExternalIPs...) {
 					if kubeview.IPFamilyOf(a) == fam {
-						st.Drops = append(st.Drops, rules.DropRule{Address: a, Port: p.Port, Counted: true})
+						st.Drops = append(st.Drops, kernelrules.DropRule{Address: a, Port: p.Port, Counted: true})
 					}
 				}
 				st.Drop = len(st.Drops) > 0
@@ -444,7 +444,7 @@ func (kp *kubeProxy) Read(context.Context) (*rules.Snapshot, error) {
 		}
 		byFamily[string(fam)] = ports
 	}
-	return rules.NewFamilySnapshot(rules.ModeIPTables, rules.BackendNFT, time.Now(), byFamily), nil
+	return kernelrules.NewFamilySnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, time.Now(), byFamily), nil
 }
 
 // RoundTrip answers kube-proxy's health server (any other port) and the health check node port: 200 while the

@@ -6,7 +6,7 @@
 // shows: the health check node port's answers, kube-proxy's rules, the node's addresses and rule counters) and
 // the plugin (package kubeview/placement, which has the API alone). The decision reads the API view both already
 // share (package kubeview) and its own small Evidence types, and imports nothing else of this module: the plugin
-// gets it without pulling in the exporter's collector, nodeprobe (netlink, HTTP probes) or nodeprobe/rules
+// gets it without pulling in the exporter's collector, nodeprobe (netlink, HTTP probes) or nodeprobe/kernelrules
 // (iptables and nft readers), and the exporter adapts what it read into Evidence in one place
 // (collector/verdict.go). It sits under kubeview, beside placement, as a package of its own: it is not the API
 // view itself but what the API view and the node's evidence mean together, and kubeview imports neither.
