@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/resource"
 
-	"github.com/localtraffic/localtraffic-exporter/kubeview/placement"
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 )
 
 // Every finding, flagged and its fix not flagged, the same from manifests (-f with --nodes-file) and from a

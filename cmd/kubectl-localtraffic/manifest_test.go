@@ -14,7 +14,7 @@ import (
 	gosarif "github.com/owenrumney/go-sarif/v3/pkg/report/v210/sarif"
 	"k8s.io/cli-runtime/pkg/resource"
 
-	"github.com/localtraffic/localtraffic-exporter/kubeview/placement"
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 )
 
 // manifestTree writes the drill's objects as a repository might hold them: the Service at the top, the pinned

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
-	"github.com/localtraffic/localtraffic-exporter/kubeview/placement"
 )
 
 // ANSI colours for the text output on a terminal.

@@ -10,8 +10,8 @@ import (
 	"github.com/owenrumney/go-sarif/v3/pkg/report/v210/sarif"
 	"github.com/prometheus/common/version"
 
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
-	"github.com/localtraffic/localtraffic-exporter/kubeview/placement"
 )
 
 // SARIF 2.1.0 (OASIS), built with go-sarif, as GitHub code scanning (github/codeql-action/upload-sarif) reads it:

@@ -4,15 +4,16 @@
 //
 // Where it lives, and why: its two front ends are the exporter (package collector, which gathers what the node
 // shows: the health check node port's answers, kube-proxy's rules, the node's addresses and rule counters) and
-// the plugin (package kubeview/placement, which has the API alone). The decision reads the API view both already
-// share (package kubeview) and its own small Evidence types, and imports nothing else of this module: the plugin
-// gets it without pulling in the exporter's collector, nodeprobe (netlink, HTTP probes) or nodeprobe/kernelrules
-// (iptables and nft readers), and the exporter adapts what it read into Evidence in one place
-// (collector/verdict.go). It sits under kubeview, beside placement, as a package of its own: it is not the API
-// view itself but what the API view and the node's evidence mean together, and kubeview imports neither.
+// the plugin (its package placement, cmd/kubectl-localtraffic/internal/placement, which has the API alone). The
+// decision reads the API view both already share (package kubeview) and its own small Evidence types, and
+// imports nothing else of this module: the plugin gets it without pulling in the exporter's collector, nodeprobe
+// (netlink, HTTP probes) or nodeprobe/kernelrules (iptables and nft readers), and the exporter adapts what it read
+// into Evidence in one place (collector/verdict.go). It sits under kubeview as a package of its own: it is not
+// the API view itself but what the API view and the node's evidence mean together, and kubeview imports neither.
 //
-// The rule is documented in docs/metrics.md ("The blackhole verdict"); kubeview/verdict/frontends_test.go runs one set of
-// fixtures through both front ends and requires the same answer, or the plugin's explicit "cannot tell".
+// The rule is documented in docs/metrics.md ("The blackhole verdict"); TestFrontEndsAgree
+// (cmd/kubectl-localtraffic/internal/placement/frontends_test.go) runs one set of fixtures through both front
+// ends and requires the same answer, or the plugin's explicit "cannot tell".
 package verdict
 
 import (

@@ -1,9 +1,11 @@
-package verdict_test
+package placement_test
 
-// One set of fixtures through both front ends of the decision: the exporter (package collector: informers over
-// the API, its transform and counting, the gatherer with its probes, rule read and address evidence, exactly as
-// a scrape runs) on every node, and the plugin (kubeview/placement's Status, from the API alone). Both must give
-// the same answer for every node, or the plugin must say, explicitly, that it cannot tell from the API.
+// One set of fixtures through both front ends of the decision (package kubeview/verdict): the exporter (package
+// collector: informers over the API, its transform and counting, the gatherer with its probes, rule read and
+// address evidence, exactly as a scrape runs) on every node, and the plugin (this package's Status, from the API
+// alone). Both must give the same answer for every node, or the plugin must say, explicitly, that it cannot tell
+// from the API. The test lives on the plugin's side because the plugin's package is internal to it; the
+// exporter's collector is importable from anywhere.
 //
 // Each fixture is a cluster as the API shows it plus what only the nodes know: the network routes an externalIP
 // to some node (the address held on its interface), and every node's kube-proxy is healthy and in step with the
@@ -31,10 +33,10 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 	"github.com/localtraffic/localtraffic-exporter/collector"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/clientsetapi"
-	"github.com/localtraffic/localtraffic-exporter/kubeview/placement"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
