@@ -118,7 +118,7 @@ type observations struct {
 	snap  *arrivals.Snapshot // nil: no meter
 	quiet time.Duration
 	now   time.Time
-	// dropped is when each destination was first found dropped, scrape after scrape (Memory).
+	// dropped is when each destination was first found dropped, scrape after scrape (arrivalTotals).
 	dropped map[verdict.Destination]time.Time
 }
 

@@ -58,7 +58,7 @@ func TestDirectExpositionEqualsRegistry(t *testing.T) {
 	for _, f := range []*MetricFilter{noDurations, onlySome} {
 		exp := NewExporter(discard(), NewGatherer(GathererConfig{View: &fakeView{snap: snap}, Rules: reader,
 			Addrs: fixedAddrs{"127.0.0.1", "::1"}, KubeProxyAddress: noAddress, ProbeTimeout: 2 * time.Second,
-			Memory: NewMemory(), ExternalIPWindow: time.Minute, Logger: discard()}), everyCollector()...).WithNode("node-1").WithFilter(f)
+			ExternalIPWindow: time.Minute, Logger: discard()}), everyCollector()...).WithNode("node-1").WithFilter(f)
 		reg := prometheus.NewPedanticRegistry()
 		reg.MustRegister(exp.Bind(context.Background()))
 		viaRegistry, err := reg.Gather()

@@ -97,7 +97,9 @@ type scrapeSetup struct {
 	kubeProxy func(kubeview.NodeState) (string, error)
 	dataplane string
 	links     fixedLinks
-	memory    *Memory
+	// carried: what the gatherer carries across scrapes, shared by every scrape of the setup (each scrape builds
+	// its gatherer anew, so a test can change the setup between scrapes); nil: a fresh one per scrape.
+	carried   *crossScrape
 	window    time.Duration
 	selection *Selection // nil: every collector, every series
 }
@@ -112,7 +114,10 @@ func (s scrapeSetup) scrape(t *testing.T) *prometheus.Registry {
 		s.window = 10 * time.Minute
 	}
 	g := NewGatherer(GathererConfig{View: s.view, Rules: s.reader, Addrs: s.addrs, KubeProxyAddress: s.kubeProxy,
-		ProbeTimeout: 2 * time.Second, Dataplane: s.dataplane, Links: s.links, Memory: s.memory, ExternalIPWindow: s.window, Logger: logger})
+		ProbeTimeout: 2 * time.Second, Dataplane: s.dataplane, Links: s.links, ExternalIPWindow: s.window, Logger: logger})
+	if s.carried != nil {
+		g.crossScrape = *s.carried
+	}
 	collectors := everyCollector()
 	if s.selection != nil {
 		var err error
@@ -235,9 +240,9 @@ func TestRulesPerFamily(t *testing.T) {
 			Drops: []kernelrules.DropRule{{Port: 30090, Packets: 7, Counted: true}}}},
 	})
 	// A scrape before this one saw the IPv6 drop rule with 0 packets (a counter's first value is a baseline).
-	mem := NewMemory()
-	mem.countDrops(counterKey{namespace: "kubelings", name: "checkout", port: "http", protocol: "TCP", family: kernelrules.FamilyIPv6}, 0, time.Unix(1700000000-30, 0))
-	reg := scrapeSetup{view: view, reader: &countingReader{snap: snap}, memory: mem}.scrape(t)
+	carried := newCrossScrape()
+	carried.drops.count(counterKey{namespace: "kubelings", name: "checkout", port: "http", protocol: "TCP", family: kernelrules.FamilyIPv6}, 0, time.Unix(1700000000-30, 0))
+	reg := scrapeSetup{view: view, reader: &countingReader{snap: snap}, carried: &carried}.scrape(t)
 	expectSeries(t, reg, `
 localtraffic_blackhole{namespace="kubelings",service="agree"} 0
 localtraffic_blackhole{namespace="kubelings",service="checkout"} 1
@@ -352,9 +357,9 @@ localtraffic_kube_proxy_programmed 1
 // replacement's link (Cilium running beside kube-proxy).
 func TestKubeProxyGoneIsNotAReplacement(t *testing.T) {
 	view := &fakeView{snap: kubeview.Snapshot{Node: dualStackNode(), Services: []kubeview.ServiceState{nodePortService(0)}}}
-	mem := NewMemory()
+	carried := newCrossScrape()
 	reader := &countingReader{snap: kernelrules.NewSnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, nil, time.Unix(1700000000, 0), nil)}
-	setup := scrapeSetup{view: view, reader: reader, kubeProxy: refusedKubeProxy(t), memory: mem, links: fixedLinks{"cilium_host"}}
+	setup := scrapeSetup{view: view, reader: reader, kubeProxy: refusedKubeProxy(t), carried: &carried, links: fixedLinks{"cilium_host"}}
 	expectSeries(t, setup.scrape(t), `
 localtraffic_dataplane_info{dataplane="kube-proxy"} 1
 localtraffic_kube_proxy_programmed 1
@@ -402,7 +407,8 @@ func TestExternalIPEvidence(t *testing.T) {
 				Drops: []kernelrules.DropRule{{Address: "198.51.100.7", Port: 80, Packets: packets, Counted: true}}}})
 	}
 	reader := &countingReader{snap: snapAt(0, at)}
-	setup := scrapeSetup{view: view, reader: reader, memory: NewMemory(), window: time.Minute, addrs: fixedAddrs{"127.0.0.1"}}
+	carried := newCrossScrape()
+	setup := scrapeSetup{view: view, reader: reader, carried: &carried, window: time.Minute, addrs: fixedAddrs{"127.0.0.1"}}
 	steps := []struct {
 		packets uint64
 		after   time.Duration
@@ -466,9 +472,8 @@ func TestConfigzCachedAndBounded(t *testing.T) {
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	mem := NewMemory()
 	g := NewGatherer(GathererConfig{View: &fakeView{snap: kubeview.Snapshot{Node: dualStackNode()}}, KubeProxyAddress: noAddress,
-		ConfigzURL: "http://" + l.Addr().String() + "/configz", Memory: mem, Logger: logger})
+		ConfigzURL: "http://" + l.Addr().String() + "/configz", Logger: logger})
 	for range 3 {
 		if st := g.Gather(context.Background()); !slices.Equal(st.KubeProxyConfig.NodePortAddresses, []string{"127.0.0.0/8"}) {
 			t.Fatalf("nodePortAddresses %v (%v)", st.KubeProxyConfig.NodePortAddresses, st.KubeProxyConfigErr)

@@ -13,7 +13,7 @@ import (
 // kube-proxy rewrites the filter table on every sync, which resets the DROP rule's counters. The exported
 // counter must still only go up, and count the packets after each reset.
 func TestDropCounterSurvivesResets(t *testing.T) {
-	r := NewMemory()
+	r := newDropTotals()
 	sp := counterKey{namespace: "kubelings", name: "checkout", port: "http", protocol: "TCP"}
 	t0 := time.Unix(1000, 0)
 	steps := []struct {
@@ -31,7 +31,7 @@ func TestDropCounterSurvivesResets(t *testing.T) {
 	}
 	var last uint64
 	for i, s := range steps {
-		got := r.countDrops(sp, s.raw, t0.Add(s.at))
+		got := r.count(sp, s.raw, t0.Add(s.at))
 		if got != s.want {
 			t.Fatalf("step %d: total %d, want %d", i, got, s.want)
 		}
@@ -49,28 +49,28 @@ func TestDropCounterSurvivesResets(t *testing.T) {
 // After an exporter restart kube-proxy's rules still hold what they counted before: the first value seen is
 // a baseline, for the monotonic total and for the externalIP evidence alike. Growth after it counts.
 func TestCountersSeenFirstAreBaselines(t *testing.T) {
-	m := NewMemory()
+	growth, drops := newRuleGrowth(), newDropTotals()
 	t0 := time.Unix(1000, 0)
 	k := ruleKey{counterKey: counterKey{namespace: "kubelings", name: "reports", port: "http", protocol: "TCP"},
 		family: "IPv4", address: "192.0.2.70", port: 80}
-	if grew := m.observeRule(k, 500, t0); !grew.IsZero() {
+	if grew := growth.observe(k, 500, t0); !grew.IsZero() {
 		t.Errorf("a counter of 500 seen first grew at %v, want never", grew)
 	}
-	if grew := m.observeRule(k, 500, t0.Add(time.Second)); !grew.IsZero() {
+	if grew := growth.observe(k, 500, t0.Add(time.Second)); !grew.IsZero() {
 		t.Errorf("an unchanged counter grew at %v", grew)
 	}
-	if grew := m.observeRule(k, 501, t0.Add(2*time.Second)); !grew.Equal(t0.Add(2 * time.Second)) {
+	if grew := growth.observe(k, 501, t0.Add(2*time.Second)); !grew.Equal(t0.Add(2 * time.Second)) {
 		t.Errorf("one more packet: grew at %v", grew)
 	}
 	// kube-proxy rewrote the rule (reset) and a packet came: growth.
-	if grew := m.observeRule(k, 1, t0.Add(3*time.Second)); !grew.Equal(t0.Add(3 * time.Second)) {
+	if grew := growth.observe(k, 1, t0.Add(3*time.Second)); !grew.Equal(t0.Add(3 * time.Second)) {
 		t.Errorf("packet after a reset: grew at %v", grew)
 	}
 	c := counterKey{namespace: "kubelings", name: "reports", port: "http", protocol: "TCP", family: "IPv4"}
-	if got := m.countDrops(c, 500, t0); got != 0 {
+	if got := drops.count(c, 500, t0); got != 0 {
 		t.Errorf("total at first sight of 500: %d, want 0", got)
 	}
-	if got := m.countDrops(c, 503, t0.Add(time.Second)); got != 3 {
+	if got := drops.count(c, 503, t0.Add(time.Second)); got != 3 {
 		t.Errorf("total after 3 more: %d, want 3", got)
 	}
 }

@@ -116,7 +116,7 @@ type PortResult struct {
 	Port   kubeview.PortEndpoints
 	Label  string // the port label: its name, or its number when unnamed
 	Rules  kernelrules.PortState
-	// DroppedPackets is the monotonic total of the port's drop rule counters in the family (see Memory).
+	// DroppedPackets is the monotonic total of the port's drop rule counters in the family (see dropTotals).
 	DroppedPackets uint64
 	Mismatch       bool
 	// GoneEndpoints counts the rules' local endpoints that the API no longer lists on this node (a deleted

@@ -247,6 +247,6 @@ func newGatherer(opts options, view exporterView, addrs host, ruleReader kernelr
 		ExternalIPWindow: opts.externalIPWindow, Dataplane: opts.dataplane,
 		Meter: meter, Grace: opts.grace, Quiet: collector.DefaultQuiet, InternalCIDRs: opts.internalCIDRs,
 		Client: client, ProbeTimeout: opts.probeTimeout, Concurrency: opts.probeConcurrency,
-		Memory: collector.NewMemory(), Logger: logger,
+		Logger: logger,
 	})
 }
