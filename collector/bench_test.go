@@ -72,17 +72,17 @@ func benchScrape(b *testing.B, n int, sel Selection, path string) {
 		reader.snap = kernelrules.NewFamilySnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, at.Add(time.Duration(i)*time.Second),
 			map[string]map[kernelrules.ServicePort]kernelrules.PortState{kernelrules.FamilyIPv4: v4rules, kernelrules.FamilyIPv6: v6rules})
 		b.StartTimer()
-		var gatherer prometheus.Gatherer = exp.Gatherer(context.Background())
+		var exposition prometheus.Gatherer = exp.Exposition(context.Background())
 		if path != "direct" {
 			reg := prometheus.NewRegistry()
-			gatherer = reg
+			exposition = reg
 			if path == "wrapped" {
 				prometheus.WrapRegistererWith(prometheus.Labels{"node": "node-1"}, reg).MustRegister(exp.Bind(context.Background()))
 			} else {
 				reg.MustRegister(exp.Bind(context.Background()))
 			}
 		}
-		mfs, err := gatherer.Gather()
+		mfs, err := exposition.Gather()
 		if err != nil {
 			b.Fatal(err)
 		}

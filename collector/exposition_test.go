@@ -65,7 +65,7 @@ func TestDirectExpositionEqualsRegistry(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		direct, err := exp.Gatherer(context.Background()).Gather()
+		direct, err := exp.Exposition(context.Background()).Gather()
 		if err != nil {
 			t.Fatal(err)
 		}

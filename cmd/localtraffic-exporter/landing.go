@@ -20,14 +20,14 @@ import (
 // lastState wraps the scrape's gatherer and keeps the State of the latest scrape, so the landing page shows
 // exactly what the collectors rendered last, rather than a second, different look at the node.
 type lastState struct {
-	g  collector.StateGatherer
-	mu sync.Mutex
-	st *collector.State
-	at time.Time
+	source collector.StateSource
+	mu     sync.Mutex
+	st     *collector.State
+	at     time.Time
 }
 
 func (l *lastState) Gather(ctx context.Context) *collector.State {
-	st := l.g.Gather(ctx)
+	st := l.source.Gather(ctx)
 	l.mu.Lock()
 	l.st, l.at = st, time.Now()
 	l.mu.Unlock()

@@ -89,7 +89,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, route
 		meter = m
 	}
 	// The landing page shows the State the last scrape gathered: one gatherer, recorded.
-	states := &lastState{g: newGatherer(opts, view, netlinkHost{}, newRulesReader(opts, logger), meter, logger)}
+	states := &lastState{source: newGatherer(opts, view, netlinkHost{}, newRulesReader(opts, logger), meter, logger)}
 	exp, err := exporterFor(opts, states, logger)
 	if err != nil {
 		return err
@@ -220,7 +220,7 @@ func newExporter(opts options, view exporterView, h host, ruleReader kernelrules
 }
 
 // exporterFor is the selected collectors over one gatherer, filtered by the metric lists.
-func exporterFor(opts options, g collector.StateGatherer, logger *slog.Logger) (*collector.Exporter, error) {
+func exporterFor(opts options, states collector.StateSource, logger *slog.Logger) (*collector.Exporter, error) {
 	sel := opts.selection
 	if sel.Enabled == nil {
 		sel = collector.DefaultSelection()
@@ -229,7 +229,7 @@ func exporterFor(opts options, g collector.StateGatherer, logger *slog.Logger) (
 	if err != nil {
 		return nil, fmt.Errorf("choosing collectors: %w", err)
 	}
-	return collector.NewExporter(logger, g, cs...).WithFilter(opts.metricFilter), nil
+	return collector.NewExporter(logger, states, cs...).WithFilter(opts.metricFilter), nil
 }
 
 // newGatherer builds the per-scrape gatherer from the options; meter may be nil (not observed).
