@@ -53,7 +53,7 @@ func benchScrape(b *testing.B, n int, sel Selection, path string) {
 	}
 	reader := &countingReader{}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	g := NewGatherer(GathererConfig{View: &fakeView{snap: snap}, Rules: reader, KubeProxyAddress: noAddress, Logger: logger})
+	g := NewGatherer(GathererConfig{View: &fakeView{snap: snap}, RuleReader: reader, KubeProxyAddress: noAddress, Logger: logger})
 	collectors, err := sel.Collectors()
 	if err != nil {
 		b.Fatal(err)

@@ -56,7 +56,7 @@ func TestDirectExpositionEqualsRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range []*MetricFilter{noDurations, onlySome} {
-		exp := NewExporter(discard(), NewGatherer(GathererConfig{View: &fakeView{snap: snap}, Rules: reader,
+		exp := NewExporter(discard(), NewGatherer(GathererConfig{View: &fakeView{snap: snap}, RuleReader: reader,
 			Addrs: fixedAddrs{"127.0.0.1", "::1"}, KubeProxyAddress: noAddress, ProbeTimeout: 2 * time.Second,
 			ExternalIPWindow: time.Minute, Logger: discard()}), everyCollector()...).WithNode("node-1").WithFilter(f)
 		reg := prometheus.NewPedanticRegistry()

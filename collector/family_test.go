@@ -113,7 +113,7 @@ func (s scrapeSetup) scrape(t *testing.T) *prometheus.Registry {
 	if s.window == 0 {
 		s.window = 10 * time.Minute
 	}
-	g := NewGatherer(GathererConfig{View: s.view, Rules: s.reader, Addrs: s.addrs, KubeProxyAddress: s.kubeProxy,
+	g := NewGatherer(GathererConfig{View: s.view, RuleReader: s.reader, Addrs: s.addrs, KubeProxyAddress: s.kubeProxy,
 		ProbeTimeout: 2 * time.Second, Dataplane: s.dataplane, Links: s.links, ExternalIPWindow: s.window, Logger: logger})
 	if s.carried != nil {
 		g.crossScrape = *s.carried

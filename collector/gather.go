@@ -36,9 +36,9 @@ type InformerSource interface {
 
 // GathererConfig configures the Gatherer.
 type GathererConfig struct {
-	View      APIView
-	Informers InformerSource     // nil: no informer status
-	Rules     kernelrules.Reader // nil: rules are not read, the API view decides
+	View       APIView
+	Informers  InformerSource     // nil: no informer status
+	RuleReader kernelrules.Reader // nil: kube-proxy's rules are not read, the API view decides
 	// Addrs lists this host's addresses: where health check node ports are probed, and which externalIPs
 	// the node holds. nil: none.
 	Addrs nodeprobe.AddrLister
@@ -105,7 +105,7 @@ func NewGatherer(cfg GathererConfig) *Gatherer {
 // addresses and kube-proxy's --nodeport-addresses followed by every health check node port, and decides. It
 // never fails: an input that could not be read is recorded in the State.
 func (g *Gatherer) Gather(ctx context.Context) *State {
-	st := &State{took: map[Input]time.Duration{}, RulesConfigured: g.cfg.Rules != nil}
+	st := &State{took: map[Input]time.Duration{}, RulesConfigured: g.cfg.RuleReader != nil}
 	var mu sync.Mutex // guards st.took while the inputs are read
 	timed := func(in Input, start time.Time) {
 		mu.Lock()
@@ -139,12 +139,12 @@ func (g *Gatherer) Gather(ctx context.Context) *State {
 
 	var checks [][]FamilyCheck
 	var wg sync.WaitGroup
-	if g.cfg.Rules != nil {
+	if g.cfg.RuleReader != nil {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer timed(InputRules, time.Now())
-			st.Rules, st.RulesErr = g.cfg.Rules.Read(ctx)
+			st.Rules, st.RulesErr = g.cfg.RuleReader.Read(ctx)
 			if st.RulesErr != nil {
 				st.RulesErr = fmt.Errorf("reading kube-proxy's rules: %w", st.RulesErr)
 			}

@@ -49,7 +49,7 @@ func noAddress(kubeview.NodeState) (string, error) { return "", errors.New("no a
 
 func testExporter(view APIView, reader kernelrules.Reader) *Exporter {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	g := NewGatherer(GathererConfig{View: view, Rules: reader, KubeProxyAddress: noAddress,
+	g := NewGatherer(GathererConfig{View: view, RuleReader: reader, KubeProxyAddress: noAddress,
 		ProbeTimeout: time.Second, Logger: logger})
 	return NewExporter(logger, g, everyCollector()...)
 }

@@ -32,7 +32,7 @@ func configzServer(t *testing.T, object string) string {
 func gatherWithConfigz(t *testing.T, view APIView, reader kernelrules.Reader, addrs fixedAddrs, configz string) *prometheus.Registry {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	g := NewGatherer(GathererConfig{View: view, Rules: reader, Addrs: addrs, ConfigzURL: configz,
+	g := NewGatherer(GathererConfig{View: view, RuleReader: reader, Addrs: addrs, ConfigzURL: configz,
 		ProbeTimeout: 2 * time.Second, Logger: logger})
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(NewExporter(logger, g, everyCollector()...).Bind(context.Background()))

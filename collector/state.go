@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"fmt"
 	"net"
 	"time"
 
@@ -122,4 +123,12 @@ type PortResult struct {
 	// GoneEndpoints counts the rules' local endpoints that the API no longer lists on this node (a deleted
 	// pod); when they are all the rules have, the port drops its external traffic in fact (matchEndpoints).
 	GoneEndpoints int
+}
+
+// portLabel is the port's name, or its number when unnamed (a single-port Service).
+func portLabel(p kubeview.PortEndpoints) string {
+	if p.Name != "" {
+		return p.Name
+	}
+	return fmt.Sprint(p.Port)
 }

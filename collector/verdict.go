@@ -100,3 +100,35 @@ func ruleDrops(st kernelrules.PortState, addr string, port int32) bool {
 	}
 	return false
 }
+
+// verdictRules is kube-proxy's rules as the verdict reads them: a port whose rules send its external traffic
+// only to endpoints that no longer exist (matchEndpoints) drops every destination in fact — the NodePort, each
+// load balancer IP and externalIP all reach the same stale DNAT — so it reads as a drop of all destinations.
+// Everything else is the rules as read.
+type verdictRules struct {
+	FamilyRules
+	gone map[goneKey]bool
+}
+
+type goneKey struct {
+	sp     kernelrules.ServicePort
+	family string
+}
+
+func newVerdictRules(fr FamilyRules) *verdictRules {
+	return &verdictRules{FamilyRules: fr, gone: map[goneKey]bool{}}
+}
+
+// markGone records that sp's rules in family send traffic only to endpoints that no longer exist.
+func (v *verdictRules) markGone(sp kernelrules.ServicePort, family string) {
+	v.gone[goneKey{sp, family}] = true
+}
+
+func (v *verdictRules) Family(sp kernelrules.ServicePort, family string) kernelrules.PortState {
+	st := v.FamilyRules.Family(sp, family)
+	if v.gone[goneKey{sp, family}] {
+		st.Drop = true
+		st.Drops = []kernelrules.DropRule{{AllDestinations: true}}
+	}
+	return st
+}

@@ -241,7 +241,7 @@ func newGatherer(opts options, view exporterView, addrs host, ruleReader kernelr
 		kpAddr = func(kubeview.NodeState) (string, error) { return opts.kubeProxyHealthz, nil }
 	}
 	return collector.NewGatherer(collector.GathererConfig{
-		View: view, Informers: view, Rules: ruleReader, Addrs: addrs, Links: addrs,
+		View: view, Informers: view, RuleReader: ruleReader, Addrs: addrs, Links: addrs,
 		KubeProxyAddress: kpAddr, HealthCheckAddress: opts.healthCheckAddress,
 		NodePortAddresses: opts.nodePortAddresses, ConfigzURL: "http://" + opts.kubeProxyMetrics + "/configz",
 		ExternalIPWindow: opts.externalIPWindow, Dataplane: opts.dataplane,

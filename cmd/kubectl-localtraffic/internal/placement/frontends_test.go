@@ -348,7 +348,7 @@ func exporterVerdict(t *testing.T, f fixture, nodeName string) verdict.Verdict {
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	g := collector.NewGatherer(collector.GathererConfig{
-		View: view, Rules: kp, Addrs: fixedAddrs(local),
+		View: view, RuleReader: kp, Addrs: fixedAddrs(local),
 		KubeProxyAddress:  func(kubeview.NodeState) (string, error) { return "127.0.0.1:10256", nil },
 		NodePortAddresses: []string{}, ExternalIPWindow: 10 * time.Minute,
 		Client: &http.Client{Transport: kp}, ProbeTimeout: time.Second, Concurrency: 4, Logger: logger,
