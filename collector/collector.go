@@ -50,9 +50,9 @@ type Metric struct {
 	// Stable metrics are a contract (alerts, dashboards and outside checks use them): renaming one or changing
 	// its labels is a breaking change. The others may still change.
 	Stable bool
-	// defaultScope narrows a metric of a default collector: "no" (only with a collector option) or
-	// "health-checked" (by default only for Services with a health check node port); "" means every series.
-	defaultScope string
+	// defaultScope narrows a metric of a default collector: DefaultNo (only with a collector option) or
+	// DefaultHealthChecked (by default only for Services with a health check node port); "" means every series.
+	defaultScope ByDefault
 	desc         *prometheus.Desc
 }
 
@@ -63,7 +63,7 @@ func stable(m *Metric) *Metric {
 }
 
 // scoped narrows what a default collector exports of m by default (see Metric.defaultScope).
-func scoped(scope string, m *Metric) *Metric {
+func scoped(scope ByDefault, m *Metric) *Metric {
 	m.defaultScope = scope
 	return m
 }

@@ -95,7 +95,7 @@ type scrapeSetup struct {
 	reader    kernelrules.Reader
 	addrs     fixedAddrs
 	kubeProxy func(kubeview.NodeState) (string, error)
-	dataplane string
+	dataplane DataplaneKind
 	links     fixedLinks
 	// carried: what the gatherer carries across scrapes, shared by every scrape of the setup (each scrape builds
 	// its gatherer anew, so a test can change the setup between scrapes); nil: a fresh one per scrape.

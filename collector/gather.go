@@ -52,7 +52,7 @@ type GathererConfig struct {
 	// ConfigzURL is kube-proxy's /configz (on its metrics address); "": not read (kube-proxy's defaults).
 	ConfigzURL string
 	// Dataplane is what the node runs: DataplaneKubeProxy, DataplaneReplacement, or "" (auto: detected).
-	Dataplane string
+	Dataplane DataplaneKind
 	// Links lists this host's network links, where a kube-proxy replacement shows (auto detection). nil: none.
 	Links nodeprobe.LinkLister
 	// ExternalIPWindow: an externalIP whose drop counter grew this recently is in rotation.
@@ -236,7 +236,7 @@ func (g *Gatherer) observe(st *State, snap kubeview.Snapshot) {
 // were read and hold no kube-proxy rule at all, the node is not programmed (before kube-proxy's first sync,
 // or kube-proxy never ran: its health server then tells which, and its alerts fire). In --rules.mode=none
 // nothing shows the rules, so the node is taken for kube-proxy unless the flag says otherwise.
-func (g *Gatherer) dataplane(st *State) string {
+func (g *Gatherer) dataplane(st *State) DataplaneKind {
 	if errors.Is(st.RulesErr, kernelrules.ErrUnsupported) && st.Rules != nil && st.Rules.Mode == kernelrules.ModeIPVS {
 		return DataplaneIPVS
 	}
@@ -462,7 +462,7 @@ func (g *Gatherer) probeKubeProxy(ctx context.Context, node kubeview.NodeState, 
 	if err != nil {
 		return KubeProxyState{Err: fmt.Errorf("choosing kube-proxy's health server address: %w", err)}
 	}
-	endpoints := []string{"healthz", "livez"}
+	endpoints := []nodeprobe.KubeProxyPath{nodeprobe.PathHealthz, nodeprobe.PathLivez}
 	answers := make([]nodeprobe.KubeProxyHealth, len(endpoints))
 	var wg sync.WaitGroup
 	for i, ep := range endpoints {
@@ -473,7 +473,7 @@ func (g *Gatherer) probeKubeProxy(ctx context.Context, node kubeview.NodeState, 
 			defer cancel()
 			answers[i] = nodeprobe.ProbeKubeProxy(pctx, g.cfg.Client, addr, ep)
 			if a := answers[i]; a.Err != nil {
-				g.cfg.Logger.Warn("kube-proxy health probe failed", "endpoint", a.Endpoint, "result", string(a.Result), "err", a.Err)
+				g.cfg.Logger.Warn("kube-proxy health probe failed", "endpoint", string(a.Endpoint), "result", string(a.Result), "err", a.Err)
 			}
 		}()
 	}

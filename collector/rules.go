@@ -12,14 +12,14 @@ import (
 var portLabels = []string{"namespace", "service", "port", "ip_family"}
 
 var (
-	rulesDrop = scoped("no", stable(newMetric("rules_drop", prometheus.GaugeValue,
+	rulesDrop = scoped(DefaultNo, stable(newMetric("rules_drop", prometheus.GaugeValue,
 		"1 when kube-proxy's rules of the IP family on this node drop the Service port's external traffic for lack of a local endpoint.", portLabels...)))
-	rulesLocalEndpoints = scoped("no", stable(newMetric("rules_local_endpoints", prometheus.GaugeValue,
+	rulesLocalEndpoints = scoped(DefaultNo, stable(newMetric("rules_local_endpoints", prometheus.GaugeValue,
 		"Local endpoints kube-proxy's rules of the IP family on this node send the Service port's external traffic to.", portLabels...)))
-	rulesGoneEndpoints = scoped("no", newMetric("rules_gone_endpoints", prometheus.GaugeValue,
+	rulesGoneEndpoints = scoped(DefaultNo, newMetric("rules_gone_endpoints", prometheus.GaugeValue,
 		"Local endpoints kube-proxy's rules of the IP family on this node send the Service port's external traffic to that the API no longer lists on this node (a pod deleted or replaced while kube-proxy did not sync): traffic sent there is lost.",
 		portLabels...))
-	rulesDroppedPackets = scoped("health-checked", stable(newMetric("rules_dropped_packets_total", prometheus.CounterValue,
+	rulesDroppedPackets = scoped(DefaultHealthChecked, stable(newMetric("rules_dropped_packets_total", prometheus.CounterValue,
 		"Packets dropped by the port's no-local-endpoints rules of the IP family (iptables modes; with loadBalancerSourceRanges, the firewall rule that drops the load balancer IP's traffic first). Monotonic across kube-proxy's rewrites, which reset the rule counters; starts from 0 when the exporter starts.",
 		portLabels...)))
 	rulesMismatch = stable(newMetric("rules_mismatch", prometheus.GaugeValue,
@@ -69,7 +69,7 @@ func (c *Rules) Update(st *State, out *Sink) error {
 	}
 	snap, err := st.Rules, st.RulesErr
 	if snap != nil {
-		out.send(rulesInfo, 1, string(snap.Mode), snap.Backend)
+		out.send(rulesInfo, 1, string(snap.Mode), string(snap.Backend))
 		out.send(rulesReadDuration, snap.Duration.Seconds())
 	}
 	switch {

@@ -49,9 +49,9 @@ type State struct {
 	// Services is one entry per Local Service, sorted by namespace and name.
 	Services []ServiceResult
 	// Source is what decided the verdicts: SourceRules or SourceAPI.
-	Source string
+	Source verdict.Source
 	// Dataplane is DataplaneKubeProxy, DataplaneIPVS or DataplaneReplacement.
-	Dataplane string
+	Dataplane DataplaneKind
 	// Replacement names the kube-proxy replacement auto detection found and the link that showed it; "" when
 	// none was (or the flag said so).
 	Replacement string

@@ -89,7 +89,7 @@ func (p *landingPage) view(st *collector.State, at time.Time) landingView {
 	v := landingView{
 		Node: p.node, MetricsPath: p.metricsPath, Version: version.Info(),
 		At: at.UTC().Format(time.RFC3339), Age: p.now().Sub(at).Round(time.Second).String(),
-		Dataplane: st.Dataplane, Source: st.Source,
+		Dataplane: string(st.Dataplane), Source: string(st.Source),
 	}
 	if st.Replacement != "" {
 		v.Dataplane += ", detected: " + st.Replacement

@@ -26,10 +26,13 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 )
 
-// Verdict sources: what decided which entries are dropped.
+// Source is what decided which entries are dropped (localtraffic_blackhole_source_info's source).
+type Source string
+
+// Verdict sources.
 const (
-	SourceRules = "rules" // kube-proxy's rules, read on the node
-	SourceAPI   = "api"   // the API view, counted as kube-proxy counts
+	SourceRules Source = "rules" // kube-proxy's rules, read on the node
+	SourceAPI   Source = "api"   // the API view, counted as kube-proxy counts
 )
 
 // Kind is how external traffic enters the node for a Service.
@@ -251,7 +254,7 @@ type Entry struct {
 type FamilyVerdict struct {
 	Family corev1.IPFamily
 	// Source is what decided Dropped: SourceRules when this family's rules were read, else SourceAPI.
-	Source     string
+	Source     Source
 	Entries    []Entry
 	InRotation bool // some entry is in rotation
 	Drops      bool // some entry is dropped
@@ -274,7 +277,7 @@ type Verdict struct {
 	// CannotTell: no blackhole is known, but a dropped entry's rotation cannot be told without node evidence
 	// (the plugin, for an externalIP): the node drops that traffic if the network sends it there.
 	CannotTell bool
-	Source     string
+	Source     Source
 	Families   []FamilyVerdict
 	// Reason is the strongest reason of a blackhole ("" without one).
 	Reason Reason

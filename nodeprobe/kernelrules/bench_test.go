@@ -94,12 +94,12 @@ func TestBigClusterShape(t *testing.T) {
 // the bare saves of the same tables the Read runs.
 func BenchmarkReadVsSave(b *testing.B) {
 	requireRoot(b)
-	for _, backend := range []string{BackendLegacy, BackendNFT} {
+	for _, backend := range []Backend{BackendLegacy, BackendNFT} {
 		ns := newNetns(b)
 		nsRun(b, ns, []byte(bigIPTables()), xtablesCmd(false, backend, "restore"), "-c")
 		nsRun(b, ns, []byte(kubeletMangle), xtablesCmd(false, backend, "restore"), "--noflush")
 		runner := NetnsRunner{Namespace: ns}
-		b.Run(backend+"/bare-save", func(b *testing.B) {
+		b.Run(string(backend)+"/bare-save", func(b *testing.B) {
 			for b.Loop() {
 				for _, f := range ipFamilies {
 					if backend == BackendLegacy {
@@ -118,7 +118,7 @@ func BenchmarkReadVsSave(b *testing.B) {
 				}
 			}
 		})
-		b.Run(backend+"/read", func(b *testing.B) {
+		b.Run(string(backend)+"/read", func(b *testing.B) {
 			r := NewReader(Options{Runner: runner, CacheTTL: -1})
 			if _, err := r.Read(context.Background()); err != nil { // warm detection
 				b.Fatal(err)
@@ -200,8 +200,8 @@ func (h hideSignals) Stream(ctx context.Context, fn func(io.Reader) error, name 
 // average holds whole cycles.
 func BenchmarkSteadyState(b *testing.B) {
 	requireRoot(b)
-	for _, backend := range []string{BackendLegacy, BackendNFT} {
-		b.Run(backend, func(b *testing.B) {
+	for _, backend := range []Backend{BackendLegacy, BackendNFT} {
+		b.Run(string(backend), func(b *testing.B) {
 			ns := newNetns(b)
 			nsRun(b, ns, []byte(bigIPTables()), xtablesCmd(false, backend, "restore"), "-c")
 			nsRun(b, ns, []byte(kubeletMangle), xtablesCmd(false, backend, "restore"), "--noflush")

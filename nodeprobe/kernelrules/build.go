@@ -10,7 +10,7 @@ import (
 // running one (the exporter's own scrape tests), and for other readers of the same rules. All states
 // belong to the first of families (FamilyIPv4 when families is empty); the other families are read but
 // hold no rule. States are taken as given (Drop and DropPackets are not derived from Drops).
-func NewSnapshot(mode Mode, backend string, families []string, readAt time.Time, ports map[ServicePort]PortState) *Snapshot {
+func NewSnapshot(mode Mode, backend Backend, families []string, readAt time.Time, ports map[ServicePort]PortState) *Snapshot {
 	first := FamilyIPv4
 	if len(families) > 0 {
 		first = families[0]
@@ -37,7 +37,7 @@ func NewSnapshot(mode Mode, backend string, families []string, readAt time.Time,
 // NewFamilySnapshot builds a Snapshot from known per-family port states (keys FamilyIPv4, FamilyIPv6; a
 // family present with a nil map was read and holds no rule). States are taken as given, with Drops
 // and Endpoints copied and sorted as a read would sort them.
-func NewFamilySnapshot(mode Mode, backend string, readAt time.Time, families map[string]map[ServicePort]PortState) *Snapshot {
+func NewFamilySnapshot(mode Mode, backend Backend, readAt time.Time, families map[string]map[ServicePort]PortState) *Snapshot {
 	s := &Snapshot{Mode: mode, Backend: backend, ReadAt: readAt}
 	names := make([]string, 0, len(families))
 	for f := range families {

@@ -83,8 +83,8 @@ func checkDual(t *testing.T, snap *Snapshot, want map[string]map[ServicePort]Por
 
 func TestIntegrationDualStackIPTables(t *testing.T) {
 	requireRoot(t)
-	for _, backend := range []string{BackendLegacy, BackendNFT} {
-		t.Run(backend, func(t *testing.T) {
+	for _, backend := range []Backend{BackendLegacy, BackendNFT} {
+		t.Run(string(backend), func(t *testing.T) {
 			ns := newNetns(t)
 			restoreBothFamilies(t, ns, backend, func(v6 bool) string { return genRules(layout125, v6, dualScenario(v6)) })
 			before := nsState(t, ns)

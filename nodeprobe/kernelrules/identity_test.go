@@ -329,8 +329,8 @@ func TestFirewallDropsIntegration(t *testing.T) {
 		lbIPs: []string{"10.99.0.80"}, sourceRanges: []string{"10.99.0.1/32"},
 		eps: []genEndpoint{{ip: "10.244.2.80", port: 8443}},
 	}
-	for _, backend := range []string{BackendLegacy, BackendNFT} {
-		t.Run(backend, func(t *testing.T) {
+	for _, backend := range []Backend{BackendLegacy, BackendNFT} {
+		t.Run(string(backend), func(t *testing.T) {
 			ns := newNetns(t)
 			nsRun(t, ns, []byte(genRules(layout125, false, []genService{svc})), xtablesCmd(false, backend, "restore"), "-c")
 			nsRun(t, ns, []byte(kubeletMangle), xtablesCmd(false, backend, "restore"), "--noflush")

@@ -17,7 +17,7 @@ func nsState(t *testing.T, ns string) map[string]string {
 	t.Helper()
 	st := map[string]string{}
 	for _, v6 := range []bool{false, true} {
-		for _, b := range []string{BackendLegacy, BackendNFT} {
+		for _, b := range []Backend{BackendLegacy, BackendNFT} {
 			cmd := xtablesCmd(v6, b, "save")
 			if b == BackendLegacy && len(nsRun(t, ns, nil, "cat", legacyNamesFile(v6))) == 0 {
 				// A bare legacy save of no table prints nothing and creates nothing.
@@ -78,7 +78,7 @@ func compareState(t *testing.T, before, after map[string]string) {
 
 // restoreBothFamilies loads gen's IPv4 and IPv6 rules with backend's restore
 // (counters too) and kubelet's mangle hint chains.
-func restoreBothFamilies(t *testing.T, ns, backend string, gen func(v6 bool) string) {
+func restoreBothFamilies(t *testing.T, ns string, backend Backend, gen func(v6 bool) string) {
 	t.Helper()
 	for _, v6 := range []bool{false, true} {
 		nsRun(t, ns, []byte(gen(v6)), xtablesCmd(v6, backend, "restore"), "-c")
@@ -98,7 +98,7 @@ func readNS(t *testing.T, ns string) *Snapshot {
 
 func TestIntegrationIPTables(t *testing.T) {
 	requireRoot(t)
-	for _, backend := range []string{BackendLegacy, BackendNFT} {
+	for _, backend := range []Backend{BackendLegacy, BackendNFT} {
 		for _, l := range layouts {
 			t.Run(fmt.Sprintf("%s/%s", backend, l), func(t *testing.T) {
 				ns := newNetns(t)
@@ -120,8 +120,8 @@ func TestIntegrationIPTables(t *testing.T) {
 
 func TestIntegrationIPTablesIPv4Only(t *testing.T) {
 	requireRoot(t)
-	for _, backend := range []string{BackendLegacy, BackendNFT} {
-		t.Run(backend, func(t *testing.T) {
+	for _, backend := range []Backend{BackendLegacy, BackendNFT} {
+		t.Run(string(backend), func(t *testing.T) {
 			ns := newNetns(t)
 			nsRun(t, ns, []byte(genRules(layout125, false, scenario(false))), xtablesCmd(false, backend, "restore"), "-c")
 			nsRun(t, ns, []byte(kubeletMangle), xtablesCmd(false, backend, "restore"), "--noflush")

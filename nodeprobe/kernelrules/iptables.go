@@ -19,19 +19,19 @@ type ipFamily struct {
 var ipFamilies = [...]ipFamily{{FamilyIPv4, false}, {FamilyIPv6, true}}
 
 // saveCommand names the save binary the kube-proxy image's wrapper would run.
-func saveCommand(f ipFamily, backend string) string {
+func saveCommand(f ipFamily, backend Backend) string {
 	if f.ipv6 {
-		return "ip6tables-" + backend + "-save"
+		return "ip6tables-" + string(backend) + "-save"
 	}
-	return "iptables-" + backend + "-save"
+	return "iptables-" + string(backend) + "-save"
 }
 
 // toolVersion runs the backend's `iptables-<backend> --version` through the
 // Runner, with the read's context (so the single-flight leader never runs a
 // command without one), and returns its version ("1.8.9"); "" when unknown.
 // Informational only: a failure is logged by the caller as an empty version.
-func (r *reader) toolVersion(ctx context.Context, backend string) string {
-	bin, err := r.binary("iptables-" + backend)
+func (r *reader) toolVersion(ctx context.Context, backend Backend) string {
+	bin, err := r.binary("iptables-" + string(backend))
 	if err != nil {
 		return ""
 	}
@@ -66,7 +66,7 @@ func parseIPTablesVersion(out []byte) string {
 
 // iptablesBackend returns the backend kube-proxy uses, detected at most once
 // per DetectTTL.
-func (r *reader) iptablesBackend(ctx context.Context) (string, error) {
+func (r *reader) iptablesBackend(ctx context.Context) (Backend, error) {
 	if r.det.backend != "" && r.opts.Now().Sub(r.det.backendAt) < r.opts.DetectTTL {
 		return r.det.backend, nil
 	}
@@ -89,7 +89,7 @@ func (r *reader) readIPTables(ctx context.Context) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.useTables(ModeIPTables, backend)
+	r.useTables(ModeIPTables, string(backend))
 	sig := &signals{cs: r.changeSignals(), legacy: backend == BackendLegacy}
 	snap := &Snapshot{Mode: ModeIPTables, Backend: backend}
 	ipvs := false
@@ -131,7 +131,7 @@ const consistentAttempts = 3
 // GET_INFO moved (its commit), waiting at most tornWait. The other direction (a port gaining its first local
 // endpoint: the drop gone, the local endpoint not there yet) is not caught: for
 // one read the port neither drops nor has a local endpoint.
-func (r *reader) readConsistentFamily(ctx context.Context, f ipFamily, backend string, sig *signals) (*iptablesResult, map[portKey]*PortState, error) {
+func (r *reader) readConsistentFamily(ctx context.Context, f ipFamily, backend Backend, sig *signals) (*iptablesResult, map[portKey]*PortState, error) {
 	for attempt := 1; ; attempt++ {
 		nat, ports, used, usedErr, err := r.readIPTablesFamily(ctx, f, backend, sig)
 		if err != nil || nat == nil || usedErr != nil {
@@ -211,7 +211,7 @@ func tornPort(ports map[portKey]*PortState) *PortState {
 //
 // used is the change signal read before the read (usedErr when it could not be
 // read): what a consistent read is checked against.
-func (r *reader) readIPTablesFamily(ctx context.Context, f ipFamily, backend string, sig *signals) (nat *iptablesResult, ports map[portKey]*PortState, used changeSig, usedErr error, err error) {
+func (r *reader) readIPTablesFamily(ctx context.Context, f ipFamily, backend Backend, sig *signals) (nat *iptablesResult, ports map[portKey]*PortState, used changeSig, usedErr error, err error) {
 	bin, err := r.binary(saveCommand(f, backend))
 	if err != nil {
 		return nil, nil, used, nil, err
@@ -285,7 +285,7 @@ func (r *reader) readIPTablesFamily(ctx context.Context, f ipFamily, backend str
 // those of KUBE-PROXY-FIREWALL when a drop's count includes one of its rules
 // (linkFirewall). The legacy backend saves filter every read (it is small, and
 // saved alone).
-func (r *reader) readFilter(ctx context.Context, f ipFamily, bin, backend string, sig *signals, s changeSig, sigErr error) (*iptablesResult, error) {
+func (r *reader) readFilter(ctx context.Context, f ipFamily, bin string, backend Backend, sig *signals, s changeSig, sigErr error) (*iptablesResult, error) {
 	key := f.name + "/filter"
 	if backend == BackendNFT {
 		if c, ok := r.cached(key, s, sigErr); ok {
@@ -420,7 +420,7 @@ func mergeState(dst, src *PortState) {
 // saveTables saves and parses the given tables of one family into one result,
 // for backend detection (mangle hints, KUBE- rule counts). It returns nil, nil
 // when the family is absent (no IPv6 on this node, no legacy table).
-func (r *reader) saveTables(ctx context.Context, f ipFamily, backend string, tables []string) (*iptablesResult, error) {
+func (r *reader) saveTables(ctx context.Context, f ipFamily, backend Backend, tables []string) (*iptablesResult, error) {
 	bin, err := r.binary(saveCommand(f, backend))
 	if err != nil {
 		return nil, err
@@ -502,11 +502,11 @@ func familyAbsent(err error) bool {
 // detectBackend picks legacy or nft as the kube-proxy image's iptables-wrapper
 // does: kubelet's KUBE-IPTABLES-HINT / KUBE-KUBELET-CANARY chains in mangle
 // (nft checked first), else the backend holding more KUBE- rules (nft on a tie).
-func (r *reader) detectBackend(ctx context.Context) (string, error) {
+func (r *reader) detectBackend(ctx context.Context) (Backend, error) {
 	start := time.Now()
 	defer func() { r.opts.Logger.Debug("iptables backend detection", "took", time.Since(start)) }()
 	var errs []error
-	for _, backend := range []string{BackendNFT, BackendLegacy} {
+	for _, backend := range []Backend{BackendNFT, BackendLegacy} {
 		for _, f := range ipFamilies {
 			res, err := r.saveTables(ctx, f, backend, []string{"mangle"})
 			if err != nil {
@@ -521,8 +521,8 @@ func (r *reader) detectBackend(ctx context.Context) (string, error) {
 			}
 		}
 	}
-	count := map[string]int{}
-	for _, backend := range []string{BackendNFT, BackendLegacy} {
+	count := map[Backend]int{}
+	for _, backend := range []Backend{BackendNFT, BackendLegacy} {
 		for _, f := range ipFamilies {
 			res, err := r.saveTables(ctx, f, backend, []string{"nat", "filter"})
 			if err != nil {

@@ -113,7 +113,7 @@ type reader struct {
 type detection struct {
 	mode      Mode // "" when not detected yet (ModeAuto only)
 	at        time.Time
-	backend   string // iptables mode; "" when not detected yet
+	backend   Backend // iptables mode; "" when not detected yet
 	backendAt time.Time
 }
 

@@ -110,7 +110,7 @@ func splitTables(t testing.TB, file string) (nat, filter string) {
 }
 
 // iptablesNode fakes a node whose kube-proxy uses backend for both families.
-func iptablesNode(t testing.TB, backend string) *fakeRunner {
+func iptablesNode(t testing.TB, backend Backend) *fakeRunner {
 	f := newFakeRunner()
 	other := BackendLegacy
 	if backend == BackendLegacy {
@@ -151,12 +151,12 @@ func checkScenario(t *testing.T, snap *Snapshot, want map[ServicePort]PortState)
 
 // familyWant is what the 1.25 fixtures give per family with backend
 // (ip6tables-nft fixtures carry zero counters, see TestParseIPTablesFixtures).
-func familyWant(backend string, ipv6 bool) map[ServicePort]PortState {
+func familyWant(backend Backend, ipv6 bool) map[ServicePort]PortState {
 	return layoutWant(layout125, backend, ipv6)
 }
 
 // layoutWant: what one family's saves of layout l with backend give.
-func layoutWant(l layout, backend string, ipv6 bool) map[ServicePort]PortState {
+func layoutWant(l layout, backend Backend, ipv6 bool) map[ServicePort]PortState {
 	if ipv6 && backend == BackendNFT {
 		return scenarioWantCounted(l, true, 0, true)
 	}
@@ -165,7 +165,7 @@ func layoutWant(l layout, backend string, ipv6 bool) map[ServicePort]PortState {
 
 // mergedWant: both families of the 1.25 layout merged. Counters add up; Drops
 // hold both families' rules, NodePort rules first, then by address.
-func mergedWant(backend string) map[ServicePort]PortState {
+func mergedWant(backend Backend) map[ServicePort]PortState {
 	v4, v6 := familyWant(backend, false), familyWant(backend, true)
 	w := map[ServicePort]PortState{}
 	for sp, a := range v4 {
@@ -184,8 +184,8 @@ func mergedWant(backend string) map[ServicePort]PortState {
 }
 
 func TestReadIPTablesBothBackends(t *testing.T) {
-	for _, backend := range []string{BackendNFT, BackendLegacy} {
-		t.Run(backend, func(t *testing.T) {
+	for _, backend := range []Backend{BackendNFT, BackendLegacy} {
+		t.Run(string(backend), func(t *testing.T) {
 			f := iptablesNode(t, backend)
 			r := NewReader(Options{Mode: ModeIPTables, Runner: f, LookPath: anyPath})
 			snap, err := r.Read(context.Background())
@@ -308,7 +308,7 @@ func TestUnreadableIsError(t *testing.T) {
 func TestNoRules(t *testing.T) {
 	f := newFakeRunner()
 	for _, fam := range ipFamilies {
-		for _, b := range []string{BackendNFT, BackendLegacy} {
+		for _, b := range []Backend{BackendNFT, BackendLegacy} {
 			f.out[saveCommand(fam, b)+" -c -t mangle"] = emptyMangle
 			f.out[saveCommand(fam, b)+" -c -t nat"] = "*nat\n:PREROUTING ACCEPT [0:0]\nCOMMIT\n"
 			f.out[saveCommand(fam, b)+" -c -t filter"] = "*filter\n:INPUT ACCEPT [0:0]\nCOMMIT\n"
@@ -409,7 +409,7 @@ func TestProxyMode(t *testing.T) {
 	t.Run("unreachable falls back to tables", func(t *testing.T) {
 		f := nftNode(t)
 		for _, fam := range ipFamilies {
-			for _, b := range []string{BackendNFT, BackendLegacy} {
+			for _, b := range []Backend{BackendNFT, BackendLegacy} {
 				f.out[saveCommand(fam, b)+" -c -t mangle"] = hintMangle
 				f.out[saveCommand(fam, b)+" -c -t nat"] = "*nat\n:PREROUTING ACCEPT [0:0]\nCOMMIT\n"
 				f.out[saveCommand(fam, b)+" -c -t filter"] = "*filter\n:INPUT ACCEPT [0:0]\nCOMMIT\n"

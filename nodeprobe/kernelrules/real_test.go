@@ -227,8 +227,8 @@ func TestIntegrationRealKubeProxy(t *testing.T) {
 		}
 		compareState(t, before, nsState(t, ns))
 	}
-	for _, backend := range []string{BackendLegacy, BackendNFT} {
-		t.Run("iptables/"+backend, func(t *testing.T) {
+	for _, backend := range []Backend{BackendLegacy, BackendNFT} {
+		t.Run("iptables/"+string(backend), func(t *testing.T) {
 			ns := newNetns(t)
 			nsRun(t, ns, load(t, "real-"+realVersion+"-iptables-ipv4.save"), xtablesCmd(false, backend, "restore"), "-c")
 			if _, ok := m.Files["real-"+realVersion+"-iptables-ipv6.save"]; ok {

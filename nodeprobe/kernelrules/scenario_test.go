@@ -168,17 +168,17 @@ func restoreFixture(l layout, ipv6 bool) string {
 	return filepath.Join("testdata", fmt.Sprintf("iptables-%s-%s.restore", l, famName(ipv6)))
 }
 
-func saveFixture(l layout, ipv6 bool, backend string) string {
+func saveFixture(l layout, ipv6 bool, backend Backend) string {
 	return filepath.Join("testdata", fmt.Sprintf("iptables-%s-%s-%s.save", l, famName(ipv6), backend))
 }
 
 // saveBinary names the save/restore command for a family and backend.
-func xtablesCmd(ipv6 bool, backend, verb string) string {
+func xtablesCmd(ipv6 bool, backend Backend, verb string) string {
 	p := "iptables"
 	if ipv6 {
 		p = "ip6tables"
 	}
-	return p + "-" + backend + "-" + verb
+	return p + "-" + string(backend) + "-" + verb
 }
 
 func TestFixturesUpToDate(t *testing.T) {
@@ -190,7 +190,7 @@ func TestFixturesUpToDate(t *testing.T) {
 				if err := os.WriteFile(path, []byte(gen), 0o644); err != nil {
 					t.Fatal(err)
 				}
-				for _, backend := range []string{BackendLegacy, BackendNFT} {
+				for _, backend := range []Backend{BackendLegacy, BackendNFT} {
 					ns := newNetns(t)
 					nsRun(t, ns, []byte(gen), xtablesCmd(v6, backend, "restore"), "-c")
 					var out []byte

@@ -69,8 +69,8 @@ func dialDropped(t *testing.T, ns, addr string) {
 // change is seen on the very next read.
 func TestSteadyStateIPTables(t *testing.T) {
 	requireRoot(t)
-	for _, backend := range []string{BackendLegacy, BackendNFT} {
-		t.Run(backend, func(t *testing.T) {
+	for _, backend := range []Backend{BackendLegacy, BackendNFT} {
+		t.Run(string(backend), func(t *testing.T) {
 			ns := newNetns(t)
 			restoreBothFamilies(t, ns, backend, func(v6 bool) string { return genRules(layout125, v6, scenario(v6)) })
 			run := &countingRunner{NetnsRunner: NetnsRunner{Namespace: ns}}
@@ -141,7 +141,7 @@ func TestSteadyStateIPTables(t *testing.T) {
 			// Filter's counters are read every time: zeroed, the next read says 0.
 			// (With the nft backend zeroing rewrites the rules, a new generation:
 			// nat may be saved again, which is only slower.)
-			nsRun(t, ns, nil, "iptables-"+backend, "-t", "filter", "-Z", "KUBE-EXTERNAL-SERVICES")
+			nsRun(t, ns, nil, "iptables-"+string(backend), "-t", "filter", "-Z", "KUBE-EXTERNAL-SERVICES")
 			snap = read()
 			if st := snap.Family(checkout, FamilyIPv4); !st.Drop || len(st.Drops) != 3 || st.DropPackets != 0 {
 				t.Errorf("checkout after its counters were zeroed: %+v, want 3 drops, 0 packets", st)
@@ -153,7 +153,7 @@ func TestSteadyStateIPTables(t *testing.T) {
 
 			// kube-proxy removes web's local endpoints: nat changes.
 			web := scenario(false)[1]
-			nsRun(t, ns, nil, "iptables-"+backend, "-t", "nat", "-F", web.chain("KUBE-SVL-"))
+			nsRun(t, ns, nil, "iptables-"+string(backend), "-t", "nat", "-F", web.chain("KUBE-SVL-"))
 			snap = read()
 			if n := run.count(nat); n != natSaves+1 {
 				t.Errorf("nat changed: saved %d times, want %d", n, natSaves+1)

@@ -21,10 +21,14 @@ const (
 	ModeUnknown  Mode = "unknown"
 )
 
-// Backend names for iptables mode (Snapshot.Backend).
+// Backend is the iptables backend kube-proxy writes with, in iptables mode (Snapshot.Backend); it names the
+// tools that read it (iptables-<backend>-save).
+type Backend string
+
+// The iptables backends.
 const (
-	BackendLegacy = "legacy"
-	BackendNFT    = "nft"
+	BackendLegacy Backend = "legacy"
+	BackendNFT    Backend = "nft"
 )
 
 // Families as they appear in Snapshot.Families.
@@ -134,7 +138,7 @@ func (d DropRule) less(o DropRule) bool {
 // concurrent callers: do not modify it.
 type Snapshot struct {
 	Mode     Mode
-	Backend  string   // BackendLegacy or BackendNFT in iptables mode, "" otherwise
+	Backend  Backend  // BackendLegacy or BackendNFT in iptables mode, "" otherwise
 	Families []string // families whose kube-proxy rules were found and read, IPv4 first
 	ReadAt   time.Time
 	Duration time.Duration

@@ -134,7 +134,7 @@ func (a *auditor) severity(unguarded Severity) Severity {
 	return unguarded
 }
 
-func (a *auditor) add(id string, sev Severity, objs []ObjectRef, nodes []string, msg, why, fix string) {
+func (a *auditor) add(id RuleID, sev Severity, objs []ObjectRef, nodes []string, msg, why, fix string) {
 	r, _ := RuleByID(id)
 	a.findings = append(a.findings, Finding{ID: id, Name: r.Name, Severity: sev, Service: a.ref,
 		Objects: append([]ObjectRef{a.ref}, objs...), Nodes: nodes, Message: msg, Why: why, Fix: fix})

@@ -264,9 +264,9 @@ func TestNonLocalServicesAreIgnored(t *testing.T) {
 func TestRulesAreUniqueAndKnown(t *testing.T) {
 	seen := map[string]bool{}
 	for _, r := range Rules() {
-		if seen[r.ID] || seen[r.Name] || r.Short == "" {
+		if seen[string(r.ID)] || seen[r.Name] || r.Short == "" {
 			t.Errorf("rule %+v duplicated or undocumented", r)
 		}
-		seen[r.ID], seen[r.Name] = true, true
+		seen[string(r.ID)], seen[r.Name] = true, true
 	}
 }

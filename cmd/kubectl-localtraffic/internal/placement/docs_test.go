@@ -20,7 +20,7 @@ func TestDocsListEveryFinding(t *testing.T) {
 		documented = append(documented, m[1]+" "+m[2])
 	}
 	for _, r := range Rules() {
-		want = append(want, r.ID+" "+r.Name)
+		want = append(want, string(r.ID)+" "+r.Name)
 	}
 	if !slices.Equal(documented, want) {
 		t.Errorf("docs/audit.md documents\n  %v\nthe code has\n  %v", documented, want)

@@ -190,13 +190,13 @@ func pdb(app string, maxUnavailable intstr.IntOrString) *policyv1.PodDisruptionB
 func ids(r Report) []string {
 	var out []string
 	for _, f := range r.Findings() {
-		out = append(out, f.ID+":"+f.Severity.String())
+		out = append(out, string(f.ID)+":"+f.Severity.String())
 	}
 	sort.Strings(out)
 	return out
 }
 
-func find(t *testing.T, r Report, id string) Finding {
+func find(t *testing.T, r Report, id RuleID) Finding {
 	t.Helper()
 	for _, f := range r.Findings() {
 		if f.ID == id {

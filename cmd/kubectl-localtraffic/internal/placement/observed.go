@@ -1,5 +1,7 @@
 package placement
 
+import "github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
+
 // Observed is what the exporters on the nodes report, as far as the plugin could read them: per node, the
 // blackhole reasons of its Services. The API alone cannot say
 // whether traffic really reaches a node (docs/rotation.md); the exporter on the node can.
@@ -12,10 +14,21 @@ type NodeObserved struct {
 	Reasons map[string]string
 }
 
-// Observation words in NodeStatus.Observed, besides the exporter's blackhole reasons.
-const (
-	ObservedNoBlackhole = "no_blackhole" // the node's exporter reports no blackhole for the Service
-)
+// Observation is what a node's exporter reports of one Service (NodeStatus.Observed): the reason of its
+// blackhole (localtraffic_blackhole_reason's reason), or ObservedNoBlackhole.
+type Observation string
+
+// ObservedNoBlackhole: the node's exporter reports no blackhole for the Service.
+const ObservedNoBlackhole Observation = "no_blackhole"
+
+// ObservedBlackholes lists the Observations of a blackhole, strongest reason first (verdict.Reasons).
+func ObservedBlackholes() []Observation {
+	out := make([]Observation, len(verdict.Reasons))
+	for i, r := range verdict.Reasons {
+		out[i] = Observation(r)
+	}
+	return out
+}
 
 // ApplyObserved fills every node's Observed from the exporters' reports: the reason of the blackhole the
 // exporter reports, or no_blackhole; "" where no exporter report was read.
@@ -30,7 +43,7 @@ func ApplyObserved(st []ServiceStatus, obs Observed) {
 			}
 			n.Observed = ObservedNoBlackhole
 			if r, ok := o.Reasons[key]; ok {
-				n.Observed = r
+				n.Observed = Observation(r)
 			}
 		}
 	}

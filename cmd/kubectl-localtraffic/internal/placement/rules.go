@@ -58,25 +58,28 @@ func (s *Severity) UnmarshalText(b []byte) error {
 // Rule is one kind of finding. IDs are stable: CI configurations and SARIF consumers key on them, and
 // docs/audit.md documents each (a test keeps the two equal).
 type Rule struct {
-	ID    string
+	ID    RuleID
 	Name  string
 	Short string // one line, for SARIF's shortDescription and the text output's legend
 }
 
+// RuleID is a finding kind's stable ID (LT100 ...).
+type RuleID string
+
 // Finding IDs.
 const (
-	BlackholeNow          = "LT100"
-	PinnedPlacement       = "LT101"
-	ReplicasBelowNodes    = "LT102"
-	NoSpread              = "LT103"
-	SpreadIgnoresTaints   = "LT104"
-	SurgeDeadlock         = "LT105"
-	HPAMinBelowNodes      = "LT106"
-	DisruptionEmptiesNode = "LT107"
-	DaemonSetMissesNodes  = "LT108"
-	HealthCheckMisdirect  = "LT109"
-	NodePortNoHealthCheck = "LT110"
-	SelectorMatchesNone   = "LT111"
+	BlackholeNow          RuleID = "LT100"
+	PinnedPlacement       RuleID = "LT101"
+	ReplicasBelowNodes    RuleID = "LT102"
+	NoSpread              RuleID = "LT103"
+	SpreadIgnoresTaints   RuleID = "LT104"
+	SurgeDeadlock         RuleID = "LT105"
+	HPAMinBelowNodes      RuleID = "LT106"
+	DisruptionEmptiesNode RuleID = "LT107"
+	DaemonSetMissesNodes  RuleID = "LT108"
+	HealthCheckMisdirect  RuleID = "LT109"
+	NodePortNoHealthCheck RuleID = "LT110"
+	SelectorMatchesNone   RuleID = "LT111"
 )
 
 // Rules lists every finding kind, in ID order (a fresh slice: callers may not change the catalogue).
@@ -98,7 +101,7 @@ func Rules() []Rule {
 }
 
 // RuleByID returns the rule with that ID.
-func RuleByID(id string) (Rule, bool) {
+func RuleByID(id RuleID) (Rule, bool) {
 	for _, r := range Rules() {
 		if r.ID == id {
 			return r, true
@@ -120,7 +123,7 @@ type ObjectRef struct {
 
 // Finding is one thing wrong with a Service's placement story.
 type Finding struct {
-	ID       string      `json:"id"`
+	ID       RuleID      `json:"id"`
 	Name     string      `json:"name"`
 	Severity Severity    `json:"severity"`
 	Service  ObjectRef   `json:"service"`

@@ -38,7 +38,7 @@ type NodeStatus struct {
 	Virtual bool `json:"virtual,omitempty"`
 	// Observed is what the node's exporter reports (ApplyObserved, status --from-exporters): its blackhole's
 	// reason (traffic_lost, health_check_ignored, ...: docs/rotation.md) or no_blackhole; "" when not read.
-	Observed string `json:"observed,omitempty"`
+	Observed Observation `json:"observed,omitempty"`
 }
 
 // ServiceStatus is one Local Service across the cluster's nodes.
