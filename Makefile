@@ -93,7 +93,7 @@ check:
 ## runs where there is concurrency to race: every package but NORACE_PKGS, which run no goroutines of their own
 ## (pure computation over API objects, or a CLI). That spares a race build of the 342 packages only the plugin
 ## imports (cli-runtime and kubectl's printers); a new package races unless it is added here.
-NORACE_PKGS = ./cmd/kubectl-localtraffic/ ./kubeview/placement/ ./kubeview/clientsetapi/
+NORACE_PKGS = ./cmd/kubectl-localtraffic/ ./cmd/kubectl-localtraffic/internal/placement/ ./kubeview/clientsetapi/
 unit:
 	$(GO) test -race -count=1 -timeout 20m \
 		$$($(GO) list ./... | grep -v -x -F $(foreach p,$(NORACE_PKGS),-e $(shell $(GO) list $(p))))
@@ -153,7 +153,7 @@ fuzz-ci:
 	FUZZTIME=15s GO=$(GO) scripts/fuzz.sh
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./nodeprobe/rules/ ./collector/ ./kubeview/placement/
+	$(GO) test -run '^$$' -bench . -benchmem ./nodeprobe/kernelrules/ ./collector/ ./cmd/kubectl-localtraffic/internal/placement/
 
 ## bench-arrivals: the arrivals meter's kernel benchmarks (as root: network namespaces), the flood for FLOOD.
 ## Figures: docs/performance.md.

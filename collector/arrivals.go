@@ -33,9 +33,23 @@ const (
 	DefaultQuiet = 2 * time.Minute
 )
 
-// The meter's states as exported: the meter's own, and "disabled" (--no-arrivals.enabled).
+// The meter's states as exported: the meter's own (arrivals.Status), and meterDisabled (--no-arrivals.enabled).
 var meterStates = []string{arrivals.StatusOK.String(), arrivals.StatusPermissionDenied.String(),
-	arrivals.StatusFailed.String(), arrivals.StatusClosed.String(), "disabled"}
+	arrivals.StatusFailed.String(), arrivals.StatusClosed.String(), meterDisabled}
+
+const meterDisabled = "disabled"
+
+// kindHealthCheck is the arrivals' kind of a health check node port's probes: arrivals_total counts them beside
+// the entry kinds (verdict.NodePort ...), though they are no way in for a Service's traffic.
+const kindHealthCheck verdict.Kind = "health_check"
+
+// missedCause is why the meter missed packets (arrivals_missed_total's cause).
+type missedCause string
+
+const (
+	missedRingFull  missedCause = "ring_full"  // the kernel dropped them: the ring was full
+	missedRateLimit missedCause = "rate_limit" // over the meter's packet budget
+)
 
 // destOf is the meter's destination for a verdict destination; ok is false for a protocol or address it
 // cannot count.
@@ -118,7 +132,7 @@ type observations struct {
 	snap  *arrivals.Snapshot // nil: no meter
 	quiet time.Duration
 	now   time.Time
-	// dropped is when each destination was first found dropped, scrape after scrape (Memory).
+	// dropped is when each destination was first found dropped, scrape after scrape (arrivalTotals).
 	dropped map[verdict.Destination]time.Time
 }
 
@@ -181,7 +195,7 @@ type arrivalTotals struct {
 }
 
 type arrivalKey struct {
-	kind   string // a verdict.Kind, or "health_check"
+	kind   verdict.Kind // an entry's, or kindHealthCheck
 	family string
 }
 
@@ -196,7 +210,7 @@ func (t *arrivalTotals) add(s *arrivals.Snapshot, kinds map[arrivals.Dest]verdic
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	seen := make(map[arrivals.Dest]bool, len(s.Dests)+len(s.HealthChecks))
-	fold := func(d arrivals.Dest, n uint64, kind string) {
+	fold := func(d arrivals.Dest, n uint64, kind verdict.Kind) {
 		seen[d] = true
 		last, ok := t.last[d]
 		switch {
@@ -211,10 +225,10 @@ func (t *arrivalTotals) add(s *arrivals.Snapshot, kinds map[arrivals.Dest]verdic
 		t.last[d] = n
 	}
 	for _, d := range s.Dests {
-		fold(d.Dest, d.Attempts, string(kinds[d.Dest]))
+		fold(d.Dest, d.Attempts, kinds[d.Dest])
 	}
 	for _, h := range s.HealthChecks {
-		fold(h.Dest, h.Probes, "health_check")
+		fold(h.Dest, h.Probes, kindHealthCheck)
 	}
 	for d := range t.last {
 		if !seen[d] {
@@ -317,7 +331,7 @@ func (*Arrivals) Inputs() []Input { return []Input{InputArrivals} }
 
 func (*Arrivals) Update(st *State, out *Sink) error {
 	a := st.Arrivals
-	state := "disabled"
+	state := meterDisabled
 	if a.Snapshot != nil {
 		state = a.Snapshot.Status.String()
 	}
@@ -330,15 +344,15 @@ func (*Arrivals) Update(st *State, out *Sink) error {
 	snap := a.Snapshot
 	out.send(arrivalsMeterStart, float64(snap.Since.UnixNano())/1e9)
 	for _, f := range snap.Families {
-		out.send(arrivalsMissed, float64(f.Dropped), f.Family, "ring_full")
-		out.send(arrivalsMissed, float64(f.Shed), f.Family, "rate_limit")
+		out.send(arrivalsMissed, float64(f.Dropped), f.Family, string(missedRingFull))
+		out.send(arrivalsMissed, float64(f.Shed), f.Family, string(missedRateLimit))
 	}
 	if snap.Status != arrivals.StatusOK {
 		return errors.Join(snap.Err, a.WatchErr)
 	}
-	for _, kind := range []string{string(verdict.NodePort), string(verdict.LoadBalancerIP), string(verdict.ExternalIP), "health_check"} {
+	for _, kind := range []verdict.Kind{verdict.NodePort, verdict.LoadBalancerIP, verdict.ExternalIP, kindHealthCheck} {
 		for _, fam := range []string{string(corev1.IPv4Protocol), string(corev1.IPv6Protocol)} {
-			out.send(arrivalsTotal, float64(a.Totals[arrivalKey{kind, fam}]), kind, fam)
+			out.send(arrivalsTotal, float64(a.Totals[arrivalKey{kind, fam}]), string(kind), fam)
 		}
 	}
 	var last time.Time

@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
-	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
 
 // BenchmarkScrape: one scrape's gathering, deciding and rendering for n dual-stack NodePort Services with
@@ -37,23 +37,23 @@ func BenchmarkScrape(b *testing.B) {
 
 func benchScrape(b *testing.B, n int, sel Selection, path string) {
 	snap := kubeview.Snapshot{Node: dualStackNode()}
-	v4rules, v6rules := map[rules.ServicePort]rules.PortState{}, map[rules.ServicePort]rules.PortState{}
+	v4rules, v6rules := map[kernelrules.ServicePort]kernelrules.PortState{}, map[kernelrules.ServicePort]kernelrules.PortState{}
 	for i := range n {
 		svc := nodePortService(i%2, family(v4, 1, true), family(v6, i%2, true))
 		svc.Name = fmt.Sprintf("svc-%d", i)
 		snap.Services = append(snap.Services, svc)
-		sp := rules.ServicePort{Namespace: svc.Namespace, Name: svc.Name, Port: "http", Protocol: "TCP"}
-		v4rules[sp] = rules.PortState{Programmed: true, LocalEndpoints: 1}
+		sp := kernelrules.ServicePort{Namespace: svc.Namespace, Name: svc.Name, Port: "http", Protocol: "TCP"}
+		v4rules[sp] = kernelrules.PortState{Programmed: true, LocalEndpoints: 1}
 		if i%2 == 0 {
-			v6rules[sp] = rules.PortState{Programmed: true, Drop: true, DropPackets: uint64(i),
-				Drops: []rules.DropRule{{Port: 30090, Packets: uint64(i), Counted: true}}}
+			v6rules[sp] = kernelrules.PortState{Programmed: true, Drop: true, DropPackets: uint64(i),
+				Drops: []kernelrules.DropRule{{Port: 30090, Packets: uint64(i), Counted: true}}}
 		} else {
-			v6rules[sp] = rules.PortState{Programmed: true, LocalEndpoints: 1}
+			v6rules[sp] = kernelrules.PortState{Programmed: true, LocalEndpoints: 1}
 		}
 	}
 	reader := &countingReader{}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	g := NewGatherer(GathererConfig{View: &fakeView{snap: snap}, Rules: reader, KubeProxyAddress: noAddress, Logger: logger})
+	g := NewGatherer(GathererConfig{View: &fakeView{snap: snap}, RuleReader: reader, KubeProxyAddress: noAddress, Logger: logger})
 	collectors, err := sel.Collectors()
 	if err != nil {
 		b.Fatal(err)
@@ -69,20 +69,20 @@ func benchScrape(b *testing.B, n int, sel Selection, path string) {
 		// A new read each scrape, as after every cache expiry: the counters are folded each time. Building
 		// it is the reader's cost (its own benchmarks), not timed here.
 		b.StopTimer()
-		reader.snap = rules.NewFamilySnapshot(rules.ModeIPTables, rules.BackendNFT, at.Add(time.Duration(i)*time.Second),
-			map[string]map[rules.ServicePort]rules.PortState{rules.FamilyIPv4: v4rules, rules.FamilyIPv6: v6rules})
+		reader.snap = kernelrules.NewFamilySnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, at.Add(time.Duration(i)*time.Second),
+			map[string]map[kernelrules.ServicePort]kernelrules.PortState{kernelrules.FamilyIPv4: v4rules, kernelrules.FamilyIPv6: v6rules})
 		b.StartTimer()
-		var gatherer prometheus.Gatherer = exp.Gatherer(context.Background())
+		var exposition prometheus.Gatherer = exp.Exposition(context.Background())
 		if path != "direct" {
 			reg := prometheus.NewRegistry()
-			gatherer = reg
+			exposition = reg
 			if path == "wrapped" {
 				prometheus.WrapRegistererWith(prometheus.Labels{"node": "node-1"}, reg).MustRegister(exp.Bind(context.Background()))
 			} else {
 				reg.MustRegister(exp.Bind(context.Background()))
 			}
 		}
-		mfs, err := gatherer.Gather()
+		mfs, err := exposition.Gather()
 		if err != nil {
 			b.Fatal(err)
 		}

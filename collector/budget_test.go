@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
-	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
 
 // The series budget (issue 12, docs/metrics.md "Series budget"): with the default collectors a single-port,
@@ -18,14 +18,14 @@ import (
 // follows, issue 20): it exists only while localtraffic_blackhole is 1, on the few nodes an alert fires for.
 func TestSeriesBudget(t *testing.T) {
 	const nodePortBudget, loadBalancerBudget, whileBlackholing = 4, 6, 1
-	sp := rules.ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}
-	snapshot := func(st rules.PortState) *rules.Snapshot {
-		return rules.NewSnapshot(rules.ModeIPTables, rules.BackendNFT, []string{rules.FamilyIPv4}, time.Unix(1700000000, 0),
-			map[rules.ServicePort]rules.PortState{sp: st})
+	sp := kernelrules.ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}
+	snapshot := func(st kernelrules.PortState) *kernelrules.Snapshot {
+		return kernelrules.NewSnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, []string{kernelrules.FamilyIPv4}, time.Unix(1700000000, 0),
+			map[kernelrules.ServicePort]kernelrules.PortState{sp: st})
 	}
-	dropping := snapshot(rules.PortState{Programmed: true, Drop: true, DropPackets: 12,
-		Drops: []rules.DropRule{{Port: 30090, Packets: 12, Counted: true}}})
-	serving := snapshot(rules.PortState{Programmed: true, LocalEndpoints: 1})
+	dropping := snapshot(kernelrules.PortState{Programmed: true, Drop: true, DropPackets: 12,
+		Drops: []kernelrules.DropRule{{Port: 30090, Packets: 12, Counted: true}}})
+	serving := snapshot(kernelrules.PortState{Programmed: true, LocalEndpoints: 1})
 	node := kubeview.NodeState{Name: "node-1", Found: true, InternalIPs: []string{"127.0.0.1"}}
 	lb := func(hcnp int32, local int) kubeview.Snapshot {
 		svc := lbService(family(v4, local, true))
@@ -49,7 +49,7 @@ func TestSeriesBudget(t *testing.T) {
 		name   string
 		budget int
 		view   kubeview.Snapshot
-		reader rules.Reader // nil: --rules.mode=none
+		reader kernelrules.Reader // nil: --rules.mode=none
 	}{
 		{"NodePort serving", nodePortBudget, nodePort(1), &countingReader{snap: serving}},
 		{"NodePort blackhole", nodePortBudget + whileBlackholing, nodePort(0), &countingReader{snap: dropping}},

@@ -92,19 +92,31 @@ func (s Selection) Collectors() ([]Collector, error) {
 	return out, nil
 }
 
+// ByDefault says whether a metric is exported without collector flags (docs/metrics.md's Default column).
+type ByDefault string
+
+// What a metric exports by default.
+const (
+	DefaultYes           ByDefault = "yes"            // every series
+	DefaultNo            ByDefault = "no"             // none: only with a collector flag
+	DefaultHealthChecked ByDefault = "health-checked" // only the series of Services with a health check node port
+)
+
+// exporterSelf is the Collector column of the exporter's own self-metrics, which no collector exports.
+const exporterSelf = "(exporter)"
+
 // Defaults says, for each metric the catalog's collectors define (self-metrics included), which collector
-// exports it and whether it is exported by default: "yes", "no", or "health-checked" (by default only for
-// Services with a health check node port). docs/metrics.md's table shows both.
+// exports it and whether it is exported by default. docs/metrics.md's table shows both.
 func Defaults() map[string]MetricDefault {
 	out := map[string]MetricDefault{
-		scrapeDuration.FQName(): {Collector: "(exporter)", Default: "yes"},
-		scrapeSuccess.FQName():  {Collector: "(exporter)", Default: "yes"},
+		scrapeDuration.FQName(): {Collector: exporterSelf, Default: DefaultYes},
+		scrapeSuccess.FQName():  {Collector: exporterSelf, Default: DefaultYes},
 	}
 	for _, e := range Catalog() {
 		for _, m := range e.build(AllSelection()).Metrics() {
-			d := MetricDefault{Collector: e.Name, Default: "no"}
+			d := MetricDefault{Collector: e.Name, Default: DefaultNo}
 			if e.Default {
-				d.Default = "yes"
+				d.Default = DefaultYes
 				if m.defaultScope != "" {
 					d.Default = m.defaultScope
 				}
@@ -117,6 +129,6 @@ func Defaults() map[string]MetricDefault {
 
 // MetricDefault is where a metric comes from and whether it is on by default.
 type MetricDefault struct {
-	Collector string
-	Default   string
+	Collector string // the collector's name (--collector.<name>), or exporterSelf
+	Default   ByDefault
 }

@@ -35,8 +35,9 @@ type Collector interface {
 	Update(st *State, out *Sink) error
 }
 
-// StateGatherer builds the State of one scrape; ctx carries the scrape's deadline. *Gatherer implements it.
-type StateGatherer interface {
+// StateSource is where the Exporter gets each scrape's State; ctx carries the scrape's deadline. *Gatherer is
+// the one that reads the node; the landing page's lastState records what it gave, tests count or fake it.
+type StateSource interface {
 	Gather(ctx context.Context) *State
 }
 
@@ -49,9 +50,9 @@ type Metric struct {
 	// Stable metrics are a contract (alerts, dashboards and outside checks use them): renaming one or changing
 	// its labels is a breaking change. The others may still change.
 	Stable bool
-	// defaultScope narrows a metric of a default collector: "no" (only with a collector option) or
-	// "health-checked" (by default only for Services with a health check node port); "" means every series.
-	defaultScope string
+	// defaultScope narrows a metric of a default collector: DefaultNo (only with a collector option) or
+	// DefaultHealthChecked (by default only for Services with a health check node port); "" means every series.
+	defaultScope ByDefault
 	desc         *prometheus.Desc
 }
 
@@ -62,7 +63,7 @@ func stable(m *Metric) *Metric {
 }
 
 // scoped narrows what a default collector exports of m by default (see Metric.defaultScope).
-func scoped(scope string, m *Metric) *Metric {
+func scoped(scope ByDefault, m *Metric) *Metric {
 	m.defaultScope = scope
 	return m
 }
@@ -119,7 +120,7 @@ var (
 // Exporter gathers one State per scrape and runs a set of collectors over it. It holds no per-scrape state:
 // Bind makes a prometheus.Collector for one scrape's context.
 type Exporter struct {
-	gatherer   StateGatherer
+	states     StateSource
 	collectors []Collector
 	logger     *slog.Logger
 	// descs is each metric's descriptor as exported, built once: with WithNode, the node's name is a
@@ -133,9 +134,9 @@ type Exporter struct {
 	keep map[*Metric]bool
 }
 
-// NewExporter returns an Exporter over the given gatherer and collectors.
-func NewExporter(logger *slog.Logger, g StateGatherer, collectors ...Collector) *Exporter {
-	e := &Exporter{gatherer: g, collectors: collectors, logger: logger}
+// NewExporter returns an Exporter over the given source of States and collectors.
+func NewExporter(logger *slog.Logger, states StateSource, collectors ...Collector) *Exporter {
+	e := &Exporter{states: states, collectors: collectors, logger: logger}
 	e.build()
 	return e
 }
@@ -208,7 +209,7 @@ func (b *boundExporter) Describe(ch chan<- *prometheus.Desc) {
 // its own metrics.
 func (b *boundExporter) Collect(ch chan<- prometheus.Metric) {
 	out := &Sink{ch: ch, exp: b.e}
-	st := b.e.gatherer.Gather(b.ctx)
+	st := b.e.states.Gather(b.ctx)
 	var wg sync.WaitGroup
 	for _, c := range b.e.collectors {
 		wg.Add(1)

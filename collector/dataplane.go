@@ -4,16 +4,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Dataplanes, as exported in localtraffic_dataplane_info.
+// DataplaneKind is what serves Services on the node, as exported in localtraffic_dataplane_info.
+type DataplaneKind string
+
+// The dataplanes.
 const (
 	// DataplaneKubeProxy: kube-proxy in iptables or nftables mode; its rules decide the verdict.
-	DataplaneKubeProxy = "kube-proxy"
+	DataplaneKubeProxy DataplaneKind = "kube-proxy"
 	// DataplaneIPVS: kube-proxy in IPVS mode; the API view and the health check node ports decide.
-	DataplaneIPVS = "ipvs"
+	DataplaneIPVS DataplaneKind = "ipvs"
 	// DataplaneReplacement: no kube-proxy (Cilium, Calico eBPF, OVN-Kubernetes, kube-router), by the flag or a
 	// link the replacement leaves (nodeprobe.FindReplacement); the API view and the health check node ports
 	// decide, and no kube-proxy series are exported.
-	DataplaneReplacement = "replacement"
+	DataplaneReplacement DataplaneKind = "replacement"
 )
 
 var dataplaneInfo = newMetric("dataplane_info", prometheus.GaugeValue,
@@ -38,7 +41,7 @@ func (*Dataplane) Metrics() []*Metric { return []*Metric{dataplaneInfo, kubeProx
 func (*Dataplane) Inputs() []Input { return []Input{InputRules, InputKubeProxy} }
 
 func (*Dataplane) Update(st *State, out *Sink) error {
-	out.send(dataplaneInfo, 1, st.Dataplane)
+	out.send(dataplaneInfo, 1, string(st.Dataplane))
 	if st.Dataplane == DataplaneKubeProxy && st.RulesConfigured && (st.RulesErr == nil && st.Rules != nil || st.NotProgrammed) {
 		out.send(kubeProxyProgrammed, boolFloat(!st.NotProgrammed))
 	}

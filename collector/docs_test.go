@@ -59,7 +59,7 @@ func documentedMetrics() []documented {
 	for _, m := range allMetrics() {
 		d := defaults[m.FQName()]
 		out = append(out, documented{name: m.FQName(), typ: typeName(m.Type), labels: append([]string{"node"}, m.Labels...),
-			help: m.Help, stable: m.Stable, collector: d.Collector, dflt: d.Default})
+			help: m.Help, stable: m.Stable, collector: d.Collector, dflt: string(d.Default)})
 	}
 	return out
 }

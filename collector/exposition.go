@@ -92,13 +92,14 @@ func (s *directSink) add(f *familyOf, m *Metric, node *string, value float64, la
 	s.fams[m] = append(s.fams[m], &ds.m)
 }
 
-// Gatherer returns the scrape's series under ctx as a prometheus.Gatherer, built directly (see above).
-func (e *Exporter) Gatherer(ctx context.Context) prometheus.Gatherer {
-	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return e.gatherDirect(ctx), nil })
+// Exposition returns the scrape's series under ctx, built directly (see above), as the prometheus.Gatherer
+// promhttp serves.
+func (e *Exporter) Exposition(ctx context.Context) prometheus.Gatherer {
+	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return e.directFamilies(ctx), nil })
 }
 
-func (e *Exporter) gatherDirect(ctx context.Context) []*dto.MetricFamily {
-	st := e.gatherer.Gather(ctx)
+func (e *Exporter) directFamilies(ctx context.Context) []*dto.MetricFamily {
+	st := e.states.Gather(ctx)
 	sinks := make([]*directSink, len(e.collectors))
 	var wg sync.WaitGroup
 	for i, c := range e.collectors {

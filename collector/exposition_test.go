@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
-	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
 
 func encode(t *testing.T, mfs []*dto.MetricFamily) string {
@@ -37,15 +37,15 @@ func TestDirectExpositionEqualsRegistry(t *testing.T) {
 	lb.Name, lb.HealthCheckNodePort = "shop", hcnp
 	np := nodePortService(0, family(v4, 0, true), family(v6, 1, true))
 	snap := kubeview.Snapshot{Node: dualStackNode(), Services: []kubeview.ServiceState{np, lb}}
-	drop := rules.PortState{Programmed: true, Drop: true, DropPackets: 5, Drops: []rules.DropRule{{Port: 30090, Packets: 5, Counted: true}}}
-	serve := rules.PortState{Programmed: true, LocalEndpoints: 1}
-	ports := func(name string) rules.ServicePort {
-		return rules.ServicePort{Namespace: "kubelings", Name: name, Port: "http", Protocol: "TCP"}
+	drop := kernelrules.PortState{Programmed: true, Drop: true, DropPackets: 5, Drops: []kernelrules.DropRule{{Port: 30090, Packets: 5, Counted: true}}}
+	serve := kernelrules.PortState{Programmed: true, LocalEndpoints: 1}
+	ports := func(name string) kernelrules.ServicePort {
+		return kernelrules.ServicePort{Namespace: "kubelings", Name: name, Port: "http", Protocol: "TCP"}
 	}
-	reader := &countingReader{snap: rules.NewFamilySnapshot(rules.ModeIPTables, rules.BackendNFT, time.Unix(1700000000, 0),
-		map[string]map[rules.ServicePort]rules.PortState{
-			rules.FamilyIPv4: {ports("checkout"): drop, ports("shop"): serve},
-			rules.FamilyIPv6: {ports("checkout"): serve, ports("shop"): drop},
+	reader := &countingReader{snap: kernelrules.NewFamilySnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, time.Unix(1700000000, 0),
+		map[string]map[kernelrules.ServicePort]kernelrules.PortState{
+			kernelrules.FamilyIPv4: {ports("checkout"): drop, ports("shop"): serve},
+			kernelrules.FamilyIPv6: {ports("checkout"): serve, ports("shop"): drop},
 		})}
 	noDurations, err := NewMetricFilter("", ".*_duration_seconds")
 	if err != nil {
@@ -56,16 +56,16 @@ func TestDirectExpositionEqualsRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range []*MetricFilter{noDurations, onlySome} {
-		exp := NewExporter(discard(), NewGatherer(GathererConfig{View: &fakeView{snap: snap}, Rules: reader,
+		exp := NewExporter(discard(), NewGatherer(GathererConfig{View: &fakeView{snap: snap}, RuleReader: reader,
 			Addrs: fixedAddrs{"127.0.0.1", "::1"}, KubeProxyAddress: noAddress, ProbeTimeout: 2 * time.Second,
-			Memory: NewMemory(), ExternalIPWindow: time.Minute, Logger: discard()}), everyCollector()...).WithNode("node-1").WithFilter(f)
+			ExternalIPWindow: time.Minute, Logger: discard()}), everyCollector()...).WithNode("node-1").WithFilter(f)
 		reg := prometheus.NewPedanticRegistry()
 		reg.MustRegister(exp.Bind(context.Background()))
 		viaRegistry, err := reg.Gather()
 		if err != nil {
 			t.Fatal(err)
 		}
-		direct, err := exp.Gatherer(context.Background()).Gather()
+		direct, err := exp.Exposition(context.Background()).Gather()
 		if err != nil {
 			t.Fatal(err)
 		}

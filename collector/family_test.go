@@ -20,7 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
-	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
 
 // hcAnswer is what one family's health check server says; status 0: nothing listens in that family.
@@ -92,12 +92,14 @@ func refusedKubeProxy(t *testing.T) func(kubeview.NodeState) (string, error) {
 
 type scrapeSetup struct {
 	view      APIView
-	reader    rules.Reader
+	reader    kernelrules.Reader
 	addrs     fixedAddrs
 	kubeProxy func(kubeview.NodeState) (string, error)
-	dataplane string
+	dataplane DataplaneKind
 	links     fixedLinks
-	memory    *Memory
+	// carried: what the gatherer carries across scrapes, shared by every scrape of the setup (each scrape builds
+	// its gatherer anew, so a test can change the setup between scrapes); nil: a fresh one per scrape.
+	carried   *crossScrape
 	window    time.Duration
 	selection *Selection // nil: every collector, every series
 }
@@ -111,8 +113,11 @@ func (s scrapeSetup) scrape(t *testing.T) *prometheus.Registry {
 	if s.window == 0 {
 		s.window = 10 * time.Minute
 	}
-	g := NewGatherer(GathererConfig{View: s.view, Rules: s.reader, Addrs: s.addrs, KubeProxyAddress: s.kubeProxy,
-		ProbeTimeout: 2 * time.Second, Dataplane: s.dataplane, Links: s.links, Memory: s.memory, ExternalIPWindow: s.window, Logger: logger})
+	g := NewGatherer(GathererConfig{View: s.view, RuleReader: s.reader, Addrs: s.addrs, KubeProxyAddress: s.kubeProxy,
+		ProbeTimeout: 2 * time.Second, Dataplane: s.dataplane, Links: s.links, ExternalIPWindow: s.window, Logger: logger})
+	if s.carried != nil {
+		g.crossScrape = *s.carried
+	}
 	collectors := everyCollector()
 	if s.selection != nil {
 		var err error
@@ -226,18 +231,18 @@ func TestRulesPerFamily(t *testing.T) {
 	agree.Name = "agree"
 	v6missing := nodePortService(0, family(v4, 1, true), family(v6, 0, true))
 	view := &fakeView{snap: kubeview.Snapshot{Node: dualStackNode(), Services: []kubeview.ServiceState{agree, v6missing}}}
-	port := func(name string) rules.ServicePort {
-		return rules.ServicePort{Namespace: "kubelings", Name: name, Port: "http", Protocol: "TCP"}
+	port := func(name string) kernelrules.ServicePort {
+		return kernelrules.ServicePort{Namespace: "kubelings", Name: name, Port: "http", Protocol: "TCP"}
 	}
-	snap := rules.NewFamilySnapshot(rules.ModeIPTables, rules.BackendNFT, time.Unix(1700000000, 0), map[string]map[rules.ServicePort]rules.PortState{
-		rules.FamilyIPv4: {port("agree"): {Programmed: true, LocalEndpoints: 1}, port("checkout"): {Programmed: true, LocalEndpoints: 1}},
-		rules.FamilyIPv6: {port("agree"): {Programmed: true, LocalEndpoints: 1}, port("checkout"): {Programmed: true, Drop: true, DropPackets: 7,
-			Drops: []rules.DropRule{{Port: 30090, Packets: 7, Counted: true}}}},
+	snap := kernelrules.NewFamilySnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, time.Unix(1700000000, 0), map[string]map[kernelrules.ServicePort]kernelrules.PortState{
+		kernelrules.FamilyIPv4: {port("agree"): {Programmed: true, LocalEndpoints: 1}, port("checkout"): {Programmed: true, LocalEndpoints: 1}},
+		kernelrules.FamilyIPv6: {port("agree"): {Programmed: true, LocalEndpoints: 1}, port("checkout"): {Programmed: true, Drop: true, DropPackets: 7,
+			Drops: []kernelrules.DropRule{{Port: 30090, Packets: 7, Counted: true}}}},
 	})
 	// A scrape before this one saw the IPv6 drop rule with 0 packets (a counter's first value is a baseline).
-	mem := NewMemory()
-	mem.countDrops(counterKey{namespace: "kubelings", name: "checkout", port: "http", protocol: "TCP", family: rules.FamilyIPv6}, 0, time.Unix(1700000000-30, 0))
-	reg := scrapeSetup{view: view, reader: &countingReader{snap: snap}, memory: mem}.scrape(t)
+	carried := newCrossScrape()
+	carried.drops.count(counterKey{namespace: "kubelings", name: "checkout", port: "http", protocol: "TCP", family: kernelrules.FamilyIPv6}, 0, time.Unix(1700000000-30, 0))
+	reg := scrapeSetup{view: view, reader: &countingReader{snap: snap}, carried: &carried}.scrape(t)
 	expectSeries(t, reg, `
 localtraffic_blackhole{namespace="kubelings",service="agree"} 0
 localtraffic_blackhole{namespace="kubelings",service="checkout"} 1
@@ -281,7 +286,7 @@ var dataplaneSeries = []string{"localtraffic_blackhole", "localtraffic_blackhole
 // the API view.
 func TestReplacementDetected(t *testing.T) {
 	view := &fakeView{snap: kubeview.Snapshot{Node: dualStackNode(), Services: []kubeview.ServiceState{nodePortService(0)}}}
-	reader := &countingReader{err: rules.ErrNoRules}
+	reader := &countingReader{err: kernelrules.ErrNoRules}
 	reg := scrapeSetup{view: view, reader: reader, kubeProxy: refusedKubeProxy(t), links: fixedLinks{"lo", "eth0", "cilium_host", "cilium_net"}}.scrape(t)
 	expectSeries(t, reg, `
 localtraffic_blackhole{namespace="kubelings",service="checkout"} 1
@@ -296,7 +301,7 @@ localtraffic_dataplane_info{dataplane="replacement"} 1
 // blackhole: a NodePort without rules is refused, not blackholed.
 func TestKubeProxyNeverSeenIsMissing(t *testing.T) {
 	view := &fakeView{snap: kubeview.Snapshot{Node: dualStackNode(), Services: []kubeview.ServiceState{nodePortService(0)}}}
-	reader := &countingReader{err: fmt.Errorf("reading: %w", rules.ErrNoRules)}
+	reader := &countingReader{err: fmt.Errorf("reading: %w", kernelrules.ErrNoRules)}
 	reg := scrapeSetup{view: view, reader: reader, kubeProxy: refusedKubeProxy(t), links: fixedLinks{"lo", "eth0", "flannel.1"}}.scrape(t)
 	expectSeries(t, reg, `
 localtraffic_blackhole{namespace="kubelings",service="checkout"} 0
@@ -315,7 +320,7 @@ localtraffic_rules_read_success 1
 func TestKubeProxyNotProgrammed(t *testing.T) {
 	view := &fakeView{snap: kubeview.Snapshot{Node: dualStackNode(), Services: []kubeview.ServiceState{nodePortService(0), nodePortService(1)}}}
 	view.snap.Services[1].Name = "web"
-	reader := &countingReader{err: rules.ErrNoRules}
+	reader := &countingReader{err: kernelrules.ErrNoRules}
 	// kube-proxy v1.37.2 before its first sync: 200 (its sync loop marked it updated at start, nothing is queued
 	// until its informers have listed), lastUpdated rewritten to now as on every 200.
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -337,9 +342,9 @@ localtraffic_kube_proxy_up{endpoint="livez"} 1
 localtraffic_rules_read_success 1
 `+everyCollectorOK, dataplaneSeries...)
 	// Once kube-proxy syncs, its rules decide again and the node is programmed.
-	sp := rules.ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}
-	reader.err, reader.snap = nil, rules.NewSnapshot(rules.ModeIPTables, rules.BackendNFT, []string{rules.FamilyIPv4}, time.Unix(1700000000, 0),
-		map[rules.ServicePort]rules.PortState{sp: {Programmed: true, Drop: true, Drops: []rules.DropRule{{Port: 30090, Counted: true}}}})
+	sp := kernelrules.ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}
+	reader.err, reader.snap = nil, kernelrules.NewSnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, []string{kernelrules.FamilyIPv4}, time.Unix(1700000000, 0),
+		map[kernelrules.ServicePort]kernelrules.PortState{sp: {Programmed: true, Drop: true, Drops: []kernelrules.DropRule{{Port: 30090, Counted: true}}}})
 	expectSeries(t, scrapeSetup{view: view, reader: reader, kubeProxy: kp}.scrape(t), `
 localtraffic_blackhole{namespace="kubelings",service="checkout"} 1
 localtraffic_blackhole{namespace="kubelings",service="web"} 0
@@ -352,14 +357,14 @@ localtraffic_kube_proxy_programmed 1
 // replacement's link (Cilium running beside kube-proxy).
 func TestKubeProxyGoneIsNotAReplacement(t *testing.T) {
 	view := &fakeView{snap: kubeview.Snapshot{Node: dualStackNode(), Services: []kubeview.ServiceState{nodePortService(0)}}}
-	mem := NewMemory()
-	reader := &countingReader{snap: rules.NewSnapshot(rules.ModeIPTables, rules.BackendNFT, nil, time.Unix(1700000000, 0), nil)}
-	setup := scrapeSetup{view: view, reader: reader, kubeProxy: refusedKubeProxy(t), memory: mem, links: fixedLinks{"cilium_host"}}
+	carried := newCrossScrape()
+	reader := &countingReader{snap: kernelrules.NewSnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, nil, time.Unix(1700000000, 0), nil)}
+	setup := scrapeSetup{view: view, reader: reader, kubeProxy: refusedKubeProxy(t), carried: &carried, links: fixedLinks{"cilium_host"}}
 	expectSeries(t, setup.scrape(t), `
 localtraffic_dataplane_info{dataplane="kube-proxy"} 1
 localtraffic_kube_proxy_programmed 1
 `, "localtraffic_dataplane_info", "localtraffic_kube_proxy_programmed")
-	reader.snap, reader.err = nil, rules.ErrNoRules
+	reader.snap, reader.err = nil, kernelrules.ErrNoRules
 	reg := setup.scrape(t)
 	expectSeries(t, reg, `
 localtraffic_dataplane_info{dataplane="kube-proxy"} 1
@@ -375,8 +380,8 @@ func TestDataplaneFlagAndIPVS(t *testing.T) {
 	view := &fakeView{snap: kubeview.Snapshot{Node: dualStackNode(), Services: []kubeview.ServiceState{nodePortService(0)}}}
 	reg := scrapeSetup{view: view, dataplane: DataplaneReplacement}.scrape(t)
 	expectSeries(t, reg, `localtraffic_dataplane_info{dataplane="replacement"} 1`, "localtraffic_dataplane_info", "localtraffic_kube_proxy_up")
-	ipvs := &countingReader{snap: rules.NewSnapshot(rules.ModeIPVS, "", nil, time.Unix(1700000000, 0), nil),
-		err: fmt.Errorf("reading: %w", rules.ErrUnsupported)}
+	ipvs := &countingReader{snap: kernelrules.NewSnapshot(kernelrules.ModeIPVS, "", nil, time.Unix(1700000000, 0), nil),
+		err: fmt.Errorf("reading: %w", kernelrules.ErrUnsupported)}
 	reg = scrapeSetup{view: view, reader: ipvs}.scrape(t)
 	expectSeries(t, reg, `
 localtraffic_blackhole_source_info{source="api"} 1
@@ -394,15 +399,16 @@ func TestExternalIPEvidence(t *testing.T) {
 	svc.Families[0].Ports[0].NodePort = 0
 	svc.ExternalIPs = []string{"198.51.100.7"}
 	view := &fakeView{snap: kubeview.Snapshot{Node: dualStackNode(), Services: []kubeview.ServiceState{svc}}}
-	sp := rules.ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}
+	sp := kernelrules.ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}
 	at := time.Unix(1700000000, 0)
-	snapAt := func(packets uint64, t time.Time) *rules.Snapshot {
-		return rules.NewSnapshot(rules.ModeIPTables, rules.BackendNFT, []string{rules.FamilyIPv4}, t,
-			map[rules.ServicePort]rules.PortState{sp: {Programmed: true, Drop: true, DropPackets: packets,
-				Drops: []rules.DropRule{{Address: "198.51.100.7", Port: 80, Packets: packets, Counted: true}}}})
+	snapAt := func(packets uint64, t time.Time) *kernelrules.Snapshot {
+		return kernelrules.NewSnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, []string{kernelrules.FamilyIPv4}, t,
+			map[kernelrules.ServicePort]kernelrules.PortState{sp: {Programmed: true, Drop: true, DropPackets: packets,
+				Drops: []kernelrules.DropRule{{Address: "198.51.100.7", Port: 80, Packets: packets, Counted: true}}}})
 	}
 	reader := &countingReader{snap: snapAt(0, at)}
-	setup := scrapeSetup{view: view, reader: reader, memory: NewMemory(), window: time.Minute, addrs: fixedAddrs{"127.0.0.1"}}
+	carried := newCrossScrape()
+	setup := scrapeSetup{view: view, reader: reader, carried: &carried, window: time.Minute, addrs: fixedAddrs{"127.0.0.1"}}
 	steps := []struct {
 		packets uint64
 		after   time.Duration
@@ -466,9 +472,8 @@ func TestConfigzCachedAndBounded(t *testing.T) {
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	mem := NewMemory()
 	g := NewGatherer(GathererConfig{View: &fakeView{snap: kubeview.Snapshot{Node: dualStackNode()}}, KubeProxyAddress: noAddress,
-		ConfigzURL: "http://" + l.Addr().String() + "/configz", Memory: mem, Logger: logger})
+		ConfigzURL: "http://" + l.Addr().String() + "/configz", Logger: logger})
 	for range 3 {
 		if st := g.Gather(context.Background()); !slices.Equal(st.KubeProxyConfig.NodePortAddresses, []string{"127.0.0.0/8"}) {
 			t.Fatalf("nodePortAddresses %v (%v)", st.KubeProxyConfig.NodePortAddresses, st.KubeProxyConfigErr)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
 
 func TestMetricFilterLists(t *testing.T) {
@@ -54,9 +54,9 @@ func TestExporterFilter(t *testing.T) {
 		t.Fatal(err)
 	}
 	view := &fakeView{snap: checkoutSnapshot(0)}
-	sp := rules.ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}
-	reader := &countingReader{snap: rules.NewSnapshot(rules.ModeIPTables, rules.BackendNFT, []string{rules.FamilyIPv4},
-		time.Unix(1700000000, 0), map[rules.ServicePort]rules.PortState{sp: {Programmed: true, Drop: true}})}
+	sp := kernelrules.ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}
+	reader := &countingReader{snap: kernelrules.NewSnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, []string{kernelrules.FamilyIPv4},
+		time.Unix(1700000000, 0), map[kernelrules.ServicePort]kernelrules.PortState{sp: {Programmed: true, Drop: true}})}
 	full := prometheus.NewPedanticRegistry()
 	full.MustRegister(testExporter(view, reader).Bind(context.Background()))
 	filtered := prometheus.NewPedanticRegistry()

@@ -19,7 +19,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
-	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
 
 // APIView is what the gatherer reads of the Kubernetes API.
@@ -36,9 +36,9 @@ type InformerSource interface {
 
 // GathererConfig configures the Gatherer.
 type GathererConfig struct {
-	View      APIView
-	Informers InformerSource // nil: no informer status
-	Rules     rules.Reader   // nil: rules are not read, the API view decides
+	View       APIView
+	Informers  InformerSource     // nil: no informer status
+	RuleReader kernelrules.Reader // nil: kube-proxy's rules are not read, the API view decides
 	// Addrs lists this host's addresses: where health check node ports are probed, and which externalIPs
 	// the node holds. nil: none.
 	Addrs nodeprobe.AddrLister
@@ -52,7 +52,7 @@ type GathererConfig struct {
 	// ConfigzURL is kube-proxy's /configz (on its metrics address); "": not read (kube-proxy's defaults).
 	ConfigzURL string
 	// Dataplane is what the node runs: DataplaneKubeProxy, DataplaneReplacement, or "" (auto: detected).
-	Dataplane string
+	Dataplane DataplaneKind
 	// Links lists this host's network links, where a kube-proxy replacement shows (auto detection). nil: none.
 	Links nodeprobe.LinkLister
 	// ExternalIPWindow: an externalIP whose drop counter grew this recently is in rotation.
@@ -67,21 +67,21 @@ type GathererConfig struct {
 	Client        *http.Client
 	ProbeTimeout  time.Duration // cap per probe; the scrape's deadline may shorten it
 	Concurrency   int           // health check probes in flight at once
-	Memory        *Memory       // nil: a new one
 	Logger        *slog.Logger
 }
 
 // Gatherer reads every input of a scrape once, concurrently, under the scrape's context, and decides the
-// verdicts: the result is one State that every collector renders.
-type Gatherer struct{ cfg GathererConfig }
+// verdicts: the result is one State that every collector renders. What it carries from one scrape to the next
+// is its crossScrape, and nothing else.
+type Gatherer struct {
+	cfg GathererConfig
+	crossScrape
+}
 
 // NewGatherer returns a Gatherer.
 func NewGatherer(cfg GathererConfig) *Gatherer {
 	if cfg.Concurrency < 1 {
 		cfg.Concurrency = 1
-	}
-	if cfg.Memory == nil {
-		cfg.Memory = NewMemory()
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -98,14 +98,14 @@ func NewGatherer(cfg GathererConfig) *Gatherer {
 	if cfg.Quiet <= 0 {
 		cfg.Quiet = DefaultQuiet
 	}
-	return &Gatherer{cfg: cfg}
+	return &Gatherer{cfg: cfg, crossScrape: newCrossScrape()}
 }
 
 // Gather reads the API view, then, concurrently, kube-proxy's rules, its health server, this host's
 // addresses and kube-proxy's --nodeport-addresses followed by every health check node port, and decides. It
 // never fails: an input that could not be read is recorded in the State.
 func (g *Gatherer) Gather(ctx context.Context) *State {
-	st := &State{took: map[Input]time.Duration{}, RulesConfigured: g.cfg.Rules != nil}
+	st := &State{took: map[Input]time.Duration{}, RulesConfigured: g.cfg.RuleReader != nil}
 	var mu sync.Mutex // guards st.took while the inputs are read
 	timed := func(in Input, start time.Time) {
 		mu.Lock()
@@ -139,12 +139,12 @@ func (g *Gatherer) Gather(ctx context.Context) *State {
 
 	var checks [][]FamilyCheck
 	var wg sync.WaitGroup
-	if g.cfg.Rules != nil {
+	if g.cfg.RuleReader != nil {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer timed(InputRules, time.Now())
-			st.Rules, st.RulesErr = g.cfg.Rules.Read(ctx)
+			st.Rules, st.RulesErr = g.cfg.RuleReader.Read(ctx)
 			if st.RulesErr != nil {
 				st.RulesErr = fmt.Errorf("reading kube-proxy's rules: %w", st.RulesErr)
 			}
@@ -161,7 +161,7 @@ func (g *Gatherer) Gather(ctx context.Context) *State {
 			if g.cfg.KubeProxyAddress == nil && kp.Err == nil && kp.Healthz.StatusCode == 0 && kp.Livez.StatusCode == 0 {
 				// Nothing answered where the configuration says: kube-proxy may have restarted with another
 				// one (its health server moved). Read /configz again next scrape, not in 5 minutes.
-				g.cfg.Memory.staleConfigz()
+				g.configz.markStale()
 			}
 		}()
 	}
@@ -226,7 +226,7 @@ func (g *Gatherer) observe(st *State, snap kubeview.Snapshot) {
 			})
 		}
 	}
-	st.Arrivals.Totals = g.cfg.Memory.arrivals.add(&s, kinds)
+	st.Arrivals.Totals = g.arrivals.add(&s, kinds)
 }
 
 // dataplane decides what serves Services here, never from silence alone. IPVS says so through the rule
@@ -236,12 +236,12 @@ func (g *Gatherer) observe(st *State, snap kubeview.Snapshot) {
 // were read and hold no kube-proxy rule at all, the node is not programmed (before kube-proxy's first sync,
 // or kube-proxy never ran: its health server then tells which, and its alerts fire). In --rules.mode=none
 // nothing shows the rules, so the node is taken for kube-proxy unless the flag says otherwise.
-func (g *Gatherer) dataplane(st *State) string {
-	if errors.Is(st.RulesErr, rules.ErrUnsupported) && st.Rules != nil && st.Rules.Mode == rules.ModeIPVS {
+func (g *Gatherer) dataplane(st *State) DataplaneKind {
+	if errors.Is(st.RulesErr, kernelrules.ErrUnsupported) && st.Rules != nil && st.Rules.Mode == kernelrules.ModeIPVS {
 		return DataplaneIPVS
 	}
-	seen := g.cfg.Memory.sawKubeProxy(st.Rules != nil && st.RulesErr == nil)
-	noRules := st.RulesConfigured && errors.Is(st.RulesErr, rules.ErrNoRules)
+	seen := g.kubeProxy.record(st.Rules != nil && st.RulesErr == nil)
+	noRules := st.RulesConfigured && errors.Is(st.RulesErr, kernelrules.ErrNoRules)
 	switch g.cfg.Dataplane {
 	case DataplaneReplacement:
 		return DataplaneReplacement
@@ -280,7 +280,7 @@ func (g *Gatherer) readConfigz(ctx context.Context) (nodeprobe.KubeProxyConfig, 
 	// kube-proxy's configuration changes only with a restart: one read serves configzTTL, and the probes wait
 	// at most configzTimeout for it (a hanging metrics port must not eat their deadline).
 	now := time.Now()
-	if cfg, ok := g.cfg.Memory.configz(now); ok {
+	if cfg, ok := g.configz.fresh(now); ok {
 		return cfg, nil
 	}
 	pctx, cancel := context.WithTimeout(ctx, min(configzTimeout, nodeprobe.ProbeTimeout(ctx, g.cfg.ProbeTimeout)))
@@ -288,12 +288,12 @@ func (g *Gatherer) readConfigz(ctx context.Context) (nodeprobe.KubeProxyConfig, 
 	cfg, err := nodeprobe.ReadKubeProxyConfig(pctx, g.cfg.Client, g.cfg.ConfigzURL)
 	if err != nil {
 		g.cfg.Logger.Debug("kube-proxy's /configz unreadable: assuming its defaults", "err", err)
-		if last, ok := g.cfg.Memory.lastConfigz(); ok {
+		if last, ok := g.configz.last(); ok {
 			return last, err // kube-proxy restarting: its last known setting still holds
 		}
 		return nodeprobe.DefaultKubeProxyConfig(), err
 	}
-	g.cfg.Memory.setConfigz(cfg, now)
+	g.configz.set(cfg, now)
 	return cfg, nil
 }
 
@@ -340,9 +340,9 @@ func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCh
 	if st.Arrivals.Snapshot != nil {
 		now := st.Arrivals.Snapshot.Taken
 		dec.ev.Observed = &observations{snap: st.Arrivals.Snapshot, quiet: g.cfg.Quiet, now: now,
-			dropped: g.cfg.Memory.arrivals.droppedSince()}
+			dropped: g.arrivals.droppedSince()}
 		dec.ev.Grace, dec.ev.Now = g.cfg.Grace, now
-		defer func() { g.cfg.Memory.arrivals.recordDropped(st.Services, now) }()
+		defer func() { g.arrivals.recordDropped(st.Services, now) }()
 	}
 	// Sized up front: at thousands of Services, growing these maps and slices was a third of a scrape's
 	// garbage, and a scrape's garbage sets the exporter's RSS (the GC's target follows the heap's peak).
@@ -365,7 +365,7 @@ func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCh
 			}
 			if fr != nil && fr.HasFamily(string(fam.Family)) {
 				for _, p := range fam.Ports {
-					sp := rules.ServicePort{Namespace: svc.Namespace, Name: svc.Name, Port: p.Name, Protocol: string(p.Protocol)}
+					sp := kernelrules.ServicePort{Namespace: svc.Namespace, Name: svc.Name, Port: p.Name, Protocol: string(p.Protocol)}
 					ps := st.Rules.Family(sp, string(fam.Family))
 					k := counterKey{namespace: sp.Namespace, name: sp.Name, port: sp.Port, protocol: sp.Protocol, family: string(fam.Family)}
 					seen[k] = true
@@ -374,7 +374,7 @@ func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCh
 						vr.markGone(sp, string(fam.Family))
 					}
 					pr := PortResult{Family: fam.Family, Port: p, Label: portLabel(p), Rules: ps,
-						DroppedPackets: g.cfg.Memory.countDrops(k, ps.DropPackets, st.Rules.ReadAt),
+						DroppedPackets: g.drops.count(k, ps.DropPackets, st.Rules.ReadAt),
 						Mismatch:       portMismatch(p, ps, m, svc.ExternallyReachable(fam.Family, p)),
 						GoneEndpoints:  m.gone}
 					r.Mismatch = r.Mismatch || pr.Mismatch
@@ -397,7 +397,7 @@ func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCh
 		st.Services[i] = r
 	}
 	if fr != nil && !st.NotProgrammed {
-		g.cfg.Memory.forget(seen)
+		g.drops.forget(seen)
 	}
 }
 
@@ -416,7 +416,7 @@ func (e scrapeEvidence) Arriving(d verdict.Destination) (string, bool) {
 	return "", false
 }
 
-// evidence records every counted address drop rule in Memory and keeps those that grew within the window.
+// evidence records every counted address drop rule's growth (ruleGrowth) and keeps those that grew within the window.
 func (g *Gatherer) evidence(st *State, snap kubeview.Snapshot) scrapeEvidence {
 	ev := scrapeEvidence{grew: map[ruleKey]bool{}}
 	if st.Rules == nil || st.RulesErr != nil {
@@ -429,7 +429,7 @@ func (g *Gatherer) evidence(st *State, snap kubeview.Snapshot) scrapeEvidence {
 				continue
 			}
 			for _, p := range fam.Ports {
-				sp := rules.ServicePort{Namespace: svc.Namespace, Name: svc.Name, Port: p.Name, Protocol: string(p.Protocol)}
+				sp := kernelrules.ServicePort{Namespace: svc.Namespace, Name: svc.Name, Port: p.Name, Protocol: string(p.Protocol)}
 				for _, d := range st.Rules.Family(sp, string(fam.Family)).Drops {
 					if !d.Counted || d.Address == "" {
 						continue
@@ -437,7 +437,7 @@ func (g *Gatherer) evidence(st *State, snap kubeview.Snapshot) scrapeEvidence {
 					k := ruleKey{counterKey: counterKey{namespace: sp.Namespace, name: sp.Name, port: sp.Port, protocol: sp.Protocol},
 						family: string(fam.Family), address: d.Address, port: d.Port}
 					seen[k] = true
-					grewAt := g.cfg.Memory.observeRule(k, d.Packets, st.Rules.ReadAt)
+					grewAt := g.ruleGrowth.observe(k, d.Packets, st.Rules.ReadAt)
 					if !grewAt.IsZero() && st.Rules.ReadAt.Sub(grewAt) <= g.cfg.ExternalIPWindow {
 						ev.grew[k] = true
 					}
@@ -445,7 +445,7 @@ func (g *Gatherer) evidence(st *State, snap kubeview.Snapshot) scrapeEvidence {
 			}
 		}
 	}
-	g.cfg.Memory.forgetRules(seen)
+	g.ruleGrowth.forget(seen)
 	return ev
 }
 
@@ -462,7 +462,7 @@ func (g *Gatherer) probeKubeProxy(ctx context.Context, node kubeview.NodeState, 
 	if err != nil {
 		return KubeProxyState{Err: fmt.Errorf("choosing kube-proxy's health server address: %w", err)}
 	}
-	endpoints := []string{"healthz", "livez"}
+	endpoints := []nodeprobe.KubeProxyPath{nodeprobe.PathHealthz, nodeprobe.PathLivez}
 	answers := make([]nodeprobe.KubeProxyHealth, len(endpoints))
 	var wg sync.WaitGroup
 	for i, ep := range endpoints {
@@ -473,7 +473,7 @@ func (g *Gatherer) probeKubeProxy(ctx context.Context, node kubeview.NodeState, 
 			defer cancel()
 			answers[i] = nodeprobe.ProbeKubeProxy(pctx, g.cfg.Client, addr, ep)
 			if a := answers[i]; a.Err != nil {
-				g.cfg.Logger.Warn("kube-proxy health probe failed", "endpoint", a.Endpoint, "result", string(a.Result), "err", a.Err)
+				g.cfg.Logger.Warn("kube-proxy health probe failed", "endpoint", string(a.Endpoint), "result", string(a.Result), "err", a.Err)
 			}
 		}()
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
-	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
 
 // fakeView is an APIView over a fixed snapshot that counts how often it is read.
@@ -35,21 +35,21 @@ func (f *fakeView) Node() (kubeview.NodeState, error) { return f.snap.Node, nil 
 
 // countingReader returns one snapshot and counts reads.
 type countingReader struct {
-	snap  *rules.Snapshot
+	snap  *kernelrules.Snapshot
 	err   error
 	reads atomic.Int32
 }
 
-func (c *countingReader) Read(context.Context) (*rules.Snapshot, error) {
+func (c *countingReader) Read(context.Context) (*kernelrules.Snapshot, error) {
 	c.reads.Add(1)
 	return c.snap, c.err
 }
 
 func noAddress(kubeview.NodeState) (string, error) { return "", errors.New("no address in this test") }
 
-func testExporter(view APIView, reader rules.Reader) *Exporter {
+func testExporter(view APIView, reader kernelrules.Reader) *Exporter {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	g := NewGatherer(GathererConfig{View: view, Rules: reader, KubeProxyAddress: noAddress,
+	g := NewGatherer(GathererConfig{View: view, RuleReader: reader, KubeProxyAddress: noAddress,
 		ProbeTimeout: time.Second, Logger: logger})
 	return NewExporter(logger, g, everyCollector()...)
 }
@@ -63,10 +63,10 @@ func checkoutSnapshot(local int) kubeview.Snapshot {
 // rules_mismatch speak of the same read.
 func TestOneStatePerScrape(t *testing.T) {
 	view := &fakeView{snap: checkoutSnapshot(1)}
-	sp := rules.ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}
-	reader := &countingReader{snap: rules.NewSnapshot(rules.ModeIPTables, rules.BackendNFT, []string{rules.FamilyIPv4},
-		time.Unix(1700000000, 0), map[rules.ServicePort]rules.PortState{sp: {Programmed: true, Drop: true, DropPackets: 3,
-			Drops: []rules.DropRule{{Port: 30090, Packets: 3, Counted: true}}}})}
+	sp := kernelrules.ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}
+	reader := &countingReader{snap: kernelrules.NewSnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, []string{kernelrules.FamilyIPv4},
+		time.Unix(1700000000, 0), map[kernelrules.ServicePort]kernelrules.PortState{sp: {Programmed: true, Drop: true, DropPackets: 3,
+			Drops: []kernelrules.DropRule{{Port: 30090, Packets: 3, Counted: true}}}})}
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(testExporter(view, reader).Bind(context.Background()))
 	want := `localtraffic_blackhole{namespace="kubelings",service="checkout"} 1

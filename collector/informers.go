@@ -21,6 +21,14 @@ var (
 		"resource", "result")
 )
 
+// callResult is how a list or watch of the API ended (the informer counters' result label).
+type callResult string
+
+const (
+	callSuccess callResult = "success"
+	callError   callResult = "error"
+)
+
 // Informers exports the health of the exporter's watches on the API.
 type Informers struct{}
 
@@ -45,10 +53,10 @@ func (*Informers) Update(st *State, out *Sink) error {
 			out.send(informerLastSuccess, unixSeconds(inf.LastSuccess), inf.Resource)
 		}
 		// Both results from the start, so that rate() and increase() see the first error.
-		out.send(informerList, float64(inf.ListSuccess), inf.Resource, "success")
-		out.send(informerList, float64(inf.ListError), inf.Resource, "error")
-		out.send(informerWatch, float64(inf.WatchSuccess), inf.Resource, "success")
-		out.send(informerWatch, float64(inf.WatchError), inf.Resource, "error")
+		out.send(informerList, float64(inf.ListSuccess), inf.Resource, string(callSuccess))
+		out.send(informerList, float64(inf.ListError), inf.Resource, string(callError))
+		out.send(informerWatch, float64(inf.WatchSuccess), inf.Resource, string(callSuccess))
+		out.send(informerWatch, float64(inf.WatchError), inf.Resource, string(callError))
 	}
 	return nil
 }

@@ -61,11 +61,11 @@ func (*KubeProxy) Update(st *State, out *Sink) error {
 	}
 	node, healthz, livez := st.Node, st.KubeProxy.Healthz, st.KubeProxy.Livez
 	for _, a := range []nodeprobe.KubeProxyHealth{healthz, livez} {
-		out.send(kubeProxyUp, boolFloat(a.Up()), a.Endpoint)
+		out.send(kubeProxyUp, boolFloat(a.Up()), string(a.Endpoint))
 		for _, r := range nodeprobe.Results {
-			out.send(kubeProxyResult, boolFloat(a.Result == r), a.Endpoint, string(r))
+			out.send(kubeProxyResult, boolFloat(a.Result == r), string(a.Endpoint), string(r))
 		}
-		out.send(kubeProxyDuration, a.Duration.Seconds(), a.Endpoint)
+		out.send(kubeProxyDuration, a.Duration.Seconds(), string(a.Endpoint))
 	}
 
 	eligible := node.Found && !node.Draining()

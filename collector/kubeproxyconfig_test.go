@@ -16,7 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
-	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
 
 // configzServer serves kube-proxy's /configz with the given configuration object (JSON).
@@ -29,10 +29,10 @@ func configzServer(t *testing.T, object string) string {
 	return srv.URL + "/configz"
 }
 
-func gatherWithConfigz(t *testing.T, view APIView, reader rules.Reader, addrs fixedAddrs, configz string) *prometheus.Registry {
+func gatherWithConfigz(t *testing.T, view APIView, reader kernelrules.Reader, addrs fixedAddrs, configz string) *prometheus.Registry {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	g := NewGatherer(GathererConfig{View: view, Rules: reader, Addrs: addrs, ConfigzURL: configz,
+	g := NewGatherer(GathererConfig{View: view, RuleReader: reader, Addrs: addrs, ConfigzURL: configz,
 		ProbeTimeout: 2 * time.Second, Logger: logger})
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(NewExporter(logger, g, everyCollector()...).Bind(context.Background()))
@@ -79,10 +79,10 @@ func TestAllowServiceExternalIPsOff(t *testing.T) {
 	svc.Type, svc.Ports[0].NodePort, svc.Families[0].Ports[0].NodePort = corev1.ServiceTypeClusterIP, 0, 0
 	svc.ExternalIPs = []string{"198.51.100.7"}
 	view := &fakeView{snap: kubeview.Snapshot{Node: dualStackNode(), Services: []kubeview.ServiceState{svc}}}
-	sp := rules.ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}
+	sp := kernelrules.ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}
 	// What kube-proxy programs with the gate off: the Service's chains, no externalIP drop.
-	reader := &countingReader{snap: rules.NewSnapshot(rules.ModeIPTables, rules.BackendNFT, []string{rules.FamilyIPv4}, time.Unix(1700000000, 0),
-		map[rules.ServicePort]rules.PortState{sp: {Programmed: true}})}
+	reader := &countingReader{snap: kernelrules.NewSnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, []string{kernelrules.FamilyIPv4}, time.Unix(1700000000, 0),
+		map[kernelrules.ServicePort]kernelrules.PortState{sp: {Programmed: true}})}
 	addrs := fixedAddrs{"127.0.0.1", "198.51.100.7"} // the address is even held here: still nothing drops it
 
 	reg := gatherWithConfigz(t, view, reader, addrs, configzServer(t, `{"featureGates":{"AllowServiceExternalIPs":false}}`))

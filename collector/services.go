@@ -66,7 +66,7 @@ func (*Services) Update(st *State, out *Sink) error {
 	if st.APIErr != nil {
 		return st.APIErr
 	}
-	out.send(blackholeSource, 1, st.Source)
+	out.send(blackholeSource, 1, string(st.Source))
 	for _, r := range st.Services {
 		ns, name := r.Service.Namespace, r.Service.Name
 		out.send(localEndpoints, float64(r.Service.LocalEndpoints()), ns, name)

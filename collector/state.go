@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"fmt"
 	"net"
 	"time"
 
@@ -9,7 +10,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
-	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
 
 // Input names one source the gatherer reads for a scrape. A collector's self-metrics count the inputs it
@@ -40,7 +41,7 @@ type State struct {
 	APIErr error
 	// Rules is the read of kube-proxy's rules; nil when not read (RulesErr says why, unless no reader is
 	// configured: RulesConfigured false).
-	Rules           *rules.Snapshot
+	Rules           *kernelrules.Snapshot
 	RulesErr        error
 	RulesConfigured bool
 	// KubeProxy is what kube-proxy's health server answered.
@@ -48,9 +49,9 @@ type State struct {
 	// Services is one entry per Local Service, sorted by namespace and name.
 	Services []ServiceResult
 	// Source is what decided the verdicts: SourceRules or SourceAPI.
-	Source string
+	Source verdict.Source
 	// Dataplane is DataplaneKubeProxy, DataplaneIPVS or DataplaneReplacement.
-	Dataplane string
+	Dataplane DataplaneKind
 	// Replacement names the kube-proxy replacement auto detection found and the link that showed it; "" when
 	// none was (or the flag said so).
 	Replacement string
@@ -115,11 +116,19 @@ type PortResult struct {
 	Family corev1.IPFamily
 	Port   kubeview.PortEndpoints
 	Label  string // the port label: its name, or its number when unnamed
-	Rules  rules.PortState
-	// DroppedPackets is the monotonic total of the port's drop rule counters in the family (see Memory).
+	Rules  kernelrules.PortState
+	// DroppedPackets is the monotonic total of the port's drop rule counters in the family (see dropTotals).
 	DroppedPackets uint64
 	Mismatch       bool
 	// GoneEndpoints counts the rules' local endpoints that the API no longer lists on this node (a deleted
 	// pod); when they are all the rules have, the port drops its external traffic in fact (matchEndpoints).
 	GoneEndpoints int
+}
+
+// portLabel is the port's name, or its number when unnamed (a single-port Service).
+func portLabel(p kubeview.PortEndpoints) string {
+	if p.Name != "" {
+		return p.Name
+	}
+	return fmt.Sprint(p.Port)
 }

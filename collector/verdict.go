@@ -6,7 +6,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
-	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
 
 // Verdict sources, as exported in localtraffic_blackhole_source_info.
@@ -15,13 +15,13 @@ const (
 	SourceAPI   = verdict.SourceAPI
 )
 
-// FamilyRules is what the verdict reads of kube-proxy's rules: per family, per Service port. *rules.Snapshot
+// FamilyRules is what the verdict reads of kube-proxy's rules: per family, per Service port. *kernelrules.Snapshot
 // implements it.
 type FamilyRules interface {
 	// HasFamily reports whether that family's kube-proxy rules were found and read.
 	HasFamily(family string) bool
 	// Family returns what kube-proxy programmed for sp in one family; the zero PortState means no rule.
-	Family(sp rules.ServicePort, family string) rules.PortState
+	Family(sp kernelrules.ServicePort, family string) kernelrules.PortState
 }
 
 // DecideInput is everything the exporter read for the verdict of one Service on its node.
@@ -79,15 +79,17 @@ func (r ruleEvidence) Drops(d verdict.Destination) bool {
 // every family. Nothing drops there: a NodePort is refused and an address is routed on, not blackholed.
 type notProgrammed struct{}
 
-func (notProgrammed) HasFamily(string) bool                            { return true }
-func (notProgrammed) Family(rules.ServicePort, string) rules.PortState { return rules.PortState{} }
+func (notProgrammed) HasFamily(string) bool { return true }
+func (notProgrammed) Family(kernelrules.ServicePort, string) kernelrules.PortState {
+	return kernelrules.PortState{}
+}
 
-func servicePortOf(d verdict.Destination) rules.ServicePort {
-	return rules.ServicePort{Namespace: d.Namespace, Name: d.Service, Port: d.Port, Protocol: string(d.Protocol)}
+func servicePortOf(d verdict.Destination) kernelrules.ServicePort {
+	return kernelrules.ServicePort{Namespace: d.Namespace, Name: d.Service, Port: d.Port, Protocol: string(d.Protocol)}
 }
 
 // ruleDrops: one of st's drop rules drops the destination (address "" for the NodePort).
-func ruleDrops(st rules.PortState, addr string, port int32) bool {
+func ruleDrops(st kernelrules.PortState, addr string, port int32) bool {
 	if st.Drop && len(st.Drops) == 0 {
 		return true // a state that says it drops without saying where: every destination
 	}
@@ -97,4 +99,36 @@ func ruleDrops(st rules.PortState, addr string, port int32) bool {
 		}
 	}
 	return false
+}
+
+// verdictRules is kube-proxy's rules as the verdict reads them: a port whose rules send its external traffic
+// only to endpoints that no longer exist (matchEndpoints) drops every destination in fact — the NodePort, each
+// load balancer IP and externalIP all reach the same stale DNAT — so it reads as a drop of all destinations.
+// Everything else is the rules as read.
+type verdictRules struct {
+	FamilyRules
+	gone map[goneKey]bool
+}
+
+type goneKey struct {
+	sp     kernelrules.ServicePort
+	family string
+}
+
+func newVerdictRules(fr FamilyRules) *verdictRules {
+	return &verdictRules{FamilyRules: fr, gone: map[goneKey]bool{}}
+}
+
+// markGone records that sp's rules in family send traffic only to endpoints that no longer exist.
+func (v *verdictRules) markGone(sp kernelrules.ServicePort, family string) {
+	v.gone[goneKey{sp, family}] = true
+}
+
+func (v *verdictRules) Family(sp kernelrules.ServicePort, family string) kernelrules.PortState {
+	st := v.FamilyRules.Family(sp, family)
+	if v.gone[goneKey{sp, family}] {
+		st.Drop = true
+		st.Drops = []kernelrules.DropRule{{AllDestinations: true}}
+	}
+	return st
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
-	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
 
 const (
@@ -54,16 +54,16 @@ func failed(r nodeprobe.Result) *nodeprobe.HealthCheck {
 }
 
 // fakeFamilyRules: per family, per port name, the drop rules.
-type fakeFamilyRules map[string]map[string][]rules.DropRule
+type fakeFamilyRules map[string]map[string][]kernelrules.DropRule
 
 func (f fakeFamilyRules) HasFamily(family string) bool { _, ok := f[family]; return ok }
 
-func (f fakeFamilyRules) Family(sp rules.ServicePort, family string) rules.PortState {
+func (f fakeFamilyRules) Family(sp kernelrules.ServicePort, family string) kernelrules.PortState {
 	drops, ok := f[family][sp.Port]
 	if !ok {
-		return rules.PortState{}
+		return kernelrules.PortState{}
 	}
-	return rules.PortState{Programmed: true, Drop: len(drops) > 0, Drops: drops, LocalEndpoints: map[bool]int{true: 0, false: 1}[len(drops) > 0]}
+	return kernelrules.PortState{Programmed: true, Drop: len(drops) > 0, Drops: drops, LocalEndpoints: map[bool]int{true: 0, false: 1}[len(drops) > 0]}
 }
 
 // fakeEvidence: addresses assigned to the node, and addresses whose drop counter grew.
@@ -111,7 +111,7 @@ func TestDecide(t *testing.T) {
 		s.Ports[0].NodePort = 0
 		return s
 	}
-	nodePortDrop := []rules.DropRule{{Port: 30090, Counted: true}}
+	nodePortDrop := []kernelrules.DropRule{{Port: 30090, Counted: true}}
 
 	cases := []struct {
 		name string

@@ -16,7 +16,7 @@ import (
 // The exporter's memory at scale (issue 12): the real exporter binary, started as the harness starts it, on a
 // cluster of its own holding N Local Services with one EndpointSlice of 100 endpoints each, none on the
 // exporter's node. The exporter runs in API-only mode (--rules.mode=none): the rule reader's memory is the rule
-// benchmarks' business (nodeprobe/rules), and without kube-proxy on the node — stopped, so that 200,000
+// benchmarks' business (nodeprobe/kernelrules), and without kube-proxy on the node — stopped, so that 200,000
 // endpoints' worth of iptables rules do not eat the two cores the measurement shares — there are no rules to
 // read anyway. What is measured is what grows with the cluster: the informers.
 

@@ -21,7 +21,7 @@ import (
 // iptables mode with the nft backend, node-3 nftables mode. Every Service has an endpoint on a node that does not
 // exist, so each node drops it (filter's "has no local endpoints" rules, nftables mode's drop verdicts), and every
 // tenth one also has a local endpoint on each node (nat's local-endpoint chains). On each node, with this
-// package's build of nodeprobe/rules's test binary run inside the node's namespace (the reader as the exporter
+// package's build of nodeprobe/kernelrules's test binary run inside the node's namespace (the reader as the exporter
 // uses it, ExecRunner and all):
 //
 //   - at rest, steady-state reads give the same snapshot as a full read, with the counts created

@@ -10,9 +10,18 @@ import (
 	"time"
 )
 
+// KubeProxyPath is an endpoint of kube-proxy's health server, as named in the kube_proxy metrics' endpoint label.
+type KubeProxyPath string
+
+// kube-proxy's health endpoints (kube-proxy.md §6).
+const (
+	PathHealthz KubeProxyPath = "healthz"
+	PathLivez   KubeProxyPath = "livez"
+)
+
 // KubeProxyHealth is one answer of kube-proxy's health server (/healthz or /livez, kube-proxy.md §6).
 type KubeProxyHealth struct {
-	Endpoint   string // "healthz" or "livez"
+	Endpoint   KubeProxyPath
 	Result     Result
 	StatusCode int // 0 when no HTTP answer came
 	// LastUpdated is the last sync kube-proxy reports. On a 200 kube-proxy rewrites it to "now"; only a 503 shows
@@ -40,10 +49,10 @@ type kubeProxyBody struct {
 	Healthy      *bool   `json:"healthy"`
 }
 
-// ProbeKubeProxy asks kube-proxy's health server at hostPort for endpoint ("healthz" or "livez").
-func ProbeKubeProxy(ctx context.Context, client *http.Client, hostPort, endpoint string) KubeProxyHealth {
+// ProbeKubeProxy asks kube-proxy's health server at hostPort for endpoint.
+func ProbeKubeProxy(ctx context.Context, client *http.Client, hostPort string, endpoint KubeProxyPath) KubeProxyHealth {
 	start := time.Now()
-	url := "http://" + hostPort + "/" + endpoint
+	url := "http://" + hostPort + "/" + string(endpoint)
 	resp, err := get(ctx, client, url)
 	k := KubeProxyHealth{Endpoint: endpoint}
 	if err != nil {
@@ -59,7 +68,7 @@ func ProbeKubeProxy(ctx context.Context, client *http.Client, hostPort, endpoint
 	return k
 }
 
-func parseKubeProxy(resp response, endpoint string) KubeProxyHealth {
+func parseKubeProxy(resp response, endpoint KubeProxyPath) KubeProxyHealth {
 	k := KubeProxyHealth{Endpoint: endpoint, StatusCode: resp.status}
 	if resp.status != http.StatusOK && resp.status != http.StatusServiceUnavailable {
 		k.Result, k.Err = ResultInvalid, fmt.Errorf("unexpected status %d", resp.status)

@@ -69,9 +69,9 @@ func FuzzKubeProxyHealthResponse(f *testing.F) {
 	f.Add(rawAnswer(404, [][2]string{{"Content-Type", "text/plain; charset=utf-8"}}, "404 page not found\n"), true)
 	f.Add(rawAnswer(200, nil, ""), false)
 	f.Fuzz(func(t *testing.T, raw []byte, healthz bool) {
-		endpoint := "livez"
+		endpoint := PathLivez
 		if healthz {
-			endpoint = "healthz"
+			endpoint = PathHealthz
 		}
 		resp, ok := readRaw(raw)
 		if !ok {

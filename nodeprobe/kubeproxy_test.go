@@ -45,7 +45,7 @@ type proxierHealth133 struct {
 	Healthy     bool      `json:"healthy"`
 }
 
-func (a kubeProxyHealthAnswer) body(endpoint string) string {
+func (a kubeProxyHealthAnswer) body(endpoint nodeprobe.KubeProxyPath) string {
 	switch {
 	case a.minor <= 27:
 		return fmt.Sprintf(`{"lastUpdated": %q,"currentTime": %q}`, a.lastUpdated, a.currentTime)
@@ -69,9 +69,9 @@ func (a kubeProxyHealthAnswer) body(endpoint string) string {
 	return string(b)
 }
 
-func (a kubeProxyHealthAnswer) handler(endpoint string) http.Handler {
+func (a kubeProxyHealthAnswer) handler(endpoint nodeprobe.KubeProxyPath) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/"+endpoint {
+		if r.URL.Path != "/"+string(endpoint) {
 			http.NotFound(w, r)
 			return
 		}
@@ -82,7 +82,7 @@ func (a kubeProxyHealthAnswer) handler(endpoint string) http.Handler {
 	})
 }
 
-func probeKubeProxyHandler(t *testing.T, h http.Handler, endpoint string) nodeprobe.KubeProxyHealth {
+func probeKubeProxyHandler(t *testing.T, h http.Handler, endpoint nodeprobe.KubeProxyPath) nodeprobe.KubeProxyHealth {
 	t.Helper()
 	srv := httptest.NewServer(h)
 	defer srv.Close()
@@ -113,7 +113,7 @@ func TestKubeProxyVersions(t *testing.T) {
 	lastSync := now.Add(-90 * time.Second)
 	tests := []struct {
 		name     string
-		endpoint string
+		endpoint nodeprobe.KubeProxyPath
 		answer   kubeProxyHealthAnswer
 		want     nodeprobe.KubeProxyHealth
 	}{

@@ -24,7 +24,7 @@ import (
 
 	"github.com/prometheus/common/version"
 
-	"github.com/localtraffic/localtraffic-exporter/kubeview/placement"
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 )
 
 type result struct {

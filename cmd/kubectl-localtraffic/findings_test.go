@@ -4,14 +4,13 @@ import (
 	"encoding/json"
 	"os"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/resource"
 
-	"github.com/localtraffic/localtraffic-exporter/kubeview/placement"
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 )
 
 // Every finding, flagged and its fix not flagged, the same from manifests (-f with --nodes-file) and from a
@@ -70,7 +69,7 @@ const (
 func join(docs ...string) string { return strings.Join(docs, "---\n") }
 
 var findingCases = []struct {
-	id             string
+	id             placement.RuleID
 	flagged, fixed string
 }{
 	{placement.PinnedPlacement,
@@ -140,28 +139,28 @@ func objectsOf(t *testing.T, docs string) []runtime.Object {
 	return objs
 }
 
-func findingIDs(t *testing.T, out string) []string {
+func findingIDs(t *testing.T, out string) []placement.RuleID {
 	t.Helper()
 	var rep placement.Report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	var ids []string
+	var ids []placement.RuleID
 	for _, f := range rep.Findings() {
 		if !slices.Contains(ids, f.ID) {
 			ids = append(ids, f.ID)
 		}
 	}
-	sort.Strings(ids)
+	slices.Sort(ids)
 	return ids
 }
 
 func TestEveryFindingFromManifestsAndLive(t *testing.T) {
 	nodesFile := t.TempDir() + "/nodes.yaml"
 	writeFile(t, nodesFile, findingNodes)
-	covered := map[string]bool{}
+	covered := map[placement.RuleID]bool{}
 	for _, tc := range findingCases {
-		t.Run(tc.id, func(t *testing.T) {
+		t.Run(string(tc.id), func(t *testing.T) {
 			for _, variant := range []struct {
 				name, docs string
 				want       bool

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/pager"
 
-	"github.com/localtraffic/localtraffic-exporter/kubeview/placement"
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 )
 
 // pageSize bounds each list call, so a large cluster is read in pages rather than one huge response.

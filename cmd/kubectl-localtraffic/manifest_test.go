@@ -14,7 +14,7 @@ import (
 	gosarif "github.com/owenrumney/go-sarif/v3/pkg/report/v210/sarif"
 	"k8s.io/cli-runtime/pkg/resource"
 
-	"github.com/localtraffic/localtraffic-exporter/kubeview/placement"
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 )
 
 // manifestTree writes the drill's objects as a repository might hold them: the Service at the top, the pinned
@@ -34,7 +34,7 @@ func manifestTree(t *testing.T) string {
 func filenames(f ...string) resource.FilenameOptions { return resource.FilenameOptions{Filenames: f} }
 
 // auditJSON runs audit -o json and returns the exit status, the finding IDs and the report.
-func auditJSON(t *testing.T, stdin string, args ...string) (int, []string, placement.Report) {
+func auditJSON(t *testing.T, stdin string, args ...string) (int, []placement.RuleID, placement.Report) {
 	t.Helper()
 	r := invoke(t, stdin, nil, false, nil, append([]string{"audit", "-o", "json", "--nodes", "3"}, args...)...)
 	if r.errOut != "" {
@@ -51,16 +51,16 @@ func auditJSON(t *testing.T, stdin string, args ...string) (int, []string, place
 // globs, comma-separated names; files that are not manifests in a directory are passed over.
 func TestManifestPaths(t *testing.T) {
 	dir := manifestTree(t)
-	pinned := []string{placement.PinnedPlacement}
+	pinned := []placement.RuleID{placement.PinnedPlacement}
 	cases := []struct {
 		name string
 		args []string
-		want []string // finding IDs that must be there
-		not  string   // a finding ID that must not
+		want []placement.RuleID // finding IDs that must be there
+		not  placement.RuleID   // a finding ID that must not
 	}{
 		{"directory", []string{"-f", dir}, pinned, placement.SelectorMatchesNone},
 		{"directory with -R", []string{"-R", "-f", dir}, pinned, placement.SelectorMatchesNone},
-		{"directory without recursion", []string{"--recursive=false", "-f", dir}, []string{placement.SelectorMatchesNone}, placement.PinnedPlacement},
+		{"directory without recursion", []string{"--recursive=false", "-f", dir}, []placement.RuleID{placement.SelectorMatchesNone}, placement.PinnedPlacement},
 		{"comma-separated", []string{"-f", filepath.Join(dir, "service.yaml") + "," + filepath.Join(dir, "apps", "deployment.yml")}, pinned, placement.SelectorMatchesNone},
 		{"glob", []string{"-f", filepath.Join(dir, "*", "*.yml"), "-f", filepath.Join(dir, "*.yaml")}, pinned, placement.SelectorMatchesNone},
 	}

@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/localtraffic/localtraffic-exporter/kubeview/placement"
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 )
 
 // exporterSelector is the label the shipped DaemonSet (deploy/base, the Helm chart) puts on the exporter's pods.

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
-	"github.com/localtraffic/localtraffic-exporter/kubeview/placement"
 )
 
 // ANSI colours for the text output on a terminal.
@@ -54,7 +54,7 @@ func cell(s placement.ServiceStatus, n placement.NodeStatus) (text, colour strin
 // observedCell summarises what the Service's nodes' exporters observe: the nodes per blackhole reason, strongest
 // first; "-" when they report none; "?" when no exporter report was read.
 func observedCell(s placement.ServiceStatus) string {
-	byReason := map[string][]string{}
+	byReason := map[placement.Observation][]string{}
 	read := false
 	for _, n := range s.Nodes {
 		if n.Observed == "" {
@@ -69,9 +69,9 @@ func observedCell(s placement.ServiceStatus) string {
 		return "?"
 	}
 	var parts []string
-	for _, r := range []string{"health_check_ignored", "traffic_lost", "health_check_passing", "no_traffic_seen", "not_observed"} {
+	for _, r := range placement.ObservedBlackholes() {
 		if nodes := byReason[r]; len(nodes) > 0 {
-			parts = append(parts, r+": "+strings.Join(nodes, ","))
+			parts = append(parts, string(r)+": "+strings.Join(nodes, ","))
 		}
 	}
 	if len(parts) == 0 {

@@ -10,8 +10,8 @@ import (
 	"github.com/owenrumney/go-sarif/v3/pkg/report/v210/sarif"
 	"github.com/prometheus/common/version"
 
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
-	"github.com/localtraffic/localtraffic-exporter/kubeview/placement"
 )
 
 // SARIF 2.1.0 (OASIS), built with go-sarif, as GitHub code scanning (github/codeql-action/upload-sarif) reads it:
@@ -39,7 +39,7 @@ func docsURL() string {
 }
 
 // helpAnchor is GitHub's anchor for the rule's heading in docs/audit.md ("### LT101 pinned-placement").
-func helpAnchor(r placement.Rule) string { return strings.ToLower(r.ID) + "-" + r.Name }
+func helpAnchor(r placement.Rule) string { return strings.ToLower(string(r.ID)) + "-" + r.Name }
 
 // sarifLevel maps severities onto SARIF's levels: critical is an error, warning a warning, info a note.
 func sarifLevel(s placement.Severity) string {
@@ -53,7 +53,7 @@ func sarifLevel(s placement.Severity) string {
 }
 
 // defaultLevel is each rule's level in its usual setting (an unguarded NodePort Service), for the catalogue.
-func defaultLevel(id string) string {
+func defaultLevel(id placement.RuleID) string {
 	switch id {
 	case placement.BlackholeNow, placement.PinnedPlacement, placement.ReplicasBelowNodes, placement.DaemonSetMissesNodes:
 		return "error"
@@ -85,7 +85,7 @@ func writeSARIF(w io.Writer, rep placement.Report, stdinName string) error {
 	docs := docsURL()
 	for _, r := range placement.Rules() {
 		help := docs + "#" + helpAnchor(r)
-		run.AddRule(r.ID).WithName(r.Name).
+		run.AddRule(string(r.ID)).WithName(r.Name).
 			WithShortDescription(sarif.NewMultiformatMessageString().WithText(r.Short)).
 			WithFullDescription(sarif.NewMultiformatMessageString().WithText(r.Short + ".")).
 			WithHelpURI(help).
@@ -107,7 +107,7 @@ func writeSARIF(w io.Writer, rep placement.Report, stdinName string) error {
 			level = "note"
 			props.Add("ignored", true)
 		}
-		res := run.CreateResultForRule(f.ID).WithLevel(level).
+		res := run.CreateResultForRule(string(f.ID)).WithLevel(level).
 			WithMessage(sarif.NewTextMessage(f.Message + ". " + f.Why + " Fix: " + f.Fix)).
 			WithProperties(props)
 		if f.Ignored {

@@ -13,7 +13,7 @@ import (
 	"github.com/xeipuuv/gojsonschema"
 	sigsyaml "sigs.k8s.io/yaml"
 
-	"github.com/localtraffic/localtraffic-exporter/kubeview/placement"
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 )
 
 // sarifSchema210 is the official SARIF 2.1.0 JSON schema (OASIS, errata01: $id

@@ -84,7 +84,7 @@ func (h *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The exporter's series come from its direct exposition, not through a Registry (collector/exposition.go:
 	// a Registry builds every series twice and hashes it, and a scrape's garbage sets the RSS); the process's
 	// own few are a Registry's. Their names never overlap, so they are simply put side by side.
-	scrape := h.exporter.Gatherer(ctx)
+	scrape := h.exporter.Exposition(ctx)
 	both := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
 		own, errSelf := h.self.Gather()
 		ours, err := scrape.Gather()

@@ -14,20 +14,20 @@ import (
 
 	"github.com/localtraffic/localtraffic-exporter/collector"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
-	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
 
 // lastState wraps the scrape's gatherer and keeps the State of the latest scrape, so the landing page shows
 // exactly what the collectors rendered last, rather than a second, different look at the node.
 type lastState struct {
-	g  collector.StateGatherer
-	mu sync.Mutex
-	st *collector.State
-	at time.Time
+	source collector.StateSource
+	mu     sync.Mutex
+	st     *collector.State
+	at     time.Time
 }
 
 func (l *lastState) Gather(ctx context.Context) *collector.State {
-	st := l.g.Gather(ctx)
+	st := l.source.Gather(ctx)
 	l.mu.Lock()
 	l.st, l.at = st, time.Now()
 	l.mu.Unlock()
@@ -89,7 +89,7 @@ func (p *landingPage) view(st *collector.State, at time.Time) landingView {
 	v := landingView{
 		Node: p.node, MetricsPath: p.metricsPath, Version: version.Info(),
 		At: at.UTC().Format(time.RFC3339), Age: p.now().Sub(at).Round(time.Second).String(),
-		Dataplane: st.Dataplane, Source: st.Source,
+		Dataplane: string(st.Dataplane), Source: string(st.Source),
 	}
 	if st.Replacement != "" {
 		v.Dataplane += ", detected: " + st.Replacement
@@ -277,7 +277,7 @@ td.out { background: #cfe2f3; }
 
 // endpointList spells the rules' endpoints ("10.244.1.5:8080, ..."); an endpoint pod address is fine on a
 // page about one node, where a metric label would not be.
-func endpointList(eps []rules.Endpoint) string {
+func endpointList(eps []kernelrules.Endpoint) string {
 	out := make([]string, len(eps))
 	for i, e := range eps {
 		out[i] = e.String()

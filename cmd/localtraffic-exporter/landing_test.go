@@ -25,24 +25,24 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview/clientsetapi"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
-	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
 
-// countingGatherer counts the gathers that reach the real gatherer.
-type countingGatherer struct {
-	g collector.StateGatherer
-	n atomic.Int64
+// countingSource counts the States asked of the real gatherer.
+type countingSource struct {
+	source collector.StateSource
+	n      atomic.Int64
 }
 
-func (c *countingGatherer) Gather(ctx context.Context) *collector.State {
+func (c *countingSource) Gather(ctx context.Context) *collector.State {
 	c.n.Add(1)
-	return c.g.Gather(ctx)
+	return c.source.Gather(ctx)
 }
 
 // landingFixture is the drill as node-1 sees it through the API (see TestGoldenDrillAPIView): checkout's
 // endpoints are all on node-2 (blackhole here), shop/web's health check answers 503 (out of rotation), shop/api
 // has a local endpoint and its health check answers 200 (serving).
-func landingFixture(t *testing.T) (*landingPage, http.Handler, *countingGatherer) {
+func landingFixture(t *testing.T) (*landingPage, http.Handler, *countingSource) {
 	t.Helper()
 	webHC := healthCheckServer(t, "shop", "web", 0)
 	apiHC := healthCheckServer(t, "shop", "api", 1)
@@ -68,8 +68,8 @@ func landingFixture(t *testing.T) (*landingPage, http.Handler, *countingGatherer
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	counting := &countingGatherer{g: newGatherer(opts, view, loopbackAddrs{}, nil, nil, logger)}
-	states := &lastState{g: counting}
+	counting := &countingSource{source: newGatherer(opts, view, loopbackAddrs{}, nil, nil, logger)}
+	states := &lastState{source: counting}
 	page := &landingPage{node: "node-1", metricsPath: "/metrics", states: states, gatherTimeout: 5 * time.Second, now: time.Now}
 	return page, newMetricsHandler(mustExporter(t)(exporterFor(opts, states, logger)), opts, logger), counting
 }
@@ -230,7 +230,7 @@ func TestLandingPageEscapes(t *testing.T) {
 				Result: nodeprobe.ResultInvalid, StatusCode: 200, LocalEndpoints: -1, Err: errors.New(evil)}}},
 		}},
 	}
-	states := &lastState{g: fixedState{st}}
+	states := &lastState{source: fixedState{st}}
 	states.Gather(context.Background())
 	page := &landingPage{node: "node-1", metricsPath: "/metrics", states: states, gatherTimeout: time.Second, now: time.Now}
 	_, body := get(t, page, "/")
@@ -258,7 +258,7 @@ func BenchmarkLandingPage(b *testing.B) {
 			Verdict: verdict.Verdict{InRotation: true},
 		})
 	}
-	states := &lastState{g: fixedState{st}}
+	states := &lastState{source: fixedState{st}}
 	states.Gather(context.Background())
 	page := &landingPage{node: "node-1", metricsPath: "/metrics", states: states, gatherTimeout: time.Second, now: time.Now}
 	req := httptest.NewRequest(http.MethodGet, "/", nil)
@@ -277,8 +277,8 @@ func TestLandingStaleEndpoints(t *testing.T) {
 	row := serviceView(collector.ServiceResult{
 		Service: kubeview.ServiceState{Namespace: "kubelings", Name: "checkout"},
 		Ports: []collector.PortResult{{Family: corev1.IPv4Protocol, Label: "http", GoneEndpoints: 1,
-			Rules: rules.PortState{Programmed: true, LocalEndpoints: 1,
-				Endpoints: []rules.Endpoint{{Addr: netip.MustParseAddrPort("10.244.1.5:8080")}}}}},
+			Rules: kernelrules.PortState{Programmed: true, LocalEndpoints: 1,
+				Endpoints: []kernelrules.Endpoint{{Addr: netip.MustParseAddrPort("10.244.1.5:8080")}}}}},
 	})
 	if want := "IPv4 http: 1 local endpoints (1 no longer in the API: 10.244.1.5:8080)"; row.Rules != want {
 		t.Errorf("rules column %q, want %q", row.Rules, want)

@@ -38,10 +38,10 @@ type options struct {
 	healthCheckAddress string
 	nodePortAddresses  []string // nil: read kube-proxy's /configz
 	externalIPWindow   time.Duration
-	arrivals           bool           // --arrivals.enabled: run the arrivals meter
-	internalCIDRs      []netip.Prefix // --arrivals.internal-cidrs
-	grace              time.Duration  // --rotation.grace
-	dataplane          string         // "" (auto), "kube-proxy" or "replacement"
+	arrivals           bool                    // --arrivals.enabled: run the arrivals meter
+	internalCIDRs      []netip.Prefix          // --arrivals.internal-cidrs
+	grace              time.Duration           // --rotation.grace
+	dataplane          collector.DataplaneKind // "" (auto), DataplaneKubeProxy or DataplaneReplacement
 	probeTimeout       time.Duration
 	probeConcurrency   int
 	scrapeTimeoutOff   time.Duration
@@ -246,8 +246,8 @@ func (o *options) check(raw rawFlags) error {
 	}
 	switch raw.dataplane {
 	case "auto":
-	case "kube-proxy", "replacement":
-		o.dataplane = raw.dataplane
+	case string(collector.DataplaneKubeProxy), string(collector.DataplaneReplacement):
+		o.dataplane = collector.DataplaneKind(raw.dataplane)
 	default:
 		return fmt.Errorf("bad --dataplane %q: want auto, kube-proxy or replacement", raw.dataplane)
 	}

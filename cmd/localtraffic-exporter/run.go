@@ -22,7 +22,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
-	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
 
 // run is the whole program but for process-wide state (see runWith): what in-process tests call.
@@ -89,7 +89,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, route
 		meter = m
 	}
 	// The landing page shows the State the last scrape gathered: one gatherer, recorded.
-	states := &lastState{g: newGatherer(opts, view, netlinkHost{}, newRulesReader(opts, logger), meter, logger)}
+	states := &lastState{source: newGatherer(opts, view, netlinkHost{}, newRulesReader(opts, logger), meter, logger)}
 	exp, err := exporterFor(opts, states, logger)
 	if err != nil {
 		return err
@@ -190,12 +190,12 @@ type exporterView interface {
 }
 
 // newRulesReader returns the rule reader the options ask for; nil for --rules.mode=none.
-func newRulesReader(opts options, logger *slog.Logger) rules.Reader {
+func newRulesReader(opts options, logger *slog.Logger) kernelrules.Reader {
 	if opts.rulesMode == "none" || opts.dataplane == collector.DataplaneReplacement {
 		return nil // no kube-proxy rules to read
 	}
-	return rules.NewReader(rules.Options{
-		Mode:         rules.Mode(opts.rulesMode),
+	return kernelrules.NewReader(kernelrules.Options{
+		Mode:         kernelrules.Mode(opts.rulesMode),
 		ProxyModeURL: "http://" + opts.kubeProxyMetrics + "/proxyMode",
 		CacheTTL:     opts.rulesCacheTTL,
 		Logger:       logger,
@@ -215,12 +215,12 @@ type netlinkHost struct {
 }
 
 // newExporter wires the collectors. h reads this host (netlink); ruleReader may be nil.
-func newExporter(opts options, view exporterView, h host, ruleReader rules.Reader, logger *slog.Logger) (*collector.Exporter, error) {
+func newExporter(opts options, view exporterView, h host, ruleReader kernelrules.Reader, logger *slog.Logger) (*collector.Exporter, error) {
 	return exporterFor(opts, newGatherer(opts, view, h, ruleReader, nil, logger), logger)
 }
 
 // exporterFor is the selected collectors over one gatherer, filtered by the metric lists.
-func exporterFor(opts options, g collector.StateGatherer, logger *slog.Logger) (*collector.Exporter, error) {
+func exporterFor(opts options, states collector.StateSource, logger *slog.Logger) (*collector.Exporter, error) {
 	sel := opts.selection
 	if sel.Enabled == nil {
 		sel = collector.DefaultSelection()
@@ -229,11 +229,11 @@ func exporterFor(opts options, g collector.StateGatherer, logger *slog.Logger) (
 	if err != nil {
 		return nil, fmt.Errorf("choosing collectors: %w", err)
 	}
-	return collector.NewExporter(logger, g, cs...).WithFilter(opts.metricFilter), nil
+	return collector.NewExporter(logger, states, cs...).WithFilter(opts.metricFilter), nil
 }
 
 // newGatherer builds the per-scrape gatherer from the options; meter may be nil (not observed).
-func newGatherer(opts options, view exporterView, addrs host, ruleReader rules.Reader, meter collector.ArrivalsMeter, logger *slog.Logger) *collector.Gatherer {
+func newGatherer(opts options, view exporterView, addrs host, ruleReader kernelrules.Reader, meter collector.ArrivalsMeter, logger *slog.Logger) *collector.Gatherer {
 	client := nodeprobe.NewHTTPClient()
 	// Without the flag the gatherer finds kube-proxy's health server from its /configz.
 	var kpAddr func(kubeview.NodeState) (string, error)
@@ -241,12 +241,12 @@ func newGatherer(opts options, view exporterView, addrs host, ruleReader rules.R
 		kpAddr = func(kubeview.NodeState) (string, error) { return opts.kubeProxyHealthz, nil }
 	}
 	return collector.NewGatherer(collector.GathererConfig{
-		View: view, Informers: view, Rules: ruleReader, Addrs: addrs, Links: addrs,
+		View: view, Informers: view, RuleReader: ruleReader, Addrs: addrs, Links: addrs,
 		KubeProxyAddress: kpAddr, HealthCheckAddress: opts.healthCheckAddress,
 		NodePortAddresses: opts.nodePortAddresses, ConfigzURL: "http://" + opts.kubeProxyMetrics + "/configz",
 		ExternalIPWindow: opts.externalIPWindow, Dataplane: opts.dataplane,
 		Meter: meter, Grace: opts.grace, Quiet: collector.DefaultQuiet, InternalCIDRs: opts.internalCIDRs,
 		Client: client, ProbeTimeout: opts.probeTimeout, Concurrency: opts.probeConcurrency,
-		Memory: collector.NewMemory(), Logger: logger,
+		Logger: logger,
 	})
 }

@@ -32,7 +32,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/collector"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/clientsetapi"
-	"github.com/localtraffic/localtraffic-exporter/nodeprobe/rules"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -45,10 +45,10 @@ func (loopbackAddrs) LocalAddrs() ([]net.IP, error) { return []net.IP{net.ParseI
 // LinkNames: the host has no link of a kube-proxy replacement.
 func (loopbackAddrs) LinkNames() ([]string, error) { return []string{"lo"}, nil }
 
-// fixedRules is a rules.Reader that returns one snapshot.
-type fixedRules struct{ snap *rules.Snapshot }
+// fixedRules is a kernelrules.Reader that returns one snapshot.
+type fixedRules struct{ snap *kernelrules.Snapshot }
 
-func (f fixedRules) Read(context.Context) (*rules.Snapshot, error) { return f.snap, nil }
+func (f fixedRules) Read(context.Context) (*kernelrules.Snapshot, error) { return f.snap, nil }
 
 // kube-proxy v1.37.2's exact health server and health check bodies (../shared/reference/kube-proxy.md §5, §6).
 const kubeProxyHealthyBody = `{"lastUpdated":"2026-11-30T11:45:14.71Z","currentTime":"2026-11-30T11:45:14.71Z","nodeEligible":true,"healthy":true,"status":{"IPv4":{"lastUpdated":"2026-11-30T11:45:14.71Z","healthy":true},"IPv6":{"lastUpdated":"2026-11-30T11:45:14.71Z","healthy":true}}}`
@@ -107,7 +107,7 @@ func endpoints(ns, name string, nodes ...string) *discoveryv1.EndpointSlice {
 }
 
 // scrapeAPI runs the exporter's /metrics handler over a fake API holding objs and returns the body.
-func scrapeAPI(t *testing.T, ruleReader rules.Reader, kubeProxy string, objs ...runtime.Object) string {
+func scrapeAPI(t *testing.T, ruleReader kernelrules.Reader, kubeProxy string, objs ...runtime.Object) string {
 	t.Helper()
 	return scrapeWithTimeout(t, "5", ruleReader, kubeProxy, objs...)
 }
@@ -118,13 +118,13 @@ func everySeries() []string {
 }
 
 // scrapeWithTimeout is scrapeAPI with Prometheus' scrape timeout header set to timeout (seconds).
-func scrapeWithTimeout(t *testing.T, timeout string, ruleReader rules.Reader, kubeProxy string, objs ...runtime.Object) string {
+func scrapeWithTimeout(t *testing.T, timeout string, ruleReader kernelrules.Reader, kubeProxy string, objs ...runtime.Object) string {
 	t.Helper()
 	return scrapeWithFlags(t, timeout, everySeries(), ruleReader, kubeProxy, objs...)
 }
 
 // scrapeWithFlags is scrapeWithTimeout with the exporter's collector flags given.
-func scrapeWithFlags(t *testing.T, timeout string, flags []string, ruleReader rules.Reader, kubeProxy string, objs ...runtime.Object) string {
+func scrapeWithFlags(t *testing.T, timeout string, flags []string, ruleReader kernelrules.Reader, kubeProxy string, objs ...runtime.Object) string {
 	t.Helper()
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"},
 		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}}}
@@ -262,9 +262,9 @@ func TestGoldenDrillAPIView(t *testing.T) {
 // Scenario 2, rules read: kube-proxy's rules disagree with the API (a wrong --hostname-override makes every
 // endpoint remote): the API says checkout has a local endpoint, the rules drop. Rules decide the verdict.
 func TestGoldenRulesMismatch(t *testing.T) {
-	sp := rules.ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}
-	snap := rules.NewSnapshot(rules.ModeIPTables, rules.BackendNFT, []string{rules.FamilyIPv4}, time.Unix(1700000000, 0),
-		map[rules.ServicePort]rules.PortState{sp: {Programmed: true, Drop: true, DropPackets: 42}})
+	sp := kernelrules.ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}
+	snap := kernelrules.NewSnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, []string{kernelrules.FamilyIPv4}, time.Unix(1700000000, 0),
+		map[kernelrules.ServicePort]kernelrules.PortState{sp: {Programmed: true, Drop: true, DropPackets: 42}})
 	body := scrapeAPI(t, fixedRules{snap}, kubeProxyServer(t),
 		svc("kubelings", "checkout", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal, 0, 30090),
 		endpoints("kubelings", "checkout", "node-1", "node-2"),
@@ -370,20 +370,20 @@ func (r *countingRunner) Run(ctx context.Context, name string, args ...string) (
 	case "nft -j list table ip kube-proxy":
 		return r.ipv4, nil
 	case "nft -j list table ip6 kube-proxy":
-		return nil, &rules.CommandError{Cmd: key, Err: errors.New("exit status 1"), Stderr: "Error: No such file or directory"}
+		return nil, &kernelrules.CommandError{Cmd: key, Err: errors.New("exit status 1"), Stderr: "Error: No such file or directory"}
 	}
-	return nil, &rules.CommandError{Cmd: key, Err: errors.New("exit status 1"), Stderr: "unexpected command"}
+	return nil, &kernelrules.CommandError{Cmd: key, Err: errors.New("exit status 1"), Stderr: "unexpected command"}
 }
 
 // 50 scrapes at once share one read of kube-proxy's rules: at most one listing per table in flight, and with
 // the cache, one in all. Every scrape gets the rules' verdict.
 func TestConcurrentScrapesShareOneRuleRead(t *testing.T) {
-	ipv4, err := os.ReadFile("../../nodeprobe/rules/testdata/nft-ipv4.json")
+	ipv4, err := os.ReadFile("../../nodeprobe/kernelrules/testdata/nft-ipv4.json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	runner := &countingRunner{ipv4: ipv4, inFlight: map[string]int{}, maxSeen: map[string]int{}, calls: map[string]int{}}
-	reader := rules.NewReader(rules.Options{Mode: rules.ModeNFTables, Runner: runner, CacheTTL: time.Minute,
+	reader := kernelrules.NewReader(kernelrules.Options{Mode: kernelrules.ModeNFTables, Runner: runner, CacheTTL: time.Minute,
 		LookPath: func(f string) (string, error) { return "/usr/sbin/" + f, nil }})
 
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"},
@@ -466,12 +466,12 @@ func TestAPIOnlyModeAgreesWithRules(t *testing.T) {
 		svc("shop", "api", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal, 0, 30091),
 		endpoints("shop", "api", "node-1"),
 	}
-	port := func(ns, name string) rules.ServicePort {
-		return rules.ServicePort{Namespace: ns, Name: name, Port: "http", Protocol: "TCP"}
+	port := func(ns, name string) kernelrules.ServicePort {
+		return kernelrules.ServicePort{Namespace: ns, Name: name, Port: "http", Protocol: "TCP"}
 	}
-	snap := rules.NewSnapshot(rules.ModeIPTables, rules.BackendNFT, []string{rules.FamilyIPv4}, time.Unix(1700000000, 0),
-		map[rules.ServicePort]rules.PortState{
-			port("kubelings", "checkout"): {Programmed: true, Drop: true, Drops: []rules.DropRule{{Port: 30090, Counted: true}}},
+	snap := kernelrules.NewSnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, []string{kernelrules.FamilyIPv4}, time.Unix(1700000000, 0),
+		map[kernelrules.ServicePort]kernelrules.PortState{
+			port("kubelings", "checkout"): {Programmed: true, Drop: true, Drops: []kernelrules.DropRule{{Port: 30090, Counted: true}}},
 			port("shop", "api"):           {Programmed: true, LocalEndpoints: 1},
 		})
 	verdicts := func(body string) []string {

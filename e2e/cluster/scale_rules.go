@@ -177,18 +177,18 @@ func (n *Node) WaitKubeProxySynced(ctx context.Context, timeout time.Duration) e
 	})
 }
 
-// BuildRulesTest builds the test binary of the repository's nodeprobe/rules package (the e2e module's parent)
+// BuildRulesTest builds the test binary of the repository's nodeprobe/kernelrules package (the e2e module's parent)
 // into dir: its BenchmarkOnNode and TestOnNode* read the rules of the namespace they run in (RunOnNode).
 func BuildRulesTest(ctx context.Context, dir string) (string, error) {
 	mod, err := ModuleDir()
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(dir, "rules.test")
-	cmd := exec.CommandContext(ctx, "go", "test", "-c", "-o", out, "./nodeprobe/rules")
+	out := filepath.Join(dir, "kernelrules.test")
+	cmd := exec.CommandContext(ctx, "go", "test", "-c", "-o", out, "./nodeprobe/kernelrules")
 	cmd.Dir = filepath.Dir(mod)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build nodeprobe/rules test binary: %w: %s", err, b)
+		return "", fmt.Errorf("build nodeprobe/kernelrules test binary: %w: %s", err, b)
 	}
 	return out, nil
 }

@@ -4,15 +4,16 @@
 //
 // Where it lives, and why: its two front ends are the exporter (package collector, which gathers what the node
 // shows: the health check node port's answers, kube-proxy's rules, the node's addresses and rule counters) and
-// the plugin (package kubeview/placement, which has the API alone). The decision reads the API view both already
-// share (package kubeview) and its own small Evidence types, and imports nothing else of this module: the plugin
-// gets it without pulling in the exporter's collector, nodeprobe (netlink, HTTP probes) or nodeprobe/rules
-// (iptables and nft readers), and the exporter adapts what it read into Evidence in one place
-// (collector/verdict.go). It sits under kubeview, beside placement, as a package of its own: it is not the API
-// view itself but what the API view and the node's evidence mean together, and kubeview imports neither.
+// the plugin (its package placement, cmd/kubectl-localtraffic/internal/placement, which has the API alone). The
+// decision reads the API view both already share (package kubeview) and its own small Evidence types, and
+// imports nothing else of this module: the plugin gets it without pulling in the exporter's collector, nodeprobe
+// (netlink, HTTP probes) or nodeprobe/kernelrules (iptables and nft readers), and the exporter adapts what it read
+// into Evidence in one place (collector/verdict.go). It sits under kubeview as a package of its own: it is not
+// the API view itself but what the API view and the node's evidence mean together, and kubeview imports neither.
 //
-// The rule is documented in docs/metrics.md ("The blackhole verdict"); kubeview/verdict/frontends_test.go runs one set of
-// fixtures through both front ends and requires the same answer, or the plugin's explicit "cannot tell".
+// The rule is documented in docs/metrics.md ("The blackhole verdict"); TestFrontEndsAgree
+// (cmd/kubectl-localtraffic/internal/placement/frontends_test.go) runs one set of fixtures through both front
+// ends and requires the same answer, or the plugin's explicit "cannot tell".
 package verdict
 
 import (
@@ -25,10 +26,13 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 )
 
-// Verdict sources: what decided which entries are dropped.
+// Source is what decided which entries are dropped (localtraffic_blackhole_source_info's source).
+type Source string
+
+// Verdict sources.
 const (
-	SourceRules = "rules" // kube-proxy's rules, read on the node
-	SourceAPI   = "api"   // the API view, counted as kube-proxy counts
+	SourceRules Source = "rules" // kube-proxy's rules, read on the node
+	SourceAPI   Source = "api"   // the API view, counted as kube-proxy counts
 )
 
 // Kind is how external traffic enters the node for a Service.
@@ -250,7 +254,7 @@ type Entry struct {
 type FamilyVerdict struct {
 	Family corev1.IPFamily
 	// Source is what decided Dropped: SourceRules when this family's rules were read, else SourceAPI.
-	Source     string
+	Source     Source
 	Entries    []Entry
 	InRotation bool // some entry is in rotation
 	Drops      bool // some entry is dropped
@@ -273,7 +277,7 @@ type Verdict struct {
 	// CannotTell: no blackhole is known, but a dropped entry's rotation cannot be told without node evidence
 	// (the plugin, for an externalIP): the node drops that traffic if the network sends it there.
 	CannotTell bool
-	Source     string
+	Source     Source
 	Families   []FamilyVerdict
 	// Reason is the strongest reason of a blackhole ("" without one).
 	Reason Reason

@@ -1,5 +1,5 @@
 // Command dumprules captures what a real kube-proxy programs, as fixtures for the rule reader's tests
-// (nodeprobe/rules/testdata/real-*). It brings up a cluster of two nodes — node-1 with kube-proxy in nftables
+// (nodeprobe/kernelrules/testdata/real-*). It brings up a cluster of two nodes — node-1 with kube-proxy in nftables
 // mode, node-2 in iptables mode —, creates Local NodePort and LoadBalancer Services with 0, 1 and 2 local
 // endpoints per node (one with sessionAffinity ClientIP, one without endpoints, one with Cluster policy),
 // waits until both kube-proxies programmed them, and writes:
@@ -9,7 +9,7 @@
 //	real-<version>-iptables-ipv4.save  iptables-save -c on node-2 (ip6tables too when it has KUBE-SERVICES)
 //	real-<version>-manifest.json    what was created: Services, node ports, addresses, endpoints per node
 //
-// Run as root from the e2e module: go run ./cmd/dumprules -out ../nodeprobe/rules/testdata
+// Run as root from the e2e module: go run ./cmd/dumprules -out ../nodeprobe/kernelrules/testdata
 package main
 
 import (
@@ -107,7 +107,7 @@ type ManifestService struct {
 }
 
 func main() {
-	out := flag.String("out", "", "directory to write the fixtures into (e.g. ../nodeprobe/rules/testdata)")
+	out := flag.String("out", "", "directory to write the fixtures into (e.g. ../nodeprobe/kernelrules/testdata)")
 	verbose := flag.Bool("v", false, "log the harness's steps")
 	timeout := flag.Duration("timeout", 10*time.Minute, "give up after this long")
 	flag.Parse()

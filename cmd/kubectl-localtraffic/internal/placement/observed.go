@@ -1,0 +1,50 @@
+package placement
+
+import "github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
+
+// Observed is what the exporters on the nodes report, as far as the plugin could read them: per node, the
+// blackhole reasons of its Services. The API alone cannot say
+// whether traffic really reaches a node (docs/rotation.md); the exporter on the node can.
+type Observed map[string]NodeObserved
+
+// NodeObserved is one node's exporter's report.
+type NodeObserved struct {
+	// Reasons maps "namespace/service" to localtraffic_blackhole_reason's reason for the Services the node
+	// blackholes; a Service absent is not blackholed there.
+	Reasons map[string]string
+}
+
+// Observation is what a node's exporter reports of one Service (NodeStatus.Observed): the reason of its
+// blackhole (localtraffic_blackhole_reason's reason), or ObservedNoBlackhole.
+type Observation string
+
+// ObservedNoBlackhole: the node's exporter reports no blackhole for the Service.
+const ObservedNoBlackhole Observation = "no_blackhole"
+
+// ObservedBlackholes lists the Observations of a blackhole, strongest reason first (verdict.Reasons).
+func ObservedBlackholes() []Observation {
+	out := make([]Observation, len(verdict.Reasons))
+	for i, r := range verdict.Reasons {
+		out[i] = Observation(r)
+	}
+	return out
+}
+
+// ApplyObserved fills every node's Observed from the exporters' reports: the reason of the blackhole the
+// exporter reports, or no_blackhole; "" where no exporter report was read.
+func ApplyObserved(st []ServiceStatus, obs Observed) {
+	for i := range st {
+		key := st[i].Namespace + "/" + st[i].Name
+		for j := range st[i].Nodes {
+			n := &st[i].Nodes[j]
+			o, ok := obs[n.Node]
+			if !ok {
+				continue
+			}
+			n.Observed = ObservedNoBlackhole
+			if r, ok := o.Reasons[key]; ok {
+				n.Observed = Observation(r)
+			}
+		}
+	}
+}

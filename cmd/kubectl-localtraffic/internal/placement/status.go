@@ -1,0 +1,278 @@
+package placement
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
+)
+
+// NodeStatus is one node's part of one Service's external traffic, as far as the API shows it.
+type NodeStatus struct {
+	Node string `json:"node"`
+	// Receives: the node is a target of the Service's external traffic (kubeview's node rules).
+	Receives bool `json:"receives"`
+	// InRotation: it receives, and for a Service with a health check node port that check would answer 200
+	// (a ready local endpoint): a load balancer that checks it keeps sending.
+	InRotation bool `json:"inRotation"`
+	// LocalEndpoints and LocalReadyEndpoints are the exporter's counts for this node.
+	LocalEndpoints      int  `json:"localEndpoints"`
+	LocalReadyEndpoints int  `json:"localReadyEndpoints"`
+	Serves              bool `json:"serves"`
+	Blackhole           bool `json:"blackhole"`
+	// Drops names what kube-proxy drops on this node for lack of a local endpoint, e.g. "NodePort 30090/TCP".
+	Drops []string `json:"drops,omitempty"`
+	// CannotTell names the dropped destinations whose traffic the API cannot say reaches this node (an
+	// externalIP goes where the network routes it): a blackhole if it does. The exporter on the node knows.
+	CannotTell []string `json:"cannotTell,omitempty"`
+	// RotationUnknown: some way in (an externalIP) reaches the node only if the network routes it there, which
+	// the API does not show: InRotation counts only what the API can tell.
+	RotationUnknown bool `json:"rotationUnknown,omitempty"`
+	// Virtual: a virtual node (virtual-kubelet, Fargate): no kube-proxy, never a receiver.
+	Virtual bool `json:"virtual,omitempty"`
+	// Observed is what the node's exporter reports (ApplyObserved, status --from-exporters): its blackhole's
+	// reason (traffic_lost, health_check_ignored, ...: docs/rotation.md) or no_blackhole; "" when not read.
+	Observed Observation `json:"observed,omitempty"`
+}
+
+// ServiceStatus is one Local Service across the cluster's nodes.
+type ServiceStatus struct {
+	Namespace           string             `json:"namespace"`
+	Name                string             `json:"name"`
+	Type                corev1.ServiceType `json:"type"`
+	HealthCheckNodePort int32              `json:"healthCheckNodePort,omitempty"`
+	// Outage: a port has no usable endpoint anywhere, so kube-proxy rejects it on every node (not a per-node
+	// blackhole; the exporter does not count it as one either).
+	Outage    bool         `json:"outage,omitempty"`
+	Receiving int          `json:"receiving"` // nodes that receive its external traffic
+	Serving   int          `json:"serving"`   // of those, the nodes that serve it
+	Nodes     []NodeStatus `json:"nodes"`     // every node, by name
+	Summary   string       `json:"summary"`
+	// Ignored: the Service is placed this way on purpose (annotation localtraffic.io/intentional-placement,
+	// whose value is IgnoredReason). It is judged like any other, but its blackholes fail nothing.
+	Ignored       bool   `json:"ignored,omitempty"`
+	IgnoredReason string `json:"ignoredReason,omitempty"`
+}
+
+// Failing tells whether the Service's state fails `status`: a node blackholes and the Service is not ignored.
+func (s ServiceStatus) Failing() bool { return !s.Ignored && len(s.Blackholes()) > 0 }
+
+// Blackholes lists the nodes that blackhole the Service now.
+func (s ServiceStatus) Blackholes() []string {
+	var out []string
+	for _, n := range s.Nodes {
+		if n.Blackhole {
+			out = append(out, n.Node)
+		}
+	}
+	return out
+}
+
+// Status computes, for every Local Service, every node's verdict from EndpointSlices and Nodes alone: what the
+// exporter on each node would decide from the API, minus what only a node can see (its health check's actual
+// answer, the rules kube-proxy programmed). Services are sorted by namespace and name.
+func Status(c *Cluster) []ServiceStatus {
+	slices := slicesByService(c.EndpointSlices)
+	nodes := sortedNodes(c.Nodes)
+	nodeStates := make([]kubeview.NodeState, len(nodes))
+	for i, n := range nodes {
+		nodeStates[i] = kubeview.NodeStateOf(n)
+	}
+	var out []ServiceStatus
+	for _, svc := range c.Services {
+		if !kubeview.IsExternalLocal(svc) {
+			continue
+		}
+		out = append(out, serviceStatus(svc, slices[svc.Namespace+"/"+svc.Name], nodes, nodeStates))
+	}
+	sortStatuses(out)
+	return out
+}
+
+func sortStatuses(s []ServiceStatus) {
+	sort.Slice(s, func(i, j int) bool {
+		if s[i].Namespace != s[j].Namespace {
+			return s[i].Namespace < s[j].Namespace
+		}
+		return s[i].Name < s[j].Name
+	})
+}
+
+// slicesByService indexes the slices kube-proxy reads by "namespace/service".
+func slicesByService(all []*discoveryv1.EndpointSlice) map[string][]*discoveryv1.EndpointSlice {
+	out := map[string][]*discoveryv1.EndpointSlice{}
+	for _, s := range all {
+		svc := s.Labels[discoveryv1.LabelServiceName]
+		if svc == "" {
+			continue
+		}
+		if !kubeview.UsableSlice(s) {
+			continue // the exporter's own filter: kube-proxy's slice informer drops these
+		}
+		key := s.Namespace + "/" + svc
+		out[key] = append(out[key], s)
+	}
+	return out
+}
+
+// noNode is a node name no endpoint carries (node names are DNS subdomains): the state of every node that
+// hosts none of the Service's endpoints.
+const noNode = "\x00"
+
+// perNodeStates counts the Service's endpoints once per node that hosts one, and once for all other nodes,
+// with the exporter's own transform and counting: each node's exporter sees exactly these slices.
+func perNodeStates(svc *corev1.Service, slices []*discoveryv1.EndpointSlice) (map[string]kubeview.ServiceState, kubeview.ServiceState) {
+	hosts := map[string]struct{}{}
+	for _, s := range slices {
+		for _, ep := range s.Endpoints {
+			if ep.NodeName != nil {
+				hosts[*ep.NodeName] = struct{}{}
+			}
+		}
+	}
+	stateOn := func(node string) kubeview.ServiceState {
+		transform := kubeview.TransformEndpointSlice(node)
+		local := make([]*discoveryv1.EndpointSlice, 0, len(slices))
+		for _, s := range slices {
+			t, _ := transform(s) // never fails for an EndpointSlice
+			local = append(local, t.(*discoveryv1.EndpointSlice))
+		}
+		return kubeview.ServiceStateOf(svc, local)
+	}
+	states := make(map[string]kubeview.ServiceState, len(hosts))
+	for h := range hosts {
+		states[h] = stateOn(h)
+	}
+	return states, stateOn(noNode)
+}
+
+func serviceStatus(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, nodes []*corev1.Node, nodeStates []kubeview.NodeState) ServiceStatus {
+	states, elsewhere := perNodeStates(svc, slices)
+	st := ServiceStatus{Namespace: svc.Namespace, Name: svc.Name, Type: svc.Spec.Type,
+		HealthCheckNodePort: svc.Spec.HealthCheckNodePort}
+	st.IgnoredReason, st.Ignored = kubeview.IgnoredReason(svc, nil)
+	st.Outage = outage(elsewhere)
+	for i, n := range nodes {
+		ss, ok := states[n.Name]
+		if !ok {
+			ss = elsewhere
+		}
+		v := verdictOn(ss, nodeStates[i])
+		st.Nodes = append(st.Nodes, v)
+		if v.Receives {
+			st.Receiving++
+		}
+		if v.Serves {
+			st.Serving++
+		}
+	}
+	st.Summary = summary(st)
+	return st
+}
+
+// outage: some port of some family has no usable endpoint anywhere (ClusterWide false), which kube-proxy rejects
+// on every node.
+func outage(ss kubeview.ServiceState) bool {
+	for _, fe := range ss.Families {
+		for _, p := range fe.Ports {
+			if !p.ClusterWide {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// verdictOn is the shared decision (package verdict) for one node from the API alone: no node evidence, so a
+// health check's answer is the one kube-proxy gives from the API's count (200 with a ready local endpoint of the
+// family), and a dropped destination only the network decides (an externalIP) is "cannot tell", not a
+// blackhole.
+func verdictOn(ss kubeview.ServiceState, ns kubeview.NodeState) NodeStatus {
+	v := verdict.Decide(verdict.Input{Service: ss, Node: ns})
+	st := NodeStatus{Node: ns.Name, LocalEndpoints: ss.LocalEndpoints(), LocalReadyEndpoints: -1,
+		Receives: verdict.Receiver(ss, ns), InRotation: v.InRotation, Blackhole: v.Blackhole, Virtual: ns.Virtual}
+	dual := len(v.Families) > 1
+	unknown := false
+	for i, fv := range v.Families {
+		if r := ss.Families[i].LocalReadyEndpoints; st.LocalReadyEndpoints < 0 || r < st.LocalReadyEndpoints {
+			st.LocalReadyEndpoints = r
+		}
+		for _, e := range fv.Entries {
+			unknown = unknown || e.Rotation == verdict.Unknown
+			if !e.Dropped {
+				continue
+			}
+			d := e.Destination.String()
+			if dual {
+				d += " (" + string(fv.Family) + ")"
+			}
+			if !slices.Contains(st.Drops, d) {
+				st.Drops = append(st.Drops, d)
+			}
+			if v.CannotTell && e.Rotation == verdict.Unknown && !slices.Contains(st.CannotTell, d) {
+				st.CannotTell = append(st.CannotTell, d)
+			}
+		}
+	}
+	st.LocalReadyEndpoints = max(st.LocalReadyEndpoints, 0)
+	st.RotationUnknown = unknown
+	// Serves: whatever reaches the node is served (an externalIP the network may or may not route here counts
+	// as reaching it).
+	st.Serves = st.Receives && !st.Blackhole && len(st.CannotTell) == 0 && (st.InRotation || unknown)
+	return st
+}
+
+// summary is the one line a person reads: "2 of 5 nodes serve; node-c, node-d, node-e drop NodePort 30090/TCP".
+func summary(st ServiceStatus) string {
+	if st.Outage {
+		return fmt.Sprintf("no endpoint anywhere for some port: rejected on every node (an outage, not a per-node blackhole); %d of %d nodes serve",
+			st.Serving, st.Receiving)
+	}
+	s := fmt.Sprintf("%d of %d nodes serve", st.Serving, st.Receiving)
+	byDrop := map[string][]string{}
+	var drops []string
+	for _, n := range st.Nodes {
+		if !n.Blackhole {
+			continue
+		}
+		d := strings.Join(n.Drops, ", ")
+		if _, seen := byDrop[d]; !seen {
+			drops = append(drops, d)
+		}
+		byDrop[d] = append(byDrop[d], n.Node)
+	}
+	for _, d := range drops {
+		s += fmt.Sprintf("; %s drop %s", strings.Join(byDrop[d], ", "), d)
+	}
+	healthChecked := st.Type == corev1.ServiceTypeLoadBalancer && st.HealthCheckNodePort != 0
+	byUnknown := map[string][]string{}
+	var unknown []string
+	drained := 0
+	for _, n := range st.Nodes {
+		if len(n.CannotTell) > 0 {
+			d := strings.Join(n.CannotTell, ", ")
+			if _, seen := byUnknown[d]; !seen {
+				unknown = append(unknown, d)
+			}
+			byUnknown[d] = append(byUnknown[d], n.Node)
+			continue
+		}
+		if n.Receives && !n.InRotation && healthChecked {
+			drained++
+		}
+	}
+	if drained > 0 {
+		s += fmt.Sprintf("; %d drained by the health check (no ready local endpoint, answers 503)", drained)
+	}
+	for _, d := range unknown {
+		s += fmt.Sprintf("; %s would drop %s: whether it reaches them only the network decides (cannot tell from the API; the exporter on each node can)",
+			strings.Join(byUnknown[d], ", "), d)
+	}
+	return s
+}

@@ -1,0 +1,276 @@
+package kernelrules
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base32"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Endpoint is one local endpoint kube-proxy's rules send a Service port's external traffic to, by identity:
+// which pod address and port the traffic is DNATed to, not only how many such endpoints there are. With
+// kube-proxy stopped or stuck, a pod replaced on the same node leaves rules that DNAT to the deleted pod's
+// address: the count still matches the API, the identity does not.
+//
+// kube-proxy names every endpoint after its address. The reader keeps the address where the rules spell
+// it — the "ns/name:port -> ip:port" comment of a KUBE-SVL (≤1.23: KUBE-XLB) jump, an nftables dnat in the
+// local-* chain (plain or numgen map), the name of an nftables endpoint-* chain — and otherwise kube-proxy's
+// hash of it: iptables drops its rule comments in large-cluster mode (more than 1,000 endpoints) and older
+// releases wrote other comments there ("Balancing rule 0 for ..."), and an nftables chain name longer than
+// 240 bytes is truncated. Is compares either form with an endpoint of the API.
+type Endpoint struct {
+	// Addr is the DNAT target; invalid when the rules do not spell it (the chain hash identifies the
+	// endpoint then). Port 0 means the rule gives the address only.
+	Addr netip.AddrPort
+	// chain is kube-proxy's hash of the endpoint when Addr is invalid: iptables' KUBE-SEP-<16 characters>,
+	// or the first 8 characters of an nftables endpoint chain's hash (the rest zero).
+	chain     portKey
+	chainKind chainKind
+}
+
+type chainKind uint8
+
+const (
+	noChain chainKind = iota
+	// sepChain: KUBE-SEP-<h>, h = base32(sha256("ns/name[:port]" + protocol + "ip:port"))[:16]
+	// (servicePortEndpointChainName in pkg/proxy/iptables/proxier.go; "ip:port" as net.JoinHostPort writes it).
+	sepChain
+	// nftEPChain: endpoint-<h>-…, h = base32(sha256("ns/name/protocol/port__ip/port"))[:8] with an IPv6
+	// address's colons written as dots (servicePortEndpointChainNameBase in pkg/proxy/nftables/proxier.go).
+	nftEPChain
+)
+
+// Is reports whether e is the API's endpoint ep (its address and target port) of the Service port sp.
+func (e Endpoint) Is(sp ServicePort, ep netip.AddrPort) bool {
+	ep = netip.AddrPortFrom(ep.Addr().Unmap(), ep.Port())
+	if e.Addr.IsValid() {
+		if e.Addr.Port() == 0 {
+			return e.Addr.Addr() == ep.Addr()
+		}
+		return e.Addr == ep
+	}
+	switch e.chainKind {
+	case sepChain:
+		if e.chain == sepKey(sp, "", ep) {
+			return true
+		}
+		// Old releases spelled unnamed ports "ns/name:" (see lookup).
+		return sp.Port == "" && e.chain == sepKey(sp, ":", ep)
+	case nftEPChain:
+		return e.chain == nftEndpointKey(sp, ep)
+	}
+	return false
+}
+
+// String is the DNAT target, or the chain hash when the rules do not spell it.
+func (e Endpoint) String() string {
+	switch {
+	case e.Addr.IsValid() && e.Addr.Port() == 0:
+		return e.Addr.Addr().String()
+	case e.Addr.IsValid():
+		return e.Addr.String()
+	case e.chainKind == sepChain:
+		return "KUBE-SEP-" + string(e.chain[:])
+	case e.chainKind == nftEPChain:
+		return "endpoint-" + string(e.chain[:8])
+	}
+	return "?"
+}
+
+func compareEndpoints(a, b Endpoint) int {
+	if a.Addr.IsValid() != b.Addr.IsValid() {
+		if a.Addr.IsValid() {
+			return -1
+		}
+		return 1
+	}
+	if c := a.Addr.Compare(b.Addr); c != 0 {
+		return c
+	}
+	if a.chainKind != b.chainKind {
+		return int(a.chainKind) - int(b.chainKind)
+	}
+	return strings.Compare(string(a.chain[:]), string(b.chain[:]))
+}
+
+// sortEndpoints sorts every state's Endpoints in place. Only for states no snapshot shares yet.
+func sortEndpoints(ports map[portKey]*PortState) {
+	for _, st := range ports {
+		if len(st.Endpoints) > 1 {
+			slices.SortFunc(st.Endpoints, compareEndpoints)
+		}
+	}
+}
+
+// sepKey is the KUBE-SEP hash of endpoint ep of sp (suffix "" or ":", as spKey).
+func sepKey(sp ServicePort, suffix string, ep netip.AddrPort) portKey {
+	var buf [256]byte
+	b := appendLower(appendPortName(buf[:0], sp, suffix), sp.Protocol)
+	b = ep.AppendTo(b) // "ip:port", "[ip6]:port": net.JoinHostPort's spelling
+	return keyOf(b)
+}
+
+// nftEndpointKey is the 8-character hash of the nftables endpoint chain of ep of sp.
+func nftEndpointKey(sp ServicePort, ep netip.AddrPort) portKey {
+	var buf [256]byte
+	b := append(buf[:0], sp.Namespace...)
+	b = append(b, '/')
+	b = append(b, sp.Name...)
+	b = append(b, '/')
+	b = appendLower(b, sp.Protocol)
+	b = append(b, '/')
+	b = append(b, sp.Port...)
+	b = append(b, "__"...)
+	b = append(b, strings.ReplaceAll(ep.Addr().String(), ":", ".")...)
+	b = append(b, '/')
+	b = strconv.AppendUint(b, uint64(ep.Port()), 10)
+	sum := sha256.Sum256(b)
+	var k portKey
+	var enc [16]byte
+	base32.StdEncoding.Encode(enc[:], sum[:10])
+	copy(k[:8], enc[:8])
+	return k
+}
+
+func appendLower(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		b = append(b, c)
+	}
+	return b
+}
+
+// sepEndpoint is the endpoint a KUBE-SVL/KUBE-XLB jump to KUBE-SEP-<sep> sends traffic to: the address of
+// its "<ns/name:port> -> <ip:port>" comment, else the chain's hash.
+func sepEndpoint(comment []byte, sep portKey) Endpoint {
+	if i := bytes.LastIndex(comment, arrow); i >= 0 {
+		if ap, ok := parseAddrPort(comment[i+len(arrow):]); ok {
+			return Endpoint{Addr: ap}
+		}
+	}
+	return Endpoint{chain: sep, chainKind: sepChain}
+}
+
+var arrow = []byte(" -> ")
+
+// parseAddrPort reads "ip:port" or "[ip6]:port". IPv4, what nearly every cluster has, is read in place: the
+// nat table of a large node holds thousands of these, and converting each to a string to parse it was a
+// third of the parse's allocations.
+func parseAddrPort(b []byte) (netip.AddrPort, bool) {
+	colon := bytes.LastIndexByte(b, ':')
+	if colon < 0 || bytes.IndexByte(b[:colon], ':') >= 0 || len(b) > 0 && b[0] == '[' {
+		ap, err := netip.ParseAddrPort(string(b))
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), err == nil
+	}
+	var ip [4]byte
+	octet, digits, dots := 0, 0, 0
+	for _, c := range b[:colon] {
+		switch {
+		case c >= '0' && c <= '9' && digits < 3 && !(digits > 0 && octet == 0):
+			octet, digits = octet*10+int(c-'0'), digits+1
+			if octet > 255 {
+				return netip.AddrPort{}, false
+			}
+		case c == '.' && digits > 0 && dots < 3:
+			ip[dots], octet, digits, dots = byte(octet), 0, 0, dots+1
+		default:
+			return netip.AddrPort{}, false
+		}
+	}
+	if dots != 3 || digits == 0 {
+		return netip.AddrPort{}, false
+	}
+	ip[3] = byte(octet)
+	port := 0
+	for i, c := range b[colon+1:] {
+		if c < '0' || c > '9' || i >= 5 || i > 0 && port == 0 {
+			return netip.AddrPort{}, false
+		}
+		port = port*10 + int(c-'0')
+	}
+	if colon+1 == len(b) || port > 65535 {
+		return netip.AddrPort{}, false
+	}
+	return netip.AddrPortFrom(netip.AddrFrom4(ip), uint16(port)), true
+}
+
+// epArena carves the Endpoints of many ports out of shared chunks while a save is parsed, instead of one
+// small slice per port. A save lists rules chain by chain, so a port's jumps are consecutive and its
+// endpoints grow at the tail of the current chunk; each port's slice is capped, so nothing appended to one
+// ever reaches another's.
+type epArena struct {
+	chunk []Endpoint
+	owner *PortState // whose endpoints end the chunk
+	start int        // where they begin
+}
+
+func (a *epArena) add(st *PortState, e Endpoint) {
+	if a.owner != st || len(a.chunk) == cap(a.chunk) {
+		n := len(st.Endpoints)
+		if cap(a.chunk)-len(a.chunk) < n+1 {
+			a.chunk = make([]Endpoint, 0, max(min(2*cap(a.chunk), 256), 16, n+1))
+		}
+		a.owner, a.start = st, len(a.chunk)
+		a.chunk = append(a.chunk, st.Endpoints...)
+	}
+	a.chunk = append(a.chunk, e)
+	st.Endpoints = a.chunk[a.start:len(a.chunk):len(a.chunk)]
+}
+
+// nftEndpointChain is the endpoint of an nftables chain named "endpoint-<h8>-ns/name/proto/port__ip/port"
+// (IPv6 colons written as dots): the address and port of its name, else (a name kube-proxy truncated to
+// fit nftables' limit, ending in "...") the hash; ok is false for a name of another shape.
+func nftEndpointChain(name string) (Endpoint, bool) {
+	rest, ok := strings.CutPrefix(name, "endpoint-")
+	if !ok || len(rest) < 10 || rest[8] != '-' {
+		return Endpoint{}, false
+	}
+	hashed := Endpoint{chainKind: nftEPChain}
+	copy(hashed.chain[:8], rest[:8])
+	body := rest[9:]
+	if strings.HasSuffix(body, "...") {
+		return hashed, true
+	}
+	_, ep, found := strings.Cut(body, "__")
+	if !found {
+		return hashed, true
+	}
+	slash := strings.LastIndexByte(ep, '/')
+	if slash < 0 {
+		return hashed, true
+	}
+	port, err := strconv.ParseUint(ep[slash+1:], 10, 16)
+	if err != nil {
+		return hashed, true
+	}
+	ip := ep[:slash]
+	addr, err := netip.ParseAddr(ip)
+	if err != nil || !addr.Is4() {
+		// IPv6: kube-proxy wrote the colons as dots.
+		if addr, err = netip.ParseAddr(strings.ReplaceAll(ip, ".", ":")); err != nil || !addr.Is6() {
+			return hashed, true
+		}
+	}
+	return Endpoint{Addr: netip.AddrPortFrom(addr.Unmap(), uint16(port))}, true
+}
+
+// addrEndpoint is an nftables dnat target "ip" with its port ("" when the dnat gives none).
+func addrEndpoint(ip, port string) (Endpoint, bool) {
+	addr, err := netip.ParseAddr(ip)
+	if err != nil {
+		return Endpoint{}, false
+	}
+	var p uint64
+	if port != "" {
+		if p, err = strconv.ParseUint(port, 10, 16); err != nil {
+			return Endpoint{}, false
+		}
+	}
+	return Endpoint{Addr: netip.AddrPortFrom(addr.Unmap(), uint16(p))}, true
+}

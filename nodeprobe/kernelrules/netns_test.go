@@ -1,0 +1,123 @@
+package kernelrules
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Helpers for tests on the real kernel: a network namespace per test, the
+// iptables/nftables tools installed when missing.
+
+func requireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create network namespaces; CI runs as root")
+	}
+}
+
+var installOnce sync.Once
+var installErr error
+
+// ensureTools installs the Debian packages providing iptables-legacy*,
+// iptables-nft* and nft when one is missing (root only, idempotent).
+func ensureTools(t testing.TB) {
+	t.Helper()
+	requireRoot(t)
+	installOnce.Do(func() {
+		missing := false
+		for _, b := range []string{"iptables-legacy-save", "iptables-legacy-restore", "iptables-nft-save", "iptables-nft-restore", "ip6tables-legacy-restore", "ip6tables-nft-restore", "nft", "ip"} {
+			if _, err := exec.LookPath(b); err != nil {
+				missing = true
+			}
+		}
+		if !missing {
+			return
+		}
+		if _, err := exec.LookPath("apt-get"); err != nil {
+			installErr = err
+			return
+		}
+		var out []byte
+		out, installErr = exec.Command("sh", "-c", "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q iptables nftables iproute2").CombinedOutput()
+		if installErr != nil {
+			installErr = &CommandError{Cmd: "apt-get install iptables nftables", Err: installErr, Stderr: string(out)}
+		}
+	})
+	if installErr != nil {
+		t.Fatalf("installing iptables/nftables: %v", installErr)
+	}
+}
+
+// newNetns creates a uniquely named network namespace removed at test end.
+func newNetns(t testing.TB) string {
+	t.Helper()
+	ensureTools(t)
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	name := "ltrules-" + hex.EncodeToString(b[:])
+	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add %s: %v: %s", name, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
+			t.Errorf("ip netns del %s: %v: %s", name, err, out)
+		}
+	})
+	// lo up: some matches (addrtype LOCAL) need a local address.
+	nsRun(t, name, nil, "ip", "link", "set", "lo", "up")
+	return name
+}
+
+// nsRun runs a command inside ns with optional stdin, failing the test on error.
+func nsRun(t testing.TB, ns string, stdin []byte, name string, args ...string) []byte {
+	t.Helper()
+	out, err := nsExec(ns, stdin, name, args...)
+	if err != nil {
+		t.Fatalf("%s %s in %s: %v", name, strings.Join(args, " "), ns, err)
+	}
+	return out
+}
+
+func nsExec(ns string, stdin []byte, name string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(context.Background(), "ip", append([]string{"netns", "exec", ns, name}, args...)...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.Bytes(), &CommandError{Cmd: name + " " + strings.Join(args, " "), Err: err, Stderr: stderr.String()}
+	}
+	return stdout.Bytes(), nil
+}
+
+// stripSaveNoise drops what differs between two saves of the same ruleset:
+// comment lines (timestamps) and counters.
+func stripSaveNoise(b []byte) string {
+	var out strings.Builder
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		if strings.HasPrefix(line, "[") {
+			if i := strings.Index(line, "] "); i > 0 {
+				line = line[i+2:]
+			}
+		}
+		if strings.HasPrefix(line, ":") {
+			if i := strings.LastIndex(line, " ["); i > 0 {
+				line = line[:i]
+			}
+		}
+		out.WriteString(line)
+		out.WriteByte('\n')
+	}
+	return out.String()
+}

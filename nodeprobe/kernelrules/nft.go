@@ -1,0 +1,526 @@
+package kernelrules
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// nftResult is what `nft -j list table <family> kube-proxy` says.
+type nftResult struct {
+	ports map[portKey]*PortState
+	table bool // the kube-proxy table object was present
+}
+
+type nftObject struct {
+	Table *struct {
+		Family string `json:"family"`
+		Name   string `json:"name"`
+	} `json:"table"`
+	Map   *nftMap   `json:"map"`
+	Chain *nftChain `json:"chain"`
+	Rule  *nftRule  `json:"rule"`
+}
+
+type nftMap struct {
+	Name string              `json:"name"`
+	Elem [][]json.RawMessage `json:"elem"`
+}
+
+type nftChain struct {
+	Name string `json:"name"`
+}
+
+type nftRule struct {
+	Chain string          `json:"chain"`
+	Expr  json.RawMessage `json:"expr"`
+}
+
+// nftElemKey is a map element key that carries a comment or counter; keys
+// without either are the bare value.
+type nftElemKey struct {
+	Elem *struct {
+		Val     json.RawMessage `json:"val"`
+		Comment string          `json:"comment"`
+		Counter *struct {
+			Packets uint64 `json:"packets"`
+		} `json:"counter"`
+	} `json:"elem"`
+}
+
+type nftVerdict struct {
+	Drop *json.RawMessage `json:"drop"`
+	Goto *struct {
+		Target string `json:"target"`
+	} `json:"goto"`
+	Jump *struct {
+		Target string `json:"target"`
+	} `json:"jump"`
+}
+
+// nftVerdictOf reports what a vmap value does. A JSON null value ("drop": null)
+// leaves the pointer nil, so drop is detected from the raw text.
+func nftVerdictOf(raw json.RawMessage) (drop bool, target string, err error) {
+	var v nftVerdict
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return false, "", err
+	}
+	if v.Goto != nil {
+		return false, v.Goto.Target, nil
+	}
+	if v.Jump != nil {
+		return false, v.Jump.Target, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err == nil {
+		_, drop = m["drop"]
+	}
+	return drop, "", nil
+}
+
+type nftNoEndpoint struct {
+	key      string // compact JSON of the element key value
+	nodePort bool
+	comment  string
+	proto    string
+	addr     string // canonical destination address; "" in no-endpoint-nodeports
+	port     int32
+	drop     bool
+	reject   bool
+	packets  uint64
+	counted  bool // the element carries a counter (kube-proxy puts none)
+}
+
+// parseNFTJSON reads `nft -j list table ip|ip6 kube-proxy`. Output it cannot read
+// is an error.
+func parseNFTJSON(data []byte) (*nftResult, error) {
+	return parseNFTJSONFrom(bytes.NewReader(data))
+}
+
+// parseNFTJSONFrom is parseNFTJSON on a stream: the objects of the nftables
+// array are decoded one at a time, so the listing is never held whole (the
+// biggest object, the service-ips map, is one element per Service port).
+func parseNFTJSONFrom(r io.Reader) (*nftResult, error) {
+	p := &nftParse{
+		res:       &nftResult{ports: map[portKey]*PortState{}},
+		external:  map[string]portKey{},
+		nodePorts: map[string]portKey{},
+		localEPs:  map[portKey]map[Endpoint]bool{},
+	}
+	dec := json.NewDecoder(r)
+	if err := nftDelim(dec, '{'); err != nil {
+		return nil, err
+	}
+	array := false
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("decoding nft JSON: %w", err)
+		}
+		if tok != "nftables" {
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return nil, fmt.Errorf("decoding nft JSON: %w", err)
+			}
+			continue
+		}
+		if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+			return nil, fmt.Errorf("nft JSON without an nftables array")
+		}
+		array = true
+		for dec.More() {
+			var o nftObject
+			if err := dec.Decode(&o); err != nil {
+				return nil, fmt.Errorf("decoding nft JSON: %w", err)
+			}
+			if err := p.object(o); err != nil {
+				return nil, err
+			}
+		}
+		if err := nftDelim(dec, ']'); err != nil {
+			return nil, err
+		}
+	}
+	if err := nftDelim(dec, '}'); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("decoding nft JSON: data after the document")
+	}
+	if !array {
+		return nil, fmt.Errorf("nft JSON without an nftables array")
+	}
+	res, localEPs := p.res, p.localEPs
+	if !res.table {
+		return nil, fmt.Errorf("nft JSON has no kube-proxy table")
+	}
+	for k, set := range localEPs {
+		st := stateFor(res.ports, k)
+		st.Programmed = true
+		st.LocalEndpoints = len(set)
+		st.Endpoints = make([]Endpoint, 0, len(set))
+		for e := range set {
+			st.Endpoints = append(st.Endpoints, e)
+		}
+		slices.SortFunc(st.Endpoints, compareEndpoints)
+	}
+	for _, ne := range p.noEP {
+		k, ok := p.elementPort(ne)
+		if !ok {
+			continue
+		}
+		st := stateFor(res.ports, k)
+		st.Programmed = true
+		switch {
+		case ne.reject:
+			st.Reject = true
+		case ne.drop:
+			st.addDrop(DropRule{Address: ne.addr, Port: ne.port, Packets: ne.packets, Counted: ne.counted})
+		}
+	}
+	return res, nil
+}
+
+// elementPort names the Service port a no-endpoint-* element belongs to, by its key (protocol, address and
+// port), not by its comment: kube-proxy (v1.37, truncateNFTablesComment) cuts element comments to nftables'
+// 128 bytes, and "ns/name:port" reaches 143. A drop means the port has endpoints elsewhere, so kube-proxy
+// also dispatched the same key to the port's external-* chain (service-nodeports for a NodePort,
+// service-ips for an address), whose name is not truncated: that chain names the port. A drop on an address
+// service-ips does not send to an external-* chain is internalTrafficPolicy=Local on the cluster IP, not
+// external traffic, and is not the port's. A reject (no endpoints anywhere) has no dispatch entry: only its
+// comment names the port, and a comment of 128 bytes may have been cut, so it is not trusted.
+func (p *nftParse) elementPort(ne nftNoEndpoint) (portKey, bool) {
+	if ne.drop && !ne.reject {
+		dispatch := p.external
+		if ne.nodePort {
+			dispatch = p.nodePorts
+		}
+		if k, ok := dispatch[ne.key]; ok {
+			return k, true
+		}
+		if !ne.nodePort {
+			return portKey{}, false
+		}
+		// A NodePort drop always has its dispatch entry in what kube-proxy writes; without one only the
+		// comment is left.
+	}
+	if ne.comment == "" || ne.proto == "" || strings.IndexByte(ne.comment, '/') <= 0 || len(ne.comment) >= nftCommentMax {
+		return portKey{}, false
+	}
+	return hashKey(ne.comment, ne.proto), true
+}
+
+// nftCommentMax is the longest comment nftables keeps (NFTNL_UDATA_COMMENT_MAXLEN, knftables.CommentLengthMax):
+// kube-proxy truncates longer ones to it.
+const nftCommentMax = 128
+
+// nftParse is what parseNFTJSONFrom gathers across the listing's objects.
+type nftParse struct {
+	res       *nftResult
+	noEP      []nftNoEndpoint
+	external  map[string]portKey // service-ips keys that lead to an external-* chain, and its port
+	nodePorts map[string]portKey // service-nodeports keys, and the port of the external-* chain they lead to
+	localEPs  map[portKey]map[Endpoint]bool
+}
+
+func nftDelim(dec *json.Decoder, want json.Delim) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return fmt.Errorf("decoding nft JSON: %w", err)
+	}
+	if tok != want {
+		return fmt.Errorf("decoding nft JSON: %v where %v was expected", tok, want)
+	}
+	return nil
+}
+
+// object takes one object of the nftables array.
+func (p *nftParse) object(o nftObject) error {
+	res, localEPs := p.res, p.localEPs
+	switch {
+	case o.Table != nil:
+		if o.Table.Name == "kube-proxy" {
+			res.table = true
+		}
+	case o.Map != nil:
+		switch o.Map.Name {
+		case "no-endpoint-nodeports", "no-endpoint-services":
+			for i, e := range o.Map.Elem {
+				ne, err := nftNoEndpointElem(e)
+				if err != nil {
+					return fmt.Errorf("map %s element %d: %w", o.Map.Name, i, err)
+				}
+				ne.nodePort = o.Map.Name == "no-endpoint-nodeports"
+				p.noEP = append(p.noEP, ne)
+			}
+		case "service-ips", "service-nodeports":
+			dispatch := p.external
+			if o.Map.Name == "service-nodeports" {
+				dispatch = p.nodePorts
+			}
+			for i, e := range o.Map.Elem {
+				if len(e) != 2 {
+					return fmt.Errorf("map %s element %d: %d parts, want key and verdict", o.Map.Name, i, len(e))
+				}
+				val, _, _, err := nftElemVal(e[0])
+				if err != nil {
+					return fmt.Errorf("map %s element %d: %w", o.Map.Name, i, err)
+				}
+				_, target, err := nftVerdictOf(e[1])
+				if err != nil {
+					return fmt.Errorf("map %s element %d: %w", o.Map.Name, i, err)
+				}
+				// Only external traffic's entries: a cluster IP's lead to service-* or local-*.
+				if prefix, k, ok := nftServiceChain(target); ok && prefix == "external-" {
+					dispatch[val] = k
+				}
+			}
+		}
+	case o.Chain != nil:
+		if _, k, ok := nftServiceChain(o.Chain.Name); ok {
+			stateFor(res.ports, k).Programmed = true
+		}
+	case o.Rule != nil:
+		prefix, k, ok := nftServiceChain(o.Rule.Chain)
+		if !ok || prefix != "local-" {
+			return nil
+		}
+		var expr any
+		if err := json.Unmarshal(o.Rule.Expr, &expr); err != nil {
+			return fmt.Errorf("rule in %s: %w", o.Rule.Chain, err)
+		}
+		set := localEPs[k]
+		if set == nil {
+			set = map[Endpoint]bool{}
+			localEPs[k] = set
+		}
+		collectEndpointTargets(expr, set)
+	}
+	return nil
+}
+
+// nftElemVal returns the compact key value, its comment and counter packets.
+func nftElemVal(raw json.RawMessage) (val, comment string, packets uint64, err error) {
+	val, comment, packets, _, err = nftElemValCounted(raw)
+	return val, comment, packets, err
+}
+
+func nftElemValCounted(raw json.RawMessage) (val, comment string, packets uint64, counted bool, err error) {
+	var k nftElemKey
+	if bytes.HasPrefix(bytes.TrimSpace(raw), []byte("{")) {
+		if err := json.Unmarshal(raw, &k); err != nil {
+			return "", "", 0, false, err
+		}
+	}
+	if k.Elem != nil {
+		raw = k.Elem.Val
+		comment = k.Elem.Comment
+		if k.Elem.Counter != nil {
+			packets, counted = k.Elem.Counter.Packets, true
+		}
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return "", "", 0, false, err
+	}
+	return buf.String(), comment, packets, counted, nil
+}
+
+func nftNoEndpointElem(e []json.RawMessage) (nftNoEndpoint, error) {
+	var ne nftNoEndpoint
+	if len(e) != 2 {
+		return ne, fmt.Errorf("%d parts, want key and verdict", len(e))
+	}
+	var err error
+	ne.key, ne.comment, ne.packets, ne.counted, err = nftElemValCounted(e[0])
+	if err != nil {
+		return ne, err
+	}
+	// Keys are "proto . port" (no-endpoint-nodeports) or "addr . proto . port"
+	// (no-endpoint-services): the protocol is the part that names one, the port
+	// the number after it, the address the part before it.
+	var key struct {
+		Concat []json.RawMessage `json:"concat"`
+	}
+	if json.Unmarshal([]byte(ne.key), &key) == nil {
+		for i, p := range key.Concat {
+			var s string
+			if json.Unmarshal(p, &s) != nil || (s != "tcp" && s != "udp" && s != "sctp") {
+				continue
+			}
+			ne.proto = s
+			if i+1 < len(key.Concat) {
+				var port uint16
+				if json.Unmarshal(key.Concat[i+1], &port) == nil {
+					ne.port = int32(port)
+				}
+			}
+			if i > 0 {
+				var a string
+				if json.Unmarshal(key.Concat[i-1], &a) == nil {
+					if addr, err := netip.ParseAddr(a); err == nil {
+						ne.addr = addr.String()
+					} else {
+						ne.addr = a // not an address nft would print; kept as written
+					}
+				}
+			}
+		}
+	}
+	drop, target, err := nftVerdictOf(e[1])
+	if err != nil {
+		return ne, err
+	}
+	ne.drop = drop
+	ne.reject = target == "reject-chain"
+	return ne, nil
+}
+
+// nftServiceChain parses "<prefix><HASH8>-<ns>/<name>/<proto>/<port>" chain names
+// (kube-proxy's servicePortChainNameBase) into the iptables-style key.
+func nftServiceChain(name string) (prefix string, k portKey, ok bool) {
+	for _, p := range []string{"service-", "external-", "local-", "firewall-"} {
+		if strings.HasPrefix(name, p) {
+			prefix = p
+			break
+		}
+	}
+	if prefix == "" {
+		return "", k, false
+	}
+	rest := name[len(prefix):]
+	if len(rest) < 10 || rest[8] != '-' {
+		return "", k, false
+	}
+	// "ns/name/proto/port", cut without allocating: every chain, rule and dispatch entry of the table
+	// comes through here.
+	ns, rest, _ := strings.Cut(rest[9:], "/")
+	svc, rest, _ := strings.Cut(rest, "/")
+	proto, port, found := strings.Cut(rest, "/")
+	if !found || ns == "" || svc == "" || strings.IndexByte(port, '/') >= 0 {
+		return "", k, false
+	}
+	switch proto {
+	case "tcp", "udp", "sctp":
+	default:
+		return "", k, false
+	}
+	return prefix, spKey(ServicePort{Namespace: ns, Name: svc, Port: port, Protocol: proto}, ""), true
+}
+
+// collectEndpointTargets adds, to set, every endpoint a local-* chain rule sends
+// traffic to, in each layout kube-proxy writes (v1.37 writeServiceToEndpointDNATs
+// and writeServiceToEndpointJumps in pkg/proxy/nftables/proxier.go):
+//   - without session affinity, one endpoint: "dnat to 10.180.2.1:80"
+//     (JSON {"dnat":{"addr":"10.180.2.1","port":80}});
+//   - without session affinity, several: "dnat ip addr . port to numgen random mod N
+//     map { 0 : 10.180.2.1 . 80, ... }" (JSON addr {"map":{"data":{"set":[[0,{"concat":[ip,port]}],...]}}});
+//   - with session affinity (and releases before the DNAT layout): goto/jump to
+//     endpoint-* chains, from "ip saddr @affinity-… goto endpoint-…" rules and a
+//     "numgen random mod N vmap { 0 : goto endpoint-…, ... }"; the chain's name
+//     spells the endpoint ("endpoint-<h>-ns/name/tcp/port__10.180.2.1/80").
+//
+// Endpoints are kept by identity (nftEndpointChain, addrEndpoint), so the affinity
+// rule and the vmap entry for one endpoint count once.
+func collectEndpointTargets(v any, set map[Endpoint]bool) {
+	switch x := v.(type) {
+	case map[string]any:
+		for key, val := range x {
+			switch key {
+			case "goto", "jump":
+				if m, ok := val.(map[string]any); ok {
+					if t, ok := m["target"].(string); ok && strings.HasPrefix(t, "endpoint-") {
+						if e, ok := nftEndpointChain(t); ok {
+							set[e] = true
+						}
+						continue
+					}
+				}
+			case "dnat":
+				if m, ok := val.(map[string]any); ok && collectDNATTargets(m, set) {
+					continue
+				}
+			}
+			collectEndpointTargets(val, set)
+		}
+	case []any:
+		for _, e := range x {
+			collectEndpointTargets(e, set)
+		}
+	}
+}
+
+// collectDNATTargets adds the endpoints of one dnat statement; false when its
+// shape is not one kube-proxy writes (then nothing is added).
+func collectDNATTargets(m map[string]any, set map[Endpoint]bool) bool {
+	switch addr := m["addr"].(type) {
+	case string:
+		// "dnat to ip:port". A dnat without a port keeps the packet's port.
+		e, ok := addrEndpoint(addr, jsonScalar(m["port"]))
+		if ok {
+			set[e] = true
+		}
+		return ok
+	case map[string]any:
+		mp, ok := addr["map"].(map[string]any)
+		if !ok {
+			return false
+		}
+		data, ok := mp["data"].(map[string]any)
+		if !ok {
+			return false
+		}
+		elems, ok := data["set"].([]any)
+		if !ok {
+			return false
+		}
+		n := 0
+		for _, e := range elems {
+			pair, ok := e.([]any)
+			if !ok || len(pair) != 2 {
+				continue
+			}
+			var ep Endpoint
+			switch target := pair[1].(type) {
+			case map[string]any: // {"concat": [ip, port]}
+				parts, ok := target["concat"].([]any)
+				if !ok || len(parts) != 2 {
+					continue
+				}
+				ip, ok := parts[0].(string)
+				if !ok {
+					continue
+				}
+				if ep, ok = addrEndpoint(ip, jsonScalar(parts[1])); !ok {
+					continue
+				}
+			case string: // "dnat to numgen ... map { 0 : ip }": address only
+				if ep, ok = addrEndpoint(target, ""); !ok {
+					continue
+				}
+			default:
+				continue
+			}
+			set[ep] = true
+			n++
+		}
+		return n > 0
+	}
+	return false
+}
+
+// jsonScalar spells a decoded JSON number or string; "" for anything else.
+func jsonScalar(v any) string {
+	switch x := v.(type) {
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	case string:
+		return x
+	}
+	return ""
+}
