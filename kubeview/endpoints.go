@@ -191,8 +191,9 @@ type localEndpoint struct {
 	ready, servingTerminating, terminating bool
 }
 
-// countFamily applies kube-proxy's rules (../shared/reference/kube-proxy.md §1) to the slices of one Service,
-// for one family's proxier: only slices of that addressType, and within them only addresses of that family.
+// countFamily applies kube-proxy's rules (its pkg/proxy/topology.go, CategorizeEndpoints, over what each
+// family's EndpointSliceCache keeps) to the slices of one Service, for one family's proxier: only slices of
+// that addressType, and within them only addresses of that family.
 func countFamily(svc *corev1.Service, family corev1.IPFamily, slices []*discoveryv1.EndpointSlice) FamilyEndpoints {
 	fe := FamilyEndpoints{Family: family}
 	addressType := discoveryv1.AddressType(family)

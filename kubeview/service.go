@@ -44,8 +44,8 @@ func IgnoredReason(svc *corev1.Service, sel labels.Selector) (string, bool) {
 }
 
 // ServiceState is one Local Service as seen from this node. Its endpoints are counted per IP family, as
-// kube-proxy's per-family proxiers count them (../shared/reference/kube-proxy.md §1): a dual-stack node can
-// forward a Service's IPv4 NodePort and drop its IPv6 one.
+// kube-proxy's per-family proxiers count them (each keeps its own pkg/proxy/endpointslicecache.go cache): a
+// dual-stack node can forward a Service's IPv4 NodePort and drop its IPv6 one.
 type ServiceState struct {
 	Namespace, Name     string
 	Type                corev1.ServiceType

@@ -50,7 +50,7 @@ type fixedRules struct{ snap *kernelrules.Snapshot }
 
 func (f fixedRules) Read(context.Context) (*kernelrules.Snapshot, error) { return f.snap, nil }
 
-// kube-proxy v1.37.2's exact health server and health check bodies (../shared/reference/kube-proxy.md §5, §6).
+// kube-proxy v1.37.2's exact health server and health check bodies (kube-proxy's pkg/proxy/healthcheck: service_health.go and proxy_health.go).
 const kubeProxyHealthyBody = `{"lastUpdated":"2026-11-30T11:45:14.71Z","currentTime":"2026-11-30T11:45:14.71Z","nodeEligible":true,"healthy":true,"status":{"IPv4":{"lastUpdated":"2026-11-30T11:45:14.71Z","healthy":true},"IPv6":{"lastUpdated":"2026-11-30T11:45:14.71Z","healthy":true}}}`
 
 func healthCheckBody(ns, name string, local int) string {

@@ -17,7 +17,7 @@ import (
 // nftables mode, node-2 in iptables mode), with the manifest of what the harness
 // created. Regenerate as root:
 //
-//	cd e2e && LT_E2E_CACHE=/work/main/e2e/.cache go run ./cmd/dumprules -out ../nodeprobe/kernelrules/testdata
+//	cd e2e && go run ./cmd/dumprules -out ../nodeprobe/kernelrules/testdata
 const realVersion = "v1.37.2"
 
 var nfacctMatch = regexp.MustCompile(`-m nfacct --nfacct-name +\S+ `)
