@@ -455,6 +455,13 @@ func TestBuildsUseOneScript(t *testing.T) {
 	}
 	cmd := exec.Command("make", "-n", "build")
 	cmd.Dir = repoRoot(t)
+	// Run as a top-level make whatever started the test: under `make check` the inherited MAKELEVEL makes a
+	// sub-make print "Entering directory" lines, and MAKEFLAGS would carry the outer make's flags.
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); k != "MAKELEVEL" && k != "MAKEFLAGS" && k != "MFLAGS" {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
