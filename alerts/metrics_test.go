@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/localtraffic/localtraffic-exporter/alerts/dashquery"
 	"github.com/localtraffic/localtraffic-exporter/alerts/metricset"
 )
 
@@ -43,12 +44,12 @@ func everyQuery(t *testing.T, root string) (queries map[string]string, recorded 
 		if err != nil {
 			t.Fatal(err)
 		}
-		qs, err := DashboardQueries(data)
+		qs, err := dashquery.Queries(data)
 		if err != nil {
 			t.Fatalf("%s: %v", d, err)
 		}
 		for _, q := range qs {
-			queries[d+" "+q.Where] = ExpandGrafanaVariables(q.Expr)
+			queries[d+" "+q.Where] = dashquery.Expand(q.Expr)
 		}
 	}
 	return queries, recorded
@@ -152,41 +153,5 @@ func TestMetricNames(t *testing.T) {
 		if !tc.wantErr && !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("MetricNames(%q) = %v, want %v", tc.expr, got, tc.want)
 		}
-	}
-}
-
-func TestDashboardQueriesAndVariables(t *testing.T) {
-	dash := []byte(`{
-	  "templating": {"list": [
-	    {"name": "datasource", "type": "datasource", "query": "prometheus"},
-	    {"name": "cluster", "type": "query", "query": {"query": "label_values(localtraffic_build_info, cluster)"}},
-	    {"name": "ns", "type": "query", "query": "label_values(localtraffic_service_info{cluster=~\"$cluster\"}, namespace)"}
-	  ]},
-	  "panels": [
-	    {"type": "row", "title": "r", "panels": [
-	      {"title": "nested", "targets": [{"refId": "A", "expr": "rate(x_total{ns=~\"${ns}\"}[$__rate_interval])"}]}
-	    ]},
-	    {"title": "top", "targets": [{"refId": "B", "expr": "up"}]}
-	  ]
-	}`)
-	qs, err := DashboardQueries(dash)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, q := range qs {
-		got = append(got, q.Where+": "+ExpandGrafanaVariables(q.Expr))
-	}
-	want := []string{
-		`panel "nested" target A: rate(x_total{ns=~".*"}[2m])`,
-		`panel "top" target B: up`,
-		`variable cluster: localtraffic_build_info`,
-		`variable ns: localtraffic_service_info{cluster=~".*"}`,
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
-	if _, err := DashboardQueries([]byte(`{"templating": {"list": [{"name": "x", "type": "query", "query": "query_result(up)"}]}}`)); err == nil {
-		t.Error("a variable query other than label_values(<selector>, <label>) was accepted")
 	}
 }

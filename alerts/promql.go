@@ -1,15 +1,12 @@
 package alerts
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"regexp"
 	"sort"
-	"strings"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
@@ -84,98 +81,6 @@ func MetricNames(expr string) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
-}
-
-// DashboardQuery is one PromQL query of a dashboard, with where it came from.
-type DashboardQuery struct {
-	Where string // "panel <title> target <refId>" or "variable <name>"
-	Expr  string // as written, with Grafana variables
-}
-
-// DashboardQueries returns every PromQL query of a Grafana dashboard: each panel target's expr (rows' nested
-// panels included) and each query variable's metric selector (label_values(<selector>, <label>)).
-func DashboardQueries(dashboard []byte) ([]DashboardQuery, error) {
-	var d struct {
-		Panels     []panel `json:"panels"`
-		Templating struct {
-			List []struct {
-				Name  string          `json:"name"`
-				Type  string          `json:"type"`
-				Query json.RawMessage `json:"query"`
-			} `json:"list"`
-		} `json:"templating"`
-	}
-	if err := json.Unmarshal(dashboard, &d); err != nil {
-		return nil, fmt.Errorf("decode dashboard: %w", err)
-	}
-	var out []DashboardQuery
-	var walk func([]panel)
-	walk = func(ps []panel) {
-		for _, p := range ps {
-			for _, t := range p.Targets {
-				if t.Expr != "" {
-					out = append(out, DashboardQuery{Where: fmt.Sprintf("panel %q target %s", p.Title, t.RefID), Expr: t.Expr})
-				}
-			}
-			walk(p.Panels)
-		}
-	}
-	walk(d.Panels)
-	for _, v := range d.Templating.List {
-		if v.Type != "query" {
-			continue
-		}
-		var q string
-		if err := json.Unmarshal(v.Query, &q); err != nil {
-			var obj struct {
-				Query string `json:"query"`
-			}
-			if err := json.Unmarshal(v.Query, &obj); err != nil {
-				return nil, fmt.Errorf("variable %s: query is neither a string nor an object", v.Name)
-			}
-			q = obj.Query
-		}
-		sel, ok := labelValuesSelector(q)
-		if !ok {
-			return nil, fmt.Errorf("variable %s: want label_values(<selector>, <label>), got %q", v.Name, q)
-		}
-		out = append(out, DashboardQuery{Where: "variable " + v.Name, Expr: sel})
-	}
-	return out, nil
-}
-
-type panel struct {
-	Title   string  `json:"title"`
-	Panels  []panel `json:"panels"`
-	Targets []struct {
-		RefID string `json:"refId"`
-		Expr  string `json:"expr"`
-	} `json:"targets"`
-}
-
-var labelValues = regexp.MustCompile(`^\s*label_values\(\s*(.+)\s*,\s*[a-zA-Z_][a-zA-Z0-9_]*\s*\)\s*$`)
-
-func labelValuesSelector(q string) (string, bool) {
-	m := labelValues.FindStringSubmatch(q)
-	if m == nil {
-		return "", false
-	}
-	return m[1], true
-}
-
-// Grafana's built-in interval variables, replaced by a duration of the same role, and user variables
-// ($name or ${name}), replaced by a regular expression matching anything (every user variable of these
-// dashboards is used as a label regex, =~"$name", with ".*" as its "All" value).
-var (
-	grafanaIntervals = strings.NewReplacer("$__rate_interval", "2m", "${__rate_interval}", "2m",
-		"$__interval", "30s", "${__interval}", "30s", "$__range", "1h", "${__range}", "1h")
-	grafanaVariable = regexp.MustCompile(`\$\{?[a-zA-Z_][a-zA-Z0-9_]*\}?`)
-)
-
-// ExpandGrafanaVariables turns a dashboard query into plain PromQL as Grafana would with every variable set
-// to "All" and a 30s scrape interval.
-func ExpandGrafanaVariables(expr string) string {
-	return grafanaVariable.ReplaceAllString(grafanaIntervals.Replace(expr), ".*")
 }
 
 // ParseRulesFile parses and validates one rule file and returns its groups' names, in order.

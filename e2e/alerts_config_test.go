@@ -11,6 +11,7 @@ import (
 
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	"github.com/localtraffic/localtraffic-exporter/alerts/dashquery"
 	"github.com/localtraffic/localtraffic-exporter/alerts/metricset"
 )
 
@@ -82,7 +83,7 @@ func TestAlertsDashboardQueriesFound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	qs, err := dashboardQueries(data)
+	qs, err := dashquery.Queries(data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,8 +107,8 @@ func TestAlertsDashboardQueriesFound(t *testing.T) {
 		t.Errorf("found %d queries, want %d (%d query variables, the node variable among them)", len(qs), want, vars)
 	}
 	for _, q := range qs {
-		if strings.Contains(q.Expr, "$") {
-			t.Errorf("%s: unexpanded variable in %q", q.Where, q.Expr)
+		if e := dashquery.Expand(q.Expr); strings.Contains(e, "$") {
+			t.Errorf("%s: unexpanded variable in %q", q.Where, e)
 		}
 	}
 }

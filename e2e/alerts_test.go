@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/localtraffic/localtraffic-exporter/alerts/dashquery"
 	"github.com/localtraffic/localtraffic-exporter/alerts/metricset"
 	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
 	"github.com/localtraffic/localtraffic-exporter/e2e/drill"
@@ -235,18 +236,19 @@ func checkDashboards(t *testing.T, ctx context.Context, prom promAPI, repo strin
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no dashboards: %v", err)
 	}
-	var queries []dashboardQuery
+	var queries []dashquery.Query
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		qs, err := dashboardQueries(data)
+		qs, err := dashquery.Queries(data)
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
 		for _, q := range qs {
 			q.Where = filepath.Base(f) + " " + q.Where
+			q.Expr = dashquery.Expand(q.Expr)
 			queries = append(queries, q)
 		}
 	}
