@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -229,12 +228,10 @@ func scrapeAsPod(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, node *c
 	}
 	// For sizing the DaemonSet's memory request/limit: the exporter's resident set after a full scrape (the shell
 	// and chroot/setpriv exec'd in place, so the pid is the exporter's).
-	if status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.proc.Pid())); err == nil {
-		for _, l := range strings.Split(string(status), "\n") {
-			if strings.HasPrefix(l, "VmRSS:") || strings.HasPrefix(l, "VmHWM:") {
-				t.Logf("exporter on %s: %s", node.Name, strings.Join(strings.Fields(l), " "))
-			}
-		}
+	if st, err := cluster.ReadProcStatus(p.proc.Pid()); err == nil {
+		t.Logf("exporter on %s: VmRSS %.1f MiB, VmHWM %.1f MiB", node.Name, float64(st.VmRSS)/(1<<20), float64(st.VmHWM)/(1<<20))
+	} else {
+		t.Logf("exporter on %s: %v", node.Name, err)
 	}
 	return m, p.proc.logs.String()
 }
