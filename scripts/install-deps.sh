@@ -6,6 +6,8 @@
 #                                         # iproute2 iptables nftables conntrack curl git (rule readers, cluster),
 #                                         # chromium (the landing page's browser test),
 #                                         # prometheus-alertmanager (the live alert drill; its service unused)
+#   scripts/install-deps.sh netfilter     # only iproute2 iptables nftables: what the real-kernel tests of
+#                                         # nodeprobe/kernelrules and nodeprobe/arrivals run (they call this)
 #   scripts/install-deps.sh promtool      # Prometheus' promtool   } built from the Go module proxy at the pinned
 #   scripts/install-deps.sh prometheus    # Prometheus itself      } version into $LT_TOOLS_BIN (.tools/bin)
 #   scripts/install-deps.sh release       # the release pipeline's tools, built from the Go module proxy at
@@ -35,12 +37,12 @@ RELEASE_TOOLS=(
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 bin="${LT_TOOLS_BIN:-$repo/.tools/bin}"
 
+# packages <command=package ...>: installs the packages of the commands that are missing, as root. apt runs
+# under a lock of our own: `go test` runs the real-kernel packages' tests side by side, and each may call this.
 packages() {
-	declare -A pkg=([ip]=iproute2 [iptables-legacy-save]=iptables [iptables-nft-save]=iptables [nft]=nftables
-		[conntrack]=conntrack [curl]=curl [git]=git [chromium]=chromium [prometheus-alertmanager]=prometheus-alertmanager)
-	local missing=() cmd
-	for cmd in "${!pkg[@]}"; do
-		command -v "$cmd" >/dev/null 2>&1 || missing+=("${pkg[$cmd]}")
+	local missing=() pair
+	for pair in "$@"; do
+		command -v "${pair%%=*}" >/dev/null 2>&1 || missing+=("${pair#*=}")
 	done
 	((${#missing[@]})) || return 0
 	if [[ $(id -u) -ne 0 ]]; then
@@ -48,12 +50,26 @@ packages() {
 		return 1
 	fi
 	mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
-	echo "install-deps: installing ${missing[*]}" >&2
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -q >&2
-	# prometheus-alertmanager's postinst would start its service where an init system runs; nothing uses it.
-	apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+	mkdir -p /run/lock
+	exec {lock}>/run/lock/localtraffic-install-deps
+	flock "$lock"
+	# Installed while we waited for the lock?
+	local still=() p
+	for p in "${missing[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || still+=("$p")
+	done
+	if ((${#still[@]})); then
+		echo "install-deps: installing ${still[*]}" >&2
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -q >&2
+		# prometheus-alertmanager's postinst would start its service where an init system runs; nothing uses it.
+		apt-get install -y -q --no-install-recommends "${still[@]}" >&2
+	fi
+	exec {lock}>&-
 }
+NETFILTER=(ip=iproute2 iptables-legacy-save=iptables iptables-nft-save=iptables nft=nftables)
+PACKAGES=("${NETFILTER[@]}" conntrack=conntrack curl=curl git=git chromium=chromium
+	prometheus-alertmanager=prometheus-alertmanager)
 
 # built reports whether binary $1 was built from the pinned Prometheus with the pinned tags.
 built() {
@@ -108,11 +124,12 @@ release_tools() {
 tools=()
 for what in "$@"; do
 	case "$what" in
-	packages) packages ;;
+	packages) packages "${PACKAGES[@]}" ;;
+	netfilter) packages "${NETFILTER[@]}" ;;
 	promtool | prometheus) tools+=("$what") ;;
 	release) release_tools ;;
 	*)
-		echo "install-deps: unknown $what (packages, promtool, prometheus, release)" >&2
+		echo "install-deps: unknown $what (packages, netfilter, promtool, prometheus, release)" >&2
 		exit 2
 		;;
 	esac

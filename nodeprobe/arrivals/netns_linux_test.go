@@ -12,8 +12,10 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,15 +26,35 @@ import (
 // Helpers for the tests on the real kernel: network namespaces the test creates, traffic sent between them.
 // Nothing is sent to or configured in the namespace the test runs in.
 
+// requireRoot skips as another user (and says why) and, as root, makes sure of ip and nft: when one is
+// missing, the project's one installer (scripts/install-deps.sh netfilter) installs their Debian packages.
 func requireRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to create network namespaces and packet sockets; CI runs as root")
 	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Fatalf("iproute2's ip is needed (Debian package iproute2): %v", err)
+	installOnce.Do(func() {
+		for _, b := range []string{"ip", "nft"} {
+			if _, err := exec.LookPath(b); err != nil {
+				// go test runs a package's tests in its directory.
+				script := filepath.Join("..", "..", "scripts", "install-deps.sh")
+				if out, err := exec.Command(script, "netfilter").CombinedOutput(); err != nil {
+					installErr = fmt.Errorf("%s netfilter: %w\n%s", script, err, out)
+				}
+				return
+			}
+		}
+	})
+	if installErr != nil {
+		t.Fatalf("installing ip and nft: %v", installErr)
 	}
 }
+
+// installOnce runs the installer once per test binary; installErr is what it said.
+var (
+	installOnce sync.Once
+	installErr  error
+)
 
 // testNetns is a network namespace removed at the end of the test.
 type testNetns struct {

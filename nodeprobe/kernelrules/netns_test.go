@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -25,34 +26,32 @@ func requireRoot(t testing.TB) {
 var installOnce sync.Once
 var installErr error
 
-// ensureTools installs the Debian packages providing iptables-legacy*,
-// iptables-nft* and nft when one is missing (root only, idempotent).
+// ensureTools runs the project's one installer for the tools these tests run (iptables-legacy*, iptables-nft*,
+// nft, ip): scripts/install-deps.sh netfilter installs the Debian packages of the missing ones (root only,
+// idempotent, serialised with the other packages' tests that call it).
 func ensureTools(t testing.TB) {
 	t.Helper()
 	requireRoot(t)
 	installOnce.Do(func() {
-		missing := false
 		for _, b := range []string{"iptables-legacy-save", "iptables-legacy-restore", "iptables-nft-save", "iptables-nft-restore", "ip6tables-legacy-restore", "ip6tables-nft-restore", "nft", "ip"} {
 			if _, err := exec.LookPath(b); err != nil {
-				missing = true
+				installErr = installNetfilter()
+				return
 			}
-		}
-		if !missing {
-			return
-		}
-		if _, err := exec.LookPath("apt-get"); err != nil {
-			installErr = err
-			return
-		}
-		var out []byte
-		out, installErr = exec.Command("sh", "-c", "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q iptables nftables iproute2").CombinedOutput()
-		if installErr != nil {
-			installErr = &CommandError{Cmd: "apt-get install iptables nftables", Err: installErr, Stderr: string(out)}
 		}
 	})
 	if installErr != nil {
 		t.Fatalf("installing iptables/nftables: %v", installErr)
 	}
+}
+
+// installNetfilter runs scripts/install-deps.sh netfilter (go test runs a package's tests in its directory).
+func installNetfilter() error {
+	script := filepath.Join("..", "..", "scripts", "install-deps.sh")
+	if out, err := exec.Command(script, "netfilter").CombinedOutput(); err != nil {
+		return &CommandError{Cmd: script + " netfilter", Err: err, Stderr: string(out)}
+	}
+	return nil
 }
 
 // newNetns creates a uniquely named network namespace removed at test end.
