@@ -37,33 +37,35 @@ RELEASE_TOOLS=(
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 bin="${LT_TOOLS_BIN:-$repo/.tools/bin}"
 
-# packages <command=package ...>: installs the packages of the commands that are missing, as root. apt runs
-# under a lock of our own: `go test` runs the real-kernel packages' tests side by side, and each may call this.
-packages() {
-	local missing=() pair
+# missing_packages <command=package ...> prints the packages of the commands that are not installed, once each.
+missing_packages() {
+	local pair
 	for pair in "$@"; do
-		command -v "${pair%%=*}" >/dev/null 2>&1 || missing+=("${pair#*=}")
-	done
+		command -v "${pair%%=*}" >/dev/null 2>&1 || echo "${pair#*=}"
+	done | sort -u
+}
+
+# packages <command=package ...>: installs the packages of the commands that are missing, as root. apt runs
+# under a lock of our own: `go test` runs the real-kernel packages' tests side by side, and each may call this;
+# the one that waited looks again once it holds the lock.
+packages() {
+	local missing
+	mapfile -t missing < <(missing_packages "$@")
 	((${#missing[@]})) || return 0
 	if [[ $(id -u) -ne 0 ]]; then
 		echo "install-deps: missing packages ${missing[*]}; run as root (or install them)" >&2
 		return 1
 	fi
-	mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
 	mkdir -p /run/lock
 	exec {lock}>/run/lock/localtraffic-install-deps
 	flock "$lock"
-	# Installed while we waited for the lock?
-	local still=() p
-	for p in "${missing[@]}"; do
-		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || still+=("$p")
-	done
-	if ((${#still[@]})); then
-		echo "install-deps: installing ${still[*]}" >&2
+	mapfile -t missing < <(missing_packages "$@")
+	if ((${#missing[@]})); then
+		echo "install-deps: installing ${missing[*]}" >&2
 		export DEBIAN_FRONTEND=noninteractive
 		apt-get update -q >&2
 		# prometheus-alertmanager's postinst would start its service where an init system runs; nothing uses it.
-		apt-get install -y -q --no-install-recommends "${still[@]}" >&2
+		apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
 	fi
 	exec {lock}>&-
 }

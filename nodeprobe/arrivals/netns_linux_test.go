@@ -26,23 +26,19 @@ import (
 // Helpers for the tests on the real kernel: network namespaces the test creates, traffic sent between them.
 // Nothing is sent to or configured in the namespace the test runs in.
 
-// requireRoot skips as another user (and says why) and, as root, makes sure of ip and nft: when one is
-// missing, the project's one installer (scripts/install-deps.sh netfilter) installs their Debian packages.
+// requireRoot skips as another user (and says why) and, as root, makes sure of ip and nft once per test
+// binary: the project's one installer (scripts/install-deps.sh netfilter) installs their Debian packages when
+// one is missing and does nothing otherwise.
 func requireRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to create network namespaces and packet sockets; CI runs as root")
 	}
 	installOnce.Do(func() {
-		for _, b := range []string{"ip", "nft"} {
-			if _, err := exec.LookPath(b); err != nil {
-				// go test runs a package's tests in its directory.
-				script := filepath.Join("..", "..", "scripts", "install-deps.sh")
-				if out, err := exec.Command(script, "netfilter").CombinedOutput(); err != nil {
-					installErr = fmt.Errorf("%s netfilter: %w\n%s", script, err, out)
-				}
-				return
-			}
+		// go test runs a package's tests in its directory.
+		script := filepath.Join("..", "..", "scripts", "install-deps.sh")
+		if out, err := exec.Command(script, "netfilter").CombinedOutput(); err != nil {
+			installErr = fmt.Errorf("%s netfilter: %w\n%s", script, err, out)
 		}
 	})
 	if installErr != nil {

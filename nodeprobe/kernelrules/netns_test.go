@@ -27,19 +27,12 @@ var installOnce sync.Once
 var installErr error
 
 // ensureTools runs the project's one installer for the tools these tests run (iptables-legacy*, iptables-nft*,
-// nft, ip): scripts/install-deps.sh netfilter installs the Debian packages of the missing ones (root only,
-// idempotent, serialised with the other packages' tests that call it).
+// nft, ip), once per test binary: scripts/install-deps.sh netfilter installs the Debian packages of the missing
+// ones and does nothing when none is (root only, serialised with the other packages' tests that call it).
 func ensureTools(t testing.TB) {
 	t.Helper()
 	requireRoot(t)
-	installOnce.Do(func() {
-		for _, b := range []string{"iptables-legacy-save", "iptables-legacy-restore", "iptables-nft-save", "iptables-nft-restore", "ip6tables-legacy-restore", "ip6tables-nft-restore", "nft", "ip"} {
-			if _, err := exec.LookPath(b); err != nil {
-				installErr = installNetfilter()
-				return
-			}
-		}
-	})
+	installOnce.Do(func() { installErr = installNetfilter() })
 	if installErr != nil {
 		t.Fatalf("installing iptables/nftables: %v", installErr)
 	}
