@@ -70,7 +70,7 @@ func BenchmarkUserSpace(b *testing.B) {
 		{"unmatched (coarse filter)", syn("198.18.0.1", "192.0.2.99", 30500)},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			tl := newTally(Config{}.withDefaults())
+			tl := newTally(Config{}.withDefaults(), nil)
 			nw, _ := w.normalize()
 			tl.setWatch(nw, testNow)
 			const perBlock = 1000
@@ -85,10 +85,10 @@ func BenchmarkUserSpace(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i += perBlock {
-				walkBlock(blk, func(data []byte, at int64) {
+				walkBlock(blk, func(data []byte, at int64, _ int32) {
 					seen++
 					if p, ok := decode(data); ok {
-						tl.count(p, at)
+						tl.count(p, at, 0)
 					}
 				})
 			}
@@ -107,14 +107,14 @@ func BenchmarkSnapshot(b *testing.B) {
 	for _, n := range []int{100, 1000, 10000} {
 		w := benchWatch(n)
 		m := &Meter{cfg: Config{}.withDefaults(), since: time.Now(), done: make(chan struct{})}
-		m.tally = newTally(m.cfg)
+		m.tally = newTally(m.cfg, nil)
 		if err := m.Watch(w); err != nil {
 			b.Fatal(err)
 		}
 		for i, h := range m.tally.watch.HealthChecks {
 			for s := range 3 {
 				p := packet{proto: TCP, src: netip.AddrFrom4([4]byte{10, 0, byte(s), byte(i)}), dst: nodeV4, dport: h.Port}
-				m.tally.count(p, 1)
+				m.tally.count(p, 1, 0)
 			}
 		}
 		b.Run(fmt.Sprintf("services=%d/Snapshot", n), func(b *testing.B) {
@@ -456,7 +456,7 @@ func BenchmarkRetained(b *testing.B) {
 			runtime.ReadMemStats(&ms0)
 			for range b.N {
 				m := &Meter{cfg: Config{}.withDefaults(), done: make(chan struct{})}
-				m.tally = newTally(m.cfg)
+				m.tally = newTally(m.cfg, nil)
 				if err := m.Watch(w); err != nil {
 					b.Fatal(err)
 				}

@@ -84,7 +84,7 @@ func matches(t *tally, b []byte) bool {
 }
 
 func TestFilterExact(t *testing.T) {
-	tl := newTally(Config{}.withDefaults())
+	tl := newTally(Config{}.withDefaults(), nil)
 	nw, _ := testWatch.normalize()
 	tl.setWatch(nw, testNow)
 	filters := map[bool]map[FilterLevel]vmFilter{}

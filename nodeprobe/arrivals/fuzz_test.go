@@ -12,7 +12,7 @@ func FuzzFilterAgreesWithDecode(f *testing.F) {
 	for _, c := range filterCases() {
 		f.Add(c.pkt.bytes())
 	}
-	tl := newTally(Config{}.withDefaults())
+	tl := newTally(Config{}.withDefaults(), nil)
 	nw, err := testWatch.normalize()
 	if err != nil {
 		f.Fatal(err)

@@ -73,7 +73,7 @@ func New(cfg Config) *Meter {
 
 func newMeter(cfg Config, gate func()) *Meter {
 	cfg = cfg.withDefaults()
-	m := &Meter{cfg: cfg, since: time.Now(), tally: newTally(cfg), done: make(chan struct{}), gate: gate}
+	m := &Meter{cfg: cfg, since: time.Now(), tally: newTally(cfg, nil), done: make(chan struct{}), gate: gate}
 	sys, err := openOS(cfg)
 	if err != nil {
 		m.status, m.err = statusOf(err), err
@@ -82,6 +82,7 @@ func newMeter(cfg Config, gate func()) *Meter {
 		return m
 	}
 	m.sys = sys
+	m.tally.links.resolve = sys.linkName
 	go m.run()
 	return m
 }
@@ -193,12 +194,12 @@ func (m *Meter) Close() error {
 	return nil
 }
 
-// countPacket decodes and counts one packet of family fam; the caller holds m.mu.
-func (m *Meter) countPacket(fam int, data []byte, at int64) {
+// countPacket decodes and counts one packet of family fam received on interface ifindex; the caller holds m.mu.
+func (m *Meter) countPacket(fam int, data []byte, at int64, ifindex int32) {
 	p, ok := decode(data)
 	if !ok {
 		m.tally.fam[fam].unmatched++
 		return
 	}
-	m.tally.count(p, at)
+	m.tally.count(p, at, ifindex)
 }

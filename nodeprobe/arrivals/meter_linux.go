@@ -97,8 +97,8 @@ func (m *Meter) run() {
 				}
 				m.mu.Lock()
 				n := 0
-				walkBlock(b, func(data []byte, at int64) {
-					m.countPacket(fam, data, at)
+				walkBlock(b, func(data []byte, at int64, ifindex int32) {
+					m.countPacket(fam, data, at, ifindex)
 					// A full block under a flood is about 900 packets: let a waiting Snapshot in between
 					// batches, so a scrape waits for a batch, not a block.
 					if n++; n%lockBatch == 0 {
@@ -120,4 +120,19 @@ func (m *Meter) run() {
 			return
 		}
 	}
+}
+
+// linkName is the name of interface ifindex in the network namespace of the meter's sockets (SIOCGIFNAME on
+// one of them: one ioctl, where net.InterfaceByIndex dumps every link, and in the sockets' namespace whatever
+// thread asks).
+func (o *osMeter) linkName(ifindex int32) (string, error) {
+	ifr, err := unix.NewIfreq("")
+	if err != nil {
+		return "", err
+	}
+	ifr.SetUint32(uint32(ifindex))
+	if err := unix.IoctlIfreq(o.rings[0].fd, unix.SIOCGIFNAME, ifr); err != nil {
+		return "", fmt.Errorf("interface %d: SIOCGIFNAME: %w", ifindex, err)
+	}
+	return ifr.Name(), nil
 }

@@ -19,3 +19,5 @@ func (*osMeter) stats(int) (uint64, uint64, error)          { return 0, 0, error
 func (*osMeter) stop()                                      {}
 func (*osMeter) close()                                     {}
 func (*Meter) run()                                         {}
+
+func (*osMeter) linkName(int32) (string, error) { return "", errors.ErrUnsupported }

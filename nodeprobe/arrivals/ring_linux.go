@@ -133,9 +133,15 @@ func (r *ring) release(b []byte) {
 // blockPackets is the number of packets in a TPACKET_V3 block.
 func blockPackets(b []byte) int { return int(blockHeader(b).Num_pkts) }
 
-// walkBlock calls fn with each packet of a TPACKET_V3 block (from its network header: SOCK_DGRAM) and its
-// kernel receive time in unix nanoseconds. It stops at the first frame that does not fit in the block.
-func walkBlock(b []byte, fn func(data []byte, at int64)) {
+// sllOffset is where the kernel puts each frame's struct sockaddr_ll: right after the tpacket3_hdr, aligned
+// (TPACKET_ALIGN(sizeof(struct tpacket3_hdr))). Its sll_ifindex, 4 bytes in, is the interface the packet
+// arrived on.
+const sllOffset = (unix.SizeofTpacket3Hdr + unix.TPACKET_ALIGNMENT - 1) &^ (unix.TPACKET_ALIGNMENT - 1)
+
+// walkBlock calls fn with each packet of a TPACKET_V3 block (from its network header: SOCK_DGRAM), its kernel
+// receive time in unix nanoseconds and the index of the interface it arrived on (0 when the frame carries
+// none). It stops at the first frame that does not fit in the block.
+func walkBlock(b []byte, fn func(data []byte, at int64, ifindex int32)) {
 	if len(b) < int(unsafe.Sizeof(unix.TpacketBlockDesc{})) {
 		return
 	}
@@ -151,7 +157,11 @@ func walkBlock(b []byte, fn func(data []byte, at int64)) {
 		if int(ph.Mac) < unix.SizeofTpacket3Hdr || end > len(b) {
 			return
 		}
-		fn(b[start:end], int64(ph.Sec)*1e9+int64(ph.Nsec))
+		var ifindex int32
+		if sll := off + sllOffset; sll+unix.SizeofSockaddrLinklayer <= start {
+			ifindex = int32(binary.NativeEndian.Uint32(b[sll+4:]))
+		}
+		fn(b[start:end], int64(ph.Sec)*1e9+int64(ph.Nsec), ifindex)
 		if ph.Next_offset == 0 {
 			return
 		}

@@ -20,6 +20,9 @@ type tally struct {
 	node []netip.Addr
 
 	fam [2]famCount // IPv4, IPv6
+
+	// links names the interface a packet arrived on, for Watch.InternalLinks.
+	links linkNames
 }
 
 type famCount struct{ internal, unmatched uint64 }
@@ -63,8 +66,8 @@ type sourceCount struct {
 	last int64
 }
 
-func newTally(cfg Config) *tally {
-	return &tally{cfg: cfg, idx: map[Dest]int{}}
+func newTally(cfg Config, linkName func(ifindex int32) (string, error)) *tally {
+	return &tally{cfg: cfg, idx: map[Dest]int{}, links: linkNames{resolve: linkName}}
 }
 
 // setWatch switches to w (normalised), keeping the counts of destinations watched before and after.
@@ -114,8 +117,31 @@ func (t *tally) match(p packet) (di, ci int) {
 	return -1, -1 - i
 }
 
-// count records one decoded packet received at at (unix nanoseconds).
-func (t *tally) count(p packet, at int64) {
+// internal reports whether a packet from src received on interface ifindex at at is not an external arrival:
+// kube-proxy's local detector would send it to every endpoint (Watch.Internal, Watch.InternalLinks).
+func (t *tally) internal(src netip.Addr, ifindex int32, at int64) bool {
+	for _, pfx := range t.watch.Internal {
+		if pfx.Contains(src) {
+			return true
+		}
+	}
+	if len(t.watch.InternalLinks) == 0 {
+		return false
+	}
+	name := t.links.name(ifindex, at)
+	if name == "" {
+		return false
+	}
+	for _, l := range t.watch.InternalLinks {
+		if l.matches(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// count records one decoded packet received on interface ifindex at at (unix nanoseconds).
+func (t *tally) count(p packet, at int64, ifindex int32) {
 	fam := &t.fam[0]
 	if p.dst.Is6() {
 		fam = &t.fam[1]
@@ -125,11 +151,9 @@ func (t *tally) count(p packet, at int64) {
 		fam.unmatched++
 		return
 	}
-	for _, pfx := range t.watch.Internal {
-		if pfx.Contains(p.src) {
-			fam.internal++
-			return
-		}
+	if t.internal(p.src, ifindex, at) {
+		fam.internal++
+		return
 	}
 	quiet := int64(t.cfg.QuietPeriod)
 	if di >= 0 {

@@ -12,7 +12,7 @@ var testNow = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 
 func newTestTally(t *testing.T, cfg Config, w Watch) *tally {
 	t.Helper()
-	tl := newTally(cfg.withDefaults())
+	tl := newTally(cfg.withDefaults(), nil)
 	nw, err := w.normalize()
 	if err != nil {
 		t.Fatal(err)
@@ -27,7 +27,7 @@ func countBytes(t *testing.T, tl *tally, p testPacket, at time.Time) {
 	if !ok {
 		t.Fatalf("%+v does not decode", p)
 	}
-	tl.count(d, at.UnixNano())
+	tl.count(d, at.UnixNano(), 0)
 }
 
 func snap(tl *tally) Snapshot {
@@ -214,7 +214,7 @@ func TestDecodeDoesNotAllocate(t *testing.T) {
 	allocs := testing.AllocsPerRun(1000, func() {
 		for _, b := range pkts {
 			if p, ok := decode(b); ok {
-				tl.count(p, 1)
+				tl.count(p, 1, 0)
 			}
 		}
 	})
@@ -274,12 +274,12 @@ func TestBudget(t *testing.T) {
 // order is normalised and found equal, so the counts stay and no filter is rebuilt.
 func TestWatchSameInputDifferentOrder(t *testing.T) {
 	m := &Meter{cfg: Config{}.withDefaults(), done: make(chan struct{})}
-	m.tally = newTally(m.cfg)
+	m.tally = newTally(m.cfg, nil)
 	w := testWatch
 	if err := m.Watch(w); err != nil {
 		t.Fatal(err)
 	}
-	m.tally.count(packet{proto: TCP, src: netip.MustParseAddr("10.9.9.9"), dst: netip.MustParseAddr("203.0.113.7"), dport: 80}, 1)
+	m.tally.count(packet{proto: TCP, src: netip.MustParseAddr("10.9.9.9"), dst: netip.MustParseAddr("203.0.113.7"), dport: 80}, 1, 0)
 	r := w.clone()
 	slices.Reverse(r.Dests)
 	if err := m.Watch(r); err != nil {

@@ -102,6 +102,9 @@ type Watch struct {
 	// Internal are source prefixes whose packets are not external arrivals: the cluster's pod CIDRs, whose
 	// traffic kube-proxy short-circuits to every endpoint. They are counted in FamilyStats.Internal only.
 	Internal []netip.Prefix
+	// InternalLinks are the interfaces whose arrivals are not external, whatever their source: kube-proxy's
+	// BridgeInterface and InterfaceNamePrefix local detectors. Counted in FamilyStats.Internal only.
+	InternalLinks []LinkMatch
 }
 
 // ErrInvalidWatch wraps every reason Meter.Watch rejects a Watch.
@@ -175,17 +178,26 @@ func (w Watch) normalize() (Watch, error) {
 		return a.Bits() - b.Bits()
 	})
 	out.Internal = slices.Compact(out.Internal)
+	for _, l := range w.InternalLinks {
+		if err := l.validate(); err != nil {
+			return Watch{}, err
+		}
+		out.InternalLinks = append(out.InternalLinks, l)
+	}
+	slices.SortFunc(out.InternalLinks, compareLinkMatch)
+	out.InternalLinks = slices.Compact(out.InternalLinks)
 	return out, nil
 }
 
 func (w Watch) clone() Watch {
 	return Watch{NodeAddrs: slices.Clone(w.NodeAddrs), Dests: slices.Clone(w.Dests),
-		HealthChecks: slices.Clone(w.HealthChecks), Internal: slices.Clone(w.Internal)}
+		HealthChecks: slices.Clone(w.HealthChecks), Internal: slices.Clone(w.Internal), InternalLinks: slices.Clone(w.InternalLinks)}
 }
 
 func (w Watch) equal(o Watch) bool {
 	return slices.Equal(w.NodeAddrs, o.NodeAddrs) && slices.Equal(w.Dests, o.Dests) &&
-		slices.Equal(w.HealthChecks, o.HealthChecks) && slices.Equal(w.Internal, o.Internal)
+		slices.Equal(w.HealthChecks, o.HealthChecks) && slices.Equal(w.Internal, o.Internal) &&
+		slices.Equal(w.InternalLinks, o.InternalLinks)
 }
 
 // Status says whether the meter observes anything. Anything but StatusOK means the counts say nothing: export
@@ -277,7 +289,8 @@ type FamilyStats struct {
 	// Shed counts packets the meter gave back to the kernel uncounted to stay within Config.MaxPacketRate:
 	// like Dropped, arrivals that were not counted.
 	Shed uint64
-	// Internal counts packets to a watched destination from a Watch.Internal source, not counted as arrivals.
+	// Internal counts packets to a watched destination from a Watch.Internal source or received on a
+	// Watch.InternalLinks interface, not counted as arrivals.
 	Internal uint64
 	// Unmatched counts packets that passed the filter but matched no destination: a coarse filter level, or
 	// packets in flight across a Watch change.
