@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
 )
 
@@ -98,17 +100,13 @@ func healthCheckDest(svc kubeview.ServiceState, f corev1.IPFamily) (arrivals.Des
 }
 
 // arrivalsWatch is what the meter must count for this scrape's Services: every destination, every health
-// check node port, on the node's NodePort addresses, leaving out the internal sources.
-func arrivalsWatch(snap kubeview.Snapshot, nodePortAddrs []net.IP, internal []netip.Prefix) arrivals.Watch {
-	w := arrivals.Watch{Internal: internal}
+// check node port, on the node's NodePort addresses, leaving out the sources kube-proxy calls local
+// (internalSources).
+func arrivalsWatch(snap kubeview.Snapshot, nodePortAddrs []net.IP, internal []netip.Prefix, internalLinks []arrivals.LinkMatch) arrivals.Watch {
+	w := arrivals.Watch{Internal: internal, InternalLinks: internalLinks}
 	for _, ip := range nodePortAddrs {
 		if a, ok := netip.AddrFromSlice(ip); ok && !a.Unmap().IsUnspecified() {
 			w.NodeAddrs = append(w.NodeAddrs, a.Unmap())
-		}
-	}
-	for _, c := range snap.Node.PodCIDRs {
-		if p, err := netip.ParsePrefix(c); err == nil {
-			w.Internal = append(w.Internal, p)
 		}
 	}
 	for _, svc := range snap.Services {
@@ -124,6 +122,52 @@ func arrivalsWatch(snap kubeview.Snapshot, nodePortAddrs []net.IP, internal []ne
 		}
 	}
 	return w
+}
+
+// internalSources are the arrivals kube-proxy sends to every endpoint of a Local Service, so that none of them
+// is lost for lack of a local one (its KUBE-EXT / external-* chains, before the policy): what its local detector
+// calls pod traffic (det, from /configz: the first CIDR of each family in ClusterCIDR and NodeCIDR mode, the
+// arrival interface in BridgeInterface and InterfaceNamePrefix mode), and in every mode traffic from the node's
+// own addresses (`--src-type LOCAL`, nftables' `fib saddr type local`). A family without a detector has no pod
+// traffic: a pod's attempt at a destination the node drops is lost like a client's, and counts. With det nil
+// (kube-proxy's configuration unread) this node's pod CIDRs stand in for it. extra is
+// --arrivals.internal-cidrs, always internal.
+func internalSources(det *nodeprobe.LocalDetector, podCIDRs []string, local []net.IP, extra []netip.Prefix) ([]netip.Prefix, []arrivals.LinkMatch) {
+	out := slices.Clone(extra)
+	add := func(cidr string) {
+		if p, err := netip.ParsePrefix(cidr); err == nil {
+			out = append(out, p)
+		}
+	}
+	for _, ip := range local {
+		if a, ok := netip.AddrFromSlice(ip); ok && !a.Unmap().IsUnspecified() {
+			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+		}
+	}
+	if det == nil {
+		for _, c := range podCIDRs {
+			add(c)
+		}
+		return out, nil
+	}
+	var links []arrivals.LinkMatch
+	switch det.Mode {
+	case nodeprobe.LocalModeBridgeInterface:
+		if det.BridgeInterface != "" {
+			links = append(links, arrivals.LinkMatch{Name: det.BridgeInterface})
+		}
+	case nodeprobe.LocalModeInterfaceNamePrefix:
+		if det.InterfaceNamePrefix != "" {
+			links = append(links, arrivals.LinkMatch{Name: det.InterfaceNamePrefix, Prefix: true})
+		}
+	default:
+		for _, f := range []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol} {
+			if c := det.FamilyCIDR(string(f), podCIDRs); c != "" {
+				add(c)
+			}
+		}
+	}
+	return out, links
 }
 
 // observations adapts one scrape's meter snapshot to the verdict (verdict.Observed): the evidence of

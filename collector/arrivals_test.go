@@ -4,7 +4,9 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
 )
 
@@ -191,6 +194,45 @@ func TestArrivalTotalsMonotonic(t *testing.T) {
 		got := tot.add(st.s, kinds)
 		if got[np] != st.np || got[lb] != st.lb {
 			t.Errorf("step %d: node_port %d load_balancer_ip %d, want %d %d", i, got[np], got[lb], st.np, st.lb)
+		}
+	}
+}
+
+// What the meter leaves out as pod traffic is what kube-proxy's local detector sends to every endpoint: its
+// CIDR (the first of each family) or interfaces, and always the node's own addresses; no detector, no pod
+// traffic (a pod's dropped attempt is lost like a client's). Unread, this node's pod CIDRs stand in.
+func TestInternalSourcesFollowKubeProxysDetector(t *testing.T) {
+	pod := []string{"10.244.1.0/24", "fd00:244:1::/64"}
+	local := []net.IP{net.ParseIP("10.0.0.1"), net.ParseIP("fd00::1")}
+	extra := []netip.Prefix{netip.MustParsePrefix("172.30.0.0/16")}
+	own := []string{"10.0.0.1/32", "fd00::1/128"}
+	for _, c := range []struct {
+		name  string
+		det   *nodeprobe.LocalDetector
+		extra []netip.Prefix
+		want  []string
+		links []arrivals.LinkMatch
+	}{
+		{"unread: this node's pod CIDRs", nil, nil, append(own, pod...), nil},
+		{"unread, with the flag", nil, extra, append([]string{"172.30.0.0/16"}, append(own, pod...)...), nil},
+		{"cluster CIDR, both families", &nodeprobe.LocalDetector{Mode: nodeprobe.LocalModeClusterCIDR,
+			ClusterCIDRs: []string{"10.244.0.0/16", "10.96.0.0/12", "fd00:244::/32"}}, nil,
+			append(own, "10.244.0.0/16", "fd00:244::/32"), nil},
+		{"cluster CIDR unset: no detector", &nodeprobe.LocalDetector{Mode: nodeprobe.LocalModeClusterCIDR}, nil, own, nil},
+		{"node CIDR", &nodeprobe.LocalDetector{Mode: nodeprobe.LocalModeNodeCIDR, ClusterCIDRs: []string{"10.0.0.0/8"}}, nil,
+			append(own, pod...), nil},
+		{"bridge", &nodeprobe.LocalDetector{Mode: nodeprobe.LocalModeBridgeInterface, BridgeInterface: "cbr0",
+			ClusterCIDRs: []string{"10.244.0.0/16"}}, nil, own, []arrivals.LinkMatch{{Name: "cbr0"}}},
+		{"prefix", &nodeprobe.LocalDetector{Mode: nodeprobe.LocalModeInterfaceNamePrefix, InterfaceNamePrefix: "cali"}, nil,
+			own, []arrivals.LinkMatch{{Name: "cali", Prefix: true}}},
+	} {
+		got, links := internalSources(c.det, pod, local, c.extra)
+		var gotS []string
+		for _, p := range got {
+			gotS = append(gotS, p.String())
+		}
+		if !slices.Equal(gotS, c.want) || !slices.Equal(links, c.links) {
+			t.Errorf("%s: %v %v, want %v %v", c.name, gotS, links, c.want, c.links)
 		}
 	}
 }

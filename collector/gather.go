@@ -62,7 +62,8 @@ type GathererConfig struct {
 	// Grace: attempts that keep arriving this long at a destination the node drops put it in rotation
 	// (DefaultGrace when 0). Quiet: the meter's QuietPeriod (DefaultQuiet when 0).
 	Grace, Quiet time.Duration
-	// InternalCIDRs are sources that are not external (the cluster's pod CIDRs; this node's own are added).
+	// InternalCIDRs are sources that are never external arrivals, beside those kube-proxy's local detector
+	// calls pod traffic (internalSources).
 	InternalCIDRs []netip.Prefix
 	Client        *http.Client
 	ProbeTimeout  time.Duration // cap per probe; the scrape's deadline may shorten it
@@ -207,7 +208,8 @@ func (g *Gatherer) observe(st *State, snap kubeview.Snapshot) {
 	defer func(start time.Time) { st.took[InputArrivals] = time.Since(start) }(time.Now())
 	st.Arrivals.Enabled = true
 	if st.APIErr == nil {
-		if err := g.cfg.Meter.Watch(arrivalsWatch(snap, st.NodePortAddrs, g.cfg.InternalCIDRs)); err != nil {
+		internal, links := internalSources(st.KubeProxyConfig.DetectLocal, snap.Node.PodCIDRs, st.LocalAddrs, g.cfg.InternalCIDRs)
+		if err := g.cfg.Meter.Watch(arrivalsWatch(snap, st.NodePortAddrs, internal, links)); err != nil {
 			st.Arrivals.WatchErr = fmt.Errorf("arrivals meter: %w", err)
 			g.cfg.Logger.Warn("the arrivals meter refused this scrape's destinations: it counts the previous ones", "err", err)
 		}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // configzGroup is the key kube-proxy registers its configuration under in /configz (component-base's
@@ -32,6 +33,59 @@ type KubeProxyConfig struct {
 	// ExternalIPs is false when kube-proxy runs with the AllowServiceExternalIPs feature gate off
 	// (pkg/proxy/serviceport.go): it then writes no rule for any spec.externalIPs address.
 	ExternalIPs bool
+	// DetectLocal is how kube-proxy tells pod traffic from external traffic; nil when its configuration was
+	// not read (the exporter then cannot know it).
+	DetectLocal *LocalDetector
+}
+
+// LocalMode is kube-proxy's --detect-local-mode.
+type LocalMode string
+
+// kube-proxy's local detector modes (pkg/proxy/apis/config: LocalMode).
+const (
+	LocalModeClusterCIDR         LocalMode = "ClusterCIDR"
+	LocalModeNodeCIDR            LocalMode = "NodeCIDR"
+	LocalModeBridgeInterface     LocalMode = "BridgeInterface"
+	LocalModeInterfaceNamePrefix LocalMode = "InterfaceNamePrefix"
+)
+
+// LocalDetector is kube-proxy's local traffic detector (cmd/kube-proxy/app/server_linux.go,
+// getLocalDetectors): traffic it calls local ("pod traffic") to a Local Service's external destination is sent
+// to every endpoint of the Service, never dropped for lack of a local one. Whatever the mode, kube-proxy also
+// sends traffic whose source is one of the node's own addresses to every endpoint (`--src-type LOCAL`).
+type LocalDetector struct {
+	// Mode is --detect-local-mode; kube-proxy's default is ClusterCIDR. A mode it does not know gives no
+	// detector.
+	Mode LocalMode
+	// ClusterCIDRs is --cluster-cidr (ClusterCIDR mode; kube-proxy uses the first CIDR of each family, and a
+	// family without one has no detector).
+	ClusterCIDRs []string
+	// BridgeInterface is the bridge whose arrivals are pod traffic (BridgeInterface mode).
+	BridgeInterface string
+	// InterfaceNamePrefix starts the names of the interfaces whose arrivals are pod traffic
+	// (InterfaceNamePrefix mode).
+	InterfaceNamePrefix string
+}
+
+// FamilyCIDR is the CIDR of family ("IPv4" or "IPv6") kube-proxy's detector takes pod traffic from, as
+// kube-proxy picks it: the first of that family among the ClusterCIDRs (ClusterCIDR mode) or among podCIDRs
+// (the Node's spec.podCIDRs: NodeCIDR mode). "" when the family has no CIDR detector.
+func (d LocalDetector) FamilyCIDR(family string, podCIDRs []string) string {
+	var cidrs []string
+	switch d.Mode {
+	case LocalModeClusterCIDR:
+		cidrs = d.ClusterCIDRs
+	case LocalModeNodeCIDR:
+		cidrs = podCIDRs
+	default:
+		return ""
+	}
+	for _, c := range cidrs {
+		if ip, _, err := net.ParseCIDR(strings.TrimSpace(c)); err == nil && FamilyOf(ip) == family {
+			return strings.TrimSpace(c)
+		}
+	}
+	return ""
 }
 
 // DefaultKubeProxyConfig is kube-proxy's configuration when nothing says otherwise.
@@ -56,6 +110,15 @@ func ReadKubeProxyConfig(ctx context.Context, client *http.Client, url string) (
 		BindAddress        string          `json:"bindAddress"`
 		HealthzBindAddress *string         `json:"healthzBindAddress"`
 		FeatureGates       map[string]bool `json:"featureGates"`
+		DetectLocalMode    string          `json:"detectLocalMode"`
+		// v1alpha1 serves --cluster-cidr as one comma-separated string; the internal type, which older
+		// releases served untagged, as DetectLocal.ClusterCIDRs.
+		ClusterCIDR string `json:"clusterCIDR"`
+		DetectLocal struct {
+			BridgeInterface     string   `json:"bridgeInterface"`
+			InterfaceNamePrefix string   `json:"interfaceNamePrefix"`
+			ClusterCIDRs        []string `json:"clusterCIDRs"`
+		} `json:"detectLocal"`
 	}
 	if err := json.Unmarshal(resp.body, &body); err != nil {
 		return KubeProxyConfig{}, fmt.Errorf("kube-proxy %s: decoding: %w", url, err)
@@ -77,6 +140,17 @@ func ReadKubeProxyConfig(ctx context.Context, client *http.Client, url string) (
 	if on, set := raw.FeatureGates["AllowServiceExternalIPs"]; set {
 		cfg.ExternalIPs = on
 	}
+	det := &LocalDetector{Mode: LocalMode(raw.DetectLocalMode), BridgeInterface: raw.DetectLocal.BridgeInterface,
+		InterfaceNamePrefix: raw.DetectLocal.InterfaceNamePrefix}
+	if det.Mode == "" {
+		det.Mode = LocalModeClusterCIDR // KubeProxyConfiguration.detectLocalMode defaults to ClusterCIDR
+	}
+	for _, c := range append(strings.Split(raw.ClusterCIDR, ","), raw.DetectLocal.ClusterCIDRs...) {
+		if c = strings.TrimSpace(c); c != "" {
+			det.ClusterCIDRs = append(det.ClusterCIDRs, c)
+		}
+	}
+	cfg.DetectLocal = det
 	return cfg, nil
 }
 

@@ -43,13 +43,33 @@ func TestReadKubeProxyConfig(t *testing.T) {
 		want KubeProxyConfig
 		err  bool
 	}{
-		{"real v1.37.2 iptables", string(realIPTables), with(func(c *KubeProxyConfig) { c.BindAddress = "0.0.0.0" }), false},
+		{"real v1.37.2 iptables", string(realIPTables), with(func(c *KubeProxyConfig) {
+			c.BindAddress = "0.0.0.0"
+			c.DetectLocal = &LocalDetector{Mode: LocalModeClusterCIDR, ClusterCIDRs: []string{"10.244.0.0/16"}}
+		}), false},
 		{"real v1.37.2 nftables", string(realNFTables), with(func(c *KubeProxyConfig) {
 			c.BindAddress, c.NodePortAddresses = "0.0.0.0", []string{"primary"}
+			c.DetectLocal = &LocalDetector{Mode: LocalModeClusterCIDR, ClusterCIDRs: []string{"10.244.0.0/16"}}
 		}), false},
 		{"real v1.37.2, health server on loopback, AllowServiceExternalIPs off", string(realLoopback), with(func(c *KubeProxyConfig) {
 			c.BindAddress, c.HealthzBindAddress, c.ExternalIPs = "0.0.0.0", "127.0.0.1:10256", false
+			c.DetectLocal = &LocalDetector{Mode: LocalModeClusterCIDR, ClusterCIDRs: []string{"10.244.0.0/16", "fd00:244::/32"}}
 		}), false},
+		// The local detector: its mode and settings as kube-proxy's flags set them.
+		{"no cluster CIDR", `{"kubeproxy.config.k8s.io":{"detectLocalMode":"ClusterCIDR","clusterCIDR":""}}`,
+			with(func(c *KubeProxyConfig) { c.DetectLocal = &LocalDetector{Mode: LocalModeClusterCIDR} }), false},
+		{"bridge interface", `{"kubeproxy.config.k8s.io":{"detectLocalMode":"BridgeInterface","detectLocal":{"bridgeInterface":"cbr0","interfaceNamePrefix":""}}}`,
+			with(func(c *KubeProxyConfig) {
+				c.DetectLocal = &LocalDetector{Mode: LocalModeBridgeInterface, BridgeInterface: "cbr0"}
+			}), false},
+		{"interface name prefix", `{"kubeproxy.config.k8s.io":{"detectLocalMode":"InterfaceNamePrefix","detectLocal":{"interfaceNamePrefix":"cali"}}}`,
+			with(func(c *KubeProxyConfig) {
+				c.DetectLocal = &LocalDetector{Mode: LocalModeInterfaceNamePrefix, InterfaceNamePrefix: "cali"}
+			}), false},
+		{"node CIDR", `{"kubeproxy.config.k8s.io":{"detectLocalMode":"NodeCIDR","clusterCIDR":"10.0.0.0/8"}}`,
+			with(func(c *KubeProxyConfig) {
+				c.DetectLocal = &LocalDetector{Mode: LocalModeNodeCIDR, ClusterCIDRs: []string{"10.0.0.0/8"}}
+			}), false},
 		{"unset", `{"kubeproxy.config.k8s.io":{"mode":"nftables","nodePortAddresses":null}}`, def, false},
 		{"keywords kept", `{"kubeproxy.config.k8s.io":{"nodePortAddresses":["primary","localhost",""]}}`,
 			with(func(c *KubeProxyConfig) { c.NodePortAddresses = []string{"primary", "localhost"} }), false},
@@ -65,14 +85,18 @@ func TestReadKubeProxyConfig(t *testing.T) {
 		{"AllowServiceExternalIPs on", `{"kubeproxy.config.k8s.io":{"featureGates":{"AllowServiceExternalIPs":true}}}`, def, false},
 		// Older releases registered the internal configuration type, whose fields carried no json tags: the keys
 		// were Go field names (encoding/json matches them without regard to case).
-		{"internal type's keys", `{"kubeproxy.config.k8s.io":{"Mode":"iptables","NodePortAddresses":["192.168.0.0/16"],"HealthzBindAddress":"[::1]:10256"}}`,
+		{"internal type's keys", `{"kubeproxy.config.k8s.io":{"Mode":"iptables","NodePortAddresses":["192.168.0.0/16"],"HealthzBindAddress":"[::1]:10256","DetectLocalMode":"ClusterCIDR","DetectLocal":{"ClusterCIDRs":["10.42.0.0/16","fd42::/56"]}}}`,
 			with(func(c *KubeProxyConfig) {
 				c.NodePortAddresses, c.HealthzBindAddress = []string{"192.168.0.0/16"}, "[::1]:10256"
+				c.DetectLocal = &LocalDetector{Mode: LocalModeClusterCIDR, ClusterCIDRs: []string{"10.42.0.0/16", "fd42::/56"}}
 			}), false},
 		{"another component", `{"kubelet.config.k8s.io":{}}`, KubeProxyConfig{}, true},
 		{"garbage", `<html>`, KubeProxyConfig{}, true},
 	}
 	for _, c := range cases {
+		if !c.err && c.want.DetectLocal == nil {
+			c.want.DetectLocal = &LocalDetector{Mode: LocalModeClusterCIDR} // the default mode, no CIDR set
+		}
 		t.Run(c.name, func(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, c.body) }))
 			defer srv.Close()
@@ -80,7 +104,7 @@ func TestReadKubeProxyConfig(t *testing.T) {
 			defer cancel()
 			got, err := ReadKubeProxyConfig(ctx, NewHTTPClient(), srv.URL+"/configz")
 			if (err != nil) != c.err || !reflect.DeepEqual(got, c.want) {
-				t.Errorf("got %+v, %v; want %+v, error %v", got, err, c.want, c.err)
+				t.Errorf("got %+v (detector %+v), %v; want %+v (detector %+v), error %v", got, got.DetectLocal, err, c.want, c.want.DetectLocal, c.err)
 			}
 		})
 	}
@@ -182,6 +206,30 @@ func TestPickFamilyAddress(t *testing.T) {
 	for _, c := range cases {
 		if got := PickFamilyAddress(local, c.candidates, c.family, c.cidrs); got != c.want {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// The CIDR kube-proxy's detector takes each family's pod traffic from: the first of the family (ClusterCIDR
+// mode from --cluster-cidr, NodeCIDR mode from the Node's podCIDRs); none in the interface modes.
+func TestLocalDetectorFamilyCIDR(t *testing.T) {
+	pod := []string{"10.244.3.0/24", "fd00:244:3::/64"}
+	for _, c := range []struct {
+		d          LocalDetector
+		want4, want6 string
+	}{
+		{LocalDetector{Mode: LocalModeClusterCIDR, ClusterCIDRs: []string{"10.244.0.0/16", "10.96.0.0/12", "fd00:244::/32"}}, "10.244.0.0/16", "fd00:244::/32"},
+		{LocalDetector{Mode: LocalModeClusterCIDR, ClusterCIDRs: []string{"fd00:244::/32"}}, "", "fd00:244::/32"},
+		{LocalDetector{Mode: LocalModeClusterCIDR}, "", ""},
+		{LocalDetector{Mode: LocalModeNodeCIDR, ClusterCIDRs: []string{"10.0.0.0/8"}}, "10.244.3.0/24", "fd00:244:3::/64"},
+		{LocalDetector{Mode: LocalModeBridgeInterface, BridgeInterface: "cbr0", ClusterCIDRs: []string{"10.0.0.0/8"}}, "", ""},
+		{LocalDetector{Mode: "Bogus", ClusterCIDRs: []string{"10.0.0.0/8"}}, "", ""},
+	} {
+		if got := c.d.FamilyCIDR("IPv4", pod); got != c.want4 {
+			t.Errorf("%+v IPv4: %q, want %q", c.d, got, c.want4)
+		}
+		if got := c.d.FamilyCIDR("IPv6", pod); got != c.want6 {
+			t.Errorf("%+v IPv6: %q, want %q", c.d, got, c.want6)
 		}
 	}
 }
