@@ -51,6 +51,9 @@ type GathererConfig struct {
 	NodePortAddresses []string
 	// ConfigzURL is kube-proxy's /configz (on its metrics address); "": not read (kube-proxy's defaults).
 	ConfigzURL string
+	// ConfigzFallbackURL is asked when ConfigzURL cannot be read: kube-proxy's default metrics address is
+	// [::1]:10249 when its bindAddress is IPv6 (an IPv6-only node), 127.0.0.1:10249 otherwise. "": none.
+	ConfigzFallbackURL string
 	// Dataplane is what the node runs: DataplaneKubeProxy, DataplaneReplacement, or "" (auto: detected).
 	Dataplane DataplaneKind
 	// Links lists this host's network links, where a kube-proxy replacement shows (auto detection). nil: none.
@@ -135,7 +138,7 @@ func (g *Gatherer) Gather(ctx context.Context) *State {
 	configRead := make(chan struct{})
 	go func() {
 		defer close(configRead)
-		st.KubeProxyConfig, st.KubeProxyConfigErr = g.kubeProxyConfig(ctx)
+		st.KubeProxyConfig, st.KubeProxyConfigState, st.KubeProxyConfigErr = g.kubeProxyConfig(ctx)
 	}()
 
 	var checks [][]FamilyCheck
@@ -242,7 +245,10 @@ func (g *Gatherer) dataplane(st *State) DataplaneKind {
 	if errors.Is(st.RulesErr, kernelrules.ErrUnsupported) && st.Rules != nil && st.Rules.Mode == kernelrules.ModeIPVS {
 		return DataplaneIPVS
 	}
-	seen := g.kubeProxy.record(st.Rules != nil && st.RulesErr == nil)
+	// kube-proxy is seen when its rules are, or when its own /configz answered (a kube-proxy whose rules are
+	// not programmed yet, after a reboot, is not a replacement). Not its health server: Cilium's kube-proxy
+	// replacement can serve the same /healthz on the same port.
+	seen := g.kubeProxy.record(st.Rules != nil && st.RulesErr == nil || st.KubeProxyConfigState == ConfigRead && g.cfg.ConfigzURL != "")
 	noRules := st.RulesConfigured && errors.Is(st.RulesErr, kernelrules.ErrNoRules)
 	switch g.cfg.Dataplane {
 	case DataplaneReplacement:
@@ -267,36 +273,44 @@ func (g *Gatherer) dataplane(st *State) DataplaneKind {
 
 // kubeProxyConfig is what kube-proxy's /configz says (its defaults when it is not read), with
 // --kube-proxy.nodeport-addresses overriding its nodePortAddresses.
-func (g *Gatherer) kubeProxyConfig(ctx context.Context) (nodeprobe.KubeProxyConfig, error) {
-	cfg, err := g.readConfigz(ctx)
+func (g *Gatherer) kubeProxyConfig(ctx context.Context) (nodeprobe.KubeProxyConfig, ConfigState, error) {
+	cfg, state, err := g.readConfigz(ctx)
 	if g.cfg.NodePortAddresses != nil {
 		cfg.NodePortAddresses = g.cfg.NodePortAddresses
 	}
-	return cfg, err
+	return cfg, state, err
 }
 
-func (g *Gatherer) readConfigz(ctx context.Context) (nodeprobe.KubeProxyConfig, error) {
+func (g *Gatherer) readConfigz(ctx context.Context) (nodeprobe.KubeProxyConfig, ConfigState, error) {
 	if g.cfg.ConfigzURL == "" {
-		return nodeprobe.DefaultKubeProxyConfig(), nil
+		return nodeprobe.DefaultKubeProxyConfig(), ConfigNotRead, nil
 	}
 	// kube-proxy's configuration changes only with a restart: one read serves configzTTL, and the probes wait
 	// at most configzTimeout for it (a hanging metrics port must not eat their deadline).
 	now := time.Now()
 	if cfg, ok := g.configz.fresh(now); ok {
-		return cfg, nil
+		return cfg, ConfigRead, nil
 	}
 	pctx, cancel := context.WithTimeout(ctx, min(configzTimeout, nodeprobe.ProbeTimeout(ctx, g.cfg.ProbeTimeout)))
 	defer cancel()
 	cfg, err := nodeprobe.ReadKubeProxyConfig(pctx, g.cfg.Client, g.cfg.ConfigzURL)
-	if err != nil {
-		g.cfg.Logger.Debug("kube-proxy's /configz unreadable: assuming its defaults", "err", err)
-		if last, ok := g.configz.last(); ok {
-			return last, err // kube-proxy restarting: its last known setting still holds
+	if err != nil && g.cfg.ConfigzFallbackURL != "" && pctx.Err() == nil {
+		var ferr error
+		if cfg, ferr = nodeprobe.ReadKubeProxyConfig(pctx, g.cfg.Client, g.cfg.ConfigzFallbackURL); ferr == nil {
+			err = nil
+		} else {
+			err = errors.Join(err, ferr)
 		}
-		return nodeprobe.DefaultKubeProxyConfig(), err
+	}
+	if err != nil {
+		g.cfg.Logger.Debug("kube-proxy's /configz unreadable", "err", err)
+		if last, ok := g.configz.last(); ok {
+			return last, ConfigLastKnown, err // kube-proxy restarting: its last known setting still holds
+		}
+		return nodeprobe.DefaultKubeProxyConfig(), ConfigDefaults, err
 	}
 	g.configz.set(cfg, now)
-	return cfg, nil
+	return cfg, ConfigRead, nil
 }
 
 // How often, and how long at most, kube-proxy's /configz is read.

@@ -25,6 +25,9 @@ var (
 		"lastUpdated as /livez reported it. kube-proxy reports the current time while healthy and its real last sync only while unhealthy."))
 	kubeProxyDuration = newMetric("kube_proxy_probe_duration_seconds", prometheus.GaugeValue,
 		"How long probing kube-proxy's health server took.", "endpoint")
+	kubeProxyConfigState = newMetric("kube_proxy_config_state", prometheus.GaugeValue,
+		"Where the exporter's view of kube-proxy's configuration (nodePortAddresses, health server address, externalIPs, local traffic detector) comes from, one-hot over read (its /configz answered), last_known (unreadable now: the last read holds), defaults (never read: kube-proxy's defaults are assumed, its local detector unknown) and not_read.",
+		"state")
 )
 
 // unixSeconds is defined for every year, unlike UnixNano.
@@ -39,7 +42,7 @@ func NewKubeProxy() *KubeProxy { return &KubeProxy{} }
 func (*KubeProxy) Name() string { return "kube_proxy" }
 
 func (*KubeProxy) Metrics() []*Metric {
-	return []*Metric{kubeProxyUp, kubeProxyResult, kubeProxyEligible, kubeProxyHealthy, kubeProxyLastSync, kubeProxyDuration}
+	return []*Metric{kubeProxyUp, kubeProxyResult, kubeProxyEligible, kubeProxyHealthy, kubeProxyLastSync, kubeProxyDuration, kubeProxyConfigState}
 }
 
 func (*KubeProxy) Inputs() []Input { return []Input{InputNode, InputKubeProxy} }
@@ -48,6 +51,11 @@ func (*KubeProxy) Update(st *State, out *Sink) error {
 	if st.Dataplane == DataplaneReplacement {
 		// No kube-proxy here: nothing to report, and nothing that would fire its alerts.
 		return nil
+	}
+	if st.KubeProxyConfigState != "" {
+		for _, s := range ConfigStates {
+			out.send(kubeProxyConfigState, boolFloat(s == st.KubeProxyConfigState), string(s))
+		}
 	}
 	if st.NodeErr != nil {
 		return st.NodeErr

@@ -74,6 +74,8 @@ type State struct {
 	// (the last known configuration, else kube-proxy's defaults, is used then).
 	KubeProxyConfig    nodeprobe.KubeProxyConfig
 	KubeProxyConfigErr error
+	// KubeProxyConfigState says where KubeProxyConfig came from.
+	KubeProxyConfigState ConfigState
 
 	took map[Input]time.Duration
 }
@@ -132,3 +134,21 @@ func portLabel(p kubeview.PortEndpoints) string {
 	}
 	return fmt.Sprint(p.Port)
 }
+
+// ConfigState is where the scrape's kube-proxy configuration came from (localtraffic_kube_proxy_config_state).
+type ConfigState string
+
+// Config states.
+const (
+	// ConfigRead: kube-proxy's /configz answered (now, or within its cache's minute).
+	ConfigRead ConfigState = "read"
+	// ConfigLastKnown: /configz is unreadable now; the last configuration read holds.
+	ConfigLastKnown ConfigState = "last_known"
+	// ConfigDefaults: /configz was never read; kube-proxy's defaults are assumed (its local detector unknown).
+	ConfigDefaults ConfigState = "defaults"
+	// ConfigNotRead: the exporter does not read /configz.
+	ConfigNotRead ConfigState = "not_read"
+)
+
+// ConfigStates lists every ConfigState.
+var ConfigStates = []ConfigState{ConfigRead, ConfigLastKnown, ConfigDefaults, ConfigNotRead}

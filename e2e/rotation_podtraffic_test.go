@@ -158,7 +158,7 @@ func TestRotationPodTrafficWithoutLocalDetectorPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range nodes {
-		restartKubeProxy(t, c, n, cluster.KubeProxyOptions{ExtraArgs: []string{"--cluster-cidr="}})
+		restartKubeProxy(t, c, n, cluster.KubeProxyOptions{NoClusterCIDR: true})
 		restartExporter(t, c, n, testGrace) // reads the new /configz at once
 		// Registered after the exporter's: kube-proxy is restored first, and the restored exporter reads it.
 		t.Cleanup(func() { restartKubeProxy(t, c, n, cluster.KubeProxyOptions{}) })

@@ -195,6 +195,15 @@ func All() []Metric {
 			Default:   DefaultYes,
 		},
 		{
+			Name:      "localtraffic_kube_proxy_config_state",
+			Type:      Gauge,
+			Labels:    []string{"node", "state"},
+			Help:      "Where the exporter's view of kube-proxy's configuration (nodePortAddresses, health server address, externalIPs, local traffic detector) comes from, one-hot over read (its /configz answered), last_known (unreadable now: the last read holds), defaults (never read: kube-proxy's defaults are assumed, its local detector unknown) and not_read.",
+			Stable:    false,
+			Collector: "kube_proxy",
+			Default:   DefaultYes,
+		},
+		{
 			Name:      "localtraffic_kube_proxy_healthy",
 			Type:      Gauge,
 			Labels:    []string{"node"},

@@ -106,7 +106,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	app.Flag("log.level", "Only log messages with the given severity or above. One of: [debug, info, warn, error]").Default("info").StringVar(&raw.logLevel)
 	app.Flag("log.format", "Output format of log messages. One of: [logfmt, json]").Default("logfmt").StringVar(&o.logFormat)
 	app.Flag("kube-proxy.healthz-address", "kube-proxy's health server host:port (default: its healthzBindAddress from /configz on --kube-proxy.metrics-address; when that binds every address, the node's own address kube-proxy uses, InternalIP before ExternalIP).").StringVar(&o.kubeProxyHealthz)
-	app.Flag("kube-proxy.metrics-address", "kube-proxy's metrics server host:port, asked for /proxyMode.").Default("127.0.0.1:10249").StringVar(&o.kubeProxyMetrics)
+	app.Flag("kube-proxy.metrics-address", "kube-proxy's metrics server host:port, asked for /proxyMode and /configz (left at its default, [::1]:10249 is asked for /configz too: kube-proxy's default when its bindAddress is IPv6).").Default(defaultKubeProxyMetrics).StringVar(&o.kubeProxyMetrics)
 	app.Flag("health-check.address", "Address to probe health check node ports of its IP family on (default: the node's address of each family that kube-proxy serves).").StringVar(&o.healthCheckAddress)
 	app.Flag("kube-proxy.nodeport-addresses", "kube-proxy's --nodeport-addresses, comma-separated CIDRs or primary, localhost, all (default: read from kube-proxy's /configz on --kube-proxy.metrics-address).").StringVar(&raw.nodePortAddresses)
 	app.Flag("dataplane", "What serves Services on this node: auto (a kube-proxy replacement only on positive evidence: no kube-proxy rule and a link it creates, cilium_host, bpfin.cali, ovn-k8s-mp0 or kube-dummy-if; otherwise kube-proxy, missing or not programmed when it has no rule), kube-proxy, or replacement (Cilium, Calico eBPF, OVN-Kubernetes, kube-router: API view and health check node ports decide).").Default("auto").StringVar(&raw.dataplane)
@@ -325,3 +325,7 @@ func versionText() string { return version.Print("localtraffic-exporter") }
 
 // oneLine joins a multi-line message (kingpin's errors are one line; this keeps the rule if one is not).
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// defaultKubeProxyMetrics is kube-proxy's default --metrics-bind-address when its bindAddress is IPv4.
+const defaultKubeProxyMetrics = "127.0.0.1:10249"
+

@@ -244,9 +244,19 @@ func newGatherer(opts options, view exporterView, addrs host, ruleReader kernelr
 		View: view, Informers: view, RuleReader: ruleReader, Addrs: addrs, Links: addrs,
 		KubeProxyAddress: kpAddr, HealthCheckAddress: opts.healthCheckAddress,
 		NodePortAddresses: opts.nodePortAddresses, ConfigzURL: "http://" + opts.kubeProxyMetrics + "/configz",
-		ExternalIPWindow: opts.externalIPWindow, Dataplane: opts.dataplane,
+		ConfigzFallbackURL: configzFallback(opts.kubeProxyMetrics),
+		ExternalIPWindow:   opts.externalIPWindow, Dataplane: opts.dataplane,
 		Meter: meter, Grace: opts.grace, Quiet: collector.DefaultQuiet, InternalCIDRs: opts.internalCIDRs,
 		Client: client, ProbeTimeout: opts.probeTimeout, Concurrency: opts.probeConcurrency,
 		Logger: logger,
 	})
+}
+
+// configzFallback is where else kube-proxy's /configz may be when --kube-proxy.metrics-address is left at its
+// default: kube-proxy defaults its metrics server to [::1]:10249 when its bindAddress is IPv6.
+func configzFallback(metrics string) string {
+	if metrics != defaultKubeProxyMetrics {
+		return ""
+	}
+	return "http://[::1]:10249/configz"
 }

@@ -119,6 +119,9 @@ type KubeProxyOptions struct {
 	HostnameOverride string
 	// ExtraArgs are appended to kube-proxy's command line.
 	ExtraArgs []string
+	// NoClusterCIDR leaves --cluster-cidr out (kube-proxy refuses an empty one): in its default ClusterCIDR
+	// local-detect mode kube-proxy then has no local detector and does not short-circuit pod traffic.
+	NoClusterCIDR bool
 	// IPTablesBackend, "legacy" or "nft", makes the `iptables`, `iptables-save` and `iptables-restore` (and
 	// ip6tables) kube-proxy runs that backend's: kube-proxy runs whatever `iptables` PATH finds (in the
 	// kube-proxy image a wrapper picks the backend; here the host's alternatives, nft on Debian). "" leaves
@@ -157,13 +160,15 @@ func (n *Node) StartKubeProxy(ctx context.Context, opts KubeProxyOptions) error 
 		"--kubeconfig=" + kubeconfig,
 		"--hostname-override=" + hostname,
 		"--proxy-mode=" + string(n.ProxyMode),
-		"--cluster-cidr=" + n.c.clusterCIDRs(),
 		"--conntrack-max-per-core=0",
 		"--conntrack-tcp-timeout-established=0",
 		"--conntrack-tcp-timeout-close-wait=0",
 		fmt.Sprintf("--healthz-bind-address=0.0.0.0:%d", KubeProxyHealthzPort),
 		"--metrics-bind-address=127.0.0.1:10249",
 		"--v=2",
+	}
+	if !opts.NoClusterCIDR {
+		args = append(args, "--cluster-cidr="+n.c.clusterCIDRs())
 	}
 	args = append(args, opts.ExtraArgs...)
 	bin, argv := n.c.bins.KubeProxy, args
