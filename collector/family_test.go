@@ -102,6 +102,7 @@ type scrapeSetup struct {
 	carried   *crossScrape
 	window    time.Duration
 	selection *Selection // nil: every collector, every series
+	configz   string     // kube-proxy's /configz URL; "": not read
 }
 
 func (s scrapeSetup) scrape(t *testing.T) *prometheus.Registry {
@@ -114,7 +115,8 @@ func (s scrapeSetup) scrape(t *testing.T) *prometheus.Registry {
 		s.window = 10 * time.Minute
 	}
 	g := NewGatherer(GathererConfig{View: s.view, RuleReader: s.reader, Addrs: s.addrs, KubeProxyAddress: s.kubeProxy,
-		ProbeTimeout: 2 * time.Second, Dataplane: s.dataplane, Links: s.links, ExternalIPWindow: s.window, Logger: logger})
+		ProbeTimeout: 2 * time.Second, Dataplane: s.dataplane, Links: s.links, ExternalIPWindow: s.window, ConfigzURL: s.configz,
+		Logger: logger})
 	if s.carried != nil {
 		g.crossScrape = *s.carried
 	}
@@ -373,6 +375,23 @@ localtraffic_kube_proxy_up{endpoint="healthz"} 0
 localtraffic_kube_proxy_up{endpoint="livez"} 0
 localtraffic_rules_read_success 1
 `, "localtraffic_dataplane_info", "localtraffic_kube_proxy_programmed", "localtraffic_kube_proxy_up", "localtraffic_rules_read_success")
+}
+
+// After a reboot kube-proxy may be up, its /configz answering, before its first sync writes any rule, and its
+// health server not (yet) where the exporter looks. kube-proxy was seen: that node is not a replacement, even
+// beside a replacement's link, and stays a kube-proxy node once /configz goes quiet too.
+func TestKubeProxySeenByItsConfigzIsNotAReplacement(t *testing.T) {
+	view := &fakeView{snap: kubeview.Snapshot{Node: dualStackNode(), Services: []kubeview.ServiceState{nodePortService(0)}}}
+	carried := newCrossScrape()
+	reader := &countingReader{err: kernelrules.ErrNoRules}
+	setup := scrapeSetup{view: view, reader: reader, kubeProxy: refusedKubeProxy(t), carried: &carried,
+		links: fixedLinks{"cilium_host"}, configz: configzServer(t, `{"mode":"iptables"}`)}
+	expectSeries(t, setup.scrape(t), `localtraffic_dataplane_info{dataplane="kube-proxy"} 1`, "localtraffic_dataplane_info")
+	setup.configz = ""
+	expectSeries(t, setup.scrape(t), `localtraffic_dataplane_info{dataplane="kube-proxy"} 1`, "localtraffic_dataplane_info")
+	// Control: never seen, the same node is a replacement.
+	setup.carried = nil
+	expectSeries(t, setup.scrape(t), `localtraffic_dataplane_info{dataplane="replacement"} 1`, "localtraffic_dataplane_info")
 }
 
 // --dataplane=replacement says so without detection; IPVS is reported as ipvs.
