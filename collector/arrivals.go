@@ -2,6 +2,7 @@ package collector
 
 import (
 	"errors"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -236,6 +237,9 @@ type arrivalTotals struct {
 	total map[arrivalKey]uint64
 	// dropped is when each destination was first found dropped (verdict.Observation.DroppedSince).
 	dropped map[verdict.Destination]time.Time
+	// folded is the Taken time of the last snapshot folded into total; recorded, of the last scrape that
+	// recorded dropped destinations.
+	folded, recorded time.Time
 }
 
 type arrivalKey struct {
@@ -253,6 +257,12 @@ func newArrivalTotals() *arrivalTotals {
 func (t *arrivalTotals) add(s *arrivals.Snapshot, kinds map[arrivals.Dest]verdict.Kind) map[arrivalKey]uint64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if !t.folded.IsZero() && !s.Taken.After(t.folded) {
+		// Two scrapes at once: the older snapshot came second. Its counts are behind the ones folded already;
+		// folded again they would read as a restart of each count and add it whole a second time.
+		return maps.Clone(t.total)
+	}
+	t.folded = s.Taken
 	seen := make(map[arrivals.Dest]bool, len(s.Dests)+len(s.HealthChecks))
 	fold := func(d arrivals.Dest, n uint64, kind verdict.Kind) {
 		seen[d] = true
@@ -279,17 +289,19 @@ func (t *arrivalTotals) add(s *arrivals.Snapshot, kinds map[arrivals.Dest]verdic
 			delete(t.last, d)
 		}
 	}
-	out := make(map[arrivalKey]uint64, len(t.total))
-	for k, v := range t.total {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(t.total)
 }
 
-// droppedSince returns when each destination was first found dropped.
-func (t *arrivalTotals) droppedSince() map[verdict.Destination]time.Time {
+// droppedSince returns when each destination was first found dropped, as of a scrape at now. After a gap
+// without scrapes longer than quiet (the exporter not scraped, or stalled) it forgets them: what happened in
+// the gap is unknown (the node may have served and dropped again), and an old "dropped since" would count the
+// whole gap against the grace window and page at once.
+func (t *arrivalTotals) droppedSince(now time.Time, quiet time.Duration) map[verdict.Destination]time.Time {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if !t.recorded.IsZero() && now.Sub(t.recorded) > quiet {
+		clear(t.dropped)
+	}
 	out := make(map[verdict.Destination]time.Time, len(t.dropped))
 	for k, v := range t.dropped {
 		out[k] = v
@@ -302,6 +314,10 @@ func (t *arrivalTotals) droppedSince() map[verdict.Destination]time.Time {
 func (t *arrivalTotals) recordDropped(results []ServiceResult, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if now.Before(t.recorded) {
+		return // a scrape older than the last one recorded (two at once): it knows less
+	}
+	t.recorded = now
 	seen := map[verdict.Destination]bool{}
 	for _, r := range results {
 		for _, fv := range r.Verdict.Families {

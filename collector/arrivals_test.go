@@ -173,8 +173,11 @@ func TestArrivalTotalsMonotonic(t *testing.T) {
 	b := arrivals.Dest{Protocol: arrivals.TCP, Addr: netip.MustParseAddr("192.0.2.10"), Port: 80}
 	kinds := map[arrivals.Dest]verdict.Kind{a: verdict.NodePort, b: verdict.LoadBalancerIP}
 	tot := newArrivalTotals()
+	t0 := time.Unix(1_800_000_000, 0)
+	taken := 0
 	snap := func(na, nb uint64, withB bool) *arrivals.Snapshot {
-		s := &arrivals.Snapshot{Dests: []arrivals.DestCount{{Dest: a, Attempts: na}}}
+		taken++
+		s := &arrivals.Snapshot{Taken: t0.Add(time.Duration(taken) * time.Second), Dests: []arrivals.DestCount{{Dest: a, Attempts: na}}}
 		if withB {
 			s.Dests = append(s.Dests, arrivals.DestCount{Dest: b, Attempts: nb})
 		}
@@ -195,6 +198,42 @@ func TestArrivalTotalsMonotonic(t *testing.T) {
 		if got[np] != st.np || got[lb] != st.lb {
 			t.Errorf("step %d: node_port %d load_balancer_ip %d, want %d %d", i, got[np], got[lb], st.np, st.lb)
 		}
+	}
+	// Two scrapes at once, the older snapshot folded second: it changes nothing (folded, its lower counts
+	// would read as restarts and add 15 and 3 again).
+	newer, older := snap(20, 5, true), snap(15, 3, true)
+	older.Taken, newer.Taken = newer.Taken, older.Taken
+	if got := tot.add(newer, kinds); got[np] != 20 || got[lb] != 15 {
+		t.Errorf("newer snapshot: %d %d, want 20 15", got[np], got[lb])
+	}
+	if got := tot.add(older, kinds); got[np] != 20 || got[lb] != 15 {
+		t.Errorf("older snapshot folded after a newer one: %d %d, want 20 15", got[np], got[lb])
+	}
+}
+
+// "Dropped since" is forgotten after a gap without scrapes longer than the quiet period: the gap is unknown,
+// and the old time would count it all against the grace window. A concurrent scrape older than the last
+// recorded changes nothing.
+func TestDroppedSinceForgottenAfterAGap(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	d := verdict.Destination{Namespace: "kubelings", Service: "checkout", Protocol: "TCP", Family: "IPv4", Kind: verdict.NodePort, DestPort: 30090}
+	dropped := []ServiceResult{{Verdict: verdict.Verdict{Families: []verdict.FamilyVerdict{{Entries: []verdict.Entry{{Destination: d, Dropped: true}}}}}}}
+	tot := newArrivalTotals()
+	tot.recordDropped(dropped, t0)
+	tot.recordDropped(dropped, t0.Add(time.Minute))
+	if got := tot.droppedSince(t0.Add(90*time.Second), 2*time.Minute)[d]; !got.Equal(t0) {
+		t.Fatalf("scraped every minute: dropped since %v, want %v", got, t0)
+	}
+	tot.recordDropped(nil, t0.Add(30*time.Second)) // an older concurrent scrape that saw nothing dropped
+	if got := tot.droppedSince(t0.Add(90*time.Second), 2*time.Minute)[d]; !got.Equal(t0) {
+		t.Fatalf("an older scrape forgot it: dropped since %v", got)
+	}
+	if got, ok := tot.droppedSince(t0.Add(10*time.Minute), 2*time.Minute)[d]; ok {
+		t.Fatalf("after 9 minutes without a scrape: still dropped since %v", got)
+	}
+	tot.recordDropped(dropped, t0.Add(10*time.Minute))
+	if got := tot.droppedSince(t0.Add(11*time.Minute), 2*time.Minute)[d]; !got.Equal(t0.Add(10 * time.Minute)) {
+		t.Errorf("after the gap: dropped since %v, want the first scrape after it", got)
 	}
 }
 

@@ -356,7 +356,7 @@ func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCh
 	if st.Arrivals.Snapshot != nil {
 		now := st.Arrivals.Snapshot.Taken
 		dec.ev.Observed = &observations{snap: st.Arrivals.Snapshot, quiet: g.cfg.Quiet, now: now,
-			dropped: g.arrivals.droppedSince()}
+			dropped: g.arrivals.droppedSince(now, g.cfg.Quiet)}
 		dec.ev.Grace, dec.ev.Now = g.cfg.Grace, now
 		defer func() { g.arrivals.recordDropped(st.Services, now) }()
 	}
