@@ -196,7 +196,13 @@ func (g *Gatherer) Gather(ctx context.Context) *State {
 	wg.Wait()
 
 	st.Dataplane = g.dataplane(st)
-	st.NodePortAddrs = nodeprobe.NodePortAddrs(st.LocalAddrs,
+	// NodePorts are reached on the addresses a client can use: not those bound to kube-ipvs0 or lo, not
+	// link-local ones (nodeprobe.Assigned).
+	reachable := st.AssignedAddrs
+	if st.AddrsErr != nil {
+		reachable = st.LocalAddrs // the links could not be listed: every address, as before the split
+	}
+	st.NodePortAddrs = nodeprobe.NodePortAddrs(reachable,
 		nodeprobe.KubeProxyNodeIPs(st.Node.KubeProxyNodeIPs(), st.KubeProxyConfig.BindAddress), st.KubeProxyConfig.NodePortAddresses)
 	g.observe(st, snap)
 	g.decide(st, snap, checks)

@@ -15,9 +15,15 @@ func TestAssignedLeavesBindOnlyLinks(t *testing.T) {
 		{IP: ip("192.0.2.71"), Link: "kube-dummy-if", Type: "dummy"},           // kube-router, whatever its flags
 		{IP: ip("192.0.2.72"), Link: "vip0", Type: "dummy", NoARP: true},       // any NOARP dummy
 		{IP: ip("192.0.2.73"), Link: "vip1", Type: "dummy"},                    // a dummy that answers ARP
-		{IP: ip("192.0.2.74"), Link: "lo", Type: "device"},                     // kube-vip BGP mode: routed here
+		// On lo: a direct-server-return VIP, kube-vip's in BGP mode, a pod gateway. Whether anything is routed
+		// here the arrivals meter observes; the address alone says nothing.
+		{IP: ip("192.0.2.74"), Link: "lo", Type: "device"},
+		{IP: ip("127.0.0.1"), Link: "lo", Type: "device"},
+		{IP: ip("fe80::1"), Link: "eth0", Type: "device"},       // link-local: no client is routed to it
+		{IP: ip("169.254.20.10"), Link: "eth0", Type: "device"}, // IPv4 link-local alike
+		{IP: ip("fd00::1"), Link: "eth0", Type: "device"},
 	})
-	if fmt.Sprint(got) != "[10.0.0.1 192.0.2.10 192.0.2.73 192.0.2.74]" {
+	if fmt.Sprint(got) != "[10.0.0.1 192.0.2.10 192.0.2.73 fd00::1]" {
 		t.Errorf("assigned %v", got)
 	}
 }

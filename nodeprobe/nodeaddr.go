@@ -121,8 +121,10 @@ type AssignedLister interface {
 
 // Links whose addresses are bound, not assigned: IPVS binds every Service address (cluster IPs, externalIPs,
 // load balancer IPs) to kube-ipvs0 on every node, kube-router to kube-dummy-if, so that the node accepts them
-// locally; neither answers ARP for them nor routes anything to the node.
-var bindOnlyLinks = map[string]bool{"kube-ipvs0": true, "kube-dummy-if": true}
+// locally; neither answers ARP for them nor routes anything to the node. An address on lo is the node's own
+// alone (a direct-server-return VIP, a pod gateway, loopback): no neighbour is told of it, so nothing is
+// delivered to the node for it unless something else does (which the arrivals meter then observes).
+var bindOnlyLinks = map[string]bool{"kube-ipvs0": true, "kube-dummy-if": true, "lo": true}
 
 // LinkAddr is one address and the link it is on.
 type LinkAddr struct {
@@ -132,13 +134,15 @@ type LinkAddr struct {
 	NoARP bool   // IFF_NOARP
 }
 
-// Assigned keeps the addresses on real interfaces: not on kube-ipvs0 or kube-dummy-if, and not on any dummy
-// link that does not answer ARP (a dummy has IFF_NOARP unless someone cleared it; an announcer that holds a
-// VIP on a dummy and answers for it clears it or routes it).
+// Assigned keeps the addresses on real interfaces that a client outside the node can use: not on kube-ipvs0,
+// kube-dummy-if or lo, not on any dummy link that does not answer ARP (a dummy has IFF_NOARP unless someone
+// cleared it; an announcer that holds a VIP on a dummy and answers for it clears it or routes it), and not
+// link-local (an IPv6 fe80:: address every interface has, an IPv4 169.254/16 one): no client's traffic is
+// routed to those, so they put no NodePort of their family in rotation.
 func Assigned(addrs []LinkAddr) []net.IP {
 	var out []net.IP
 	for _, a := range addrs {
-		if bindOnlyLinks[a.Link] || a.Type == "dummy" && a.NoARP {
+		if bindOnlyLinks[a.Link] || a.Type == "dummy" && a.NoARP || a.IP.IsLinkLocalUnicast() {
 			continue
 		}
 		out = append(out, a.IP)

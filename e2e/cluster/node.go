@@ -312,14 +312,14 @@ func (n *Node) patchLabel(ctx context.Context, key string, value any) error {
 	return nil
 }
 
-// AddAddress assigns ip (IPv4 or IPv6) to the node's lo as a host address, as keepalived or kube-vip hold a
-// VIP on the node that owns it (lo: the kernels here have no dummy links). It is not a Node address.
+// AddAddress assigns ip (IPv4 or IPv6) to the node's uplink (eth0) as a host address, as keepalived or kube-vip
+// in ARP mode hold a VIP on the interface of the node that owns it. It is not a Node address.
 func (n *Node) AddAddress(ctx context.Context, ip string) error {
 	prefix, err := hostPrefix(ip)
 	if err != nil {
 		return err
 	}
-	args := []string{"-n", n.NS, "addr", "add", prefix, "dev", "lo"}
+	args := []string{"-n", n.NS, "addr", "add", prefix, "dev", "eth0"}
 	if IsIPv6(ip) {
 		args = append(args, "nodad")
 	}
@@ -335,14 +335,14 @@ func (n *Node) DelAddress(ctx context.Context, ip string) error {
 	if err != nil {
 		return err
 	}
-	out, err := netns.Output(ctx, n.NS, "ip", "-o", "addr", "show", "dev", "lo", "to", prefix)
+	out, err := netns.Output(ctx, n.NS, "ip", "-o", "addr", "show", "dev", "eth0", "to", prefix)
 	if err != nil {
 		return fmt.Errorf("list addresses of %s: %w", n.Name, err)
 	}
 	if strings.TrimSpace(out) == "" {
 		return nil
 	}
-	if err := netns.IP(ctx, "-n", n.NS, "addr", "del", prefix, "dev", "lo"); err != nil {
+	if err := netns.IP(ctx, "-n", n.NS, "addr", "del", prefix, "dev", "eth0"); err != nil {
 		return fmt.Errorf("remove %s from %s: %w", ip, n.Name, err)
 	}
 	return nil
