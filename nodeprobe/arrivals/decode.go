@@ -35,9 +35,21 @@ const (
 	ipv4FragMsk = 0x1fff
 )
 
-// snapLen is how much of a matched packet the kernel copies into the ring (the filter's return value): enough
-// for an IPv4 header with options or the IPv6 header, plus the transport bytes decode reads.
-const snapLen = 60 + tcpFlags + 1
+// l4SnapLen is how much of a matched packet's transport header the kernel copies into the ring, after the IP
+// header (the filter returns the sum): what decode reads and no byte more, so no payload (a UDP datagram's
+// data) ever reaches the exporter's memory. TCP: through the flags byte; SCTP: the common header and the first
+// chunk's type; UDP: its 8-byte header.
+func l4SnapLen(p Protocol) uint32 {
+	switch p {
+	case TCP:
+		return tcpFlags + 1
+	case SCTP:
+		return sctpChunk + 1
+	}
+	return udpHeader
+}
+
+const udpHeader = 8
 
 // decode reads a packet that starts at its network header (a SOCK_DGRAM packet socket) and reports whether it
 // is a new connection attempt: a TCP SYN without ACK, an SCTP INIT, or a UDP datagram. Malformed and

@@ -79,7 +79,7 @@ func (s familySpec) empty() bool { return len(s.ports) == 0 }
 //  4. TCP without SYN or with ACK, SCTP whose first chunk is not INIT → drop;
 //  5. destination port not watched for the protocol → drop (a binary search);
 //  6. destination address not watched for that port → drop (a binary search; FilterExact only);
-//  7. accept snapLen bytes.
+//  7. accept the IP and transport headers alone (l4SnapLen), never payload.
 func buildFilter(s familySpec, level FilterLevel) ([]bpf.Instruction, error) {
 	a := &asm{}
 	drop, accept := a.label(), a.label()
@@ -175,8 +175,36 @@ func buildFilter(s familySpec, level FilterLevel) ([]bpf.Instruction, error) {
 		a.mark(blocks[k])
 		addrCheck(a, s.ipv6, blockAddrs[k], accept, drop)
 	}
+	// Accept the headers alone (l4SnapLen): the protocol again, then the IP header's length (X, for IPv4, still
+	// holds it from LoadMemShift; IPv6's is fixed) plus the transport bytes decode reads.
 	a.mark(accept)
-	a.emit(bpf.RetConstant{Val: snapLen})
+	if s.ipv6 {
+		a.emit(bpf.LoadAbsolute{Off: ipv6NextHeader, Size: 1})
+	} else {
+		a.emit(bpf.LoadAbsolute{Off: ipv4Proto, Size: 1})
+	}
+	retLabel := map[Protocol]label{}
+	for _, p := range protocols {
+		if _, ok := protoLabel[p]; ok {
+			retLabel[p] = a.label()
+			a.jif(bpf.JumpEqual, uint32(p), retLabel[p], next)
+		}
+	}
+	a.ja(drop)
+	for _, p := range protocols {
+		l, ok := retLabel[p]
+		if !ok {
+			continue
+		}
+		a.mark(l)
+		if s.ipv6 {
+			a.emit(bpf.RetConstant{Val: ipv6Header + l4SnapLen(p)})
+			continue
+		}
+		a.emit(bpf.TXA{})
+		a.emit(bpf.ALUOpConstant{Op: bpf.ALUOpAdd, Val: l4SnapLen(p)})
+		a.emit(bpf.RetA{})
+	}
 	a.mark(drop)
 	a.emit(bpf.RetConstant{Val: 0})
 	return a.assemble()

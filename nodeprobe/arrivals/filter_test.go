@@ -102,8 +102,8 @@ func TestFilterExact(t *testing.T) {
 			if (got > 0) != c.want {
 				t.Fatalf("exact filter returned %d, want accept=%v", got, c.want)
 			}
-			if got > 0 && got != snapLen {
-				t.Errorf("accepted %d bytes, want %d", got, snapLen)
+			if want := headerLen(b); got > 0 && got != want {
+				t.Errorf("accepted %d bytes, want the headers' %d", got, want)
 			}
 			if m := matches(tl, b); m != c.want {
 				t.Errorf("decode+match = %v, want %v", m, c.want)
@@ -309,4 +309,13 @@ func TestAsmFarJumps(t *testing.T) {
 			t.Errorf("pad %d: 8 → %d, want 1", pad, got)
 		}
 	}
+}
+
+// headerLen is the IP header's length plus the transport bytes decode reads (l4SnapLen): what the filter
+// accepts of a matched packet.
+func headerLen(b []byte) int {
+	if b[0]>>4 == 6 {
+		return ipv6Header + int(l4SnapLen(Protocol(b[ipv6NextHeader])))
+	}
+	return int(b[0]&0x0f)*4 + int(l4SnapLen(Protocol(b[ipv4Proto])))
 }
