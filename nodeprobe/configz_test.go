@@ -215,7 +215,7 @@ func TestPickFamilyAddress(t *testing.T) {
 func TestLocalDetectorFamilyCIDR(t *testing.T) {
 	pod := []string{"10.244.3.0/24", "fd00:244:3::/64"}
 	for _, c := range []struct {
-		d          LocalDetector
+		d            LocalDetector
 		want4, want6 string
 	}{
 		{LocalDetector{Mode: LocalModeClusterCIDR, ClusterCIDRs: []string{"10.244.0.0/16", "10.96.0.0/12", "fd00:244::/32"}}, "10.244.0.0/16", "fd00:244::/32"},
