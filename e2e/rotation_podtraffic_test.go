@@ -177,3 +177,44 @@ func TestRotationPodTrafficWithoutLocalDetectorPages(t *testing.T) {
 		})
 	}
 }
+
+// TestRotationVIPOnLoopbackIsNotAWayIn: the load balancer IP bound to node-2's lo (a direct-server-return VIP,
+// kube-vip's in BGP mode), no replica there. An address on lo tells no neighbour anything: node-2 is not in
+// rotation for it on that ground (before, it was paged no_traffic_seen as if an ARP announcer held it). Once the
+// network does deliver it (a route via node-2) and clients keep arriving past the grace window, the meter puts
+// node-2 in rotation and it pages.
+func TestRotationVIPOnLoopbackIsNotAWayIn(t *testing.T) {
+	c := sharedCluster(t)
+	ctx := testContext(t)
+	const lbIP = "192.0.2.100"
+	n2 := c.Node("node-2")
+	svc := serviceSpec(t, c, "e2e-rotation-lovip", "tickets", corev1.ServiceTypeLoadBalancer, nil)
+	pods := startPods(t, c, svc, "node-1")
+	setEndpoints(t, c, svc, ready(pods...))
+	if err := c.SetLoadBalancerIngress(ctx, svc.Namespace, svc.Name, corev1.LoadBalancerIngress{IP: lbIP}); err != nil {
+		t.Fatal(err)
+	}
+	restartExporter(t, c, n2, testGrace)
+	if _, err := n2.Exec(ctx, "ip", "addr", "add", lbIP+"/32", "dev", "lo"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = n2.Exec(context.Background(), "ip", "addr", "del", lbIP+"/32", "dev", "lo")
+		_ = c.Unroute(context.Background(), lbIP)
+	})
+	l := svcLabels(svc, n2.Name)
+	for i := 0; i < 20; i++ {
+		if err := expectMetrics(ctx, c, n2.Name, metricIs("localtraffic_in_rotation", l, 0), metricIs("localtraffic_blackhole", l, 0)); err != nil {
+			t.Fatalf("%ds with the LB IP on node-2's lo, nothing routed there: %v", i, err)
+		}
+		time.Sleep(time.Second)
+	}
+	if err := c.RouteVia(ctx, n2.Name, lbIP); err != nil {
+		t.Fatal(err)
+	}
+	keepSending(t, c, lbIP+":80")
+	eventually(t, converge, "clients routed to node-2 keep arriving: paged", func() error {
+		return expectMetrics(ctx, c, n2.Name, metricIs("localtraffic_in_rotation", l, 1), metricIs("localtraffic_blackhole", l, 1),
+			metricIs("localtraffic_blackhole_reason", reasonLabels(svc, n2.Name, "health_check_ignored"), 1))
+	})
+}
