@@ -179,6 +179,9 @@ type observations struct {
 	now   time.Time
 	// dropped is when each destination was first found dropped, scrape after scrape (arrivalTotals).
 	dropped map[verdict.Destination]time.Time
+	// overloaded: the meter missed packets (ring full, rate budget) within the quiet period. Its silence then
+	// says nothing: a destination without attempts counted is not observed, rather than observed quiet.
+	overloaded bool
 }
 
 // Observe implements verdict.Observed.
@@ -194,8 +197,12 @@ func (o *observations) Observe(d verdict.Destination) verdict.Observation {
 	if !ok {
 		return verdict.Observation{}
 	}
+	ongoing := c.Attempts > 0 && o.now.Sub(c.LastSeen) < o.quiet
+	if o.overloaded && !ongoing {
+		return verdict.Observation{} // the attempts it missed may have been this destination's
+	}
 	return verdict.Observation{Watched: true, Attempts: c.Attempts, ActiveSince: c.ActiveSince, LastSeen: c.LastSeen,
-		Ongoing: c.Attempts > 0 && o.now.Sub(c.LastSeen) < o.quiet, DroppedSince: o.dropped[d]}
+		Ongoing: ongoing, DroppedSince: o.dropped[d]}
 }
 
 // nodeAddresses is the node's addresses as the verdict reads them (verdict.Addresses).
@@ -240,6 +247,9 @@ type arrivalTotals struct {
 	// folded is the Taken time of the last snapshot folded into total; recorded, of the last scrape that
 	// recorded dropped destinations.
 	folded, recorded time.Time
+	// missed is the meter's missed packets (ring full, shed) as last folded; missedGrew, when they last grew.
+	missed     uint64
+	missedGrew time.Time
 }
 
 type arrivalKey struct {
@@ -263,6 +273,14 @@ func (t *arrivalTotals) add(s *arrivals.Snapshot, kinds map[arrivals.Dest]verdic
 		return maps.Clone(t.total)
 	}
 	t.folded = s.Taken
+	var missed uint64
+	for _, f := range s.Families {
+		missed += f.Dropped + f.Shed
+	}
+	if missed > t.missed {
+		t.missedGrew = s.Taken
+	}
+	t.missed = missed
 	seen := make(map[arrivals.Dest]bool, len(s.Dests)+len(s.HealthChecks))
 	fold := func(d arrivals.Dest, n uint64, kind verdict.Kind) {
 		seen[d] = true
@@ -290,6 +308,13 @@ func (t *arrivalTotals) add(s *arrivals.Snapshot, kinds map[arrivals.Dest]verdic
 		}
 	}
 	return maps.Clone(t.total)
+}
+
+// overloaded reports whether the meter missed packets within quiet before now.
+func (t *arrivalTotals) overloaded(now time.Time, quiet time.Duration) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return !t.missedGrew.IsZero() && now.Sub(t.missedGrew) < quiet
 }
 
 // droppedSince returns when each destination was first found dropped, as of a scrape at now. After a gap

@@ -135,6 +135,26 @@ localtraffic_blackhole_reason{namespace="kubelings",reason="not_observed",servic
 `, "localtraffic_arrivals_meter_state", "localtraffic_arrivals_total", "localtraffic_blackhole_reason")
 }
 
+// A meter that misses packets (its ring full, its rate budget spent) is blind for what it did not count:
+// a NodePort declared in rotation with no attempt counted is not_observed while it missed packets within the
+// quiet period, not no_traffic_seen; once it has missed none for the quiet period, silence means silence again.
+func TestOverloadedMeterIsBlindForSilence(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	meter := &fakeMeter{status: arrivals.StatusOK, now: t0, counts: map[arrivals.Dest]arrivals.DestCount{}}
+	view := &fakeView{snap: kubeview.Snapshot{Node: kubeview.NodeState{Name: "node-1", Found: true},
+		Services: []kubeview.ServiceState{nodePortService(0)}}}
+	g := NewGatherer(GathererConfig{View: view, Addrs: fixedAddrs{"10.0.0.1"}, KubeProxyAddress: noAddress,
+		Meter: meter, ProbeTimeout: time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	// fakeMeter reports 3 packets the ring dropped: missed since the meter started, seen now.
+	if r := g.Gather(context.Background()).Services[0].Verdict.Reason; r != verdict.ReasonNotObserved {
+		t.Errorf("the meter missing packets, nothing counted: %q, want not_observed", r)
+	}
+	meter.now = t0.Add(DefaultQuiet + time.Second) // no more missed since
+	if r := g.Gather(context.Background()).Services[0].Verdict.Reason; r != verdict.ReasonNoTrafficSeen {
+		t.Errorf("nothing missed for the quiet period, nothing counted: %q, want no_traffic_seen", r)
+	}
+}
+
 type fixedState struct{ st *State }
 
 func (f fixedState) Gather(context.Context) *State { return f.st }

@@ -362,7 +362,7 @@ func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCh
 	if st.Arrivals.Snapshot != nil {
 		now := st.Arrivals.Snapshot.Taken
 		dec.ev.Observed = &observations{snap: st.Arrivals.Snapshot, quiet: g.cfg.Quiet, now: now,
-			dropped: g.arrivals.droppedSince(now, g.cfg.Quiet)}
+			dropped: g.arrivals.droppedSince(now, g.cfg.Quiet), overloaded: g.arrivals.overloaded(now, g.cfg.Quiet)}
 		dec.ev.Grace, dec.ev.Now = g.cfg.Grace, now
 		defer func() { g.arrivals.recordDropped(st.Services, now) }()
 	}
