@@ -41,13 +41,10 @@ func nodeBusy(b *testing.B) time.Duration {
 // It reports, per side, the machine's busy CPU (/proc/stat: every core, softirq included) and this process's
 // exact CPU (the sending thread, which on a veth runs the node's receive path, the meter's filter and ring copy
 // included; and the rest: the meter's reader), as shares of one core, and their differences, the meter's cost.
-// Run it with -benchtime 1x; LT_NODECPU_CHUNK sets a chunk's length (default 5s).
+// Run it with -benchtime 1x: a rate's 8 chunks of 5 s each.
 func BenchmarkKernelNodeCPU(b *testing.B) {
 	bb := newBenchBed(b)
-	chunk := 5 * time.Second
-	if d, err := time.ParseDuration(getenv("LT_NODECPU_CHUNK", "5s")); err == nil && d > 0 {
-		chunk = d
-	}
+	const chunk = 5 * time.Second
 	pkts := benchPackets(60000, func(int) testPacket { return syn("192.0.2.1", nodeV4.String(), 30080) })
 	m := openIn(b, bb.node, Config{}, nil)
 	marker := Watch{NodeAddrs: []netip.Addr{nodeV4}, Dests: []Dest{NodeDest(UDP, false, markerPort)}}
