@@ -150,8 +150,8 @@ type ruleKey struct {
 	port    int32
 }
 
-// ruleGrowth remembers when each address's drop rule counter last grew: the externalIP evidence
-// (--externalip.evidence-window).
+// ruleGrowth remembers when each destination's drop rule counter last grew: the counters' evidence of arrivals
+// (--externalip.evidence-window, and the loss hold where the meter cannot see).
 type ruleGrowth struct {
 	mu    sync.Mutex
 	rules map[ruleKey]*ruleCounter

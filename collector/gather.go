@@ -58,13 +58,18 @@ type GathererConfig struct {
 	Dataplane DataplaneKind
 	// Links lists this host's network links, where a kube-proxy replacement shows (auto detection). nil: none.
 	Links nodeprobe.LinkLister
-	// ExternalIPWindow: an externalIP whose drop counter grew this recently is in rotation.
+	// ExternalIPWindow: a drop rule counter that grew this recently is evidence that its destination's traffic
+	// arrives: an externalIP's puts it in rotation where the meter does not watch it, and any destination's
+	// makes a blackhole traffic_lost where the meter cannot see (for the loss hold, if that is longer).
 	ExternalIPWindow time.Duration
 	// Meter counts the new connection attempts that reach the node; nil: not observed (--no-arrivals.enabled).
 	Meter ArrivalsMeter
 	// Grace: attempts that keep arriving this long at a destination the node drops put it in rotation
 	// (DefaultGrace when 0). Quiet: the meter's QuietPeriod (DefaultQuiet when 0).
 	Grace, Quiet time.Duration
+	// LossHold: a blackhole stays traffic_lost this long after the last attempt lost there (DefaultLossHold
+	// when 0).
+	LossHold time.Duration
 	// InternalCIDRs are sources that are never external arrivals, beside those kube-proxy's local detector
 	// calls pod traffic (internalSources).
 	InternalCIDRs []netip.Prefix
@@ -101,6 +106,9 @@ func NewGatherer(cfg GathererConfig) *Gatherer {
 	}
 	if cfg.Quiet <= 0 {
 		cfg.Quiet = DefaultQuiet
+	}
+	if cfg.LossHold <= 0 {
+		cfg.LossHold = DefaultLossHold
 	}
 	return &Gatherer{cfg: cfg, crossScrape: newCrossScrape()}
 }
@@ -363,7 +371,7 @@ func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCh
 		now := st.Arrivals.Snapshot.Taken
 		dec.ev.Observed = &observations{snap: st.Arrivals.Snapshot, quiet: g.cfg.Quiet, now: now,
 			dropped: g.arrivals.droppedSince(now, g.cfg.Quiet), overloaded: g.arrivals.overloaded(now, g.cfg.Quiet)}
-		dec.ev.Grace, dec.ev.Now = g.cfg.Grace, now
+		dec.ev.Grace, dec.ev.LossHold, dec.ev.Now = g.cfg.Grace, g.cfg.LossHold, now
 		defer func() { g.arrivals.recordDropped(st.Services, now) }()
 	}
 	// Sized up front: at thousands of Services, growing these maps and slices was a third of a scrape's
@@ -423,27 +431,48 @@ func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCh
 	}
 }
 
-// scrapeEvidence is the drop counters' evidence of one scrape.
+// scrapeEvidence is the drop counters' evidence of one scrape: when each destination's drop rule counter last
+// grew, as of the rules read at at.
 type scrapeEvidence struct {
-	grew map[ruleKey]bool
+	grewAt map[ruleKey]time.Time
+	at     time.Time
+	// window is the evidence window (--externalip.evidence-window); lossWindow is how long growth shows lost
+	// traffic at a destination whose rotation the counter does not decide: the loss hold, as the meter's lost
+	// attempts hold, or the evidence window where that is longer.
+	window, lossWindow time.Duration
 }
 
-// Arriving implements verdict.Arrivals: the address's drop rule counter grew within the evidence window.
+// Arriving implements verdict.Arrivals: the destination's drop rule counter grew within the evidence window
+// (an externalIP's, which may put it in rotation), or within the loss window (a NodePort's or a load
+// balancer IP's, which only say traffic is lost where the declared model has the node in rotation).
 func (e scrapeEvidence) Arriving(d verdict.Destination) (string, bool) {
 	k := ruleKey{counterKey: counterKey{namespace: d.Namespace, name: d.Service, port: d.Port, protocol: string(d.Protocol)},
 		family: string(d.Family), address: d.Address, port: d.DestPort}
-	if e.grew[k] {
-		return "drop counter grew within the evidence window", true
+	grewAt, ok := e.grewAt[k]
+	if !ok {
+		return "", false
+	}
+	window := e.lossWindow
+	if d.Kind == verdict.ExternalIP {
+		window = e.window
+	}
+	if ago := e.at.Sub(grewAt); ago <= window {
+		return fmt.Sprintf("kube-proxy's drop rule counter grew %s ago", ago.Round(time.Second)), true
 	}
 	return "", false
 }
 
-// evidence records every counted address drop rule's growth (ruleGrowth) and keeps those that grew within the window.
+// evidence records the growth of every counted drop rule of one destination (the NodePort's, each address's:
+// load balancer IPs with their firewall rule's count, externalIPs) in ruleGrowth, and keeps when each last
+// grew. A rule for all destinations at once (kube-proxy 1.24 and older) says no destination, so it is none's
+// evidence.
 func (g *Gatherer) evidence(st *State, snap kubeview.Snapshot) scrapeEvidence {
-	ev := scrapeEvidence{grew: map[ruleKey]bool{}}
+	ev := scrapeEvidence{grewAt: map[ruleKey]time.Time{}, window: g.cfg.ExternalIPWindow,
+		lossWindow: max(g.cfg.ExternalIPWindow, g.cfg.LossHold)}
 	if st.Rules == nil || st.RulesErr != nil {
 		return ev
 	}
+	ev.at = st.Rules.ReadAt
 	seen := map[ruleKey]bool{}
 	for _, svc := range snap.Services {
 		for _, fam := range svc.Families {
@@ -453,15 +482,14 @@ func (g *Gatherer) evidence(st *State, snap kubeview.Snapshot) scrapeEvidence {
 			for _, p := range fam.Ports {
 				sp := kernelrules.ServicePort{Namespace: svc.Namespace, Name: svc.Name, Port: p.Name, Protocol: string(p.Protocol)}
 				for _, d := range st.Rules.Family(sp, string(fam.Family)).Drops {
-					if !d.Counted || d.Address == "" {
+					if !d.Counted || d.AllDestinations {
 						continue
 					}
 					k := ruleKey{counterKey: counterKey{namespace: sp.Namespace, name: sp.Name, port: sp.Port, protocol: sp.Protocol},
 						family: string(fam.Family), address: d.Address, port: d.Port}
 					seen[k] = true
-					grewAt := g.ruleGrowth.observe(k, d.Packets, st.Rules.ReadAt)
-					if !grewAt.IsZero() && st.Rules.ReadAt.Sub(grewAt) <= g.cfg.ExternalIPWindow {
-						ev.grew[k] = true
+					if grewAt := g.ruleGrowth.observe(k, d.Packets, st.Rules.ReadAt); !grewAt.IsZero() {
+						ev.grewAt[k] = grewAt
 					}
 				}
 			}

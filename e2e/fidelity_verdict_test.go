@@ -44,7 +44,8 @@ func (p plugin) pluginStatus(t *testing.T, ctx context.Context, ns, name string)
 // TestFidelityExternalIPPluginAgrees (issue 21, item 1): a Local ClusterIP Service with an externalIP and its
 // only endpoint on node-1, the address routed to node-2. Real traffic: node-2 drops it; it would be served
 // routed to node-1. The exporters page node-2 only (its drop counter, or on nftables the assigned address, is
-// the evidence). `kubectl localtraffic status` sees the API alone: it must not call every node without a local
+// the evidence: node-2's exporter runs without the arrivals meter, which would otherwise decide by arrivals past
+// the grace window). `kubectl localtraffic status` sees the API alone: it must not call every node without a local
 // endpoint a blackhole (what it did before the shared decision), but say for exactly the nodes that would drop
 // the address that it cannot tell from the API, exit 0, and agree with every exporter where it can tell.
 func TestFidelityExternalIPPluginAgrees(t *testing.T) {
@@ -58,6 +59,7 @@ func TestFidelityExternalIPPluginAgrees(t *testing.T) {
 	pods := startPods(t, c, svc, "node-1")
 	setEndpoints(t, c, svc, ready(pods...))
 	t.Cleanup(func() { _ = c.Unroute(context.Background(), extIP) })
+	restartExporter(t, c, c.Node("node-2"), "--no-arrivals.enabled")
 	p := newPlugin(t, ctx, c)
 	dest := fmt.Sprintf("externalIP %s:80/TCP", extIP)
 

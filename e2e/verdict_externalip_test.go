@@ -15,7 +15,8 @@ import (
 // routes it. Routed to node-2 (a static route), node-2 really drops it and only node-2 is paged; routed to
 // node-3 instead, node-3 drops it and is paged (its drop counter is the evidence) and node-2, whose counter
 // stopped growing, is not once the evidence window has passed (10s here, restarted with that flag; the
-// default is 10m). Then the address is held on node-4's lo (keepalived, kube-vip) and routed there: nftables
+// default is 10m). Their exporters run without the arrivals meter: where it watches an address, its arrivals
+// decide, held to the grace window, and the counter is no evidence of its own. Then the address is held on node-4's lo (keepalived, kube-vip) and routed there: nftables
 // mode has no counters, the assigned address is the evidence, and node-4 is paged. Nodes the address does not
 // reach are never paged.
 func TestVerdictExternalIPRouted(t *testing.T) {
@@ -37,7 +38,7 @@ func TestVerdictExternalIPRouted(t *testing.T) {
 	})
 
 	for _, name := range []string{"node-2", "node-3"} {
-		restartExporter(t, c, c.Node(name), "--externalip.evidence-window=10s")
+		restartExporter(t, c, c.Node(name), "--externalip.evidence-window=10s", "--no-arrivals.enabled")
 	}
 
 	// paged checks that the client's traffic routed through target is dropped and that exactly target is

@@ -54,7 +54,7 @@ func All() []Metric {
 			Name:      "localtraffic_blackhole_reason",
 			Type:      Gauge,
 			Labels:    []string{"node", "namespace", "service", "reason"},
-			Help:      "1 while localtraffic_blackhole is 1, saying what it rests on (absent otherwise): health_check_ignored (attempts keep arriving past the grace window while the node's health check fails: the load balancer ignores healthCheckNodePort), traffic_lost (attempts observed arriving at a destination the node drops), health_check_passing (the node's own health check answers 200) page as critical; no_traffic_seen (declared in rotation, nothing arrives yet) and not_observed (declared, the arrivals meter is off or blind) as warnings.",
+			Help:      "1 while localtraffic_blackhole is 1, saying what it rests on (absent otherwise): health_check_ignored (attempts keep arriving past the grace window while the node's health check fails: the load balancer ignores healthCheckNodePort), traffic_lost (attempts observed arriving at a destination the node drops: the arrivals meter saw one within --rotation.loss-hold, or, with the meter off or blind, kube-proxy's drop counter grew), health_check_passing (the node's own health check answers 200) page as critical; no_traffic_seen (declared in rotation, nothing arrives yet) and not_observed (declared in rotation, and nothing can see arrivals: the meter is off or blind and no drop counter grew; nftables mode has none) as warnings.",
 			Stable:    false,
 			Collector: "services",
 			Default:   DefaultYes,

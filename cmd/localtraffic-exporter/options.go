@@ -41,6 +41,8 @@ type options struct {
 	arrivals           bool                    // --arrivals.enabled: run the arrivals meter
 	internalCIDRs      []netip.Prefix          // --arrivals.internal-cidrs
 	grace              time.Duration           // --rotation.grace
+	lossHold           time.Duration           // --rotation.loss-hold
+	quiet              time.Duration           // --arrivals.quiet-period
 	dataplane          collector.DataplaneKind // "" (auto), DataplaneKubeProxy or DataplaneReplacement
 	probeTimeout       time.Duration
 	probeConcurrency   int
@@ -110,10 +112,12 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	app.Flag("health-check.address", "Address to probe health check node ports of its IP family on (default: the node's address of each family that kube-proxy serves).").StringVar(&o.healthCheckAddress)
 	app.Flag("kube-proxy.nodeport-addresses", "kube-proxy's --nodeport-addresses, comma-separated CIDRs or primary, localhost, all (default: read from kube-proxy's /configz on --kube-proxy.metrics-address).").StringVar(&raw.nodePortAddresses)
 	app.Flag("dataplane", "What serves Services on this node: auto (a kube-proxy replacement only on positive evidence: no kube-proxy rule and a link it creates, cilium_host, bpfin.cali, ovn-k8s-mp0 or kube-dummy-if; otherwise kube-proxy, missing or not programmed when it has no rule), kube-proxy, or replacement (Cilium, Calico eBPF, OVN-Kubernetes, kube-router: API view and health check node ports decide).").Default("auto").StringVar(&raw.dataplane)
-	durationFlag(app, "externalip.evidence-window", "An externalIP not assigned to this node is in rotation when its drop rule's packet counter grew this recently (iptables modes).", "10m", &o.externalIPWindow)
+	durationFlag(app, "externalip.evidence-window", "A kube-proxy drop rule counter that grew this recently is evidence of arrivals (iptables modes): an externalIP not assigned to this node is in rotation where the arrivals meter does not watch it, and, where the meter is off or blind, a blackhole whose counter grew is traffic_lost (held for --rotation.loss-hold if that is longer).", "10m", &o.externalIPWindow)
 	app.Flag("arrivals.enabled", "Observe the new external connection attempts that reach this node (a passive AF_PACKET socket with a kernel filter; needs CAP_NET_RAW, writes nothing on the node): a node is in rotation when they keep arriving past --rotation.grace, whatever the health check says. --no-arrivals.enabled leaves rotation to the declared model (localtraffic_arrivals_meter_state{state=\"disabled\"}).").Default("true").BoolVar(&o.arrivals)
 	app.Flag("arrivals.internal-cidrs", "Comma-separated CIDRs whose connection attempts are never external arrivals, beside what kube-proxy's local detector (its /configz: detectLocalMode, clusterCIDR, detectLocal) calls pod traffic and the node's own addresses; while /configz is unread, this node's spec.podCIDRs stand in for the detector. Set it only where kube-proxy sends these sources to every endpoint some other way.").StringVar(&raw.internalCIDRs)
 	durationFlag(app, "rotation.grace", "How long new connection attempts must keep arriving at a destination this node drops before they put it in rotation: longer than a load balancer takes to deregister a node whose health check fails (AWS target groups 30s x 2, GCE 8s x 3; docs/rotation.md).", collector.DefaultGrace.String(), &o.grace)
+	durationFlag(app, "rotation.loss-hold", "How long a blackhole stays traffic_lost (critical) after the last connection attempt lost there: longer than the pause between a rare client's attempts, so the page stays up for a client that tries at least every 10 minutes (docs/rotation.md).", collector.DefaultLossHold.String(), &o.lossHold)
+	durationFlag(app, "arrivals.quiet-period", "A pause without new connection attempts at a destination that ends their run: attempts must keep arriving past --rotation.grace without such a pause to put a node in rotation.", collector.DefaultQuiet.String(), &o.quiet)
 	durationFlag(app, "probe.timeout", "Longest time one probe may take; the scrape's own timeout may shorten it.", "5s", &o.probeTimeout)
 	intFlag(app, "probe.concurrency", "Health check probes in flight at once.", "8", &o.probeConcurrency)
 	durationFlag(app, "scrape.timeout-offset", "Subtracted from X-Prometheus-Scrape-Timeout-Seconds to leave time to answer.", "500ms", &o.scrapeTimeoutOff)
@@ -257,6 +261,12 @@ func (o *options) check(raw rawFlags) error {
 	if o.grace <= 0 {
 		return fmt.Errorf("bad --rotation.grace %s: must be positive", o.grace)
 	}
+	if o.lossHold <= 0 {
+		return fmt.Errorf("bad --rotation.loss-hold %s: must be positive", o.lossHold)
+	}
+	if o.quiet <= 0 {
+		return fmt.Errorf("bad --arrivals.quiet-period %s: must be positive", o.quiet)
+	}
 	if raw.internalCIDRs != "" {
 		for _, c := range strings.Split(raw.internalCIDRs, ",") {
 			p, err := netip.ParsePrefix(strings.TrimSpace(c))
@@ -328,4 +338,3 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // defaultKubeProxyMetrics is kube-proxy's default --metrics-bind-address when its bindAddress is IPv4.
 const defaultKubeProxyMetrics = "127.0.0.1:10249"
-

@@ -45,6 +45,8 @@ func TestParseOptionsDefaults(t *testing.T) {
 		externalIPWindow: 10 * time.Minute,
 		arrivals:         true,
 		grace:            2 * time.Minute,
+		lossHold:         15 * time.Minute,
+		quiet:            2 * time.Minute,
 		shutdownGrace:    5 * time.Second,
 		selection:        collector.DefaultSelection(),
 	}
@@ -117,6 +119,7 @@ func TestParseOptionsGoodValues(t *testing.T) {
 		"--externalip.evidence-window", "90s", "--dataplane", "replacement", "--web.shutdown-grace-period", "8s",
 		"--collector.service_details", "--no-collector.dataplane", "--collector.rules.per-port",
 		"--no-arrivals.enabled", "--rotation.grace", "45s", "--arrivals.internal-cidrs", "10.244.0.0/16, fd00:244::/56",
+		"--rotation.loss-hold", "20m", "--arrivals.quiet-period", "30s",
 	}, env(nil))
 	if err != nil {
 		t.Fatalf("parseOptions: %v", err)
@@ -127,7 +130,7 @@ func TestParseOptionsGoodValues(t *testing.T) {
 		kubeProxyMetrics: "localhost:10249", healthCheckAddress: "fd00::1", probeTimeout: 1500 * time.Millisecond,
 		probeConcurrency: 1, scrapeTimeoutOff: 0, maxRequests: 1, rulesMode: "nftables", rulesCacheTTL: 0,
 		nodePortAddresses: []string{"10.0.0.0/8", "fd00::/64", "primary"}, externalIPWindow: 90 * time.Second, dataplane: "replacement",
-		shutdownGrace: 8 * time.Second, grace: 45 * time.Second,
+		shutdownGrace: 8 * time.Second, grace: 45 * time.Second, lossHold: 20 * time.Minute, quiet: 30 * time.Second,
 		internalCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/56")},
 		selection: collector.Selection{RulesPerPort: true, Enabled: map[string]bool{"services": true, "service_details": true,
 			"kube_proxy": true, "node": true, "informers": true, "rules": true, "dataplane": false, "arrivals": true,
@@ -217,6 +220,8 @@ func TestParseOptionsBadValues(t *testing.T) {
 		{"nodeport addresses not CIDRs", []string{"--kube-proxy.nodeport-addresses", "10.0.0.1"}, nil, "--kube-proxy.nodeport-addresses"},
 		{"externalIP window zero", []string{"--externalip.evidence-window", "0s"}, nil, "--externalip.evidence-window"},
 		{"grace zero", []string{"--rotation.grace", "0s"}, nil, "--rotation.grace"},
+		{"loss hold zero", []string{"--rotation.loss-hold", "0s"}, nil, "--rotation.loss-hold"},
+		{"quiet period zero", []string{"--arrivals.quiet-period", "0s"}, nil, "--arrivals.quiet-period"},
 		{"internal CIDR not a CIDR", []string{"--arrivals.internal-cidrs", "10.244.0.0"}, nil, "--arrivals.internal-cidrs"},
 		{"dataplane", []string{"--dataplane", "cilium"}, nil, "--dataplane"},
 		{"kubeconfig missing", []string{"--kubeconfig", "/nonexistent/kubeconfig"}, nil, "--kubeconfig"},

@@ -84,7 +84,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, route
 	// The arrivals meter counts from now on, in the host's network namespace (hostNetwork), until run returns.
 	var meter collector.ArrivalsMeter
 	if opts.arrivals {
-		m := arrivals.New(arrivals.Config{Logger: logger, QuietPeriod: collector.DefaultQuiet})
+		m := arrivals.New(arrivals.Config{Logger: logger, QuietPeriod: opts.quiet})
 		defer m.Close()
 		meter = m
 	}
@@ -246,7 +246,7 @@ func newGatherer(opts options, view exporterView, addrs host, ruleReader kernelr
 		NodePortAddresses: opts.nodePortAddresses, ConfigzURL: "http://" + opts.kubeProxyMetrics + "/configz",
 		ConfigzFallbackURL: configzFallback(opts.kubeProxyMetrics),
 		ExternalIPWindow:   opts.externalIPWindow, Dataplane: opts.dataplane,
-		Meter: meter, Grace: opts.grace, Quiet: collector.DefaultQuiet, InternalCIDRs: opts.internalCIDRs,
+		Meter: meter, Grace: opts.grace, Quiet: opts.quiet, LossHold: opts.lossHold, InternalCIDRs: opts.internalCIDRs,
 		Client: client, ProbeTimeout: opts.probeTimeout, Concurrency: opts.probeConcurrency,
 		Logger: logger,
 	})

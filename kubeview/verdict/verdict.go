@@ -98,8 +98,10 @@ type Evidence struct {
 	// Addresses is what the node's interfaces hold; nil: not known (no address counts as assigned, and every
 	// family as having NodePort addresses).
 	Addresses Addresses
-	// Arrivals is evidence from kube-proxy's drop rule counters that an address's traffic reaches this node;
-	// nil: none.
+	// Arrivals is evidence from kube-proxy's drop rule counters that a destination's traffic reaches this node
+	// and is dropped (iptables modes); nil: none. It puts an externalIP in rotation only where the meter does
+	// not watch it, and it makes a blackhole traffic_lost only where the meter cannot see: a working meter sees
+	// every attempt a counter counts, and its arrivals are subject to the grace window.
 	Arrivals Arrivals
 	// Observed is what the node's arrivals meter saw on the wire; nil: no meter (disabled), and rotation rests
 	// on the declared model and the counters alone.
@@ -108,6 +110,11 @@ type Evidence struct {
 	// they put the node in rotation for it: longer than a load balancer takes to deregister a node whose
 	// health check fails (docs/rotation.md).
 	Grace time.Duration
+	// LossHold is how long a blackhole stays traffic_lost after the last attempt the meter saw arrive at the
+	// destination while it was dropped: longer than the pause between a rare client's attempts, so the reason
+	// does not fall back to no_traffic_seen between them and restart the alerts' for: each time
+	// (docs/rotation.md, "Loss hold"). 0: only while the run of arrivals is ongoing.
+	LossHold time.Duration
 	// Now is the time of the scrape the observations were taken at.
 	Now time.Time
 }
@@ -162,7 +169,8 @@ type Rules interface {
 }
 
 // Arrivals is kube-proxy's counters' evidence that traffic for a destination reaches this node: a drop rule
-// counter that grew within the evidence window (iptables modes; sampled, reset by every sync).
+// counter that grew within the evidence window (iptables modes; sampled, reset by every sync). Only a drop
+// rule counts, so growth is attempts the node dropped: lost traffic.
 type Arrivals interface {
 	// Arriving returns why d's traffic is seen reaching this node; ok is false when nothing shows it.
 	Arriving(d Destination) (why string, ok bool)
@@ -197,8 +205,8 @@ const (
 	// ReasonHealthCheckIgnored: new connection attempts keep arriving past the grace window while the node's
 	// health check node port fails: the load balancer does not honour healthCheckNodePort.
 	ReasonHealthCheckIgnored Reason = "health_check_ignored"
-	// ReasonTrafficLost: attempts are observed arriving now at a destination this node drops (the meter, or a
-	// drop rule counter that grew).
+	// ReasonTrafficLost: attempts are observed arriving at a destination this node drops: the meter saw one
+	// within the loss hold, or (the meter off or blind) a drop rule counter grew within the evidence window.
 	ReasonTrafficLost Reason = "traffic_lost"
 	// ReasonHealthCheckPassing: the node's own health check answers 200, so its load balancer keeps it, and
 	// some port or family that reaches it that way is dropped.
@@ -206,8 +214,8 @@ const (
 	// ReasonNoTrafficSeen: declared in rotation (an eligible NodePort, an assigned address) and the meter sees
 	// nothing arrive: clients would be dropped, none is yet.
 	ReasonNoTrafficSeen Reason = "no_traffic_seen"
-	// ReasonNotObserved: declared in rotation, and nothing observes arrivals (the meter is off or blind, or the
-	// plugin).
+	// ReasonNotObserved: declared in rotation, and nothing can see arrivals: the meter is off or blind and no
+	// drop rule counter grew (nftables mode has none), or the plugin.
 	ReasonNotObserved Reason = "not_observed"
 )
 
@@ -244,7 +252,9 @@ type Entry struct {
 	// Dropped: kube-proxy drops this destination's traffic for lack of a local endpoint (rules, or the API
 	// view counted as kube-proxy counts).
 	Dropped bool
-	// Losing: the meter sees new attempts arriving at this dropped destination since it was dropped.
+	// Losing: attempts to this dropped destination are being lost: the meter saw one arrive since it was
+	// dropped, within the loss hold (Evidence.LossHold) or the ongoing run, or, where the meter cannot see
+	// the destination, kube-proxy's drop rule counter for it grew within the evidence window.
 	Losing bool
 	// Reason is what a blackhole of this entry rests on ("" unless it is in rotation and dropped).
 	Reason Reason
@@ -349,6 +359,7 @@ func decideFamily(in Input, fam kubeview.FamilyEndpoints) FamilyVerdict {
 			}
 			e.Rotation, e.Why, e.Basis = declared(in, fam, e.Destination)
 			observe(in, &e)
+			counted(in, &e)
 			if e.Rotation == In && e.Dropped {
 				e.Reason = reasonOf(in, e)
 				fv.Reason = stronger(fv.Reason, e.Reason)
@@ -443,7 +454,13 @@ func observe(in Input, e *Entry) {
 	if !o.DroppedSince.IsZero() {
 		dropStart = o.DroppedSince
 	}
-	e.Losing = e.Dropped && o.Ongoing && !o.DroppedSince.IsZero() && o.LastSeen.After(o.DroppedSince)
+	// A lost attempt is one that arrived after the first scrape that found the destination dropped. The hold
+	// keeps an entry losing between a rare client's attempts; it never starts a loss (it needs a lost attempt),
+	// ends when the destination is served (DroppedSince is forgotten then, and an attempt before a new drop is
+	// no lost one), and changes no rotation: an entry in rotation by arrivals alone leaves it when its run
+	// ends, hold or not.
+	lost := e.Dropped && !o.DroppedSince.IsZero() && o.LastSeen.After(o.DroppedSince)
+	e.Losing = lost && (o.Ongoing || ev.Now.Sub(o.LastSeen) < ev.LossHold)
 	if e.Rotation == In || o.Attempts == 0 || !o.Ongoing {
 		return
 	}
@@ -462,6 +479,24 @@ func observe(in Input, e *Entry) {
 	}
 }
 
+// watched reports whether the arrivals meter sees d's traffic.
+func watched(ev *Evidence, d Destination) bool {
+	return ev != nil && ev.Observed != nil && ev.Observed.Observe(d).Watched
+}
+
+// counted adds kube-proxy's drop counters where the meter cannot see: a dropped destination whose drop rule
+// counter grew within the evidence window is losing traffic. Where the meter watches, it alone decides: it
+// counts every attempt the counter counts, from the first one, and holds them to the grace window.
+func counted(in Input, e *Entry) {
+	ev := in.Evidence
+	if !e.Dropped || e.Losing || ev == nil || ev.Arrivals == nil || in.Node.Virtual || watched(ev, e.Destination) {
+		return
+	}
+	if _, ok := ev.Arrivals.Arriving(e.Destination); ok {
+		e.Losing = true
+	}
+}
+
 // reasonOf is what a blackholed entry rests on.
 func reasonOf(in Input, e Entry) Reason {
 	ev := in.Evidence
@@ -472,7 +507,7 @@ func reasonOf(in Input, e Entry) Reason {
 		return ReasonTrafficLost
 	case e.Basis == BasisHealthCheck:
 		return ReasonHealthCheckPassing
-	case ev != nil && ev.Observed != nil && ev.Observed.Observe(e.Destination).Watched:
+	case watched(ev, e.Destination):
 		return ReasonNoTrafficSeen
 	}
 	return ReasonNotObserved
@@ -481,12 +516,14 @@ func reasonOf(in Input, e Entry) Reason {
 // externalIPRotation: kube-proxy writes an externalIP's drop on every node without a local endpoint, but the
 // network routes the address to some nodes only (a VIP held by keepalived or kube-vip, a static route, BGP). It
 // is in rotation only with evidence that its traffic arrives here (an assigned address is decided before);
-// without node evidence nobody can tell.
+// without node evidence nobody can tell. Its drop counter is that evidence only where the meter does not watch
+// the address: where it does, the meter's arrivals decide (observe) and are held to the grace window, so a
+// route withdrawn seconds after the node lost its endpoint is no rotation, though the counter grew meanwhile.
 func externalIPRotation(ev *Evidence, d Destination) (Rotation, string, Basis) {
 	if ev == nil {
 		return Unknown, "cannot tell from the API: an externalIP reaches only the nodes the network routes it to", ""
 	}
-	if ev.Arrivals != nil {
+	if ev.Arrivals != nil && !watched(ev, d) {
 		if why, ok := ev.Arrivals.Arriving(d); ok {
 			return In, why, BasisCounter
 		}

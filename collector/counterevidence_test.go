@@ -1,0 +1,54 @@
+package collector
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
+)
+
+// Without the arrivals meter (--no-arrivals.enabled), kube-proxy's NodePort drop rule counter is the evidence
+// of lost traffic at a NodePort the node is declared in rotation for. Scrape 1 is the counter's baseline
+// (not_observed: nothing seen yet); scrape 2 it grew: traffic_lost; it holds for the loss hold (15 minutes by
+// default, longer than the 1-minute evidence window here) without growth, then falls back to not_observed. A
+// rule for all destinations at once (kube-proxy 1.24 and older) names no destination: no evidence.
+func TestNodePortCounterEvidence(t *testing.T) {
+	view := &fakeView{snap: kubeview.Snapshot{Node: dualStackNode(), Services: []kubeview.ServiceState{nodePortService(0)}}}
+	sp := kernelrules.ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}
+	at := time.Unix(1700000000, 0)
+	snapAt := func(packets uint64, t time.Time, all bool) *kernelrules.Snapshot {
+		rule := kernelrules.DropRule{Port: 30090, Packets: packets, Counted: true}
+		if all {
+			rule = kernelrules.DropRule{AllDestinations: true, Packets: packets, Counted: true}
+		}
+		return kernelrules.NewSnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, []string{kernelrules.FamilyIPv4}, t,
+			map[kernelrules.ServicePort]kernelrules.PortState{sp: {Programmed: true, Drop: true, DropPackets: packets,
+				Drops: []kernelrules.DropRule{rule}}})
+	}
+	reader := &countingReader{snap: snapAt(0, at, false)}
+	carried := newCrossScrape()
+	setup := scrapeSetup{view: view, reader: reader, carried: &carried, window: time.Minute, addrs: fixedAddrs{"127.0.0.1"}}
+	steps := []struct {
+		packets uint64
+		after   time.Duration
+		all     bool
+		want    string
+	}{
+		{3, 0, false, "not_observed"},                               // a baseline: counted before this exporter looked
+		{5, 30 * time.Second, false, "traffic_lost"},                // grew: clients arrive and are dropped
+		{5, 14 * time.Minute, false, "traffic_lost"},                // held: within the loss hold of the last growth
+		{5, 16 * time.Minute, false, "not_observed"},                // the hold is over
+		{9, 17 * time.Minute, true, "not_observed"},                 // kube-proxy ≤1.24's rule for all destinations: a new rule, a baseline
+		{20, 17*time.Minute + 30*time.Second, true, "not_observed"}, // it grew, but names no destination
+	}
+	for i, s := range steps {
+		reader.snap = snapAt(s.packets, at.Add(s.after), s.all)
+		got := series(t, setup.scrape(t), "localtraffic_blackhole_reason")
+		want := `localtraffic_blackhole_reason{namespace="kubelings",reason="` + s.want + `",service="checkout"} 1`
+		if !strings.Contains(got, want) {
+			t.Errorf("step %d: %s, want %s", i, got, want)
+		}
+	}
+}
