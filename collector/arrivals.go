@@ -149,8 +149,10 @@ func (o *observations) Observe(d verdict.Destination) verdict.Observation {
 	if !ok {
 		return verdict.Observation{}
 	}
-	return verdict.Observation{Watched: true, Attempts: c.Attempts, ActiveSince: c.ActiveSince, LastSeen: c.LastSeen,
+	obs := verdict.Observation{Watched: true, Attempts: c.Attempts, ActiveSince: c.ActiveSince, LastSeen: c.LastSeen,
 		Ongoing: c.Attempts > 0 && o.now.Sub(c.LastSeen) < o.quiet, DroppedSince: o.dropped[d]}
+	o.addSources(&obs, c)
+	return obs
 }
 
 // nodeAddresses is the node's addresses as the verdict reads them (verdict.Addresses).

@@ -342,7 +342,10 @@ func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCh
 		dec.ev.Observed = &observations{snap: st.Arrivals.Snapshot, quiet: g.cfg.Quiet, now: now,
 			dropped: g.arrivals.droppedSince()}
 		dec.ev.Grace, dec.ev.Now = g.cfg.Grace, now
-		defer func() { g.arrivals.recordDropped(st.Services, now) }()
+		defer func() {
+			g.arrivals.recordDropped(st.Services, now)
+			g.checkers.warn(st.Services, g.cfg.Logger)
+		}()
 	}
 	// Sized up front: at thousands of Services, growing these maps and slices was a third of a scrape's
 	// garbage, and a scrape's garbage sets the exporter's RSS (the GC's target follows the heap's peak).

@@ -228,6 +228,7 @@ func fillSources(c *DestCount, whole runCount, d *destSources, now, quiet int64,
 	if !aside {
 		return checkers // nobody set aside: the clients are every arrival (the destination's own count)
 	}
+	c.SetAside = true
 	// Clients: the others and every kept source that is neither a checker nor a candidate, their runs joined
 	// as the destination's own count joins arrivals (a pause shorter than the quiet period continues a run).
 	type run struct{ active, last int64 }

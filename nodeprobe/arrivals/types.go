@@ -300,9 +300,10 @@ type DestCount struct {
 	// Checkers are the sources that arrive at this NodePort at a steady cadence (sources.go: five new
 	// attempts like a clock), by address; nil when none does, and at other destinations.
 	Checkers []CheckerSource
-	// Clients is Attempts, ActiveSince and LastSeen without the arrivals of Checkers and of the sources still
-	// proving their cadence: what clients sent. It equals them when no source is set aside.
-	Clients ClientCount
+	// SetAside: some arrivals came from Checkers or from sources still proving their cadence, and Clients
+	// counts the others. False (the zero value): every arrival is a client's, and Clients equals the whole.
+	SetAside bool
+	Clients  ClientCount
 }
 
 // HealthCheckCount is one health check node port's probes.
