@@ -64,7 +64,7 @@ func checkersWhy(in Input, cs []Checker) string {
 func CheckersString(cs []Checker) string {
 	parts := make([]string, 0, len(cs))
 	for _, c := range cs {
-		parts = append(parts, fmt.Sprintf("%s every %s", c.Addr, c.Interval.Round(10*time.Millisecond)))
+		parts = append(parts, fmt.Sprintf("%s every %s", c.Addr, c.Interval.Round(100*time.Millisecond)))
 	}
 	return strings.Join(parts, ", ")
 }
