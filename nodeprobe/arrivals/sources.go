@@ -80,37 +80,34 @@ type sourceCadence struct {
 
 // add counts one arrival from p.src at at (quiet: the meter's quiet period). max bounds len(list).
 func (d *destSources) add(p packet, sport uint16, at, quiet int64, max int) {
+	// One pass finds the source or, failing that, the place a new one would take: the non-checker seen longest
+	// ago, or a checker silent for longer than maxCadence. A live checker keeps its place: a flood of clients
+	// must not turn it into a client.
+	victim := -1
 	for i := range d.list {
-		if d.list[i].addr == p.src {
-			d.list[i].arrive(p.proto, sport, at, quiet)
+		s := &d.list[i]
+		if s.addr == p.src {
+			s.arrive(p.proto, sport, at, quiet)
 			return
+		}
+		if (!s.checker || at-s.last >= int64(maxCadence)) && (victim < 0 || s.last < d.list[victim].last) {
+			victim = i
 		}
 	}
 	fresh := sourceCadence{addr: p.src}
 	fresh.arrive(p.proto, sport, at, quiet)
-	if len(d.list) < max {
+	switch {
+	case len(d.list) < max:
 		if d.list == nil {
 			d.list = make([]sourceCadence, 0, max)
 		}
 		d.list = append(d.list, fresh)
-		return
-	}
-	victim := -1
-	for i := range d.list {
-		s := &d.list[i]
-		if s.checker && at-s.last < int64(maxCadence) {
-			continue // a live checker keeps its place: a flood of clients must not turn it into a client
-		}
-		if victim < 0 || s.last < d.list[victim].last {
-			victim = i
-		}
-	}
-	if victim < 0 {
+	case victim < 0:
 		d.others.fold(fresh, quiet)
-		return
+	default:
+		d.others.fold(d.list[victim], quiet)
+		d.list[victim] = fresh
 	}
-	d.others.fold(d.list[victim], quiet)
-	d.list[victim] = fresh
 }
 
 // arrive counts one arrival of this source.
