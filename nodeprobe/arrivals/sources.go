@@ -55,8 +55,8 @@ const (
 	retransmitPorts = 4
 )
 
-// destSources is one destination's sources. Its zero value is ready; it allocates when a destination sees
-// its first source, never per packet after that.
+// destSources is one destination's sources. Its zero value is ready; it allocates when a destination sees a
+// new source while it has room for one, never per packet after that.
 type destSources struct {
 	list []sourceCadence
 	// others counts the arrivals of sources not in list (never kept, or forgotten): clients.
@@ -98,9 +98,8 @@ func (d *destSources) add(p packet, sport uint16, at, quiet int64, max int) {
 	fresh.arrive(p.proto, sport, at, quiet)
 	switch {
 	case len(d.list) < max:
-		if d.list == nil {
-			d.list = make([]sourceCadence, 0, max)
-		}
+		// Grown as sources come (an allocation per new source at most, never per packet): most NodePorts see one
+		// or two load balancer addresses, not 16 sources.
 		d.list = append(d.list, fresh)
 	case victim < 0:
 		d.others.fold(fresh, quiet)
