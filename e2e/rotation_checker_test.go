@@ -10,6 +10,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
 )
@@ -17,7 +19,7 @@ import (
 // clientPauses are the pauses of the harness's client loops, in turn: irregular, as real clients are. A loop
 // that paused the same time after every attempt would reach a node like a clock, and the arrivals meter takes
 // a source arriving like a clock at a NodePort for a load balancer's health checker (docs/rotation.md): its
-// dropped attempts would page nothing. Consecutive pauses differ by far more than the meter's 5 % tolerance.
+// dropped attempts would page nothing. Consecutive pauses differ by far more than the meter's 10 % tolerance.
 var clientPauses = []time.Duration{300 * time.Millisecond, 1700 * time.Millisecond, 800 * time.Millisecond,
 	2600 * time.Millisecond, 1200 * time.Millisecond}
 
@@ -84,7 +86,8 @@ func noCriticalReason(svc *corev1.Service, node string) func(cluster.Metrics) er
 // nobody is sent to yet (no_traffic_seen, a warning), the checker's source named in the exporter's log. Before
 // the meter told checkers from clients, node-2 was traffic_lost from the first probe on. Then a client, from
 // the outside client's own address at an irregular cadence, uses node-2: node-2 pages (traffic_lost), node-3
-// and node-4, still probed, do not.
+// and node-4, still probed, do not. Last, the Service declares that nothing checks its nodes
+// (localtraffic.io/health-check: none): the checker's source is a client, and node-3 and node-4 page too.
 func TestRotationHealthCheckerNotClients(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := testContext(t)
@@ -160,5 +163,17 @@ func TestRotationHealthCheckerNotClients(t *testing.T) {
 			t.Fatalf("%s after node-2 paged: %v", time.Since(paged).Round(time.Second), err)
 		}
 		time.Sleep(time.Second)
+	}
+
+	// The Service declares that nothing checks its nodes: the steady source is a client, and it pages node-3
+	// and node-4 too.
+	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:"none"}}}`, "localtraffic.io/health-check"))
+	if _, err := c.Admin().CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, node := range []string{"node-3", "node-4"} {
+		eventually(t, converge, node+" pages once the Service declares no health check", func() error {
+			return expectMetrics(ctx, c, node, metricIs("localtraffic_blackhole_reason", reasonLabels(svc, node, "traffic_lost"), 1))
+		})
 	}
 }

@@ -19,7 +19,7 @@ import (
 //   - A new attempt is a SYN (or SCTP INIT) from a source port not among the source's last four: a SYN from
 //     one of those is the kernel retransmitting an attempt already counted (1 s, 3 s, 7 s … after it), which
 //     counts as an arrival but is no tick of the source's clock. Every UDP datagram is a new attempt.
-//   - The interval between two new attempts is steady when it is within 5 % (at least 20 ms) of the interval
+//   - The interval between two new attempts is steady when it is within 10 % (at least 20 ms) of the interval
 //     that began the current streak, and between 1 s and 5 min (a client's burst is faster, a clock slower
 //     than that is not told from chance).
 //   - A source is a checker once five new attempts came at a steady cadence (four steady intervals in a
@@ -41,7 +41,7 @@ import (
 const (
 	minCadence       = time.Second
 	maxCadence       = 5 * time.Minute
-	cadenceTolerance = 20 // an interval within 1/20 (5 %) of the streak's first
+	cadenceTolerance = 10 // an interval within 1/10 (10 %) of the streak's first
 	minTolerance     = int64(20 * time.Millisecond)
 	// checkerSteady is the steady intervals in a row that make a checker: five attempts like a clock.
 	checkerSteady = 4

@@ -18,7 +18,7 @@ func TestKernelTellsCheckersFromClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := NodeDest(TCP, false, 30090)
-	const checks = 8
+	const checks = 10
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
