@@ -55,8 +55,8 @@ const (
 	retransmitPorts = 4
 )
 
-// destSources is one destination's sources. Its zero value is ready; it allocates when a destination sees a
-// new source while it has room for one, never per packet after that.
+// destSources is one destination's sources, allocated at its first arrival. It allocates again when the
+// destination sees a new source while it has room for one, never per packet after that.
 type destSources struct {
 	list []sourceCadence
 	// others counts the arrivals of sources not in list (never kept, or forgotten): clients.
@@ -205,6 +205,9 @@ type ClientCount struct {
 // one per destination); the grown slice is returned.
 func fillSources(c *DestCount, whole runCount, d *destSources, now, quiet int64, checkers []CheckerSource) []CheckerSource {
 	c.Clients = ClientCount{Attempts: whole.n, ActiveSince: nsTime(whole.active), LastSeen: nsTime(whole.last)}
+	if d == nil {
+		return checkers
+	}
 	from := len(checkers)
 	aside := false
 	for i := range d.list {
@@ -280,6 +283,10 @@ func (t *tally) countSource(di int, p packet, at int64) {
 	d := &t.dests[di]
 	if t.cfg.CheckerSources <= 0 || !d.dest.IsNode() {
 		return
+	}
+	if d.src == nil {
+		// Allocated at the first arrival (once): a destination nobody reaches costs a pointer.
+		d.src = &destSources{}
 	}
 	d.src.add(p, p.sport, at, int64(t.cfg.QuietPeriod), t.cfg.CheckerSources)
 }

@@ -48,7 +48,7 @@ func (r *runCount) add(at int64, quiet int64) {
 type destCount struct {
 	dest Dest
 	runCount
-	src destSources // NodePorts only: where traffic-port health checkers probe (sources.go)
+	src *destSources // NodePorts only, from their first arrival: where traffic-port health checkers probe (sources.go)
 }
 
 type checkCount struct {
@@ -176,7 +176,7 @@ func (t *tally) fill(s *Snapshot) {
 	for i, d := range t.dests {
 		s.Dests[i] = DestCount{Dest: d.dest, Attempts: d.n, FirstSeen: nsTime(d.first), LastSeen: nsTime(d.last),
 			ActiveSince: nsTime(d.active), WatchedSince: nsTime(d.watchedSince)}
-		checkers = fillSources(&s.Dests[i], d.runCount, &t.dests[i].src, s.Taken.UnixNano(), int64(t.cfg.QuietPeriod), checkers)
+		checkers = fillSources(&s.Dests[i], d.runCount, d.src, s.Taken.UnixNano(), int64(t.cfg.QuietPeriod), checkers)
 	}
 	s.HealthChecks = make([]HealthCheckCount, len(t.checks))
 	n := 0
