@@ -201,8 +201,10 @@ func (o *observations) Observe(d verdict.Destination) verdict.Observation {
 	if o.overloaded && !ongoing {
 		return verdict.Observation{} // the attempts it missed may have been this destination's
 	}
-	return verdict.Observation{Watched: true, Attempts: c.Attempts, ActiveSince: c.ActiveSince, LastSeen: c.LastSeen,
+	obs := verdict.Observation{Watched: true, Attempts: c.Attempts, ActiveSince: c.ActiveSince, LastSeen: c.LastSeen,
 		Ongoing: ongoing, DroppedSince: o.dropped[d]}
+	o.addSources(&obs, c)
+	return obs
 }
 
 // nodeAddresses is the node's addresses as the verdict reads them (verdict.Addresses).

@@ -19,11 +19,12 @@ type crossScrape struct {
 	kubeProxy  *kubeProxySeen
 	configz    *configzCache
 	arrivals   *arrivalTotals
+	checkers   *checkerWarnings
 }
 
 func newCrossScrape() crossScrape {
 	return crossScrape{drops: newDropTotals(), ruleGrowth: newRuleGrowth(), kubeProxy: &kubeProxySeen{},
-		configz: &configzCache{}, arrivals: newArrivalTotals()}
+		configz: &configzCache{}, arrivals: newArrivalTotals(), checkers: newCheckerWarnings()}
 }
 
 // kubeProxySeen: kube-proxy's rules or health server were seen on this node once. A kube-proxy that later

@@ -372,7 +372,10 @@ func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCh
 		dec.ev.Observed = &observations{snap: st.Arrivals.Snapshot, quiet: g.cfg.Quiet, now: now,
 			dropped: g.arrivals.droppedSince(now, g.cfg.Quiet), overloaded: g.arrivals.overloaded(now, g.cfg.Quiet)}
 		dec.ev.Grace, dec.ev.LossHold, dec.ev.Now = g.cfg.Grace, g.cfg.LossHold, now
-		defer func() { g.arrivals.recordDropped(st.Services, now) }()
+		defer func() {
+			g.arrivals.recordDropped(st.Services, now)
+			g.checkers.warn(st.Services, g.cfg.Logger)
+		}()
 	}
 	// Sized up front: at thousands of Services, growing these maps and slices was a third of a scrape's
 	// garbage, and a scrape's garbage sets the exporter's RSS (the GC's target follows the heap's peak).

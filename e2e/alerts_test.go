@@ -283,11 +283,11 @@ func sendTraffic(ctx context.Context, c *cluster.Cluster, nodes []*cluster.Node,
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for ctx.Err() == nil {
+			for i := 0; ctx.Err() == nil; i++ {
 				c.Request(ctx, fmt.Sprintf("%s:%d", n.IP, port))
 				select {
 				case <-ctx.Done():
-				case <-time.After(2 * time.Second):
+				case <-time.After(2*time.Second + clientPause(i)): // irregular, as clients are: not a checker's clock
 				}
 			}
 		}()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,29 +22,33 @@ import (
 // test run with a short grace (testGrace) so a scenario takes seconds, not the default two minutes.
 const testGrace = "--rotation.grace=15s"
 
-// keepSending makes the outside client open a new connection to each addr about once a second until the test
-// ends: a router or load balancer that keeps forwarding clients. Each attempt a node drops times out after
-// cluster.ConnectTimeout; what is answered returns at once.
+// keepSending makes the outside client open new connections to each addr, one after another with a pause of
+// about a second between them (clientPause: irregular, as real clients are), until the test ends: a router or
+// load balancer that keeps forwarding clients. Each attempt a node drops times out after
+// cluster.ConnectTimeout; what is answered returns at once. Each addr has its own sender, so its cadence is
+// its own: a sender that waited for every address in turn would reach each at the clock-like cadence of the
+// whole round, which the meter takes for a health checker (docs/rotation.md).
 func keepSending(t *testing.T, c *cluster.Cluster, addrs ...string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			for _, a := range addrs {
+	var wg sync.WaitGroup
+	for k, a := range addrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := k; ; i++ {
 				c.Request(ctx, a)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(clientPause(i)):
+				}
 			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(time.Second):
-			}
-		}
-	}()
+		}()
+	}
 	t.Cleanup(func() {
 		cancel()
-		<-done
+		wg.Wait()
 	})
 }
 

@@ -121,6 +121,9 @@ func LBCheckOf(svc *corev1.Service, providerID string) LBCheck {
 	ns, name := svc.Namespace, svc.Name
 	ann := svc.Annotations
 	hc := LBCheck{Provider: providerOf(svc, providerID), Class: LBCheckNodePort}
+	if d, ok := declaredLBCheck(svc, hc.Provider); ok {
+		return d
+	}
 	annotate := func(kv ...string) string {
 		return fmt.Sprintf("kubectl -n %s annotate service %s --overwrite %s", ns, name, strings.Join(kv, " "))
 	}
@@ -215,11 +218,18 @@ func orDefault(s, def string) string {
 	return s
 }
 
-// KeepLBCheckAnnotations copies the annotations LBCheckOf reads (the cloud controllers' prefixes) out of a
-// Service's map; nil when it has none.
+// KeepLBCheckAnnotations copies the annotations LBCheckOf reads (the cloud controllers' prefixes and
+// AnnotationHealthCheck) out of a Service's map; nil when it has none.
 func KeepLBCheckAnnotations(ann map[string]string) map[string]string {
 	var out map[string]string
 	for k, v := range ann {
+		if k == AnnotationHealthCheck {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+			continue
+		}
 		for _, p := range providerPrefixes {
 			if strings.HasPrefix(k, p.prefix) {
 				if out == nil {
@@ -251,6 +261,9 @@ func (s ServiceState) LBCheckOn(n NodeState) LBCheckClass {
 func lbCheckOf(svc *corev1.Service) (LBCheckClass, bool) {
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
 		return LBCheckNodePort, false
+	}
+	if d, ok := declaredLBCheck(svc, ""); ok {
+		return d.Class, false // declared: the nodes' provider does not override the owner
 	}
 	return LBCheckOf(svc, "").Class, providerOf(svc, "") == ""
 }

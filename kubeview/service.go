@@ -68,6 +68,10 @@ type ServiceState struct {
 	// annotations say (LBCheckOn adds the nodes' provider); LBCheckNodePort for other types.
 	LBCheck           LBCheckClass
 	lbCheckByProvider bool
+	// HealthCheck is what the Service's AnnotationHealthCheck declares, for every Service type (a NodePort
+	// Service behind HAProxy or an F5 has a load balancer the API knows nothing of); CheckUndeclared without
+	// one.
+	HealthCheck DeclaredCheck
 }
 
 // ServicePort is one port of the Service's spec.
@@ -168,6 +172,7 @@ func ServiceStateOf(svc *corev1.Service, slices []*discoveryv1.EndpointSlice) Se
 	}
 	st.IgnoredReason, st.Ignored = IgnoredReason(svc, nil)
 	st.LBCheck, st.lbCheckByProvider = lbCheckOf(svc)
+	st.HealthCheck, _ = DeclaredCheckOf(svc.Annotations)
 	for _, sp := range svc.Spec.Ports {
 		st.Ports = append(st.Ports, ServicePort{Name: sp.Name, Protocol: sp.Protocol, Port: sp.Port, NodePort: sp.NodePort})
 	}

@@ -11,6 +11,8 @@ import (
 type Dialer struct {
 	NS      string
 	Timeout time.Duration // connect timeout; 0 means 5s
+	// Local is the source address (an IP literal of the namespace); "" lets the kernel choose.
+	Local string
 }
 
 // DialContext connects from inside d.NS. Only IP literals are accepted ("10.250.0.12:80",
@@ -32,7 +34,11 @@ func (d Dialer) DialContext(ctx context.Context, network, addr string) (net.Conn
 	var conn net.Conn
 	err = Do(d.NS, func() error {
 		var derr error
-		conn, derr = (&net.Dialer{Timeout: timeout}).DialContext(ctx, family, addr)
+		nd := &net.Dialer{Timeout: timeout}
+		if d.Local != "" {
+			nd.LocalAddr = &net.TCPAddr{IP: net.ParseIP(d.Local)}
+		}
+		conn, derr = nd.DialContext(ctx, family, addr)
 		return derr
 	})
 	if err != nil {

@@ -152,6 +152,25 @@ type Observation struct {
 	// DroppedSince is when the exporter first found d dropped, in every scrape since; zero when it was not
 	// dropped in the previous scrape.
 	DroppedSince time.Time
+	// SetAside: at d (a NodePort) the meter set some arrivals aside, those of Checkers and of sources still
+	// proving their cadence, and Clients counts the others. False: every arrival is a client's.
+	SetAside bool
+	Clients  ClientAttempts
+	// Checkers are the sources that arrive at d at a steady cadence, like a load balancer's health checker.
+	Checkers []Checker
+}
+
+// ClientAttempts is an Observation's count of what clients sent.
+type ClientAttempts struct {
+	Attempts              uint64
+	ActiveSince, LastSeen time.Time
+	Ongoing               bool
+}
+
+// Checker is a source that arrives at a NodePort at a steady cadence.
+type Checker struct {
+	Addr     string
+	Interval time.Duration
 }
 
 // HealthCheck is one family's answer of a health check node port.
@@ -256,6 +275,10 @@ type Entry struct {
 	// dropped, within the loss hold (Evidence.LossHold) or the ongoing run, or, where the meter cannot see
 	// the destination, kube-proxy's drop rule counter for it grew within the evidence window.
 	Losing bool
+	// Checkers are the steady sources whose arrivals were taken as a load balancer's health checks, not as
+	// clients, although the Service does not declare its check (kubeview.AnnotationHealthCheck settles it):
+	// set at a dropped NodePort only.
+	Checkers []Checker
 	// Reason is what a blackhole of this entry rests on ("" unless it is in rotation and dropped).
 	Reason Reason
 }
@@ -450,6 +473,7 @@ func observe(in Input, e *Entry) {
 	if !o.Watched {
 		return
 	}
+	o = clientsOnly(in, e, o)
 	dropStart := ev.Now
 	if !o.DroppedSince.IsZero() {
 		dropStart = o.DroppedSince
@@ -464,7 +488,7 @@ func observe(in Input, e *Entry) {
 	if e.Rotation == In || o.Attempts == 0 || !o.Ongoing {
 		return
 	}
-	if e.Kind == NodePort && in.Service.Type == corev1.ServiceTypeLoadBalancer && in.Service.LBCheckOn(in.Node) == kubeview.LBCheckTrafficPort {
+	if e.Kind == NodePort && trafficPortChecked(in) {
 		e.Why += "; the attempts arriving at the NodePort are the load balancer's traffic-port health checks"
 		return
 	}

@@ -7,9 +7,9 @@ import (
 
 // packet is what the meter needs of one captured packet.
 type packet struct {
-	proto    Protocol
-	src, dst netip.Addr
-	dport    uint16
+	proto        Protocol
+	src, dst     netip.Addr
+	sport, dport uint16 // sport tells a retransmitted SYN from a new attempt (sources.go)
 }
 
 // Offsets into the network header. The kernel filter (filter.go) reads the same fields at the same offsets;
@@ -104,6 +104,7 @@ func decode(b []byte) (packet, bool) {
 	default:
 		return packet{}, false
 	}
+	p.sport = binary.BigEndian.Uint16(l4)
 	p.dport = binary.BigEndian.Uint16(l4[l4DstPort:])
 	return p, true
 }

@@ -51,6 +51,7 @@ func (r *runCount) add(at int64, quiet int64) {
 type destCount struct {
 	dest Dest
 	runCount
+	src *destSources // NodePorts only, from their first arrival: where traffic-port health checkers probe (sources.go)
 }
 
 type checkCount struct {
@@ -158,6 +159,7 @@ func (t *tally) count(p packet, at int64, ifindex int32) {
 	quiet := int64(t.cfg.QuietPeriod)
 	if di >= 0 {
 		t.dests[di].add(at, quiet)
+		t.countSource(di, p, at)
 		return
 	}
 	c := &t.checks[ci]
@@ -194,9 +196,11 @@ func nsTime(ns int64) time.Time {
 // fill copies the counts into s.
 func (t *tally) fill(s *Snapshot) {
 	s.Dests = make([]DestCount, len(t.dests))
+	var checkers []CheckerSource
 	for i, d := range t.dests {
 		s.Dests[i] = DestCount{Dest: d.dest, Attempts: d.n, FirstSeen: nsTime(d.first), LastSeen: nsTime(d.last),
 			ActiveSince: nsTime(d.active), WatchedSince: nsTime(d.watchedSince)}
+		checkers = fillSources(&s.Dests[i], d.runCount, d.src, s.Taken.UnixNano(), int64(t.cfg.QuietPeriod), checkers)
 	}
 	s.HealthChecks = make([]HealthCheckCount, len(t.checks))
 	n := 0

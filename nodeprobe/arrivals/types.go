@@ -310,6 +310,13 @@ type DestCount struct {
 	// long attempts have kept arriving. Zero when none arrived.
 	ActiveSince  time.Time
 	WatchedSince time.Time
+	// Checkers are the sources that arrive at this NodePort at a steady cadence (sources.go: five new
+	// attempts like a clock), by address; nil when none does, and at other destinations.
+	Checkers []CheckerSource
+	// SetAside: some arrivals came from Checkers or from sources still proving their cadence, and Clients
+	// counts the others. False (the zero value): every arrival is a client's, and Clients equals the whole.
+	SetAside bool
+	Clients  ClientCount
 }
 
 // HealthCheckCount is one health check node port's probes.
@@ -381,7 +388,10 @@ type Config struct {
 	QuietPeriod time.Duration
 	// MaxSources bounds the probers remembered per health check. Default 16.
 	MaxSources int
-	Logger     *slog.Logger
+	// CheckerSources bounds the sources remembered per NodePort to recognise health checkers (sources.go),
+	// at most 64. Default 16; negative: none is remembered, every arrival is a client's.
+	CheckerSources int
+	Logger         *slog.Logger
 }
 
 func (c Config) withDefaults() Config {
@@ -402,6 +412,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxSources <= 0 {
 		c.MaxSources = 16
+	}
+	switch {
+	case c.CheckerSources == 0:
+		c.CheckerSources = 16
+	case c.CheckerSources > maxCheckerSources:
+		c.CheckerSources = maxCheckerSources
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

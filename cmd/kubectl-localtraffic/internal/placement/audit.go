@@ -171,7 +171,7 @@ func (a *auditor) run(index *backingIndex, st *ServiceStatus) ServiceReport {
 			hc.Fix)
 	case lb && hc.Class == kubeview.LBCheckTrafficPort:
 		a.add(HealthCheckMisdirect, Info, nil, nil,
-			fmt.Sprintf("%s: the load balancer's health check %s, not healthCheckNodePort", hc.Provider, hc.Detail),
+			fmt.Sprintf("%s: the load balancer's health check %s, not healthCheckNodePort", orDefault(hc.Provider, "load balancer"), hc.Detail),
 			"kube-proxy drops the check's connection on a node without a local endpoint, so the node is drained, but only "+
 				"after the check times out unhealthy-threshold times: new connections blackhole meanwhile, and the 503 that "+
 				"healthCheckNodePort gives while pods terminate is never seen.",
