@@ -119,9 +119,24 @@ func arrivalsWatch(snap kubeview.Snapshot, nodePortAddrs []net.IP, internal []ne
 			})
 			if hc, ok := healthCheckDest(svc, fam.Family); ok {
 				w.HealthChecks = append(w.HealthChecks, hc)
+				// Some load balancers address their checks to the load balancer IP (GCE's L4 checks arrive
+				// with it as destination): probes of the health check node port there are probes too.
+				lbIPs, _ := svc.AddressesOf(fam.Family)
+				for _, ip := range lbIPs {
+					if a, err := netip.ParseAddr(ip); err == nil {
+						w.HealthChecks = append(w.HealthChecks, arrivals.Dest{Protocol: arrivals.TCP, Addr: a.Unmap(), Port: hc.Port})
+					}
+				}
 			}
 		}
 	}
+	// A load balancer IP whose Service port is another Service's health check node port: a destination, not a
+	// probe (the Watch takes no address and port as both).
+	dests := make(map[arrivals.Dest]bool, len(w.Dests))
+	for _, d := range w.Dests {
+		dests[d] = true
+	}
+	w.HealthChecks = slices.DeleteFunc(w.HealthChecks, func(h arrivals.Dest) bool { return !h.IsNode() && dests[h] })
 	return w
 }
 
@@ -385,6 +400,8 @@ var (
 	arrivalsTotal = newMetric("arrivals_total", prometheus.CounterValue,
 		"New external connection attempts (TCP SYN, SCTP INIT; UDP datagrams) that reached this node for Local Services' destinations, by kind (node_port, load_balancer_ip, external_ip) and IP family, from the arrivals meter; health_check counts probes of health check node ports from outside the node. Counts start when the exporter starts.",
 		"kind", "ip_family")
+	healthCheckExpected = newMetric("health_check_expected_services", prometheus.GaugeValue,
+		"LoadBalancer Services with a health check node port whose load balancer is known to ask it over HTTP on this node (a known cloud controller's check, or the annotation localtraffic.io/health-check: health-check-node-port): probes from outside are expected only where this is above 0 (announcers and unknown controllers send none). Absent while the API view is unreadable.")
 	healthCheckLastProbe = newMetric("health_check_last_probe_timestamp_seconds", prometheus.GaugeValue,
 		"When a probe from outside the node last reached one of its health check node ports (a load balancer checking it); absent when none has since the exporter started.")
 	arrivalsMeterState = newMetric("arrivals_meter_state", prometheus.GaugeValue,
@@ -411,12 +428,21 @@ func NewArrivals() *Arrivals { return &Arrivals{} }
 func (*Arrivals) Name() string { return "arrivals" }
 
 func (*Arrivals) Metrics() []*Metric {
-	return []*Metric{arrivalsTotal, healthCheckLastProbe, arrivalsMeterState, arrivalsMeterStart, arrivalsMissed}
+	return []*Metric{arrivalsTotal, healthCheckLastProbe, healthCheckExpected, arrivalsMeterState, arrivalsMeterStart, arrivalsMissed}
 }
 
-func (*Arrivals) Inputs() []Input { return []Input{InputArrivals} }
+func (*Arrivals) Inputs() []Input { return []Input{InputAPI, InputArrivals} }
 
 func (*Arrivals) Update(st *State, out *Sink) error {
+	if st.APIErr == nil {
+		n := 0
+		for _, r := range st.Services {
+			if r.Service.HealthCheckContract(st.Node) {
+				n++
+			}
+		}
+		out.send(healthCheckExpected, float64(n))
+	}
 	a := st.Arrivals
 	state := meterDisabled
 	if a.Snapshot != nil {

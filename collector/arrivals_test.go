@@ -155,6 +155,32 @@ func TestOverloadedMeterIsBlindForSilence(t *testing.T) {
 	}
 }
 
+// Probes of a health check node port are watched on the node's addresses and on the Service's load balancer IPs
+// (GCE addresses its checks to the LB IP), and the node says how many of its Services expect them.
+func TestHealthCheckProbesWatchedOnLoadBalancerIPs(t *testing.T) {
+	meter := &fakeMeter{status: arrivals.StatusOK, now: time.Unix(1_800_000_000, 0), counts: map[arrivals.Dest]arrivals.DestCount{}}
+	lb := lbService()
+	lb.LoadBalancerIPs = []string{"192.0.2.50"}
+	np := nodePortService(0)
+	np.Name = "web"
+	view := &fakeView{snap: kubeview.Snapshot{Node: kubeview.NodeState{Name: "node-1", Found: true},
+		Services: []kubeview.ServiceState{lb, np}}}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	g := NewGatherer(GathererConfig{View: view, Addrs: fixedAddrs{"10.0.0.1"}, KubeProxyAddress: noAddress,
+		Meter: meter, ProbeTimeout: time.Second, Logger: logger})
+	st := g.Gather(context.Background())
+	want := []arrivals.Dest{arrivals.NodeDest(arrivals.TCP, false, 32000),
+		{Protocol: arrivals.TCP, Addr: netip.MustParseAddr("192.0.2.50"), Port: 32000}}
+	for _, d := range want {
+		if _, ok := slicesIndex(meter.watch.HealthChecks, d); !ok {
+			t.Errorf("health checks watched %v, want %v among them", meter.watch.HealthChecks, d)
+		}
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewExporter(logger, fixedState{st}, NewArrivals()).Bind(context.Background()))
+	expectSeries(t, reg, `localtraffic_health_check_expected_services 1`, "localtraffic_health_check_expected_services")
+}
+
 type fixedState struct{ st *State }
 
 func (f fixedState) Gather(context.Context) *State { return f.st }

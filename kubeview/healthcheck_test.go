@@ -60,3 +60,39 @@ func TestDeclaredHealthCheck(t *testing.T) {
 		t.Errorf("NodePort Service: declared %q, want traffic-port", st.HealthCheck)
 	}
 }
+
+// Probes of the health check node port are expected only where a load balancer is known to send them: a known
+// cloud controller that asks it over HTTP, or the Service's declaration. An announcer's or an unknown
+// controller's Service (no cloud annotation, nodes without a cloud providerID) expects none, nor does a check of
+// the traffic port or a misdirected one.
+func TestHealthCheckContract(t *testing.T) {
+	svc := func(ann map[string]string, hcnp int32) ServiceState {
+		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", Annotations: ann},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, HealthCheckNodePort: hcnp,
+				ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
+				Ports:                 []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30090}}}}
+		s.Annotations = keptAnnotations(s.Annotations)
+		return ServiceStateOf(s, nil)
+	}
+	for _, c := range []struct {
+		name  string
+		ann   map[string]string
+		hcnp  int32
+		nodes string
+		want  bool
+	}{
+		{"bare metal, no annotation (MetalLB, kube-vip, Cilium)", nil, 32000, "", false},
+		{"bare metal, kind's providerID", nil, 32000, "kind://docker/kind/node", false},
+		{"GCE nodes", nil, 32000, "gce://project/zone/node", true},
+		{"AWS annotations", map[string]string{AnnAWSType: "nlb"}, 32000, "", true},
+		{"AWS traffic port", map[string]string{AnnAWSHCPort: "traffic-port"}, 32000, "aws://x", false},
+		{"Hetzner nodes: the traffic port", nil, 32000, "hcloud://1", false},
+		{"declared on bare metal", map[string]string{AnnotationHealthCheck: "health-check-node-port"}, 32000, "", true},
+		{"declared none on GCE", map[string]string{AnnotationHealthCheck: "none"}, 32000, "gce://p/z/n", false},
+		{"no health check node port", nil, 0, "gce://p/z/n", false},
+	} {
+		if got := svc(c.ann, c.hcnp).HealthCheckContract(NodeState{ProviderID: c.nodes}); got != c.want {
+			t.Errorf("%s: contract %v, want %v", c.name, got, c.want)
+		}
+	}
+}

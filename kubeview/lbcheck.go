@@ -256,6 +256,22 @@ func (s ServiceState) LBCheckOn(n NodeState) LBCheckClass {
 	return LBCheckOf(&corev1.Service{Spec: corev1.ServiceSpec{Type: s.Type, HealthCheckNodePort: s.HealthCheckNodePort}}, n.ProviderID).Class
 }
 
+// HealthCheckContract reports whether the Service's load balancer is known to drain node n by asking its
+// healthCheckNodePort over HTTP, so that probes of the port from outside the node are expected: the Service
+// declares it (AnnotationHealthCheck: health-check-node-port), or a cloud controller known from the Service's
+// annotations or the node's providerID checks it. Announcers (MetalLB, kube-vip, Cilium's and Calico's BGP or L2)
+// and controllers this project does not know check nothing it can name: their nodes are not expected to be
+// probed.
+func (s ServiceState) HealthCheckContract(n NodeState) bool {
+	if s.Type != corev1.ServiceTypeLoadBalancer || s.HealthCheckNodePort == 0 || s.LBCheckOn(n) != LBCheckNodePort {
+		return false
+	}
+	if !s.lbCheckByProvider {
+		return true // declared, or a cloud controller's annotations named it
+	}
+	return providerOf(&corev1.Service{}, n.ProviderID) != ""
+}
+
 // lbCheckOf is the Service's health check class from its own annotations, and whether no cloud controller's
 // annotation decided it (the nodes' provider then does: LBCheckOn).
 func lbCheckOf(svc *corev1.Service) (LBCheckClass, bool) {

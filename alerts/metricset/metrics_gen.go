@@ -96,6 +96,15 @@ func All() []Metric {
 			Default:   DefaultNo,
 		},
 		{
+			Name:      "localtraffic_health_check_expected_services",
+			Type:      Gauge,
+			Labels:    []string{"node"},
+			Help:      "LoadBalancer Services with a health check node port whose load balancer is known to ask it over HTTP on this node (a known cloud controller's check, or the annotation localtraffic.io/health-check: health-check-node-port): probes from outside are expected only where this is above 0 (announcers and unknown controllers send none). Absent while the API view is unreadable.",
+			Stable:    false,
+			Collector: "arrivals",
+			Default:   DefaultYes,
+		},
+		{
 			Name:      "localtraffic_health_check_last_probe_timestamp_seconds",
 			Type:      Gauge,
 			Labels:    []string{"node"},
