@@ -20,6 +20,9 @@ type tally struct {
 	node []netip.Addr
 
 	fam [2]famCount // IPv4, IPv6
+
+	// restored holds runs an earlier meter counted (Meter.Restore) until setWatch adds their destinations.
+	restored map[Dest]runCount
 }
 
 type famCount struct{ internal, unmatched uint64 }
@@ -48,6 +51,7 @@ func (r *runCount) add(at int64, quiet int64) {
 type destCount struct {
 	dest Dest
 	runCount
+	restored uint64 // attempts an earlier meter counted (Meter.Restore)
 }
 
 type checkCount struct {
@@ -76,6 +80,8 @@ func (t *tally) setWatch(w Watch, now time.Time) {
 		dests[i] = destCount{dest: d, runCount: runCount{watchedSince: nowNs}}
 		if j, ok := t.idx[d]; ok && j >= 0 {
 			dests[i] = t.dests[j]
+		} else if rc, ok := t.takeRestored(d); ok {
+			dests[i] = destCount{dest: d, runCount: rc, restored: rc.n}
 		}
 		idx[d] = i
 	}
@@ -88,6 +94,8 @@ func (t *tally) setWatch(w Watch, now time.Time) {
 		idx[d] = -1 - i
 	}
 	t.watch, t.dests, t.checks, t.idx, t.node = w, dests, checks, idx, w.NodeAddrs
+	// A restored run this Watch did not add belongs to a Service that is gone.
+	t.restored = nil
 }
 
 // match finds the watched destination of p: an index into t.dests or t.checks, -1 for neither. An exact
@@ -172,7 +180,7 @@ func (t *tally) fill(s *Snapshot) {
 	s.Dests = make([]DestCount, len(t.dests))
 	for i, d := range t.dests {
 		s.Dests[i] = DestCount{Dest: d.dest, Attempts: d.n, FirstSeen: nsTime(d.first), LastSeen: nsTime(d.last),
-			ActiveSince: nsTime(d.active), WatchedSince: nsTime(d.watchedSince)}
+			ActiveSince: nsTime(d.active), WatchedSince: nsTime(d.watchedSince), Restored: d.restored}
 	}
 	s.HealthChecks = make([]HealthCheckCount, len(t.checks))
 	n := 0

@@ -297,6 +297,9 @@ type DestCount struct {
 	// long attempts have kept arriving. Zero when none arrived.
 	ActiveSince  time.Time
 	WatchedSince time.Time
+	// Restored is how many of Attempts an earlier meter counted (Meter.Restore): 0 unless the destination's run
+	// was carried over an exporter restart.
+	Restored uint64
 }
 
 // HealthCheckCount is one health check node port's probes.
