@@ -74,6 +74,8 @@ type State struct {
 	// (the last known configuration, else kube-proxy's defaults, is used then).
 	KubeProxyConfig    nodeprobe.KubeProxyConfig
 	KubeProxyConfigErr error
+	// StateFile is the state file's state (localtraffic_state_file_state): what this process started from.
+	StateFile string
 
 	took map[Input]time.Duration
 }

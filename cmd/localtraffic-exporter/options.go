@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,6 +42,7 @@ type options struct {
 	arrivals           bool                    // --arrivals.enabled: run the arrivals meter
 	internalCIDRs      []netip.Prefix          // --arrivals.internal-cidrs
 	grace              time.Duration           // --rotation.grace
+	stateFile          string                  // --state.file; "": none
 	dataplane          collector.DataplaneKind // "" (auto), DataplaneKubeProxy or DataplaneReplacement
 	probeTimeout       time.Duration
 	probeConcurrency   int
@@ -114,6 +116,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	app.Flag("arrivals.enabled", "Observe the new external connection attempts that reach this node (a passive AF_PACKET socket with a kernel filter; needs CAP_NET_RAW, writes nothing on the node): a node is in rotation when they keep arriving past --rotation.grace, whatever the health check says. --no-arrivals.enabled leaves rotation to the declared model (localtraffic_arrivals_meter_state{state=\"disabled\"}).").Default("true").BoolVar(&o.arrivals)
 	app.Flag("arrivals.internal-cidrs", "Comma-separated CIDRs whose connection attempts are not external (the cluster's pod CIDRs: kube-proxy short-circuits pod traffic to every endpoint); this node's spec.podCIDRs are always internal.").StringVar(&raw.internalCIDRs)
 	durationFlag(app, "rotation.grace", "How long new connection attempts must keep arriving at a destination this node drops before they put it in rotation: longer than a load balancer takes to deregister a node whose health check fails (AWS target groups 30s x 2, GCE 8s x 3; docs/rotation.md).", collector.DefaultGrace.String(), &o.grace)
+	app.Flag("state.file", "Node-local file that carries the arrival runs, the times destinations were first found dropped and kube-proxy seen over an exporter restart, so a paging node pages again at its first scrape (the DaemonSet mounts a hostPath directory for it); empty: none. A corrupt, unreadable or foreign file is reported (localtraffic_state_file_state) and replaced, never trusted.").Default(collector.DefaultStateFile).StringVar(&o.stateFile)
 	durationFlag(app, "probe.timeout", "Longest time one probe may take; the scrape's own timeout may shorten it.", "5s", &o.probeTimeout)
 	intFlag(app, "probe.concurrency", "Health check probes in flight at once.", "8", &o.probeConcurrency)
 	durationFlag(app, "scrape.timeout-offset", "Subtracted from X-Prometheus-Scrape-Timeout-Seconds to leave time to answer.", "500ms", &o.scrapeTimeoutOff)
@@ -265,6 +268,9 @@ func (o *options) check(raw rawFlags) error {
 			}
 			o.internalCIDRs = append(o.internalCIDRs, p)
 		}
+	}
+	if o.stateFile != "" && (strings.HasSuffix(o.stateFile, "/") || filepath.Base(o.stateFile) == ".") {
+		return fmt.Errorf("bad --state.file %q: want a file path (the directory must exist), or empty for none", o.stateFile)
 	}
 	if o.healthCheckAddress != "" && net.ParseIP(o.healthCheckAddress) == nil {
 		return fmt.Errorf("bad --health-check.address %q: want an IP address", o.healthCheckAddress)

@@ -45,6 +45,7 @@ func TestParseOptionsDefaults(t *testing.T) {
 		externalIPWindow: 10 * time.Minute,
 		arrivals:         true,
 		grace:            2 * time.Minute,
+		stateFile:        "/var/lib/localtraffic-exporter/state.json",
 		shutdownGrace:    5 * time.Second,
 		selection:        collector.DefaultSelection(),
 	}
@@ -117,6 +118,7 @@ func TestParseOptionsGoodValues(t *testing.T) {
 		"--externalip.evidence-window", "90s", "--dataplane", "replacement", "--web.shutdown-grace-period", "8s",
 		"--collector.service_details", "--no-collector.dataplane", "--collector.rules.per-port",
 		"--no-arrivals.enabled", "--rotation.grace", "45s", "--arrivals.internal-cidrs", "10.244.0.0/16, fd00:244::/56",
+		"--state.file", "/run/lt/state.json",
 	}, env(nil))
 	if err != nil {
 		t.Fatalf("parseOptions: %v", err)
@@ -127,11 +129,11 @@ func TestParseOptionsGoodValues(t *testing.T) {
 		kubeProxyMetrics: "localhost:10249", healthCheckAddress: "fd00::1", probeTimeout: 1500 * time.Millisecond,
 		probeConcurrency: 1, scrapeTimeoutOff: 0, maxRequests: 1, rulesMode: "nftables", rulesCacheTTL: 0,
 		nodePortAddresses: []string{"10.0.0.0/8", "fd00::/64", "primary"}, externalIPWindow: 90 * time.Second, dataplane: "replacement",
-		shutdownGrace: 8 * time.Second, grace: 45 * time.Second,
+		shutdownGrace: 8 * time.Second, grace: 45 * time.Second, stateFile: "/run/lt/state.json",
 		internalCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/56")},
 		selection: collector.Selection{RulesPerPort: true, Enabled: map[string]bool{"services": true, "service_details": true,
 			"kube_proxy": true, "node": true, "informers": true, "rules": true, "dataplane": false, "arrivals": true,
-			"service_arrivals": false}},
+			"service_arrivals": false, "state_file": true}},
 	}
 	if !reflect.DeepEqual(o, want) {
 		t.Errorf("\n got %+v\nwant %+v", o, want)
@@ -218,6 +220,7 @@ func TestParseOptionsBadValues(t *testing.T) {
 		{"externalIP window zero", []string{"--externalip.evidence-window", "0s"}, nil, "--externalip.evidence-window"},
 		{"grace zero", []string{"--rotation.grace", "0s"}, nil, "--rotation.grace"},
 		{"internal CIDR not a CIDR", []string{"--arrivals.internal-cidrs", "10.244.0.0"}, nil, "--arrivals.internal-cidrs"},
+		{"state file a directory", []string{"--state.file", "/var/lib/localtraffic-exporter/"}, nil, "--state.file"},
 		{"dataplane", []string{"--dataplane", "cilium"}, nil, "--dataplane"},
 		{"kubeconfig missing", []string{"--kubeconfig", "/nonexistent/kubeconfig"}, nil, "--kubeconfig"},
 		{"bool flag with a value", []string{"--version=maybe"}, nil, "version"},
@@ -266,6 +269,7 @@ func TestParseOptionsHelp(t *testing.T) {
 			"web.telemetry-path", "log.level", "log.format", "kube-proxy.healthz-address",
 			"kube-proxy.metrics-address", "health-check.address", "probe.timeout", "probe.concurrency", "rules.mode",
 			"collector.services", "collector.service_details", "collector.disable-defaults", "collector.rules.per-port",
+			"state.file", "rotation.grace", "arrivals.enabled",
 			"metrics.allowlist", "metrics.denylist"} {
 			// kingpin shows a boolean flag with its negation: --[no-]collector.rules.
 			if !strings.Contains(help.usage, "--"+flag) && !strings.Contains(help.usage, "--[no-]"+flag) {
