@@ -440,3 +440,29 @@ func TestStateFileKeepsKubeProxySeen(t *testing.T) {
 		t.Errorf("dataplane %q after a restart on a node where kube-proxy was seen an hour ago, want kube-proxy", st.Dataplane)
 	}
 }
+
+// BenchmarkStateFileWrite is one write of the state file (temp file, fsync, rename, directory fsync) with n runs
+// and their dropped-since times: what a scrape pays at most every stateWriteInterval.
+func BenchmarkStateFileWrite(b *testing.B) {
+	for _, n := range []int{10, maxStateEntries} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			t0 := time.Unix(1_800_000_000, 0)
+			var body stateBody
+			for i := range n {
+				body.Runs = append(body.Runs, runEntry{Protocol: "TCP", Address: "0.0.0.0", Port: uint16(1 + i), Attempts: 1000,
+					FirstSeen: t0.UnixNano(), LastSeen: t0.UnixNano(), ActiveSince: t0.UnixNano(), WatchedSince: t0.UnixNano()})
+				body.Dropped = append(body.Dropped, droppedEntry{Namespace: "kubelings", Service: fmt.Sprintf("checkout-%d", i), Port: "http",
+					Protocol: "TCP", Family: "IPv4", Kind: "node_port", DestPort: int32(1 + i), Since: t0.UnixNano()})
+			}
+			path := filepath.Join(b.TempDir(), "state.json")
+			for b.Loop() {
+				if err := writeStateFile(path, body); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if fi, err := os.Stat(path); err == nil {
+				b.ReportMetric(float64(fi.Size()), "bytes")
+			}
+		})
+	}
+}
