@@ -299,13 +299,14 @@ func (t *arrivalTotals) add(s *arrivals.Snapshot, kinds map[arrivals.Dest]verdic
 	}
 	t.missed = missed
 	seen := make(map[arrivals.Dest]bool, len(s.Dests)+len(s.HealthChecks))
-	fold := func(d arrivals.Dest, n uint64, kind verdict.Kind) {
+	fold := func(d arrivals.Dest, n, restored uint64, kind verdict.Kind) {
 		seen[d] = true
 		last, ok := t.last[d]
 		switch {
 		case !ok:
-			// First seen by this exporter's totals: everything it counted since it was watched is new.
-			t.total[arrivalKey{kind, familyName(d)}] += n
+			// First seen by this exporter's totals: everything it counted since it was watched is new, but for
+			// the attempts an earlier exporter counted (carried over by the state file).
+			t.total[arrivalKey{kind, familyName(d)}] += n - min(restored, n)
 		case n >= last:
 			t.total[arrivalKey{kind, familyName(d)}] += n - last
 		default:
@@ -314,10 +315,10 @@ func (t *arrivalTotals) add(s *arrivals.Snapshot, kinds map[arrivals.Dest]verdic
 		t.last[d] = n
 	}
 	for _, d := range s.Dests {
-		fold(d.Dest, d.Attempts, kinds[d.Dest])
+		fold(d.Dest, d.Attempts, d.Restored, kinds[d.Dest])
 	}
 	for _, h := range s.HealthChecks {
-		fold(h.Dest, h.Probes, kindHealthCheck)
+		fold(h.Dest, h.Probes, 0, kindHealthCheck)
 	}
 	for d := range t.last {
 		if !seen[d] {
@@ -413,7 +414,7 @@ var (
 		"Packets the arrivals meter could not count, by IP family and cause: ring_full (the kernel dropped them) or rate_limit (over the meter's packet budget). Above zero, every arrival count is a lower bound (the meter is overloaded).",
 		"ip_family", "cause")
 	serviceArrivals = newMetric("service_arrivals_total", prometheus.CounterValue,
-		"New external connection attempts that reached this node for the Service, by destination kind and IP family (arrivals meter; counted since the destination was first watched).",
+		"New external connection attempts that reached this node for the Service, by destination kind and IP family (arrivals meter; counted since the destination was first watched, carried over an exporter restart while its run is in the state file).",
 		"namespace", "service", "kind", "ip_family")
 )
 

@@ -45,6 +45,8 @@ func Catalog() []CatalogEntry {
 			func(Selection) Collector { return NewDataplane() }},
 		{"arrivals", true, "The arrivals meter: new external connection attempts reaching this node per destination kind and family, health check probes from outside, the meter's state and what it missed.",
 			func(Selection) Collector { return NewArrivals() }},
+		{"state_file", true, "The state file that carries arrival runs and dropped-since times over a restart (--state.file): what this process started from.",
+			func(Selection) Collector { return NewStateFileCollector() }},
 		{"service_arrivals", false, "Per Local Service: the new external connection attempts reaching this node, per destination kind and family.",
 			func(Selection) Collector { return NewServiceArrivals() }},
 	}

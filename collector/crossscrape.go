@@ -10,7 +10,8 @@ import (
 
 // The exporter's only state that outlives a scrape is here (and arrivalTotals, arrivals.go): each kind has its
 // own type and its own lock, the Gatherer owns one of each (crossScrape), and concurrent scrapes share them.
-// Everything else a scrape reads or decides lives in its State and is gone with it.
+// Everything else a scrape reads or decides lives in its State and is gone with it. What of it a restart must
+// not lose (dropped-since times, the meter's runs, kube-proxy seen) the state file keeps (statefile.go).
 
 // crossScrape is all a Gatherer carries from one scrape to the next.
 type crossScrape struct {
@@ -28,13 +29,18 @@ func newCrossScrape() crossScrape {
 }
 
 // kubeProxySeen: kube-proxy's rules or health server were seen on this node once. A kube-proxy that later
-// vanishes is down, not replaced: its alerts must keep firing.
-type kubeProxySeen struct{ ever atomic.Bool }
+// vanishes is down, not replaced: its alerts must keep firing. last is when it was last seen (Unix
+// nanoseconds, 0: never), kept in the state file so that a restarted exporter remembers it.
+type kubeProxySeen struct {
+	ever atomic.Bool
+	last atomic.Int64
+}
 
 // record records that kube-proxy was seen when seen, and reports whether it ever was.
 func (k *kubeProxySeen) record(seen bool) bool {
 	if seen {
 		k.ever.Store(true)
+		k.last.Store(time.Now().UnixNano())
 		return true
 	}
 	return k.ever.Load()

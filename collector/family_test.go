@@ -276,6 +276,7 @@ localtraffic_scrape_collector_success{collector="rules"} 1
 localtraffic_scrape_collector_success{collector="service_arrivals"} 1
 localtraffic_scrape_collector_success{collector="service_details"} 1
 localtraffic_scrape_collector_success{collector="services"} 1
+localtraffic_scrape_collector_success{collector="state_file"} 1
 `
 
 // The series that tell a node's dataplane and kube-proxy's state.

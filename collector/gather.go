@@ -77,6 +77,10 @@ type GathererConfig struct {
 	ProbeTimeout  time.Duration // cap per probe; the scrape's deadline may shorten it
 	Concurrency   int           // health check probes in flight at once
 	Logger        *slog.Logger
+
+	// State is the state file the cross-scrape state survives a restart in (OpenStateFile); nil: none
+	// (--state.file=). NewGatherer restores what it held, scrapes write it.
+	State *StateFile
 }
 
 // Gatherer reads every input of a scrape once, concurrently, under the scrape's context, and decides the
@@ -110,7 +114,11 @@ func NewGatherer(cfg GathererConfig) *Gatherer {
 	if cfg.LossHold <= 0 {
 		cfg.LossHold = DefaultLossHold
 	}
-	return &Gatherer{cfg: cfg, crossScrape: newCrossScrape()}
+	g := &Gatherer{cfg: cfg, crossScrape: newCrossScrape()}
+	if cfg.State != nil {
+		g.restoreState(cfg.State.take())
+	}
+	return g
 }
 
 // Gather reads the API view, then, concurrently, kube-proxy's rules, its health server, this host's
@@ -214,6 +222,8 @@ func (g *Gatherer) Gather(ctx context.Context) *State {
 		nodeprobe.KubeProxyNodeIPs(st.Node.KubeProxyNodeIPs(), st.KubeProxyConfig.BindAddress), st.KubeProxyConfig.NodePortAddresses)
 	g.observe(st, snap)
 	g.decide(st, snap, checks)
+	g.saveState(st)
+	st.StateFile = g.cfg.State.State()
 	return st
 }
 

@@ -76,6 +76,8 @@ type State struct {
 	KubeProxyConfigErr error
 	// KubeProxyConfigState says where KubeProxyConfig came from.
 	KubeProxyConfigState ConfigState
+	// StateFile is the state file's state (localtraffic_state_file_state): what this process started from.
+	StateFile string
 
 	took map[Input]time.Duration
 }

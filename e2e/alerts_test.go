@@ -33,6 +33,8 @@ const (
 	// come earlier); the shipped rules run unchanged. serviceBlackholeFor is LocalTrafficServiceBlackhole's.
 	blackholeFor        = 2 * time.Minute
 	serviceBlackholeFor = time.Minute
+	// keepFiringFor is both blackhole pages' keep_firing_for: after the fix they resolve no earlier.
+	keepFiringFor = 5 * time.Minute
 	// evalInterval is the test Prometheus' rule evaluation interval: short, so the page follows for: closely.
 	evalInterval = 5 * time.Second
 	// pageWithin bounds the wait for the page: the shipped 30s scrape interval, the for:, evaluation and
@@ -195,13 +197,14 @@ func TestAlertsOnLivePrometheus(t *testing.T) {
 	// Every dashboard query runs and returns data during the drill.
 	checkDashboards(t, ctx, prom, repo, start)
 
-	// The fix: one replica per node. Every page resolves and Prometheus has no blackhole alert left.
+	// The fix: one replica per node. Every page resolves and Prometheus has no blackhole alert left, once
+	// keep_firing_for has passed (a page outlasts a failed scrape or an exporter restart, so also the fix).
 	stopTraffic()
 	if err := drill.Fix(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	fixed := time.Now()
-	eventually(t, 3*time.Minute, "the pages resolve after the fix", func() error {
+	eventually(t, keepFiringFor+3*time.Minute, "the pages resolve after the fix", func() error {
 		var errs []error
 		pages := hook.delivered("pager")
 		for k := range want {
@@ -224,6 +227,9 @@ func TestAlertsOnLivePrometheus(t *testing.T) {
 		if !want[k] {
 			t.Errorf("unexpected page %s", k)
 		}
+	}
+	if took := time.Since(fixed); took < keepFiringFor {
+		t.Errorf("the pages resolved %s after the fix, before keep_firing_for (%s)", took.Round(time.Second), keepFiringFor)
 	}
 	t.Logf("all %d pages resolved %s after the fix", len(want), time.Since(fixed).Round(time.Second))
 }

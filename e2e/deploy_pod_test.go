@@ -26,7 +26,9 @@ import (
 // namespace, where it bind-mounts the host's root read-only (readOnlyRootFilesystem), puts a tmpfs on /run
 // with the projected ServiceAccount token, CA and namespace (in-cluster config, no --kubeconfig), chroots into
 // that view and drops to the manifest's capabilities with no_new_privs (allowPrivilegeEscalation: false),
-// keeping UID 0 (runAsUser: 0).
+// keeping UID 0 (runAsUser: 0). The manifest's hostPath volumes come as "<host dir>:<mount path>" words in
+// $SANDBOX_HOSTPATHS, each bound writable at its mount path; the mount point is made in a tmpfs over its
+// parent, so nothing is created on the host's own filesystem.
 const podSandbox = `set -eu
 root=$1 secrets=$2; shift 2
 mount --rbind / "$root"
@@ -35,6 +37,13 @@ mount -t tmpfs -o size=1m,mode=0755 tmpfs "$root/run"
 sa="$root/run/secrets/kubernetes.io/serviceaccount"
 mkdir -p "$sa"
 cp "$secrets/token" "$secrets/ca.crt" "$secrets/namespace" "$sa/"
+for b in ${SANDBOX_HOSTPATHS:-}; do
+	src=${b%%:*} dst=${b#*:}
+	mount -t tmpfs -o size=1m,mode=0755 tmpfs "$root$(dirname "$dst")"
+	mkdir -p "$root$dst"
+	mount --bind "$src" "$root$dst"
+done
+unset SANDBOX_HOSTPATHS
 exec chroot "$root" setpriv "$@"
 `
 
@@ -42,6 +51,8 @@ exec chroot "$root" setpriv "$@"
 type podProcess struct {
 	*cluster.Process
 	logs *lockedBuffer // its stdout and stderr, which the tests read whole
+	// hostPaths are the node's directories behind the manifest's hostPath volumes, by mount path.
+	hostPaths map[string]string
 }
 
 // expandKubeletVars applies the kubelet's $(VAR) expansion of container args: defined variables are
@@ -165,7 +176,24 @@ func startAsPod(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, node *cl
 	for k, v := range ctrEnv {
 		env = append(env, k+"="+v)
 	}
-	p := &podProcess{logs: &lockedBuffer{}}
+	// The hostPath volumes (the state file's directory): a directory of this test stands for the node's own.
+	hostPaths := map[string]string{}
+	var binds []string
+	for _, vm := range ctr.VolumeMounts {
+		for _, v := range spec.Volumes {
+			if v.Name != vm.Name || v.HostPath == nil {
+				continue
+			}
+			if v.HostPath.Type == nil || *v.HostPath.Type != corev1.HostPathDirectoryOrCreate || vm.ReadOnly || vm.SubPath != "" {
+				t.Fatalf("the sandbox simulates writable DirectoryOrCreate hostPath mounts only; the manifest says %+v, %+v", v, vm)
+			}
+			dir := t.TempDir()
+			hostPaths[vm.MountPath] = dir
+			binds = append(binds, dir+":"+vm.MountPath)
+		}
+	}
+	env = append(env, "SANDBOX_HOSTPATHS="+strings.Join(binds, " "))
+	p := &podProcess{logs: &lockedBuffer{}, hostPaths: hostPaths}
 	p.Process, err = cluster.StartProcess(cluster.ProcessSpec{Name: "exporter-pod-" + node.Name, LogDir: t.TempDir(), NS: node.NS,
 		Bin: "sh", Args: shArgs, Env: env, Stdout: p.logs, Stderr: p.logs})
 	if err != nil {
@@ -277,6 +305,11 @@ func TestDeployExporterRunsAsThePod(t *testing.T) {
 			}
 			if len(m.Series("localtraffic_rules_info", cluster.Labels{"node": node.Name, "mode": string(mode)})) != 1 {
 				t.Errorf("rules_info does not say mode=%s:\n%s", mode, m.Grep("localtraffic_rules_info"))
+			}
+			// The state file is written into the mounted hostPath: with the read-only root, no
+			// CAP_DAC_OVERRIDE and UID 0, the only writable place, and enough.
+			if err := m.Expect("localtraffic_state_file_state", cluster.Labels{"node": node.Name, "state": "new"}, 1); err != nil {
+				t.Errorf("the shipped pod did not write its state file: %v\n%s", err, m.Grep("localtraffic_state_file_state"))
 			}
 		})
 	}

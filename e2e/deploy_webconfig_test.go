@@ -121,7 +121,8 @@ func startWithWebConfig(t *testing.T, c *cluster.Cluster, node *cluster.Node, cf
 	}
 	p, err := cluster.StartProcess(cluster.ProcessSpec{Name: "exporter-webconfig-" + node.Name, LogDir: t.TempDir(), NS: node.NS,
 		Bin: c.Binaries().Exporter, Args: []string{"--kubeconfig=" + kubeconfig, "--node-name=" + node.Name,
-			fmt.Sprintf("--web.listen-address=%s:%d", node.IP, webTestPort), "--web.config.file=" + path}})
+			fmt.Sprintf("--web.listen-address=%s:%d", node.IP, webTestPort), "--web.config.file=" + path,
+			"--state.file=" + filepath.Join(t.TempDir(), "state.json")}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,7 +67,7 @@ func TestFidelityKubeProxyNeverStarted(t *testing.T) {
 	if err := n.CleanupRules(ctx); err != nil {
 		t.Fatal(err)
 	}
-	restartExporter(t, c, n) // a fresh exporter: it never saw kube-proxy here
+	restartExporter(t, c, n, "--state.file=") // a fresh exporter: it never saw kube-proxy here (no state file says it did)
 	var m cluster.Metrics
 	eventually(t, converge, "node-3: kube-proxy missing, not a replacement", func() error {
 		if err := wantVerdict(c.Request(ctx, nodePortAddr(n, svc)), cluster.Refused, n.Name); err != nil {

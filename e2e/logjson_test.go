@@ -110,7 +110,8 @@ func TestJSONLogsThroughAPIServerHiccup(t *testing.T) {
 	var stderr lockedBuffer
 	p, err := cluster.StartProcess(cluster.ProcessSpec{Name: "exporter-json-" + node.Name, LogDir: t.TempDir(), NS: node.NS,
 		Bin: c.Binaries().Exporter, Args: []string{"--kubeconfig=" + kubeconfig, "--node-name=" + node.Name,
-			fmt.Sprintf("--web.listen-address=:%d", listen), "--log.format=json", "--log.level=debug"},
+			fmt.Sprintf("--web.listen-address=:%d", listen), "--log.format=json", "--log.level=debug",
+			"--state.file=" + filepath.Join(t.TempDir(), "state.json")},
 		Stdout: io.Discard, Stderr: &stderr})
 	if err != nil {
 		t.Fatal(err)

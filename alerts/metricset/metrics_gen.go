@@ -414,7 +414,7 @@ func All() []Metric {
 			Name:      "localtraffic_service_arrivals_total",
 			Type:      Counter,
 			Labels:    []string{"node", "namespace", "service", "kind", "ip_family"},
-			Help:      "New external connection attempts that reached this node for the Service, by destination kind and IP family (arrivals meter; counted since the destination was first watched).",
+			Help:      "New external connection attempts that reached this node for the Service, by destination kind and IP family (arrivals meter; counted since the destination was first watched, carried over an exporter restart while its run is in the state file).",
 			Stable:    false,
 			Collector: "service_arrivals",
 			Default:   DefaultNo,
@@ -436,6 +436,15 @@ func All() []Metric {
 			Stable:    true,
 			Collector: "service_details",
 			Default:   DefaultNo,
+		},
+		{
+			Name:      "localtraffic_state_file_state",
+			Type:      Gauge,
+			Labels:    []string{"node", "state"},
+			Help:      "The exporter's state file (--state.file), one-hot over restored, expired, new, corrupt, foreign, unreadable, write_failed and disabled: what this process started from (restored: arrival runs and dropped-since times carried over a restart), or write_failed while the latest write failed. Anything but restored after a restart means critical reasons wait for new arrivals and the grace window again.",
+			Stable:    false,
+			Collector: "state_file",
+			Default:   DefaultYes,
 		},
 	}
 }

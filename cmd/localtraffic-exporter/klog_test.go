@@ -48,7 +48,7 @@ func TestKlogGoesThroughTheJSONHandler(t *testing.T) {
 	var stderr syncBuffer
 	cmd := exec.Command(buildBinary(t),
 		"--node-name", "node-a", "--kubeconfig", writeKubeconfig(t, flaky.URL), "--web.listen-address", freeAddress(t),
-		"--kube-proxy.healthz-address", freeAddress(t), "--rules.mode", "none", "--log.format", "json", "--log.level", "debug")
+		"--kube-proxy.healthz-address", freeAddress(t), "--rules.mode", "none", "--log.format", "json", "--log.level", "debug", "--state.file=")
 	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

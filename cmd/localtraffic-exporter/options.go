@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,6 +44,7 @@ type options struct {
 	grace              time.Duration           // --rotation.grace
 	lossHold           time.Duration           // --rotation.loss-hold
 	quiet              time.Duration           // --arrivals.quiet-period
+	stateFile          string                  // --state.file; "": none
 	dataplane          collector.DataplaneKind // "" (auto), DataplaneKubeProxy or DataplaneReplacement
 	probeTimeout       time.Duration
 	probeConcurrency   int
@@ -118,6 +120,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	durationFlag(app, "rotation.grace", "How long new connection attempts must keep arriving at a destination this node drops before they put it in rotation: longer than a load balancer takes to deregister a node whose health check fails (AWS target groups 30s x 2, GCE 8s x 3; docs/rotation.md).", collector.DefaultGrace.String(), &o.grace)
 	durationFlag(app, "rotation.loss-hold", "How long a blackhole stays traffic_lost (critical) after the last connection attempt lost there: longer than the pause between a rare client's attempts, so the page stays up for a client that tries at least every 10 minutes (docs/rotation.md).", collector.DefaultLossHold.String(), &o.lossHold)
 	durationFlag(app, "arrivals.quiet-period", "A pause without new connection attempts at a destination that ends their run: attempts must keep arriving past --rotation.grace without such a pause to put a node in rotation.", collector.DefaultQuiet.String(), &o.quiet)
+	app.Flag("state.file", "Node-local file that carries the arrival runs, the times destinations were first found dropped and kube-proxy seen over an exporter restart, so a paging node pages again at its first scrape (the DaemonSet mounts a hostPath directory for it); empty: none. A corrupt, unreadable or foreign file is reported (localtraffic_state_file_state) and replaced, never trusted.").Default(collector.DefaultStateFile).StringVar(&o.stateFile)
 	durationFlag(app, "probe.timeout", "Longest time one probe may take; the scrape's own timeout may shorten it.", "5s", &o.probeTimeout)
 	intFlag(app, "probe.concurrency", "Health check probes in flight at once.", "8", &o.probeConcurrency)
 	durationFlag(app, "scrape.timeout-offset", "Subtracted from X-Prometheus-Scrape-Timeout-Seconds to leave time to answer.", "500ms", &o.scrapeTimeoutOff)
@@ -275,6 +278,9 @@ func (o *options) check(raw rawFlags) error {
 			}
 			o.internalCIDRs = append(o.internalCIDRs, p)
 		}
+	}
+	if o.stateFile != "" && (strings.HasSuffix(o.stateFile, "/") || filepath.Base(o.stateFile) == ".") {
+		return fmt.Errorf("bad --state.file %q: want a file path (the directory must exist), or empty for none", o.stateFile)
 	}
 	if o.healthCheckAddress != "" && net.ParseIP(o.healthCheckAddress) == nil {
 		return fmt.Errorf("bad --health-check.address %q: want an IP address", o.healthCheckAddress)

@@ -47,6 +47,7 @@ func TestParseOptionsDefaults(t *testing.T) {
 		grace:            2 * time.Minute,
 		lossHold:         15 * time.Minute,
 		quiet:            2 * time.Minute,
+		stateFile:        "/var/lib/localtraffic-exporter/state.json",
 		shutdownGrace:    5 * time.Second,
 		selection:        collector.DefaultSelection(),
 	}
@@ -120,6 +121,7 @@ func TestParseOptionsGoodValues(t *testing.T) {
 		"--collector.service_details", "--no-collector.dataplane", "--collector.rules.per-port",
 		"--no-arrivals.enabled", "--rotation.grace", "45s", "--arrivals.internal-cidrs", "10.244.0.0/16, fd00:244::/56",
 		"--rotation.loss-hold", "20m", "--arrivals.quiet-period", "30s",
+		"--state.file", "/run/lt/state.json",
 	}, env(nil))
 	if err != nil {
 		t.Fatalf("parseOptions: %v", err)
@@ -131,10 +133,11 @@ func TestParseOptionsGoodValues(t *testing.T) {
 		probeConcurrency: 1, scrapeTimeoutOff: 0, maxRequests: 1, rulesMode: "nftables", rulesCacheTTL: 0,
 		nodePortAddresses: []string{"10.0.0.0/8", "fd00::/64", "primary"}, externalIPWindow: 90 * time.Second, dataplane: "replacement",
 		shutdownGrace: 8 * time.Second, grace: 45 * time.Second, lossHold: 20 * time.Minute, quiet: 30 * time.Second,
+		stateFile:     "/run/lt/state.json",
 		internalCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/56")},
 		selection: collector.Selection{RulesPerPort: true, Enabled: map[string]bool{"services": true, "service_details": true,
 			"kube_proxy": true, "node": true, "informers": true, "rules": true, "dataplane": false, "arrivals": true,
-			"service_arrivals": false}},
+			"service_arrivals": false, "state_file": true}},
 	}
 	if !reflect.DeepEqual(o, want) {
 		t.Errorf("\n got %+v\nwant %+v", o, want)
@@ -223,6 +226,7 @@ func TestParseOptionsBadValues(t *testing.T) {
 		{"loss hold zero", []string{"--rotation.loss-hold", "0s"}, nil, "--rotation.loss-hold"},
 		{"quiet period zero", []string{"--arrivals.quiet-period", "0s"}, nil, "--arrivals.quiet-period"},
 		{"internal CIDR not a CIDR", []string{"--arrivals.internal-cidrs", "10.244.0.0"}, nil, "--arrivals.internal-cidrs"},
+		{"state file a directory", []string{"--state.file", "/var/lib/localtraffic-exporter/"}, nil, "--state.file"},
 		{"dataplane", []string{"--dataplane", "cilium"}, nil, "--dataplane"},
 		{"kubeconfig missing", []string{"--kubeconfig", "/nonexistent/kubeconfig"}, nil, "--kubeconfig"},
 		{"bool flag with a value", []string{"--version=maybe"}, nil, "version"},
@@ -271,6 +275,7 @@ func TestParseOptionsHelp(t *testing.T) {
 			"web.telemetry-path", "log.level", "log.format", "kube-proxy.healthz-address",
 			"kube-proxy.metrics-address", "health-check.address", "probe.timeout", "probe.concurrency", "rules.mode",
 			"collector.services", "collector.service_details", "collector.disable-defaults", "collector.rules.per-port",
+			"state.file", "rotation.grace", "arrivals.enabled",
 			"metrics.allowlist", "metrics.denylist"} {
 			// kingpin shows a boolean flag with its negation: --[no-]collector.rules.
 			if !strings.Contains(help.usage, "--"+flag) && !strings.Contains(help.usage, "--[no-]"+flag) {

@@ -88,8 +88,13 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, route
 		defer m.Close()
 		meter = m
 	}
+	// The state file is read once, here: what the last process carried over is restored before the first
+	// scrape, and the last state is written on the way out (below).
+	gatherer := newGathererWith(opts, view, netlinkHost{}, newRulesReader(opts, logger), meter, logger,
+		collector.OpenStateFile(collector.StateFileConfig{Path: opts.stateFile, Node: opts.nodeName, Horizon: max(opts.quiet, opts.lossHold), Logger: logger}))
+	defer gatherer.SaveState() // after the server stopped: the latest arrivals, for the next process
 	// The landing page shows the State the last scrape gathered: one gatherer, recorded.
-	states := &lastState{source: newGatherer(opts, view, netlinkHost{}, newRulesReader(opts, logger), meter, logger)}
+	states := &lastState{source: gatherer}
 	exp, err := exporterFor(opts, states, logger)
 	if err != nil {
 		return err
@@ -232,8 +237,15 @@ func exporterFor(opts options, states collector.StateSource, logger *slog.Logger
 	return collector.NewExporter(logger, states, cs...).WithFilter(opts.metricFilter), nil
 }
 
-// newGatherer builds the per-scrape gatherer from the options; meter may be nil (not observed).
+// newGatherer builds the per-scrape gatherer from the options; meter may be nil (not observed). It keeps no
+// state file.
 func newGatherer(opts options, view exporterView, addrs host, ruleReader kernelrules.Reader, meter collector.ArrivalsMeter, logger *slog.Logger) *collector.Gatherer {
+	return newGathererWith(opts, view, addrs, ruleReader, meter, logger, nil)
+}
+
+// newGathererWith is newGatherer with the state file state (nil: none).
+func newGathererWith(opts options, view exporterView, addrs host, ruleReader kernelrules.Reader, meter collector.ArrivalsMeter,
+	logger *slog.Logger, state *collector.StateFile) *collector.Gatherer {
 	client := nodeprobe.NewHTTPClient()
 	// Without the flag the gatherer finds kube-proxy's health server from its /configz.
 	var kpAddr func(kubeview.NodeState) (string, error)
@@ -248,7 +260,7 @@ func newGatherer(opts options, view exporterView, addrs host, ruleReader kernelr
 		ExternalIPWindow:   opts.externalIPWindow, Dataplane: opts.dataplane,
 		Meter: meter, Grace: opts.grace, Quiet: opts.quiet, LossHold: opts.lossHold, InternalCIDRs: opts.internalCIDRs,
 		Client: client, ProbeTimeout: opts.probeTimeout, Concurrency: opts.probeConcurrency,
-		Logger: logger,
+		Logger: logger, State: state,
 	})
 }
 

@@ -279,7 +279,7 @@ func TestRunServesAndStops(t *testing.T) {
 		done <- run(ctx, []string{
 			"--node-name", "node-a", "--kubeconfig", kubeconfig, "--web.listen-address", listen,
 			"--kube-proxy.healthz-address", kubeProxy, "--health-check.address", "127.0.0.1",
-			"--rules.mode", "none", "--log.format", "json",
+			"--rules.mode", "none", "--log.format", "json", "--state.file", filepath.Join(t.TempDir(), "state.json"),
 		}, io.Discard, &stderr)
 	}()
 

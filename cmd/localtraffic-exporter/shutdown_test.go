@@ -53,7 +53,7 @@ func TestBinarySIGTERMDuringScrape(t *testing.T) {
 	const grace = 3 * time.Second
 	cmd := exec.Command(bin, "--node-name=node-a", "--kubeconfig="+writeKubeconfig(t, api.URL),
 		"--web.listen-address="+listen, "--kube-proxy.healthz-address="+hang.ln.Addr().String(),
-		"--health-check.address=127.0.0.1", "--rules.mode=none", "--log.format=json",
+		"--health-check.address=127.0.0.1", "--rules.mode=none", "--log.format=json", "--state.file=",
 		// Without the shutdown path, the scrape below would wait 2 × 30 s.
 		"--probe.timeout=30s", "--web.shutdown-grace-period="+grace.String())
 	var stderr syncBuffer

@@ -212,8 +212,24 @@ func TestDaemonSet(t *testing.T) {
 	if n := len(pod.Containers); n != 2 {
 		t.Errorf("%d containers, want the exporter and kube-rbac-proxy", n)
 	}
-	if len(pod.Volumes) > 0 || len(c.VolumeMounts) > 0 {
-		t.Errorf("base mounts %+v: the readers need no host path (not even /run/xtables.lock)", c.VolumeMounts)
+	// The readers need no host path (not even /run/xtables.lock). The one volume is the state file's directory:
+	// a hostPath, so the file outlives the container and the pod, mounted where --state.file points.
+	const stateDir = "/var/lib/localtraffic-exporter"
+	wantVolume := corev1.Volume{Name: "state", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+		Path: stateDir, Type: ptr(corev1.HostPathDirectoryOrCreate)}}}
+	if len(pod.Volumes) != 1 || !reflect.DeepEqual(pod.Volumes[0], wantVolume) {
+		t.Errorf("volumes %+v: want exactly the state directory %+v", pod.Volumes, wantVolume)
+	}
+	if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].Name != "state" || c.VolumeMounts[0].MountPath != stateDir || c.VolumeMounts[0].ReadOnly {
+		t.Errorf("exporter mounts %+v: want the state directory at %s, writable", c.VolumeMounts, stateDir)
+	}
+	if !slices.Contains(c.Args, "--state.file="+stateDir+"/state.json") {
+		t.Errorf("args %v: want --state.file inside the mounted state directory", c.Args)
+	}
+	for _, other := range pod.Containers[1:] {
+		if len(other.VolumeMounts) > 0 {
+			t.Errorf("container %s mounts %+v: only the exporter writes its state", other.Name, other.VolumeMounts)
+		}
 	}
 	if pod.HostPID || pod.HostIPC {
 		t.Error("hostPID/hostIPC are not needed")
@@ -405,10 +421,12 @@ func TestTLSBasicAuthExample(t *testing.T) {
 	if configArg == "" {
 		t.Fatalf("args %v lack --web.config.file", c.Args)
 	}
-	if len(c.VolumeMounts) != 1 || !c.VolumeMounts[0].ReadOnly || len(pod.Volumes) != 1 || pod.Volumes[0].Secret == nil {
-		t.Fatalf("want one read-only mount of one Secret volume: mounts %+v volumes %+v", c.VolumeMounts, pod.Volumes)
+	// The state directory (TestDaemonSet) first, then the web config's Secret.
+	if len(c.VolumeMounts) != 2 || c.VolumeMounts[0].Name != "state" || !c.VolumeMounts[1].ReadOnly ||
+		len(pod.Volumes) != 2 || pod.Volumes[0].HostPath == nil || pod.Volumes[1].Secret == nil {
+		t.Fatalf("want the state directory and one read-only mount of one Secret volume: mounts %+v volumes %+v", c.VolumeMounts, pod.Volumes)
 	}
-	mount := c.VolumeMounts[0].MountPath
+	mount := c.VolumeMounts[1].MountPath
 	if path.Dir(configArg) != mount {
 		t.Errorf("--web.config.file=%s is not in the Secret mount %s", configArg, mount)
 	}
@@ -417,9 +435,9 @@ func TestTLSBasicAuthExample(t *testing.T) {
 			t.Errorf("web config refers to %s, outside the Secret mount %s", f, mount)
 		}
 	}
-	if !strings.Contains(string(readme), "secret generic "+pod.Volumes[0].Secret.SecretName) ||
+	if !strings.Contains(string(readme), "secret generic "+pod.Volumes[1].Secret.SecretName) ||
 		!strings.Contains(string(readme), "--from-file="+path.Base(configArg)+"=") {
-		t.Errorf("deploy/README.md does not show how to create Secret %s with key %s", pod.Volumes[0].Secret.SecretName, path.Base(configArg))
+		t.Errorf("deploy/README.md does not show how to create Secret %s with key %s", pod.Volumes[1].Secret.SecretName, path.Base(configArg))
 	}
 	for name, p := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
 		if p == nil || p.TCPSocket == nil {
@@ -427,3 +445,5 @@ func TestTLSBasicAuthExample(t *testing.T) {
 		}
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

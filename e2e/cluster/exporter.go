@@ -6,7 +6,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -110,19 +112,34 @@ func (n *Node) exporterCommandOn(kubeconfig, host string, port int, extra []stri
 }
 
 // exporterArgs is the exporter's command line as the DaemonSet gives it, listening on host:port (host "": every
-// address), with extra appended.
+// address), with extra appended. Every node's exporters share the host's filesystem here, so each gets its own
+// state file (ExporterStateFile), as each node's pod has its own hostPath; extra may name another
+// (--state.file=: none).
 func (n *Node) exporterArgs(kubeconfig, host string, port int, extra []string) []string {
-	return append([]string{
+	args := []string{
 		"--kubeconfig=" + kubeconfig,
 		"--node-name=" + n.Name,
 		fmt.Sprintf("--web.listen-address=%s", net.JoinHostPort(host, strconv.Itoa(port))),
 		"--log.level=debug",
 		"--log.format=logfmt",
-	}, extra...)
+	}
+	if !slices.ContainsFunc(extra, func(a string) bool { return strings.HasPrefix(a, "--state.file") }) {
+		args = append(args, "--state.file="+n.ExporterStateFile(port))
+	}
+	return append(args, extra...)
+}
+
+// ExporterStateFile is the state file of the node's exporter listening on port: it outlives the exporter's
+// restarts (StopExporter, StartExporter), as the DaemonSet's hostPath outlives its pods.
+func (n *Node) ExporterStateFile(port int) string {
+	return filepath.Join(n.c.WorkDir, fmt.Sprintf("exporter-state-%s-%d.json", n.Name, port))
 }
 
 // StopExporter stops the node's exporter.
 func (n *Node) StopExporter() { n.stopProcess(&n.exporter, 5*time.Second) }
+
+// KillExporter kills the node's exporter with SIGKILL, as the kernel's OOM killer does: no shutdown path runs.
+func (n *Node) KillExporter() { n.stopProcess(&n.exporter, 0) }
 
 // WaitExporter waits until the node's exporter answers /metrics with 200.
 func (n *Node) WaitExporter(ctx context.Context, timeout time.Duration) error {

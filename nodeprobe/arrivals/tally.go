@@ -23,6 +23,8 @@ type tally struct {
 
 	// links names the interface a packet arrived on, for Watch.InternalLinks.
 	links linkNames
+	// restored holds runs an earlier meter counted (Meter.Restore) until setWatch adds their destinations.
+	restored map[Dest]runCount
 }
 
 type famCount struct{ internal, unmatched uint64 }
@@ -51,7 +53,8 @@ func (r *runCount) add(at int64, quiet int64) {
 type destCount struct {
 	dest Dest
 	runCount
-	src *destSources // NodePorts only, from their first arrival: where traffic-port health checkers probe (sources.go)
+	src      *destSources // NodePorts only, from their first arrival: where traffic-port health checkers probe (sources.go)
+	restored uint64       // attempts an earlier meter counted (Meter.Restore)
 }
 
 type checkCount struct {
@@ -80,6 +83,8 @@ func (t *tally) setWatch(w Watch, now time.Time) {
 		dests[i] = destCount{dest: d, runCount: runCount{watchedSince: nowNs}}
 		if j, ok := t.idx[d]; ok && j >= 0 {
 			dests[i] = t.dests[j]
+		} else if rc, ok := t.takeRestored(d); ok {
+			dests[i] = destCount{dest: d, runCount: rc, restored: rc.n}
 		}
 		idx[d] = i
 	}
@@ -92,6 +97,8 @@ func (t *tally) setWatch(w Watch, now time.Time) {
 		idx[d] = -1 - i
 	}
 	t.watch, t.dests, t.checks, t.idx, t.node = w, dests, checks, idx, w.NodeAddrs
+	// A restored run this Watch did not add belongs to a Service that is gone.
+	t.restored = nil
 }
 
 // match finds the watched destination of p: an index into t.dests or t.checks, -1 for neither. An exact
@@ -199,7 +206,7 @@ func (t *tally) fill(s *Snapshot) {
 	var checkers []CheckerSource
 	for i, d := range t.dests {
 		s.Dests[i] = DestCount{Dest: d.dest, Attempts: d.n, FirstSeen: nsTime(d.first), LastSeen: nsTime(d.last),
-			ActiveSince: nsTime(d.active), WatchedSince: nsTime(d.watchedSince)}
+			ActiveSince: nsTime(d.active), WatchedSince: nsTime(d.watchedSince), Restored: d.restored}
 		checkers = fillSources(&s.Dests[i], d.runCount, d.src, s.Taken.UnixNano(), int64(t.cfg.QuietPeriod), checkers)
 	}
 	s.HealthChecks = make([]HealthCheckCount, len(t.checks))

@@ -317,6 +317,9 @@ type DestCount struct {
 	// counts the others. False (the zero value): every arrival is a client's, and Clients equals the whole.
 	SetAside bool
 	Clients  ClientCount
+	// Restored is how many of Attempts an earlier meter counted (Meter.Restore): 0 unless the destination's run
+	// was carried over an exporter restart.
+	Restored uint64
 }
 
 // HealthCheckCount is one health check node port's probes.
