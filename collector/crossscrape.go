@@ -21,11 +21,13 @@ type crossScrape struct {
 	configz    *configzCache
 	arrivals   *arrivalTotals
 	checkers   *checkerWarnings
+	gone       *goneSince
 }
 
 func newCrossScrape() crossScrape {
 	return crossScrape{drops: newDropTotals(), ruleGrowth: newRuleGrowth(), kubeProxy: &kubeProxySeen{},
-		configz: &configzCache{}, arrivals: newArrivalTotals(), checkers: newCheckerWarnings()}
+		configz: &configzCache{}, arrivals: newArrivalTotals(), checkers: newCheckerWarnings(),
+		gone: &goneSince{first: map[goneKey]time.Time{}}}
 }
 
 // kubeProxySeen: kube-proxy's rules or health server were seen on this node once. A kube-proxy that later
@@ -202,3 +204,38 @@ func (g *ruleGrowth) forget(seen map[ruleKey]bool) {
 	defer g.mu.Unlock()
 	deleteUnseen(g.rules, seen)
 }
+
+// goneSince is when kube-proxy's rules of a Service port were first read sending traffic to local endpoints the
+// API view does not have. The API view can lag kube-proxy's (an informer reconnecting, a slow watch): then the
+// endpoint is a new pod the exporter has not heard of, not a deleted one. It is taken for gone only once the
+// API view has heard from the API server since that read.
+type goneSince struct {
+	mu    sync.Mutex
+	first map[goneKey]time.Time
+}
+
+// confirmed records that the rules read at readAt hold endpoints the API view lacks for k, and reports whether
+// the API view is newer than the first such read: apiSeen (when the EndpointSlice informer last heard from the
+// API server) after it. Without informers to ask (ok false) it is taken as newer.
+func (g *goneSince) confirmed(k goneKey, readAt time.Time, apiSeen time.Time, ok bool) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	first, seen := g.first[k]
+	if !seen || readAt.Before(first) {
+		first = readAt
+		g.first[k] = first
+	}
+	return !ok || apiSeen.After(first)
+}
+
+// forget drops the ports whose rules no longer hold such endpoints (false or absent in seen).
+func (g *goneSince) forget(seen map[goneKey]bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for k := range g.first {
+		if !seen[k] {
+			delete(g.first, k)
+		}
+	}
+}
+

@@ -390,6 +390,9 @@ func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCh
 	// Sized up front: at thousands of Services, growing these maps and slices was a third of a scrape's
 	// garbage, and a scrape's garbage sets the exporter's RSS (the GC's target follows the heap's peak).
 	seen := make(map[counterKey]bool, 2*len(snap.Services))
+	seenGone := map[goneKey]bool{}
+	apiSeen, apiSeenOK := endpointSlicesSeen(st)
+	defer func() { g.gone.forget(seenGone) }()
 	st.Services = make([]ServiceResult, len(snap.Services))
 	for i, svc := range snap.Services {
 		r := ServiceResult{Service: svc, Checks: checks[i]}
@@ -413,6 +416,11 @@ func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCh
 					k := counterKey{namespace: sp.Namespace, name: sp.Name, port: sp.Port, protocol: sp.Protocol, family: string(fam.Family)}
 					seen[k] = true
 					m := matchEndpoints(sp, p, ps)
+					gk := goneKey{sp, string(fam.Family)}
+					seenGone[gk] = m.gone > 0
+					if m.gone > 0 && !g.gone.confirmed(gk, st.Rules.ReadAt, apiSeen, apiSeenOK) {
+						m.gone = 0 // the API view may lag kube-proxy's: a new pod is not yet a deleted one
+					}
 					if m.allGone(ps) {
 						vr.markGone(sp, string(fam.Family))
 					}
@@ -604,3 +612,15 @@ func (g *Gatherer) probeHealthChecks(ctx context.Context, snap kubeview.Snapshot
 	wg.Wait()
 	return out
 }
+
+// endpointSlicesSeen is when the exporter's EndpointSlice informer last heard from the API server (a list, a
+// watch opened, an event or a bookmark); zero when the gatherer has no informers to ask.
+func endpointSlicesSeen(st *State) (time.Time, bool) {
+	for _, inf := range st.Informers {
+		if inf.Resource == kubeview.ResourceEndpointSlices {
+			return inf.LastSuccess, true
+		}
+	}
+	return time.Time{}, false
+}
+

@@ -133,3 +133,38 @@ func TestStaleDNATIsABlackhole(t *testing.T) {
 		t.Errorf("agreeing rules: %+v", r)
 	}
 }
+
+// informersAt is an informer source whose EndpointSlice informer last heard from the API server at at.
+type informersAt struct{ at *time.Time }
+
+func (i informersAt) Informers() []kubeview.InformerStatus {
+	return []kubeview.InformerStatus{{Resource: kubeview.ResourceEndpointSlices, Synced: true, LastSuccess: *i.at}}
+}
+
+// kube-proxy's informer can be ahead of the exporter's: its rules then send traffic to a new pod the API view
+// has not heard of yet. That is no deleted pod: only once the API view has heard from the API server since the
+// rules were first read that way is the endpoint gone (and the node, with no other local endpoint, drops in
+// fact). A lagging informer must not turn a new pod into a blackhole.
+func TestGoneOnlyOnceTheAPIViewIsNewer(t *testing.T) {
+	np := nodePortService(1)
+	np.Families[0].Ports[0].LocalAddrs = addrs("10.244.1.9:8080")
+	view := &fakeView{snap: kubeview.Snapshot{Node: kubeview.NodeState{Name: "node-1", Found: true}, Services: []kubeview.ServiceState{np}}}
+	read := time.Unix(2000, 0)
+	reader := &countingReader{snap: kernelrules.NewSnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, []string{kernelrules.FamilyIPv4}, read,
+		map[kernelrules.ServicePort]kernelrules.PortState{checkoutPort: ruleState("10.244.1.5:8080")})}
+	apiSeen := read.Add(-30 * time.Second) // the informer last heard from the API server before the rules were read
+	g := NewGatherer(GathererConfig{View: view, RuleReader: reader, Informers: informersAt{&apiSeen}, KubeProxyAddress: noAddress, ProbeTimeout: time.Second})
+	for i := range 3 {
+		r := g.Gather(context.Background()).Services[0]
+		if r.Verdict.Blackhole || r.Ports[0].GoneEndpoints != 0 {
+			t.Fatalf("scrape %d, the API view older than the rules: blackhole %v, gone %d", i, r.Verdict.Blackhole, r.Ports[0].GoneEndpoints)
+		}
+		read = read.Add(15 * time.Second)
+		reader.snap = kernelrules.NewSnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, []string{kernelrules.FamilyIPv4}, read,
+			map[kernelrules.ServicePort]kernelrules.PortState{checkoutPort: ruleState("10.244.1.5:8080")})
+	}
+	apiSeen = time.Unix(2001, 0) // heard from the API server after the first read: the pod is really gone
+	if r := g.Gather(context.Background()).Services[0]; !r.Verdict.Blackhole || r.Ports[0].GoneEndpoints != 1 {
+		t.Errorf("the API view newer than the rules: blackhole %v, gone %d; want a blackhole, 1 gone", r.Verdict.Blackhole, r.Ports[0].GoneEndpoints)
+	}
+}

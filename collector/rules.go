@@ -17,7 +17,7 @@ var (
 	rulesLocalEndpoints = scoped(DefaultNo, stable(newMetric("rules_local_endpoints", prometheus.GaugeValue,
 		"Local endpoints kube-proxy's rules of the IP family on this node send the Service port's external traffic to.", portLabels...)))
 	rulesGoneEndpoints = scoped(DefaultNo, newMetric("rules_gone_endpoints", prometheus.GaugeValue,
-		"Local endpoints kube-proxy's rules of the IP family on this node send the Service port's external traffic to that the API no longer lists on this node (a pod deleted or replaced while kube-proxy did not sync): traffic sent there is lost.",
+		"Local endpoints kube-proxy's rules of the IP family on this node send the Service port's external traffic to that the API no longer lists on this node (a pod deleted or replaced while kube-proxy did not sync): traffic sent there is lost. Counted only once the exporter's API view has heard from the API server since the rules were first read so: before that the endpoint may be a pod the API view has not seen yet.",
 		portLabels...))
 	rulesDroppedPackets = scoped(DefaultHealthChecked, stable(newMetric("rules_dropped_packets_total", prometheus.CounterValue,
 		"Packets dropped by the port's no-local-endpoints rules of the IP family (iptables modes; with loadBalancerSourceRanges, the firewall rule that drops the load balancer IP's traffic first). Monotonic across kube-proxy's rewrites, which reset the rule counters; starts from 0 when the exporter starts.",

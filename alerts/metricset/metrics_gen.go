@@ -333,7 +333,7 @@ func All() []Metric {
 			Name:      "localtraffic_rules_gone_endpoints",
 			Type:      Gauge,
 			Labels:    []string{"node", "namespace", "service", "port", "ip_family"},
-			Help:      "Local endpoints kube-proxy's rules of the IP family on this node send the Service port's external traffic to that the API no longer lists on this node (a pod deleted or replaced while kube-proxy did not sync): traffic sent there is lost.",
+			Help:      "Local endpoints kube-proxy's rules of the IP family on this node send the Service port's external traffic to that the API no longer lists on this node (a pod deleted or replaced while kube-proxy did not sync): traffic sent there is lost. Counted only once the exporter's API view has heard from the API server since the rules were first read so: before that the endpoint may be a pod the API view has not seen yet.",
 			Stable:    false,
 			Collector: "rules",
 			Default:   DefaultNo,
