@@ -238,4 +238,3 @@ func (g *goneSince) forget(seen map[goneKey]bool) {
 		}
 	}
 }
-

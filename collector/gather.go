@@ -623,4 +623,3 @@ func endpointSlicesSeen(st *State) (time.Time, bool) {
 	}
 	return time.Time{}, false
 }
-
