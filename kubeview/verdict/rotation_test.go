@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 )
@@ -170,5 +171,54 @@ func TestPluginCannotObserve(t *testing.T) {
 				t.Errorf("cannot tell %v blackhole %v, want %v %v\n%+v", v.CannotTell, v.Blackhole, c.cannotTell, c.blackhole, v.Families)
 			}
 		})
+	}
+}
+
+// A health check's 200 keeps a node in rotation only where a load balancer honours that check. Where none is
+// known to (an announcer: MetalLB's or Cilium's L2 VIP goes to one node whatever every node's check says), a
+// second port dropped behind a 200 is a warning while nothing arrives for the meter's quiet period, critical
+// once attempts arrive; where the contract holds (a cloud controller that checks the health check node port)
+// it stays critical.
+func TestHealthCheckPassingWithoutAContract(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	twoPorts := func(providerAnnotated bool) kubeview.ServiceState {
+		// ServiceStateOf keeps what decides the load balancer's check; the families come from the fixture.
+		ann := map[string]string{}
+		if providerAnnotated {
+			ann["service.beta.kubernetes.io/aws-load-balancer-type"] = "nlb"
+		}
+		s := kubeview.ServiceStateOf(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", Annotations: ann},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, HealthCheckNodePort: 32000,
+				ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal}}, nil)
+		f := lbService(1, 1)
+		s.LoadBalancerIPs, s.Families = f.LoadBalancerIPs, f.Families
+		s.Families[0].Ports = append(s.Families[0].Ports, kubeview.PortEndpoints{Name: "admin", Protocol: corev1.ProtocolTCP,
+			Port: 9000, NodePort: 30091, ClusterWide: true})
+		return s
+	}
+	silent := Observation{Watched: true, Silent: true}
+	justWatched := Observation{Watched: true} // watched for less than the quiet period: nothing to conclude
+	arriving := Observation{Watched: true, Attempts: 3, ActiveSince: now.Add(-time.Minute), LastSeen: now.Add(-time.Second),
+		Ongoing: true, DroppedSince: now.Add(-10 * time.Minute)}
+	checks := map[corev1.IPFamily]HealthCheck{corev1.IPv4Protocol: {StatusCode: http.StatusOK, Result: "ok"}}
+	bare, gce := kubeview.NodeState{Name: "n", Found: true}, kubeview.NodeState{Name: "n", Found: true, ProviderID: "gce://p/z/n"}
+	for _, c := range []struct {
+		name string
+		svc  kubeview.ServiceState
+		node kubeview.NodeState
+		o    Observation
+		want Reason
+	}{
+		{"announcer, nothing arrives for the quiet period: a warning", twoPorts(false), bare, silent, ReasonNoTrafficSeen},
+		{"announcer, the meter just started: still critical", twoPorts(false), bare, justWatched, ReasonHealthCheckPassing},
+		{"announcer, clients arrive: critical", twoPorts(false), bare, arriving, ReasonTrafficLost},
+		{"GCE nodes: the load balancer keeps it for its 200", twoPorts(false), gce, silent, ReasonHealthCheckPassing},
+		{"AWS annotations: the same", twoPorts(true), bare, silent, ReasonHealthCheckPassing},
+	} {
+		v := Decide(Input{Service: c.svc, Node: c.node, Evidence: &Evidence{HealthChecks: checks, Addresses: withNodePorts(),
+			Observed: seen{NodePort: c.o, LoadBalancerIP: c.o}, Grace: 2 * time.Minute, Now: now}})
+		if !v.Blackhole || v.Reason != c.want {
+			t.Errorf("%s: blackhole %v reason %q, want %q\n%+v", c.name, v.Blackhole, v.Reason, c.want, v.Families)
+		}
 	}
 }

@@ -149,6 +149,8 @@ type Observation struct {
 	ActiveSince, LastSeen time.Time
 	// Ongoing: the run has not ended (the latest attempt is more recent than the meter's quiet period).
 	Ongoing bool
+	// Silent: the meter has watched d for longer than its quiet period and nothing arrived within it.
+	Silent bool
 	// DroppedSince is when the exporter first found d dropped, in every scrape since; zero when it was not
 	// dropped in the previous scrape.
 	DroppedSince time.Time
@@ -529,12 +531,27 @@ func reasonOf(in Input, e Entry) Reason {
 		return ReasonHealthCheckIgnored
 	case e.Losing || e.Basis == BasisArrivals || e.Basis == BasisCounter:
 		return ReasonTrafficLost
+	case e.Basis == BasisHealthCheck && unsentByHealthCheck(in, e):
+		return ReasonNoTrafficSeen
 	case e.Basis == BasisHealthCheck:
 		return ReasonHealthCheckPassing
 	case watched(ev, e.Destination):
 		return ReasonNoTrafficSeen
 	}
 	return ReasonNotObserved
+}
+
+// unsentByHealthCheck: a destination in rotation by its health check's 200 whose load balancer is not known
+// to honour that check (an announcer, a controller this project does not know: kubeview's
+// HealthCheckContract), where the meter has seen nothing arrive for its quiet period. The 200 alone says
+// nothing then: MetalLB's or Cilium's L2 announcer sends a VIP to one node, whatever every node's check
+// answers. A warning (no_traffic_seen) until attempts arrive, which make it traffic_lost; where the contract
+// holds, the load balancer keeps the node for its 200 and the blackhole stays critical.
+func unsentByHealthCheck(in Input, e Entry) bool {
+	if in.Service.HealthCheckContract(in.Node) || !watched(in.Evidence, e.Destination) {
+		return false
+	}
+	return in.Evidence.Observed.Observe(e.Destination).Silent
 }
 
 // externalIPRotation: kube-proxy writes an externalIP's drop on every node without a local endpoint, but the
