@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -81,7 +82,9 @@ func TestRulesIdentityStaleDNAT(t *testing.T) {
 	}
 	podsOn()
 
-	eventually(t, converge, "stale DNAT to the deleted pods: requests time out, the exporter says so", func() error {
+	// The exporter calls the endpoints gone only once its API view has heard from the API server since it first
+	// read the rules that way (a watch event or bookmark: the API server sends a bookmark about every minute).
+	eventually(t, converge+time.Minute, "stale DNAT to the deleted pods: requests time out, the exporter says so", func() error {
 		var errs []error
 		for _, n := range nodes {
 			for _, svc := range svcs {
