@@ -156,7 +156,8 @@ func internalSources(det *nodeprobe.LocalDetector, podCIDRs []string, local []ne
 		}
 	}
 	for _, ip := range local {
-		if a, ok := netip.AddrFromSlice(ip); ok && !a.Unmap().IsUnspecified() {
+		// Link-local and loopback sources reach no Service destination the meter watches from outside.
+		if a, ok := netip.AddrFromSlice(ip); ok && a.Unmap().IsGlobalUnicast() {
 			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
 		}
 	}

@@ -2,6 +2,7 @@ package arrivals
 
 import (
 	"errors"
+	"net/netip"
 	"testing"
 	"time"
 )
@@ -93,5 +94,33 @@ func TestWatchInternalLinksNormalized(t *testing.T) {
 	a, b := Watch{InternalLinks: []LinkMatch{{Name: "cni0"}}}, Watch{InternalLinks: []LinkMatch{{Name: "cni0", Prefix: true}}}
 	if a.equal(b) {
 		t.Error("a bridge name and the same prefix compare equal")
+	}
+}
+
+// The node's own addresses are internal one by one (kube-proxy's --src-type LOCAL); in IPVS mode every Service
+// address bound to kube-ipvs0 is one of them, thousands on a large cluster. They are looked up in a set: a
+// packet from any of them is internal, one from elsewhere is counted, and prefixes still match.
+func TestTallyManyInternalAddresses(t *testing.T) {
+	w := testWatch.clone()
+	w.Internal = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}
+	for i := range 5000 {
+		w.Internal = append(w.Internal, netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), 32))
+	}
+	nw, err := w.normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl := newTally(Config{}.withDefaults(), nil)
+	tl.setWatch(nw, testNow)
+	if len(tl.internalNets) != 1 || len(tl.internalAddrs) != 5000 {
+		t.Fatalf("%d prefixes scanned, %d addresses in the set; want 1 and 5000", len(tl.internalNets), len(tl.internalAddrs))
+	}
+	for _, c := range []struct {
+		src      string
+		internal bool
+	}{{"10.96.19.135", true}, {"10.244.7.7", true}, {"10.96.200.1", false}, {"192.0.2.99", false}} {
+		if got := tl.internal(netip.MustParseAddr(c.src), 2, 1); got != c.internal {
+			t.Errorf("%s: internal %v, want %v", c.src, got, c.internal)
+		}
 	}
 }

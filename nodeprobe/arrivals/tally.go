@@ -23,6 +23,9 @@ type tally struct {
 
 	// links names the interface a packet arrived on, for Watch.InternalLinks.
 	links linkNames
+	// internalAddrs and internalNets are Watch.Internal split: single addresses in a set, prefixes in a list.
+	internalAddrs map[netip.Addr]bool
+	internalNets  []netip.Prefix
 	// restored holds runs an earlier meter counted (Meter.Restore) until setWatch adds their destinations.
 	restored map[Dest]runCount
 }
@@ -97,6 +100,17 @@ func (t *tally) setWatch(w Watch, now time.Time) {
 		idx[d] = -1 - i
 	}
 	t.watch, t.dests, t.checks, t.idx, t.node = w, dests, checks, idx, w.NodeAddrs
+	// Single addresses (the node's own, kube-proxy's --src-type LOCAL: in IPVS mode every Service address bound
+	// to kube-ipvs0) go in a set, so a packet costs one lookup however many there are; only real prefixes are
+	// scanned.
+	t.internalAddrs, t.internalNets = map[netip.Addr]bool{}, nil
+	for _, p := range w.Internal {
+		if p.IsSingleIP() {
+			t.internalAddrs[p.Addr()] = true
+		} else {
+			t.internalNets = append(t.internalNets, p)
+		}
+	}
 	// A restored run this Watch did not add belongs to a Service that is gone.
 	t.restored = nil
 }
@@ -128,7 +142,10 @@ func (t *tally) match(p packet) (di, ci int) {
 // internal reports whether a packet from src received on interface ifindex at at is not an external arrival:
 // kube-proxy's local detector would send it to every endpoint (Watch.Internal, Watch.InternalLinks).
 func (t *tally) internal(src netip.Addr, ifindex int32, at int64) bool {
-	for _, pfx := range t.watch.Internal {
+	if t.internalAddrs[src] {
+		return true
+	}
+	for _, pfx := range t.internalNets {
 		if pfx.Contains(src) {
 			return true
 		}
