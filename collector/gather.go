@@ -272,7 +272,7 @@ func (g *Gatherer) dataplane(st *State) DataplaneKind {
 	// kube-proxy is seen when its rules are, or when its own /configz answered (a kube-proxy whose rules are
 	// not programmed yet, after a reboot, is not a replacement). Not its health server: Cilium's kube-proxy
 	// replacement can serve the same /healthz on the same port.
-	seen := g.kubeProxy.record(st.Rules != nil && st.RulesErr == nil || st.KubeProxyConfigState == ConfigRead && g.cfg.ConfigzURL != "")
+	seen := g.kubeProxy.record(st.Rules != nil && st.RulesErr == nil || st.KubeProxyConfigState == ConfigRead)
 	noRules := st.RulesConfigured && errors.Is(st.RulesErr, kernelrules.ErrNoRules)
 	switch g.cfg.Dataplane {
 	case DataplaneReplacement:
