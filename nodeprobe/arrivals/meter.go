@@ -74,6 +74,7 @@ func New(cfg Config) *Meter {
 func newMeter(cfg Config, gate func()) *Meter {
 	cfg = cfg.withDefaults()
 	m := &Meter{cfg: cfg, since: time.Now(), tally: newTally(cfg, nil), done: make(chan struct{}), gate: gate}
+	m.tally.clk = newMeterClock(m.since)
 	sys, err := openOS(cfg)
 	if err != nil {
 		m.status, m.err = statusOf(err), err

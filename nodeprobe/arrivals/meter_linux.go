@@ -82,6 +82,9 @@ func (m *Meter) run() {
 		{Fd: int32(o.wake), Events: unix.POLLIN},
 	}
 	budgets := [2]budget{newBudget(m.cfg.MaxPacketRate, time.Now()), newBudget(m.cfg.MaxPacketRate, time.Now())}
+	// prevRead is when the last block was read, on the meter's timeline: no packet of a later block can have
+	// arrived before it.
+	prevRead := m.tally.clk.ns(m.since)
 	for {
 		if m.gate != nil {
 			m.gate()
@@ -97,8 +100,9 @@ func (m *Meter) run() {
 				}
 				m.mu.Lock()
 				n := 0
-				walkBlock(b, func(data []byte, at int64, ifindex int32) {
-					m.countPacket(fam, data, at, ifindex)
+				now := time.Now()
+				walkBlock(b, func(data []byte, wall int64, ifindex int32) {
+					m.countPacket(fam, data, m.tally.clk.stamp(wall, now, prevRead), ifindex)
 					// A full block under a flood is about 900 packets: let a waiting Snapshot in between
 					// batches, so a scrape waits for a batch, not a block.
 					if n++; n%lockBatch == 0 {
@@ -108,6 +112,7 @@ func (m *Meter) run() {
 				})
 				m.mu.Unlock()
 				r.release(b)
+				prevRead = m.tally.clk.ns(now)
 			}
 		}
 		if _, err := unix.Poll(fds, -1); err != nil && !errors.Is(err, unix.EINTR) {

@@ -34,8 +34,8 @@ func (t *tally) restore(runs map[Dest]Run) {
 		if t.restored == nil {
 			t.restored = map[Dest]runCount{}
 		}
-		rc := runCount{n: r.Attempts, first: unixNano(r.FirstSeen), last: unixNano(r.LastSeen),
-			active: unixNano(r.ActiveSince), watchedSince: unixNano(r.WatchedSince)}
+		rc := runCount{n: r.Attempts, first: t.clk.ns(r.FirstSeen), last: t.clk.ns(r.LastSeen),
+			active: t.clk.ns(r.ActiveSince), watchedSince: t.clk.ns(r.WatchedSince)}
 		if rc.first == 0 || rc.first > rc.last {
 			rc.first = rc.last
 		}
@@ -58,9 +58,3 @@ func (t *tally) takeRestored(d Dest) (runCount, bool) {
 	return rc, ok
 }
 
-func unixNano(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixNano()
-}

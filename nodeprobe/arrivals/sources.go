@@ -203,8 +203,8 @@ type ClientCount struct {
 // fillSources sets c.Clients and c.Checkers from the destination's whole count and its sources at now.
 // checkers is where the checker lists of every destination are appended (a few allocations per snapshot, not
 // one per destination); the grown slice is returned.
-func fillSources(c *DestCount, whole runCount, d *destSources, now, quiet int64, checkers []CheckerSource) []CheckerSource {
-	c.Clients = ClientCount{Attempts: whole.n, ActiveSince: nsTime(whole.active), LastSeen: nsTime(whole.last)}
+func (t *tally) fillSources(c *DestCount, whole runCount, d *destSources, now, quiet int64, checkers []CheckerSource) []CheckerSource {
+	c.Clients = ClientCount{Attempts: whole.n, ActiveSince: t.nsTime(whole.active), LastSeen: t.nsTime(whole.last)}
 	if d == nil {
 		return checkers
 	}
@@ -214,7 +214,7 @@ func fillSources(c *DestCount, whole runCount, d *destSources, now, quiet int64,
 		s := &d.list[i]
 		switch {
 		case s.checker:
-			checkers = append(checkers, CheckerSource{Addr: s.addr, Attempts: s.n, Interval: time.Duration(s.ref), LastSeen: nsTime(s.last)})
+			checkers = append(checkers, CheckerSource{Addr: s.addr, Attempts: s.n, Interval: time.Duration(s.ref), LastSeen: t.nsTime(s.last)})
 			aside = true
 		case s.candidate(now):
 			aside = true
@@ -257,7 +257,7 @@ func fillSources(c *DestCount, whole runCount, d *destSources, now, quiet int64,
 			active = min(active, r.active)
 		}
 	}
-	c.Clients.ActiveSince, c.Clients.LastSeen = nsTime(active), nsTime(last)
+	c.Clients.ActiveSince, c.Clients.LastSeen = t.nsTime(active), t.nsTime(last)
 	return checkers
 }
 

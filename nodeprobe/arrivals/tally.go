@@ -11,6 +11,8 @@ import (
 type tally struct {
 	cfg   Config
 	watch Watch
+	// clk is the timeline of every time kept below (the zero clock in tests that count by hand).
+	clk meterClock
 
 	dests  []destCount
 	checks []checkCount
@@ -77,9 +79,12 @@ func newTally(cfg Config, linkName func(ifindex int32) (string, error)) *tally {
 	return &tally{cfg: cfg, idx: map[Dest]int{}, links: linkNames{resolve: linkName}}
 }
 
+// nsTime is ns on the tally's timeline as a time.
+func (t *tally) nsTime(ns int64) time.Time { return t.clk.time(ns) }
+
 // setWatch switches to w (normalised), keeping the counts of destinations watched before and after.
 func (t *tally) setWatch(w Watch, now time.Time) {
-	nowNs := now.UnixNano()
+	nowNs := t.clk.ns(now)
 	idx := make(map[Dest]int, len(w.Dests)+len(w.HealthChecks))
 	dests := make([]destCount, len(w.Dests))
 	for i, d := range w.Dests {
@@ -210,21 +215,14 @@ func (t *tally) count(p packet, at int64, ifindex int32) {
 	c.evicted++
 }
 
-func nsTime(ns int64) time.Time {
-	if ns == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, ns)
-}
-
 // fill copies the counts into s.
 func (t *tally) fill(s *Snapshot) {
 	s.Dests = make([]DestCount, len(t.dests))
 	var checkers []CheckerSource
 	for i, d := range t.dests {
-		s.Dests[i] = DestCount{Dest: d.dest, Attempts: d.n, FirstSeen: nsTime(d.first), LastSeen: nsTime(d.last),
-			ActiveSince: nsTime(d.active), WatchedSince: nsTime(d.watchedSince), Restored: d.restored}
-		checkers = fillSources(&s.Dests[i], d.runCount, d.src, s.Taken.UnixNano(), int64(t.cfg.QuietPeriod), checkers)
+		s.Dests[i] = DestCount{Dest: d.dest, Attempts: d.n, FirstSeen: t.nsTime(d.first), LastSeen: t.nsTime(d.last),
+			ActiveSince: t.nsTime(d.active), WatchedSince: t.nsTime(d.watchedSince), Restored: d.restored}
+		checkers = t.fillSources(&s.Dests[i], d.runCount, d.src, t.clk.ns(s.Taken), int64(t.cfg.QuietPeriod), checkers)
 	}
 	s.HealthChecks = make([]HealthCheckCount, len(t.checks))
 	n := 0
@@ -233,12 +231,12 @@ func (t *tally) fill(s *Snapshot) {
 	}
 	sources := make([]SourceCount, n) // one allocation for every health check's probers
 	for i, c := range t.checks {
-		h := HealthCheckCount{Dest: c.dest, Probes: c.n, FirstSeen: nsTime(c.first), LastSeen: nsTime(c.last),
-			ActiveSince: nsTime(c.active), WatchedSince: nsTime(c.watchedSince), SourcesEvicted: c.evicted}
+		h := HealthCheckCount{Dest: c.dest, Probes: c.n, FirstSeen: t.nsTime(c.first), LastSeen: t.nsTime(c.last),
+			ActiveSince: t.nsTime(c.active), WatchedSince: t.nsTime(c.watchedSince), SourcesEvicted: c.evicted}
 		if len(c.sources) > 0 {
 			h.Sources, sources = sources[:len(c.sources):len(c.sources)], sources[len(c.sources):]
 			for j, src := range c.sources {
-				h.Sources[j] = SourceCount{Addr: src.addr, Probes: src.n, LastSeen: nsTime(src.last)}
+				h.Sources[j] = SourceCount{Addr: src.addr, Probes: src.n, LastSeen: t.nsTime(src.last)}
 			}
 			slices.SortFunc(h.Sources, func(a, b SourceCount) int {
 				if c := b.LastSeen.Compare(a.LastSeen); c != 0 {
