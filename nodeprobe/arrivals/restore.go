@@ -57,4 +57,3 @@ func (t *tally) takeRestored(d Dest) (runCount, bool) {
 	}
 	return rc, ok
 }
-
