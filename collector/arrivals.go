@@ -52,6 +52,7 @@ type missedCause string
 const (
 	missedRingFull  missedCause = "ring_full"  // the kernel dropped them: the ring was full
 	missedRateLimit missedCause = "rate_limit" // over the meter's packet budget
+	missedSampled   missedCause = "sampled"    // left out by the kernel filter's sampling under a flood (estimated)
 )
 
 // destOf is the meter's destination for a verdict destination; ok is false for a protocol or address it
@@ -293,7 +294,7 @@ func (t *arrivalTotals) add(s *arrivals.Snapshot, kinds map[arrivals.Dest]verdic
 	t.folded = s.Taken
 	var missed uint64
 	for _, f := range s.Families {
-		missed += f.Dropped + f.Shed
+		missed += f.Dropped + f.Shed + f.Sampled
 	}
 	if missed > t.missed {
 		t.missedGrew = s.Taken
@@ -412,7 +413,7 @@ var (
 	arrivalsMeterStart = newMetric("arrivals_meter_start_time_seconds", prometheus.GaugeValue,
 		"When the arrivals meter started counting (Unix time).")
 	arrivalsMissed = newMetric("arrivals_missed_total", prometheus.CounterValue,
-		"Packets the arrivals meter could not count, by IP family and cause: ring_full (the kernel dropped them) or rate_limit (over the meter's packet budget). Above zero, every arrival count is a lower bound (the meter is overloaded).",
+		"Packets the arrivals meter could not count, by IP family and cause: ring_full (the kernel dropped them), rate_limit (over the meter's packet budget) or sampled (left out by the kernel filter, which passes a sample while the budget is exceeded; an estimate). Above zero, every arrival count is a lower bound (the meter is overloaded).",
 		"ip_family", "cause")
 	serviceArrivals = newMetric("service_arrivals_total", prometheus.CounterValue,
 		"New external connection attempts that reached this node for the Service, by destination kind and IP family (arrivals meter; counted since the destination was first watched, carried over an exporter restart while its run is in the state file).",
@@ -461,6 +462,7 @@ func (*Arrivals) Update(st *State, out *Sink) error {
 	for _, f := range snap.Families {
 		out.send(arrivalsMissed, float64(f.Dropped), f.Family, string(missedRingFull))
 		out.send(arrivalsMissed, float64(f.Shed), f.Family, string(missedRateLimit))
+		out.send(arrivalsMissed, float64(f.Sampled), f.Family, string(missedSampled))
 	}
 	if snap.Status != arrivals.StatusOK {
 		return errors.Join(snap.Err, a.WatchErr)

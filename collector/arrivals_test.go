@@ -101,6 +101,8 @@ localtraffic_arrivals_missed_total{cause="rate_limit",ip_family="IPv4"} 0
 localtraffic_arrivals_missed_total{cause="rate_limit",ip_family="IPv6"} 0
 localtraffic_arrivals_missed_total{cause="ring_full",ip_family="IPv4"} 3
 localtraffic_arrivals_missed_total{cause="ring_full",ip_family="IPv6"} 0
+localtraffic_arrivals_missed_total{cause="sampled",ip_family="IPv4"} 0
+localtraffic_arrivals_missed_total{cause="sampled",ip_family="IPv6"} 0
 localtraffic_arrivals_total{ip_family="IPv4",kind="external_ip"} 0
 localtraffic_arrivals_total{ip_family="IPv4",kind="health_check"} 0
 localtraffic_arrivals_total{ip_family="IPv4",kind="load_balancer_ip"} 0

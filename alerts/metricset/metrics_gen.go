@@ -27,7 +27,7 @@ func All() []Metric {
 			Name:      "localtraffic_arrivals_missed_total",
 			Type:      Counter,
 			Labels:    []string{"node", "ip_family", "cause"},
-			Help:      "Packets the arrivals meter could not count, by IP family and cause: ring_full (the kernel dropped them) or rate_limit (over the meter's packet budget). Above zero, every arrival count is a lower bound (the meter is overloaded).",
+			Help:      "Packets the arrivals meter could not count, by IP family and cause: ring_full (the kernel dropped them), rate_limit (over the meter's packet budget) or sampled (left out by the kernel filter, which passes a sample while the budget is exceeded; an estimate). Above zero, every arrival count is a lower bound (the meter is overloaded).",
 			Stable:    false,
 			Collector: "arrivals",
 			Default:   DefaultYes,

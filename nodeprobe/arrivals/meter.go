@@ -38,6 +38,10 @@ type famState struct {
 	level             FilterLevel
 	received, dropped uint64
 	shed              uint64
+	// sample is the filter's sampling shift (sample.go), set by the receive loop; sampled estimates the
+	// matched packets it left out.
+	sample  uint8
+	sampled uint64
 }
 
 // budget is a token bucket of packets: rate per second, at most a tenth of a second's worth saved up. It
@@ -122,7 +126,9 @@ func (m *Meter) Watch(w Watch) error {
 		return nil
 	}
 	for i := range m.fams {
-		level, err := m.sys.apply(i, specFor(nw, i == 1))
+		spec := specFor(nw, i == 1)
+		spec.sample = m.fams[i].sample
+		level, err := m.sys.apply(i, spec)
 		if err != nil {
 			err = fmt.Errorf("arrivals meter: %s filter: %w", familyNames[i], err)
 			m.failLocked(err)
@@ -164,7 +170,8 @@ func (m *Meter) Snapshot() Snapshot {
 		}
 	}
 	for i, f := range m.fams {
-		s.Families[i] = FamilyStats{Family: familyNames[i], Filter: f.level, Received: f.received, Dropped: f.dropped, Shed: f.shed}
+		s.Families[i] = FamilyStats{Family: familyNames[i], Filter: f.level, Received: f.received, Dropped: f.dropped, Shed: f.shed,
+			Sampling: 1 << f.sample, Sampled: f.sampled}
 	}
 	m.tally.fill(&s)
 	return s

@@ -85,6 +85,7 @@ func (m *Meter) run() {
 	// prevRead is when the last block was read, on the meter's timeline: no packet of a later block can have
 	// arrived before it.
 	prevRead := m.tally.clk.ns(m.since)
+	samplers := [2]sampler{newSampler(m.since), newSampler(m.since)}
 	for {
 		if m.gate != nil {
 			m.gate()
@@ -94,11 +95,15 @@ func (m *Meter) run() {
 				if n := blockPackets(b); !budgets[fam].take(n, time.Now()) {
 					m.mu.Lock()
 					m.fams[fam].shed += uint64(n)
+					m.fams[fam].sampled += uint64(n) * (1<<m.fams[fam].sample - 1)
 					m.mu.Unlock()
 					r.release(b)
+					samplers[fam].shed = true
 					continue
 				}
+				samplers[fam].counted += uint64(blockPackets(b))
 				m.mu.Lock()
+				m.fams[fam].sampled += uint64(blockPackets(b)) * (1<<m.fams[fam].sample - 1)
 				n := 0
 				now := time.Now()
 				walkBlock(b, func(data []byte, wall int64, ifindex int32) {
@@ -115,7 +120,16 @@ func (m *Meter) run() {
 				prevRead = m.tally.clk.ns(now)
 			}
 		}
-		if _, err := unix.Poll(fds, -1); err != nil && !errors.Is(err, unix.EINTR) {
+		timeout := -1
+		for fam := range samplers {
+			if samplers[fam].step(time.Now(), float64(m.cfg.MaxPacketRate)) {
+				m.resample(fam, samplers[fam].shift)
+			}
+			if samplers[fam].shift > 0 {
+				timeout = 1000 // come back to lower the shift when the flood is over
+			}
+		}
+		if _, err := unix.Poll(fds, timeout); err != nil && !errors.Is(err, unix.EINTR) {
 			m.mu.Lock()
 			m.failLocked(fmt.Errorf("arrivals meter: poll: %w", err))
 			m.mu.Unlock()
@@ -140,4 +154,29 @@ func (o *osMeter) linkName(ifindex int32) (string, error) {
 		return "", fmt.Errorf("interface %d: SIOCGIFNAME: %w", ifindex, err)
 	}
 	return ifr.Name(), nil
+}
+
+// resample rebuilds family fam's filter with sampling shift (sample.go).
+func (m *Meter) resample(fam int, shift uint8) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.fams[fam].sample = shift
+	if m.status != StatusOK || !m.watched {
+		return
+	}
+	spec := specFor(m.tally.watch, fam == 1)
+	spec.sample = shift
+	level, err := m.sys.apply(fam, spec)
+	if err != nil {
+		m.failLocked(fmt.Errorf("arrivals meter: %s filter: %w", familyNames[fam], err))
+		return
+	}
+	m.fams[fam].level = level
+	switch shift {
+	case 1:
+		m.cfg.Logger.Warn("arrivals meter: over its packet budget, the kernel now passes a sample of the matched packets: counts are lower bounds, silence is not evidence",
+			"family", familyNames[fam])
+	case 0:
+		m.cfg.Logger.Info("arrivals meter: back under its packet budget, the kernel passes every matched packet", "family", familyNames[fam])
+	}
 }

@@ -289,6 +289,11 @@ type FamilyStats struct {
 	// Shed counts packets the meter gave back to the kernel uncounted to stay within Config.MaxPacketRate:
 	// like Dropped, arrivals that were not counted.
 	Shed uint64
+	// Sampling is how many matched packets the kernel filter stands for each one it passes: 1, or a power of
+	// two while a flood lasts (sample.go). Sampled estimates the matched packets it left out so far: like
+	// Shed, arrivals that were not counted.
+	Sampling uint32
+	Sampled  uint64
 	// Internal counts packets to a watched destination from a Watch.Internal source or received on a
 	// Watch.InternalLinks interface, not counted as arrivals.
 	Internal uint64
@@ -362,11 +367,11 @@ func (s Snapshot) HealthCheck(d Dest) (HealthCheckCount, bool) {
 	return s.HealthChecks[i], true
 }
 
-// Overloaded says whether any family has lost packets to a full ring or to the rate budget: the counts are
-// lower bounds.
+// Overloaded says whether any family has lost packets to a full ring, to the rate budget or to sampling: the
+// counts are lower bounds.
 func (s Snapshot) Overloaded() bool {
 	for _, f := range s.Families {
-		if f.Dropped > 0 || f.Shed > 0 {
+		if f.Dropped > 0 || f.Shed > 0 || f.Sampled > 0 {
 			return true
 		}
 	}
