@@ -219,7 +219,8 @@ func (o *observations) Observe(d verdict.Destination) verdict.Observation {
 		return verdict.Observation{} // the attempts it missed may have been this destination's
 	}
 	obs := verdict.Observation{Watched: true, Attempts: c.Attempts, ActiveSince: c.ActiveSince, LastSeen: c.LastSeen,
-		Ongoing: ongoing, Silent: !ongoing && o.now.Sub(c.WatchedSince) >= o.quiet, DroppedSince: o.dropped[d]}
+		Ongoing: ongoing, Silent: !ongoing && o.now.Sub(c.WatchedSince) >= o.quiet, DroppedSince: o.dropped[d],
+		LastNewFlow: c.LastNewFlow}
 	o.addSources(&obs, c)
 	return obs
 }

@@ -83,6 +83,27 @@ func TestRotationFromEvidence(t *testing.T) {
 		{"LB answering 503, the router keeps sending past grace: the load balancer ignores the health check",
 			Input{Service: lbService(0, 0), Node: ready, Evidence: ev(hc(503), withNodePorts(), seen{NodePort: arriving})},
 			true, ReasonHealthCheckIgnored},
+		{"UDP, LB answering 503, only flows that began before the drop keep arriving: pinned flows, not an ignored check",
+			Input{Service: udpService(), Node: ready, Evidence: ev(hc(503), withNodePorts(), seen{NodePort: func() Observation {
+				o := arriving
+				o.LastNewFlow = droppedSince.Add(-time.Minute)
+				return o
+			}()})},
+			true, ReasonUDPFlowPinned},
+		{"UDP, LB answering 503, a flow began after the drop: the load balancer ignores the health check",
+			Input{Service: udpService(), Node: ready, Evidence: ev(hc(503), withNodePorts(), seen{NodePort: func() Observation {
+				o := arriving
+				o.LastNewFlow = droppedSince.Add(time.Minute)
+				return o
+			}()})},
+			true, ReasonHealthCheckIgnored},
+		{"TCP knows no pinned flows: every SYN is a new connection the load balancer chose to send",
+			Input{Service: lbService(0, 0), Node: ready, Evidence: ev(hc(503), withNodePorts(), seen{NodePort: func() Observation {
+				o := arriving
+				o.LastNewFlow = droppedSince.Add(-time.Minute)
+				return o
+			}()})},
+			true, ReasonHealthCheckIgnored},
 		{"LB that deregistered the node within grace: drained, no blackhole ever",
 			Input{Service: lbService(0, 0), Node: ready, Evidence: ev(hc(503), withNodePorts(), seen{NodePort: deregistered, LoadBalancerIP: deregistered})},
 			false, ""},
@@ -221,4 +242,11 @@ func TestHealthCheckPassingWithoutAContract(t *testing.T) {
 			t.Errorf("%s: blackhole %v reason %q, want %q\n%+v", c.name, v.Blackhole, v.Reason, c.want, v.Families)
 		}
 	}
+}
+
+// udpService is lbService with its one port UDP.
+func udpService() kubeview.ServiceState {
+	s := lbService(0, 0)
+	s.Families[0].Ports[0].Protocol = corev1.ProtocolUDP
+	return s
 }

@@ -160,6 +160,9 @@ type Observation struct {
 	Clients  ClientAttempts
 	// Checkers are the sources that arrive at d at a steady cadence, like a load balancer's health checker.
 	Checkers []Checker
+	// LastNewFlow (UDP) is the latest datagram that started a flow (a source address and port not seen
+	// recently); zero when none did since the meter began looking, and for other protocols.
+	LastNewFlow time.Time
 }
 
 // ClientAttempts is an Observation's count of what clients sent.
@@ -220,12 +223,17 @@ const (
 // Reason says what a blackhole rests on: the alerts' severity follows it (docs/rotation.md).
 type Reason string
 
-// Reasons, strongest first. The first three page as critical: traffic is lost now, or the node's own health
+// Reasons, strongest first. The first four page as critical: traffic is lost now, or the node's own health
 // check keeps it in rotation. The others are warnings: a blackhole nothing has reached yet.
 const (
 	// ReasonHealthCheckIgnored: new connection attempts keep arriving past the grace window while the node's
 	// health check node port fails: the load balancer does not honour healthCheckNodePort.
 	ReasonHealthCheckIgnored Reason = "health_check_ignored"
+	// ReasonUDPFlowPinned: UDP datagrams keep arriving past the grace window while the node's health check
+	// node port fails, and every one of them belongs to a flow that was already arriving before the node
+	// began dropping: the load balancer keeps existing flows on the node it chose (its flow idle timeout, or
+	// connection draining), it does not send new ones. The datagrams are lost all the same.
+	ReasonUDPFlowPinned Reason = "udp_flow_pinned"
 	// ReasonTrafficLost: attempts are observed arriving at a destination this node drops: the meter saw one
 	// within the loss hold, or (the meter off or blind) a drop rule counter grew within the evidence window.
 	ReasonTrafficLost Reason = "traffic_lost"
@@ -242,11 +250,11 @@ const (
 
 // Critical reports whether a blackhole for reason r pages as critical.
 func (r Reason) Critical() bool {
-	return r == ReasonHealthCheckIgnored || r == ReasonTrafficLost || r == ReasonHealthCheckPassing
+	return r == ReasonHealthCheckIgnored || r == ReasonUDPFlowPinned || r == ReasonTrafficLost || r == ReasonHealthCheckPassing
 }
 
 // Reasons lists every reason, strongest first.
-var Reasons = []Reason{ReasonHealthCheckIgnored, ReasonTrafficLost, ReasonHealthCheckPassing, ReasonNoTrafficSeen, ReasonNotObserved}
+var Reasons = []Reason{ReasonHealthCheckIgnored, ReasonUDPFlowPinned, ReasonTrafficLost, ReasonHealthCheckPassing, ReasonNoTrafficSeen, ReasonNotObserved}
 
 func stronger(a, b Reason) Reason {
 	rank := func(r Reason) int {
@@ -528,6 +536,9 @@ func reasonOf(in Input, e Entry) Reason {
 	ev := in.Evidence
 	switch {
 	case e.Basis == BasisArrivals && healthChecked(in.Service) && ev != nil && ev.HealthChecks[e.Family].StatusCode != http.StatusOK:
+		if pinnedFlowsOnly(ev, e) {
+			return ReasonUDPFlowPinned
+		}
 		return ReasonHealthCheckIgnored
 	case e.Losing || e.Basis == BasisArrivals || e.Basis == BasisCounter:
 		return ReasonTrafficLost
@@ -539,6 +550,17 @@ func reasonOf(in Input, e Entry) Reason {
 		return ReasonNoTrafficSeen
 	}
 	return ReasonNotObserved
+}
+
+// pinnedFlowsOnly: a UDP destination where no flow has started since the node was first found dropping: what
+// keeps arriving are flows the load balancer chose before the health check failed, not new ones it sends
+// despite the check.
+func pinnedFlowsOnly(ev *Evidence, e Entry) bool {
+	if e.Protocol != corev1.ProtocolUDP || ev.Observed == nil {
+		return false
+	}
+	o := ev.Observed.Observe(e.Destination)
+	return o.Watched && !o.DroppedSince.IsZero() && !o.LastNewFlow.After(o.DroppedSince)
 }
 
 // unsentByHealthCheck: a destination in rotation by its health check's 200 whose load balancer is not known

@@ -59,6 +59,7 @@ type destCount struct {
 	dest Dest
 	runCount
 	src      *destSources // NodePorts only, from their first arrival: where traffic-port health checkers probe (sources.go)
+	flows    *destFlows   // UDP only, from its first datagram: pinned flows or new ones (flows.go)
 	restored uint64       // attempts an earlier meter counted (Meter.Restore)
 }
 
@@ -189,6 +190,7 @@ func (t *tally) count(p packet, at int64, ifindex int32) {
 	if di >= 0 {
 		t.dests[di].add(at, quiet)
 		t.countSource(di, p, at)
+		t.countFlow(di, p, at)
 		return
 	}
 	c := &t.checks[ci]
@@ -222,6 +224,9 @@ func (t *tally) fill(s *Snapshot) {
 	for i, d := range t.dests {
 		s.Dests[i] = DestCount{Dest: d.dest, Attempts: d.n, FirstSeen: t.nsTime(d.first), LastSeen: t.nsTime(d.last),
 			ActiveSince: t.nsTime(d.active), WatchedSince: t.nsTime(d.watchedSince), Restored: d.restored}
+		if d.flows != nil {
+			s.Dests[i].LastNewFlow = t.nsTime(d.flows.lastNew)
+		}
 		checkers = t.fillSources(&s.Dests[i], d.runCount, d.src, t.clk.ns(s.Taken), int64(t.cfg.QuietPeriod), checkers)
 	}
 	s.HealthChecks = make([]HealthCheckCount, len(t.checks))

@@ -325,6 +325,9 @@ type DestCount struct {
 	// Restored is how many of Attempts an earlier meter counted (Meter.Restore): 0 unless the destination's run
 	// was carried over an exporter restart.
 	Restored uint64
+	// LastNewFlow (UDP) is the latest datagram that started a flow: a source address and port not seen at this
+	// destination within Config.QuietPeriod (flows.go). Zero for other protocols and before any datagram.
+	LastNewFlow time.Time
 }
 
 // HealthCheckCount is one health check node port's probes.
