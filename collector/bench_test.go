@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
+	"github.com/localtraffic/localtraffic-exporter/collector/scrape/scrapetest"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
@@ -36,10 +39,10 @@ func BenchmarkScrape(b *testing.B) {
 }
 
 func benchScrape(b *testing.B, n int, sel Selection, path string) {
-	snap := kubeview.Snapshot{Node: dualStackNode()}
+	snap := kubeview.Snapshot{Node: scrapetest.DualStackNode()}
 	v4rules, v6rules := map[kernelrules.ServicePort]kernelrules.PortState{}, map[kernelrules.ServicePort]kernelrules.PortState{}
 	for i := range n {
-		svc := nodePortService(i%2, family(v4, 1, true), family(v6, i%2, true))
+		svc := scrapetest.NodePortService(i%2, scrapetest.Family(v4, 1, true), scrapetest.Family(v6, i%2, true))
 		svc.Name = fmt.Sprintf("svc-%d", i)
 		snap.Services = append(snap.Services, svc)
 		sp := kernelrules.ServicePort{Namespace: svc.Namespace, Name: svc.Name, Port: "http", Protocol: "TCP"}
@@ -51,9 +54,9 @@ func benchScrape(b *testing.B, n int, sel Selection, path string) {
 			v6rules[sp] = kernelrules.PortState{Programmed: true, LocalEndpoints: 1}
 		}
 	}
-	reader := &countingReader{}
+	reader := &scrapetest.Reader{}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	g := NewGatherer(GathererConfig{View: &fakeView{snap: snap}, RuleReader: reader, KubeProxyAddress: noAddress, Logger: logger})
+	g := scrape.NewGatherer(scrape.GathererConfig{View: &scrapetest.View{Snap: snap}, RuleReader: reader, KubeProxyAddress: scrapetest.NoAddress, Logger: logger})
 	collectors, err := sel.Collectors()
 	if err != nil {
 		b.Fatal(err)
@@ -69,7 +72,7 @@ func benchScrape(b *testing.B, n int, sel Selection, path string) {
 		// A new read each scrape, as after every cache expiry: the counters are folded each time. Building
 		// it is the reader's cost (its own benchmarks), not timed here.
 		b.StopTimer()
-		reader.snap = kernelrules.NewFamilySnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, at.Add(time.Duration(i)*time.Second),
+		reader.Snap = kernelrules.NewFamilySnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, at.Add(time.Duration(i)*time.Second),
 			map[string]map[kernelrules.ServicePort]kernelrules.PortState{kernelrules.FamilyIPv4: v4rules, kernelrules.FamilyIPv6: v6rules})
 		b.StartTimer()
 		var exposition prometheus.Gatherer = exp.Exposition(context.Background())

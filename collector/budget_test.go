@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/localtraffic/localtraffic-exporter/collector/scrape/scrapetest"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
@@ -28,12 +30,12 @@ func TestSeriesBudget(t *testing.T) {
 	serving := snapshot(kernelrules.PortState{Programmed: true, LocalEndpoints: 1})
 	node := kubeview.NodeState{Name: "node-1", Found: true, InternalIPs: []string{"127.0.0.1"}}
 	lb := func(hcnp int32, local int) kubeview.Snapshot {
-		svc := lbService(family(v4, local, true))
+		svc := scrapetest.LBService(scrapetest.Family(v4, local, true))
 		svc.HealthCheckNodePort = hcnp
 		return kubeview.Snapshot{Node: node, Services: []kubeview.ServiceState{svc}}
 	}
 	nodePort := func(local int) kubeview.Snapshot {
-		return kubeview.Snapshot{Node: node, Services: []kubeview.ServiceState{nodePortService(local)}}
+		return kubeview.Snapshot{Node: node, Services: []kubeview.ServiceState{scrapetest.NodePortService(local)}}
 	}
 	// An ignored Service (docs/metrics.md): one series more, localtraffic_service_ignored_info, and only for
 	// the Services a cluster owner marked.
@@ -51,20 +53,20 @@ func TestSeriesBudget(t *testing.T) {
 		view   kubeview.Snapshot
 		reader kernelrules.Reader // nil: --rules.mode=none
 	}{
-		{"NodePort serving", nodePortBudget, nodePort(1), &countingReader{snap: serving}},
-		{"NodePort blackhole", nodePortBudget + whileBlackholing, nodePort(0), &countingReader{snap: dropping}},
+		{"NodePort serving", nodePortBudget, nodePort(1), &scrapetest.Reader{Snap: serving}},
+		{"NodePort blackhole", nodePortBudget + whileBlackholing, nodePort(0), &scrapetest.Reader{Snap: dropping}},
 		{"NodePort without rules", nodePortBudget + whileBlackholing, nodePort(0), nil},
-		{"LoadBalancer serving", loadBalancerBudget, lb(healthy, 1), &countingReader{snap: serving}},
-		{"LoadBalancer drained, dropping", loadBalancerBudget, lb(draining, 0), &countingReader{snap: dropping}},
-		{"LoadBalancer kube-proxy down", loadBalancerBudget, lb(refused, 0), &countingReader{snap: dropping}},
+		{"LoadBalancer serving", loadBalancerBudget, lb(healthy, 1), &scrapetest.Reader{Snap: serving}},
+		{"LoadBalancer drained, dropping", loadBalancerBudget, lb(draining, 0), &scrapetest.Reader{Snap: dropping}},
+		{"LoadBalancer kube-proxy down", loadBalancerBudget, lb(refused, 0), &scrapetest.Reader{Snap: dropping}},
 		{"LoadBalancer without rules", loadBalancerBudget, lb(healthy, 1), nil},
-		{"NodePort ignored, blackhole", nodePortBudget + whileBlackholing + 1, ignored(nodePort(0)), &countingReader{snap: dropping}},
-		{"LoadBalancer ignored, drained", loadBalancerBudget + 1, ignored(lb(draining, 0)), &countingReader{snap: dropping}},
+		{"NodePort ignored, blackhole", nodePortBudget + whileBlackholing + 1, ignored(nodePort(0)), &scrapetest.Reader{Snap: dropping}},
+		{"LoadBalancer ignored, drained", loadBalancerBudget + 1, ignored(lb(draining, 0)), &scrapetest.Reader{Snap: dropping}},
 	}
 	def, all := DefaultSelection(), AllSelection()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			setup := scrapeSetup{view: &fakeView{snap: c.view}, reader: c.reader, addrs: fixedAddrs{"127.0.0.1"}, selection: &def}
+			setup := scrapeSetup{view: &scrapetest.View{Snap: c.view}, reader: c.reader, addrs: scrapetest.Addrs{"127.0.0.1"}, selection: &def}
 			got := serviceSeries(t, setup.scrape(t))
 			setup.selection = &all
 			everything := serviceSeries(t, setup.scrape(t))

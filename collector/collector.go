@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -29,16 +30,16 @@ type Collector interface {
 	// Metrics lists every metric the collector may emit, for Describe and the documentation check.
 	Metrics() []*Metric
 	// Inputs lists the gathered inputs the collector renders: their gathering time counts in its duration.
-	Inputs() []Input
+	Inputs() []scrape.Input
 	// Update sends the collector's metrics for one scrape's State. It returns the error of an input it
 	// depends on that could not be gathered, so that the failure counts against this collector.
-	Update(st *State, out *Sink) error
+	Update(st *scrape.State, out *Sink) error
 }
 
 // StateSource is where the Exporter gets each scrape's State; ctx carries the scrape's deadline. *Gatherer is
 // the one that reads the node; the landing page's lastState records what it gave, tests count or fake it.
 type StateSource interface {
-	Gather(ctx context.Context) *State
+	Gather(ctx context.Context) *scrape.State
 }
 
 // Metric is a metric's definition: the one place its name, type, help and labels are written.
@@ -223,7 +224,7 @@ func (b *boundExporter) Collect(ch chan<- prometheus.Metric) {
 
 // run renders one collector. Its duration is the longest gathering time of its inputs (they were read
 // concurrently) plus its own rendering.
-func (e *Exporter) run(st *State, c Collector, out *Sink) {
+func (e *Exporter) run(st *scrape.State, c Collector, out *Sink) {
 	start := time.Now()
 	err := c.Update(st, out)
 	took := time.Since(start)

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/localtraffic/localtraffic-exporter/collector/scrape/scrapetest"
+
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
@@ -15,7 +17,7 @@ import (
 // default, longer than the 1-minute evidence window here) without growth, then falls back to not_observed. A
 // rule for all destinations at once (kube-proxy 1.24 and older) names no destination: no evidence.
 func TestNodePortCounterEvidence(t *testing.T) {
-	view := &fakeView{snap: kubeview.Snapshot{Node: dualStackNode(), Services: []kubeview.ServiceState{nodePortService(0)}}}
+	view := &scrapetest.View{Snap: kubeview.Snapshot{Node: scrapetest.DualStackNode(), Services: []kubeview.ServiceState{scrapetest.NodePortService(0)}}}
 	sp := kernelrules.ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}
 	at := time.Unix(1700000000, 0)
 	snapAt := func(packets uint64, t time.Time, all bool) *kernelrules.Snapshot {
@@ -27,9 +29,8 @@ func TestNodePortCounterEvidence(t *testing.T) {
 			map[kernelrules.ServicePort]kernelrules.PortState{sp: {Programmed: true, Drop: true, DropPackets: packets,
 				Drops: []kernelrules.DropRule{rule}}})
 	}
-	reader := &countingReader{snap: snapAt(0, at, false)}
-	carried := newCrossScrape()
-	setup := scrapeSetup{view: view, reader: reader, carried: &carried, window: time.Minute, addrs: fixedAddrs{"127.0.0.1"}}
+	reader := &scrapetest.Reader{Snap: snapAt(0, at, false)}
+	setup := scrapeSetup{view: view, reader: reader, kept: &keptGatherer{}, window: time.Minute, addrs: scrapetest.Addrs{"127.0.0.1"}}
 	steps := []struct {
 		packets uint64
 		after   time.Duration
@@ -44,7 +45,7 @@ func TestNodePortCounterEvidence(t *testing.T) {
 		{20, 17*time.Minute + 30*time.Second, true, "not_observed"}, // it grew, but names no destination
 	}
 	for i, s := range steps {
-		reader.snap = snapAt(s.packets, at.Add(s.after), s.all)
+		reader.Snap = snapAt(s.packets, at.Add(s.after), s.all)
 		got := series(t, setup.scrape(t), "localtraffic_blackhole_reason")
 		want := `localtraffic_blackhole_reason{namespace="kubelings",reason="` + s.want + `",service="checkout"} 1`
 		if !strings.Contains(got, want) {

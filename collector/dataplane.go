@@ -1,22 +1,8 @@
 package collector
 
 import (
+	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
 	"github.com/prometheus/client_golang/prometheus"
-)
-
-// DataplaneKind is what serves Services on the node, as exported in localtraffic_dataplane_info.
-type DataplaneKind string
-
-// The dataplanes.
-const (
-	// DataplaneKubeProxy: kube-proxy in iptables or nftables mode; its rules decide the verdict.
-	DataplaneKubeProxy DataplaneKind = "kube-proxy"
-	// DataplaneIPVS: kube-proxy in IPVS mode; the API view and the health check node ports decide.
-	DataplaneIPVS DataplaneKind = "ipvs"
-	// DataplaneReplacement: no kube-proxy (Cilium, Calico eBPF, OVN-Kubernetes, kube-router), by the flag or a
-	// link the replacement leaves (nodeprobe.FindReplacement); the API view and the health check node ports
-	// decide, and no kube-proxy series are exported.
-	DataplaneReplacement DataplaneKind = "replacement"
 )
 
 var dataplaneInfo = newMetric("dataplane_info", prometheus.GaugeValue,
@@ -38,11 +24,13 @@ func (*Dataplane) Name() string { return "dataplane" }
 func (*Dataplane) Metrics() []*Metric { return []*Metric{dataplaneInfo, kubeProxyProgrammed} }
 
 // Inputs: detection reads the rules and kube-proxy's health server.
-func (*Dataplane) Inputs() []Input { return []Input{InputRules, InputKubeProxy} }
+func (*Dataplane) Inputs() []scrape.Input {
+	return []scrape.Input{scrape.InputRules, scrape.InputKubeProxy}
+}
 
-func (*Dataplane) Update(st *State, out *Sink) error {
+func (*Dataplane) Update(st *scrape.State, out *Sink) error {
 	out.send(dataplaneInfo, 1, string(st.Dataplane))
-	if st.Dataplane == DataplaneKubeProxy && st.RulesConfigured && (st.RulesErr == nil && st.Rules != nil || st.NotProgrammed) {
+	if st.Dataplane == scrape.DataplaneKubeProxy && st.RulesConfigured && (st.RulesErr == nil && st.Rules != nil || st.NotProgrammed) {
 		out.send(kubeProxyProgrammed, boolFloat(!st.NotProgrammed))
 	}
 	return nil

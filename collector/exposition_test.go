@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
+	"github.com/localtraffic/localtraffic-exporter/collector/scrape/scrapetest"
+
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -33,16 +36,16 @@ func encode(t *testing.T, mfs []*dto.MetricFamily) string {
 // the node label, with and without a metric list. (The clock-dependent duration series are dropped.)
 func TestDirectExpositionEqualsRegistry(t *testing.T) {
 	hcnp := dualStackHealthCheck(t, hcAnswer{200, 1}, hcAnswer{503, 0})
-	lb := lbService(family(v4, 1, true), family(v6, 0, true))
+	lb := scrapetest.LBService(scrapetest.Family(v4, 1, true), scrapetest.Family(v6, 0, true))
 	lb.Name, lb.HealthCheckNodePort = "shop", hcnp
-	np := nodePortService(0, family(v4, 0, true), family(v6, 1, true))
-	snap := kubeview.Snapshot{Node: dualStackNode(), Services: []kubeview.ServiceState{np, lb}}
+	np := scrapetest.NodePortService(0, scrapetest.Family(v4, 0, true), scrapetest.Family(v6, 1, true))
+	snap := kubeview.Snapshot{Node: scrapetest.DualStackNode(), Services: []kubeview.ServiceState{np, lb}}
 	drop := kernelrules.PortState{Programmed: true, Drop: true, DropPackets: 5, Drops: []kernelrules.DropRule{{Port: 30090, Packets: 5, Counted: true}}}
 	serve := kernelrules.PortState{Programmed: true, LocalEndpoints: 1}
 	ports := func(name string) kernelrules.ServicePort {
 		return kernelrules.ServicePort{Namespace: "kubelings", Name: name, Port: "http", Protocol: "TCP"}
 	}
-	reader := &countingReader{snap: kernelrules.NewFamilySnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, time.Unix(1700000000, 0),
+	reader := &scrapetest.Reader{Snap: kernelrules.NewFamilySnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, time.Unix(1700000000, 0),
 		map[string]map[kernelrules.ServicePort]kernelrules.PortState{
 			kernelrules.FamilyIPv4: {ports("checkout"): drop, ports("shop"): serve},
 			kernelrules.FamilyIPv6: {ports("checkout"): serve, ports("shop"): drop},
@@ -56,8 +59,8 @@ func TestDirectExpositionEqualsRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range []*MetricFilter{noDurations, onlySome} {
-		exp := NewExporter(discard(), NewGatherer(GathererConfig{View: &fakeView{snap: snap}, RuleReader: reader,
-			Addrs: fixedAddrs{"127.0.0.1", "::1"}, KubeProxyAddress: noAddress, ProbeTimeout: 2 * time.Second,
+		exp := NewExporter(discard(), scrape.NewGatherer(scrape.GathererConfig{View: &scrapetest.View{Snap: snap}, RuleReader: reader,
+			Addrs: scrapetest.Addrs{"127.0.0.1", "::1"}, KubeProxyAddress: scrapetest.NoAddress, ProbeTimeout: 2 * time.Second,
 			ExternalIPWindow: time.Minute, Logger: discard()}), everyCollector()...).WithNode("node-1").WithFilter(f)
 		reg := prometheus.NewPedanticRegistry()
 		reg.MustRegister(exp.Bind(context.Background()))

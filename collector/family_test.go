@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
+	"github.com/localtraffic/localtraffic-exporter/collector/scrape/scrapetest"
+
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 
@@ -69,57 +72,50 @@ func dualStackHealthCheck(t *testing.T, a4, a6 hcAnswer) int32 {
 	return 0
 }
 
-type fixedAddrs []string
-
-func (f fixedAddrs) LocalAddrs() ([]net.IP, error) {
-	var out []net.IP
-	for _, a := range f {
-		out = append(out, net.ParseIP(a))
-	}
-	return out, nil
-}
-
-// refusedKubeProxy is an address where nothing listens.
-func refusedKubeProxy(t *testing.T) func(kubeview.NodeState) (string, error) {
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return func(kubeview.NodeState) (string, error) { return addr, nil }
-}
-
 type scrapeSetup struct {
-	view      APIView
+	view      scrape.APIView
 	reader    kernelrules.Reader
-	addrs     fixedAddrs
+	addrs     scrapetest.Addrs
 	kubeProxy func(kubeview.NodeState) (string, error)
-	dataplane DataplaneKind
-	links     fixedLinks
-	// carried: what the gatherer carries across scrapes, shared by every scrape of the setup (each scrape builds
-	// its gatherer anew, so a test can change the setup between scrapes); nil: a fresh one per scrape.
-	carried   *crossScrape
+	dataplane scrape.DataplaneKind
+	links     scrapetest.Links
+	// kept: every scrape of the setup goes through one gatherer, so what a gatherer keeps across scrapes (drop
+	// counters' baselines, kube-proxy seen, the /configz cache) carries over, as in the exporter; the setup's
+	// addresses may change between scrapes. nil: a fresh gatherer per scrape.
+	kept      *keptGatherer
 	window    time.Duration
 	selection *Selection // nil: every collector, every series
 	configz   string     // kube-proxy's /configz URL; "": not read
 }
 
+// keptGatherer is a scrapeSetup's one gatherer and the addresses it reads (the setup's, as of each scrape).
+type keptGatherer struct {
+	g     *scrape.Gatherer
+	addrs scrapetest.Addrs
+}
+
+func (k *keptGatherer) LocalAddrs() ([]net.IP, error) { return k.addrs.LocalAddrs() }
+
 func (s scrapeSetup) scrape(t *testing.T) *prometheus.Registry {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if s.kubeProxy == nil {
-		s.kubeProxy = noAddress
+		s.kubeProxy = scrapetest.NoAddress
 	}
 	if s.window == 0 {
 		s.window = 10 * time.Minute
 	}
-	g := NewGatherer(GathererConfig{View: s.view, RuleReader: s.reader, Addrs: s.addrs, KubeProxyAddress: s.kubeProxy,
-		ProbeTimeout: 2 * time.Second, Dataplane: s.dataplane, Links: s.links, ExternalIPWindow: s.window, ConfigzURL: s.configz,
-		Logger: logger})
-	if s.carried != nil {
-		g.crossScrape = *s.carried
+	k := s.kept
+	if k == nil {
+		k = &keptGatherer{}
 	}
+	k.addrs = s.addrs
+	if k.g == nil {
+		k.g = scrape.NewGatherer(scrape.GathererConfig{View: s.view, RuleReader: s.reader, Addrs: k, KubeProxyAddress: s.kubeProxy,
+			ProbeTimeout: 2 * time.Second, Dataplane: s.dataplane, Links: s.links, ExternalIPWindow: s.window, ConfigzURL: s.configz,
+			Logger: logger})
+	}
+	g := k.g
 	collectors := everyCollector()
 	if s.selection != nil {
 		var err error
@@ -133,14 +129,10 @@ func (s scrapeSetup) scrape(t *testing.T) *prometheus.Registry {
 	return reg
 }
 
-func dualStackNode() kubeview.NodeState {
-	return kubeview.NodeState{Name: "node-1", Found: true, InternalIPs: []string{"127.0.0.1", "::1"}}
-}
-
 func dualStackLB(hcnp int32, local4, local6 int) kubeview.Snapshot {
-	svc := lbService(family(v4, local4, true), family(v6, local6, true))
+	svc := scrapetest.LBService(scrapetest.Family(v4, local4, true), scrapetest.Family(v6, local6, true))
 	svc.HealthCheckNodePort = hcnp
-	return kubeview.Snapshot{Node: dualStackNode(), Services: []kubeview.ServiceState{svc}}
+	return kubeview.Snapshot{Node: scrapetest.DualStackNode(), Services: []kubeview.ServiceState{svc}}
 }
 
 func expectSeries(t *testing.T, reg *prometheus.Registry, want string, names ...string) {
@@ -164,7 +156,7 @@ func expectContains(t *testing.T, reg *prometheus.Registry, name, line string) {
 // per-Service health check series summarise both families (first failing family, smallest count).
 func TestHealthCheckPerFamily(t *testing.T) {
 	hcnp := dualStackHealthCheck(t, hcAnswer{200, 1}, hcAnswer{503, 0})
-	reg := scrapeSetup{view: &fakeView{snap: dualStackLB(hcnp, 1, 0)}, addrs: fixedAddrs{"127.0.0.1", "::1"}}.scrape(t)
+	reg := scrapeSetup{view: &scrapetest.View{Snap: dualStackLB(hcnp, 1, 0)}, addrs: scrapetest.Addrs{"127.0.0.1", "::1"}}.scrape(t)
 	expectSeries(t, reg, `
 localtraffic_blackhole{namespace="kubelings",service="checkout"} 0
 localtraffic_health_check_local_endpoints{namespace="kubelings",service="checkout"} 0
@@ -189,7 +181,7 @@ localtraffic_rules_mismatch{namespace="kubelings",service="checkout"} 0
 // without rules the health check's own count reports the mismatch (item 8).
 func TestHealthCheckFamilyDisagrees(t *testing.T) {
 	hcnp := dualStackHealthCheck(t, hcAnswer{200, 1}, hcAnswer{200, 1})
-	reg := scrapeSetup{view: &fakeView{snap: dualStackLB(hcnp, 1, 0)}, addrs: fixedAddrs{"127.0.0.1", "::1"}}.scrape(t)
+	reg := scrapeSetup{view: &scrapetest.View{Snap: dualStackLB(hcnp, 1, 0)}, addrs: scrapetest.Addrs{"127.0.0.1", "::1"}}.scrape(t)
 	expectSeries(t, reg, `
 localtraffic_blackhole{namespace="kubelings",service="checkout"} 1
 localtraffic_health_check_up{namespace="kubelings",service="checkout"} 1
@@ -201,7 +193,7 @@ localtraffic_rules_mismatch{namespace="kubelings",service="checkout"} 1
 // node drops. A load balancer that checks the port has drained the node: no blackhole page (item 4).
 func TestHealthCheckRefusedDrains(t *testing.T) {
 	hcnp := dualStackHealthCheck(t, hcAnswer{}, hcAnswer{})
-	reg := scrapeSetup{view: &fakeView{snap: dualStackLB(hcnp, 0, 0)}, addrs: fixedAddrs{"127.0.0.1", "::1"}}.scrape(t)
+	reg := scrapeSetup{view: &scrapetest.View{Snap: dualStackLB(hcnp, 0, 0)}, addrs: scrapetest.Addrs{"127.0.0.1", "::1"}}.scrape(t)
 	expectSeries(t, reg, `
 localtraffic_blackhole{namespace="kubelings",service="checkout"} 0
 localtraffic_in_rotation{namespace="kubelings",service="checkout"} 0
@@ -218,7 +210,7 @@ func TestHealthCheckNoAddress(t *testing.T) {
 	hcnp := dualStackHealthCheck(t, hcAnswer{200, 1}, hcAnswer{200, 1})
 	snap := dualStackLB(hcnp, 1, 0)
 	snap.Node.InternalIPs = []string{"127.0.0.1"}
-	reg := scrapeSetup{view: &fakeView{snap: snap}, addrs: fixedAddrs{"127.0.0.1", "::1"}}.scrape(t)
+	reg := scrapeSetup{view: &scrapetest.View{Snap: snap}, addrs: scrapetest.Addrs{"127.0.0.1", "::1"}}.scrape(t)
 	expectSeries(t, reg, `
 localtraffic_blackhole{namespace="kubelings",service="checkout"} 0
 localtraffic_in_rotation{namespace="kubelings",service="checkout"} 1
@@ -229,10 +221,10 @@ localtraffic_in_rotation{namespace="kubelings",service="checkout"} 1
 // Dual-stack rules: the families agree on one Service and disagree on another. Per-port series carry
 // ip_family; the mismatch is judged per family, so agreeing dual-stack Services show none.
 func TestRulesPerFamily(t *testing.T) {
-	agree := nodePortService(0, family(v4, 1, true), family(v6, 1, true))
+	agree := scrapetest.NodePortService(0, scrapetest.Family(v4, 1, true), scrapetest.Family(v6, 1, true))
 	agree.Name = "agree"
-	v6missing := nodePortService(0, family(v4, 1, true), family(v6, 0, true))
-	view := &fakeView{snap: kubeview.Snapshot{Node: dualStackNode(), Services: []kubeview.ServiceState{agree, v6missing}}}
+	v6missing := scrapetest.NodePortService(0, scrapetest.Family(v4, 1, true), scrapetest.Family(v6, 0, true))
+	view := &scrapetest.View{Snap: kubeview.Snapshot{Node: scrapetest.DualStackNode(), Services: []kubeview.ServiceState{agree, v6missing}}}
 	port := func(name string) kernelrules.ServicePort {
 		return kernelrules.ServicePort{Namespace: "kubelings", Name: name, Port: "http", Protocol: "TCP"}
 	}
@@ -242,9 +234,18 @@ func TestRulesPerFamily(t *testing.T) {
 			Drops: []kernelrules.DropRule{{Port: 30090, Packets: 7, Counted: true}}}},
 	})
 	// A scrape before this one saw the IPv6 drop rule with 0 packets (a counter's first value is a baseline).
-	carried := newCrossScrape()
-	carried.drops.count(counterKey{namespace: "kubelings", name: "checkout", port: "http", protocol: "TCP", family: kernelrules.FamilyIPv6}, 0, time.Unix(1700000000-30, 0))
-	reg := scrapeSetup{view: view, reader: &countingReader{snap: snap}, carried: &carried}.scrape(t)
+	before := kernelrules.NewFamilySnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, time.Unix(1700000000-30, 0), map[string]map[kernelrules.ServicePort]kernelrules.PortState{
+		kernelrules.FamilyIPv4: {port("agree"): {Programmed: true, LocalEndpoints: 1}, port("checkout"): {Programmed: true, LocalEndpoints: 1}},
+		kernelrules.FamilyIPv6: {port("agree"): {Programmed: true, LocalEndpoints: 1}, port("checkout"): {Programmed: true, Drop: true,
+			Drops: []kernelrules.DropRule{{Port: 30090, Counted: true}}}},
+	})
+	reader := &scrapetest.Reader{Snap: before}
+	setup := scrapeSetup{view: view, reader: reader, kept: &keptGatherer{}}
+	if _, err := setup.scrape(t).Gather(); err != nil {
+		t.Fatal(err)
+	}
+	reader.Snap = snap
+	reg := setup.scrape(t)
 	expectSeries(t, reg, `
 localtraffic_blackhole{namespace="kubelings",service="agree"} 0
 localtraffic_blackhole{namespace="kubelings",service="checkout"} 1
@@ -260,11 +261,6 @@ localtraffic_rules_mismatch{namespace="kubelings",service="agree"} 0
 localtraffic_rules_mismatch{namespace="kubelings",service="checkout"} 0
 `, "localtraffic_blackhole", "localtraffic_rules_drop", "localtraffic_rules_dropped_packets_total", "localtraffic_rules_mismatch")
 }
-
-// fixedLinks are the host's links.
-type fixedLinks []string
-
-func (f fixedLinks) LinkNames() ([]string, error) { return f, nil }
 
 // everyCollectorOK: no collector failed (a source that does not exist on the node is no failure).
 const everyCollectorOK = `localtraffic_scrape_collector_success{collector="arrivals"} 1
@@ -288,9 +284,9 @@ var dataplaneSeries = []string{"localtraffic_blackhole", "localtraffic_blackhole
 // kube-proxy's health port. It says so, exports no kube-proxy series and no failed collector, and judges from
 // the API view.
 func TestReplacementDetected(t *testing.T) {
-	view := &fakeView{snap: kubeview.Snapshot{Node: dualStackNode(), Services: []kubeview.ServiceState{nodePortService(0)}}}
-	reader := &countingReader{err: kernelrules.ErrNoRules}
-	reg := scrapeSetup{view: view, reader: reader, kubeProxy: refusedKubeProxy(t), links: fixedLinks{"lo", "eth0", "cilium_host", "cilium_net"}}.scrape(t)
+	view := &scrapetest.View{Snap: kubeview.Snapshot{Node: scrapetest.DualStackNode(), Services: []kubeview.ServiceState{scrapetest.NodePortService(0)}}}
+	reader := &scrapetest.Reader{Err: kernelrules.ErrNoRules}
+	reg := scrapeSetup{view: view, reader: reader, kubeProxy: scrapetest.RefusedKubeProxy(t), links: scrapetest.Links{"lo", "eth0", "cilium_host", "cilium_net"}}.scrape(t)
 	expectSeries(t, reg, `
 localtraffic_blackhole{namespace="kubelings",service="checkout"} 1
 localtraffic_blackhole_source_info{source="api"} 1
@@ -303,9 +299,9 @@ localtraffic_dataplane_info{dataplane="replacement"} 1
 // series say so (its alerts fire), the node is not programmed, and nothing drops there, so nothing pages as a
 // blackhole: a NodePort without rules is refused, not blackholed.
 func TestKubeProxyNeverSeenIsMissing(t *testing.T) {
-	view := &fakeView{snap: kubeview.Snapshot{Node: dualStackNode(), Services: []kubeview.ServiceState{nodePortService(0)}}}
-	reader := &countingReader{err: fmt.Errorf("reading: %w", kernelrules.ErrNoRules)}
-	reg := scrapeSetup{view: view, reader: reader, kubeProxy: refusedKubeProxy(t), links: fixedLinks{"lo", "eth0", "flannel.1"}}.scrape(t)
+	view := &scrapetest.View{Snap: kubeview.Snapshot{Node: scrapetest.DualStackNode(), Services: []kubeview.ServiceState{scrapetest.NodePortService(0)}}}
+	reader := &scrapetest.Reader{Err: fmt.Errorf("reading: %w", kernelrules.ErrNoRules)}
+	reg := scrapeSetup{view: view, reader: reader, kubeProxy: scrapetest.RefusedKubeProxy(t), links: scrapetest.Links{"lo", "eth0", "flannel.1"}}.scrape(t)
 	expectSeries(t, reg, `
 localtraffic_blackhole{namespace="kubelings",service="checkout"} 0
 localtraffic_blackhole_source_info{source="rules"} 1
@@ -321,9 +317,9 @@ localtraffic_rules_read_success 1
 // Before kube-proxy's first sync its health server answers 200 (nothing queued, nothing synced: healthy) while
 // no rule exists yet. The node is not programmed: no blackhole, no mismatch, a clear state.
 func TestKubeProxyNotProgrammed(t *testing.T) {
-	view := &fakeView{snap: kubeview.Snapshot{Node: dualStackNode(), Services: []kubeview.ServiceState{nodePortService(0), nodePortService(1)}}}
-	view.snap.Services[1].Name = "web"
-	reader := &countingReader{err: kernelrules.ErrNoRules}
+	view := &scrapetest.View{Snap: kubeview.Snapshot{Node: scrapetest.DualStackNode(), Services: []kubeview.ServiceState{scrapetest.NodePortService(0), scrapetest.NodePortService(1)}}}
+	view.Snap.Services[1].Name = "web"
+	reader := &scrapetest.Reader{Err: kernelrules.ErrNoRules}
 	// kube-proxy v1.37.2 before its first sync: 200 (its sync loop marked it updated at start, nothing is queued
 	// until its informers have listed), lastUpdated rewritten to now as on every 200.
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -346,7 +342,7 @@ localtraffic_rules_read_success 1
 `+everyCollectorOK, dataplaneSeries...)
 	// Once kube-proxy syncs, its rules decide again and the node is programmed.
 	sp := kernelrules.ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}
-	reader.err, reader.snap = nil, kernelrules.NewSnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, []string{kernelrules.FamilyIPv4}, time.Unix(1700000000, 0),
+	reader.Err, reader.Snap = nil, kernelrules.NewSnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, []string{kernelrules.FamilyIPv4}, time.Unix(1700000000, 0),
 		map[kernelrules.ServicePort]kernelrules.PortState{sp: {Programmed: true, Drop: true, Drops: []kernelrules.DropRule{{Port: 30090, Counted: true}}}})
 	expectSeries(t, scrapeSetup{view: view, reader: reader, kubeProxy: kp}.scrape(t), `
 localtraffic_blackhole{namespace="kubelings",service="checkout"} 1
@@ -359,15 +355,14 @@ localtraffic_kube_proxy_programmed 1
 // node whose kube-proxy is down: its alerts must fire, so it is not taken for a replacement, even beside a
 // replacement's link (Cilium running beside kube-proxy).
 func TestKubeProxyGoneIsNotAReplacement(t *testing.T) {
-	view := &fakeView{snap: kubeview.Snapshot{Node: dualStackNode(), Services: []kubeview.ServiceState{nodePortService(0)}}}
-	carried := newCrossScrape()
-	reader := &countingReader{snap: kernelrules.NewSnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, nil, time.Unix(1700000000, 0), nil)}
-	setup := scrapeSetup{view: view, reader: reader, kubeProxy: refusedKubeProxy(t), carried: &carried, links: fixedLinks{"cilium_host"}}
+	view := &scrapetest.View{Snap: kubeview.Snapshot{Node: scrapetest.DualStackNode(), Services: []kubeview.ServiceState{scrapetest.NodePortService(0)}}}
+	reader := &scrapetest.Reader{Snap: kernelrules.NewSnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, nil, time.Unix(1700000000, 0), nil)}
+	setup := scrapeSetup{view: view, reader: reader, kubeProxy: scrapetest.RefusedKubeProxy(t), kept: &keptGatherer{}, links: scrapetest.Links{"cilium_host"}}
 	expectSeries(t, setup.scrape(t), `
 localtraffic_dataplane_info{dataplane="kube-proxy"} 1
 localtraffic_kube_proxy_programmed 1
 `, "localtraffic_dataplane_info", "localtraffic_kube_proxy_programmed")
-	reader.snap, reader.err = nil, kernelrules.ErrNoRules
+	reader.Snap, reader.Err = nil, kernelrules.ErrNoRules
 	reg := setup.scrape(t)
 	expectSeries(t, reg, `
 localtraffic_dataplane_info{dataplane="kube-proxy"} 1
@@ -382,26 +377,29 @@ localtraffic_rules_read_success 1
 // health server not (yet) where the exporter looks. kube-proxy was seen: that node is not a replacement, even
 // beside a replacement's link, and stays a kube-proxy node once /configz goes quiet too.
 func TestKubeProxySeenByItsConfigzIsNotAReplacement(t *testing.T) {
-	view := &fakeView{snap: kubeview.Snapshot{Node: dualStackNode(), Services: []kubeview.ServiceState{nodePortService(0)}}}
-	carried := newCrossScrape()
-	reader := &countingReader{err: kernelrules.ErrNoRules}
-	setup := scrapeSetup{view: view, reader: reader, kubeProxy: refusedKubeProxy(t), carried: &carried,
-		links: fixedLinks{"cilium_host"}, configz: configzServer(t, `{"mode":"iptables"}`)}
+	view := &scrapetest.View{Snap: kubeview.Snapshot{Node: scrapetest.DualStackNode(), Services: []kubeview.ServiceState{scrapetest.NodePortService(0)}}}
+	reader := &scrapetest.Reader{Err: kernelrules.ErrNoRules}
+	configz := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, `{"kubeproxy.config.k8s.io":{"mode":"iptables"}}`)
+	}))
+	t.Cleanup(configz.Close)
+	setup := scrapeSetup{view: view, reader: reader, kubeProxy: scrapetest.RefusedKubeProxy(t), kept: &keptGatherer{},
+		links: scrapetest.Links{"cilium_host"}, configz: configz.URL + "/configz"}
 	expectSeries(t, setup.scrape(t), `localtraffic_dataplane_info{dataplane="kube-proxy"} 1`, "localtraffic_dataplane_info")
-	setup.configz = ""
+	configz.Close() // quiet from now on
 	expectSeries(t, setup.scrape(t), `localtraffic_dataplane_info{dataplane="kube-proxy"} 1`, "localtraffic_dataplane_info")
-	// Control: never seen, the same node is a replacement.
-	setup.carried = nil
+	// Control: never seen (a fresh gatherer, /configz quiet), the same node is a replacement.
+	setup.kept = nil
 	expectSeries(t, setup.scrape(t), `localtraffic_dataplane_info{dataplane="replacement"} 1`, "localtraffic_dataplane_info")
 }
 
 // --dataplane=replacement says so without detection; IPVS is reported as ipvs.
 func TestDataplaneFlagAndIPVS(t *testing.T) {
-	view := &fakeView{snap: kubeview.Snapshot{Node: dualStackNode(), Services: []kubeview.ServiceState{nodePortService(0)}}}
-	reg := scrapeSetup{view: view, dataplane: DataplaneReplacement}.scrape(t)
+	view := &scrapetest.View{Snap: kubeview.Snapshot{Node: scrapetest.DualStackNode(), Services: []kubeview.ServiceState{scrapetest.NodePortService(0)}}}
+	reg := scrapeSetup{view: view, dataplane: scrape.DataplaneReplacement}.scrape(t)
 	expectSeries(t, reg, `localtraffic_dataplane_info{dataplane="replacement"} 1`, "localtraffic_dataplane_info", "localtraffic_kube_proxy_up")
-	ipvs := &countingReader{snap: kernelrules.NewSnapshot(kernelrules.ModeIPVS, "", nil, time.Unix(1700000000, 0), nil),
-		err: fmt.Errorf("reading: %w", kernelrules.ErrUnsupported)}
+	ipvs := &scrapetest.Reader{Snap: kernelrules.NewSnapshot(kernelrules.ModeIPVS, "", nil, time.Unix(1700000000, 0), nil),
+		Err: fmt.Errorf("reading: %w", kernelrules.ErrUnsupported)}
 	reg = scrapeSetup{view: view, reader: ipvs}.scrape(t)
 	expectSeries(t, reg, `
 localtraffic_blackhole_source_info{source="api"} 1
@@ -414,11 +412,11 @@ localtraffic_rules_supported 0
 // and the address is not here: no page. Scrape 2: its counter grew: traffic arrives and is dropped: page.
 // Scrape 3, past the window without growth: no page. Then the address is assigned to the node: page.
 func TestExternalIPEvidence(t *testing.T) {
-	svc := nodePortService(0)
+	svc := scrapetest.NodePortService(0)
 	svc.Type = corev1.ServiceTypeClusterIP
 	svc.Families[0].Ports[0].NodePort = 0
 	svc.ExternalIPs = []string{"198.51.100.7"}
-	view := &fakeView{snap: kubeview.Snapshot{Node: dualStackNode(), Services: []kubeview.ServiceState{svc}}}
+	view := &scrapetest.View{Snap: kubeview.Snapshot{Node: scrapetest.DualStackNode(), Services: []kubeview.ServiceState{svc}}}
 	sp := kernelrules.ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}
 	at := time.Unix(1700000000, 0)
 	snapAt := func(packets uint64, t time.Time) *kernelrules.Snapshot {
@@ -426,13 +424,12 @@ func TestExternalIPEvidence(t *testing.T) {
 			map[kernelrules.ServicePort]kernelrules.PortState{sp: {Programmed: true, Drop: true, DropPackets: packets,
 				Drops: []kernelrules.DropRule{{Address: "198.51.100.7", Port: 80, Packets: packets, Counted: true}}}})
 	}
-	reader := &countingReader{snap: snapAt(0, at)}
-	carried := newCrossScrape()
-	setup := scrapeSetup{view: view, reader: reader, carried: &carried, window: time.Minute, addrs: fixedAddrs{"127.0.0.1"}}
+	reader := &scrapetest.Reader{Snap: snapAt(0, at)}
+	setup := scrapeSetup{view: view, reader: reader, kept: &keptGatherer{}, window: time.Minute, addrs: scrapetest.Addrs{"127.0.0.1"}}
 	steps := []struct {
 		packets uint64
 		after   time.Duration
-		addrs   fixedAddrs
+		addrs   scrapetest.Addrs
 		want    string
 	}{
 		{0, 0, nil, "0"},
@@ -440,11 +437,11 @@ func TestExternalIPEvidence(t *testing.T) {
 		{5, 60 * time.Second, nil, "1"},  // grew 30 s ago: within the window
 		{5, 120 * time.Second, nil, "0"}, // 90 s without growth
 		{2, 150 * time.Second, nil, "1"}, // kube-proxy rewrote the rule and it counted 2 new packets
-		{2, 300 * time.Second, fixedAddrs{"127.0.0.1", "198.51.100.7"}, "1"},
+		{2, 300 * time.Second, scrapetest.Addrs{"127.0.0.1", "198.51.100.7"}, "1"},
 	}
 	for i, s := range steps {
-		reader.snap = snapAt(s.packets, at.Add(s.after))
-		setup.addrs = append(fixedAddrs{"127.0.0.1"}, s.addrs...)
+		reader.Snap = snapAt(s.packets, at.Add(s.after))
+		setup.addrs = append(scrapetest.Addrs{"127.0.0.1"}, s.addrs...)
 		reg := setup.scrape(t)
 		got := series(t, reg, "localtraffic_blackhole")
 		if want := `localtraffic_blackhole{namespace="kubelings",service="checkout"} ` + s.want; got != want {
@@ -459,8 +456,8 @@ func TestNodePortAddressesChooseTheProbeAddress(t *testing.T) {
 	snap := dualStackLB(hcnp, 1, 1)
 	snap.Node.InternalIPs = []string{"192.0.2.1", "2001:db8::1"} // not local: only the CIDRs find ::1 and 127.0.0.1
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	g := NewGatherer(GathererConfig{View: &fakeView{snap: snap}, Addrs: fixedAddrs{"127.0.0.1", "::1", "192.0.2.1"},
-		KubeProxyAddress: noAddress, NodePortAddresses: []string{"127.0.0.0/8", "::1/128"}, Logger: logger})
+	g := scrape.NewGatherer(scrape.GathererConfig{View: &scrapetest.View{Snap: snap}, Addrs: scrapetest.Addrs{"127.0.0.1", "::1", "192.0.2.1"},
+		KubeProxyAddress: scrapetest.NoAddress, NodePortAddresses: []string{"127.0.0.0/8", "::1/128"}, Logger: logger})
 	st := g.Gather(context.Background())
 	if st.APIErr != nil {
 		t.Fatal(st.APIErr)
@@ -492,7 +489,7 @@ func TestConfigzCachedAndBounded(t *testing.T) {
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	g := NewGatherer(GathererConfig{View: &fakeView{snap: kubeview.Snapshot{Node: dualStackNode()}}, KubeProxyAddress: noAddress,
+	g := scrape.NewGatherer(scrape.GathererConfig{View: &scrapetest.View{Snap: kubeview.Snapshot{Node: scrapetest.DualStackNode()}}, KubeProxyAddress: scrapetest.NoAddress,
 		ConfigzURL: "http://" + l.Addr().String() + "/configz", Logger: logger})
 	for range 3 {
 		if st := g.Gather(context.Background()); !slices.Equal(st.KubeProxyConfig.NodePortAddresses, []string{"127.0.0.0/8"}) {
@@ -518,8 +515,8 @@ func TestConfigzCachedAndBounded(t *testing.T) {
 		}
 	}()
 	hcnp := dualStackHealthCheck(t, hcAnswer{200, 1}, hcAnswer{200, 1})
-	g = NewGatherer(GathererConfig{View: &fakeView{snap: dualStackLB(hcnp, 1, 1)}, Addrs: fixedAddrs{"127.0.0.1", "::1"},
-		KubeProxyAddress: noAddress, ConfigzURL: "http://" + hang.Addr().String() + "/configz", ProbeTimeout: 5 * time.Second, Logger: logger})
+	g = scrape.NewGatherer(scrape.GathererConfig{View: &scrapetest.View{Snap: dualStackLB(hcnp, 1, 1)}, Addrs: scrapetest.Addrs{"127.0.0.1", "::1"},
+		KubeProxyAddress: scrapetest.NoAddress, ConfigzURL: "http://" + hang.Addr().String() + "/configz", ProbeTimeout: 5 * time.Second, Logger: logger})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	st := g.Gather(ctx)

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/localtraffic/localtraffic-exporter/collector/scrape/scrapetest"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
@@ -53,9 +55,9 @@ func TestExporterFilter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	view := &fakeView{snap: checkoutSnapshot(0)}
+	view := &scrapetest.View{Snap: checkoutSnapshot(0)}
 	sp := kernelrules.ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}
-	reader := &countingReader{snap: kernelrules.NewSnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, []string{kernelrules.FamilyIPv4},
+	reader := &scrapetest.Reader{Snap: kernelrules.NewSnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, []string{kernelrules.FamilyIPv4},
 		time.Unix(1700000000, 0), map[kernelrules.ServicePort]kernelrules.PortState{sp: {Programmed: true, Drop: true}})}
 	full := prometheus.NewPedanticRegistry()
 	full.MustRegister(testExporter(view, reader).Bind(context.Background()))

@@ -9,9 +9,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
+	"github.com/localtraffic/localtraffic-exporter/collector/scrape/scrapetest"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -19,52 +21,24 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
 
-// fakeView is an APIView over a fixed snapshot that counts how often it is read.
-type fakeView struct {
-	snap      kubeview.Snapshot
-	err       error
-	snapshots atomic.Int32
-}
-
-func (f *fakeView) Snapshot() (kubeview.Snapshot, error) {
-	f.snapshots.Add(1)
-	return f.snap, f.err
-}
-
-func (f *fakeView) Node() (kubeview.NodeState, error) { return f.snap.Node, nil }
-
-// countingReader returns one snapshot and counts reads.
-type countingReader struct {
-	snap  *kernelrules.Snapshot
-	err   error
-	reads atomic.Int32
-}
-
-func (c *countingReader) Read(context.Context) (*kernelrules.Snapshot, error) {
-	c.reads.Add(1)
-	return c.snap, c.err
-}
-
-func noAddress(kubeview.NodeState) (string, error) { return "", errors.New("no address in this test") }
-
-func testExporter(view APIView, reader kernelrules.Reader) *Exporter {
+func testExporter(view scrape.APIView, reader kernelrules.Reader) *Exporter {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	g := NewGatherer(GathererConfig{View: view, RuleReader: reader, KubeProxyAddress: noAddress,
+	g := scrape.NewGatherer(scrape.GathererConfig{View: view, RuleReader: reader, KubeProxyAddress: scrapetest.NoAddress,
 		ProbeTimeout: time.Second, Logger: logger})
 	return NewExporter(logger, g, everyCollector()...)
 }
 
 func checkoutSnapshot(local int) kubeview.Snapshot {
 	return kubeview.Snapshot{Node: kubeview.NodeState{Name: "node-1", Found: true},
-		Services: []kubeview.ServiceState{nodePortService(local)}}
+		Services: []kubeview.ServiceState{scrapetest.NodePortService(local)}}
 }
 
 // One scrape takes one API snapshot and one rules read, and every collector renders them: blackhole and
 // rules_mismatch speak of the same read.
 func TestOneStatePerScrape(t *testing.T) {
-	view := &fakeView{snap: checkoutSnapshot(1)}
+	view := &scrapetest.View{Snap: checkoutSnapshot(1)}
 	sp := kernelrules.ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}
-	reader := &countingReader{snap: kernelrules.NewSnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, []string{kernelrules.FamilyIPv4},
+	reader := &scrapetest.Reader{Snap: kernelrules.NewSnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, []string{kernelrules.FamilyIPv4},
 		time.Unix(1700000000, 0), map[kernelrules.ServicePort]kernelrules.PortState{sp: {Programmed: true, Drop: true, DropPackets: 3,
 			Drops: []kernelrules.DropRule{{Port: 30090, Packets: 3, Counted: true}}}})}
 	reg := prometheus.NewPedanticRegistry()
@@ -74,15 +48,15 @@ localtraffic_rules_mismatch{namespace="kubelings",service="checkout"} 1`
 	if got := series(t, reg, "localtraffic_blackhole", "localtraffic_rules_mismatch"); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
-	if n, m := view.snapshots.Load(), reader.reads.Load(); n != 1 || m != 1 {
+	if n, m := view.Snapshots.Load(), reader.Reads.Load(); n != 1 || m != 1 {
 		t.Errorf("one scrape took %d API snapshots and %d rules reads, want 1 and 1", n, m)
 	}
 }
 
 // A failed input counts against the collectors that render it, and only those.
 func TestInputFailureCountsAgainstItsCollectors(t *testing.T) {
-	view := &fakeView{snap: checkoutSnapshot(0), err: kubeview.ErrNotSynced}
-	reader := &countingReader{err: errors.New("iptables-save: exit status 1")}
+	view := &scrapetest.View{Snap: checkoutSnapshot(0), Err: kubeview.ErrNotSynced}
+	reader := &scrapetest.Reader{Err: errors.New("iptables-save: exit status 1")}
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(testExporter(view, reader).Bind(context.Background()))
 	want := `localtraffic_scrape_collector_success{collector="arrivals"} 1

@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -41,9 +42,9 @@ func (*Informers) Metrics() []*Metric {
 	return []*Metric{informerSynced, informerLastEvent, informerLastSuccess, informerList, informerWatch}
 }
 
-func (*Informers) Inputs() []Input { return []Input{InputInformers} }
+func (*Informers) Inputs() []scrape.Input { return []scrape.Input{scrape.InputInformers} }
 
-func (*Informers) Update(st *State, out *Sink) error {
+func (*Informers) Update(st *scrape.State, out *Sink) error {
 	for _, inf := range st.Informers {
 		out.send(informerSynced, boolFloat(inf.Synced), inf.Resource)
 		if !inf.LastEvent.IsZero() {

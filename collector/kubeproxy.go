@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 )
 
@@ -45,15 +46,17 @@ func (*KubeProxy) Metrics() []*Metric {
 	return []*Metric{kubeProxyUp, kubeProxyResult, kubeProxyEligible, kubeProxyHealthy, kubeProxyLastSync, kubeProxyDuration, kubeProxyConfigState}
 }
 
-func (*KubeProxy) Inputs() []Input { return []Input{InputNode, InputKubeProxy} }
+func (*KubeProxy) Inputs() []scrape.Input {
+	return []scrape.Input{scrape.InputNode, scrape.InputKubeProxy}
+}
 
-func (*KubeProxy) Update(st *State, out *Sink) error {
-	if st.Dataplane == DataplaneReplacement {
+func (*KubeProxy) Update(st *scrape.State, out *Sink) error {
+	if st.Dataplane == scrape.DataplaneReplacement {
 		// No kube-proxy here: nothing to report, and nothing that would fire its alerts.
 		return nil
 	}
 	if st.KubeProxyConfigState != "" {
-		for _, s := range ConfigStates {
+		for _, s := range scrape.ConfigStates {
 			out.send(kubeProxyConfigState, boolFloat(s == st.KubeProxyConfigState), string(s))
 		}
 	}

@@ -2,15 +2,20 @@ package collector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
+	"github.com/localtraffic/localtraffic-exporter/collector/scrape/scrapetest"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -29,10 +34,10 @@ func configzServer(t *testing.T, object string) string {
 	return srv.URL + "/configz"
 }
 
-func gatherWithConfigz(t *testing.T, view APIView, reader kernelrules.Reader, addrs fixedAddrs, configz string) *prometheus.Registry {
+func gatherWithConfigz(t *testing.T, view scrape.APIView, reader kernelrules.Reader, addrs scrapetest.Addrs, configz string) *prometheus.Registry {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	g := NewGatherer(GathererConfig{View: view, RuleReader: reader, Addrs: addrs, ConfigzURL: configz,
+	g := scrape.NewGatherer(scrape.GathererConfig{View: view, RuleReader: reader, Addrs: addrs, ConfigzURL: configz,
 		ProbeTimeout: 2 * time.Second, Logger: logger})
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(NewExporter(logger, g, everyCollector()...).Bind(context.Background()))
@@ -50,8 +55,8 @@ func TestKubeProxyHealthzBindAddressFromConfigz(t *testing.T) {
 	t.Cleanup(kp.Close)
 	_, port, _ := net.SplitHostPort(kp.Listener.Addr().String())
 	// The node's InternalIP is local, but nothing of kube-proxy's listens there.
-	view := &fakeView{snap: kubeview.Snapshot{Node: kubeview.NodeState{Name: "node-1", Found: true, InternalIPs: []string{"127.0.0.2"}}}}
-	addrs := fixedAddrs{"127.0.0.1", "127.0.0.2"}
+	view := &scrapetest.View{Snap: kubeview.Snapshot{Node: kubeview.NodeState{Name: "node-1", Found: true, InternalIPs: []string{"127.0.0.2"}}}}
+	addrs := scrapetest.Addrs{"127.0.0.1", "127.0.0.2"}
 
 	reg := gatherWithConfigz(t, view, nil, addrs, configzServer(t, `{"healthzBindAddress":"127.0.0.1:`+port+`"}`))
 	expectSeries(t, reg, `
@@ -75,15 +80,15 @@ localtraffic_kube_proxy_up{endpoint="livez"} 1
 // ClusterIP Service with one and no local endpoint is then neither a drop nor a mismatch. With the gate on,
 // the same rules (no drop for the address) disagree with the API.
 func TestAllowServiceExternalIPsOff(t *testing.T) {
-	svc := nodePortService(0)
+	svc := scrapetest.NodePortService(0)
 	svc.Type, svc.Ports[0].NodePort, svc.Families[0].Ports[0].NodePort = corev1.ServiceTypeClusterIP, 0, 0
 	svc.ExternalIPs = []string{"198.51.100.7"}
-	view := &fakeView{snap: kubeview.Snapshot{Node: dualStackNode(), Services: []kubeview.ServiceState{svc}}}
+	view := &scrapetest.View{Snap: kubeview.Snapshot{Node: scrapetest.DualStackNode(), Services: []kubeview.ServiceState{svc}}}
 	sp := kernelrules.ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}
 	// What kube-proxy programs with the gate off: the Service's chains, no externalIP drop.
-	reader := &countingReader{snap: kernelrules.NewSnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, []string{kernelrules.FamilyIPv4}, time.Unix(1700000000, 0),
+	reader := &scrapetest.Reader{Snap: kernelrules.NewSnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, []string{kernelrules.FamilyIPv4}, time.Unix(1700000000, 0),
 		map[kernelrules.ServicePort]kernelrules.PortState{sp: {Programmed: true}})}
-	addrs := fixedAddrs{"127.0.0.1", "198.51.100.7"} // the address is even held here: still nothing drops it
+	addrs := scrapetest.Addrs{"127.0.0.1", "198.51.100.7"} // the address is even held here: still nothing drops it
 
 	reg := gatherWithConfigz(t, view, reader, addrs, configzServer(t, `{"featureGates":{"AllowServiceExternalIPs":false}}`))
 	expectSeries(t, reg, `
@@ -117,9 +122,9 @@ func TestConfigzReadAgainWhenKubeProxyMoves(t *testing.T) {
 		fmt.Fprintf(w, `{"kubeproxy.config.k8s.io":{"healthzBindAddress":%q}}`, bind.Load())
 	}))
 	t.Cleanup(configz.Close)
-	view := &fakeView{snap: kubeview.Snapshot{Node: kubeview.NodeState{Name: "node-1", Found: true, InternalIPs: []string{"127.0.0.2"}}}}
+	view := &scrapetest.View{Snap: kubeview.Snapshot{Node: kubeview.NodeState{Name: "node-1", Found: true, InternalIPs: []string{"127.0.0.2"}}}}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	g := NewGatherer(GathererConfig{View: view, Addrs: fixedAddrs{"127.0.0.1", "127.0.0.2"}, ConfigzURL: configz.URL + "/configz",
+	g := scrape.NewGatherer(scrape.GathererConfig{View: view, Addrs: scrapetest.Addrs{"127.0.0.1", "127.0.0.2"}, ConfigzURL: configz.URL + "/configz",
 		ProbeTimeout: 2 * time.Second, Logger: logger})
 	up := func() bool { return g.Gather(context.Background()).KubeProxy.Livez.Up() }
 	if up() {
@@ -134,51 +139,18 @@ func TestConfigzReadAgainWhenKubeProxyMoves(t *testing.T) {
 	}
 }
 
-// Where the exporter's view of kube-proxy's configuration comes from is exported: read from /configz (here from
-// the fallback address, as on a node where kube-proxy's metrics server binds [::1]), its last read while
-// /configz is unreadable, or kube-proxy's defaults before any read.
-func TestKubeProxyConfigState(t *testing.T) {
-	var up atomic.Bool
-	up.Store(true)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		if !up.Load() {
-			http.Error(w, "down", http.StatusServiceUnavailable)
-			return
-		}
-		io.WriteString(w, `{"kubeproxy.config.k8s.io":{"detectLocalMode":"InterfaceNamePrefix","detectLocal":{"interfaceNamePrefix":"cali"}}}`)
-	}))
-	t.Cleanup(srv.Close)
-	refused := httptest.NewServer(http.NotFoundHandler())
-	refusedURL := refused.URL + "/configz"
-	refused.Close() // nothing listens there any more: refused, as 127.0.0.1:10249 where kube-proxy binds [::1]
-
+// Where the exporter's view of kube-proxy's configuration comes from is exported, one-hot (the scrape package's
+// tests decide it: TestKubeProxyConfigState there).
+func TestKubeProxyConfigStateOneHot(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	view := &fakeView{snap: kubeview.Snapshot{Node: kubeview.NodeState{Name: "node-1", Found: true, InternalIPs: []string{"127.0.0.1"}}}}
-	g := NewGatherer(GathererConfig{View: view, Addrs: fixedAddrs{"127.0.0.1"}, ConfigzURL: refusedURL,
-		ConfigzFallbackURL: srv.URL + "/configz", KubeProxyAddress: noAddress, ProbeTimeout: 2 * time.Second, Logger: logger})
-	st := g.Gather(context.Background())
-	if st.KubeProxyConfigState != ConfigRead || st.KubeProxyConfig.DetectLocal == nil ||
-		st.KubeProxyConfig.DetectLocal.InterfaceNamePrefix != "cali" {
-		t.Fatalf("fallback: state %q, config %+v (%v)", st.KubeProxyConfigState, st.KubeProxyConfig.DetectLocal, st.KubeProxyConfigErr)
+	for _, state := range scrape.ConfigStates {
+		st := &scrape.State{KubeProxyConfigState: state, KubeProxy: scrape.KubeProxyState{Err: errors.New("no address to probe in this test")}}
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(NewExporter(logger, fixedState{st}, NewKubeProxy()).Bind(context.Background()))
+		var want strings.Builder
+		for _, s := range scrape.ConfigStates {
+			fmt.Fprintf(&want, "localtraffic_kube_proxy_config_state{state=%q} %d\n", s, map[bool]int{true: 1}[s == state])
+		}
+		expectSeries(t, reg, want.String(), "localtraffic_kube_proxy_config_state")
 	}
-	up.Store(false)
-	g.configz.markStale()
-	if st := g.Gather(context.Background()); st.KubeProxyConfigState != ConfigLastKnown || st.KubeProxyConfig.DetectLocal == nil {
-		t.Errorf("unreadable after a read: state %q, detector %+v", st.KubeProxyConfigState, st.KubeProxyConfig.DetectLocal)
-	}
-
-	g = NewGatherer(GathererConfig{View: view, Addrs: fixedAddrs{"127.0.0.1"}, ConfigzURL: srv.URL + "/configz",
-		KubeProxyAddress: noAddress, ProbeTimeout: 2 * time.Second, Logger: logger})
-	st = g.Gather(context.Background())
-	if st.KubeProxyConfigState != ConfigDefaults || st.KubeProxyConfig.DetectLocal != nil {
-		t.Errorf("never read: state %q, detector %+v", st.KubeProxyConfigState, st.KubeProxyConfig.DetectLocal)
-	}
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(NewExporter(logger, fixedState{st}, NewKubeProxy()).Bind(context.Background()))
-	expectSeries(t, reg, `
-localtraffic_kube_proxy_config_state{state="defaults"} 1
-localtraffic_kube_proxy_config_state{state="last_known"} 0
-localtraffic_kube_proxy_config_state{state="not_read"} 0
-localtraffic_kube_proxy_config_state{state="read"} 0
-`, "localtraffic_kube_proxy_config_state")
 }

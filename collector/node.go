@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -23,9 +24,9 @@ func (*Node) Name() string { return "node" }
 
 func (*Node) Metrics() []*Metric { return []*Metric{nodeFound, nodeDraining, nodeExcluded} }
 
-func (*Node) Inputs() []Input { return []Input{InputNode} }
+func (*Node) Inputs() []scrape.Input { return []scrape.Input{scrape.InputNode} }
 
-func (*Node) Update(st *State, out *Sink) error {
+func (*Node) Update(st *scrape.State, out *Sink) error {
 	if st.NodeErr != nil {
 		return st.NodeErr
 	}

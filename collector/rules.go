@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
 
@@ -52,10 +53,12 @@ func (*Rules) Metrics() []*Metric {
 }
 
 // Inputs: without rules, the mismatch comes from the health check probes.
-func (*Rules) Inputs() []Input { return []Input{InputAPI, InputRules, InputHealthChecks} }
+func (*Rules) Inputs() []scrape.Input {
+	return []scrape.Input{scrape.InputAPI, scrape.InputRules, scrape.InputHealthChecks}
+}
 
-func (c *Rules) Update(st *State, out *Sink) error {
-	if st.Dataplane == DataplaneReplacement {
+func (c *Rules) Update(st *scrape.State, out *Sink) error {
+	if st.Dataplane == scrape.DataplaneReplacement {
 		// No kube-proxy rules exist here by design: not a failed read, no mismatch to report.
 		return fmt.Errorf("%w: no kube-proxy on this node (dataplane %s)", ErrNoData, st.Dataplane)
 	}
@@ -120,7 +123,7 @@ func (c *Rules) Update(st *State, out *Sink) error {
 
 // apiMismatch exports localtraffic_rules_mismatch when no rules were read: for the Services whose health
 // check node port gave kube-proxy's own local endpoint count (item 8); none for the others.
-func apiMismatch(st *State, out *Sink) {
+func apiMismatch(st *scrape.State, out *Sink) {
 	for _, r := range st.Services {
 		if r.MismatchKnown {
 			out.send(rulesMismatch, boolFloat(r.Mismatch), r.Service.Namespace, r.Service.Name)

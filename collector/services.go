@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 )
 
@@ -60,9 +61,11 @@ func (*Services) Metrics() []*Metric {
 }
 
 // Inputs: the verdict waits for the rules read as well as the probes.
-func (*Services) Inputs() []Input { return []Input{InputAPI, InputHealthChecks, InputRules} }
+func (*Services) Inputs() []scrape.Input {
+	return []scrape.Input{scrape.InputAPI, scrape.InputHealthChecks, scrape.InputRules}
+}
 
-func (*Services) Update(st *State, out *Sink) error {
+func (*Services) Update(st *scrape.State, out *Sink) error {
 	if st.APIErr != nil {
 		return st.APIErr
 	}
@@ -102,9 +105,11 @@ func (*ServiceDetails) Metrics() []*Metric {
 		healthCheckProxyHealthy, healthCheckDuration}
 }
 
-func (*ServiceDetails) Inputs() []Input { return []Input{InputAPI, InputHealthChecks} }
+func (*ServiceDetails) Inputs() []scrape.Input {
+	return []scrape.Input{scrape.InputAPI, scrape.InputHealthChecks}
+}
 
-func (*ServiceDetails) Update(st *State, out *Sink) error {
+func (*ServiceDetails) Update(st *scrape.State, out *Sink) error {
 	if st.APIErr != nil {
 		return st.APIErr
 	}
@@ -145,7 +150,7 @@ type checkSummary struct {
 	duration       time.Duration    // the longest probe
 }
 
-func summarizeChecks(checks []FamilyCheck) checkSummary {
+func summarizeChecks(checks []scrape.FamilyCheck) checkSummary {
 	s := checkSummary{up: true, result: nodeprobe.ResultOK, localEndpoints: -1}
 	for _, c := range checks {
 		if c.Result != nodeprobe.ResultOK {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/localtraffic/localtraffic-exporter/collector"
+	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
 )
 
 func TestScrapeTimeout(t *testing.T) {
@@ -63,22 +64,22 @@ type deadlineCollector struct {
 
 func (*deadlineCollector) Name() string                 { return "deadline" }
 func (*deadlineCollector) Metrics() []*collector.Metric { return nil }
-func (*deadlineCollector) Inputs() []collector.Input    { return nil }
+func (*deadlineCollector) Inputs() []scrape.Input       { return nil }
 
-func (d *deadlineCollector) Gather(ctx context.Context) *collector.State {
+func (d *deadlineCollector) Gather(ctx context.Context) *scrape.State {
 	d.seen <- ctx
 	if d.release != nil {
 		select {
 		case <-d.release:
 		case <-ctx.Done():
 			// What a real input does when the scrape's deadline passes: it is recorded as failed.
-			return &collector.State{NodeErr: ctx.Err()}
+			return &scrape.State{NodeErr: ctx.Err()}
 		}
 	}
-	return &collector.State{}
+	return &scrape.State{}
 }
 
-func (d *deadlineCollector) Update(st *collector.State, _ *collector.Sink) error {
+func (d *deadlineCollector) Update(st *scrape.State, _ *collector.Sink) error {
 	return st.NodeErr
 }
 
@@ -88,7 +89,7 @@ func newTestHandler(c *deadlineCollector, maxRequests int) *metricsHandler {
 	return newMetricsHandler(collector.NewExporter(logger, c, c), opts, logger)
 }
 
-func scrape(t *testing.T, url string, header string) (int, string) {
+func getMetrics(t *testing.T, url string, header string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
@@ -127,7 +128,7 @@ func TestMetricsHandlerDeadlineFromHeader(t *testing.T) {
 	for _, tc := range tests {
 		t.Run("header="+tc.header, func(t *testing.T) {
 			sent := time.Now()
-			status, body := scrape(t, srv.URL, tc.header)
+			status, body := getMetrics(t, srv.URL, tc.header)
 			answered := time.Now()
 			if status != http.StatusOK {
 				t.Fatalf("status %d: %s", status, body)
@@ -150,7 +151,7 @@ func TestMetricsHandlerOutput(t *testing.T) {
 	c := &deadlineCollector{seen: make(chan context.Context, 1)}
 	srv := httptest.NewServer(newTestHandler(c, 10))
 	defer srv.Close()
-	status, body := scrape(t, srv.URL, "10")
+	status, body := getMetrics(t, srv.URL, "10")
 	<-c.seen
 	if status != http.StatusOK {
 		t.Fatalf("status %d: %s", status, body)
@@ -182,7 +183,7 @@ func TestMetricsHandlerSlowCollectorGivesUpAtDeadline(t *testing.T) {
 	defer close(c.release)
 	srv := httptest.NewServer(newTestHandler(c, 10))
 	defer srv.Close()
-	status, body := scrape(t, srv.URL, "1") // 1s minus 0.5s offset
+	status, body := getMetrics(t, srv.URL, "1") // 1s minus 0.5s offset
 	<-c.seen
 	if status != http.StatusOK {
 		t.Fatalf("status %d: %s", status, body)
@@ -211,7 +212,7 @@ func TestMetricsHandlerLimitsConcurrentScrapes(t *testing.T) {
 	}()
 	<-c.seen // the first scrape is inside the collector, holding the only slot
 
-	status, body := scrape(t, srv.URL, "")
+	status, body := getMetrics(t, srv.URL, "")
 	if status != http.StatusServiceUnavailable {
 		t.Errorf("second concurrent scrape: status %d, want 503 (%s)", status, body)
 	}
@@ -220,7 +221,7 @@ func TestMetricsHandlerLimitsConcurrentScrapes(t *testing.T) {
 		t.Errorf("first scrape: status %d, want 200", got)
 	}
 	// The slot is free again (release stays closed: the collector no longer blocks).
-	if status, body := scrape(t, srv.URL, ""); status != http.StatusOK {
+	if status, body := getMetrics(t, srv.URL, ""); status != http.StatusOK {
 		t.Errorf("scrape after the first finished: status %d, want 200 (%s)", status, body)
 	}
 	<-c.seen

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/version"
 
 	"github.com/localtraffic/localtraffic-exporter/collector"
+	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
@@ -22,11 +23,11 @@ import (
 type lastState struct {
 	source collector.StateSource
 	mu     sync.Mutex
-	st     *collector.State
+	st     *scrape.State
 	at     time.Time
 }
 
-func (l *lastState) Gather(ctx context.Context) *collector.State {
+func (l *lastState) Gather(ctx context.Context) *scrape.State {
 	st := l.source.Gather(ctx)
 	l.mu.Lock()
 	l.st, l.at = st, time.Now()
@@ -35,7 +36,7 @@ func (l *lastState) Gather(ctx context.Context) *collector.State {
 }
 
 // latest returns the last scrape's State and when it was gathered; nil before the first scrape.
-func (l *lastState) latest() (*collector.State, time.Time) {
+func (l *lastState) latest() (*scrape.State, time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.st, l.at
@@ -85,7 +86,7 @@ type serviceRow struct {
 	Service, Verdict, VerdictClass, Rotation, Why, APIEndpoints, Rules, HealthCheck, HealthCheckTook, Error string
 }
 
-func (p *landingPage) view(st *collector.State, at time.Time) landingView {
+func (p *landingPage) view(st *scrape.State, at time.Time) landingView {
 	v := landingView{
 		Node: p.node, MetricsPath: p.metricsPath, Version: version.Info(),
 		At: at.UTC().Format(time.RFC3339), Age: p.now().Sub(at).Round(time.Second).String(),
@@ -139,7 +140,7 @@ func (p *landingPage) view(st *collector.State, at time.Time) landingView {
 	return v
 }
 
-func serviceView(s collector.ServiceResult) serviceRow {
+func serviceView(s scrape.ServiceResult) serviceRow {
 	row := serviceRow{Service: s.Service.Namespace + "/" + s.Service.Name}
 	switch vd := s.Verdict; {
 	case vd.Blackhole:

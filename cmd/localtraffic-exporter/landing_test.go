@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/localtraffic/localtraffic-exporter/collector"
+	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/clientsetapi"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
@@ -34,7 +35,7 @@ type countingSource struct {
 	n      atomic.Int64
 }
 
-func (c *countingSource) Gather(ctx context.Context) *collector.State {
+func (c *countingSource) Gather(ctx context.Context) *scrape.State {
 	c.n.Add(1)
 	return c.source.Gather(ctx)
 }
@@ -221,12 +222,12 @@ func TestLandingPageIsTheLastScrape(t *testing.T) {
 // TestLandingPageEscapes: text from peers (an error from a hostile health check server, names) is escaped.
 func TestLandingPageEscapes(t *testing.T) {
 	evil := `<script>alert("x")</script>`
-	st := &collector.State{
-		Source: collector.SourceAPI, Dataplane: collector.DataplaneKubeProxy, RulesErr: errors.New(evil), RulesConfigured: true,
-		KubeProxy: collector.KubeProxyState{Err: errors.New(evil)},
-		Services: []collector.ServiceResult{{
+	st := &scrape.State{
+		Source: scrape.SourceAPI, Dataplane: scrape.DataplaneKubeProxy, RulesErr: errors.New(evil), RulesConfigured: true,
+		KubeProxy: scrape.KubeProxyState{Err: errors.New(evil)},
+		Services: []scrape.ServiceResult{{
 			Service: kubeview.ServiceState{Namespace: "ns", Name: "svc", Families: []kubeview.FamilyEndpoints{{Family: corev1.IPv4Protocol}}},
-			Checks: []collector.FamilyCheck{{Family: corev1.IPv4Protocol, HealthCheck: nodeprobe.HealthCheck{
+			Checks: []scrape.FamilyCheck{{Family: corev1.IPv4Protocol, HealthCheck: nodeprobe.HealthCheck{
 				Result: nodeprobe.ResultInvalid, StatusCode: 200, LocalEndpoints: -1, Err: errors.New(evil)}}},
 		}},
 	}
@@ -243,17 +244,17 @@ func TestLandingPageEscapes(t *testing.T) {
 	}
 }
 
-type fixedState struct{ st *collector.State }
+type fixedState struct{ st *scrape.State }
 
-func (f fixedState) Gather(context.Context) *collector.State { return f.st }
+func (f fixedState) Gather(context.Context) *scrape.State { return f.st }
 
 // BenchmarkLandingPage renders the page for 1000 Local Services (the view and the template; no gathering).
 func BenchmarkLandingPage(b *testing.B) {
-	st := &collector.State{Source: collector.SourceRules, Dataplane: collector.DataplaneKubeProxy, RulesConfigured: true}
+	st := &scrape.State{Source: scrape.SourceRules, Dataplane: scrape.DataplaneKubeProxy, RulesConfigured: true}
 	for i := 0; i < 1000; i++ {
-		st.Services = append(st.Services, collector.ServiceResult{
+		st.Services = append(st.Services, scrape.ServiceResult{
 			Service: kubeview.ServiceState{Namespace: "ns", Name: fmt.Sprintf("svc-%d", i), Families: []kubeview.FamilyEndpoints{{Family: corev1.IPv4Protocol, LocalEndpoints: 1}}},
-			Checks: []collector.FamilyCheck{{Family: corev1.IPv4Protocol, HealthCheck: nodeprobe.HealthCheck{
+			Checks: []scrape.FamilyCheck{{Family: corev1.IPv4Protocol, HealthCheck: nodeprobe.HealthCheck{
 				Result: nodeprobe.ResultOK, StatusCode: 200, LocalEndpoints: 1, Duration: time.Millisecond}}},
 			Verdict: verdict.Verdict{InRotation: true},
 		})
@@ -274,9 +275,9 @@ func BenchmarkLandingPage(b *testing.B) {
 
 // A port whose rules still DNAT to a pod the API no longer has says which address, on the page.
 func TestLandingStaleEndpoints(t *testing.T) {
-	row := serviceView(collector.ServiceResult{
+	row := serviceView(scrape.ServiceResult{
 		Service: kubeview.ServiceState{Namespace: "kubelings", Name: "checkout"},
-		Ports: []collector.PortResult{{Family: corev1.IPv4Protocol, Label: "http", GoneEndpoints: 1,
+		Ports: []scrape.PortResult{{Family: corev1.IPv4Protocol, Label: "http", GoneEndpoints: 1,
 			Rules: kernelrules.PortState{Programmed: true, LocalEndpoints: 1,
 				Endpoints: []kernelrules.Endpoint{{Addr: netip.MustParseAddrPort("10.244.1.5:8080")}}}}},
 	})

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/localtraffic/localtraffic-exporter/collector"
+	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
 )
 
 // options are the command line, parsed and checked.
@@ -39,13 +40,13 @@ type options struct {
 	healthCheckAddress string
 	nodePortAddresses  []string // nil: read kube-proxy's /configz
 	externalIPWindow   time.Duration
-	arrivals           bool                    // --arrivals.enabled: run the arrivals meter
-	internalCIDRs      []netip.Prefix          // --arrivals.internal-cidrs
-	grace              time.Duration           // --rotation.grace
-	lossHold           time.Duration           // --rotation.loss-hold
-	quiet              time.Duration           // --arrivals.quiet-period
-	stateFile          string                  // --state.file; "": none
-	dataplane          collector.DataplaneKind // "" (auto), DataplaneKubeProxy or DataplaneReplacement
+	arrivals           bool                 // --arrivals.enabled: run the arrivals meter
+	internalCIDRs      []netip.Prefix       // --arrivals.internal-cidrs
+	grace              time.Duration        // --rotation.grace
+	lossHold           time.Duration        // --rotation.loss-hold
+	quiet              time.Duration        // --arrivals.quiet-period
+	stateFile          string               // --state.file; "": none
+	dataplane          scrape.DataplaneKind // "" (auto), DataplaneKubeProxy or DataplaneReplacement
 	probeTimeout       time.Duration
 	probeConcurrency   int
 	scrapeTimeoutOff   time.Duration
@@ -117,10 +118,10 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	durationFlag(app, "externalip.evidence-window", "A kube-proxy drop rule counter that grew this recently is evidence of arrivals (iptables modes): an externalIP not assigned to this node is in rotation where the arrivals meter does not watch it, and, where the meter is off or blind, a blackhole whose counter grew is traffic_lost (held for --rotation.loss-hold if that is longer).", "10m", &o.externalIPWindow)
 	app.Flag("arrivals.enabled", "Observe the new external connection attempts that reach this node (a passive AF_PACKET socket with a kernel filter; needs CAP_NET_RAW, writes nothing on the node): a node is in rotation when they keep arriving past --rotation.grace, whatever the health check says. --no-arrivals.enabled leaves rotation to the declared model (localtraffic_arrivals_meter_state{state=\"disabled\"}).").Default("true").BoolVar(&o.arrivals)
 	app.Flag("arrivals.internal-cidrs", "Comma-separated CIDRs whose connection attempts are never external arrivals, beside what kube-proxy's local detector (its /configz: detectLocalMode, clusterCIDR, detectLocal) calls pod traffic and the node's own addresses; while /configz is unread, this node's spec.podCIDRs stand in for the detector. Set it only where kube-proxy sends these sources to every endpoint some other way.").StringVar(&raw.internalCIDRs)
-	durationFlag(app, "rotation.grace", "How long new connection attempts must keep arriving at a destination this node drops before they put it in rotation: longer than a load balancer takes to deregister a node whose health check fails (AWS target groups 30s x 2, GCE 8s x 3; docs/rotation.md).", collector.DefaultGrace.String(), &o.grace)
-	durationFlag(app, "rotation.loss-hold", "How long a blackhole stays traffic_lost (critical) after the last connection attempt lost there: longer than the pause between a rare client's attempts, so the page stays up for a client that tries at least every 10 minutes (docs/rotation.md).", collector.DefaultLossHold.String(), &o.lossHold)
-	durationFlag(app, "arrivals.quiet-period", "A pause without new connection attempts at a destination that ends their run: attempts must keep arriving past --rotation.grace without such a pause to put a node in rotation.", collector.DefaultQuiet.String(), &o.quiet)
-	app.Flag("state.file", "Node-local file that carries the arrival runs, the times destinations were first found dropped and kube-proxy seen over an exporter restart, so a paging node pages again at its first scrape (the DaemonSet mounts a hostPath directory for it); empty: none. A corrupt, unreadable or foreign file is reported (localtraffic_state_file_state) and replaced, never trusted.").Default(collector.DefaultStateFile).StringVar(&o.stateFile)
+	durationFlag(app, "rotation.grace", "How long new connection attempts must keep arriving at a destination this node drops before they put it in rotation: longer than a load balancer takes to deregister a node whose health check fails (AWS target groups 30s x 2, GCE 8s x 3; docs/rotation.md).", scrape.DefaultGrace.String(), &o.grace)
+	durationFlag(app, "rotation.loss-hold", "How long a blackhole stays traffic_lost (critical) after the last connection attempt lost there: longer than the pause between a rare client's attempts, so the page stays up for a client that tries at least every 10 minutes (docs/rotation.md).", scrape.DefaultLossHold.String(), &o.lossHold)
+	durationFlag(app, "arrivals.quiet-period", "A pause without new connection attempts at a destination that ends their run: attempts must keep arriving past --rotation.grace without such a pause to put a node in rotation.", scrape.DefaultQuiet.String(), &o.quiet)
+	app.Flag("state.file", "Node-local file that carries the arrival runs, the times destinations were first found dropped and kube-proxy seen over an exporter restart, so a paging node pages again at its first scrape (the DaemonSet mounts a hostPath directory for it); empty: none. A corrupt, unreadable or foreign file is reported (localtraffic_state_file_state) and replaced, never trusted.").Default(scrape.DefaultStateFile).StringVar(&o.stateFile)
 	durationFlag(app, "probe.timeout", "Longest time one probe may take; the scrape's own timeout may shorten it.", "5s", &o.probeTimeout)
 	intFlag(app, "probe.concurrency", "Health check probes in flight at once.", "8", &o.probeConcurrency)
 	durationFlag(app, "scrape.timeout-offset", "Subtracted from X-Prometheus-Scrape-Timeout-Seconds to leave time to answer.", "500ms", &o.scrapeTimeoutOff)
@@ -253,8 +254,8 @@ func (o *options) check(raw rawFlags) error {
 	}
 	switch raw.dataplane {
 	case "auto":
-	case string(collector.DataplaneKubeProxy), string(collector.DataplaneReplacement):
-		o.dataplane = collector.DataplaneKind(raw.dataplane)
+	case string(scrape.DataplaneKubeProxy), string(scrape.DataplaneReplacement):
+		o.dataplane = scrape.DataplaneKind(raw.dataplane)
 	default:
 		return fmt.Errorf("bad --dataplane %q: want auto, kube-proxy or replacement", raw.dataplane)
 	}

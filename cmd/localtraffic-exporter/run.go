@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/localtraffic/localtraffic-exporter/collector"
+	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
@@ -82,7 +83,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, route
 	}()
 
 	// The arrivals meter counts from now on, in the host's network namespace (hostNetwork), until run returns.
-	var meter collector.ArrivalsMeter
+	var meter scrape.ArrivalsMeter
 	if opts.arrivals {
 		m := arrivals.New(arrivals.Config{Logger: logger, QuietPeriod: opts.quiet})
 		defer m.Close()
@@ -91,7 +92,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, route
 	// The state file is read once, here: what the last process carried over is restored before the first
 	// scrape, and the last state is written on the way out (below).
 	gatherer := newGathererWith(opts, view, netlinkHost{}, newRulesReader(opts, logger), meter, logger,
-		collector.OpenStateFile(collector.StateFileConfig{Path: opts.stateFile, Node: opts.nodeName, Horizon: max(opts.quiet, opts.lossHold), Logger: logger}))
+		scrape.OpenStateFile(scrape.StateFileConfig{Path: opts.stateFile, Node: opts.nodeName, Horizon: max(opts.quiet, opts.lossHold), Logger: logger}))
 	defer gatherer.SaveState() // after the server stopped: the latest arrivals, for the next process
 	// The landing page shows the State the last scrape gathered: one gatherer, recorded.
 	states := &lastState{source: gatherer}
@@ -190,13 +191,13 @@ func checkNode(ctx context.Context, client kubeview.API, node string) error {
 
 // exporterView is what the collectors read of the API view (kubeview.View; a fake-clientset one in tests).
 type exporterView interface {
-	collector.APIView
-	collector.InformerSource
+	scrape.APIView
+	scrape.InformerSource
 }
 
 // newRulesReader returns the rule reader the options ask for; nil for --rules.mode=none.
 func newRulesReader(opts options, logger *slog.Logger) kernelrules.Reader {
-	if opts.rulesMode == "none" || opts.dataplane == collector.DataplaneReplacement {
+	if opts.rulesMode == "none" || opts.dataplane == scrape.DataplaneReplacement {
 		return nil // no kube-proxy rules to read
 	}
 	return kernelrules.NewReader(kernelrules.Options{
@@ -239,20 +240,20 @@ func exporterFor(opts options, states collector.StateSource, logger *slog.Logger
 
 // newGatherer builds the per-scrape gatherer from the options; meter may be nil (not observed). It keeps no
 // state file.
-func newGatherer(opts options, view exporterView, addrs host, ruleReader kernelrules.Reader, meter collector.ArrivalsMeter, logger *slog.Logger) *collector.Gatherer {
+func newGatherer(opts options, view exporterView, addrs host, ruleReader kernelrules.Reader, meter scrape.ArrivalsMeter, logger *slog.Logger) *scrape.Gatherer {
 	return newGathererWith(opts, view, addrs, ruleReader, meter, logger, nil)
 }
 
 // newGathererWith is newGatherer with the state file state (nil: none).
-func newGathererWith(opts options, view exporterView, addrs host, ruleReader kernelrules.Reader, meter collector.ArrivalsMeter,
-	logger *slog.Logger, state *collector.StateFile) *collector.Gatherer {
+func newGathererWith(opts options, view exporterView, addrs host, ruleReader kernelrules.Reader, meter scrape.ArrivalsMeter,
+	logger *slog.Logger, state *scrape.StateFile) *scrape.Gatherer {
 	client := nodeprobe.NewHTTPClient()
 	// Without the flag the gatherer finds kube-proxy's health server from its /configz.
 	var kpAddr func(kubeview.NodeState) (string, error)
 	if opts.kubeProxyHealthz != "" {
 		kpAddr = func(kubeview.NodeState) (string, error) { return opts.kubeProxyHealthz, nil }
 	}
-	return collector.NewGatherer(collector.GathererConfig{
+	return scrape.NewGatherer(scrape.GathererConfig{
 		View: view, Informers: view, RuleReader: ruleReader, Addrs: addrs, Links: addrs,
 		KubeProxyAddress: kpAddr, HealthCheckAddress: opts.healthCheckAddress,
 		NodePortAddresses: opts.nodePortAddresses, ConfigzURL: "http://" + opts.kubeProxyMetrics + "/configz",

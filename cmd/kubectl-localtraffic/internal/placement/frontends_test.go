@@ -34,7 +34,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
-	"github.com/localtraffic/localtraffic-exporter/collector"
+	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/clientsetapi"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
@@ -347,7 +347,7 @@ func exporterVerdict(t *testing.T, f fixture, nodeName string) verdict.Verdict {
 		}
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	g := collector.NewGatherer(collector.GathererConfig{
+	g := scrape.NewGatherer(scrape.GathererConfig{
 		View: view, RuleReader: kp, Addrs: fixedAddrs(local),
 		KubeProxyAddress:  func(kubeview.NodeState) (string, error) { return "127.0.0.1:10256", nil },
 		NodePortAddresses: []string{}, ExternalIPWindow: 10 * time.Minute,

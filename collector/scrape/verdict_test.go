@@ -1,8 +1,10 @@
-package collector
+package scrape
 
 import (
 	"net/http"
 	"testing"
+
+	"github.com/localtraffic/localtraffic-exporter/collector/scrape/scrapetest"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -16,28 +18,6 @@ const (
 	v4 = corev1.IPv4Protocol
 	v6 = corev1.IPv6Protocol
 )
-
-// family is one family's single port "http" (NodePort 30090) with local endpoints; clusterWide false
-// means no endpoint anywhere.
-func family(f corev1.IPFamily, local int, clusterWide bool) kubeview.FamilyEndpoints {
-	return kubeview.FamilyEndpoints{Family: f, LocalEndpoints: local, LocalReadyEndpoints: local,
-		Ports: []kubeview.PortEndpoints{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30090, Local: local, ClusterWide: clusterWide}}}
-}
-
-func nodePortService(local int, fams ...kubeview.FamilyEndpoints) kubeview.ServiceState {
-	if len(fams) == 0 {
-		fams = []kubeview.FamilyEndpoints{family(v4, local, true)}
-	}
-	return kubeview.ServiceState{Namespace: "kubelings", Name: "checkout", Type: corev1.ServiceTypeNodePort,
-		Ports:    []kubeview.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30090}},
-		Families: fams}
-}
-
-func lbService(fams ...kubeview.FamilyEndpoints) kubeview.ServiceState {
-	s := nodePortService(0, fams...)
-	s.Type, s.HealthCheckNodePort = corev1.ServiceTypeLoadBalancer, 32000
-	return s
-}
 
 func check(status int) *nodeprobe.HealthCheck {
 	switch status {
@@ -119,82 +99,82 @@ func TestDecide(t *testing.T) {
 		want want
 	}{
 		// NodePort: every NodePortEligible node.
-		{"nodeport with a local endpoint serves", DecideInput{Service: nodePortService(1), Node: ready}, want{true, false, false}},
-		{"nodeport without one is a blackhole", DecideInput{Service: nodePortService(0), Node: ready}, want{true, true, true}},
+		{"nodeport with a local endpoint serves", DecideInput{Service: scrapetest.NodePortService(1), Node: ready}, want{true, false, false}},
+		{"nodeport without one is a blackhole", DecideInput{Service: scrapetest.NodePortService(0), Node: ready}, want{true, true, true}},
 		{"no endpoint anywhere is an outage, not a blackhole",
-			DecideInput{Service: nodePortService(0, family(v4, 0, false)), Node: ready}, want{true, false, false}},
-		{"excluded node drops but receives nothing", DecideInput{Service: nodePortService(0), Node: excluded}, want{false, true, false}},
-		{"deleting node is out of nodeport rotation", DecideInput{Service: nodePortService(0), Node: deleting}, want{false, true, false}},
-		{"autoscaler-tainted node is out of nodeport rotation", DecideInput{Service: nodePortService(0), Node: toBeDeleted}, want{false, true, false}},
-		{"missing Node object: NodePort clients still reach the node", DecideInput{Service: nodePortService(0), Node: missing}, want{true, true, true}},
+			DecideInput{Service: scrapetest.NodePortService(0, scrapetest.Family(v4, 0, false)), Node: ready}, want{true, false, false}},
+		{"excluded node drops but receives nothing", DecideInput{Service: scrapetest.NodePortService(0), Node: excluded}, want{false, true, false}},
+		{"deleting node is out of nodeport rotation", DecideInput{Service: scrapetest.NodePortService(0), Node: deleting}, want{false, true, false}},
+		{"autoscaler-tainted node is out of nodeport rotation", DecideInput{Service: scrapetest.NodePortService(0), Node: toBeDeleted}, want{false, true, false}},
+		{"missing Node object: NodePort clients still reach the node", DecideInput{Service: scrapetest.NodePortService(0), Node: missing}, want{true, true, true}},
 
 		// Dual-stack: a family that drops is enough; agreeing families are fine.
 		{"dual-stack, IPv6 endpoint missing here: blackhole",
-			DecideInput{Service: nodePortService(0, family(v4, 1, true), family(v6, 0, true)), Node: ready}, want{true, true, true}},
-		{"dual-stack, both families local", DecideInput{Service: nodePortService(0, family(v4, 1, true), family(v6, 1, true)), Node: ready},
+			DecideInput{Service: scrapetest.NodePortService(0, scrapetest.Family(v4, 1, true), scrapetest.Family(v6, 0, true)), Node: ready}, want{true, true, true}},
+		{"dual-stack, both families local", DecideInput{Service: scrapetest.NodePortService(0, scrapetest.Family(v4, 1, true), scrapetest.Family(v6, 1, true)), Node: ready},
 			want{true, false, false}},
 		{"dual-stack rules: only IPv6 drops",
-			DecideInput{Service: nodePortService(0, family(v4, 1, true), family(v6, 1, true)), Node: ready,
+			DecideInput{Service: scrapetest.NodePortService(0, scrapetest.Family(v4, 1, true), scrapetest.Family(v6, 1, true)), Node: ready,
 				Rules: fakeFamilyRules{"IPv4": {"http": nil}, "IPv6": {"http": nodePortDrop}}}, want{true, true, true}},
 		{"rules decide when read: API says local, rules drop (stale sync)",
-			DecideInput{Service: nodePortService(1), Node: ready, Rules: fakeFamilyRules{"IPv4": {"http": nodePortDrop}}}, want{true, true, true}},
+			DecideInput{Service: scrapetest.NodePortService(1), Node: ready, Rules: fakeFamilyRules{"IPv4": {"http": nodePortDrop}}}, want{true, true, true}},
 		{"rules decide when read: API says none, rules forward",
-			DecideInput{Service: nodePortService(0), Node: ready, Rules: fakeFamilyRules{"IPv4": {"http": nil}}}, want{true, false, false}},
+			DecideInput{Service: scrapetest.NodePortService(0), Node: ready, Rules: fakeFamilyRules{"IPv4": {"http": nil}}}, want{true, false, false}},
 		{"a family whose rules were not read falls back to the API",
-			DecideInput{Service: nodePortService(0, family(v4, 1, true), family(v6, 0, true)), Node: ready,
+			DecideInput{Service: scrapetest.NodePortService(0, scrapetest.Family(v4, 1, true), scrapetest.Family(v6, 0, true)), Node: ready,
 				Rules: fakeFamilyRules{"IPv4": {"http": nil}}}, want{true, true, true}},
 
 		// LoadBalancer: in rotation for a family only while that family's health check answers 200.
-		{"LB answering 503 is drained", DecideInput{Service: lbService(), Node: ready, Checks: checks(check(503), nil)}, want{false, true, false}},
-		{"LB answering 200 while dropping is a blackhole", DecideInput{Service: lbService(), Node: ready, Checks: checks(check(200), nil)},
+		{"LB answering 503 is drained", DecideInput{Service: scrapetest.LBService(), Node: ready, Checks: checks(check(503), nil)}, want{false, true, false}},
+		{"LB answering 200 while dropping is a blackhole", DecideInput{Service: scrapetest.LBService(), Node: ready, Checks: checks(check(200), nil)},
 			want{true, true, true}},
-		{"LB health check refused drains (kube-proxy down)", DecideInput{Service: lbService(), Node: ready,
+		{"LB health check refused drains (kube-proxy down)", DecideInput{Service: scrapetest.LBService(), Node: ready,
 			Checks: checks(failed(nodeprobe.ResultRefused), nil)}, want{false, true, false}},
-		{"LB health check timing out drains", DecideInput{Service: lbService(), Node: ready,
+		{"LB health check timing out drains", DecideInput{Service: scrapetest.LBService(), Node: ready,
 			Checks: checks(failed(nodeprobe.ResultTimeout), nil)}, want{false, true, false}},
-		{"LB health check answering 500 drains", DecideInput{Service: lbService(), Node: ready, Checks: checks(check(500), nil)},
+		{"LB health check answering 500 drains", DecideInput{Service: scrapetest.LBService(), Node: ready, Checks: checks(check(500), nil)},
 			want{false, true, false}},
-		{"LB with no address to probe: out of rotation", DecideInput{Service: lbService(), Node: ready,
+		{"LB with no address to probe: out of rotation", DecideInput{Service: scrapetest.LBService(), Node: ready,
 			Checks: checks(failed(nodeprobe.ResultNoAddress), nil)}, want{false, true, false}},
-		{"LB node being deleted is out of every target set", DecideInput{Service: lbService(), Node: deleting,
+		{"LB node being deleted is out of every target set", DecideInput{Service: scrapetest.LBService(), Node: deleting,
 			Checks: checks(check(200), nil)}, want{false, true, false}},
-		{"LB node with the autoscaler taint is out", DecideInput{Service: lbService(), Node: toBeDeleted,
+		{"LB node with the autoscaler taint is out", DecideInput{Service: scrapetest.LBService(), Node: toBeDeleted,
 			Checks: checks(check(200), nil)}, want{false, true, false}},
-		{"LB node excluded is out", DecideInput{Service: lbService(), Node: excluded, Checks: checks(check(200), nil)},
+		{"LB node excluded is out", DecideInput{Service: scrapetest.LBService(), Node: excluded, Checks: checks(check(200), nil)},
 			want{false, true, false}},
-		{"LB with a missing Node object is out", DecideInput{Service: lbService(), Node: missing, Checks: checks(check(200), nil)},
+		{"LB with a missing Node object is out", DecideInput{Service: scrapetest.LBService(), Node: missing, Checks: checks(check(200), nil)},
 			want{false, true, false}},
 		{"dual-stack LB: IPv6 check 200 while IPv6 drops is a blackhole",
-			DecideInput{Service: lbService(family(v4, 1, true), family(v6, 0, true)), Node: ready, Checks: checks(check(200), check(200))},
+			DecideInput{Service: scrapetest.LBService(scrapetest.Family(v4, 1, true), scrapetest.Family(v6, 0, true)), Node: ready, Checks: checks(check(200), check(200))},
 			want{true, true, true}},
 		{"dual-stack LB: IPv6 check 503 drains the IPv6 family only",
-			DecideInput{Service: lbService(family(v4, 1, true), family(v6, 0, true)), Node: ready, Checks: checks(check(200), check(503))},
+			DecideInput{Service: scrapetest.LBService(scrapetest.Family(v4, 1, true), scrapetest.Family(v6, 0, true)), Node: ready, Checks: checks(check(200), check(503))},
 			want{true, true, false}},
 
 		// Load balancer IPs: only the family's programmed ones; Proxy mode ones are left out by kubeview.
 		{"allocateLoadBalancerNodePorts false, no programmed IP: nothing to drop",
-			DecideInput{Service: noNodePort(lbService()), Node: ready, Checks: checks(check(200), nil)}, want{false, false, false}},
+			DecideInput{Service: noNodePort(scrapetest.LBService()), Node: ready, Checks: checks(check(200), nil)}, want{false, false, false}},
 		{"allocateLoadBalancerNodePorts false, VIP ingress IP checked 200 drops: blackhole",
-			DecideInput{Service: withIPs(noNodePort(lbService()), []string{"192.0.2.10"}, nil), Node: ready, Checks: checks(check(200), nil)},
+			DecideInput{Service: withIPs(noNodePort(scrapetest.LBService()), []string{"192.0.2.10"}, nil), Node: ready, Checks: checks(check(200), nil)},
 			want{true, true, true}},
 		{"rules: the LB IP's drop counts, not another address's",
-			DecideInput{Service: withIPs(noNodePort(lbService(family(v4, 0, true))), []string{"192.0.2.10"}, nil), Node: ready,
+			DecideInput{Service: withIPs(noNodePort(scrapetest.LBService(scrapetest.Family(v4, 0, true))), []string{"192.0.2.10"}, nil), Node: ready,
 				Checks: checks(check(200), nil), Rules: fakeFamilyRules{"IPv4": {"http": {{Address: "192.0.2.99", Port: 80}}}}},
 			want{true, false, false}},
 
 		// externalIPs: in rotation only with evidence.
 		{"externalIP without evidence: not in rotation",
-			DecideInput{Service: withIPs(noNodePort(nodePortService(0)), nil, []string{"198.51.100.7"}), Node: ready,
+			DecideInput{Service: withIPs(noNodePort(scrapetest.NodePortService(0)), nil, []string{"198.51.100.7"}), Node: ready,
 				Arrivals: fakeEvidence{}}, want{false, true, false}},
 		{"externalIP assigned to this node: blackhole",
-			DecideInput{Service: withIPs(noNodePort(nodePortService(0)), nil, []string{"198.51.100.7"}), Node: ready,
+			DecideInput{Service: withIPs(noNodePort(scrapetest.NodePortService(0)), nil, []string{"198.51.100.7"}), Node: ready,
 				Arrivals: fakeEvidence{assigned: map[string]bool{"198.51.100.7": true}}}, want{true, true, true}},
 		{"externalIP whose drop counter grew: blackhole",
-			DecideInput{Service: withIPs(noNodePort(nodePortService(0)), nil, []string{"198.51.100.7"}), Node: ready,
+			DecideInput{Service: withIPs(noNodePort(scrapetest.NodePortService(0)), nil, []string{"198.51.100.7"}), Node: ready,
 				Rules:    fakeFamilyRules{"IPv4": {"http": {{Address: "198.51.100.7", Port: 80, Counted: true}}}},
 				Arrivals: fakeEvidence{arriving: map[string]bool{"198.51.100.7": true}}}, want{true, true, true}},
 		{"externalIP of the other family is not this family's",
-			DecideInput{Service: withIPs(noNodePort(nodePortService(0, family(v6, 0, true))), nil, []string{"198.51.100.7"}), Node: ready,
+			DecideInput{Service: withIPs(noNodePort(scrapetest.NodePortService(0, scrapetest.Family(v6, 0, true))), nil, []string{"198.51.100.7"}), Node: ready,
 				Arrivals: fakeEvidence{assigned: map[string]bool{"198.51.100.7": true}}}, want{false, false, false}},
 	}
 	for _, c := range cases {
@@ -216,7 +196,7 @@ func TestDecide(t *testing.T) {
 
 // A multi-port Service blackholes when any port drops.
 func TestDecideMultiPort(t *testing.T) {
-	svc := nodePortService(0, kubeview.FamilyEndpoints{Family: v4, Ports: []kubeview.PortEndpoints{
+	svc := scrapetest.NodePortService(0, kubeview.FamilyEndpoints{Family: v4, Ports: []kubeview.PortEndpoints{
 		{Name: "dns", Protocol: corev1.ProtocolUDP, NodePort: 30053, Local: 1, ClusterWide: true},
 		{Name: "dns-tcp", Protocol: corev1.ProtocolTCP, NodePort: 30054, Local: 0, ClusterWide: true},
 	}})

@@ -1,4 +1,4 @@
-package collector
+package scrape
 
 import (
 	corev1 "k8s.io/api/core/v1"

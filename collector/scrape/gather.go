@@ -1,4 +1,4 @@
-package collector
+package scrape
 
 import (
 	"context"
@@ -246,8 +246,8 @@ func (g *Gatherer) observe(st *State, snap kubeview.Snapshot) {
 	kinds := map[arrivals.Dest]verdict.Kind{}
 	for _, svc := range snap.Services {
 		for _, fam := range svc.Families {
-			destinations(svc, fam, func(d verdict.Destination) {
-				if ad, ok := destOf(d); ok {
+			Destinations(svc, fam, func(d verdict.Destination) {
+				if ad, ok := MeterDest(d); ok {
 					if _, seen := kinds[ad]; !seen {
 						kinds[ad] = d.Kind
 					}

@@ -1,4 +1,4 @@
-package collector
+package scrape
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/localtraffic/localtraffic-exporter/collector/scrape/scrapetest"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
@@ -22,11 +24,11 @@ func TestCheckersAtADroppedNodePort(t *testing.T) {
 	probes := arrivals.DestCount{Attempts: 300, ActiveSince: t0.Add(-10 * time.Minute), LastSeen: t0.Add(-time.Second),
 		SetAside: true, Checkers: []arrivals.CheckerSource{{Addr: netip.MustParseAddr("198.18.0.5"), Attempts: 300,
 			Interval: 2 * time.Second, LastSeen: t0.Add(-time.Second)}}}
-	meter := &fakeMeter{status: arrivals.StatusOK, now: t0, counts: map[arrivals.Dest]arrivals.DestCount{np: probes}}
-	view := &fakeView{snap: kubeview.Snapshot{Node: kubeview.NodeState{Name: "node-2", Found: true, InternalIPs: []string{"10.0.0.2"}},
-		Services: []kubeview.ServiceState{nodePortService(0)}}}
+	meter := &scrapetest.Meter{Status: arrivals.StatusOK, Now: t0, Counts: map[arrivals.Dest]arrivals.DestCount{np: probes}}
+	view := &scrapetest.View{Snap: kubeview.Snapshot{Node: kubeview.NodeState{Name: "node-2", Found: true, InternalIPs: []string{"10.0.0.2"}},
+		Services: []kubeview.ServiceState{scrapetest.NodePortService(0)}}}
 	var logs bytes.Buffer
-	g := NewGatherer(GathererConfig{View: view, Addrs: fixedAddrs{"10.0.0.2"}, KubeProxyAddress: noAddress,
+	g := NewGatherer(GathererConfig{View: view, Addrs: scrapetest.Addrs{"10.0.0.2"}, KubeProxyAddress: scrapetest.NoAddress,
 		Meter: meter, Grace: 2 * time.Minute, ProbeTimeout: time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 
 	reason := func() string {
@@ -34,7 +36,7 @@ func TestCheckersAtADroppedNodePort(t *testing.T) {
 		return string(g.Gather(context.Background()).Services[0].Verdict.Reason)
 	}
 	for i := range 3 {
-		meter.now = t0.Add(time.Duration(i) * time.Minute)
+		meter.Now = t0.Add(time.Duration(i) * time.Minute)
 		if r := reason(); r != "no_traffic_seen" {
 			t.Fatalf("scrape %d, only the checker: reason %q, want no_traffic_seen", i, r)
 		}
@@ -49,15 +51,15 @@ func TestCheckersAtADroppedNodePort(t *testing.T) {
 	}
 
 	withClient := probes
-	withClient.Clients = arrivals.ClientCount{Attempts: 3, ActiveSince: meter.now.Add(-20 * time.Second), LastSeen: meter.now.Add(-2 * time.Second)}
-	meter.counts[np] = withClient
+	withClient.Clients = arrivals.ClientCount{Attempts: 3, ActiveSince: meter.Now.Add(-20 * time.Second), LastSeen: meter.Now.Add(-2 * time.Second)}
+	meter.Counts[np] = withClient
 	if r := reason(); r != "traffic_lost" {
 		t.Errorf("the checker and a client: reason %q, want traffic_lost", r)
 	}
 
-	probes.LastSeen = meter.now.Add(-time.Second)
-	meter.counts[np] = probes
-	view.snap.Services[0].HealthCheck = kubeview.CheckNone
+	probes.LastSeen = meter.Now.Add(-time.Second)
+	meter.Counts[np] = probes
+	view.Snap.Services[0].HealthCheck = kubeview.CheckNone
 	if r := reason(); r != "traffic_lost" {
 		t.Errorf("declared none: reason %q, want traffic_lost (the steady source is a client)", r)
 	}

@@ -1,10 +1,12 @@
-package collector
+package scrape
 
 import (
 	"context"
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/localtraffic/localtraffic-exporter/collector/scrape/scrapetest"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
@@ -98,9 +100,9 @@ func TestEndpointIdentity(t *testing.T) {
 // node drops in fact: mismatch, and (a NodePort is in rotation) blackhole. A LoadBalancer Service whose health
 // check is refused (kube-proxy down) is drained: mismatch, no blackhole.
 func TestStaleDNATIsABlackhole(t *testing.T) {
-	np := nodePortService(1)
+	np := scrapetest.NodePortService(1)
 	np.Families[0].Ports[0].LocalAddrs = addrs("10.244.1.9:8080")
-	lb := lbService(family(v4, 1, true))
+	lb := scrapetest.LBService(scrapetest.Family(v4, 1, true))
 	lb.Name = "shop"
 	lb.Families[0].Ports[0].LocalAddrs = addrs("10.244.1.9:8080")
 	snap := kernelrules.NewSnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, []string{kernelrules.FamilyIPv4}, time.Unix(1000, 0),
@@ -108,8 +110,8 @@ func TestStaleDNATIsABlackhole(t *testing.T) {
 			checkoutPort: ruleState("10.244.1.5:8080"),
 			{Namespace: "kubelings", Name: "shop", Port: "http", Protocol: "TCP"}: ruleState("10.244.1.5:8080"),
 		})
-	view := &fakeView{snap: kubeview.Snapshot{Node: kubeview.NodeState{Name: "node-1", Found: true}, Services: []kubeview.ServiceState{np, lb}}}
-	g := NewGatherer(GathererConfig{View: view, RuleReader: &countingReader{snap: snap}, KubeProxyAddress: noAddress, ProbeTimeout: time.Second})
+	view := &scrapetest.View{Snap: kubeview.Snapshot{Node: kubeview.NodeState{Name: "node-1", Found: true}, Services: []kubeview.ServiceState{np, lb}}}
+	g := NewGatherer(GathererConfig{View: view, RuleReader: &scrapetest.Reader{Snap: snap}, KubeProxyAddress: scrapetest.NoAddress, ProbeTimeout: time.Second})
 	st := g.Gather(context.Background())
 	if len(st.Services) != 2 {
 		t.Fatalf("%d services", len(st.Services))
@@ -127,7 +129,7 @@ func TestStaleDNATIsABlackhole(t *testing.T) {
 	}
 	// The same pod in the API: nothing to say.
 	np.Families[0].Ports[0].LocalAddrs = addrs("10.244.1.5:8080")
-	view.snap.Services = []kubeview.ServiceState{np}
+	view.Snap.Services = []kubeview.ServiceState{np}
 	st = g.Gather(context.Background())
 	if r := st.Services[0]; r.Mismatch || r.Verdict.Blackhole || r.Verdict.Drops || r.Ports[0].GoneEndpoints != 0 {
 		t.Errorf("agreeing rules: %+v", r)
@@ -146,21 +148,21 @@ func (i informersAt) Informers() []kubeview.InformerStatus {
 // rules were first read that way is the endpoint gone (and the node, with no other local endpoint, drops in
 // fact). A lagging informer must not turn a new pod into a blackhole.
 func TestGoneOnlyOnceTheAPIViewIsNewer(t *testing.T) {
-	np := nodePortService(1)
+	np := scrapetest.NodePortService(1)
 	np.Families[0].Ports[0].LocalAddrs = addrs("10.244.1.9:8080")
-	view := &fakeView{snap: kubeview.Snapshot{Node: kubeview.NodeState{Name: "node-1", Found: true}, Services: []kubeview.ServiceState{np}}}
+	view := &scrapetest.View{Snap: kubeview.Snapshot{Node: kubeview.NodeState{Name: "node-1", Found: true}, Services: []kubeview.ServiceState{np}}}
 	read := time.Unix(2000, 0)
-	reader := &countingReader{snap: kernelrules.NewSnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, []string{kernelrules.FamilyIPv4}, read,
+	reader := &scrapetest.Reader{Snap: kernelrules.NewSnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, []string{kernelrules.FamilyIPv4}, read,
 		map[kernelrules.ServicePort]kernelrules.PortState{checkoutPort: ruleState("10.244.1.5:8080")})}
 	apiSeen := read.Add(-30 * time.Second) // the informer last heard from the API server before the rules were read
-	g := NewGatherer(GathererConfig{View: view, RuleReader: reader, Informers: informersAt{&apiSeen}, KubeProxyAddress: noAddress, ProbeTimeout: time.Second})
+	g := NewGatherer(GathererConfig{View: view, RuleReader: reader, Informers: informersAt{&apiSeen}, KubeProxyAddress: scrapetest.NoAddress, ProbeTimeout: time.Second})
 	for i := range 3 {
 		r := g.Gather(context.Background()).Services[0]
 		if r.Verdict.Blackhole || r.Ports[0].GoneEndpoints != 0 {
 			t.Fatalf("scrape %d, the API view older than the rules: blackhole %v, gone %d", i, r.Verdict.Blackhole, r.Ports[0].GoneEndpoints)
 		}
 		read = read.Add(15 * time.Second)
-		reader.snap = kernelrules.NewSnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, []string{kernelrules.FamilyIPv4}, read,
+		reader.Snap = kernelrules.NewSnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, []string{kernelrules.FamilyIPv4}, read,
 			map[kernelrules.ServicePort]kernelrules.PortState{checkoutPort: ruleState("10.244.1.5:8080")})
 	}
 	apiSeen = time.Unix(2001, 0) // heard from the API server after the first read: the pod is really gone

@@ -1,0 +1,385 @@
+package scrape
+
+import (
+	"maps"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
+)
+
+// ArrivalsMeter is what the gatherer asks of the arrivals meter: what to count, and what it counted.
+// *arrivals.Meter implements it.
+type ArrivalsMeter interface {
+	Watch(arrivals.Watch) error
+	Snapshot() arrivals.Snapshot
+}
+
+// Defaults of the rotation evidence (docs/rotation.md, "Grace window").
+const (
+	// DefaultGrace covers a load balancer's deregistration of a node whose health check fails: AWS target
+	// groups check every 30 s and take a target out after 2 failures (60 s), GCE's L4 health checks for Local
+	// every 8 s after 3 (24 s), the AWS Load Balancer Controller's Local defaults every 10 s after 2 (20 s);
+	// twice the longest leaves room for the probe timeout and the load balancer's propagation.
+	DefaultGrace = 2 * time.Minute
+	// DefaultQuiet is the pause that ends a run of arrivals: the meter's default QuietPeriod.
+	DefaultQuiet = 2 * time.Minute
+)
+
+// KindHealthCheck is the arrivals' kind of a health check node port's probes: arrivals_total counts them beside
+// the entry kinds (verdict.NodePort ...), though they are no way in for a Service's traffic.
+const KindHealthCheck verdict.Kind = "health_check"
+
+// MeterDest is the meter's destination for a verdict destination; ok is false for a protocol or address it
+// cannot count.
+func MeterDest(d verdict.Destination) (arrivals.Dest, bool) {
+	p, err := arrivals.ParseProtocol(string(d.Protocol))
+	if err != nil || d.DestPort <= 0 || d.DestPort > 65535 {
+		return arrivals.Dest{}, false
+	}
+	if d.Kind == verdict.NodePort {
+		return arrivals.NodeDest(p, d.Family == corev1.IPv6Protocol, uint16(d.DestPort)), true
+	}
+	a, err := netip.ParseAddr(d.Address)
+	if err != nil {
+		return arrivals.Dest{}, false
+	}
+	return arrivals.Dest{Protocol: p, Addr: a.Unmap(), Port: uint16(d.DestPort)}, true
+}
+
+// destinations lists every destination of a Service in the family, as the verdict names them.
+func Destinations(svc kubeview.ServiceState, fam kubeview.FamilyEndpoints, each func(verdict.Destination)) {
+	lbIPs, extIPs := svc.AddressesOf(fam.Family)
+	for _, p := range fam.Ports {
+		d := verdict.Destination{Namespace: svc.Namespace, Service: svc.Name, Port: p.Name, Protocol: p.Protocol, Family: fam.Family}
+		if p.NodePort != 0 {
+			d.Kind, d.Address, d.DestPort = verdict.NodePort, "", p.NodePort
+			each(d)
+		}
+		if svc.Type == corev1.ServiceTypeLoadBalancer {
+			for _, ip := range lbIPs {
+				d.Kind, d.Address, d.DestPort = verdict.LoadBalancerIP, ip, p.Port
+				each(d)
+			}
+		}
+		for _, ip := range extIPs {
+			d.Kind, d.Address, d.DestPort = verdict.ExternalIP, ip, p.Port
+			each(d)
+		}
+	}
+}
+
+func healthCheckDest(svc kubeview.ServiceState, f corev1.IPFamily) (arrivals.Dest, bool) {
+	if svc.Type != corev1.ServiceTypeLoadBalancer || svc.HealthCheckNodePort <= 0 || svc.HealthCheckNodePort > 65535 {
+		return arrivals.Dest{}, false
+	}
+	return arrivals.NodeDest(arrivals.TCP, f == corev1.IPv6Protocol, uint16(svc.HealthCheckNodePort)), true
+}
+
+// arrivalsWatch is what the meter must count for this scrape's Services: every destination, every health
+// check node port, on the node's NodePort addresses, leaving out the sources kube-proxy calls local
+// (internalSources).
+func arrivalsWatch(snap kubeview.Snapshot, nodePortAddrs []net.IP, internal []netip.Prefix, internalLinks []arrivals.LinkMatch) arrivals.Watch {
+	w := arrivals.Watch{Internal: internal, InternalLinks: internalLinks}
+	for _, ip := range nodePortAddrs {
+		if a, ok := netip.AddrFromSlice(ip); ok && !a.Unmap().IsUnspecified() {
+			w.NodeAddrs = append(w.NodeAddrs, a.Unmap())
+		}
+	}
+	for _, svc := range snap.Services {
+		for _, fam := range svc.Families {
+			Destinations(svc, fam, func(d verdict.Destination) {
+				if ad, ok := MeterDest(d); ok {
+					w.Dests = append(w.Dests, ad)
+				}
+			})
+			if hc, ok := healthCheckDest(svc, fam.Family); ok {
+				w.HealthChecks = append(w.HealthChecks, hc)
+				// Some load balancers address their checks to the load balancer IP (GCE's L4 checks arrive
+				// with it as destination): probes of the health check node port there are probes too.
+				lbIPs, _ := svc.AddressesOf(fam.Family)
+				for _, ip := range lbIPs {
+					if a, err := netip.ParseAddr(ip); err == nil {
+						w.HealthChecks = append(w.HealthChecks, arrivals.Dest{Protocol: arrivals.TCP, Addr: a.Unmap(), Port: hc.Port})
+					}
+				}
+			}
+		}
+	}
+	// A load balancer IP whose Service port is another Service's health check node port: a destination, not a
+	// probe (the Watch takes no address and port as both).
+	dests := make(map[arrivals.Dest]bool, len(w.Dests))
+	for _, d := range w.Dests {
+		dests[d] = true
+	}
+	w.HealthChecks = slices.DeleteFunc(w.HealthChecks, func(h arrivals.Dest) bool { return !h.IsNode() && dests[h] })
+	return w
+}
+
+// internalSources are the arrivals kube-proxy sends to every endpoint of a Local Service, so that none of them
+// is lost for lack of a local one (its KUBE-EXT / external-* chains, before the policy): what its local detector
+// calls pod traffic (det, from /configz: the first CIDR of each family in ClusterCIDR and NodeCIDR mode, the
+// arrival interface in BridgeInterface and InterfaceNamePrefix mode), and in every mode traffic from the node's
+// own addresses (`--src-type LOCAL`, nftables' `fib saddr type local`). A family without a detector has no pod
+// traffic: a pod's attempt at a destination the node drops is lost like a client's, and counts. With det nil
+// (kube-proxy's configuration unread) this node's pod CIDRs stand in for it. extra is
+// --arrivals.internal-cidrs, always internal.
+func internalSources(det *nodeprobe.LocalDetector, podCIDRs []string, local []net.IP, extra []netip.Prefix) ([]netip.Prefix, []arrivals.LinkMatch) {
+	out := slices.Clone(extra)
+	add := func(cidr string) {
+		if p, err := netip.ParsePrefix(cidr); err == nil {
+			out = append(out, p)
+		}
+	}
+	for _, ip := range local {
+		// Link-local and loopback sources reach no Service destination the meter watches from outside.
+		if a, ok := netip.AddrFromSlice(ip); ok && a.Unmap().IsGlobalUnicast() {
+			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+		}
+	}
+	if det == nil {
+		for _, c := range podCIDRs {
+			add(c)
+		}
+		return out, nil
+	}
+	var links []arrivals.LinkMatch
+	switch det.Mode {
+	case nodeprobe.LocalModeBridgeInterface:
+		if det.BridgeInterface != "" {
+			links = append(links, arrivals.LinkMatch{Name: det.BridgeInterface})
+		}
+	case nodeprobe.LocalModeInterfaceNamePrefix:
+		if det.InterfaceNamePrefix != "" {
+			links = append(links, arrivals.LinkMatch{Name: det.InterfaceNamePrefix, Prefix: true})
+		}
+	default:
+		for _, f := range []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol} {
+			if c := det.FamilyCIDR(string(f), podCIDRs); c != "" {
+				add(c)
+			}
+		}
+	}
+	return out, links
+}
+
+// observations adapts one scrape's meter snapshot to the verdict (verdict.Observed): the evidence of
+// arrivals, in one place.
+type observations struct {
+	snap  *arrivals.Snapshot // nil: no meter
+	quiet time.Duration
+	now   time.Time
+	// dropped is when each destination was first found dropped, scrape after scrape (arrivalTotals).
+	dropped map[verdict.Destination]time.Time
+	// overloaded: the meter missed packets (ring full, rate budget) within the quiet period. Its silence then
+	// says nothing: a destination without attempts counted is not observed, rather than observed quiet.
+	overloaded bool
+}
+
+// Observe implements verdict.Observed.
+func (o *observations) Observe(d verdict.Destination) verdict.Observation {
+	if o.snap == nil || o.snap.Status != arrivals.StatusOK {
+		return verdict.Observation{}
+	}
+	ad, ok := MeterDest(d)
+	if !ok {
+		return verdict.Observation{}
+	}
+	c, ok := o.snap.Dest(ad)
+	if !ok {
+		return verdict.Observation{}
+	}
+	ongoing := c.Attempts > 0 && o.now.Sub(c.LastSeen) < o.quiet
+	if o.overloaded && !ongoing {
+		return verdict.Observation{} // the attempts it missed may have been this destination's
+	}
+	obs := verdict.Observation{Watched: true, Attempts: c.Attempts, ActiveSince: c.ActiveSince, LastSeen: c.LastSeen,
+		Ongoing: ongoing, Silent: !ongoing && o.now.Sub(c.WatchedSince) >= o.quiet, DroppedSince: o.dropped[d],
+		LastNewFlow: c.LastNewFlow}
+	o.addSources(&obs, c)
+	return obs
+}
+
+// nodeAddresses is the node's addresses as the verdict reads them (verdict.Addresses).
+type nodeAddresses struct {
+	assigned  map[netip.Addr]bool
+	nodePorts map[corev1.IPFamily]bool
+}
+
+func newNodeAddresses(assigned, nodePorts []net.IP) nodeAddresses {
+	n := nodeAddresses{assigned: map[netip.Addr]bool{}, nodePorts: map[corev1.IPFamily]bool{}}
+	for _, ip := range assigned {
+		if a, ok := netip.AddrFromSlice(ip); ok {
+			n.assigned[a.Unmap()] = true
+		}
+	}
+	for _, ip := range nodePorts {
+		if ip.To4() != nil {
+			n.nodePorts[corev1.IPv4Protocol] = true
+		} else {
+			n.nodePorts[corev1.IPv6Protocol] = true
+		}
+	}
+	return n
+}
+
+func (n nodeAddresses) Assigned(addr string) bool {
+	a, err := netip.ParseAddr(addr)
+	return err == nil && n.assigned[a.Unmap()]
+}
+
+func (n nodeAddresses) NodePorts(f corev1.IPFamily) bool { return n.nodePorts[f] }
+
+// arrivalTotals makes the node-wide arrival counts monotonic: a destination's count restarts when it stops
+// being watched (its Service deleted) and is watched again, and the sum over destinations would fall with
+// every deleted Service. The exporter owns one; concurrent scrapes share it.
+type arrivalTotals struct {
+	mu    sync.Mutex
+	last  map[arrivals.Dest]uint64
+	total map[ArrivalKey]uint64
+	// dropped is when each destination was first found dropped (verdict.Observation.DroppedSince).
+	dropped map[verdict.Destination]time.Time
+	// folded is the Taken time of the last snapshot folded into total; recorded, of the last scrape that
+	// recorded dropped destinations.
+	folded, recorded time.Time
+	// missed is the meter's missed packets (ring full, shed) as last folded; missedGrew, when they last grew.
+	missed     uint64
+	missedGrew time.Time
+}
+
+// ArrivalKey is one of ArrivalsState.Totals: an arrivals kind in one IP family.
+type ArrivalKey struct {
+	Kind   verdict.Kind // an entry's, or KindHealthCheck
+	Family string
+}
+
+func newArrivalTotals() *arrivalTotals {
+	return &arrivalTotals{last: map[arrivals.Dest]uint64{}, total: map[ArrivalKey]uint64{},
+		dropped: map[verdict.Destination]time.Time{}}
+}
+
+// add folds one snapshot's counts into the totals and returns a copy of them. kinds says which kind each
+// watched destination is (a destination of two Services counts once, as the first one's).
+func (t *arrivalTotals) add(s *arrivals.Snapshot, kinds map[arrivals.Dest]verdict.Kind) map[ArrivalKey]uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.folded.IsZero() && !s.Taken.After(t.folded) {
+		// Two scrapes at once: the older snapshot came second. Its counts are behind the ones folded already;
+		// folded again they would read as a restart of each count and add it whole a second time.
+		return maps.Clone(t.total)
+	}
+	t.folded = s.Taken
+	var missed uint64
+	for _, f := range s.Families {
+		missed += f.Dropped + f.Shed + f.Sampled
+	}
+	if missed > t.missed {
+		t.missedGrew = s.Taken
+	}
+	t.missed = missed
+	seen := make(map[arrivals.Dest]bool, len(s.Dests)+len(s.HealthChecks))
+	fold := func(d arrivals.Dest, n, restored uint64, kind verdict.Kind) {
+		seen[d] = true
+		last, ok := t.last[d]
+		switch {
+		case !ok:
+			// First seen by this exporter's totals: everything it counted since it was watched is new, but for
+			// the attempts an earlier exporter counted (carried over by the state file).
+			t.total[ArrivalKey{kind, familyName(d)}] += n - min(restored, n)
+		case n >= last:
+			t.total[ArrivalKey{kind, familyName(d)}] += n - last
+		default:
+			t.total[ArrivalKey{kind, familyName(d)}] += n // watched anew: counted from zero again
+		}
+		t.last[d] = n
+	}
+	for _, d := range s.Dests {
+		fold(d.Dest, d.Attempts, d.Restored, kinds[d.Dest])
+	}
+	for _, h := range s.HealthChecks {
+		fold(h.Dest, h.Probes, 0, KindHealthCheck)
+	}
+	for d := range t.last {
+		if !seen[d] {
+			delete(t.last, d)
+		}
+	}
+	return maps.Clone(t.total)
+}
+
+// overloaded reports whether the meter missed packets within quiet before now.
+func (t *arrivalTotals) overloaded(now time.Time, quiet time.Duration) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return !t.missedGrew.IsZero() && now.Sub(t.missedGrew) < quiet
+}
+
+// droppedSince returns when each destination was first found dropped, as of a scrape at now. After a gap
+// without scrapes longer than quiet (the exporter not scraped, or stalled) it forgets them: what happened in
+// the gap is unknown (the node may have served and dropped again), and an old "dropped since" would count the
+// whole gap against the grace window and page at once.
+func (t *arrivalTotals) droppedSince(now time.Time, quiet time.Duration) map[verdict.Destination]time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.recorded.IsZero() && now.Sub(t.recorded) > quiet {
+		clear(t.dropped)
+	}
+	out := make(map[verdict.Destination]time.Time, len(t.dropped))
+	for k, v := range t.dropped {
+		out[k] = v
+	}
+	return out
+}
+
+// recordDropped remembers, from one scrape's verdicts taken at now, since when each destination is dropped;
+// one not dropped (or gone) is forgotten.
+func (t *arrivalTotals) recordDropped(results []ServiceResult, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if now.Before(t.recorded) {
+		return // a scrape older than the last one recorded (two at once): it knows less
+	}
+	t.recorded = now
+	seen := map[verdict.Destination]bool{}
+	for _, r := range results {
+		for _, fv := range r.Verdict.Families {
+			for _, e := range fv.Entries {
+				if !e.Dropped {
+					continue
+				}
+				seen[e.Destination] = true
+				if _, ok := t.dropped[e.Destination]; !ok {
+					t.dropped[e.Destination] = now
+				}
+			}
+		}
+	}
+	deleteUnseen(t.dropped, seen)
+}
+
+func familyName(d arrivals.Dest) string {
+	if d.IPv6() {
+		return string(corev1.IPv6Protocol)
+	}
+	return string(corev1.IPv4Protocol)
+}
+
+// ArrivalsState is one scrape's view of the arrivals meter.
+type ArrivalsState struct {
+	// Enabled: the exporter runs a meter (--arrivals.enabled).
+	Enabled bool
+	// Snapshot is the meter's counts; nil when disabled.
+	Snapshot *arrivals.Snapshot
+	// WatchErr is why the meter refused this scrape's Watch (it keeps counting the last one).
+	WatchErr error
+	// Totals are the node's arrivals per kind and family, monotonic.
+	Totals map[ArrivalKey]uint64
+}

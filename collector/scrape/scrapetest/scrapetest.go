@@ -1,0 +1,136 @@
+// Package scrapetest fakes what a scrape gathers (the API view, kube-proxy's rules, the node's addresses, the
+// arrivals meter) and builds the Services a scrape decides, for the tests of collector/scrape, which gathers,
+// and of collector, which renders. Only tests import it.
+package scrapetest
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
+)
+
+// View is an API view over a fixed snapshot that counts how often it is read.
+type View struct {
+	Snap      kubeview.Snapshot
+	Err       error
+	Snapshots atomic.Int32
+}
+
+func (f *View) Snapshot() (kubeview.Snapshot, error) {
+	f.Snapshots.Add(1)
+	return f.Snap, f.Err
+}
+
+func (f *View) Node() (kubeview.NodeState, error) { return f.Snap.Node, nil }
+
+// Reader is a rules reader that returns one snapshot and counts reads.
+type Reader struct {
+	Snap  *kernelrules.Snapshot
+	Err   error
+	Reads atomic.Int32
+}
+
+func (c *Reader) Read(context.Context) (*kernelrules.Snapshot, error) {
+	c.Reads.Add(1)
+	return c.Snap, c.Err
+}
+
+// NoAddress finds no address for kube-proxy's health server.
+func NoAddress(kubeview.NodeState) (string, error) { return "", errors.New("no address in this test") }
+
+// Addrs are the node's addresses.
+type Addrs []string
+
+func (f Addrs) LocalAddrs() ([]net.IP, error) {
+	var out []net.IP
+	for _, a := range f {
+		out = append(out, net.ParseIP(a))
+	}
+	return out, nil
+}
+
+// Meter is an arrivals meter whose counts the test sets: every watched destination gets Counts[d], the
+// receive times relative to the snapshot's time Now.
+type Meter struct {
+	Mu      sync.Mutex
+	Status  arrivals.Status
+	Watched arrivals.Watch
+	Counts  map[arrivals.Dest]arrivals.DestCount
+	Now     time.Time
+}
+
+func (m *Meter) Watch(w arrivals.Watch) error {
+	m.Mu.Lock()
+	defer m.Mu.Unlock()
+	m.Watched = w
+	return nil
+}
+
+func (m *Meter) Snapshot() arrivals.Snapshot {
+	m.Mu.Lock()
+	defer m.Mu.Unlock()
+	s := arrivals.Snapshot{Status: m.Status, Since: m.Now.Add(-time.Hour), Taken: m.Now,
+		Families: []arrivals.FamilyStats{{Family: "IPv4", Dropped: 3}, {Family: "IPv6"}}}
+	for _, d := range m.Watched.Dests {
+		c := m.Counts[d]
+		c.Dest = d
+		s.Dests = append(s.Dests, c)
+	}
+	return s
+}
+
+// Family is one family's single port "http" (NodePort 30090) with local endpoints; clusterWide false means no
+// endpoint anywhere.
+func Family(f corev1.IPFamily, local int, clusterWide bool) kubeview.FamilyEndpoints {
+	return kubeview.FamilyEndpoints{Family: f, LocalEndpoints: local, LocalReadyEndpoints: local,
+		Ports: []kubeview.PortEndpoints{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30090, Local: local, ClusterWide: clusterWide}}}
+}
+
+// NodePortService is kubelings/checkout, a NodePort Service with fams (one IPv4 family with local endpoints
+// when none is given).
+func NodePortService(local int, fams ...kubeview.FamilyEndpoints) kubeview.ServiceState {
+	if len(fams) == 0 {
+		fams = []kubeview.FamilyEndpoints{Family(corev1.IPv4Protocol, local, true)}
+	}
+	return kubeview.ServiceState{Namespace: "kubelings", Name: "checkout", Type: corev1.ServiceTypeNodePort,
+		Ports:    []kubeview.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30090}},
+		Families: fams}
+}
+
+// LBService is NodePortService as a LoadBalancer Service with health check node port 32000.
+func LBService(fams ...kubeview.FamilyEndpoints) kubeview.ServiceState {
+	s := NodePortService(0, fams...)
+	s.Type, s.HealthCheckNodePort = corev1.ServiceTypeLoadBalancer, 32000
+	return s
+}
+
+// RefusedKubeProxy is an address for kube-proxy's health server where nothing listens.
+func RefusedKubeProxy(t testing.TB) func(kubeview.NodeState) (string, error) {
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return func(kubeview.NodeState) (string, error) { return addr, nil }
+}
+
+// Links are the host's links.
+type Links []string
+
+func (f Links) LinkNames() ([]string, error) { return f, nil }
+
+// DualStackNode is node-1 with an IPv4 and an IPv6 loopback address.
+func DualStackNode() kubeview.NodeState {
+	return kubeview.NodeState{Name: "node-1", Found: true, InternalIPs: []string{"127.0.0.1", "::1"}}
+}
