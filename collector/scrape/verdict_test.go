@@ -62,145 +62,73 @@ func (e fakeEvidence) Arriving(d verdict.Destination) (string, bool) {
 	return "", false
 }
 
-type want struct{ inRotation, drops, blackhole bool }
-
-func TestDecide(t *testing.T) {
+// The decision's rules are tested where they live (kubeview/verdict: TestDecideTable); these rows test only
+// the adapting: the probes' answers and kube-proxy's rules as read become the verdict's evidence unchanged.
+func TestDecideAdaptsTheEvidence(t *testing.T) {
 	ready := kubeview.NodeState{Name: "node-1", Found: true}
-	missing := kubeview.NodeState{Name: "node-1"}
-	excluded := kubeview.NodeState{Name: "node-1", Found: true, Excluded: true}
-	deleting := kubeview.NodeState{Name: "node-1", Found: true, Deleting: true}
-	toBeDeleted := kubeview.NodeState{Name: "node-1", Found: true, ToBeDeleted: true}
-	checks := func(c4, c6 *nodeprobe.HealthCheck) map[corev1.IPFamily]*nodeprobe.HealthCheck {
-		m := map[corev1.IPFamily]*nodeprobe.HealthCheck{}
-		if c4 != nil {
-			m[v4] = c4
-		}
-		if c6 != nil {
-			m[v6] = c6
-		}
-		return m
+	lbWithIP := scrapetest.LBService()
+	lbWithIP.LoadBalancerIPs = []string{"192.0.2.10"}
+	checks := func(c *nodeprobe.HealthCheck) map[corev1.IPFamily]*nodeprobe.HealthCheck {
+		return map[corev1.IPFamily]*nodeprobe.HealthCheck{v4: c}
 	}
-	withIPs := func(s kubeview.ServiceState, lb, ext []string) kubeview.ServiceState {
-		s.LoadBalancerIPs, s.ExternalIPs = lb, ext
-		return s
+	type want struct {
+		inRotation, blackhole bool
+		source                verdict.Source
 	}
-	noNodePort := func(s kubeview.ServiceState) kubeview.ServiceState {
-		for i := range s.Families {
-			s.Families[i].Ports[0].NodePort = 0
-		}
-		s.Ports[0].NodePort = 0
-		return s
-	}
-	nodePortDrop := []kernelrules.DropRule{{Port: 30090, Counted: true}}
-
 	cases := []struct {
 		name string
 		in   DecideInput
 		want want
 	}{
-		// NodePort: every NodePortEligible node.
-		{"nodeport with a local endpoint serves", DecideInput{Service: scrapetest.NodePortService(1), Node: ready}, want{true, false, false}},
-		{"nodeport without one is a blackhole", DecideInput{Service: scrapetest.NodePortService(0), Node: ready}, want{true, true, true}},
-		{"no endpoint anywhere is an outage, not a blackhole",
-			DecideInput{Service: scrapetest.NodePortService(0, scrapetest.Family(v4, 0, false)), Node: ready}, want{true, false, false}},
-		{"excluded node drops but receives nothing", DecideInput{Service: scrapetest.NodePortService(0), Node: excluded}, want{false, true, false}},
-		{"deleting node is out of nodeport rotation", DecideInput{Service: scrapetest.NodePortService(0), Node: deleting}, want{false, true, false}},
-		{"autoscaler-tainted node is out of nodeport rotation", DecideInput{Service: scrapetest.NodePortService(0), Node: toBeDeleted}, want{false, true, false}},
-		{"missing Node object: NodePort clients still reach the node", DecideInput{Service: scrapetest.NodePortService(0), Node: missing}, want{true, true, true}},
-
-		// Dual-stack: a family that drops is enough; agreeing families are fine.
-		{"dual-stack, IPv6 endpoint missing here: blackhole",
-			DecideInput{Service: scrapetest.NodePortService(0, scrapetest.Family(v4, 1, true), scrapetest.Family(v6, 0, true)), Node: ready}, want{true, true, true}},
-		{"dual-stack, both families local", DecideInput{Service: scrapetest.NodePortService(0, scrapetest.Family(v4, 1, true), scrapetest.Family(v6, 1, true)), Node: ready},
-			want{true, false, false}},
-		{"dual-stack rules: only IPv6 drops",
-			DecideInput{Service: scrapetest.NodePortService(0, scrapetest.Family(v4, 1, true), scrapetest.Family(v6, 1, true)), Node: ready,
-				Rules: fakeFamilyRules{"IPv4": {"http": nil}, "IPv6": {"http": nodePortDrop}}}, want{true, true, true}},
-		{"rules decide when read: API says local, rules drop (stale sync)",
-			DecideInput{Service: scrapetest.NodePortService(1), Node: ready, Rules: fakeFamilyRules{"IPv4": {"http": nodePortDrop}}}, want{true, true, true}},
-		{"rules decide when read: API says none, rules forward",
-			DecideInput{Service: scrapetest.NodePortService(0), Node: ready, Rules: fakeFamilyRules{"IPv4": {"http": nil}}}, want{true, false, false}},
-		{"a family whose rules were not read falls back to the API",
-			DecideInput{Service: scrapetest.NodePortService(0, scrapetest.Family(v4, 1, true), scrapetest.Family(v6, 0, true)), Node: ready,
-				Rules: fakeFamilyRules{"IPv4": {"http": nil}}}, want{true, true, true}},
-
-		// LoadBalancer: in rotation for a family only while that family's health check answers 200.
-		{"LB answering 503 is drained", DecideInput{Service: scrapetest.LBService(), Node: ready, Checks: checks(check(503), nil)}, want{false, true, false}},
-		{"LB answering 200 while dropping is a blackhole", DecideInput{Service: scrapetest.LBService(), Node: ready, Checks: checks(check(200), nil)},
-			want{true, true, true}},
-		{"LB health check refused drains (kube-proxy down)", DecideInput{Service: scrapetest.LBService(), Node: ready,
-			Checks: checks(failed(nodeprobe.ResultRefused), nil)}, want{false, true, false}},
-		{"LB health check timing out drains", DecideInput{Service: scrapetest.LBService(), Node: ready,
-			Checks: checks(failed(nodeprobe.ResultTimeout), nil)}, want{false, true, false}},
-		{"LB health check answering 500 drains", DecideInput{Service: scrapetest.LBService(), Node: ready, Checks: checks(check(500), nil)},
-			want{false, true, false}},
-		{"LB with no address to probe: out of rotation", DecideInput{Service: scrapetest.LBService(), Node: ready,
-			Checks: checks(failed(nodeprobe.ResultNoAddress), nil)}, want{false, true, false}},
-		{"LB node being deleted is out of every target set", DecideInput{Service: scrapetest.LBService(), Node: deleting,
-			Checks: checks(check(200), nil)}, want{false, true, false}},
-		{"LB node with the autoscaler taint is out", DecideInput{Service: scrapetest.LBService(), Node: toBeDeleted,
-			Checks: checks(check(200), nil)}, want{false, true, false}},
-		{"LB node excluded is out", DecideInput{Service: scrapetest.LBService(), Node: excluded, Checks: checks(check(200), nil)},
-			want{false, true, false}},
-		{"LB with a missing Node object is out", DecideInput{Service: scrapetest.LBService(), Node: missing, Checks: checks(check(200), nil)},
-			want{false, true, false}},
-		{"dual-stack LB: IPv6 check 200 while IPv6 drops is a blackhole",
-			DecideInput{Service: scrapetest.LBService(scrapetest.Family(v4, 1, true), scrapetest.Family(v6, 0, true)), Node: ready, Checks: checks(check(200), check(200))},
-			want{true, true, true}},
-		{"dual-stack LB: IPv6 check 503 drains the IPv6 family only",
-			DecideInput{Service: scrapetest.LBService(scrapetest.Family(v4, 1, true), scrapetest.Family(v6, 0, true)), Node: ready, Checks: checks(check(200), check(503))},
-			want{true, true, false}},
-
-		// Load balancer IPs: only the family's programmed ones; Proxy mode ones are left out by kubeview.
-		{"allocateLoadBalancerNodePorts false, no programmed IP: nothing to drop",
-			DecideInput{Service: noNodePort(scrapetest.LBService()), Node: ready, Checks: checks(check(200), nil)}, want{false, false, false}},
-		{"allocateLoadBalancerNodePorts false, VIP ingress IP checked 200 drops: blackhole",
-			DecideInput{Service: withIPs(noNodePort(scrapetest.LBService()), []string{"192.0.2.10"}, nil), Node: ready, Checks: checks(check(200), nil)},
-			want{true, true, true}},
-		{"rules: the LB IP's drop counts, not another address's",
-			DecideInput{Service: withIPs(noNodePort(scrapetest.LBService(scrapetest.Family(v4, 0, true))), []string{"192.0.2.10"}, nil), Node: ready,
-				Checks: checks(check(200), nil), Rules: fakeFamilyRules{"IPv4": {"http": {{Address: "192.0.2.99", Port: 80}}}}},
-			want{true, false, false}},
-
-		// externalIPs: in rotation only with evidence.
-		{"externalIP without evidence: not in rotation",
-			DecideInput{Service: withIPs(noNodePort(scrapetest.NodePortService(0)), nil, []string{"198.51.100.7"}), Node: ready,
-				Arrivals: fakeEvidence{}}, want{false, true, false}},
-		{"externalIP assigned to this node: blackhole",
-			DecideInput{Service: withIPs(noNodePort(scrapetest.NodePortService(0)), nil, []string{"198.51.100.7"}), Node: ready,
-				Arrivals: fakeEvidence{assigned: map[string]bool{"198.51.100.7": true}}}, want{true, true, true}},
-		{"externalIP whose drop counter grew: blackhole",
-			DecideInput{Service: withIPs(noNodePort(scrapetest.NodePortService(0)), nil, []string{"198.51.100.7"}), Node: ready,
-				Rules:    fakeFamilyRules{"IPv4": {"http": {{Address: "198.51.100.7", Port: 80, Counted: true}}}},
-				Arrivals: fakeEvidence{arriving: map[string]bool{"198.51.100.7": true}}}, want{true, true, true}},
-		{"externalIP of the other family is not this family's",
-			DecideInput{Service: withIPs(noNodePort(scrapetest.NodePortService(0, scrapetest.Family(v6, 0, true))), nil, []string{"198.51.100.7"}), Node: ready,
-				Arrivals: fakeEvidence{assigned: map[string]bool{"198.51.100.7": true}}}, want{false, false, false}},
+		{"a 200 keeps the node in rotation", DecideInput{Service: scrapetest.LBService(), Node: ready, Checks: checks(check(200))},
+			want{true, true, SourceAPI}},
+		{"a 503 drains it", DecideInput{Service: scrapetest.LBService(), Node: ready, Checks: checks(check(503))}, want{false, false, SourceAPI}},
+		{"a refused probe is passed on as refused: drained", DecideInput{Service: scrapetest.LBService(), Node: ready,
+			Checks: checks(failed(nodeprobe.ResultRefused))}, want{false, false, SourceAPI}},
+		{"no address to probe is passed on: out", DecideInput{Service: scrapetest.LBService(), Node: ready,
+			Checks: checks(failed(nodeprobe.ResultNoAddress))}, want{false, false, SourceAPI}},
+		{"a family without a probe has no health check answer", DecideInput{Service: scrapetest.LBService(), Node: ready,
+			Checks: map[corev1.IPFamily]*nodeprobe.HealthCheck{v4: nil}}, want{false, false, SourceAPI}},
+		{"rules read: the source is the rules, a NodePort drop rule drops the NodePort",
+			DecideInput{Service: scrapetest.NodePortService(1), Node: ready, Rules: fakeFamilyRules{"IPv4": {"http": {{Port: 30090}}}}},
+			want{true, true, SourceRules}},
+		{"a drop rule at another address drops nothing here",
+			DecideInput{Service: lbWithIP, Node: ready, Checks: checks(check(200)), Rules: fakeFamilyRules{"IPv4": {"http": {{Address: "192.0.2.99", Port: 80}}}}},
+			want{true, false, SourceRules}},
+		{"a rule for all destinations drops the load balancer IP too",
+			DecideInput{Service: lbWithIP, Node: ready, Checks: checks(check(200)), Rules: fakeFamilyRules{"IPv4": {"http": {{AllDestinations: true}}}}},
+			want{true, true, SourceRules}},
+		{"kube-proxy not programmed: nothing drops whatever the API says",
+			DecideInput{Service: scrapetest.NodePortService(0), Node: ready, Rules: notProgrammed{}}, want{true, false, SourceRules}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			v := Decide(c.in)
-			if got := (want{v.InRotation, v.Drops, v.Blackhole}); got != c.want {
+			if got := (want{v.InRotation, v.Blackhole, v.Source}); got != c.want {
 				t.Errorf("Decide = %+v, want %+v\n%+v", got, c.want, v.Families)
-			}
-			wantSource := SourceAPI
-			if c.in.Rules != nil {
-				wantSource = SourceRules
-			}
-			if v.Source != wantSource {
-				t.Errorf("source %s, want %s", v.Source, wantSource)
 			}
 		})
 	}
 }
 
-// A multi-port Service blackholes when any port drops.
-func TestDecideMultiPort(t *testing.T) {
-	svc := scrapetest.NodePortService(0, kubeview.FamilyEndpoints{Family: v4, Ports: []kubeview.PortEndpoints{
-		{Name: "dns", Protocol: corev1.ProtocolUDP, NodePort: 30053, Local: 1, ClusterWide: true},
-		{Name: "dns-tcp", Protocol: corev1.ProtocolTCP, NodePort: 30054, Local: 0, ClusterWide: true},
-	}})
-	if v := Decide(DecideInput{Service: svc, Node: kubeview.NodeState{Found: true}}); !v.Blackhole {
-		t.Errorf("one port without a local endpoint: %+v", v)
+// A port whose rules send its traffic only to endpoints that no longer exist drops every destination in fact.
+func TestVerdictRulesGoneDropsEverything(t *testing.T) {
+	sp := kernelrules.ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}
+	vr := newVerdictRules(fakeFamilyRules{"IPv4": {"http": nil}})
+	if st := vr.Family(sp, "IPv4"); st.Drop {
+		t.Fatalf("forwarding rules read as a drop: %+v", st)
+	}
+	vr.markGone(sp, "IPv4")
+	svc := scrapetest.LBService()
+	svc.LoadBalancerIPs = []string{"192.0.2.10"}
+	v := Decide(DecideInput{Service: svc, Node: kubeview.NodeState{Name: "node-1", Found: true},
+		Checks: map[corev1.IPFamily]*nodeprobe.HealthCheck{v4: check(200)}, Rules: vr})
+	if !v.Blackhole {
+		t.Fatalf("gone endpoints: %+v", v.Families)
+	}
+	for _, e := range v.Families[0].Entries {
+		if !e.Dropped {
+			t.Errorf("%s %s not dropped", e.Kind, e.Address)
+		}
 	}
 }
