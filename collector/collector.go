@@ -12,8 +12,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
 )
 
 // Namespace prefixes every metric the exporter defines.

@@ -1,8 +1,9 @@
 package collector
 
 import (
-	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
 )
 
 var (
