@@ -1,7 +1,8 @@
-// Package collector turns the exporter's inputs (the API view, kube-proxy's health answers, its rules) into
-// Prometheus metrics. For each scrape the Gatherer reads every input once, concurrently and under the scrape's
-// deadline, and decides the verdicts into one State; each collector (one job, one file) renders that State,
-// and the Exporter reports how each one fared.
+// Package collector renders one scrape into Prometheus metrics. For each scrape its StateSource (in the
+// exporter, collector/scrape's Gatherer, which reads every input once under the scrape's deadline and decides
+// the verdicts) hands over one read-only scrape.State; each collector (one job, one file) renders that State,
+// and the Exporter reports how each one fared. Nothing here reads a source or decides: what a series says was
+// settled before rendering began.
 package collector
 
 import (
