@@ -1,5 +1,6 @@
 # syntax=docker/dockerfile:1
 # localtraffic-exporter image.
+#   make image   (scripts/image.sh: every platform of the base, tagged from the version), or by hand:
 #   docker build --build-arg VERSION=$(git describe --tags --always) --build-arg REVISION=$(git rev-parse HEAD) \
 #     --build-arg BRANCH=$(git rev-parse --abbrev-ref HEAD) -t ghcr.io/localtraffic/localtraffic-exporter:dev .
 # deploy/check/dockerfile_test.go parses this file and runs the build stage's commands on the host, so CI

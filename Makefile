@@ -31,7 +31,7 @@ export LT_E2E_KEEP_LOGS := $(KEEP_LOGS)
 # CI's own: scripts/stage.sh appends each stage to the file LT_STAGES names, timed from LT_STAGES_T0 (set by
 # .ci/run and scripts/ci.sh, not knobs).
 
-.PHONY: all build test check deps unit check-alerts bench-arrivals check-deploy e2e demo generate fuzz fuzz-ci soak scale scale-rules scale-memory bench lint release release-snapshot
+.PHONY: all build test check deps unit check-alerts bench-arrivals check-deploy e2e demo generate fuzz fuzz-ci soak scale scale-rules scale-memory bench lint release release-snapshot image image-load
 
 all: build
 
@@ -40,6 +40,22 @@ all: build
 build:
 	$(BUILD_ENV) scripts/build.sh bin/kubectl-localtraffic ./cmd/kubectl-localtraffic
 	$(BUILD_ENV) scripts/build.sh bin/localtraffic-exporter ./cmd/localtraffic-exporter
+
+## image: the exporter's image from this clone (the Dockerfile), for every platform its base image has (linux/amd64,
+## arm64, ppc64le, s390x; IMAGE_PLATFORMS narrows it), named IMAGE_REGISTRY/IMAGE_REPOSITORY:IMAGE_TAG (default
+## ghcr.io/localtraffic/localtraffic-exporter:<git describe>), with docker buildx or podman (scripts/image.sh).
+## IMAGE_PUSH=1 pushes it; otherwise docker leaves an OCI archive in dist/image/ (a multi-platform image does not
+## fit docker's own image store). Without a container engine it says so in one line and fails.
+## image-load: the same image for this machine's platform only, loaded into the kind cluster KIND_CLUSTER (kind).
+IMAGE_REGISTRY   ?= ghcr.io
+IMAGE_REPOSITORY ?= localtraffic/localtraffic-exporter
+IMAGE_TAG        ?= $(VERSION)
+IMAGE_ENV = $(BUILD_ENV) IMAGE_REGISTRY=$(IMAGE_REGISTRY) IMAGE_REPOSITORY=$(IMAGE_REPOSITORY) IMAGE_TAG=$(IMAGE_TAG)
+image:
+	@$(IMAGE_ENV) scripts/image.sh build
+
+image-load:
+	@$(IMAGE_ENV) scripts/image.sh load
 
 ## release-snapshot: the release pipeline (.goreleaser.yaml) without publishing, offline. Into dist/: the archives
 ## of both binaries for every platform, checksums.txt, an SPDX SBOM per archive and the krew manifest
