@@ -9,7 +9,7 @@
 # ---- build: a static binary, version information in localtraffic_build_info ----
 # --platform=$BUILDPLATFORM: compile natively and cross-compile for TARGETOS/TARGETARCH (buildx multi-arch;
 # distroless-iptables is multi-arch), instead of compiling under emulation.
-FROM --platform=$BUILDPLATFORM golang:1.26 AS build
+FROM --platform=$BUILDPLATFORM golang:1.26.8 AS build
 ARG TARGETOS
 ARG TARGETARCH
 ARG VERSION=unknown
