@@ -1,5 +1,6 @@
 # syntax=docker/dockerfile:1
 # localtraffic-exporter image.
+#   make image   (scripts/image.sh: every platform of the base, tagged from the version), or by hand:
 #   docker build --build-arg VERSION=$(git describe --tags --always) --build-arg REVISION=$(git rev-parse HEAD) \
 #     --build-arg BRANCH=$(git rev-parse --abbrev-ref HEAD) -t ghcr.io/localtraffic/localtraffic-exporter:dev .
 # deploy/check/dockerfile_test.go parses this file and runs the build stage's commands on the host, so CI
@@ -8,7 +9,7 @@
 # ---- build: a static binary, version information in localtraffic_build_info ----
 # --platform=$BUILDPLATFORM: compile natively and cross-compile for TARGETOS/TARGETARCH (buildx multi-arch;
 # distroless-iptables is multi-arch), instead of compiling under emulation.
-FROM --platform=$BUILDPLATFORM golang:1.26 AS build
+FROM --platform=$BUILDPLATFORM golang:1.26.8 AS build
 ARG TARGETOS
 ARG TARGETARCH
 ARG VERSION=unknown

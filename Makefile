@@ -31,7 +31,7 @@ export LT_E2E_KEEP_LOGS := $(KEEP_LOGS)
 # CI's own: scripts/stage.sh appends each stage to the file LT_STAGES names, timed from LT_STAGES_T0 (set by
 # .ci/run and scripts/ci.sh, not knobs).
 
-.PHONY: all build test check deps unit check-alerts bench-arrivals check-deploy e2e demo generate fuzz fuzz-ci soak scale scale-rules scale-memory bench lint release release-snapshot
+.PHONY: all build test check deps unit check-alerts bench-arrivals check-deploy e2e demo generate fuzz fuzz-ci soak scale scale-rules scale-memory bench lint release release-snapshot image image-load chart chart-push
 
 all: build
 
@@ -41,10 +41,29 @@ build:
 	$(BUILD_ENV) scripts/build.sh bin/kubectl-localtraffic ./cmd/kubectl-localtraffic
 	$(BUILD_ENV) scripts/build.sh bin/localtraffic-exporter ./cmd/localtraffic-exporter
 
+## image: the exporter's image from this clone (the Dockerfile), for every platform its base image has (linux/amd64,
+## arm64, ppc64le, s390x; IMAGE_PLATFORMS narrows it), named IMAGE_REGISTRY/IMAGE_REPOSITORY:IMAGE_TAG (default
+## ghcr.io/localtraffic/localtraffic-exporter:<git describe>), with docker buildx or podman (scripts/image.sh).
+## IMAGE_PUSH=1 pushes it; otherwise docker leaves an OCI archive in dist/image/ (a multi-platform image does not
+## fit docker's own image store). Without a container engine it says so in one line and fails.
+## image-load: the same image for this machine's platform only, loaded into the kind cluster KIND_CLUSTER (kind).
+IMAGE_REGISTRY   ?= ghcr.io
+IMAGE_REPOSITORY ?= localtraffic/localtraffic-exporter
+IMAGE_TAG        ?= $(VERSION)
+IMAGE_ENV = $(BUILD_ENV) IMAGE_REGISTRY=$(IMAGE_REGISTRY) IMAGE_REPOSITORY=$(IMAGE_REPOSITORY) IMAGE_TAG=$(IMAGE_TAG)
+image:
+	@$(IMAGE_ENV) scripts/image.sh build
+
+image-load:
+	@$(IMAGE_ENV) scripts/image.sh load
+
 ## release-snapshot: the release pipeline (.goreleaser.yaml) without publishing, offline. Into dist/: the archives
 ## of both binaries for every platform, checksums.txt, an SPDX SBOM per archive and the krew manifest
 ## (dist/krew/localtraffic.yaml) written from the archives. The image is left out (--skip=docker): it needs a
-## Docker engine with buildx, which the tag workflow has. goreleaser and syft come from scripts/install-deps.sh.
+## Docker engine with buildx, which the tag workflow has; so is signing (--skip=sign): keyless signing needs the
+## workflow's OIDC identity. First use fetches from the Go module proxy and builds into TOOLS_BIN goreleaser, syft,
+## krew and validate-krew-manifest at the versions scripts/install-deps.sh pins (it says so as it builds them);
+## every later run is offline.
 ## GORELEASER_CONFIG: another configuration (e2e/release_test.go narrows the targets to linux/amd64).
 GORELEASER_CONFIG ?= .goreleaser.yaml
 # goreleaser reads the commit through git, and in a clone without a remote gives up on all of it (commit "none"):
@@ -53,13 +72,27 @@ NO_REMOTE_ENV = $(if $(shell git ls-remote --get-url 2>/dev/null),,GIT_CONFIG_CO
 	GIT_CONFIG_VALUE_0=https://github.com/localtraffic/localtraffic-exporter)
 release-snapshot:
 	scripts/install-deps.sh release
-	$(NO_REMOTE_ENV) PATH="$(TOOLS_BIN):$$PATH" goreleaser release --snapshot --clean --skip=docker --config $(GORELEASER_CONFIG)
+	$(NO_REMOTE_ENV) PATH="$(TOOLS_BIN):$$PATH" goreleaser release --snapshot --clean --skip=docker,sign --config $(GORELEASER_CONFIG)
 
-## release: what .github/workflows/release.yml runs on a tag (GITHUB_TOKEN set, logged in to ghcr.io, buildx):
-## the GitHub release with everything above, and the multi-arch image.
+## release: what .github/workflows/release.yml runs on a tag (GITHUB_TOKEN set, logged in to ghcr.io, buildx,
+## cosign, an OIDC token): the GitHub release with everything above, signed keyless, and the multi-arch image,
+## signed and with provenance. The release notes are the tag's section of CHANGELOG.md (scripts/release-notes.sh),
+## not the git log; without one the release stops before it starts.
 release:
 	scripts/install-deps.sh release
-	PATH="$(TOOLS_BIN):$$PATH" goreleaser release --clean
+	notes="$$(mktemp)" && scripts/release-notes.sh $(VERSION) >"$$notes" && \
+		PATH="$(TOOLS_BIN):$$PATH" goreleaser release --clean --release-notes "$$notes"
+
+## chart: the Helm chart packaged as dist/chart/localtraffic-exporter-<version>.tgz (helm package; needs helm).
+## chart-push: that package pushed as an OCI artifact to CHART_REGISTRY (ghcr.io/localtraffic/charts) and signed
+## keyless with cosign (scripts/chart-push.sh; the release workflow runs it after make release).
+CHART_REGISTRY ?= ghcr.io/localtraffic/charts
+chart:
+	@command -v helm >/dev/null 2>&1 || { echo "make chart: no helm on PATH (deploy/check packages the chart with helm's library)" >&2; exit 1; }
+	helm package deploy/helm/localtraffic-exporter --destination dist/chart
+
+chart-push: chart
+	CHART_REGISTRY=$(CHART_REGISTRY) scripts/chart-push.sh
 
 ## test: every test there is — unit, real-kernel rule readers, fuzzing, alerts (promtool), deploy checks and the
 ## live-cluster e2e suite. As root on a fresh Debian machine it installs what it needs first. scripts/ci.sh runs

@@ -2,6 +2,8 @@ module github.com/localtraffic/localtraffic-exporter
 
 go 1.26.0
 
+toolchain go1.26.8
+
 require (
 	github.com/alecthomas/kingpin/v2 v2.4.0
 	github.com/mdlayher/netlink v1.11.2

@@ -2,6 +2,8 @@ module github.com/localtraffic/localtraffic-exporter/alerts
 
 go 1.26.7
 
+toolchain go1.26.8
+
 require (
 	github.com/google/go-jsonnet v0.22.0
 	github.com/grafana/grafana-foundation-sdk/go v0.0.22

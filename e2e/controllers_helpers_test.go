@@ -42,12 +42,15 @@ func controllerCluster(t testing.TB) *cluster.Cluster {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 		defer cancel()
 		c, err := cluster.Up(ctx, cluster.Config{
-			Name:           "k",
-			Nodes:          cluster.ControllerNodes(ctrlWorkers, true),
-			Controllers:    true,
-			StartExporters: true,
-			ExporterArgs:   everySeries(),
-			Log:            os.Stderr,
+			Name:        "k",
+			Nodes:       cluster.ControllerNodes(ctrlWorkers, true),
+			Controllers: true,
+			// Pod Security admission enforcing baseline wherever a namespace does not say otherwise, as on many
+			// managed clusters: the shipped install lines must work there (deploy_podsecurity_test.go).
+			PodSecurityDefault: "baseline",
+			StartExporters:     true,
+			ExporterArgs:       everySeries(),
+			Log:                os.Stderr,
 		})
 		ctrlState.mu.Lock()
 		ctrlState.c, ctrlState.err = c, err

@@ -2,6 +2,8 @@ module github.com/localtraffic/localtraffic-exporter/e2e
 
 go 1.26.7
 
+toolchain go1.26.8
+
 require (
 	github.com/localtraffic/localtraffic-exporter/alerts v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.25.0

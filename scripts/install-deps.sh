@@ -112,7 +112,7 @@ release_tools() {
 	done
 	mkdir -p "$bin"
 	for line in "${!want[@]}"; do
-		echo "install-deps: building${want[$line]}" >&2
+		echo "install-deps: first use: building${want[$line]} from the Go module proxy into $bin (kept there: later runs need no network)" >&2
 		# shellcheck disable=SC2086 # one word per package
 		GOBIN="$bin" GOFLAGS=-buildvcs=false CGO_ENABLED=0 go install ${want[$line]}
 	done

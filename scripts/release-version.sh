@@ -15,8 +15,9 @@ docs=(README.md deploy/README.md deploy/helm/localtraffic-exporter/README.md doc
 semver='v[0-9]+\.[0-9]+\.[0-9]+'
 # The contexts in the docs where a version means the release (never, e.g., kube-proxy's v1.37.2): go install and
 # jb install @vX, release downloads, the image tag, clone --branch / ?ref=, and archive names (_X.Y.Z_).
-ctx='(localtraffic-exporter[^ ]*@|releases/download/|localtraffic-exporter:|--branch[ =]|[?]ref=)'
-refs="$ctx$semver|_[0-9]+\.[0-9]+\.[0-9]+_"
+ctx='(localtraffic-exporter[^ ]*@|releases/download/|localtraffic-exporter:|--branch[ =]|[?]ref=|localtraffic-exporter/)'
+# The chart's own version, without the v: `helm install ... --version X.Y.Z`.
+refs="$ctx$semver|_[0-9]+\.[0-9]+\.[0-9]+_|--version [0-9]+\.[0-9]+\.[0-9]+"
 
 show() { sed -n 's/^appVersion: *//p' "$chart"; }
 
@@ -53,7 +54,7 @@ set)
 	sed -i -E "s/^appVersion: .*/appVersion: $new/; s/^version: .*/version: ${new#v}/" "$chart"
 	sed -i -E "s/^( *newTag: ).*/\1$new/" "$kustomization"
 	for f in "${docs[@]}"; do
-		sed -i -E "s#${ctx}${old//./\\.}#\1$new#g; s#_${old#v}_#_${new#v}_#g" "$f"
+		sed -i -E "s#${ctx}${old//./\\.}#\1$new#g; s#_${old#v}_#_${new#v}_#g; s#--version ${old#v}#--version ${new#v}#g" "$f"
 	done
 	"$0" check "$new"
 	;;

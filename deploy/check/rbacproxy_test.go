@@ -1,7 +1,9 @@
 package check
 
 import (
+	"os"
 	"path"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -30,6 +32,44 @@ func flagValue(args []string, name string) (string, bool) {
 // token on exactly the exporter's health paths (never the telemetry path), the proxy's own liveness, least
 // privilege for the sidecar, and its RBAC: TokenReviews and SubjectAccessReviews for the pod's ServiceAccount and a
 // metrics-reader ClusterRole with GET on the telemetry path only.
+// kubeRBACProxyPin is the kube-rbac-proxy version e2e builds from the Go module proxy and runs in front of the
+// exporter (e2e/tools/rbacproxy/go.mod): the one version deploy/base, the chart and their READMEs may ship.
+func kubeRBACProxyPin(t *testing.T) string {
+	t.Helper()
+	mod, err := os.ReadFile(filepath.Join(repoRoot(t), "e2e", "tools", "rbacproxy", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^require github\.com/brancz/kube-rbac-proxy (v\S+)$`).FindSubmatch(mod)
+	if m == nil {
+		t.Fatal("e2e/tools/rbacproxy/go.mod requires no github.com/brancz/kube-rbac-proxy")
+	}
+	return string(m[1])
+}
+
+// TestKubeRBACProxyPinnedOnce: every place that names kube-rbac-proxy's image version names the one e2e tests.
+func TestKubeRBACProxyPinnedOnce(t *testing.T) {
+	pin := kubeRBACProxyPin(t)
+	// image:, a README's `registry`, `repository`, `tag` cells, values.yaml's repository and tag lines.
+	version := regexp.MustCompile("kube-rbac-proxy(?::|`, `|\\n\\s+tag: )(v\\d+\\.\\d+\\.\\d+)")
+	for _, f := range []string{"deploy/base/daemonset.yaml", "deploy/README.md", chartDir + "/values.yaml", chartDir + "/README.md"} {
+		b, err := os.ReadFile(filepath.Join(repoRoot(t), f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, m := range version.FindAllSubmatch(b, -1) {
+			found = true
+			if string(m[1]) != pin {
+				t.Errorf("%s names kube-rbac-proxy %s, e2e tests %s", f, m[1], pin)
+			}
+		}
+		if !found {
+			t.Errorf("%s does not name kube-rbac-proxy's version %s", f, pin)
+		}
+	}
+}
+
 func checkKubeRBACProxy(t *testing.T, what string, objs []*yaml.RNode) {
 	t.Helper()
 	var ds appsv1.DaemonSet
@@ -50,8 +90,8 @@ func checkKubeRBACProxy(t *testing.T, what string, objs []*yaml.RNode) {
 	}
 	telemetry, _ := flagValue(exp.Args, "web.telemetry-path")
 
-	if !regexp.MustCompile(`^quay\.io/brancz/kube-rbac-proxy:v0\.19\.\d+$`).MatchString(proxy.Image) {
-		t.Errorf("%s: kube-rbac-proxy image %q: want quay.io/brancz/kube-rbac-proxy:v0.19.x, pinned", what, proxy.Image)
+	if want := "quay.io/brancz/kube-rbac-proxy:" + kubeRBACProxyPin(t); proxy.Image != want {
+		t.Errorf("%s: kube-rbac-proxy image %q: want %s, the version e2e builds and tests (e2e/tools/rbacproxy/go.mod)", what, proxy.Image, want)
 	}
 	if v, _ := flagValue(proxy.Args, "upstream"); v != "http://127.0.0.1:"+strconv.Itoa(port)+"/" {
 		t.Errorf("%s: --upstream=%q: want the exporter's http://127.0.0.1:%d/", what, v, port)

@@ -41,6 +41,10 @@ type Config struct {
 	// agent per node (see package nodeagent), so Deployments, DaemonSets and the EndpointSlice controller run
 	// as in a real cluster. The harness's own pods and slices (StartPod, SetEndpoints) keep working beside them.
 	Controllers bool
+	// PodSecurityDefault, when set (baseline, restricted), makes Pod Security admission enforce that level in
+	// every namespace without a pod-security.kubernetes.io/enforce label of its own (an AdmissionConfiguration
+	// default, as many managed clusters have). Empty: Kubernetes' default, nothing enforced.
+	PodSecurityDefault string
 	// Name, when set, goes into every namespace name of the cluster (lte2e-<pid>-<name>-…), so one process
 	// can run two clusters at once.
 	Name string

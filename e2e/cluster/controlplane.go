@@ -83,7 +83,11 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 		return err
 	}
 
-	apiserver, err := c.startAPIServerProcess(
+	admission, err := podSecurityFlags(c.WorkDir, c.cfg.PodSecurityDefault)
+	if err != nil {
+		return err
+	}
+	apiserver, err := c.startAPIServerProcess(append(admission,
 		"--etcd-servers=http://127.0.0.1:2379",
 		"--bind-address="+controlPlaneIP,
 		"--advertise-address="+controlPlaneIP,
@@ -106,7 +110,7 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 		// nowhere); ServeKubeletLogs answers there for the mirror pods.
 		"--kubelet-preferred-address-types=InternalIP",
 		"--v=1",
-	)
+	)...)
 	if err != nil {
 		return err
 	}
