@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -17,12 +18,13 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 )
 
-// Exit statuses, as the issue fixes them: 0 clean, 1 blackholes (status) or findings at or above --fail-on
-// (audit), 2 bad input or an API that could not be read.
+// Exit statuses: 0 clean, 1 blackholes (status) or findings at or above --fail-on (audit), 2 bad input (fix the
+// flags or files), 3 the API server failed or refused a read (fix the access or retry).
 const (
 	exitClean    = 0
 	exitFindings = 1
 	exitError    = 2
+	exitAPI      = 3
 )
 
 // app is one invocation: its streams, its environment and how it reaches the apiserver (tests replace it with
@@ -33,6 +35,8 @@ type app struct {
 	getenv      func(string) string
 	terminal    bool // stdout is a terminal
 	client      func(*genericclioptions.ConfigFlags) (kubernetes.Interface, error)
+	// exporters reaches a port of a pod as the user (status --from-exporters); tests replace it.
+	exporters func(*genericclioptions.ConfigFlags) (fetcher, error)
 }
 
 type options struct {
@@ -44,9 +48,11 @@ type options struct {
 	nodes         int
 	nodesFile     string
 	stdinName     string
-	// fromExporters: status reads what each node's exporter observes (through the pod proxy) into a column.
+	// fromExporters: status reads what each node's exporter observes (through a port-forward to its pod) into a
+	// column.
 	fromExporters     bool
 	exporterNamespace string
+	exporterDaemonSet string
 }
 
 // run parses args and executes the command; it returns the exit status.
@@ -95,9 +101,10 @@ func (a *app) run(ctx context.Context, args []string) int {
 	}
 	status.Flags().StringVarP(&o.output, "output", "o", "text", "text or json")
 	status.Flags().BoolVar(&o.fromExporters, "from-exporters", false, "also show what each node's exporter observes (an OBSERVED column: "+
-		"traffic_lost, health_check_ignored, no_traffic_seen, ... or no_blackhole), read through the API server's pod proxy: "+
-		"needs get on pods/proxy in --exporter-namespace")
+		"traffic_lost, health_check_ignored, no_traffic_seen, ... or no_blackhole), read through a port-forward to each exporter pod "+
+		"(behind kube-rbac-proxy, on the pod's loopback): needs get on daemonsets, list on pods and create on pods/portforward in --exporter-namespace")
 	status.Flags().StringVar(&o.exporterNamespace, "exporter-namespace", "localtraffic-system", "the exporter DaemonSet's namespace (--from-exporters)")
+	status.Flags().StringVar(&o.exporterDaemonSet, "exporter-daemonset", "", "the exporter's DaemonSet (--from-exporters; default: the one in --exporter-namespace that runs the exporter)")
 
 	audit := &cobra.Command{
 		Use:   "audit",
@@ -126,6 +133,9 @@ func (a *app) run(ctx context.Context, args []string) int {
 			err = badInput{err}
 		}
 		fmt.Fprintf(a.errOut, "kubectl-localtraffic: %s\n", oneLine(err.Error()))
+		if errors.As(err, new(apiError)) {
+			return exitAPI
+		}
 		return exitError
 	}
 	return code
@@ -158,7 +168,10 @@ func (a *app) liveCluster(ctx context.Context, o *options) (*placement.Cluster, 
 		return nil, "", badInputf("kubeconfig: %w", err)
 	}
 	c, err := loadLive(ctx, cs, ns)
-	return c, ns, err
+	if err != nil {
+		return nil, ns, apiError{err}
+	}
+	return c, ns, nil
 }
 
 func (a *app) status(ctx context.Context, o *options, args []string) (int, error) {
@@ -170,15 +183,25 @@ func (a *app) status(ctx context.Context, o *options, args []string) (int, error
 		return exitError, err
 	}
 	st := placement.Status(c)
+	partial := false
 	if o.fromExporters {
 		cs, err := a.client(o.kube)
 		if err != nil {
 			return exitError, badInputf("kubeconfig: %w", err)
 		}
-		obs, err := readObserved(ctx, cs, o.exporterNamespace)
+		f, err := a.exporters(o.kube)
 		if err != nil {
-			// Partial: the nodes that answered still show; the others stay unknown.
-			fmt.Fprintf(a.errOut, "kubectl-localtraffic: %v\n", err)
+			return exitError, badInputf("kubeconfig: %w", err)
+		}
+		obs, err := readObserved(ctx, cs, f, o.exporterNamespace, o.exporterDaemonSet)
+		if errors.As(err, new(badInput)) {
+			return exitError, err
+		}
+		if err != nil {
+			// Partial: the nodes that answered still show; the others stay unknown, and the exit status says
+			// the picture is incomplete (3) unless a blackhole was found anyway (1).
+			fmt.Fprintf(a.errOut, "kubectl-localtraffic: %s\n", oneLine(err.Error()))
+			partial = true
 		}
 		placement.ApplyObserved(st, obs)
 	}
@@ -206,6 +229,9 @@ func (a *app) status(ctx context.Context, o *options, args []string) (int, error
 		if s.Failing() {
 			return exitFindings, nil
 		}
+	}
+	if partial {
+		return exitAPI, nil
 	}
 	return exitClean, nil
 }
