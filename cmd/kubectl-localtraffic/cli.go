@@ -102,7 +102,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 	status.Flags().StringVarP(&o.output, "output", "o", "text", "text or json")
 	status.Flags().BoolVar(&o.fromExporters, "from-exporters", false, "also show what each node's exporter observes (an OBSERVED column: "+
 		"traffic_lost, health_check_ignored, no_traffic_seen, ... or no_blackhole), read through a port-forward to each exporter pod "+
-		"(behind kube-rbac-proxy, on the pod's loopback): needs get on daemonsets, list on pods and create on pods/portforward in --exporter-namespace")
+		"(behind kube-rbac-proxy, on the pod's loopback): needs get on daemonsets, list on pods and get and create on pods/portforward in --exporter-namespace")
 	status.Flags().StringVar(&o.exporterNamespace, "exporter-namespace", "localtraffic-system", "the exporter DaemonSet's namespace (--from-exporters)")
 	status.Flags().StringVar(&o.exporterDaemonSet, "exporter-daemonset", "", "the exporter's DaemonSet (--from-exporters; default: the one in --exporter-namespace that runs the exporter)")
 

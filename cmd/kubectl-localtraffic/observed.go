@@ -40,8 +40,8 @@ const exporterTimeout = 20 * time.Second
 // readObserved asks each node's exporter what it observes (the blackhole reasons of its Services: a reason says
 // too when the arrivals meter is blind, not_observed), through a port-forward to the exporter's own port in its
 // pod, with the user's own credentials: the DaemonSet (dsName, or the one running the exporter in namespace)
-// gives the pods, the port, the scheme and the path. It needs get on daemonsets, list on pods and create on
-// pods/portforward in the exporter's namespace. A pod that does not answer leaves its node unknown: the error
+// gives the pods, the port, the scheme and the path. It needs get on daemonsets, list on pods and get and create
+// on pods/portforward in the exporter's namespace. A pod that does not answer leaves its node unknown: the error
 // names the nodes and why, and what did answer is returned beside it.
 func readObserved(ctx context.Context, cs kubernetes.Interface, f fetcher, namespace, dsName string) (placement.Observed, error) {
 	in, err := findExporter(ctx, cs, namespace, dsName)
@@ -118,19 +118,28 @@ func nodeList(nodes []string) string {
 	return fmt.Sprintf("%s and %d more nodes", strings.Join(nodes[:shown], ", "), len(nodes)-shown)
 }
 
-// canPortForward asks the API server whether the user may port-forward to pods in namespace: when not, one error
-// naming the permission, rather than one refusal per node.
+// canPortForward asks the API server whether the user may port-forward to pods in namespace, as kubectl
+// port-forward does it (a WebSocket upgrade, a GET that the API server authorizes as get and, since Kubernetes
+// 1.35, also as create; SPDY, a POST, as create): when not, one error naming the permission, rather than one
+// refusal per node.
 func canPortForward(ctx context.Context, cs kubernetes.Interface, namespace string) error {
-	r, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
-		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-			Namespace: namespace, Verb: "create", Resource: "pods", Subresource: "portforward"}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		return apiError{fmt.Errorf("asking whether you may create pods/portforward in %s: %w", namespace, err)}
+	var missing []string
+	for _, verb := range []string{"get", "create"} {
+		r, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: namespace, Verb: verb, Resource: "pods", Subresource: "portforward"}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return apiError{fmt.Errorf("asking whether you may %s pods/portforward in %s: %w", verb, namespace, err)}
+		}
+		if !r.Status.Allowed {
+			missing = append(missing, verb)
+		}
 	}
-	if !r.Status.Allowed {
+	if len(missing) > 0 {
+		v := strings.Join(missing, " and ")
 		return apiError{fmt.Errorf("--from-exporters reads each node's exporter through a port-forward to its pod, and you may not "+
-			"create pods/portforward in namespace %s (kubectl auth can-i create pods/portforward -n %s)", namespace, namespace)}
+			"%s pods/portforward in namespace %s (kubectl auth can-i %s pods/portforward -n %s)", v, namespace, missing[0], namespace)}
 	}
 	return nil
 }

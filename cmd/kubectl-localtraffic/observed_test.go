@@ -82,12 +82,12 @@ func exporterPods(ds *appsv1.DaemonSet) []runtime.Object {
 	return out
 }
 
-// allowPortForward answers the SelfSubjectAccessReview for pods/portforward.
+// allowPortForward answers the SelfSubjectAccessReviews for pods/portforward: get always, create when allowed.
 func allowPortForward(cs *fake.Clientset, allowed bool) {
 	cs.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		r := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview).DeepCopy()
 		ra := r.Spec.ResourceAttributes
-		r.Status.Allowed = allowed && ra != nil && ra.Verb == "create" && ra.Resource == "pods" && ra.Subresource == "portforward"
+		r.Status.Allowed = ra != nil && ra.Resource == "pods" && ra.Subresource == "portforward" && (allowed || ra.Verb == "get")
 		return true, r, nil
 	})
 }

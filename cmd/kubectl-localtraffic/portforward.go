@@ -36,8 +36,8 @@ const maxMetricsBody = 64 << 20
 // proxy sees no token and answers 401; and why not the node's address with the user's token: kube-rbac-proxy's
 // certificate is self-signed as shipped, so the user's token would go to whatever answers on a node's address,
 // and a laptop seldom reaches node addresses anyway. A port-forward lands on the pod's loopback, where the
-// exporter listens behind kube-rbac-proxy; the API server authorizes it (create on pods/portforward in the
-// exporter's namespace), a right stronger than kube-rbac-proxy's get on /metrics.
+// exporter listens behind kube-rbac-proxy; the API server authorizes it (get and create on pods/portforward in
+// the exporter's namespace), a right stronger than kube-rbac-proxy's get on /metrics.
 type portForwarder struct {
 	cfg *rest.Config
 	cs  kubernetes.Interface
