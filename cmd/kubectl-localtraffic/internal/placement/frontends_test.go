@@ -90,6 +90,15 @@ func nodes(n int) []*corev1.Node {
 	return out
 }
 
+// onGCE gives the nodes GCE's providerID: a cloud controller whose load balancers check healthCheckNodePort
+// over HTTP and never hold the VIP on a node.
+func onGCE(ns []*corev1.Node) []*corev1.Node {
+	for _, n := range ns {
+		n.Spec.ProviderID = "gce://project/europe-west1-b/" + n.Name
+	}
+	return ns
+}
+
 func service(typ corev1.ServiceType, mods ...func(*corev1.Service)) *corev1.Service {
 	s := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: fixtureNS, Name: fixtureSvc},
@@ -181,9 +190,20 @@ func fixtures() []fixture {
 		{name: "no endpoint anywhere: an outage, no node's blackhole",
 			nodes: nodes(3), svc: service(corev1.ServiceTypeNodePort), slices: []*discoveryv1.EndpointSlice{v4(nil)},
 			want: serves("node-1", "node-2", "node-3")},
-		{name: "health-checked LoadBalancer: nodes without a ready endpoint answer 503 and are drained",
-			nodes: nodes(3), svc: service(corev1.ServiceTypeLoadBalancer), slices: []*discoveryv1.EndpointSlice{v4(on("node-1"))},
+		{name: "health-checked LoadBalancer of a cloud controller: nodes without a ready endpoint answer 503 and are drained",
+			nodes: onGCE(nodes(3)), svc: service(corev1.ServiceTypeLoadBalancer), slices: []*discoveryv1.EndpointSlice{v4(on("node-1"))},
 			want: with(serves("node-1"), drained, "node-2", "node-3")},
+		{name: "LoadBalancer whose VIP an announcer holds on node-2, without a replica: node-2 blackholes whatever its check says",
+			nodes: nodes(3), svc: service(corev1.ServiceTypeLoadBalancer), slices: []*discoveryv1.EndpointSlice{v4(on("node-1"))},
+			heldBy: map[string]string{"192.0.2.10": "node-2"},
+			want:   with(with(serves("node-1"), hole, "node-2"), drained, "node-3"),
+			// No cloud controller is known to run the load balancer: the VIP may be held on any node, which
+			// only the node's own interfaces show.
+			cannotTell: []string{"node-2", "node-3"}, cannotTellKind: verdict.LoadBalancerIP},
+		{name: "LoadBalancer without a known cloud controller, its VIP held nowhere here: the plugin cannot tell drained from held",
+			nodes: nodes(3), svc: service(corev1.ServiceTypeLoadBalancer), slices: []*discoveryv1.EndpointSlice{v4(on("node-1"))},
+			want:       with(serves("node-1"), drained, "node-2", "node-3"),
+			cannotTell: []string{"node-2", "node-3"}, cannotTellKind: verdict.LoadBalancerIP},
 		{name: "LoadBalancer: a serving-terminating endpoint forwards while its health check drains the node",
 			nodes: nodes(2), svc: service(corev1.ServiceTypeLoadBalancer),
 			slices: []*discoveryv1.EndpointSlice{v4([]ep{{node: "node-1"},

@@ -221,11 +221,45 @@ func verdictOn(ss kubeview.ServiceState, ns kubeview.NodeState) NodeStatus {
 		}
 	}
 	st.LocalReadyEndpoints = max(st.LocalReadyEndpoints, 0)
+	if !v.Blackhole {
+		for _, d := range heldElsewhere(v, ss, ns, dual) {
+			unknown = true
+			if !slices.Contains(st.CannotTell, d) {
+				st.CannotTell = append(st.CannotTell, d)
+			}
+		}
+	}
 	st.RotationUnknown = unknown
 	// Serves: whatever reaches the node is served (an externalIP the network may or may not route here counts
 	// as reaching it).
 	st.Serves = st.Receives && !st.Blackhole && len(st.CannotTell) == 0 && (st.InRotation || unknown)
 	return st
+}
+
+// heldElsewhere lists the load balancer IPs the node drops while its health check takes it out, where the API
+// cannot say the address is not held on the node itself: an announcer (MetalLB or Cilium in L2 mode, kube-vip,
+// OpenELB, PureLB, keepalived) puts a Service's VIP on one node's interface, and the network then delivers its
+// traffic there whatever the health check answers; the exporter on that node sees the address and calls the node
+// a blackhole. Only a load balancer a known cloud controller runs, which checks healthCheckNodePort over HTTP
+// (kubeview's HealthCheckContract), never holds the VIP on a node: there "drained" is the answer.
+func heldElsewhere(v verdict.Verdict, ss kubeview.ServiceState, ns kubeview.NodeState, dual bool) []string {
+	if ns.Virtual || ss.HealthCheckContract(ns) {
+		return nil
+	}
+	var out []string
+	for _, fv := range v.Families {
+		for _, e := range fv.Entries {
+			if e.Kind != verdict.LoadBalancerIP || !e.Dropped || e.Rotation != verdict.Out {
+				continue
+			}
+			d := e.Destination.String()
+			if dual {
+				d += " (" + string(fv.Family) + ")"
+			}
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // summary is the one line a person reads: "2 of 5 nodes serve; node-c, node-d, node-e drop NodePort 30090/TCP".
