@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -53,6 +54,8 @@ type options struct {
 	fromExporters     bool
 	exporterNamespace string
 	exporterDaemonSet string
+	// nodePortAddresses: kube-proxy's nodePortAddresses as the user knows it (status).
+	nodePortAddresses []string
 }
 
 // run parses args and executes the command; it returns the exit status.
@@ -104,6 +107,9 @@ func (a *app) run(ctx context.Context, args []string) int {
 		"traffic_lost, health_check_ignored, no_traffic_seen, ... or no_blackhole), read through a port-forward to each exporter pod "+
 		"(behind kube-rbac-proxy, on the pod's loopback): needs get on daemonsets, list on pods and get and create on pods/portforward in --exporter-namespace")
 	status.Flags().StringVar(&o.exporterNamespace, "exporter-namespace", "localtraffic-system", "the exporter DaemonSet's namespace (--from-exporters)")
+	status.Flags().StringSliceVar(&o.nodePortAddresses, "node-port-addresses", nil, "kube-proxy's nodePortAddresses (CIDRs, or primary), "+
+		"which the API does not show: a node none of whose addresses is inside serves no NodePort, and a NodePort it would drop is "+
+		"shown as cannot tell (default: kube-proxy's default, every node serves NodePorts)")
 	status.Flags().StringVar(&o.exporterDaemonSet, "exporter-daemonset", "", "the exporter's DaemonSet (--from-exporters; default: the one in --exporter-namespace that runs the exporter)")
 
 	audit := &cobra.Command{
@@ -178,10 +184,15 @@ func (a *app) status(ctx context.Context, o *options, args []string) (int, error
 	if o.output != "text" && o.output != "json" {
 		return exitError, badInputf("unknown output format %q for status: text or json", o.output)
 	}
+	nodePorts, err := parseNodePortAddresses(o.nodePortAddresses)
+	if err != nil {
+		return exitError, err
+	}
 	c, ns, err := a.liveCluster(ctx, o)
 	if err != nil {
 		return exitError, err
 	}
+	c.NodePortAddresses = nodePorts
 	st := placement.Status(c)
 	partial := false
 	if o.fromExporters {
@@ -318,4 +329,21 @@ func (a *app) manifestCluster(o *options) (*placement.Cluster, error) {
 // colour: only on a terminal, and never when NO_COLOR is set (https://no-color.org) or TERM is dumb.
 func (a *app) colour() bool {
 	return a.terminal && a.getenv("NO_COLOR") == "" && a.getenv("TERM") != "dumb"
+}
+
+// parseNodePortAddresses reads --node-port-addresses as kube-proxy reads its nodePortAddresses: CIDRs, and the
+// keyword primary (the node's primary IP of each family, which every node has: as if not given). nil: not given.
+func parseNodePortAddresses(vals []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, v := range vals {
+		if v == "primary" {
+			return nil, nil
+		}
+		p, err := netip.ParsePrefix(strings.TrimSpace(v))
+		if err != nil {
+			return nil, badInputf("--node-port-addresses %q: want CIDRs (10.0.0.0/8,fd00::/64) or primary", v)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }

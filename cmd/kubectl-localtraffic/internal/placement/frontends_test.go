@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -66,6 +67,9 @@ type fixture struct {
 	// whose clients only the node sees), and the kind of destination it cannot tell (ExternalIP when "").
 	cannotTell     []string
 	cannotTellKind verdict.Kind
+	// nodePortAddresses is kube-proxy's --nodeport-addresses on every node (nil: its default, every address),
+	// given to both front ends as the user would give it to the plugin.
+	nodePortAddresses []string
 }
 
 func node(i int, mods ...func(*corev1.Node)) *corev1.Node {
@@ -232,6 +236,12 @@ func fixtures() []fixture {
 			nodes: nodes(2), svc: service(corev1.ServiceTypeNodePort, externalIP),
 			slices: []*discoveryv1.EndpointSlice{v4(on("node-1"))},
 			want:   with(serves("node-1"), hole, "node-2")},
+		{name: "kube-proxy's nodePortAddresses leaves node-3 out: no NodePort is served there, so it drops nothing",
+			nodes: nodes(3), svc: service(corev1.ServiceTypeNodePort), slices: []*discoveryv1.EndpointSlice{v4(on("node-1"))},
+			nodePortAddresses: []string{"10.0.0.1/32", "10.0.0.2/32"},
+			want:              with(with(serves("node-1"), hole, "node-2"), drained, "node-3"),
+			// Which addresses node-3's interfaces hold (one inside would serve the NodePort) only node-3 shows.
+			cannotTell: []string{"node-3"}, cannotTellKind: verdict.NodePort},
 		{name: "virtual and excluded nodes receive nothing",
 			nodes: []*corev1.Node{node(1), node(2, func(n *corev1.Node) {
 				n.Labels[kubeview.LabelVirtualKubeletType] = kubeview.VirtualKubeletType
@@ -268,6 +278,9 @@ func TestFrontEndsAgree(t *testing.T) {
 	for _, f := range fixtures() {
 		t.Run(f.name, func(t *testing.T) {
 			c := &placement.Cluster{Nodes: f.nodes, Services: []*corev1.Service{f.svc}, EndpointSlices: f.slices, Live: true}
+			for _, p := range f.nodePortAddresses {
+				c.NodePortAddresses = append(c.NodePortAddresses, netip.MustParsePrefix(p))
+			}
 			st := placement.Status(c)
 			if len(st) != 1 {
 				t.Fatalf("plugin: %d Services, want 1", len(st))
@@ -370,7 +383,7 @@ func exporterVerdict(t *testing.T, f fixture, nodeName string) verdict.Verdict {
 	g := collector.NewGatherer(collector.GathererConfig{
 		View: view, RuleReader: kp, Addrs: fixedAddrs(local),
 		KubeProxyAddress:  func(kubeview.NodeState) (string, error) { return "127.0.0.1:10256", nil },
-		NodePortAddresses: []string{}, ExternalIPWindow: 10 * time.Minute,
+		NodePortAddresses: append([]string{}, f.nodePortAddresses...), ExternalIPWindow: 10 * time.Minute,
 		Client: &http.Client{Transport: kp}, ProbeTimeout: time.Second, Concurrency: 4, Logger: logger,
 	})
 	st := g.Gather(ctx)
