@@ -210,7 +210,8 @@ func drillObjects(pinned bool) []runtime.Object {
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "checkout-7c9f", UID: "rs-uid", Controller: ptr.To(true)}}},
 			Spec: corev1.PodSpec{NodeName: n}})
 		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.244.%d.10", i)},
-			NodeName: ptr.To(n), Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
+			NodeName: ptr.To(n), Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+			TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "kubelings", Name: name}})
 	}
 	return append(objs, slice)
 }
