@@ -103,7 +103,9 @@ func TestPluginDrainCheck(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.Admin().PolicyV1().PodDisruptionBudgets(ns).Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = c.Admin().PolicyV1().PodDisruptionBudgets(ns).Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
 	waitPlacement(t, ctx, c, ns, name, onePerWorker(c, 1))
 	eventually(t, converge, "drain-check clears the spread Service", func() error {
 		r := p.run(t, ctx, "", "drain-check", drained, "-n", ns, "-o", "json")
