@@ -182,6 +182,12 @@ func (o *options) namespace() (string, error) {
 }
 
 func (a *app) liveCluster(ctx context.Context, o *options) (*placement.Cluster, string, error) {
+	return a.readCluster(ctx, o, loadLive)
+}
+
+// readCluster reads the live cluster with load: loadLive (audit, drain-check) or loadStatus.
+func (a *app) readCluster(ctx context.Context, o *options,
+	load func(context.Context, kubernetes.Interface, string) (*placement.Cluster, error)) (*placement.Cluster, string, error) {
 	ns, err := o.namespace()
 	if err != nil {
 		return nil, "", err
@@ -190,7 +196,7 @@ func (a *app) liveCluster(ctx context.Context, o *options) (*placement.Cluster, 
 	if err != nil {
 		return nil, "", badInputf("kubeconfig: %w", err)
 	}
-	c, err := loadLive(ctx, cs, ns)
+	c, err := load(ctx, cs, ns)
 	if err != nil {
 		return nil, ns, apiError{err}
 	}
@@ -205,7 +211,7 @@ func (a *app) status(ctx context.Context, o *options, args []string) (int, error
 	if err != nil {
 		return exitError, err
 	}
-	c, ns, err := a.liveCluster(ctx, o)
+	c, ns, err := a.readCluster(ctx, o, loadStatus)
 	if err != nil {
 		return exitError, err
 	}

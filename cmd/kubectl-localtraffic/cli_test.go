@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 
@@ -321,5 +323,24 @@ func TestStatusNodePortAddresses(t *testing.T) {
 	}
 	if code, _, errOut := run("--node-port-addresses", "eth0"); code != exitError || !strings.Contains(errOut, "--node-port-addresses") {
 		t.Errorf("bad value: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// status reads what its verdict decides from and nothing else: Nodes, Services, EndpointSlices.
+func TestStatusReadsOnlyWhatItDecidesFrom(t *testing.T) {
+	cs := fake.NewClientset(drillObjects(true)...)
+	var out, errOut bytes.Buffer
+	a := &app{in: strings.NewReader(""), out: &out, errOut: &errOut, getenv: func(string) string { return "" },
+		client: func(*genericclioptions.ConfigFlags) (kubernetes.Interface, error) { return cs, nil }}
+	if code := a.run(context.Background(), []string{"status", "-A"}); code != exitFindings {
+		t.Fatalf("exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	var read []string
+	for _, act := range cs.Actions() {
+		read = append(read, act.GetVerb()+" "+act.GetResource().Resource)
+	}
+	sort.Strings(read)
+	if want := []string{"list endpointslices", "list nodes", "list services"}; !slices.Equal(read, want) {
+		t.Errorf("status made %v, want %v", read, want)
 	}
 }
