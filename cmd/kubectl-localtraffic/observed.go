@@ -73,7 +73,11 @@ func readObserved(ctx context.Context, cs kubernetes.Interface, f fetcher, names
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, exporterReads)
 	for _, p := range pods {
-		if p.Spec.NodeName == "" || p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+		if p.Spec.NodeName == "" {
+			continue // not scheduled: no node to report for
+		}
+		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+			fail(p.Spec.NodeName, fmt.Sprintf("its exporter pod %s is not running (%s)", p.Name, p.Status.Phase))
 			continue
 		}
 		slots <- struct{}{}

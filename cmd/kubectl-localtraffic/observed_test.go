@@ -121,10 +121,26 @@ func TestStatusFromExporters(t *testing.T) {
 	if !strings.Contains(errOut.String(), "no report from the exporter on node-1: port-forward: connection refused") {
 		t.Errorf("the unanswered exporter is not reported: %q", errOut.String())
 	}
+
 	sort.Strings(f.asked)
 	want := []string{"exporter-1 http://:9746/metrics", "exporter-2 http://:9746/metrics", "exporter-3 http://:9746/metrics"}
 	if !slices.Equal(f.asked, want) {
 		t.Errorf("asked %v, want %v", f.asked, want)
+	}
+	// A pod that does not run leaves its node unobserved, and says so.
+	pending, err := cs.CoreV1().Pods(ds.Namespace).Get(context.Background(), "exporter-3", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending.Status.Phase = corev1.PodPending
+	if _, err := cs.CoreV1().Pods(ds.Namespace).UpdateStatus(context.Background(), pending, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	errOut.Reset()
+	a.run(context.Background(), []string{"status", "-n", "kubelings", "--from-exporters"})
+	if !strings.Contains(errOut.String(), "no report from the exporter on node-3: its exporter pod exporter-3 is not running (Pending)") {
+		t.Errorf("the pending exporter pod is not reported: %q", errOut.String())
 	}
 	// Without the flag there is no column and no exporter read.
 	out.Reset()
