@@ -95,6 +95,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		Long: "For each Service with externalTrafficPolicy Local: every node that receives its external traffic and whether " +
 			"it has a local endpoint, from the API alone (the exporter's rules, minus what only a node can see). " +
 			"Exit status 1 when a node blackholes.",
+		Example: "  kubectl localtraffic status -A\n  kubectl localtraffic status -n shop checkout -o json\n" +
+			"  kubectl localtraffic status -A --from-exporters --exporter-namespace localtraffic-system",
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
@@ -118,6 +120,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		Long: "Audits every Service with externalTrafficPolicy Local: live from the cluster, or with -f from manifests " +
 			"(files, directories, - for stdin: the output of kustomize build or helm template) against --nodes N synthetic " +
 			"nodes or the Node objects of --nodes-file. Exit status 1 when a finding is at or above --fail-on.",
+		Example: "  kubectl localtraffic audit -A\n  kustomize build deploy/overlays/prod | kubectl localtraffic audit -f - --nodes 3\n" +
+			"  kubectl localtraffic audit -f manifests/ --nodes-file nodes.yaml -o sarif > audit.sarif",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error

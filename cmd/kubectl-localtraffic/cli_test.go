@@ -344,3 +344,13 @@ func TestStatusReadsOnlyWhatItDecidesFrom(t *testing.T) {
 		t.Errorf("status made %v, want %v", read, want)
 	}
 }
+
+// Every command's help shows examples.
+func TestEveryCommandHasExamples(t *testing.T) {
+	for _, cmd := range []string{"status", "audit", "drain-check"} {
+		r := invoke(t, "", nil, false, nil, cmd, "--help")
+		if r.code != exitClean || !strings.Contains(r.out, "Examples:\n  kubectl localtraffic "+cmd) {
+			t.Errorf("%s --help: exit %d, no examples:\n%s", cmd, r.code, r.out)
+		}
+	}
+}
