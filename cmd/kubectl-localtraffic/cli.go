@@ -3,8 +3,10 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -17,12 +19,13 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 )
 
-// Exit statuses, as the issue fixes them: 0 clean, 1 blackholes (status) or findings at or above --fail-on
-// (audit), 2 bad input or an API that could not be read.
+// Exit statuses: 0 clean, 1 blackholes (status) or findings at or above --fail-on (audit), 2 bad input (fix the
+// flags or files), 3 the API server failed or refused a read (fix the access or retry).
 const (
 	exitClean    = 0
 	exitFindings = 1
 	exitError    = 2
+	exitAPI      = 3
 )
 
 // app is one invocation: its streams, its environment and how it reaches the apiserver (tests replace it with
@@ -33,6 +36,8 @@ type app struct {
 	getenv      func(string) string
 	terminal    bool // stdout is a terminal
 	client      func(*genericclioptions.ConfigFlags) (kubernetes.Interface, error)
+	// exporters reaches a port of a pod as the user (status --from-exporters); tests replace it.
+	exporters func(*genericclioptions.ConfigFlags) (fetcher, error)
 }
 
 type options struct {
@@ -44,9 +49,13 @@ type options struct {
 	nodes         int
 	nodesFile     string
 	stdinName     string
-	// fromExporters: status reads what each node's exporter observes (through the pod proxy) into a column.
+	// fromExporters: status reads what each node's exporter observes (through a port-forward to its pod) into a
+	// column.
 	fromExporters     bool
 	exporterNamespace string
+	exporterDaemonSet string
+	// nodePortAddresses: kube-proxy's nodePortAddresses as the user knows it (status).
+	nodePortAddresses []string
 }
 
 // run parses args and executes the command; it returns the exit status.
@@ -86,6 +95,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		Long: "For each Service with externalTrafficPolicy Local: every node that receives its external traffic and whether " +
 			"it has a local endpoint, from the API alone (the exporter's rules, minus what only a node can see). " +
 			"Exit status 1 when a node blackholes.",
+		Example: "  kubectl localtraffic status -A\n  kubectl localtraffic status -n shop checkout -o json\n" +
+			"  kubectl localtraffic status -A --from-exporters --exporter-namespace localtraffic-system",
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
@@ -95,9 +106,13 @@ func (a *app) run(ctx context.Context, args []string) int {
 	}
 	status.Flags().StringVarP(&o.output, "output", "o", "text", "text or json")
 	status.Flags().BoolVar(&o.fromExporters, "from-exporters", false, "also show what each node's exporter observes (an OBSERVED column: "+
-		"traffic_lost, health_check_ignored, no_traffic_seen, ... or no_blackhole), read through the API server's pod proxy: "+
-		"needs get on pods/proxy in --exporter-namespace")
+		"traffic_lost, health_check_ignored, no_traffic_seen, ... or no_blackhole), read through a port-forward to each exporter pod "+
+		"(behind kube-rbac-proxy, on the pod's loopback): needs get on daemonsets, list on pods and get and create on pods/portforward in --exporter-namespace")
 	status.Flags().StringVar(&o.exporterNamespace, "exporter-namespace", "localtraffic-system", "the exporter DaemonSet's namespace (--from-exporters)")
+	status.Flags().StringSliceVar(&o.nodePortAddresses, "node-port-addresses", nil, "kube-proxy's nodePortAddresses (CIDRs, or primary), "+
+		"which the API does not show: a node none of whose addresses is inside serves no NodePort, and a NodePort it would drop is "+
+		"shown as cannot tell (default: kube-proxy's default, every node serves NodePorts)")
+	status.Flags().StringVar(&o.exporterDaemonSet, "exporter-daemonset", "", "the exporter's DaemonSet (--from-exporters; default: the one in --exporter-namespace that runs the exporter)")
 
 	audit := &cobra.Command{
 		Use:   "audit",
@@ -105,6 +120,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		Long: "Audits every Service with externalTrafficPolicy Local: live from the cluster, or with -f from manifests " +
 			"(files, directories, - for stdin: the output of kustomize build or helm template) against --nodes N synthetic " +
 			"nodes or the Node objects of --nodes-file. Exit status 1 when a finding is at or above --fail-on.",
+		Example: "  kubectl localtraffic audit -A\n  kustomize build deploy/overlays/prod | kubectl localtraffic audit -f - --nodes 3\n" +
+			"  kubectl localtraffic audit -f manifests/ --nodes-file nodes.yaml -o sarif > audit.sarif",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
@@ -118,7 +135,24 @@ func (a *app) run(ctx context.Context, args []string) int {
 	audit.Flags().IntVar(&o.nodes, "nodes", 0, "manifest mode: this many synthetic untainted nodes receive the traffic")
 	audit.Flags().StringVar(&o.nodesFile, "nodes-file", "", "manifest mode: Node objects (YAML or JSON) standing in for the cluster")
 	audit.Flags().StringVar(&o.stdinName, "stdin-filename", "", "with -f - and -o sarif (required there): the repository file code scanning attaches standard input's findings to, e.g. the kustomization that was built")
-	root.AddCommand(status, audit)
+	drain := &cobra.Command{
+		Use:   "drain-check NODE",
+		Short: "Before draining NODE: which Local Services would lose traffic, and for how long the load balancer keeps sending",
+		Long: "For every Local Service with an endpoint on NODE: whether NODE is in rotation for it, whether the other nodes still " +
+			"serve once kubectl drain has evicted NODE's pods (PodDisruptionBudgets that allow no disruption hold theirs, DaemonSets' " +
+			"stay), where the scheduler can put the evicted pods, and the load balancer's health check interval × threshold from the " +
+			"Service's annotations (unknown otherwise). Exit status 0 when the drain loses no traffic, 1 when it would (each Service " +
+			"and why), 2 bad input, 3 the API could not be read.",
+		Example: "  kubectl localtraffic drain-check node-7 -A\n  kubectl localtraffic drain-check node-7 -A -o json && kubectl drain node-7 --ignore-daemonsets",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var err error
+			code, err = a.drainCheck(ctx, o, args[0])
+			return err
+		},
+	}
+	drain.Flags().StringVarP(&o.output, "output", "o", "text", "text or json")
+	root.AddCommand(status, audit, drain)
 
 	if err := root.Execute(); err != nil {
 		msg := err.Error()
@@ -126,6 +160,9 @@ func (a *app) run(ctx context.Context, args []string) int {
 			err = badInput{err}
 		}
 		fmt.Fprintf(a.errOut, "kubectl-localtraffic: %s\n", oneLine(err.Error()))
+		if errors.As(err, new(apiError)) {
+			return exitAPI
+		}
 		return exitError
 	}
 	return code
@@ -149,6 +186,12 @@ func (o *options) namespace() (string, error) {
 }
 
 func (a *app) liveCluster(ctx context.Context, o *options) (*placement.Cluster, string, error) {
+	return a.readCluster(ctx, o, loadLive)
+}
+
+// readCluster reads the live cluster with load: loadLive (audit, drain-check) or loadStatus.
+func (a *app) readCluster(ctx context.Context, o *options,
+	load func(context.Context, kubernetes.Interface, string) (*placement.Cluster, error)) (*placement.Cluster, string, error) {
 	ns, err := o.namespace()
 	if err != nil {
 		return nil, "", err
@@ -157,28 +200,46 @@ func (a *app) liveCluster(ctx context.Context, o *options) (*placement.Cluster, 
 	if err != nil {
 		return nil, "", badInputf("kubeconfig: %w", err)
 	}
-	c, err := loadLive(ctx, cs, ns)
-	return c, ns, err
+	c, err := load(ctx, cs, ns)
+	if err != nil {
+		return nil, ns, apiError{err}
+	}
+	return c, ns, nil
 }
 
 func (a *app) status(ctx context.Context, o *options, args []string) (int, error) {
 	if o.output != "text" && o.output != "json" {
 		return exitError, badInputf("unknown output format %q for status: text or json", o.output)
 	}
-	c, ns, err := a.liveCluster(ctx, o)
+	nodePorts, err := parseNodePortAddresses(o.nodePortAddresses)
 	if err != nil {
 		return exitError, err
 	}
+	c, ns, err := a.readCluster(ctx, o, loadStatus)
+	if err != nil {
+		return exitError, err
+	}
+	c.NodePortAddresses = nodePorts
 	st := placement.Status(c)
+	partial := false
 	if o.fromExporters {
 		cs, err := a.client(o.kube)
 		if err != nil {
 			return exitError, badInputf("kubeconfig: %w", err)
 		}
-		obs, err := readObserved(ctx, cs, o.exporterNamespace)
+		f, err := a.exporters(o.kube)
 		if err != nil {
-			// Partial: the nodes that answered still show; the others stay unknown.
-			fmt.Fprintf(a.errOut, "kubectl-localtraffic: %v\n", err)
+			return exitError, badInputf("kubeconfig: %w", err)
+		}
+		obs, err := readObserved(ctx, cs, f, o.exporterNamespace, o.exporterDaemonSet)
+		if errors.As(err, new(badInput)) {
+			return exitError, err
+		}
+		if err != nil {
+			// Partial: the nodes that answered still show; the others stay unknown, and the exit status says
+			// the picture is incomplete (3) unless a blackhole was found anyway (1).
+			fmt.Fprintf(a.errOut, "kubectl-localtraffic: %s\n", oneLine(err.Error()))
+			partial = true
 		}
 		placement.ApplyObserved(st, obs)
 	}
@@ -206,6 +267,35 @@ func (a *app) status(ctx context.Context, o *options, args []string) (int, error
 		if s.Failing() {
 			return exitFindings, nil
 		}
+	}
+	if partial {
+		return exitAPI, nil
+	}
+	return exitClean, nil
+}
+
+func (a *app) drainCheck(ctx context.Context, o *options, node string) (int, error) {
+	if o.output != "text" && o.output != "json" {
+		return exitError, badInputf("unknown output format %q for drain-check: text or json", o.output)
+	}
+	c, _, err := a.liveCluster(ctx, o)
+	if err != nil {
+		return exitError, err
+	}
+	rep, err := placement.DrainCheck(c, node)
+	if err != nil {
+		return exitError, badInput{err}
+	}
+	if o.output == "json" {
+		err = writeJSON(a.out, rep)
+	} else {
+		err = writeDrainText(a.out, rep, a.colour())
+	}
+	if err != nil {
+		return exitError, err
+	}
+	if rep.Loses {
+		return exitFindings, nil
 	}
 	return exitClean, nil
 }
@@ -292,4 +382,21 @@ func (a *app) manifestCluster(o *options) (*placement.Cluster, error) {
 // colour: only on a terminal, and never when NO_COLOR is set (https://no-color.org) or TERM is dumb.
 func (a *app) colour() bool {
 	return a.terminal && a.getenv("NO_COLOR") == "" && a.getenv("TERM") != "dumb"
+}
+
+// parseNodePortAddresses reads --node-port-addresses as kube-proxy reads its nodePortAddresses: CIDRs, and the
+// keyword primary (the node's primary IP of each family, which every node has: as if not given). nil: not given.
+func parseNodePortAddresses(vals []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, v := range vals {
+		if v == "primary" {
+			return nil, nil
+		}
+		p, err := netip.ParsePrefix(strings.TrimSpace(v))
+		if err != nil {
+			return nil, badInputf("--node-port-addresses %q: want CIDRs (10.0.0.0/8,fd00::/64) or primary", v)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }

@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 
@@ -209,7 +212,8 @@ func drillObjects(pinned bool) []runtime.Object {
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "checkout-7c9f", UID: "rs-uid", Controller: ptr.To(true)}}},
 			Spec: corev1.PodSpec{NodeName: n}})
 		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.244.%d.10", i)},
-			NodeName: ptr.To(n), Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
+			NodeName: ptr.To(n), Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+			TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "kubelings", Name: name}})
 	}
 	return append(objs, slice)
 }
@@ -286,5 +290,67 @@ func TestVersion(t *testing.T) {
 	}
 	if r.code != 0 || r.errOut != "" {
 		t.Errorf("exit %d, stderr %q", r.code, r.errOut)
+	}
+}
+
+// --node-port-addresses stands for kube-proxy's nodePortAddresses: where no Node address is inside, a NodePort
+// the node would drop is "drop?" (only the node's interfaces tell whether kube-proxy serves it there), and no
+// blackhole fails the run; a value kube-proxy would not take is bad input.
+func TestStatusNodePortAddresses(t *testing.T) {
+	objs := drillObjects(true)
+	for _, o := range objs {
+		if n, ok := o.(*corev1.Node); ok {
+			n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0." + strings.TrimPrefix(n.Name, "node-")}}
+		}
+	}
+	cs := fake.NewClientset(objs...)
+	run := func(args ...string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		a := &app{in: strings.NewReader(""), out: &out, errOut: &errOut, getenv: func(string) string { return "" },
+			client: func(*genericclioptions.ConfigFlags) (kubernetes.Interface, error) { return cs, nil }}
+		return a.run(context.Background(), append([]string{"status", "-n", "kubelings"}, args...)), out.String(), errOut.String()
+	}
+	if code, out, _ := run("--node-port-addresses", "10.0.0.1/32,10.0.0.2/32"); code != exitFindings ||
+		!regexp.MustCompile(`DROP\s+drop\?`).MatchString(out) {
+		t.Errorf("node-2 inside, node-3 outside: exit %d, want 1 with node-2 DROP and node-3 drop?\n%s", code, out)
+	}
+	if code, out, _ := run("--node-port-addresses", "192.168.0.0/16"); code != exitClean ||
+		!regexp.MustCompile(`checkout\s+NodePort\s+ok 3\s+drop\?\s+drop\?`).MatchString(out) {
+		t.Errorf("every node outside: exit %d, want 0 and no DROP\n%s", code, out)
+	}
+	if code, _, _ := run("--node-port-addresses", "primary"); code != exitFindings {
+		t.Errorf("primary: exit %d, want 1 (every node serves NodePorts)", code)
+	}
+	if code, _, errOut := run("--node-port-addresses", "eth0"); code != exitError || !strings.Contains(errOut, "--node-port-addresses") {
+		t.Errorf("bad value: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// status reads what its verdict decides from and nothing else: Nodes, Services, EndpointSlices.
+func TestStatusReadsOnlyWhatItDecidesFrom(t *testing.T) {
+	cs := fake.NewClientset(drillObjects(true)...)
+	var out, errOut bytes.Buffer
+	a := &app{in: strings.NewReader(""), out: &out, errOut: &errOut, getenv: func(string) string { return "" },
+		client: func(*genericclioptions.ConfigFlags) (kubernetes.Interface, error) { return cs, nil }}
+	if code := a.run(context.Background(), []string{"status", "-A"}); code != exitFindings {
+		t.Fatalf("exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	var read []string
+	for _, act := range cs.Actions() {
+		read = append(read, act.GetVerb()+" "+act.GetResource().Resource)
+	}
+	sort.Strings(read)
+	if want := []string{"list endpointslices", "list nodes", "list services"}; !slices.Equal(read, want) {
+		t.Errorf("status made %v, want %v", read, want)
+	}
+}
+
+// Every command's help shows examples.
+func TestEveryCommandHasExamples(t *testing.T) {
+	for _, cmd := range []string{"status", "audit", "drain-check"} {
+		r := invoke(t, "", nil, false, nil, cmd, "--help")
+		if r.code != exitClean || !strings.Contains(r.out, "Examples:\n  kubectl localtraffic "+cmd) {
+			t.Errorf("%s --help: exit %d, no examples:\n%s", cmd, r.code, r.out)
+		}
 	}
 }

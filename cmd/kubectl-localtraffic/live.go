@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -78,6 +80,26 @@ func loadLive(ctx context.Context, cs kubernetes.Interface, namespace string) (*
 		return nil, err
 	}
 	if c.PDBs, err = listAll[policyv1.PodDisruptionBudget](ctx, "poddisruptionbudgets", cs.PolicyV1().PodDisruptionBudgets(namespace).List); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// loadStatus reads only what status decides from — Nodes, Services and EndpointSlices — the three lists at once:
+// on a large cluster the Pods and workloads the audit reads are most of the bytes, and status needs none of them.
+func loadStatus(ctx context.Context, cs kubernetes.Interface, namespace string) (*placement.Cluster, error) {
+	c := &placement.Cluster{Live: true}
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	wg.Go(func() { c.Nodes, errs[0] = listAll[corev1.Node](ctx, "nodes", cs.CoreV1().Nodes().List) })
+	wg.Go(func() {
+		c.Services, errs[1] = listAll[corev1.Service](ctx, "services", cs.CoreV1().Services(namespace).List)
+	})
+	wg.Go(func() {
+		c.EndpointSlices, errs[2] = listAll[discoveryv1.EndpointSlice](ctx, "endpointslices", cs.DiscoveryV1().EndpointSlices(namespace).List)
+	})
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	return c, nil

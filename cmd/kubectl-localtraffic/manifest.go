@@ -243,3 +243,10 @@ func loadNodesFile(path string, stdin io.Reader) ([]*corev1.Node, error) {
 	}
 	return c.Nodes, nil
 }
+
+// apiError is a read the API server failed or refused (a list, a port-forward, an exporter behind it): exit
+// status 3.
+type apiError struct{ err error }
+
+func (e apiError) Error() string { return e.err.Error() }
+func (e apiError) Unwrap() error { return e.err }

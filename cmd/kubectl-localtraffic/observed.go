@@ -3,13 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
-	"strconv"
+	"sort"
+	"strings"
+	"sync"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -17,46 +21,131 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 )
 
-// exporterSelector is the label the shipped DaemonSet (deploy/base, the Helm chart) puts on the exporter's pods.
-const exporterSelector = "app.kubernetes.io/name=localtraffic-exporter"
+// The series the plugin reads from an exporter, and its labels: the exporter's blackhole reason
+// (collector's blackhole_reason; TestObservedSeriesIsTheExporters holds these to the exporter's metric set, which
+// the plugin cannot import: the collector builds for Linux only, the plugin for every kubectl platform).
+const (
+	reasonMetric         = "localtraffic_blackhole_reason"
+	reasonLabelNamespace = "namespace"
+	reasonLabelService   = "service"
+	reasonLabelReason    = "reason"
+)
 
-// exporterPort is the exporter's default listen port (--web.listen-address :9746).
-const exporterPort = 9746
+// exporterReads bounds how many exporters are read at once: each read is a port-forward through the API server.
+const exporterReads = 16
 
-// readObserved asks each node's exporter, through the API server's pod proxy, what it observes: the blackhole
-// reasons of its Services (localtraffic_blackhole_reason says too when the arrivals meter is blind:
-// not_observed). Read-only, but it needs get on pods/proxy in the
-// exporter's namespace (not in the localtraffic-audit ClusterRole: the pod proxy reaches any path of a pod). A
-// pod that does not answer leaves its node unknown; the error says which, and the status is still printed.
-func readObserved(ctx context.Context, cs kubernetes.Interface, namespace string) (placement.Observed, error) {
-	pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: exporterSelector})
+// exporterTimeout bounds one exporter's read (port-forward, request and answer).
+const exporterTimeout = 20 * time.Second
+
+// readObserved asks each node's exporter what it observes (the blackhole reasons of its Services: a reason says
+// too when the arrivals meter is blind, not_observed), through a port-forward to the exporter's own port in its
+// pod, with the user's own credentials: the DaemonSet (dsName, or the one running the exporter in namespace)
+// gives the pods, the port, the scheme and the path. It needs get on daemonsets, list on pods and get and create
+// on pods/portforward in the exporter's namespace. A pod that does not answer leaves its node unknown: the error
+// names the nodes and why, and what did answer is returned beside it.
+func readObserved(ctx context.Context, cs kubernetes.Interface, f fetcher, namespace, dsName string) (placement.Observed, error) {
+	in, err := findExporter(ctx, cs, namespace, dsName)
 	if err != nil {
-		return nil, fmt.Errorf("listing the exporter's pods in %s: %w", namespace, err)
+		return nil, err
 	}
+	if err := canPortForward(ctx, cs, namespace); err != nil {
+		return nil, err
+	}
+	sel, err := metav1.LabelSelectorAsSelector(in.daemonSet.Spec.Selector)
+	if err != nil {
+		return nil, badInputf("DaemonSet %s/%s: selector: %w", namespace, in.daemonSet.Name, err)
+	}
+	pods, err := listAll[corev1.Pod](ctx, "the exporter's pods in "+namespace, func(ctx context.Context, o metav1.ListOptions) (*corev1.PodList, error) {
+		o.LabelSelector = sel.String()
+		return cs.CoreV1().Pods(namespace).List(ctx, o)
+	})
+	if err != nil {
+		return nil, apiError{err}
+	}
+	var mu sync.Mutex
 	obs := placement.Observed{}
-	var failed []string
-	for _, p := range pods.Items {
-		if p.Spec.NodeName == "" || p.Status.Phase != corev1.PodRunning {
-			continue
-		}
-		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		body, err := cs.CoreV1().Pods(namespace).ProxyGet("http", p.Name, strconv.Itoa(exporterPort), "metrics", nil).DoRaw(pctx)
-		cancel()
-		if err != nil {
-			failed = append(failed, p.Spec.NodeName)
-			continue
-		}
-		o, err := parseObserved(body)
-		if err != nil {
-			failed = append(failed, p.Spec.NodeName)
-			continue
-		}
-		obs[p.Spec.NodeName] = o
+	failed := map[string][]string{} // why: nodes
+	fail := func(node, why string) {
+		mu.Lock()
+		failed[why] = append(failed[why], node)
+		mu.Unlock()
 	}
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, exporterReads)
+	for _, p := range pods {
+		if p.Spec.NodeName == "" {
+			continue // not scheduled: no node to report for
+		}
+		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+			fail(p.Spec.NodeName, fmt.Sprintf("its exporter pod %s is not running (%s)", p.Name, p.Status.Phase))
+			continue
+		}
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			pctx, cancel := context.WithTimeout(ctx, exporterTimeout)
+			defer cancel()
+			body, err := f.get(pctx, p, in.port, in.scheme, in.path)
+			if err != nil {
+				fail(p.Spec.NodeName, oneLine(err.Error()))
+				return
+			}
+			o, err := parseObserved(body)
+			if err != nil {
+				fail(p.Spec.NodeName, oneLine(err.Error()))
+				return
+			}
+			mu.Lock()
+			obs[p.Spec.NodeName] = o
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
 	if len(failed) > 0 {
-		return obs, fmt.Errorf("no report from the exporter on %v", failed)
+		var msgs []string
+		for why, nodes := range failed {
+			sort.Strings(nodes)
+			msgs = append(msgs, fmt.Sprintf("no report from the exporter on %s: %s", nodeList(nodes), why))
+		}
+		sort.Strings(msgs)
+		return obs, apiError{errors.New(strings.Join(msgs, "; "))}
 	}
 	return obs, nil
+}
+
+// nodeList names up to five nodes and counts the rest: one line even on a 5,000-node cluster.
+func nodeList(nodes []string) string {
+	const shown = 5
+	if len(nodes) <= shown {
+		return strings.Join(nodes, ", ")
+	}
+	return fmt.Sprintf("%s and %d more nodes", strings.Join(nodes[:shown], ", "), len(nodes)-shown)
+}
+
+// canPortForward asks the API server whether the user may port-forward to pods in namespace, as kubectl
+// port-forward does it (a WebSocket upgrade, a GET that the API server authorizes as get and, since Kubernetes
+// 1.35, also as create; SPDY, a POST, as create): when not, one error naming the permission, rather than one
+// refusal per node.
+func canPortForward(ctx context.Context, cs kubernetes.Interface, namespace string) error {
+	var missing []string
+	for _, verb := range []string{"get", "create"} {
+		r, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: namespace, Verb: verb, Resource: "pods", Subresource: "portforward"}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return apiError{fmt.Errorf("asking whether you may %s pods/portforward in %s: %w", verb, namespace, err)}
+		}
+		if !r.Status.Allowed {
+			missing = append(missing, verb)
+		}
+	}
+	if len(missing) > 0 {
+		v := strings.Join(missing, " and ")
+		return apiError{fmt.Errorf("--from-exporters reads each node's exporter through a port-forward to its pod, and you may not "+
+			"%s pods/portforward in namespace %s (kubectl auth can-i %s pods/portforward -n %s)", v, namespace, missing[0], namespace)}
+	}
+	return nil
 }
 
 // parseObserved reads an exporter's /metrics.
@@ -75,9 +164,9 @@ func parseObserved(body []byte) (placement.NodeObserved, error) {
 		}
 		return ""
 	}
-	for _, m := range fams["localtraffic_blackhole_reason"].GetMetric() {
+	for _, m := range fams[reasonMetric].GetMetric() {
 		if m.GetGauge().GetValue() == 1 {
-			o.Reasons[label(m, "namespace")+"/"+label(m, "service")] = label(m, "reason")
+			o.Reasons[label(m, reasonLabelNamespace)+"/"+label(m, reasonLabelService)] = label(m, reasonLabelReason)
 		}
 	}
 	return o, nil

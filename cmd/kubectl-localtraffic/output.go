@@ -140,7 +140,7 @@ func writeStatusText(w io.Writer, st []placement.ServiceStatus, colour, observed
 	}
 	_, err := fmt.Fprintln(w, p.paint(dim, "\nok N: receives and serves (N local endpoints)  DROP: receives and drops (blackhole)  "+
 		"IGN, drop: a Service placed so on purpose (annotation "+kubeview.AnnotationIntentionalPlacement+"), its drops fail nothing  "+
-		"drained: no ready endpoint, its health check answers 503  drop?: drops an externalIP, if the network routes it there (cannot tell from the API)  "+
+		"drained: no ready endpoint, its health check answers 503  drop?: would drop what only the node can tell reaches it (an externalIP, a VIP an announcer may hold, a NodePort outside nodePortAddresses)  "+
 		"-: receives nothing"))
 	return err
 }

@@ -24,11 +24,12 @@ import (
 // KubeControllerManagerControllers are the controllers kube-controller-manager runs: the ones the issue's
 // scenarios need (Deployment, ReplicaSet, DaemonSet, EndpointSlice, node lifecycle, HPA), the ServiceAccount
 // controller (every namespace's "default" ServiceAccount, without which pods are refused), the token
-// controller that --use-service-account-credentials pairs with, and the garbage collector (old ReplicaSets
-// and pods go when their owner is deleted, as kubectl delete expects).
+// controller that --use-service-account-credentials pairs with, the garbage collector (old ReplicaSets
+// and pods go when their owner is deleted, as kubectl delete expects) and the disruption controller (a
+// PodDisruptionBudget's status, which the eviction API and so kubectl drain obey).
 var KubeControllerManagerControllers = []string{
 	"deployment", "replicaset", "daemonset", "endpointslice", "nodelifecycle", "horizontalpodautoscaling",
-	"serviceaccount", "serviceaccount-token", "garbagecollector",
+	"serviceaccount", "serviceaccount-token", "garbagecollector", "disruption",
 }
 
 const (

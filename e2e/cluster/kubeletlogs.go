@@ -24,7 +24,7 @@ import (
 // pods — find the one on a node with `kubectl get pods --field-selector spec.nodeName=...`, read its spec, `kubectl
 // logs` it — a mirror pod stands for such a process: a Pod object bound to the node, Running, whose
 // MirrorLogAnnotation names the process's log, and ServeKubeletLogs answers the kubelet's log API for it on the
-// node's address, where the apiserver proxies `kubectl logs`.
+// node's address, where the apiserver proxies `kubectl logs`, and its port-forward (kubeletportforward.go).
 
 // MirrorLogAnnotation names the harness log (Cluster.LogTail's name) a mirror pod's containers log to;
 // MirrorLogAnnotation + "." + <container> overrides it for one container.
@@ -35,7 +35,8 @@ const KubeletPort = 10250
 
 // ServeKubeletLogs serves GET /containerLogs/<namespace>/<pod>/<container> (tailLines honoured) on every node's
 // address, port KubeletPort, over TLS, in the node's namespace, from the log MirrorLogAnnotation names on that
-// pod. Nothing else of the kubelet's API is served. stop closes the listeners.
+// pod, and /portForward/<namespace>/<pod> for host-network mirror pods (kubeletportforward.go). Nothing else of the
+// kubelet's API is served. stop closes the listeners.
 func (c *Cluster) ServeKubeletLogs(ctx context.Context) (stop func(), err error) {
 	pkiDir := filepath.Join(c.WorkDir, "pki")
 	cert, err := tls.LoadX509KeyPair(filepath.Join(pkiDir, "apiserver.crt"), filepath.Join(pkiDir, "apiserver.key"))
@@ -56,6 +57,8 @@ func (c *Cluster) ServeKubeletLogs(ctx context.Context) (stop func(), err error)
 		}
 		mux := http.NewServeMux()
 		mux.HandleFunc("GET /containerLogs/{namespace}/{pod}/{container}", c.containerLogs(n.Name))
+		mux.HandleFunc("GET /portForward/{namespace}/{pod}", c.portForward(n))
+		mux.HandleFunc("POST /portForward/{namespace}/{pod}", c.portForward(n))
 		s := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		servers = append(servers, s)
 		go func() {

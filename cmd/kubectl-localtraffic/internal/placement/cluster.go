@@ -2,6 +2,7 @@ package placement
 
 import (
 	"fmt"
+	"net/netip"
 	"sort"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -30,6 +31,10 @@ type Cluster struct {
 	Live bool
 	// Sources maps "Kind/namespace/name" to where an object came from (manifest mode), for the findings.
 	Sources map[string]Source
+	// NodePortAddresses is kube-proxy's nodePortAddresses as the user gave it (status --node-port-addresses):
+	// NodePorts are served only on a node's addresses inside these prefixes. nil: kube-proxy's defaults (every
+	// address, or the node's primary IPs in nftables mode), which every node with an address of the family has.
+	NodePortAddresses []netip.Prefix
 }
 
 // Source is where a manifest object was read: the file ("stdin" for standard input) and the line its

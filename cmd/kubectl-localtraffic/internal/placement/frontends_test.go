@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -66,6 +67,9 @@ type fixture struct {
 	// whose clients only the node sees), and the kind of destination it cannot tell (ExternalIP when "").
 	cannotTell     []string
 	cannotTellKind verdict.Kind
+	// nodePortAddresses is kube-proxy's --nodeport-addresses on every node (nil: its default, every address),
+	// given to both front ends as the user would give it to the plugin.
+	nodePortAddresses []string
 }
 
 func node(i int, mods ...func(*corev1.Node)) *corev1.Node {
@@ -88,6 +92,15 @@ func nodes(n int) []*corev1.Node {
 		out[i] = node(i + 1)
 	}
 	return out
+}
+
+// onGCE gives the nodes GCE's providerID: a cloud controller whose load balancers check healthCheckNodePort
+// over HTTP and never hold the VIP on a node.
+func onGCE(ns []*corev1.Node) []*corev1.Node {
+	for _, n := range ns {
+		n.Spec.ProviderID = "gce://project/europe-west1-b/" + n.Name
+	}
+	return ns
 }
 
 func service(typ corev1.ServiceType, mods ...func(*corev1.Service)) *corev1.Service {
@@ -181,9 +194,20 @@ func fixtures() []fixture {
 		{name: "no endpoint anywhere: an outage, no node's blackhole",
 			nodes: nodes(3), svc: service(corev1.ServiceTypeNodePort), slices: []*discoveryv1.EndpointSlice{v4(nil)},
 			want: serves("node-1", "node-2", "node-3")},
-		{name: "health-checked LoadBalancer: nodes without a ready endpoint answer 503 and are drained",
-			nodes: nodes(3), svc: service(corev1.ServiceTypeLoadBalancer), slices: []*discoveryv1.EndpointSlice{v4(on("node-1"))},
+		{name: "health-checked LoadBalancer of a cloud controller: nodes without a ready endpoint answer 503 and are drained",
+			nodes: onGCE(nodes(3)), svc: service(corev1.ServiceTypeLoadBalancer), slices: []*discoveryv1.EndpointSlice{v4(on("node-1"))},
 			want: with(serves("node-1"), drained, "node-2", "node-3")},
+		{name: "LoadBalancer whose VIP an announcer holds on node-2, without a replica: node-2 blackholes whatever its check says",
+			nodes: nodes(3), svc: service(corev1.ServiceTypeLoadBalancer), slices: []*discoveryv1.EndpointSlice{v4(on("node-1"))},
+			heldBy: map[string]string{"192.0.2.10": "node-2"},
+			want:   with(with(serves("node-1"), hole, "node-2"), drained, "node-3"),
+			// No cloud controller is known to run the load balancer: the VIP may be held on any node, which
+			// only the node's own interfaces show.
+			cannotTell: []string{"node-2", "node-3"}, cannotTellKind: verdict.LoadBalancerIP},
+		{name: "LoadBalancer without a known cloud controller, its VIP held nowhere here: the plugin cannot tell drained from held",
+			nodes: nodes(3), svc: service(corev1.ServiceTypeLoadBalancer), slices: []*discoveryv1.EndpointSlice{v4(on("node-1"))},
+			want:       with(serves("node-1"), drained, "node-2", "node-3"),
+			cannotTell: []string{"node-2", "node-3"}, cannotTellKind: verdict.LoadBalancerIP},
 		{name: "LoadBalancer: a serving-terminating endpoint forwards while its health check drains the node",
 			nodes: nodes(2), svc: service(corev1.ServiceTypeLoadBalancer),
 			slices: []*discoveryv1.EndpointSlice{v4([]ep{{node: "node-1"},
@@ -212,6 +236,12 @@ func fixtures() []fixture {
 			nodes: nodes(2), svc: service(corev1.ServiceTypeNodePort, externalIP),
 			slices: []*discoveryv1.EndpointSlice{v4(on("node-1"))},
 			want:   with(serves("node-1"), hole, "node-2")},
+		{name: "kube-proxy's nodePortAddresses leaves node-3 out: no NodePort is served there, so it drops nothing",
+			nodes: nodes(3), svc: service(corev1.ServiceTypeNodePort), slices: []*discoveryv1.EndpointSlice{v4(on("node-1"))},
+			nodePortAddresses: []string{"10.0.0.1/32", "10.0.0.2/32"},
+			want:              with(with(serves("node-1"), hole, "node-2"), drained, "node-3"),
+			// Which addresses node-3's interfaces hold (one inside would serve the NodePort) only node-3 shows.
+			cannotTell: []string{"node-3"}, cannotTellKind: verdict.NodePort},
 		{name: "virtual and excluded nodes receive nothing",
 			nodes: []*corev1.Node{node(1), node(2, func(n *corev1.Node) {
 				n.Labels[kubeview.LabelVirtualKubeletType] = kubeview.VirtualKubeletType
@@ -248,6 +278,9 @@ func TestFrontEndsAgree(t *testing.T) {
 	for _, f := range fixtures() {
 		t.Run(f.name, func(t *testing.T) {
 			c := &placement.Cluster{Nodes: f.nodes, Services: []*corev1.Service{f.svc}, EndpointSlices: f.slices, Live: true}
+			for _, p := range f.nodePortAddresses {
+				c.NodePortAddresses = append(c.NodePortAddresses, netip.MustParsePrefix(p))
+			}
 			st := placement.Status(c)
 			if len(st) != 1 {
 				t.Fatalf("plugin: %d Services, want 1", len(st))
@@ -350,7 +383,7 @@ func exporterVerdict(t *testing.T, f fixture, nodeName string) verdict.Verdict {
 	g := scrape.NewGatherer(scrape.GathererConfig{
 		View: view, RuleReader: kp, Addrs: fixedAddrs(local),
 		KubeProxyAddress:  func(kubeview.NodeState) (string, error) { return "127.0.0.1:10256", nil },
-		NodePortAddresses: []string{}, ExternalIPWindow: 10 * time.Minute,
+		NodePortAddresses: append([]string{}, f.nodePortAddresses...), ExternalIPWindow: 10 * time.Minute,
 		Client: &http.Client{Transport: kp}, ProbeTimeout: time.Second, Concurrency: 4, Logger: logger,
 	})
 	st := g.Gather(ctx)

@@ -2,6 +2,7 @@ package placement
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"sort"
 	"strings"
@@ -89,7 +90,7 @@ func Status(c *Cluster) []ServiceStatus {
 		if !kubeview.IsExternalLocal(svc) {
 			continue
 		}
-		out = append(out, serviceStatus(svc, slices[svc.Namespace+"/"+svc.Name], nodes, nodeStates))
+		out = append(out, serviceStatus(svc, slices[svc.Namespace+"/"+svc.Name], nodes, nodeStates, c.NodePortAddresses))
 	}
 	sortStatuses(out)
 	return out
@@ -152,7 +153,8 @@ func perNodeStates(svc *corev1.Service, slices []*discoveryv1.EndpointSlice) (ma
 	return states, stateOn(noNode)
 }
 
-func serviceStatus(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, nodes []*corev1.Node, nodeStates []kubeview.NodeState) ServiceStatus {
+func serviceStatus(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, nodes []*corev1.Node, nodeStates []kubeview.NodeState,
+	nodePortAddresses []netip.Prefix) ServiceStatus {
 	states, elsewhere := perNodeStates(svc, slices)
 	st := ServiceStatus{Namespace: svc.Namespace, Name: svc.Name, Type: svc.Spec.Type,
 		HealthCheckNodePort: svc.Spec.HealthCheckNodePort}
@@ -163,7 +165,7 @@ func serviceStatus(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, nod
 		if !ok {
 			ss = elsewhere
 		}
-		v := verdictOn(ss, nodeStates[i])
+		v := verdictOn(ss, nodeStates[i], nodePortsOutside(n, nodePortAddresses))
 		st.Nodes = append(st.Nodes, v)
 		if v.Receives {
 			st.Receiving++
@@ -193,8 +195,12 @@ func outage(ss kubeview.ServiceState) bool {
 // health check's answer is the one kube-proxy gives from the API's count (200 with a ready local endpoint of the
 // family), and a dropped destination only the network decides (an externalIP) is "cannot tell", not a
 // blackhole.
-func verdictOn(ss kubeview.ServiceState, ns kubeview.NodeState) NodeStatus {
-	v := verdict.Decide(verdict.Input{Service: ss, Node: ns})
+//
+// outside names the families none of whose Node addresses is inside kube-proxy's nodePortAddresses: the exporter
+// decides a NodePort there from the node's interfaces (whether kube-proxy serves it at all), which the API does
+// not show, so such a NodePort in rotation and dropped is "cannot tell", not a blackhole.
+func verdictOn(ss kubeview.ServiceState, ns kubeview.NodeState, outside map[corev1.IPFamily]bool) NodeStatus {
+	v := withoutNodePorts(verdict.Decide(verdict.Input{Service: ss, Node: ns}), outside)
 	st := NodeStatus{Node: ns.Name, LocalEndpoints: ss.LocalEndpoints(), LocalReadyEndpoints: -1,
 		Receives: verdict.Receiver(ss, ns), InRotation: v.InRotation, Blackhole: v.Blackhole, Virtual: ns.Virtual}
 	dual := len(v.Families) > 1
@@ -221,11 +227,101 @@ func verdictOn(ss kubeview.ServiceState, ns kubeview.NodeState) NodeStatus {
 		}
 	}
 	st.LocalReadyEndpoints = max(st.LocalReadyEndpoints, 0)
+	if !v.Blackhole {
+		for _, d := range heldElsewhere(v, ss, ns, dual) {
+			unknown = true
+			if !slices.Contains(st.CannotTell, d) {
+				st.CannotTell = append(st.CannotTell, d)
+			}
+		}
+	}
 	st.RotationUnknown = unknown
 	// Serves: whatever reaches the node is served (an externalIP the network may or may not route here counts
 	// as reaching it).
 	st.Serves = st.Receives && !st.Blackhole && len(st.CannotTell) == 0 && (st.InRotation || unknown)
 	return st
+}
+
+// nodePortsOutside is the set of families in which none of the node's addresses is inside prefixes (nil when
+// prefixes is: kube-proxy's defaults serve NodePorts on every node).
+func nodePortsOutside(n *corev1.Node, prefixes []netip.Prefix) map[corev1.IPFamily]bool {
+	if prefixes == nil {
+		return nil
+	}
+	out := map[corev1.IPFamily]bool{corev1.IPv4Protocol: true, corev1.IPv6Protocol: true}
+	for _, a := range n.Status.Addresses {
+		ip, err := netip.ParseAddr(a.Address)
+		if err != nil {
+			continue
+		}
+		fam := corev1.IPv4Protocol
+		if ip.Unmap().Is6() {
+			fam = corev1.IPv6Protocol
+		}
+		for _, p := range prefixes {
+			if p.Contains(ip.Unmap()) {
+				out[fam] = false
+			}
+		}
+	}
+	return out
+}
+
+// withoutNodePorts turns the NodePort entries of the outside families from in rotation to unknown, and
+// aggregates the verdict again as Decide does.
+func withoutNodePorts(v verdict.Verdict, outside map[corev1.IPFamily]bool) verdict.Verdict {
+	if len(outside) == 0 {
+		return v
+	}
+	v.InRotation, v.Blackhole, v.CannotTell = false, false, false
+	fams := make([]verdict.FamilyVerdict, len(v.Families))
+	for i, fv := range v.Families {
+		fv.Entries = slices.Clone(fv.Entries)
+		fv.InRotation, fv.Blackhole, fv.CannotTell = false, false, false
+		for j := range fv.Entries {
+			e := &fv.Entries[j]
+			if e.Kind == verdict.NodePort && outside[fv.Family] && e.Rotation == verdict.In {
+				e.Rotation, e.Why, e.Basis = verdict.Unknown, "cannot observe from the API: no address the Node object lists is inside kube-proxy's nodePortAddresses, "+
+					"so whether kube-proxy serves the NodePort here only the node's interfaces show", ""
+			}
+			fv.InRotation = fv.InRotation || e.Rotation == verdict.In
+			fv.Blackhole = fv.Blackhole || e.Rotation == verdict.In && e.Dropped
+			fv.CannotTell = fv.CannotTell || e.Rotation == verdict.Unknown && e.Dropped
+		}
+		v.InRotation = v.InRotation || fv.InRotation
+		v.Blackhole = v.Blackhole || fv.Blackhole
+		v.CannotTell = v.CannotTell || fv.CannotTell
+		fams[i] = fv
+	}
+	v.Families = fams
+	v.CannotTell = v.CannotTell && !v.Blackhole
+	return v
+}
+
+// heldElsewhere lists the load balancer IPs the node drops while its health check takes it out, where the API
+// cannot say the address is not held on the node itself: an announcer (MetalLB or Cilium in L2 mode, kube-vip,
+// OpenELB, PureLB, keepalived) puts a Service's VIP on one node's interface, and the network then delivers its
+// traffic there whatever the health check answers; the exporter on that node sees the address and calls the node
+// a blackhole. Only a load balancer a known cloud controller runs, which checks healthCheckNodePort over HTTP
+// (kubeview's HealthCheckContract), never holds the VIP on a node: there "drained" is the answer.
+func heldElsewhere(v verdict.Verdict, ss kubeview.ServiceState, ns kubeview.NodeState, dual bool) []string {
+	if ns.Virtual || ss.HealthCheckContract(ns) {
+		return nil
+	}
+	var out []string
+	for _, fv := range v.Families {
+		for _, e := range fv.Entries {
+			if e.Kind != verdict.LoadBalancerIP || !e.Dropped || e.Rotation != verdict.Out {
+				continue
+			}
+			d := e.Destination.String()
+			if dual {
+				d += " (" + string(fv.Family) + ")"
+			}
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // summary is the one line a person reads: "2 of 5 nodes serve; node-c, node-d, node-e drop NodePort 30090/TCP".

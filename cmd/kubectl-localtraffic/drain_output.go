@@ -1,0 +1,67 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
+)
+
+// writeDrainText prints drain-check's table (one row per Local Service with an endpoint on the node) and, under
+// each Service that loses traffic, why; then one verdict line.
+func writeDrainText(w io.Writer, rep placement.DrainReport, colour bool) error {
+	p := painter(colour)
+	if len(rep.Services) == 0 {
+		_, err := fmt.Fprintf(w, "No Local Service has an endpoint on %s: draining it loses no Local Service's traffic.\n", rep.Node)
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVICE\tTYPE\tENDPOINTS\tIN ROTATION\tEVICTED\tHELD\tELSEWHERE\tSERVING AFTER\tLB CHECK\tDRAIN")
+	for _, s := range rep.Services {
+		lb := "-"
+		if s.LoadBalancerCheck != nil {
+			lb = fmt.Sprintf("%gs (%s × %d)", s.LoadBalancerCheck.Seconds, s.LoadBalancerCheck.Interval.Duration, s.LoadBalancerCheck.Threshold)
+		} else if s.Type == "LoadBalancer" && s.InRotation != "no" {
+			lb = "unknown"
+		}
+		elsewhere := "nowhere"
+		if len(s.Elsewhere) > 0 {
+			elsewhere = strings.Join(s.Elsewhere, ",")
+		}
+		verdict := p.paint(red+bold, "LOSES")
+		if !s.Loses {
+			verdict = "ok"
+		}
+		fmt.Fprintf(tw, "%s/%s\t%s\t%d\t%s\t%d\t%d\t%s\t%d\t%s\t%s\n", s.Namespace, s.Name, s.Type, s.LocalEndpoints, s.InRotation,
+			len(s.Evicted), len(s.Blocked)+len(s.Stay), elsewhere, s.ServingAfter, lb, verdict)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	losing := 0
+	for _, s := range rep.Services {
+		lines := append(append([]string{}, s.Why...), s.Unknown...)
+		for _, b := range s.Blocked {
+			lines = append(lines, "the drain waits for "+b)
+		}
+		if len(lines) == 0 {
+			continue
+		}
+		if s.Loses {
+			losing++
+		}
+		fmt.Fprintf(w, "\n%s/%s:\n", s.Namespace, s.Name)
+		for _, l := range lines {
+			fmt.Fprintf(w, "  %s\n", l)
+		}
+	}
+	verdict := "draining " + rep.Node + " loses no Local Service's traffic"
+	if rep.Loses {
+		verdict = p.paint(red+bold, "draining "+rep.Node+" loses traffic of "+strconv.Itoa(losing)+" Local Service(s)")
+	}
+	_, err := fmt.Fprintf(w, "\n%s\n", verdict)
+	return err
+}

@@ -1,0 +1,330 @@
+package placement
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// DrainReport is what draining one node (kubectl drain: cordon, then evict every pod but DaemonSets' and those a
+// PodDisruptionBudget holds) does to the Local Services with an endpoint on it.
+type DrainReport struct {
+	Node     string         `json:"node"`
+	Services []DrainService `json:"services"`
+	// Loses: some Service loses traffic (DrainService.Loses).
+	Loses bool `json:"loses"`
+}
+
+// DrainService is one Local Service with an endpoint on the drained node.
+type DrainService struct {
+	Namespace string             `json:"namespace"`
+	Name      string             `json:"name"`
+	Type      corev1.ServiceType `json:"type"`
+	// LocalEndpoints on the node now.
+	LocalEndpoints int `json:"localEndpoints"`
+	// InRotation is whether the node receives the Service's traffic now: "yes", "no", or "unknown" (only the
+	// node's exporter can tell: status's cannot-tell).
+	InRotation string `json:"inRotation"`
+	// Evicted names the backing pods on the node a drain evicts; Blocked the ones it cannot (a
+	// PodDisruptionBudget allows no disruption now: the drain waits) and Stay the DaemonSets' (kubectl drain
+	// --ignore-daemonsets leaves them).
+	Evicted []string `json:"evicted,omitempty"`
+	Blocked []string `json:"blocked,omitempty"`
+	Stay    []string `json:"stay,omitempty"`
+	// Elsewhere is where the scheduler can put the evicted pods' workloads (the audit's placement reading:
+	// nodeSelector, affinity, taints, spread labels); empty when nowhere.
+	Elsewhere []string `json:"elsewhere"`
+	// ServingAfter is how many nodes serve the Service once the evicted pods are gone, before any replacement
+	// runs.
+	ServingAfter int `json:"servingAfter"`
+	// Loses: draining loses traffic; Why says how (every reason, one per line of the text output).
+	Loses bool     `json:"loses"`
+	Why   []string `json:"why,omitempty"`
+	// Unknown names what only a node can tell after the drain (status's cannot-tell).
+	Unknown []string `json:"unknown,omitempty"`
+	// LoadBalancerCheck is how long the Service's load balancer keeps sending to the node once its health
+	// check fails; nil when the Service has none or it is not known.
+	LoadBalancerCheck *LBCheckWindow `json:"loadBalancerCheck,omitempty"`
+}
+
+// LBCheckWindow is a load balancer's time to take a node out: its health check interval × unhealthy threshold.
+type LBCheckWindow struct {
+	Interval  metav1.Duration `json:"interval"`
+	Threshold int             `json:"threshold"`
+	Seconds   float64         `json:"seconds"`
+	// Source names the annotations it was read from.
+	Source string `json:"source"`
+}
+
+// lbCheckAnnotations are the cloud controllers' annotations for a health check's interval and unhealthy
+// threshold (the interval in seconds, or a Go duration for Hetzner).
+var lbCheckAnnotations = []struct{ interval, threshold string }{
+	{"service.beta.kubernetes.io/aws-load-balancer-healthcheck-interval", "service.beta.kubernetes.io/aws-load-balancer-healthcheck-unhealthy-threshold"},
+	{"service.beta.kubernetes.io/do-loadbalancer-healthcheck-check-interval-seconds", "service.beta.kubernetes.io/do-loadbalancer-healthcheck-unhealthy-threshold"},
+	{"load-balancer.hetzner.cloud/health-check-interval", "load-balancer.hetzner.cloud/health-check-retries"},
+}
+
+// lbCheckWindow reads the Service's health check window from its annotations; nil when they do not say both.
+// Defaults are not guessed: a controller's default changes with its version and load balancer type.
+func lbCheckWindow(svc *corev1.Service) *LBCheckWindow {
+	for _, a := range lbCheckAnnotations {
+		iv, ok1 := svc.Annotations[a.interval]
+		th, ok2 := svc.Annotations[a.threshold]
+		if !ok1 || !ok2 {
+			continue
+		}
+		interval, err := time.ParseDuration(strings.TrimSpace(iv))
+		if err != nil {
+			secs, err := strconv.Atoi(strings.TrimSpace(iv))
+			if err != nil || secs <= 0 {
+				continue
+			}
+			interval = time.Duration(secs) * time.Second
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(th))
+		if err != nil || n <= 0 || interval <= 0 {
+			continue
+		}
+		return &LBCheckWindow{Interval: metav1.Duration{Duration: interval}, Threshold: n,
+			Seconds: interval.Seconds() * float64(n), Source: a.interval + ", " + a.threshold}
+	}
+	return nil
+}
+
+// DrainCheck predicts what draining node does to every Local Service with an endpoint on it: the node's
+// endpoints of evicted pods disappear (a PodDisruptionBudget that allows no disruption holds its pods, and
+// DaemonSets' pods stay), the node is cordoned, and the verdict (Status) is taken again. A Service loses
+// traffic when the drain leaves it no endpoint anywhere, or makes some node that receives its traffic drop it;
+// whether and where its evicted pods can run again is reported beside.
+func DrainCheck(c *Cluster, node string) (DrainReport, error) {
+	var target *corev1.Node
+	for _, n := range c.Nodes {
+		if n.Name == node {
+			target = n
+		}
+	}
+	if target == nil {
+		return DrainReport{}, fmt.Errorf("no node %q", node)
+	}
+	before := Status(c)
+	all := workloads(c)
+	ix := newBackingIndex(c, all)
+	svcs := map[string]*corev1.Service{}
+	for _, s := range c.Services {
+		svcs[s.Namespace+"/"+s.Name] = s
+	}
+
+	// The pods the drain evicts, and the ones it leaves.
+	evicted, blocked, stay := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for _, p := range c.Pods {
+		if p.Spec.NodeName != node || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		key := p.Namespace + "/" + p.Name
+		switch {
+		case isDaemonPod(p):
+			stay[key] = true
+		case len(blockingPDBs(c, p)) > 0:
+			blocked[key] = true
+		default:
+			evicted[key] = true
+		}
+	}
+
+	// After: the node cordoned, the evicted pods' endpoints gone.
+	after := *c
+	after.Nodes = make([]*corev1.Node, len(c.Nodes))
+	for i, n := range c.Nodes {
+		if n.Name == node {
+			n = n.DeepCopy()
+			n.Spec.Unschedulable = true
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule})
+		}
+		after.Nodes[i] = n
+	}
+	after.EndpointSlices = make([]*discoveryv1.EndpointSlice, 0, len(c.EndpointSlices))
+	gone := func(ep discoveryv1.Endpoint, ns string) bool {
+		return ep.NodeName != nil && *ep.NodeName == node && evictedEndpoint(ep, ns, evicted)
+	}
+	for _, s := range c.EndpointSlices {
+		if !slices.ContainsFunc(s.Endpoints, func(ep discoveryv1.Endpoint) bool { return gone(ep, s.Namespace) }) {
+			after.EndpointSlices = append(after.EndpointSlices, s)
+			continue
+		}
+		kept := s.DeepCopy()
+		kept.Endpoints = slices.DeleteFunc(kept.Endpoints, func(ep discoveryv1.Endpoint) bool { return gone(ep, s.Namespace) })
+		after.EndpointSlices = append(after.EndpointSlices, kept)
+	}
+	afterBy := map[string]ServiceStatus{}
+	for _, s := range Status(&after) {
+		afterBy[s.Namespace+"/"+s.Name] = s
+	}
+
+	rep := DrainReport{Node: node, Services: []DrainService{}}
+	for _, b := range before {
+		key := b.Namespace + "/" + b.Name
+		var here NodeStatus
+		for _, n := range b.Nodes {
+			if n.Node == node {
+				here = n
+			}
+		}
+		svc := svcs[key]
+		ws, _, _ := ix.backing(svc)
+		podsHere := backingPodsOn(ix, svc, node)
+		if here.LocalEndpoints == 0 && len(podsHere) == 0 {
+			continue
+		}
+		a := afterBy[key]
+		d := DrainService{Namespace: b.Namespace, Name: b.Name, Type: b.Type, LocalEndpoints: here.LocalEndpoints,
+			InRotation: "no", ServingAfter: a.Serving, Elsewhere: []string{}}
+		switch {
+		case len(here.CannotTell) > 0 || here.RotationUnknown && !here.InRotation:
+			d.InRotation = "unknown"
+		case here.InRotation:
+			d.InRotation = "yes"
+		}
+		for _, p := range podsHere {
+			k := p.Namespace + "/" + p.Name
+			switch {
+			case evicted[k]:
+				d.Evicted = append(d.Evicted, p.Name)
+			case blocked[k]:
+				d.Blocked = append(d.Blocked, p.Name+" ("+strings.Join(blockingPDBs(c, p), ", ")+" allows no disruption)")
+			case stay[k]:
+				d.Stay = append(d.Stay, p.Name)
+			}
+		}
+		elsewhere := map[string]bool{}
+		for _, w := range ws {
+			if w.DaemonSet != nil {
+				continue
+			}
+			for _, n := range after.Nodes {
+				if n.Name == node {
+					continue
+				}
+				if ok, _ := fit(w, n); ok {
+					elsewhere[n.Name] = true
+				}
+			}
+		}
+		d.Elsewhere = sortedKeys(elsewhere)
+		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer && d.InRotation != "no" {
+			d.LoadBalancerCheck = lbCheckWindow(svc)
+		}
+
+		// What the drain changes: an outage it causes, or nodes that drop after it and did not before.
+		if a.Outage && !b.Outage {
+			where := "and the scheduler can place them nowhere else (" + strings.Join(notFit(ws, after.Nodes, node), "; ") + ")"
+			if len(d.Elsewhere) > 0 {
+				where = "until replacements run elsewhere (" + strings.Join(d.Elsewhere, ", ") + ")"
+			}
+			d.Why = append(d.Why, "no endpoint left anywhere once "+node+"'s pods are evicted: every node rejects the Service's traffic "+where)
+		}
+		holesBefore := map[string]bool{}
+		for _, n := range b.Nodes {
+			holesBefore[n.Node] = n.Blackhole
+		}
+		for _, n := range a.Nodes {
+			if n.Blackhole && !holesBefore[n.Node] {
+				d.Why = append(d.Why, fmt.Sprintf("%s would drop %s: it still receives the Service's traffic without a local endpoint", n.Node, strings.Join(n.Drops, ", ")))
+			}
+			if n.Node == node && len(n.CannotTell) > 0 {
+				d.Unknown = append(d.Unknown, fmt.Sprintf("%s would drop %s if it still reaches it (only the node can tell)", n.Node, strings.Join(n.CannotTell, ", ")))
+			}
+		}
+		d.Loses = len(d.Why) > 0
+		rep.Loses = rep.Loses || d.Loses
+		rep.Services = append(rep.Services, d)
+	}
+	return rep, nil
+}
+
+// evictedEndpoint tells whether the endpoint is one of an evicted pod's (an endpoint without a pod reference is
+// kept: nothing evicts it).
+func evictedEndpoint(ep discoveryv1.Endpoint, ns string, evicted map[string]bool) bool {
+	if ep.TargetRef == nil || ep.TargetRef.Kind != "Pod" {
+		return false
+	}
+	return evicted[cmp.Or(ep.TargetRef.Namespace, ns)+"/"+ep.TargetRef.Name]
+}
+
+// isDaemonPod: a DaemonSet's pod, which kubectl drain --ignore-daemonsets leaves (the DaemonSet would put it
+// back at once anyway).
+func isDaemonPod(p *corev1.Pod) bool {
+	o := controllerOf(p.OwnerReferences)
+	return o != nil && o.Kind == "DaemonSet"
+}
+
+// blockingPDBs names the PodDisruptionBudgets that select the pod and allow no disruption now: the eviction API
+// refuses the pod, and the drain waits.
+func blockingPDBs(c *Cluster, p *corev1.Pod) []string {
+	var out []string
+	for _, b := range c.PDBs {
+		if b.Namespace != p.Namespace || b.Spec.Selector == nil {
+			continue
+		}
+		sel, err := metav1.LabelSelectorAsSelector(b.Spec.Selector)
+		if err != nil || sel.Empty() || !sel.Matches(labels.Set(p.Labels)) {
+			continue
+		}
+		if b.Status.DisruptionsAllowed <= 0 {
+			out = append(out, "PodDisruptionBudget "+b.Name)
+		}
+	}
+	return out
+}
+
+// backingPodsOn lists the pods on node the Service selects, by name.
+func backingPodsOn(ix *backingIndex, svc *corev1.Service, node string) []*corev1.Pod {
+	if len(svc.Spec.Selector) == 0 {
+		return nil
+	}
+	sel := labels.SelectorFromSet(svc.Spec.Selector)
+	var out []*corev1.Pod
+	for _, p := range ix.pods.candidates(svc.Namespace, svc.Spec.Selector) {
+		if p.Spec.NodeName == node && sel.Matches(labels.Set(p.Labels)) && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// notFit says, per workload, why the first other node does not take its pods.
+func notFit(ws []*Workload, nodes []*corev1.Node, drained string) []string {
+	var out []string
+	for _, w := range ws {
+		for _, n := range nodes {
+			if n.Name == drained {
+				continue
+			}
+			if ok, why := fit(w, n); !ok {
+				out = append(out, fmt.Sprintf("%s %s: %s on %s", w.Kind, w.Name, why, n.Name))
+				break
+			}
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, "no workload found behind the Service")
+	}
+	return out
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
