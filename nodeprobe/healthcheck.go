@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// HealthCheck is one answer of a Service's health check node port (kube-proxy.md §5).
+// HealthCheck is one answer of a Service's health check node port (docs/kube-proxy.md, Health check node port).
 type HealthCheck struct {
 	Result     Result
 	StatusCode int // 0 when no HTTP answer came

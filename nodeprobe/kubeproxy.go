@@ -13,13 +13,13 @@ import (
 // KubeProxyPath is an endpoint of kube-proxy's health server, as named in the kube_proxy metrics' endpoint label.
 type KubeProxyPath string
 
-// kube-proxy's health endpoints (kube-proxy.md §6).
+// kube-proxy's health endpoints (docs/kube-proxy.md, Health server).
 const (
 	PathHealthz KubeProxyPath = "healthz"
 	PathLivez   KubeProxyPath = "livez"
 )
 
-// KubeProxyHealth is one answer of kube-proxy's health server (/healthz or /livez, kube-proxy.md §6).
+// KubeProxyHealth is one answer of kube-proxy's health server (/healthz or /livez; docs/kube-proxy.md, Health server).
 type KubeProxyHealth struct {
 	Endpoint   KubeProxyPath
 	Result     Result

@@ -325,7 +325,7 @@ func TestScrapeWithHostilePeers(t *testing.T) {
 	for _, want := range []string{
 		`localtraffic_health_check_result{namespace="shop",node="node-1",result="timeout",service="web"} 1`,
 		`localtraffic_health_check_up{namespace="shop",node="node-1",service="web"} 0`,
-		// A health check that times out drains the node, as a 503 does: out of rotation, no blackhole (item 4).
+		// A health check that times out drains the node, as a 503 does: out of rotation, no blackhole.
 		`localtraffic_in_rotation{namespace="shop",node="node-1",service="web"} 0`,
 		`localtraffic_blackhole{namespace="shop",node="node-1",service="web"} 0`,
 		`localtraffic_kube_proxy_result{endpoint="healthz",node="node-1",result="invalid"} 1`,

@@ -9,7 +9,7 @@ package placement_test
 //
 // Each fixture is a cluster as the API shows it plus what only the nodes know: the network routes an externalIP
 // to some node (the address held on its interface), and every node's kube-proxy is healthy and in step with the
-// API. A small model of that kube-proxy (kubeProxyOn, written here from kube-proxy.md §1, §2 and §5, not from
+// API. A small model of that kube-proxy (kubeProxyOn, written here from docs/kube-proxy.md, not from
 // kubeview's counting) answers the exporter's health check probes and is the rule set it reads. Each fixture
 // also states the truth per node (want), so agreement on a wrong answer fails too.
 
@@ -419,7 +419,7 @@ func kubeProxyOn(f fixture, node string) *kubeProxy {
 }
 
 // Read is the rule set: for a port with endpoints somewhere but none here, a "has no local endpoints" drop
-// for the NodePort, each load balancer IP and each externalIP of the family (kube-proxy.md §2).
+// for the NodePort, each load balancer IP and each externalIP of the family (docs/kube-proxy.md, iptables mode).
 func (kp *kubeProxy) Read(context.Context) (*kernelrules.Snapshot, error) {
 	byFamily := map[string]map[kernelrules.ServicePort]kernelrules.PortState{}
 	for _, fam := range kp.families {
@@ -450,7 +450,8 @@ func (kp *kubeProxy) Read(context.Context) (*kernelrules.Snapshot, error) {
 }
 
 // RoundTrip answers kube-proxy's health server (any other port) and the health check node port: 200 while the
-// family of the address asked has a ready local endpoint, else 503, with kube-proxy's body (§5, §6).
+// family of the address asked has a ready local endpoint, else 503, with kube-proxy's body
+// (docs/kube-proxy.md, Health check node port and Health server).
 func (kp *kubeProxy) RoundTrip(req *http.Request) (*http.Response, error) {
 	host, port, err := net.SplitHostPort(req.URL.Host)
 	if err != nil {
