@@ -36,7 +36,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 	"github.com/localtraffic/localtraffic-exporter/collector"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
-	"github.com/localtraffic/localtraffic-exporter/kubeview/clientsetapi"
+	"github.com/localtraffic/localtraffic-exporter/kubeview/kubeviewtest"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
@@ -311,7 +311,7 @@ func exporterVerdict(t *testing.T, f fixture, nodeName string) verdict.Verdict {
 	for _, s := range f.slices {
 		objs = append(objs, s)
 	}
-	view := kubeview.New(clientsetapi.New(fake.NewClientset(objs...)), nodeName)
+	view := kubeview.New(kubeviewtest.NewAPI(fake.NewClientset(objs...)), nodeName)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
 	view.Start(ctx)
