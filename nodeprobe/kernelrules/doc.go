@@ -27,8 +27,9 @@
 // Options.Mode ModeIPTables or ModeNFTables reads that mode. ModeAuto (the
 // default) asks kube-proxy's /proxyMode (plain text "iptables", "nftables" or
 // "ipvs"); without an answer it looks at the tables (docs/kube-proxy.md, "/proxyMode
-// and metrics"). Both iptables and nftables rules present is ErrAmbiguous. A detected mode and
-// backend are kept for Options.DetectTTL (5 min) and forgotten after any failed read.
+// and metrics"). Both iptables and nftables rules present is ErrAmbiguous. A detected
+// mode and backend are kept for Options.DetectTTL (5 min) and forgotten after any
+// failed read.
 //
 // IPVS has no drop rule to read: Read returns a Snapshot with Mode ModeIPVS and an
 // error wrapping ErrUnsupported, logging one warning per Reader. Never read that as
