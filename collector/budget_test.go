@@ -12,12 +12,12 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
 
-// The series budget (issue 12, docs/metrics.md "Series budget"): with the default collectors a single-port,
+// The series budget (docs/metrics.md "Series budget"): with the default collectors a single-port,
 // single-family Local Service costs at most 4 series per node as a NodePort Service and 6 as a LoadBalancer
 // Service, in every state the node can be in: serving, blackholing, drained, with or without rules. Every
 // figure multiplies by the node count, so this is the test that keeps a 5,000-node cluster's Prometheus sane.
 // A node that blackholes the Service has one more, localtraffic_blackhole_reason (what the page's severity
-// follows, issue 20): it exists only while localtraffic_blackhole is 1, on the few nodes an alert fires for.
+// follows): it exists only while localtraffic_blackhole is 1, on the few nodes an alert fires for.
 func TestSeriesBudget(t *testing.T) {
 	const nodePortBudget, loadBalancerBudget, whileBlackholing = 4, 6, 1
 	sp := kernelrules.ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}

@@ -178,7 +178,7 @@ localtraffic_rules_mismatch{namespace="kubelings",service="checkout"} 0
 
 // The IPv6 health check answers 200 while the API has no IPv6 endpoint here (kube-proxy's IPv6 proxier
 // disagrees): the load balancer keeps sending IPv6 traffic, and the API view says it drops: a blackhole, and
-// without rules the health check's own count reports the mismatch (item 8).
+// without rules the health check's own count reports the mismatch.
 func TestHealthCheckFamilyDisagrees(t *testing.T) {
 	hcnp := dualStackHealthCheck(t, hcAnswer{200, 1}, hcAnswer{200, 1})
 	reg := scrapeSetup{view: &scrapetest.View{Snap: dualStackLB(hcnp, 1, 0)}, addrs: scrapetest.Addrs{"127.0.0.1", "::1"}}.scrape(t)
@@ -190,7 +190,7 @@ localtraffic_rules_mismatch{namespace="kubelings",service="checkout"} 1
 }
 
 // kube-proxy stopped: the health check port refuses in both families while the (stale) API view says the
-// node drops. A load balancer that checks the port has drained the node: no blackhole page (item 4).
+// node drops. A load balancer that checks the port has drained the node: no blackhole page.
 func TestHealthCheckRefusedDrains(t *testing.T) {
 	hcnp := dualStackHealthCheck(t, hcAnswer{}, hcAnswer{})
 	reg := scrapeSetup{view: &scrapetest.View{Snap: dualStackLB(hcnp, 0, 0)}, addrs: scrapetest.Addrs{"127.0.0.1", "::1"}}.scrape(t)

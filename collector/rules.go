@@ -122,7 +122,7 @@ func (c *Rules) Update(st *scrape.State, out *Sink) error {
 }
 
 // apiMismatch exports localtraffic_rules_mismatch when no rules were read: for the Services whose health
-// check node port gave kube-proxy's own local endpoint count (item 8); none for the others.
+// check node port gave kube-proxy's own local endpoint count; none for the others.
 func apiMismatch(st *scrape.State, out *Sink) {
 	for _, r := range st.Services {
 		if r.MismatchKnown {

@@ -251,7 +251,7 @@ type placementRow struct {
 // scrapes each exporter: a node in serving must answer 200 from a pod on itself with the exporter saying
 // blackhole 0; every other node must drop the connection with the exporter saying blackhole 1 — except the
 // control-plane node, which is excluded from load balancers: there the exporter must see the drop in the rules,
-// and the label takes the node out of load balancers only (issue 20, docs/rotation.md): it is out of rotation
+// and the label takes the node out of load balancers only (docs/rotation.md): it is out of rotation
 // (blackhole 0) until NodePort clients have kept arriving past --rotation.grace — these checks' own requests
 // are such clients in a long scenario — and then in rotation with the blackhole's reason traffic_lost.
 func checkServing(ctx context.Context, c *cluster.Cluster, svc *corev1.Service, serving map[string]bool) error {

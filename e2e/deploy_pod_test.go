@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"context"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -213,22 +211,6 @@ func startAsPod(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, node *cl
 		}
 	})
 	return p
-}
-
-// get fetches url from inside node's network namespace.
-func get(ctx context.Context, node *cluster.Node, url string) (int, string, error) {
-	client := &http.Client{Transport: &http.Transport{DialContext: node.Dialer().DialContext, DisableKeepAlives: true}, Timeout: 10 * time.Second}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, "", err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	return resp.StatusCode, string(body), err
 }
 
 // scrapeAsPod gives node's port to the pod started by startAsPod and startSidecarAsPod (stopping the harness's

@@ -1,6 +1,6 @@
 package e2e
 
-// The metrics endpoint's gate (issue 22, item 5): the shipped pod — the exporter on 127.0.0.1 and kube-rbac-proxy
+// The metrics endpoint's gate: the shipped pod — the exporter on 127.0.0.1 and kube-rbac-proxy
 // on the node's address, both with their manifest's args — in a node's network namespace, against the harness's
 // real kube-apiserver (TokenReview, SubjectAccessReview, the shipped RBAC).
 

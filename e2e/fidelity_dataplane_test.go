@@ -14,7 +14,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
 )
 
-// Issue 21, item 4: the dataplane is detected, never inferred from silence.
+// The dataplane is detected, never inferred from silence.
 
 // kubeProxyState is what the exporter on a node says of its dataplane and kube-proxy.
 func kubeProxyState(node string, livez, programmed float64) []func(cluster.Metrics) error {

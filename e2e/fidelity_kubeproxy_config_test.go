@@ -12,7 +12,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
 )
 
-// TestFidelityKubeProxyConfigz (issue 21, item 5): kube-proxy on node-2 runs as k3s and RKE2 run it, its health
+// TestFidelityKubeProxyConfigz: kube-proxy on node-2 runs as k3s and RKE2 run it, its health
 // server bound to 127.0.0.1:10256, and with the AllowServiceExternalIPs feature gate off. The truth, from
 // inside node-2: /livez answers on 127.0.0.1 and is refused on the node's address; kube-proxy writes no rule for
 // an externalIP, so the address routed to node-2 is not dropped there (refused: routed on, unreachable).

@@ -17,7 +17,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
 )
 
-// TestFidelityDaemonSetKeepsOffWindowsAndVirtualNodes (issue 21, item 7): on the controller cluster (the real
+// TestFidelityDaemonSetKeepsOffWindowsAndVirtualNodes: on the controller cluster (the real
 // DaemonSet controller), three more Nodes join: a Windows node, a virtual-kubelet node (labelled and tainted as
 // its providers do) and an EKS Fargate node. The shipped DaemonSet (deploy/base, as rendered) gets a pod on every
 // Linux machine and none on those three, so Prometheus' pod discovery finds no target there and

@@ -41,7 +41,7 @@ func (p plugin) pluginStatus(t *testing.T, ctx context.Context, ns, name string)
 	return r.code, out, nil
 }
 
-// TestFidelityExternalIPPluginAgrees (issue 21, item 1): a Local ClusterIP Service with an externalIP and its
+// TestFidelityExternalIPPluginAgrees: a Local ClusterIP Service with an externalIP and its
 // only endpoint on node-1, the address routed to node-2. Real traffic: node-2 drops it; it would be served
 // routed to node-1. The exporters page node-2 only (its drop counter, or on nftables the assigned address, is
 // the evidence: node-2's exporter runs without the arrivals meter, which would otherwise decide by arrivals past

@@ -101,7 +101,7 @@ func sendDroppedSYNs(t *testing.T, c *cluster.Cluster, addr string, n int) {
 // rewrites its rules and so resets the DROP rule's counter; localtraffic_rules_dropped_packets_total never falls
 // (sampled every half second throughout) and grows with the new drops. Then the exporter itself restarts: its
 // counters start afresh from zero — the dropped-packet total too, although kube-proxy's rule still holds its
-// count: a counter seen for the first time is a baseline (issue 21) — a counter reset Prometheus' rate() and
+// count: a counter seen for the first time is a baseline — a counter reset Prometheus' rate() and
 // increase() handle.
 func TestRestartsAndDropCounter(t *testing.T) {
 	c := sharedCluster(t)

@@ -17,7 +17,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
 )
 
-// Rotation from evidence (issue 20, docs/rotation.md): a node is in rotation when the declared model says so or
+// Rotation from evidence (docs/rotation.md): a node is in rotation when the declared model says so or
 // when the arrivals meter sees new connection attempts keep arriving past --rotation.grace. The exporters under
 // test run with a short grace (testGrace) so a scenario takes seconds, not the default two minutes.
 const testGrace = "--rotation.grace=15s"
@@ -62,7 +62,7 @@ func reasonLabels(svc *corev1.Service, node, reason string) cluster.Labels {
 // TestRotationLoadBalancerIgnoresHealthCheck: a LoadBalancer Service with its only endpoint on node-1 and two
 // ingress IPs, one routed to node-2 (iptables) and one to node-4 (nftables), as a router in front of a load
 // balancer that does not honour healthCheckNodePort would keep sending. Both nodes answer 503 on the health
-// check (declared out of rotation: no page on main before issue 20, and nothing at all in nftables mode, whose
+// check (declared out of rotation: no page from the declared model alone, and nothing at all in nftables mode, whose
 // drops carry no counters). The client's new connections keep arriving and are dropped: past the grace window
 // both nodes are in rotation, blackholed, with reason health_check_ignored.
 func TestRotationLoadBalancerIgnoresHealthCheck(t *testing.T) {
@@ -178,7 +178,7 @@ func TestRotationLoadBalancerIPHeldOnNode(t *testing.T) {
 // every node binds the externalIP to a NOARP dummy link; the network routes it to node-2 alone. Bound is not
 // assigned: only node-2, where the client's connections really arrive (and are dropped past the grace window),
 // is paged; node-3 and node-4 hold the address on their dummy, drop it in their rules, and are never in
-// rotation (before issue 20 every node holding it was paged).
+// rotation (a rule-only verdict would page every node holding it).
 func TestRotationIPVSDummyHoldsExternalIPEverywhere(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := testContext(t)

@@ -15,7 +15,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
 )
 
-// TestRulesIdentityCounterBaseline (issue 21, item 6): an externalIP's drop rule on node-2 counts real dropped
+// TestRulesIdentityCounterBaseline: an externalIP's drop rule on node-2 counts real dropped
 // SYNs while the address is routed there (node-2 is paged: its counter grew). The address then moves to node-1,
 // which serves it, and kube-proxy on node-2 stops, so its rules — and their non-zero counters — stay as they
 // are. node-2's exporter restarts: it finds a non-zero counter it never saw before. That is a baseline, not
@@ -127,7 +127,7 @@ func extDropCounter(ctx context.Context, n *cluster.Node, svc *corev1.Service, a
 	return strconv.ParseUint(m[1], 10, 64)
 }
 
-// TestRulesIdentityFirewallCounted (issue 21, item 6): a Local LoadBalancer Service with
+// TestRulesIdentityFirewallCounted: a Local LoadBalancer Service with
 // loadBalancerSourceRanges and its only endpoint on node-1. node-2 answers its health check with 503, so a load
 // balancer that checks it drains node-2; one that does not keeps sending. Traffic to the load balancer IP routed
 // through node-2 times out, and kube-proxy v1.37.2 counts those drops on KUBE-PROXY-FIREWALL — the filter

@@ -11,7 +11,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
 )
 
-// TestRulesIdentityStaleDNAT (issue 21, item 2): kube-proxy is stopped on node-2 (iptables) and node-4
+// TestRulesIdentityStaleDNAT: kube-proxy is stopped on node-2 (iptables) and node-4
 // (nftables), and every local pod of three NodePort/Local Services is replaced on the same node: the API lists
 // the new pods, kube-proxy's rules still DNAT to the deleted ones. The rule layouts covered: iptables KUBE-SVL
 // jumps to KUBE-SEP chains; nftables' plain "dnat to" (one endpoint), "numgen random mod 2 map" (two), and

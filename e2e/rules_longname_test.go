@@ -12,7 +12,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
 )
 
-// TestRulesIdentityLongNameNFT (issue 21, item 3): two Services whose "namespace/name:port" is 143 bytes — a
+// TestRulesIdentityLongNameNFT: two Services whose "namespace/name:port" is 143 bytes — a
 // 63-character namespace and name and a 15-character port name, all valid — with their only endpoint on node-1.
 // kube-proxy v1.37.2 in nftables mode (node-4) cuts its element comments to nftables' 128 bytes, so the comment
 // of their no-endpoint-* elements no longer names the port. One Service is a NodePort (no-endpoint-nodeports),

@@ -1,6 +1,6 @@
 package e2e
 
-// Runbooks that run (issue 22, item 4): every command of docs/runbooks.md, placeholders substituted, runs with the
+// Runbooks that run: every command of docs/runbooks.md, placeholders substituted, runs with the
 // real kubectl and the plugin built from this repository against the shared cluster, in the situation of a pinned
 // LoadBalancer Service, and must succeed. The commands are read from the markdown, so a runbook added later is
 // covered by the same test; the conventions the parser reads are written at the top of docs/runbooks.md.

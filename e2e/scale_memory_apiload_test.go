@@ -21,7 +21,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
 )
 
-// What one exporter costs the API server, next to one kube-proxy v1.37.2 at the same scale (issue 12): the
+// What one exporter costs the API server, next to one kube-proxy v1.37.2 at the same scale: the
 // apiserver's own metrics for bytes and objects, its audit log for who asked what. The users the audit log
 // names: the exporter authenticates as its ServiceAccount, kube-proxy as system:kube-proxy.
 const (

@@ -13,7 +13,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
 )
 
-// The exporter's memory at scale (issue 12): the real exporter binary, started as the harness starts it, on a
+// The exporter's memory at scale: the real exporter binary, started as the harness starts it, on a
 // cluster of its own holding N Local Services with one EndpointSlice of 100 endpoints each, none on the
 // exporter's node. The exporter runs in API-only mode (--rules.mode=none): the rule reader's memory is the rule
 // benchmarks' business (nodeprobe/kernelrules), and without kube-proxy on the node — stopped, so that 200,000

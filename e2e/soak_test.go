@@ -324,7 +324,7 @@ func TestSoak(t *testing.T) {
 				for {
 					next := time.Now().Add(time.Second)
 					if !paused.Load() {
-						took, err, detail := soakScrape(loadCtx, client, n, self)
+						took, detail, err := soakScrape(loadCtx, client, n, self)
 						if loadCtx.Err() != nil {
 							return
 						}
@@ -495,16 +495,16 @@ func touchService(ctx context.Context, c *cluster.Cluster, ns, name string, i in
 
 // soakScrape is one Prometheus-like scrape of n's exporter. detail names the node, the time to the response
 // headers and the exporter's own collector durations: where a slow scrape spent its time.
-func soakScrape(ctx context.Context, client *http.Client, n *cluster.Node, self *soakSelfSamples) (time.Duration, error, string) {
+func soakScrape(ctx context.Context, client *http.Client, n *cluster.Node, self *soakSelfSamples) (time.Duration, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.MetricsURL(), nil)
 	if err != nil {
-		return 0, err, ""
+		return 0, "", err
 	}
 	req.Header.Set("X-Prometheus-Scrape-Timeout-Seconds", soakScrapeHeader)
 	start := time.Now()
 	resp, err := client.Do(req)
 	if err != nil {
-		return time.Since(start), fmt.Errorf("%s: %w", n.Name, err), n.Name
+		return time.Since(start), n.Name, fmt.Errorf("%s: %w", n.Name, err)
 	}
 	headers := time.Since(start)
 	defer resp.Body.Close()
@@ -524,12 +524,12 @@ func soakScrape(ctx context.Context, client *http.Client, n *cluster.Node, self 
 		}
 	}
 	if err != nil || resp.StatusCode != http.StatusOK {
-		return took, fmt.Errorf("%s: status %d, %v", n.Name, resp.StatusCode, err), detail
+		return took, detail, fmt.Errorf("%s: status %d, %v", n.Name, resp.StatusCode, err)
 	}
 	if !strings.Contains(string(body), `localtraffic_scrape_collector_success{collector="services",node="`+n.Name+`"} 1`) {
-		return took, fmt.Errorf("%s: the services collector failed", n.Name), detail
+		return took, detail, fmt.Errorf("%s: the services collector failed", n.Name)
 	}
-	return took, nil, detail
+	return took, detail, nil
 }
 
 // soakCheckpoint moves the checkpoint Service's endpoint to node only, then waits until, on every node, the

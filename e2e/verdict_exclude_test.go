@@ -17,7 +17,7 @@ const excludeLabel = "node.kubernetes.io/exclude-from-external-load-balancers"
 // control-plane nodes (present: excluded). kube-proxy ignores the label, so both really drop a Local
 // NodePort Service whose only endpoint is on node-1. node-2 is still in rotation and paged; node-3 is out of
 // load balancers, and out of rotation while no NodePort client uses it. The label takes a node out of load
-// balancers only (issue 20): once clients keep using node-3's NodePort past the grace window, node-3 is in
+// balancers only: once clients keep using node-3's NodePort past the grace window, node-3 is in
 // rotation by their arrivals and paged, traffic_lost.
 func TestVerdictExcludeLabelValues(t *testing.T) {
 	c := sharedCluster(t)

@@ -13,7 +13,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
 )
 
-// The issue 9 scenarios (verdict_*_test.go): real traffic from the outside client decides what is true, and
+// The verdict scenarios (verdict_*_test.go): real traffic from the outside client decides what is true, and
 // each exporter's verdict must match it.
 
 // IP families as the exporter's ip_family label spells them.

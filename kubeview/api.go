@@ -17,7 +17,7 @@ import (
 
 // API is the part of the Kubernetes API the view reads, by resource (ResourceServices, ResourceEndpointSlices,
 // ResourceNodes), cluster-wide: lists and watches for the informers, and a get for the start-up check of the
-// node name. NewClient's implementation speaks to the API server; package kubeview/clientsetapi adapts a
+// node name. NewClient's implementation speaks to the API server; package kubeview/kubeviewtest adapts a
 // client-go clientset (a fake one in tests).
 //
 // Why not the clientset itself: client-go's clientset and informer factory link every API group's client,

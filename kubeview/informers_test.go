@@ -17,13 +17,13 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/localtraffic/localtraffic-exporter/kubeview/clientsetapi"
+	"github.com/localtraffic/localtraffic-exporter/kubeview/kubeviewtest"
 )
 
 // syncedView starts a View over client and waits for its informers; both end with the test.
 func syncedView(t *testing.T, client *fake.Clientset) (*View, context.Context) {
 	t.Helper()
-	v := New(clientsetapi.New(client), "node-1")
+	v := New(kubeviewtest.NewAPI(client), "node-1")
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	v.Start(ctx)

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
-	"github.com/localtraffic/localtraffic-exporter/kubeview/clientsetapi"
+	"github.com/localtraffic/localtraffic-exporter/kubeview/kubeviewtest"
 )
 
 // Builders for the objects the tests need, in the shapes the API server and the endpointslice controller write.
@@ -92,7 +92,7 @@ func startView(t *testing.T, nodeName string, objs ...runtime.Object) (*View, ku
 func startViewWith(t *testing.T, nodeName string, opts []Option, objs ...runtime.Object) (*View, kubernetes.Interface) {
 	t.Helper()
 	client := fake.NewClientset(objs...)
-	v := New(clientsetapi.New(client), nodeName, opts...)
+	v := New(kubeviewtest.NewAPI(client), nodeName, opts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	v.Start(ctx)

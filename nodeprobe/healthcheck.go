@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// HealthCheck is one answer of a Service's health check node port (kube-proxy.md §5).
+// HealthCheck is one answer of a Service's health check node port (docs/kube-proxy.md, Health check node port).
 type HealthCheck struct {
 	Result     Result
 	StatusCode int // 0 when no HTTP answer came
@@ -40,21 +40,20 @@ type healthCheckBody struct {
 // ProbeHealthCheckNodePort asks the health check node port of Service namespace/name on addr, as a load
 // balancer would. kube-proxy answers on any path; "/" is what most cloud load balancers ask.
 func ProbeHealthCheckNodePort(ctx context.Context, client *http.Client, addr string, port int32, namespace, name string) HealthCheck {
-	start := time.Now()
 	url := "http://" + net.JoinHostPort(addr, strconv.Itoa(int(port))) + "/"
-	resp, err := get(ctx, client, url)
-	h := HealthCheck{LocalEndpoints: -1, Weight: -1}
-	if err != nil {
-		h.Result, h.Err = classifyTransportError(ctx, err), fmt.Errorf("health check %s: %w", url, err)
-		h.Duration = time.Since(start)
-		return h
-	}
-	h = parseHealthCheck(resp, namespace, name)
-	h.Duration = time.Since(start)
+	return probe(ctx, client, "health check", url,
+		func(r Result, err error) HealthCheck {
+			return HealthCheck{Result: r, Err: err, LocalEndpoints: -1, Weight: -1}
+		},
+		func(resp response) HealthCheck { return parseHealthCheck(resp, namespace, name) })
+}
+
+// finish implements probeResult.
+func (h *HealthCheck) finish(took time.Duration, what string) {
+	h.Duration = took
 	if h.Err != nil {
-		h.Err = fmt.Errorf("health check %s: %w", url, h.Err)
+		h.Err = fmt.Errorf("%s: %w", what, h.Err)
 	}
-	return h
 }
 
 func parseHealthCheck(resp response, namespace, name string) HealthCheck {

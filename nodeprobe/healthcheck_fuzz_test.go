@@ -20,7 +20,7 @@ func kubeProxyHealthCheckBody(ns, name string, count int, proxyHealthy *bool) st
 
 // FuzzHealthCheckResponse feeds raw answers of a health check node port — status line, headers (the
 // X-Load-Balancing-Endpoint-Weight header among them) and body — to the parser, seeded with kube-proxy's real
-// answers of every release (kube-proxy.md §5).
+// answers of every release (docs/kube-proxy.md, Health check node port).
 func FuzzHealthCheckResponse(f *testing.F) {
 	yes, no := true, false
 	for _, count := range []int{0, 1, 3} {

@@ -126,8 +126,8 @@ func checkHealthCheck(t *testing.T, got, want nodeprobe.HealthCheck) {
 	}
 }
 
-// realV1372Body is the body of a real kube-proxy v1.37.2 reply (kube-proxy.md §5) byte for byte: tab indented,
-// no trailing newline.
+// realV1372Body is the body of a real kube-proxy v1.37.2 reply (docs/kube-proxy.md, Health check node port)
+// byte for byte: tab indented, no trailing newline.
 const realV1372Body = "{\n" +
 	"\t\"service\": {\n" +
 	"\t\t\"namespace\": \"kubelings\",\n" +
@@ -137,7 +137,7 @@ const realV1372Body = "{\n" +
 	"\t\"serviceProxyHealthy\": true\n" +
 	"}"
 
-// realV1372Reply is that whole reply, its headers as in kube-proxy.md §5, framed as Go's net/http server frames
+// realV1372Reply is that whole reply, its headers as in docs/kube-proxy.md, framed as Go's net/http server frames
 // it (Date, Content-Length; Connection: close because the probe asks for it).
 func realV1372Reply() string {
 	return "HTTP/1.1 503 Service Unavailable\r\n" +

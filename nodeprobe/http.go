@@ -92,6 +92,30 @@ func readBounded(resp *http.Response) (response, error) {
 	return r, nil
 }
 
+// probeResult is the answer of one of kube-proxy's HTTP servers as a probe reports it (HealthCheck,
+// KubeProxyHealth).
+type probeResult[T any] interface {
+	*T
+	// finish records how long the probe took and names what was asked (the server and its URL) in its error.
+	finish(took time.Duration, what string)
+}
+
+// probe asks url once, as server ("health check", "kube-proxy"), within ctx: parse reads an answer, failed
+// builds the result of a request that got none (its Result from the transport error). Both probes of
+// kube-proxy's servers go through here, so they time, classify and name their failures alike.
+func probe[T any, P probeResult[T]](ctx context.Context, client *http.Client, server, url string,
+	failed func(Result, error) T, parse func(response) T) T {
+	start := time.Now()
+	var out T
+	if resp, err := get(ctx, client, url); err != nil {
+		out = failed(classifyTransportError(ctx, err), err)
+	} else {
+		out = parse(resp)
+	}
+	P(&out).finish(time.Since(start), server+" "+url)
+	return out
+}
+
 // classifyTransportError maps a failed request to a Result.
 func classifyTransportError(ctx context.Context, err error) Result {
 	var ne net.Error

@@ -13,13 +13,13 @@ import (
 // KubeProxyPath is an endpoint of kube-proxy's health server, as named in the kube_proxy metrics' endpoint label.
 type KubeProxyPath string
 
-// kube-proxy's health endpoints (kube-proxy.md §6).
+// kube-proxy's health endpoints (docs/kube-proxy.md, Health server).
 const (
 	PathHealthz KubeProxyPath = "healthz"
 	PathLivez   KubeProxyPath = "livez"
 )
 
-// KubeProxyHealth is one answer of kube-proxy's health server (/healthz or /livez, kube-proxy.md §6).
+// KubeProxyHealth is one answer of kube-proxy's health server (/healthz or /livez; docs/kube-proxy.md, Health server).
 type KubeProxyHealth struct {
 	Endpoint   KubeProxyPath
 	Result     Result
@@ -51,21 +51,19 @@ type kubeProxyBody struct {
 
 // ProbeKubeProxy asks kube-proxy's health server at hostPort for endpoint.
 func ProbeKubeProxy(ctx context.Context, client *http.Client, hostPort string, endpoint KubeProxyPath) KubeProxyHealth {
-	start := time.Now()
-	url := "http://" + hostPort + "/" + string(endpoint)
-	resp, err := get(ctx, client, url)
-	k := KubeProxyHealth{Endpoint: endpoint}
-	if err != nil {
-		k.Result, k.Err = classifyTransportError(ctx, err), fmt.Errorf("kube-proxy %s: %w", url, err)
-		k.Duration = time.Since(start)
-		return k
-	}
-	k = parseKubeProxy(resp, endpoint)
-	k.Duration = time.Since(start)
+	return probe(ctx, client, "kube-proxy", "http://"+hostPort+"/"+string(endpoint),
+		func(r Result, err error) KubeProxyHealth {
+			return KubeProxyHealth{Endpoint: endpoint, Result: r, Err: err}
+		},
+		func(resp response) KubeProxyHealth { return parseKubeProxy(resp, endpoint) })
+}
+
+// finish implements probeResult.
+func (k *KubeProxyHealth) finish(took time.Duration, what string) {
+	k.Duration = took
 	if k.Err != nil {
-		k.Err = fmt.Errorf("kube-proxy %s: %w", url, k.Err)
+		k.Err = fmt.Errorf("%s: %w", what, k.Err)
 	}
-	return k
 }
 
 func parseKubeProxy(resp response, endpoint KubeProxyPath) KubeProxyHealth {

@@ -41,8 +41,8 @@ func readRaw(raw []byte) (response, bool) {
 	return r, err == nil
 }
 
-// kubeProxyBodySeeds are kube-proxy's /healthz and /livez bodies of every format (kube-proxy.md §6 and the
-// literal bodies in kubeproxy_test.go): ≤1.27 Go time.String() with and without a monotonic suffix and the zero
+// kubeProxyBodySeeds are kube-proxy's /healthz and /livez bodies of every format (docs/kube-proxy.md, Health
+// server, and the literal bodies in kubeproxy_test.go): ≤1.27 Go time.String() with and without a monotonic suffix and the zero
 // time, 1.28–1.32 with nodeEligible, ≥1.33 RFC 3339 with healthy and the per-family status map.
 var kubeProxyBodySeeds = []string{
 	`{"lastUpdated": "2023-05-01 10:00:00.123456789 +0000 UTC m=+3.5","currentTime": "2023-05-01 10:00:00.123456789 +0000 UTC m=+3.5"}`,

@@ -167,7 +167,7 @@ func TestKubeProxyVersions(t *testing.T) {
 	}
 }
 
-// TestKubeProxyLiteralBodies feeds the bodies exactly as written in kube-proxy.md §6 and by old releases.
+// TestKubeProxyLiteralBodies feeds the bodies as docs/kube-proxy.md (Health server) and old releases write them.
 func TestKubeProxyLiteralBodies(t *testing.T) {
 	tests := []struct {
 		name         string

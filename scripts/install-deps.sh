@@ -13,6 +13,8 @@
 #   scripts/install-deps.sh release       # the release pipeline's tools, built from the Go module proxy at
 #                                         # pinned versions into $LT_TOOLS_BIN: goreleaser, syft (its SBOMs),
 #                                         # krew and krew's validate-krew-manifest (the release test)
+#   scripts/install-deps.sh lint          # staticcheck (make lint), built from the Go module proxy at the
+#                                         # pinned version into $LT_TOOLS_BIN
 #   scripts/install-deps.sh               # packages, promtool and prometheus (make deps)
 #
 # promtool and prometheus are built in one `go install` (their shared packages compile once) with Prometheus'
@@ -34,6 +36,8 @@ RELEASE_TOOLS=(
 	"krew sigs.k8s.io/krew v0.4.3 sigs.k8s.io/krew/cmd/krew"
 	"validate-krew-manifest sigs.k8s.io/krew v0.4.3 sigs.k8s.io/krew/cmd/validate-krew-manifest"
 )
+# The linter make lint runs: binary, module, version, package. Its version must know the Go release go.mod names.
+STATICCHECK="staticcheck honnef.co/go/tools v0.8.2 honnef.co/go/tools/cmd/staticcheck"
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 bin="${LT_TOOLS_BIN:-$repo/.tools/bin}"
 
@@ -122,6 +126,17 @@ release_tools() {
 	done
 }
 
+# lint_tools builds staticcheck when it is missing or at another version.
+lint_tools() {
+	local name mod ver pkg
+	read -r name mod ver pkg <<<"$STATICCHECK"
+	built_from "$bin/$name" "$mod" "$ver" && return 0
+	mkdir -p "$bin"
+	echo "install-deps: building $pkg@$ver" >&2
+	GOBIN="$bin" GOFLAGS=-buildvcs=false CGO_ENABLED=0 go install "$pkg@$ver"
+	built_from "$bin/$name" "$mod" "$ver" || { echo "install-deps: $bin/$name is not $mod $ver" >&2; return 1; }
+}
+
 (($#)) || set -- packages promtool prometheus
 tools=()
 for what in "$@"; do
@@ -130,8 +145,9 @@ for what in "$@"; do
 	netfilter) packages "${NETFILTER[@]}" ;;
 	promtool | prometheus) tools+=("$what") ;;
 	release) release_tools ;;
+	lint) lint_tools ;;
 	*)
-		echo "install-deps: unknown $what (packages, netfilter, promtool, prometheus, release)" >&2
+		echo "install-deps: unknown $what (packages, netfilter, promtool, prometheus, release, lint)" >&2
 		exit 2
 		;;
 	esac

@@ -25,7 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
-	"github.com/localtraffic/localtraffic-exporter/kubeview/clientsetapi"
+	"github.com/localtraffic/localtraffic-exporter/kubeview/kubeviewtest"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 )
 
@@ -210,7 +210,7 @@ func TestScrapesBoundedAgainstHostilePeers(t *testing.T) {
 				hostileHugeHeader: {"error", "timeout"}, hostileHugeBody: {"invalid", "timeout"}, hostileTrickleBody: {"timeout"}}[m]
 		}
 	}
-	view := kubeview.New(clientsetapi.New(fake.NewClientset(objs...)), "node-1")
+	view := kubeview.New(kubeviewtest.NewAPI(fake.NewClientset(objs...)), "node-1")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	view.Start(ctx)

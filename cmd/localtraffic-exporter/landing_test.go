@@ -23,7 +23,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/collector"
 	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
-	"github.com/localtraffic/localtraffic-exporter/kubeview/clientsetapi"
+	"github.com/localtraffic/localtraffic-exporter/kubeview/kubeviewtest"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
@@ -57,7 +57,7 @@ func landingFixture(t *testing.T) (*landingPage, http.Handler, *countingSource) 
 		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"},
 			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}}},
 	}
-	view := kubeview.New(clientsetapi.New(fake.NewClientset(objs...)), "node-1")
+	view := kubeview.New(kubeviewtest.NewAPI(fake.NewClientset(objs...)), "node-1")
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	view.Start(ctx)

@@ -26,11 +26,6 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
 
-// run is the whole program but for process-wide state (see runWith): what in-process tests call.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return runWith(ctx, args, stdout, stderr, func(*slog.Logger) {})
-}
-
 // runWith is the whole program: it returns when ctx ends (nil) or on the first fatal error; --help and --version
 // print on stdout, as the Prometheus exporters do; logs go to stderr. routeKlog receives the
 // exporter's logger as soon as it exists: main passes klog.SetSlogLogger, so that client-go's lines (it logs
@@ -220,11 +215,6 @@ type netlinkHost struct {
 	nodeprobe.NetlinkLinks
 }
 
-// newExporter wires the collectors. h reads this host (netlink); ruleReader may be nil.
-func newExporter(opts options, view exporterView, h host, ruleReader kernelrules.Reader, logger *slog.Logger) (*collector.Exporter, error) {
-	return exporterFor(opts, newGatherer(opts, view, h, ruleReader, nil, logger), logger)
-}
-
 // exporterFor is the selected collectors over one gatherer, filtered by the metric lists.
 func exporterFor(opts options, states collector.StateSource, logger *slog.Logger) (*collector.Exporter, error) {
 	sel := opts.selection
@@ -238,13 +228,8 @@ func exporterFor(opts options, states collector.StateSource, logger *slog.Logger
 	return collector.NewExporter(logger, states, cs...).WithFilter(opts.metricFilter), nil
 }
 
-// newGatherer builds the per-scrape gatherer from the options; meter may be nil (not observed). It keeps no
-// state file.
-func newGatherer(opts options, view exporterView, addrs host, ruleReader kernelrules.Reader, meter scrape.ArrivalsMeter, logger *slog.Logger) *scrape.Gatherer {
-	return newGathererWith(opts, view, addrs, ruleReader, meter, logger, nil)
-}
-
-// newGathererWith is newGatherer with the state file state (nil: none).
+// newGathererWith builds the per-scrape gatherer from the options; meter may be nil (not observed), and so
+// may state (no state file).
 func newGathererWith(opts options, view exporterView, addrs host, ruleReader kernelrules.Reader, meter scrape.ArrivalsMeter,
 	logger *slog.Logger, state *scrape.StateFile) *scrape.Gatherer {
 	client := nodeprobe.NewHTTPClient()

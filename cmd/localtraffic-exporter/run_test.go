@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go/build"
 	"io"
 	"net"
 	"net/http"
@@ -12,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -122,17 +122,17 @@ users:
 }
 
 // runWithGuard calls run and fails the test if it does not return within a generous bound.
-func runWithGuard(t *testing.T, ctx context.Context, args []string) (error, string) {
+func runWithGuard(t *testing.T, ctx context.Context, args []string) (stderr string, err error) {
 	t.Helper()
-	err, stdout, stderr := runCaptured(t, ctx, args)
+	stdout, stderr, err := runCaptured(t, ctx, args)
 	if stdout != "" {
 		t.Errorf("run(%q) wrote to stdout (only --help and --version may):\n%s", args, stdout)
 	}
-	return err, stderr
+	return stderr, err
 }
 
 // runCaptured calls run like runWithGuard and returns what it wrote to stdout and to stderr.
-func runCaptured(t *testing.T, ctx context.Context, args []string) (err error, stdout, stderr string) {
+func runCaptured(t *testing.T, ctx context.Context, args []string) (stdout, stderr string, err error) {
 	t.Helper()
 	// run may leave a goroutine that logs after it returned (see TestRunBadWebConfig): locked buffers.
 	var out, errOut syncBuffer
@@ -140,10 +140,10 @@ func runCaptured(t *testing.T, ctx context.Context, args []string) (err error, s
 	go func() { done <- run(ctx, args, &out, &errOut) }()
 	select {
 	case err := <-done:
-		return err, out.String(), errOut.String()
+		return out.String(), errOut.String(), err
 	case <-time.After(60 * time.Second):
 		t.Fatalf("run(%q) still running after 60s", args)
-		return nil, "", ""
+		return "", "", nil
 	}
 }
 
@@ -164,7 +164,7 @@ func checkOneLine(t *testing.T, err error, mentions ...string) {
 }
 
 func TestRunBadFlag(t *testing.T) {
-	err, stderr := runWithGuard(t, context.Background(), []string{"--node-name", "n", "--probe.timeout", "never"})
+	stderr, err := runWithGuard(t, context.Background(), []string{"--node-name", "n", "--probe.timeout", "never"})
 	checkOneLine(t, err, "probe.timeout")
 	if stderr != "" {
 		t.Errorf("run wrote to stderr before failing (main adds the one error line):\n%s", stderr)
@@ -173,14 +173,14 @@ func TestRunBadFlag(t *testing.T) {
 
 // TestRunHelpAndVersion: --help and --version print on stdout, as node_exporter does, and exit 0.
 func TestRunHelpAndVersion(t *testing.T) {
-	err, stdout, stderr := runCaptured(t, context.Background(), []string{"--help"})
+	stdout, stderr, err := runCaptured(t, context.Background(), []string{"--help"})
 	if err != nil {
 		t.Errorf("--help: %v, want nil (exit 0)", err)
 	}
 	if !strings.Contains(stdout, "--node-name") || !strings.HasPrefix(stdout, "usage: localtraffic-exporter") || stderr != "" {
 		t.Errorf("--help printed no usage on stdout:\nstdout:\n%s\nstderr:\n%s", stdout, stderr)
 	}
-	err, stdout, stderr = runCaptured(t, context.Background(), []string{"--version"})
+	stdout, stderr, err = runCaptured(t, context.Background(), []string{"--version"})
 	if err != nil {
 		t.Errorf("--version: %v, want nil", err)
 	}
@@ -220,7 +220,7 @@ func TestRunUnreadableKubeconfig(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err, _ := runWithGuard(t, context.Background(), []string{"--node-name", "n", "--kubeconfig", tc.path})
+			_, err := runWithGuard(t, context.Background(), []string{"--node-name", "n", "--kubeconfig", tc.path})
 			checkOneLine(t, err, "kubeconfig")
 		})
 	}
@@ -234,7 +234,7 @@ func readFileOrEmpty(path string) string {
 func TestRunUnknownNode(t *testing.T) {
 	api := newFakeAPIServer(t, "node-a")
 	kubeconfig := writeKubeconfig(t, api.URL)
-	err, _ := runWithGuard(t, context.Background(), []string{"--node-name", "node-b", "--kubeconfig", kubeconfig})
+	_, err := runWithGuard(t, context.Background(), []string{"--node-name", "node-b", "--kubeconfig", kubeconfig})
 	checkOneLine(t, err, `"node-b"`, "does not exist")
 }
 
@@ -246,7 +246,7 @@ func TestRunAPIServerUnreachable(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	kubeconfig := writeKubeconfig(t, "http://"+addr)
-	err, _ = runWithGuard(t, context.Background(), []string{"--node-name", "node-a", "--kubeconfig", kubeconfig})
+	_, err = runWithGuard(t, context.Background(), []string{"--node-name", "node-a", "--kubeconfig", kubeconfig})
 	checkOneLine(t, err, `"node-a"`)
 	if strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("an unreachable API server is reported as an unknown node: %v", err)
@@ -364,7 +364,8 @@ func buildBinary(t *testing.T) string {
 	t.Helper()
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		// Not on PATH (go test run by its full path): the go whose GOROOT built this test.
+		goTool = filepath.Join(build.Default.GOROOT, "bin", "go")
 	}
 	bin := filepath.Join(t.TempDir(), "localtraffic-exporter")
 	cmd := exec.Command(goTool, "build", "-o", bin, ".")
@@ -471,7 +472,7 @@ func TestRunBadWebConfig(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	err, _ := runWithGuard(t, ctx, []string{"--node-name", "node-a", "--kubeconfig", kubeconfig,
+	_, err := runWithGuard(t, ctx, []string{"--node-name", "node-a", "--kubeconfig", kubeconfig,
 		"--web.listen-address", freeAddress(t), "--web.config.file", webConfig, "--rules.mode", "none"})
 	checkOneLine(t, err, "--web.config.file")
 }

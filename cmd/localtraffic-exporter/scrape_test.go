@@ -31,7 +31,7 @@ import (
 
 	"github.com/localtraffic/localtraffic-exporter/collector"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
-	"github.com/localtraffic/localtraffic-exporter/kubeview/clientsetapi"
+	"github.com/localtraffic/localtraffic-exporter/kubeview/kubeviewtest"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
 
@@ -134,7 +134,7 @@ func scrapeWithFlags(t *testing.T, timeout string, flags []string, ruleReader ke
 	if err != nil {
 		t.Fatal(err)
 	}
-	view := kubeview.New(clientsetapi.New(client), "node-1", kubeview.WithIgnoreSelector(opts.ignoreSelector))
+	view := kubeview.New(kubeviewtest.NewAPI(client), "node-1", kubeview.WithIgnoreSelector(opts.ignoreSelector))
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	view.Start(ctx)
@@ -325,7 +325,7 @@ func TestScrapeWithHostilePeers(t *testing.T) {
 	for _, want := range []string{
 		`localtraffic_health_check_result{namespace="shop",node="node-1",result="timeout",service="web"} 1`,
 		`localtraffic_health_check_up{namespace="shop",node="node-1",service="web"} 0`,
-		// A health check that times out drains the node, as a 503 does: out of rotation, no blackhole (item 4).
+		// A health check that times out drains the node, as a 503 does: out of rotation, no blackhole.
 		`localtraffic_in_rotation{namespace="shop",node="node-1",service="web"} 0`,
 		`localtraffic_blackhole{namespace="shop",node="node-1",service="web"} 0`,
 		`localtraffic_kube_proxy_result{endpoint="healthz",node="node-1",result="invalid"} 1`,
@@ -391,7 +391,7 @@ func TestConcurrentScrapesShareOneRuleRead(t *testing.T) {
 	client := fake.NewClientset(node,
 		svc("kubelings", "checkout", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal, 0, 30090),
 		endpoints("kubelings", "checkout", "node-2"))
-	view := kubeview.New(clientsetapi.New(client), "node-1")
+	view := kubeview.New(kubeviewtest.NewAPI(client), "node-1")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	view.Start(ctx)

@@ -436,7 +436,7 @@ func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCh
 			}
 			// No rules for this family (API-only mode, IPVS, or a family whose rules were not read): the
 			// health check node port's localEndpoints is kube-proxy's own count, compared with the API's
-			// (a wrong --hostname-override makes kube-proxy count none, item 8). A replacement's health
+			// (a wrong --hostname-override makes kube-proxy count none). A replacement's health
 			// check server counts its own way (Cilium reports 0 for its Ingress Services by design): not
 			// compared.
 			if hc := byFamily[fam.Family]; hc != nil && hc.LocalEndpoints >= 0 && st.Dataplane != DataplaneReplacement {

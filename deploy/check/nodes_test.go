@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 )
 
-// The nodes the exporter cannot run on (issue 21, item 7): Windows (kube-proxy's winkernel mode, a Linux image)
+// The nodes the exporter cannot run on: Windows (kube-proxy's winkernel mode, a Linux image)
 // and virtual nodes (virtual-kubelet's type=virtual-kubelet, EKS Fargate's compute-type=fargate: no host
 // network, no kube-proxy). Every pod template the project ships keeps off them, so no scrape target exists there
 // that could never be up (LocalTrafficExporterDown).

@@ -139,7 +139,7 @@ func (c *Cluster) Apply(ctx context.Context, objs []*unstructured.Unstructured) 
 	return nil
 }
 
-// fallbackRBAC mirrors what issue 6 specifies for deploy/base: list/watch Services and EndpointSlices,
+// fallbackRBAC mirrors what deploy/base grants: list/watch Services and EndpointSlices,
 // get/list/watch Nodes, nothing more.
 func fallbackRBAC() []*unstructured.Unstructured {
 	obj := func(m map[string]any) *unstructured.Unstructured { return &unstructured.Unstructured{Object: m} }

@@ -596,8 +596,8 @@ func externalIPRotation(ev *Evidence, d Destination) (Rotation, string, Basis) {
 
 // loadBalancerRotation: a load balancer that checks the health check node port keeps the node for the family
 // only while that family's check answers 200; a refusal, a timeout, a 503 or any other status drains it
-// (kube-proxy.md §5). The cloud service controller also takes a node that is not LoadBalancerEligible out of
-// the target set. Without node evidence the answer is the one kube-proxy gives from the API's count: 200 when
+// (docs/kube-proxy.md, Health check node port). The cloud service controller also takes a node that is not
+// LoadBalancerEligible out of the target set. Without node evidence the answer is the one kube-proxy gives from the API's count: 200 when
 // the family has a ready local endpoint, else 503.
 func loadBalancerRotation(node kubeview.NodeState, ev *Evidence, fam kubeview.FamilyEndpoints) (Rotation, string) {
 	if !node.LoadBalancerEligible() {

@@ -25,7 +25,8 @@
 //
 // What reaches a node could be observed in other ways, and each fails one of the requirements:
 //   - kube-proxy's rule counters: none in nftables mode, reset on every sync in iptables mode, none in IPVS
-//     mode; and loadBalancerSourceRanges move the drops to a chain the counters do not cover.
+//     mode; and loadBalancerSourceRanges move the drops to a chain the counters do not cover (what kube-proxy
+//     writes in each mode: docs/kube-proxy.md).
 //   - a rule, nflog target or counter object of our own: the exporter writes nothing on the node.
 //   - conntrack events (NFNLGRP_CONNTRACK_NEW): a conntrack entry is reported when it is confirmed, and a
 //     connection whose first packet kube-proxy drops is never confirmed: the blackholed traffic, exactly

@@ -26,10 +26,10 @@
 //
 // Options.Mode ModeIPTables or ModeNFTables reads that mode. ModeAuto (the
 // default) asks kube-proxy's /proxyMode (plain text "iptables", "nftables" or
-// "ipvs"); without an answer it looks at the tables: `table ip|ip6 kube-proxy` means
-// nftables, nat KUBE-SERVICES means iptables, plus KUBE-LOAD-BALANCER or
-// KUBE-NODE-PORT means IPVS. Both present is ErrAmbiguous. A detected mode and
-// backend are kept for Options.DetectTTL (5 min) and forgotten after any failed read.
+// "ipvs"); without an answer it looks at the tables (docs/kube-proxy.md, "/proxyMode
+// and metrics"). Both iptables and nftables rules present is ErrAmbiguous. A detected
+// mode and backend are kept for Options.DetectTTL (5 min) and forgotten after any
+// failed read.
 //
 // IPVS has no drop rule to read: Read returns a Snapshot with Mode ModeIPVS and an
 // error wrapping ErrUnsupported, logging one warning per Reader. Never read that as
@@ -37,71 +37,36 @@
 //
 // # iptables mode
 //
-// The backend is chosen as the kube-proxy image's iptables-wrapper does: kubelet's
-// KUBE-IPTABLES-HINT / KUBE-KUBELET-CANARY chains in the mangle table (nft first),
-// else the backend with more KUBE- rules (nft on a tie). Each read then runs at most
-// one `{ip,ip6}tables-<backend>-save -c -t <table>` for nat and filter per family
-// (nat only when it changed, see Steady-state reads): never one command per chain. With the legacy backend only tables listed in
-// /proc/net/ip{,6}_tables_names are saved, because saving a missing legacy table
-// makes the kernel create it. A family is read when its nat table has KUBE-SERVICES;
-// an IPv6 save failing with "not supported"/"does not exist" means no IPv6 (not an
-// error). Output that does not parse (truncated, garbled) is an error, never "no
-// rule"; so is finding KUBE-SERVICES in no family (ErrNoRules).
+// The backend is chosen as the kube-proxy image's iptables-wrapper does (kubelet's hint and canary chains,
+// else the backend with more KUBE- rules; nft on a tie). Each read then runs at most one
+// `{ip,ip6}tables-<backend>-save -c -t <table>` for nat and filter per family (nat only when it changed, see
+// Steady-state reads): never one command per chain. With the legacy backend only tables listed in
+// /proc/net/ip{,6}_tables_names are saved, because saving a missing legacy table makes the kernel create
+// it. A family is read when its nat table has KUBE-SERVICES; an IPv6 save failing with "not
+// supported"/"does not exist" means no IPv6 (not an error). Output that does not parse (truncated, garbled)
+// is an error, never "no rule"; so is finding KUBE-SERVICES in no family (ErrNoRules).
 //
-// Chains KUBE-SVC/SVL/EXT/FW/XLB-<hash> are mapped to Service ports by kube-proxy's
-// hash (IPTablesChainHash), not by comments. Filter rules carry only a comment,
-// "<ns>/<name>[:<port>] has no local endpoints"; with the rule's -p it gives the
-// same hash. Both argument orders (kube-proxy's and iptables-save's) are accepted.
-// Recognised layouts:
-//   - ≥1.25: filter KUBE-EXTERNAL-SERVICES "... has no local endpoints" -j DROP
-//     (NodePort, each LB and external IP) = Drop; the same DROP in filter
-//     KUBE-SERVICES is internalTrafficPolicy=Local on the cluster IP and is not.
-//   - 1.24: KUBE-SVL-<hash> holding "-j KUBE-MARK-DROP" = Drop.
-//   - ≤1.23: KUBE-XLB-<hash> holding "-j KUBE-MARK-DROP" = Drop (the KUBE-MARK-DROP
-//     at the end of KUBE-FW-<hash> is the LB source-range firewall and is not).
-//   - any: "... has no endpoints" -j REJECT = Reject (no endpoints anywhere).
-//
-// LocalEndpoints counts distinct KUBE-SEP-* targets of KUBE-SVL (or KUBE-XLB), so
-// session affinity's extra jumps count once; Endpoints names them: the address of the
-// jump's "ns/name:port -> ip:port" comment, else (large-cluster mode writes no
-// comments; ≤1.23 wrote "Balancing rule N for ...") the KUBE-SEP chain's hash of the
-// port and "ip:port", which Endpoint.Is checks an API endpoint against. Unnamed ports
-// written by old releases as "ns/name:" are found too.
-//
-// With loadBalancerSourceRanges, filter KUBE-PROXY-FIREWALL ("<ns/name:port> traffic
-// not accepted by KUBE-FW-<hash>" -j DROP per LB IP), which kube-proxy puts first in
-// INPUT and FORWARD, drops a load balancer IP's new connections that were not DNATed:
-// without a local endpoint, all of them, before KUBE-EXTERNAL-SERVICES' rule for the
-// address sees one. Its counter is added to that address's DropRule.
+// Chains are mapped to Service ports by kube-proxy's hash (IPTablesChainHash), never by comments; filter
+// rules, which carry only a comment, are hashed from it and the rule's -p. Every layout kube-proxy has
+// written is read: since 1.25 (KUBE-EXTERNAL-SERVICES DROPs, one per destination), 1.24 (KUBE-SVL holding
+// KUBE-MARK-DROP) and up to 1.23 (KUBE-XLB), plus the REJECT of a port without endpoints anywhere and the
+// KUBE-PROXY-FIREWALL drops of loadBalancerSourceRanges, whose counters are added to the address's DropRule.
+// LocalEndpoints counts the distinct KUBE-SEP-* targets of KUBE-SVL (or KUBE-XLB), named by their comment
+// or, without one, by the endpoint chain's hash (Endpoint.Is). The layouts, hashes and argument orders:
+// docs/kube-proxy.md, "iptables mode".
 //
 // # nftables mode
 //
-// `nft -j list table ip kube-proxy` and `... ip6 ...`; a missing table means that
-// family is not programmed. Drop: an element with verdict drop in
-// no-endpoint-nodeports, or in no-endpoint-services for an address that
-// service-ips sends to an external-* chain (a drop on the cluster IP is
-// internalTrafficPolicy=Local). Reject: verdict "goto reject-chain". A drop element
-// is matched to its Service port by its key, not its comment: kube-proxy v1.37 cuts
-// element comments to nftables' 128 bytes (truncateNFTablesComment) and
-// "ns/name:port" reaches 143; the same key in service-nodeports / service-ips leads
-// to the port's external-<hash8>-ns/name/proto/port chain, whose name is whole. A
-// reject has no such entry: its comment names the port, unless it is 128 bytes long
-// (maybe cut; then it names nothing). Chains are matched by their
-// "<prefix><hash8>-ns/name/proto/port" names. DropPackets is 0: kube-proxy puts no
-// counters on these elements (element counters are read if present: Counted).
-//
-// LocalEndpoints: the distinct endpoints the local-* chain sends traffic to, in
-// every layout kube-proxy v1.37 writes (writeServiceToEndpointDNATs /
-// writeServiceToEndpointJumps): without session affinity the DNAT is in the chain
-// itself — "meta l4proto tcp dnat to 10.180.2.1:80" for one endpoint, "dnat ip addr
-// . port to numgen random mod N map { 0 : 10.180.2.1 . 80, ... }" for several —
-// counted by address and port; with session affinity (and in releases before the
-// DNAT layout) goto/jump to endpoint-* chains from "ip saddr @affinity-… goto
-// endpoint-…" rules and a "numgen random mod N vmap", counted by chain, whose name
-// spells the endpoint ("…__10.180.2.1/80", an IPv6 address's colons as dots; a name
-// over 240 bytes is cut, and then its hash names the endpoint). Endpoints holds them. Fixtures
-// testdata/real-v1.37.2-* were dumped from a real kube-proxy v1.37.2
-// (e2e/cmd/dumprules); testdata/nft-*.json is our generator's older layout.
+// `nft -j list table ip kube-proxy` and `... ip6 ...`; a missing table means that family is not
+// programmed. Drop and Reject come from the no-endpoint-nodeports and no-endpoint-services maps, a drop
+// element matched to its Service port by its key (never its comment, which kube-proxy cuts to 128 bytes)
+// through service-nodeports / service-ips to the port's external-* chain; a drop on the cluster IP is
+// internalTrafficPolicy=Local and is not one. LocalEndpoints are the distinct endpoints the local-* chain
+// sends traffic to, in every layout kube-proxy v1.37 writes; Endpoints holds them. DropPackets is 0:
+// kube-proxy puts no counters on these elements (element counters are read if present: Counted). The maps,
+// chain names and endpoint layouts: docs/kube-proxy.md, "nftables mode". Fixtures testdata/real-v1.37.2-*
+// were dumped from a real kube-proxy v1.37.2 (e2e/cmd/dumprules); testdata/nft-*.json is our generator's
+// older layout.
 //
 // # Bounded commands
 //
@@ -211,17 +176,11 @@
 // DropPackets the sum; Drops all families' rules.
 //
 // PortState.Drops lists the drop rules one by one, the NodePort rule (Address "")
-// first, then by address: ≥1.25 iptables writes one KUBE-EXTERNAL-SERVICES DROP per
-// destination, "-m addrtype --dst-type LOCAL ... --dport <nodePort>" for the NodePort
-// and "-d <ip>/32" (/128) "... --dport <port>" per LB ingress IP and externalIP, each
-// with its own [packets:bytes] counter (Counted). nftables mode: each drop element of
-// no-endpoint-nodeports (Address "", Port the NodePort) and of no-endpoint-services
-// (the element's address and port) is one DropRule, Counted false. ≤1.24 layouts
-// drop every destination of the port in one nat rule (KUBE-MARK-DROP in KUBE-XLB or
-// KUBE-SVL, which the NodePort rule and each address's rule all reach): that is one
-// DropRule with AllDestinations set, Address "" and Port 0, whose counter counts all
-// destinations together — no per-address evidence exists in those layouts. Addresses
-// are canonical (netip.Addr.String). DropPackets is the sum of the rules' counters.
+// first, then by address (canonical, netip.Addr.String), each with its own counter
+// where the layout has one (Counted). The ≤1.24 layouts drop every destination of the
+// port in one nat rule: that is one DropRule with AllDestinations set, Address "" and
+// Port 0, whose counter counts all destinations together. DropPackets is the sum of
+// the rules' counters.
 //
 // DropPackets is a raw rule counter
 // that resets whenever kube-proxy rewrites the rule (every sync in ≥1.25's filter

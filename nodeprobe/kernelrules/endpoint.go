@@ -34,7 +34,7 @@ type Endpoint struct {
 type chainKind uint8
 
 const (
-	noChain chainKind = iota
+	_ chainKind = iota // the zero value: no chain, Addr names the endpoint
 	// sepChain: KUBE-SEP-<h>, h = base32(sha256("ns/name[:port]" + protocol + "ip:port"))[:16]
 	// (servicePortEndpointChainName in pkg/proxy/iptables/proxier.go; "ip:port" as net.JoinHostPort writes it).
 	sepChain

@@ -6,7 +6,7 @@ import (
 )
 
 func TestIPTablesChainHash(t *testing.T) {
-	// Examples from kube-proxy's own tests (reference §2).
+	// Examples from kube-proxy's own tests (docs/kube-proxy.md, Chain hashes).
 	cases := []struct {
 		sp   ServicePort
 		want string

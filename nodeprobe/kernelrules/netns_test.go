@@ -89,27 +89,3 @@ func nsExec(ns string, stdin []byte, name string, args ...string) ([]byte, error
 	}
 	return stdout.Bytes(), nil
 }
-
-// stripSaveNoise drops what differs between two saves of the same ruleset:
-// comment lines (timestamps) and counters.
-func stripSaveNoise(b []byte) string {
-	var out strings.Builder
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "#") {
-			continue
-		}
-		if strings.HasPrefix(line, "[") {
-			if i := strings.Index(line, "] "); i > 0 {
-				line = line[i+2:]
-			}
-		}
-		if strings.HasPrefix(line, ":") {
-			if i := strings.LastIndex(line, " ["); i > 0 {
-				line = line[:i]
-			}
-		}
-		out.WriteString(line)
-		out.WriteByte('\n')
-	}
-	return out.String()
-}

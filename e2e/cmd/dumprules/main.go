@@ -261,10 +261,7 @@ func markers(m *Manifest, node string, mode cluster.ProxyMode) []string {
 		}
 	}
 	// Every endpoint address of the node must be in its rules.
-	for _, ip := range m.Pods[node] {
-		want = append(want, ip)
-	}
-	return want
+	return append(want, m.Pods[node]...)
 }
 
 // settled waits until list's output has every marker and is the same twice in a row, 2 s apart.

@@ -266,12 +266,6 @@ func (a *auditor) blackholeNow(st ServiceStatus) {
 	if len(holes) == 0 {
 		return
 	}
-	var drops []string
-	for _, n := range st.Nodes {
-		if n.Blackhole {
-			drops = append(drops, n.Drops...)
-		}
-	}
 	a.add(BlackholeNow, Critical, nil, holes,
 		fmt.Sprintf("%s; %s", st.Summary, "these nodes receive its external traffic and have no local endpoint"),
 		"kube-proxy drops new connections for a Local Service on a node without a local endpoint: no reset, no log line.",

@@ -9,7 +9,7 @@ package placement_test
 //
 // Each fixture is a cluster as the API shows it plus what only the nodes know: the network routes an externalIP
 // to some node (the address held on its interface), and every node's kube-proxy is healthy and in step with the
-// API. A small model of that kube-proxy (kubeProxyOn, written here from kube-proxy.md §1, §2 and §5, not from
+// API. A small model of that kube-proxy (kubeProxyOn, written here from docs/kube-proxy.md, not from
 // kubeview's counting) answers the exporter's health check probes and is the rule set it reads. Each fixture
 // also states the truth per node (want), so agreement on a wrong answer fails too.
 
@@ -37,7 +37,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
-	"github.com/localtraffic/localtraffic-exporter/kubeview/clientsetapi"
+	"github.com/localtraffic/localtraffic-exporter/kubeview/kubeviewtest"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
@@ -344,7 +344,7 @@ func exporterVerdict(t *testing.T, f fixture, nodeName string) verdict.Verdict {
 	for _, s := range f.slices {
 		objs = append(objs, s)
 	}
-	view := kubeview.New(clientsetapi.New(fake.NewClientset(objs...)), nodeName)
+	view := kubeview.New(kubeviewtest.NewAPI(fake.NewClientset(objs...)), nodeName)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
 	view.Start(ctx)
@@ -452,7 +452,7 @@ func kubeProxyOn(f fixture, node string) *kubeProxy {
 }
 
 // Read is the rule set: for a port with endpoints somewhere but none here, a "has no local endpoints" drop
-// for the NodePort, each load balancer IP and each externalIP of the family (kube-proxy.md §2).
+// for the NodePort, each load balancer IP and each externalIP of the family (docs/kube-proxy.md, iptables mode).
 func (kp *kubeProxy) Read(context.Context) (*kernelrules.Snapshot, error) {
 	byFamily := map[string]map[kernelrules.ServicePort]kernelrules.PortState{}
 	for _, fam := range kp.families {
@@ -483,7 +483,8 @@ func (kp *kubeProxy) Read(context.Context) (*kernelrules.Snapshot, error) {
 }
 
 // RoundTrip answers kube-proxy's health server (any other port) and the health check node port: 200 while the
-// family of the address asked has a ready local endpoint, else 503, with kube-proxy's body (§5, §6).
+// family of the address asked has a ready local endpoint, else 503, with kube-proxy's body
+// (docs/kube-proxy.md, Health check node port and Health server).
 func (kp *kubeProxy) RoundTrip(req *http.Request) (*http.Response, error) {
 	host, port, err := net.SplitHostPort(req.URL.Host)
 	if err != nil {

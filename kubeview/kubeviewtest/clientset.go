@@ -1,7 +1,8 @@
-// Package clientsetapi adapts a client-go clientset to kubeview.API, for what already has a clientset: tests
-// with client-go's fake one. The exporter itself uses kubeview.NewClient, which links two API groups instead
-// of all of them.
-package clientsetapi
+// Package kubeviewtest is test support for kubeview's users: it adapts a client-go clientset to kubeview.API,
+// so that tests run kubeview's informers over client-go's fake one. Neither binary imports it: the exporter
+// uses kubeview.NewClient, which links two API groups instead of all of them, and the plugin reads the objects
+// itself.
+package kubeviewtest
 
 import (
 	"context"
@@ -25,8 +26,8 @@ const (
 // API is a clientset seen as a kubeview.API.
 type API struct{ client kubernetes.Interface }
 
-// New wraps client.
-func New(client kubernetes.Interface) *API { return &API{client: client} }
+// NewAPI wraps client.
+func NewAPI(client kubernetes.Interface) *API { return &API{client: client} }
 
 // List lists resource in every namespace.
 func (a *API) List(ctx context.Context, resource string, opts metav1.ListOptions) (runtime.Object, error) {
