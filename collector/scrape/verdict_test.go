@@ -46,22 +46,6 @@ func (f fakeFamilyRules) Family(sp kernelrules.ServicePort, family string) kerne
 	return kernelrules.PortState{Programmed: true, Drop: len(drops) > 0, Drops: drops, LocalEndpoints: map[bool]int{true: 0, false: 1}[len(drops) > 0]}
 }
 
-// fakeEvidence: addresses assigned to the node, and addresses whose drop counter grew.
-type fakeEvidence struct {
-	assigned map[string]bool
-	arriving map[string]bool // address
-}
-
-func (e fakeEvidence) Arriving(d verdict.Destination) (string, bool) {
-	switch {
-	case e.assigned[d.Address]:
-		return "assigned", true
-	case e.arriving[d.Address]:
-		return "counter grew", true
-	}
-	return "", false
-}
-
 // The decision's rules are tested where they live (kubeview/verdict: TestDecideTable); these rows test only
 // the adapting: the probes' answers and kube-proxy's rules as read become the verdict's evidence unchanged.
 func TestDecideAdaptsTheEvidence(t *testing.T) {
