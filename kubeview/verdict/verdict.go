@@ -220,8 +220,8 @@ const (
 // Reason says what a blackhole rests on: the alerts' severity follows it (docs/rotation.md).
 type Reason string
 
-// Reasons, strongest first. The first three page as critical: traffic is lost now, or the node's own health
-// check keeps it in rotation. The others are warnings: a blackhole nothing has reached yet.
+// Reasons, strongest first. The first four page as critical: traffic is lost now, or the node's own health
+// check or an announcer keeps it in rotation. The others are warnings: a blackhole nothing has reached yet.
 const (
 	// ReasonHealthCheckIgnored: new connection attempts keep arriving past the grace window while the node's
 	// health check node port fails: the load balancer does not honour healthCheckNodePort.
@@ -242,11 +242,11 @@ const (
 
 // Critical reports whether a blackhole for reason r pages as critical.
 func (r Reason) Critical() bool {
-	return r == ReasonHealthCheckIgnored || r == ReasonTrafficLost || r == ReasonHealthCheckPassing
+	return r == ReasonHealthCheckIgnored || r == ReasonTrafficLost || r == ReasonAnnouncedHere || r == ReasonHealthCheckPassing
 }
 
 // Reasons lists every reason, strongest first.
-var Reasons = []Reason{ReasonHealthCheckIgnored, ReasonTrafficLost, ReasonHealthCheckPassing, ReasonNoTrafficSeen, ReasonNotObserved}
+var Reasons = []Reason{ReasonHealthCheckIgnored, ReasonTrafficLost, ReasonAnnouncedHere, ReasonHealthCheckPassing, ReasonNoTrafficSeen, ReasonNotObserved}
 
 func stronger(a, b Reason) Reason {
 	rank := func(r Reason) int {
@@ -424,6 +424,11 @@ func declared(in Input, fam kubeview.FamilyEndpoints, d Destination) (Rotation, 
 		// address here: the network delivers its traffic to this node, whatever the health check says.
 		return in1("address assigned to an interface of this node", BasisAddress)
 	}
+	if d.Kind == LoadBalancerIP {
+		if rot, why, b, ok := announced(node, svc, d); ok {
+			return rot, why, b
+		}
+	}
 	switch d.Kind {
 	case ExternalIP:
 		return externalIPRotation(ev, d)
@@ -527,6 +532,8 @@ func counted(in Input, e *Entry) {
 func reasonOf(in Input, e Entry) Reason {
 	ev := in.Evidence
 	switch {
+	case e.Basis == BasisAnnouncer:
+		return ReasonAnnouncedHere
 	case e.Basis == BasisArrivals && healthChecked(in.Service) && ev != nil && ev.HealthChecks[e.Family].StatusCode != http.StatusOK:
 		return ReasonHealthCheckIgnored
 	case e.Losing || e.Basis == BasisArrivals || e.Basis == BasisCounter:
