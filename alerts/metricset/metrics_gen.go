@@ -6,6 +6,15 @@ package metricset
 func All() []Metric {
 	return []Metric{
 		{
+			Name:      "localtraffic_announcer_source_state",
+			Type:      Gauge,
+			Labels:    []string{"node", "source", "state"},
+			Help:      "1 for each load balancer announcer source with the state its records are in on this node (only the current state's series exists): source metallb_l2 (ServiceL2Status), metallb_bgp (this node's ServiceBGPStatus), cilium_l2 (L2 announcement Leases), kube_vip, openelb, purelb (Service annotations); state ok (read and current: rotation follows it), absent (no CRD, or no Service carries the annotation), forbidden (RBAC refused the read), stale (the API server has not answered since a failure). Only ok sources decide rotation.",
+			Stable:    false,
+			Collector: "announcers",
+			Default:   DefaultYes,
+		},
+		{
 			Name:      "localtraffic_arrivals_meter_start_time_seconds",
 			Type:      Gauge,
 			Labels:    []string{"node"},
@@ -436,6 +445,15 @@ func All() []Metric {
 			Stable:    true,
 			Collector: "service_details",
 			Default:   DefaultNo,
+		},
+		{
+			Name:      "localtraffic_service_unannounced",
+			Type:      Gauge,
+			Labels:    []string{"node", "namespace", "service"},
+			Help:      "1 for a LoadBalancer Service with endpoints whose load balancer IP no node announces: its layer 2 announcer's record names no live holder (a Cilium L2 lease nobody renews) and no other record announces it. Every client of the address is lost. The same fact on every node (absent otherwise): alert on it aggregated by Service.",
+			Stable:    false,
+			Collector: "announcers",
+			Default:   DefaultYes,
 		},
 		{
 			Name:      "localtraffic_state_file_state",
