@@ -1,0 +1,254 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
+)
+
+// Announcers (docs/rotation.md, "Announcers"): MetalLB in layer 2 mode and Cilium's L2 announcements deliver a
+// load balancer IP to one node without putting the address on its interface, and read no healthCheckNodePort.
+// No announcer runs here: the tests write the announcers' records themselves, as they do (MetalLB's
+// ServiceL2Status, from the CRDs of a pinned release the repository carries; Cilium's Lease), and route the
+// address to the node the record names, as the announcer's ARP answers would make the network do.
+
+var gvrServiceL2Status = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "servicel2statuses"}
+
+const (
+	metallbNamespace = "metallb-system"
+	ciliumNamespace  = "kube-system"
+	// announcedWithin is how soon a node named by an announcer must page: a few of the test's own scrapes after
+	// the record is written, far less than the default grace window (2m) the exporters run with, and less than
+	// a Prometheus scrape interval.
+	announcedWithin = 5 * time.Second
+)
+
+// announcerRecord writes one announcer's record of who announces a Service, as the announcer writes it.
+type announcerRecord struct {
+	source string // as in localtraffic_announcer_source_state
+	// hold names node as the holder.
+	hold func(ctx context.Context, svc *corev1.Service, node string) error
+	// expire makes the record name no live holder.
+	expire func(ctx context.Context, svc *corev1.Service) error
+}
+
+func dynamicClient(t testing.TB, c *cluster.Cluster) dynamic.Interface {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(c.AdminRESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dyn
+}
+
+// metallbL2 writes a ServiceL2Status as MetalLB's speaker does: the object with its labels, then its status
+// subresource. status.node is immutable (a CEL rule of the CRD), so a new holder is a new object.
+func metallbL2(t testing.TB, c *cluster.Cluster) announcerRecord {
+	dyn := dynamicClient(t, c).Resource(gvrServiceL2Status).Namespace(metallbNamespace)
+	name := func(svc *corev1.Service) string { return "l2-" + svc.Namespace + "-" + svc.Name }
+	del := func(ctx context.Context, svc *corev1.Service) error {
+		if err := dyn.Delete(ctx, name(svc), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete ServiceL2Status: %w", err)
+		}
+		return nil
+	}
+	return announcerRecord{source: "metallb_l2",
+		hold: func(ctx context.Context, svc *corev1.Service, node string) error {
+			if err := del(ctx, svc); err != nil {
+				return err
+			}
+			t.Cleanup(func() { _ = del(context.Background(), svc) })
+			u := &unstructured.Unstructured{Object: map[string]any{}}
+			u.SetAPIVersion("metallb.io/v1beta1")
+			u.SetKind("ServiceL2Status")
+			u.SetName(name(svc))
+			u.SetNamespace(metallbNamespace)
+			u.SetLabels(map[string]string{"metallb.io/node": node, "metallb.io/service-name": svc.Name,
+				"metallb.io/service-namespace": svc.Namespace})
+			// Deletion is not instant when the object had finalizers; none here, but a create racing the
+			// delete's propagation is retried.
+			var created *unstructured.Unstructured
+			err := cluster.Eventually(ctx, 10*time.Second, 100*time.Millisecond, func() error {
+				var err error
+				created, err = dyn.Create(ctx, u, metav1.CreateOptions{})
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("create ServiceL2Status: %w", err)
+			}
+			_ = unstructured.SetNestedMap(created.Object, map[string]any{"node": node, "serviceName": svc.Name,
+				"serviceNamespace": svc.Namespace, "interfaces": []any{map[string]any{"name": "eth0"}}}, "status")
+			if _, err := dyn.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+				return fmt.Errorf("ServiceL2Status status: %w", err)
+			}
+			return nil
+		},
+		expire: del,
+	}
+}
+
+// ciliumL2 writes Cilium's L2 announcement Lease as its agents' leader election does.
+func ciliumL2(t testing.TB, c *cluster.Cluster) announcerRecord {
+	leases := c.Admin().CoordinationV1().Leases(ciliumNamespace)
+	name := func(svc *corev1.Service) string { return "cilium-l2announce-" + svc.Namespace + "-" + svc.Name }
+	write := func(ctx context.Context, svc *corev1.Service, node string, renew time.Time, seconds int32) error {
+		spec := coordinationv1.LeaseSpec{HolderIdentity: ptr(node), LeaseDurationSeconds: ptr(seconds),
+			RenewTime: &metav1.MicroTime{Time: renew}, AcquireTime: &metav1.MicroTime{Time: renew}}
+		cur, err := leases.Get(ctx, name(svc), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			t.Cleanup(func() { _ = leases.Delete(context.Background(), name(svc), metav1.DeleteOptions{}) })
+			_, err = leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name(svc)}, Spec: spec}, metav1.CreateOptions{})
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		cur.Spec = spec
+		_, err = leases.Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	}
+	return announcerRecord{source: "cilium_l2",
+		hold: func(ctx context.Context, svc *corev1.Service, node string) error {
+			// Renewed for longer than the test: the agent's renewals are not what is tested here.
+			return write(ctx, svc, node, time.Now(), 600)
+		},
+		expire: func(ctx context.Context, svc *corev1.Service) error {
+			cur, err := leases.Get(ctx, name(svc), metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			// The holder stopped renewing: its last renewal is older than the lease's duration.
+			return write(ctx, svc, *cur.Spec.HolderIdentity, time.Now().Add(-time.Minute), 15)
+		},
+	}
+}
+
+func installMetalLBCRDs(t testing.TB, c *cluster.Cluster) {
+	t.Helper()
+	ctx := testContext(t)
+	dir, err := cluster.MetalLBCRDsDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.InstallCRDs(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.EnsureNamespace(ctx, metallbNamespace); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAnnouncerHolderWithoutReplica: a LoadBalancer Service with its only replica on node-1; MetalLB L2 and
+// Cilium L2 each name node-2 (iptables) for one Service and node-4 (nftables) for another, and the client's
+// route sends each address there, where kube-proxy drops it. The nodes answer 503 on the health check, which
+// no announcer reads. Before the record exists, the clients' arrivals have not outlasted the grace window
+// (2m, the default), and the nodes are not paged; once the announcer names them, they page announced_here
+// (critical) within a few seconds. Then the holder and the route move to node-1, which serves: no blackhole on
+// node-2 or node-4. Finally Cilium's holder stops renewing its lease while the replica still serves: the
+// Service is unannounced, on every node alike.
+func TestAnnouncerHolderWithoutReplica(t *testing.T) {
+	c := sharedCluster(t)
+	ctx := testContext(t)
+	installMetalLBCRDs(t, c)
+	records := map[string]announcerRecord{"metallb_l2": metallbL2(t, c), "cilium_l2": ciliumL2(t, c)}
+	type scenario struct {
+		source, node, lbIP string
+		svc                *corev1.Service
+	}
+	scenarios := []*scenario{
+		{source: "metallb_l2", node: "node-2", lbIP: "192.0.2.141"},
+		{source: "cilium_l2", node: "node-4", lbIP: "192.0.2.142"},
+		{source: "metallb_l2", node: "node-4", lbIP: "192.0.2.143"},
+		{source: "cilium_l2", node: "node-2", lbIP: "192.0.2.144"},
+	}
+	// The exporters read the CRDs installed after they started at their next list; a restart makes it now.
+	for _, node := range []string{"node-1", "node-2", "node-4"} {
+		restartExporter(t, c, c.Node(node))
+	}
+	for i, s := range scenarios {
+		s.svc = serviceSpec(t, c, "e2e-announce", fmt.Sprintf("vip-%d", i), corev1.ServiceTypeLoadBalancer, nil)
+		setEndpoints(t, c, s.svc, ready(startPods(t, c, s.svc, "node-1")...))
+		if err := c.SetLoadBalancerIngress(ctx, s.svc.Namespace, s.svc.Name, corev1.LoadBalancerIngress{IP: s.lbIP}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Unroute(context.Background(), s.lbIP) })
+		if err := c.RouteVia(ctx, s.node, s.lbIP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var addrs []string
+	for _, s := range scenarios {
+		addrs = append(addrs, s.lbIP+":80")
+	}
+	keepSending(t, c, addrs...)
+
+	for _, s := range scenarios {
+		eventually(t, converge, fmt.Sprintf("%s dropping %s before any announcer record", s.node, s.lbIP), func() error {
+			if err := wantVerdict(c.Request(ctx, s.lbIP+":80"), cluster.Blackhole, "LB IP via "+s.node); err != nil {
+				return err
+			}
+			return expectMetrics(ctx, c, s.node,
+				metricIs("localtraffic_announcer_source_state", cluster.Labels{"node": s.node, "source": s.source, "state": "ok"}, 1),
+				metricIs("localtraffic_blackhole", svcLabels(s.svc, s.node), 0))
+		})
+	}
+	for _, s := range scenarios {
+		if err := records[s.source].hold(ctx, s.svc, s.node); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, announcedWithin, fmt.Sprintf("%s paged at once: %s names it for %s", s.node, s.source, s.lbIP), func() error {
+			return expectMetrics(ctx, c, s.node,
+				metricIs("localtraffic_in_rotation", svcLabels(s.svc, s.node), 1),
+				metricIs("localtraffic_blackhole", svcLabels(s.svc, s.node), 1),
+				metricIs("localtraffic_blackhole_reason", reasonLabels(s.svc, s.node, "announced_here"), 1))
+		})
+	}
+
+	// The announcer fails over to node-1, which has the replica, and the network follows it.
+	for _, s := range scenarios {
+		if err := records[s.source].hold(ctx, s.svc, "node-1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.RouteVia(ctx, "node-1", s.lbIP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range scenarios {
+		eventually(t, converge, fmt.Sprintf("%s served via node-1, %s no longer paged", s.lbIP, s.node), func() error {
+			if err := wantServedLocally(c.Request(ctx, s.lbIP+":80"), "node-1"); err != nil {
+				return err
+			}
+			return expectMetrics(ctx, c, s.node, metricIs("localtraffic_blackhole", svcLabels(s.svc, s.node), 0))
+		})
+		if err := expectMetrics(ctx, c, "node-1", metricIs("localtraffic_in_rotation", svcLabels(s.svc, "node-1"), 1),
+			metricIs("localtraffic_blackhole", svcLabels(s.svc, "node-1"), 0)); err != nil {
+			t.Error(err)
+		}
+	}
+
+	// Cilium's holder stops renewing its lease: nobody answers ARP for the address any more.
+	for _, s := range scenarios {
+		if s.source != "cilium_l2" {
+			continue
+		}
+		if err := records[s.source].expire(ctx, s.svc); err != nil {
+			t.Fatal(err)
+		}
+		for _, node := range []string{"node-1", "node-2", "node-4"} {
+			eventually(t, announcedWithin, fmt.Sprintf("%s reports %s unannounced", node, s.svc.Name), func() error {
+				return expectMetrics(ctx, c, node, metricIs("localtraffic_service_unannounced", svcLabels(s.svc, node), 1))
+			})
+		}
+	}
+}
