@@ -134,6 +134,95 @@ func ciliumL2(t testing.TB, c *cluster.Cluster) announcerRecord {
 	}
 }
 
+var gvrServiceBGPStatus = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "servicebgpstatuses"}
+
+// metallbBGP writes a ServiceBGPStatus per announcing node, as MetalLB's speakers do in BGP mode: the node and
+// the peers it advertises the Service to. A new holder replaces every status of the Service.
+func metallbBGP(t testing.TB, c *cluster.Cluster) announcerRecord {
+	dyn := dynamicClient(t, c).Resource(gvrServiceBGPStatus).Namespace(metallbNamespace)
+	selector := func(svc *corev1.Service) string {
+		return "metallb.io/service-name=" + svc.Name + ",metallb.io/service-namespace=" + svc.Namespace
+	}
+	del := func(ctx context.Context, svc *corev1.Service) error {
+		if err := dyn.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: selector(svc)}); err != nil {
+			return fmt.Errorf("delete ServiceBGPStatus: %w", err)
+		}
+		return nil
+	}
+	return announcerRecord{source: "metallb_bgp",
+		hold: func(ctx context.Context, svc *corev1.Service, node string) error {
+			if err := del(ctx, svc); err != nil {
+				return err
+			}
+			t.Cleanup(func() { _ = del(context.Background(), svc) })
+			u := &unstructured.Unstructured{Object: map[string]any{}}
+			u.SetAPIVersion("metallb.io/v1beta1")
+			u.SetKind("ServiceBGPStatus")
+			u.SetName("bgp-" + node + "-" + svc.Namespace + "-" + svc.Name)
+			u.SetNamespace(metallbNamespace)
+			u.SetLabels(map[string]string{"metallb.io/node": node, "metallb.io/service-name": svc.Name,
+				"metallb.io/service-namespace": svc.Namespace})
+			created, err := dyn.Create(ctx, u, metav1.CreateOptions{})
+			if err != nil {
+				return fmt.Errorf("create ServiceBGPStatus: %w", err)
+			}
+			_ = unstructured.SetNestedMap(created.Object, map[string]any{"node": node, "serviceName": svc.Name,
+				"serviceNamespace": svc.Namespace, "peers": []any{"router-a"}}, "status")
+			if _, err := dyn.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+				return fmt.Errorf("ServiceBGPStatus status: %w", err)
+			}
+			return nil
+		},
+		expire: del,
+	}
+}
+
+// annotated writes an announcer's Service annotation, as kube-vip, OpenELB and PureLB do; value gives the
+// annotation's value for a node and the Service's load balancer IP.
+func annotated(c *cluster.Cluster, source, key string, value func(node, lbIP string) string) announcerRecord {
+	set := func(ctx context.Context, svc *corev1.Service, v *string) error {
+		cur, err := c.Admin().CoreV1().Services(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cur.Annotations == nil {
+			cur.Annotations = map[string]string{}
+		}
+		if v == nil {
+			delete(cur.Annotations, key)
+		} else {
+			cur.Annotations[key] = *v
+		}
+		_, err = c.Admin().CoreV1().Services(svc.Namespace).Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	}
+	return announcerRecord{source: source,
+		hold: func(ctx context.Context, svc *corev1.Service, node string) error {
+			cur, err := c.Admin().CoreV1().Services(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			lbIP := ""
+			if ing := cur.Status.LoadBalancer.Ingress; len(ing) > 0 {
+				lbIP = ing[0].IP
+			}
+			v := value(node, lbIP)
+			return set(ctx, svc, &v)
+		},
+		expire: func(ctx context.Context, svc *corev1.Service) error { return set(ctx, svc, nil) },
+	}
+}
+
+// annotationSource: the announcer records itself on the Service, which the exporter reads anyway; its source
+// is ok once some Local Service carries the annotation.
+func annotationSource(source string) bool {
+	return source == "kube_vip" || source == "openelb" || source == "purelb"
+}
+
+func sourceOK(node, source string) func(cluster.Metrics) error {
+	return metricIs("localtraffic_announcer_source_state", cluster.Labels{"node": node, "source": source, "state": "ok"}, 1)
+}
+
 func installMetalLBCRDs(t testing.TB, c *cluster.Cluster) {
 	t.Helper()
 	ctx := testContext(t)
@@ -149,9 +238,10 @@ func installMetalLBCRDs(t testing.TB, c *cluster.Cluster) {
 	}
 }
 
-// TestAnnouncerHolderWithoutReplica: a LoadBalancer Service with its only replica on node-1; MetalLB L2 and
-// Cilium L2 each name node-2 (iptables) for one Service and node-4 (nftables) for another, and the client's
-// route sends each address there, where kube-proxy drops it. The nodes answer 503 on the health check, which
+// TestAnnouncerHolderWithoutReplica: LoadBalancer Services with their only replica on node-1; MetalLB L2 and
+// Cilium L2 each name node-2 (iptables) for one Service and node-4 (nftables) for another, MetalLB BGP (a
+// status with a peer), kube-vip (BGP mode: the address on no interface), OpenELB and PureLB one node each, and
+// the client's route sends each address there, where kube-proxy drops it. The nodes answer 503 on the health check, which
 // no announcer reads. Before the record exists, the clients' arrivals have not outlasted the grace window
 // (2m, the default), and the nodes are not paged; once the announcer names them, they page announced_here
 // (critical) within a few seconds. Then the holder and the route move to node-1, which serves: no blackhole on
@@ -161,7 +251,14 @@ func TestAnnouncerHolderWithoutReplica(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := testContext(t)
 	installMetalLBCRDs(t, c)
-	records := map[string]announcerRecord{"metallb_l2": metallbL2(t, c), "cilium_l2": ciliumL2(t, c)}
+	records := map[string]announcerRecord{"metallb_l2": metallbL2(t, c), "cilium_l2": ciliumL2(t, c), "metallb_bgp": metallbBGP(t, c),
+		// kube-vip in BGP mode: the address on no interface, the route from the node it names.
+		"kube_vip": annotated(c, "kube_vip", "kube-vip.io/vipHost", func(node, _ string) string { return node }),
+		"openelb":  annotated(c, "openelb", "layer2.openelb.kubesphere.io/v1alpha1", func(node, _ string) string { return node }),
+		"purelb": annotated(c, "purelb", "purelb.io/announcing-IPv4", func(node, lbIP string) string {
+			return node + ",eth0," + lbIP
+		}),
+	}
 	type scenario struct {
 		source, node, lbIP string
 		svc                *corev1.Service
@@ -171,6 +268,10 @@ func TestAnnouncerHolderWithoutReplica(t *testing.T) {
 		{source: "cilium_l2", node: "node-4", lbIP: "192.0.2.142"},
 		{source: "metallb_l2", node: "node-4", lbIP: "192.0.2.143"},
 		{source: "cilium_l2", node: "node-2", lbIP: "192.0.2.144"},
+		{source: "metallb_bgp", node: "node-2", lbIP: "192.0.2.145"},
+		{source: "kube_vip", node: "node-4", lbIP: "192.0.2.146"},
+		{source: "openelb", node: "node-2", lbIP: "192.0.2.147"},
+		{source: "purelb", node: "node-4", lbIP: "192.0.2.148"},
 	}
 	// The exporters read the CRDs installed after they started at their next list; a restart makes it now.
 	for _, node := range []string{"node-1", "node-2", "node-4"} {
@@ -198,9 +299,12 @@ func TestAnnouncerHolderWithoutReplica(t *testing.T) {
 			if err := wantVerdict(c.Request(ctx, s.lbIP+":80"), cluster.Blackhole, "LB IP via "+s.node); err != nil {
 				return err
 			}
-			return expectMetrics(ctx, c, s.node,
-				metricIs("localtraffic_announcer_source_state", cluster.Labels{"node": s.node, "source": s.source, "state": "ok"}, 1),
-				metricIs("localtraffic_blackhole", svcLabels(s.svc, s.node), 0))
+			checks := []func(cluster.Metrics) error{metricIs("localtraffic_blackhole", svcLabels(s.svc, s.node), 0)}
+			if !annotationSource(s.source) {
+				// The announcer's informer has listed: what follows measures the verdict, not a start-up.
+				checks = append(checks, sourceOK(s.node, s.source))
+			}
+			return expectMetrics(ctx, c, s.node, checks...)
 		})
 	}
 	for _, s := range scenarios {
@@ -208,7 +312,7 @@ func TestAnnouncerHolderWithoutReplica(t *testing.T) {
 			t.Fatal(err)
 		}
 		eventually(t, announcedWithin, fmt.Sprintf("%s paged at once: %s names it for %s", s.node, s.source, s.lbIP), func() error {
-			return expectMetrics(ctx, c, s.node,
+			return expectMetrics(ctx, c, s.node, sourceOK(s.node, s.source),
 				metricIs("localtraffic_in_rotation", svcLabels(s.svc, s.node), 1),
 				metricIs("localtraffic_blackhole", svcLabels(s.svc, s.node), 1),
 				metricIs("localtraffic_blackhole_reason", reasonLabels(s.svc, s.node, "announced_here"), 1))
