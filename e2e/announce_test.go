@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -354,5 +355,72 @@ func TestAnnouncerHolderWithoutReplica(t *testing.T) {
 				return expectMetrics(ctx, c, node, metricIs("localtraffic_service_unannounced", svcLabels(s.svc, node), 1))
 			})
 		}
+	}
+}
+
+// TestAnnouncerLeaseForbidden: an exporter told to read Cilium's leases in a namespace its ServiceAccount has no
+// Role in (the shipped RBAC grants kube-system only) is refused by the real authorizer. It exports the source as
+// forbidden, and a lease there naming node-3, which has no replica and receives the clients' traffic, changes
+// nothing: no page before the grace window, as without announcers.
+func TestAnnouncerLeaseForbidden(t *testing.T) {
+	c := sharedCluster(t)
+	ctx := testContext(t)
+	const (
+		port   = 9750
+		ns     = "e2e-cilium-elsewhere"
+		lbIP   = "192.0.2.149"
+		holder = "node-3"
+	)
+	if err := c.EnsureNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	svc := serviceSpec(t, c, "e2e-announce-forbidden", "vip", corev1.ServiceTypeLoadBalancer, nil)
+	setEndpoints(t, c, svc, ready(startPods(t, c, svc, "node-1")...))
+	if err := c.SetLoadBalancerIngress(ctx, svc.Namespace, svc.Name, corev1.LoadBalancerIngress{IP: lbIP}); err != nil {
+		t.Fatal(err)
+	}
+	leases := c.Admin().CoordinationV1().Leases(ns)
+	now := metav1.MicroTime{Time: time.Now()}
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "cilium-l2announce-" + svc.Namespace + "-" + svc.Name},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr(holder), LeaseDurationSeconds: ptr(int32(600)), RenewTime: &now, AcquireTime: &now}}
+	if _, err := leases.Create(ctx, lease, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = leases.Delete(context.Background(), lease.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() { _ = c.Unroute(context.Background(), lbIP) })
+	if err := c.RouteVia(ctx, holder, lbIP); err != nil {
+		t.Fatal(err)
+	}
+	n := c.Node(holder)
+	if err := n.StartExporterOn(ctx, port, "--announcers.cilium-namespace="+ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.StopExporterOn(port) })
+	keepSending(t, c, lbIP+":80")
+	scrape := func(checks ...func(cluster.Metrics) error) error {
+		m, err := c.MetricsOn(ctx, holder, port)
+		if err != nil {
+			return err
+		}
+		var errs []error
+		for _, check := range checks {
+			errs = append(errs, check(m))
+		}
+		return errors.Join(errs...)
+	}
+	eventually(t, converge, "the lease read refused, the dropped VIP not paged", func() error {
+		if err := wantVerdict(c.Request(ctx, lbIP+":80"), cluster.Blackhole, "LB IP via "+holder); err != nil {
+			return err
+		}
+		return scrape(metricIs("localtraffic_announcer_source_state", cluster.Labels{"node": holder, "source": "cilium_l2", "state": "forbidden"}, 1),
+			metricIs("localtraffic_blackhole", svcLabels(svc, holder), 0))
+	})
+	// Held for longer than a record takes to page (announcedWithin), well within the grace window.
+	deadline := time.Now().Add(2 * announcedWithin)
+	for time.Now().Before(deadline) {
+		if err := scrape(metricIs("localtraffic_blackhole", svcLabels(svc, holder), 0)); err != nil {
+			t.Fatalf("a lease the exporter may not read changed the verdict: %v", err)
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }

@@ -1,7 +1,9 @@
 package kubeview
 
 import (
+	"cmp"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 )
@@ -178,6 +180,14 @@ func (s AnnouncerSnapshot) AnnouncementsFor(namespace, name string) []Announceme
 	if l, ok := s.leases[CiliumLeaseName(namespace, name)]; ok && l.holder != "" {
 		out = append(out, Announcement{Source: SourceCiliumL2, Node: l.holder, Exclusive: true, Expired: !l.validAt(s.now)})
 	}
+	// In source order, then by node: the informers' stores list in no order, and what a person reads should
+	// not change between scrapes.
+	slices.SortStableFunc(out, func(a, b Announcement) int {
+		if c := cmp.Compare(slices.Index(AnnouncerSources, a.Source), slices.Index(AnnouncerSources, b.Source)); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Node, b.Node)
+	})
 	return out
 }
 

@@ -254,35 +254,42 @@ func leaseOf(u *unstructured.Unstructured) leaseRecord {
 	return l
 }
 
+// addRecord adds what one announcer object says. A ServiceBGPStatus counts only for onlyNode ("": any node):
+// each node's exporter lists its own, and a status names the peers the Service is configured to be
+// advertised to from that node (one without peers advertises nothing).
+func (s *AnnouncerSnapshot) addRecord(src AnnouncerSource, u *unstructured.Unstructured, onlyNode string) {
+	switch src {
+	case SourceMetalLBL2:
+		if node, key, _ := metallbRecord(u); key != "" && node != "" {
+			s.byService[key] = append(s.byService[key], Announcement{Source: src, Node: node, Exclusive: true})
+		}
+	case SourceMetalLBBGP:
+		if node, key, peers := metallbRecord(u); key != "" && node != "" && (onlyNode == "" || node == onlyNode) && len(peers) > 0 {
+			s.byService[key] = append(s.byService[key], Announcement{Source: src, Node: node, Peers: peers})
+		}
+	case SourceCiliumL2:
+		if strings.HasPrefix(u.GetName(), ciliumLeasePrefix) {
+			s.leases[u.GetName()] = leaseOf(u)
+		}
+	}
+}
+
 // Snapshot reads every source's state and the records of those that are ok, at now.
 func (a *Announcers) Snapshot(now time.Time) AnnouncerSnapshot {
 	s := AnnouncerSnapshot{States: map[AnnouncerSource]SourceState{}, byService: map[string][]Announcement{}, leases: map[string]leaseRecord{}, now: now}
-	for src, inf := range a.informer {
+	for _, src := range AnnouncerSources {
+		inf, ok := a.informer[src]
+		if !ok {
+			continue
+		}
 		st := a.track[src].state(inf.HasSynced())
 		s.States[src] = st
 		if st != SourceOK {
 			continue
 		}
 		for _, obj := range inf.GetStore().List() {
-			u, ok := obj.(*unstructured.Unstructured)
-			if !ok {
-				continue
-			}
-			switch src {
-			case SourceMetalLBL2:
-				if node, key, _ := metallbRecord(u); key != "" && node != "" {
-					s.byService[key] = append(s.byService[key], Announcement{Source: src, Node: node, Exclusive: true})
-				}
-			case SourceMetalLBBGP:
-				// A status names the peers the Service is configured to be advertised to from this node; one
-				// without peers advertises nothing.
-				if node, key, peers := metallbRecord(u); key != "" && node == a.node && len(peers) > 0 {
-					s.byService[key] = append(s.byService[key], Announcement{Source: src, Node: node, Peers: peers})
-				}
-			case SourceCiliumL2:
-				if strings.HasPrefix(u.GetName(), ciliumLeasePrefix) {
-					s.leases[u.GetName()] = leaseOf(u)
-				}
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				s.addRecord(src, u, a.node)
 			}
 		}
 	}

@@ -188,3 +188,31 @@ func TestSourceTrack(t *testing.T) {
 		t.Errorf("answered again: %s", st)
 	}
 }
+
+// The plugin's one-shot read sees every node's BGP statuses, and a refused source is a state.
+func TestListAnnouncers(t *testing.T) {
+	now := time.Now()
+	client := fakeDynamic(
+		l2Status("l2-web", "node-2", "shop", "web"),
+		bgpStatus("bgp-api-1", "node-1", "shop", "api", "peer-a"),
+		bgpStatus("bgp-api-3", "node-3", "shop", "api", "peer-a"),
+		lease("kube-system", CiliumLeaseName("shop", "cart"), "node-3", now, 15),
+	)
+	client.PrependReactor("list", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(GVRLease.GroupResource(), "", nil)
+	})
+	s := ListAnnouncers(context.Background(), client, DefaultCiliumNamespace, now)
+	want := map[AnnouncerSource]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceForbidden}
+	if !reflect.DeepEqual(s.States, want) {
+		t.Errorf("states %v, want %v", s.States, want)
+	}
+	if got, want := s.AnnouncementsFor("shop", "api"), []Announcement{
+		{Source: SourceMetalLBBGP, Node: "node-1", Peers: []string{"peer-a"}},
+		{Source: SourceMetalLBBGP, Node: "node-3", Peers: []string{"peer-a"}},
+	}; !reflect.DeepEqual(got, want) {
+		t.Errorf("shop/api: %+v, want %+v", got, want)
+	}
+	if got := s.AnnouncementsFor("shop", "cart"); got != nil {
+		t.Errorf("a forbidden source's records: %+v", got)
+	}
+}
