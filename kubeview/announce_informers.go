@@ -224,10 +224,12 @@ func transformLease(obj any) (any, error) {
 
 // metallbRecord reads a MetalLB status object: the status fields, else the labels MetalLB sets alike.
 func metallbRecord(u *unstructured.Unstructured) (node, key string, peers []string) {
+	status, _ := u.Object["status"].(map[string]any)
 	str := func(field, label string) string {
-		if v, _, _ := unstructured.NestedString(u.Object, "status", field); v != "" {
+		if v, _ := status[field].(string); v != "" {
 			return v
 		}
+		// MetalLB labels each status alike; read them only when a field is missing (GetLabels copies the map).
 		return u.GetLabels()[label]
 	}
 	node = str("node", LabelMetalLBNode)
@@ -235,7 +237,13 @@ func metallbRecord(u *unstructured.Unstructured) (node, key string, peers []stri
 	if ns == "" || name == "" {
 		return node, "", nil
 	}
-	peers, _, _ = unstructured.NestedStringSlice(u.Object, "status", "peers")
+	if list, ok := status["peers"].([]any); ok {
+		for _, p := range list {
+			if v, ok := p.(string); ok && v != "" {
+				peers = append(peers, v)
+			}
+		}
+	}
 	return node, ns + "/" + name, peers
 }
 
