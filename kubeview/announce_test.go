@@ -3,6 +3,7 @@ package kubeview
 import (
 	"context"
 	"reflect"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -214,5 +215,28 @@ func TestListAnnouncers(t *testing.T) {
 	}
 	if got := s.AnnouncementsFor("shop", "cart"); got != nil {
 		t.Errorf("a forbidden source's records: %+v", got)
+	}
+}
+
+// A CRD installed after the exporter started is found without a restart: the informer keeps retrying its
+// list (client-go's backoff), and the source goes from absent to ok with the records.
+func TestAnnouncersRediscover(t *testing.T) {
+	client := fakeDynamic(l2Status("l2-web", "node-2", "shop", "web"))
+	var installed atomic.Bool
+	client.PrependReactor("list", "servicel2statuses", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if installed.Load() {
+			return false, nil, nil // the tracker answers
+		}
+		return true, nil, apierrors.NewNotFound(GVRServiceL2Status.GroupResource(), "")
+	})
+	a := NewAnnouncers(client, "node-1", DefaultCiliumNamespace)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a.Start(ctx)
+	waitAnnouncers(t, a, map[AnnouncerSource]SourceState{SourceMetalLBL2: SourceAbsent, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
+	installed.Store(true)
+	s := waitAnnouncers(t, a, map[AnnouncerSource]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
+	if got := s.AnnouncementsFor("shop", "web"); len(got) != 1 || got[0].Node != "node-2" {
+		t.Errorf("after the CRD appeared: %+v", got)
 	}
 }
