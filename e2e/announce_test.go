@@ -224,6 +224,37 @@ func sourceOK(node, source string) func(cluster.Metrics) error {
 	return metricIs("localtraffic_announcer_source_state", cluster.Labels{"node": node, "source": source, "state": "ok"}, 1)
 }
 
+// onInterface is rec with the load balancer IP held on the holder's uplink as well (kube-vip in ARP mode,
+// PureLB's local addresses): a new holder takes the address from the previous one.
+func onInterface(t testing.TB, c *cluster.Cluster, rec announcerRecord) announcerRecord {
+	held := map[string]string{} // LB IP -> node holding it
+	hold := rec.hold
+	rec.hold = func(ctx context.Context, svc *corev1.Service, node string) error {
+		cur, err := c.Admin().CoreV1().Services(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
+		if err != nil || len(cur.Status.LoadBalancer.Ingress) == 0 {
+			return fmt.Errorf("the load balancer IP of %s/%s: %v", svc.Namespace, svc.Name, err)
+		}
+		ip := cur.Status.LoadBalancer.Ingress[0].IP
+		if prev, ok := held[ip]; ok {
+			if err := c.Node(prev).DelAddress(ctx, ip); err != nil {
+				return err
+			}
+		} else {
+			t.Cleanup(func() {
+				if n, ok := held[ip]; ok {
+					_ = c.Node(n).DelAddress(context.Background(), ip)
+				}
+			})
+		}
+		if err := c.Node(node).AddAddress(ctx, ip); err != nil {
+			return err
+		}
+		held[ip] = node
+		return hold(ctx, svc, node)
+	}
+	return rec
+}
+
 func installMetalLBCRDs(t testing.TB, c *cluster.Cluster) {
 	t.Helper()
 	ctx := testContext(t)
@@ -241,8 +272,8 @@ func installMetalLBCRDs(t testing.TB, c *cluster.Cluster) {
 
 // TestAnnouncerHolderWithoutReplica: LoadBalancer Services with their only replica on node-1; MetalLB L2 and
 // Cilium L2 each name node-2 (iptables) for one Service and node-4 (nftables) for another, MetalLB BGP (a
-// status with a peer), kube-vip (BGP mode: the address on no interface), OpenELB and PureLB one node each, and
-// the client's route sends each address there, where kube-proxy drops it. The nodes answer 503 on the health check, which
+// status with a peer), kube-vip (BGP mode: the address on no interface; ARP mode: on the holder's eth0), OpenELB
+// and PureLB one node each, and the client's route sends each address there, where kube-proxy drops it. The nodes answer 503 on the health check, which
 // no announcer reads. Before the record exists, the clients' arrivals have not outlasted the grace window
 // (2m, the default), and the nodes are not paged; once the announcer names them, they page announced_here
 // (critical) within a few seconds. Then the holder and the route move to node-1, which serves: no blackhole on
@@ -260,19 +291,22 @@ func TestAnnouncerHolderWithoutReplica(t *testing.T) {
 			return node + ",eth0," + lbIP
 		}),
 	}
+	// kube-vip in ARP mode: the address on the holder's interface too, and its record naming the holder.
+	records["kube_vip_arp"] = onInterface(t, c, records["kube_vip"])
 	type scenario struct {
-		source, node, lbIP string
+		record, node, lbIP string // record: the key in records
 		svc                *corev1.Service
 	}
 	scenarios := []*scenario{
-		{source: "metallb_l2", node: "node-2", lbIP: "192.0.2.141"},
-		{source: "cilium_l2", node: "node-4", lbIP: "192.0.2.142"},
-		{source: "metallb_l2", node: "node-4", lbIP: "192.0.2.143"},
-		{source: "cilium_l2", node: "node-2", lbIP: "192.0.2.144"},
-		{source: "metallb_bgp", node: "node-2", lbIP: "192.0.2.145"},
-		{source: "kube_vip", node: "node-4", lbIP: "192.0.2.146"},
-		{source: "openelb", node: "node-2", lbIP: "192.0.2.147"},
-		{source: "purelb", node: "node-4", lbIP: "192.0.2.148"},
+		{record: "metallb_l2", node: "node-2", lbIP: "192.0.2.141"},
+		{record: "cilium_l2", node: "node-4", lbIP: "192.0.2.142"},
+		{record: "metallb_l2", node: "node-4", lbIP: "192.0.2.143"},
+		{record: "cilium_l2", node: "node-2", lbIP: "192.0.2.144"},
+		{record: "metallb_bgp", node: "node-2", lbIP: "192.0.2.145"},
+		{record: "kube_vip", node: "node-4", lbIP: "192.0.2.146"},
+		{record: "openelb", node: "node-2", lbIP: "192.0.2.147"},
+		{record: "purelb", node: "node-4", lbIP: "192.0.2.148"},
+		{record: "kube_vip_arp", node: "node-2", lbIP: "192.0.2.150"},
 	}
 	// The exporters read the CRDs installed after they started at their next list; a restart makes it now.
 	for _, node := range []string{"node-1", "node-2", "node-4"} {
@@ -301,19 +335,19 @@ func TestAnnouncerHolderWithoutReplica(t *testing.T) {
 				return err
 			}
 			checks := []func(cluster.Metrics) error{metricIs("localtraffic_blackhole", svcLabels(s.svc, s.node), 0)}
-			if !annotationSource(s.source) {
+			if src := records[s.record].source; !annotationSource(src) {
 				// The announcer's informer has listed: what follows measures the verdict, not a start-up.
-				checks = append(checks, sourceOK(s.node, s.source))
+				checks = append(checks, sourceOK(s.node, src))
 			}
 			return expectMetrics(ctx, c, s.node, checks...)
 		})
 	}
 	for _, s := range scenarios {
-		if err := records[s.source].hold(ctx, s.svc, s.node); err != nil {
+		if err := records[s.record].hold(ctx, s.svc, s.node); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, announcedWithin, fmt.Sprintf("%s paged at once: %s names it for %s", s.node, s.source, s.lbIP), func() error {
-			return expectMetrics(ctx, c, s.node, sourceOK(s.node, s.source),
+		eventually(t, announcedWithin, fmt.Sprintf("%s paged at once: %s names it for %s", s.node, s.record, s.lbIP), func() error {
+			return expectMetrics(ctx, c, s.node, sourceOK(s.node, records[s.record].source),
 				metricIs("localtraffic_in_rotation", svcLabels(s.svc, s.node), 1),
 				metricIs("localtraffic_blackhole", svcLabels(s.svc, s.node), 1),
 				metricIs("localtraffic_blackhole_reason", reasonLabels(s.svc, s.node, "announced_here"), 1))
@@ -322,7 +356,7 @@ func TestAnnouncerHolderWithoutReplica(t *testing.T) {
 
 	// The announcer fails over to node-1, which has the replica, and the network follows it.
 	for _, s := range scenarios {
-		if err := records[s.source].hold(ctx, s.svc, "node-1"); err != nil {
+		if err := records[s.record].hold(ctx, s.svc, "node-1"); err != nil {
 			t.Fatal(err)
 		}
 		if err := c.RouteVia(ctx, "node-1", s.lbIP); err != nil {
@@ -344,10 +378,10 @@ func TestAnnouncerHolderWithoutReplica(t *testing.T) {
 
 	// Cilium's holder stops renewing its lease: nobody answers ARP for the address any more.
 	for _, s := range scenarios {
-		if s.source != "cilium_l2" {
+		if s.record != "cilium_l2" {
 			continue
 		}
-		if err := records[s.source].expire(ctx, s.svc); err != nil {
+		if err := records[s.record].expire(ctx, s.svc); err != nil {
 			t.Fatal(err)
 		}
 		for _, node := range []string{"node-1", "node-2", "node-4"} {

@@ -419,15 +419,28 @@ func declared(in Input, fam kubeview.FamilyEndpoints, d Destination) (Rotation, 
 		return Out, virtualWhy, ""
 	}
 	in1 := func(why string, b Basis) (Rotation, string, Basis) { return In, why, b }
+	// An announcer's record naming this node decides first (kube-vip in ARP mode and PureLB also put the address
+	// on the interface: the record says the same, with the announcer's own reason); one naming another node
+	// decides after the node's own interfaces, which the network delivers to whatever a record says.
+	var (
+		annRot    Rotation
+		annWhy    string
+		annBasis  Basis
+		announcer bool
+	)
+	if d.Kind == LoadBalancerIP {
+		annRot, annWhy, annBasis, announcer = announced(node, svc, d)
+		if announcer && annRot == In {
+			return annRot, annWhy, annBasis
+		}
+	}
 	if d.Kind != NodePort && ev != nil && ev.Addresses != nil && ev.Addresses.Assigned(d.Address) {
 		// An announcer (kube-vip in ARP mode, keepalived, PureLB, OpenELB) or a static configuration holds the
 		// address here: the network delivers its traffic to this node, whatever the health check says.
 		return in1("address assigned to an interface of this node", BasisAddress)
 	}
-	if d.Kind == LoadBalancerIP {
-		if rot, why, b, ok := announced(node, svc, d); ok {
-			return rot, why, b
-		}
+	if announcer {
+		return annRot, annWhy, annBasis
 	}
 	switch d.Kind {
 	case ExternalIP:
