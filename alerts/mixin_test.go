@@ -196,7 +196,8 @@ local m = (import 'mixin.libsonnet') + {_config+:: {shardedPrometheus: `+sharded
 	// The global groups hold exactly the alerts that look across nodes.
 	for _, g := range global {
 		for _, r := range g.(map[string]any)["rules"].([]any) {
-			if a := r.(map[string]any)["alert"]; a != "LocalTrafficServiceSingleNode" && a != "LocalTrafficServiceBlackhole" {
+			if a := r.(map[string]any)["alert"]; a != "LocalTrafficServiceSingleNode" && a != "LocalTrafficServiceBlackhole" &&
+				a != "LocalTrafficServiceUnannounced" {
 				t.Errorf("global group has %v", a)
 			}
 		}

@@ -47,6 +47,8 @@ func Catalog() []CatalogEntry {
 			func(Selection) Collector { return NewArrivals() }},
 		{"state_file", true, "The state file that carries arrival runs and dropped-since times over a restart (--state.file): what this process started from.",
 			func(Selection) Collector { return NewStateFileCollector() }},
+		{"announcers", true, "Load balancer announcers (MetalLB, Cilium L2, kube-vip, OpenELB, PureLB): each source's state on this node, and the Services whose load balancer IP no node announces.",
+			func(Selection) Collector { return NewAnnouncers() }},
 		{"service_arrivals", false, "Per Local Service: the new external connection attempts reaching this node, per destination kind and family.",
 			func(Selection) Collector { return NewServiceArrivals() }},
 	}

@@ -263,7 +263,8 @@ localtraffic_rules_mismatch{namespace="kubelings",service="checkout"} 0
 }
 
 // everyCollectorOK: no collector failed (a source that does not exist on the node is no failure).
-const everyCollectorOK = `localtraffic_scrape_collector_success{collector="arrivals"} 1
+const everyCollectorOK = `localtraffic_scrape_collector_success{collector="announcers"} 1
+localtraffic_scrape_collector_success{collector="arrivals"} 1
 localtraffic_scrape_collector_success{collector="dataplane"} 1
 localtraffic_scrape_collector_success{collector="informers"} 1
 localtraffic_scrape_collector_success{collector="kube_proxy"} 1

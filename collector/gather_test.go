@@ -59,7 +59,8 @@ func TestInputFailureCountsAgainstItsCollectors(t *testing.T) {
 	reader := &scrapetest.Reader{Err: errors.New("iptables-save: exit status 1")}
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(testExporter(view, reader).Bind(context.Background()))
-	want := `localtraffic_scrape_collector_success{collector="arrivals"} 1
+	want := `localtraffic_scrape_collector_success{collector="announcers"} 0
+localtraffic_scrape_collector_success{collector="arrivals"} 1
 localtraffic_scrape_collector_success{collector="dataplane"} 1
 localtraffic_scrape_collector_success{collector="informers"} 1
 localtraffic_scrape_collector_success{collector="kube_proxy"} 0

@@ -60,7 +60,7 @@ func checkEvery(t *testing.T, c *cluster.Cluster, src string, interval time.Dura
 }
 
 // criticalReasons are the blackhole reasons the shipped alerts page on.
-var criticalReasons = []string{"health_check_ignored", "traffic_lost", "health_check_passing"}
+var criticalReasons = []string{"health_check_ignored", "udp_flow_pinned", "traffic_lost", "announced_here", "health_check_passing"}
 
 // noCriticalReason fails when the node reports a critical reason for the Service.
 func noCriticalReason(svc *corev1.Service, node string) func(cluster.Metrics) error {

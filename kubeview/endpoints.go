@@ -114,9 +114,9 @@ func TransformService(keep ...string) func(any) (any, error) {
 // keepLabels copies the labels (or annotations) the view reads out of the decoded object's map, nil when it has none of them:
 // the rest of the map (the Service's own labels, copied onto its slices by the controller) would stay alive
 // with every cached object, about 1 KB each at 2,000 Services and slices (docs/performance.md).
-// keptAnnotations: the intentional-placement annotation and the load balancer health check's.
+// keptAnnotations: the intentional-placement annotation, the load balancer health check's and the announcers'.
 func keptAnnotations(ann map[string]string) map[string]string {
-	out := KeepLBCheckAnnotations(ann)
+	out := keepAnnouncerAnnotations(ann, KeepLBCheckAnnotations(ann))
 	if v, ok := ann[AnnotationIntentionalPlacement]; ok {
 		if out == nil {
 			out = map[string]string{}

@@ -72,6 +72,10 @@ type ServiceState struct {
 	// Service behind HAProxy or an F5 has a load balancer the API knows nothing of); CheckUndeclared without
 	// one.
 	HealthCheck DeclaredCheck
+	// Announcements are the announcers' records of which nodes announce the Service's load balancer IPs
+	// (announce.go): those on its own annotations always, those in the announcers' objects where the view
+	// reads them (View.Snapshot with WithAnnouncers).
+	Announcements []Announcement
 }
 
 // ServicePort is one port of the Service's spec.
@@ -173,6 +177,9 @@ func ServiceStateOf(svc *corev1.Service, slices []*discoveryv1.EndpointSlice) Se
 	st.IgnoredReason, st.Ignored = IgnoredReason(svc, nil)
 	st.LBCheck, st.lbCheckByProvider = lbCheckOf(svc)
 	st.HealthCheck, _ = DeclaredCheckOf(svc.Annotations)
+	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+		st.Announcements = AnnotationAnnouncements(svc.Annotations)
+	}
 	for _, sp := range svc.Spec.Ports {
 		st.Ports = append(st.Ports, ServicePort{Name: sp.Name, Protocol: sp.Protocol, Port: sp.Port, NodePort: sp.NodePort})
 	}

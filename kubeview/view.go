@@ -37,6 +37,8 @@ type View struct {
 	stats map[string]*informerStats
 	// ignore selects the Services a cluster owner excludes (nil: none); see IgnoredReason.
 	ignore labels.Selector
+	// announcers reads the announcers' own objects (nil: only their Service annotations are read).
+	announcers *Announcers
 }
 
 // Option changes how New builds the view.
@@ -46,6 +48,13 @@ type Option func(*View)
 // annotation gives a reason first.
 func WithIgnoreSelector(sel labels.Selector) Option {
 	return func(v *View) { v.ignore = sel }
+}
+
+// WithAnnouncers adds the announcers' own objects (MetalLB's statuses, Cilium's leases) to each snapshot's
+// Services, and their sources' states to Snapshot.Announcers. Start runs them; WaitForSync does not wait for
+// them (an announcer that is not installed never syncs).
+func WithAnnouncers(a *Announcers) Option {
+	return func(v *View) { v.announcers = a }
 }
 
 // Resources the view watches, as named in the informer self-metrics.
@@ -120,6 +129,9 @@ func (v *View) Start(ctx context.Context) {
 	for _, inf := range v.informer {
 		go inf.RunWithContext(ctx)
 	}
+	if v.announcers != nil {
+		v.announcers.Start(ctx)
+	}
 }
 
 // WaitForSync blocks until every informer has listed once, or ctx ends.
@@ -158,6 +170,8 @@ func (v *View) Informers() []InformerStatus {
 type Snapshot struct {
 	Node     NodeState
 	Services []ServiceState // sorted by namespace, name
+	// Announcers is each announcer source's state; nil when the view reads no announcers' objects.
+	Announcers map[AnnouncerSource]SourceState
 }
 
 // Snapshot computes the view now. It fails while any informer has not synced.
@@ -168,6 +182,10 @@ func (v *View) Snapshot() (Snapshot, error) {
 		}
 	}
 	snap := Snapshot{Node: v.nodeState()}
+	var ann AnnouncerSnapshot
+	if v.announcers != nil {
+		ann = v.announcers.Snapshot(time.Now())
+	}
 	sliceIdx := v.informer[ResourceEndpointSlices].GetIndexer()
 	for _, obj := range v.informer[ResourceServices].GetStore().List() {
 		svc, ok := obj.(*corev1.Service)
@@ -186,7 +204,14 @@ func (v *View) Snapshot() (Snapshot, error) {
 		}
 		st := ServiceStateOf(svc, slices)
 		st.IgnoredReason, st.Ignored = IgnoredReason(svc, v.ignore)
+		if v.announcers != nil && svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+			st.Announcements = append(st.Announcements, ann.AnnouncementsFor(svc.Namespace, svc.Name)...)
+		}
 		snap.Services = append(snap.Services, st)
+	}
+	if v.announcers != nil {
+		snap.Announcers = ann.States
+		annotationStates(snap.Announcers, snap.Services)
 	}
 	sort.Slice(snap.Services, func(i, j int) bool {
 		a, b := snap.Services[i], snap.Services[j]

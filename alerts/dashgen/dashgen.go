@@ -163,6 +163,22 @@ func Build() (dashboard.Dashboard, error) {
 		WithTarget(query("A", `sum by (cluster, node) (rate(localtraffic_arrivals_total{kind="health_check",`+nodeSel+`}[5m]))`).LegendFormat("{{node}} probes/s")).
 		WithTarget(query("B", `max by (cluster, node) (localtraffic_arrivals_meter_state{state!="ok",`+nodeSel+`})`).LegendFormat("{{node}} meter not ok")))
 
+	b.WithRow(dashboard.NewRowBuilder("Announcers"))
+	b.WithPanel(table.NewPanelBuilder().Title("Announcer sources per node").
+		Description("Per node, each load balancer announcer source the exporter reads (metallb_l2, metallb_bgp, cilium_l2: the announcers' own objects; kube_vip, openelb, purelb: Service annotations) and its state: ok (rotation follows it), absent (no CRD, or no Service carries the annotation), forbidden (RBAC refused the read), stale (no answer since a failure). docs/rotation.md, Announcers.").
+		Datasource(datasource).Height(8).Span(12).
+		WithTarget(query("A", `max by (cluster, node, source, state) (localtraffic_announcer_source_state{`+nodeSel+`})`).Instant().Format(prometheus.PromQueryFormatTable)).
+		WithTransformation(dashboard.DataTransformerConfig{Id: "groupingToMatrix", Options: map[string]any{
+			"columnField": "source", "rowField": "node", "valueField": "state", "emptyValue": "null",
+		}}).
+		ShowHeader(true).CellHeight(common.TableCellHeightSm).Align(common.FieldTextAlignmentCenter))
+	b.WithPanel(alarmStat("Nodes an announcer sends to without a local endpoint",
+		"Node × Service pairs whose load balancer IP an announcer announces from a node that has no local endpoint (reason announced_here: LocalTrafficAnnouncedNodeDrops).",
+		query("A", `count(max by (cluster, node, namespace, service) (localtraffic_blackhole_reason{reason="announced_here", `+nodeServiceSel+`}) == 1) or vector(0)`).Instant()))
+	b.WithPanel(alarmStat("Services nobody announces",
+		"Services with endpoints whose load balancer IP no node announces (a Cilium L2 lease nobody renews: LocalTrafficServiceUnannounced).",
+		query("A", `count(max by (cluster, namespace, service) (localtraffic_service_unannounced{`+serviceSel+`})) or vector(0)`).Instant()))
+
 	b.WithRow(dashboard.NewRowBuilder("kube-proxy"))
 	b.WithPanel(timeline("kube-proxy healthy per node").
 		Description("localtraffic_kube_proxy_healthy: kube-proxy's /healthz says its rules are fresh on this node.").

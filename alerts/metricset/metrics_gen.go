@@ -6,6 +6,15 @@ package metricset
 func All() []Metric {
 	return []Metric{
 		{
+			Name:      "localtraffic_announcer_source_state",
+			Type:      Gauge,
+			Labels:    []string{"node", "source", "state"},
+			Help:      "1 for each load balancer announcer source with the state its records are in on this node (only the current state's series exists): source metallb_l2 (ServiceL2Status), metallb_bgp (this node's ServiceBGPStatus), cilium_l2 (L2 announcement Leases), kube_vip, openelb, purelb (Service annotations); state ok (read and current: rotation follows it), absent (no CRD, or no Service carries the annotation), forbidden (RBAC refused the read), stale (the API server has not answered since a failure). Only ok sources decide rotation.",
+			Stable:    false,
+			Collector: "announcers",
+			Default:   DefaultYes,
+		},
+		{
 			Name:      "localtraffic_arrivals_meter_start_time_seconds",
 			Type:      Gauge,
 			Labels:    []string{"node"},
@@ -54,7 +63,7 @@ func All() []Metric {
 			Name:      "localtraffic_blackhole_reason",
 			Type:      Gauge,
 			Labels:    []string{"node", "namespace", "service", "reason"},
-			Help:      "1 while localtraffic_blackhole is 1, saying what it rests on (absent otherwise): health_check_ignored (attempts keep arriving past the grace window while the node's health check fails: the load balancer ignores healthCheckNodePort), udp_flow_pinned (UDP datagrams keep arriving past the grace window while the health check fails, all of flows that began before the node dropped: the load balancer keeps existing flows pinned), traffic_lost (attempts observed arriving at a destination the node drops: the arrivals meter saw one within --rotation.loss-hold, or, with the meter off or blind, kube-proxy's drop counter grew), health_check_passing (the node's own health check answers 200) page as critical; no_traffic_seen (declared in rotation, nothing arrives yet) and not_observed (declared in rotation, and nothing can see arrivals: the meter is off or blind and no drop counter grew; nftables mode has none) as warnings.",
+			Help:      "1 while localtraffic_blackhole is 1, saying what it rests on (absent otherwise): health_check_ignored (attempts keep arriving past the grace window while the node's health check fails: the load balancer ignores healthCheckNodePort), udp_flow_pinned (UDP datagrams keep arriving past the grace window while the health check fails, all of flows that began before the node dropped: the load balancer keeps existing flows pinned), traffic_lost (attempts observed arriving at a destination the node drops: the arrivals meter saw one within --rotation.loss-hold, or, with the meter off or blind, kube-proxy's drop counter grew), announced_here (an announcer, MetalLB, Cilium L2, kube-vip, OpenELB or PureLB, announces the load balancer IP from this node: no grace window), health_check_passing (the node's own health check answers 200) page as critical; no_traffic_seen (declared in rotation, nothing arrives yet) and not_observed (declared in rotation, and nothing can see arrivals: the meter is off or blind and no drop counter grew; nftables mode has none) as warnings.",
 			Stable:    false,
 			Collector: "services",
 			Default:   DefaultYes,
@@ -436,6 +445,15 @@ func All() []Metric {
 			Stable:    true,
 			Collector: "service_details",
 			Default:   DefaultNo,
+		},
+		{
+			Name:      "localtraffic_service_unannounced",
+			Type:      Gauge,
+			Labels:    []string{"node", "namespace", "service"},
+			Help:      "1 for a LoadBalancer Service with endpoints whose load balancer IP no node announces: its layer 2 announcer's record names no live holder (a Cilium L2 lease nobody renews) and no other record announces it. Every client of the address is lost. The same fact on every node (absent otherwise): alert on it aggregated by Service.",
+			Stable:    false,
+			Collector: "announcers",
+			Default:   DefaultYes,
 		},
 		{
 			Name:      "localtraffic_state_file_state",

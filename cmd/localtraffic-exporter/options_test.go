@@ -44,6 +44,8 @@ func TestParseOptionsDefaults(t *testing.T) {
 		rulesCacheTTL:    2 * time.Second,
 		externalIPWindow: 10 * time.Minute,
 		arrivals:         true,
+		announcers:       true,
+		ciliumNamespace:  "kube-system",
 		grace:            2 * time.Minute,
 		lossHold:         15 * time.Minute,
 		quiet:            2 * time.Minute,
@@ -121,7 +123,7 @@ func TestParseOptionsGoodValues(t *testing.T) {
 		"--collector.service_details", "--no-collector.dataplane", "--collector.rules.per-port",
 		"--no-arrivals.enabled", "--rotation.grace", "45s", "--arrivals.internal-cidrs", "10.244.0.0/16, fd00:244::/56",
 		"--rotation.loss-hold", "20m", "--arrivals.quiet-period", "30s",
-		"--state.file", "/run/lt/state.json",
+		"--state.file", "/run/lt/state.json", "--no-announcers.enabled", "--announcers.cilium-namespace", "cilium",
 	}, env(nil))
 	if err != nil {
 		t.Fatalf("parseOptions: %v", err)
@@ -133,11 +135,11 @@ func TestParseOptionsGoodValues(t *testing.T) {
 		probeConcurrency: 1, scrapeTimeoutOff: 0, maxRequests: 1, rulesMode: "nftables", rulesCacheTTL: 0,
 		nodePortAddresses: []string{"10.0.0.0/8", "fd00::/64", "primary"}, externalIPWindow: 90 * time.Second, dataplane: "replacement",
 		shutdownGrace: 8 * time.Second, grace: 45 * time.Second, lossHold: 20 * time.Minute, quiet: 30 * time.Second,
-		stateFile:     "/run/lt/state.json",
+		stateFile: "/run/lt/state.json", ciliumNamespace: "cilium",
 		internalCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/56")},
 		selection: collector.Selection{RulesPerPort: true, Enabled: map[string]bool{"services": true, "service_details": true,
 			"kube_proxy": true, "node": true, "informers": true, "rules": true, "dataplane": false, "arrivals": true,
-			"service_arrivals": false, "state_file": true}},
+			"service_arrivals": false, "state_file": true, "announcers": true}},
 	}
 	if !reflect.DeepEqual(o, want) {
 		t.Errorf("\n got %+v\nwant %+v", o, want)

@@ -62,7 +62,15 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, route
 		return err
 	}
 
-	view := kubeview.New(client, opts.nodeName, kubeview.WithIgnoreSelector(opts.ignoreSelector))
+	viewOpts := []kubeview.Option{kubeview.WithIgnoreSelector(opts.ignoreSelector)}
+	if opts.announcers {
+		dyn, err := kubeview.NewDynamicClient(opts.kubeconfig, "localtraffic-exporter/"+version.Version)
+		if err != nil {
+			return err
+		}
+		viewOpts = append(viewOpts, kubeview.WithAnnouncers(kubeview.NewAnnouncers(dyn, opts.nodeName, opts.ciliumNamespace)))
+	}
+	view := kubeview.New(client, opts.nodeName, viewOpts...)
 	var background sync.WaitGroup
 	defer background.Wait() // after stopView below: nothing logs once run has returned
 	viewCtx, stopView := context.WithCancel(ctx)

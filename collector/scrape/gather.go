@@ -136,7 +136,7 @@ func (g *Gatherer) Gather(ctx context.Context) *State {
 	start := time.Now()
 	snap, err := g.cfg.View.Snapshot()
 	if err == nil {
-		st.Node = snap.Node
+		st.Node, st.Announcers = snap.Node, snap.Announcers
 	} else {
 		st.APIErr = fmt.Errorf("reading the API view: %w", err)
 		if st.Node, err = g.cfg.View.Node(); err != nil {

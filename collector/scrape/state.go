@@ -76,6 +76,9 @@ type State struct {
 	KubeProxyConfigErr error
 	// KubeProxyConfigState says where KubeProxyConfig came from.
 	KubeProxyConfigState ConfigState
+	// Announcers is each load balancer announcer source's state (kubeview.Snapshot.Announcers); nil when the
+	// view reads no announcers.
+	Announcers map[kubeview.AnnouncerSource]kubeview.SourceState
 	// StateFile is the state file's state (localtraffic_state_file_state): what this process started from.
 	StateFile string
 

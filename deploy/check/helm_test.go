@@ -349,7 +349,8 @@ func TestChartNameOverridesKeepTheAlerts(t *testing.T) {
 			for key, o := range objs {
 				// What used to set the job (jobLabel: app.kubernetes.io/name) and the names did change.
 				if strings.Contains(tc.values, "fullnameOverride: lt-prod") && !strings.HasSuffix(key, "/lt-prod") &&
-					!strings.HasSuffix(key, "/lt-prod-kube-rbac-proxy") && !strings.HasSuffix(key, "/lt-prod-metrics-reader") {
+					!strings.HasSuffix(key, "/lt-prod-kube-rbac-proxy") && !strings.HasSuffix(key, "/lt-prod-metrics-reader") &&
+					!strings.HasSuffix(key, "/lt-prod-announcers") {
 					t.Errorf("%s: fullnameOverride not applied", key)
 				}
 				if strings.Contains(tc.values, "nameOverride: lt\n") && dig(o, "metadata", "labels", "app.kubernetes.io/name") != "lt" {

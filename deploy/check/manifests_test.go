@@ -22,6 +22,9 @@ import (
 const (
 	namespace = "localtraffic-system"
 	appName   = "localtraffic-exporter"
+	// announcersRole reads Cilium's L2 announcement Leases, in the Cilium agents' namespace.
+	announcersRole  = appName + "-announcers"
+	ciliumNamespace = "kube-system"
 )
 
 // decode converts a rendered object into its typed API struct, rejecting unknown fields: a misspelt field
@@ -50,13 +53,14 @@ func TestBaseObjects(t *testing.T) {
 			t.Errorf("%s %s: label app.kubernetes.io/name=%q, want %q", o.GetKind(), o.GetName(), got, appName)
 		}
 		clusterScoped := o.GetKind() == "Namespace" || strings.HasPrefix(o.GetKind(), "Cluster")
-		if !clusterScoped && o.GetNamespace() != namespace {
+		if !clusterScoped && o.GetNamespace() != namespaceOf(o) {
 			t.Errorf("%s %s in namespace %q, want %q", o.GetKind(), o.GetName(), o.GetNamespace(), namespace)
 		}
 	}
 	slices.Sort(kinds)
 	// The exporter's ClusterRole and binding, kube-rbac-proxy's, and the metrics-reader ClusterRole.
-	want := []string{"ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding", "DaemonSet", "Namespace", "Service", "ServiceAccount"}
+	want := []string{"ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding", "DaemonSet", "Namespace",
+		"Role", "RoleBinding", "Service", "ServiceAccount"}
 	if !slices.Equal(kinds, want) {
 		t.Errorf("base renders %v, want %v", kinds, want)
 	}
@@ -65,6 +69,15 @@ func TestBaseObjects(t *testing.T) {
 	if ns.Labels["pod-security.kubernetes.io/enforce"] != "privileged" {
 		t.Errorf("namespace lacks pod-security.kubernetes.io/enforce=privileged: hostNetwork+NET_ADMIN pods would be rejected under baseline")
 	}
+}
+
+// namespaceOf is where o belongs: the announcers' Role and binding in the Cilium agents' namespace, everything
+// else namespaced in the exporter's.
+func namespaceOf(o *yaml.RNode) string {
+	if o.GetName() == announcersRole {
+		return ciliumNamespace
+	}
+	return namespace
 }
 
 // TestClusterRoleIsExactlyWhatTheExporterUses compares the ClusterRole, rule by rule, with the reads the
@@ -94,9 +107,24 @@ func TestClusterRoleIsExactlyWhatTheExporterUses(t *testing.T) {
 		"/nodes:get", "/nodes:list", "/nodes:watch",
 		"/services:list", "/services:watch",
 		"discovery.k8s.io/endpointslices:list", "discovery.k8s.io/endpointslices:watch",
+		"metallb.io/servicebgpstatuses:list", "metallb.io/servicebgpstatuses:watch",
+		"metallb.io/servicel2statuses:list", "metallb.io/servicel2statuses:watch",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("ClusterRole grants %v, want exactly %v", got, want)
+	}
+	// Cilium's L2 announcement Leases: list and watch in kube-system only, bound to the exporter.
+	var leases rbacv1.Role
+	decode(t, find(t, objs, "Role", announcersRole), &leases)
+	wantRules := []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"list", "watch"}}}
+	if leases.Namespace != ciliumNamespace || !reflect.DeepEqual(leases.Rules, wantRules) {
+		t.Errorf("Role %s/%s grants %+v, want exactly %+v in %s", leases.Namespace, leases.Name, leases.Rules, wantRules, ciliumNamespace)
+	}
+	var leasesBinding rbacv1.RoleBinding
+	decode(t, find(t, objs, "RoleBinding", announcersRole), &leasesBinding)
+	if leasesBinding.Namespace != ciliumNamespace || leasesBinding.RoleRef != (rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: announcersRole}) ||
+		!slices.Equal(leasesBinding.Subjects, []rbacv1.Subject{{Kind: "ServiceAccount", Name: appName, Namespace: namespace}}) {
+		t.Errorf("RoleBinding %+v: want the announcers Role bound to the exporter's ServiceAccount in %s", leasesBinding, ciliumNamespace)
 	}
 
 	var binding rbacv1.ClusterRoleBinding
@@ -348,7 +376,7 @@ func TestPrometheusOperatorOverlay(t *testing.T) {
 	var kinds []string
 	for _, o := range objs {
 		kinds = append(kinds, o.GetKind())
-		if o.GetNamespace() != "" && o.GetNamespace() != namespace {
+		if o.GetNamespace() != "" && o.GetNamespace() != namespaceOf(o) {
 			t.Errorf("%s %s in namespace %q, want %q", o.GetKind(), o.GetName(), o.GetNamespace(), namespace)
 		}
 	}

@@ -223,8 +223,8 @@ const (
 // Reason says what a blackhole rests on: the alerts' severity follows it (docs/rotation.md).
 type Reason string
 
-// Reasons, strongest first. The first four page as critical: traffic is lost now, or the node's own health
-// check keeps it in rotation. The others are warnings: a blackhole nothing has reached yet.
+// Reasons, strongest first. The first five page as critical: traffic is lost now, or the node's own health
+// check or an announcer keeps it in rotation. The others are warnings: a blackhole nothing has reached yet.
 const (
 	// ReasonHealthCheckIgnored: new connection attempts keep arriving past the grace window while the node's
 	// health check node port fails: the load balancer does not honour healthCheckNodePort.
@@ -250,11 +250,13 @@ const (
 
 // Critical reports whether a blackhole for reason r pages as critical.
 func (r Reason) Critical() bool {
-	return r == ReasonHealthCheckIgnored || r == ReasonUDPFlowPinned || r == ReasonTrafficLost || r == ReasonHealthCheckPassing
+	return r == ReasonHealthCheckIgnored || r == ReasonUDPFlowPinned || r == ReasonTrafficLost || r == ReasonAnnouncedHere ||
+		r == ReasonHealthCheckPassing
 }
 
 // Reasons lists every reason, strongest first.
-var Reasons = []Reason{ReasonHealthCheckIgnored, ReasonUDPFlowPinned, ReasonTrafficLost, ReasonHealthCheckPassing, ReasonNoTrafficSeen, ReasonNotObserved}
+var Reasons = []Reason{ReasonHealthCheckIgnored, ReasonUDPFlowPinned, ReasonTrafficLost, ReasonAnnouncedHere, ReasonHealthCheckPassing,
+	ReasonNoTrafficSeen, ReasonNotObserved}
 
 func stronger(a, b Reason) Reason {
 	rank := func(r Reason) int {
@@ -427,10 +429,28 @@ func declared(in Input, fam kubeview.FamilyEndpoints, d Destination) (Rotation, 
 		return Out, virtualWhy, ""
 	}
 	in1 := func(why string, b Basis) (Rotation, string, Basis) { return In, why, b }
+	// An announcer's record naming this node decides first (kube-vip in ARP mode and PureLB also put the address
+	// on the interface: the record says the same, with the announcer's own reason); one naming another node
+	// decides after the node's own interfaces, which the network delivers to whatever a record says.
+	var (
+		annRot    Rotation
+		annWhy    string
+		annBasis  Basis
+		announcer bool
+	)
+	if d.Kind == LoadBalancerIP {
+		annRot, annWhy, annBasis, announcer = announced(node, svc, d)
+		if announcer && annRot == In {
+			return annRot, annWhy, annBasis
+		}
+	}
 	if d.Kind != NodePort && ev != nil && ev.Addresses != nil && ev.Addresses.Assigned(d.Address) {
 		// An announcer (kube-vip in ARP mode, keepalived, PureLB, OpenELB) or a static configuration holds the
 		// address here: the network delivers its traffic to this node, whatever the health check says.
 		return in1("address assigned to an interface of this node", BasisAddress)
+	}
+	if announcer {
+		return annRot, annWhy, annBasis
 	}
 	switch d.Kind {
 	case ExternalIP:
@@ -535,6 +555,8 @@ func counted(in Input, e *Entry) {
 func reasonOf(in Input, e Entry) Reason {
 	ev := in.Evidence
 	switch {
+	case e.Basis == BasisAnnouncer:
+		return ReasonAnnouncedHere
 	case e.Basis == BasisArrivals && healthChecked(in.Service) && ev != nil && ev.HealthChecks[e.Family].StatusCode != http.StatusOK:
 		if pinnedFlowsOnly(ev, e) {
 			return ReasonUDPFlowPinned

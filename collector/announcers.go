@@ -1,0 +1,48 @@
+package collector
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
+)
+
+var (
+	announcerSourceState = newMetric("announcer_source_state", prometheus.GaugeValue,
+		"1 for each load balancer announcer source with the state its records are in on this node (only the current state's series exists): source metallb_l2 (ServiceL2Status), metallb_bgp (this node's ServiceBGPStatus), cilium_l2 (L2 announcement Leases), kube_vip, openelb, purelb (Service annotations); state ok (read and current: rotation follows it), absent (no CRD, or no Service carries the annotation), forbidden (RBAC refused the read), stale (the API server has not answered since a failure). Only ok sources decide rotation.",
+		"source", "state")
+	serviceUnannounced = newMetric("service_unannounced", prometheus.GaugeValue,
+		"1 for a LoadBalancer Service with endpoints whose load balancer IP no node announces: its layer 2 announcer's record names no live holder (a Cilium L2 lease nobody renews) and no other record announces it. Every client of the address is lost. The same fact on every node (absent otherwise): alert on it aggregated by Service.",
+		"namespace", "service")
+)
+
+// Announcers exports the announcer sources' states and the Services nobody announces.
+type Announcers struct{}
+
+// NewAnnouncers returns the announcers collector.
+func NewAnnouncers() *Announcers { return &Announcers{} }
+
+func (*Announcers) Name() string { return "announcers" }
+
+func (*Announcers) Metrics() []*Metric { return []*Metric{announcerSourceState, serviceUnannounced} }
+
+func (*Announcers) Inputs() []scrape.Input { return []scrape.Input{scrape.InputAPI} }
+
+func (*Announcers) Update(st *scrape.State, out *Sink) error {
+	if st.APIErr != nil {
+		return st.APIErr
+	}
+	// A series per source exists only with its current state: one per source and node, never a zero.
+	for _, src := range kubeview.AnnouncerSources {
+		if s, ok := st.Announcers[src]; ok {
+			out.send(announcerSourceState, 1, string(src), string(s))
+		}
+	}
+	for _, r := range st.Services {
+		if verdict.Unannounced(r.Service) {
+			out.send(serviceUnannounced, 1, r.Service.Namespace, r.Service.Name)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,208 @@
+package kubeview
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+)
+
+// AnnouncerSource is one announcer's own record of which node announces a Service's load balancer IP. On bare
+// metal the load balancer is such an announcer: it makes the network deliver the address to a node without
+// putting it on the node's interface, and it reads no healthCheckNodePort. Its record says where the traffic
+// goes better than anything the node can see before the first packet.
+type AnnouncerSource string
+
+// Announcer sources, as exported in localtraffic_announcer_source_state.
+const (
+	// SourceMetalLBL2: MetalLB's metallb.io/v1beta1 ServiceL2Status (since v0.14.2), one per Service, naming
+	// the node that answers ARP and NDP for its addresses.
+	SourceMetalLBL2 AnnouncerSource = "metallb_l2"
+	// SourceMetalLBBGP: MetalLB's metallb.io/v1beta1 ServiceBGPStatus (since v0.15.0), one per node and
+	// Service, naming the BGP peers the node advertises the Service to. Only this node's are read.
+	SourceMetalLBBGP AnnouncerSource = "metallb_bgp"
+	// SourceCiliumL2: Cilium's L2 announcement Lease cilium-l2announce-<namespace>-<service> in the agent's
+	// namespace; its holderIdentity answers ARP for the Service's addresses while the lease is renewed.
+	SourceCiliumL2 AnnouncerSource = "cilium_l2"
+	// SourceKubeVIP: kube-vip's kube-vip.io/vipHost Service annotation, the node that last took the Service
+	// (ARP and BGP modes alike).
+	SourceKubeVIP AnnouncerSource = "kube_vip"
+	// SourceOpenELB: OpenELB's layer2.openelb.kubesphere.io/v1alpha1 Service annotation, the node its layer 2
+	// speaker announces from (written up to v0.5; v0.6 no longer writes it).
+	SourceOpenELB AnnouncerSource = "openelb"
+	// SourcePureLB: PureLB's purelb.io/announcing-IPv4 and -IPv6 Service annotations, the node whose
+	// interface holds each local address.
+	SourcePureLB AnnouncerSource = "purelb"
+)
+
+// AnnouncerSources lists every source, in export order.
+var AnnouncerSources = []AnnouncerSource{SourceMetalLBL2, SourceMetalLBBGP, SourceCiliumL2, SourceKubeVIP, SourceOpenELB, SourcePureLB}
+
+// SourceState is whether a source's records can be believed now.
+type SourceState string
+
+// Source states. Only SourceOK's records reach the verdict: any other state leaves rotation to the rules
+// without announcers, so an announcer that cannot be read never raises a page by itself.
+const (
+	SourceOK SourceState = "ok" // read, and current
+	// SourceAbsent: the resource does not exist (no CRD installed), or no Service carries the annotation.
+	SourceAbsent SourceState = "absent"
+	// SourceForbidden: the API server refused the read (RBAC).
+	SourceForbidden SourceState = "forbidden"
+	// SourceStale: read once, but the API server has not answered its watch since a failure.
+	SourceStale SourceState = "stale"
+)
+
+// SourceStates lists every state, in export order.
+var SourceStates = []SourceState{SourceOK, SourceAbsent, SourceForbidden, SourceStale}
+
+// Announcement is one announcer's record that a node announces (some of) a Service's load balancer IPs.
+type Announcement struct {
+	Source AnnouncerSource
+	Node   string
+	// Address is the one load balancer IP announced (canonical); "" for every load balancer IP of the Service.
+	Address string
+	// Exclusive: the announcer makes the network deliver the address to this node alone (layer 2: one node
+	// answers ARP and NDP), so a node it does not name receives nothing but stale ARP caches. False for BGP,
+	// where every node that advertises a route receives, and for a record that does not tell the mode.
+	Exclusive bool
+	// Peers are the BGP peers the node advertises the Service to (MetalLB BGP).
+	Peers []string
+	// Expired: a lease whose holder stopped renewing it (renewTime + leaseDurationSeconds passed): nobody
+	// announces the address now. Kept so that the Service can be found unannounced.
+	Expired bool
+}
+
+// Covers reports whether a announces addr.
+func (a Announcement) Covers(addr string) bool { return a.Address == "" || a.Address == addr }
+
+// Announcer annotations on the Service.
+const (
+	AnnotationKubeVIPHost   = "kube-vip.io/vipHost"
+	AnnotationOpenELBLayer2 = "layer2.openelb.kubesphere.io/v1alpha1"
+	AnnotationPureLBIPv4    = "purelb.io/announcing-IPv4"
+	AnnotationPureLBIPv6    = "purelb.io/announcing-IPv6"
+)
+
+var announcerAnnotations = []string{AnnotationKubeVIPHost, AnnotationOpenELBLayer2, AnnotationPureLBIPv4, AnnotationPureLBIPv6}
+
+// keepAnnouncerAnnotations copies the announcer annotations into out (allocated when needed).
+func keepAnnouncerAnnotations(ann, out map[string]string) map[string]string {
+	for _, k := range announcerAnnotations {
+		if v, ok := ann[k]; ok {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// AnnotationAnnouncements reads the announcers that record themselves on the Service: kube-vip, OpenELB and
+// PureLB.
+func AnnotationAnnouncements(ann map[string]string) []Announcement {
+	var out []Announcement
+	if n := strings.TrimSpace(ann[AnnotationKubeVIPHost]); n != "" {
+		// kube-vip writes the same annotation in ARP and BGP mode, and in BGP mode every node may advertise:
+		// the annotation names a receiving node, not the only one.
+		out = append(out, Announcement{Source: SourceKubeVIP, Node: n})
+	}
+	if n := strings.TrimSpace(ann[AnnotationOpenELBLayer2]); n != "" {
+		out = append(out, Announcement{Source: SourceOpenELB, Node: n, Exclusive: true})
+	}
+	for _, k := range []string{AnnotationPureLBIPv4, AnnotationPureLBIPv6} {
+		out = append(out, parsePureLB(ann[k])...)
+	}
+	return out
+}
+
+// parsePureLB decodes PureLB's announcing annotation. Its current form is space-separated "node,interface,ip"
+// entries, one per announced address (an interface name may hold commas: the node ends at the first comma,
+// the address starts after the last). Older releases wrote one "node,interface" for all of the family's
+// addresses; a single field (its virtual interface, kube-lb0) marks a remote address every node routes, which
+// names no node.
+func parsePureLB(v string) []Announcement {
+	var out []Announcement
+	for _, f := range strings.Fields(v) {
+		first, last := strings.IndexByte(f, ','), strings.LastIndexByte(f, ',')
+		if first <= 0 {
+			continue
+		}
+		a := Announcement{Source: SourcePureLB, Node: f[:first], Exclusive: true}
+		if first != last {
+			addr, err := netip.ParseAddr(f[last+1:])
+			if err != nil || addr.Zone() != "" {
+				continue
+			}
+			a.Address = addr.Unmap().String()
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// Lease fields the Cilium source reads, at the time of a snapshot.
+type leaseRecord struct {
+	holder   string
+	renew    time.Time
+	duration time.Duration
+}
+
+// ciliumLeasePrefix names Cilium's L2 announcement leases: cilium-l2announce-<namespace>-<service>.
+const ciliumLeasePrefix = "cilium-l2announce-"
+
+// CiliumLeaseName is the Lease Cilium's agents elect the L2 announcer of a Service with.
+func CiliumLeaseName(namespace, service string) string {
+	return ciliumLeasePrefix + namespace + "-" + service
+}
+
+// validAt: a lease counts only while its holder renews it.
+func (l leaseRecord) validAt(now time.Time) bool {
+	return l.holder != "" && !l.renew.IsZero() && now.Before(l.renew.Add(l.duration))
+}
+
+// AnnouncerSnapshot is what the announcer sources said at one moment.
+type AnnouncerSnapshot struct {
+	// States holds every source's state; a source missing from it has not been read.
+	States    map[AnnouncerSource]SourceState
+	byService map[string][]Announcement
+	leases    map[string]leaseRecord
+	now       time.Time
+}
+
+// AnnouncementsFor returns the announcements of the Service namespace/name in the announcers' own objects
+// (those on its annotations are ServiceState's already). A Cilium lease whose holder stopped renewing it is
+// returned Expired.
+func (s AnnouncerSnapshot) AnnouncementsFor(namespace, name string) []Announcement {
+	out := append([]Announcement(nil), s.byService[namespace+"/"+name]...)
+	if l, ok := s.leases[CiliumLeaseName(namespace, name)]; ok && l.holder != "" {
+		out = append(out, Announcement{Source: SourceCiliumL2, Node: l.holder, Exclusive: true, Expired: !l.validAt(s.now)})
+	}
+	// In source order, then by node: the informers' stores list in no order, and what a person reads should
+	// not change between scrapes.
+	slices.SortStableFunc(out, func(a, b Announcement) int {
+		if c := cmp.Compare(slices.Index(AnnouncerSources, a.Source), slices.Index(AnnouncerSources, b.Source)); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Node, b.Node)
+	})
+	return out
+}
+
+// annotationStates: an annotation source is ok when some Local Service carries its annotation, absent
+// otherwise (there is nothing to be forbidden or stale: it comes with the Service).
+func annotationStates(states map[AnnouncerSource]SourceState, services []ServiceState) {
+	for _, src := range []AnnouncerSource{SourceKubeVIP, SourceOpenELB, SourcePureLB} {
+		states[src] = SourceAbsent
+	}
+	for _, svc := range services {
+		for _, a := range svc.Announcements {
+			switch a.Source {
+			case SourceKubeVIP, SourceOpenELB, SourcePureLB:
+				states[a.Source] = SourceOK
+			}
+		}
+	}
+}

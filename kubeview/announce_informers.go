@@ -1,0 +1,305 @@
+package kubeview
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
+)
+
+// The announcers' resources, read through the dynamic client: no announcer's Go module is linked, and a
+// cluster without their CRDs is a state, not an error.
+var (
+	GVRServiceL2Status  = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "servicel2statuses"}
+	GVRServiceBGPStatus = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "servicebgpstatuses"}
+	GVRLease            = schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
+)
+
+// MetalLB's labels on its status objects (internal/k8s/controllers/values.go).
+const (
+	LabelMetalLBNode             = "metallb.io/node"
+	LabelMetalLBServiceName      = "metallb.io/service-name"
+	LabelMetalLBServiceNamespace = "metallb.io/service-namespace"
+)
+
+// DefaultCiliumNamespace is where Cilium's agents keep their L2 announcement leases by default.
+const DefaultCiliumNamespace = "kube-system"
+
+// Announcers watches the announcers' own objects: MetalLB's ServiceL2Status (all of them: a holder elsewhere
+// matters here too) and this node's ServiceBGPStatus, and Cilium's L2 announcement leases in one namespace.
+// Each informer keeps retrying its list with the reflector's backoff, so a CRD installed later, or RBAC
+// granted later, is found without a restart.
+type Announcers struct {
+	node     string
+	informer map[AnnouncerSource]cache.SharedIndexInformer
+	track    map[AnnouncerSource]*sourceTrack
+}
+
+// NewDynamicClient is the announcers' API client: ClientConfig's configuration, over JSON (the announcers'
+// CRDs have no protobuf encoding).
+func NewDynamicClient(kubeconfig, userAgent string) (dynamic.Interface, error) {
+	cfg, err := ClientConfig(kubeconfig, userAgent)
+	if err != nil {
+		return nil, err
+	}
+	c, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the announcers' dynamic client: %w", err)
+	}
+	return c, nil
+}
+
+// NewAnnouncers builds the informers; nothing talks to the API server until Start.
+func NewAnnouncers(client dynamic.Interface, node, ciliumNamespace string) *Announcers {
+	a := &Announcers{node: node, informer: map[AnnouncerSource]cache.SharedIndexInformer{}, track: map[AnnouncerSource]*sourceTrack{}}
+	add := func(src AnnouncerSource, ri dynamic.ResourceInterface, tweak func(*metav1.ListOptions), transform cache.TransformFunc) {
+		t := &sourceTrack{}
+		a.track[src] = t
+		lw := &trackedLW{ri: ri, tweak: tweak, track: t}
+		inf := cache.NewSharedIndexInformerWithOptions(lw, &unstructured.Unstructured{}, cache.SharedIndexInformerOptions{})
+		_ = inf.SetTransform(transform) // fails only once the informer runs
+		// The reflector logs every failed list; a missing CRD or a forbidden read is a state, exported, and
+		// would log every backoff interval for ever.
+		_ = inf.SetWatchErrorHandlerWithContext(func(context.Context, *cache.Reflector, error) {})
+		a.informer[src] = inf
+	}
+	none := func(*metav1.ListOptions) {}
+	add(SourceMetalLBL2, client.Resource(GVRServiceL2Status), none, transformL2Status)
+	add(SourceMetalLBBGP, client.Resource(GVRServiceBGPStatus), func(o *metav1.ListOptions) {
+		o.LabelSelector = labels.Set{LabelMetalLBNode: node}.String()
+	}, transformBGPStatus)
+	add(SourceCiliumL2, client.Resource(GVRLease).Namespace(ciliumNamespace), none, transformLease)
+	return a
+}
+
+// Start runs the informers until ctx ends. Nobody waits for them: an announcer that is not installed never
+// syncs.
+func (a *Announcers) Start(ctx context.Context) {
+	for _, inf := range a.informer {
+		go inf.RunWithContext(ctx)
+	}
+}
+
+// sourceTrack is one informer's last answer from the API server.
+type sourceTrack struct {
+	mu       sync.Mutex
+	answered bool        // some list or watch succeeded
+	failed   SourceState // the state the latest failure means; "" after a success
+}
+
+func (t *sourceTrack) ok() {
+	t.mu.Lock()
+	t.answered, t.failed = true, ""
+	t.mu.Unlock()
+}
+
+func (t *sourceTrack) fail(err error) {
+	st := SourceStale
+	switch {
+	case apierrors.IsNotFound(err):
+		st = SourceAbsent
+	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
+		st = SourceForbidden
+	}
+	t.mu.Lock()
+	t.failed = st
+	t.mu.Unlock()
+}
+
+// state: the latest failure wins until the next success. Before any answer, a source that failed for
+// another reason (an unreachable API server) is stale: nothing current is known.
+func (t *sourceTrack) state(synced bool) SourceState {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.failed != "":
+		return t.failed
+	case t.answered && synced:
+		return SourceOK
+	}
+	return SourceStale
+}
+
+// trackedLW lists and watches one dynamic resource, recording each answer.
+type trackedLW struct {
+	ri    dynamic.ResourceInterface
+	tweak func(*metav1.ListOptions)
+	track *sourceTrack
+}
+
+func (l *trackedLW) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	l.tweak(&opts)
+	obj, err := l.ri.List(ctx, opts)
+	if err != nil {
+		l.track.fail(err)
+		return nil, err
+	}
+	l.track.ok()
+	return obj, nil
+}
+
+func (l *trackedLW) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	l.tweak(&opts)
+	w, err := l.ri.Watch(ctx, opts)
+	if err != nil {
+		l.track.fail(err)
+		return nil, err
+	}
+	return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+		if e.Type == watch.Error {
+			l.track.fail(apierrors.FromObject(e.Object))
+		}
+		return e, true
+	}), nil
+}
+
+func (l *trackedLW) List(opts metav1.ListOptions) (runtime.Object, error) {
+	return l.ListWithContext(context.Background(), opts)
+}
+
+func (l *trackedLW) Watch(opts metav1.ListOptions) (watch.Interface, error) {
+	return l.WatchWithContext(context.Background(), opts)
+}
+
+// IsWatchListSemanticsUnSupported: the dynamic client's lists are plain lists here, counted as answers.
+func (l *trackedLW) IsWatchListSemanticsUnSupported() bool { return true }
+
+// slim keeps an object's identity, the labels in keep and the fields at paths: the informers store nothing
+// else of the announcers' objects.
+func slim(obj any, keep []string, paths ...[]string) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	out := &unstructured.Unstructured{Object: map[string]any{}}
+	out.SetAPIVersion(u.GetAPIVersion())
+	out.SetKind(u.GetKind())
+	out.SetName(u.GetName())
+	out.SetNamespace(u.GetNamespace())
+	out.SetResourceVersion(u.GetResourceVersion())
+	if l := keepLabels(u.GetLabels(), keep...); l != nil {
+		out.SetLabels(l)
+	}
+	for _, p := range paths {
+		if v, found, _ := unstructured.NestedFieldNoCopy(u.Object, p...); found {
+			if err := unstructured.SetNestedField(out.Object, runtime.DeepCopyJSONValue(v), p...); err != nil {
+				return nil, fmt.Errorf("keeping %s of %s/%s: %w", strings.Join(p, "."), u.GetNamespace(), u.GetName(), err)
+			}
+		}
+	}
+	return out, nil
+}
+
+var metallbLabels = []string{LabelMetalLBNode, LabelMetalLBServiceName, LabelMetalLBServiceNamespace}
+
+func transformL2Status(obj any) (any, error) {
+	return slim(obj, metallbLabels, []string{"status", "node"}, []string{"status", "serviceName"}, []string{"status", "serviceNamespace"})
+}
+
+func transformBGPStatus(obj any) (any, error) {
+	return slim(obj, metallbLabels, []string{"status", "node"}, []string{"status", "serviceName"},
+		[]string{"status", "serviceNamespace"}, []string{"status", "peers"})
+}
+
+// transformLease keeps Cilium's L2 announcement leases' holder and timing, and only the name of any other
+// lease in the namespace.
+func transformLease(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if ok && !strings.HasPrefix(u.GetName(), ciliumLeasePrefix) {
+		return slim(obj, nil)
+	}
+	return slim(obj, nil, []string{"spec", "holderIdentity"}, []string{"spec", "renewTime"}, []string{"spec", "leaseDurationSeconds"})
+}
+
+// metallbRecord reads a MetalLB status object: the status fields, else the labels MetalLB sets alike.
+func metallbRecord(u *unstructured.Unstructured) (node, key string, peers []string) {
+	status, _ := u.Object["status"].(map[string]any)
+	str := func(field, label string) string {
+		if v, _ := status[field].(string); v != "" {
+			return v
+		}
+		// MetalLB labels each status alike; read them only when a field is missing (GetLabels copies the map).
+		return u.GetLabels()[label]
+	}
+	node = str("node", LabelMetalLBNode)
+	ns, name := str("serviceNamespace", LabelMetalLBServiceNamespace), str("serviceName", LabelMetalLBServiceName)
+	if ns == "" || name == "" {
+		return node, "", nil
+	}
+	if list, ok := status["peers"].([]any); ok {
+		for _, p := range list {
+			if v, ok := p.(string); ok && v != "" {
+				peers = append(peers, v)
+			}
+		}
+	}
+	return node, ns + "/" + name, peers
+}
+
+func leaseOf(u *unstructured.Unstructured) leaseRecord {
+	l := leaseRecord{}
+	l.holder, _, _ = unstructured.NestedString(u.Object, "spec", "holderIdentity")
+	if s, _, _ := unstructured.NestedString(u.Object, "spec", "renewTime"); s != "" {
+		var t metav1.MicroTime
+		if err := t.UnmarshalQueryParameter(s); err == nil {
+			l.renew = t.Time
+		}
+	}
+	if d, found, _ := unstructured.NestedInt64(u.Object, "spec", "leaseDurationSeconds"); found {
+		l.duration = time.Duration(d) * time.Second
+	}
+	return l
+}
+
+// addRecord adds what one announcer object says. A ServiceBGPStatus counts only for onlyNode ("": any node):
+// each node's exporter lists its own, and a status names the peers the Service is configured to be
+// advertised to from that node (one without peers advertises nothing).
+func (s *AnnouncerSnapshot) addRecord(src AnnouncerSource, u *unstructured.Unstructured, onlyNode string) {
+	switch src {
+	case SourceMetalLBL2:
+		if node, key, _ := metallbRecord(u); key != "" && node != "" {
+			s.byService[key] = append(s.byService[key], Announcement{Source: src, Node: node, Exclusive: true})
+		}
+	case SourceMetalLBBGP:
+		if node, key, peers := metallbRecord(u); key != "" && node != "" && (onlyNode == "" || node == onlyNode) && len(peers) > 0 {
+			s.byService[key] = append(s.byService[key], Announcement{Source: src, Node: node, Peers: peers})
+		}
+	case SourceCiliumL2:
+		if strings.HasPrefix(u.GetName(), ciliumLeasePrefix) {
+			s.leases[u.GetName()] = leaseOf(u)
+		}
+	}
+}
+
+// Snapshot reads every source's state and the records of those that are ok, at now.
+func (a *Announcers) Snapshot(now time.Time) AnnouncerSnapshot {
+	s := AnnouncerSnapshot{States: map[AnnouncerSource]SourceState{}, byService: map[string][]Announcement{}, leases: map[string]leaseRecord{}, now: now}
+	for _, src := range AnnouncerSources {
+		inf, ok := a.informer[src]
+		if !ok {
+			continue
+		}
+		st := a.track[src].state(inf.HasSynced())
+		s.States[src] = st
+		if st != SourceOK {
+			continue
+		}
+		for _, obj := range inf.GetStore().List() {
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				s.addRecord(src, u, a.node)
+			}
+		}
+	}
+	return s
+}

@@ -1,0 +1,39 @@
+package kubeview
+
+import (
+	"context"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+)
+
+// ListAnnouncers reads the announcers' objects once, cluster-wide, for a reader without informers (kubectl
+// localtraffic status): every ServiceL2Status, every node's ServiceBGPStatus, and Cilium's L2 announcement
+// Leases in ciliumNamespace, judged at now. A source that cannot be listed gets its state (absent, forbidden,
+// stale) and no records; nothing is an error. Each ServiceState's Announcements are then its own annotations'
+// and AnnouncementsFor's.
+func ListAnnouncers(ctx context.Context, client dynamic.Interface, ciliumNamespace string, now time.Time) AnnouncerSnapshot {
+	s := AnnouncerSnapshot{States: map[AnnouncerSource]SourceState{}, byService: map[string][]Announcement{}, leases: map[string]leaseRecord{}, now: now}
+	for _, src := range []struct {
+		source AnnouncerSource
+		ri     dynamic.ResourceInterface
+	}{
+		{SourceMetalLBL2, client.Resource(GVRServiceL2Status)},
+		{SourceMetalLBBGP, client.Resource(GVRServiceBGPStatus)},
+		{SourceCiliumL2, client.Resource(GVRLease).Namespace(ciliumNamespace)},
+	} {
+		list, err := src.ri.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			var t sourceTrack
+			t.fail(err)
+			s.States[src.source] = t.state(false)
+			continue
+		}
+		s.States[src.source] = SourceOK
+		for i := range list.Items {
+			s.addRecord(src.source, &list.Items[i], "")
+		}
+	}
+	return s
+}

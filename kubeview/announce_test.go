@@ -1,0 +1,242 @@
+package kubeview
+
+import (
+	"context"
+	"reflect"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+func TestAnnotationAnnouncements(t *testing.T) {
+	cases := []struct {
+		name string
+		ann  map[string]string
+		want []Announcement
+	}{
+		{"none", nil, nil},
+		{"kube-vip names a receiving node, not the only one", map[string]string{AnnotationKubeVIPHost: "node-2"},
+			[]Announcement{{Source: SourceKubeVIP, Node: "node-2"}}},
+		{"openelb layer 2", map[string]string{AnnotationOpenELBLayer2: "node-3"},
+			[]Announcement{{Source: SourceOpenELB, Node: "node-3", Exclusive: true}}},
+		{"purelb current form, one slot per address", map[string]string{
+			AnnotationPureLBIPv4: "node-a,eth0,192.0.2.10 node-b,eth0,192.0.2.11",
+			AnnotationPureLBIPv6: "node-c,a,b,::ffff:192.0.2.12"},
+			[]Announcement{
+				{Source: SourcePureLB, Node: "node-a", Address: "192.0.2.10", Exclusive: true},
+				{Source: SourcePureLB, Node: "node-b", Address: "192.0.2.11", Exclusive: true},
+				{Source: SourcePureLB, Node: "node-c", Address: "192.0.2.12", Exclusive: true},
+			}},
+		{"purelb older node,interface form covers every address", map[string]string{AnnotationPureLBIPv4: "node1,enp1s0"},
+			[]Announcement{{Source: SourcePureLB, Node: "node1", Exclusive: true}}},
+		{"purelb virtual interface names no node", map[string]string{AnnotationPureLBIPv4: "kube-lb0"}, nil},
+		{"purelb malformed entries dropped", map[string]string{AnnotationPureLBIPv4: ",eth0,192.0.2.1 n,eth0,bad n2,eth0,fe80::1%eth0"}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := AnnotationAnnouncements(c.ann); !reflect.DeepEqual(got, c.want) {
+				t.Errorf("got %+v, want %+v", got, c.want)
+			}
+		})
+	}
+}
+
+func unstr(gvr schema.GroupVersionResource, kind, ns, name string, labels map[string]string, fields map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: fields}
+	u.SetAPIVersion(gvr.GroupVersion().String())
+	u.SetKind(kind)
+	u.SetNamespace(ns)
+	u.SetName(name)
+	u.SetLabels(labels)
+	return u
+}
+
+func l2Status(name, node, svcNS, svc string) *unstructured.Unstructured {
+	return unstr(GVRServiceL2Status, "ServiceL2Status", "metallb-system", name,
+		map[string]string{LabelMetalLBNode: node, LabelMetalLBServiceName: svc, LabelMetalLBServiceNamespace: svcNS, "other": "x"},
+		map[string]any{"status": map[string]any{"node": node, "serviceName": svc, "serviceNamespace": svcNS,
+			"interfaces": []any{map[string]any{"name": "eth0"}}}})
+}
+
+func bgpStatus(name, node, svcNS, svc string, peers ...string) *unstructured.Unstructured {
+	p := []any{}
+	for _, x := range peers {
+		p = append(p, x)
+	}
+	return unstr(GVRServiceBGPStatus, "ServiceBGPStatus", "metallb-system", name,
+		map[string]string{LabelMetalLBNode: node, LabelMetalLBServiceName: svc, LabelMetalLBServiceNamespace: svcNS},
+		map[string]any{"status": map[string]any{"node": node, "serviceName": svc, "serviceNamespace": svcNS, "peers": p}})
+}
+
+func lease(ns, name, holder string, renew time.Time, seconds int64) *unstructured.Unstructured {
+	return unstr(GVRLease, "Lease", ns, name, nil, map[string]any{"spec": map[string]any{
+		"holderIdentity": holder, "renewTime": renew.UTC().Format("2006-01-02T15:04:05.000000Z07:00"),
+		"leaseDurationSeconds": seconds}})
+}
+
+func fakeDynamic(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
+	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		GVRServiceL2Status: "ServiceL2StatusList", GVRServiceBGPStatus: "ServiceBGPStatusList", GVRLease: "LeaseList",
+	}, objs...)
+}
+
+func waitAnnouncers(t *testing.T, a *Announcers, want map[AnnouncerSource]SourceState) AnnouncerSnapshot {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s := a.Snapshot(time.Now())
+		if reflect.DeepEqual(s.States, want) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("source states %v, want %v", s.States, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestAnnouncersRead(t *testing.T) {
+	now := time.Now()
+	client := fakeDynamic(
+		l2Status("l2-web", "node-2", "shop", "web"),
+		bgpStatus("bgp-web-1", "node-1", "shop", "web", "peer-a"),
+		bgpStatus("bgp-web-2", "node-2", "shop", "web", "peer-a"),
+		bgpStatus("bgp-api-1", "node-1", "shop", "api"), // no peers: advertised nowhere
+		lease("kube-system", CiliumLeaseName("shop", "cart"), "node-3", now.Add(-5*time.Second), 15),
+		lease("kube-system", CiliumLeaseName("shop", "old"), "node-3", now.Add(-time.Minute), 15),
+		lease("kube-system", "kube-scheduler", "cp-1", now, 15),
+		lease("other", CiliumLeaseName("shop", "elsewhere"), "node-4", now, 15),
+	)
+	a := NewAnnouncers(client, "node-1", DefaultCiliumNamespace)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a.Start(ctx)
+	s := waitAnnouncers(t, a, map[AnnouncerSource]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
+
+	check := func(ns, name string, want []Announcement) {
+		t.Helper()
+		if got := s.AnnouncementsFor(ns, name); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s/%s: got %+v, want %+v", ns, name, got, want)
+		}
+	}
+	check("shop", "web", []Announcement{
+		{Source: SourceMetalLBL2, Node: "node-2", Exclusive: true},
+		{Source: SourceMetalLBBGP, Node: "node-1", Peers: []string{"peer-a"}}, // node-2's is not this node's to read
+	})
+	check("shop", "api", nil)
+	check("shop", "cart", []Announcement{{Source: SourceCiliumL2, Node: "node-3", Exclusive: true}})
+	check("shop", "old", []Announcement{{Source: SourceCiliumL2, Node: "node-3", Exclusive: true, Expired: true}})
+	check("shop", "elsewhere", nil)
+
+	// What the informers keep: identity, MetalLB's labels and the fields read, nothing else.
+	for _, obj := range a.informer[SourceMetalLBL2].GetStore().List() {
+		u := obj.(*unstructured.Unstructured)
+		if _, found, _ := unstructured.NestedFieldNoCopy(u.Object, "status", "interfaces"); found || u.GetLabels()["other"] != "" {
+			t.Errorf("transform kept more than it reads: %v", u.Object)
+		}
+	}
+	for _, obj := range a.informer[SourceCiliumL2].GetStore().List() {
+		if u := obj.(*unstructured.Unstructured); u.GetName() == "kube-scheduler" && u.Object["spec"] != nil {
+			t.Errorf("a lease that is not Cilium's kept its spec: %v", u.Object)
+		}
+	}
+}
+
+func TestAnnouncersStates(t *testing.T) {
+	client := fakeDynamic()
+	client.PrependReactor("list", "servicel2statuses", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewNotFound(GVRServiceL2Status.GroupResource(), "")
+	})
+	client.PrependReactor("list", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(GVRLease.GroupResource(), "", nil)
+	})
+	a := NewAnnouncers(client, "node-1", DefaultCiliumNamespace)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a.Start(ctx)
+	s := waitAnnouncers(t, a, map[AnnouncerSource]SourceState{SourceMetalLBL2: SourceAbsent, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceForbidden})
+	if got := s.AnnouncementsFor("shop", "web"); got != nil {
+		t.Errorf("announcements from sources not ok: %+v", got)
+	}
+}
+
+func TestSourceTrack(t *testing.T) {
+	var tr sourceTrack
+	if st := tr.state(false); st != SourceStale {
+		t.Errorf("before any answer: %s", st)
+	}
+	tr.ok()
+	if st := tr.state(true); st != SourceOK {
+		t.Errorf("after a list: %s", st)
+	}
+	tr.fail(apierrors.NewServiceUnavailable("down"))
+	if st := tr.state(true); st != SourceStale {
+		t.Errorf("after a failed watch: %s", st)
+	}
+	tr.fail(apierrors.NewNotFound(GVRServiceL2Status.GroupResource(), ""))
+	if st := tr.state(true); st != SourceAbsent {
+		t.Errorf("CRD removed: %s", st)
+	}
+	tr.ok()
+	if st := tr.state(true); st != SourceOK {
+		t.Errorf("answered again: %s", st)
+	}
+}
+
+// The plugin's one-shot read sees every node's BGP statuses, and a refused source is a state.
+func TestListAnnouncers(t *testing.T) {
+	now := time.Now()
+	client := fakeDynamic(
+		l2Status("l2-web", "node-2", "shop", "web"),
+		bgpStatus("bgp-api-1", "node-1", "shop", "api", "peer-a"),
+		bgpStatus("bgp-api-3", "node-3", "shop", "api", "peer-a"),
+		lease("kube-system", CiliumLeaseName("shop", "cart"), "node-3", now, 15),
+	)
+	client.PrependReactor("list", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(GVRLease.GroupResource(), "", nil)
+	})
+	s := ListAnnouncers(context.Background(), client, DefaultCiliumNamespace, now)
+	want := map[AnnouncerSource]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceForbidden}
+	if !reflect.DeepEqual(s.States, want) {
+		t.Errorf("states %v, want %v", s.States, want)
+	}
+	if got, want := s.AnnouncementsFor("shop", "api"), []Announcement{
+		{Source: SourceMetalLBBGP, Node: "node-1", Peers: []string{"peer-a"}},
+		{Source: SourceMetalLBBGP, Node: "node-3", Peers: []string{"peer-a"}},
+	}; !reflect.DeepEqual(got, want) {
+		t.Errorf("shop/api: %+v, want %+v", got, want)
+	}
+	if got := s.AnnouncementsFor("shop", "cart"); got != nil {
+		t.Errorf("a forbidden source's records: %+v", got)
+	}
+}
+
+// A CRD installed after the exporter started is found without a restart: the informer keeps retrying its
+// list (client-go's backoff), and the source goes from absent to ok with the records.
+func TestAnnouncersRediscover(t *testing.T) {
+	client := fakeDynamic(l2Status("l2-web", "node-2", "shop", "web"))
+	var installed atomic.Bool
+	client.PrependReactor("list", "servicel2statuses", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if installed.Load() {
+			return false, nil, nil // the tracker answers
+		}
+		return true, nil, apierrors.NewNotFound(GVRServiceL2Status.GroupResource(), "")
+	})
+	a := NewAnnouncers(client, "node-1", DefaultCiliumNamespace)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a.Start(ctx)
+	waitAnnouncers(t, a, map[AnnouncerSource]SourceState{SourceMetalLBL2: SourceAbsent, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
+	installed.Store(true)
+	s := waitAnnouncers(t, a, map[AnnouncerSource]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
+	if got := s.AnnouncementsFor("shop", "web"); len(got) != 1 || got[0].Node != "node-2" {
+		t.Errorf("after the CRD appeared: %+v", got)
+	}
+}

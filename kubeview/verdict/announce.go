@@ -1,0 +1,85 @@
+package verdict
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
+)
+
+// BasisAnnouncer: the announcer (MetalLB, Cilium L2, kube-vip, OpenELB, PureLB) records that it announces the
+// load balancer IP from this node (declared).
+const BasisAnnouncer Basis = "announcer"
+
+// ReasonAnnouncedHere: an announcer announces the load balancer IP from this node, and the node drops it. The
+// announcer reads no healthCheckNodePort: it sends the traffic here whatever the node's health check answers,
+// so the page needs no grace window and no arrivals.
+const ReasonAnnouncedHere Reason = "announced_here"
+
+// announced is the rotation the announcers' records give a load balancer IP, and ok false when they say
+// nothing of it (no record, or only records of sources that are not ok, which the view leaves out). A record
+// that names this node puts it in rotation at once. A live exclusive (layer 2) record naming another node
+// takes it out: one node answers ARP and NDP for the address, and the others receive only what stale ARP
+// caches still send, which the arrivals meter weighs as for any destination out of rotation (observe). A
+// Cilium lease whose holder stopped renewing it names nobody.
+func announced(node kubeview.NodeState, svc kubeview.ServiceState, d Destination) (Rotation, string, Basis, bool) {
+	var elsewhere []kubeview.Announcement
+	for _, a := range svc.Announcements {
+		if a.Expired || !a.Covers(d.Address) {
+			continue
+		}
+		if a.Node == node.Name {
+			why := "announced from this node by " + string(a.Source)
+			if len(a.Peers) > 0 {
+				why += " to BGP peers " + strings.Join(a.Peers, ", ")
+			}
+			return In, why, BasisAnnouncer, true
+		}
+		if a.Exclusive {
+			elsewhere = append(elsewhere, a)
+		}
+	}
+	if len(elsewhere) == 0 {
+		return "", "", "", false
+	}
+	a := elsewhere[0]
+	return Out, fmt.Sprintf("announced from node %s by %s: layer 2 delivers the address to that node alone", a.Node, a.Source), "", true
+}
+
+// Unannounced reports whether svc has endpoints somewhere and a load balancer IP whose announcer's layer 2
+// record names no live holder (a Cilium lease whose holder stopped renewing it) while no other record
+// announces it: nobody answers for the address, and every client of it is lost, however many replicas
+// serve. A fact of the cluster, the same on every node.
+func Unannounced(svc kubeview.ServiceState) bool {
+	if !hasEndpoints(svc) {
+		return false
+	}
+	for _, ip := range svc.LoadBalancerIPs {
+		expired, live := false, false
+		for _, a := range svc.Announcements {
+			if !a.Covers(ip) {
+				continue
+			}
+			if a.Expired {
+				expired = true
+			} else {
+				live = true
+			}
+		}
+		if expired && !live {
+			return true
+		}
+	}
+	return false
+}
+
+func hasEndpoints(svc kubeview.ServiceState) bool {
+	for _, f := range svc.Families {
+		for _, p := range f.Ports {
+			if p.ClusterWide {
+				return true
+			}
+		}
+	}
+	return false
+}

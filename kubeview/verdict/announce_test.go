@@ -1,0 +1,148 @@
+package verdict
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
+)
+
+// TestAnnouncerRotation: a node an announcer names for a load balancer IP is in rotation for it at once,
+// whatever its health check answers, and pages announced_here when it drops the traffic; a live layer 2
+// holder elsewhere takes the node out unless arrivals outlast the grace window; BGP statuses with peers put
+// every node that has one in rotation; records of no live holder change nothing.
+func TestAnnouncerRotation(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	grace := 2 * time.Minute
+	node := kubeview.NodeState{Name: "node-2", Found: true}
+	excluded := kubeview.NodeState{Name: "node-2", Found: true, Excluded: true}
+	svc := func(local int, anns ...kubeview.Announcement) kubeview.ServiceState {
+		s := lbService(local, local)
+		s.Announcements = anns
+		return s
+	}
+	hc := func(code int) map[corev1.IPFamily]HealthCheck {
+		return map[corev1.IPFamily]HealthCheck{corev1.IPv4Protocol: {StatusCode: code, Result: "x"}}
+	}
+	ev := func(code int, o Observed) *Evidence {
+		return &Evidence{HealthChecks: hc(code), Addresses: withNodePorts(), Observed: o, Grace: grace, Now: now}
+	}
+	metallbL2 := func(n string) kubeview.Announcement {
+		return kubeview.Announcement{Source: kubeview.SourceMetalLBL2, Node: n, Exclusive: true}
+	}
+	cilium := func(n string, expired bool) kubeview.Announcement {
+		return kubeview.Announcement{Source: kubeview.SourceCiliumL2, Node: n, Exclusive: true, Expired: expired}
+	}
+	bgp := kubeview.Announcement{Source: kubeview.SourceMetalLBBGP, Node: "node-2", Peers: []string{"peer-a"}}
+	// Stale ARP caches still sending to the old holder: attempts for 5 minutes, dropped for 10.
+	arriving := Observation{Watched: true, Attempts: 300, ActiveSince: now.Add(-5 * time.Minute), LastSeen: now.Add(-time.Second),
+		Ongoing: true, DroppedSince: now.Add(-10 * time.Minute)}
+	// A failover seconds ago: the first attempts after it.
+	justNow := Observation{Watched: true, Attempts: 3, ActiveSince: now.Add(-5 * time.Second), LastSeen: now.Add(-time.Second),
+		Ongoing: true, DroppedSince: now.Add(-10 * time.Minute)}
+
+	cases := []struct {
+		name      string
+		in        Input
+		lbIP      Rotation
+		basis     Basis
+		blackhole bool
+		reason    Reason
+	}{
+		{"MetalLB L2 holder here, no replica, health check 503: critical at once, no arrivals needed",
+			Input{Service: svc(0, metallbL2("node-2")), Node: node, Evidence: ev(503, seen{})},
+			In, BasisAnnouncer, true, ReasonAnnouncedHere},
+		{"Cilium L2 lease held here, clients arriving: still the announcer's reason",
+			Input{Service: svc(0, cilium("node-2", false)), Node: node, Evidence: ev(503, seen{LoadBalancerIP: arriving})},
+			In, BasisAnnouncer, true, ReasonAnnouncedHere},
+		{"holder here and a replica: in rotation, served",
+			Input{Service: svc(1, metallbL2("node-2")), Node: node, Evidence: ev(200, seen{})},
+			In, BasisAnnouncer, false, ""},
+		{"the announcer ignores the exclude label's verdict: it says where traffic goes",
+			Input{Service: svc(0, metallbL2("node-2")), Node: excluded, Evidence: ev(503, seen{})},
+			In, BasisAnnouncer, true, ReasonAnnouncedHere},
+		{"holder elsewhere, this node answers 200: out for the VIP (the health check does not steer layer 2)",
+			Input{Service: svc(1, metallbL2("node-1")), Node: node, Evidence: ev(200, seen{})},
+			Out, "", false, ""},
+		{"holder elsewhere, arrivals past grace (stale ARP caches): the meter keeps its say",
+			Input{Service: svc(0, cilium("node-1", false)), Node: node, Evidence: ev(503, seen{LoadBalancerIP: arriving})},
+			In, BasisArrivals, true, ReasonHealthCheckIgnored},
+		{"holder elsewhere, arrivals within grace: out",
+			Input{Service: svc(0, cilium("node-1", false)), Node: node, Evidence: ev(503, seen{LoadBalancerIP: justNow})},
+			Out, "", false, ""},
+		{"expired lease here: names nobody, today's rules decide (503: out)",
+			Input{Service: svc(0, cilium("node-2", true)), Node: node, Evidence: ev(503, seen{})},
+			Out, "", false, ""},
+		{"expired lease elsewhere does not take this node out: its 200 keeps it",
+			Input{Service: svc(1, cilium("node-1", true)), Node: node, Evidence: ev(200, seen{})},
+			In, BasisHealthCheck, false, ""},
+		{"MetalLB BGP status with peers here: in rotation, dropped: critical",
+			Input{Service: svc(0, bgp), Node: node, Evidence: ev(503, seen{})},
+			In, BasisAnnouncer, true, ReasonAnnouncedHere},
+		{"kube-vip names another node: not exclusive, today's rules decide",
+			Input{Service: svc(1, kubeview.Announcement{Source: kubeview.SourceKubeVIP, Node: "node-1"}), Node: node, Evidence: ev(200, seen{})},
+			In, BasisHealthCheck, false, ""},
+		{"PureLB names this node for another address only: today's rules",
+			Input{Service: svc(0, kubeview.Announcement{Source: kubeview.SourcePureLB, Node: "node-2", Address: "192.0.2.99", Exclusive: true}),
+				Node: node, Evidence: ev(503, seen{})},
+			Out, "", false, ""},
+		{"plugin (no node evidence): a holder without a replica is a blackhole, not drained",
+			Input{Service: svc(0, metallbL2("node-2")), Node: node},
+			In, BasisAnnouncer, true, ReasonAnnouncedHere},
+		{"plugin: holder elsewhere, this node with a replica: out for the VIP",
+			Input{Service: svc(1, metallbL2("node-1")), Node: node},
+			Out, "", false, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			v := Decide(c.in)
+			var lb *Entry
+			for i, e := range v.Families[0].Entries {
+				if e.Kind == LoadBalancerIP {
+					lb = &v.Families[0].Entries[i]
+				}
+			}
+			if lb == nil {
+				t.Fatal("no load balancer IP entry")
+			}
+			if lb.Rotation != c.lbIP || lb.Basis != c.basis {
+				t.Errorf("LB IP rotation %s basis %q (%s), want %s %q", lb.Rotation, lb.Basis, lb.Why, c.lbIP, c.basis)
+			}
+			if lb.Rotation == In && lb.Dropped != c.blackhole || lb.Reason != c.reason {
+				t.Errorf("LB IP dropped %v reason %q, want blackhole %v reason %q", lb.Dropped, lb.Reason, c.blackhole, c.reason)
+			}
+		})
+	}
+	if !ReasonAnnouncedHere.Critical() {
+		t.Error("announced_here must page as critical")
+	}
+}
+
+func TestUnannounced(t *testing.T) {
+	svc := func(local int, clusterWide bool, anns ...kubeview.Announcement) kubeview.ServiceState {
+		s := lbService(local, local)
+		s.Families[0].Ports[0].ClusterWide = clusterWide
+		s.Announcements = anns
+		return s
+	}
+	expired := kubeview.Announcement{Source: kubeview.SourceCiliumL2, Node: "node-1", Exclusive: true, Expired: true}
+	live := kubeview.Announcement{Source: kubeview.SourceMetalLBL2, Node: "node-3", Exclusive: true}
+	cases := []struct {
+		name string
+		svc  kubeview.ServiceState
+		want bool
+	}{
+		{"expired lease, endpoints elsewhere: nobody answers", svc(0, true, expired), true},
+		{"expired lease, no endpoint anywhere: an outage of its own, not this one", svc(0, false, expired), false},
+		{"expired lease and a live record: announced", svc(0, true, expired, live), false},
+		{"no record at all: unknown, not unannounced", svc(0, true), false},
+		{"live holder", svc(1, true, live), false},
+	}
+	for _, c := range cases {
+		if got := Unannounced(c.svc); got != c.want {
+			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
+		}
+	}
+}
