@@ -12,14 +12,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/localtraffic/localtraffic-exporter/cmd/internal/endpoint"
 )
 
-// The exporter's own defaults (cmd/localtraffic-exporter's --web.listen-address and --web.telemetry-path), for
-// a DaemonSet whose exporter container does not set them. TestExporterDefaultsAreTheExporters keeps them equal to
-// the exporter's flags.
+// The exporter's own defaults (its --web.listen-address and --web.telemetry-path), for a DaemonSet whose
+// exporter container does not set them: the exporter's flags default to the same constants.
 const (
-	exporterDefaultListen = ":9746"
-	exporterDefaultPath   = "/metrics"
+	exporterDefaultListen = endpoint.DefaultListenAddress
+	exporterDefaultPath   = endpoint.DefaultPath
 )
 
 // exporterInstall is where the installed DaemonSet's exporter serves its metrics, read from the DaemonSet itself

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/localtraffic/localtraffic-exporter/cmd/internal/endpoint"
 	"github.com/localtraffic/localtraffic-exporter/collector"
 	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
 )
@@ -62,8 +63,6 @@ type options struct {
 	version            bool
 }
 
-const defaultListenAddress = ":9746"
-
 // defaultShutdownGrace leaves in-flight scrapes most of the DaemonSet's terminationGracePeriodSeconds (10 s)
 // while the process still exits before the kubelet's SIGKILL.
 const defaultShutdownGrace = 5 * time.Second
@@ -104,8 +103,8 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		return errVersion
 	}).Bool()
 
-	web := kingpinflag.AddFlags(app, defaultListenAddress)
-	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&o.telemetryPath)
+	web := kingpinflag.AddFlags(app, endpoint.DefaultListenAddress)
+	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default(endpoint.DefaultPath).StringVar(&o.telemetryPath)
 	intFlag(app, "web.max-requests", "Scrapes served at once; more get 503.", "10", &o.maxRequests)
 	app.Flag("kubeconfig", "Path to a kubeconfig; empty uses the in-cluster config.").StringVar(&o.kubeconfig)
 	app.Flag("node-name", "The node this exporter runs on (default $NODE_NAME).").Default(getenv("NODE_NAME")).StringVar(&o.nodeName)

@@ -6,8 +6,9 @@ import (
 	"time"
 )
 
-// NewSnapshot builds a Snapshot from known port states: for callers that test against a Reader without
-// running one (the exporter's own scrape tests), and for other readers of the same rules. All states
+// NewSnapshot builds a Snapshot from known port states. A Snapshot keeps its states unexported (they are
+// indexed by kube-proxy's chain hash), so this is the only way a Reader implemented outside this package
+// returns one: a reader of another rule source, or the fakes the exporter's scrape tests read. All states
 // belong to the first of families (FamilyIPv4 when families is empty); the other families are read but
 // hold no rule. States are taken as given (Drop and DropPackets are not derived from Drops).
 func NewSnapshot(mode Mode, backend Backend, families []string, readAt time.Time, ports map[ServicePort]PortState) *Snapshot {
