@@ -110,7 +110,8 @@ exporter: {port: 9800}
 				t.Fatalf("helm install --dry-run=server: %v", err)
 			}
 			objs := countObjects(t, manifest)
-			out, err := kubectl(ctx, c, []byte(manifest), "apply", "-n", helmNamespace, "-f", "-", "--dry-run=server", "--validate=strict")
+			// Every object names its namespace: the release's, and the Cilium lease Role's (kube-system).
+			out, err := kubectl(ctx, c, []byte(manifest), "apply", "-f", "-", "--dry-run=server", "--validate=strict")
 			if err != nil {
 				t.Fatal(err)
 			}
