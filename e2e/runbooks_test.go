@@ -193,6 +193,7 @@ func TestRunbooksRun(t *testing.T) {
 	ctx := testContext(t)
 	cmds := readRunbooks(t)
 	installPrometheusOperatorCRDs(t, c)
+	installMetalLBCRDs(t, c) // the announcer runbooks list MetalLB's status objects
 
 	// The Service: LoadBalancer, Local, its only ready endpoint on node-1.
 	nodes := c.Nodes()
