@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/dynamic"
 
@@ -14,8 +14,8 @@ import (
 )
 
 // addAnnouncerFlags adds the flags of the announcers' reads to a live command (status, audit, drain-check).
-func addAnnouncerFlags(fs *pflag.FlagSet, o *options) {
-	fs.StringVar(&o.ciliumNamespace, "cilium-namespace", kubeview.DefaultCiliumNamespace,
+func addAnnouncerFlags(cmd *cobra.Command, o *options) {
+	cmd.Flags().StringVar(&o.ciliumNamespace, "cilium-namespace", kubeview.DefaultCiliumNamespace,
 		"the namespace of Cilium's L2 announcement Leases (cilium-l2announce-<namespace>-<service>), as the exporter's --announcers.cilium-namespace")
 }
 

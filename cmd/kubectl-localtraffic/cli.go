@@ -118,7 +118,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 	status.Flags().StringSliceVar(&o.nodePortAddresses, "node-port-addresses", nil, "kube-proxy's nodePortAddresses (CIDRs, or primary), "+
 		"which the API does not show: a node none of whose addresses is inside serves no NodePort, and a NodePort it would drop is "+
 		"shown as cannot tell (default: kube-proxy's default, every node serves NodePorts)")
-	addAnnouncerFlags(status.Flags(), o)
+	addAnnouncerFlags(status, o)
 	status.Flags().StringVar(&o.exporterDaemonSet, "exporter-daemonset", "", "the exporter's DaemonSet (--from-exporters; default: the one in --exporter-namespace that runs the exporter)")
 
 	audit := &cobra.Command{
@@ -141,7 +141,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 	o.files.AddFlags(audit.Flags())
 	audit.Flags().IntVar(&o.nodes, "nodes", 0, "manifest mode: this many synthetic untainted nodes receive the traffic")
 	audit.Flags().StringVar(&o.nodesFile, "nodes-file", "", "manifest mode: Node objects (YAML or JSON) standing in for the cluster")
-	addAnnouncerFlags(audit.Flags(), o)
+	addAnnouncerFlags(audit, o)
 	audit.Flags().StringVar(&o.stdinName, "stdin-filename", "", "with -f - and -o sarif (required there): the repository file code scanning attaches standard input's findings to, e.g. the kustomization that was built")
 	drain := &cobra.Command{
 		Use:   "drain-check NODE",
@@ -160,7 +160,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 		},
 	}
 	drain.Flags().StringVarP(&o.output, "output", "o", "text", "text or json")
-	addAnnouncerFlags(drain.Flags(), o)
+	addAnnouncerFlags(drain, o)
 	root.AddCommand(status, audit, drain)
 
 	if err := root.Execute(); err != nil {
