@@ -150,3 +150,61 @@ func TestStatusAnnouncerForbidden(t *testing.T) {
 		}
 	}
 }
+
+// audit warns when a layer 2 announcer's record names a node without a ready endpoint of the Local Service
+// (Cilium's L2 announcer without its local-backend gate, or MetalLB mid-failover), naming the node, and not when
+// the holder has one.
+func TestAuditAnnouncedWithoutLocal(t *testing.T) {
+	now := time.Now()
+	for _, c := range []struct {
+		name   string
+		rec    runtime.Object
+		source string
+	}{
+		{"cilium-l2", ciliumLease("checkout", "node-2", now, 15), "cilium_l2"},
+		{"metallb-l2", metallbL2Status("checkout", "node-2"), "metallb_l2"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := find(t, Audit(announcedCluster(announcerClient(c.rec))), AnnouncedWithoutLocal)
+			if f.Severity != Warning || !slices.Equal(f.Nodes, []string{"node-2"}) || !strings.HasPrefix(f.Message, c.source+" announces") {
+				t.Errorf("finding %+v", f)
+			}
+			if f.Why == "" || f.Fix == "" {
+				t.Error("no why or fix")
+			}
+		})
+	}
+	for name, rec := range map[string]runtime.Object{
+		"holder with a replica": ciliumLease("checkout", "node-1", now, 15),
+		"expired lease":         ciliumLease("checkout", "node-2", now.Add(-time.Minute), 15),
+	} {
+		if r := Audit(announcedCluster(announcerClient(rec))); hasFinding(r, AnnouncedWithoutLocal) {
+			t.Errorf("%s: %v", name, ids(r))
+		}
+	}
+}
+
+// MetalLB with Local announces from the nodes with a ready local endpoint only: one replica is one node between
+// the Service and an outage. Found from MetalLB's records (live) as from its annotations; not for a Service
+// MetalLB does not announce, nor for replicas spread over two nodes or more.
+func TestAuditMetalLBFewNodes(t *testing.T) {
+	if !hasFinding(Audit(announcedCluster(announcerClient(metallbL2Status("checkout", "node-1")))), MetalLBFewNodes) {
+		t.Error("one replica announced by MetalLB: no LT113")
+	}
+	if hasFinding(Audit(announcedCluster(announcerClient(ciliumLease("checkout", "node-1", time.Now(), 15)))), MetalLBFewNodes) {
+		t.Error("LT113 for a Service Cilium announces")
+	}
+	svc := nodePortService("checkout", loadBalancer, annotated("metallb.io/address-pool", "production"))
+	c := live(workers(3), svc, deployment("checkout", 2, spread(true)), "node-1", "node-1")
+	if f := find(t, Audit(c), MetalLBFewNodes); !strings.Contains(f.Message, "ready endpoints on one node now") {
+		t.Errorf("two replicas on one node: %q", f.Message)
+	}
+	c = live(workers(3), svc, deployment("checkout", 2, spread(true)), "node-1", "node-2")
+	if r := Audit(c); hasFinding(r, MetalLBFewNodes) {
+		t.Errorf("two replicas on two nodes: %v", ids(r))
+	}
+}
+
+func hasFinding(r Report, id RuleID) bool {
+	return slices.ContainsFunc(r.Findings(), func(f Finding) bool { return f.ID == id })
+}
