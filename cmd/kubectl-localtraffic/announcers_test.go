@@ -35,7 +35,11 @@ func fakeAnnouncers(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
 // check node port) with the announcers' records in dyn.
 func invokeAnnounced(t *testing.T, dyn dynamic.Interface, args ...string) result {
 	t.Helper()
-	objs := drillObjects(true)
+	return invokeAnnouncedOn(t, drillObjects(true), dyn, args...)
+}
+
+func invokeAnnouncedOn(t *testing.T, objs []runtime.Object, dyn dynamic.Interface, args ...string) result {
+	t.Helper()
 	for _, o := range objs {
 		if s, ok := o.(*corev1.Service); ok {
 			s.Spec.Type, s.Spec.HealthCheckNodePort = corev1.ServiceTypeLoadBalancer, 32000
@@ -133,5 +137,20 @@ func TestStatusAnnouncersForbidden(t *testing.T) {
 	}
 	if want := "could not read the announcers' records (metallb_l2: forbidden)"; !strings.Contains(r.errOut, want) || strings.Count(r.errOut, "\n") != 1 {
 		t.Errorf("stderr %q, want one line with %q", r.errOut, want)
+	}
+}
+
+// drain-check reads the announcers too: with the replicas spread over three nodes, draining node-2, which MetalLB
+// names for the VIP, leaves the announced node without a replica (exit 1, naming it) until MetalLB moves the
+// address; without the record node-2 is merely drained by its health check (exit 0).
+func TestDrainCheckAnnouncers(t *testing.T) {
+	drain := []string{"drain-check", "node-2", "-n", "kubelings", "-o", "json"}
+	r := invokeAnnouncedOn(t, drillObjects(false), fakeAnnouncers(), drain...)
+	if r.code != 0 {
+		t.Errorf("no record: exit %d, want 0\n%s%s", r.code, r.out, r.errOut)
+	}
+	r = invokeAnnouncedOn(t, drillObjects(false), fakeAnnouncers(l2Status("node-2")), drain...)
+	if r.code != 1 || !strings.Contains(r.out, "node-2 would drop") || !strings.Contains(r.out, "load balancer IP 192.0.2.10:80/TCP") {
+		t.Errorf("MetalLB names node-2: exit %d, want 1 with node-2 dropping the VIP\n%s%s", r.code, r.out, r.errOut)
 	}
 }
