@@ -119,7 +119,8 @@ func TestStatusLiveAnnouncers(t *testing.T) {
 	if _, _, un := statusOf(t, r); r.code != 1 || !slices.Equal(un, []string{"192.0.2.10"}) {
 		t.Errorf("expired lease: exit %d, unannounced %v; want 1, 192.0.2.10", r.code, un)
 	}
-	if r := invokeAnnounced(t, stale, "status", "-n", "kubelings", "--cilium-namespace", "cilium"); !strings.Contains(r.out, "unannounced: no node announces 192.0.2.10") {
+	if r := invokeAnnounced(t, stale, "status", "-n", "kubelings", "--cilium-namespace", "cilium"); !strings.Contains(r.out, "DROP kubelings/checkout: ") ||
+		!strings.Contains(r.out, "unannounced: no node announces 192.0.2.10") {
 		t.Errorf("text output does not say the VIP is unannounced:\n%s", r.out)
 	}
 }
