@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -278,7 +280,8 @@ func installMetalLBCRDs(t testing.TB, c *cluster.Cluster) {
 // (2m, the default), and the nodes are not paged; once the announcer names them, they page announced_here
 // (critical) within a few seconds. Then the holder and the route move to node-1, which serves: no blackhole on
 // node-2 or node-4. Finally Cilium's holder stops renewing its lease while the replica still serves: the
-// Service is unannounced, on every node alike.
+// Service is unannounced, on every node alike. kubectl localtraffic status, reading the same records through the
+// real apiserver, agrees at each step: the named node DROP (exit 1), then clean, then unannounced (exit 1).
 func TestAnnouncerHolderWithoutReplica(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := testContext(t)
@@ -354,6 +357,17 @@ func TestAnnouncerHolderWithoutReplica(t *testing.T) {
 		})
 	}
 
+	// kubectl localtraffic status reads the same records cluster-wide: each named node without a replica is the
+	// Service's one blackhole (DROP, exit 1), where the plugin without the announcers' objects said "cannot tell"
+	// for MetalLB and Cilium.
+	p := newPlugin(t, ctx, c)
+	for _, s := range scenarios {
+		code, holes, _ := pluginAnnounced(t, ctx, p, s.svc)
+		if code != 1 || !slices.Equal(holes, []string{s.node}) {
+			t.Errorf("status %s (%s names %s): exit %d, blackholes %v; want 1, [%s]", s.svc.Name, s.record, s.node, code, holes, s.node)
+		}
+	}
+
 	// The announcer fails over to node-1, which has the replica, and the network follows it.
 	for _, s := range scenarios {
 		if err := records[s.record].hold(ctx, s.svc, "node-1"); err != nil {
@@ -374,6 +388,9 @@ func TestAnnouncerHolderWithoutReplica(t *testing.T) {
 			metricIs("localtraffic_blackhole", svcLabels(s.svc, "node-1"), 0)); err != nil {
 			t.Error(err)
 		}
+		if code, holes, un := pluginAnnounced(t, ctx, p, s.svc); code != 0 || len(holes) > 0 || len(un) > 0 {
+			t.Errorf("status %s held by node-1: exit %d, blackholes %v, unannounced %v; want 0 and none", s.svc.Name, code, holes, un)
+		}
 	}
 
 	// Cilium's holder stops renewing its lease: nobody answers ARP for the address any more.
@@ -389,7 +406,35 @@ func TestAnnouncerHolderWithoutReplica(t *testing.T) {
 				return expectMetrics(ctx, c, node, metricIs("localtraffic_service_unannounced", svcLabels(s.svc, node), 1))
 			})
 		}
+		if code, _, un := pluginAnnounced(t, ctx, p, s.svc); code != 1 || !slices.Equal(un, []string{s.lbIP}) {
+			t.Errorf("status %s, its lease expired: exit %d, unannounced %v; want 1, [%s]", s.svc.Name, code, un, s.lbIP)
+		}
 	}
+}
+
+// pluginAnnounced runs `kubectl localtraffic status -o json` for svc: the exit status, the nodes it calls
+// blackholes and the load balancer IPs it reports unannounced.
+func pluginAnnounced(t *testing.T, ctx context.Context, p plugin, svc *corev1.Service) (code int, holes, unannounced []string) {
+	t.Helper()
+	r := p.run(t, ctx, "", "status", "-n", svc.Namespace, svc.Name, "-o", "json")
+	var st struct {
+		Services []struct {
+			Nodes []struct {
+				Node      string `json:"node"`
+				Blackhole bool   `json:"blackhole"`
+			} `json:"nodes"`
+			Unannounced []string `json:"unannounced"`
+		} `json:"services"`
+	}
+	if err := json.Unmarshal([]byte(r.out), &st); err != nil || len(st.Services) != 1 {
+		t.Fatalf("status -o json (exit %d): %v %s%s", r.code, err, r.out, r.errOut)
+	}
+	for _, n := range st.Services[0].Nodes {
+		if n.Blackhole {
+			holes = append(holes, n.Node)
+		}
+	}
+	return r.code, holes, st.Services[0].Unannounced
 }
 
 // TestAnnouncerLeaseForbidden: an exporter told to read Cilium's leases in a namespace its ServiceAccount has no

@@ -106,8 +106,9 @@ func TestPluginFromExporters(t *testing.T) {
 }
 
 // pluginUserKubeconfig is a kubeconfig usable from the host namespace for a ServiceAccount e2e-plugin/<name> bound
-// to deploy/audit-rbac's ClusterRole and, in the exporter's namespace, allowed to find the exporter's pods and,
-// with portForward, to port-forward to them.
+// to deploy/audit-rbac's ClusterRole and its Role for Cilium's leases in kube-system (as deploy/audit-rbac says to
+// bind them) and, in the exporter's namespace, allowed to find the exporter's pods and, with portForward, to
+// port-forward to them.
 func pluginUserKubeconfig(t *testing.T, c *cluster.Cluster, exporterNS, name string, portForward bool) string {
 	t.Helper()
 	ctx := testContext(t)
@@ -128,6 +129,8 @@ func pluginUserKubeconfig(t *testing.T, c *cluster.Cluster, exporterNS, name str
 	for _, err := range []error{
 		ignoreExists(rbac.ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: objName},
 			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "localtraffic-audit"}, Subjects: subject}, metav1.CreateOptions{})),
+		ignoreExists(rbac.RoleBindings("kube-system").Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: objName},
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "localtraffic-audit-announcers"}, Subjects: subject}, metav1.CreateOptions{})),
 		ignoreExists(rbac.Roles(exporterNS).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: objName}, Rules: rules}, metav1.CreateOptions{})),
 		ignoreExists(rbac.RoleBindings(exporterNS).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: objName},
 			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: objName}, Subjects: subject}, metav1.CreateOptions{})),
@@ -138,6 +141,7 @@ func pluginUserKubeconfig(t *testing.T, c *cluster.Cluster, exporterNS, name str
 	}
 	t.Cleanup(func() {
 		_ = rbac.ClusterRoleBindings().Delete(ctx, objName, metav1.DeleteOptions{})
+		_ = rbac.RoleBindings("kube-system").Delete(ctx, objName, metav1.DeleteOptions{})
 		_ = rbac.Roles(exporterNS).Delete(ctx, objName, metav1.DeleteOptions{})
 		_ = rbac.RoleBindings(exporterNS).Delete(ctx, objName, metav1.DeleteOptions{})
 	})

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // AnnouncerSource is one announcer's own record of which node announces a Service's load balancer IP. On bare
@@ -205,4 +207,14 @@ func annotationStates(states map[AnnouncerSource]SourceState, services []Service
 			}
 		}
 	}
+}
+
+// AddTo adds to st, the state of svc, the announcements of the announcers' own objects, as every reader of the
+// announcers does (the exporter's snapshot, the plugin's status): only a LoadBalancer Service has load
+// balancer IPs an announcer announces.
+func (s AnnouncerSnapshot) AddTo(st *ServiceState, svc *corev1.Service) {
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+		return
+	}
+	st.Announcements = append(st.Announcements, s.AnnouncementsFor(svc.Namespace, svc.Name)...)
 }

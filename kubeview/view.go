@@ -204,8 +204,8 @@ func (v *View) Snapshot() (Snapshot, error) {
 		}
 		st := ServiceStateOf(svc, slices)
 		st.IgnoredReason, st.Ignored = IgnoredReason(svc, v.ignore)
-		if v.announcers != nil && svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
-			st.Announcements = append(st.Announcements, ann.AnnouncementsFor(svc.Namespace, svc.Name)...)
+		if v.announcers != nil {
+			ann.AddTo(&st, svc)
 		}
 		snap.Services = append(snap.Services, st)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/version"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -38,6 +39,9 @@ type app struct {
 	client      func(*genericclioptions.ConfigFlags) (kubernetes.Interface, error)
 	// exporters reaches a port of a pod as the user (status --from-exporters); tests replace it.
 	exporters func(*genericclioptions.ConfigFlags) (fetcher, error)
+	// dynamic reaches the announcers' objects (MetalLB's statuses, Cilium's leases); nil reads none (tests
+	// replace it with a fake dynamic client).
+	dynamic func(*genericclioptions.ConfigFlags) (dynamic.Interface, error)
 }
 
 type options struct {
@@ -56,6 +60,8 @@ type options struct {
 	exporterDaemonSet string
 	// nodePortAddresses: kube-proxy's nodePortAddresses as the user knows it (status).
 	nodePortAddresses []string
+	// ciliumNamespace: where Cilium's L2 announcement Leases are (live status, audit, drain-check).
+	ciliumNamespace string
 }
 
 // run parses args and executes the command; it returns the exit status.
@@ -112,6 +118,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 	status.Flags().StringSliceVar(&o.nodePortAddresses, "node-port-addresses", nil, "kube-proxy's nodePortAddresses (CIDRs, or primary), "+
 		"which the API does not show: a node none of whose addresses is inside serves no NodePort, and a NodePort it would drop is "+
 		"shown as cannot tell (default: kube-proxy's default, every node serves NodePorts)")
+	addAnnouncerFlags(status, o)
 	status.Flags().StringVar(&o.exporterDaemonSet, "exporter-daemonset", "", "the exporter's DaemonSet (--from-exporters; default: the one in --exporter-namespace that runs the exporter)")
 
 	audit := &cobra.Command{
@@ -134,6 +141,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 	o.files.AddFlags(audit.Flags())
 	audit.Flags().IntVar(&o.nodes, "nodes", 0, "manifest mode: this many synthetic untainted nodes receive the traffic")
 	audit.Flags().StringVar(&o.nodesFile, "nodes-file", "", "manifest mode: Node objects (YAML or JSON) standing in for the cluster")
+	addAnnouncerFlags(audit, o)
 	audit.Flags().StringVar(&o.stdinName, "stdin-filename", "", "with -f - and -o sarif (required there): the repository file code scanning attaches standard input's findings to, e.g. the kustomization that was built")
 	drain := &cobra.Command{
 		Use:   "drain-check NODE",
@@ -152,6 +160,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 		},
 	}
 	drain.Flags().StringVarP(&o.output, "output", "o", "text", "text or json")
+	addAnnouncerFlags(drain, o)
 	root.AddCommand(status, audit, drain)
 
 	if err := root.Execute(); err != nil {
@@ -200,10 +209,16 @@ func (a *app) readCluster(ctx context.Context, o *options,
 	if err != nil {
 		return nil, "", badInputf("kubeconfig: %w", err)
 	}
+	announcers := a.startAnnouncers(ctx, o)
 	c, err := load(ctx, cs, ns)
+	ann, annErr := announcers()
 	if err != nil {
 		return nil, ns, apiError{err}
 	}
+	if annErr != nil {
+		return nil, ns, annErr
+	}
+	c.Announcers = ann
 	return c, ns, nil
 }
 

@@ -107,6 +107,9 @@ var findingCases = []struct {
 	{placement.SelectorMatchesNone,
 		join(service("NodePort", ""), strings.ReplaceAll(deploymentYAML("3", noSurge, honorSpread), "{app: checkout}", "{app: checkout-v2}")),
 		join(service("NodePort", ""), deploymentYAML("3", noSurge, honorSpread))},
+	{placement.MetalLBFewNodes,
+		join(service("LoadBalancer", `metallb.io/address-pool: production`), deploymentYAML("1", noSurge, honorSpread)),
+		join(service("LoadBalancer", `metallb.io/address-pool: production`), deploymentYAML("3", noSurge, honorSpread))},
 }
 
 // objectsOf decodes manifests into API objects for the fake clientset (autoscaling/v1 as the apiserver would
@@ -181,7 +184,9 @@ func TestEveryFindingFromManifestsAndLive(t *testing.T) {
 		covered[tc.id] = true
 	}
 	for _, r := range placement.Rules() {
-		if !covered[r.ID] && r.ID != placement.BlackholeNow { // LT100 needs running pods: TestAuditLive
+		// LT100 needs running pods (TestAuditLive); LT112 running pods and an announcer's records
+		// (placement's TestAuditAnnouncedWithoutLocal).
+		if !covered[r.ID] && r.ID != placement.BlackholeNow && r.ID != placement.AnnouncedWithoutLocal {
 			t.Errorf("no case for %s", r.ID)
 		}
 	}

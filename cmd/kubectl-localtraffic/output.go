@@ -127,7 +127,7 @@ func writeStatusText(w io.Writer, st []placement.ServiceStatus, colour, observed
 		switch {
 		case s.Ignored:
 			mark = p.paint(dim, "IGN ")
-		case len(s.Blackholes()) > 0:
+		case s.Failing(): // a node blackholes, or nobody announces a load balancer IP: its traffic is lost
 			mark = p.paint(red+bold, "DROP")
 		case s.Outage:
 			mark = p.paint(yellow, "DOWN")

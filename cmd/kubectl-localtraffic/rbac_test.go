@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"slices"
@@ -8,44 +9,64 @@ import (
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	sigsyaml "sigs.k8s.io/yaml"
 )
 
-// The ClusterRole localtraffic-audit grants exactly the calls live mode makes: every (group, resource, verb) the
-// plugin issues against a fake apiserver, and nothing more.
+// The ClusterRole localtraffic-audit grants exactly the cluster-wide calls live mode makes, and the Role
+// localtraffic-audit-announcers exactly the calls in Cilium's namespace (its L2 announcement Leases): every
+// (namespace, group, resource, verb) the plugin issues against fake apiservers, typed and dynamic, and
+// nothing more.
 func TestAuditClusterRoleIsExactlyWhatLiveModeUses(t *testing.T) {
 	cs := fake.NewClientset(drillObjects(true)...)
-	if _, err := loadLive(context.Background(), cs, ""); err != nil {
+	dyn := fakeAnnouncers()
+	a := &app{errOut: &bytes.Buffer{},
+		client:  func(*genericclioptions.ConfigFlags) (kubernetes.Interface, error) { return cs, nil },
+		dynamic: func(*genericclioptions.ConfigFlags) (dynamic.Interface, error) { return dyn, nil }}
+	o := &options{kube: genericclioptions.NewConfigFlags(false), allNamespaces: true, ciliumNamespace: "kube-system"}
+	if _, _, err := a.readCluster(context.Background(), o, loadLive); err != nil {
 		t.Fatal(err)
 	}
-	made := map[string]bool{}
-	for _, a := range cs.Actions() {
-		made[a.GetResource().Group+"/"+a.GetResource().Resource+":"+a.GetVerb()] = true
-	}
-	b, err := os.ReadFile("../../deploy/audit-rbac/clusterrole.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var role rbacv1.ClusterRole
-	if err := sigsyaml.UnmarshalStrict(b, &role); err != nil {
-		t.Fatal(err)
-	}
-	if role.Name != "localtraffic-audit" {
-		t.Errorf("ClusterRole is named %q", role.Name)
-	}
-	granted := map[string]bool{}
-	for _, r := range role.Rules {
-		if len(r.ResourceNames) > 0 || len(r.NonResourceURLs) > 0 {
-			t.Errorf("unexpected rule %+v", r)
+	made := map[string]map[string]bool{} // namespace -> "group/resource:verb"
+	for _, act := range append(cs.Actions(), dyn.Actions()...) {
+		ns := ""
+		if n, ok := act.(k8stesting.ListAction); ok {
+			ns = n.GetNamespace()
 		}
-		for _, g := range r.APIGroups {
-			for _, res := range r.Resources {
-				for _, v := range r.Verbs {
-					granted[g+"/"+res+":"+v] = true
+		if made[ns] == nil {
+			made[ns] = map[string]bool{}
+		}
+		made[ns][act.GetResource().Group+"/"+act.GetResource().Resource+":"+act.GetVerb()] = true
+	}
+	grants := func(rules []rbacv1.PolicyRule) map[string]bool {
+		out := map[string]bool{}
+		for _, r := range rules {
+			if len(r.ResourceNames) > 0 || len(r.NonResourceURLs) > 0 {
+				t.Errorf("unexpected rule %+v", r)
+			}
+			for _, g := range r.APIGroups {
+				for _, res := range r.Resources {
+					for _, v := range r.Verbs {
+						out[g+"/"+res+":"+v] = true
+					}
 				}
 			}
 		}
+		return out
+	}
+	var role rbacv1.ClusterRole
+	readYAML(t, "../../deploy/audit-rbac/clusterrole.yaml", &role)
+	if role.Name != "localtraffic-audit" {
+		t.Errorf("ClusterRole is named %q", role.Name)
+	}
+	var nsRole rbacv1.Role
+	readYAML(t, "../../deploy/audit-rbac/announcers-role.yaml", &nsRole)
+	if nsRole.Name != "localtraffic-audit-announcers" || nsRole.Namespace != "kube-system" {
+		t.Errorf("Role is %s/%s", nsRole.Namespace, nsRole.Name)
 	}
 	keys := func(m map[string]bool) []string {
 		var out []string
@@ -55,7 +76,26 @@ func TestAuditClusterRoleIsExactlyWhatLiveModeUses(t *testing.T) {
 		sort.Strings(out)
 		return out
 	}
-	if !slices.Equal(keys(made), keys(granted)) {
-		t.Errorf("live mode makes\n  %v\nthe ClusterRole grants\n  %v", keys(made), keys(granted))
+	if got, want := keys(made[""]), keys(grants(role.Rules)); !slices.Equal(got, want) {
+		t.Errorf("live mode makes, cluster-wide\n  %v\nthe ClusterRole grants\n  %v", got, want)
+	}
+	if got, want := keys(made["kube-system"]), keys(grants(nsRole.Rules)); !slices.Equal(got, want) {
+		t.Errorf("live mode makes, in kube-system\n  %v\nthe Role grants\n  %v", got, want)
+	}
+	for ns := range made {
+		if ns != "" && ns != "kube-system" {
+			t.Errorf("live mode reads in namespace %s, which no role covers", ns)
+		}
+	}
+}
+
+func readYAML(t *testing.T, path string, into any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sigsyaml.UnmarshalStrict(b, into); err != nil {
+		t.Fatal(err)
 	}
 }

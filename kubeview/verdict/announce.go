@@ -50,10 +50,15 @@ func announced(node kubeview.NodeState, svc kubeview.ServiceState, d Destination
 // record names no live holder (a Cilium lease whose holder stopped renewing it) while no other record
 // announces it: nobody answers for the address, and every client of it is lost, however many replicas
 // serve. A fact of the cluster, the same on every node.
-func Unannounced(svc kubeview.ServiceState) bool {
+func Unannounced(svc kubeview.ServiceState) bool { return len(UnannouncedIPs(svc)) > 0 }
+
+// UnannouncedIPs lists the load balancer IPs for which Unannounced holds, in the Service's order (nil when the
+// Service has no endpoint anywhere): what kubectl localtraffic status names.
+func UnannouncedIPs(svc kubeview.ServiceState) []string {
 	if !hasEndpoints(svc) {
-		return false
+		return nil
 	}
+	var out []string
 	for _, ip := range svc.LoadBalancerIPs {
 		expired, live := false, false
 		for _, a := range svc.Announcements {
@@ -67,10 +72,21 @@ func Unannounced(svc kubeview.ServiceState) bool {
 			}
 		}
 		if expired && !live {
-			return true
+			out = append(out, ip)
 		}
 	}
-	return false
+	return out
+}
+
+// AnnouncedElsewhere reports whether the announcers' records take node out of rotation for d (a live layer 2
+// record names another node, and none names this one): the decision is the announcer's, not the health
+// check's, so a reader without the node's evidence (the plugin) need not call it unknown.
+func AnnouncedElsewhere(node kubeview.NodeState, svc kubeview.ServiceState, d Destination) bool {
+	if d.Kind != LoadBalancerIP {
+		return false
+	}
+	rot, _, _, ok := announced(node, svc, d)
+	return ok && rot == Out
 }
 
 func hasEndpoints(svc kubeview.ServiceState) bool {

@@ -146,3 +146,38 @@ func TestUnannounced(t *testing.T) {
 		}
 	}
 }
+
+// UnannouncedIPs names the addresses Unannounced holds for; AnnouncedElsewhere is the announcer's "out" for a
+// load balancer IP (a live layer 2 record naming another node), which the plugin needs to tell apart from a
+// health check's.
+func TestUnannouncedIPsAndAnnouncedElsewhere(t *testing.T) {
+	s := lbService(0, 0)
+	s.LoadBalancerIPs = []string{"192.0.2.10", "192.0.2.11"}
+	s.Announcements = []kubeview.Announcement{
+		{Source: kubeview.SourcePureLB, Node: "node-1", Address: "192.0.2.10", Exclusive: true, Expired: true},
+		{Source: kubeview.SourcePureLB, Node: "node-3", Address: "192.0.2.11", Exclusive: true},
+	}
+	if got := UnannouncedIPs(s); len(got) != 1 || got[0] != "192.0.2.10" {
+		t.Errorf("unannounced %v, want [192.0.2.10]", got)
+	}
+	node := kubeview.NodeState{Name: "node-2", Found: true}
+	dest := func(kind Kind, addr string) Destination {
+		return Destination{Namespace: "shop", Service: "web", Port: "http", Protocol: corev1.ProtocolTCP, Family: corev1.IPv4Protocol,
+			Kind: kind, Address: addr, DestPort: 80}
+	}
+	for _, c := range []struct {
+		name string
+		node kubeview.NodeState
+		d    Destination
+		want bool
+	}{
+		{"held by node-3", node, dest(LoadBalancerIP, "192.0.2.11"), true},
+		{"the holder itself", kubeview.NodeState{Name: "node-3", Found: true}, dest(LoadBalancerIP, "192.0.2.11"), false},
+		{"an expired record names nobody", node, dest(LoadBalancerIP, "192.0.2.10"), false},
+		{"a NodePort is no announcer's", node, dest(NodePort, ""), false},
+	} {
+		if got := AnnouncedElsewhere(c.node, s, c.d); got != c.want {
+			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -181,6 +181,7 @@ func (a *auditor) run(index *backingIndex, st *ServiceStatus) ServiceReport {
 		a.blackholeNow(*st)
 	}
 	ws, pods, hasSelector := index.backing(svc)
+	a.announcerFindings(st, ws)
 	for _, w := range ws {
 		rep.Workloads = append(rep.Workloads, w.ref(a.c))
 	}

@@ -11,6 +11,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
 )
 
 // Cluster is everything the audit reads. Live mode fills it from the apiserver; manifest mode from files, with
@@ -35,6 +37,11 @@ type Cluster struct {
 	// NodePorts are served only on a node's addresses inside these prefixes. nil: kube-proxy's defaults (every
 	// address, or the node's primary IPs in nftables mode), which every node with an address of the family has.
 	NodePortAddresses []netip.Prefix
+	// Announcers is what the announcers' own objects say (MetalLB's ServiceL2Status and ServiceBGPStatus, Cilium's
+	// L2 announcement Leases), read cluster-wide in live mode; the zero value (manifest mode, or nothing read)
+	// holds no record. The announcers that record themselves on the Service (kube-vip, OpenELB, PureLB) come with
+	// the Service.
+	Announcers kubeview.AnnouncerSnapshot
 }
 
 // Source is where a manifest object was read: the file ("stdin" for standard input) and the line its

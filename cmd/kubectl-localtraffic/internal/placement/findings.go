@@ -80,6 +80,8 @@ const (
 	HealthCheckMisdirect  RuleID = "LT109"
 	NodePortNoHealthCheck RuleID = "LT110"
 	SelectorMatchesNone   RuleID = "LT111"
+	AnnouncedWithoutLocal RuleID = "LT112"
+	MetalLBFewNodes       RuleID = "LT113"
 )
 
 // Rules lists every finding kind, in ID order (a fresh slice: callers may not change the catalogue).
@@ -97,6 +99,8 @@ func Rules() []Rule {
 		{HealthCheckMisdirect, "lb-health-check-misdirected", "The load balancer's health check does not ask healthCheckNodePort over HTTP"},
 		{NodePortNoHealthCheck, "nodeport-no-health-check", "A NodePort Local Service has no health check a load balancer could use"},
 		{SelectorMatchesNone, "selector-matches-no-workload", "The Service's selector matches no workload"},
+		{AnnouncedWithoutLocal, "announced-without-local-endpoint", "A layer 2 announcer announces the load balancer IP from a node without a ready local endpoint"},
+		{MetalLBFewNodes, "metallb-local-single-node", "MetalLB announces the Service from fewer than two nodes: losing one pod or node withdraws the address"},
 	}
 }
 

@@ -59,10 +59,16 @@ type ServiceStatus struct {
 	// whose value is IgnoredReason). It is judged like any other, but its blackholes fail nothing.
 	Ignored       bool   `json:"ignored,omitempty"`
 	IgnoredReason string `json:"ignoredReason,omitempty"`
+	// Unannounced lists the load balancer IPs whose announcer's record names no live holder while the Service
+	// has endpoints (verdict.Unannounced): no node answers for them, every client is lost.
+	Unannounced []string `json:"unannounced,omitempty"`
 }
 
-// Failing tells whether the Service's state fails `status`: a node blackholes and the Service is not ignored.
-func (s ServiceStatus) Failing() bool { return !s.Ignored && len(s.Blackholes()) > 0 }
+// Failing tells whether the Service's state fails `status`: a node blackholes, or nobody announces a load
+// balancer IP, and the Service is not ignored.
+func (s ServiceStatus) Failing() bool {
+	return !s.Ignored && (len(s.Blackholes()) > 0 || len(s.Unannounced) > 0)
+}
 
 // Blackholes lists the nodes that blackhole the Service now.
 func (s ServiceStatus) Blackholes() []string {
@@ -90,7 +96,7 @@ func Status(c *Cluster) []ServiceStatus {
 		if !kubeview.IsExternalLocal(svc) {
 			continue
 		}
-		out = append(out, serviceStatus(svc, slices[svc.Namespace+"/"+svc.Name], nodes, nodeStates, c.NodePortAddresses))
+		out = append(out, serviceStatus(svc, slices[svc.Namespace+"/"+svc.Name], nodes, nodeStates, c.NodePortAddresses, c.Announcers))
 	}
 	sortStatuses(out)
 	return out
@@ -154,8 +160,9 @@ func perNodeStates(svc *corev1.Service, slices []*discoveryv1.EndpointSlice) (ma
 }
 
 func serviceStatus(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, nodes []*corev1.Node, nodeStates []kubeview.NodeState,
-	nodePortAddresses []netip.Prefix) ServiceStatus {
+	nodePortAddresses []netip.Prefix, ann kubeview.AnnouncerSnapshot) ServiceStatus {
 	states, elsewhere := perNodeStates(svc, slices)
+	elsewhere = withAnnouncers(states, elsewhere, svc, ann)
 	st := ServiceStatus{Namespace: svc.Namespace, Name: svc.Name, Type: svc.Spec.Type,
 		HealthCheckNodePort: svc.Spec.HealthCheckNodePort}
 	st.IgnoredReason, st.Ignored = kubeview.IgnoredReason(svc, nil)
@@ -174,7 +181,8 @@ func serviceStatus(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, nod
 			st.Serving++
 		}
 	}
-	st.Summary = summary(st)
+	st.Unannounced = verdict.UnannouncedIPs(elsewhere)
+	st.Summary = summary(st) + unannouncedSummary(st.Unannounced)
 	return st
 }
 
@@ -313,6 +321,9 @@ func heldElsewhere(v verdict.Verdict, ss kubeview.ServiceState, ns kubeview.Node
 		for _, e := range fv.Entries {
 			if e.Kind != verdict.LoadBalancerIP || !e.Dropped || e.Rotation != verdict.Out {
 				continue
+			}
+			if verdict.AnnouncedElsewhere(ns, ss, e.Destination) {
+				continue // the announcer's record delivers the address to another node
 			}
 			d := e.Destination.String()
 			if dual {

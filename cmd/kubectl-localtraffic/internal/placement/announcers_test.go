@@ -1,0 +1,210 @@
+package placement
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
+)
+
+// The announcers' records as a fake apiserver serves them to kubeview.ListAnnouncers, the plugin's reader.
+
+func announcerClient(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
+	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		kubeview.GVRServiceL2Status: "ServiceL2StatusList", kubeview.GVRServiceBGPStatus: "ServiceBGPStatusList", kubeview.GVRLease: "LeaseList",
+	}, objs...)
+}
+
+func record(gvr schema.GroupVersionResource, kind, ns, name string, fields map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: fields}
+	u.SetAPIVersion(gvr.GroupVersion().String())
+	u.SetKind(kind)
+	u.SetNamespace(ns)
+	u.SetName(name)
+	return u
+}
+
+// metallbL2Status is MetalLB's ServiceL2Status naming node for the test namespace's Service svc.
+func metallbL2Status(svc, node string) *unstructured.Unstructured {
+	u := record(kubeview.GVRServiceL2Status, "ServiceL2Status", "metallb-system", "l2-"+svc,
+		map[string]any{"status": map[string]any{"node": node, "serviceName": svc, "serviceNamespace": ns}})
+	u.SetLabels(map[string]string{kubeview.LabelMetalLBNode: node, kubeview.LabelMetalLBServiceName: svc, kubeview.LabelMetalLBServiceNamespace: ns})
+	return u
+}
+
+// ciliumLease is Cilium's L2 announcement Lease for svc, last renewed at renew for seconds.
+func ciliumLease(svc, holder string, renew time.Time, seconds int64) *unstructured.Unstructured {
+	return record(kubeview.GVRLease, "Lease", kubeview.DefaultCiliumNamespace, kubeview.CiliumLeaseName(ns, svc),
+		map[string]any{"spec": map[string]any{"holderIdentity": holder,
+			"renewTime": renew.UTC().Format("2006-01-02T15:04:05.000000Z07:00"), "leaseDurationSeconds": seconds}})
+}
+
+// announcedCluster: a LoadBalancer Service with the VIP 192.0.2.10 and its only replica on node-1 of 3 workers,
+// with the announcers' records read from client.
+func announcedCluster(client *dynamicfake.FakeDynamicClient) *Cluster {
+	svc := nodePortService("checkout", loadBalancer, func(s *corev1.Service) {
+		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.10"}}
+	})
+	c := live(workers(3), svc, deployment("checkout", 1), "node-1")
+	c.Announcers = kubeview.ListAnnouncers(context.Background(), client, kubeview.DefaultCiliumNamespace, time.Now())
+	return c
+}
+
+// kubectl localtraffic status decides a load balancer IP MetalLB (layer 2) or Cilium's L2 announcements hold:
+// the holder without a replica is a blackhole there (the announcer reads no health check), and the other nodes
+// without one are out for the VIP (drained), not "cannot tell": layer 2 delivers the address to the holder
+// alone. Before the plugin read these records, node-2 was "cannot tell" and status exited 0.
+func TestStatusAnnouncerRecords(t *testing.T) {
+	now := time.Now()
+	for _, c := range []struct {
+		name string
+		rec  runtime.Object
+	}{
+		{"metallb-l2", metallbL2Status("checkout", "node-2")},
+		{"cilium-l2", ciliumLease("checkout", "node-2", now, 15)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := Status(announcedCluster(announcerClient(c.rec)))[0]
+			if got := s.Blackholes(); !slices.Equal(got, []string{"node-2"}) {
+				t.Errorf("blackholes %v, want node-2 (the holder without a replica); %q", got, s.Summary)
+			}
+			if !s.Failing() {
+				t.Error("status does not fail")
+			}
+			for _, n := range s.Nodes {
+				if len(n.CannotTell) > 0 {
+					t.Errorf("%s cannot tell %v: the holder is known", n.Node, n.CannotTell)
+				}
+			}
+			if n3 := s.Nodes[2]; n3.Blackhole || n3.InRotation || n3.Serves {
+				t.Errorf("node-3 %+v: want out of rotation for the VIP held by node-2", n3)
+			}
+		})
+	}
+}
+
+// The holder has the replica: it serves, the others are out for the VIP, and nothing fails.
+func TestStatusAnnouncerHolderServes(t *testing.T) {
+	s := Status(announcedCluster(announcerClient(metallbL2Status("checkout", "node-1"))))[0]
+	if s.Failing() || len(s.Blackholes()) > 0 {
+		t.Errorf("fails: %q", s.Summary)
+	}
+	if !s.Nodes[0].Serves || s.Serving != 1 {
+		t.Errorf("node-1 %+v, serving %d", s.Nodes[0], s.Serving)
+	}
+	for _, n := range s.Nodes[1:] {
+		if len(n.CannotTell) > 0 || n.InRotation {
+			t.Errorf("%s %+v: want out of rotation", n.Node, n)
+		}
+	}
+}
+
+// Cilium's holder stopped renewing the lease while the replica serves: nobody answers ARP for the VIP. status
+// names the address and fails, as the exporter's localtraffic_service_unannounced does.
+func TestStatusUnannounced(t *testing.T) {
+	s := Status(announcedCluster(announcerClient(ciliumLease("checkout", "node-1", time.Now().Add(-time.Minute), 15))))[0]
+	if !slices.Equal(s.Unannounced, []string{"192.0.2.10"}) {
+		t.Errorf("unannounced %v, want 192.0.2.10", s.Unannounced)
+	}
+	if !s.Failing() {
+		t.Error("status does not fail")
+	}
+	if !strings.Contains(s.Summary, "unannounced: no node announces 192.0.2.10") {
+		t.Errorf("summary %q", s.Summary)
+	}
+	s.Ignored = true
+	if s.Failing() {
+		t.Error("an ignored Service fails")
+	}
+}
+
+// A record the plugin may not read changes nothing: the VIP stays "cannot tell" on the nodes without a
+// replica, as without announcers, and no node is called a blackhole the exporter could contradict.
+func TestStatusAnnouncerForbidden(t *testing.T) {
+	client := announcerClient(metallbL2Status("checkout", "node-2"))
+	client.PrependReactor("list", "servicel2statuses", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(kubeview.GVRServiceL2Status.GroupResource(), "", nil)
+	})
+	c := announcedCluster(client)
+	if st := c.Announcers.States[kubeview.SourceMetalLBL2]; st != kubeview.SourceForbidden {
+		t.Fatalf("metallb_l2 %s, want forbidden", st)
+	}
+	s := Status(c)[0]
+	if s.Failing() {
+		t.Errorf("fails: %q", s.Summary)
+	}
+	for _, n := range s.Nodes[1:] {
+		if n.Blackhole || !slices.Equal(n.CannotTell, []string{"load balancer IP 192.0.2.10:80/TCP"}) {
+			t.Errorf("%s %+v: want cannot tell the VIP", n.Node, n)
+		}
+	}
+}
+
+// audit warns when a layer 2 announcer's record names a node without a ready endpoint of the Local Service
+// (Cilium's L2 announcer without its local-backend gate, or MetalLB mid-failover), naming the node, and not when
+// the holder has one.
+func TestAuditAnnouncedWithoutLocal(t *testing.T) {
+	now := time.Now()
+	for _, c := range []struct {
+		name   string
+		rec    runtime.Object
+		source string
+	}{
+		{"cilium-l2", ciliumLease("checkout", "node-2", now, 15), "cilium_l2"},
+		{"metallb-l2", metallbL2Status("checkout", "node-2"), "metallb_l2"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := find(t, Audit(announcedCluster(announcerClient(c.rec))), AnnouncedWithoutLocal)
+			if f.Severity != Warning || !slices.Equal(f.Nodes, []string{"node-2"}) || !strings.HasPrefix(f.Message, c.source+" announces") {
+				t.Errorf("finding %+v", f)
+			}
+			if f.Why == "" || f.Fix == "" {
+				t.Error("no why or fix")
+			}
+		})
+	}
+	for name, rec := range map[string]runtime.Object{
+		"holder with a replica": ciliumLease("checkout", "node-1", now, 15),
+		"expired lease":         ciliumLease("checkout", "node-2", now.Add(-time.Minute), 15),
+	} {
+		if r := Audit(announcedCluster(announcerClient(rec))); hasFinding(r, AnnouncedWithoutLocal) {
+			t.Errorf("%s: %v", name, ids(r))
+		}
+	}
+}
+
+// MetalLB with Local announces from the nodes with a ready local endpoint only: one replica is one node between
+// the Service and an outage. Found from MetalLB's records (live) as from its annotations; not for a Service
+// MetalLB does not announce, nor for replicas spread over two nodes or more.
+func TestAuditMetalLBFewNodes(t *testing.T) {
+	if !hasFinding(Audit(announcedCluster(announcerClient(metallbL2Status("checkout", "node-1")))), MetalLBFewNodes) {
+		t.Error("one replica announced by MetalLB: no LT113")
+	}
+	if hasFinding(Audit(announcedCluster(announcerClient(ciliumLease("checkout", "node-1", time.Now(), 15)))), MetalLBFewNodes) {
+		t.Error("LT113 for a Service Cilium announces")
+	}
+	svc := nodePortService("checkout", loadBalancer, annotated("metallb.io/address-pool", "production"))
+	c := live(workers(3), svc, deployment("checkout", 2, spread(true)), "node-1", "node-1")
+	if f := find(t, Audit(c), MetalLBFewNodes); !strings.Contains(f.Message, "ready endpoints on one node now") {
+		t.Errorf("two replicas on one node: %q", f.Message)
+	}
+	c = live(workers(3), svc, deployment("checkout", 2, spread(true)), "node-1", "node-2")
+	if r := Audit(c); hasFinding(r, MetalLBFewNodes) {
+		t.Errorf("two replicas on two nodes: %v", ids(r))
+	}
+}
+
+func hasFinding(r Report, id RuleID) bool {
+	return slices.ContainsFunc(r.Findings(), func(f Finding) bool { return f.ID == id })
+}
