@@ -97,7 +97,7 @@ func TestPluginDrainCheck(t *testing.T) {
 	d.Spec.Template.Spec.NodeSelector = map[string]string{corev1.LabelHostname: drained}
 	createDeployment(t, c, d)
 	waitPlacement(t, ctx, c, pinned.Namespace, "ledger", map[string]int{drained: 2})
-	var pinnedPrediction, spreadPrediction drainService
+	var pinnedPrediction, spreadPrediction, nodePortPrediction drainService
 	eventually(t, converge, "drain-check names the pinned Service", func() error {
 		r := p.run(t, ctx, "", "drain-check", drained, "-n", pinned.Namespace, "-o", "json")
 		var rep drainReport
@@ -128,31 +128,63 @@ func TestPluginDrainCheck(t *testing.T) {
 	t.Cleanup(func() {
 		_ = c.Admin().PolicyV1().PodDisruptionBudgets(ns).Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
+	// The same pods behind a Local NodePort Service, whose clients send to node addresses and do not stop.
+	nodePort := cluster.NewService(ns, name+"-nodeport", corev1.ServiceTypeNodePort)
+	nodePort.Spec.Selector = map[string]string{"app": name}
+	nodePort, err := c.Admin().CoreV1().Services(ns).Create(ctx, nodePort, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Admin().CoreV1().Services(ns).Delete(context.Background(), nodePort.Name, metav1.DeleteOptions{})
+	})
 	waitPlacement(t, ctx, c, ns, name, onePerWorker(c, 1))
-	eventually(t, converge, "drain-check clears the spread Service", func() error {
+	eventually(t, converge, "drain-check clears the spread Service and names its NodePort twin", func() error {
 		r := p.run(t, ctx, "", "drain-check", drained, "-n", ns, "-o", "json")
 		var rep drainReport
-		if err := json.Unmarshal([]byte(r.out), &rep); err != nil || len(rep.Services) != 1 {
+		if err := json.Unmarshal([]byte(r.out), &rep); err != nil || len(rep.Services) != 2 {
 			return fmt.Errorf("exit %d, %v: %s%s", r.code, err, r.out, r.errOut)
 		}
-		s := rep.Services[0]
-		if r.code != 0 || s.Loses || s.ServingAfter != ctrlWorkers-1 || s.LoadBalancerCheck == nil || s.LoadBalancerCheck.Seconds != 10 {
-			return fmt.Errorf("exit %d, %+v: want 0, %d serving after, a 10 s load balancer window", r.code, s, ctrlWorkers-1)
+		for _, s := range rep.Services {
+			switch s.Name {
+			case name:
+				if s.Loses || s.ServingAfter != ctrlWorkers-1 || s.LoadBalancerCheck == nil || s.LoadBalancerCheck.Seconds != 10 {
+					return fmt.Errorf("%+v: want no loss, %d serving after, a 10 s load balancer window", s, ctrlWorkers-1)
+				}
+				spreadPrediction = s
+			case nodePort.Name:
+				if !s.Loses || s.ServingAfter != ctrlWorkers-1 || len(s.Why) != 1 || !strings.HasPrefix(s.Why[0], drained+" would drop NodePort") {
+					return fmt.Errorf("%+v: want %s dropping its NodePort clients, %d serving after", s, drained, ctrlWorkers-1)
+				}
+				nodePortPrediction = s
+			}
 		}
-		spreadPrediction = s
+		if r.code != 1 || spreadPrediction.Name == "" || nodePortPrediction.Name == "" {
+			return fmt.Errorf("exit %d, %+v: want 1, %s and %s", r.code, rep, name, nodePort.Name)
+		}
 		return nil
 	})
 	p.run(t, ctx, "", "drain-check", drained, "-n", ns)
 
-	// Each Service's load balancer forwards a client's connections to the workers in service; before the drain
-	// the pinned Service's only target in service is node-1, the spread one's every worker. drain-check reads the
-	// API, which may be ahead of kube-proxy: the load balancers start once each worker's health check answers as
-	// the placement says, as on a cluster that has been running.
+	// Each LoadBalancer Service's load balancer forwards a client's connections to the workers in service;
+	// before the drain the pinned Service's only target in service is node-1, the spread one's every worker. The
+	// NodePort Service's client sends to every worker's address. drain-check reads the API, which may be ahead
+	// of kube-proxy: the load balancers start once each worker's health check answers as the placement says, as
+	// on a cluster that has been running.
 	waitHealthChecks(t, ctx, c, pinned, map[string]bool{drained: true})
 	waitHealthChecks(t, ctx, c, spread, workers(c))
+	eventually(t, converge, nodePort.Name+" served on every worker", func() error {
+		for n := range workers(c) {
+			if err := wantServedLocally(c.Request(ctx, nodePortAddr(c.Node(n), nodePort)), n); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	drains := []*drainUnderTraffic{
 		{svc: pinned, app: "ledger", replicas: 2, predicted: pinnedPrediction, lb: startLB(t, c, pinned, "192.0.2.94")},
 		{svc: spread, app: name, replicas: ctrlWorkers, predicted: spreadPrediction, lb: startLB(t, c, spread, "192.0.2.95")},
+		{svc: nodePort, app: name, replicas: ctrlWorkers, predicted: nodePortPrediction, lb: startNodePortClient(t, c, nodePort)},
 	}
 	eventually(t, converge, "before the drain: each node in service serves through the load balancer", func() error {
 		var errs []error
@@ -171,7 +203,6 @@ func TestPluginDrainCheck(t *testing.T) {
 		dt.waitSettled(t, ctx, c, drained)
 	}
 	for _, dt := range drains {
-		dt.lb.stop()
 		wantDrainAsPredicted(t, ctx, c, dt, drained)
 	}
 }
@@ -220,6 +251,16 @@ func (dt *drainUnderTraffic) waitSettled(t *testing.T, ctx context.Context, c *c
 	t.Helper()
 	what := fmt.Sprintf("%s/%s after the drain", dt.svc.Namespace, dt.svc.Name)
 	err := cluster.Eventually(ctx, converge, 250*time.Millisecond, func() error {
+		if dt.predicted.Loses && dt.predicted.ServingAfter > 0 {
+			// Nodes that drop the Service's traffic once their pods are gone: kube-proxy's drop rule there, as
+			// the node's exporter reads it, and the evicted pods replaced.
+			for n := range droppers(dt.predicted) {
+				if err := expectMetrics(ctx, c, n, metricIs("localtraffic_rules_drop", portLabels(dt.svc, n), 1)); err != nil {
+					return fmt.Errorf("kube-proxy on %s: %w", n, err)
+				}
+			}
+			return dt.replaced(ctx, c, drained)
+		}
 		if dt.predicted.Loses {
 			for _, n := range c.Nodes() {
 				if code, hc, err := healthCheck(ctx, c, n, dt.svc); err != nil || code != http.StatusServiceUnavailable || hc.LocalEndpoints != 0 {
@@ -238,20 +279,9 @@ func (dt *drainUnderTraffic) waitSettled(t *testing.T, ctx context.Context, c *c
 			return nil
 		}
 		if in := dt.lb.inServiceNow(); in[drained] || len(in) != len(dt.lb.targets)-1 {
-			return fmt.Errorf("load balancer targets in service: %v, want every worker but %s", in, drained)
+			return fmt.Errorf("targets in service: %v, want every worker but %s", in, drained)
 		}
-		pods, err := podsOf(ctx, c, dt.svc.Namespace, dt.app)
-		if err != nil {
-			return err
-		}
-		perNode, total := readyPerNode(pods), 0
-		for _, k := range perNode {
-			total += k
-		}
-		if perNode[drained] != 0 || total != dt.replicas {
-			return fmt.Errorf("ready pods per node %v, want %d on nodes other than %s", perNode, dt.replicas, drained)
-		}
-		return nil
+		return dt.replaced(ctx, c, drained)
 	})
 	if err != nil {
 		t.Errorf("%s, as drain-check predicted (loses %v): %v", what, dt.predicted.Loses, err)
@@ -263,6 +293,33 @@ func (dt *drainUnderTraffic) waitSettled(t *testing.T, ctx context.Context, c *c
 		}
 		return nil
 	})
+}
+
+// replaced: the Service's Deployment has all its replicas ready again, none on the drained node.
+func (dt *drainUnderTraffic) replaced(ctx context.Context, c *cluster.Cluster, drained string) error {
+	pods, err := podsOf(ctx, c, dt.svc.Namespace, dt.app)
+	if err != nil {
+		return err
+	}
+	perNode, total := readyPerNode(pods), 0
+	for _, k := range perNode {
+		total += k
+	}
+	if perNode[drained] != 0 || total != dt.replicas {
+		return fmt.Errorf("ready pods per node %v, want %d on nodes other than %s", perNode, dt.replicas, drained)
+	}
+	return nil
+}
+
+// droppers are the nodes drain-check says will drop the Service's traffic after the drain ("NODE would drop …").
+func droppers(s drainService) map[string]bool {
+	res := map[string]bool{}
+	for _, why := range s.Why {
+		if n, _, ok := strings.Cut(why, " would drop "); ok {
+			res[n] = true
+		}
+	}
+	return res
 }
 
 // wantDrainAsPredicted holds what the client saw through the load balancer before, during and after the drain
@@ -280,6 +337,12 @@ func (dt *drainUnderTraffic) waitSettled(t *testing.T, ctx context.Context, c *c
 // load balancer took the node out. After the drain settled every connection is served, and the exporters say
 // what the load balancer did: the drained node is out of rotation, and no node blackholes the Service.
 //
+// Predicted to lose because nodes that still receive the Service's traffic drop it (exit 1: a NodePort's
+// clients keep using the drained node's address): after the drain settled every connection to those nodes
+// times out (dropped, not refused), every connection to the others is served by a pod on that node throughout,
+// and the exporter on each dropping node pages the blackhole with reason traffic_lost (the client's connections
+// arrive there), the others none.
+//
 // Predicted to lose, no endpoint left anywhere (exit 1): connections are served by the drained node before the
 // drain; once no kube-proxy has an endpoint left every connection is rejected (refused at once, not a timeout)
 // wherever the load balancer sends it, every node's NodePort rejects too, the evicted pods find no node (the
@@ -287,9 +350,10 @@ func (dt *drainUnderTraffic) waitSettled(t *testing.T, ctx context.Context, c *c
 // every node, not one node's drop.
 func wantDrainAsPredicted(t *testing.T, ctx context.Context, c *cluster.Cluster, dt *drainUnderTraffic, drained string) {
 	t.Helper()
+	defer dt.lb.stop()
 	reqs, changes := dt.lb.history()
 	key := dt.svc.Namespace + "/" + dt.svc.Name
-	t.Logf("%s through its load balancer (drain at %s, settled at %s; targets in/out %v):\n%s", key,
+	t.Logf("%s, what its client saw (drain at %s, settled at %s; load balancer targets in/out %v):\n%s", key,
 		dt.drainStart.Format("15:04:05.000"), dt.settled.Format("15:04:05.000"), changes, formatLBRequests(reqs))
 	var errs []error
 	before, after := 0, 0
@@ -309,10 +373,12 @@ func wantDrainAsPredicted(t *testing.T, ctx context.Context, c *cluster.Cluster,
 	}
 	switch {
 	case !dt.predicted.Loses:
+		window := time.Second
 		if dt.predicted.LoadBalancerCheck == nil {
-			t.Fatalf("%s: no load balancer window predicted", key)
+			errs = append(errs, errors.New("no load balancer window predicted: nothing takes the drained node out"))
+		} else {
+			window += time.Duration(dt.predicted.LoadBalancerCheck.Seconds * float64(time.Second))
 		}
-		window := time.Duration(dt.predicted.LoadBalancerCheck.Seconds*float64(time.Second)) + time.Second
 		out, ok := tookOut(changes, drained)
 		if !ok {
 			errs = append(errs, fmt.Errorf("the load balancer never took %s out", drained))
@@ -329,7 +395,7 @@ func wantDrainAsPredicted(t *testing.T, ctx context.Context, c *cluster.Cluster,
 			if err == nil {
 				continue
 			}
-			if r.node == drained && r.res.Verdict != cluster.OK && ok && !r.at.Before(out.Add(-window)) {
+			if r.node == drained && ok && !r.at.Before(out.Add(-window)) && !r.at.After(out) {
 				lost[r.res.Verdict]++ // lost while the load balancer, as predicted, still sent to the drained node
 				continue
 			}
@@ -343,6 +409,30 @@ func wantDrainAsPredicted(t *testing.T, ctx context.Context, c *cluster.Cluster,
 				checks = append(checks, metricIs("localtraffic_in_rotation", svcLabels(dt.svc, n), 0))
 			}
 			if err := expectMetrics(ctx, c, n, checks...); err != nil {
+				errs = append(errs, fmt.Errorf("exporter on %s: %w", n, err))
+			}
+		}
+	case dt.predicted.ServingAfter > 0:
+		drop := droppers(dt.predicted)
+		for _, r := range reqs {
+			switch {
+			case r.at.Before(dt.drainStart):
+			case !drop[r.node]:
+				if err := wantServedLocally(r.res, r.node); err != nil {
+					errs = append(errs, fmt.Errorf("%s, during or after the drain: %w", r.at.Format("15:04:05.000"), err))
+				}
+			case r.at.After(dt.settled) && r.res.Verdict != cluster.Blackhole:
+				errs = append(errs, fmt.Errorf("%s via %s, after its drop rule was in place: got %s, want blackhole", r.at.Format("15:04:05.000"), r.node, r.res))
+			}
+		}
+		for _, n := range dt.lb.targets {
+			checks := []func(cluster.Metrics) error{metricIs("localtraffic_blackhole", svcLabels(dt.svc, n), 0)}
+			if drop[n] {
+				checks = []func(cluster.Metrics) error{metricIs("localtraffic_blackhole", svcLabels(dt.svc, n), 1),
+					metricIs("localtraffic_blackhole_reason", reasonLabels(dt.svc, n, "traffic_lost"), 1)}
+			}
+			// The client keeps sending meanwhile: the exporter pages once the arrivals meter has seen it.
+			if err := cluster.Eventually(ctx, converge, 250*time.Millisecond, func() error { return expectMetrics(ctx, c, n, checks...) }); err != nil {
 				errs = append(errs, fmt.Errorf("exporter on %s: %w", n, err))
 			}
 		}
@@ -372,8 +462,9 @@ func wantDrainAsPredicted(t *testing.T, ctx context.Context, c *cluster.Cluster,
 		if len(pods) != dt.replicas {
 			errs = append(errs, fmt.Errorf("%d pods, want %d replacements pending", len(pods), dt.replicas))
 		}
-	default:
-		t.Fatalf("%s: a drain predicted to lose traffic while %d nodes serve after: this test drains no such Service", key, dt.predicted.ServingAfter)
+	}
+	if len(errs) > 12 {
+		errs = append(errs[:12], fmt.Errorf("… and %d more", len(errs)-12))
 	}
 	if err := errors.Join(errs...); err != nil {
 		t.Errorf("%s: the drain did not go as drain-check predicted (loses %v, %d serving after):\n%v", key, dt.predicted.Loses, dt.predicted.ServingAfter, err)
@@ -410,7 +501,8 @@ func (ch lbChange) String() string {
 // (it fails open, as an NLB does). The interval and thresholds are the Service's own annotations, the ones
 // drain-check reads its window from. Its client opens one connection after another and logs each with the
 // target it went to. Targets start in the state of their first probe, as on a load balancer that has been
-// running.
+// running. Without an ip (startNodePortClient) there is no load balancer: the client sends to each worker's
+// NodePort in turn and never stops, as clients of node addresses do.
 type healthCheckingLB struct {
 	c                  *cluster.Cluster
 	svc                *corev1.Service
@@ -441,42 +533,47 @@ func startLB(t *testing.T, c *cluster.Cluster, svc *corev1.Service, ip string) *
 		return n
 	}
 	lb := &healthCheckingLB{c: c, svc: svc, ip: ip, interval: time.Duration(atoi(annAWSInterval)) * time.Second,
-		unhealthy: atoi(annAWSUnhealthy), healthy: atoi(annAWSHealthy),
-		inService: map[string]bool{}, streak: map[string]int{}}
+		unhealthy: atoi(annAWSUnhealthy), healthy: atoi(annAWSHealthy)}
+	lb.start(t)
+	return lb
+}
+
+// startNodePortClient starts a client of the Service's NodePort on every worker's address (healthCheckingLB
+// without a load balancer).
+func startNodePortClient(t *testing.T, c *cluster.Cluster, svc *corev1.Service) *healthCheckingLB {
+	t.Helper()
+	lb := &healthCheckingLB{c: c, svc: svc}
+	lb.start(t)
+	return lb
+}
+
+func (lb *healthCheckingLB) start(t *testing.T) {
+	c, svc, ip := lb.c, lb.svc, lb.ip
+	lb.inService, lb.streak = map[string]bool{}, map[string]int{}
 	for n := range workers(c) {
 		lb.targets = append(lb.targets, n)
 	}
 	sort.Strings(lb.targets)
 	ctx, cancel := context.WithCancel(context.Background())
 	for _, n := range lb.targets {
-		lb.inService[n] = lb.probe(ctx, n)
+		lb.inService[n] = ip == "" || lb.probe(ctx, n)
 	}
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(lb.interval)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			for _, n := range lb.targets {
-				ok := lb.probe(ctx, n)
-				if ctx.Err() != nil {
-					return
-				}
-				lb.observe(n, ok, time.Now())
-			}
-		}
-	}()
+	if ip != "" {
+		wg.Add(1)
+		go lb.probeEvery(ctx, &wg)
+	}
+	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		for i := 0; ; i++ {
 			node, at := lb.pick(i), time.Now()
-			res := c.RequestVia(ctx, node, cluster.HostPort(ip, svc.Spec.Ports[0].Port))
+			var res cluster.Result
+			if ip == "" {
+				res = c.Request(ctx, nodePortAddr(c.Node(node), svc))
+			} else {
+				res = c.RequestVia(ctx, node, cluster.HostPort(ip, svc.Spec.Ports[0].Port))
+			}
 			if ctx.Err() != nil {
 				return
 			}
@@ -495,8 +592,30 @@ func startLB(t *testing.T, c *cluster.Cluster, svc *corev1.Service, ip string) *
 		wg.Wait()
 	})
 	t.Cleanup(lb.stop)
-	t.Cleanup(func() { _ = c.Unroute(context.Background(), ip) })
-	return lb
+	if ip != "" {
+		t.Cleanup(func() { _ = c.Unroute(context.Background(), ip) })
+	}
+}
+
+// probeEvery probes every target each interval until ctx ends.
+func (lb *healthCheckingLB) probeEvery(ctx context.Context, wg *sync.WaitGroup) {
+	defer wg.Done()
+	tick := time.NewTicker(lb.interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for _, n := range lb.targets {
+			ok := lb.probe(ctx, n)
+			if ctx.Err() != nil {
+				return
+			}
+			lb.observe(n, ok, time.Now())
+		}
+	}
 }
 
 // probe asks kube-proxy's health check node port on node, as the load balancer does: in service on 200 only.
