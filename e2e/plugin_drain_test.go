@@ -82,10 +82,12 @@ type drainService struct {
 // then a real drain with real traffic through each Service's load balancer. A Deployment pinned to node-1 behind
 // a LoadBalancer: draining node-1 leaves no endpoint anywhere and its pods nowhere to go — exit 1 naming the
 // Service. The same kind of Service backed by a Deployment spread over every worker with a PodDisruptionBudget
-// (maxUnavailable 1): exit 0, two nodes serving after, the load balancer's 10 s window read from its annotations.
-// Then `kubectl drain node-1` (cordon, then evictions through the API server, which honours the budget) while a
-// health-checking load balancer in front of the workers forwards a client's connections (healthCheckingLB), and
-// the traffic is held to what each prediction said (wantDrainAsPredicted).
+// (maxUnavailable 1): no loss, two nodes serving after, the load balancer's 10 s window read from its
+// annotations; a NodePort Service on the same pods loses (node-1 still receives its clients), so that namespace
+// exits 1. Then `kubectl drain node-1` (cordon, then evictions through the API server, which honours the budget)
+// while a health-checking load balancer in front of the workers forwards a client's connections for each
+// LoadBalancer Service (healthCheckingLB) and another client sends to every worker's NodePort, and the traffic is
+// held to what each prediction said (wantDrainAsPredicted).
 func TestPluginDrainCheck(t *testing.T) {
 	c := controllerCluster(t)
 	ctx := testContext(t)
