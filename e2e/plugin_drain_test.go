@@ -243,7 +243,8 @@ func waitHealthChecks(t *testing.T, ctx context.Context, c *cluster.Cluster, svc
 	})
 }
 
-// drainUnderTraffic is one Service through the drain: drain-check's prediction for it and its load balancer.
+// drainUnderTraffic is one Service through the drain: drain-check's prediction for it and its client (through
+// its load balancer, or to the node addresses).
 type drainUnderTraffic struct {
 	svc        *corev1.Service
 	app        string
@@ -252,8 +253,9 @@ type drainUnderTraffic struct {
 	lb         *healthCheckingLB
 	drainStart time.Time
 	// settled is when the cluster stood as the drain leaves it: for a Service that keeps serving, the load
-	// balancer took the drained node out and the evicted pods run again elsewhere; for one that loses, every
-	// node's kube-proxy has no endpoint of it left.
+	// balancer took the drained node out and the evicted pods run again elsewhere; for one that loses on nodes
+	// that still receive it, kube-proxy's drop rule is in place there and the evicted pods run elsewhere; for
+	// one left without endpoints, every node's kube-proxy has none of it left.
 	settled time.Time
 }
 
