@@ -58,10 +58,37 @@ func writeDrainText(w io.Writer, rep placement.DrainReport, colour bool) error {
 			fmt.Fprintf(w, "  %s\n", l)
 		}
 	}
-	verdict := "draining " + rep.Node + " loses no Local Service's traffic"
+	verdict := "draining " + rep.Node + " leaves every Local Service served" + lbWindowNote(rep)
 	if rep.Loses {
 		verdict = p.paint(red+bold, "draining "+rep.Node+" loses traffic of "+strconv.Itoa(losing)+" Local Service(s)")
 	}
 	_, err := fmt.Fprintf(w, "\n%s\n", verdict)
 	return err
+}
+
+// lbWindowNote says what "served" leaves out: a load balancer that still sends to the node after its pods stop
+// loses those connections until its health check takes the node out (the e2e drain saw it). "" when no Service
+// in rotation on the node has a load balancer.
+func lbWindowNote(rep placement.DrainReport) string {
+	longest, unknown, any := 0.0, false, false
+	for _, s := range rep.Services {
+		if s.Type != "LoadBalancer" || s.InRotation == "no" {
+			continue
+		}
+		any = true
+		if s.LoadBalancerCheck == nil {
+			unknown = true
+			continue
+		}
+		longest = max(longest, s.LoadBalancerCheck.Seconds)
+	}
+	if !any {
+		return ""
+	}
+	window := fmt.Sprintf("up to %gs", longest)
+	if unknown {
+		window = "a time its annotations do not say"
+	}
+	return "; its load balancers keep sending new connections to " + rep.Node + " for " + window +
+		" after its pods stop, and those are lost: label it node.kubernetes.io/exclude-from-external-load-balancers= and wait that out first"
 }
