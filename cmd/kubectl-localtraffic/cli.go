@@ -130,7 +130,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 	o.print.print.AddFlags(status)
 	status.Flags().Lookup("output").Usage = "output format: wide, " + strings.Join(o.print.print.AllowedFormats(), ", ") + " (default: one row per Service)"
 	status.Flags().BoolVar(&o.print.noHeaders, "no-headers", false, "print the table without its header line")
-	status.Flags().StringArrayVar(&o.nodeNames, "node", nil, "judge only this node (repeatable): the counts are of the named nodes, and -o json|yaml carry each one's verdict")
+	status.Flags().StringArrayVar(&o.nodeNames, "node", nil, "judge only this node (repeatable): the counts are of the named nodes, and -o json|yaml carry each one's verdict (as they do for a named SERVICE)")
 	status.Flags().StringVar(&o.nodeSelector, "node-selector", "", "judge only the nodes this label selector selects (read so from the API): the counts are of them, and -o json|yaml carry each one's verdict")
 	status.Flags().StringVarP(&o.selector, "selector", "l", "", "only the Services this label selector selects (read so from the API)")
 	_ = status.RegisterFlagCompletionFunc("node", a.completeNodes(o))
@@ -264,7 +264,7 @@ func (a *app) status(ctx context.Context, o *options, args []string) (int, error
 		return exitError, err
 	}
 	c.NodePortAddresses = nodePorts
-	v := statusView{summaries: placement.Summarize(c), perNode: len(o.nodeNames) > 0 || o.nodeSelector != ""}
+	v := statusView{summaries: placement.Summarize(c), perNode: len(o.nodeNames) > 0 || o.nodeSelector != "" || q.service != ""}
 	partial := false
 	if o.fromExporters {
 		cs, err := a.client(o.kube)

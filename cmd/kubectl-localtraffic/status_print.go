@@ -61,7 +61,9 @@ type ServiceStatus struct {
 	DroppingNodesOmitted int      `json:"droppingNodesOmitted,omitempty"`
 	// Observed (--from-exporters): per blackhole reason the exporters report, the judged nodes reporting it.
 	Observed map[string][]string `json:"observed,omitempty"`
-	// NodeStatuses: every judged node's verdict, only when nodes were named (--node, --node-selector).
+	// NodeStatuses: every judged node's verdict, only when the output is about named nodes (--node,
+	// --node-selector) or one named Service (status SERVICE); with --from-exporters each carries what its
+	// exporter observes.
 	NodeStatuses []placement.NodeStatus `json:"nodeStatuses,omitempty"`
 }
 
@@ -101,7 +103,7 @@ func (l *ServiceStatusList) DeepCopyObject() runtime.Object {
 type statusView struct {
 	summaries []placement.Summary
 	observed  placement.Observed // nil unless --from-exporters
-	perNode   bool               // nodes were named: the document carries every judged node's verdict
+	perNode   bool               // nodes or the Service were named: the document carries every judged node's verdict
 }
 
 // observedOf groups the judged nodes by the blackhole reason their exporter reports for s; nil when no
@@ -140,7 +142,16 @@ func (v statusView) document() *ServiceStatusList {
 		item.DroppingNodesOmitted = s.Dropping - len(item.DroppingNodes)
 		if v.perNode {
 			item.NodeStatuses = make([]placement.NodeStatus, 0, s.Nodes)
-			s.Each(func(n placement.NodeStatus) { item.NodeStatuses = append(item.NodeStatuses, n) })
+			key := s.Namespace + "/" + s.Name
+			s.Each(func(n placement.NodeStatus) {
+				if o, ok := v.observed[n.Node]; ok {
+					n.Observed = placement.ObservedNoBlackhole
+					if r, ok := o.Reasons[key]; ok {
+						n.Observed = placement.Observation(r)
+					}
+				}
+				item.NodeStatuses = append(item.NodeStatuses, n)
+			})
 		}
 		l.Items = append(l.Items, item)
 	}
