@@ -253,6 +253,9 @@ func (a *app) status(ctx context.Context, o *options, args []string) (int, error
 	if len(args) == 1 {
 		q.service = args[0]
 	}
+	if len(o.nodeNames) == 1 {
+		q.node = o.nodeNames[0]
+	}
 	if a.errTerminal {
 		q.progress = newProgress(a.errOut)
 	}

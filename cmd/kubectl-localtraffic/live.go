@@ -105,11 +105,12 @@ func loadLive(ctx context.Context, cs kubernetes.Interface, namespace string) (*
 	return c, nil
 }
 
-// statusQuery is what status reads: the nodes --node-selector selects, the Services -l selects (the one named,
-// when a SERVICE is given, with its EndpointSlices alone), all through the apiserver's selectors.
+// statusQuery is what status reads: the nodes --node-selector selects (the one --node names, when it names
+// one), the Services -l selects (the one named, when a SERVICE is given, with its EndpointSlices alone), all
+// through the apiserver's selectors.
 type statusQuery struct {
-	nodeSelector, selector, service string
-	progress                        *progress // nil: no progress line
+	nodeSelector, selector, service, node string
+	progress                              *progress // nil: no progress line
 }
 
 // load reads only what status decides from — Nodes, Services and EndpointSlices — the three lists at once:
@@ -118,6 +119,9 @@ type statusQuery struct {
 func (q statusQuery) load(ctx context.Context, cs kubernetes.Interface, namespace string) (*placement.Cluster, error) {
 	c := &placement.Cluster{Live: true}
 	nodes := metav1.ListOptions{LabelSelector: q.nodeSelector}
+	if q.node != "" {
+		nodes.FieldSelector = fields.OneTermEqualSelector("metadata.name", q.node).String()
+	}
 	services := metav1.ListOptions{LabelSelector: q.selector}
 	var slices metav1.ListOptions
 	if q.service != "" {

@@ -75,23 +75,32 @@ func TestStatusNodeAndServiceFilters(t *testing.T) {
 	}
 }
 
-// The selectors go to the apiserver: nodes by --node-selector, Services by -l, and a SERVICE argument reads
-// that Service and its EndpointSlices alone.
+// The selectors go to the apiserver: nodes by --node-selector (by name for a single --node), Services by -l,
+// and a SERVICE argument reads that Service and its EndpointSlices alone.
 func TestStatusSelectsOnTheServer(t *testing.T) {
 	cs := fake.NewClientset(labelled()...)
 	a := &app{in: strings.NewReader(""), out: &bytes.Buffer{}, errOut: &bytes.Buffer{}, getenv: func(string) string { return "" },
 		client: func(*genericclioptions.ConfigFlags) (kubernetes.Interface, error) { return cs, nil }}
 	a.run(context.Background(), []string{"status", "-n", "kubelings", "checkout", "--node-selector", "zone=a", "-l", "team=shop"})
-	var got []string
-	for _, act := range cs.Actions() {
-		l := act.(k8stesting.ListAction).GetListRestrictions()
-		got = append(got, act.GetResource().Resource+" labels="+l.Labels.String()+" fields="+l.Fields.String())
+	reads := func() []string {
+		var got []string
+		for _, act := range cs.Actions() {
+			l := act.(k8stesting.ListAction).GetListRestrictions()
+			got = append(got, act.GetResource().Resource+" labels="+l.Labels.String()+" fields="+l.Fields.String())
+		}
+		sort.Strings(got)
+		return got
 	}
-	sort.Strings(got)
 	want := []string{"endpointslices labels=kubernetes.io/service-name=checkout fields=",
 		"nodes labels=zone=a fields=", "services labels=team=shop fields=metadata.name=checkout"}
-	if !slices.Equal(got, want) {
-		t.Errorf("reads\n%q\nwant\n%q", got, want)
+	if !slices.Equal(reads(), want) {
+		t.Errorf("reads\n%q\nwant\n%q", reads(), want)
+	}
+	cs.ClearActions()
+	a.run(context.Background(), []string{"status", "-A", "--node", "node-2"})
+	want = []string{"endpointslices labels= fields=", "nodes labels= fields=metadata.name=node-2", "services labels= fields="}
+	if !slices.Equal(reads(), want) {
+		t.Errorf("--node node-2: reads\n%q\nwant\n%q", reads(), want)
 	}
 }
 

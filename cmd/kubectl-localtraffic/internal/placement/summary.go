@@ -212,8 +212,11 @@ func summarize(svc *corev1.Service, nc *nodeClasses, eps []*discoveryv1.Endpoint
 		s.shared[k] = v
 		count(v, members[k])
 	}
-	for _, v := range s.own {
-		count(v, 1)
+	// In node order, so that Drops lists what is dropped in the same order on every run.
+	for i := range nc.nodes {
+		if v, ok := s.own[i]; ok {
+			count(v, 1)
+		}
 	}
 	return s
 }
@@ -235,16 +238,20 @@ func (s *Summary) Status() string {
 	return "OK"
 }
 
-// SortWorstFirst orders Services as an operator reads them: failing first, then the most dropping nodes, then
-// namespace and name.
+// SortWorstFirst orders Services as an operator reads them: failing first, then those in an outage (rejected
+// on every node, which fails no node but serves nobody), then the most dropping nodes, then namespace and name.
 func SortWorstFirst(s []Summary) {
-	slices.SortStableFunc(s, func(a, b Summary) int {
-		if a.Failing() != b.Failing() {
-			if a.Failing() {
-				return -1
-			}
+	rank := func(x *Summary) int {
+		switch {
+		case x.Failing():
+			return 0
+		case x.Outage && !x.Ignored:
 			return 1
 		}
-		return cmp.Or(cmp.Compare(b.Dropping, a.Dropping), strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+		return 2
+	}
+	slices.SortStableFunc(s, func(a, b Summary) int {
+		return cmp.Or(cmp.Compare(rank(&a), rank(&b)), cmp.Compare(b.Dropping, a.Dropping),
+			strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 	})
 }

@@ -122,17 +122,18 @@ func TestClassKeyCoversNodeState(t *testing.T) {
 	}
 }
 
-// TestSortWorstFirst: failing Services first, the most dropping nodes first, then namespace and name; an
-// ignored Service, however many nodes drop it, fails nothing and comes after.
+// TestSortWorstFirst: failing Services first, the most dropping nodes first, then namespace and name; then an
+// outage; an ignored Service, however many nodes drop it, fails nothing and comes after.
 func TestSortWorstFirst(t *testing.T) {
 	s := []Summary{{Namespace: "a", Name: "ok"}, {Namespace: "b", Name: "ignored", Ignored: true, Dropping: 9},
-		{Namespace: "c", Name: "one", Dropping: 1}, {Namespace: "a", Name: "two", Dropping: 2}, {Namespace: "a", Name: "one", Dropping: 1}}
+		{Namespace: "c", Name: "one", Dropping: 1}, {Namespace: "a", Name: "two", Dropping: 2}, {Namespace: "a", Name: "one", Dropping: 1},
+		{Namespace: "z", Name: "down", Outage: true}}
 	SortWorstFirst(s)
 	var got []string
 	for _, x := range s {
 		got = append(got, x.Namespace+"/"+x.Name)
 	}
-	if want := []string{"a/two", "a/one", "c/one", "b/ignored", "a/ok"}; !slices.Equal(got, want) {
+	if want := []string{"a/two", "a/one", "c/one", "z/down", "b/ignored", "a/ok"}; !slices.Equal(got, want) {
 		t.Errorf("order %v, want %v", got, want)
 	}
 }
