@@ -44,7 +44,8 @@ func sameAsStatus(t *testing.T, c *Cluster) []Summary {
 
 // TestSummaryIsStatus: the verdict computed once per class of node is, node by node, the one computed per node:
 // nodes hosting endpoints, excluded, draining, virtual and control-plane nodes, nodes outside nodePortAddresses,
-// an externalIP only the network routes, a dual-stack Service, an ignored one and an outage.
+// an externalIP only the network routes, a dual-stack Service, an ignored one, an outage, and nodes an
+// announcer's record on the Service names.
 func TestSummaryIsStatus(t *testing.T) {
 	nodes := func() []*corev1.Node {
 		n := append(workers(6), controlPlane(true), controlPlane(false))
@@ -66,6 +67,14 @@ func TestSummaryIsStatus(t *testing.T) {
 		"dual-stack": live(nodes(), nodePortService("checkout", func(s *corev1.Service) {
 			s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
 		}), deployment("checkout", 2), "node-1", "node-2"),
+	}
+	// An announcer's record on the Service names node-3 (kube-vip's host annotation, OpenELB's layer 2 one):
+	// node-3 hosts no endpoint, yet its verdict for the load balancer IP is not its class's.
+	for name, key := range map[string]string{"kube-vip": kubeview.AnnotationKubeVIPHost, "OpenELB": kubeview.AnnotationOpenELBLayer2} {
+		svc := nodePortService("checkout", loadBalancer, annotated(key, "node-3"), func(s *corev1.Service) {
+			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.10"}}
+		})
+		cases["announced by "+name] = live(nodes(), svc, deployment("checkout", 1), "node-1")
 	}
 	outside := live(nodes(), nodePortService("checkout"), deployment("checkout", 1), "node-1")
 	outside.NodePortAddresses = []netip.Prefix{netip.MustParsePrefix("192.168.9.0/24")}
