@@ -48,7 +48,7 @@ func scaleObjects(nodes, services, endpointsPer int) []runtime.Object {
 	return objs
 }
 
-// BenchmarkStatusAtScale: `status -A`, in the default table and as -o json, against a fake API holding 5,000
+// BenchmarkStatusAtScale: `status -A`, in the default table, -o wide (the grid of every node) and -o json, against a fake API holding 5,000
 // nodes, 2,000 Local Services and 100,000 endpoints (docs/performance.md has the figures and the command; the
 // fake API's own copy of the objects is in the same process, so peak memory is an upper bound for the
 // plugin's). Every Service drops on almost every node: the worst case for the output. The read sub-benchmark
@@ -64,7 +64,7 @@ func BenchmarkStatusAtScale(b *testing.B) {
 			}
 		}
 	})
-	for _, out := range []string{"table", "json"} {
+	for _, out := range []string{"table", "wide", "json"} {
 		args := []string{"status", "-A"}
 		if out != "table" {
 			args = append(args, "-o", out)
