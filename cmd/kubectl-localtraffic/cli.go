@@ -299,7 +299,7 @@ func (a *app) status(ctx context.Context, o *options, args []string) (int, error
 			return exitError, badInputf("no Service %q with externalTrafficPolicy Local in namespace %q", q.service, ns)
 		}
 	}
-	if len(v.summaries) == 0 && !strings.Contains(*o.print.print.OutputFormat, "json") && !strings.Contains(*o.print.print.OutputFormat, "yaml") {
+	if len(v.summaries) == 0 && o.print.table() {
 		// As kubectl get: the table says nothing, stderr says why (a script counting rows reads 0).
 		fmt.Fprintln(a.errOut, "No Service with externalTrafficPolicy: Local.")
 	}

@@ -66,6 +66,11 @@ func TestStatusNodeAndServiceFilters(t *testing.T) {
 	if r.code != exitClean || r.out != "" || !strings.Contains(r.errOut, "No Service") {
 		t.Errorf("-l team=other: exit %d %q %q", r.code, r.out, r.errOut)
 	}
+	// A document stays a document: an empty list, nothing on stderr.
+	r = invoke(t, "", nil, false, labelled(), "status", "-A", "-l", "team=other", "-o", "json")
+	if l := doc(r); r.code != exitClean || l.Items == nil || len(l.Items) != 0 || r.errOut != "" {
+		t.Errorf("-l team=other -o json: exit %d %q %q", r.code, r.out, r.errOut)
+	}
 	if r := invoke(t, "", nil, false, labelled(), "status", "-A", "-l", "team=shop"); r.code != exitFindings {
 		t.Errorf("-l team=shop: exit %d", r.code)
 	}

@@ -426,10 +426,18 @@ type printFlags struct {
 	noHeaders bool
 }
 
-// check tells a format none of the printers takes apart before anything is read.
-func (f printFlags) check() error {
+// table: the output is the table (the default or wide), not a document.
+func (f printFlags) table() bool {
 	switch *f.print.OutputFormat {
 	case "", "text", "wide":
+		return true
+	}
+	return false
+}
+
+// check tells a format none of the printers takes apart before anything is read.
+func (f printFlags) check() error {
+	if f.table() {
 		return nil
 	}
 	if _, err := f.print.ToPrinter(); err != nil {
