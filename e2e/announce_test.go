@@ -418,23 +418,23 @@ func pluginAnnounced(t *testing.T, ctx context.Context, p plugin, svc *corev1.Se
 	t.Helper()
 	r := p.run(t, ctx, "", "status", "-n", svc.Namespace, svc.Name, "-o", "json")
 	var st struct {
-		Services []struct {
-			Nodes []struct {
+		Items []struct {
+			NodeStatuses []struct {
 				Node      string `json:"node"`
 				Blackhole bool   `json:"blackhole"`
-			} `json:"nodes"`
+			} `json:"nodeStatuses"`
 			Unannounced []string `json:"unannounced"`
-		} `json:"services"`
+		} `json:"items"`
 	}
-	if err := json.Unmarshal([]byte(r.out), &st); err != nil || len(st.Services) != 1 {
+	if err := json.Unmarshal([]byte(r.out), &st); err != nil || len(st.Items) != 1 || len(st.Items[0].NodeStatuses) == 0 {
 		t.Fatalf("status -o json (exit %d): %v %s%s", r.code, err, r.out, r.errOut)
 	}
-	for _, n := range st.Services[0].Nodes {
+	for _, n := range st.Items[0].NodeStatuses {
 		if n.Blackhole {
 			holes = append(holes, n.Node)
 		}
 	}
-	return r.code, holes, st.Services[0].Unannounced
+	return r.code, holes, st.Items[0].Unannounced
 }
 
 // TestAnnouncerLeaseForbidden: an exporter told to read Cilium's leases in a namespace its ServiceAccount has no

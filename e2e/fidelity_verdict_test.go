@@ -27,15 +27,15 @@ func (p plugin) pluginStatus(t *testing.T, ctx context.Context, ns, name string)
 	t.Helper()
 	r := p.run(t, ctx, "", "status", "-n", ns, name, "-o", "json")
 	var st struct {
-		Services []struct {
-			Nodes []pluginNodeStatus `json:"nodes"`
-		} `json:"services"`
+		Items []struct {
+			NodeStatuses []pluginNodeStatus `json:"nodeStatuses"`
+		} `json:"items"`
 	}
-	if err := json.Unmarshal([]byte(r.out), &st); err != nil || len(st.Services) != 1 {
+	if err := json.Unmarshal([]byte(r.out), &st); err != nil || len(st.Items) != 1 {
 		return r.code, nil, fmt.Errorf("status -o json (exit %d): %v %s%s", r.code, err, r.out, r.errOut)
 	}
 	out := map[string]pluginNodeStatus{}
-	for _, n := range st.Services[0].Nodes {
+	for _, n := range st.Items[0].NodeStatuses {
 		out[n.Node] = n
 	}
 	return r.code, out, nil

@@ -65,22 +65,21 @@ func TestPluginFromExporters(t *testing.T) {
 	p := newPlugin(t, ctx, c)
 	p.kubeconfig = pluginUserKubeconfig(t, c, ds.Namespace, "operator", true)
 	type observed struct {
-		Services []struct {
-			Name  string `json:"name"`
-			Nodes []struct {
+		Items []struct {
+			NodeStatuses []struct {
 				Node     string `json:"node"`
 				Observed string `json:"observed"`
-			} `json:"nodes"`
-		} `json:"services"`
+			} `json:"nodeStatuses"`
+		} `json:"items"`
 	}
 	var last pluginResult
 	eventually(t, 90*time.Second, "an OBSERVED cell on every node", func() error {
 		last = p.run(t, ctx, "", "status", "-n", svc.Namespace, svc.Name, "--from-exporters", "-o", "json")
 		var st observed
-		if err := json.Unmarshal([]byte(last.out), &st); err != nil || len(st.Services) != 1 {
+		if err := json.Unmarshal([]byte(last.out), &st); err != nil || len(st.Items) != 1 {
 			return fmt.Errorf("exit %d, %v: %s%s", last.code, err, last.out, last.errOut)
 		}
-		for _, n := range st.Services[0].Nodes {
+		for _, n := range st.Items[0].NodeStatuses {
 			switch {
 			case n.Observed == "":
 				return fmt.Errorf("%s: no observation (stderr %q)", n.Node, last.errOut)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -142,28 +143,78 @@ func (p plugin) audit(t *testing.T, ctx context.Context, stdin string, args ...s
 	return rep, r.code
 }
 
-// statusBlackholes runs status -o json and returns the exit status and the blackholing nodes of ns/name.
+// statusBlackholes runs status -o json and returns the exit status and the blackholing nodes of ns/name (the
+// document's dropping node names: all of them on a cluster this size).
 func (p plugin) statusBlackholes(t *testing.T, ctx context.Context, ns, name string) (int, []string, error) {
 	t.Helper()
 	r := p.run(t, ctx, "", "status", "-n", ns, name, "-o", "json")
 	var st struct {
-		Services []struct {
-			Nodes []struct {
-				Node      string `json:"node"`
-				Blackhole bool   `json:"blackhole"`
-			} `json:"nodes"`
-		} `json:"services"`
+		Items []struct {
+			Dropping      int      `json:"dropping"`
+			DroppingNodes []string `json:"droppingNodes"`
+		} `json:"items"`
 	}
-	if err := json.Unmarshal([]byte(r.out), &st); err != nil || len(st.Services) != 1 {
+	if err := json.Unmarshal([]byte(r.out), &st); err != nil || len(st.Items) != 1 || st.Items[0].Dropping != len(st.Items[0].DroppingNodes) {
 		return r.code, nil, fmt.Errorf("status -o json (exit %d): %v %s%s", r.code, err, r.out, r.errOut)
 	}
-	holes := []string{}
-	for _, n := range st.Services[0].Nodes {
-		if n.Blackhole {
-			holes = append(holes, n.Node)
+	return r.code, append([]string{}, st.Items[0].DroppingNodes...), nil
+}
+
+// statusForms runs status in the default, -o wide and -o yaml forms against the drill's pinned Deployment and
+// checks each against the nodes that really drop (want, sorted) and the one that serves (pinned).
+func (p plugin) statusForms(t *testing.T, ctx context.Context, pinned string, want []string) {
+	t.Helper()
+	receiving := len(want) + 1
+	r := p.run(t, ctx, "", "status", "-A")
+	// A CANNOT-TELL column when a node would drop what only it can tell reaches it (the control plane, excluded
+	// from load balancers, for a NodePort its clients may still send to).
+	row := regexp.MustCompile(fmt.Sprintf(`(?m)^%s\s+%s\s+NodePort\s+Failing\s+%d\s+1\s+%d\s+(\d+\s+)?%s$`,
+		drill.Namespace, drill.Service, receiving, len(want), regexp.QuoteMeta(strings.Join(want, ","))))
+	if r.code != 1 || !strings.HasPrefix(r.out, "NAMESPACE ") || !row.MatchString(r.out) {
+		t.Errorf("status -A: exit %d, want 1 and the row %s", r.code, row)
+	}
+	r = p.run(t, ctx, "", "status", "-n", drill.Namespace, "-o", "wide")
+	lines := strings.Split(strings.TrimSpace(r.out), "\n")
+	if r.code != 1 || len(lines) != 2 {
+		t.Fatalf("status -o wide: exit %d, %d lines, want 1 and a header and a row", r.code, len(lines))
+	}
+	header, cells := strings.Fields(lines[0]), regexp.MustCompile(`\s{2,}`).Split(lines[1], -1)
+	if len(header) != len(cells) {
+		t.Fatalf("status -o wide: %d headers, %d cells", len(header), len(cells))
+	}
+	for i, h := range header {
+		node := strings.ToLower(h)
+		switch {
+		case node == pinned && !strings.HasPrefix(cells[i], "ok "):
+			t.Errorf("-o wide: %s shows %q, want ok", node, cells[i])
+		case slices.Contains(want, node) && cells[i] != "DROP":
+			t.Errorf("-o wide: %s shows %q, want DROP", node, cells[i])
 		}
 	}
-	return r.code, holes, nil
+	if !slices.Contains(header, "DROPS") || !slices.Contains(cells, "NodePort 30090/TCP") {
+		t.Errorf("-o wide: no DROPS column naming the NodePort")
+	}
+	r = p.run(t, ctx, "", "status", "-n", drill.Namespace, "-o", "yaml")
+	var doc struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Items      []struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Namespace, Name string
+			} `json:"metadata"`
+			Status        string   `json:"status"`
+			Receiving     int      `json:"receiving"`
+			Serving       int      `json:"serving"`
+			DroppingNodes []string `json:"droppingNodes"`
+		} `json:"items"`
+	}
+	if err := sigsyaml.Unmarshal([]byte(r.out), &doc); err != nil || doc.APIVersion != "localtraffic.io/v1alpha1" || doc.Kind != "ServiceStatusList" ||
+		len(doc.Items) != 1 || doc.Items[0].Kind != "ServiceStatus" || doc.Items[0].Metadata.Name != drill.Service ||
+		doc.Items[0].Status != "Failing" || doc.Items[0].Receiving != receiving || doc.Items[0].Serving != 1 ||
+		!slices.Equal(doc.Items[0].DroppingNodes, want) {
+		t.Errorf("status -o yaml: exit %d, %v: %+v", r.code, err, doc)
+	}
 }
 
 func sortedKeys(m map[string]bool) []string {
@@ -212,10 +263,10 @@ func TestPluginDrill(t *testing.T) {
 		}
 		return nil
 	})
-	p.run(t, ctx, "", "status", "-A")
+	p.statusForms(t, ctx, pinned, want)
 	// As the operator types it: kubectl finds the plugin on PATH, which reads kubectl's own KUBECONFIG.
 	out, err := sh.RunShown(ctx, tr, "PATH="+filepath.Dir(p.bin)+":$PATH kubectl localtraffic status -n kubelings checkout || echo \"exit status $?\"")
-	if err != nil || !strings.Contains(out, "DROP kubelings/checkout: 1 of 3 nodes serve") || !strings.Contains(out, "exit status 1") {
+	if err != nil || !regexp.MustCompile(`kubelings\s+checkout\s+NodePort\s+Failing\s`).MatchString(out) || !strings.Contains(out, "exit status 1") {
 		t.Errorf("kubectl localtraffic status: %v\n%s", err, out)
 	}
 	rep, code = p.audit(t, ctx, "", "-n", drill.Namespace)

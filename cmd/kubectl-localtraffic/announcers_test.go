@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -21,7 +22,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 )
 
@@ -77,26 +77,27 @@ func lease(ns, holder string, renew time.Time) *unstructured.Unstructured {
 // statusOf decodes `status -o json`: the one Service's blackholes, cannot-tells and unannounced VIPs.
 func statusOf(t *testing.T, r result) (holes, unknown, unannounced []string) {
 	t.Helper()
-	var st struct {
-		Services []placement.ServiceStatus `json:"services"`
+	var st ServiceStatusList
+	if err := json.Unmarshal([]byte(r.out), &st); err != nil || len(st.Items) != 1 || len(st.Items[0].NodeStatuses) == 0 {
+		t.Fatalf("status SERVICE -o json (exit %d): %v\n%s%s", r.code, err, r.out, r.errOut)
 	}
-	if err := json.Unmarshal([]byte(r.out), &st); err != nil || len(st.Services) != 1 {
-		t.Fatalf("status -o json (exit %d): %v\n%s%s", r.code, err, r.out, r.errOut)
-	}
-	s := st.Services[0]
-	for _, n := range s.Nodes {
+	s := st.Items[0]
+	for _, n := range s.NodeStatuses {
 		if len(n.CannotTell) > 0 {
 			unknown = append(unknown, n.Node)
 		}
+		if n.Blackhole {
+			holes = append(holes, n.Node)
+		}
 	}
-	return s.Blackholes(), unknown, s.Unannounced
+	return holes, unknown, s.Unannounced
 }
 
 // status with the announcers' records: MetalLB's ServiceL2Status naming node-2, which has no replica, makes it
 // a blackhole (exit 1), and node-3 out for the VIP; without the record the VIP's holder is unknown ("cannot tell"
 // on node-2 and node-3) and status exits 0.
 func TestStatusLiveAnnouncers(t *testing.T) {
-	status := []string{"status", "-n", "kubelings", "-o", "json"}
+	status := []string{"status", "-n", "kubelings", "checkout", "-o", "json"}
 	r := invokeAnnounced(t, fakeAnnouncers(), status...)
 	if holes, unknown, _ := statusOf(t, r); r.code != 0 || len(holes) > 0 || !slices.Equal(unknown, []string{"node-2", "node-3"}) {
 		t.Errorf("no record: exit %d, blackholes %v, cannot tell %v; want 0, none, node-2 and node-3", r.code, holes, unknown)
@@ -119,8 +120,9 @@ func TestStatusLiveAnnouncers(t *testing.T) {
 	if _, _, un := statusOf(t, r); r.code != 1 || !slices.Equal(un, []string{"192.0.2.10"}) {
 		t.Errorf("expired lease: exit %d, unannounced %v; want 1, 192.0.2.10", r.code, un)
 	}
-	if r := invokeAnnounced(t, stale, "status", "-n", "kubelings", "--cilium-namespace", "cilium"); !strings.Contains(r.out, "DROP kubelings/checkout: ") ||
-		!strings.Contains(r.out, "unannounced: no node announces 192.0.2.10") {
+	if r := invokeAnnounced(t, stale, "status", "-n", "kubelings", "--cilium-namespace", "cilium"); r.code != 1 ||
+		!regexp.MustCompile(`(?m)^UNANNOUNCED|\sUNANNOUNCED\s`).MatchString(r.out) ||
+		!regexp.MustCompile(`(?m)^kubelings\s+checkout\s+LoadBalancer\s+Failing\s.*\s192\.0\.2\.10\s`).MatchString(r.out) {
 		t.Errorf("text output does not say the VIP is unannounced:\n%s", r.out)
 	}
 }
@@ -131,7 +133,7 @@ func TestStatusAnnouncersForbidden(t *testing.T) {
 	dyn.PrependReactor("list", "servicel2statuses", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(kubeview.GVRServiceL2Status.GroupResource(), "", nil)
 	})
-	r := invokeAnnounced(t, dyn, "status", "-n", "kubelings", "-o", "json")
+	r := invokeAnnounced(t, dyn, "status", "-n", "kubelings", "checkout", "-o", "json")
 	if holes, unknown, _ := statusOf(t, r); r.code != 0 || len(holes) > 0 || !slices.Equal(unknown, []string{"node-2", "node-3"}) {
 		t.Errorf("exit %d, blackholes %v, cannot tell %v; want 0, none, node-2 and node-3: a record the plugin may not read decides nothing",
 			r.code, holes, unknown)

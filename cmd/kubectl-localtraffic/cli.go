@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/common/version"
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -29,6 +30,9 @@ const (
 	exitAPI      = 3
 )
 
+// defaultRequestTimeout is --request-timeout's default.
+const defaultRequestTimeout = "30s"
+
 // app is one invocation: its streams, its environment and how it reaches the apiserver (tests replace it with
 // a fake clientset).
 type app struct {
@@ -36,6 +40,8 @@ type app struct {
 	out, errOut io.Writer
 	getenv      func(string) string
 	terminal    bool // stdout is a terminal
+	// errTerminal: stderr is a terminal, where status shows its progress.
+	errTerminal bool
 	client      func(*genericclioptions.ConfigFlags) (kubernetes.Interface, error)
 	// exporters reaches a port of a pod as the user (status --from-exporters); tests replace it.
 	exporters func(*genericclioptions.ConfigFlags) (fetcher, error)
@@ -62,6 +68,13 @@ type options struct {
 	nodePortAddresses []string
 	// ciliumNamespace: where Cilium's L2 announcement Leases are (live status, audit, drain-check).
 	ciliumNamespace string
+	// status's output, and the nodes (--node, --node-selector) and Services (-l) it judges.
+	print        printFlags
+	nodeNames    []string
+	nodeSelector string
+	selector     string
+	// color: auto, always or never.
+	color string
 }
 
 // run parses args and executes the command; it returns the exit status.
@@ -71,6 +84,10 @@ func (a *app) run(ctx context.Context, args []string) int {
 	o := &options{kube: genericclioptions.NewConfigFlags(true), files: genericclioptions.FileNameFlags{
 		Filenames: &[]string{}, Recursive: ptr.To(true),
 		Usage: "manifests to audit: file, directory, glob, URL or - for stdin; repeatable or comma-separated"}}
+	o.print.print = genericclioptions.NewPrintFlags("")
+	// A request that hangs (an unreachable apiserver, a stuck proxy) fails after this long instead of never:
+	// client-go's default is no timeout. --request-timeout 0 restores it.
+	o.kube.Timeout = ptr.To(defaultRequestTimeout)
 	code := exitClean
 	root := &cobra.Command{
 		Use:   "kubectl-localtraffic",
@@ -94,23 +111,35 @@ func (a *app) run(ctx context.Context, args []string) int {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return badInput{err} })
 	o.kube.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "every namespace")
+	root.PersistentFlags().StringVar(&o.color, "color", "auto", "colour the output: auto (on a terminal, unless NO_COLOR is set or TERM is dumb), always or never")
 
 	status := &cobra.Command{
 		Use:   "status [SERVICE]",
-		Short: "Every node × Local Service: who receives the external traffic, who serves it, who drops it",
-		Long: "For each Service with externalTrafficPolicy Local: every node that receives its external traffic and whether " +
-			"it has a local endpoint, from the API alone (the exporter's rules, minus what only a node can see). " +
-			"Exit status 1 when a node blackholes.",
-		Example: "  kubectl localtraffic status -A\n  kubectl localtraffic status -n shop checkout -o json\n" +
+		Short: "Every Local Service: how many nodes receive its external traffic, serve it, drop it",
+		Long: "For each Service with externalTrafficPolicy Local, one row: the nodes that receive its external traffic, " +
+			"serve it and drop it (blackholes), from the API alone (the exporter's rules, minus what only a node can see), " +
+			"and the first dropping nodes; worst first. -o wide adds one column per node; --node and --node-selector judge " +
+			"only those nodes (the counts are of them). Exit status 1 when a node blackholes a Service that is not ignored, " +
+			"2 bad input, 3 the API could not be read.",
+		Example: "  kubectl localtraffic status -A\n  kubectl localtraffic status -n shop checkout -o wide\n" +
+			"  kubectl localtraffic status -A --node-selector topology.kubernetes.io/zone=eu-1a -o yaml\n" +
+			"  kubectl localtraffic status -A -o jsonpath='{range .items[?(@.status==\"Failing\")]}{.metadata.namespace}/{.metadata.name}{\"\\n\"}{end}'\n" +
 			"  kubectl localtraffic status -A --from-exporters --exporter-namespace localtraffic-system",
-		Args: cobra.MaximumNArgs(1),
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: a.completeServices(o),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
 			code, err = a.status(ctx, o, args)
 			return err
 		},
 	}
-	status.Flags().StringVarP(&o.output, "output", "o", "text", "text or json")
+	o.print.print.AddFlags(status)
+	status.Flags().Lookup("output").Usage = "output format: wide, " + strings.Join(o.print.print.AllowedFormats(), ", ") + " (default: one row per Service)"
+	status.Flags().BoolVar(&o.print.noHeaders, "no-headers", false, "print the table without its header line")
+	status.Flags().StringArrayVar(&o.nodeNames, "node", nil, "judge only this node (repeatable): the counts are of the named nodes, and -o json|yaml carry each one's verdict (as they do for a named SERVICE)")
+	status.Flags().StringVar(&o.nodeSelector, "node-selector", "", "judge only the nodes this label selector selects (read so from the API): the counts are of them, and -o json|yaml carry each one's verdict")
+	status.Flags().StringVarP(&o.selector, "selector", "l", "", "only the Services this label selector selects (read so from the API)")
+	_ = status.RegisterFlagCompletionFunc("node", a.completeNodes(o))
 	status.Flags().BoolVar(&o.fromExporters, "from-exporters", false, "also show what each node's exporter observes (an OBSERVED column: "+
 		"traffic_lost, health_check_ignored, no_traffic_seen, ... or no_blackhole), read through a port-forward to each exporter pod "+
 		"(behind kube-rbac-proxy, on the pod's loopback): needs get on daemonsets, list on pods and get and create on pods/portforward in --exporter-namespace")
@@ -151,8 +180,9 @@ func (a *app) run(ctx context.Context, args []string) int {
 			"stay), where the scheduler can put the evicted pods, and the load balancer's health check interval × threshold from the " +
 			"Service's annotations (unknown otherwise). Exit status 0 when the drain loses no traffic, 1 when it would (each Service " +
 			"and why), 2 bad input, 3 the API could not be read.",
-		Example: "  kubectl localtraffic drain-check node-7 -A\n  kubectl localtraffic drain-check node-7 -A -o json && kubectl drain node-7 --ignore-daemonsets",
-		Args:    cobra.ExactArgs(1),
+		Example:           "  kubectl localtraffic drain-check node-7 -A\n  kubectl localtraffic drain-check node-7 -A -o json && kubectl drain node-7 --ignore-daemonsets",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: a.completeNodes(o),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
 			code, err = a.drainCheck(ctx, o, args[0])
@@ -223,19 +253,36 @@ func (a *app) readCluster(ctx context.Context, o *options,
 }
 
 func (a *app) status(ctx context.Context, o *options, args []string) (int, error) {
-	if o.output != "text" && o.output != "json" {
-		return exitError, badInputf("unknown output format %q for status: text or json", o.output)
+	if err := o.print.check(); err != nil {
+		return exitError, err
+	}
+	colour, err := a.colourFor(o)
+	if err != nil {
+		return exitError, err
 	}
 	nodePorts, err := parseNodePortAddresses(o.nodePortAddresses)
 	if err != nil {
 		return exitError, err
 	}
-	c, ns, err := a.readCluster(ctx, o, loadStatus)
+	q := statusQuery{nodeSelector: o.nodeSelector, selector: o.selector}
+	if len(args) == 1 {
+		q.service = args[0]
+	}
+	if len(o.nodeNames) == 1 {
+		q.node = o.nodeNames[0]
+	}
+	if a.errTerminal {
+		q.progress = newProgress(a.errOut)
+	}
+	c, ns, err := a.readCluster(ctx, o, q.load)
 	if err != nil {
 		return exitError, err
 	}
+	if c.Nodes, err = pickNodes(c.Nodes, o.nodeNames, o.nodeSelector); err != nil {
+		return exitError, err
+	}
 	c.NodePortAddresses = nodePorts
-	st := placement.Status(c)
+	v := statusView{summaries: placement.Summarize(c), perNode: len(o.nodeNames) > 0 || o.nodeSelector != "" || q.service != ""}
 	partial := false
 	if o.fromExporters {
 		cs, err := a.client(o.kube)
@@ -256,30 +303,26 @@ func (a *app) status(ctx context.Context, o *options, args []string) (int, error
 			fmt.Fprintf(a.errOut, "kubectl-localtraffic: %s\n", oneLine(err.Error()))
 			partial = true
 		}
-		placement.ApplyObserved(st, obs)
-	}
-	if len(args) == 1 {
-		var one []placement.ServiceStatus
-		for _, s := range st {
-			if s.Name == args[0] {
-				one = append(one, s)
-			}
+		if obs == nil {
+			obs = placement.Observed{}
 		}
-		if len(one) == 0 {
-			return exitError, badInputf("no Service %q with externalTrafficPolicy Local in namespace %q", args[0], ns)
+		v.observed = obs
+	}
+	if q.service != "" {
+		v.summaries = slices.DeleteFunc(v.summaries, func(s placement.Summary) bool { return s.Name != q.service })
+		if len(v.summaries) == 0 {
+			return exitError, badInputf("no Service %q with externalTrafficPolicy Local in namespace %q", q.service, ns)
 		}
-		st = one
 	}
-	if o.output == "json" {
-		err = writeStatusJSON(a.out, c, st)
-	} else {
-		err = writeStatusText(a.out, st, a.colour(), o.fromExporters)
+	if len(v.summaries) == 0 && o.print.table() {
+		// As kubectl get: the table says nothing, stderr says why (a script counting rows reads 0).
+		fmt.Fprintln(a.errOut, "No Service with externalTrafficPolicy: Local.")
 	}
-	if err != nil {
+	if err := printStatus(a.out, v, o.print, colour); err != nil {
 		return exitError, err
 	}
-	for _, s := range st {
-		if s.Failing() {
+	for i := range v.summaries {
+		if v.summaries[i].Failing() {
 			return exitFindings, nil
 		}
 	}
@@ -289,9 +332,34 @@ func (a *app) status(ctx context.Context, o *options, args []string) (int, error
 	return exitClean, nil
 }
 
+// pickNodes keeps the nodes --node names (all when none is named); a name the list lacks is bad input.
+func pickNodes(nodes []*corev1.Node, names []string, selector string) ([]*corev1.Node, error) {
+	if len(names) == 0 {
+		return nodes, nil
+	}
+	var out []*corev1.Node
+	for _, name := range names {
+		i := slices.IndexFunc(nodes, func(n *corev1.Node) bool { return n.Name == name })
+		if i < 0 {
+			if selector != "" {
+				return nil, badInputf("--node %s: no such node among those --node-selector %q selects", name, selector)
+			}
+			return nil, badInputf("--node %s: no such node", name)
+		}
+		if !slices.Contains(out, nodes[i]) {
+			out = append(out, nodes[i])
+		}
+	}
+	return out, nil
+}
+
 func (a *app) drainCheck(ctx context.Context, o *options, node string) (int, error) {
 	if o.output != "text" && o.output != "json" {
 		return exitError, badInputf("unknown output format %q for drain-check: text or json", o.output)
+	}
+	colour, err := a.colourFor(o)
+	if err != nil {
+		return exitError, err
 	}
 	c, _, err := a.liveCluster(ctx, o)
 	if err != nil {
@@ -304,7 +372,7 @@ func (a *app) drainCheck(ctx context.Context, o *options, node string) (int, err
 	if o.output == "json" {
 		err = writeJSON(a.out, rep)
 	} else {
-		err = writeDrainText(a.out, rep, a.colour())
+		err = writeDrainText(a.out, rep, colour)
 	}
 	if err != nil {
 		return exitError, err
@@ -320,6 +388,10 @@ func (a *app) audit(ctx context.Context, o *options) (int, error) {
 	case "text", "json", "sarif":
 	default:
 		return exitError, badInputf("unknown output format %q for audit: text, json or sarif", o.output)
+	}
+	colour, err := a.colourFor(o)
+	if err != nil {
+		return exitError, err
 	}
 	failOn, ok := placement.ParseSeverity(o.failOn)
 	if !ok {
@@ -344,14 +416,13 @@ func (a *app) audit(ctx context.Context, o *options) (int, error) {
 		}
 	}
 	rep := placement.Audit(c)
-	var err error
 	switch o.output {
 	case "json":
 		err = writeJSON(a.out, rep)
 	case "sarif":
 		err = writeSARIF(a.out, rep, o.stdinName)
 	default:
-		err = writeAuditText(a.out, rep, a.colour())
+		err = writeAuditText(a.out, rep, colour)
 	}
 	if err != nil {
 		return exitError, err
@@ -397,6 +468,19 @@ func (a *app) manifestCluster(o *options) (*placement.Cluster, error) {
 // colour: only on a terminal, and never when NO_COLOR is set (https://no-color.org) or TERM is dumb.
 func (a *app) colour() bool {
 	return a.terminal && a.getenv("NO_COLOR") == "" && a.getenv("TERM") != "dumb"
+}
+
+// colourFor is --color: auto is colour()'s rule, always and never are what they say.
+func (a *app) colourFor(o *options) (bool, error) {
+	switch o.color {
+	case "auto":
+		return a.colour(), nil
+	case "always":
+		return true, nil
+	case "never":
+		return false, nil
+	}
+	return false, badInputf("--color %q: auto, always or never", o.color)
 }
 
 // parseNodePortAddresses reads --node-port-addresses as kube-proxy reads its nodePortAddresses: CIDRs, and the

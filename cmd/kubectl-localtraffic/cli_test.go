@@ -223,36 +223,47 @@ func TestStatusLive(t *testing.T) {
 	if r.code != 1 {
 		t.Fatalf("exit %d, want 1 (blackholes); stderr %s", r.code, r.errOut)
 	}
-	for _, want := range []string{"kubelings/checkout  NodePort  ok 3", "DROP", "1 of 3 nodes serve; node-2, node-3 drop NodePort 30090/TCP"} {
-		if !strings.Contains(r.out, want) {
-			t.Errorf("status output lacks %q:\n%s", want, r.out)
-		}
+	// One row per Service: 3 nodes receive, node-1 serves, node-2 and node-3 drop.
+	if want := "NAMESPACE   NAME       TYPE       STATUS    RECEIVING   SERVING   DROPPING   DROPPING-NODES\n" +
+		"kubelings   checkout   NodePort   Failing   3           1         2          node-2,node-3\n"; r.out != want {
+		t.Errorf("status output\n%s\nwant\n%s", r.out, want)
+	}
+	// -o wide: what they drop, and the grid.
+	if r := invoke(t, "", nil, false, drillObjects(true), "status", "-n", "kubelings", "-o", "wide", "--no-headers"); !regexp.MustCompile(
+		`^kubelings\s+checkout\s+NodePort\s+Failing\s+3\s+1\s+2\s+node-2,node-3\s+NodePort 30090/TCP\s+ok 3\s+DROP\s+DROP\n$`).MatchString(r.out) {
+		t.Errorf("-o wide --no-headers:\n%s", r.out)
 	}
 	if strings.Contains(r.out, "\x1b[") {
 		t.Error("colour codes without a terminal")
 	}
-	// A terminal gets colour, unless NO_COLOR is set.
-	if r := invoke(t, "", nil, true, drillObjects(true), "status", "-A"); !strings.Contains(r.out, red) {
+	// A terminal gets colour, unless NO_COLOR is set or --color says never; --color always colours a pipe.
+	if r := invoke(t, "", nil, true, drillObjects(true), "status", "-A"); !strings.Contains(r.out, red+bold+"Failing"+reset) {
 		t.Errorf("no colour on a terminal:\n%s", r.out)
 	}
 	if r := invoke(t, "", map[string]string{"NO_COLOR": "1"}, true, drillObjects(true), "status", "-A"); strings.Contains(r.out, "\x1b[") {
 		t.Error("colour despite NO_COLOR")
+	}
+	if r := invoke(t, "", nil, true, drillObjects(true), "status", "-A", "--color", "never"); strings.Contains(r.out, "\x1b[") {
+		t.Error("colour despite --color never")
+	}
+	if r := invoke(t, "", nil, false, drillObjects(true), "status", "-A", "-o", "wide", "--color", "always"); !strings.Contains(r.out, green+"ok 3"+reset+"     "+red+"DROP"+reset) {
+		t.Errorf("--color always, -o wide: no coloured cells:\n%q", r.out)
 	}
 	// After the fix: clean, exit 0; the SERVICE argument selects one.
 	r = invoke(t, "", nil, false, drillObjects(false), "status", "-n", "kubelings", "checkout", "-o", "json")
 	if r.code != 0 {
 		t.Fatalf("exit %d after the fix; %s", r.code, r.out)
 	}
-	var st statusJSON
-	if err := json.Unmarshal([]byte(r.out), &st); err != nil || len(st.Services) != 1 || st.Services[0].Serving != 3 {
+	var st ServiceStatusList
+	if err := json.Unmarshal([]byte(r.out), &st); err != nil || len(st.Items) != 1 || st.Items[0].Serving != 3 {
 		t.Errorf("json %v: %+v", err, st)
 	}
 	if r := invoke(t, "", nil, false, drillObjects(false), "status", "-n", "kubelings", "nope"); r.code != 2 {
 		t.Errorf("unknown service: exit %d", r.code)
 	}
 	// Another namespace holds no Local Service.
-	if r := invoke(t, "", nil, false, drillObjects(true), "status", "-n", "other"); r.code != 0 || !strings.Contains(r.out, "No Service") {
-		t.Errorf("empty namespace: exit %d %q", r.code, r.out)
+	if r := invoke(t, "", nil, false, drillObjects(true), "status", "-n", "other"); r.code != 0 || r.out != "" || !strings.Contains(r.errOut, "No Service") {
+		t.Errorf("empty namespace: exit %d %q %q", r.code, r.out, r.errOut)
 	}
 }
 
@@ -310,12 +321,12 @@ func TestStatusNodePortAddresses(t *testing.T) {
 			client: func(*genericclioptions.ConfigFlags) (kubernetes.Interface, error) { return cs, nil }}
 		return a.run(context.Background(), append([]string{"status", "-n", "kubelings"}, args...)), out.String(), errOut.String()
 	}
-	if code, out, _ := run("--node-port-addresses", "10.0.0.1/32,10.0.0.2/32"); code != exitFindings ||
-		!regexp.MustCompile(`DROP\s+drop\?`).MatchString(out) {
+	if code, out, _ := run("--node-port-addresses", "10.0.0.1/32,10.0.0.2/32", "-o", "wide"); code != exitFindings ||
+		!regexp.MustCompile(`Failing\s+3\s+1\s+1\s+1\s+node-2\s.*DROP\s+drop\?`).MatchString(out) {
 		t.Errorf("node-2 inside, node-3 outside: exit %d, want 1 with node-2 DROP and node-3 drop?\n%s", code, out)
 	}
-	if code, out, _ := run("--node-port-addresses", "192.168.0.0/16"); code != exitClean ||
-		!regexp.MustCompile(`checkout\s+NodePort\s+ok 3\s+drop\?\s+drop\?`).MatchString(out) {
+	if code, out, _ := run("--node-port-addresses", "192.168.0.0/16", "-o", "wide"); code != exitClean ||
+		!regexp.MustCompile(`checkout\s+NodePort\s+CannotTell\s+3\s+1\s+0\s+2\s+<none>\s+<none>\s+ok 3\s+drop\?\s+drop\?`).MatchString(out) {
 		t.Errorf("every node outside: exit %d, want 0 and no DROP\n%s", code, out)
 	}
 	if code, _, _ := run("--node-port-addresses", "primary"); code != exitFindings {

@@ -63,6 +63,12 @@ func TestDrainCheck(t *testing.T) {
 		t.Errorf("spread: %+v, want no loss, in rotation, 2 serving after, 1 evicted, elsewhere node-2,node-3, a 30 s window", s)
 	}
 
+	// ok is not "nothing lost": the text names the load balancer's window, in which it still sends to node-1.
+	r = invoke(t, "", nil, false, append(behindLoadBalancer(drillObjects(false)), pdb(1)), "drain-check", "node-1", "-n", "kubelings")
+	if r.code != exitClean || !strings.Contains(r.out, "draining node-1 leaves every Local Service served; its load balancers keep sending new connections to node-1 for up to 30s") {
+		t.Errorf("spread, text: exit %d, want 0 and the load balancer's window named:\n%s", r.code, r.out)
+	}
+
 	r = invoke(t, "", nil, false, append(behindLoadBalancer(drillObjects(true)), pdb(0)), "drain-check", "node-1", "-n", "kubelings")
 	if r.code != exitClean || !strings.Contains(r.out, "the drain waits for checkout-7c9f-0 (PodDisruptionBudget checkout allows no disruption)") {
 		t.Errorf("a PDB allowing nothing: exit %d, want 0 and the wait named:\n%s", r.code, r.out)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -30,18 +31,17 @@ func TestStatusIgnored(t *testing.T) {
 	if r.code != 0 {
 		t.Errorf("exit %d, want 0: the only blackholes are an ignored Service's; stderr %s", r.code, r.errOut)
 	}
-	for _, want := range []string{"ok 3", "drop", "IGN  kubelings/checkout: ignored (localtraffic.io/intentional-placement: licensed on node-1 only): 1 of 3 nodes serve; node-2, node-3 drop NodePort 30090/TCP"} {
-		if !strings.Contains(r.out, want) {
-			t.Errorf("status output lacks %q:\n%s", want, r.out)
-		}
+	if !regexp.MustCompile(`kubelings\s+checkout\s+NodePort\s+Ignored\s+3\s+1\s+2\s+node-2,node-3\n`).MatchString(r.out) {
+		t.Errorf("status output lacks the ignored row with its 2 dropping nodes:\n%s", r.out)
 	}
-	if strings.Contains(r.out, "DROP ") {
-		t.Errorf("an ignored Service's drops are shown as failing:\n%s", r.out)
+	r = invoke(t, "", nil, false, ignoredDrill("licensed on node-1 only"), "status", "-n", "kubelings", "-o", "wide")
+	if !regexp.MustCompile(`ok 3\s+drop\s+drop\n`).MatchString(r.out) || regexp.MustCompile(`\sDROP\s`).MatchString(r.out) {
+		t.Errorf("the grid shows an ignored Service's drops as failing, or not at all:\n%s", r.out)
 	}
 	r = invoke(t, "", nil, false, ignoredDrill("licensed on node-1 only"), "status", "-n", "kubelings", "-o", "json")
-	var st statusJSON
-	if err := json.Unmarshal([]byte(r.out), &st); err != nil || len(st.Services) != 1 || !st.Services[0].Ignored ||
-		st.Services[0].IgnoredReason != "licensed on node-1 only" || len(st.Services[0].Blackholes()) != 2 {
+	var st ServiceStatusList
+	if err := json.Unmarshal([]byte(r.out), &st); err != nil || len(st.Items) != 1 || st.Items[0].Status != "Ignored" ||
+		st.Items[0].IgnoredReason != "licensed on node-1 only" || st.Items[0].Dropping != 2 {
 		t.Errorf("json %v: %s", err, r.out)
 	}
 }

@@ -20,8 +20,8 @@ func main() {
 	versioninfo.Fill()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	a := &app{in: os.Stdin, out: os.Stdout, errOut: os.Stderr, getenv: os.Getenv,
-		terminal: term.IsTerminal(int(os.Stdout.Fd())), client: kubeClient, exporters: newPortForwarder,
-		dynamic: dynamicClient}
+		terminal: term.IsTerminal(int(os.Stdout.Fd())), errTerminal: term.IsTerminal(int(os.Stderr.Fd())),
+		client: kubeClient, exporters: newPortForwarder, dynamic: dynamicClient}
 	code := a.run(ctx, os.Args[1:])
 	stop()
 	os.Exit(code)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
@@ -30,11 +29,11 @@ func (p painter) paint(colour, s string) string {
 	return colour + s + reset
 }
 
-// cell is one node's mark in the grid. Colour codes go around the padded text, so tabwriter's widths stay true.
-// An ignored Service's blackholes are still shown, dimmed: measured, failing nothing.
-func cell(s placement.ServiceStatus, n placement.NodeStatus) (text, colour string) {
+// cell is one node's mark in the -o wide grid, and its colour on a terminal. An ignored Service's blackholes
+// are still shown, in lower case and dimmed: measured, failing nothing.
+func cell(ignored bool, n placement.NodeStatus) (text, colour string) {
 	switch {
-	case n.Blackhole && s.Ignored:
+	case n.Blackhole && ignored:
 		return "drop", dim
 	case n.Blackhole:
 		return "DROP", red
@@ -51,121 +50,10 @@ func cell(s placement.ServiceStatus, n placement.NodeStatus) (text, colour strin
 	}
 }
 
-// observedCell summarises what the Service's nodes' exporters observe: the nodes per blackhole reason, strongest
-// first; "-" when they report none; "?" when no exporter report was read.
-func observedCell(s placement.ServiceStatus) string {
-	byReason := map[placement.Observation][]string{}
-	read := false
-	for _, n := range s.Nodes {
-		if n.Observed == "" {
-			continue
-		}
-		read = true
-		if n.Observed != placement.ObservedNoBlackhole {
-			byReason[n.Observed] = append(byReason[n.Observed], n.Node)
-		}
-	}
-	if !read {
-		return "?"
-	}
-	var parts []string
-	for _, r := range placement.ObservedBlackholes() {
-		if nodes := byReason[r]; len(nodes) > 0 {
-			parts = append(parts, string(r)+": "+strings.Join(nodes, ","))
-		}
-	}
-	if len(parts) == 0 {
-		return "-"
-	}
-	return strings.Join(parts, "; ")
-}
-
-// writeStatusText prints the nodes × Services grid and one summary line per Service; observed adds the column
-// of what the nodes' exporters observe (--from-exporters).
-func writeStatusText(w io.Writer, st []placement.ServiceStatus, colour, observed bool) error {
-	p := painter(colour)
-	if len(st) == 0 {
-		_, err := fmt.Fprintln(w, "No Service with externalTrafficPolicy: Local.")
-		return err
-	}
-	var nodes []string
-	for _, n := range st[0].Nodes {
-		nodes = append(nodes, n.Node)
-	}
-	width := 0
-	for _, n := range nodes {
-		width = max(width, len(n))
-	}
-	width = max(width, len("drained"))
-	pad := func(s string) string { return s + strings.Repeat(" ", width-len(s)) }
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	header := []string{"SERVICE", "TYPE"}
-	for _, n := range nodes {
-		header = append(header, pad(n))
-	}
-	if observed {
-		header = append(header, "OBSERVED")
-	}
-	fmt.Fprintln(tw, strings.Join(header, "\t"))
-	for _, s := range st {
-		row := []string{s.Namespace + "/" + s.Name, string(s.Type)}
-		for _, n := range s.Nodes {
-			text, c := cell(s, n)
-			row = append(row, p.paint(c, pad(text)))
-		}
-		if observed {
-			row = append(row, observedCell(s))
-		}
-		fmt.Fprintln(tw, strings.Join(row, "\t"))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintln(w)
-	for _, s := range st {
-		mark := p.paint(green, "ok  ")
-		switch {
-		case s.Ignored:
-			mark = p.paint(dim, "IGN ")
-		case s.Failing(): // a node blackholes, or nobody announces a load balancer IP: its traffic is lost
-			mark = p.paint(red+bold, "DROP")
-		case s.Outage:
-			mark = p.paint(yellow, "DOWN")
-		}
-		summary := s.Summary
-		if s.Ignored {
-			summary = fmt.Sprintf("ignored (%s: %s): %s", kubeview.AnnotationIntentionalPlacement, s.IgnoredReason, s.Summary)
-		}
-		fmt.Fprintf(w, "%s %s/%s: %s\n", mark, s.Namespace, s.Name, summary)
-	}
-	_, err := fmt.Fprintln(w, p.paint(dim, "\nok N: receives and serves (N local endpoints)  DROP: receives and drops (blackhole)  "+
-		"IGN, drop: a Service placed so on purpose (annotation "+kubeview.AnnotationIntentionalPlacement+"), its drops fail nothing  "+
-		"drained: no ready endpoint, its health check answers 503  drop?: would drop what only the node can tell reaches it (an externalIP, a VIP an announcer may hold, a NodePort outside nodePortAddresses)  "+
-		"-: receives nothing"))
-	return err
-}
-
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
-}
-
-// statusJSON is the status output: every node and every Local Service.
-type statusJSON struct {
-	Nodes    []string                  `json:"nodes"`
-	Services []placement.ServiceStatus `json:"services"`
-}
-
-func writeStatusJSON(w io.Writer, c *placement.Cluster, st []placement.ServiceStatus) error {
-	out := statusJSON{Nodes: []string{}, Services: st}
-	for _, n := range c.Nodes {
-		out.Nodes = append(out.Nodes, n.Name)
-	}
-	if out.Services == nil {
-		out.Services = []placement.ServiceStatus{}
-	}
-	return writeJSON(w, out)
 }
 
 func severityColour(s placement.Severity) string {

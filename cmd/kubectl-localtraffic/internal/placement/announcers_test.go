@@ -208,3 +208,24 @@ func TestAuditMetalLBFewNodes(t *testing.T) {
 func hasFinding(r Report, id RuleID) bool {
 	return slices.ContainsFunc(r.Findings(), func(f Finding) bool { return f.ID == id })
 }
+
+// Status's one row per Service (Summarize, a verdict per class of node) decides the announcers' records as the
+// per-node Status does: the holder singled out of its class, the others out for the VIP, an expired lease
+// unannounced and failing.
+func TestSummaryWithAnnouncerRecords(t *testing.T) {
+	now := time.Now()
+	for name, rec := range map[string]runtime.Object{
+		"metallb holder without replica": metallbL2Status("checkout", "node-2"),
+		"metallb holder with replica":    metallbL2Status("checkout", "node-1"),
+		"cilium holder without replica":  ciliumLease("checkout", "node-2", now, 15),
+		"cilium lease expired":           ciliumLease("checkout", "node-1", now.Add(-time.Minute), 15),
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := sameAsStatus(t, announcedCluster(announcerClient(rec)))[0]
+			wantFailing := name != "metallb holder with replica"
+			if s.Failing() != wantFailing || (s.Status() == "Failing") != wantFailing {
+				t.Errorf("failing %v (status %s), want %v", s.Failing(), s.Status(), wantFailing)
+			}
+		})
+	}
+}
