@@ -410,6 +410,44 @@ func TestAnnouncerHolderWithoutReplica(t *testing.T) {
 			t.Errorf("status %s, its lease expired: exit %d, unannounced %v; want 1, [%s]", s.svc.Name, code, un, s.lbIP)
 		}
 	}
+
+	// MetalLB allocated the address (its annotation) and its speakers stop announcing it: the ServiceL2Status
+	// is deleted and the route goes, while the replica still serves. With both of MetalLB's record kinds read
+	// cluster-wide, the plugin finds no record of the address and reports it unannounced; an exporter, which
+	// reads its own node's BGP records only, cannot know that no other node advertises it.
+	for _, s := range scenarios {
+		if s.record != "metallb_l2" {
+			continue
+		}
+		if code, _, un := pluginAnnounced(t, ctx, p, s.svc); code != 0 || len(un) > 0 {
+			t.Fatalf("status %s before MetalLB's annotation: exit %d, unannounced %v", s.svc.Name, code, un)
+		}
+		svc, err := c.Admin().CoreV1().Services(s.svc.Namespace).Get(ctx, s.svc.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		metav1.SetMetaDataAnnotation(&svc.ObjectMeta, "metallb.io/ip-allocated-from-pool", "e2e-pool")
+		if _, err := c.Admin().CoreV1().Services(s.svc.Namespace).Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if code, _, un := pluginAnnounced(t, ctx, p, s.svc); code != 0 || len(un) > 0 {
+			t.Errorf("status %s, MetalLB's address held by node-1: exit %d, unannounced %v; want 0, none", s.svc.Name, code, un)
+		}
+		if err := records[s.record].expire(ctx, s.svc); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Unroute(ctx, s.lbIP); err != nil {
+			t.Fatal(err)
+		}
+		// Lost: with no announcer, nothing delivers the address (here the client's network has no route and
+		// answers unreachable; on a LAN the router's ARP goes unanswered).
+		if r := c.Request(ctx, s.lbIP+":80"); r.Verdict == cluster.OK {
+			t.Errorf("%s announced by nobody: %s, want it lost", s.lbIP, r)
+		}
+		if code, _, un := pluginAnnounced(t, ctx, p, s.svc); code != 1 || !slices.Equal(un, []string{s.lbIP}) {
+			t.Errorf("status %s, no MetalLB record: exit %d, unannounced %v; want 1, [%s]", s.svc.Name, code, un, s.lbIP)
+		}
+	}
 }
 
 // pluginAnnounced runs `kubectl localtraffic status -o json` for svc: the exit status, the nodes it calls

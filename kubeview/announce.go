@@ -172,6 +172,9 @@ type AnnouncerSnapshot struct {
 	byService map[string][]Announcement
 	leases    map[string]leaseRecord
 	now       time.Time
+	// clusterWide: every node's records were read (ListAnnouncers), so the absence of a record means that no
+	// node announces.
+	clusterWide bool
 }
 
 // AnnouncementsFor returns the announcements of the Service namespace/name in the announcers' own objects
@@ -217,4 +220,29 @@ func (s AnnouncerSnapshot) AddTo(st *ServiceState, svc *corev1.Service) {
 		return
 	}
 	st.Announcements = append(st.Announcements, s.AnnouncementsFor(svc.Namespace, svc.Name)...)
+	st.UnrecordedIPs = s.unrecorded(st, svc)
+}
+
+// MetalLB's annotation on a Service it allocated an address to, under its current and its former group.
+var metallbAllocatedAnnotations = []string{"metallb.io/ip-allocated-from-pool", "metallb.universe.tf/ip-allocated-from-pool"}
+
+// unrecorded lists the Service's load balancer IPs when MetalLB allocated them and, with both of its record
+// kinds read cluster-wide, no record names a node for the Service: MetalLB writes a ServiceL2Status for the
+// node that answers ARP and NDP, and a ServiceBGPStatus per node that advertises a route, so neither means no
+// node announces (not elected, or no BGP session up). Anything less than both kinds read and current says
+// nothing: MetalLB before v0.15.0 has no ServiceBGPStatus, and its BGP announcements would look unrecorded.
+func (s AnnouncerSnapshot) unrecorded(st *ServiceState, svc *corev1.Service) []string {
+	if !s.clusterWide || s.States[SourceMetalLBL2] != SourceOK || s.States[SourceMetalLBBGP] != SourceOK {
+		return nil
+	}
+	if !slices.ContainsFunc(metallbAllocatedAnnotations, func(k string) bool { return svc.Annotations[k] != "" }) {
+		return nil
+	}
+	// A ServiceBGPStatus naming no peer advertises to nobody.
+	if slices.ContainsFunc(st.Announcements, func(a Announcement) bool {
+		return a.Source == SourceMetalLBL2 || a.Source == SourceMetalLBBGP && len(a.Peers) > 0
+	}) {
+		return nil
+	}
+	return slices.Clone(st.LoadBalancerIPs)
 }

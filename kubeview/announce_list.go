@@ -14,7 +14,8 @@ import (
 // stale) and no records; nothing is an error. Each ServiceState's Announcements are then its own annotations'
 // and AnnouncementsFor's.
 func ListAnnouncers(ctx context.Context, client dynamic.Interface, ciliumNamespace string, now time.Time) AnnouncerSnapshot {
-	s := AnnouncerSnapshot{States: map[AnnouncerSource]SourceState{}, byService: map[string][]Announcement{}, leases: map[string]leaseRecord{}, now: now}
+	s := AnnouncerSnapshot{States: map[AnnouncerSource]SourceState{}, byService: map[string][]Announcement{}, leases: map[string]leaseRecord{},
+		now: now, clusterWide: true}
 	for _, src := range []struct {
 		source AnnouncerSource
 		ri     dynamic.ResourceInterface

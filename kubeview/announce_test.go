@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -238,5 +240,63 @@ func TestAnnouncersRediscover(t *testing.T) {
 	s := waitAnnouncers(t, a, map[AnnouncerSource]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
 	if got := s.AnnouncementsFor("shop", "web"); len(got) != 1 || got[0].Node != "node-2" {
 		t.Errorf("after the CRD appeared: %+v", got)
+	}
+}
+
+// MetalLB allocated the address (its annotation) and, with both of its record kinds read cluster-wide, no
+// record announces it: the load balancer IPs are unrecorded. A record of either kind, a reader that sees only
+// its own node's BGP records (the exporter's informers), either kind unreadable or absent (MetalLB before
+// v0.15.0), or no MetalLB annotation: nothing is said.
+func TestUnrecordedMetalLBAddresses(t *testing.T) {
+	now := time.Now()
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web",
+		Annotations: map[string]string{"metallb.io/ip-allocated-from-pool": "default"}},
+		Spec:   corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal},
+		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.10"}}}}}
+	unrecorded := func(s AnnouncerSnapshot, svc *corev1.Service) []string {
+		st := ServiceStateOf(svc, nil)
+		s.AddTo(&st, svc)
+		return st.UnrecordedIPs
+	}
+	forbidBGP := func(c *dynamicfake.FakeDynamicClient) *dynamicfake.FakeDynamicClient {
+		c.PrependReactor("list", "servicebgpstatuses", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewNotFound(GVRServiceBGPStatus.GroupResource(), "")
+		})
+		return c
+	}
+	older := svc.DeepCopy()
+	older.Annotations = map[string]string{"metallb.universe.tf/ip-allocated-from-pool": "default"}
+	notMetalLB := svc.DeepCopy()
+	notMetalLB.Annotations = nil
+	for _, c := range []struct {
+		name   string
+		client *dynamicfake.FakeDynamicClient
+		svc    *corev1.Service
+		want   []string
+	}{
+		{"no record", fakeDynamic(), svc, []string{"192.0.2.10"}},
+		{"the former annotation", fakeDynamic(), older, []string{"192.0.2.10"}},
+		{"another Service's record", fakeDynamic(l2Status("l2-api", "node-2", "shop", "api")), svc, []string{"192.0.2.10"}},
+		{"a BGP record without peers", fakeDynamic(bgpStatus("bgp-web-1", "node-1", "shop", "web")), svc, []string{"192.0.2.10"}},
+		{"an L2 record", fakeDynamic(l2Status("l2-web", "node-2", "shop", "web")), svc, nil},
+		{"a BGP record", fakeDynamic(bgpStatus("bgp-web-3", "node-3", "shop", "web", "peer-a")), svc, nil},
+		{"no ServiceBGPStatus kind", forbidBGP(fakeDynamic()), svc, nil},
+		{"not MetalLB's address", fakeDynamic(), notMetalLB, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := unrecorded(ListAnnouncers(context.Background(), c.client, DefaultCiliumNamespace, now), c.svc)
+			if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("unrecorded %v, want %v", got, c.want)
+			}
+		})
+	}
+	// The exporter's informers read only their node's BGP records: the absence of one says nothing.
+	a := NewAnnouncers(fakeDynamic(), "node-1", DefaultCiliumNamespace)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a.Start(ctx)
+	s := waitAnnouncers(t, a, map[AnnouncerSource]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
+	if got := unrecorded(s, svc); got != nil {
+		t.Errorf("the exporter's snapshot: unrecorded %v, want none", got)
 	}
 }

@@ -76,6 +76,11 @@ type ServiceState struct {
 	// (announce.go): those on its own annotations always, those in the announcers' objects where the view
 	// reads them (View.Snapshot with WithAnnouncers).
 	Announcements []Announcement
+	// UnrecordedIPs are the load balancer IPs MetalLB allocated (its ip-allocated-from-pool annotation) of
+	// which none of its records, read cluster-wide, says a node announces them: nobody does. Only a reader of
+	// every node's records can know it (kubectl localtraffic status, through ListAnnouncers); an exporter reads
+	// its own node's BGP records only, and leaves it empty.
+	UnrecordedIPs []string
 }
 
 // ServicePort is one port of the Service's spec.

@@ -2,6 +2,7 @@ package verdict
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
@@ -47,9 +48,10 @@ func announced(node kubeview.NodeState, svc kubeview.ServiceState, d Destination
 }
 
 // Unannounced reports whether svc has endpoints somewhere and a load balancer IP whose announcer's layer 2
-// record names no live holder (a Cilium lease whose holder stopped renewing it) while no other record
-// announces it: nobody answers for the address, and every client of it is lost, however many replicas
-// serve. A fact of the cluster, the same on every node.
+// record names no live holder (a Cilium lease whose holder stopped renewing it), or which MetalLB allocated
+// and no record of it announces (kubeview.ServiceState.UnrecordedIPs, known to a cluster-wide reader only),
+// while no other record announces it: nobody answers for the address, and every client of it is lost,
+// however many replicas serve. A fact of the cluster, the same on every node.
 func Unannounced(svc kubeview.ServiceState) bool { return len(UnannouncedIPs(svc)) > 0 }
 
 // UnannouncedIPs lists the load balancer IPs for which Unannounced holds, in the Service's order (nil when the
@@ -60,7 +62,7 @@ func UnannouncedIPs(svc kubeview.ServiceState) []string {
 	}
 	var out []string
 	for _, ip := range svc.LoadBalancerIPs {
-		expired, live := false, false
+		expired, live := slices.Contains(svc.UnrecordedIPs, ip), false
 		for _, a := range svc.Announcements {
 			if !a.Covers(ip) {
 				continue

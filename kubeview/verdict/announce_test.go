@@ -128,6 +128,7 @@ func TestUnannounced(t *testing.T) {
 		return s
 	}
 	expired := kubeview.Announcement{Source: kubeview.SourceCiliumL2, Node: "node-1", Exclusive: true, Expired: true}
+	unrecorded := func(s kubeview.ServiceState) kubeview.ServiceState { s.UnrecordedIPs = s.LoadBalancerIPs; return s }
 	live := kubeview.Announcement{Source: kubeview.SourceMetalLBL2, Node: "node-3", Exclusive: true}
 	cases := []struct {
 		name string
@@ -139,6 +140,9 @@ func TestUnannounced(t *testing.T) {
 		{"expired lease and a live record: announced", svc(0, true, expired, live), false},
 		{"no record at all: unknown, not unannounced", svc(0, true), false},
 		{"live holder", svc(1, true, live), false},
+		{"MetalLB's address with no record read cluster-wide: nobody answers", unrecorded(svc(0, true)), true},
+		{"MetalLB's unrecorded address, no endpoint anywhere: an outage of its own", unrecorded(svc(0, false)), false},
+		{"MetalLB's unrecorded address and a live record of another announcer", unrecorded(svc(0, true, live)), false},
 	}
 	for _, c := range cases {
 		if got := Unannounced(c.svc); got != c.want {

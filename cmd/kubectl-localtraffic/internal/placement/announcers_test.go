@@ -229,3 +229,21 @@ func TestSummaryWithAnnouncerRecords(t *testing.T) {
 		})
 	}
 }
+
+// MetalLB allocated the VIP and neither of its record kinds names a node for it (its speaker elected nobody,
+// or no BGP session is up) while the replica serves: status reports it unannounced and fails. A record of the
+// holder clears it.
+func TestStatusMetalLBUnrecorded(t *testing.T) {
+	allocated := func(c *Cluster) *Cluster {
+		c.Services[0].Annotations = map[string]string{"metallb.io/ip-allocated-from-pool": "default"}
+		return c
+	}
+	s := sameAsStatus(t, allocated(announcedCluster(announcerClient())))[0]
+	if !slices.Equal(s.Unannounced, []string{"192.0.2.10"}) || !s.Failing() {
+		t.Errorf("no MetalLB record: unannounced %v, failing %v; want 192.0.2.10, failing", s.Unannounced, s.Failing())
+	}
+	s = sameAsStatus(t, allocated(announcedCluster(announcerClient(metallbL2Status("checkout", "node-1")))))[0]
+	if len(s.Unannounced) > 0 || s.Failing() {
+		t.Errorf("node-1 announces: unannounced %v, failing %v", s.Unannounced, s.Failing())
+	}
+}
