@@ -11,7 +11,10 @@ package placement_test
 // to some node (the address held on its interface), and every node's kube-proxy is healthy and in step with the
 // API. A small model of that kube-proxy (kubeProxyOn, written here from docs/kube-proxy.md, not from
 // kubeview's counting) answers the exporter's health check probes and is the rule set it reads. Each fixture
-// also states the truth per node (want), so agreement on a wrong answer fails too.
+// also states the truth per node (want), so agreement on a wrong answer fails too. Some fixtures also give the
+// exporter an arrivals meter and the clients it sees (arriving): the exporter then decides from packets the API
+// does not show (lost traffic, a load balancer that ignores its health check, no client yet), and the plugin
+// must agree or say it cannot tell, never give the opposite answer.
 
 import (
 	"context"
@@ -39,6 +42,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/kubeviewtest"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
 
@@ -70,6 +74,12 @@ type fixture struct {
 	// nodePortAddresses is kube-proxy's --nodeport-addresses on every node (nil: its default, every address),
 	// given to both front ends as the user would give it to the plugin.
 	nodePortAddresses []string
+	// arriving, when not nil, gives the exporter an arrivals meter: per node, the destinations new client
+	// connection attempts keep arriving at, from before the exporter's first scrape until its last, past the
+	// grace window (exporterVerdict scrapes twice). wantReason: the exporter's blackhole reason per node, so the
+	// fixture proves the exporter decided from the arrivals.
+	arriving   map[string][]arrivals.Dest
+	wantReason map[string]verdict.Reason
 }
 
 func node(i int, mods ...func(*corev1.Node)) *corev1.Node {
@@ -181,6 +191,13 @@ var (
 	drained = answer{}
 )
 
+// The fixture Service's IPv4 destinations as the arrivals meter watches them: its NodePort on the node's own
+// addresses, and its load balancer IP.
+var (
+	nodePortDest = arrivals.NodeDest(arrivals.TCP, false, 30090)
+	lbDest       = arrivals.Dest{Protocol: arrivals.TCP, Addr: netip.MustParseAddr("192.0.2.10"), Port: 80}
+)
+
 func fixtures() []fixture {
 	dualStack := func(s *corev1.Service) {
 		s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
@@ -264,6 +281,25 @@ func fixtures() []fixture {
 			slices: []*discoveryv1.EndpointSlice{v4(on("node-1", "node-2")),
 				slice(fixtureSvc+"-v6", discoveryv1.AddressTypeIPv6, "http", on("node-1"))},
 			want: with(serves("node-1"), hole, "node-2", "node-3")},
+		{name: "arrivals: NodePort clients dropped on node-2 are lost traffic there, and node-3 has none yet",
+			nodes: nodes(3), svc: service(corev1.ServiceTypeNodePort), slices: []*discoveryv1.EndpointSlice{v4(on("node-1"))},
+			arriving:   map[string][]arrivals.Dest{"node-1": {nodePortDest}, "node-2": {nodePortDest}},
+			want:       with(serves("node-1"), hole, "node-2", "node-3"),
+			wantReason: map[string]verdict.Reason{"node-2": verdict.ReasonTrafficLost, "node-3": verdict.ReasonNoTrafficSeen}},
+		{name: "arrivals: a load balancer that ignores its health check keeps sending to node-2, which its check drains",
+			nodes: nodes(3), svc: service(corev1.ServiceTypeLoadBalancer), slices: []*discoveryv1.EndpointSlice{v4(on("node-1"))},
+			arriving: map[string][]arrivals.Dest{"node-1": {lbDest}, "node-2": {lbDest}},
+			want:     with(with(serves("node-1"), hole, "node-2"), drained, "node-3"),
+			// The plugin trusts a check only a known cloud controller's load balancer is known to honour.
+			cannotTell: []string{"node-2", "node-3"}, cannotTellKind: verdict.LoadBalancerIP,
+			wantReason: map[string]verdict.Reason{"node-2": verdict.ReasonHealthCheckIgnored}},
+		{name: "arrivals: NodePort clients keep using node-2, excluded from load balancers, which has no endpoint",
+			nodes: []*corev1.Node{node(1), node(2, func(n *corev1.Node) { n.Labels[corev1.LabelNodeExcludeBalancers] = "" }), node(3)},
+			svc:   service(corev1.ServiceTypeNodePort), slices: []*discoveryv1.EndpointSlice{v4(on("node-1"))},
+			arriving:   map[string][]arrivals.Dest{"node-2": {nodePortDest}},
+			want:       with(with(serves("node-1"), hole, "node-2"), hole, "node-3"),
+			cannotTell: []string{"node-2"}, cannotTellKind: verdict.NodePort,
+			wantReason: map[string]verdict.Reason{"node-2": verdict.ReasonTrafficLost, "node-3": verdict.ReasonNoTrafficSeen}},
 		{name: "dual-stack LoadBalancer: node-2's IPv6 check answers 503, its IPv4 one 200",
 			nodes: nodes(2), svc: service(corev1.ServiceTypeLoadBalancer, dualStack),
 			slices: []*discoveryv1.EndpointSlice{v4(on("node-1", "node-2")),
@@ -293,6 +329,9 @@ func TestFrontEndsAgree(t *testing.T) {
 				}
 				if exp.CannotTell {
 					t.Errorf("%s: the exporter has node evidence and must never answer cannot-tell", ps.Node)
+				}
+				if r, ok := f.wantReason[ps.Node]; ok && exp.Reason != r {
+					t.Errorf("%s: exporter's reason %q, want %q", ps.Node, exp.Reason, r)
 				}
 				wantCannotTell := slices.Contains(f.cannotTell, ps.Node)
 				if (len(ps.CannotTell) > 0) != wantCannotTell {
@@ -380,17 +419,71 @@ func exporterVerdict(t *testing.T, f fixture, nodeName string) verdict.Verdict {
 		}
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	g := scrape.NewGatherer(scrape.GathererConfig{
+	cfg := scrape.GathererConfig{
 		View: view, RuleReader: kp, Addrs: fixedAddrs(local),
 		KubeProxyAddress:  func(kubeview.NodeState) (string, error) { return "127.0.0.1:10256", nil },
 		NodePortAddresses: append([]string{}, f.nodePortAddresses...), ExternalIPWindow: 10 * time.Minute,
 		Client: &http.Client{Transport: kp}, ProbeTimeout: time.Second, Concurrency: 4, Logger: logger,
-	})
+	}
+	var m *clientsMeter
+	if f.arriving != nil {
+		m = &clientsMeter{arriving: f.arriving[nodeName], since: meterStart.Add(-time.Second), now: meterStart}
+		cfg.Meter = m
+	}
+	g := scrape.NewGatherer(cfg)
 	st := g.Gather(ctx)
+	// With a meter, scrapes every 30 s until past the grace window: the exporter counts a drained node's
+	// arrivals from the first scrape that found the destination dropped, and remembers that scrape only while
+	// scrapes keep coming.
+	for m != nil && m.now.Before(meterStart.Add(scrape.DefaultGrace+time.Minute)) {
+		m.now = m.now.Add(30 * time.Second)
+		st = g.Gather(ctx)
+	}
 	if st.APIErr != nil || len(st.Services) != 1 {
 		t.Fatalf("%s: scrape: %v, %d Services", nodeName, st.APIErr, len(st.Services))
 	}
 	return st.Services[0].Verdict
+}
+
+// meterStart is when a fixture's meter is first read.
+var meterStart = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+// clientsMeter is a node's arrivals meter (scrape.ArrivalsMeter) that sees clients keep arriving at the
+// destinations in arriving, since since, the latest a second before now, and nothing anywhere else (every one
+// a client's: no health checker among them). Gather is not concurrent with the test's changes of now.
+type clientsMeter struct {
+	arriving   []arrivals.Dest
+	since, now time.Time
+	watched    arrivals.Watch
+}
+
+func (m *clientsMeter) Watch(w arrivals.Watch) error {
+	m.watched = w
+	return nil
+}
+
+func (m *clientsMeter) Snapshot() arrivals.Snapshot {
+	s := arrivals.Snapshot{Status: arrivals.StatusOK, Since: m.since, Taken: m.now,
+		Families: []arrivals.FamilyStats{{Family: "IPv4"}, {Family: "IPv6"}}}
+	for _, d := range m.watched.Dests {
+		c := arrivals.DestCount{Dest: d, WatchedSince: m.since}
+		if slices.Contains(m.arriving, d) {
+			c.Attempts = uint64(m.now.Sub(m.since) / time.Second)
+			c.FirstSeen, c.ActiveSince, c.LastSeen = m.since, m.since, m.now.Add(-time.Second)
+		}
+		s.Dests = append(s.Dests, c)
+	}
+	// Sorted as the meter sorts them (protocol, address, port): Snapshot.Dest searches them.
+	slices.SortFunc(s.Dests, func(a, b arrivals.DestCount) int {
+		if a.Protocol != b.Protocol {
+			return int(a.Protocol) - int(b.Protocol)
+		}
+		if c := a.Addr.Compare(b.Addr); c != 0 {
+			return c
+		}
+		return int(a.Port) - int(b.Port)
+	})
+	return s
 }
 
 type fixedAddrs []net.IP
