@@ -33,6 +33,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
@@ -80,6 +81,10 @@ type fixture struct {
 	// fixture proves the exporter decided from the arrivals.
 	arriving   map[string][]arrivals.Dest
 	wantReason map[string]verdict.Reason
+	// ignoreSelector is the exporter's --services.ignore-selector, given to the plugin as status
+	// --ignore-selector; wantIgnored: both must then mark the Service ignored.
+	ignoreSelector string
+	wantIgnored    bool
 }
 
 func node(i int, mods ...func(*corev1.Node)) *corev1.Node {
@@ -300,6 +305,16 @@ func fixtures() []fixture {
 			want:       with(with(serves("node-1"), hole, "node-2"), hole, "node-3"),
 			cannotTell: []string{"node-2"}, cannotTellKind: verdict.NodePort,
 			wantReason: map[string]verdict.Reason{"node-2": verdict.ReasonTrafficLost, "node-3": verdict.ReasonNoTrafficSeen}},
+		{name: "the exporter's ignore selector: both front ends judge the Service as any other and mark it ignored",
+			nodes: nodes(3), svc: service(corev1.ServiceTypeNodePort, func(s *corev1.Service) { s.Labels = map[string]string{"team": "legacy"} }),
+			slices:         []*discoveryv1.EndpointSlice{v4(on("node-1"))},
+			ignoreSelector: "team=legacy", wantIgnored: true,
+			want: with(serves("node-1"), hole, "node-2", "node-3")},
+		{name: "the exporter's ignore selector selects other Services: this one fails on both sides",
+			nodes: nodes(2), svc: service(corev1.ServiceTypeNodePort, func(s *corev1.Service) { s.Labels = map[string]string{"team": "shop"} }),
+			slices:         []*discoveryv1.EndpointSlice{v4(on("node-1"))},
+			ignoreSelector: "team=legacy",
+			want:           with(serves("node-1"), hole, "node-2")},
 		{name: "dual-stack LoadBalancer: node-2's IPv6 check answers 503, its IPv4 one 200",
 			nodes: nodes(2), svc: service(corev1.ServiceTypeLoadBalancer, dualStack),
 			slices: []*discoveryv1.EndpointSlice{v4(on("node-1", "node-2")),
@@ -318,11 +333,19 @@ func TestFrontEndsAgree(t *testing.T) {
 				c.NodePortAddresses = append(c.NodePortAddresses, netip.MustParsePrefix(p))
 			}
 			st := placement.Status(c)
+			placement.ApplyIgnoreSelector(st, c.Services, ignoreSelector(t, f))
 			if len(st) != 1 {
 				t.Fatalf("plugin: %d Services, want 1", len(st))
 			}
+			if st[0].Ignored != f.wantIgnored {
+				t.Errorf("plugin: ignored %v (%q), want %v", st[0].Ignored, st[0].IgnoredReason, f.wantIgnored)
+			}
 			for _, ps := range st[0].Nodes {
-				exp := exporterVerdict(t, f, ps.Node)
+				exp, ignored := exporterVerdict(t, f, ps.Node)
+				if ignored.Ignored != st[0].Ignored || ignored.IgnoredReason != st[0].IgnoredReason {
+					t.Errorf("%s: exporter's ignored %v (%q), the plugin's %v (%q)", ps.Node, ignored.Ignored, ignored.IgnoredReason,
+						st[0].Ignored, st[0].IgnoredReason)
+				}
 				got := answer{blackhole: exp.Blackhole, inRotation: exp.InRotation}
 				if got != f.want[ps.Node] {
 					t.Errorf("%s: exporter says %+v, the truth is %+v\n%+v", ps.Node, got, f.want[ps.Node], exp.Families)
@@ -373,8 +396,22 @@ func TestFrontEndsAgree(t *testing.T) {
 	}
 }
 
-// exporterVerdict runs the exporter's gatherer for nodeName over the fixture, as one scrape does.
-func exporterVerdict(t *testing.T, f fixture, nodeName string) verdict.Verdict {
+// ignoreSelector parses the fixture's selector as both front ends parse theirs (nil: none).
+func ignoreSelector(t *testing.T, f fixture) labels.Selector {
+	t.Helper()
+	if f.ignoreSelector == "" {
+		return nil
+	}
+	sel, err := labels.Parse(f.ignoreSelector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sel
+}
+
+// exporterVerdict runs the exporter's gatherer for nodeName over the fixture, as one scrape does, and returns
+// its verdict and its view of the Service (whether it is ignored, and why).
+func exporterVerdict(t *testing.T, f fixture, nodeName string) (verdict.Verdict, kubeview.ServiceState) {
 	t.Helper()
 	objs := []runtime.Object{f.svc}
 	for _, n := range f.nodes {
@@ -383,7 +420,11 @@ func exporterVerdict(t *testing.T, f fixture, nodeName string) verdict.Verdict {
 	for _, s := range f.slices {
 		objs = append(objs, s)
 	}
-	view := kubeview.New(kubeviewtest.NewAPI(fake.NewClientset(objs...)), nodeName)
+	var opts []kubeview.Option
+	if sel := ignoreSelector(t, f); sel != nil {
+		opts = append(opts, kubeview.WithIgnoreSelector(sel))
+	}
+	view := kubeview.New(kubeviewtest.NewAPI(fake.NewClientset(objs...)), nodeName, opts...)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
 	view.Start(ctx)
@@ -442,7 +483,7 @@ func exporterVerdict(t *testing.T, f fixture, nodeName string) verdict.Verdict {
 	if st.APIErr != nil || len(st.Services) != 1 {
 		t.Fatalf("%s: scrape: %v, %d Services", nodeName, st.APIErr, len(st.Services))
 	}
-	return st.Services[0].Verdict
+	return st.Services[0].Verdict, st.Services[0].Service
 }
 
 // meterStart is when a fixture's meter is first read.

@@ -1,0 +1,28 @@
+package placement
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
+)
+
+// ApplyIgnoreSelector marks as ignored the Services of st whose labels sel selects, as the exporter's
+// --services.ignore-selector marks them (kubeview.IgnoredReason: a Service's own annotation still gives the
+// reason first). The API does not show the exporter's flags: the user gives status the same selector
+// (status --ignore-selector), and the two then fail and page on the same Services. services are the Services
+// st was built from; nil or an empty sel changes nothing.
+func ApplyIgnoreSelector(st []ServiceStatus, services []*corev1.Service, sel labels.Selector) {
+	if sel == nil || sel.Empty() {
+		return
+	}
+	byKey := make(map[string]*corev1.Service, len(services))
+	for _, svc := range services {
+		byKey[svc.Namespace+"/"+svc.Name] = svc
+	}
+	for i := range st {
+		if svc, ok := byKey[st[i].Namespace+"/"+st[i].Name]; ok && !st[i].Ignored {
+			st[i].IgnoredReason, st[i].Ignored = kubeview.IgnoredReason(svc, sel)
+		}
+	}
+}
