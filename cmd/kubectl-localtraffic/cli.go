@@ -56,6 +56,8 @@ type options struct {
 	exporterDaemonSet string
 	// nodePortAddresses: kube-proxy's nodePortAddresses as the user knows it (status).
 	nodePortAddresses []string
+	// ignoreSelector: the exporter's --services.ignore-selector as the user knows it (status).
+	ignoreSelector string
 }
 
 // run parses args and executes the command; it returns the exit status.
@@ -112,6 +114,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 	status.Flags().StringSliceVar(&o.nodePortAddresses, "node-port-addresses", nil, "kube-proxy's nodePortAddresses (CIDRs, or primary), "+
 		"which the API does not show: a node none of whose addresses is inside serves no NodePort, and a NodePort it would drop is "+
 		"shown as cannot tell (default: kube-proxy's default, every node serves NodePorts)")
+	status.Flags().StringVar(&o.ignoreSelector, "ignore-selector", "", "the exporter's --services.ignore-selector, which the API does not show: "+
+		"the Services it selects are marked ignored and fail nothing, as the exporter marks them (no shipped alert pages on them)")
 	status.Flags().StringVar(&o.exporterDaemonSet, "exporter-daemonset", "", "the exporter's DaemonSet (--from-exporters; default: the one in --exporter-namespace that runs the exporter)")
 
 	audit := &cobra.Command{
@@ -215,12 +219,17 @@ func (a *app) status(ctx context.Context, o *options, args []string) (int, error
 	if err != nil {
 		return exitError, err
 	}
+	ignore, err := parseIgnoreSelector(o.ignoreSelector)
+	if err != nil {
+		return exitError, err
+	}
 	c, ns, err := a.readCluster(ctx, o, loadStatus)
 	if err != nil {
 		return exitError, err
 	}
 	c.NodePortAddresses = nodePorts
 	st := placement.Status(c)
+	placement.ApplyIgnoreSelector(st, c.Services, ignore)
 	partial := false
 	if o.fromExporters {
 		cs, err := a.client(o.kube)
