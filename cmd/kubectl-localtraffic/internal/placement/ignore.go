@@ -13,16 +13,25 @@ import (
 // (status --ignore-selector), and the two then fail and page on the same Services. services are the Services
 // st was built from; nil or an empty sel changes nothing.
 func ApplyIgnoreSelector(st []ServiceStatus, services []*corev1.Service, sel labels.Selector) {
-	if sel == nil || sel.Empty() {
-		return
-	}
-	byKey := make(map[string]*corev1.Service, len(services))
-	for _, svc := range services {
-		byKey[svc.Namespace+"/"+svc.Name] = svc
-	}
+	ignored := ignoredBySelector(services, sel)
 	for i := range st {
-		if svc, ok := byKey[st[i].Namespace+"/"+st[i].Name]; ok && !st[i].Ignored {
-			st[i].IgnoredReason, st[i].Ignored = kubeview.IgnoredReason(svc, sel)
+		if reason, ok := ignored[st[i].Namespace+"/"+st[i].Name]; ok && !st[i].Ignored {
+			st[i].Ignored, st[i].IgnoredReason = true, reason
 		}
 	}
+}
+
+// ignoredBySelector returns, by "namespace/name", the reason kubeview.IgnoredReason gives each of services that
+// sel ignores (nil when sel selects nothing).
+func ignoredBySelector(services []*corev1.Service, sel labels.Selector) map[string]string {
+	if sel == nil || sel.Empty() {
+		return nil
+	}
+	out := map[string]string{}
+	for _, svc := range services {
+		if reason, ok := kubeview.IgnoredReason(svc, sel); ok {
+			out[svc.Namespace+"/"+svc.Name] = reason
+		}
+	}
+	return out
 }
