@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -105,8 +106,8 @@ func TestStatusIgnoreSelector(t *testing.T) {
 			s.Labels = map[string]string{"team": "legacy"}
 		}
 	}
-	r := invoke(t, "", nil, false, objs, "status", "-n", "kubelings", "--ignore-selector", "team=legacy")
-	if r.code != exitClean || !strings.Contains(r.out, "IGN  kubelings/checkout") || !strings.Contains(r.out, "ignore selector team=legacy") {
+	r := invoke(t, "", nil, false, objs, "status", "-n", "kubelings", "--ignore-selector", "team=legacy", "-o", "json")
+	if r.code != exitClean || !regexp.MustCompile(`"ignoredReason":\s*"ignore selector team=legacy"`).MatchString(r.out) {
 		t.Errorf("selected: exit %d, want 0 with the Service ignored by the selector\n%s%s", r.code, r.out, r.errOut)
 	}
 	if r := invoke(t, "", nil, false, objs, "status", "-n", "kubelings", "--ignore-selector", "team=shop"); r.code != exitFindings {
