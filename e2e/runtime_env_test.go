@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"slices"
 	"testing"
@@ -9,10 +10,11 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
+	"github.com/localtraffic/localtraffic-exporter/e2e/leak"
 )
 
 // The harness runs every exporter with the Go runtime settings the DaemonSet gives it, so the memory the
-// scale tests measure is the deployed exporter's.
+// scale tests measure is the deployed exporter's, and the soak's heap bound is set for that GOGC.
 func TestExporterRuntimeEnvIsTheDaemonSets(t *testing.T) {
 	raw, err := os.ReadFile("../deploy/base/daemonset.yaml")
 	if err != nil {
@@ -35,5 +37,8 @@ func TestExporterRuntimeEnvIsTheDaemonSets(t *testing.T) {
 	slices.Sort(got)
 	if len(want) == 0 || !slices.Equal(got, want) {
 		t.Errorf("the harness runs exporters with %v, deploy/base/daemonset.yaml with %v", got, want)
+	}
+	if gogc := fmt.Sprintf("GOGC=%d", leak.HeapGOGC); !slices.Contains(want, gogc) {
+		t.Errorf("leak.HeapBound is set for %s (leak.HeapGOGC), deploy/base/daemonset.yaml runs the exporter with %v", gogc, want)
 	}
 }

@@ -75,6 +75,8 @@ type options struct {
 	selector     string
 	// color: auto, always or never.
 	color string
+	// ignoreSelector: the exporter's --services.ignore-selector as the user knows it (status).
+	ignoreSelector string
 }
 
 // run parses args and executes the command; it returns the exit status.
@@ -148,6 +150,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		"which the API does not show: a node none of whose addresses is inside serves no NodePort, and a NodePort it would drop is "+
 		"shown as cannot tell (default: kube-proxy's default, every node serves NodePorts)")
 	addAnnouncerFlags(status, o)
+	status.Flags().StringVar(&o.ignoreSelector, "ignore-selector", "", "the exporter's --services.ignore-selector, which the API does not show: "+
+		"the Services it selects are marked ignored and fail nothing, as the exporter marks them (no shipped alert pages on them)")
 	status.Flags().StringVar(&o.exporterDaemonSet, "exporter-daemonset", "", "the exporter's DaemonSet (--from-exporters; default: the one in --exporter-namespace that runs the exporter)")
 
 	audit := &cobra.Command{
@@ -264,6 +268,10 @@ func (a *app) status(ctx context.Context, o *options, args []string) (int, error
 	if err != nil {
 		return exitError, err
 	}
+	ignore, err := parseIgnoreSelector(o.ignoreSelector)
+	if err != nil {
+		return exitError, err
+	}
 	q := statusQuery{nodeSelector: o.nodeSelector, selector: o.selector}
 	if len(args) == 1 {
 		q.service = args[0]
@@ -281,7 +289,7 @@ func (a *app) status(ctx context.Context, o *options, args []string) (int, error
 	if c.Nodes, err = pickNodes(c.Nodes, o.nodeNames, o.nodeSelector); err != nil {
 		return exitError, err
 	}
-	c.NodePortAddresses = nodePorts
+	c.NodePortAddresses, c.IgnoreSelector = nodePorts, ignore
 	v := statusView{summaries: placement.Summarize(c), perNode: len(o.nodeNames) > 0 || o.nodeSelector != "" || q.service != ""}
 	partial := false
 	if o.fromExporters {

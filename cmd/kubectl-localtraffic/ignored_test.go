@@ -94,3 +94,28 @@ func TestAuditIgnored(t *testing.T) {
 		t.Errorf("unannotated: exit %d, suppressions in %s", r.code, r.out)
 	}
 }
+
+// status --ignore-selector marks the Services the exporter's --services.ignore-selector selects as ignored,
+// with the exporter's reason, and exits 0 for their drops; a Service it does not select fails as before; a
+// selector kubectl would not take, or one that selects everything, is bad input.
+func TestStatusIgnoreSelector(t *testing.T) {
+	objs := drillObjects(true)
+	for _, o := range objs {
+		if s, ok := o.(*corev1.Service); ok {
+			s.Labels = map[string]string{"team": "legacy"}
+		}
+	}
+	r := invoke(t, "", nil, false, objs, "status", "-n", "kubelings", "--ignore-selector", "team=legacy", "-o", "json")
+	if r.code != exitClean || !regexp.MustCompile(`"ignoredReason":\s*"ignore selector team=legacy"`).MatchString(r.out) {
+		t.Errorf("selected: exit %d, want 0 with the Service ignored by the selector\n%s%s", r.code, r.out, r.errOut)
+	}
+	if r := invoke(t, "", nil, false, objs, "status", "-n", "kubelings", "--ignore-selector", "team=shop"); r.code != exitFindings {
+		t.Errorf("not selected: exit %d, want 1\n%s", r.code, r.out)
+	}
+	for _, bad := range []string{"team==legacy,", " "} {
+		r := invoke(t, "", nil, false, objs, "status", "-n", "kubelings", "--ignore-selector", bad)
+		if r.code != exitError || !strings.Contains(r.errOut, "--ignore-selector") || strings.Count(r.errOut, "\n") != 1 {
+			t.Errorf("%q: exit %d, stderr %q", bad, r.code, r.errOut)
+		}
+	}
+}

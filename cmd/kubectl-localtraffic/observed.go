@@ -18,17 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/localtraffic/localtraffic-exporter/cmd/internal/metricnames"
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
-)
-
-// The series the plugin reads from an exporter, and its labels: the exporter's blackhole reason
-// (collector's blackhole_reason; TestObservedSeriesIsTheExporters holds these to the exporter's metric set, which
-// the plugin cannot import: the collector builds for Linux only, the plugin for every kubectl platform).
-const (
-	reasonMetric         = "localtraffic_blackhole_reason"
-	reasonLabelNamespace = "namespace"
-	reasonLabelService   = "service"
-	reasonLabelReason    = "reason"
 )
 
 // exporterReads bounds how many exporters are read at once: each read is a port-forward through the API server.
@@ -148,7 +139,7 @@ func canPortForward(ctx context.Context, cs kubernetes.Interface, namespace stri
 	return nil
 }
 
-// parseObserved reads an exporter's /metrics.
+// parseObserved reads an exporter's /metrics: the blackhole reason of each Service the node blackholes.
 func parseObserved(body []byte) (placement.NodeObserved, error) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := parser.TextToMetricFamilies(bytes.NewReader(body))
@@ -164,9 +155,10 @@ func parseObserved(body []byte) (placement.NodeObserved, error) {
 		}
 		return ""
 	}
-	for _, m := range fams[reasonMetric].GetMetric() {
+	for _, m := range fams[metricnames.BlackholeReason].GetMetric() {
 		if m.GetGauge().GetValue() == 1 {
-			o.Reasons[label(m, reasonLabelNamespace)+"/"+label(m, reasonLabelService)] = label(m, reasonLabelReason)
+			key := label(m, metricnames.BlackholeReasonLabelNamespace) + "/" + label(m, metricnames.BlackholeReasonLabelService)
+			o.Reasons[key] = label(m, metricnames.BlackholeReasonLabelReason)
 		}
 	}
 	return o, nil

@@ -22,8 +22,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	sigsyaml "sigs.k8s.io/yaml"
-
-	"github.com/localtraffic/localtraffic-exporter/collector"
 )
 
 // metricsOf is what one node's exporter answers: node-2 blackholes kubelings/checkout and sees its clients
@@ -205,22 +203,6 @@ func TestStatusFromExportersForbidden(t *testing.T) {
 	if code != exitError || !strings.Contains(errOut.String(), "no DaemonSet in namespace monitoring runs the exporter") {
 		t.Errorf("exit %d, stderr %q", code, errOut.String())
 	}
-}
-
-// The series the plugin reads is the exporter's: the collector defines it with these labels.
-func TestObservedSeriesIsTheExporters(t *testing.T) {
-	for _, m := range collector.NewServices().Metrics() {
-		if m.FQName() != reasonMetric {
-			continue
-		}
-		for _, l := range []string{reasonLabelNamespace, reasonLabelService, reasonLabelReason} {
-			if !slices.Contains(m.Labels, l) {
-				t.Errorf("%s has no label %q: %v", reasonMetric, l, m.Labels)
-			}
-		}
-		return
-	}
-	t.Errorf("the exporter's services collector exports no %s", reasonMetric)
 }
 
 // The defaults the plugin assumes for an exporter container without --web.listen-address or

@@ -38,6 +38,12 @@ func HeapBound() Bound      { return Bound{Rel: 0.10, Abs: 4 << 20} }
 func GoroutineBound() Bound { return Bound{Rel: 0.25, Abs: 10} }
 func FDBound() Bound        { return Bound{Rel: 0.25, Abs: 5} }
 
+// HeapGOGC is the GOGC HeapBound is set for: the exporter's as the DaemonSet deploys it (the e2e suite's
+// TestExporterRuntimeEnvIsTheDaemonSets holds the two equal). It sets how often the heap goal is renewed (a
+// collection each time the heap grows by GOGC percent of what was live) and how much of the garbage a collection
+// finds in flight the goal carries: a process measured against HeapBound runs with it.
+const HeapGOGC = 25
+
 // RSSBound is looser than HeapBound: the resident set also holds garbage not yet returned to the kernel.
 func RSSBound() Bound { return Bound{Rel: 0.20, Abs: 8 << 20} }
 

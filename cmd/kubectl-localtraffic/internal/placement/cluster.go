@@ -11,6 +11,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 )
@@ -42,6 +43,10 @@ type Cluster struct {
 	// holds no record. The announcers that record themselves on the Service (kube-vip, OpenELB, PureLB) come with
 	// the Service.
 	Announcers kubeview.AnnouncerSnapshot
+	// IgnoreSelector is the exporter's --services.ignore-selector as the user gave it (status
+	// --ignore-selector), which the API does not show: the Services it selects are ignored as the exporter
+	// ignores them (kubeview.IgnoredReason; a Service's own annotation gives the reason first). nil: none.
+	IgnoreSelector labels.Selector
 }
 
 // Source is where a manifest object was read: the file ("stdin" for standard input) and the line its

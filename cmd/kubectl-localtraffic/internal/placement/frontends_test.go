@@ -11,7 +11,10 @@ package placement_test
 // to some node (the address held on its interface), and every node's kube-proxy is healthy and in step with the
 // API. A small model of that kube-proxy (kubeProxyOn, written here from docs/kube-proxy.md, not from
 // kubeview's counting) answers the exporter's health check probes and is the rule set it reads. Each fixture
-// also states the truth per node (want), so agreement on a wrong answer fails too.
+// also states the truth per node (want), so agreement on a wrong answer fails too. Some fixtures also give the
+// exporter an arrivals meter and the clients it sees (arriving): the exporter then decides from packets the API
+// does not show (lost traffic, a load balancer that ignores its health check, no client yet), and the plugin
+// must agree or say it cannot tell, never give the opposite answer.
 
 import (
 	"context"
@@ -30,6 +33,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
@@ -39,6 +43,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/kubeviewtest"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
 
@@ -70,6 +75,16 @@ type fixture struct {
 	// nodePortAddresses is kube-proxy's --nodeport-addresses on every node (nil: its default, every address),
 	// given to both front ends as the user would give it to the plugin.
 	nodePortAddresses []string
+	// arriving, when not nil, gives the exporter an arrivals meter: per node, the destinations new client
+	// connection attempts keep arriving at, from before the exporter's first scrape until its last, past the
+	// grace window (exporterVerdict scrapes twice). wantReason: the exporter's blackhole reason per node, so the
+	// fixture proves the exporter decided from the arrivals.
+	arriving   map[string][]arrivals.Dest
+	wantReason map[string]verdict.Reason
+	// ignoreSelector is the exporter's --services.ignore-selector, given to the plugin as status
+	// --ignore-selector; wantIgnored: both must then mark the Service ignored.
+	ignoreSelector string
+	wantIgnored    bool
 }
 
 func node(i int, mods ...func(*corev1.Node)) *corev1.Node {
@@ -181,6 +196,13 @@ var (
 	drained = answer{}
 )
 
+// The fixture Service's IPv4 destinations as the arrivals meter watches them: its NodePort on the node's own
+// addresses, and its load balancer IP.
+var (
+	nodePortDest = arrivals.NodeDest(arrivals.TCP, false, 30090)
+	lbDest       = arrivals.Dest{Protocol: arrivals.TCP, Addr: netip.MustParseAddr("192.0.2.10"), Port: 80}
+)
+
 func fixtures() []fixture {
 	dualStack := func(s *corev1.Service) {
 		s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
@@ -264,6 +286,35 @@ func fixtures() []fixture {
 			slices: []*discoveryv1.EndpointSlice{v4(on("node-1", "node-2")),
 				slice(fixtureSvc+"-v6", discoveryv1.AddressTypeIPv6, "http", on("node-1"))},
 			want: with(serves("node-1"), hole, "node-2", "node-3")},
+		{name: "arrivals: NodePort clients dropped on node-2 are lost traffic there, and node-3 has none yet",
+			nodes: nodes(3), svc: service(corev1.ServiceTypeNodePort), slices: []*discoveryv1.EndpointSlice{v4(on("node-1"))},
+			arriving:   map[string][]arrivals.Dest{"node-1": {nodePortDest}, "node-2": {nodePortDest}},
+			want:       with(serves("node-1"), hole, "node-2", "node-3"),
+			wantReason: map[string]verdict.Reason{"node-2": verdict.ReasonTrafficLost, "node-3": verdict.ReasonNoTrafficSeen}},
+		{name: "arrivals: a load balancer that ignores its health check keeps sending to node-2, which its check drains",
+			nodes: nodes(3), svc: service(corev1.ServiceTypeLoadBalancer), slices: []*discoveryv1.EndpointSlice{v4(on("node-1"))},
+			arriving: map[string][]arrivals.Dest{"node-1": {lbDest}, "node-2": {lbDest}},
+			want:     with(with(serves("node-1"), hole, "node-2"), drained, "node-3"),
+			// The plugin trusts a check only a known cloud controller's load balancer is known to honour.
+			cannotTell: []string{"node-2", "node-3"}, cannotTellKind: verdict.LoadBalancerIP,
+			wantReason: map[string]verdict.Reason{"node-2": verdict.ReasonHealthCheckIgnored}},
+		{name: "arrivals: NodePort clients keep using node-2, excluded from load balancers, which has no endpoint",
+			nodes: []*corev1.Node{node(1), node(2, func(n *corev1.Node) { n.Labels[corev1.LabelNodeExcludeBalancers] = "" }), node(3)},
+			svc:   service(corev1.ServiceTypeNodePort), slices: []*discoveryv1.EndpointSlice{v4(on("node-1"))},
+			arriving:   map[string][]arrivals.Dest{"node-2": {nodePortDest}},
+			want:       with(with(serves("node-1"), hole, "node-2"), hole, "node-3"),
+			cannotTell: []string{"node-2"}, cannotTellKind: verdict.NodePort,
+			wantReason: map[string]verdict.Reason{"node-2": verdict.ReasonTrafficLost, "node-3": verdict.ReasonNoTrafficSeen}},
+		{name: "the exporter's ignore selector: both front ends judge the Service as any other and mark it ignored",
+			nodes: nodes(3), svc: service(corev1.ServiceTypeNodePort, func(s *corev1.Service) { s.Labels = map[string]string{"team": "legacy"} }),
+			slices:         []*discoveryv1.EndpointSlice{v4(on("node-1"))},
+			ignoreSelector: "team=legacy", wantIgnored: true,
+			want: with(serves("node-1"), hole, "node-2", "node-3")},
+		{name: "the exporter's ignore selector selects other Services: this one fails on both sides",
+			nodes: nodes(2), svc: service(corev1.ServiceTypeNodePort, func(s *corev1.Service) { s.Labels = map[string]string{"team": "shop"} }),
+			slices:         []*discoveryv1.EndpointSlice{v4(on("node-1"))},
+			ignoreSelector: "team=legacy",
+			want:           with(serves("node-1"), hole, "node-2")},
 		{name: "dual-stack LoadBalancer: node-2's IPv6 check answers 503, its IPv4 one 200",
 			nodes: nodes(2), svc: service(corev1.ServiceTypeLoadBalancer, dualStack),
 			slices: []*discoveryv1.EndpointSlice{v4(on("node-1", "node-2")),
@@ -281,18 +332,29 @@ func TestFrontEndsAgree(t *testing.T) {
 			for _, p := range f.nodePortAddresses {
 				c.NodePortAddresses = append(c.NodePortAddresses, netip.MustParsePrefix(p))
 			}
+			c.IgnoreSelector = ignoreSelector(t, f)
 			st := placement.Status(c)
 			if len(st) != 1 {
 				t.Fatalf("plugin: %d Services, want 1", len(st))
 			}
+			if st[0].Ignored != f.wantIgnored {
+				t.Errorf("plugin: ignored %v (%q), want %v", st[0].Ignored, st[0].IgnoredReason, f.wantIgnored)
+			}
 			for _, ps := range st[0].Nodes {
-				exp := exporterVerdict(t, f, ps.Node)
+				exp, ignored := exporterVerdict(t, f, ps.Node)
+				if ignored.Ignored != st[0].Ignored || ignored.IgnoredReason != st[0].IgnoredReason {
+					t.Errorf("%s: exporter's ignored %v (%q), the plugin's %v (%q)", ps.Node, ignored.Ignored, ignored.IgnoredReason,
+						st[0].Ignored, st[0].IgnoredReason)
+				}
 				got := answer{blackhole: exp.Blackhole, inRotation: exp.InRotation}
 				if got != f.want[ps.Node] {
 					t.Errorf("%s: exporter says %+v, the truth is %+v\n%+v", ps.Node, got, f.want[ps.Node], exp.Families)
 				}
 				if exp.CannotTell {
 					t.Errorf("%s: the exporter has node evidence and must never answer cannot-tell", ps.Node)
+				}
+				if r, ok := f.wantReason[ps.Node]; ok && exp.Reason != r {
+					t.Errorf("%s: exporter's reason %q, want %q", ps.Node, exp.Reason, r)
 				}
 				wantCannotTell := slices.Contains(f.cannotTell, ps.Node)
 				if (len(ps.CannotTell) > 0) != wantCannotTell {
@@ -334,8 +396,22 @@ func TestFrontEndsAgree(t *testing.T) {
 	}
 }
 
-// exporterVerdict runs the exporter's gatherer for nodeName over the fixture, as one scrape does.
-func exporterVerdict(t *testing.T, f fixture, nodeName string) verdict.Verdict {
+// ignoreSelector parses the fixture's selector as both front ends parse theirs (nil: none).
+func ignoreSelector(t *testing.T, f fixture) labels.Selector {
+	t.Helper()
+	if f.ignoreSelector == "" {
+		return nil
+	}
+	sel, err := labels.Parse(f.ignoreSelector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sel
+}
+
+// exporterVerdict runs the exporter's gatherer for nodeName over the fixture, as one scrape does, and returns
+// its verdict and its view of the Service (whether it is ignored, and why).
+func exporterVerdict(t *testing.T, f fixture, nodeName string) (verdict.Verdict, kubeview.ServiceState) {
 	t.Helper()
 	objs := []runtime.Object{f.svc}
 	for _, n := range f.nodes {
@@ -344,7 +420,11 @@ func exporterVerdict(t *testing.T, f fixture, nodeName string) verdict.Verdict {
 	for _, s := range f.slices {
 		objs = append(objs, s)
 	}
-	view := kubeview.New(kubeviewtest.NewAPI(fake.NewClientset(objs...)), nodeName)
+	var opts []kubeview.Option
+	if sel := ignoreSelector(t, f); sel != nil {
+		opts = append(opts, kubeview.WithIgnoreSelector(sel))
+	}
+	view := kubeview.New(kubeviewtest.NewAPI(fake.NewClientset(objs...)), nodeName, opts...)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
 	view.Start(ctx)
@@ -380,17 +460,71 @@ func exporterVerdict(t *testing.T, f fixture, nodeName string) verdict.Verdict {
 		}
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	g := scrape.NewGatherer(scrape.GathererConfig{
+	cfg := scrape.GathererConfig{
 		View: view, RuleReader: kp, Addrs: fixedAddrs(local),
 		KubeProxyAddress:  func(kubeview.NodeState) (string, error) { return "127.0.0.1:10256", nil },
 		NodePortAddresses: append([]string{}, f.nodePortAddresses...), ExternalIPWindow: 10 * time.Minute,
 		Client: &http.Client{Transport: kp}, ProbeTimeout: time.Second, Concurrency: 4, Logger: logger,
-	})
+	}
+	var m *clientsMeter
+	if f.arriving != nil {
+		m = &clientsMeter{arriving: f.arriving[nodeName], since: meterStart.Add(-time.Second), now: meterStart}
+		cfg.Meter = m
+	}
+	g := scrape.NewGatherer(cfg)
 	st := g.Gather(ctx)
+	// With a meter, scrapes every 30 s until past the grace window: the exporter counts a drained node's
+	// arrivals from the first scrape that found the destination dropped, and remembers that scrape only while
+	// scrapes keep coming.
+	for m != nil && m.now.Before(meterStart.Add(scrape.DefaultGrace+time.Minute)) {
+		m.now = m.now.Add(30 * time.Second)
+		st = g.Gather(ctx)
+	}
 	if st.APIErr != nil || len(st.Services) != 1 {
 		t.Fatalf("%s: scrape: %v, %d Services", nodeName, st.APIErr, len(st.Services))
 	}
-	return st.Services[0].Verdict
+	return st.Services[0].Verdict, st.Services[0].Service
+}
+
+// meterStart is when a fixture's meter is first read.
+var meterStart = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+// clientsMeter is a node's arrivals meter (scrape.ArrivalsMeter) that sees clients keep arriving at the
+// destinations in arriving, since since, the latest a second before now, and nothing anywhere else (every one
+// a client's: no health checker among them). Gather is not concurrent with the test's changes of now.
+type clientsMeter struct {
+	arriving   []arrivals.Dest
+	since, now time.Time
+	watched    arrivals.Watch
+}
+
+func (m *clientsMeter) Watch(w arrivals.Watch) error {
+	m.watched = w
+	return nil
+}
+
+func (m *clientsMeter) Snapshot() arrivals.Snapshot {
+	s := arrivals.Snapshot{Status: arrivals.StatusOK, Since: m.since, Taken: m.now,
+		Families: []arrivals.FamilyStats{{Family: "IPv4"}, {Family: "IPv6"}}}
+	for _, d := range m.watched.Dests {
+		c := arrivals.DestCount{Dest: d, WatchedSince: m.since}
+		if slices.Contains(m.arriving, d) {
+			c.Attempts = uint64(m.now.Sub(m.since) / time.Second)
+			c.FirstSeen, c.ActiveSince, c.LastSeen = m.since, m.since, m.now.Add(-time.Second)
+		}
+		s.Dests = append(s.Dests, c)
+	}
+	// Sorted as the meter sorts them (protocol, address, port): Snapshot.Dest searches them.
+	slices.SortFunc(s.Dests, func(a, b arrivals.DestCount) int {
+		if a.Protocol != b.Protocol {
+			return int(a.Protocol) - int(b.Protocol)
+		}
+		if c := a.Addr.Compare(b.Addr); c != 0 {
+			return c
+		}
+		return int(a.Port) - int(b.Port)
+	})
+	return s
 }
 
 type fixedAddrs []net.IP

@@ -96,7 +96,9 @@ func Status(c *Cluster) []ServiceStatus {
 		if !kubeview.IsExternalLocal(svc) {
 			continue
 		}
-		out = append(out, serviceStatus(svc, slices[svc.Namespace+"/"+svc.Name], nodes, nodeStates, c.NodePortAddresses, c.Announcers))
+		st := serviceStatus(svc, slices[svc.Namespace+"/"+svc.Name], nodes, nodeStates, c.NodePortAddresses, c.Announcers)
+		st.IgnoredReason, st.Ignored = kubeview.IgnoredReason(svc, c.IgnoreSelector)
+		out = append(out, st)
 	}
 	sortStatuses(out)
 	return out
@@ -165,7 +167,6 @@ func serviceStatus(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, nod
 	elsewhere = withAnnouncers(states, elsewhere, svc, ann)
 	st := ServiceStatus{Namespace: svc.Namespace, Name: svc.Name, Type: svc.Spec.Type,
 		HealthCheckNodePort: svc.Spec.HealthCheckNodePort}
-	st.IgnoredReason, st.Ignored = kubeview.IgnoredReason(svc, nil)
 	st.Outage = outage(elsewhere)
 	for i, n := range nodes {
 		ss, ok := states[n.Name]

@@ -152,7 +152,9 @@ func Summarize(c *Cluster) []Summary {
 		if !kubeview.IsExternalLocal(svc) {
 			continue
 		}
-		out = append(out, summarize(svc, nc, bySvc[svc.Namespace+"/"+svc.Name], c.Announcers))
+		s := summarize(svc, nc, bySvc[svc.Namespace+"/"+svc.Name], c.Announcers)
+		s.IgnoredReason, s.Ignored = kubeview.IgnoredReason(svc, c.IgnoreSelector)
+		out = append(out, s)
 	}
 	SortWorstFirst(out)
 	return out
@@ -163,7 +165,6 @@ func summarize(svc *corev1.Service, nc *nodeClasses, eps []*discoveryv1.Endpoint
 	elsewhere = withAnnouncers(states, elsewhere, svc, ann)
 	s := Summary{Namespace: svc.Namespace, Name: svc.Name, Type: svc.Spec.Type, HealthCheckNodePort: svc.Spec.HealthCheckNodePort,
 		Nodes: len(nc.nodes), classes: nc, own: map[int]NodeStatus{}}
-	s.IgnoredReason, s.Ignored = kubeview.IgnoredReason(svc, nil)
 	s.Outage = outage(elsewhere)
 	s.Unannounced = verdict.UnannouncedIPs(elsewhere)
 	// The nodes the Service singles out get their own verdict; the others their class's, computed on one member.
