@@ -121,7 +121,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 		Long: "For each Service with externalTrafficPolicy Local, one row: the nodes that receive its external traffic, " +
 			"serve it and drop it (blackholes), from the API alone (the exporter's rules, minus what only a node can see), " +
 			"and the first dropping nodes; worst first. -o wide adds one column per node; --node and --node-selector judge " +
-			"only those nodes (the counts are of them). Exit status 1 when a node blackholes a Service that is not ignored, " +
+			"only those nodes (the counts are of them). Exit status 1 when a node blackholes a Service that is not ignored, or nobody announces its load balancer IP, " +
 			"2 bad input, 3 the API could not be read.",
 		Example: "  kubectl localtraffic status -A\n  kubectl localtraffic status -n shop checkout -o wide\n" +
 			"  kubectl localtraffic status -A --node-selector topology.kubernetes.io/zone=eu-1a -o yaml\n" +
@@ -182,8 +182,9 @@ func (a *app) run(ctx context.Context, args []string) int {
 		Long: "For every Local Service with an endpoint on NODE: whether NODE is in rotation for it, whether the other nodes still " +
 			"serve once kubectl drain has evicted NODE's pods (PodDisruptionBudgets that allow no disruption hold theirs, DaemonSets' " +
 			"stay), where the scheduler can put the evicted pods, and the load balancer's health check interval × threshold from the " +
-			"Service's annotations (unknown otherwise). Exit status 0 when the drain loses no traffic, 1 when it would (each Service " +
-			"and why), 2 bad input, 3 the API could not be read.",
+			"Service's annotations (unknown otherwise). Exit status 0 when every Local Service stays served (the connections a load " +
+			"balancer still sends to NODE before its health check takes it out aside: the last line says how long), 1 when the drain " +
+			"would lose a Service's traffic (each Service and why), 2 bad input, 3 the API could not be read.",
 		Example:           "  kubectl localtraffic drain-check node-7 -A\n  kubectl localtraffic drain-check node-7 -A -o json && kubectl drain node-7 --ignore-daemonsets",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: a.completeNodes(o),
