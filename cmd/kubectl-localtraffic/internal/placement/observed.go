@@ -29,22 +29,3 @@ func ObservedBlackholes() []Observation {
 	}
 	return out
 }
-
-// ApplyObserved fills every node's Observed from the exporters' reports: the reason of the blackhole the
-// exporter reports, or no_blackhole; "" where no exporter report was read.
-func ApplyObserved(st []ServiceStatus, obs Observed) {
-	for i := range st {
-		key := st[i].Namespace + "/" + st[i].Name
-		for j := range st[i].Nodes {
-			n := &st[i].Nodes[j]
-			o, ok := obs[n.Node]
-			if !ok {
-				continue
-			}
-			n.Observed = ObservedNoBlackhole
-			if r, ok := o.Reasons[key]; ok {
-				n.Observed = Observation(r)
-			}
-		}
-	}
-}

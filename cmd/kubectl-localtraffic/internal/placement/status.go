@@ -37,7 +37,7 @@ type NodeStatus struct {
 	RotationUnknown bool `json:"rotationUnknown,omitempty"`
 	// Virtual: a virtual node (virtual-kubelet, Fargate): no kube-proxy, never a receiver.
 	Virtual bool `json:"virtual,omitempty"`
-	// Observed is what the node's exporter reports (ApplyObserved, status --from-exporters): its blackhole's
+	// Observed is what the node's exporter reports (status --from-exporters, with each node's verdict in -o json and -o yaml): its blackhole's
 	// reason (traffic_lost, health_check_ignored, ...: docs/rotation.md) or no_blackhole; "" when not read.
 	Observed Observation `json:"observed,omitempty"`
 }
