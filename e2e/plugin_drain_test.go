@@ -133,6 +133,9 @@ func TestPluginDrainCheck(t *testing.T) {
 	// The same pods behind a Local NodePort Service, whose clients send to node addresses and do not stop.
 	nodePort := cluster.NewService(ns, name+"-nodeport", corev1.ServiceTypeNodePort)
 	nodePort.Spec.Selector = map[string]string{"app": name}
+	// Its client connects to each node in a steady rhythm, which the arrivals meter sets aside as a TCP health
+	// checker's cadence; declared, nothing probes the NodePort and every arrival is a client's (docs/rotation.md).
+	nodePort.Annotations = map[string]string{"localtraffic.io/health-check": "none"}
 	nodePort, err := c.Admin().CoreV1().Services(ns).Create(ctx, nodePort, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -294,6 +297,13 @@ func (dt *drainUnderTraffic) waitSettled(t *testing.T, ctx context.Context, c *c
 			for _, s := range eps.Items {
 				if len(s.Endpoints) > 0 {
 					return fmt.Errorf("EndpointSlice %s still lists %d endpoints", s.Name, len(s.Endpoints))
+				}
+			}
+			// The health check answers 503 as soon as no local endpoint is ready, while a terminating one still
+			// keeps the drop rule; the reject comes with kube-proxy's sync of the emptied slice.
+			for _, n := range c.Nodes() {
+				if r := c.Request(ctx, nodePortAddr(n, dt.svc)); r.Verdict != cluster.Refused {
+					return fmt.Errorf("kube-proxy on %s: NodePort %s, want refused", n.Name, r)
 				}
 			}
 			return nil
