@@ -3,8 +3,11 @@ package kubeview
 import (
 	"fmt"
 	"runtime/debug"
+	"strings"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/rest"
@@ -56,9 +59,27 @@ func NewClient(kubeconfig, userAgent string) (API, error) {
 // the service-proxy-name label and not headless, EndpointSlices without the headless label. The exporter uses
 // the same, so that it never lists more than kube-proxy does, and the apiserver's watch cache answers both
 // with the same filters. IsExternalLocal and UsableSlice apply the same rules again on what arrives.
-func serviceListOptions(o *metav1.ListOptions) {
+//
+// kube-apiserver before v1.31 knows no Service field selector but metadata.name and metadata.namespace, and
+// answers the headless filter with 400 Bad Request (kube-proxy itself filters on the field only since v1.32).
+// serviceFilter then lists every Service without the label, as kube-proxy of those releases does: the
+// apiserver's refusal, not a version number, decides.
+type serviceFilter struct{ fieldRefused atomic.Bool }
+
+func (f *serviceFilter) listOptions(o *metav1.ListOptions) {
 	o.LabelSelector = selectorWithout(labelServiceProxyName)
-	o.FieldSelector = fields.OneTermNotEqualSelector("spec.clusterIP", corev1.ClusterIPNone).String()
+	if !f.fieldRefused.Load() {
+		o.FieldSelector = fields.OneTermNotEqualSelector("spec.clusterIP", corev1.ClusterIPNone).String()
+	}
+}
+
+// refused reports whether err is the apiserver refusing the field selector (the first time only): the list is
+// then worth asking again, without it.
+func (f *serviceFilter) refused(err error) bool {
+	if !apierrors.IsBadRequest(err) || !strings.Contains(err.Error(), "field selector") {
+		return false
+	}
+	return f.fieldRefused.CompareAndSwap(false, true)
 }
 
 func endpointSliceListOptions(o *metav1.ListOptions) {

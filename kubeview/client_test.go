@@ -6,10 +6,13 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -103,5 +106,46 @@ current-context: c
 	}
 	if _, err := ClientConfig(filepath.Join(t.TempDir(), "missing"), "x"); err == nil {
 		t.Error("a missing kubeconfig must fail")
+	}
+}
+
+// kube-apiserver before v1.31 refuses the headless field selector with 400 Bad Request; the exporter then lists
+// and watches Services without it, as kube-proxy of those releases does, and leaves the headless ones out on
+// arrival. Without the retry the Services informer never syncs.
+func TestServicesWithoutTheFieldSelectorWhereRefused(t *testing.T) {
+	headless := localService("shop", "db", corev1.ServiceTypeClusterIP)
+	headless.Spec.ClusterIP = corev1.ClusterIPNone
+	client := fake.NewClientset(nodeObj("node-1"), localService("shop", "web", corev1.ServiceTypeNodePort), headless)
+	refused := 0
+	refuse := func(a k8stesting.Action) (bool, runtime.Object, error) {
+		var fld fields.Selector
+		switch a := a.(type) {
+		case k8stesting.ListAction:
+			fld = a.GetListRestrictions().Fields
+		case k8stesting.WatchAction:
+			fld = a.GetWatchRestrictions().Fields
+		}
+		if fld == nil || fld.Empty() {
+			return false, nil, nil
+		}
+		refused++
+		// kube-apiserver v1.29.15's answer, word for word.
+		return true, nil, apierrors.NewBadRequest(`"spec.clusterIP" is not a known field selector: only "metadata.name", "metadata.namespace"`)
+	}
+	client.PrependReactor("list", "services", refuse)
+	client.PrependWatchReactor("services", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		_, _, err := refuse(a)
+		return err != nil, nil, err
+	})
+	v, _ := syncedView(t, client)
+	snap, err := v.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Services) != 1 || snap.Services[0].Name != "web" {
+		t.Errorf("services %v: want shop/web alone (the headless one left out on arrival)", snap.Services)
+	}
+	if refused != 1 {
+		t.Errorf("the field selector was asked %d times: want once, then never again", refused)
 	}
 }

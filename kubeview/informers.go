@@ -126,10 +126,24 @@ func (l *instrumentedLW) IsWatchListSemanticsUnSupported() bool {
 // scrape and has nothing to resync) and transform applied before anything is stored.
 func newInformer(api API, resource string, example runtime.Object, stats *informerStats, tweak func(*metav1.ListOptions),
 	transform cache.TransformFunc) cache.SharedIndexInformer {
+	return newRetryingInformer(api, resource, example, stats, tweak, nil, transform)
+}
+
+// newRetryingInformer is newInformer whose list is asked once more, with tweak applied again, when retry says
+// the apiserver's error calls for it (a selector it does not know).
+func newRetryingInformer(api API, resource string, example runtime.Object, stats *informerStats,
+	tweak func(*metav1.ListOptions), retry func(error) bool, transform cache.TransformFunc) cache.SharedIndexInformer {
 	lw := &instrumentedLW{client: api, stats: stats,
 		list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			tweak(&o)
-			return api.List(ctx, resource, o)
+			asked := o
+			tweak(&asked)
+			obj, err := api.List(ctx, resource, asked)
+			if err != nil && retry != nil && retry(err) {
+				asked = o
+				tweak(&asked)
+				obj, err = api.List(ctx, resource, asked)
+			}
+			return obj, err
 		},
 		watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			tweak(&o)
@@ -145,7 +159,8 @@ func newInformer(api API, resource string, example runtime.Object, stats *inform
 }
 
 func servicesInformer(api API, stats *informerStats, transform cache.TransformFunc) cache.SharedIndexInformer {
-	return newInformer(api, ResourceServices, &corev1.Service{}, stats, serviceListOptions, transform)
+	f := &serviceFilter{}
+	return newRetryingInformer(api, ResourceServices, &corev1.Service{}, stats, f.listOptions, f.refused, transform)
 }
 
 func endpointSlicesInformer(api API, stats *informerStats, transform cache.TransformFunc) cache.SharedIndexInformer {
