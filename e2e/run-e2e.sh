@@ -11,7 +11,7 @@
 # request to time out, for an alert's `for:` — so the whole suite runs as four processes of one test binary at
 # once, each with the clusters of its own tests:
 #   controllers  the tests of the cluster with controllers (kube-controller-manager, kube-scheduler, agents)
-#   scale        the scale tests, each with a cluster of its own
+#   scale        the tests that bring a cluster of their own (scale, the oldest admitted Kubernetes)
 #   shared-long  the longest waits of the shared cluster (a live Prometheus' for:, the soak, a browser)
 #   shared       every other test, on a shared cluster of its own
 # A test that calls controllerCluster belongs to controllers, one that brings its own cluster to scale
@@ -36,7 +36,7 @@ fi
 
 # The shards' tests (see above). Anchored alternations: -test.skip takes them joined with |.
 controllersShard='^(TestDrillLive|TestNodeAgentReadinessOnDemand|TestPluginDrill|TestPluginSchedulerScenarios|TestSchedulerSpreadWithoutHonor|TestSchedulerMaxSurgeParks|TestDrainLastReplica|TestScaleDown6To2|TestDaemonSetRollingUpdate|TestFidelityDaemonSetKeepsOffWindowsAndVirtualNodes|TestDeployInstallsWhereBaselineIsEnforced|TestPluginDrainCheck)$'
-scaleShard='^(TestScaleRules|TestScaleMemory|TestScaleAPILoad)$'
+scaleShard='^(TestScaleRules|TestScaleMemory|TestScaleAPILoad|TestOldestAdmittedKubernetes)$'
 sharedLongShard='^(TestAlertsOnLivePrometheus|TestAlertsOneNotificationPerService|TestSoak|TestLandingPageInBrowserDuringDrill)$'
 
 work="$(mktemp -d)"

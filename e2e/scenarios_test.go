@@ -19,8 +19,10 @@ import (
 // port answers 200 there and 503 elsewhere; the LB address routed through each node is served where endpoints
 // are and dropped elsewhere; a load balancer checking the port drains the dropping nodes, so the exporter
 // reports them out of rotation and no blackhole.
-func TestLoadBalancer(t *testing.T) {
-	c := sharedCluster(t)
+func TestLoadBalancer(t *testing.T) { loadBalancerScenario(t, sharedCluster(t)) }
+
+// loadBalancerScenario is TestLoadBalancer on c, whose node-1 and node-2 get the endpoints.
+func loadBalancerScenario(t *testing.T, c *cluster.Cluster) {
 	ctx := testContext(t)
 	const lbIP = "192.0.2.10"
 	svc := newService(t, c, "e2e-lb", "web", corev1.ServiceTypeLoadBalancer, corev1.ServiceExternalTrafficPolicyLocal)
@@ -114,8 +116,10 @@ func TestServingTerminatingEndpoint(t *testing.T) {
 // TestScaleDown: a Local NodePort Service on every node is scaled to one replica on node-1: every other node
 // now drops its traffic and the exporter there says blackhole. Scaled to zero, every node rejects (an outage,
 // visible to every client at once), which is not a per-node blackhole.
-func TestScaleDown(t *testing.T) {
-	c := sharedCluster(t)
+func TestScaleDown(t *testing.T) { scaleDownScenario(t, sharedCluster(t)) }
+
+// scaleDownScenario is TestScaleDown on c, whose node-1 keeps the last replica.
+func scaleDownScenario(t *testing.T, c *cluster.Cluster) {
 	ctx := testContext(t)
 	svc := newService(t, c, "e2e-scale", "api", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal)
 	var names []string

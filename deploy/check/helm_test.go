@@ -33,6 +33,12 @@ var helmLabels = []string{"app.kubernetes.io/instance", "app.kubernetes.io/manag
 // chart's values.schema.json applied. vals are the user's values (nil: the defaults).
 func renderChart(t *testing.T, vals map[string]any) ([]*yaml.RNode, error) {
 	t.Helper()
+	return renderChartOn(t, vals, kubeVersion)
+}
+
+// renderChartOn is renderChart for a cluster reporting version (helm checks it against the chart's kubeVersion).
+func renderChartOn(t *testing.T, vals map[string]any, version string) ([]*yaml.RNode, error) {
+	t.Helper()
 	chrt, err := loader.Load(filepath.Join(repoRoot(t), chartDir))
 	if err != nil {
 		t.Fatalf("loading the chart: %v", err)
@@ -40,7 +46,7 @@ func renderChart(t *testing.T, vals map[string]any) ([]*yaml.RNode, error) {
 	install := action.NewInstall(&action.Configuration{Log: t.Logf})
 	install.ClientOnly, install.DryRun, install.Replace = true, true, true
 	install.ReleaseName, install.Namespace = releaseName, namespace
-	kv, err := chartutil.ParseKubeVersion(kubeVersion)
+	kv, err := chartutil.ParseKubeVersion(version)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -119,6 +119,23 @@ func BinDir(ctx context.Context, binDir string) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
+// OldestBinDir returns the directory build-bins.sh --oldest fills: the oldest Kubernetes the chart admits
+// (kube-apiserver and kube-proxy, pinned in tools/kubeoldest) beside the pinned etcd and kubectl, built when
+// missing. The build runs niced: it may overlap other clusters' tests, whose deadlines it must not eat.
+func OldestBinDir(ctx context.Context) (string, error) {
+	mod, err := ModuleDir()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, "nice", "-n", "10", "bash", filepath.Join(mod, "build-bins.sh"), "--oldest")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("build the oldest admitted Kubernetes (build-bins.sh --oldest): %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
 // BuildExporter builds ./cmd/localtraffic-exporter of the repository (the e2e module's parent) into dir.
 func BuildExporter(ctx context.Context, dir string) (string, error) {
 	mod, err := ModuleDir()

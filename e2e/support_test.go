@@ -1,0 +1,83 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
+)
+
+// TestOldestAdmittedKubernetes: the core scenarios on the oldest Kubernetes the chart admits — its kube-apiserver
+// and kube-proxy (tools/kubeoldest, built by build-bins.sh --oldest), three iptables-mode nodes, the exporter of
+// this repository. kube-proxy of that release writes its own rules and health answers (no /livez healthy field,
+// an older /configz), and the verdicts hold to what real packets did, as on the pinned release.
+func TestOldestAdmittedKubernetes(t *testing.T) {
+	requireRoot(t)
+	want := oldestPinned(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	bin, err := cluster.OldestBinDir(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cluster.Up(ctx, cluster.Config{
+		Name:           "oldest",
+		BinDir:         bin,
+		Nodes:          cluster.DefaultNodes(3),
+		StartExporters: true,
+		ExporterArgs:   everySeries(),
+		Log:            os.Stderr,
+	})
+	if err != nil {
+		t.Fatalf("cluster on %s: %v", want, err)
+	}
+	defer c.Close()
+
+	v, err := c.Admin().Discovery().ServerVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.GitVersion != want {
+		t.Fatalf("kube-apiserver reports %s, want the pinned oldest %s", v.GitVersion, want)
+	}
+	out, err := exec.CommandContext(ctx, c.Binaries().KubeProxy, "--version").Output()
+	if err != nil {
+		t.Fatalf("kube-proxy --version: %v", err)
+	}
+	if got := strings.TrimSpace(string(out)); got != "Kubernetes "+want {
+		t.Fatalf("kube-proxy --version: %q, want Kubernetes %s", got, want)
+	}
+	for _, n := range c.Nodes() {
+		// The exporter read this kube-proxy's own /configz (its local detector and addresses), not defaults.
+		eventually(t, converge, "kube-proxy's configuration on "+n.Name, func() error {
+			return expectMetrics(ctx, c, n.Name, metricIs("localtraffic_kube_proxy_config_state",
+				cluster.Labels{"node": n.Name, "state": "read"}, 1))
+		})
+	}
+	t.Run("LoadBalancer", func(t *testing.T) { loadBalancerScenario(t, c) })
+	t.Run("ScaleDown", func(t *testing.T) { scaleDownScenario(t, c) })
+}
+
+// oldestPinned returns the k8s.io/kubernetes version tools/kubeoldest pins.
+func oldestPinned(t *testing.T) string {
+	t.Helper()
+	mod, err := cluster.ModuleDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(mod, "tools", "kubeoldest", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s*k8s\.io/kubernetes (v1\.\d+\.\d+)\b`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("tools/kubeoldest/go.mod requires no k8s.io/kubernetes")
+	}
+	return string(m[1])
+}
