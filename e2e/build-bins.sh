@@ -33,12 +33,16 @@ if [[ "${1:-}" == --oldest ]]; then
 	# in a directory of their own, beside links to the pinned etcd and kubectl (the pinned set is built first when
 	# missing). Nothing else: the test that runs it starts no controllers and no kube-rbac-proxy.
 	pinned="$(bash "$0")"
+	# One build at a time: run-e2e.sh starts it in the background and the test asks again while it runs.
+	exec 9>"$cache/oldest.lock"
+	flock 9
 	okey="$( (cat "$here"/tools/kubeoldest/go.mod "$here"/tools/kubeoldest/go.sum; go version) | sha256sum | cut -c1-16)"
 	oout="$cache/oldest-$okey"
 	if [[ ! -x "$oout/kube-apiserver" || ! -x "$oout/kube-proxy" ]]; then
 		rm -rf "$oout.tmp.$$"
 		mkdir -p "$oout.tmp.$$"
-		(cd "$here/tools/kubeoldest" && CGO_ENABLED=0 go build -trimpath -ldflags "$(version_ldflags "$here/tools/kubeoldest")" \
+		ld="$(version_ldflags "$here/tools/kubeoldest")"
+		(cd "$here/tools/kubeoldest" && CGO_ENABLED=0 go build -trimpath -ldflags "$ld" \
 			-o "$oout.tmp.$$/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-proxy) >&2
 		ln -s "$pinned/etcd" "$oout.tmp.$$/etcd"
 		ln -s "$pinned/kubectl" "$oout.tmp.$$/kubectl"
@@ -70,7 +74,8 @@ if [[ $complete -eq 1 ]]; then
 fi
 mkdir -p "$out.tmp"
 # One go build for every Kubernetes binary: the packages they share compile once.
-(cd "$here/tools/kube" && CGO_ENABLED=0 go build -trimpath -ldflags "$(version_ldflags "$here/tools/kube")" -o "$out.tmp/" \
+ld="$(version_ldflags "$here/tools/kube")"
+(cd "$here/tools/kube" && CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$out.tmp/" \
 	k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
 	k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy k8s.io/kubernetes/cmd/kubectl) >&2
 (cd "$here/tools/etcd" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out.tmp/etcd" go.etcd.io/etcd/server/v3) >&2
