@@ -177,6 +177,12 @@ type AnnouncerSnapshot struct {
 	clusterWide bool
 }
 
+// at is the same records read at now: a lease's validity depends on the time it is judged at.
+func (s AnnouncerSnapshot) at(now time.Time) AnnouncerSnapshot {
+	s.now = now
+	return s
+}
+
 // AnnouncementsFor returns the announcements of the Service namespace/name in the announcers' own objects
 // (those on its annotations are ServiceState's already). A Cilium lease whose holder stopped renewing it is
 // returned Expired.

@@ -96,12 +96,19 @@ type sourceTrack struct {
 	mu       sync.Mutex
 	answered bool        // some list or watch succeeded
 	failed   SourceState // the state the latest failure means; "" after a success
+	// moved, when set (the View's tracker), is called when an answer changes what state may say.
+	moved func()
 }
 
 func (t *sourceTrack) ok() {
 	t.mu.Lock()
+	changed := !t.answered || t.failed != ""
 	t.answered, t.failed = true, ""
+	moved := t.moved
 	t.mu.Unlock()
+	if changed && moved != nil {
+		moved()
+	}
 }
 
 func (t *sourceTrack) fail(err error) {
@@ -113,8 +120,13 @@ func (t *sourceTrack) fail(err error) {
 		st = SourceForbidden
 	}
 	t.mu.Lock()
+	changed := t.failed != st
 	t.failed = st
+	moved := t.moved
 	t.mu.Unlock()
+	if changed && moved != nil {
+		moved()
+	}
 }
 
 // state: the latest failure wins until the next success. Before any answer, a source that failed for

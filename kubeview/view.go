@@ -39,6 +39,8 @@ type View struct {
 	ignore labels.Selector
 	// announcers reads the announcers' own objects (nil: only their Service annotations are read).
 	announcers *Announcers
+	// changes is what the informers' events marked for the Tracker (tracker.go).
+	changes *changeSet
 }
 
 // Option changes how New builds the view.
@@ -66,7 +68,8 @@ const (
 
 // New builds the informers. Nothing talks to the API server until Start.
 func New(api API, node string, opts ...Option) *View {
-	v := &View{node: node, informer: map[string]cache.SharedIndexInformer{}, stats: map[string]*informerStats{}}
+	v := &View{node: node, informer: map[string]cache.SharedIndexInformer{}, stats: map[string]*informerStats{},
+		changes: newChangeSet()}
 	for _, o := range opts {
 		o(v)
 	}
@@ -93,6 +96,15 @@ func New(api API, node string, opts ...Option) *View {
 			UpdateFunc: func(any, any) { touch() },
 			DeleteFunc: func(any) { touch() },
 		})
+		_, _ = inf.AddEventHandler(v.changes.handlers(name))
+	}
+	if v.announcers != nil {
+		for src, inf := range v.announcers.informer {
+			_, _ = inf.AddEventHandler(v.changes.announcerHandlers(src))
+			// A source turning readable or refused, with no record changing, changes every LoadBalancer
+			// Service's announcements.
+			v.announcers.track[src].moved = v.changes.markAll
+		}
 	}
 	return v
 }
@@ -186,26 +198,14 @@ func (v *View) Snapshot() (Snapshot, error) {
 	if v.announcers != nil {
 		ann = v.announcers.Snapshot(time.Now())
 	}
-	sliceIdx := v.informer[ResourceEndpointSlices].GetIndexer()
 	for _, obj := range v.informer[ResourceServices].GetStore().List() {
 		svc, ok := obj.(*corev1.Service)
 		if !ok || !IsExternalLocal(svc) {
 			continue
 		}
-		objs, err := sliceIdx.ByIndex(sliceByServiceIndex, svc.Namespace+"/"+svc.Name)
+		st, err := v.serviceState(svc, ann)
 		if err != nil {
-			return Snapshot{}, fmt.Errorf("endpoint slices of %s/%s: %w", svc.Namespace, svc.Name, err)
-		}
-		slices := make([]*discoveryv1.EndpointSlice, 0, len(objs))
-		for _, o := range objs {
-			if s, ok := o.(*discoveryv1.EndpointSlice); ok && UsableSlice(s) {
-				slices = append(slices, s)
-			}
-		}
-		st := ServiceStateOf(svc, slices)
-		st.IgnoredReason, st.Ignored = IgnoredReason(svc, v.ignore)
-		if v.announcers != nil {
-			ann.AddTo(&st, svc)
+			return Snapshot{}, err
 		}
 		snap.Services = append(snap.Services, st)
 	}
@@ -221,6 +221,27 @@ func (v *View) Snapshot() (Snapshot, error) {
 		return a.Name < b.Name
 	})
 	return snap, nil
+}
+
+// serviceState is one Local Service's state from the informers' stores: its usable EndpointSlices counted,
+// whether it is ignored, and the announcers' records of it (ann, when the view reads them).
+func (v *View) serviceState(svc *corev1.Service, ann AnnouncerSnapshot) (ServiceState, error) {
+	objs, err := v.informer[ResourceEndpointSlices].GetIndexer().ByIndex(sliceByServiceIndex, svc.Namespace+"/"+svc.Name)
+	if err != nil {
+		return ServiceState{}, fmt.Errorf("endpoint slices of %s/%s: %w", svc.Namespace, svc.Name, err)
+	}
+	slices := make([]*discoveryv1.EndpointSlice, 0, len(objs))
+	for _, o := range objs {
+		if s, ok := o.(*discoveryv1.EndpointSlice); ok && UsableSlice(s) {
+			slices = append(slices, s)
+		}
+	}
+	st := ServiceStateOf(svc, slices)
+	st.IgnoredReason, st.Ignored = IgnoredReason(svc, v.ignore)
+	if v.announcers != nil {
+		ann.AddTo(&st, svc)
+	}
+	return st, nil
 }
 
 // UsableSlice: kube-proxy v1.37's EndpointSlice informer drops slices labelled service.kubernetes.io/headless
