@@ -76,7 +76,7 @@ func snapshotAt(t *testing.T, v *View, now time.Time) Snapshot {
 // TestTrackerFollowsRandomChanges: after any sequence of Service, EndpointSlice and Node changes, the tracker's
 // snapshot is the view's, and every Service whose state changed was reported changed.
 func TestTrackerFollowsRandomChanges(t *testing.T) {
-	for seed := range uint64(5) {
+	for seed := range uint64(3) {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))
 			client := fake.NewClientset(nodeObj("node-1"))
@@ -96,7 +96,7 @@ func TestTrackerFollowsRandomChanges(t *testing.T) {
 			}
 			trackerSettled(t, v, tr, time.Now())
 			before := tr.Snapshot()
-			for step := range 40 {
+			for step := range 25 {
 				mutate(ctx, t, client, rng, step)
 				// Let the event reach the informers' stores (a change may also be none at all: then wait out the
 				// bound), so that the tracker is asked after it and must report it.
