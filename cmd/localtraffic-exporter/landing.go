@@ -140,7 +140,7 @@ func (p *landingPage) view(st *scrape.State, at time.Time) landingView {
 	return v
 }
 
-func serviceView(s scrape.ServiceResult) serviceRow {
+func serviceView(s *scrape.ServiceResult) serviceRow {
 	row := serviceRow{Service: s.Service.Namespace + "/" + s.Service.Name}
 	switch vd := s.Verdict; {
 	case vd.Blackhole:

@@ -225,7 +225,7 @@ func TestLandingPageEscapes(t *testing.T) {
 	st := &scrape.State{
 		Source: scrape.SourceAPI, Dataplane: scrape.DataplaneKubeProxy, RulesErr: errors.New(evil), RulesConfigured: true,
 		KubeProxy: scrape.KubeProxyState{Err: errors.New(evil)},
-		Services: []scrape.ServiceResult{{
+		Services: []*scrape.ServiceResult{{
 			Service: kubeview.ServiceState{Namespace: "ns", Name: "svc", Families: []kubeview.FamilyEndpoints{{Family: corev1.IPv4Protocol}}},
 			Checks: []scrape.FamilyCheck{{Family: corev1.IPv4Protocol, HealthCheck: nodeprobe.HealthCheck{
 				Result: nodeprobe.ResultInvalid, StatusCode: 200, LocalEndpoints: -1, Err: errors.New(evil)}}},
@@ -252,7 +252,7 @@ func (f fixedState) Gather(context.Context) *scrape.State { return f.st }
 func BenchmarkLandingPage(b *testing.B) {
 	st := &scrape.State{Source: scrape.SourceRules, Dataplane: scrape.DataplaneKubeProxy, RulesConfigured: true}
 	for i := 0; i < 1000; i++ {
-		st.Services = append(st.Services, scrape.ServiceResult{
+		st.Services = append(st.Services, &scrape.ServiceResult{
 			Service: kubeview.ServiceState{Namespace: "ns", Name: fmt.Sprintf("svc-%d", i), Families: []kubeview.FamilyEndpoints{{Family: corev1.IPv4Protocol, LocalEndpoints: 1}}},
 			Checks: []scrape.FamilyCheck{{Family: corev1.IPv4Protocol, HealthCheck: nodeprobe.HealthCheck{
 				Result: nodeprobe.ResultOK, StatusCode: 200, LocalEndpoints: 1, Duration: time.Millisecond}}},
@@ -275,7 +275,7 @@ func BenchmarkLandingPage(b *testing.B) {
 
 // A port whose rules still DNAT to a pod the API no longer has says which address, on the page.
 func TestLandingStaleEndpoints(t *testing.T) {
-	row := serviceView(scrape.ServiceResult{
+	row := serviceView(&scrape.ServiceResult{
 		Service: kubeview.ServiceState{Namespace: "kubelings", Name: "checkout"},
 		Ports: []scrape.PortResult{{Family: corev1.IPv4Protocol, Label: "http", GoneEndpoints: 1,
 			Rules: kernelrules.PortState{Programmed: true, LocalEndpoints: 1,

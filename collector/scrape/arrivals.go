@@ -341,7 +341,7 @@ func (t *arrivalTotals) droppedSince(now time.Time, quiet time.Duration) map[ver
 
 // recordDropped remembers, from one scrape's verdicts taken at now, since when each destination is dropped;
 // one not dropped (or gone) is forgotten.
-func (t *arrivalTotals) recordDropped(results []ServiceResult, now time.Time) {
+func (t *arrivalTotals) recordDropped(results []*ServiceResult, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if now.Before(t.recorded) {

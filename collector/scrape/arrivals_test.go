@@ -63,7 +63,7 @@ func TestArrivalTotalsMonotonic(t *testing.T) {
 func TestDroppedSinceForgottenAfterAGap(t *testing.T) {
 	t0 := time.Unix(1_800_000_000, 0)
 	d := verdict.Destination{Namespace: "kubelings", Service: "checkout", Protocol: "TCP", Family: "IPv4", Kind: verdict.NodePort, DestPort: 30090}
-	dropped := []ServiceResult{{Verdict: verdict.Verdict{Families: []verdict.FamilyVerdict{{Entries: []verdict.Entry{{Destination: d, Dropped: true}}}}}}}
+	dropped := []*ServiceResult{{Verdict: verdict.Verdict{Families: []verdict.FamilyVerdict{{Entries: []verdict.Entry{{Destination: d, Dropped: true}}}}}}}
 	tot := newArrivalTotals()
 	tot.recordDropped(dropped, t0)
 	tot.recordDropped(dropped, t0.Add(time.Minute))

@@ -40,7 +40,7 @@ func newCheckerWarnings() *checkerWarnings {
 // warn logs each destination of results newly found with steady sources set aside and no client, once for as
 // long as the destination exists, and forgets the destinations that are gone (so the map stays as small as
 // the node's Services).
-func (w *checkerWarnings) warn(results []ServiceResult, log *slog.Logger) {
+func (w *checkerWarnings) warn(results []*ServiceResult, log *slog.Logger) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	seen := map[verdict.Destination]bool{}

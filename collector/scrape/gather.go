@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"slices"
 	"sync"
 	"time"
 
@@ -347,109 +346,147 @@ const (
 
 // decide fills in the per-Service results from what was read.
 func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCheck) {
-	var fr FamilyRules
-	var vr *verdictRules
+	p := g.newPass(st)
+	if st.APIErr != nil {
+		return
+	}
+	p.ev = g.evidence(st, snap)
+	p.prepare()
+	if p.observed != nil {
+		defer func() {
+			g.arrivals.recordDropped(st.Services, p.now)
+			g.checkers.warn(st.Services, g.cfg.Logger)
+		}()
+	}
+	seen := make(map[counterKey]bool, 2*len(snap.Services))
+	seenGone := map[goneKey]bool{}
+	defer func() { g.gone.forget(seenGone) }()
+	// Sized up front: at thousands of Services, growing these maps and slices was a third of a scrape's
+	// garbage, and a scrape's garbage sets the exporter's RSS (the GC's target follows the heap's peak).
+	st.Services = make([]*ServiceResult, len(snap.Services))
+	results := make([]ServiceResult, len(snap.Services)) // one allocation for them all
+	for i, svc := range snap.Services {
+		results[i] = p.decideService(svc, checks[i], seen, seenGone)
+		st.Services[i] = &results[i]
+	}
+	if p.fr != nil && !st.NotProgrammed {
+		g.drops.forget(seen)
+	}
+}
+
+// pass is what one decision of the node's Services shares: the rules as the verdict reads them, the drop
+// counters' and the meter's evidence, the node's addresses. A scrape of the full recomputation makes one per
+// scrape; the node model one per evaluation, for the Services it decides again.
+type pass struct {
+	g   *Gatherer
+	st  *State
+	fr  FamilyRules
+	vr  *verdictRules
+	ev  scrapeEvidence
+	dec *decider
+	// observed is the meter's evidence (nil: no meter); now the time the verdicts are decided at.
+	observed *observations
+	now      time.Time
+	// apiSeen is when the EndpointSlice informer last heard from the API server (apiSeenOK: it can be asked).
+	apiSeen   time.Time
+	apiSeenOK bool
+}
+
+// newPass picks what decides this pass's verdicts (the rules, or the API view) and records it in st.Source.
+func (g *Gatherer) newPass(st *State) *pass {
+	p := &pass{g: g, st: st}
 	st.Source = SourceAPI
 	switch {
 	case st.NotProgrammed:
 		// Read, and empty: nothing drops (no blackhole page) and nothing is compared (no mismatch);
 		// localtraffic_kube_proxy_programmed 0 says why.
-		fr, st.Source = notProgrammed{}, SourceRules
+		p.fr, st.Source = notProgrammed{}, SourceRules
 	case st.Rules != nil && st.RulesErr == nil && st.Dataplane != DataplaneReplacement:
-		vr = newVerdictRules(st.Rules)
-		fr = vr
+		p.vr = newVerdictRules(st.Rules)
+		p.fr = p.vr
 		st.Source = SourceRules
 	}
-	if st.APIErr != nil {
-		return
-	}
-	if !st.KubeProxyConfig.ExternalIPs && st.Dataplane != DataplaneReplacement {
-		// AllowServiceExternalIPs=false: kube-proxy writes no rule for an externalIP, so none is dropped
-		// here, and none is compared. (A copy: the snapshot's Services may be shared.)
-		snap.Services = slices.Clone(snap.Services)
-		for i := range snap.Services {
-			snap.Services[i].ExternalIPs = nil
-		}
-	}
-	ev := g.evidence(st, snap)
-	dec := newDecider(fr, ev)
+	return p
+}
+
+// prepare builds the decider from p.ev and what st holds of the node: its addresses and the meter's snapshot.
+func (p *pass) prepare() {
+	st, g := p.st, p.g
+	p.dec = newDecider(p.fr, p.ev)
 	if len(st.LocalAddrs) > 0 && st.AddrsErr == nil {
 		// (A node without a single address is a lister that said nothing: no evidence.)
-		dec.ev.Addresses = newNodeAddresses(st.AssignedAddrs, st.NodePortAddrs)
+		p.dec.ev.Addresses = newNodeAddresses(st.AssignedAddrs, st.NodePortAddrs)
 	}
 	if st.Arrivals.Snapshot != nil {
-		now := st.Arrivals.Snapshot.Taken
-		dec.ev.Observed = &observations{snap: st.Arrivals.Snapshot, quiet: g.cfg.Quiet, now: now,
-			dropped: g.arrivals.droppedSince(now, g.cfg.Quiet), overloaded: g.arrivals.overloaded(now, g.cfg.Quiet)}
-		dec.ev.Grace, dec.ev.LossHold, dec.ev.Now = g.cfg.Grace, g.cfg.LossHold, now
-		defer func() {
-			g.arrivals.recordDropped(st.Services, now)
-			g.checkers.warn(st.Services, g.cfg.Logger)
-		}()
+		p.now = st.Arrivals.Snapshot.Taken
+		p.observed = &observations{snap: st.Arrivals.Snapshot, quiet: g.cfg.Quiet, now: p.now,
+			dropped: g.arrivals.droppedSince(p.now, g.cfg.Quiet), overloaded: g.arrivals.overloaded(p.now, g.cfg.Quiet)}
+		p.dec.ev.Observed = p.observed
+		p.dec.ev.Grace, p.dec.ev.LossHold, p.dec.ev.Now = g.cfg.Grace, g.cfg.LossHold, p.now
 	}
-	// Sized up front: at thousands of Services, growing these maps and slices was a third of a scrape's
-	// garbage, and a scrape's garbage sets the exporter's RSS (the GC's target follows the heap's peak).
-	seen := make(map[counterKey]bool, 2*len(snap.Services))
-	seenGone := map[goneKey]bool{}
-	apiSeen, apiSeenOK := endpointSlicesSeen(st)
-	defer func() { g.gone.forget(seenGone) }()
-	st.Services = make([]ServiceResult, len(snap.Services))
-	for i, svc := range snap.Services {
-		r := ServiceResult{Service: svc, Checks: checks[i]}
-		ports := 0
-		for _, fam := range svc.Families {
-			ports += len(fam.Ports)
+	p.apiSeen, p.apiSeenOK = endpointSlicesSeen(st)
+}
+
+// decideService decides one Service from the pass's inputs and its health check answers, recording in seen
+// and seenGone the drop counters and the ports with gone endpoints it read (what the trackers keep).
+func (p *pass) decideService(svc kubeview.ServiceState, checks []FamilyCheck, seen map[counterKey]bool, seenGone map[goneKey]bool) ServiceResult {
+	st, g, fr, vr := p.st, p.g, p.fr, p.vr
+	if !st.KubeProxyConfig.ExternalIPs && st.Dataplane != DataplaneReplacement {
+		// AllowServiceExternalIPs=false: kube-proxy writes no rule for an externalIP, so none is dropped
+		// here, and none is compared. (The Service's ExternalIPs may be shared: replaced, not changed.)
+		svc.ExternalIPs = nil
+	}
+	r := ServiceResult{Service: svc, Checks: checks}
+	ports := 0
+	for _, fam := range svc.Families {
+		ports += len(fam.Ports)
+	}
+	r.Ports = make([]PortResult, 0, ports)
+	byFamily := map[corev1.IPFamily]*nodeprobe.HealthCheck{}
+	for j := range r.Checks {
+		byFamily[r.Checks[j].Family] = &r.Checks[j].HealthCheck
+	}
+	for _, fam := range svc.Families {
+		if st.NotProgrammed {
+			break
 		}
-		r.Ports = make([]PortResult, 0, ports)
-		byFamily := map[corev1.IPFamily]*nodeprobe.HealthCheck{}
-		for j := range r.Checks {
-			byFamily[r.Checks[j].Family] = &r.Checks[j].HealthCheck
-		}
-		for _, fam := range svc.Families {
-			if st.NotProgrammed {
-				break
-			}
-			if fr != nil && fr.HasFamily(string(fam.Family)) {
-				for _, p := range fam.Ports {
-					sp := kernelrules.ServicePort{Namespace: svc.Namespace, Name: svc.Name, Port: p.Name, Protocol: string(p.Protocol)}
-					ps := st.Rules.Family(sp, string(fam.Family))
-					k := counterKey{namespace: sp.Namespace, name: sp.Name, port: sp.Port, protocol: sp.Protocol, family: string(fam.Family)}
-					seen[k] = true
-					m := matchEndpoints(sp, p, ps)
-					gk := goneKey{sp, string(fam.Family)}
-					seenGone[gk] = m.gone > 0
-					if m.gone > 0 && !g.gone.confirmed(gk, st.Rules.ReadAt, apiSeen, apiSeenOK) {
-						m.gone = 0 // the API view may lag kube-proxy's: a new pod is not yet a deleted one
-					}
-					if m.allGone(ps) {
-						vr.markGone(sp, string(fam.Family))
-					}
-					pr := PortResult{Family: fam.Family, Port: p, Label: portLabel(p), Rules: ps,
-						DroppedPackets: g.drops.count(k, ps.DropPackets, st.Rules.ReadAt),
-						Mismatch:       portMismatch(p, ps, m, svc.ExternallyReachable(fam.Family, p)),
-						GoneEndpoints:  m.gone}
-					r.Mismatch = r.Mismatch || pr.Mismatch
-					r.MismatchKnown = true
-					r.Ports = append(r.Ports, pr)
+		if fr != nil && fr.HasFamily(string(fam.Family)) {
+			for _, port := range fam.Ports {
+				sp := kernelrules.ServicePort{Namespace: svc.Namespace, Name: svc.Name, Port: port.Name, Protocol: string(port.Protocol)}
+				ps := st.Rules.Family(sp, string(fam.Family))
+				k := counterKey{namespace: sp.Namespace, name: sp.Name, port: sp.Port, protocol: sp.Protocol, family: string(fam.Family)}
+				seen[k] = true
+				m := matchEndpoints(sp, port, ps)
+				gk := goneKey{sp, string(fam.Family)}
+				seenGone[gk] = m.gone > 0
+				if m.gone > 0 && !g.gone.confirmed(gk, st.Rules.ReadAt, p.apiSeen, p.apiSeenOK) {
+					m.gone = 0 // the API view may lag kube-proxy's: a new pod is not yet a deleted one
 				}
-				continue
-			}
-			// No rules for this family (API-only mode, IPVS, or a family whose rules were not read): the
-			// health check node port's localEndpoints is kube-proxy's own count, compared with the API's
-			// (a wrong --hostname-override makes kube-proxy count none). A replacement's health
-			// check server counts its own way (Cilium reports 0 for its Ingress Services by design): not
-			// compared.
-			if hc := byFamily[fam.Family]; hc != nil && hc.LocalEndpoints >= 0 && st.Dataplane != DataplaneReplacement {
+				if m.allGone(ps) {
+					vr.markGone(sp, string(fam.Family))
+				}
+				pr := PortResult{Family: fam.Family, Port: port, Label: portLabel(port), Rules: ps,
+					DroppedPackets: g.drops.count(k, ps.DropPackets, st.Rules.ReadAt),
+					Mismatch:       portMismatch(port, ps, m, svc.ExternallyReachable(fam.Family, port)),
+					GoneEndpoints:  m.gone}
+				r.Mismatch = r.Mismatch || pr.Mismatch
 				r.MismatchKnown = true
-				r.Mismatch = r.Mismatch || hc.LocalEndpoints != fam.LocalReadyEndpoints
+				r.Ports = append(r.Ports, pr)
 			}
+			continue
 		}
-		r.Verdict = dec.decide(svc, st.Node, byFamily)
-		st.Services[i] = r
+		// No rules for this family (API-only mode, IPVS, or a family whose rules were not read): the
+		// health check node port's localEndpoints is kube-proxy's own count, compared with the API's
+		// (a wrong --hostname-override makes kube-proxy count none). A replacement's health
+		// check server counts its own way (Cilium reports 0 for its Ingress Services by design): not
+		// compared.
+		if hc := byFamily[fam.Family]; hc != nil && hc.LocalEndpoints >= 0 && st.Dataplane != DataplaneReplacement {
+			r.MismatchKnown = true
+			r.Mismatch = r.Mismatch || hc.LocalEndpoints != fam.LocalReadyEndpoints
+		}
 	}
-	if fr != nil && !st.NotProgrammed {
-		g.drops.forget(seen)
-	}
+	r.Verdict = p.dec.decide(svc, st.Node, byFamily)
+	return r
 }
 
 // scrapeEvidence is the drop counters' evidence of one scrape: when each destination's drop rule counter last

@@ -46,8 +46,9 @@ type State struct {
 	RulesConfigured bool
 	// KubeProxy is what kube-proxy's health server answered.
 	KubeProxy KubeProxyState
-	// Services is one entry per Local Service, sorted by namespace and name.
-	Services []ServiceResult
+	// Services is one entry per Local Service, sorted by namespace and name. The node model shares an entry
+	// between the States it publishes while the Service's result stays the same (Rev): never change one.
+	Services []*ServiceResult
 	// Source is what decided the verdicts: SourceRules or SourceAPI.
 	Source verdict.Source
 	// Dataplane is DataplaneKubeProxy, DataplaneIPVS or DataplaneReplacement.
@@ -109,6 +110,10 @@ type ServiceResult struct {
 	Mismatch      bool
 	MismatchKnown bool
 	Verdict       verdict.Verdict
+	// Rev is the node model's revision of this result: it changes whenever anything above does, so a
+	// renderer may keep what it rendered of a Service for as long as Rev and State.Epoch hold. 0 (the full
+	// recomputation, and tests) promises nothing: render it afresh.
+	Rev uint64
 }
 
 // FamilyCheck is one family's probe of the health check node port.

@@ -177,6 +177,15 @@ func (m *Meter) Snapshot() Snapshot {
 	return s
 }
 
+// Activity is a number that grows whenever a Snapshot would count something the previous one did not: an
+// arrival or probe counted at a watched destination, a new Watch. Asking costs a lock, not a copy of the
+// counts: the node model takes a Snapshot only when it moved.
+func (m *Meter) Activity() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.tally.activity
+}
+
 // Close stops the meter and releases its sockets. Snapshot keeps working (StatusClosed, the last counts).
 func (m *Meter) Close() error {
 	m.once.Do(func() {

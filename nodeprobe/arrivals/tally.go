@@ -30,6 +30,8 @@ type tally struct {
 	internalNets  []netip.Prefix
 	// restored holds runs an earlier meter counted (Meter.Restore) until setWatch adds their destinations.
 	restored map[Dest]runCount
+	// activity grows with every arrival or probe counted and every new Watch (Meter.Activity).
+	activity uint64
 }
 
 type famCount struct{ internal, unmatched uint64 }
@@ -106,6 +108,7 @@ func (t *tally) setWatch(w Watch, now time.Time) {
 		idx[d] = -1 - i
 	}
 	t.watch, t.dests, t.checks, t.idx, t.node = w, dests, checks, idx, w.NodeAddrs
+	t.activity++
 	// Single addresses (the node's own, kube-proxy's --src-type LOCAL: in IPVS mode every Service address bound
 	// to kube-ipvs0) go in a set, so a packet costs one lookup however many there are; only real prefixes are
 	// scanned.
@@ -187,6 +190,7 @@ func (t *tally) count(p packet, at int64, ifindex int32) {
 		return
 	}
 	quiet := int64(t.cfg.QuietPeriod)
+	t.activity++
 	if di >= 0 {
 		t.dests[di].add(at, quiet)
 		t.countSource(di, p, at)
