@@ -29,9 +29,12 @@ func (*Announcers) Metrics() []*Metric { return []*Metric{announcerSourceState, 
 
 func (*Announcers) Inputs() []scrape.Input { return []scrape.Input{scrape.InputAPI} }
 
-func (*Announcers) Update(st *scrape.State, out *Sink) error {
+func (c *Announcers) Update(st *scrape.State, out *Sink) error { return updateAll(c, st, out) }
+
+// UpdateNode implements serviceRenderer: each source's state.
+func (*Announcers) UpdateNode(st *scrape.State, out *Sink) (bool, error) {
 	if st.APIErr != nil {
-		return st.APIErr
+		return false, st.APIErr
 	}
 	// A series per source exists only with its current state: one per source and node, never a zero.
 	for _, src := range kubeview.AnnouncerSources {
@@ -39,10 +42,12 @@ func (*Announcers) Update(st *scrape.State, out *Sink) error {
 			out.send(announcerSourceState, 1, string(src), string(s))
 		}
 	}
-	for _, r := range st.Services {
-		if verdict.Unannounced(r.Service) {
-			out.send(serviceUnannounced, 1, r.Service.Namespace, r.Service.Name)
-		}
+	return true, nil
+}
+
+// UpdateService implements serviceRenderer.
+func (*Announcers) UpdateService(_ *scrape.State, r *scrape.ServiceResult, out *Sink) {
+	if verdict.Unannounced(r.Service) {
+		out.send(serviceUnannounced, 1, r.Service.Namespace, r.Service.Name)
 	}
-	return nil
 }

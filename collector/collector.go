@@ -135,6 +135,10 @@ type Exporter struct {
 	node     string // "" until WithNode
 	// keep, when set, is the set of metrics the allow/deny lists leave; the others are never sent.
 	keep map[*Metric]bool
+	// caches keep, per collector (by index; nil for one that is no serviceRenderer), the series the direct
+	// exposition rendered of each Service (exposition.go). Every copy (WithNode, WithFilter) has its own: the
+	// node's label and the filter are in the series.
+	caches []*serviceCache
 }
 
 // NewExporter returns an Exporter over the given source of States and collectors.
@@ -153,6 +157,10 @@ func (e *Exporter) build() {
 			e.descs[m] = prometheus.NewDesc(m.FQName(), m.Help, m.Labels, prometheus.Labels{"node": e.node})
 		}
 		e.families[m] = e.familyOf(m)
+	}
+	e.caches = make([]*serviceCache, len(e.collectors))
+	for i := range e.collectors {
+		e.caches[i] = newServiceCache(e)
 	}
 }
 
@@ -175,6 +183,10 @@ func (e *Exporter) WithFilter(f *MetricFilter) *Exporter {
 				c.keep[m] = true
 			}
 		}
+	}
+	c.caches = make([]*serviceCache, len(c.collectors))
+	for i := range c.collectors {
+		c.caches[i] = newServiceCache(&c)
 	}
 	return &c
 }
@@ -227,8 +239,13 @@ func (b *boundExporter) Collect(ch chan<- prometheus.Metric) {
 // run renders one collector. Its duration is the longest gathering time of its inputs (they were read
 // concurrently) plus its own rendering.
 func (e *Exporter) run(st *scrape.State, c Collector, out *Sink) {
+	e.runWith(st, c, out, func() error { return c.Update(st, out) })
+}
+
+// runWith is run with update rendering the collector's series.
+func (e *Exporter) runWith(st *scrape.State, c Collector, out *Sink, update func() error) {
 	start := time.Now()
-	err := c.Update(st, out)
+	err := update()
 	took := time.Since(start)
 	var input time.Duration
 	for _, in := range c.Inputs() {

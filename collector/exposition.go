@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
 )
 
 // The direct exposition: one scrape's series built straight into the protobuf structures the encoder reads,
@@ -108,6 +110,10 @@ func (e *Exporter) directFamilies(ctx context.Context) []*dto.MetricFamily {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if sr, ok := c.(serviceRenderer); ok {
+				e.runWith(st, c, out, func() error { return e.caches[i].render(st, sr, out) })
+				return
+			}
 			e.run(st, c, out)
 		}()
 	}
@@ -139,4 +145,92 @@ func sortSeries(series []*dto.Metric) {
 		}
 		return 0
 	})
+}
+
+// serviceRenderer is a collector whose series are mostly one Service's each. The direct exposition keeps what
+// it rendered of each Service while the node model says nothing it reads changed (the Service's Rev and the
+// State's Epoch), so a scrape renders only the Services that changed since the last one, and the node-level
+// series (UpdateNode), which are rebuilt every scrape.
+type serviceRenderer interface {
+	// UpdateNode sends the series that are no one Service's, and whether the Services' are sent at all (not
+	// when an input they need failed: err says which).
+	UpdateNode(st *scrape.State, out *Sink) (services bool, err error)
+	// UpdateService sends one Service's series; it reads nothing of st that State.Epoch does not cover.
+	UpdateService(st *scrape.State, r *scrape.ServiceResult, out *Sink)
+}
+
+// updateAll is a serviceRenderer's Update: the node's series, then every Service's.
+func updateAll(c serviceRenderer, st *scrape.State, out *Sink) error {
+	services, err := c.UpdateNode(st, out)
+	if services {
+		for _, r := range st.Services {
+			c.UpdateService(st, r, out)
+		}
+	}
+	return err
+}
+
+// serviceCache is one serviceRenderer's kept series, per Service key.
+type serviceCache struct {
+	mu     sync.Mutex
+	epoch  uint64
+	byKey  map[string]*renderedService
+	exp    *Exporter
+	before int // Services at the last render, to know when to sweep the gone ones
+}
+
+type renderedService struct {
+	rev    uint64
+	series map[*Metric][]*dto.Metric
+}
+
+func newServiceCache(e *Exporter) *serviceCache {
+	return &serviceCache{byKey: map[string]*renderedService{}, exp: e}
+}
+
+// render sends c's node-level series and every Service's, from what was kept where the Service's Rev and the
+// State's Epoch are those it was rendered at. A result without a Rev (not the model's) is rendered afresh.
+func (sc *serviceCache) render(st *scrape.State, c serviceRenderer, out *Sink) error {
+	services, err := c.UpdateNode(st, out)
+	if !services {
+		return err
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if st.Epoch != sc.epoch {
+		clear(sc.byKey)
+		sc.epoch = st.Epoch
+	}
+	seen := 0
+	for _, r := range st.Services {
+		if r.Rev == 0 || st.Epoch == 0 {
+			c.UpdateService(st, r, out)
+			continue
+		}
+		key := r.Service.Namespace + "/" + r.Service.Name
+		k := sc.byKey[key]
+		if k == nil || k.rev != r.Rev {
+			sub := &directSink{fams: map[*Metric][]*dto.Metric{}}
+			c.UpdateService(st, r, &Sink{direct: sub, exp: sc.exp})
+			k = &renderedService{rev: r.Rev, series: sub.fams}
+			sc.byKey[key] = k
+		}
+		seen++
+		for m, series := range k.series {
+			out.direct.fams[m] = append(out.direct.fams[m], series...)
+		}
+	}
+	if len(sc.byKey) > seen {
+		// Some Services are gone: keep only the ones rendered now.
+		keep := make(map[string]bool, seen)
+		for _, r := range st.Services {
+			keep[r.Service.Namespace+"/"+r.Service.Name] = true
+		}
+		for k := range sc.byKey {
+			if !keep[k] {
+				delete(sc.byKey, k)
+			}
+		}
+	}
+	return err
 }

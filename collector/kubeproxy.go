@@ -63,7 +63,7 @@ func (*KubeProxy) Update(st *scrape.State, out *Sink) error {
 	if st.NodeErr != nil {
 		return st.NodeErr
 	}
-	if errors.Is(st.KubeProxy.Err, nodeprobe.ErrHealthServerDisabled) {
+	if errors.Is(st.KubeProxy.Err, nodeprobe.ErrHealthServerDisabled) || errors.Is(st.KubeProxy.Err, scrape.ErrNotYetRead) {
 		// kube-proxy runs without a health server: nothing to report, and not a failure of the exporter.
 		return fmt.Errorf("%w: %w", ErrNoData, st.KubeProxy.Err)
 	}

@@ -57,51 +57,66 @@ func (*Rules) Inputs() []scrape.Input {
 	return []scrape.Input{scrape.InputAPI, scrape.InputRules, scrape.InputHealthChecks}
 }
 
-func (c *Rules) Update(st *scrape.State, out *Sink) error {
-	if st.Dataplane == scrape.DataplaneReplacement {
-		// No kube-proxy rules exist here by design: not a failed read, no mismatch to report.
-		return fmt.Errorf("%w: no kube-proxy on this node (dataplane %s)", ErrNoData, st.Dataplane)
+func (c *Rules) Update(st *scrape.State, out *Sink) error { return updateAll(c, st, out) }
+
+// rulesShown is which of a Service's rule series a State's read of the rules gives.
+type rulesShown int
+
+const (
+	showNone     rulesShown = iota // no per-Service series
+	showMismatch                   // only rules_mismatch, from the API view and the health checks
+	showPorts                      // every port's series and rules_mismatch
+)
+
+// shownFor is what a State's read of the rules shows per Service.
+func shownFor(st *scrape.State) rulesShown {
+	switch {
+	case st.Dataplane == scrape.DataplaneReplacement, st.APIErr != nil, st.NotProgrammed:
+		return showNone
+	case !st.RulesConfigured, st.RulesErr != nil:
+		return showMismatch
 	}
+	return showPorts
+}
+
+// UpdateNode implements serviceRenderer: the reader's state.
+func (c *Rules) UpdateNode(st *scrape.State, out *Sink) (bool, error) {
+	if st.Dataplane == scrape.DataplaneReplacement {
+		return false, fmt.Errorf("%w: no kube-proxy on this node (dataplane %s)", ErrNoData, st.Dataplane)
+	}
+	services := shownFor(st) != showNone
 	if !st.RulesConfigured {
-		// API-only mode: the health check node ports' own counts are compared with the API's.
-		if st.APIErr != nil {
-			return st.APIErr
-		}
-		apiMismatch(st, out)
-		return nil
+		return services, st.APIErr
 	}
 	snap, err := st.Rules, st.RulesErr
+	if errors.Is(err, scrape.ErrNotYetRead) {
+		return services, fmt.Errorf("%w: %w", ErrNoData, err)
+	}
 	if snap != nil {
 		out.send(rulesInfo, 1, string(snap.Mode), string(snap.Backend))
 		out.send(rulesReadDuration, snap.Duration.Seconds())
 	}
 	switch {
 	case st.NotProgrammed:
-		// Read, and kube-proxy has written no rule yet: nothing to compare (localtraffic_kube_proxy_programmed).
 		out.send(rulesReadSuccess, 1)
-		return fmt.Errorf("%w: %w", ErrNoData, err)
+		return false, fmt.Errorf("%w: %w", ErrNoData, err)
 	case errors.Is(err, kernelrules.ErrUnsupported):
-		// Not a failure of the exporter: the reader logged it once, the API view decides, the metric says so.
 		out.send(rulesSupported, 0)
 		out.send(rulesReadSuccess, 1)
-		if st.APIErr == nil {
-			apiMismatch(st, out)
-		}
-		return fmt.Errorf("%w: %w", ErrNoData, err)
+		return services, fmt.Errorf("%w: %w", ErrNoData, err)
 	case err != nil:
 		out.send(rulesReadSuccess, 0)
-		if st.APIErr == nil {
-			apiMismatch(st, out)
-		}
-		return err
+		return services, err
 	}
 	out.send(rulesSupported, 1)
 	out.send(rulesReadSuccess, 1)
-	if st.APIErr != nil {
-		return st.APIErr
-	}
-	for _, r := range st.Services {
-		svc := r.Service
+	return services, st.APIErr
+}
+
+// UpdateService implements serviceRenderer.
+func (c *Rules) UpdateService(st *scrape.State, r *scrape.ServiceResult, out *Sink) {
+	svc := r.Service
+	if shownFor(st) == showPorts {
 		counters := c.perPort || svc.HealthCheckNodePort != 0
 		for _, p := range r.Ports {
 			fam := string(p.Family)
@@ -114,19 +129,8 @@ func (c *Rules) Update(st *scrape.State, out *Sink) error {
 				out.send(rulesDroppedPackets, float64(p.DroppedPackets), svc.Namespace, svc.Name, p.Label, fam)
 			}
 		}
-		if r.MismatchKnown {
-			out.send(rulesMismatch, boolFloat(r.Mismatch), svc.Namespace, svc.Name)
-		}
 	}
-	return nil
-}
-
-// apiMismatch exports localtraffic_rules_mismatch when no rules were read: for the Services whose health
-// check node port gave kube-proxy's own local endpoint count; none for the others.
-func apiMismatch(st *scrape.State, out *Sink) {
-	for _, r := range st.Services {
-		if r.MismatchKnown {
-			out.send(rulesMismatch, boolFloat(r.Mismatch), r.Service.Namespace, r.Service.Name)
-		}
+	if r.MismatchKnown {
+		out.send(rulesMismatch, boolFloat(r.Mismatch), svc.Namespace, svc.Name)
 	}
 }

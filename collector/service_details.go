@@ -45,33 +45,38 @@ func (*ServiceDetails) Inputs() []scrape.Input {
 	return []scrape.Input{scrape.InputAPI, scrape.InputHealthChecks}
 }
 
-func (*ServiceDetails) Update(st *scrape.State, out *Sink) error {
+func (c *ServiceDetails) Update(st *scrape.State, out *Sink) error { return updateAll(c, st, out) }
+
+// UpdateNode implements serviceRenderer: nothing but the API view's failure.
+func (*ServiceDetails) UpdateNode(st *scrape.State, _ *Sink) (bool, error) {
 	if st.APIErr != nil {
-		return st.APIErr
+		return false, st.APIErr
 	}
-	for _, r := range st.Services {
-		svc := r.Service
-		ns, name := svc.Namespace, svc.Name
-		hcnp := ""
-		if svc.HealthCheckNodePort != 0 {
-			hcnp = strconv.Itoa(int(svc.HealthCheckNodePort))
-		}
-		out.send(serviceInfo, 1, ns, name, string(svc.Type), hcnp)
-		out.send(hasLocalEndpoint, boolFloat(svc.HasLocalEndpoint()), ns, name)
-		if len(r.Checks) == 0 {
-			continue
-		}
-		hc := summarizeChecks(r.Checks)
-		for _, res := range nodeprobe.HealthCheckResults {
-			out.send(healthCheckResult, boolFloat(hc.result == res), ns, name, string(res))
-		}
-		if hc.localEndpoints >= 0 {
-			out.send(healthCheckLocalEndpoints, float64(hc.localEndpoints), ns, name)
-		}
-		if hc.proxyHealthy != nil {
-			out.send(healthCheckProxyHealthy, boolFloat(*hc.proxyHealthy), ns, name)
-		}
-		out.send(healthCheckDuration, hc.duration.Seconds(), ns, name)
+	return true, nil
+}
+
+// UpdateService implements serviceRenderer.
+func (*ServiceDetails) UpdateService(_ *scrape.State, r *scrape.ServiceResult, out *Sink) {
+	svc := r.Service
+	ns, name := svc.Namespace, svc.Name
+	hcnp := ""
+	if svc.HealthCheckNodePort != 0 {
+		hcnp = strconv.Itoa(int(svc.HealthCheckNodePort))
 	}
-	return nil
+	out.send(serviceInfo, 1, ns, name, string(svc.Type), hcnp)
+	out.send(hasLocalEndpoint, boolFloat(svc.HasLocalEndpoint()), ns, name)
+	if len(r.Checks) == 0 {
+		return
+	}
+	hc := summarizeChecks(r.Checks)
+	for _, res := range nodeprobe.HealthCheckResults {
+		out.send(healthCheckResult, boolFloat(hc.result == res), ns, name, string(res))
+	}
+	if hc.localEndpoints >= 0 {
+		out.send(healthCheckLocalEndpoints, float64(hc.localEndpoints), ns, name)
+	}
+	if hc.proxyHealthy != nil {
+		out.send(healthCheckProxyHealthy, boolFloat(*hc.proxyHealthy), ns, name)
+	}
+	out.send(healthCheckDuration, hc.duration.Seconds(), ns, name)
 }

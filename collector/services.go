@@ -50,29 +50,34 @@ func (*Services) Inputs() []scrape.Input {
 	return []scrape.Input{scrape.InputAPI, scrape.InputHealthChecks, scrape.InputRules}
 }
 
-func (*Services) Update(st *scrape.State, out *Sink) error {
+func (c *Services) Update(st *scrape.State, out *Sink) error { return updateAll(c, st, out) }
+
+// UpdateNode implements serviceRenderer: which input decided the verdicts.
+func (*Services) UpdateNode(st *scrape.State, out *Sink) (bool, error) {
 	if st.APIErr != nil {
-		return st.APIErr
+		return false, st.APIErr
 	}
 	out.send(blackholeSource, 1, string(st.Source))
-	for _, r := range st.Services {
-		ns, name := r.Service.Namespace, r.Service.Name
-		out.send(localEndpoints, float64(r.Service.LocalEndpoints()), ns, name)
-		if len(r.Checks) > 0 {
-			out.send(healthCheckUp, boolFloat(summarizeChecks(r.Checks).up), ns, name)
-		}
-		out.send(inRotationMetric, boolFloat(r.Verdict.InRotation), ns, name)
-		out.send(blackhole, boolFloat(r.Verdict.Blackhole), ns, name)
-		if r.Verdict.Blackhole {
-			out.send(blackholeReason, 1, ns, name, string(r.Verdict.Reason))
-		}
-		// An ignored Service keeps its verdict series (the dashboard and `status` still show where it drops);
-		// this series is what the shipped alerts leave it out by (unless on (namespace, service)).
-		if r.Service.Ignored {
-			out.send(serviceIgnored, 1, ns, name, r.Service.IgnoredReason)
-		}
+	return true, nil
+}
+
+// UpdateService implements serviceRenderer.
+func (*Services) UpdateService(_ *scrape.State, r *scrape.ServiceResult, out *Sink) {
+	ns, name := r.Service.Namespace, r.Service.Name
+	out.send(localEndpoints, float64(r.Service.LocalEndpoints()), ns, name)
+	if len(r.Checks) > 0 {
+		out.send(healthCheckUp, boolFloat(summarizeChecks(r.Checks).up), ns, name)
 	}
-	return nil
+	out.send(inRotationMetric, boolFloat(r.Verdict.InRotation), ns, name)
+	out.send(blackhole, boolFloat(r.Verdict.Blackhole), ns, name)
+	if r.Verdict.Blackhole {
+		out.send(blackholeReason, 1, ns, name, string(r.Verdict.Reason))
+	}
+	// An ignored Service keeps its verdict series (the dashboard and `status` still show where it drops);
+	// this series is what the shipped alerts leave it out by (unless on (namespace, service)).
+	if r.Service.Ignored {
+		out.send(serviceIgnored, 1, ns, name, r.Service.IgnoredReason)
+	}
 }
 
 // checkSummary is the per-Service health check series over the Service's families: they stay one series

@@ -163,13 +163,17 @@ type Tracker struct {
 	primed    bool
 }
 
-// NewTracker returns the view's tracker; notify (nil: none) is called, without blocking, after every event
-// that changes something Update would recompute.
-func (v *View) NewTracker(notify func()) *Tracker {
+// NewTracker returns the view's tracker. OnChange says whom to wake when events come.
+func (v *View) NewTracker() *Tracker {
+	return &Tracker{v: v, states: map[string]ServiceState{}, leaseOf: map[string]string{}, expiry: map[string]time.Time{}}
+}
+
+// OnChange makes notify (nil: none) be called, without blocking, after every event that changes something a
+// Tracker's Update would recompute, and after every change of this Node.
+func (v *View) OnChange(notify func()) {
 	v.changes.mu.Lock()
 	v.changes.notify = notify
 	v.changes.mu.Unlock()
-	return &Tracker{v: v, states: map[string]ServiceState{}, leaseOf: map[string]string{}, expiry: map[string]time.Time{}}
 }
 
 // Update brings the tracker to now and returns the keys of the Services whose state changed (added, changed

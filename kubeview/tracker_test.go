@@ -82,7 +82,8 @@ func TestTrackerFollowsRandomChanges(t *testing.T) {
 			client := fake.NewClientset(nodeObj("node-1"))
 			v := New(kubeviewtest.NewAPI(client), "node-1")
 			woken := make(chan struct{}, 1)
-			tr := v.NewTracker(func() {
+			tr := v.NewTracker()
+			v.OnChange(func() {
 				select {
 				case woken <- struct{}{}:
 				default:
@@ -200,7 +201,7 @@ func TestTrackerAnnouncers(t *testing.T) {
 		lease(DefaultCiliumNamespace, CiliumLeaseName("shop", "cart"), "node-3", now, 15))
 	client := fake.NewClientset(nodeObj("node-1"), web, cart)
 	v := New(kubeviewtest.NewAPI(client), "node-1", WithAnnouncers(NewAnnouncers(dyn, "node-1", DefaultCiliumNamespace)))
-	tr := v.NewTracker(nil)
+	tr := v.NewTracker()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	v.Start(ctx)

@@ -144,6 +144,13 @@ func (v *View) Start(ctx context.Context) {
 	if v.announcers != nil {
 		v.announcers.Start(ctx)
 	}
+	// The events of the first lists come before the informers count as synced, when a Tracker's Update still
+	// fails: wake its owner once more when they have.
+	go func() {
+		if v.WaitForSync(ctx) == nil {
+			v.changes.mark(func(*changeSet) {})
+		}
+	}()
 }
 
 // WaitForSync blocks until every informer has listed once, or ctx ends.

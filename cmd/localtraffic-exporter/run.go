@@ -92,13 +92,21 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, route
 		defer m.Close()
 		meter = m
 	}
-	// The state file is read once, here: what the last process carried over is restored before the first
-	// scrape, and the last state is written on the way out (below).
+	// The state file is read once, here: what the last process carried over is restored before the model's
+	// first evaluation, and the model writes the last state on the way out (below).
 	gatherer := newGathererWith(opts, view, netlinkHost{}, newRulesReader(opts, logger), meter, logger,
 		scrape.OpenStateFile(scrape.StateFileConfig{Path: opts.stateFile, Node: opts.nodeName, Horizon: max(opts.quiet, opts.lossHold), Logger: logger}))
-	defer gatherer.SaveState() // after the server stopped: the latest arrivals, for the next process
-	// The landing page shows the State the last scrape gathered: one gatherer, recorded.
-	states := &lastState{source: gatherer}
+	// The node model keeps the verdicts current as the inputs change; scrapes render its latest State.
+	model := newModel(gatherer, view)
+	modelCtx, stopModel := context.WithCancel(context.WithoutCancel(ctx))
+	modelDone := make(chan struct{})
+	go func() {
+		defer close(modelDone)
+		model.Run(modelCtx)
+	}()
+	defer func() { stopModel(); <-modelDone }() // after the server stopped: the last state written, for the next process
+	// The landing page shows the State the last scrape rendered.
+	states := &lastState{source: model}
 	exp, err := exporterFor(opts, states, logger)
 	if err != nil {
 		return err
@@ -112,6 +120,10 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, route
 				http.Error(w, st.Resource+" informer not synced", http.StatusServiceUnavailable)
 				return
 			}
+		}
+		if !model.Ready() {
+			http.Error(w, "the node model has not decided from the API view yet", http.StatusServiceUnavailable)
+			return
 		}
 		fmt.Fprintln(w, "ok")
 	})
@@ -234,6 +246,13 @@ func exporterFor(opts options, states collector.StateSource, logger *slog.Logger
 		return nil, fmt.Errorf("choosing collectors: %w", err)
 	}
 	return collector.NewExporter(logger, states, cs...).WithFilter(opts.metricFilter), nil
+}
+
+// newModel is the node model over the gatherer's inputs, with the view's tracker: the view's events wake it.
+func newModel(g *scrape.Gatherer, view *kubeview.View) *scrape.Model {
+	m := scrape.NewModel(g, scrape.ModelConfig{Tracker: view.NewTracker(), Node: view.Node})
+	view.OnChange(m.Notify)
+	return m
 }
 
 // newGathererWith builds the per-scrape gatherer from the options; meter may be nil (not observed), and so

@@ -87,14 +87,14 @@ func healthCheckDest(svc kubeview.ServiceState, f corev1.IPFamily) (arrivals.Des
 // arrivalsWatch is what the meter must count for this scrape's Services: every destination, every health
 // check node port, on the node's NodePort addresses, leaving out the sources kube-proxy calls local
 // (internalSources).
-func arrivalsWatch(snap kubeview.Snapshot, nodePortAddrs []net.IP, internal []netip.Prefix, internalLinks []arrivals.LinkMatch) arrivals.Watch {
+func arrivalsWatch(services []kubeview.ServiceState, nodePortAddrs []net.IP, internal []netip.Prefix, internalLinks []arrivals.LinkMatch) arrivals.Watch {
 	w := arrivals.Watch{Internal: internal, InternalLinks: internalLinks}
 	for _, ip := range nodePortAddrs {
 		if a, ok := netip.AddrFromSlice(ip); ok && !a.Unmap().IsUnspecified() {
 			w.NodeAddrs = append(w.NodeAddrs, a.Unmap())
 		}
 	}
-	for _, svc := range snap.Services {
+	for _, svc := range services {
 		for _, fam := range svc.Families {
 			Destinations(svc, fam, func(d verdict.Destination) {
 				if ad, ok := MeterDest(d); ok {
@@ -382,4 +382,60 @@ type ArrivalsState struct {
 	WatchErr error
 	// Totals are the node's arrivals per kind and family, monotonic.
 	Totals map[ArrivalKey]uint64
+}
+
+// recordService remembers, from one Service's verdict (nil: the Service is gone) decided at now, since when
+// each of its destinations is dropped; a destination of it not dropped now is forgotten. The node model
+// decides one Service at a time: this is recordDropped for one.
+func (t *arrivalTotals) recordService(namespace, name string, r *ServiceResult, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	seen := map[verdict.Destination]bool{}
+	if r != nil {
+		t.recorded = now
+		for _, fv := range r.Verdict.Families {
+			for _, e := range fv.Entries {
+				if !e.Dropped {
+					continue
+				}
+				seen[e.Destination] = true
+				if _, ok := t.dropped[e.Destination]; !ok {
+					t.dropped[e.Destination] = now
+				}
+			}
+		}
+	}
+	for d := range t.dropped {
+		if d.Namespace == namespace && d.Service == name && !seen[d] {
+			delete(t.dropped, d)
+		}
+	}
+}
+
+// looked records that the node model looked at every destination's drop at now (it decides again every
+// Service whose drop could have changed): a gap in the model's looking, unlike a gap in Prometheus' scrapes,
+// means the process stalled.
+func (t *arrivalTotals) looked(now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if now.After(t.recorded) {
+		t.recorded = now
+	}
+}
+
+// stalled: nobody looked at the drops for longer than quiet before now (droppedSince forgets them then).
+func (t *arrivalTotals) stalled(now time.Time, quiet time.Duration) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return !t.recorded.IsZero() && now.Sub(t.recorded) > quiet
+}
+
+// overloadedUntil is when overloaded turns false unless the meter misses more; zero when it never missed.
+func (t *arrivalTotals) overloadedUntil(quiet time.Duration) time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.missedGrew.IsZero() {
+		return time.Time{}
+	}
+	return t.missedGrew.Add(quiet)
 }

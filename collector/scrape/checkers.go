@@ -41,27 +41,64 @@ func newCheckerWarnings() *checkerWarnings {
 // long as the destination exists, and forgets the destinations that are gone (so the map stays as small as
 // the node's Services).
 func (w *checkerWarnings) warn(results []*ServiceResult, log *slog.Logger) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	seen := map[verdict.Destination]bool{}
 	for _, r := range results {
 		for _, fv := range r.Verdict.Families {
 			for _, e := range fv.Entries {
 				seen[e.Destination] = true
-				if len(e.Checkers) == 0 || !e.Dropped || e.Losing || w.warned[e.Destination] {
-					continue
-				}
-				w.warned[e.Destination] = true
-				log.Warn("only steady sources arrive at a NodePort this node drops: taken as a load balancer's health checks, not as clients, so they page nothing",
-					"namespace", e.Namespace, "service", e.Service, "destination", e.Destination.String(),
-					"sources", verdict.CheckersString(e.Checkers),
-					"settle", fmt.Sprintf("kubectl -n %s annotate service %s %s=%s (they are health checks) or =%s (they are clients)",
-						e.Namespace, e.Service, kubeview.AnnotationHealthCheck, kubeview.CheckTrafficPort, kubeview.CheckNone))
+			}
+		}
+		w.warnEntries(r, log)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for d := range w.warned {
+		if !seen[d] {
+			delete(w.warned, d)
+		}
+	}
+}
+
+// warnEntries logs the warning for each destination of r newly found with steady sources set aside and no
+// client.
+func (w *checkerWarnings) warnEntries(r *ServiceResult, log *slog.Logger) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, fv := range r.Verdict.Families {
+		for _, e := range fv.Entries {
+			if len(e.Checkers) == 0 || !e.Dropped || e.Losing || w.warned[e.Destination] {
+				continue
+			}
+			w.warned[e.Destination] = true
+			log.Warn("only steady sources arrive at a NodePort this node drops: taken as a load balancer's health checks, not as clients, so they page nothing",
+				"namespace", e.Namespace, "service", e.Service, "destination", e.Destination.String(),
+				"sources", verdict.CheckersString(e.Checkers),
+				"settle", fmt.Sprintf("kubectl -n %s annotate service %s %s=%s (they are health checks) or =%s (they are clients)",
+					e.Namespace, e.Service, kubeview.AnnotationHealthCheck, kubeview.CheckTrafficPort, kubeview.CheckNone))
+		}
+	}
+}
+
+// warnService is warn for one Service's result, as the node model decides them one at a time.
+func (w *checkerWarnings) warnService(r *ServiceResult, log *slog.Logger) {
+	w.forgetService(r.Service.Namespace, r.Service.Name, r)
+	w.warnEntries(r, log)
+}
+
+// forgetService forgets the warnings of a Service's destinations that keep (nil: none: the Service is gone).
+func (w *checkerWarnings) forgetService(namespace, name string, keep *ServiceResult) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	still := map[verdict.Destination]bool{}
+	if keep != nil {
+		for _, fv := range keep.Verdict.Families {
+			for _, e := range fv.Entries {
+				still[e.Destination] = true
 			}
 		}
 	}
 	for d := range w.warned {
-		if !seen[d] {
+		if d.Namespace == namespace && d.Service == name && !still[d] {
 			delete(w.warned, d)
 		}
 	}

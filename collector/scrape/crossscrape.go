@@ -238,3 +238,15 @@ func (g *goneSince) forget(seen map[goneKey]bool) {
 		}
 	}
 }
+
+// forgetService drops the ports of the Service namespace/name whose rules no longer hold such endpoints
+// (false or absent in seen; nil: every port of it, the Service is gone).
+func (g *goneSince) forgetService(namespace, name string, seen map[goneKey]bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for k := range g.first {
+		if k.sp.Namespace == namespace && k.sp.Name == name && !seen[k] {
+			delete(g.first, k)
+		}
+	}
+}

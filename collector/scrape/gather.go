@@ -188,19 +188,7 @@ func (g *Gatherer) Gather(ctx context.Context) *State {
 	go func() {
 		defer wg.Done()
 		addrStart := time.Now()
-		if g.cfg.Addrs != nil {
-			if st.LocalAddrs, st.AddrsErr = g.cfg.Addrs.LocalAddrs(); st.AddrsErr != nil {
-				g.cfg.Logger.Warn("listing this host's addresses", "err", st.AddrsErr)
-			}
-			st.AssignedAddrs = st.LocalAddrs
-			if al, ok := g.cfg.Addrs.(nodeprobe.AssignedLister); ok && st.AddrsErr == nil {
-				var err error
-				if st.AssignedAddrs, err = al.AssignedAddrs(); err != nil {
-					st.AddrsErr = err
-					g.cfg.Logger.Warn("listing this host's assigned addresses", "err", err)
-				}
-			}
-		}
+		st.LocalAddrs, st.AssignedAddrs, st.AddrsErr = g.readAddrs()
 		<-configRead
 		timed(InputAddrs, addrStart)
 		if st.APIErr == nil {
@@ -211,19 +199,43 @@ func (g *Gatherer) Gather(ctx context.Context) *State {
 	wg.Wait()
 
 	st.Dataplane = g.dataplane(st)
-	// NodePorts are reached on the addresses a client can use: not those bound to kube-ipvs0 or lo, not
-	// link-local ones (nodeprobe.Assigned).
-	reachable := st.AssignedAddrs
-	if st.AddrsErr != nil {
-		reachable = st.LocalAddrs // the links could not be listed: every address, as before the split
-	}
-	st.NodePortAddrs = nodeprobe.NodePortAddrs(reachable,
-		nodeprobe.KubeProxyNodeIPs(st.Node.KubeProxyNodeIPs(), st.KubeProxyConfig.BindAddress), st.KubeProxyConfig.NodePortAddresses)
+	st.NodePortAddrs = nodePortAddrs(st)
 	g.observe(st, snap)
 	g.decide(st, snap, checks)
 	g.saveState(st)
 	st.StateFile = g.cfg.State.State()
 	return st
+}
+
+// readAddrs lists this host's addresses, and those on its real interfaces (nodeprobe.AssignedLister);
+// without an address lister, none.
+func (g *Gatherer) readAddrs() (local, assigned []net.IP, err error) {
+	if g.cfg.Addrs == nil {
+		return nil, nil, nil
+	}
+	if local, err = g.cfg.Addrs.LocalAddrs(); err != nil {
+		g.cfg.Logger.Warn("listing this host's addresses", "err", err)
+	}
+	assigned = local
+	if al, ok := g.cfg.Addrs.(nodeprobe.AssignedLister); ok && err == nil {
+		var aerr error
+		if assigned, aerr = al.AssignedAddrs(); aerr != nil {
+			err = aerr
+			g.cfg.Logger.Warn("listing this host's assigned addresses", "err", aerr)
+		}
+	}
+	return local, assigned, err
+}
+
+// nodePortAddrs are the local addresses kube-proxy accepts NodePorts on. NodePorts are reached on the
+// addresses a client can use: not those bound to kube-ipvs0 or lo, not link-local ones (nodeprobe.Assigned).
+func nodePortAddrs(st *State) []net.IP {
+	reachable := st.AssignedAddrs
+	if st.AddrsErr != nil {
+		reachable = st.LocalAddrs // the links could not be listed: every address, as before the split
+	}
+	return nodeprobe.NodePortAddrs(reachable,
+		nodeprobe.KubeProxyNodeIPs(st.Node.KubeProxyNodeIPs(), st.KubeProxyConfig.BindAddress), st.KubeProxyConfig.NodePortAddresses)
 }
 
 // observe tells the arrivals meter what this scrape's Services are and takes its counts, once per scrape.
@@ -234,16 +246,30 @@ func (g *Gatherer) observe(st *State, snap kubeview.Snapshot) {
 	defer func(start time.Time) { st.took[InputArrivals] = time.Since(start) }(time.Now())
 	st.Arrivals.Enabled = true
 	if st.APIErr == nil {
-		internal, links := internalSources(st.KubeProxyConfig.DetectLocal, snap.Node.PodCIDRs, st.LocalAddrs, g.cfg.InternalCIDRs)
-		if err := g.cfg.Meter.Watch(arrivalsWatch(snap, st.NodePortAddrs, internal, links)); err != nil {
-			st.Arrivals.WatchErr = fmt.Errorf("arrivals meter: %w", err)
-			g.cfg.Logger.Warn("the arrivals meter refused this scrape's destinations: it counts the previous ones", "err", err)
-		}
+		st.Arrivals.WatchErr = g.watchMeter(st, snap.Node.PodCIDRs, snap.Services)
 	}
 	s := g.cfg.Meter.Snapshot()
 	st.Arrivals.Snapshot = &s
+	st.Arrivals.Totals = g.arrivals.add(&s, destKinds(snap.Services))
+}
+
+// watchMeter tells the meter every destination and health check node port of services, on the node's
+// NodePort addresses, leaving out the sources kube-proxy calls local. A refusal is returned (and logged): the
+// meter keeps counting what it counted.
+func (g *Gatherer) watchMeter(st *State, podCIDRs []string, services []kubeview.ServiceState) error {
+	internal, links := internalSources(st.KubeProxyConfig.DetectLocal, podCIDRs, st.LocalAddrs, g.cfg.InternalCIDRs)
+	if err := g.cfg.Meter.Watch(arrivalsWatch(services, st.NodePortAddrs, internal, links)); err != nil {
+		g.cfg.Logger.Warn("the arrivals meter refused the destinations: it counts the previous ones", "err", err)
+		return fmt.Errorf("arrivals meter: %w", err)
+	}
+	return nil
+}
+
+// destKinds says which kind each watched destination is (a destination of two Services counts once, as the
+// first one's).
+func destKinds(services []kubeview.ServiceState) map[arrivals.Dest]verdict.Kind {
 	kinds := map[arrivals.Dest]verdict.Kind{}
-	for _, svc := range snap.Services {
+	for _, svc := range services {
 		for _, fam := range svc.Families {
 			Destinations(svc, fam, func(d verdict.Destination) {
 				if ad, ok := MeterDest(d); ok {
@@ -254,7 +280,7 @@ func (g *Gatherer) observe(st *State, snap kubeview.Snapshot) {
 			})
 		}
 	}
-	st.Arrivals.Totals = g.arrivals.add(&s, kinds)
+	return kinds
 }
 
 // dataplane decides what serves Services here, never from silence alone. IPVS says so through the rule
@@ -351,7 +377,11 @@ func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCh
 		return
 	}
 	p.ev = g.evidence(st, snap)
-	p.prepare()
+	var now time.Time
+	if st.Arrivals.Snapshot != nil {
+		now = st.Arrivals.Snapshot.Taken
+	}
+	p.prepare(now)
 	if p.observed != nil {
 		defer func() {
 			g.arrivals.recordDropped(st.Services, p.now)
@@ -390,6 +420,8 @@ type pass struct {
 	// apiSeen is when the EndpointSlice informer last heard from the API server (apiSeenOK: it can be asked).
 	apiSeen   time.Time
 	apiSeenOK bool
+	// pendingGone: the Service decided last has rule endpoints the API view lacks, not yet confirmed gone.
+	pendingGone bool
 }
 
 // newPass picks what decides this pass's verdicts (the rules, or the API view) and records it in st.Source.
@@ -409,8 +441,9 @@ func (g *Gatherer) newPass(st *State) *pass {
 	return p
 }
 
-// prepare builds the decider from p.ev and what st holds of the node: its addresses and the meter's snapshot.
-func (p *pass) prepare() {
+// prepare builds the decider from p.ev and what st holds of the node: its addresses and the meter's snapshot,
+// whose observations are judged at now.
+func (p *pass) prepare(now time.Time) {
 	st, g := p.st, p.g
 	p.dec = newDecider(p.fr, p.ev)
 	if len(st.LocalAddrs) > 0 && st.AddrsErr == nil {
@@ -418,7 +451,7 @@ func (p *pass) prepare() {
 		p.dec.ev.Addresses = newNodeAddresses(st.AssignedAddrs, st.NodePortAddrs)
 	}
 	if st.Arrivals.Snapshot != nil {
-		p.now = st.Arrivals.Snapshot.Taken
+		p.now = now
 		p.observed = &observations{snap: st.Arrivals.Snapshot, quiet: g.cfg.Quiet, now: p.now,
 			dropped: g.arrivals.droppedSince(p.now, g.cfg.Quiet), overloaded: g.arrivals.overloaded(p.now, g.cfg.Quiet)}
 		p.dec.ev.Observed = p.observed
@@ -461,6 +494,7 @@ func (p *pass) decideService(svc kubeview.ServiceState, checks []FamilyCheck, se
 				seenGone[gk] = m.gone > 0
 				if m.gone > 0 && !g.gone.confirmed(gk, st.Rules.ReadAt, p.apiSeen, p.apiSeenOK) {
 					m.gone = 0 // the API view may lag kube-proxy's: a new pod is not yet a deleted one
+					p.pendingGone = true
 				}
 				if m.allGone(ps) {
 					vr.markGone(sp, string(fam.Family))
@@ -594,9 +628,36 @@ func (g *Gatherer) probeKubeProxy(ctx context.Context, node kubeview.NodeState, 
 // like snap.Services; empty where a Service has no health check node port.
 func (g *Gatherer) probeHealthChecks(ctx context.Context, snap kubeview.Snapshot, local []net.IP, cfg nodeprobe.KubeProxyConfig) [][]FamilyCheck {
 	out := make([][]FamilyCheck, len(snap.Services))
+	addrOf := g.healthCheckAddrs(snap.Node, local, cfg)
+	sem := make(chan struct{}, g.cfg.Concurrency)
+	var wg sync.WaitGroup
+	for i, svc := range snap.Services {
+		if !probed(svc) {
+			continue
+		}
+		out[i] = g.probeService(ctx, svc, addrOf, func(probe func()) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				select {
+				case sem <- struct{}{}:
+					defer func() { <-sem }()
+				case <-ctx.Done():
+				}
+				probe()
+			}()
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// healthCheckAddrs returns, per family, the address health check node ports are probed on: the flag's, else
+// the node's address of the family kube-proxy serves them on (chosen once per family).
+func (g *Gatherer) healthCheckAddrs(node kubeview.NodeState, local []net.IP, cfg nodeprobe.KubeProxyConfig) func(corev1.IPFamily) string {
 	addrs := map[corev1.IPFamily]string{}
-	nodeIPs := nodeprobe.KubeProxyNodeIPs(snap.Node.KubeProxyNodeIPs(), cfg.BindAddress)
-	addrOf := func(f corev1.IPFamily) string {
+	nodeIPs := nodeprobe.KubeProxyNodeIPs(node.KubeProxyNodeIPs(), cfg.BindAddress)
+	return func(f corev1.IPFamily) string {
 		a, ok := addrs[f]
 		if !ok {
 			if o := g.cfg.HealthCheckAddress; o != "" && kubeview.IPFamilyOf(o) == f {
@@ -608,45 +669,42 @@ func (g *Gatherer) probeHealthChecks(ctx context.Context, snap kubeview.Snapshot
 		}
 		return a
 	}
+}
 
-	sem := make(chan struct{}, g.cfg.Concurrency)
-	var wg sync.WaitGroup
-	for i, svc := range snap.Services {
-		if svc.HealthCheckNodePort == 0 || svc.Type != corev1.ServiceTypeLoadBalancer {
+// probed: the Service has a health check node port kube-proxy serves (a LoadBalancer Service's).
+func probed(svc kubeview.ServiceState) bool {
+	return svc.HealthCheckNodePort != 0 && svc.Type == corev1.ServiceTypeLoadBalancer
+}
+
+// probeService probes svc's health check node port in each of its families on addrOf(family), handing each
+// probe to run (which may run it at once, or later, concurrently with others); the result's entries are filled
+// in when each probe ran. A probe that runs after ctx ended is a timeout.
+func (g *Gatherer) probeService(ctx context.Context, svc kubeview.ServiceState, addrOf func(corev1.IPFamily) string, run func(func())) []FamilyCheck {
+	out := make([]FamilyCheck, len(svc.Families))
+	for j, fam := range svc.Families {
+		fc := &out[j]
+		fc.Family, fc.Address = fam.Family, addrOf(fam.Family)
+		if fc.Address == "" {
+			fc.HealthCheck = nodeprobe.HealthCheck{Result: nodeprobe.ResultNoAddress, LocalEndpoints: -1, Weight: -1,
+				Err: fmt.Errorf("no local %s address kube-proxy serves health check node ports on", fam.Family)}
+			g.cfg.Logger.Warn("health check not probed", "namespace", svc.Namespace, "service", svc.Name,
+				"family", string(fam.Family), "err", fc.Err)
 			continue
 		}
-		out[i] = make([]FamilyCheck, len(svc.Families))
-		for j, fam := range svc.Families {
-			fc := &out[i][j]
-			fc.Family, fc.Address = fam.Family, addrOf(fam.Family)
-			if fc.Address == "" {
-				fc.HealthCheck = nodeprobe.HealthCheck{Result: nodeprobe.ResultNoAddress, LocalEndpoints: -1, Weight: -1,
-					Err: fmt.Errorf("no local %s address kube-proxy serves health check node ports on", fam.Family)}
-				g.cfg.Logger.Warn("health check not probed", "namespace", svc.Namespace, "service", svc.Name,
-					"family", string(fam.Family), "err", fc.Err)
-				continue
+		run(func() {
+			if ctx.Err() != nil {
+				fc.HealthCheck = nodeprobe.HealthCheck{Result: nodeprobe.ResultTimeout, LocalEndpoints: -1, Weight: -1, Err: ctx.Err()}
+				return
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				select {
-				case sem <- struct{}{}:
-					defer func() { <-sem }()
-				case <-ctx.Done():
-					fc.HealthCheck = nodeprobe.HealthCheck{Result: nodeprobe.ResultTimeout, LocalEndpoints: -1, Weight: -1, Err: ctx.Err()}
-					return
-				}
-				pctx, cancel := context.WithTimeout(ctx, nodeprobe.ProbeTimeout(ctx, g.cfg.ProbeTimeout))
-				defer cancel()
-				fc.HealthCheck = nodeprobe.ProbeHealthCheckNodePort(pctx, g.cfg.Client, fc.Address, svc.HealthCheckNodePort, svc.Namespace, svc.Name)
-				if fc.Err != nil {
-					g.cfg.Logger.Warn("health check node port probe failed", "namespace", svc.Namespace, "service", svc.Name,
-						"family", string(fam.Family), "result", string(fc.Result), "err", fc.Err)
-				}
-			}()
-		}
+			pctx, cancel := context.WithTimeout(ctx, nodeprobe.ProbeTimeout(ctx, g.cfg.ProbeTimeout))
+			defer cancel()
+			fc.HealthCheck = nodeprobe.ProbeHealthCheckNodePort(pctx, g.cfg.Client, fc.Address, svc.HealthCheckNodePort, svc.Namespace, svc.Name)
+			if fc.Err != nil {
+				g.cfg.Logger.Warn("health check node port probe failed", "namespace", svc.Namespace, "service", svc.Name,
+					"family", string(fam.Family), "result", string(fc.Result), "err", fc.Err)
+			}
+		})
 	}
-	wg.Wait()
 	return out
 }
 

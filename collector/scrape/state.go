@@ -1,6 +1,7 @@
 package scrape
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -82,9 +83,17 @@ type State struct {
 	Announcers map[kubeview.AnnouncerSource]kubeview.SourceState
 	// StateFile is the state file's state (localtraffic_state_file_state): what this process started from.
 	StateFile string
+	// Epoch is the node model's count of changes to what every Service's decision and rendering read (the
+	// rules read, the node, its addresses, kube-proxy's configuration, the meter's state): a renderer's kept
+	// series of a Service hold while both Epoch and the Service's Rev do. 0 outside the model.
+	Epoch uint64
 
 	took map[Input]time.Duration
 }
+
+// ErrNotYetRead is an input the node model has not read yet (just started, its first read still under way): a
+// State says so rather than show an answer nobody gave. Collectors take it for "no data yet".
+var ErrNotYetRead = errors.New("not read yet: the exporter just started")
 
 // Took is how long gathering the input took in this scrape (0 when it was not gathered).
 func (s *State) Took(in Input) time.Duration { return s.took[in] }

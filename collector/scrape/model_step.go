@@ -1,0 +1,745 @@
+package scrape
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"net"
+	"reflect"
+	"slices"
+	"time"
+
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
+)
+
+// RulesWatcher is a rule reader that tells when kube-proxy's rules changed (kernelrules.Watcher): the model
+// reads them then, instead of polling.
+type RulesWatcher interface {
+	Watch(ctx context.Context, changed func())
+}
+
+// How long a job may take at most: a read of kube-proxy's rules at 10,000 Services takes seconds (a save of
+// the whole table), a probe its --probe.timeout.
+const rulesTimeout = 30 * time.Second
+
+// How soon after a Service changed its health check node port is probed again: kube-proxy syncs its rules and
+// its health check server's counts within its minimum sync period (1 s) of the change, and a busy one later.
+var probeFollowUps = []time.Duration{0, 2 * time.Second, 10 * time.Second}
+
+// globals is what every Service's decision reads beside its own inputs: when it moves, every Service is
+// decided again and rendered anew (State.Epoch).
+type globals struct {
+	APIErr, NodeErr      bool
+	Node                 kubeview.NodeState
+	RulesConfigured      bool
+	RulesRead            bool // a snapshot, whatever the error
+	RulesErr             string
+	Mode                 kernelrules.Mode
+	Backend              kernelrules.Backend
+	Families             []string
+	NotProgrammed        bool
+	Dataplane            DataplaneKind
+	Config               nodeprobe.KubeProxyConfig
+	Assigned, NodePorts  []string
+	AddrsOK, AddrsListed bool
+	MeterEnabled         bool
+	MeterStatus          arrivals.Status
+	Overloaded           bool
+	Announcers           map[kubeview.AnnouncerSource]kubeview.SourceState
+}
+
+// step brings the model to now: it takes the results the jobs handed back, reads the fast inputs, starts the
+// jobs that are due, decides the Services whose inputs changed or whose time came, and publishes a State.
+func (m *Model) step(ctx context.Context, now time.Time) {
+	s := &m.m
+	if m.rulesChanged.Swap(false) {
+		s.rulesWanted = true
+	}
+	m.readAPI(now)
+	m.readAddrs(now)
+	m.askKubeProxy(ctx, now)
+	m.askRules(ctx, now)
+	m.readMeter(now)
+	m.askHealthChecks(ctx, now)
+	st := m.globalState(now)
+	g := m.globalsOf(st)
+	moved := !s.primed || !reflect.DeepEqual(g, s.globals)
+	// A model that stalled for longer than the quiet period (the process stopped, starved of CPU) forgets when
+	// each destination was found dropped, as a scrape after a long gap did: every Service is decided afresh.
+	all := moved || m.cfg.DecideAll || m.g.arrivals.stalled(now, m.g.cfg.Quiet)
+	if moved {
+		s.globals = g
+		s.epoch++
+	}
+	s.primed = true
+	m.decide(st, now, all)
+	m.publish(st)
+	m.offerState(now)
+}
+
+// readAPI brings the Services up to date with the tracker.
+func (m *Model) readAPI(now time.Time) {
+	s := &m.m
+	start := time.Now()
+	defer func() { s.took[InputAPI], s.took[InputNode] = time.Since(start), time.Since(start) }()
+	changed, err := m.cfg.Tracker.Update(now)
+	if err != nil {
+		s.apiErr = fmt.Errorf("reading the API view: %w", err)
+		hadNode := s.nodeErr == nil && s.kpAsked
+		s.nodeErr = s.apiErr
+		if m.cfg.Node != nil {
+			if s.node, err = m.cfg.Node(); err != nil {
+				s.nodeErr = fmt.Errorf("reading the API view: %w", err)
+			} else {
+				s.nodeErr = nil
+			}
+		}
+		if s.nodeErr == nil && !hadNode {
+			s.kpNext = now
+		}
+		return
+	}
+	if s.nodeErr != nil || s.apiErr != nil {
+		s.kpNext = now // kube-proxy is probed where the node says, as soon as it is known
+	}
+	s.apiErr, s.nodeErr = nil, nil
+	s.node = m.cfg.Tracker.Node()
+	for _, key := range changed {
+		st, ok := m.cfg.Tracker.State(key)
+		e := s.services[key]
+		if !ok {
+			if e != nil {
+				delete(s.services, key)
+				m.forgetService(e)
+				s.servicesMoved = true
+			}
+			continue
+		}
+		if e == nil {
+			e = &entry{key: key, sweep: now.Add(m.stagger(key, m.cfg.Resweep))}
+			s.services[key] = e
+			s.servicesMoved = true
+		} else if !sameDestinations(e.state, st) {
+			s.servicesMoved = true
+		}
+		e.state, e.dirty = st, true
+		e.checkDue = e.checkDue[:0]
+		for _, d := range probeFollowUps {
+			e.checkDue = append(e.checkDue, now.Add(d))
+		}
+		if !probed(st) {
+			e.checks, e.checkDue = nil, nil
+		}
+	}
+	if len(changed) > 0 {
+		s.keys = slices.Clone(m.cfg.Tracker.Keys())
+	}
+	s.announcers = m.cfg.Tracker.Snapshot().Announcers
+}
+
+// sameDestinations: the meter watches the same destinations of both states.
+func sameDestinations(a, b kubeview.ServiceState) bool {
+	return reflect.DeepEqual(a.Ports, b.Ports) && slices.Equal(a.ExternalIPs, b.ExternalIPs) &&
+		slices.Equal(a.LoadBalancerIPs, b.LoadBalancerIPs) && a.Type == b.Type && a.HealthCheckNodePort == b.HealthCheckNodePort &&
+		familiesOf(a) == familiesOf(b)
+}
+
+func familiesOf(s kubeview.ServiceState) string {
+	out := ""
+	for _, f := range s.Families {
+		out += string(f.Family) + ","
+	}
+	return out
+}
+
+// forgetService drops what the trackers kept of a Service that is gone.
+func (m *Model) forgetService(e *entry) {
+	g := m.g
+	g.gone.forgetService(e.state.Namespace, e.state.Name, nil)
+	g.arrivals.recordService(e.state.Namespace, e.state.Name, nil, time.Time{})
+	g.checkers.forgetService(e.state.Namespace, e.state.Name, nil)
+}
+
+// stagger spreads a period over the Services by their key, so that sweeps do not come all at once.
+func (m *Model) stagger(key string, period time.Duration) time.Duration {
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return period/2 + time.Duration(uint64(h.Sum32())%uint64(period/2+1))
+}
+
+// readAddrs lists the node's addresses when due; a change makes every health check node port due.
+func (m *Model) readAddrs(now time.Time) {
+	s := &m.m
+	if s.addrsNext.After(now) && s.primed {
+		return
+	}
+	start := time.Now()
+	local, assigned, err := m.g.readAddrs()
+	s.took[InputAddrs] = time.Since(start)
+	s.addrsNext = now.Add(m.cfg.AddrsEvery)
+	if ipStrings(local) != ipStrings(s.local) || ipStrings(assigned) != ipStrings(s.assigned) || (err == nil) != (s.addrsErr == nil) {
+		m.probeAll(now)
+	}
+	s.local, s.assigned, s.addrsErr = local, assigned, err
+}
+
+func ipStrings(ips []net.IP) string {
+	out := ""
+	for _, ip := range ips {
+		out += ip.String() + ","
+	}
+	return out
+}
+
+// probeAll makes every health check node port due now.
+func (m *Model) probeAll(now time.Time) {
+	for _, e := range m.m.services {
+		if probed(e.state) {
+			e.checkDue = append(e.checkDue[:0], now)
+		}
+	}
+}
+
+// askKubeProxy starts a read of kube-proxy's /configz and a probe of its health server when due.
+func (m *Model) askKubeProxy(ctx context.Context, now time.Time) {
+	s := &m.m
+	if s.kpBusy || s.kpNext.After(now) && s.kpAsked {
+		return
+	}
+	if s.nodeErr != nil && s.kpAsked {
+		return
+	}
+	s.kpBusy, s.kpAsked = true, true
+	node, nodeErr := s.node, s.nodeErr
+	g := m.g
+	m.job(ctx, func() func() {
+		jctx, cancel := context.WithTimeout(ctx, g.cfg.ProbeTimeout+configzTimeout+time.Second)
+		defer cancel()
+		start := time.Now()
+		cfg, cfgState, cfgErr := g.kubeProxyConfig(jctx)
+		var kp KubeProxyState
+		if nodeErr == nil {
+			kp = g.probeKubeProxy(jctx, node, cfg)
+			if g.cfg.KubeProxyAddress == nil && kp.Err == nil && kp.Healthz.StatusCode == 0 && kp.Livez.StatusCode == 0 {
+				// Nothing answered where the configuration says: kube-proxy may have restarted with another
+				// one (its health server moved). Read /configz again next time, not in a minute.
+				g.configz.markStale()
+			}
+		}
+		took := time.Since(start)
+		return func() {
+			s.kpBusy = false
+			s.kpNext = m.cfg.Now().Add(m.cfg.KubeProxyEvery)
+			if nodeErr != nil && s.nodeErr == nil {
+				s.kpNext = m.cfg.Now() // asked before the node was known: ask again where it says
+			}
+			s.took[InputKubeProxy] = took
+			if healthWord(kp) != healthWord(s.kp) || !reflect.DeepEqual(cfg, s.kpCfg) {
+				// kube-proxy restarted, turned unhealthy or moved: its health check server answers anew.
+				m.probeAll(m.cfg.Now())
+			}
+			s.kp, s.kpCfg, s.kpCfgState, s.kpCfgErr = kp, cfg, cfgState, cfgErr
+			s.kpAnswered = s.kpAnswered || nodeErr == nil
+		}
+	})
+}
+
+// healthWord is what of kube-proxy's health answers changes its health check servers' answers.
+func healthWord(kp KubeProxyState) string {
+	return fmt.Sprint(kp.Err != nil, kp.Healthz.Result, kp.Healthz.StatusCode, kp.Livez.Result, kp.Livez.StatusCode)
+}
+
+// askRules starts a read of kube-proxy's rules when one is wanted (the reader told of a change) or due (the
+// drop counters), at most once per RulesMinInterval.
+func (m *Model) askRules(ctx context.Context, now time.Time) {
+	s := &m.m
+	r := m.g.cfg.RuleReader
+	if r == nil || s.rulesBusy || now.Before(s.rulesAfter) || !s.rulesWanted && s.rulesNext.After(now) && s.rulesAsked {
+		return
+	}
+	s.rulesBusy, s.rulesWanted, s.rulesAsked = true, false, true
+	m.job(ctx, func() func() {
+		jctx, cancel := context.WithTimeout(ctx, rulesTimeout)
+		defer cancel()
+		start := time.Now()
+		snap, err := r.Read(jctx)
+		if err != nil {
+			err = fmt.Errorf("reading kube-proxy's rules: %w", err)
+		}
+		took := time.Since(start)
+		return func() {
+			now := m.cfg.Now()
+			s.rulesBusy = false
+			s.rulesNext, s.rulesAfter = now.Add(m.rulesEvery()), now.Add(m.cfg.RulesMinInterval)
+			s.took[InputRules] = took
+			s.rulesRead = true
+			m.applyRules(snap, err)
+		}
+	})
+}
+
+// rulesEvery is how often the rules are read without being told of a change: a reader that tells (a
+// RulesWatcher) only for its counters; another as often as a scrape used to read them.
+func (m *Model) rulesEvery() time.Duration {
+	if _, ok := m.g.cfg.RuleReader.(RulesWatcher); ok {
+		return m.cfg.RulesEvery
+	}
+	return min(m.cfg.RulesEvery, 2*time.Second)
+}
+
+// applyRules takes a read of kube-proxy's rules: every Service whose ports read differently is decided again,
+// and probed (kube-proxy synced it: its health check server counts anew).
+func (m *Model) applyRules(snap *kernelrules.Snapshot, err error) {
+	s := &m.m
+	old, oldErr := s.rules, s.rulesErr
+	s.rules, s.rulesErr = snap, err
+	usable := func(sn *kernelrules.Snapshot, e error) *kernelrules.Snapshot {
+		if e != nil {
+			return nil
+		}
+		return sn
+	}
+	prev, cur := usable(old, oldErr), usable(snap, err)
+	now := m.cfg.Now()
+	for _, e := range s.services {
+		if !samePorts(prev, cur, e.state) {
+			e.dirty = true
+			if probed(e.state) {
+				e.checkDue = append(e.checkDue[:0], now)
+			}
+		}
+	}
+	// The counters' evidence: when each destination's drop rule counter last grew.
+	st := &State{Rules: snap, RulesErr: err}
+	services := m.serviceStates()
+	s.evidence = m.g.evidence(st, kubeview.Snapshot{Services: services})
+	// The counters' evidence is judged at each read's time (and says how long ago the counter grew): a Service
+	// whose counter's growth was within a window at the last read is decided again at each read, until the
+	// read that finds every window of it ended.
+	for _, e := range s.services {
+		if !e.growthDue.IsZero() {
+			e.dirty = true
+		}
+		e.growthDue = m.growthDue(e)
+	}
+	if cur != nil {
+		seen := map[counterKey]bool{}
+		for _, svc := range services {
+			for _, fam := range svc.Families {
+				for _, p := range fam.Ports {
+					seen[counterKey{namespace: svc.Namespace, name: svc.Name, port: p.Name, protocol: string(p.Protocol), family: string(fam.Family)}] = true
+				}
+			}
+		}
+		m.g.drops.forget(seen)
+	}
+}
+
+// growthDue is the latest end of an evidence window of the Service's drop rule counters' growth after the
+// evidence's read (zero: every one ended).
+func (m *Model) growthDue(e *entry) time.Time {
+	ev := m.m.evidence
+	var next time.Time
+	for k, at := range ev.grewAt {
+		if k.namespace != e.state.Namespace || k.name != e.state.Name {
+			continue
+		}
+		for _, w := range []time.Duration{ev.window, ev.lossWindow} {
+			// Arriving holds up to and including the window's end.
+			if end := at.Add(w); !end.Before(ev.at) && end.After(next) {
+				next = end
+			}
+		}
+	}
+	return next
+}
+
+// samePorts: the Service's ports read the same in both snapshots (nil: not read).
+func samePorts(a, b *kernelrules.Snapshot, svc kubeview.ServiceState) bool {
+	if (a == nil) != (b == nil) {
+		return false
+	}
+	if a == nil {
+		return true
+	}
+	for _, fam := range svc.Families {
+		f := string(fam.Family)
+		if a.HasFamily(f) != b.HasFamily(f) {
+			return false
+		}
+		for _, p := range fam.Ports {
+			sp := kernelrules.ServicePort{Namespace: svc.Namespace, Name: svc.Name, Port: p.Name, Protocol: string(p.Protocol)}
+			if !reflect.DeepEqual(a.Family(sp, f), b.Family(sp, f)) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// serviceStates lists the Services' states in key order.
+func (m *Model) serviceStates() []kubeview.ServiceState {
+	out := make([]kubeview.ServiceState, 0, len(m.m.keys))
+	for _, k := range m.m.keys {
+		if e := m.m.services[k]; e != nil {
+			out = append(out, e.state)
+		}
+	}
+	return out
+}
+
+// readMeter tells the meter the destinations when they changed, and takes its counts when it counted
+// something new (at most every MeterEvery) or MeterIdle passed. The Services whose destinations' counts
+// changed are decided again.
+func (m *Model) readMeter(now time.Time) {
+	s := &m.m
+	meter := m.g.cfg.Meter
+	if meter == nil {
+		return
+	}
+	start := time.Now()
+	watched := false
+	if s.apiErr == nil && (s.servicesMoved || s.watchStale(m)) {
+		st := m.addrState()
+		services := m.serviceStates()
+		s.watchErr = m.g.watchMeter(st, s.node.PodCIDRs, services)
+		s.kinds = destKinds(services)
+		s.destOwners = destOwners(services)
+		s.servicesMoved, watched = false, true
+		s.watchKey = watchKeyOf(st, s.node.PodCIDRs)
+	}
+	activity := uint64(0)
+	act, hasActivity := meter.(ArrivalsActivity)
+	if hasActivity {
+		activity = act.Activity()
+	}
+	due := s.meterSnap == nil || watched || now.Sub(s.meterAt) >= m.cfg.MeterIdle ||
+		!hasActivity && now.Sub(s.meterAt) >= m.cfg.MeterEvery ||
+		activity != s.meterActivity && now.Sub(s.meterAt) >= m.cfg.MeterEvery
+	if !due {
+		return
+	}
+	snap := meter.Snapshot()
+	old := s.meterSnap
+	s.meterSnap, s.meterAt, s.meterActivity = &snap, now, activity
+	s.totals = m.g.arrivals.add(&snap, s.kinds)
+	s.took[InputArrivals] = time.Since(start)
+	if old == nil || old.Status != snap.Status {
+		return // a global change: every Service is decided again
+	}
+	for _, c := range snap.Dests {
+		if o, ok := old.Dest(c.Dest); ok && sameCount(o, c) {
+			continue
+		}
+		for _, k := range s.destOwners[c.Dest] {
+			if e := s.services[k]; e != nil {
+				e.dirty = true
+			}
+		}
+	}
+}
+
+// sameCount: what the verdict reads of a destination's count did not change.
+func sameCount(a, b arrivals.DestCount) bool {
+	return a.Attempts == b.Attempts && a.LastSeen.Equal(b.LastSeen) && a.ActiveSince.Equal(b.ActiveSince) &&
+		a.WatchedSince.Equal(b.WatchedSince) && a.SetAside == b.SetAside && a.Clients == b.Clients &&
+		a.LastNewFlow.Equal(b.LastNewFlow) && a.Restored == b.Restored && slices.Equal(a.Checkers, b.Checkers)
+}
+
+// destOwners maps each meter destination to the Services it is a destination (or health check) of.
+func destOwners(services []kubeview.ServiceState) map[arrivals.Dest][]string {
+	out := map[arrivals.Dest][]string{}
+	for _, svc := range services {
+		key := svc.Namespace + "/" + svc.Name
+		for _, fam := range svc.Families {
+			Destinations(svc, fam, func(d verdict.Destination) {
+				if ad, ok := MeterDest(d); ok && !slices.Contains(out[ad], key) {
+					out[ad] = append(out[ad], key)
+				}
+			})
+		}
+	}
+	return out
+}
+
+// askHealthChecks starts the health check node port probes that are due, at most Concurrency at a time.
+func (m *Model) askHealthChecks(ctx context.Context, now time.Time) {
+	s := &m.m
+	if s.apiErr != nil {
+		return
+	}
+	addrOf := m.g.healthCheckAddrs(s.node, s.local, s.kpCfg)
+	for _, k := range s.keys {
+		if s.probes >= m.g.cfg.Concurrency {
+			return
+		}
+		e := s.services[k]
+		if e == nil || e.probing || !probed(e.state) || len(e.checkDue) == 0 || e.checkDue[0].After(now) {
+			continue
+		}
+		e.probing = true
+		s.probes++
+		svc := e.state
+		m.job(ctx, func() func() {
+			jctx, cancel := context.WithTimeout(ctx, m.g.cfg.ProbeTimeout)
+			defer cancel()
+			start := time.Now()
+			checks := m.g.probeService(jctx, svc, addrOf, func(f func()) { f() })
+			took := time.Since(start)
+			return func() {
+				s.probes--
+				e.probing = false
+				if cur := s.services[e.key]; cur != e || !reflect.DeepEqual(cur.state, svc) {
+					return // gone or changed meanwhile: its own probes are due
+				}
+				now := m.cfg.Now()
+				s.took[InputHealthChecks] = took
+				e.checks, e.dirty = checks, true
+				for len(e.checkDue) > 0 && !e.checkDue[0].After(now) {
+					e.checkDue = e.checkDue[1:]
+				}
+				if len(e.checkDue) == 0 {
+					e.checkDue = append(e.checkDue, now.Add(m.stagger(e.key, m.cfg.HealthCheckSweep)))
+				}
+			}
+		})
+	}
+}
+
+// addrState is a State holding what the model knows of the node's addresses and kube-proxy's configuration:
+// what the meter's Watch and the NodePort addresses are computed from.
+func (m *Model) addrState() *State {
+	s := &m.m
+	st := &State{Node: s.node, LocalAddrs: s.local, AssignedAddrs: s.assigned, AddrsErr: s.addrsErr, KubeProxyConfig: s.kpCfg}
+	st.NodePortAddrs = nodePortAddrs(st)
+	return st
+}
+
+// globalState is the State of this pass without its Services: everything the decisions share.
+func (m *Model) globalState(now time.Time) *State {
+	s := &m.m
+	st := m.addrState()
+	st.took = make(map[Input]time.Duration, len(s.took))
+	for k, v := range s.took {
+		st.took[k] = v
+	}
+	st.APIErr, st.NodeErr = s.apiErr, s.nodeErr
+	st.Rules, st.RulesErr, st.RulesConfigured = s.rules, s.rulesErr, m.g.cfg.RuleReader != nil
+	st.KubeProxy = s.kp
+	if s.nodeErr != nil {
+		st.KubeProxy = KubeProxyState{}
+	} else if !s.kpAnswered {
+		st.KubeProxy = KubeProxyState{Err: fmt.Errorf("kube-proxy's health server: %w", ErrNotYetRead)}
+	}
+	if st.RulesConfigured && !s.rulesRead {
+		st.RulesErr = fmt.Errorf("kube-proxy's rules: %w", ErrNotYetRead)
+	}
+	st.KubeProxyConfigState, st.KubeProxyConfigErr = s.kpCfgState, s.kpCfgErr
+	if st.KubeProxyConfigState == "" {
+		st.KubeProxyConfigState = ConfigDefaults
+		if m.g.cfg.ConfigzURL == "" {
+			st.KubeProxyConfigState = ConfigNotRead
+		}
+	}
+	st.Announcers = s.announcers
+	if m.g.cfg.Informers != nil {
+		st.Informers = m.g.cfg.Informers.Informers()
+	}
+	if m.g.cfg.Meter != nil {
+		st.Arrivals = ArrivalsState{Enabled: true, Snapshot: s.meterSnap, WatchErr: s.watchErr, Totals: s.totals}
+	}
+	// The dataplane is decided again only with a new read of the rules or of /configz (FindReplacement lists
+	// the links): both moved the globals then.
+	st.Dataplane = m.g.dataplane(st)
+	return st
+}
+
+// globalsOf is what of st every decision reads.
+func (m *Model) globalsOf(st *State) globals {
+	g := globals{APIErr: st.APIErr != nil, NodeErr: st.NodeErr != nil, Node: st.Node, RulesConfigured: st.RulesConfigured,
+		RulesRead: st.Rules != nil, NotProgrammed: st.NotProgrammed, Dataplane: st.Dataplane, Config: st.KubeProxyConfig,
+		AddrsOK: st.AddrsErr == nil, AddrsListed: len(st.LocalAddrs) > 0, MeterEnabled: st.Arrivals.Enabled,
+		Announcers: st.Announcers}
+	if st.RulesErr != nil {
+		g.RulesErr = st.RulesErr.Error()
+	}
+	if st.Rules != nil {
+		g.Mode, g.Backend, g.Families = st.Rules.Mode, st.Rules.Backend, st.Rules.Families
+	}
+	for _, ip := range st.AssignedAddrs {
+		g.Assigned = append(g.Assigned, ip.String())
+	}
+	for _, ip := range st.NodePortAddrs {
+		g.NodePorts = append(g.NodePorts, ip.String())
+	}
+	if st.Arrivals.Snapshot != nil {
+		g.MeterStatus = st.Arrivals.Snapshot.Status
+		g.Overloaded = m.g.arrivals.overloaded(m.cfg.Now(), m.g.cfg.Quiet)
+	}
+	return g
+}
+
+// decide decides again the Services whose inputs changed, whose time-driven change came, or whose sweep is due
+// (every Service when all).
+func (m *Model) decide(st *State, now time.Time, all bool) {
+	s := &m.m
+	if st.APIErr != nil {
+		return
+	}
+	p := m.g.newPass(st)
+	p.ev = s.evidence
+	if st.Rules == nil || st.RulesErr != nil {
+		p.ev = scrapeEvidence{grewAt: map[ruleKey]time.Time{}, window: m.g.cfg.ExternalIPWindow,
+			lossWindow: max(m.g.cfg.ExternalIPWindow, m.g.cfg.LossHold)}
+	}
+	p.prepare(now)
+	defer m.g.arrivals.looked(now)
+	apiSeen, _ := endpointSlicesSeen(st)
+	apiMoved := !apiSeen.Equal(s.seenAPI)
+	s.seenAPI = apiSeen
+	for _, k := range s.keys {
+		e := s.services[k]
+		if e == nil {
+			continue
+		}
+		if !all && !e.dirty && (e.due.IsZero() || e.due.After(now)) && e.sweep.After(now) && !(apiMoved && e.gonePending) {
+			continue
+		}
+		m.decideOne(p, e, now)
+	}
+}
+
+// decideOne decides one Service and schedules its next time-driven decision.
+func (m *Model) decideOne(p *pass, e *entry, now time.Time) {
+	s := &m.m
+	m.decided.Add(1)
+	seen := map[counterKey]bool{}
+	seenGone := map[goneKey]bool{}
+	p.pendingGone = false
+	r := p.decideService(e.state, e.checks, seen, seenGone)
+	m.g.gone.forgetService(e.state.Namespace, e.state.Name, seenGone)
+	if p.observed != nil {
+		m.g.arrivals.recordService(e.state.Namespace, e.state.Name, &r, now)
+		m.g.checkers.warnService(&r, m.log)
+	}
+	if e.result == nil || !reflect.DeepEqual(*e.result, withRev(r, e.result.Rev)) {
+		s.rev++
+		r.Rev = s.rev
+		e.result = &r
+	}
+	e.dirty, e.gonePending = false, p.pendingGone
+	e.sweep = now.Add(m.stagger(e.key, m.cfg.Resweep))
+	e.due = m.dueOf(e, p, now)
+}
+
+func withRev(r ServiceResult, rev uint64) ServiceResult {
+	r.Rev = rev
+	return r
+}
+
+// dueOf is the next time the Service's verdict may change with nothing but time passing: a run of arrivals
+// ending (the quiet period after the last attempt), a destination turning silent (the quiet period after it
+// was first watched), a loss hold ending. Zero when none comes.
+func (m *Model) dueOf(e *entry, p *pass, now time.Time) time.Time {
+	if p.observed == nil || p.observed.snap == nil {
+		return time.Time{}
+	}
+	cfg := m.g.cfg
+	var next time.Time
+	cand := func(t time.Time) {
+		if t.IsZero() || !t.After(now) {
+			return
+		}
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	for _, fam := range e.state.Families {
+		Destinations(e.state, fam, func(d verdict.Destination) {
+			ad, ok := MeterDest(d)
+			if !ok {
+				return
+			}
+			c, ok := p.observed.snap.Dest(ad)
+			if !ok {
+				return
+			}
+			cand(c.WatchedSince.Add(cfg.Quiet))
+			if c.Attempts > 0 {
+				cand(c.LastSeen.Add(cfg.Quiet))
+				cand(c.LastSeen.Add(cfg.LossHold))
+			}
+			if c.SetAside && c.Clients.Attempts > 0 {
+				cand(c.Clients.LastSeen.Add(cfg.Quiet))
+			}
+		})
+	}
+	return next
+}
+
+// publish makes st, with every Service's latest result, the State that scrapes render.
+func (m *Model) publish(st *State) {
+	s := &m.m
+	st.Epoch = s.epoch
+	if st.APIErr == nil {
+		st.Services = make([]*ServiceResult, 0, len(s.keys))
+		for _, k := range s.keys {
+			if e := s.services[k]; e != nil && e.result != nil {
+				st.Services = append(st.Services, e.result)
+			}
+		}
+	}
+	st.StateFile = m.g.cfg.State.State()
+	m.cur.Store(st)
+	m.once.Do(func() { close(m.first) })
+}
+
+// next is when the model must look again without being told: the earliest input poll, time-driven change,
+// sweep or probe due.
+func (m *Model) next(now time.Time) time.Time {
+	s := &m.m
+	next := now.Add(m.cfg.Resweep)
+	cand := func(t time.Time) {
+		if !t.IsZero() && t.Before(next) {
+			next = t
+		}
+	}
+	cand(s.addrsNext)
+	if !s.kpBusy {
+		cand(s.kpNext)
+	}
+	if m.g.cfg.RuleReader != nil && !s.rulesBusy {
+		if s.rulesWanted {
+			cand(s.rulesAfter)
+		} else {
+			cand(s.rulesNext)
+		}
+	}
+	if m.g.cfg.Meter != nil {
+		cand(now.Add(m.cfg.MeterEvery))
+		cand(m.g.arrivals.overloadedUntil(m.g.cfg.Quiet))
+	}
+	cand(m.cfg.Tracker.NextChange())
+	for _, e := range s.services {
+		cand(e.due)
+		cand(e.sweep)
+		if len(e.checkDue) > 0 && !e.probing {
+			cand(e.checkDue[0])
+		}
+	}
+	return next
+}
+
+// watchStale: the meter's Watch was built from other addresses, another configuration or other pod CIDRs.
+func (s *modelState) watchStale(m *Model) bool {
+	return watchKeyOf(m.addrState(), s.node.PodCIDRs) != s.watchKey
+}
+
+// watchKeyOf is what, beside the Services, the meter's Watch is built from.
+func watchKeyOf(st *State, podCIDRs []string) string {
+	return fmt.Sprint(ipStrings(st.NodePortAddrs), ipStrings(st.LocalAddrs), st.KubeProxyConfig.DetectLocal, podCIDRs)
+}
