@@ -172,7 +172,7 @@ func (tr *tracker) Node() kubeview.NodeState {
 	defer tr.w.mu.Unlock()
 	return kubeview.NodeState{Name: "node-2", Found: true, InternalIPs: []string{"10.250.0.12"}, Excluded: tr.w.excluded}
 }
-func (tr *tracker) Snapshot() kubeview.Snapshot { return kubeview.Snapshot{Node: tr.Node()} }
+func (tr *tracker) Announcers() map[kubeview.AnnouncerSource]kubeview.SourceState { return nil }
 func (tr *tracker) NextChange() time.Time       { return time.Time{} }
 
 // reader returns the world's rules.

@@ -159,8 +159,11 @@ type Tracker struct {
 	expiry    map[string]time.Time
 	ann       AnnouncerSnapshot
 	annStates map[AnnouncerSource]SourceState
-	node      NodeState
-	primed    bool
+	// sources is every announcer source's state with the annotation sources' (Announcers), as of the last
+	// Update that changed a Service or a source.
+	sources map[AnnouncerSource]SourceState
+	node    NodeState
+	primed  bool
 }
 
 // NewTracker returns the view's tracker. OnChange says whom to wake when events come.
@@ -251,8 +254,20 @@ func (t *Tracker) Update(now time.Time) ([]string, error) {
 		slices.SortFunc(t.sorted, compareServiceKeys)
 	}
 	slices.SortFunc(changed, compareServiceKeys)
+	if t.v.announcers != nil && (len(changed) > 0 || all || t.sources == nil) {
+		t.sources = maps.Clone(t.ann.States)
+		services := make([]ServiceState, 0, len(t.states))
+		for _, st := range t.states {
+			services = append(services, st)
+		}
+		annotationStates(t.sources, services)
+	}
 	return changed, nil
 }
+
+// Announcers is each announcer source's state as of the last Update (Snapshot.Announcers); nil when the view
+// reads no announcers' objects. The map is the tracker's: read it, do not change it.
+func (t *Tracker) Announcers() map[AnnouncerSource]SourceState { return t.sources }
 
 // announcerStatesMoved: some announcer source's state differs from the last one read (a source turns ok, is
 // refused, goes stale without any record changing).

@@ -35,7 +35,7 @@ type APITracker interface {
 	Keys() []string
 	State(key string) (kubeview.ServiceState, bool)
 	Node() kubeview.NodeState
-	Snapshot() kubeview.Snapshot
+	Announcers() map[kubeview.AnnouncerSource]kubeview.SourceState
 	NextChange() time.Time
 }
 
@@ -309,6 +309,11 @@ type modelState struct {
 	rev      uint64
 	evidence scrapeEvidence
 	seenAPI  time.Time // the EndpointSlice informer's last answer, as the last pass saw it
+	// published is the Services of the last State published; republished as they are while no result, no
+	// membership and no epoch changed.
+	published      []*ServiceResult
+	publishedEpoch uint64
+	resultsMoved   bool
 	// statePosted is when the state was last offered to the state file.
 	statePosted time.Time
 	probes      int // health check probes in flight

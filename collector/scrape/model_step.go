@@ -115,14 +115,14 @@ func (m *Model) readAPI(now time.Time) {
 			if e != nil {
 				delete(s.services, key)
 				m.forgetService(e)
-				s.servicesMoved = true
+				s.servicesMoved, s.resultsMoved = true, true
 			}
 			continue
 		}
 		if e == nil {
 			e = &entry{key: key, sweep: now.Add(m.stagger(key, m.cfg.Resweep))}
 			s.services[key] = e
-			s.servicesMoved = true
+			s.servicesMoved, s.resultsMoved = true, true
 		} else if !sameDestinations(e.state, st) {
 			s.servicesMoved = true
 		}
@@ -138,7 +138,7 @@ func (m *Model) readAPI(now time.Time) {
 	if len(changed) > 0 {
 		s.keys = slices.Clone(m.cfg.Tracker.Keys())
 	}
-	s.announcers = m.cfg.Tracker.Snapshot().Announcers
+	s.announcers = m.cfg.Tracker.Announcers()
 }
 
 // sameDestinations: the meter watches the same destinations of both states.
@@ -630,6 +630,7 @@ func (m *Model) decideOne(p *pass, e *entry, now time.Time) {
 		s.rev++
 		r.Rev = s.rev
 		e.result = &r
+		s.resultsMoved = true
 	}
 	e.dirty, e.gonePending = false, p.pendingGone
 	e.sweep = now.Add(m.stagger(e.key, m.cfg.Resweep))
@@ -686,12 +687,16 @@ func (m *Model) publish(st *State) {
 	s := &m.m
 	st.Epoch = s.epoch
 	if st.APIErr == nil {
-		st.Services = make([]*ServiceResult, 0, len(s.keys))
-		for _, k := range s.keys {
-			if e := s.services[k]; e != nil && e.result != nil {
-				st.Services = append(st.Services, e.result)
+		if s.resultsMoved || s.published == nil || s.publishedEpoch != s.epoch || len(s.published) != len(s.keys) {
+			s.published = make([]*ServiceResult, 0, len(s.keys))
+			for _, k := range s.keys {
+				if e := s.services[k]; e != nil && e.result != nil {
+					s.published = append(s.published, e.result)
+				}
 			}
+			s.resultsMoved, s.publishedEpoch = false, s.epoch
 		}
+		st.Services = s.published
 	}
 	st.StateFile = m.g.cfg.State.State()
 	m.cur.Store(st)
