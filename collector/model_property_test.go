@@ -173,7 +173,7 @@ func (tr *tracker) Node() kubeview.NodeState {
 	return kubeview.NodeState{Name: "node-2", Found: true, InternalIPs: []string{"10.250.0.12"}, Excluded: tr.w.excluded}
 }
 func (tr *tracker) Announcers() map[kubeview.AnnouncerSource]kubeview.SourceState { return nil }
-func (tr *tracker) NextChange() time.Time       { return time.Time{} }
+func (tr *tracker) NextChange() time.Time                                         { return time.Time{} }
 
 // reader returns the world's rules.
 type reader struct{ w *world }
