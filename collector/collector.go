@@ -1,8 +1,9 @@
-// Package collector renders one scrape into Prometheus metrics. For each scrape its StateSource (in the
-// exporter, collector/scrape's Gatherer, which reads every input once under the scrape's deadline and decides
-// the verdicts) hands over one read-only scrape.State; each collector (one job, one file) renders that State,
-// and the Exporter reports how each one fared. Nothing here reads a source or decides: what a series says was
-// settled before rendering began.
+// Package collector renders the node's state into Prometheus metrics. For each scrape its StateSource (in the
+// exporter, collector/scrape's Model, the node model that keeps the verdicts current as the inputs change)
+// hands over one read-only scrape.State; each collector (one job, one file) renders that State, and the
+// Exporter reports how each one fared. Nothing here reads a source or decides: what a series says was settled
+// before rendering began. The direct exposition keeps each Service's rendered series while the model says its
+// result holds.
 package collector
 
 import (
