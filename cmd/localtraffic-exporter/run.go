@@ -97,7 +97,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, route
 	gatherer := newGathererWith(opts, view, netlinkHost{}, newRulesReader(opts, logger), meter, logger,
 		scrape.OpenStateFile(scrape.StateFileConfig{Path: opts.stateFile, Node: opts.nodeName, Horizon: max(opts.quiet, opts.lossHold), Logger: logger}))
 	// The node model keeps the verdicts current as the inputs change; scrapes render its latest State.
-	model := newModel(gatherer, view)
+	model := newModel(gatherer, view, opts.rulesCacheTTL)
 	modelCtx, stopModel := context.WithCancel(context.WithoutCancel(ctx))
 	modelDone := make(chan struct{})
 	go func() {
@@ -218,7 +218,9 @@ func newRulesReader(opts options, logger *slog.Logger) kernelrules.Reader {
 	return kernelrules.NewReader(kernelrules.Options{
 		Mode:         kernelrules.Mode(opts.rulesMode),
 		ProxyModeURL: "http://" + opts.kubeProxyMetrics + "/proxyMode",
-		CacheTTL:     opts.rulesCacheTTL,
+		// The node model is the reader's only caller and spaces its reads itself (newModel): a cached
+		// snapshot would hide a change it was just told of.
+		CacheTTL: -1,
 		Logger:       logger,
 	})
 }
@@ -249,8 +251,8 @@ func exporterFor(opts options, states collector.StateSource, logger *slog.Logger
 }
 
 // newModel is the node model over the gatherer's inputs, with the view's tracker: the view's events wake it.
-func newModel(g *scrape.Gatherer, view *kubeview.View) *scrape.Model {
-	m := scrape.NewModel(g, scrape.ModelConfig{Tracker: view.NewTracker(), Node: view.Node})
+func newModel(g *scrape.Gatherer, view *kubeview.View, rulesInterval time.Duration) *scrape.Model {
+	m := scrape.NewModel(g, scrape.ModelConfig{Tracker: view.NewTracker(), Node: view.Node, RulesMinInterval: rulesInterval})
 	view.OnChange(m.Notify)
 	return m
 }
