@@ -1,6 +1,7 @@
 package scrape
 
 import (
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,12 +23,13 @@ type crossScrape struct {
 	arrivals   *arrivalTotals
 	checkers   *checkerWarnings
 	gone       *goneSince
+	outcomes   *outcomes
 }
 
 func newCrossScrape() crossScrape {
 	return crossScrape{drops: newDropTotals(), ruleGrowth: newRuleGrowth(), kubeProxy: &kubeProxySeen{},
 		configz: &configzCache{}, arrivals: newArrivalTotals(), checkers: newCheckerWarnings(),
-		gone: &goneSince{first: map[goneKey]time.Time{}}}
+		gone: &goneSince{first: map[goneKey]time.Time{}}, outcomes: &outcomes{}}
 }
 
 // kubeProxySeen: kube-proxy's rules or health server were seen on this node once. A kube-proxy that later
@@ -247,6 +249,40 @@ func (g *goneSince) forgetService(namespace, name string, seen map[goneKey]bool)
 	for k := range g.first {
 		if k.sp.Namespace == namespace && k.sp.Name == name && !seen[k] {
 			delete(g.first, k)
+		}
+	}
+}
+
+// outcomes remembers the last outcome of each recurring read (a probe of kube-proxy's health server per
+// endpoint, of a health check node port per Service and family, a listing of the addresses), so that a failure
+// is logged at warn when it starts or changes, not at every read: the node model asks every few seconds, and a
+// kube-proxy that is down for an hour must not write a thousand lines saying so. The metrics say it all along.
+type outcomes struct {
+	mu   sync.Mutex
+	last map[string]string
+}
+
+// changed records outcome for key and reports whether it differs from the last one recorded.
+func (o *outcomes) changed(key, outcome string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.last == nil {
+		o.last = map[string]string{}
+	}
+	if o.last[key] == outcome {
+		return false
+	}
+	o.last[key] = outcome
+	return true
+}
+
+// forget drops the keys that start with prefix (a Service gone).
+func (o *outcomes) forget(prefix string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for k := range o.last {
+		if strings.HasPrefix(k, prefix) {
+			delete(o.last, k)
 		}
 	}
 }

@@ -213,7 +213,8 @@ func (g *Gatherer) readAddrs() (local, assigned []net.IP, err error) {
 	if g.cfg.Addrs == nil {
 		return nil, nil, nil
 	}
-	if local, err = g.cfg.Addrs.LocalAddrs(); err != nil {
+	local, err = g.cfg.Addrs.LocalAddrs()
+	if g.outcomes.changed("addresses", fmt.Sprint(err)) && err != nil {
 		g.cfg.Logger.Warn("listing this host's addresses", "err", err)
 	}
 	assigned = local
@@ -614,8 +615,13 @@ func (g *Gatherer) probeKubeProxy(ctx context.Context, node kubeview.NodeState, 
 			pctx, cancel := context.WithTimeout(ctx, nodeprobe.ProbeTimeout(ctx, g.cfg.ProbeTimeout))
 			defer cancel()
 			answers[i] = nodeprobe.ProbeKubeProxy(pctx, g.cfg.Client, addr, ep)
-			if a := answers[i]; a.Err != nil {
+			a := answers[i]
+			switch {
+			case !g.outcomes.changed("kube-proxy/"+string(ep), string(a.Result)):
+			case a.Err != nil:
 				g.cfg.Logger.Warn("kube-proxy health probe failed", "endpoint", string(a.Endpoint), "result", string(a.Result), "err", a.Err)
+			default:
+				g.cfg.Logger.Info("kube-proxy health probe answers", "endpoint", string(a.Endpoint), "result", string(a.Result))
 			}
 		}()
 	}
@@ -687,8 +693,10 @@ func (g *Gatherer) probeService(ctx context.Context, svc kubeview.ServiceState, 
 		if fc.Address == "" {
 			fc.HealthCheck = nodeprobe.HealthCheck{Result: nodeprobe.ResultNoAddress, LocalEndpoints: -1, Weight: -1,
 				Err: fmt.Errorf("no local %s address kube-proxy serves health check node ports on", fam.Family)}
-			g.cfg.Logger.Warn("health check not probed", "namespace", svc.Namespace, "service", svc.Name,
-				"family", string(fam.Family), "err", fc.Err)
+			if g.outcomes.changed("health-check/"+svc.Namespace+"/"+svc.Name+"/"+string(fam.Family), string(fc.Result)) {
+				g.cfg.Logger.Warn("health check not probed", "namespace", svc.Namespace, "service", svc.Name,
+					"family", string(fam.Family), "err", fc.Err)
+			}
 			continue
 		}
 		run(func() {
@@ -699,7 +707,8 @@ func (g *Gatherer) probeService(ctx context.Context, svc kubeview.ServiceState, 
 			pctx, cancel := context.WithTimeout(ctx, nodeprobe.ProbeTimeout(ctx, g.cfg.ProbeTimeout))
 			defer cancel()
 			fc.HealthCheck = nodeprobe.ProbeHealthCheckNodePort(pctx, g.cfg.Client, fc.Address, svc.HealthCheckNodePort, svc.Namespace, svc.Name)
-			if fc.Err != nil {
+			key := "health-check/" + svc.Namespace + "/" + svc.Name + "/" + string(fam.Family)
+			if g.outcomes.changed(key, string(fc.Result)) && fc.Err != nil {
 				g.cfg.Logger.Warn("health check node port probe failed", "namespace", svc.Namespace, "service", svc.Name,
 					"family", string(fam.Family), "result", string(fc.Result), "err", fc.Err)
 			}

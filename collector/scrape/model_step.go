@@ -162,6 +162,7 @@ func (m *Model) forgetService(e *entry) {
 	g.gone.forgetService(e.state.Namespace, e.state.Name, nil)
 	g.arrivals.recordService(e.state.Namespace, e.state.Name, nil, time.Time{})
 	g.checkers.forgetService(e.state.Namespace, e.state.Name, nil)
+	g.outcomes.forget("health-check/" + e.state.Namespace + "/" + e.state.Name + "/")
 }
 
 // stagger spreads a period over the Services by their key, so that sweeps do not come all at once.
