@@ -108,8 +108,9 @@ type nftWatch struct {
 	scope      watchScope    // the scope the accounting follows
 	subs       map[*watchSub]struct{}
 
-	// rescope asks the receiving goroutine to take r's scope and rebase.
-	rescope atomic.Bool
+	// rescope asks the receiving goroutine to rebase on scope (under mu:
+	// the scope and the request are taken together).
+	rescope bool
 	conn    atomic.Pointer[netlink.Conn] // for waking the receive
 
 	// Counters for benchmarks and tests.
@@ -213,12 +214,10 @@ func (w *nftWatch) setScope(s watchScope) {
 	w.mu.Lock()
 	same := w.scope == s
 	if !same {
-		w.scope = s
-		w.baseline = false
+		w.scope, w.baseline, w.rescope = s, false, true
 	}
 	w.mu.Unlock()
 	if !same {
-		w.rescope.Store(true)
 		if c := w.conn.Load(); c != nil {
 			_ = c.SetReadDeadline(time.Unix(1, 0)) // wake the receive
 		}
@@ -367,7 +366,7 @@ func (w *nftWatch) receive(ctx context.Context) error {
 	rebase := true
 	lost := false
 	for {
-		if rebase || lost || w.rescope.Swap(false) {
+		if rebase || lost || w.rescopeAsked() {
 			if err := w.rebase(ctx, acct, raw, lost); err != nil {
 				return err
 			}
@@ -407,6 +406,13 @@ func (w *nftWatch) receive(ctx context.Context) error {
 		}
 		w.datagram(acct, buf[:n])
 	}
+}
+
+// rescopeAsked: a read asked for a rebase on a new scope.
+func (w *nftWatch) rescopeAsked() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.rescope
 }
 
 // recvDatagram receives one datagram through the runtime's poller (so the
@@ -479,9 +485,11 @@ func (w *nftWatch) commit(acct *txAccount, gen uint32) {
 // judged under the old scope), reads the generation and, in nftables mode,
 // the anonymous sets the local chains refer to, and makes that generation the
 // baseline: everything up to it counts as changed, everything after is
-// accounted for. After a loss the subscribers are told: a Read may differ.
+// accounted for. The subscribers are told when notifications were lost or
+// drained unread: a Read may differ.
 func (w *nftWatch) rebase(ctx context.Context, acct *txAccount, raw syscall.RawConn, lost bool) error {
 	buf := make([]byte, 64<<10)
+	drained := false
 	for {
 		var n int
 		var rerr error
@@ -498,10 +506,11 @@ func (w *nftWatch) rebase(ctx context.Context, acct *txAccount, raw syscall.RawC
 		if rerr != nil && !errors.Is(rerr, unix.ENOBUFS) {
 			return fmt.Errorf("draining nf_tables notifications: %w", rerr)
 		}
-		_ = n
+		drained = drained || n > 0 || rerr != nil
 	}
 	w.mu.Lock()
 	scope := w.scope
+	w.rescope = false
 	w.mu.Unlock()
 	gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -519,7 +528,7 @@ func (w *nftWatch) rebase(ctx context.Context, acct *txAccount, raw syscall.RawC
 	w.view.lastTouch = [2][2]uint32{{gen, gen}, {gen, gen}}
 	w.advanceLocked()
 	w.mu.Unlock()
-	if lost {
+	if lost || drained {
 		w.notify()
 	}
 	return nil

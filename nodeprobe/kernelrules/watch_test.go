@@ -47,6 +47,27 @@ func startWatch(t *testing.T, r Reader) *watchRun {
 	return run
 }
 
+// waitBaseline waits until r's watcher vouches for the scope r read last
+// (subscribed, its baseline set after that read's scope reached it): reads
+// from then on are judged by notifications.
+func waitBaseline(t *testing.T, r Reader) {
+	t.Helper()
+	rd := r.(*reader)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if w := rd.currentWatch(); w != nil {
+			w.mu.Lock()
+			ok := w.subscribed && w.baseline && w.scope == rd.scopeNow()
+			w.mu.Unlock()
+			if ok {
+				return
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("the watcher set no baseline within 10 s")
+}
+
 // drain forgets the calls so far.
 func (w *watchRun) drain() {
 	for {
@@ -201,16 +222,39 @@ func checkDropCounters(t *testing.T, snap *Snapshot, svcs []genService, fam stri
 	}
 }
 
-// logBuffer is a Logger's output, safe for the watcher's goroutine.
+// logBuffer is a Logger's output, safe for the watcher's goroutine. While
+// held, every write waits: the watcher, which logs each transaction it
+// judges, stops receiving (how a test overruns its buffer for sure).
 type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	gate chan struct{} // closed to let held writes through; nil: not held
 }
 
 func (l *logBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
+	gate := l.gate
+	l.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.buf.Write(p)
+}
+
+// hold makes writes wait until release.
+func (l *logBuffer) hold() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.gate = make(chan struct{})
+}
+
+func (l *logBuffer) release() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	close(l.gate)
+	l.gate = nil
 }
 
 func (l *logBuffer) String() string {
@@ -254,6 +298,7 @@ func TestWatchIPTablesNFT(t *testing.T) {
 		return snap
 	}
 	read()
+	waitBaseline(t, r)
 	read()
 	watch.drain()
 
@@ -363,6 +408,7 @@ func TestWatchNFTables(t *testing.T) {
 		return snap
 	}
 	read()
+	waitBaseline(t, r)
 	read()
 	watch.drain()
 	var stale map[bool][]string
@@ -430,5 +476,214 @@ func TestWatchNFTables(t *testing.T) {
 	}
 	if d := snapshotDiff(read(), fullRead(t, ns, ModeNFTables)); d != "" {
 		t.Errorf("the Read after the stale chain's deletion differs from a full read:\n%s", d)
+	}
+}
+
+// TestWatchOverrun: notifications lost to a receive buffer overrun (a tiny
+// one here) are reported — changed called, a warning logged —, the next Read
+// saves everything again and counts the resync, and the watcher goes on from a
+// new baseline.
+func TestWatchOverrun(t *testing.T) {
+	requireRoot(t)
+	ns := newNetns(t)
+	before := clusterOf(200, false)
+	nsRun(t, ns, []byte(genRules(layout125, false, before)), xtablesCmd(false, BackendNFT, "restore"))
+	run := &countingRunner{NetnsRunner: NetnsRunner{Namespace: ns}}
+	var logs logBuffer
+	r := NewReader(Options{Mode: ModeIPTables, Runner: run, CacheTTL: -1, Logger: logs.logger(), NotifyBuffer: 1})
+	watch := startWatch(t, r)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(logs.String())
+		}
+	})
+	ctx := context.Background()
+	read := func() *Snapshot {
+		t.Helper()
+		snap, err := r.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap
+	}
+	read()
+	waitBaseline(t, r)
+	read()
+	watch.drain()
+	// An irrelevant sync of 200 Services: filter's transaction, then nat's,
+	// some 600 notifications. The watcher stops at the first (its log
+	// waits) while the second's overrun the buffer.
+	logs.hold()
+	nsRun(t, ns, []byte(iptPartialSync(false, before, shuffled(before, 7), nil)), xtablesCmd(false, BackendNFT, "restore"), "--noflush")
+	logs.release()
+	if !watch.waitCall(5 * time.Second) {
+		t.Fatal("notifications overrun: changed not called within 5 s")
+	}
+	if !strings.Contains(logs.String(), "notifications lost") {
+		t.Errorf("no warning of the loss logged:\n%s", logs.String())
+	}
+	saves := run.saves()
+	snap := read()
+	if n := run.saves() - saves; n == 0 {
+		t.Error("the Read after a loss saved nothing: it trusted what was kept")
+	}
+	if snap.Resyncs != 1 {
+		t.Errorf("Resyncs %d after one loss, want 1", snap.Resyncs)
+	}
+	if d := snapshotDiff(snap, fullRead(t, ns, ModeIPTables)); d != "" {
+		t.Errorf("the Read after a loss differs from a full read:\n%s", d)
+	}
+	saves = run.saves()
+	snap = read()
+	if n := run.saves() - saves; n != 0 || snap.Resyncs != 1 {
+		t.Errorf("nothing changed since: %d saves, Resyncs %d; want 0 and still 1", n, snap.Resyncs)
+	}
+}
+
+// TestWatchLegacyPolled: the legacy backend has no notifications: Watch polls
+// each table's GET_INFO every PollInterval and calls changed when it moved —
+// not for a rewrite that keeps it, such as kube-proxy's reordered top-level
+// chains — and Snapshot.Watch says polled.
+func TestWatchLegacyPolled(t *testing.T) {
+	requireRoot(t)
+	ns := newNetns(t)
+	svcs := scenario(false)
+	nsRun(t, ns, []byte(genRules(layout125, false, svcs)), xtablesCmd(false, BackendLegacy, "restore"), "-c")
+	run := &countingRunner{NetnsRunner: NetnsRunner{Namespace: ns}}
+	r := NewReader(Options{Mode: ModeIPTables, Runner: run, CacheTTL: -1, PollInterval: 50 * time.Millisecond})
+	watch := startWatch(t, r)
+	snap, err := r.Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Watch != WatchPolled || snap.Backend != BackendLegacy {
+		t.Fatalf("legacy: Snapshot.Watch %q, backend %q; want %q, legacy", snap.Watch, snap.Backend, WatchPolled)
+	}
+	time.Sleep(300 * time.Millisecond) // past the first polls: the baseline
+	watch.drain()
+	nsRun(t, ns, []byte(iptPartialSync(false, svcs, shuffled(svcs, 3), nil)), xtablesCmd(false, BackendLegacy, "restore"), "--noflush")
+	if watch.waitCall(500 * time.Millisecond) {
+		t.Error("a rewrite that keeps every table's GET_INFO: changed called")
+	}
+	web := svcs[1]
+	nsRun(t, ns, nil, "iptables-legacy", "-t", "nat", "-F", web.chain("KUBE-SVL-"))
+	if !watch.waitCall(2 * time.Second) {
+		t.Fatal("nat changed: changed not called within 2 s")
+	}
+	snap, err = r.Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := snap.Family(web.servicePort(), FamilyIPv4).LocalEndpoints; got != 0 {
+		t.Errorf("web after its local chain was flushed: %d local endpoints, want 0", got)
+	}
+}
+
+// TestWatchFullVerify: a change the notifications do not count — a Service
+// chain created with nothing jumping to it, which kube-proxy never writes —
+// is kept out of the reads until FullVerify has passed since the save; then
+// the table is saved again, the difference counted in Resyncs and logged.
+func TestWatchFullVerify(t *testing.T) {
+	requireRoot(t)
+	ns := newNetns(t)
+	svcs := scenario(false)
+	nsRun(t, ns, []byte(genRules(layout125, false, svcs)), xtablesCmd(false, BackendNFT, "restore"), "-c")
+	run := &countingRunner{NetnsRunner: NetnsRunner{Namespace: ns}}
+	var logs logBuffer
+	var mu sync.Mutex
+	now := time.Unix(1000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	r := NewReader(Options{Mode: ModeIPTables, Runner: run, CacheTTL: -1, Now: clock, FullVerify: time.Minute, Logger: logs.logger()})
+	startWatch(t, r)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(logs.String())
+		}
+	})
+	ctx := context.Background()
+	read := func() *Snapshot {
+		t.Helper()
+		snap, err := r.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap
+	}
+	read()
+	waitBaseline(t, r)
+	read()
+	orphan := genService{ns: "kubelings", name: "orphan", port: "http", proto: "tcp"}
+	nsRun(t, ns, nil, "iptables-nft", "-t", "nat", "-N", orphan.chain("KUBE-SVC-"))
+	saves := run.saves()
+	if snap := read(); snap.Family(orphan.servicePort(), FamilyIPv4).Programmed || run.saves() != saves {
+		t.Fatalf("an unreferenced chain: programmed %v, %d saves; want the kept nat (the blind spot FullVerify covers)",
+			snap.Family(orphan.servicePort(), FamilyIPv4).Programmed, run.saves()-saves)
+	}
+	mu.Lock()
+	now = now.Add(time.Minute)
+	mu.Unlock()
+	snap := read()
+	if !snap.Family(orphan.servicePort(), FamilyIPv4).Programmed || snap.Resyncs != 1 {
+		t.Errorf("after FullVerify: orphan programmed %v, Resyncs %d; want true, 1", snap.Family(orphan.servicePort(), FamilyIPv4).Programmed, snap.Resyncs)
+	}
+	if !strings.Contains(logs.String(), "kept rules differed") || !strings.Contains(logs.String(), "level=WARN") {
+		t.Errorf("the difference is not logged at warn:\n%s", logs.String())
+	}
+	if d := snapshotDiff(snap, fullRead(t, ns, ModeIPTables)); d != "" {
+		t.Errorf("after FullVerify the Read differs from a full read:\n%s", d)
+	}
+}
+
+// TestWatchWithoutNotifications: where the watcher cannot subscribe (a
+// Runner with change signals but no namespace to subscribe in) it polls the
+// nf_tables generation: changed when it moved, not otherwise; without any
+// change signal every tick may be a change. Calls never overlap and pile up
+// into one.
+func TestWatchWithoutNotifications(t *testing.T) {
+	f := &signalRunner{fakeRunner: iptablesNode(t, BackendNFT)}
+	r := NewReader(Options{Mode: ModeIPTables, Runner: f, LookPath: anyPath, CacheTTL: -1, PollInterval: 20 * time.Millisecond})
+	watch := startWatch(t, r)
+	snap, err := r.Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Watch != WatchPolled {
+		t.Errorf("without notifications: Snapshot.Watch %q, want %q", snap.Watch, WatchPolled)
+	}
+	time.Sleep(100 * time.Millisecond)
+	watch.drain()
+	if watch.waitCall(200 * time.Millisecond) {
+		t.Error("the generation held: changed called")
+	}
+	f.mu.Lock()
+	f.gen++
+	f.mu.Unlock()
+	if !watch.waitCall(time.Second) {
+		t.Error("the generation moved: changed not called within 1 s")
+	}
+
+	none := NewReader(Options{Mode: ModeIPTables, Runner: iptablesNode(t, BackendNFT), LookPath: anyPath, CacheTTL: -1, PollInterval: 5 * time.Millisecond})
+	if snap, err := none.Read(context.Background()); err != nil || snap.Watch != WatchNone {
+		t.Fatalf("no change signal: Snapshot.Watch %q (%v), want %q", snap.Watch, err, WatchNone)
+	}
+	var inside, overlap, calls atomic.Int64
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		none.(Watcher).Watch(ctx, func() {
+			if inside.Add(1) > 1 {
+				overlap.Add(1)
+			}
+			calls.Add(1)
+			time.Sleep(50 * time.Millisecond) // ten ticks pile up meanwhile
+			inside.Add(-1)
+		})
+	}()
+	time.Sleep(520 * time.Millisecond)
+	cancel()
+	<-done
+	if n := calls.Load(); n < 3 || n > 12 || overlap.Load() != 0 {
+		t.Errorf("no change signal, a 50 ms callback, 5 ms ticks for 0.5 s: %d calls, %d overlapping; want about 10, none", n, overlap.Load())
 	}
 }
