@@ -61,21 +61,15 @@ func iptPartialSync(ipv6 bool, before, after []genService, changed map[string]bo
 			}
 		}
 	}
-	// What after still declares: a chain of before's not among them is stale.
-	declared := map[string]bool{}
-	for _, line := range strings.Split(full, "\n") {
-		if strings.HasPrefix(line, ":") {
-			name, _, _ := strings.Cut(line[1:], " ")
-			declared[name] = true
-		}
-	}
+	// A chain before declared and after does not is stale.
+	declared, had := declaredChains(full), declaredChains(genRules(layout125, ipv6, before))
 	var stale []string
 	for _, s := range before {
 		if !changed[s.ns+"/"+s.name] {
 			continue
 		}
 		for _, c := range s.serviceChains() {
-			if !declared[c] && !slices.Contains(stale, c) && existsIn(genRules(layout125, ipv6, before), c) {
+			if had[c] && !declared[c] && !slices.Contains(stale, c) {
 				stale = append(stale, c)
 			}
 		}
@@ -113,8 +107,17 @@ func iptPartialSync(ipv6 bool, before, after []genService, changed map[string]bo
 	return out.String()
 }
 
-// existsIn: the ruleset declares chain.
-func existsIn(ruleset, chain string) bool { return strings.Contains(ruleset, "\n:"+chain+" ") }
+// declaredChains are the chains a restore input declares.
+func declaredChains(ruleset string) map[string]bool {
+	out := map[string]bool{}
+	for _, line := range strings.Split(ruleset, "\n") {
+		if strings.HasPrefix(line, ":") {
+			name, _, _ := strings.Cut(line[1:], " ")
+			out[name] = true
+		}
+	}
+	return out
+}
 
 // nftBlock is one chain of a generated nftables table: its name and rules.
 type nftBlock struct {

@@ -432,19 +432,29 @@ func recvDatagram(raw syscall.RawConn, buf []byte) (n int, err error) {
 
 // datagram accounts for the messages of one datagram.
 func (w *nftWatch) datagram(acct *txAccount, b []byte) {
+	ok := forEachMessage(b, func(htype uint16, data []byte) {
+		if gen, isGen := acct.message(htype, data); isGen {
+			w.commit(acct, gen)
+		}
+	})
+	if !ok {
+		acct.bad = true
+	}
+}
+
+// forEachMessage hands each netlink message of a datagram (its type and
+// payload) to fn; false when the datagram is malformed (fn has had the
+// messages before the fault).
+func forEachMessage(b []byte, fn func(htype uint16, data []byte)) bool {
 	for len(b) >= nlmsgHeaderLen {
 		l := int(binary.NativeEndian.Uint32(b))
 		if l < nlmsgHeaderLen || l > len(b) {
-			acct.bad = true
-			return
+			return false
 		}
-		htype := binary.NativeEndian.Uint16(b[4:])
-		gen, isGen := acct.message(htype, b[nlmsgHeaderLen:l])
-		if isGen {
-			w.commit(acct, gen)
-		}
+		fn(binary.NativeEndian.Uint16(b[4:]), b[nlmsgHeaderLen:l])
 		b = b[min((l+3)&^3, len(b)):]
 	}
+	return len(b) == 0
 }
 
 // commit ends a transaction: a relevant one moves its families' lastRelevant

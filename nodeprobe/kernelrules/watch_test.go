@@ -50,7 +50,7 @@ func startWatch(t *testing.T, r Reader) *watchRun {
 // waitBaseline waits until r's watcher vouches for the scope r read last
 // (subscribed, its baseline set after that read's scope reached it): reads
 // from then on are judged by notifications.
-func waitBaseline(t *testing.T, r Reader) {
+func waitBaseline(t testing.TB, r Reader) {
 	t.Helper()
 	rd := r.(*reader)
 	deadline := time.Now().Add(10 * time.Second)
