@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -198,8 +199,10 @@ func (r *reader) currentWatch() *nftWatch {
 	return r.watch
 }
 
-// notify signals every subscriber.
+// notify signals every subscriber, after dropping the Reader's kept
+// snapshot (and a read in flight): a Read called for this change must read.
 func (w *nftWatch) notify() {
+	w.r.shared.forget()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for s := range w.subs {
@@ -273,7 +276,7 @@ func (w *nftWatch) run(ctx context.Context, canSubscribe bool) {
 		defer wg.Done()
 		w.poll(ctx)
 	}()
-	for canSubscribe && ctx.Err() == nil {
+	for failures := 0; canSubscribe && ctx.Err() == nil; failures++ {
 		err := w.receive(ctx)
 		w.mu.Lock()
 		w.subscribed, w.baseline = false, false
@@ -282,7 +285,11 @@ func (w *nftWatch) run(ctx context.Context, canSubscribe bool) {
 		if ctx.Err() != nil {
 			break
 		}
-		w.r.opts.Logger.Info("nf_tables change notifications unavailable; polling the generation", "err", err, "retry", resubscribeAfter)
+		level := slog.LevelInfo
+		if failures > 0 {
+			level = slog.LevelDebug // said once
+		}
+		w.r.opts.Logger.Log(ctx, level, "nf_tables change notifications unavailable; polling the generation", "err", err, "retry", resubscribeAfter)
 		w.notify() // a Read may now differ, and is vouched for otherwise
 		select {
 		case <-ctx.Done():

@@ -687,3 +687,32 @@ func TestWatchWithoutNotifications(t *testing.T) {
 		t.Errorf("no change signal, a 50 ms callback, 5 ms ticks for 0.5 s: %d calls, %d overlapping; want about 10, none", n, overlap.Load())
 	}
 }
+
+// TestWatchForgetsCachedSnapshot: a Read called because Watch said the rules
+// changed reads them, though a snapshot younger than CacheTTL is kept.
+func TestWatchForgetsCachedSnapshot(t *testing.T) {
+	requireRoot(t)
+	ns := newNetns(t)
+	svcs := scenario(false)
+	nsRun(t, ns, []byte(genNFTLayout(false, svcs, true)), "nft", "-f", "-")
+	r := NewReader(Options{Mode: ModeNFTables, Runner: NetnsRunner{Namespace: ns}, CacheTTL: time.Hour})
+	watch := startWatch(t, r)
+	ctx := context.Background()
+	if _, err := r.Read(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitBaseline(t, r)
+	watch.drain()
+	in, _ := nftPartialSync(false, true, svcs, noLocal(svcs, "kubelings/web"), changedSet([]string{"kubelings/web"}))
+	nsRun(t, ns, []byte(in), "nft", "-f", "-")
+	if !watch.waitCall(5 * time.Second) {
+		t.Fatal("a local endpoint removed: changed not called within 5 s")
+	}
+	snap, err := r.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := snap.Family(svcs[1].servicePort(), FamilyIPv4); !st.Drop {
+		t.Errorf("the Read after changed returned the cached snapshot: web %+v, want its drop", st)
+	}
+}
