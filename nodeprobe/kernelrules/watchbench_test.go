@@ -3,7 +3,10 @@ package kernelrules
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -310,4 +313,121 @@ func cloneKept(k [2]map[string]uint64) [2]map[string]uint64 {
 		}
 	}
 	return out
+}
+
+// netlinkQueue is the receive queue, in bytes, of the socket of ns subscribed
+// to NFNLGRP_NFTABLES (/proc/net/netlink's Rmem, read from a thread in the
+// namespace), the most among them.
+func netlinkQueue(ns string) (int, error) {
+	most := 0
+	err := inNetns(ns, func() error {
+		data, err := os.ReadFile("/proc/thread-self/net/netlink")
+		if err != nil {
+			return err
+		}
+		for _, l := range strings.Split(string(data), "\n") {
+			// sk Eth Pid Groups Rmem Wmem ...: NETLINK_NETFILTER is 12, the
+			// nf_tables group the seventh bit of the first word.
+			f := strings.Fields(l)
+			if len(f) > 5 && f[1] == "12" && f[3] == "00000040" {
+				n, _ := strconv.Atoi(f[4])
+				most = max(most, n)
+			}
+		}
+		return nil
+	})
+	return most, err
+}
+
+// BenchmarkNotificationBurst: how much of the receive buffer a kube-proxy
+// sync of the 10,000-Service ruleset (iptables mode, nft backend) fills
+// while the watcher takes it in, sampled every 10 ms: a partial sync (ten
+// Services' remote endpoints, every top-level chain refilled) and a full one
+// (every chain of every Service refilled, as at kube-proxy's start and
+// periodically), with the notifications, losses and the restore's CPU. It
+// runs for minutes (a full restore of 107,000 rules takes some of CPU):
+//
+//	go test -run '^$' -bench BenchmarkNotificationBurst -benchtime 1x -timeout 60m ./nodeprobe/kernelrules/
+func BenchmarkNotificationBurst(b *testing.B) {
+	requireRoot(b)
+	ns := newNetns(b)
+	svcs := bigCluster(false)
+	nsRun(b, ns, []byte(bigIPTables()), xtablesCmd(false, BackendNFT, "restore"))
+	run := &countingRunner{NetnsRunner: NetnsRunner{Namespace: ns}}
+	r := NewReader(Options{Mode: ModeIPTables, Runner: run, CacheTTL: -1})
+	ctx := context.Background()
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.(Watcher).Watch(wctx, func() {})
+	}()
+	defer func() { cancel(); <-done }()
+	if _, err := r.Read(ctx); err != nil {
+		b.Fatal(err)
+	}
+	waitBaseline(b, r)
+	w := r.(*reader).currentWatch()
+	all := map[string]bool{}
+	for _, s := range svcs {
+		all[s.ns+"/"+s.name] = true
+	}
+	for _, c := range []struct {
+		name    string
+		changed func([]genService) map[string]bool
+	}{
+		{"partial", func(s []genService) map[string]bool { return changedSet(churned(s)) }},
+		{"full", func([]genService) map[string]bool { return all }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var peak, notes, losses int
+			var child time.Duration
+			round := 0
+			for b.Loop() {
+				round++
+				after := remoteChurn(svcs, round+10, churned(svcs)...)
+				input := iptPartialSync(false, svcs, shuffled(after, uint64(round)), c.changed(svcs))
+				svcs = after
+				stop, most := make(chan struct{}), make(chan int)
+				go func() {
+					m := 0
+					for {
+						select {
+						case <-stop:
+							most <- m
+							return
+						case <-time.After(10 * time.Millisecond):
+						}
+						if q, err := netlinkQueue(ns); err == nil {
+							m = max(m, q)
+						}
+					}
+				}()
+				m0, l0 := w.messages.Load(), w.losses.Load()
+				_, c0 := cpuTimes(b)
+				nsRun(b, ns, []byte(input), xtablesCmd(false, BackendNFT, "restore"), "--noflush")
+				_, c1 := cpuTimes(b)
+				gen, err := run.NFTablesGeneration(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				// Taken in (or lost, which rebases): the watcher is past gen.
+				for deadline := time.Now().Add(10 * time.Minute); w.await(ctx, gen, scopeOf(ModeIPTables, BackendNFT)) == nil; {
+					if time.Now().After(deadline) {
+						b.Fatalf("the watcher did not account for generation %d in 10 minutes", gen)
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				close(stop)
+				peak = max(peak, <-most)
+				notes += int(w.messages.Load() - m0)
+				losses += int(w.losses.Load() - l0)
+				child += c1 - c0
+			}
+			b.ReportMetric(float64(peak)/(1<<20), "peak-queue-MiB")
+			b.ReportMetric(float64(notes)/float64(round), "notifications/sync")
+			b.ReportMetric(float64(losses), "losses")
+			b.ReportMetric(float64(child.Milliseconds())/float64(round), "restore-cpu-ms")
+		})
+	}
 }
