@@ -146,7 +146,8 @@ type Snapshot struct {
 	// WatchNotified when change notifications covered the mode (tables kept
 	// from earlier reads were vouched for by them), WatchPolled when the
 	// change signal was read instead, WatchNone when the Runner has none
-	// (every table was saved). See doc.go, "Change notifications".
+	// (every table was saved). See doc.go, "Change notifications". Empty in
+	// snapshots NewSnapshot builds.
 	Watch WatchState
 	// Resyncs counts the full re-reads forced since the reader started
 	// because notifications were lost or a verification (Options.FullVerify,
