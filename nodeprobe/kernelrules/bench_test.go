@@ -14,9 +14,12 @@ import (
 // bigCluster is 10,000 Services as one node sees them: half ClusterIP with two
 // endpoints, a quarter NodePort/Local with a local endpoint, a quarter
 // NodePort/Local without one (the DROP case). About 107,000 rules in iptables mode.
-func bigCluster(ipv6 bool) []genService {
-	svcs := make([]genService, 0, 10000)
-	for i := range 10000 {
+func bigCluster(ipv6 bool) []genService { return clusterOf(10000, ipv6) }
+
+// clusterOf is n Services of bigCluster's shape.
+func clusterOf(n int, ipv6 bool) []genService {
+	svcs := make([]genService, 0, n)
+	for i := range n {
 		ip := func(net string, n int) string {
 			if ipv6 {
 				return fmt.Sprintf("fd00:%s::%x", net, n+1)

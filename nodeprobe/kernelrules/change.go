@@ -33,11 +33,11 @@ type ChangeSignals interface {
 	// exist (/proc/net/ip{,6}_tables_names): asking for a missing one makes the
 	// kernel create it.
 	LegacyTableInfo(ctx context.Context, ipv6 bool, table string) (uint64, error)
-	// NFTablesChainCounters returns the packet counter of each rule of one
-	// iptables-nft chain (table ip/ip6 <table>), in the chain's order, and the
-	// generation they belong to (read before and after the dump: an error if it
-	// moved in between).
-	NFTablesChainCounters(ctx context.Context, ipv6 bool, table, chain string) (gen uint32, packets []uint64, err error)
+	// NFTablesChainRules returns the rules of one iptables-nft chain (table
+	// ip/ip6 <table>), in the chain's order — each one's content key and
+	// packet counter — and the generation they belong to (read before and
+	// after the dump: an error if it moved in between).
+	NFTablesChainRules(ctx context.Context, ipv6 bool, table, chain string) (gen uint32, rules []ChainRule, err error)
 }
 
 // NFTablesGeneration implements ChangeSignals in this process's namespace.
@@ -66,14 +66,14 @@ func (n NetnsRunner) LegacyTableInfo(ctx context.Context, ipv6 bool, table strin
 	return h, err
 }
 
-// NFTablesChainCounters implements ChangeSignals in this process's namespace.
-func (ExecRunner) NFTablesChainCounters(ctx context.Context, ipv6 bool, table, chain string) (uint32, []uint64, error) {
-	return nftChainCounters(ctx, "", ipv6, table, chain)
+// NFTablesChainRules implements ChangeSignals in this process's namespace.
+func (ExecRunner) NFTablesChainRules(ctx context.Context, ipv6 bool, table, chain string) (uint32, []ChainRule, error) {
+	return nftChainRules(ctx, "", ipv6, table, chain)
 }
 
-// NFTablesChainCounters implements ChangeSignals inside the namespace.
-func (n NetnsRunner) NFTablesChainCounters(ctx context.Context, ipv6 bool, table, chain string) (uint32, []uint64, error) {
-	return nftChainCounters(ctx, n.Namespace, ipv6, table, chain)
+// NFTablesChainRules implements ChangeSignals inside the namespace.
+func (n NetnsRunner) NFTablesChainRules(ctx context.Context, ipv6 bool, table, chain string) (uint32, []ChainRule, error) {
+	return nftChainRules(ctx, n.Namespace, ipv6, table, chain)
 }
 
 // inNetns runs fn on an OS thread switched into the named namespace
@@ -177,17 +177,30 @@ type tableCache struct {
 	byKey   map[string]cachedTable // "<family>/<table>"
 	// loggedNoSignal: "cannot read the change signal" was logged once.
 	loggedNoSignal bool
+	// lossesSeen: the reader's lossEvents when a read last looked (a loss
+	// since forces a full re-read, counted once in resyncs).
+	lossesSeen uint64
 }
 
 type cachedTable struct {
+	// sig is the change signal read before the table was saved.
 	sig changeSig
-	ipt *iptablesResult // iptables mode: the nat table alone
-	nft *nftResult      // nftables mode; nil with absent
+	// savedAt is when it was saved, for Options.FullVerify.
+	savedAt time.Time
+	ipt     *iptablesResult // iptables mode: one table (nat, or filter with the nft backend)
+	nft     *nftResult      // nftables mode; nil with absent
 	// absent: the nftables family table did not exist.
 	absent bool
 	// Legacy nat: when it was last saved, for Options.LegacyVerify.
 	verified time.Time
+	// keys: nft backend filter, the content keys of the counter chains' rules
+	// (by their index in the save), learned from a dump (counterkeys.go); nil
+	// until learned.
+	keys *counterKeys
 }
+
+// counterKeys are the kept filter's counter chains' keys.
+type counterKeys struct{ ext, fw *keyIndex }
 
 // changeSig is one reading of a change signal: the nf_tables generation, or a
 // legacy table's GET_INFO hash.
@@ -197,20 +210,60 @@ type changeSig struct {
 }
 
 // signals reads the change signals of one Read: the nf_tables generation once,
-// legacy GET_INFO per table.
+// legacy GET_INFO per table; and, while Watch runs, what the change
+// notifications vouch for at that generation.
 type signals struct {
 	cs      ChangeSignals // nil: none
 	legacy  bool          // iptables legacy backend: GET_INFO; else the generation
 	gen     uint32
 	genErr  error
 	genRead bool
+	// w is the running watcher (nil: none), scope what this read's parse
+	// depends on; view is w's view at gen, nil when it cannot vouch for it.
+	w        *nftWatch
+	scope    watchScope
+	view     *watchView
+	notified bool // some view vouched during this read
+}
+
+// newSignals starts a read of the given scope: the watcher, when Watch runs,
+// is told the scope (what it judges transactions by), and a loss of
+// notifications since the last read is counted as a forced re-read.
+func (r *reader) newSignals(scope watchScope) *signals {
+	r.scope.Store(&scope)
+	s := &signals{cs: r.changeSignals(), legacy: scope.mode == ModeIPTables && scope.backend == BackendLegacy, scope: scope}
+	if w := r.currentWatch(); w != nil {
+		w.setScope(scope)
+		if scope.covered() {
+			s.w = w
+		}
+	}
+	if le := r.lossEvents.Load(); le != r.tables.lossesSeen {
+		r.tables.lossesSeen = le
+		if len(r.tables.byKey) > 0 {
+			r.resyncs.Add(1)
+		}
+	}
+	return s
+}
+
+// state is what vouched for this read's kept tables (Snapshot.Watch).
+func (s *signals) state() WatchState {
+	switch {
+	case s.cs == nil:
+		return WatchNone
+	case s.notified:
+		return WatchNotified
+	}
+	return WatchPolled
 }
 
 // forget drops the generation read so far: the next get reads it again.
 func (s *signals) forget() { s.genRead = false }
 
 // get returns the table's signal; ok false when it cannot be read (then the
-// table is read every time).
+// table is read every time). With a watcher, reading the generation waits for
+// the watcher to have accounted for it (s.view).
 func (s *signals) get(ctx context.Context, ipv6 bool, table string) (changeSig, error) {
 	if s.cs == nil {
 		return changeSig{}, errors.New("the runner offers no change signal")
@@ -222,30 +275,59 @@ func (s *signals) get(ctx context.Context, ipv6 bool, table string) (changeSig, 
 	if !s.genRead {
 		s.gen, s.genErr = s.cs.NFTablesGeneration(ctx)
 		s.genRead = true
+		s.view = nil
+		if s.genErr == nil && s.w != nil {
+			s.view = s.w.await(ctx, s.gen, s.scope)
+			s.notified = s.notified || s.view != nil
+		}
 	}
 	return changeSig{gen: s.gen}, s.genErr
 }
 
-// cached returns the kept entry for key when sig (read before this read's
-// save) still equals the one read before the kept save. An unreadable signal
-// is never taken for "unchanged": it is logged once and everything is read.
-func (r *reader) cached(key string, sig changeSig, sigErr error) (cachedTable, bool) {
+// vouch says why a kept table may be used.
+type vouch int
+
+const (
+	vouchNone     vouch = iota
+	vouchSignal         // its change signal has not moved since it was saved: exact
+	vouchNotified       // no relevant change was notified since it was saved
+)
+
+// cached returns the kept entry for key and what vouches for it: its change
+// signal unchanged since the save (sig, read before this read's save, equals
+// the one read before the kept save), or — with the nf_tables generation
+// moved — the watcher's view: no relevant change in family fi after the
+// generation the kept save started at. verify is true when notifications
+// alone vouch but the table was saved FullVerify ago or more: it is to be
+// saved again and compared (c is then the kept entry, not to be used). An
+// unreadable signal is never taken for "unchanged": it is logged once and
+// everything is read.
+func (r *reader) cached(key string, fi int, sig changeSig, sigErr error, view *watchView) (c cachedTable, v vouch, verify bool) {
 	if sigErr != nil {
 		if !r.tables.loggedNoSignal {
 			r.tables.loggedNoSignal = true
 			r.opts.Logger.Info("cannot read the ruleset change signal; every read saves every table", "table", key, "err", sigErr)
 		}
-		return cachedTable{}, false
+		return cachedTable{}, vouchNone, false
 	}
 	c, ok := r.tables.byKey[key]
-	if !ok || c.sig != sig {
-		return cachedTable{}, false
+	switch {
+	case !ok:
+		return cachedTable{}, vouchNone, false
+	case c.sig == sig:
+		return c, vouchSignal, false
+	case c.sig.info == 0 && sig.info == 0 && view.unchangedSince(fi, c.sig.gen):
+		if r.opts.FullVerify > 0 && r.opts.Now().Sub(c.savedAt) >= r.opts.FullVerify {
+			return c, vouchNone, true
+		}
+		return c, vouchNotified, false
 	}
-	return c, true
+	return cachedTable{}, vouchNone, false
 }
 
 // keep remembers a freshly read table under the signal read before it was
-// saved: a change during the save moves the signal, so the next read saves again.
+// saved: a change during the save moves the signal (and is notified after
+// it), so the next read saves again.
 func (r *reader) keep(key string, sig changeSig, sigErr error, c cachedTable) {
 	if sigErr != nil {
 		delete(r.tables.byKey, key)
@@ -255,13 +337,21 @@ func (r *reader) keep(key string, sig changeSig, sigErr error, c cachedTable) {
 		r.tables.byKey = map[string]cachedTable{}
 	}
 	c.sig = sig
+	c.savedAt = r.opts.Now()
 	r.tables.byKey[key] = c
+}
+
+// drifted counts and logs a kept table that a verification found differing
+// from the kernel's: the change signal or the notifications missed a change.
+func (r *reader) drifted(key, how string) {
+	n := r.resyncs.Add(1)
+	r.opts.Logger.Warn("kept rules differed from the kernel's; read again", "table", key, "vouched", how, "resyncs", n)
 }
 
 // useTables resets the cache when the mode or backend it was filled for changed.
 func (r *reader) useTables(mode Mode, backend Backend) {
 	if r.tables.mode != mode || r.tables.backend != backend {
-		r.tables = tableCache{mode: mode, backend: backend, loggedNoSignal: r.tables.loggedNoSignal}
+		r.tables = tableCache{mode: mode, backend: backend, loggedNoSignal: r.tables.loggedNoSignal, lossesSeen: r.tables.lossesSeen}
 	}
 }
 
@@ -426,10 +516,10 @@ func parseGen(data []byte) (uint32, error) {
 	return 0, errors.New("NEWGEN without a generation id")
 }
 
-// nftChainCounters dumps one chain's rules (NFT_MSG_GETRULE, filtered by table
+// nftChainRules dumps one chain's rules (NFT_MSG_GETRULE, filtered by table
 // and chain in the kernel) over one connection, between two reads of the
-// generation, and returns each rule's counter expression's packets.
-func nftChainCounters(ctx context.Context, netns string, ipv6 bool, table, chain string) (uint32, []uint64, error) {
+// generation, and returns each rule's content key and counter's packets.
+func nftChainRules(ctx context.Context, netns string, ipv6 bool, table, chain string) (uint32, []ChainRule, error) {
 	c, err := dialNFT(ctx, netns, nftDumpBuffer)
 	if err != nil {
 		return 0, nil, err
@@ -443,7 +533,25 @@ func nftChainCounters(ctx context.Context, netns string, ipv6 bool, table, chain
 	if ipv6 {
 		fam = unix.NFPROTO_IPV6
 	}
-	packets, err := c.ruleCounters(fam, table, chain)
+	var rules []ChainRule
+	err = c.dump(fam, nftGetRule, unix.NFTA_RULE_TABLE, table, unix.NFTA_RULE_CHAIN, chain, func(m nftMsg) error {
+		if m.typ != unix.NFT_MSG_NEWRULE {
+			return nil
+		}
+		pk, found, err := ruleCounter(m.attrs)
+		switch {
+		case err != nil:
+			return fmt.Errorf("rule %d: %w", len(rules), err)
+		case !found:
+			return fmt.Errorf("rule %d of %s %s has no counter", len(rules), table, chain)
+		}
+		key, _, err := ruleContentKey(m.attrs, nil)
+		if err != nil {
+			return fmt.Errorf("rule %d: %w", len(rules), err)
+		}
+		rules = append(rules, ChainRule{Key: key, Packets: pk, id: ruleIdentityOf(m.attrs)})
+		return nil
+	})
 	if err != nil {
 		return 0, nil, err
 	}
@@ -452,121 +560,64 @@ func nftChainCounters(ctx context.Context, netns string, ipv6 bool, table, chain
 		return 0, nil, err
 	}
 	if after != before {
-		return 0, nil, fmt.Errorf("nf_tables generation moved during the counter dump (%d → %d)", before, after)
+		return 0, nil, fmt.Errorf("nf_tables generation moved during the rule dump (%d → %d)", before, after)
 	}
-	return before, packets, nil
+	return before, rules, nil
 }
 
-// ruleCounters streams the dump of one chain's rules, each message parsed as it
-// arrives (a chain of thousands of rules is never held whole).
-func (c *nftConn) ruleCounters(fam byte, table, chain string) ([]uint64, error) {
-	what := fmt.Sprintf("netlink GETRULE %s %s", table, chain)
-	ae := netlink.NewAttributeEncoder()
-	ae.String(unix.NFTA_RULE_TABLE, table)
-	ae.String(unix.NFTA_RULE_CHAIN, chain)
-	attrs, err := ae.Encode()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	req, err := c.nl.Send(netlink.Message{
-		Header: netlink.Header{Type: nftGetRule, Flags: netlink.Request | netlink.Dump},
-		Data:   append(nfgenmsg(fam), attrs...),
-	})
-	if err != nil {
-		return nil, c.fail(what, err)
-	}
-	var packets []uint64
-	for m, err := range c.nl.ReceiveIter() {
-		if err == nil {
-			err = netlink.Validate(req, []netlink.Message{m})
-		}
-		if err != nil {
-			return nil, c.fail(what, err)
-		}
-		if m.Header.Type != nftNewRule {
+// ruleCounter reads the packets of the first counter expression of a rule's
+// attributes (after the nfgenmsg; in network byte order: NFTA_RULE_EXPRESSIONS
+// holds list elements, each an expression's name and data); found is false
+// when the rule has no counter. An expression other than a counter is left at
+// its name: its data (hundreds of bytes for an xt match) is never walked.
+func ruleCounter(attrs []byte) (packets uint64, found bool, err error) {
+	a := nlAttr{b: attrs}
+	for a.next() {
+		if a.typ != unix.NFTA_RULE_EXPRESSIONS {
 			continue
 		}
-		pk, found, err := parseRuleCounter(m.Data)
-		switch {
-		case err != nil:
-			return nil, fmt.Errorf("%s: rule %d: %w", what, len(packets), err)
-		case !found:
-			return nil, fmt.Errorf("rule %d of %s %s has no counter", len(packets), table, chain)
-		}
-		packets = append(packets, pk)
-	}
-	return packets, nil
-}
-
-// parseRuleCounter reads the packets of the first counter expression of a
-// NEWRULE message's payload (nfgenmsg, then the rule's attributes in network
-// byte order: NFTA_RULE_EXPRESSIONS holds list elements, each an expression's
-// name and data); found is false when the rule has no counter.
-func parseRuleCounter(data []byte) (packets uint64, found bool, err error) {
-	if len(data) < 4 {
-		return 0, false, fmt.Errorf("NEWRULE of %d bytes", len(data))
-	}
-	ad, err := netlink.NewAttributeDecoder(data[4:])
-	if err != nil {
-		return 0, false, fmt.Errorf("NEWRULE attributes: %w", err)
-	}
-	ad.ByteOrder = binary.BigEndian
-	for !found && ad.Next() {
-		if ad.Type() != unix.NFTA_RULE_EXPRESSIONS {
-			continue
-		}
-		ad.Nested(func(exprs *netlink.AttributeDecoder) error {
-			for !found && exprs.Next() {
-				if exprs.Type() == unix.NFTA_LIST_ELEM {
-					exprs.Nested(func(expr *netlink.AttributeDecoder) error {
-						packets, found, err = exprCounter(expr)
-						return err
-					})
+		l := nlAttr{b: a.val}
+		for l.next() {
+			if l.typ != unix.NFTA_LIST_ELEM {
+				continue
+			}
+			var counter bool
+			var data []byte
+			e := nlAttr{b: l.val}
+			for e.next() {
+				switch e.typ {
+				case unix.NFTA_EXPR_NAME:
+					counter = string(attrString(e.val)) == "counter"
+				case unix.NFTA_EXPR_DATA:
+					data = e.val
 				}
 			}
-			return nil
-		})
-	}
-	if err := ad.Err(); err != nil {
-		return 0, false, fmt.Errorf("NEWRULE attributes: %w", err)
-	}
-	return packets, found, nil
-}
-
-// exprCounter reads one expression; found when it is a counter, with its packets.
-func exprCounter(expr *netlink.AttributeDecoder) (packets uint64, found bool, err error) {
-	var counter bool
-	var data []byte
-	for expr.Next() {
-		switch expr.Type() {
-		case unix.NFTA_EXPR_NAME:
-			// The kernel puts the name first: the data of other expressions
-			// (an xt match's is hundreds of bytes) is never decoded.
-			if counter = expr.String() == "counter"; !counter {
-				return 0, false, nil
+			if e.err != nil {
+				return 0, false, fmt.Errorf("NEWRULE attributes: %w", e.err)
 			}
-		case unix.NFTA_EXPR_DATA:
-			data = expr.Bytes()
+			if !counter {
+				continue
+			}
+			d := nlAttr{b: data}
+			for d.next() {
+				if d.typ == unix.NFTA_COUNTER_PACKETS {
+					if len(d.val) != 8 {
+						return 0, false, fmt.Errorf("counter packets of %d bytes", len(d.val))
+					}
+					return binary.BigEndian.Uint64(d.val), true, nil
+				}
+			}
+			if d.err != nil {
+				return 0, false, fmt.Errorf("NEWRULE attributes: %w", d.err)
+			}
+			return 0, false, nil
 		}
-		if counter && data != nil {
-			return counterPackets(data)
-		}
-	}
-	return 0, false, expr.Err()
-}
-
-// counterPackets reads a counter expression's data.
-func counterPackets(data []byte) (uint64, bool, error) {
-	ad, err := netlink.NewAttributeDecoder(data)
-	if err != nil {
-		return 0, false, err
-	}
-	ad.ByteOrder = binary.BigEndian
-	for ad.Next() {
-		if ad.Type() == unix.NFTA_COUNTER_PACKETS {
-			packets := ad.Uint64()
-			return packets, ad.Err() == nil, ad.Err()
+		if l.err != nil {
+			return 0, false, fmt.Errorf("NEWRULE attributes: %w", l.err)
 		}
 	}
-	return 0, false, ad.Err()
+	if a.err != nil {
+		return 0, false, fmt.Errorf("NEWRULE attributes: %w", a.err)
+	}
+	return 0, false, nil
 }

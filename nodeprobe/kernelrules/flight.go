@@ -20,12 +20,26 @@ type sharedRead[T any] struct {
 	inflight *flightCall[T]
 	last     *flightCall[T] // last kept result
 	lastAt   time.Time
+	// epoch counts forget calls: a call started before the last one is
+	// neither kept nor joined.
+	epoch uint64
 }
 
 type flightCall[T any] struct {
-	done chan struct{}
-	v    T
-	err  error
+	done  chan struct{}
+	v     T
+	err   error
+	epoch uint64
+}
+
+// forget drops the kept result and marks the call in flight, if any, as
+// started too early: the next Do runs the function again (after the one in
+// flight). The watcher calls it when what the function reads changed.
+func (s *sharedRead[T]) forget() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.last = nil
+	s.epoch++
 }
 
 // Do returns a kept result younger than ttl, or joins the call in flight, or
@@ -42,9 +56,10 @@ func (s *sharedRead[T]) Do(ctx context.Context, fn func(context.Context) (T, err
 		c := s.inflight
 		leader := c == nil
 		if leader {
-			c = &flightCall[T]{done: make(chan struct{})}
+			c = &flightCall[T]{done: make(chan struct{}), epoch: s.epoch}
 			s.inflight = c
 		}
+		stale := c.epoch != s.epoch
 		s.mu.Unlock()
 
 		if leader {
@@ -56,6 +71,9 @@ func (s *sharedRead[T]) Do(ctx context.Context, fn func(context.Context) (T, err
 		case <-ctx.Done():
 			var zero T
 			return zero, fmt.Errorf("waiting for the rule read in flight: %w", ctx.Err())
+		}
+		if stale {
+			continue // it began before what it reads changed: read again
 		}
 		if c.err != nil && (errors.Is(c.err, context.Canceled) || errors.Is(c.err, context.DeadlineExceeded)) && ctx.Err() == nil {
 			continue
@@ -71,7 +89,7 @@ func (s *sharedRead[T]) lead(ctx context.Context, c *flightCall[T], fn func(cont
 	defer func() {
 		s.mu.Lock()
 		s.inflight = nil
-		if s.keep(c.v, c.err) {
+		if s.keep(c.v, c.err) && c.epoch == s.epoch {
 			s.last, s.lastAt = c, s.now()
 		}
 		s.mu.Unlock()

@@ -98,3 +98,49 @@ func testSharedRead(t *testing.T) {
 		t.Errorf("waiter got %d after %d runs, want 7 after 2", v, runs.Load())
 	}
 }
+
+// forget drops the kept result, and a call in flight that began before it is
+// neither kept nor handed to a caller that came after: it runs the function
+// again.
+func TestSharedReadForget(t *testing.T) { synctest.Test(t, testSharedReadForget) }
+
+func testSharedReadForget(t *testing.T) {
+	var calls atomic.Int32
+	release := make(chan struct{}, 10)
+	fn := func(ctx context.Context) (int, error) {
+		n := int(calls.Add(1))
+		<-release
+		return n, nil
+	}
+	s := &sharedRead[int]{ttl: time.Hour, now: time.Now, keep: func(int, error) bool { return true }}
+	release <- struct{}{}
+	if v, _ := s.Do(context.Background(), fn); v != 1 {
+		t.Fatalf("first call %d", v)
+	}
+	s.forget()
+	release <- struct{}{}
+	if v, _ := s.Do(context.Background(), fn); v != 2 {
+		t.Errorf("after forget: %d, want a new call's 2", v)
+	}
+	// A call in flight, then forget, then a caller: it waits for the call in
+	// flight and runs another.
+	s.forget() // drops 2
+	first := make(chan int, 1)
+	go func() { v, _ := s.Do(context.Background(), fn); first <- v }()
+	synctest.Wait() // the call is in flight
+	s.forget()
+	second := make(chan int, 1)
+	go func() { v, _ := s.Do(context.Background(), fn); second <- v }()
+	synctest.Wait()
+	release <- struct{}{}
+	release <- struct{}{}
+	if v := <-first; v != 3 {
+		t.Errorf("the call in flight: %d, want 3", v)
+	}
+	if v := <-second; v != 4 {
+		t.Errorf("a caller after forget joined the call begun before it: got %d, want a new call's 4", v)
+	}
+	if v, _ := s.Do(context.Background(), fn); v != 4 || calls.Load() != 4 {
+		t.Errorf("the call begun before forget was kept: %d after %d calls, want 4 after 4", v, calls.Load())
+	}
+}

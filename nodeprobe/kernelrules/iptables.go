@@ -90,11 +90,12 @@ func (r *reader) readIPTables(ctx context.Context) (*Snapshot, error) {
 		return nil, err
 	}
 	r.useTables(ModeIPTables, backend)
-	sig := &signals{cs: r.changeSignals(), legacy: backend == BackendLegacy}
+	sig := r.newSignals(scopeOf(ModeIPTables, backend))
 	snap := &Snapshot{Mode: ModeIPTables, Backend: backend}
+	defer func() { snap.Watch, snap.Resyncs = sig.state(), r.resyncs.Load() }()
 	ipvs := false
-	for _, f := range ipFamilies {
-		nat, ports, err := r.readConsistentFamily(ctx, f, backend, sig)
+	for fi, f := range ipFamilies {
+		nat, ports, err := r.readConsistentFamily(ctx, fi, f, backend, sig)
 		if err != nil {
 			return nil, err
 		}
@@ -108,7 +109,8 @@ func (r *reader) readIPTables(ctx context.Context) (*Snapshot, error) {
 		return nil, fmt.Errorf("iptables %s backend: no KUBE-SERVICES chain in nat: %w", backend, ErrNoRules)
 	}
 	if ipvs {
-		return &Snapshot{Mode: ModeIPVS, Backend: backend, Families: snap.Families}, fmt.Errorf("KUBE-SERVICES with IPVS-mode chains: %w", ErrUnsupported)
+		snap = &Snapshot{Mode: ModeIPVS, Backend: backend, Families: snap.Families}
+		return snap, fmt.Errorf("KUBE-SERVICES with IPVS-mode chains: %w", ErrUnsupported)
 	}
 	return snap, nil
 }
@@ -124,23 +126,28 @@ const consistentAttempts = 3
 // again, up to consistentAttempts times (a kube-proxy that syncs faster than
 // that is read as it was caught, and read again next time: the kept tables are
 // forgotten). With the nft backend one restore is one nf_tables transaction, so
-// an unmoved generation proves nat and filter belong together. Legacy restores
+// an unmoved generation proves nat and filter belong together; while Watch
+// runs, so does a moved one after which no transaction changed anything the
+// parse reads in this family (the watcher's view at the second generation):
+// every table read, kept or saved, then says what every generation in
+// between said. Legacy restores
 // commit table by table (filter, then nat; GET_INFO of nat cannot see the
 // first), so a read between the two commits is caught by what it says instead:
 // a port that drops and has local endpoints (tornPort) is read again once nat's
 // GET_INFO moved (its commit), waiting at most tornWait. The other direction (a port gaining its first local
 // endpoint: the drop gone, the local endpoint not there yet) is not caught: for
 // one read the port neither drops nor has a local endpoint.
-func (r *reader) readConsistentFamily(ctx context.Context, f ipFamily, backend Backend, sig *signals) (*iptablesResult, map[portKey]*PortState, error) {
+func (r *reader) readConsistentFamily(ctx context.Context, fi int, f ipFamily, backend Backend, sig *signals) (*iptablesResult, map[portKey]*PortState, error) {
 	for attempt := 1; ; attempt++ {
-		nat, ports, used, usedErr, err := r.readIPTablesFamily(ctx, f, backend, sig)
+		nat, ports, used, usedErr, err := r.readIPTablesFamily(ctx, fi, f, backend, sig)
 		if err != nil || nat == nil || usedErr != nil {
 			return nat, ports, err
 		}
 		sig.forget()
 		now, nowErr := sig.get(ctx, f.ipv6, "nat")
 		torn := tornPort(ports)
-		if nowErr == nil && now == used && torn == nil {
+		quiet := nowErr == nil && (now == used || (!sig.legacy && sig.view.unchangedSince(fi, used.gen)))
+		if quiet && torn == nil {
 			return nat, ports, nil
 		}
 		if attempt == consistentAttempts {
@@ -204,14 +211,15 @@ func tornPort(ports map[portKey]*PortState) *PortState {
 	return nil
 }
 
-// readIPTablesFamily reads one family: nat (kept while its change signal holds,
-// unless it carries counted drops: ≤1.24 writes them in nat), then filter,
-// merged into fresh states. nat is nil when the family is absent (no IPv6 on
-// this node, no legacy table) or has no KUBE-SERVICES; filter is then not read.
+// readIPTablesFamily reads one family: nat (kept while its change signal
+// holds or, while Watch runs, while no relevant change was notified; unless it
+// carries counted drops: ≤1.24 writes them in nat), then filter, merged into
+// fresh states. nat is nil when the family is absent (no IPv6 on this node, no
+// legacy table) or has no KUBE-SERVICES; filter is then not read.
 //
 // used is the change signal read before the read (usedErr when it could not be
 // read): what a consistent read is checked against.
-func (r *reader) readIPTablesFamily(ctx context.Context, f ipFamily, backend Backend, sig *signals) (nat *iptablesResult, ports map[portKey]*PortState, used changeSig, usedErr error, err error) {
+func (r *reader) readIPTablesFamily(ctx context.Context, fi int, f ipFamily, backend Backend, sig *signals) (nat *iptablesResult, ports map[portKey]*PortState, used changeSig, usedErr error, err error) {
 	bin, err := r.binary(saveCommand(f, backend))
 	if err != nil {
 		return nil, nil, used, nil, err
@@ -230,16 +238,16 @@ func (r *reader) readIPTablesFamily(ctx context.Context, f ipFamily, backend Bac
 	key := f.name + "/nat"
 	used, usedErr = sig.get(ctx, f.ipv6, "nat")
 	sigErr := usedErr
-	c, ok := r.cached(key, used, sigErr)
-	if ok && backend == BackendLegacy && r.opts.Now().Sub(c.verified) >= r.opts.LegacyVerify {
+	c, v, verify := r.cached(key, fi, used, sigErr, sig.view)
+	if v == vouchSignal && backend == BackendLegacy && r.opts.Now().Sub(c.verified) >= r.opts.LegacyVerify {
 		// GET_INFO held, but it misses a change that keeps the entry count and
 		// the size: nat is read again at most every LegacyVerify. (This used to
 		// hash a copy of the whole table from the kernel — 62 MB at 10,000
 		// Services, and IPT_SO_GET_ENTRIES gives all of it or nothing; a
 		// streamed save costs a bounded 64 KiB buffer and gives the parse itself.)
-		ok = false
+		v, verify = vouchNone, true
 	}
-	if ok {
+	if v != vouchNone {
 		nat = c.ipt
 	} else {
 		nat, err = r.saveTable(ctx, f, bin, "nat")
@@ -247,6 +255,9 @@ func (r *reader) readIPTablesFamily(ctx context.Context, f ipFamily, backend Bac
 			return nil, nil, used, usedErr, err
 		}
 		nat.endpoints = epArena{} // only needed while parsing
+		if verify && !sameTable(c.ipt, nat) {
+			r.drifted(key, verifyHow(backend))
+		}
 		if natCountsDrops(nat) {
 			sigErr = errors.New("nat holds counted drop rules") // never kept: counters move
 		}
@@ -264,7 +275,7 @@ func (r *reader) readIPTablesFamily(ctx context.Context, f ipFamily, backend Bac
 	if !existing["filter"] {
 		return nat, ports, used, usedErr, nil
 	}
-	filter, err := r.readFilter(ctx, f, bin, backend, sig, used, sigErr)
+	filter, err := r.readFilter(ctx, fi, f, bin, backend, sig, used, sigErr)
 	if err != nil {
 		return nil, nil, used, usedErr, err
 	}
@@ -277,23 +288,36 @@ func (r *reader) readIPTablesFamily(ctx context.Context, f ipFamily, backend Bac
 	return nat, ports, used, usedErr, nil
 }
 
+// verifyHow names what vouched for a table a verification re-read.
+func verifyHow(backend Backend) string {
+	if backend == BackendLegacy {
+		return "GET_INFO (LegacyVerify)"
+	}
+	return "change notifications (FullVerify)"
+}
+
 // readFilter returns filter's parsed states with fresh counters. Saving filter
 // with the nft backend costs nearly as much as saving nat (iptables-nft-save
-// fetches every table's rules), so there, while the generation holds, the kept
-// parse is reused with the counters of KUBE-EXTERNAL-SERVICES — the only
-// counters the states carry — dumped over netlink in the chain's order, and
-// those of KUBE-PROXY-FIREWALL when a drop's count includes one of its rules
-// (linkFirewall). The legacy backend saves filter every read (it is small, and
-// saved alone).
-func (r *reader) readFilter(ctx context.Context, f ipFamily, bin string, backend Backend, sig *signals, s changeSig, sigErr error) (*iptablesResult, error) {
+// fetches every table's rules), so there, while the kept parse is vouched
+// for (its generation held, or no relevant change was notified), it is reused
+// with the counters of KUBE-EXTERNAL-SERVICES — the only counters the states
+// carry — dumped over netlink and matched to its rules by content
+// (counterkeys.go), and those of KUBE-PROXY-FIREWALL when a drop's count
+// includes one of its rules (linkFirewall). The legacy backend saves filter
+// every read (it is small, and saved alone).
+func (r *reader) readFilter(ctx context.Context, fi int, f ipFamily, bin string, backend Backend, sig *signals, s changeSig, sigErr error) (*iptablesResult, error) {
 	key := f.name + "/filter"
+	var c cachedTable
+	var verify bool
 	if backend == BackendNFT {
-		if c, ok := r.cached(key, s, sigErr); ok {
-			if res, err := r.freshCounters(ctx, f, sig, s, c.ipt); err != nil {
-				r.opts.Logger.Debug("filter counters unreadable over netlink, or filter changed since its save; saving filter", "family", f.name, "err", err)
-			} else {
+		var v vouch
+		c, v, verify = r.cached(key, fi, s, sigErr, sig.view)
+		if v != vouchNone {
+			res, err := r.freshCounters(ctx, fi, f, sig, key, c)
+			if err == nil {
 				return res, nil
 			}
+			r.opts.Logger.Debug("filter counters unreadable over netlink, or filter changed since its save; saving filter", "family", f.name, "err", err)
 		}
 	}
 	filter, err := r.saveTable(ctx, f, bin, "filter")
@@ -301,35 +325,65 @@ func (r *reader) readFilter(ctx context.Context, f ipFamily, bin string, backend
 		return nil, err
 	}
 	if backend == BackendNFT {
+		if verify && !sameTable(c.ipt, filter) {
+			r.drifted(key, verifyHow(backend))
+		}
 		r.keep(key, s, sigErr, cachedTable{ipt: filter})
 	}
 	return filter, nil
 }
 
-// freshCounters dumps the counters of KUBE-EXTERNAL-SERVICES (and, when linked,
-// KUBE-PROXY-FIREWALL) over netlink and applies them to a copy of the kept
-// parse; an error when they cannot be read or do not belong to it (another
-// generation, another rule count).
-func (r *reader) freshCounters(ctx context.Context, f ipFamily, sig *signals, s changeSig, kept *iptablesResult) (*iptablesResult, error) {
-	chain := func(name []byte, rules int) ([]uint64, error) {
-		gen, packets, err := sig.cs.NFTablesChainCounters(ctx, f.ipv6, "filter", string(name))
-		switch {
-		case err != nil:
+// freshCounters dumps KUBE-EXTERNAL-SERVICES (and, when linked,
+// KUBE-PROXY-FIREWALL) over netlink and applies their counters to a copy of
+// the kept parse, each dumped rule matched to the saved one with the same
+// content key. The keys are learned on the first dump after the save (and
+// kept with the parse): by index when the chain was not rewritten since the
+// save (same generation, or the watcher saw no transaction touch it), else by
+// what the rules spell (ruleIdentity). An error when the counters cannot be
+// read, or the dump is not the saved rules in some order: filter changed.
+func (r *reader) freshCounters(ctx context.Context, fi int, f ipFamily, sig *signals, key string, c cachedTable) (*iptablesResult, error) {
+	kept := c.ipt
+	keys := c.keys
+	if keys == nil {
+		keys = &counterKeys{}
+	}
+	learned := false
+	chain := func(name []byte, which int, ids []ruleIdentity, idx **keyIndex) ([]uint64, error) {
+		gen, rules, err := sig.cs.NFTablesChainRules(ctx, f.ipv6, "filter", string(name))
+		if err != nil {
 			return nil, err
-		case gen != s.gen || len(packets) != rules:
-			return nil, fmt.Errorf("%s: generation %d, %d rules; saved at generation %d with %d", name, gen, len(packets), s.gen, rules)
+		}
+		if *idx == nil {
+			zip := gen == c.sig.gen
+			if !zip && sig.w != nil {
+				v := sig.w.await(ctx, gen, sig.scope)
+				zip = v != nil && !genAfter(v.lastTouch[fi][which], c.sig.gen)
+			}
+			k, ok := learnKeys(ids, rules, zip)
+			if !ok {
+				return nil, fmt.Errorf("%s: %d rules dumped, %d saved: cannot tell which is which", name, len(rules), len(ids))
+			}
+			*idx, learned = newKeyIndex(k), true
+		}
+		packets, ok := (*idx).counters(rules)
+		if !ok {
+			return nil, fmt.Errorf("%s: the dumped rules are not the saved ones (%d dumped, %d saved)", name, len(rules), len(ids))
 		}
 		return packets, nil
 	}
-	ext, err := chain(chainExternalServices, kept.extRules)
+	ext, err := chain(chainExternalServices, counterExt, kept.extIDs, &keys.ext)
 	if err != nil {
 		return nil, err
 	}
 	var fw []uint64
 	if kept.firewallLinked() {
-		if fw, err = chain(chainProxyFirewall, kept.fwRules); err != nil {
+		if fw, err = chain(chainProxyFirewall, counterFW, kept.fwIDs, &keys.fw); err != nil {
 			return nil, err
 		}
+	}
+	if learned {
+		c.keys = keys
+		r.tables.byKey[key] = c
 	}
 	return withCounters(kept, ext, fw), nil
 }

@@ -28,6 +28,11 @@ type iptablesResult struct {
 	// fresh counters of that chain can replace the saved ones.
 	extRules int
 	extDrops []extDrop
+	// extIDs and fwIDs are what each rule of KUBE-EXTERNAL-SERVICES and
+	// KUBE-PROXY-FIREWALL spells of itself, in order: how a netlink dump's
+	// rules are told apart when they come in another order (counterkeys.go).
+	extIDs []ruleIdentity
+	fwIDs  []ruleIdentity
 	// fwRules counts filter KUBE-PROXY-FIREWALL rules in order; fwDrops are its
 	// per-destination DROP rules (loadBalancerSourceRanges).
 	fwRules int
@@ -368,6 +373,7 @@ func (res *iptablesResult) rule(table, line []byte) error {
 			if err := scanArgs(rest, &r); err != nil {
 				return fmt.Errorf("%w in %q", err, clip(line))
 			}
+			res.fwIDs = append(res.fwIDs, identityOfArgs(&r))
 			return res.firewallRule(&r, idx, line)
 		}
 		if !extChain && !bytes.Equal(r.chain, chainServices) {
@@ -382,6 +388,9 @@ func (res *iptablesResult) rule(table, line []byte) error {
 	}
 	if err := scanArgs(rest, &r); err != nil {
 		return fmt.Errorf("%w in %q", err, clip(line))
+	}
+	if extIdx >= 0 {
+		res.extIDs = append(res.extIDs, identityOfArgs(&r))
 	}
 	if isNAT {
 		st := stateFor(res.ports, key)
@@ -592,4 +601,42 @@ func unescape(b []byte) []byte {
 		out = append(out, b[i])
 	}
 	return out
+}
+
+// sameTable says whether two parses of one table say the same about every
+// Service port (counters aside: they move without a rule change), for a
+// verification of a kept table. A nil parse is the same as none.
+func sameTable(a, b *iptablesResult) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.kubeServices == b.kubeServices && a.ipvsChains == b.ipvsChains && samePorts(a.ports, b.ports)
+}
+
+// samePorts compares two parses' states, counters aside.
+func samePorts(a, b map[portKey]*PortState) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, x := range a {
+		y, ok := b[k]
+		if !ok || !sameState(*x, *y) {
+			return false
+		}
+	}
+	return true
+}
+
+func sameState(x, y PortState) bool {
+	if x.Programmed != y.Programmed || x.Drop != y.Drop || x.Reject != y.Reject || x.LocalEndpoints != y.LocalEndpoints ||
+		len(x.Drops) != len(y.Drops) || !slices.Equal(x.Endpoints, y.Endpoints) {
+		return false
+	}
+	dx, dy := slices.Clone(x.Drops), slices.Clone(y.Drops)
+	for i := range dx {
+		dx[i].Packets, dy[i].Packets = 0, 0
+	}
+	sortDrops(dx)
+	sortDrops(dy)
+	return slices.Equal(dx, dy)
 }

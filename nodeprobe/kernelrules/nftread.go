@@ -18,19 +18,24 @@ func (r *reader) readNFT(ctx context.Context) (*Snapshot, error) {
 		return nil, err
 	}
 	r.useTables(ModeNFTables, "")
-	sig := &signals{cs: r.changeSignals()}
+	sig := r.newSignals(scopeOf(ModeNFTables, ""))
 	snap := &Snapshot{Mode: ModeNFTables}
-	for _, f := range []struct {
+	defer func() { snap.Watch, snap.Resyncs = sig.state(), r.resyncs.Load() }()
+	for fi, f := range []struct {
 		fam, name string
 		ipv6      bool
 	}{{"ip", FamilyIPv4, false}, {"ip6", FamilyIPv6, true}} {
 		key := f.name + "/kube-proxy"
 		s, sigErr := sig.get(ctx, f.ipv6, "kube-proxy")
-		c, ok := r.cached(key, s, sigErr)
-		if !ok {
+		c, v, verify := r.cached(key, fi, s, sigErr, sig.view)
+		if v == vouchNone {
+			kept := c
 			c, err = r.listNFTTable(ctx, nft, f.fam)
 			if err != nil {
 				return nil, err
+			}
+			if verify && !sameNFT(kept, c) {
+				r.drifted(key, verifyHow(""))
 			}
 			if c.nft != nil && nftCounted(c.nft) {
 				sigErr = errors.New("elements carry counters")
@@ -96,4 +101,13 @@ func nftCounted(res *nftResult) bool {
 		}
 	}
 	return false
+}
+
+// sameNFT says whether two reads of one family's table say the same about
+// every Service port (for a verification of a kept one).
+func sameNFT(a, b cachedTable) bool {
+	if a.absent || b.absent || a.nft == nil || b.nft == nil {
+		return a.absent == b.absent && (a.nft == nil) == (b.nft == nil)
+	}
+	return a.nft.table == b.nft.table && samePorts(a.nft.ports, b.nft.ports)
 }

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"os/exec"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -47,6 +49,20 @@ type Options struct {
 	// (2 min: about 0.3×); such a change needs a compensating one in the same
 	// sync, and filter's drops, the verdict's input, are read every time.
 	LegacyVerify time.Duration
+	// PollInterval: while Watch runs where no change notifications exist (the
+	// legacy backend, or the watcher could not subscribe), how often the cheap
+	// change signal is read (legacy: each table's GET_INFO; else the nf_tables
+	// generation). 0: DefaultPollInterval (1 s).
+	PollInterval time.Duration
+	// FullVerify: a table kept because no relevant change was notified since
+	// it was saved is saved again at most this long after it was, and
+	// compared; a difference is counted in Snapshot.Resyncs and logged at
+	// warn (the notifications missed a change). 0: DefaultFullVerify (10 min);
+	// negative: never.
+	FullVerify time.Duration
+	// NotifyBuffer: the receive buffer, in bytes, of the change notification
+	// socket. 0: DefaultNotifyBuffer. Tests set a tiny one to overrun it.
+	NotifyBuffer int
 	// LookPath finds binaries (iptables-legacy-save, …) in PATH, then in /usr/sbin
 	// and /sbin as the kube-proxy image's wrapper does; nil: exec.LookPath. Tests
 	// with a fake Runner set it to accept every name.
@@ -76,6 +92,15 @@ func NewReader(opts Options) Reader {
 	}
 	if opts.LegacyVerify == 0 {
 		opts.LegacyVerify = 5 * time.Minute
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = DefaultPollInterval
+	}
+	if opts.FullVerify == 0 {
+		opts.FullVerify = DefaultFullVerify
+	}
+	if opts.NotifyBuffer <= 0 {
+		opts.NotifyBuffer = DefaultNotifyBuffer
 	}
 	if opts.LookPath == nil {
 		opts.LookPath = exec.LookPath
@@ -107,6 +132,24 @@ type reader struct {
 	det        detection
 	loggedIPVS bool
 	tables     tableCache
+
+	// The watcher, while Watch runs (watch.go), and what the reads tell it.
+	watchMu sync.Mutex
+	watch   *nftWatch
+	scope   atomic.Pointer[watchScope] // the mode and backend read last
+	// resyncs counts the full re-reads forced by lost notifications or a
+	// verification that found a kept table differing (Snapshot.Resyncs).
+	resyncs atomic.Uint64
+	// lossEvents counts the watcher's losses of notifications.
+	lossEvents atomic.Uint64
+}
+
+// scopeNow is the scope of the mode and backend read last.
+func (r *reader) scopeNow() watchScope {
+	if s := r.scope.Load(); s != nil {
+		return *s
+	}
+	return watchScope{}
 }
 
 // detection is what rarely changes: the mode and, in iptables mode, the backend.
@@ -129,7 +172,7 @@ func (r *reader) read(ctx context.Context) (*Snapshot, error) {
 	snap, err := r.detectAndRead(ctx)
 	if err != nil {
 		r.det = detection{}
-		r.tables = tableCache{loggedNoSignal: r.tables.loggedNoSignal}
+		r.tables = tableCache{loggedNoSignal: r.tables.loggedNoSignal, lossesSeen: r.tables.lossesSeen}
 	}
 	if snap != nil {
 		snap.ReadAt = start
@@ -196,7 +239,11 @@ func (r *reader) ipvs() *Snapshot {
 		r.loggedIPVS = true
 		r.opts.Logger.Warn("kube-proxy runs in IPVS mode: its rules are not read; blackhole detection falls back to the API view")
 	}
-	return &Snapshot{Mode: ModeIPVS}
+	st := WatchPolled
+	if r.changeSignals() == nil {
+		st = WatchNone
+	}
+	return &Snapshot{Mode: ModeIPVS, Watch: st, Resyncs: r.resyncs.Load()}
 }
 
 // binary returns how to run a tool: its bare name when PATH finds it, else its

@@ -233,7 +233,7 @@ func (s *signalRunner) LegacyTableInfo(context.Context, bool, string) (uint64, e
 	return 0, errors.New("no legacy here")
 }
 
-func (s *signalRunner) NFTablesChainCounters(context.Context, bool, string, string) (uint32, []uint64, error) {
+func (s *signalRunner) NFTablesChainRules(context.Context, bool, string, string) (uint32, []ChainRule, error) {
 	return 0, nil, errors.New("no counters here")
 }
 

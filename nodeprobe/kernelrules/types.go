@@ -142,6 +142,17 @@ type Snapshot struct {
 	Families []string // families whose kube-proxy rules were found and read, IPv4 first
 	ReadAt   time.Time
 	Duration time.Duration
+	// Watch is what the watcher's state was when this snapshot was read:
+	// WatchNotified when change notifications covered the mode (tables kept
+	// from earlier reads were vouched for by them), WatchPolled when the
+	// change signal was read instead, WatchNone when the Runner has none
+	// (every table was saved). See doc.go, "Change notifications". Empty in
+	// snapshots NewSnapshot builds.
+	Watch WatchState
+	// Resyncs counts the full re-reads forced since the reader started
+	// because notifications were lost or a verification (Options.FullVerify,
+	// LegacyVerify) found a kept table differing from the kernel's.
+	Resyncs uint64
 
 	// fams holds each family's states, in the order of Families.
 	fams []familyPorts

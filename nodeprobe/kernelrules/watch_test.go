@@ -1,0 +1,718 @@
+package kernelrules
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// watchRun is a Watch running on a reader until the test ends.
+type watchRun struct {
+	ch    chan struct{} // one send per changed call
+	calls atomic.Int64
+}
+
+// startWatch runs r's Watch until the test ends, counting its calls.
+func startWatch(t *testing.T, r Reader) *watchRun {
+	t.Helper()
+	w, ok := r.(Watcher)
+	if !ok {
+		t.Fatal("the Reader NewReader returns is no Watcher")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	run := &watchRun{ch: make(chan struct{}, 1000)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.Watch(ctx, func() {
+			run.calls.Add(1)
+			run.ch <- struct{}{}
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("Watch did not return within 10 s of its context's end")
+		}
+	})
+	return run
+}
+
+// waitBaseline waits until r's watcher vouches for the scope r read last
+// (subscribed, its baseline set after that read's scope reached it): reads
+// from then on are judged by notifications.
+func waitBaseline(t testing.TB, r Reader) {
+	t.Helper()
+	rd := r.(*reader)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if w := rd.currentWatch(); w != nil {
+			w.mu.Lock()
+			ok := w.subscribed && w.baseline && w.scope == rd.scopeNow()
+			w.mu.Unlock()
+			if ok {
+				return
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("the watcher set no baseline within 10 s")
+}
+
+// drain forgets the calls so far.
+func (w *watchRun) drain() {
+	for {
+		select {
+		case <-w.ch:
+		default:
+			return
+		}
+	}
+}
+
+// waitCall waits for a call of changed; false after d without one.
+func (w *watchRun) waitCall(d time.Duration) bool {
+	select {
+	case <-w.ch:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// fullRead reads ns with a reader that saves every table (no change signal).
+func fullRead(t *testing.T, ns string, mode Mode) *Snapshot {
+	t.Helper()
+	snap, err := NewReader(Options{Mode: mode, Runner: hideSignals{NetnsRunner{Namespace: ns}}, CacheTTL: -1}).Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
+// saves counts the save and list commands a countingRunner ran.
+func (c *countingRunner) saves() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for k, v := range c.runs {
+		if strings.Contains(k, "-save ") || strings.Contains(k, " list table ") {
+			n += v
+		}
+	}
+	return n
+}
+
+// remoteChurn is svcs with the remote endpoint of each Service named in
+// names moved to another address: what kube-proxy rewrites for endpoint churn
+// on another node (the Service's chains), with the local endpoints unchanged.
+func remoteChurn(svcs []genService, round int, names ...string) []genService {
+	out := make([]genService, len(svcs))
+	for i, s := range svcs {
+		out[i] = s
+		if !containsName(names, s.ns+"/"+s.name) {
+			continue
+		}
+		eps := make([]genEndpoint, len(s.eps))
+		copy(eps, s.eps)
+		for j := range eps {
+			if !eps[j].local {
+				eps[j].ip = bumpAddr(eps[j].ip, round)
+			}
+		}
+		out[i].eps = eps
+	}
+	return out
+}
+
+func containsName(names []string, n string) bool {
+	for _, x := range names {
+		if x == n {
+			return true
+		}
+	}
+	return false
+}
+
+// bumpAddr moves an address's last part by round (10.244.2.5 → 10.244.2.105+).
+func bumpAddr(a string, round int) string {
+	if i := strings.LastIndexAny(a, ".:"); i >= 0 {
+		return fmt.Sprintf("%s%c%d", a[:i], a[i], 100+round)
+	}
+	return a
+}
+
+// noLocal is svcs with the Service named lost its local endpoints (their pods
+// went; the remote one stays).
+func noLocal(svcs []genService, name string) []genService {
+	out := make([]genService, len(svcs))
+	for i, s := range svcs {
+		out[i] = s
+		if s.ns+"/"+s.name != name {
+			continue
+		}
+		var eps []genEndpoint
+		for _, ep := range s.eps {
+			if !ep.local {
+				eps = append(eps, ep)
+			}
+		}
+		out[i].eps = eps
+	}
+	return out
+}
+
+var dropLine = regexp.MustCompile(`^-A KUBE-EXTERNAL-SERVICES .*-j DROP$`)
+var destArg = regexp.MustCompile(`-d ([^/ ]+)(/\d+)? `)
+var dportArg = regexp.MustCompile(`--dport (\d+)`)
+
+// countedDrops puts a distinct packet counter on each KUBE-EXTERNAL-SERVICES
+// drop of a restore input (for `iptables-restore -c`) and returns them by
+// destination ("addr:port", ":nodeport"), so that a read can be checked rule by rule.
+func countedDrops(input string, base uint64) (string, map[string]uint64) {
+	want := map[string]uint64{}
+	lines := strings.Split(input, "\n")
+	n := base
+	for i, l := range lines {
+		if !dropLine.MatchString(l) {
+			continue
+		}
+		dest := ""
+		if m := destArg.FindStringSubmatch(l); m != nil {
+			dest = m[1]
+		}
+		port := dportArg.FindStringSubmatch(l)[1]
+		n++
+		want[dest+":"+port] = n
+		lines[i] = fmt.Sprintf("[%d:%d] %s", n, n*60, l)
+	}
+	return strings.Join(lines, "\n"), want
+}
+
+// checkDropCounters checks each drop rule's counter of one family against
+// want (by destination).
+func checkDropCounters(t *testing.T, snap *Snapshot, svcs []genService, fam string, want map[string]uint64) {
+	t.Helper()
+	seen := 0
+	for _, s := range svcs {
+		for _, d := range snap.Family(s.servicePort(), fam).Drops {
+			k := fmt.Sprintf("%s:%d", d.Address, d.Port)
+			w, ok := want[k]
+			if !ok {
+				t.Errorf("%s drop %s: no counter expected", s.portName(), k)
+				continue
+			}
+			seen++
+			if !d.Counted || d.Packets != w {
+				t.Errorf("%s drop %s: %d packets (counted %v), want %d", s.portName(), k, d.Packets, d.Counted, w)
+			}
+		}
+	}
+	if seen != len(want) {
+		t.Errorf("%d drop rules read, %d written", seen, len(want))
+	}
+}
+
+// logBuffer is a Logger's output, safe for the watcher's goroutine. While
+// held, every write waits: the watcher, which logs each transaction it
+// judges, stops receiving (how a test overruns its buffer for sure).
+type logBuffer struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	gate chan struct{} // closed to let held writes through; nil: not held
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	gate := l.gate
+	l.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// hold makes writes wait until release.
+func (l *logBuffer) hold() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.gate = make(chan struct{})
+}
+
+func (l *logBuffer) release() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	close(l.gate)
+	l.gate = nil
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func (l *logBuffer) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// TestWatchIPTablesNFT: with the nft backend and Watch running, kube-proxy's
+// partial syncs that change nothing the parse reads — every top-level chain
+// flushed and refilled in another order, a remote endpoint's KUBE-SVC/SEP
+// chains rewritten — are notified as irrelevant: changed is not called, the
+// next Read saves nothing, equals a full read, and has each drop rule's own
+// counter though the rules moved; a local endpoint's removal (KUBE-SVL gone,
+// a drop added) is notified and read.
+func TestWatchIPTablesNFT(t *testing.T) {
+	requireRoot(t)
+	ns := newNetns(t)
+	before := map[bool][]genService{false: scenario(false), true: scenario(true)}
+	restoreBothFamilies(t, ns, BackendNFT, func(v6 bool) string { return genRules(layout125, v6, before[v6]) })
+	run := &countingRunner{NetnsRunner: NetnsRunner{Namespace: ns}}
+	var logs logBuffer
+	r := NewReader(Options{Mode: ModeIPTables, Runner: run, CacheTTL: -1, Logger: logs.logger()})
+	watch := startWatch(t, r)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(logs.String())
+		}
+	})
+	ctx := context.Background()
+	read := func() *Snapshot {
+		t.Helper()
+		snap, err := r.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap
+	}
+	read()
+	waitBaseline(t, r)
+	read()
+	watch.drain()
+
+	sync := func(after map[bool][]genService, changed []string, counted bool, seed uint64) map[string]uint64 {
+		t.Helper()
+		var want map[string]uint64
+		for _, v6 := range []bool{false, true} {
+			in := iptPartialSync(v6, before[v6], shuffled(after[v6], seed), changedSet(changed))
+			args := []string{"--noflush"}
+			if counted && !v6 {
+				in, want = countedDrops(in, seed*100)
+				args = append(args, "-c")
+			}
+			nsRun(t, ns, []byte(in), xtablesCmd(v6, BackendNFT, "restore"), args...)
+		}
+		before = after
+		return want
+	}
+
+	// Remote endpoints move for checkout (no local endpoint) and web (two
+	// local ones): top-level chains reordered, their KUBE-SVC/SEP rewritten.
+	for round, seed := range []uint64{1, 2} {
+		after := map[bool][]genService{}
+		for _, v6 := range []bool{false, true} {
+			after[v6] = remoteChurn(before[v6], round+1, "kubelings/checkout", "kubelings/web")
+		}
+		want := sync(after, []string{"kubelings/checkout", "kubelings/web"}, true, seed)
+		saves := run.saves()
+		snap := read()
+		if n := run.saves() - saves; n != 0 {
+			t.Errorf("round %d: an irrelevant sync, then a Read that ran %d saves; want none", round, n)
+		}
+		if snap.Watch != WatchNotified {
+			t.Errorf("round %d: Snapshot.Watch %q, want %q", round, snap.Watch, WatchNotified)
+		}
+		if d := snapshotDiff(snap, fullRead(t, ns, ModeIPTables)); d != "" {
+			t.Errorf("round %d: the Read after an irrelevant sync differs from a full read:\n%s", round, d)
+		}
+		checkDropCounters(t, snap, after[false], FamilyIPv4, want)
+		if watch.waitCall(300 * time.Millisecond) {
+			t.Errorf("round %d: changed called for an irrelevant sync", round)
+		}
+	}
+
+	// web loses its local endpoints: KUBE-SVL-web goes (-X), KUBE-EXT-web no
+	// longer jumps to it, filter drops web's NodePort.
+	after := map[bool][]genService{false: noLocal(before[false], "kubelings/web"), true: noLocal(before[true], "kubelings/web")}
+	sync(after, []string{"kubelings/web"}, false, 3)
+	if !watch.waitCall(5 * time.Second) {
+		t.Fatal("a local endpoint removed: changed not called within 5 s")
+	}
+	saves := run.saves()
+	snap := read()
+	if n := run.saves() - saves; n != 4 {
+		t.Errorf("a relevant sync, then a Read that ran %d saves; want 4 (nat and filter of both families)", n)
+	}
+	web := scenario(false)[1].servicePort()
+	if st := snap.Family(web, FamilyIPv4); !st.Drop || st.LocalEndpoints != 0 {
+		t.Errorf("web after its local endpoints went: %+v, want a drop and no local endpoint", st)
+	}
+	if d := snapshotDiff(snap, fullRead(t, ns, ModeIPTables)); d != "" {
+		t.Errorf("the Read after a relevant sync differs from a full read:\n%s", d)
+	}
+	if snap.Resyncs != 0 {
+		t.Errorf("Resyncs %d without a loss", snap.Resyncs)
+	}
+}
+
+func changedSet(names []string) map[string]bool {
+	m := map[string]bool{}
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+// TestWatchNFTables: nftables mode (v1.37's layout: a local chain with two
+// local endpoints DNATs through an anonymous numgen map) with Watch running:
+// kube-proxy's partial sync for remote endpoint churn — the Services' chains
+// added again, flushed and refilled, their anonymous maps created anew — is
+// notified as irrelevant and the next Read lists nothing; a local endpoint's
+// removal (a drop element added, the local chain flushed, then deleted a
+// transaction later) is notified and read.
+func TestWatchNFTables(t *testing.T) {
+	requireRoot(t)
+	ns := newNetns(t)
+	before := map[bool][]genService{false: scenario(false), true: scenario(true)}
+	for _, v6 := range []bool{false, true} {
+		nsRun(t, ns, []byte(genNFTLayout(v6, before[v6], true)), "nft", "-f", "-")
+	}
+	run := &countingRunner{NetnsRunner: NetnsRunner{Namespace: ns}}
+	var logs logBuffer
+	r := NewReader(Options{Mode: ModeNFTables, Runner: run, CacheTTL: -1, Logger: logs.logger()})
+	watch := startWatch(t, r)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(logs.String())
+		}
+	})
+	ctx := context.Background()
+	read := func() *Snapshot {
+		t.Helper()
+		snap, err := r.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap
+	}
+	read()
+	waitBaseline(t, r)
+	read()
+	watch.drain()
+	var stale map[bool][]string
+	sync := func(after map[bool][]genService, changed []string) {
+		t.Helper()
+		stale = map[bool][]string{}
+		for _, v6 := range []bool{false, true} {
+			in, st := nftPartialSync(v6, true, before[v6], after[v6], changedSet(changed))
+			nsRun(t, ns, []byte(in), "nft", "-f", "-")
+			stale[v6] = st
+		}
+		before = after
+	}
+
+	for round := range 2 {
+		after := map[bool][]genService{}
+		for _, v6 := range []bool{false, true} {
+			after[v6] = remoteChurn(before[v6], round+1, "kubelings/checkout", "kubelings/web")
+		}
+		sync(after, []string{"kubelings/checkout", "kubelings/web"})
+		saves := run.saves()
+		snap := read()
+		if n := run.saves() - saves; n != 0 {
+			t.Errorf("round %d: an irrelevant sync, then a Read that listed %d tables; want none", round, n)
+		}
+		if snap.Watch != WatchNotified {
+			t.Errorf("round %d: Snapshot.Watch %q, want %q", round, snap.Watch, WatchNotified)
+		}
+		if d := snapshotDiff(snap, fullRead(t, ns, ModeNFTables)); d != "" {
+			t.Errorf("round %d: the Read after an irrelevant sync differs from a full read:\n%s", round, d)
+		}
+		if watch.waitCall(300 * time.Millisecond) {
+			t.Errorf("round %d: changed called for an irrelevant sync", round)
+		}
+	}
+
+	after := map[bool][]genService{false: noLocal(before[false], "kubelings/web"), true: noLocal(before[true], "kubelings/web")}
+	sync(after, []string{"kubelings/web"})
+	if len(stale[false]) == 0 {
+		t.Fatal("web's local chain is not stale after its local endpoints went: the test proves nothing")
+	}
+	if !watch.waitCall(5 * time.Second) {
+		t.Fatal("a local endpoint removed: changed not called within 5 s")
+	}
+	saves := run.saves()
+	snap := read()
+	if n := run.saves() - saves; n != 2 {
+		t.Errorf("a relevant sync, then a Read that listed %d tables; want 2", n)
+	}
+	web := scenario(false)[1].servicePort()
+	if st := snap.Family(web, FamilyIPv4); !st.Drop || st.LocalEndpoints != 0 {
+		t.Errorf("web after its local endpoints went: %+v, want a drop and no local endpoint", st)
+	}
+	if d := snapshotDiff(snap, fullRead(t, ns, ModeNFTables)); d != "" {
+		t.Errorf("the Read after a relevant sync differs from a full read:\n%s", d)
+	}
+	// kube-proxy deletes the flushed chain a second later: a Service chain
+	// gone is a change (Programmed), read again.
+	watch.drain()
+	for _, v6 := range []bool{false, true} {
+		nsRun(t, ns, []byte(nftStaleDelete(v6, stale[v6])), "nft", "-f", "-")
+	}
+	if !watch.waitCall(5 * time.Second) {
+		t.Error("a local chain deleted: changed not called within 5 s")
+	}
+	if d := snapshotDiff(read(), fullRead(t, ns, ModeNFTables)); d != "" {
+		t.Errorf("the Read after the stale chain's deletion differs from a full read:\n%s", d)
+	}
+}
+
+// TestWatchOverrun: notifications lost to a receive buffer overrun (a tiny
+// one here) are reported — changed called, a warning logged —, the next Read
+// saves everything again and counts the resync, and the watcher goes on from a
+// new baseline.
+func TestWatchOverrun(t *testing.T) {
+	requireRoot(t)
+	ns := newNetns(t)
+	before := clusterOf(200, false)
+	nsRun(t, ns, []byte(genRules(layout125, false, before)), xtablesCmd(false, BackendNFT, "restore"))
+	run := &countingRunner{NetnsRunner: NetnsRunner{Namespace: ns}}
+	var logs logBuffer
+	r := NewReader(Options{Mode: ModeIPTables, Runner: run, CacheTTL: -1, Logger: logs.logger(), NotifyBuffer: 1})
+	watch := startWatch(t, r)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(logs.String())
+		}
+	})
+	ctx := context.Background()
+	read := func() *Snapshot {
+		t.Helper()
+		snap, err := r.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap
+	}
+	read()
+	waitBaseline(t, r)
+	read()
+	watch.drain()
+	// An irrelevant sync of 200 Services: filter's transaction, then nat's,
+	// some 600 notifications. The watcher stops at the first (its log
+	// waits) while the second's overrun the buffer.
+	logs.hold()
+	nsRun(t, ns, []byte(iptPartialSync(false, before, shuffled(before, 7), nil)), xtablesCmd(false, BackendNFT, "restore"), "--noflush")
+	logs.release()
+	if !watch.waitCall(5 * time.Second) {
+		t.Fatal("notifications overrun: changed not called within 5 s")
+	}
+	if !strings.Contains(logs.String(), "notifications lost") {
+		t.Errorf("no warning of the loss logged:\n%s", logs.String())
+	}
+	saves := run.saves()
+	snap := read()
+	if n := run.saves() - saves; n == 0 {
+		t.Error("the Read after a loss saved nothing: it trusted what was kept")
+	}
+	if snap.Resyncs != 1 {
+		t.Errorf("Resyncs %d after one loss, want 1", snap.Resyncs)
+	}
+	if d := snapshotDiff(snap, fullRead(t, ns, ModeIPTables)); d != "" {
+		t.Errorf("the Read after a loss differs from a full read:\n%s", d)
+	}
+	saves = run.saves()
+	snap = read()
+	if n := run.saves() - saves; n != 0 || snap.Resyncs != 1 {
+		t.Errorf("nothing changed since: %d saves, Resyncs %d; want 0 and still 1", n, snap.Resyncs)
+	}
+}
+
+// TestWatchLegacyPolled: the legacy backend has no notifications: Watch polls
+// each table's GET_INFO every PollInterval and calls changed when it moved —
+// not for a rewrite that keeps it, such as kube-proxy's reordered top-level
+// chains — and Snapshot.Watch says polled.
+func TestWatchLegacyPolled(t *testing.T) {
+	requireRoot(t)
+	ns := newNetns(t)
+	svcs := scenario(false)
+	nsRun(t, ns, []byte(genRules(layout125, false, svcs)), xtablesCmd(false, BackendLegacy, "restore"), "-c")
+	run := &countingRunner{NetnsRunner: NetnsRunner{Namespace: ns}}
+	r := NewReader(Options{Mode: ModeIPTables, Runner: run, CacheTTL: -1, PollInterval: 50 * time.Millisecond})
+	watch := startWatch(t, r)
+	snap, err := r.Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Watch != WatchPolled || snap.Backend != BackendLegacy {
+		t.Fatalf("legacy: Snapshot.Watch %q, backend %q; want %q, legacy", snap.Watch, snap.Backend, WatchPolled)
+	}
+	time.Sleep(300 * time.Millisecond) // past the first polls: the baseline
+	watch.drain()
+	nsRun(t, ns, []byte(iptPartialSync(false, svcs, shuffled(svcs, 3), nil)), xtablesCmd(false, BackendLegacy, "restore"), "--noflush")
+	if watch.waitCall(500 * time.Millisecond) {
+		t.Error("a rewrite that keeps every table's GET_INFO: changed called")
+	}
+	web := svcs[1]
+	nsRun(t, ns, nil, "iptables-legacy", "-t", "nat", "-F", web.chain("KUBE-SVL-"))
+	if !watch.waitCall(2 * time.Second) {
+		t.Fatal("nat changed: changed not called within 2 s")
+	}
+	snap, err = r.Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := snap.Family(web.servicePort(), FamilyIPv4).LocalEndpoints; got != 0 {
+		t.Errorf("web after its local chain was flushed: %d local endpoints, want 0", got)
+	}
+}
+
+// TestWatchFullVerify: a change the notifications do not count — a Service
+// chain created with nothing jumping to it, which kube-proxy never writes —
+// is kept out of the reads until FullVerify has passed since the save; then
+// the table is saved again, the difference counted in Resyncs and logged.
+func TestWatchFullVerify(t *testing.T) {
+	requireRoot(t)
+	ns := newNetns(t)
+	svcs := scenario(false)
+	nsRun(t, ns, []byte(genRules(layout125, false, svcs)), xtablesCmd(false, BackendNFT, "restore"), "-c")
+	run := &countingRunner{NetnsRunner: NetnsRunner{Namespace: ns}}
+	var logs logBuffer
+	var mu sync.Mutex
+	now := time.Unix(1000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	r := NewReader(Options{Mode: ModeIPTables, Runner: run, CacheTTL: -1, Now: clock, FullVerify: time.Minute, Logger: logs.logger()})
+	startWatch(t, r)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(logs.String())
+		}
+	})
+	ctx := context.Background()
+	read := func() *Snapshot {
+		t.Helper()
+		snap, err := r.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap
+	}
+	read()
+	waitBaseline(t, r)
+	read()
+	orphan := genService{ns: "kubelings", name: "orphan", port: "http", proto: "tcp"}
+	nsRun(t, ns, nil, "iptables-nft", "-t", "nat", "-N", orphan.chain("KUBE-SVC-"))
+	saves := run.saves()
+	if snap := read(); snap.Family(orphan.servicePort(), FamilyIPv4).Programmed || run.saves() != saves {
+		t.Fatalf("an unreferenced chain: programmed %v, %d saves; want the kept nat (the blind spot FullVerify covers)",
+			snap.Family(orphan.servicePort(), FamilyIPv4).Programmed, run.saves()-saves)
+	}
+	mu.Lock()
+	now = now.Add(time.Minute)
+	mu.Unlock()
+	snap := read()
+	if !snap.Family(orphan.servicePort(), FamilyIPv4).Programmed || snap.Resyncs != 1 {
+		t.Errorf("after FullVerify: orphan programmed %v, Resyncs %d; want true, 1", snap.Family(orphan.servicePort(), FamilyIPv4).Programmed, snap.Resyncs)
+	}
+	if !strings.Contains(logs.String(), "kept rules differed") || !strings.Contains(logs.String(), "level=WARN") {
+		t.Errorf("the difference is not logged at warn:\n%s", logs.String())
+	}
+	if d := snapshotDiff(snap, fullRead(t, ns, ModeIPTables)); d != "" {
+		t.Errorf("after FullVerify the Read differs from a full read:\n%s", d)
+	}
+}
+
+// TestWatchWithoutNotifications: where the watcher cannot subscribe (a
+// Runner with change signals but no namespace to subscribe in) it polls the
+// nf_tables generation: changed when it moved, not otherwise; without any
+// change signal every tick may be a change. Calls never overlap and pile up
+// into one.
+func TestWatchWithoutNotifications(t *testing.T) {
+	f := &signalRunner{fakeRunner: iptablesNode(t, BackendNFT)}
+	r := NewReader(Options{Mode: ModeIPTables, Runner: f, LookPath: anyPath, CacheTTL: -1, PollInterval: 20 * time.Millisecond})
+	watch := startWatch(t, r)
+	snap, err := r.Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Watch != WatchPolled {
+		t.Errorf("without notifications: Snapshot.Watch %q, want %q", snap.Watch, WatchPolled)
+	}
+	time.Sleep(100 * time.Millisecond)
+	watch.drain()
+	if watch.waitCall(200 * time.Millisecond) {
+		t.Error("the generation held: changed called")
+	}
+	f.mu.Lock()
+	f.gen++
+	f.mu.Unlock()
+	if !watch.waitCall(time.Second) {
+		t.Error("the generation moved: changed not called within 1 s")
+	}
+
+	none := NewReader(Options{Mode: ModeIPTables, Runner: iptablesNode(t, BackendNFT), LookPath: anyPath, CacheTTL: -1, PollInterval: 5 * time.Millisecond})
+	if snap, err := none.Read(context.Background()); err != nil || snap.Watch != WatchNone {
+		t.Fatalf("no change signal: Snapshot.Watch %q (%v), want %q", snap.Watch, err, WatchNone)
+	}
+	var inside, overlap, calls atomic.Int64
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		none.(Watcher).Watch(ctx, func() {
+			if inside.Add(1) > 1 {
+				overlap.Add(1)
+			}
+			calls.Add(1)
+			time.Sleep(50 * time.Millisecond) // ten ticks pile up meanwhile
+			inside.Add(-1)
+		})
+	}()
+	time.Sleep(520 * time.Millisecond)
+	cancel()
+	<-done
+	if n := calls.Load(); n < 3 || n > 12 || overlap.Load() != 0 {
+		t.Errorf("no change signal, a 50 ms callback, 5 ms ticks for 0.5 s: %d calls, %d overlapping; want about 10, none", n, overlap.Load())
+	}
+}
+
+// TestWatchForgetsCachedSnapshot: a Read called because Watch said the rules
+// changed reads them, though a snapshot younger than CacheTTL is kept.
+func TestWatchForgetsCachedSnapshot(t *testing.T) {
+	requireRoot(t)
+	ns := newNetns(t)
+	svcs := scenario(false)
+	nsRun(t, ns, []byte(genNFTLayout(false, svcs, true)), "nft", "-f", "-")
+	r := NewReader(Options{Mode: ModeNFTables, Runner: NetnsRunner{Namespace: ns}, CacheTTL: time.Hour})
+	watch := startWatch(t, r)
+	ctx := context.Background()
+	if _, err := r.Read(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitBaseline(t, r)
+	watch.drain()
+	in, _ := nftPartialSync(false, true, svcs, noLocal(svcs, "kubelings/web"), changedSet([]string{"kubelings/web"}))
+	nsRun(t, ns, []byte(in), "nft", "-f", "-")
+	if !watch.waitCall(5 * time.Second) {
+		t.Fatal("a local endpoint removed: changed not called within 5 s")
+	}
+	snap, err := r.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := snap.Family(svcs[1].servicePort(), FamilyIPv4); !st.Drop {
+		t.Errorf("the Read after changed returned the cached snapshot: web %+v, want its drop", st)
+	}
+}
