@@ -32,7 +32,12 @@ var (
 	rulesReadSuccess = newMetric("rules_read_success", prometheus.GaugeValue,
 		"1 when the last read of kube-proxy's rules succeeded.")
 	rulesReadDuration = newMetric("rules_read_duration_seconds", prometheus.GaugeValue,
-		"How long the last read of kube-proxy's rules took (one save per table and family, shared by concurrent scrapes).")
+		"How long the last read of kube-proxy's rules took (a save per changed table and family).")
+	rulesWatchState = newMetric("rules_watch_state", prometheus.GaugeValue,
+		"What told the exporter that kube-proxy's rules changed, as of the last read, one-hot over notified (nf_tables change notifications: the nft backend, nftables mode), polled (a change signal read every second: the legacy backend, or no notifications) and none (nothing: every read saves every table).",
+		"state")
+	rulesResyncs = newMetric("rules_resyncs_total", prometheus.CounterValue,
+		"Full reads of kube-proxy's rules forced because change notifications were lost (the kernel's socket overran) or the periodic verification found the kept rules differing from the kernel's. Growing: the exporter's view drifted and was resynchronised.")
 )
 
 // Rules exports what kube-proxy programmed on this node, whether it agrees with the API view per Local
@@ -49,7 +54,7 @@ func (*Rules) Name() string { return "rules" }
 
 func (*Rules) Metrics() []*Metric {
 	return []*Metric{rulesDrop, rulesLocalEndpoints, rulesGoneEndpoints, rulesDroppedPackets, rulesMismatch, rulesInfo,
-		rulesSupported, rulesReadSuccess, rulesReadDuration}
+		rulesSupported, rulesReadSuccess, rulesReadDuration, rulesWatchState, rulesResyncs}
 }
 
 // Inputs: without rules, the mismatch comes from the health check probes.
@@ -95,6 +100,12 @@ func (c *Rules) UpdateNode(st *scrape.State, out *Sink) (bool, error) {
 	if snap != nil {
 		out.send(rulesInfo, 1, string(snap.Mode), string(snap.Backend))
 		out.send(rulesReadDuration, snap.Duration.Seconds())
+		if snap.Watch != "" {
+			for _, w := range kernelrules.WatchStates {
+				out.send(rulesWatchState, boolFloat(snap.Watch == w), string(w))
+			}
+			out.send(rulesResyncs, float64(snap.Resyncs))
+		}
 	}
 	switch {
 	case st.NotProgrammed:

@@ -43,6 +43,9 @@ const (
 	WatchNone WatchState = "none"
 )
 
+// WatchStates lists every WatchState, in export order.
+var WatchStates = []WatchState{WatchNotified, WatchPolled, WatchNone}
+
 // Defaults of the watcher's Options.
 const (
 	DefaultPollInterval = time.Second

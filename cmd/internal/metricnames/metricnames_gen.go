@@ -323,10 +323,23 @@ const (
 	RulesReadSuccessLabelNode = "node"
 )
 
+// RulesResyncsTotal is the counter localtraffic_rules_resyncs_total, labelled node.
+const (
+	RulesResyncsTotal          = "localtraffic_rules_resyncs_total"
+	RulesResyncsTotalLabelNode = "node"
+)
+
 // RulesSupported is the gauge localtraffic_rules_supported, labelled node.
 const (
 	RulesSupported          = "localtraffic_rules_supported"
 	RulesSupportedLabelNode = "node"
+)
+
+// RulesWatchState is the gauge localtraffic_rules_watch_state, labelled node, state.
+const (
+	RulesWatchState           = "localtraffic_rules_watch_state"
+	RulesWatchStateLabelNode  = "node"
+	RulesWatchStateLabelState = "state"
 )
 
 // ScrapeCollectorDurationSeconds is the gauge localtraffic_scrape_collector_duration_seconds, labelled node, collector.
