@@ -54,16 +54,18 @@ type ModelConfig struct {
 	// none until they have).
 	Node func() (kubeview.NodeState, error)
 	// KubeProxyEvery: kube-proxy's /healthz and /livez (and /configz, within its own minute) are asked this
-	// often (default 5 s).
+	// often (default 10 s).
 	KubeProxyEvery time.Duration
-	// AddrsEvery: the node's addresses are listed this often (default 5 s).
-	AddrsEvery time.Duration
+	// AddrsEvery: the node's addresses are listed this often where nothing tells of their changes (default
+	// 5 s); with a nodeprobe.AddrWatcher, when it tells, and every AddrsSweep (default 1 min) besides.
+	AddrsEvery, AddrsSweep time.Duration
 	// RulesEvery: kube-proxy's rules are read at least this often, for the drop counters (default 15 s); a
 	// rule reader that tells its changes (kernelrules.Watcher) is read as soon as they come, at most once per
 	// RulesMinInterval (default 1 s).
 	RulesEvery, RulesMinInterval time.Duration
-	// HealthCheckSweep: every health check node port is probed again at least this often (default 1 min),
-	// beside the probes its Service's changes and kube-proxy's ask for.
+	// HealthCheckSweep: every health check node port is probed again at least this often (default 5 min),
+	// beside the probes its Service's changes, its rules' changes and kube-proxy's answers ask for: kube-proxy
+	// answers from the rules it synced and its own health, both of which the model follows.
 	HealthCheckSweep time.Duration
 	// MeterEvery: the meter's counts are taken at most this often while arrivals come (default 1 s), and at
 	// least every MeterIdle (default 10 s) for its own statistics.
@@ -89,11 +91,12 @@ func (c ModelConfig) withDefaults() ModelConfig {
 			*d = v
 		}
 	}
-	def(&c.KubeProxyEvery, 5*time.Second)
+	def(&c.KubeProxyEvery, 10*time.Second)
 	def(&c.AddrsEvery, 5*time.Second)
+	def(&c.AddrsSweep, time.Minute)
 	def(&c.RulesEvery, 15*time.Second)
 	def(&c.RulesMinInterval, time.Second)
-	def(&c.HealthCheckSweep, time.Minute)
+	def(&c.HealthCheckSweep, 5*time.Minute)
 	def(&c.MeterEvery, time.Second)
 	def(&c.MeterIdle, 10*time.Second)
 	def(&c.Resweep, time.Minute)
@@ -117,8 +120,9 @@ type Model struct {
 	once    sync.Once
 	// writer writes the state file off the model's goroutine (nil: no state file).
 	writer *stateWriter
-	// rulesChanged: the rule reader told of a change (RulesWatcher) since the last step.
-	rulesChanged atomic.Bool
+	// rulesChanged: the rule reader told of a change (RulesWatcher) since the last step; addrsChanged: the
+	// address watcher told of one; addrsWatched: it runs and has not failed.
+	rulesChanged, addrsChanged, addrsWatched atomic.Bool
 	decided      atomic.Uint64
 
 	m modelState // Run's goroutine only
@@ -199,6 +203,22 @@ func (m *Model) Run(ctx context.Context) {
 	if w, ok := m.g.cfg.RuleReader.(RulesWatcher); ok {
 		go w.Watch(ctx, m.RulesChanged)
 	}
+	if w, ok := m.g.cfg.Addrs.(nodeprobe.AddrWatcher); ok {
+		changed := func() {
+			m.addrsChanged.Store(true)
+			m.Notify()
+		}
+		failed := func(err error) {
+			m.log.Warn("address and link notifications failed: listing the node's addresses every few seconds instead", "err", err)
+			m.addrsWatched.Store(false)
+			changed()
+		}
+		if err := w.WatchAddrs(ctx, changed, failed); err != nil {
+			m.log.Warn("no address and link notifications: listing the node's addresses every few seconds instead", "err", err)
+		} else {
+			m.addrsWatched.Store(true)
+		}
+	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	last := time.Time{}
@@ -212,6 +232,10 @@ func (m *Model) Run(ctx context.Context) {
 			m.drainResults()
 		case <-m.kick:
 		case <-timer.C:
+			if m.idle(m.cfg.Now()) {
+				timer.Reset(max(m.next(m.cfg.Now()).Sub(m.cfg.Now()), 0))
+				continue
+			}
 		}
 		// Space the evaluations: a burst of events (a rollout's EndpointSlices) is decided once.
 		if wait := m.cfg.MinPass - m.cfg.Now().Sub(last); wait > 0 && !last.IsZero() {

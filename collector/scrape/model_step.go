@@ -175,13 +175,16 @@ func (m *Model) stagger(key string, period time.Duration) time.Duration {
 // readAddrs lists the node's addresses when due; a change makes every health check node port due.
 func (m *Model) readAddrs(now time.Time) {
 	s := &m.m
-	if s.addrsNext.After(now) && s.primed {
+	if !m.addrsChanged.Swap(false) && s.addrsNext.After(now) && s.primed {
 		return
 	}
 	start := time.Now()
 	local, assigned, err := m.g.readAddrs()
 	s.took[InputAddrs] = time.Since(start)
 	s.addrsNext = now.Add(m.cfg.AddrsEvery)
+	if m.addrsWatched.Load() {
+		s.addrsNext = now.Add(m.cfg.AddrsSweep)
+	}
 	if ipStrings(local) != ipStrings(s.local) || ipStrings(assigned) != ipStrings(s.assigned) || (err == nil) != (s.addrsErr == nil) {
 		m.probeAll(now)
 	}
@@ -704,9 +707,33 @@ func (m *Model) publish(st *State) {
 	m.once.Do(func() { close(m.first) })
 }
 
+// idle: a timer woke the model only to look at the meter, which counted nothing new, and nothing else is due:
+// the step is skipped (a step at rest would cost a pass over every Service every second for nothing).
+func (m *Model) idle(now time.Time) bool {
+	s := &m.m
+	if !s.primed || m.rulesChanged.Load() || m.addrsChanged.Load() || !m.work(now).After(now) {
+		return false
+	}
+	if m.g.cfg.Meter == nil {
+		return true
+	}
+	act, ok := m.g.cfg.Meter.(ArrivalsActivity)
+	return ok && act.Activity() == s.meterActivity && now.Sub(s.meterAt) < m.cfg.MeterIdle
+}
+
 // next is when the model must look again without being told: the earliest input poll, time-driven change,
 // sweep or probe due.
 func (m *Model) next(now time.Time) time.Time {
+	next := m.work(now)
+	if m.g.cfg.Meter != nil && now.Add(m.cfg.MeterEvery).Before(next) {
+		next = now.Add(m.cfg.MeterEvery)
+	}
+	return next
+}
+
+// work is when something other than the meter's polling is due: an input's poll, a time-driven change, a
+// sweep, a probe.
+func (m *Model) work(now time.Time) time.Time {
 	s := &m.m
 	next := now.Add(m.cfg.Resweep)
 	cand := func(t time.Time) {
@@ -725,9 +752,8 @@ func (m *Model) next(now time.Time) time.Time {
 			cand(s.rulesNext)
 		}
 	}
-	if m.g.cfg.Meter != nil {
-		cand(now.Add(m.cfg.MeterEvery))
-		cand(m.g.arrivals.overloadedUntil(m.g.cfg.Quiet))
+	if until := m.g.arrivals.overloadedUntil(m.g.cfg.Quiet); m.g.cfg.Meter != nil && until.After(now) {
+		cand(until) // the meter's silence means something again then
 	}
 	cand(m.cfg.Tracker.NextChange())
 	for _, e := range s.services {
