@@ -123,7 +123,7 @@ type Model struct {
 	// rulesChanged: the rule reader told of a change (RulesWatcher) since the last step; addrsChanged: the
 	// address watcher told of one; addrsWatched: it runs and has not failed.
 	rulesChanged, addrsChanged, addrsWatched atomic.Bool
-	decided      atomic.Uint64
+	decided                                  atomic.Uint64
 
 	m modelState // Run's goroutine only
 }
