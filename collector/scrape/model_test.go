@@ -1,0 +1,154 @@
+package scrape
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/localtraffic/localtraffic-exporter/collector/scrape/scrapetest"
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
+)
+
+// fixedTracker is an APITracker over one Service whose local endpoint count the test sets; Update reports it
+// changed when the count moved.
+type fixedTracker struct {
+	mu    sync.Mutex
+	local int
+	seen  int
+	state kubeview.ServiceState
+}
+
+func (f *fixedTracker) set(local int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.local = local
+}
+
+func (f *fixedTracker) Update(time.Time) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.seen == f.local && f.state.Name != "" {
+		return nil, nil
+	}
+	f.seen = f.local
+	f.state = scrapetest.NodePortService(f.local, scrapetest.Family(corev1.IPv4Protocol, f.local, true))
+	return []string{"kubelings/checkout"}, nil
+}
+func (f *fixedTracker) Keys() []string { return []string{"kubelings/checkout"} }
+func (f *fixedTracker) State(string) (kubeview.ServiceState, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.state, true
+}
+func (f *fixedTracker) Node() kubeview.NodeState {
+	return kubeview.NodeState{Name: "node-1", Found: true, InternalIPs: []string{"127.0.0.1"}}
+}
+func (f *fixedTracker) Announcers() map[kubeview.AnnouncerSource]kubeview.SourceState { return nil }
+func (f *fixedTracker) NextChange() time.Time                                         { return time.Time{} }
+
+// watchedReader is a rule reader that tells of changes (RulesWatcher) when the test says so, and counts reads.
+type watchedReader struct {
+	mu      sync.Mutex
+	snap    *kernelrules.Snapshot
+	reads   atomic.Int32
+	changed chan func()
+}
+
+func (w *watchedReader) Read(context.Context) (*kernelrules.Snapshot, error) {
+	w.reads.Add(1)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.snap, nil
+}
+
+func (w *watchedReader) Watch(ctx context.Context, changed func()) {
+	select {
+	case w.changed <- changed:
+	case <-ctx.Done():
+	}
+	<-ctx.Done()
+}
+
+func (w *watchedReader) set(s *kernelrules.Snapshot) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.snap = s
+}
+
+func rulesWith(local int, drop bool) *kernelrules.Snapshot {
+	sp := kernelrules.ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}
+	st := kernelrules.PortState{Programmed: true, LocalEndpoints: local}
+	if drop {
+		st.Drop, st.Drops = true, []kernelrules.DropRule{{Port: 30090}}
+	}
+	return kernelrules.NewSnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, []string{kernelrules.FamilyIPv4}, time.Now(),
+		map[kernelrules.ServicePort]kernelrules.PortState{sp: st})
+}
+
+// TestModelRunFollowsEvents: the model's own loop, with its jobs off its goroutine, follows an API change
+// (woken by Notify) and a rule change (woken by the reader's Watch) without being asked, reads the rules only
+// when told or due (not once per Gather), and writes the state file when it stops.
+func TestModelRunFollowsEvents(t *testing.T) {
+	tr := &fixedTracker{local: 1}
+	rules := &watchedReader{snap: rulesWith(1, false), changed: make(chan func(), 1)}
+	path := filepath.Join(t.TempDir(), "state.json")
+	g := NewGatherer(GathererConfig{View: &scrapetest.View{}, RuleReader: rules, Addrs: scrapetest.Addrs{"127.0.0.1"},
+		KubeProxyAddress: scrapetest.RefusedKubeProxy(t), ProbeTimeout: time.Second, Logger: slog.New(slog.DiscardHandler),
+		State: OpenStateFile(StateFileConfig{Path: path, Node: "node-1"})})
+	m := NewModel(g, ModelConfig{Tracker: tr, RulesEvery: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.Run(ctx)
+	}()
+	defer func() { cancel(); <-done }()
+	changed := <-rules.changed
+
+	eventually := func(what string, ok func(*State) bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if st := m.Gather(ctx); ok(st) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the model never %s", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	served := func(st *State) bool {
+		return st.APIErr == nil && len(st.Services) == 1 && !st.Services[0].Verdict.Drops && st.Rules != nil
+	}
+	eventually("decided the Service served", served)
+	readsBefore := rules.reads.Load()
+	for range 50 {
+		m.Gather(ctx) // scrapes read nothing
+	}
+	if got := rules.reads.Load(); got != readsBefore {
+		t.Errorf("50 scrapes made %d reads of the rules", got-readsBefore)
+	}
+
+	// The endpoint goes (an informer event), then kube-proxy syncs the drop (a change notification).
+	tr.set(0)
+	m.Notify()
+	eventually("followed the API change", func(st *State) bool { return st.Services[0].Service.LocalEndpoints() == 0 })
+	rules.set(rulesWith(0, true))
+	changed()
+	eventually("read the rules it was told of", func(st *State) bool { return st.Services[0].Verdict.Drops })
+
+	cancel()
+	<-done
+	if _, err := os.Stat(path); err != nil {
+		t.Errorf("no state file when the model stopped: %v", err)
+	}
+}
