@@ -102,6 +102,8 @@ type cpuEnv struct {
 	set   cluster.MixedServices
 	have  int
 	nodes []*cluster.Node
+	// churn changes the Services' endpoints, window after window: it knows what they are now.
+	churn *cluster.EndpointChurn
 }
 
 // cpuModes says how each measured node's kube-proxy runs.
@@ -155,6 +157,10 @@ func (e *cpuEnv) grow(tb testing.TB, n int) {
 		tb.Logf("%d Services and EndpointSlices created in %s", n-e.have, time.Since(t0).Round(time.Millisecond))
 		e.have = n
 	}
+	if e.churn == nil {
+		e.churn = e.c.NewEndpointChurn(e.set, n)
+	}
+	e.churn.Grow(n)
 	t0 = time.Now()
 	for _, node := range e.nodes {
 		var err error
@@ -289,14 +295,13 @@ func (e *cpuEnv) measure(tb testing.TB, services int, extra []string, window tim
 		start[i] = sampleCPU(tb, ctx, node)
 	}
 	t0 := time.Now()
-	churn := e.c.NewEndpointChurn(e.set, services)
 	churnCtx, stopChurn := context.WithCancel(ctx)
 	var churnErr error
 	var churned int
 	churnDone := make(chan struct{})
 	go func() {
 		defer close(churnDone)
-		churned, churnErr = churnOn(churnCtx, churn, len(e.nodes), t0)
+		churned, churnErr = churnOn(churnCtx, e.churn, len(e.nodes), t0)
 	}()
 	profiles := make([]string, len(e.nodes))
 	profileErr := make([]error, len(e.nodes))

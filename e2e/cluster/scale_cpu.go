@@ -134,10 +134,19 @@ type EndpointChurn struct {
 	localsByNode  []int // per LocalNodes index: the next local Service to change
 }
 
-// NewEndpointChurn returns a churn over the first count Services of set (created by CreateBulk).
+// NewEndpointChurn returns a churn over the first count Services of set (created by CreateBulk). It knows the
+// generation each endpoint is at: keep one churn for the set's life (Grow it with the set), or its first
+// changes write what the slices already say.
 func (c *Cluster) NewEndpointChurn(set MixedServices, count int) *EndpointChurn {
 	set = set.withDefaults()
 	return &EndpointChurn{c: c, set: set, count: count, gens: map[int]mixedGenerations{}, localsByNode: make([]int, len(set.LocalNodes))}
+}
+
+// Grow makes the churn go round the first count Services (the set grew).
+func (e *EndpointChurn) Grow(count int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.count = max(e.count, count)
 }
 
 // ChangeRemote replaces the first remote endpoint's pod of the next Service (round robin over all of them): a
@@ -203,8 +212,13 @@ func (e *EndpointChurn) write(ctx context.Context, i int, g mixedGenerations) er
 	}
 	slice := e.set.slice(svc, i, g)
 	slice.ResourceVersion = existing.ResourceVersion
-	if _, err := slices.Update(ctx, slice, metav1.UpdateOptions{}); err != nil {
+	updated, err := slices.Update(ctx, slice, metav1.UpdateOptions{})
+	if err != nil {
 		return fmt.Errorf("churn: update EndpointSlice of %s/%s: %w", e.set.Namespace, name, err)
+	}
+	// The apiserver drops an update that changes nothing, without a watch event: no change anyone would see.
+	if updated.ResourceVersion == existing.ResourceVersion {
+		return fmt.Errorf("churn: the update of the EndpointSlice of %s/%s changed nothing", e.set.Namespace, name)
 	}
 	return nil
 }
