@@ -64,23 +64,31 @@ func BenchmarkCPUBesideKubeProxy(b *testing.B) {
 	}
 	b.Logf("CPU profiles go to %s", dir)
 	var all []cpuRow
+	// Every size's figures, also when a later size fails.
+	defer func() { b.Logf("all sizes, %s windows:\n%s", window, cpuTable(all)) }()
 	for _, n := range sizes {
 		b.Run("services="+strconv.Itoa(n), func(b *testing.B) {
 			env.grow(b, n)
 			var rows []cpuRow
+			var errs []error
 			for range b.N {
-				rows = append(env.measure(b, n, nil, window, dir), env.measure(b, n, cpuOptIn, window, dir)...)
+				for _, extra := range [][]string{nil, cpuOptIn} {
+					r, err := env.measure(b, n, extra, window, dir)
+					rows, errs = append(rows, r...), append(errs, err)
+				}
 			}
 			b.Logf("%d Services, %s windows:\n%s", n, window, cpuTable(rows))
+			all = append(all, rows...)
+			if err := errors.Join(errs...); err != nil {
+				b.Fatal(err)
+			}
 			for _, r := range rows {
 				unit := strings.NewReplacer(" ", "", ",", "-").Replace(r.mode) + "-" + r.collectors
 				b.ReportMetric(r.cpuRatio(), unit+"-cpu-ratio")
 				b.ReportMetric(r.rssRatio(), unit+"-rss-ratio")
 			}
-			all = append(all, rows...)
 		})
 	}
-	b.Logf("all sizes, %s windows:\n%s", window, cpuTable(all))
 }
 
 // TestScaleCPUBesideKubeProxy is the suite's short variant of BenchmarkCPUBesideKubeProxy: 100 Services, one
@@ -91,8 +99,11 @@ func TestScaleCPUBesideKubeProxy(t *testing.T) {
 	const services = 100
 	env := startCPUCluster(t, services)
 	env.grow(t, services)
-	rows := env.measure(t, services, nil, 40*time.Second, env.c.WorkDir)
+	rows, err := env.measure(t, services, nil, 40*time.Second, env.c.WorkDir)
 	t.Logf("%d Services, one 40s window:\n%s", services, cpuTable(rows))
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // cpuEnv is the cluster of a CPU run: node-1 (iptables mode, nft backend) and node-2 (nftables mode), and the
@@ -200,7 +211,8 @@ type cpuRow struct {
 	// (its Go code), the rest is its children's.
 	exporter, exporterOwn, kubeProxy, kubeProxyOwn time.Duration
 	exporterRSS, kubeProxyRSS                      int64
-	scrapes, churn, kubeProxySyncs                 int
+	scrapes, failedScrapes, churn, kubeProxySyncs  int
+	slowestScrape                                  time.Duration
 	window                                         time.Duration
 	profile                                        string
 }
@@ -212,13 +224,14 @@ func (r cpuRow) rssRatio() float64 { return float64(r.exporterRSS) / float64(r.k
 func cpuTable(rows []cpuRow) string {
 	var sb strings.Builder
 	w := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "node\tmode\tServices\tcollectors\texporter CPU s (Go + children)\tkube-proxy CPU s (Go + children)\tratio\texporter RSS MiB\tkube-proxy RSS MiB\tRSS ratio\tscrapes\tchurn events\tkube-proxy syncs")
+	fmt.Fprintln(w, "node\tmode\tServices\tcollectors\texporter CPU s (Go + children)\tkube-proxy CPU s (Go + children)\tratio\texporter RSS MiB\tkube-proxy RSS MiB\tRSS ratio\tscrapes (failed)\tslowest scrape s\tchurn events\tkube-proxy syncs")
 	for _, r := range rows {
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%.2f (%.2f + %.2f)\t%.2f (%.2f + %.2f)\t%.2f\t%.1f\t%.1f\t%.2f\t%d\t%d\t%d\n",
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%.2f (%.2f + %.2f)\t%.2f (%.2f + %.2f)\t%.2f\t%.1f\t%.1f\t%.2f\t%d (%d)\t%.2f\t%d\t%d\n",
 			r.node, r.mode, r.services, r.collectors,
 			r.exporter.Seconds(), r.exporterOwn.Seconds(), (r.exporter - r.exporterOwn).Seconds(),
 			r.kubeProxy.Seconds(), r.kubeProxyOwn.Seconds(), (r.kubeProxy - r.kubeProxyOwn).Seconds(),
-			r.cpuRatio(), mib(r.exporterRSS), mib(r.kubeProxyRSS), r.rssRatio(), r.scrapes, r.churn, r.kubeProxySyncs)
+			r.cpuRatio(), mib(r.exporterRSS), mib(r.kubeProxyRSS), r.rssRatio(), r.scrapes+r.failedScrapes, r.failedScrapes,
+			r.slowestScrape.Seconds(), r.churn, r.kubeProxySyncs)
 	}
 	_ = w.Flush()
 	return sb.String()
@@ -233,8 +246,9 @@ type cpuSample struct {
 // measure runs one window of the exporter beside kube-proxy on every measured node at once: fresh exporters
 // with extra (and --web.enable-pprof), scraped from their start; once each has answered two scrapes (the first
 // fills the rules' and the probes' state) the window opens with the churn and each exporter's CPU profile, and
-// closes after window. It returns one row per node, and fails when the setup did.
-func (e *cpuEnv) measure(tb testing.TB, services int, extra []string, window time.Duration, profileDir string) []cpuRow {
+// closes after window. It returns one row per node, and what went wrong that the figures survive (a failed
+// scrape, no churn, no profile, kube-proxy behind); it fails at once when there can be no figures.
+func (e *cpuEnv) measure(tb testing.TB, services int, extra []string, window time.Duration, profileDir string) ([]cpuRow, error) {
 	tb.Helper()
 	collectors := "default"
 	if len(extra) > 0 {
@@ -271,15 +285,11 @@ func (e *cpuEnv) measure(tb testing.TB, services int, extra []string, window tim
 		scrapers.Wait()
 	}
 	defer stopScrapers()
-	// Two scrapes answered by each exporter (a failed one ends the wait at once).
+	// Two scrapes answered by each exporter (a failed one is reported with the window's).
 	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(time.Second) {
 		ready := true
-		for i, l := range logs {
-			n, err := l.count(time.Time{}, time.Now())
-			if err != nil {
-				tb.Fatalf("before the window: %s: %v", e.nodes[i].Name, err)
-			}
-			ready = ready && n >= 2
+		for _, l := range logs {
+			ready = ready && l.stats(time.Time{}, time.Now()).answered >= 2
 		}
 		if ready {
 			break
@@ -339,12 +349,13 @@ func (e *cpuEnv) measure(tb testing.TB, services int, extra []string, window tim
 	}
 	rows := make([]cpuRow, len(e.nodes))
 	for i, node := range e.nodes {
-		scrapes, err := logs[i].count(t0, t1)
-		if err != nil {
-			problems = append(problems, fmt.Errorf("%s: %w", node.Name, err))
+		scrapes := logs[i].stats(t0, t1)
+		if all := logs[i].stats(time.Time{}, t1); all.failed > 0 {
+			problems = append(problems, fmt.Errorf("%s: %d of %d scrapes failed (%d in the window), the first: %w",
+				node.Name, all.failed, all.failed+all.answered, scrapes.failed, all.firstErr))
 		}
-		if scrapes == 0 {
-			problems = append(problems, fmt.Errorf("%s: no scrape in the %s window", node.Name, window))
+		if scrapes.answered == 0 {
+			problems = append(problems, fmt.Errorf("%s: no scrape answered in the %s window", node.Name, window))
 		}
 		if profileErr[i] != nil {
 			problems = append(problems, profileErr[i])
@@ -354,7 +365,7 @@ func (e *cpuEnv) measure(tb testing.TB, services int, extra []string, window tim
 			exporter: end[i].exporter - start[i].exporter, exporterOwn: end[i].exporterOwn - start[i].exporterOwn,
 			kubeProxy: end[i].kubeProxy - start[i].kubeProxy, kubeProxyOwn: end[i].kubeProxyOwn - start[i].kubeProxyOwn,
 			exporterRSS: rss[i][0], kubeProxyRSS: rss[i][1],
-			scrapes: scrapes, churn: churned, kubeProxySyncs: end[i].syncs - start[i].syncs,
+			scrapes: scrapes.answered, failedScrapes: scrapes.failed, slowestScrape: scrapes.slowest, churn: churned, kubeProxySyncs: end[i].syncs - start[i].syncs,
 			window: t1.Sub(t0), profile: profiles[i],
 		}
 	}
@@ -364,14 +375,15 @@ func (e *cpuEnv) measure(tb testing.TB, services int, extra []string, window tim
 			problems = append(problems, fmt.Errorf("kube-proxy never synced the window's churn: %w", err))
 		}
 	}
-	if err := errors.Join(problems...); err != nil {
-		tb.Fatal(err)
-	}
+	// The figures first, even of a failed run: they say how it failed.
 	for _, r := range rows {
 		tb.Logf("%s (%s), %d Services, %s collectors, a %s window: CPU profile of the exporter in %s; go tool pprof -top:\n%s",
 			r.node, r.mode, r.services, r.collectors, r.window.Round(time.Millisecond), r.profile, pprofTop(ctx, r.profile, 25))
 	}
-	return rows
+	if err := errors.Join(problems...); err != nil {
+		return rows, fmt.Errorf("%d Services, %s collectors: %w", services, collectors, err)
+	}
+	return rows, nil
 }
 
 // sampleCPU reads the node's exporter's and kube-proxy's process trees, and kube-proxy's count of syncs.
@@ -469,27 +481,50 @@ func ignoreEnd(ctx context.Context, err error) error {
 	return err
 }
 
-// scrapeLog is when a scraper's scrapes started, and its first error.
+// scrapeLog is a scraper's scrapes: when each started, how long it took, and how it failed.
 type scrapeLog struct {
-	mu  sync.Mutex
-	at  []time.Time
-	err error
+	mu      sync.Mutex
+	scrapes []scrapeResult
 }
 
-// count is how many scrapes started in [from, to) answered, and the first error of any scrape.
-func (l *scrapeLog) count(from, to time.Time) (int, error) {
+type scrapeResult struct {
+	at   time.Time
+	took time.Duration
+	err  error
+}
+
+// scrapeStats are the scrapes started in a span of time.
+type scrapeStats struct {
+	answered, failed int
+	slowest          time.Duration
+	firstErr         error
+}
+
+// stats are the scrapes that started in [from, to).
+func (l *scrapeLog) stats(from, to time.Time) scrapeStats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n := 0
-	for _, at := range l.at {
-		if !at.Before(from) && at.Before(to) {
-			n++
+	var st scrapeStats
+	for _, r := range l.scrapes {
+		if r.at.Before(from) || !r.at.Before(to) {
+			continue
 		}
+		st.slowest = max(st.slowest, r.took)
+		if r.err != nil {
+			st.failed++
+			if st.firstErr == nil {
+				st.firstErr = r.err
+			}
+			continue
+		}
+		st.answered++
 	}
-	return n, l.err
+	return st
 }
 
-// scrapeEvery scrapes the node's exporter at once and then every interval until ctx ends or a scrape fails.
+// scrapeEvery scrapes the node's exporter at once and then every interval until ctx ends. A failed scrape does
+// not stop it, as a failed scrape does not stop Prometheus: the load stays what it is, and the failure is
+// counted.
 func scrapeEvery(ctx context.Context, node *cluster.Node, interval time.Duration, l *scrapeLog) {
 	s := node.NewScraper(cluster.ExporterPort)
 	defer s.Close()
@@ -505,15 +540,8 @@ func scrapeEvery(ctx context.Context, node *cluster.Node, interval time.Duration
 			return // stopped during the scrape
 		}
 		l.mu.Lock()
-		if err != nil {
-			l.err = err
-		} else {
-			l.at = append(l.at, at)
-		}
+		l.scrapes = append(l.scrapes, scrapeResult{at: at, took: time.Since(at), err: err})
 		l.mu.Unlock()
-		if err != nil {
-			return
-		}
 	}
 }
 
