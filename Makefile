@@ -23,6 +23,8 @@ SCALE_CHANGES ?= $(or $(LT_SCALE_CHANGES),5)#                      LT_SCALE_CHAN
 SCALE_SCRAPES ?= $(or $(LT_SCALE_SCRAPES),8)#                      LT_SCALE_SCRAPES: TestScaleRules' scrapes measured per node
 APILOAD_SERVICES ?= $(or $(LT_E2E_SCALE_SERVICES),2000)#           LT_E2E_SCALE_SERVICES: TestScaleAPILoad's Services (make scale-memory; the suite: 200)
 FLOOD      ?= $(or $(LT_FLOOD),3s)#                                LT_FLOOD: how long BenchmarkKernelFlood floods (make bench-arrivals)
+BENCH_CPU_SERVICES ?= $(or $(LT_BENCH_CPU_SERVICES),310 1000 10000)# LT_BENCH_CPU_SERVICES: BenchmarkCPUBesideKubeProxy's sizes (make bench-cpu)
+BENCH_CPU_WINDOW ?= $(or $(LT_BENCH_CPU_WINDOW),5m)#               LT_BENCH_CPU_WINDOW: BenchmarkCPUBesideKubeProxy's window per size and collectors
 export LT_TOOLS_BIN := $(TOOLS_BIN)
 export LT_E2E_CACHE := $(E2E_CACHE)
 export LT_E2E_BIN_DIR := $(E2E_BIN_DIR)
@@ -31,7 +33,7 @@ export LT_E2E_KEEP_LOGS := $(KEEP_LOGS)
 # CI's own: scripts/stage.sh appends each stage to the file LT_STAGES names, timed from LT_STAGES_T0 (set by
 # .ci/run and scripts/ci.sh, not knobs).
 
-.PHONY: all build test check deps unit check-alerts bench-arrivals check-deploy e2e demo generate fuzz fuzz-ci soak scale scale-rules scale-memory bench lint release release-snapshot image image-load chart chart-push
+.PHONY: all build test check deps unit check-alerts bench-arrivals bench-cpu check-deploy e2e demo generate fuzz fuzz-ci soak scale scale-rules scale-memory bench lint release release-snapshot image image-load chart chart-push
 
 all: build
 
@@ -193,6 +195,15 @@ fuzz-ci:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./nodeprobe/kernelrules/ ./collector/ ./cmd/kubectl-localtraffic/internal/placement/
+
+## bench-cpu: the exporter's CPU (with its iptables-save and nft children) and memory against kube-proxy's on the
+## same node, over BENCH_CPU_WINDOW windows of endpoint churn and 15 s scrapes, at each of BENCH_CPU_SERVICES Local
+## Services, default and opt-in collectors, iptables mode (nft backend) and nftables mode, with a CPU profile of
+## each exporter (BenchmarkCPUBesideKubeProxy, as root; the suite runs TestScaleCPUBesideKubeProxy, 100 Services
+## and one 40 s window). The full run takes about 90 minutes on 2 cores. Figures: docs/performance.md.
+bench-cpu:
+	LT_BENCH_CPU_SERVICES='$(BENCH_CPU_SERVICES)' LT_BENCH_CPU_WINDOW=$(BENCH_CPU_WINDOW) \
+		e2e/run-e2e.sh -run '^$$' -bench '^BenchmarkCPUBesideKubeProxy$$' -benchtime 1x -timeout 240m
 
 ## bench-arrivals: the arrivals meter's kernel benchmarks (as root: network namespaces), the flood for FLOOD.
 ## Figures: docs/performance.md.

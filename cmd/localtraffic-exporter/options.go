@@ -54,6 +54,7 @@ type options struct {
 	probeConcurrency   int
 	scrapeTimeoutOff   time.Duration
 	maxRequests        int
+	enablePprof        bool // --web.enable-pprof: Go's profiles under /debug/pprof/
 	rulesMode          string
 	rulesCacheTTL      time.Duration
 	shutdownGrace      time.Duration
@@ -106,6 +107,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	web := kingpinflag.AddFlags(app, endpoint.DefaultListenAddress)
 	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default(endpoint.DefaultPath).StringVar(&o.telemetryPath)
 	intFlag(app, "web.max-requests", "Scrapes served at once; more get 503.", "10", &o.maxRequests)
+	app.Flag("web.enable-pprof", "Serve Go's runtime profiles (net/http/pprof) under /debug/pprof/ beside the metrics, to whoever may scrape them.").Default("false").BoolVar(&o.enablePprof)
 	app.Flag("kubeconfig", "Path to a kubeconfig; empty uses the in-cluster config.").StringVar(&o.kubeconfig)
 	app.Flag("node-name", "The node this exporter runs on (default $NODE_NAME).").Default(getenv("NODE_NAME")).StringVar(&o.nodeName)
 	var raw rawFlags

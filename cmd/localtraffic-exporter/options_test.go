@@ -124,6 +124,7 @@ func TestParseOptionsGoodValues(t *testing.T) {
 		"--no-arrivals.enabled", "--rotation.grace", "45s", "--arrivals.internal-cidrs", "10.244.0.0/16, fd00:244::/56",
 		"--rotation.loss-hold", "20m", "--arrivals.quiet-period", "30s",
 		"--state.file", "/run/lt/state.json", "--no-announcers.enabled", "--announcers.cilium-namespace", "cilium",
+		"--web.enable-pprof",
 	}, env(nil))
 	if err != nil {
 		t.Fatalf("parseOptions: %v", err)
@@ -135,7 +136,7 @@ func TestParseOptionsGoodValues(t *testing.T) {
 		probeConcurrency: 1, scrapeTimeoutOff: 0, maxRequests: 1, rulesMode: "nftables", rulesCacheTTL: 0,
 		nodePortAddresses: []string{"10.0.0.0/8", "fd00::/64", "primary"}, externalIPWindow: 90 * time.Second, dataplane: "replacement",
 		shutdownGrace: 8 * time.Second, grace: 45 * time.Second, lossHold: 20 * time.Minute, quiet: 30 * time.Second,
-		stateFile: "/run/lt/state.json", ciliumNamespace: "cilium",
+		stateFile: "/run/lt/state.json", ciliumNamespace: "cilium", enablePprof: true,
 		internalCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/56")},
 		selection: collector.Selection{RulesPerPort: true, Enabled: map[string]bool{"services": true, "service_details": true,
 			"kube_proxy": true, "node": true, "informers": true, "rules": true, "dataplane": false, "arrivals": true,
@@ -277,7 +278,7 @@ func TestParseOptionsHelp(t *testing.T) {
 			"web.telemetry-path", "log.level", "log.format", "kube-proxy.healthz-address",
 			"kube-proxy.metrics-address", "health-check.address", "probe.timeout", "probe.concurrency", "rules.mode",
 			"collector.services", "collector.service_details", "collector.disable-defaults", "collector.rules.per-port",
-			"state.file", "rotation.grace", "arrivals.enabled",
+			"state.file", "rotation.grace", "arrivals.enabled", "web.enable-pprof",
 			"metrics.allowlist", "metrics.denylist"} {
 			// kingpin shows a boolean flag with its negation: --[no-]collector.rules.
 			if !strings.Contains(help.usage, "--"+flag) && !strings.Contains(help.usage, "--[no-]"+flag) {

@@ -127,6 +127,9 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, route
 		}
 		fmt.Fprintln(w, "ok")
 	})
+	if opts.enablePprof {
+		mountPprof(mux)
+	}
 	if opts.telemetryPath != "/" {
 		mux.Handle("/", &landingPage{node: opts.nodeName, metricsPath: opts.telemetryPath, states: states,
 			gatherTimeout: opts.probeTimeout + time.Second, now: time.Now})

@@ -23,6 +23,9 @@ type Bulk struct {
 	Service func(i int) *corev1.Service
 	// Slice is the i-th Service's EndpointSlice, given the Service as created (its UID owns the slice).
 	Slice func(svc *corev1.Service, i int) *discoveryv1.EndpointSlice
+	// Status, when set and not nil for i, is written to the i-th Service's status after it is created (a load
+	// balancer's ingress, as a cloud controller writes it): kube-proxy programs what the status says.
+	Status func(i int) *corev1.ServiceStatus
 	// Workers writing concurrently; 0: 8 (more starve etcd on a 2-core machine: "request timed out").
 	Workers int
 }
@@ -62,6 +65,29 @@ func createBulkPair(ctx context.Context, client kubernetes.Interface, b Bulk, i 
 	})
 	if err != nil {
 		return fmt.Errorf("create Service %s/%s: %w", b.Namespace, svc.Name, err)
+	}
+	if b.Status != nil {
+		if st := b.Status(i); st != nil {
+			created.Status = *st
+			err = retryTransient(ctx, func() error {
+				updated, err := services.UpdateStatus(ctx, created, metav1.UpdateOptions{})
+				if apierrors.IsConflict(err) { // an earlier attempt went through, or the object is older
+					fresh, err := services.Get(ctx, svc.Name, metav1.GetOptions{})
+					if err != nil {
+						return err
+					}
+					fresh.Status = *st
+					updated, err = services.UpdateStatus(ctx, fresh, metav1.UpdateOptions{})
+				}
+				if err == nil {
+					created = updated
+				}
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("write the status of Service %s/%s: %w", b.Namespace, svc.Name, err)
+			}
+		}
 	}
 	slice := b.Slice(created, i)
 	err = retryTransient(ctx, func() error {
