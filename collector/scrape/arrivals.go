@@ -350,19 +350,25 @@ func (t *arrivalTotals) recordDropped(results []*ServiceResult, now time.Time) {
 	t.recorded = now
 	seen := map[verdict.Destination]bool{}
 	for _, r := range results {
-		for _, fv := range r.Verdict.Families {
-			for _, e := range fv.Entries {
-				if !e.Dropped {
-					continue
-				}
-				seen[e.Destination] = true
-				if _, ok := t.dropped[e.Destination]; !ok {
-					t.dropped[e.Destination] = now
-				}
+		t.markDropped(r, now, seen)
+	}
+	deleteUnseen(t.dropped, seen)
+}
+
+// markDropped records now for each destination r drops that has no dropped-since time yet, and adds every
+// destination r drops to seen. The caller holds t.mu.
+func (t *arrivalTotals) markDropped(r *ServiceResult, now time.Time, seen map[verdict.Destination]bool) {
+	for _, fv := range r.Verdict.Families {
+		for _, e := range fv.Entries {
+			if !e.Dropped {
+				continue
+			}
+			seen[e.Destination] = true
+			if _, ok := t.dropped[e.Destination]; !ok {
+				t.dropped[e.Destination] = now
 			}
 		}
 	}
-	deleteUnseen(t.dropped, seen)
 }
 
 func familyName(d arrivals.Dest) string {
@@ -393,17 +399,7 @@ func (t *arrivalTotals) recordService(namespace, name string, r *ServiceResult, 
 	seen := map[verdict.Destination]bool{}
 	if r != nil {
 		t.recorded = now
-		for _, fv := range r.Verdict.Families {
-			for _, e := range fv.Entries {
-				if !e.Dropped {
-					continue
-				}
-				seen[e.Destination] = true
-				if _, ok := t.dropped[e.Destination]; !ok {
-					t.dropped[e.Destination] = now
-				}
-			}
-		}
+		t.markDropped(r, now, seen)
 	}
 	for d := range t.dropped {
 		if d.Namespace == namespace && d.Service == name && !seen[d] {
