@@ -177,8 +177,8 @@ type observations struct {
 	snap  *arrivals.Snapshot // nil: no meter
 	quiet time.Duration
 	now   time.Time
-	// dropped is when each destination was first found dropped, scrape after scrape (arrivalTotals).
-	dropped map[verdict.Destination]time.Time
+	// dropped is when each destination was first found dropped, decision after decision (arrivalTotals).
+	dropped func(verdict.Destination) time.Time
 	// overloaded: the meter missed packets (ring full, rate budget) within the quiet period. Its silence then
 	// says nothing: a destination without attempts counted is not observed, rather than observed quiet.
 	overloaded bool
@@ -202,7 +202,7 @@ func (o *observations) Observe(d verdict.Destination) verdict.Observation {
 		return verdict.Observation{} // the attempts it missed may have been this destination's
 	}
 	obs := verdict.Observation{Watched: true, Attempts: c.Attempts, ActiveSince: c.ActiveSince, LastSeen: c.LastSeen,
-		Ongoing: ongoing, Silent: !ongoing && o.now.Sub(c.WatchedSince) >= o.quiet, DroppedSince: o.dropped[d],
+		Ongoing: ongoing, Silent: !ongoing && o.now.Sub(c.WatchedSince) >= o.quiet, DroppedSince: o.dropped(d),
 		LastNewFlow: c.LastNewFlow}
 	o.addSources(&obs, c)
 	return obs
@@ -339,6 +339,40 @@ func (t *arrivalTotals) droppedSince(now time.Time, quiet time.Duration) map[ver
 	return out
 }
 
+// droppedAt is when d was first found dropped (zero: it is not), as of now: the node model decides one
+// Service at a time and looks each destination up rather than copying them all at every step.
+func (t *arrivalTotals) droppedAt(d verdict.Destination) time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.dropped[d]
+}
+
+// forgetIfStalled forgets every dropped-since time when nobody looked at the drops for longer than quiet
+// before now (see droppedSince).
+func (t *arrivalTotals) forgetIfStalled(now time.Time, quiet time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.recorded.IsZero() && now.Sub(t.recorded) > quiet {
+		clear(t.dropped)
+	}
+}
+
+// prune forgets the dropped-since times of destinations no result has (a Service gone, a port removed, an
+// entry the state file carried for a destination that no longer exists).
+func (t *arrivalTotals) prune(results []*ServiceResult) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	seen := map[verdict.Destination]bool{}
+	for _, r := range results {
+		for _, fv := range r.Verdict.Families {
+			for _, e := range fv.Entries {
+				seen[e.Destination] = true
+			}
+		}
+	}
+	deleteUnseen(t.dropped, seen)
+}
+
 // recordDropped remembers, from one scrape's verdicts taken at now, since when each destination is dropped;
 // one not dropped (or gone) is forgotten.
 func (t *arrivalTotals) recordDropped(results []*ServiceResult, now time.Time) {
@@ -390,10 +424,11 @@ type ArrivalsState struct {
 	Totals map[ArrivalKey]uint64
 }
 
-// recordService remembers, from one Service's verdict (nil: the Service is gone) decided at now, since when
-// each of its destinations is dropped; a destination of it not dropped now is forgotten. The node model
-// decides one Service at a time: this is recordDropped for one.
-func (t *arrivalTotals) recordService(namespace, name string, r *ServiceResult, now time.Time) {
+// recordService remembers, from one Service's verdict decided at now (r; nil: the Service is gone), since
+// when each of its destinations is dropped; one of its destinations not dropped now, or only in its previous
+// verdict (old), is forgotten. The node model decides one Service at a time: this is recordDropped for one,
+// at the cost of its own destinations, not of every destination of the node.
+func (t *arrivalTotals) recordService(old, r *ServiceResult, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	seen := map[verdict.Destination]bool{}
@@ -401,9 +436,16 @@ func (t *arrivalTotals) recordService(namespace, name string, r *ServiceResult, 
 		t.recorded = now
 		t.markDropped(r, now, seen)
 	}
-	for d := range t.dropped {
-		if d.Namespace == namespace && d.Service == name && !seen[d] {
-			delete(t.dropped, d)
+	for _, res := range []*ServiceResult{old, r} {
+		if res == nil {
+			continue
+		}
+		for _, fv := range res.Verdict.Families {
+			for _, e := range fv.Entries {
+				if !seen[e.Destination] {
+					delete(t.dropped, e.Destination)
+				}
+			}
 		}
 	}
 }

@@ -423,6 +423,8 @@ type pass struct {
 	apiSeenOK bool
 	// pendingGone: the Service decided last has rule endpoints the API view lacks, not yet confirmed gone.
 	pendingGone bool
+	// dropped says when a destination was first found dropped (set before prepare to look them up live).
+	dropped func(verdict.Destination) time.Time
 }
 
 // newPass picks what decides this pass's verdicts (the rules, or the API view) and records it in st.Source.
@@ -443,8 +445,13 @@ func (g *Gatherer) newPass(st *State) *pass {
 }
 
 // prepare builds the decider from p.ev and what st holds of the node: its addresses and the meter's snapshot,
-// whose observations are judged at now.
+// whose observations are judged at now. Without p.dropped set, the dropped-since times are taken as they are
+// now, for the whole pass (a scrape's full recomputation records them after deciding every Service).
 func (p *pass) prepare(now time.Time) {
+	if p.dropped == nil {
+		since := p.g.arrivals.droppedSince(now, p.g.cfg.Quiet)
+		p.dropped = func(d verdict.Destination) time.Time { return since[d] }
+	}
 	st, g := p.st, p.g
 	p.dec = newDecider(p.fr, p.ev)
 	if len(st.LocalAddrs) > 0 && st.AddrsErr == nil {
@@ -454,7 +461,7 @@ func (p *pass) prepare(now time.Time) {
 	if st.Arrivals.Snapshot != nil {
 		p.now = now
 		p.observed = &observations{snap: st.Arrivals.Snapshot, quiet: g.cfg.Quiet, now: p.now,
-			dropped: g.arrivals.droppedSince(p.now, g.cfg.Quiet), overloaded: g.arrivals.overloaded(p.now, g.cfg.Quiet)}
+			dropped: p.dropped, overloaded: g.arrivals.overloaded(p.now, g.cfg.Quiet)}
 		p.dec.ev.Observed = p.observed
 		p.dec.ev.Grace, p.dec.ev.LossHold, p.dec.ev.Now = g.cfg.Grace, g.cfg.LossHold, p.now
 	}

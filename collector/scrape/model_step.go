@@ -71,6 +71,7 @@ func (m *Model) step(ctx context.Context, now time.Time) {
 	// A model that stalled for longer than the quiet period (the process stopped, starved of CPU) forgets when
 	// each destination was found dropped, as a scrape after a long gap did: every Service is decided afresh.
 	all := moved || m.cfg.DecideAll || m.g.arrivals.stalled(now, m.g.cfg.Quiet)
+	m.g.arrivals.forgetIfStalled(now, m.g.cfg.Quiet)
 	if moved {
 		s.globals = g
 		s.epoch++
@@ -160,7 +161,7 @@ func familiesOf(s kubeview.ServiceState) string {
 func (m *Model) forgetService(e *entry) {
 	g := m.g
 	g.gone.forgetService(e.state.Namespace, e.state.Name, nil)
-	g.arrivals.recordService(e.state.Namespace, e.state.Name, nil, time.Time{})
+	g.arrivals.recordService(e.result, nil, time.Time{})
 	g.checkers.forgetService(e.state.Namespace, e.state.Name, nil)
 	g.outcomes.forget("health-check/" + e.state.Namespace + "/" + e.state.Name + "/")
 }
@@ -600,6 +601,7 @@ func (m *Model) decide(st *State, now time.Time, all bool) {
 		p.ev = scrapeEvidence{grewAt: map[ruleKey]time.Time{}, window: m.g.cfg.ExternalIPWindow,
 			lossWindow: max(m.g.cfg.ExternalIPWindow, m.g.cfg.LossHold)}
 	}
+	p.dropped = m.g.arrivals.droppedAt
 	p.prepare(now)
 	defer m.g.arrivals.looked(now)
 	apiSeen, _ := endpointSlicesSeen(st)
@@ -615,6 +617,18 @@ func (m *Model) decide(st *State, now time.Time, all bool) {
 		}
 		m.decideOne(p, e, now)
 	}
+	if all && p.observed != nil {
+		// Each decision keeps its own destinations' dropped-since times; a pass over every Service also forgets
+		// those of destinations nobody has (what the state file carried of a Service gone while the exporter
+		// was down).
+		results := make([]*ServiceResult, 0, len(s.services))
+		for _, e := range s.services {
+			if e.result != nil {
+				results = append(results, e.result)
+			}
+		}
+		m.g.arrivals.prune(results)
+	}
 }
 
 // decideOne decides one Service and schedules its next time-driven decision.
@@ -627,7 +641,7 @@ func (m *Model) decideOne(p *pass, e *entry, now time.Time) {
 	r := p.decideService(e.state, e.checks, seen, seenGone)
 	m.g.gone.forgetService(e.state.Namespace, e.state.Name, seenGone)
 	if p.observed != nil {
-		m.g.arrivals.recordService(e.state.Namespace, e.state.Name, &r, now)
+		m.g.arrivals.recordService(e.result, &r, now)
 		m.g.checkers.warnService(&r, m.log)
 	}
 	if e.result == nil || !reflect.DeepEqual(*e.result, withRev(r, e.result.Rev)) {
