@@ -73,8 +73,10 @@ const (
 // harness starts churning then) and ends with "lt-drift: …" lines of figures.
 // It fails on any difference, on fewer than -rules.drift-min generations
 // compared, on a resync of the exporter's reader, and when the small buffer's
-// reader lost no notification (nothing tested) or lost some without
-// resynchronising.
+// reader lost no notification where notifications cover the mode (nothing
+// tested) or lost some without resynchronising. On the legacy backend, which
+// has no notifications, a difference within the reader's documented bound
+// (legacyBound) is counted apart, not failed.
 func TestOnNodeWatchEqualsFull(t *testing.T) {
 	onNode(t)
 	if *driftForFlag <= 0 {
@@ -185,6 +187,9 @@ churn:
 	for _, w := range readers {
 		say("%s: changed called %d times; watch states %s; resyncs %d; notification losses %d; differences %d",
 			w.name, w.calls.Load(), formatCounts(w.states), w.resyncs, w.r.lossEvents.Load(), w.diffs)
+		if w.bounded > 0 {
+			say("%s: %d differences while nat's GET_INFO held (legacy backend: seen within LegacyVerify, not counted)", w.name, w.bounded)
+		}
 	}
 	if err := errors.Join(syncsErr, syncsErr1); err != nil {
 		t.Logf("kube-proxy's sync count: %v", err)
@@ -198,9 +203,9 @@ churn:
 			t.Errorf("%s: %d settled comparisons differed from a full read", w.name, w.diffs)
 		case !w.lossy && w.resyncs > 0:
 			t.Errorf("%s: resynchronised %d times (notifications lost %d times): with the default buffer nothing here should overrun it", w.name, w.resyncs, w.r.lossEvents.Load())
-		case w.lossy && w.r.lossEvents.Load() == 0:
+		case w.lossy && w.r.lossEvents.Load() == 0 && scopeOf(d.mode, d.backend).covered():
 			t.Errorf("%s: lost no notification: kube-proxy's syncs were too small to overrun its buffer, the loss went untested", w.name)
-		case w.lossy && w.resyncs == 0:
+		case w.lossy && w.r.lossEvents.Load() > 0 && w.resyncs == 0:
 			t.Errorf("%s: lost notifications %d times but never resynchronised", w.name, w.r.lossEvents.Load())
 		}
 	}
@@ -218,6 +223,7 @@ type watchedReader struct {
 	states  map[string]int
 	resyncs uint64
 	diffs   int
+	bounded int // legacy backend: differences within LegacyVerify's bound (legacyBound)
 }
 
 func (w *watchedReader) start(ctx context.Context, wg *sync.WaitGroup) {
@@ -303,6 +309,13 @@ func (d *driftRun) compare() bool {
 			w.states[string(snaps[i].Watch)]++
 			w.resyncs = snaps[i].Resyncs
 			if diff := snapshotDiff(snaps[i], ref); diff != "" {
+				if d.legacyBound(w) {
+					w.bounded++
+					if w.bounded == 1 {
+						t.Logf("%s at %s differs from a full read while nat's GET_INFO is the one it was kept under (LegacyVerify's bound):\n%s", w.name, before, diff)
+					}
+					continue
+				}
 				w.diffs++
 				if w.diffs <= driftShown {
 					t.Errorf("%s at %s (watch %s, resyncs %d) differs from a full read:\n%s", w.name, before, snaps[i].Watch, snaps[i].Resyncs, diff)
@@ -313,6 +326,33 @@ func (d *driftRun) compare() bool {
 	}
 	d.unsettled++
 	return false
+}
+
+// legacyBound says whether a difference of w's snapshot from a full read is
+// the legacy backend's documented bound rather than drift: the reader keeps
+// nat while its GET_INFO (entry count, size, hooks) holds and saves it again
+// every LegacyVerify regardless (doc.go, "Steady-state reads"), so a sync
+// that keeps nat's entry count and size (two rules rewritten to two of the
+// same size) shows only then. It is the bound when every nat the reader keeps
+// still has the GET_INFO it was saved under. Called right after the read:
+// nothing else reads through w meanwhile.
+func (d *driftRun) legacyBound(w *watchedReader) bool {
+	if d.mode != ModeIPTables || d.backend != BackendLegacy {
+		return false
+	}
+	kept := false
+	for _, f := range ipFamilies {
+		c, ok := w.r.tables.byKey[f.name+"/nat"]
+		if !ok {
+			continue // not kept (nor existing: asking would create it)
+		}
+		info, err := ExecRunner{}.LegacyTableInfo(d.ctx, f.ipv6, "nat")
+		if err != nil || info != c.sig.info {
+			return false
+		}
+		kept = true
+	}
+	return kept
 }
 
 // signal reads what moves whenever the kernel's rules change: the nf_tables
