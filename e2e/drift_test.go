@@ -35,8 +35,8 @@ const (
 
 // TestRulesModelEqualsFullReadUnderChurn: the rules the exporter keeps between kube-proxy's syncs (kept
 // tables vouched for by nf_tables change notifications, re-read only where a notified change touched them)
-// stay equal to a full read through an API churn, on node-2 (iptables mode, the nft backend: the shared
-// cluster's iptables nodes all run the host's default backend, nft) and node-4 (nftables mode).
+// stay equal to a full read through an API churn, on node-2 (iptables mode with the host's default backend:
+// nft on Debian; the shared cluster has no legacy node) and node-4 (nftables mode).
 //
 // Twenty Local Services (NodePort, and LoadBalancer with ingress IPs) have endpoints on the measured nodes and
 // elsewhere; every two seconds for 70 s one changes: its endpoints on node-2 and node-4 appear or go (some not
