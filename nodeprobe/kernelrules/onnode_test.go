@@ -14,18 +14,20 @@ import (
 	"time"
 )
 
-// The tests and the benchmark in this file read the rules of the network
-// namespace they run in, written by a real kube-proxy: e2e's TestScaleRules
-// (e2e/scale_rules_test.go) builds this package's test binary and runs it with
-// `ip netns exec <node>` on its cluster's nodes, with -rules.on-node. They
-// use the reader exactly as the exporter does (ExecRunner, its change signals
-// in the process's own namespace, the /proxyMode URL of kube-proxy on
-// 127.0.0.1:10249), with the snapshot cache off so that every Read reads.
+// The tests and the benchmark in this file (and onnode_watch_test.go) read the
+// rules of the network namespace they run in, written by a real kube-proxy:
+// e2e's TestScaleRules (e2e/scale_rules_test.go) and
+// TestRulesModelEqualsFullReadUnderChurn (e2e/drift_test.go) build this
+// package's test binary and run it in their cluster's nodes' namespaces, with
+// -rules.on-node. They use the reader exactly as the exporter does
+// (ExecRunner, its change signals in the process's own namespace, the
+// /proxyMode URL of kube-proxy on 127.0.0.1:10249), with the snapshot cache
+// off so that every Read reads.
 
 // The test binary's flags with which e2e's TestScaleRules runs it on a node.
 var (
 	onNodeFlag = flag.Bool("rules.on-node", false,
-		"read the rules of the network namespace the test runs in (a node of the e2e cluster, where TestScaleRules runs it)")
+		"read the rules of the network namespace the test runs in (a node of the e2e cluster, where TestScaleRules and TestRulesModelEqualsFullReadUnderChurn run it)")
 	expectFlag = flag.String("rules.expect", "",
 		`the counts to find on the node: Service ports with rules, with a drop, with local endpoints ("ports=10000,drops=9000,local=1000")`)
 	expectWaitFlag = flag.Duration("rules.expect-wait", 0,
@@ -40,7 +42,7 @@ var (
 func onNode(tb testing.TB) {
 	tb.Helper()
 	if !*onNodeFlag {
-		tb.Skip("reads a real kube-proxy's rules in the namespace it runs in; e2e TestScaleRules runs it on its nodes (-rules.on-node)")
+		tb.Skip("reads a real kube-proxy's rules in the namespace it runs in; e2e TestScaleRules and TestRulesModelEqualsFullReadUnderChurn run it on their nodes (-rules.on-node)")
 	}
 }
 
