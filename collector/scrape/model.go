@@ -341,6 +341,9 @@ type modelState struct {
 	// statePosted is when the state was last offered to the state file.
 	statePosted time.Time
 	probes      int // health check probes in flight
+	// probeNext is the earliest time a health check probe is due (zero: none); nextWork when anything but
+	// the meter's polling is due, as of the last step (idle compares with it).
+	probeNext, nextWork time.Time
 }
 
 func newModelState() modelState {

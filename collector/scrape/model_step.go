@@ -132,6 +132,7 @@ func (m *Model) readAPI(now time.Time) {
 		for _, d := range probeFollowUps {
 			e.checkDue = append(e.checkDue, now.Add(d))
 		}
+		s.probeSoon(now)
 		if !probed(st) {
 			e.checks, e.checkDue = nil, nil
 		}
@@ -206,6 +207,15 @@ func (m *Model) probeAll(now time.Time) {
 		if probed(e.state) {
 			e.checkDue = append(e.checkDue[:0], now)
 		}
+	}
+	m.m.probeSoon(now)
+}
+
+// probeSoon says a probe is due at t: askHealthChecks looks for due probes only from the earliest such time
+// on (a pass over every Service at every step cost more than the probes).
+func (s *modelState) probeSoon(t time.Time) {
+	if s.probeNext.IsZero() || t.Before(s.probeNext) {
+		s.probeNext = t
 	}
 }
 
@@ -315,6 +325,7 @@ func (m *Model) applyRules(snap *kernelrules.Snapshot, err error) {
 			e.dirty = true
 			if probed(e.state) {
 				e.checkDue = append(e.checkDue[:0], now)
+				s.probeSoon(now)
 			}
 		}
 	}
@@ -474,16 +485,21 @@ func destOwners(services []kubeview.ServiceState) map[arrivals.Dest][]string {
 // askHealthChecks starts the health check node port probes that are due, at most Concurrency at a time.
 func (m *Model) askHealthChecks(ctx context.Context, now time.Time) {
 	s := &m.m
-	if s.apiErr != nil {
+	if s.apiErr != nil || s.probeNext.IsZero() || s.probeNext.After(now) {
 		return
 	}
 	addrOf := m.g.healthCheckAddrs(s.node, s.local, s.kpCfg)
+	var later time.Time // the earliest probe not started now
+	defer func() { s.probeNext = later }()
 	for _, k := range s.keys {
-		if s.probes >= m.g.cfg.Concurrency {
-			return
-		}
 		e := s.services[k]
-		if e == nil || e.probing || !probed(e.state) || len(e.checkDue) == 0 || e.checkDue[0].After(now) {
+		if e == nil || e.probing || !probed(e.state) || len(e.checkDue) == 0 {
+			continue
+		}
+		if e.checkDue[0].After(now) || s.probes >= m.g.cfg.Concurrency {
+			if later.IsZero() || e.checkDue[0].Before(later) {
+				later = e.checkDue[0]
+			}
 			continue
 		}
 		e.probing = true
@@ -510,6 +526,7 @@ func (m *Model) askHealthChecks(ctx context.Context, now time.Time) {
 				if len(e.checkDue) == 0 {
 					e.checkDue = append(e.checkDue, now.Add(m.stagger(e.key, m.cfg.HealthCheckSweep)))
 				}
+				s.probeSoon(e.checkDue[0])
 			}
 		})
 	}
@@ -725,7 +742,7 @@ func (m *Model) publish(st *State) {
 // the step is skipped (a step at rest would cost a pass over every Service every second for nothing).
 func (m *Model) idle(now time.Time) bool {
 	s := &m.m
-	if !s.primed || m.rulesChanged.Load() || m.addrsChanged.Load() || !m.work(now).After(now) {
+	if !s.primed || m.rulesChanged.Load() || m.addrsChanged.Load() || !s.nextWork.After(now) {
 		return false
 	}
 	if m.g.cfg.Meter == nil {
@@ -739,6 +756,7 @@ func (m *Model) idle(now time.Time) bool {
 // sweep or probe due.
 func (m *Model) next(now time.Time) time.Time {
 	next := m.work(now)
+	m.m.nextWork = next
 	if m.g.cfg.Meter != nil && now.Add(m.cfg.MeterEvery).Before(next) {
 		next = now.Add(m.cfg.MeterEvery)
 	}
@@ -773,9 +791,9 @@ func (m *Model) work(now time.Time) time.Time {
 	for _, e := range s.services {
 		cand(e.due)
 		cand(e.sweep)
-		if len(e.checkDue) > 0 && !e.probing {
-			cand(e.checkDue[0])
-		}
+	}
+	if s.probes < m.g.cfg.Concurrency {
+		cand(s.probeNext) // (with every slot taken, a probe's end wakes the model)
 	}
 	return next
 }
