@@ -12,7 +12,8 @@
 # once, each with the clusters of its own tests:
 #   controllers  the tests of the cluster with controllers (kube-controller-manager, kube-scheduler, agents)
 #   scale        the tests that bring a cluster of their own (scale, the oldest admitted Kubernetes)
-#   shared-long  the longest waits of the shared cluster (a live Prometheus' for:, the soak, a browser)
+#   shared-long  the longest waits of the shared cluster (a live Prometheus' for:, the soak, a browser, exporters
+#                side by side through a minute of churn or a scrape gap)
 #   shared       every other test, on a shared cluster of its own
 # A test that calls controllerCluster belongs to controllers, one that brings its own cluster to scale
 # (TestShardsCoverControllerTests holds these lists to the code); a new shared-cluster test lands in shared.
@@ -37,7 +38,7 @@ fi
 # The shards' tests (see above). Anchored alternations: -test.skip takes them joined with |.
 controllersShard='^(TestDrillLive|TestNodeAgentReadinessOnDemand|TestPluginDrill|TestPluginSchedulerScenarios|TestSchedulerSpreadWithoutHonor|TestSchedulerMaxSurgeParks|TestDrainLastReplica|TestScaleDown6To2|TestDaemonSetRollingUpdate|TestFidelityDaemonSetKeepsOffWindowsAndVirtualNodes|TestDeployInstallsWhereBaselineIsEnforced|TestPluginDrainCheck)$'
 scaleShard='^(TestScaleRules|TestScaleMemory|TestScaleAPILoad|TestScaleCPUBesideKubeProxy|TestOldestAdmittedKubernetes)$'
-sharedLongShard='^(TestAlertsOnLivePrometheus|TestAlertsOneNotificationPerService|TestSoak|TestLandingPageInBrowserDuringDrill)$'
+sharedLongShard='^(TestAlertsOnLivePrometheus|TestAlertsOneNotificationPerService|TestSoak|TestLandingPageInBrowserDuringDrill|TestCadenceIndependentVerdicts|TestRulesModelEqualsFullReadUnderChurn)$'
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
