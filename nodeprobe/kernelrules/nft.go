@@ -6,15 +6,17 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"slices"
 	"strconv"
 	"strings"
 )
 
-// nftResult is what `nft -j list table <family> kube-proxy` says.
+// nftResult is what `nft -j list table <family> kube-proxy` says: each
+// Service port's state, and the model they were computed from, kept for a
+// read of the objects that change later (nftrelist.go).
 type nftResult struct {
 	ports map[portKey]*PortState
 	table bool // the kube-proxy table object was present
+	model *nftModel
 }
 
 type nftObject struct {
@@ -83,17 +85,17 @@ func nftVerdictOf(raw json.RawMessage) (drop bool, target string, err error) {
 	return drop, "", nil
 }
 
+// nftNoEndpoint is one element of no-endpoint-nodeports or
+// no-endpoint-services (its key is the model's map key).
 type nftNoEndpoint struct {
-	key      string // compact JSON of the element key value
-	nodePort bool
-	comment  string
-	proto    string
-	addr     string // canonical destination address; "" in no-endpoint-nodeports
-	port     int32
-	drop     bool
-	reject   bool
-	packets  uint64
-	counted  bool // the element carries a counter (kube-proxy puts none)
+	comment string
+	proto   string
+	addr    string // canonical destination address; "" in no-endpoint-nodeports
+	port    int32
+	drop    bool
+	reject  bool
+	packets uint64
+	counted bool // the element carries a counter (kube-proxy puts none)
 }
 
 // parseNFTJSON reads `nft -j list table ip|ip6 kube-proxy`. Output it cannot read
@@ -106,12 +108,7 @@ func parseNFTJSON(data []byte) (*nftResult, error) {
 // array are decoded one at a time, so the listing is never held whole (the
 // biggest object, the service-ips map, is one element per Service port).
 func parseNFTJSONFrom(r io.Reader) (*nftResult, error) {
-	p := &nftParse{
-		res:       &nftResult{ports: map[portKey]*PortState{}},
-		external:  map[string]portKey{},
-		nodePorts: map[string]portKey{},
-		localEPs:  map[portKey]map[Endpoint]bool{},
-	}
+	p := &nftParse{model: newNFTModel(), local: map[string]*nftLocalAcc{}}
 	dec := json.NewDecoder(r)
 	if err := nftDelim(dec, '{'); err != nil {
 		return nil, err
@@ -155,64 +152,14 @@ func parseNFTJSONFrom(r io.Reader) (*nftResult, error) {
 	if !array {
 		return nil, fmt.Errorf("nft JSON without an nftables array")
 	}
-	res, localEPs := p.res, p.localEPs
-	if !res.table {
+	m := p.model
+	if !m.table {
 		return nil, fmt.Errorf("nft JSON has no kube-proxy table")
 	}
-	for k, set := range localEPs {
-		st := stateFor(res.ports, k)
-		st.Programmed = true
-		st.LocalEndpoints = len(set)
-		st.Endpoints = make([]Endpoint, 0, len(set))
-		for e := range set {
-			st.Endpoints = append(st.Endpoints, e)
-		}
-		slices.SortFunc(st.Endpoints, compareEndpoints)
+	for chain, acc := range p.local {
+		m.setLocal(chain, acc.port, acc.set, acc.rules)
 	}
-	for _, ne := range p.noEP {
-		k, ok := p.elementPort(ne)
-		if !ok {
-			continue
-		}
-		st := stateFor(res.ports, k)
-		st.Programmed = true
-		switch {
-		case ne.reject:
-			st.Reject = true
-		case ne.drop:
-			st.addDrop(DropRule{Address: ne.addr, Port: ne.port, Packets: ne.packets, Counted: ne.counted})
-		}
-	}
-	return res, nil
-}
-
-// elementPort names the Service port a no-endpoint-* element belongs to, by its key (protocol, address and
-// port), not by its comment: kube-proxy (v1.37, truncateNFTablesComment) cuts element comments to nftables'
-// 128 bytes, and "ns/name:port" reaches 143. A drop means the port has endpoints elsewhere, so kube-proxy
-// also dispatched the same key to the port's external-* chain (service-nodeports for a NodePort,
-// service-ips for an address), whose name is not truncated: that chain names the port. A drop on an address
-// service-ips does not send to an external-* chain is internalTrafficPolicy=Local on the cluster IP, not
-// external traffic, and is not the port's. A reject (no endpoints anywhere) has no dispatch entry: only its
-// comment names the port, and a comment of 128 bytes may have been cut, so it is not trusted.
-func (p *nftParse) elementPort(ne nftNoEndpoint) (portKey, bool) {
-	if ne.drop && !ne.reject {
-		dispatch := p.external
-		if ne.nodePort {
-			dispatch = p.nodePorts
-		}
-		if k, ok := dispatch[ne.key]; ok {
-			return k, true
-		}
-		if !ne.nodePort {
-			return portKey{}, false
-		}
-		// A NodePort drop always has its dispatch entry in what kube-proxy writes; without one only the
-		// comment is left.
-	}
-	if ne.comment == "" || ne.proto == "" || strings.IndexByte(ne.comment, '/') <= 0 || len(ne.comment) >= nftCommentMax {
-		return portKey{}, false
-	}
-	return hashKey(ne.comment, ne.proto), true
+	return &nftResult{ports: m.ports(), table: true, model: m}, nil
 }
 
 // nftCommentMax is the longest comment nftables keeps (NFTNL_UDATA_COMMENT_MAXLEN, knftables.CommentLengthMax):
@@ -221,11 +168,15 @@ const nftCommentMax = 128
 
 // nftParse is what parseNFTJSONFrom gathers across the listing's objects.
 type nftParse struct {
-	res       *nftResult
-	noEP      []nftNoEndpoint
-	external  map[string]portKey // service-ips keys that lead to an external-* chain, and its port
-	nodePorts map[string]portKey // service-nodeports keys, and the port of the external-* chain they lead to
-	localEPs  map[portKey]map[Endpoint]bool
+	model *nftModel
+	local map[string]*nftLocalAcc // the local-* chains' rules so far
+}
+
+// nftLocalAcc is what the rules of one local-* chain listed so far send to.
+type nftLocalAcc struct {
+	port  portKey
+	set   map[Endpoint]bool
+	rules int
 }
 
 func nftDelim(dec *json.Decoder, want json.Delim) error {
@@ -241,49 +192,42 @@ func nftDelim(dec *json.Decoder, want json.Delim) error {
 
 // object takes one object of the nftables array.
 func (p *nftParse) object(o nftObject) error {
-	res, localEPs := p.res, p.localEPs
+	m := p.model
 	switch {
 	case o.Table != nil:
 		if o.Table.Name == "kube-proxy" {
-			res.table = true
+			m.table = true
 		}
 	case o.Map != nil:
-		switch o.Map.Name {
-		case "no-endpoint-nodeports", "no-endpoint-services":
-			for i, e := range o.Map.Elem {
-				ne, err := nftNoEndpointElem(e)
+		mp, ok := nftModelMaps[o.Map.Name]
+		if !ok {
+			return nil
+		}
+		for i, e := range o.Map.Elem {
+			if mp.noEP {
+				ne, compact, err := nftNoEndpointElem(e)
 				if err != nil {
 					return fmt.Errorf("map %s element %d: %w", o.Map.Name, i, err)
 				}
-				ne.nodePort = o.Map.Name == "no-endpoint-nodeports"
-				p.noEP = append(p.noEP, ne)
+				m.noEP[mp.index][p.key(compact, mp.withAddr, &ne)] = ne
+				continue
 			}
-		case "service-ips", "service-nodeports":
-			dispatch := p.external
-			if o.Map.Name == "service-nodeports" {
-				dispatch = p.nodePorts
+			if len(e) != 2 {
+				return fmt.Errorf("map %s element %d: %d parts, want key and verdict", o.Map.Name, i, len(e))
 			}
-			for i, e := range o.Map.Elem {
-				if len(e) != 2 {
-					return fmt.Errorf("map %s element %d: %d parts, want key and verdict", o.Map.Name, i, len(e))
-				}
-				val, _, _, err := nftElemVal(e[0])
-				if err != nil {
-					return fmt.Errorf("map %s element %d: %w", o.Map.Name, i, err)
-				}
-				_, target, err := nftVerdictOf(e[1])
-				if err != nil {
-					return fmt.Errorf("map %s element %d: %w", o.Map.Name, i, err)
-				}
-				// Only external traffic's entries: a cluster IP's lead to service-* or local-*.
-				if prefix, k, ok := nftServiceChain(target); ok && prefix == "external-" {
-					dispatch[val] = k
-				}
+			val, _, _, err := nftElemVal(e[0])
+			if err != nil {
+				return fmt.Errorf("map %s element %d: %w", o.Map.Name, i, err)
 			}
+			_, target, err := nftVerdictOf(e[1])
+			if err != nil {
+				return fmt.Errorf("map %s element %d: %w", o.Map.Name, i, err)
+			}
+			m.dispatch[mp.index][p.key(val, mp.withAddr, nil)] = target
 		}
 	case o.Chain != nil:
 		if _, k, ok := nftServiceChain(o.Chain.Name); ok {
-			stateFor(res.ports, k).Programmed = true
+			m.chains[o.Chain.Name] = k
 		}
 	case o.Rule != nil:
 		prefix, k, ok := nftServiceChain(o.Rule.Chain)
@@ -294,14 +238,34 @@ func (p *nftParse) object(o nftObject) error {
 		if err := json.Unmarshal(o.Rule.Expr, &expr); err != nil {
 			return fmt.Errorf("rule in %s: %w", o.Rule.Chain, err)
 		}
-		set := localEPs[k]
-		if set == nil {
-			set = map[Endpoint]bool{}
-			localEPs[k] = set
+		acc := p.local[o.Rule.Chain]
+		if acc == nil {
+			acc = &nftLocalAcc{port: k, set: map[Endpoint]bool{}}
+			p.local[o.Rule.Chain] = acc
 		}
-		collectEndpointTargets(expr, set)
+		acc.rules++
+		collectEndpointTargets(expr, acc.set)
 	}
 	return nil
+}
+
+// key is a listed element's key in the model. One not in the shape of
+// kube-proxy's maps is kept as its JSON and makes the model opaque; a
+// no-endpoint element (ne) then says of its destination what its key's parts
+// spell (nftNoEndpointDest), else what the decoded key says.
+func (p *nftParse) key(compact string, withAddr bool, ne *nftNoEndpoint) nftKey {
+	k, ok := nftKeyFromJSON(compact, withAddr)
+	if !ok {
+		p.model.opaque = true
+		if ne != nil {
+			nftNoEndpointDest(compact, ne)
+		}
+		return nftKey{raw: compact}
+	}
+	if ne != nil {
+		k.fill(ne)
+	}
+	return k
 }
 
 // nftElemVal returns the compact key value, its comment and counter packets.
@@ -331,54 +295,60 @@ func nftElemValCounted(raw json.RawMessage) (val, comment string, packets uint64
 	return buf.String(), comment, packets, counted, nil
 }
 
-func nftNoEndpointElem(e []json.RawMessage) (nftNoEndpoint, error) {
-	var ne nftNoEndpoint
+// nftNoEndpointElem reads one no-endpoint element: what it does, its comment
+// and counter, and its key (compact JSON), which nftParse.key decodes.
+func nftNoEndpointElem(e []json.RawMessage) (ne nftNoEndpoint, key string, err error) {
 	if len(e) != 2 {
-		return ne, fmt.Errorf("%d parts, want key and verdict", len(e))
+		return ne, "", fmt.Errorf("%d parts, want key and verdict", len(e))
 	}
-	var err error
-	ne.key, ne.comment, ne.packets, ne.counted, err = nftElemValCounted(e[0])
+	key, ne.comment, ne.packets, ne.counted, err = nftElemValCounted(e[0])
 	if err != nil {
-		return ne, err
+		return ne, "", err
 	}
-	// Keys are "proto . port" (no-endpoint-nodeports) or "addr . proto . port"
-	// (no-endpoint-services): the protocol is the part that names one, the port
-	// the number after it, the address the part before it.
+	drop, target, err := nftVerdictOf(e[1])
+	if err != nil {
+		return ne, "", err
+	}
+	ne.drop = drop
+	ne.reject = target == "reject-chain"
+	return ne, key, nil
+}
+
+// nftNoEndpointDest reads the destination of a key not in the shape of
+// kube-proxy's maps from its parts: the protocol is the part that names one,
+// the port the number after it, the address the part before it (keys are
+// "proto . port" in no-endpoint-nodeports, "addr . proto . port" in
+// no-endpoint-services).
+func nftNoEndpointDest(compact string, ne *nftNoEndpoint) {
 	var key struct {
 		Concat []json.RawMessage `json:"concat"`
 	}
-	if json.Unmarshal([]byte(ne.key), &key) == nil {
-		for i, p := range key.Concat {
-			var s string
-			if json.Unmarshal(p, &s) != nil || (s != "tcp" && s != "udp" && s != "sctp") {
-				continue
+	if json.Unmarshal([]byte(compact), &key) != nil {
+		return
+	}
+	for i, p := range key.Concat {
+		var s string
+		if json.Unmarshal(p, &s) != nil || (s != "tcp" && s != "udp" && s != "sctp") {
+			continue
+		}
+		ne.proto = s
+		if i+1 < len(key.Concat) {
+			var port uint16
+			if json.Unmarshal(key.Concat[i+1], &port) == nil {
+				ne.port = int32(port)
 			}
-			ne.proto = s
-			if i+1 < len(key.Concat) {
-				var port uint16
-				if json.Unmarshal(key.Concat[i+1], &port) == nil {
-					ne.port = int32(port)
-				}
-			}
-			if i > 0 {
-				var a string
-				if json.Unmarshal(key.Concat[i-1], &a) == nil {
-					if addr, err := netip.ParseAddr(a); err == nil {
-						ne.addr = addr.String()
-					} else {
-						ne.addr = a // not an address nft would print; kept as written
-					}
+		}
+		if i > 0 {
+			var a string
+			if json.Unmarshal(key.Concat[i-1], &a) == nil {
+				if addr, err := netip.ParseAddr(a); err == nil {
+					ne.addr = addr.String()
+				} else {
+					ne.addr = a // not an address nft would print; kept as written
 				}
 			}
 		}
 	}
-	drop, target, err := nftVerdictOf(e[1])
-	if err != nil {
-		return ne, err
-	}
-	ne.drop = drop
-	ne.reject = target == "reject-chain"
-	return ne, nil
 }
 
 // nftServiceChain parses "<prefix><HASH8>-<ns>/<name>/<proto>/<port>" chain names

@@ -45,7 +45,7 @@ func (r *reader) readNFT(ctx context.Context) (*Snapshot, error) {
 		if c.absent {
 			continue // no such table: family not programmed
 		}
-		// The parsed states (Drops sorted once, in listNFTTable) are shared by
+		// The parsed states (Drops sorted once, in nftModel.ports) are shared by
 		// the snapshots made from them: snapshots are immutable.
 		snap.Families = append(snap.Families, f.name)
 		snap.fams = append(snap.fams, familyPorts{name: f.name, ports: c.nft.ports})
@@ -84,9 +84,6 @@ func (r *reader) listNFTTable(ctx context.Context, nft, fam string) (cachedTable
 			return cachedTable{absent: true}, nil
 		}
 		return cachedTable{}, fmt.Errorf("reading nftables table %s kube-proxy: %w", fam, err)
-	}
-	for _, st := range res.ports {
-		sortDrops(st.Drops)
 	}
 	return cachedTable{nft: res}, nil
 }
