@@ -142,6 +142,11 @@ type reader struct {
 	resyncs atomic.Uint64
 	// lossEvents counts the watcher's losses of notifications.
 	lossEvents atomic.Uint64
+	// relists counts the tables brought up to date by reading only the
+	// objects notifications named (nftables mode), relistDumps the netlink
+	// requests they made: for tests and benchmarks.
+	relists     atomic.Uint64
+	relistDumps atomic.Uint64
 }
 
 // scopeNow is the scope of the mode and backend read last.

@@ -108,6 +108,7 @@ type nftWatch struct {
 	subscribed bool // notifications are received and accounted for
 	baseline   bool // a baseline has been set since subscribing (view valid)
 	view       watchView
+	changes    [2]changeLog  // per family: what the relevant transactions changed, by name
 	advanced   chan struct{} // closed (and replaced) whenever view moves
 	scope      watchScope    // the scope the accounting follows
 	subs       map[*watchSub]struct{}
@@ -473,7 +474,7 @@ func (w *nftWatch) commit(acct *txAccount, gen uint32) {
 	w.mu.Lock()
 	accept := genAfter(gen, w.view.gen)
 	w.mu.Unlock()
-	changed, touched := acct.end(accept)
+	j := acct.end(accept)
 	w.messages.Store(acct.messages)
 	if !accept {
 		return
@@ -482,23 +483,105 @@ func (w *nftWatch) commit(acct *txAccount, gen uint32) {
 	relevant := false
 	w.mu.Lock()
 	w.view.gen = gen
-	for fi := range changed {
-		if changed[fi] {
+	for fi := range j.changed {
+		if j.changed[fi] {
 			w.view.lastRelevant[fi] = gen
+			w.changes[fi].add(gen, j.names[fi])
 			relevant = true
 		}
-		for c := range touched[fi] {
-			if touched[fi][c] {
+		for c := range j.touched[fi] {
+			if j.touched[fi][c] {
 				w.view.lastTouch[fi][c] = gen
 			}
 		}
 	}
 	w.advanceLocked()
 	w.mu.Unlock()
-	w.r.opts.Logger.Debug("nf_tables transaction", "generation", gen, "relevant", changed, "counterChainsRewritten", touched)
+	w.r.opts.Logger.Debug("nf_tables transaction", "generation", gen, "relevant", j.changed, "counterChainsRewritten", j.touched,
+		"changedIPv4", j.names[0], "changedIPv6", j.names[1])
 	if relevant {
 		w.notify()
 	}
+}
+
+// maxLoggedNames bounds, per family, the names the watcher keeps of the
+// relevant transactions since the oldest a read may ask about; past it the
+// oldest are forgotten, and a read whose tables were saved before them saves
+// or lists them whole.
+const maxLoggedNames = 512
+
+// changeLog is one family's record of what relevant transactions changed, by
+// name: complete for every transaction after generation from.
+type changeLog struct {
+	from    uint32
+	entries []changeEntry // oldest first, all after from
+	names   int           // objects in entries
+}
+
+type changeEntry struct {
+	gen  uint32
+	objs []objName
+}
+
+// reset forgets every entry: what changed up to gen cannot be named.
+func (l *changeLog) reset(gen uint32) {
+	*l = changeLog{from: gen}
+}
+
+// add records a relevant transaction; one whose objects cannot be named
+// resets the log at its generation.
+func (l *changeLog) add(gen uint32, n txNames) {
+	if n.unnamed {
+		l.reset(gen)
+		return
+	}
+	l.entries = append(l.entries, changeEntry{gen: gen, objs: n.objs})
+	l.names += len(n.objs)
+	drop := 0
+	for l.names > maxLoggedNames && drop < len(l.entries) {
+		l.names -= len(l.entries[drop].objs)
+		l.from = l.entries[drop].gen
+		drop++
+	}
+	if drop > 0 {
+		l.entries = append(l.entries[:0:0], l.entries[drop:]...)
+	}
+}
+
+// since returns the objects that relevant transactions after generation g
+// changed, each once; false when they cannot all be named.
+func (l *changeLog) since(g uint32) ([]objName, bool) {
+	if genAfter(l.from, g) {
+		return nil, false
+	}
+	var out []objName
+	seen := map[objName]bool{}
+	for _, e := range l.entries {
+		if !genAfter(e.gen, g) {
+			continue
+		}
+		for _, o := range e.objs {
+			if !seen[o] {
+				seen[o] = true
+				out = append(out, o)
+			}
+		}
+	}
+	return out, true
+}
+
+// changedSince names the objects of family fi that relevant transactions
+// after generation g changed — up to the last transaction the watcher has
+// judged, which may be past the generation a view was awaited at; false when
+// it cannot name them all (notifications lost, a rebase, a transaction whose
+// objects were not named, or more names than it keeps since g).
+func (w *nftWatch) changedSince(fi int, g uint32) ([]objName, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.subscribed || !w.baseline {
+		return nil, false
+	}
+	return w.changes[fi].since(g)
 }
 
 // rebase drains what is queued (a lost stream's rest, or transactions
@@ -546,6 +629,9 @@ func (w *nftWatch) rebase(ctx context.Context, acct *txAccount, raw syscall.RawC
 	w.view.gen = gen
 	w.view.lastRelevant = [2]uint32{gen, gen}
 	w.view.lastTouch = [2][2]uint32{{gen, gen}, {gen, gen}}
+	for fi := range w.changes {
+		w.changes[fi].reset(gen)
+	}
 	w.advanceLocked()
 	w.mu.Unlock()
 	if lost || drained {

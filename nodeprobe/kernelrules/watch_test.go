@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -376,12 +377,20 @@ func changedSet(names []string) map[string]bool {
 }
 
 // TestWatchNFTables: nftables mode (v1.37's layout: a local chain with two
-// local endpoints DNATs through an anonymous numgen map) with Watch running:
-// kube-proxy's partial sync for remote endpoint churn — the Services' chains
-// added again, flushed and refilled, their anonymous maps created anew — is
-// notified as irrelevant and the next Read lists nothing; a local endpoint's
-// removal (a drop element added, the local chain flushed, then deleted a
-// transaction later) is notified and read.
+// local endpoints DNATs through an anonymous numgen map) with Watch running,
+// its table rewritten as kube-proxy's partial syncs rewrite it. A sync for
+// remote endpoint churn — the Services' chains added again, flushed and
+// refilled, their anonymous maps created anew — is notified as irrelevant and
+// the next Read lists nothing. Every relevant one is notified, and the Read
+// after it lists no table: it reads again, over netlink, only the objects the
+// notifications named and the chains they reveal, and equals a full read —
+// a local endpoint removed (a drop element added, the local chain flushed,
+// then deleted a transaction later) and added back (the chain created anew,
+// which is not notified by itself), local endpoints moved, Services created
+// (a ClusterIP one's only chain found through the service-ips entry that
+// sends to it) and deleted, an element of each map changed (a load balancer IP, a
+// NodePort, a firewall-ips entry with its firewall chain). A sync that
+// touches more objects than a transaction names is listed whole.
 func TestWatchNFTables(t *testing.T) {
 	requireRoot(t)
 	ns := newNetns(t)
@@ -392,6 +401,7 @@ func TestWatchNFTables(t *testing.T) {
 	run := &countingRunner{NetnsRunner: NetnsRunner{Namespace: ns}}
 	var logs logBuffer
 	r := NewReader(Options{Mode: ModeNFTables, Runner: run, CacheTTL: -1, Logger: logs.logger()})
+	rd := r.(*reader)
 	watch := startWatch(t, r)
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -412,7 +422,7 @@ func TestWatchNFTables(t *testing.T) {
 	read()
 	watch.drain()
 	var stale map[bool][]string
-	sync := func(after map[bool][]genService, changed []string) {
+	sync := func(after map[bool][]genService, changed ...string) {
 		t.Helper()
 		stale = map[bool][]string{}
 		for _, v6 := range []bool{false, true} {
@@ -422,13 +432,46 @@ func TestWatchNFTables(t *testing.T) {
 		}
 		before = after
 	}
+	each := func(f func(v6 bool, svcs []genService) []genService) map[bool][]genService {
+		return map[bool][]genService{false: f(false, before[false]), true: f(true, before[true])}
+	}
+	// step reads after a relevant change: changed was called, the Read listed
+	// wantLists tables (none: read in part) and equals a full read.
+	step := func(what string, wantLists int) *Snapshot {
+		t.Helper()
+		if !watch.waitCall(5 * time.Second) {
+			t.Fatalf("%s: changed not called within 5 s", what)
+		}
+		lists, relists := run.saves(), rd.relists.Load()
+		snap := read()
+		if n := run.saves() - lists; n != wantLists {
+			t.Errorf("%s: the Read listed %d tables, want %d", what, n, wantLists)
+		}
+		if wantLists == 0 && rd.relists.Load() == relists {
+			t.Errorf("%s: the Read read nothing in part", what)
+		}
+		if snap.Watch != WatchNotified || snap.Resyncs != 0 {
+			t.Errorf("%s: Snapshot.Watch %q, Resyncs %d; want %q, 0", what, snap.Watch, snap.Resyncs, WatchNotified)
+		}
+		if d := snapshotDiff(snap, fullRead(t, ns, ModeNFTables)); d != "" {
+			t.Errorf("%s: the Read differs from a full read:\n%s", what, d)
+		}
+		watch.drain()
+		return snap
+	}
+	deleteStale := func() {
+		t.Helper()
+		for _, v6 := range []bool{false, true} {
+			if len(stale[v6]) > 0 {
+				nsRun(t, ns, []byte(nftStaleDelete(v6, stale[v6])), "nft", "-f", "-")
+			}
+		}
+	}
 
 	for round := range 2 {
-		after := map[bool][]genService{}
-		for _, v6 := range []bool{false, true} {
-			after[v6] = remoteChurn(before[v6], round+1, "kubelings/checkout", "kubelings/web")
-		}
-		sync(after, []string{"kubelings/checkout", "kubelings/web"})
+		sync(each(func(_ bool, s []genService) []genService {
+			return remoteChurn(s, round+1, "kubelings/checkout", "kubelings/web")
+		}), "kubelings/checkout", "kubelings/web")
 		saves := run.saves()
 		snap := read()
 		if n := run.saves() - saves; n != 0 {
@@ -445,38 +488,124 @@ func TestWatchNFTables(t *testing.T) {
 		}
 	}
 
-	after := map[bool][]genService{false: noLocal(before[false], "kubelings/web"), true: noLocal(before[true], "kubelings/web")}
-	sync(after, []string{"kubelings/web"})
+	web := scenario(false)[1]
+	withWeb := before
+	sync(each(func(_ bool, s []genService) []genService { return noLocal(s, "kubelings/web") }), "kubelings/web")
 	if len(stale[false]) == 0 {
 		t.Fatal("web's local chain is not stale after its local endpoints went: the test proves nothing")
 	}
-	if !watch.waitCall(5 * time.Second) {
-		t.Fatal("a local endpoint removed: changed not called within 5 s")
-	}
-	saves := run.saves()
-	snap := read()
-	if n := run.saves() - saves; n != 2 {
-		t.Errorf("a relevant sync, then a Read that listed %d tables; want 2", n)
-	}
-	web := scenario(false)[1].servicePort()
-	if st := snap.Family(web, FamilyIPv4); !st.Drop || st.LocalEndpoints != 0 {
+	snap := step("web's local endpoints removed", 0)
+	if st := snap.Family(web.servicePort(), FamilyIPv4); !st.Drop || st.LocalEndpoints != 0 {
 		t.Errorf("web after its local endpoints went: %+v, want a drop and no local endpoint", st)
 	}
-	if d := snapshotDiff(snap, fullRead(t, ns, ModeNFTables)); d != "" {
-		t.Errorf("the Read after a relevant sync differs from a full read:\n%s", d)
-	}
 	// kube-proxy deletes the flushed chain a second later: a Service chain
-	// gone is a change (Programmed), read again.
-	watch.drain()
+	// gone is a change (Programmed).
+	deleteStale()
+	step("web's stale local chain deleted", 0)
+
+	// The local endpoints come back: local-web is created (not notified by
+	// itself), external-web jumps to it, the drop goes.
+	sync(map[bool][]genService{false: withWeb[false], true: withWeb[true]}, "kubelings/web")
+	snap = step("web's local endpoints back", 0)
+	if st := snap.Family(web.servicePort(), FamilyIPv4); st.Drop || st.LocalEndpoints != 2 {
+		t.Errorf("web after its local endpoints came back: %+v, want no drop and 2 local endpoints", st)
+	}
+	// One local endpoint replaced by another: the numgen map rewritten.
+	sync(each(func(_ bool, s []genService) []genService {
+		out := slices.Clone(s)
+		out[1].eps = slices.Clone(out[1].eps)
+		out[1].eps[0].ip = bumpAddr(out[1].eps[0].ip, 50)
+		return out
+	}), "kubelings/web")
+	step("one of web's local endpoints replaced", 0)
+
+	// A Service created: its chains are found through the dispatch entries
+	// that send to them.
+	fresh := func(v6 bool) genService {
+		s := scenario(v6)[1]
+		s.name, s.nodePort = "fresh", 30191
+		s.clusterIP, s.lbIPs = bumpAddr(s.clusterIP, 91), []string{bumpAddr(scenario(v6)[0].lbIPs[0], 91)}
+		s.eps = []genEndpoint{{ip: bumpAddr(s.eps[0].ip, 91), port: 8080, local: true}, {ip: bumpAddr(s.eps[2].ip, 91), port: 8080}}
+		return s
+	}
+	// A ClusterIP Service has only its service-* chain: no rule of it counts,
+	// and only service-ips sends to it.
+	plain := func(v6 bool) genService {
+		s := scenario(v6)[3]
+		s.name, s.clusterIP = "plain", bumpAddr(s.clusterIP, 92)
+		return s
+	}
+	sync(each(func(v6 bool, s []genService) []genService { return append(slices.Clone(s), plain(v6), fresh(v6)) }),
+		"kubelings/fresh", "kube-system/plain")
+	snap = step("Services created", 0)
+	if st := snap.Family(fresh(false).servicePort(), FamilyIPv4); !st.Programmed || st.LocalEndpoints != 1 {
+		t.Errorf("the new Service: %+v, want programmed with 1 local endpoint", st)
+	}
+	if st := snap.Family(plain(false).servicePort(), FamilyIPv4); !st.Programmed {
+		t.Errorf("the new ClusterIP Service: %+v, want programmed", st)
+	}
+
+	// An element of each map changed: checkout's load balancer IP moves
+	// (service-ips, no-endpoint-services), fresh's NodePort moves
+	// (service-nodeports; no-endpoint-nodeports moved above), and a
+	// firewall-ips entry comes with its firewall chain.
+	sync(each(func(_ bool, s []genService) []genService {
+		out := slices.Clone(s)
+		out[0].lbIPs = []string{bumpAddr(out[0].lbIPs[0], 7)}
+		out[len(out)-1].nodePort = 30192
+		return out
+	}), "kubelings/checkout", "kubelings/fresh")
+	step("a load balancer IP and a NodePort moved", 0)
 	for _, v6 := range []bool{false, true} {
-		nsRun(t, ns, []byte(nftStaleDelete(v6, stale[v6])), "nft", "-f", "-")
+		fam, ip := "ip", "ip"
+		if v6 {
+			fam, ip = "ip6", "ip6"
+		}
+		f := fresh(v6)
+		fw := strings.Replace(nftChainOf("external-", f), "external-", "firewall-", 1)
+		nsRun(t, ns, []byte(fmt.Sprintf("add chain %s kube-proxy %s\nadd rule %s kube-proxy %s %s saddr != { %s } drop\nadd element %s kube-proxy firewall-ips { %s . tcp . 80 : goto %s }\n",
+			fam, fw, fam, fw, ip, f.eps[0].ip, fam, f.lbIPs[0], fw)), "nft", "-f", "-")
 	}
-	if !watch.waitCall(5 * time.Second) {
-		t.Error("a local chain deleted: changed not called within 5 s")
+	step("a firewall-ips entry and its chain added", 0)
+
+	// The Service deleted: its elements go and its chains are flushed, then
+	// deleted a transaction later.
+	for _, v6 := range []bool{false, true} {
+		fam := "ip"
+		if v6 {
+			fam = "ip6"
+		}
+		nsRun(t, ns, []byte(fmt.Sprintf("flush map %s kube-proxy firewall-ips\ndelete chain %s kube-proxy %s\n",
+			fam, fam, strings.Replace(nftChainOf("external-", fresh(v6)), "external-", "firewall-", 1))), "nft", "-f", "-")
 	}
-	if d := snapshotDiff(read(), fullRead(t, ns, ModeNFTables)); d != "" {
-		t.Errorf("the Read after the stale chain's deletion differs from a full read:\n%s", d)
+	step("the firewall entry and chain removed", 0)
+	sync(each(func(_ bool, s []genService) []genService { return slices.Clone(s[:len(s)-2]) }), "kubelings/fresh", "kube-system/plain")
+	if len(stale[false]) == 0 {
+		t.Fatal("no stale chain after a Service's deletion: the test proves nothing")
 	}
+	snap = step("Services deleted, their chains flushed", 0)
+	if st := snap.Family(fresh(false).servicePort(), FamilyIPv4); !st.Programmed {
+		t.Errorf("the deleted Service's flushed chains still exist: %+v, want programmed", st)
+	}
+	deleteStale()
+	snap = step("the deleted Services' chains deleted", 0)
+	for _, s := range []genService{fresh(false), plain(false)} {
+		if st := snap.Family(s.servicePort(), FamilyIPv4); st.Programmed {
+			t.Errorf("the deleted Service %s: %+v, want nothing", s.name, st)
+		}
+	}
+
+	// More Services than one transaction names, in IPv4 only: IPv4 is
+	// listed whole, IPv6 kept.
+	var many []genService
+	for i := range maxTxObjects {
+		s := fresh(false)
+		s.name, s.nodePort, s.lbIPs = fmt.Sprintf("many%d", i), 0, nil
+		s.clusterIP = fmt.Sprintf("10.96.%d.%d", 10+i/250, i%250+1)
+		many = append(many, s)
+	}
+	sync(map[bool][]genService{false: append(slices.Clone(before[false]), many...), true: before[true]}, namesOf(many)...)
+	step("many Services created", 1)
 }
 
 // TestWatchOverrun: notifications lost to a receive buffer overrun (a tiny

@@ -286,8 +286,8 @@ func BenchmarkNotificationDecode(b *testing.B) {
 				for _, g := range grams {
 					forEachMessage(g, func(htype uint16, data []byte) {
 						if _, ok := acct.message(htype, data); ok {
-							ch, _ := acct.end(true)
-							changedAny = changedAny || ch[0] || ch[1]
+							j := acct.end(true)
+							changedAny = changedAny || j.changed[0] || j.changed[1]
 						}
 					})
 				}

@@ -62,8 +62,8 @@ func TestNotificationShapes(t *testing.T) {
 		var changed [2]bool
 		forEachMessage(datagram, func(h uint16, d []byte) {
 			if _, ok := acct.message(h, d); ok {
-				c, _ := acct.end(true)
-				changed[0], changed[1] = changed[0] || c[0], changed[1] || c[1]
+				j := acct.end(true)
+				changed[0], changed[1] = changed[0] || j.changed[0], changed[1] || j.changed[1]
 			}
 		})
 		return changed
@@ -104,10 +104,10 @@ func FuzzNFTNotification(f *testing.F) {
 			acct.scope = scope
 			forEachMessage(data, func(h uint16, d []byte) {
 				if _, ok := acct.message(h, d); ok {
-					acct.end(true)
+					checkNames(t, acct.end(true))
 				}
 			})
-			acct.end(true)
+			checkNames(t, acct.end(true))
 		}
 		_ = ruleIdentityOf(data)
 		_ = forEachElem(data, func(uint64) {})
@@ -127,8 +127,23 @@ func FuzzNFTNotification(f *testing.F) {
 		acct.scope = scopeOf(ModeIPTables, BackendNFT)
 		acct.message(unix.NFNL_SUBSYS_NFTABLES<<8|unix.NFT_MSG_DELRULE, payload)
 		acct.message(unix.NFNL_SUBSYS_NFTABLES<<8|unix.NFT_MSG_NEWRULE, payload)
-		if changed, _ := acct.end(true); changed[0] || changed[1] {
+		if j := acct.end(true); j.changed[0] || j.changed[1] {
 			t.Errorf("a rule deleted and added again counted as a change: %x", data)
 		}
 	})
+}
+
+// checkNames holds a judgement's names to its verdict: a family that changed
+// names what did (or says it cannot), one that did not names nothing.
+func checkNames(t *testing.T, j txJudgement) {
+	t.Helper()
+	for fi := range j.changed {
+		n := j.names[fi]
+		switch {
+		case j.changed[fi] && !n.unnamed && len(n.objs) == 0:
+			t.Errorf("family %d changed, and nothing named", fi)
+		case !j.changed[fi] && (n.unnamed || len(n.objs) > 0):
+			t.Errorf("family %d unchanged, and names %+v", fi, n)
+		}
+	}
 }

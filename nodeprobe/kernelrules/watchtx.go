@@ -18,6 +18,12 @@ const (
 	// transactions: those a relevant rule refers to (a local-* chain with two
 	// or more local endpoints). Past it, deleting such a rule counts as a change.
 	maxKeptAnon = 1 << 17
+	// maxTxObjects bounds, per family, the relevant objects one transaction
+	// follows by name. A partial sync touches a few per Service it rewrites
+	// (nftables mode: its local-* and external-* chains, a map or two), a full
+	// sync every one; past the bound the transaction's objects are not named
+	// and a read saves or lists the family's tables whole.
+	maxTxObjects = 256
 )
 
 // famTx is one family's share of the transaction in flight.
@@ -36,9 +42,129 @@ type famTx struct {
 	flagged bool
 	// touched: a rule of a counter chain was added or deleted, even unchanged.
 	touched [2]bool
+	// objs are the relevant objects the transaction added or deleted content
+	// of, each with its own share of sum and n: the family's sums say whether
+	// anything changed, these which objects did (a chain refilled as it was
+	// nets to zero on its own). tabs indexes them by table, kind and name.
+	// unnamed: the objects that changed cannot be named (past maxTxObjects, a
+	// table created or deleted, a message that did not decode).
+	objs    []txObject
+	tabs    []txTable
+	unnamed bool
 }
 
 func (f *famTx) changed() bool { return f.flagged || f.sum != 0 || f.n != 0 }
+
+// objName names an nf_tables object whose content a read may depend on: a
+// chain (its rules, and whether it exists) or a named set or map (its elements).
+type objName struct {
+	table string
+	set   bool
+	name  string
+}
+
+// txObject is one relevant object's share of its family's transaction sums.
+type txObject struct {
+	name    objName
+	sum     uint64
+	n       int64
+	flagged bool
+}
+
+func (o *txObject) changed() bool { return o.flagged || o.sum != 0 || o.n != 0 }
+
+// add counts one item the transaction added (or, with add false, deleted).
+func (o *txObject) add(it uint64, add bool) {
+	if o == nil {
+		return
+	}
+	if add {
+		o.sum += it
+		o.n++
+	} else {
+		o.sum -= it
+		o.n--
+	}
+}
+
+func (o *txObject) flag() {
+	if o != nil {
+		o.flagged = true
+	}
+}
+
+// txTable indexes a table's objects in famTx.objs, chains and sets apart.
+type txTable struct {
+	table string
+	idx   [2]map[string]int
+}
+
+// obj returns the transaction's entry of an object (a set with set true, else
+// a chain), nil once the family's objects cannot be named. Looking one up
+// allocates nothing; the first sight of one in a transaction allocates its
+// name.
+func (f *famTx) obj(table, name []byte, set bool) *txObject {
+	if f.unnamed {
+		return nil
+	}
+	kind := 0
+	if set {
+		kind = 1
+	}
+	var tab *txTable
+	for i := range f.tabs {
+		if f.tabs[i].table == string(table) {
+			tab = &f.tabs[i]
+			break
+		}
+	}
+	if tab == nil {
+		f.tabs = append(f.tabs, txTable{table: string(table)})
+		tab = &f.tabs[len(f.tabs)-1]
+	}
+	if i, ok := tab.idx[kind][string(name)]; ok {
+		return &f.objs[i]
+	}
+	if len(f.objs) >= maxTxObjects {
+		f.unnamed = true
+		return nil
+	}
+	if tab.idx[kind] == nil {
+		tab.idx[kind] = map[string]int{}
+	}
+	n := string(name)
+	tab.idx[kind][n] = len(f.objs)
+	f.objs = append(f.objs, txObject{name: objName{table: tab.table, set: set, name: n}})
+	return &f.objs[len(f.objs)-1]
+}
+
+// forget resets the family's share for the next transaction, keeping the
+// index's memory (bounded by maxTxObjects).
+func (f *famTx) forget() {
+	for i := range f.tabs {
+		for _, m := range f.tabs[i].idx {
+			clear(m)
+		}
+	}
+	clear(f.objs)
+	*f = famTx{objs: f.objs[:0], tabs: f.tabs}
+}
+
+// txNames is what a transaction changed in one family, by name: the objects
+// whose content changed, or unnamed when they cannot be told.
+type txNames struct {
+	unnamed bool
+	objs    []objName
+}
+
+// txJudgement is a transaction's judgement, per family: whether it changed
+// something the scope's parse reads, what (names), and which counter chains it
+// rewrote.
+type txJudgement struct {
+	changed [2]bool
+	touched [2][2]bool
+	names   [2]txNames
+}
 
 // anonAcc is an anonymous set created in the transaction in flight: its
 // elements' multiset, and whether a relevant rule referred to it.
@@ -120,19 +246,25 @@ func (t *txAccount) message(htype uint16, data []byte) (gen uint32, isGen bool) 
 	if fi < 0 {
 		if !t.scope.known && m.family == unix.NFPROTO_INET {
 			t.fam[0].flagged, t.fam[1].flagged = true, true
+			t.fam[0].unnamed, t.fam[1].unnamed = true, true
 		}
 		return 0, false
 	}
 	f := &t.fam[fi]
 	if !t.scope.known {
-		f.flagged = true
+		f.flagged, f.unnamed = true, true
 		return 0, false
 	}
 	switch m.typ {
 	case unix.NFT_MSG_NEWTABLE, unix.NFT_MSG_DELTABLE:
-		f.flagged = f.flagged || t.scope.tableEvent(m.table)
+		if t.scope.tableEvent(m.table) {
+			f.flagged, f.unnamed = true, true
+		}
 	case unix.NFT_MSG_NEWCHAIN, unix.NFT_MSG_DELCHAIN:
-		f.flagged = f.flagged || t.scope.chainEvent(m.table, m.name, m.typ == unix.NFT_MSG_DELCHAIN)
+		if t.scope.chainEvent(m.table, m.name, m.typ == unix.NFT_MSG_DELCHAIN) {
+			f.flagged = true
+			f.obj(m.table, m.name, false).flag()
+		}
 	case unix.NFT_MSG_NEWRULE, unix.NFT_MSG_DELRULE:
 		t.rule(fi, m)
 	case unix.NFT_MSG_NEWSET, unix.NFT_MSG_DELSET:
@@ -170,9 +302,11 @@ func (t *txAccount) rule(fi int, m nftMsg) {
 		}
 		return c, ok
 	}
+	o := f.obj(m.table, m.name, false)
 	key, resolved, err := ruleContentKey(m.attrs, resolve)
 	if err != nil || !resolved {
 		f.flagged = true
+		o.flag()
 		return
 	}
 	it := item(nameHash('r', m.family, m.table, m.name), key)
@@ -183,6 +317,7 @@ func (t *txAccount) rule(fi int, m nftMsg) {
 		f.sum -= it
 		f.n--
 	}
+	o.add(it, add)
 }
 
 func (t *txAccount) set(fi int, m nftMsg) {
@@ -203,6 +338,7 @@ func (t *txAccount) set(fi int, m nftMsg) {
 	}
 	if m.typ == unix.NFT_MSG_DELSET && t.scope.setContent(m.table, m.name) {
 		t.fam[fi].flagged = true
+		t.fam[fi].obj(m.table, m.name, true).flag()
 	}
 }
 
@@ -222,6 +358,7 @@ func (t *txAccount) elems(fi int, m nftMsg) {
 		return
 	}
 	obj := nameHash('s', m.family, m.table, m.name)
+	o := f.obj(m.table, m.name, true)
 	add := m.typ == unix.NFT_MSG_NEWSETELEM
 	err := forEachElem(m.attrs, func(k uint64) {
 		it := item(obj, k)
@@ -232,23 +369,28 @@ func (t *txAccount) elems(fi int, m nftMsg) {
 			f.sum -= it
 			f.n--
 		}
+		o.add(it, add)
 	})
 	if err != nil {
 		f.flagged = true
+		o.flag()
 	}
 }
 
 // end judges the transaction that a NEWGEN just ended and forgets it; with
 // accept false (a transaction from before the baseline, possibly cut) it is
-// only forgotten. changed and touched are per family.
-func (t *txAccount) end(accept bool) (changed [2]bool, touched [2][2]bool) {
+// only forgotten.
+func (t *txAccount) end(accept bool) (j txJudgement) {
 	if accept {
 		for fi := range t.fam {
 			f := &t.fam[fi]
-			changed[fi] = t.bad || f.changed()
-			touched[fi] = f.touched
+			j.changed[fi] = t.bad || f.changed()
+			j.touched[fi] = f.touched
 			if t.bad {
-				touched[fi] = [2]bool{true, true}
+				j.touched[fi] = [2]bool{true, true}
+			}
+			if j.changed[fi] {
+				j.names[fi] = f.names(t.bad)
 			}
 			for _, name := range t.dropped[fi] {
 				delete(t.kept[fi], name)
@@ -261,12 +403,33 @@ func (t *txAccount) end(accept bool) (changed [2]bool, touched [2][2]bool) {
 		}
 	}
 	t.forgetTx()
-	return changed, touched
+	return j
+}
+
+// names lists the objects whose content the transaction changed (every
+// object's sum is its share of the family's: a family that changed has one
+// that did, or it cannot say).
+func (f *famTx) names(bad bool) txNames {
+	if bad || f.unnamed {
+		return txNames{unnamed: true}
+	}
+	var out []objName
+	for i := range f.objs {
+		if f.objs[i].changed() {
+			out = append(out, f.objs[i].name)
+		}
+	}
+	if len(out) == 0 {
+		return txNames{unnamed: true}
+	}
+	return txNames{objs: out}
 }
 
 // forgetTx drops the transaction in flight.
 func (t *txAccount) forgetTx() {
-	t.fam = [2]famTx{}
+	for fi := range t.fam {
+		t.fam[fi].forget()
+	}
 	t.bad = false
 	for fi := range t.anon {
 		t.dropped[fi] = t.dropped[fi][:0]
