@@ -1,7 +1,6 @@
 package kernelrules
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -559,7 +558,9 @@ func (c *nftConn) getChain(fam byte, table, chain string) (bool, error) {
 // nftGetChain is the NFT_MSG_GETCHAIN request type.
 const nftGetChain = netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETCHAIN)
 
-// setElems dumps a set's elements; false when the set does not exist.
+// setElems dumps a set's elements (their keys and values slices of the
+// datagrams, which the library hands out in memory of their own); false when
+// the set does not exist.
 func (c *nftConn) setElems(fam byte, table, set string) ([]nlElem, bool, error) {
 	var out []nlElem
 	err := c.dump(fam, nftGetSetElem, unix.NFTA_SET_ELEM_LIST_TABLE, table, unix.NFTA_SET_ELEM_LIST_SET, set, func(m nftMsg) error {
@@ -705,11 +706,12 @@ func (d *nftRelist) readChain(name string) error {
 	if prefix == "local-" || prefix == "external-" {
 		cr.eps = map[Endpoint]bool{}
 		// The rules are decoded after the dump: one that refers to an
-		// anonymous set dumps it, on the same connection.
+		// anonymous set dumps it, on the same connection. (The library hands
+		// every datagram out in memory of its own: slices of it keep.)
 		var raw [][]byte
 		err := d.c.dump(d.fam, nftGetRule, unix.NFTA_RULE_TABLE, "kube-proxy", unix.NFTA_RULE_CHAIN, name, func(m nftMsg) error {
 			if m.typ == unix.NFT_MSG_NEWRULE {
-				raw = append(raw, bytes.Clone(m.attrs))
+				raw = append(raw, m.attrs)
 			}
 			return nil
 		})

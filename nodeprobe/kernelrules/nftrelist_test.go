@@ -15,7 +15,8 @@ import (
 // nftParityCases are rulesets of every shape the reader knows, each as `nft
 // -f` input of one family: the generator's layouts (DNAT and endpoint
 // chains, with session affinity), long names (cut comments and endpoint
-// chains), elements with counters, and the real v1.37.2 dumps.
+// chains), elements with counters, a thousand Services, and the real v1.37.2
+// dumps.
 func nftParityCases(t *testing.T) map[string]struct {
 	text string
 	ipv6 bool
@@ -54,6 +55,11 @@ func nftParityCases(t *testing.T) map[string]struct {
 			ipv6 bool
 		}{string(real), v6}
 	}
+	// Maps and chains of a thousand Services: dumps of many datagrams.
+	cases["1,000 Services ipv4"] = struct {
+		text string
+		ipv6 bool
+	}{genNFTLayout(false, nftClusterOf(1000), true), false}
 	cases["long endpoint chains ipv6"] = struct {
 		text string
 		ipv6 bool

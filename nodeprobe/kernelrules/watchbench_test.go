@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -196,6 +197,152 @@ func benchNotifications(b *testing.B, mode Mode, size int) {
 	b.ReportMetric(float64(notRead)/float64(genRead), "notified/generation")
 	b.ReportMetric(float64(genSaves)/n, "generation-saves/read")
 	b.ReportMetric(float64(notSaves)/n, "notified-saves/read")
+}
+
+// BenchmarkRelevantRead: the Read after a relevant change in nftables mode,
+// on the generated ruleset of 1,000 and of 10,000 Services (nftClusterOf,
+// IPv4): each iteration one kube-proxy partial sync in which one Service loses
+// its local endpoint (its local-* chain flushed, its external-* chain
+// rewritten, a drop added to no-endpoint-nodeports; another Service each
+// time), then a Read by a reader without Watch (whole: the generation moved,
+// it lists the table, as a relevant change made every reader do before reads
+// in part) and one with Watch running (targeted: it reads the objects the
+// notifications named, over netlink), in the same loop; both must equal. Per
+// change it reports each Read's wall time and CPU (this process and its
+// children: nft), the CPU of the sync's nft (kube-proxy's child), the netlink
+// requests of the targeted Read, and what nft itself costs for one chain and
+// one map (`nft -j list chain`, `nft -j list map`: it fetches its cache
+// first). kube-proxy deletes the flushed chain a transaction later; that, and
+// the Reads after it, are outside the measured part.
+//
+//	go test -run '^$' -bench BenchmarkRelevantRead -benchtime 5x ./nodeprobe/kernelrules/
+func BenchmarkRelevantRead(b *testing.B) {
+	requireRoot(b)
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("nftables/%d", n), func(b *testing.B) { benchRelevantRead(b, n) })
+	}
+}
+
+func benchRelevantRead(b *testing.B, size int) {
+	ns := newNetns(b)
+	svcs := nftClusterOf(size)
+	nsRun(b, ns, []byte(genNFTLayout(false, svcs, true)), "nft", "-f", "-")
+	ctx := context.Background()
+	wholeRun := &countingRunner{NetnsRunner: NetnsRunner{Namespace: ns}}
+	partRun := &countingRunner{NetnsRunner: NetnsRunner{Namespace: ns}}
+	whole := NewReader(Options{Mode: ModeNFTables, Runner: wholeRun, CacheTTL: -1})
+	targeted := NewReader(Options{Mode: ModeNFTables, Runner: partRun, CacheTTL: -1})
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		targeted.(Watcher).Watch(wctx, func() {})
+	}()
+	defer func() { cancel(); <-done }()
+	read := func(r Reader) *Snapshot {
+		snap, err := r.Read(ctx)
+		if err != nil || snap.Len() < size {
+			b.Fatalf("read: %v, %d ports", err, snap.Len())
+		}
+		return snap
+	}
+	read(whole)
+	read(targeted)
+	waitBaseline(b, targeted)
+	read(targeted)
+	rd := targeted.(*reader)
+	w := rd.currentWatch()
+	scope := scopeOf(ModeNFTables, "")
+	settle := func() {
+		gen, err := partRun.NFTablesGeneration(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if w.await(ctx, gen, scope) == nil {
+			b.Fatalf("the watcher did not account for generation %d", gen)
+		}
+	}
+	cpu := func() time.Duration {
+		self, children := cpuTimes(b)
+		return self + children
+	}
+	var local []int // Services with a local endpoint, each losing it in turn
+	for i, s := range svcs {
+		if i%4 == 2 && len(s.eps) > 0 && s.eps[0].local {
+			local = append(local, i)
+		}
+	}
+	var syncCPU, wholeCPU, partCPU, wholeWall, partWall, chainCPU, mapCPU time.Duration
+	var wholeLists, partLists, relists, dumps int
+	round := 0
+	for b.Loop() {
+		if round >= len(local) {
+			b.Fatalf("more than %d iterations: no Service left with a local endpoint", len(local))
+		}
+		victim := svcs[local[round]]
+		round++
+		after := noLocal(svcs, victim.ns+"/"+victim.name)
+		in, stale := nftPartialSync(false, true, svcs, after, changedSet([]string{victim.ns + "/" + victim.name}))
+		svcs = after
+		_, c0 := cpuTimes(b)
+		nsRun(b, ns, []byte(in), "nft", "-f", "-")
+		_, c1 := cpuTimes(b)
+		syncCPU += c1 - c0
+		settle()
+
+		// Each Read starts with the garbage of what ran before collected and
+		// its memory returned to the system: the runtime does that in the
+		// background otherwise, and a whole listing leaves hundreds of MB.
+		debug.FreeOSMemory()
+		l0, r0, d0 := partRun.saves(), rd.relists.Load(), rd.relistDumps.Load()
+		t0, cpu0 := time.Now(), cpu()
+		snap := read(targeted)
+		partWall, partCPU = partWall+time.Since(t0), partCPU+cpu()-cpu0
+		partLists += partRun.saves() - l0
+		relists += int(rd.relists.Load() - r0)
+		dumps += int(rd.relistDumps.Load() - d0)
+
+		debug.FreeOSMemory()
+		l0, t0, cpu0 = wholeRun.saves(), time.Now(), cpu()
+		ref := read(whole)
+		wholeWall, wholeCPU = wholeWall+time.Since(t0), wholeCPU+cpu()-cpu0
+		wholeLists += wholeRun.saves() - l0
+		if d := snapshotDiff(snap, ref); d != "" {
+			b.Fatalf("round %d: the targeted Read differs from the whole one:\n%s", round, d)
+		}
+		if st := snap.Family(victim.servicePort(), FamilyIPv4); !st.Drop || st.LocalEndpoints != 0 {
+			b.Fatalf("round %d: %s after its local endpoint went: %+v", round, victim.name, st)
+		}
+
+		// What nft costs for one object: the flushed local chain, the map.
+		_, c0 = cpuTimes(b)
+		nsRun(b, ns, nil, "nft", "-j", "list", "chain", "ip", "kube-proxy", stale[0])
+		_, c1 = cpuTimes(b)
+		nsRun(b, ns, nil, "nft", "-j", "list", "map", "ip", "kube-proxy", "no-endpoint-nodeports")
+		_, c2 := cpuTimes(b)
+		chainCPU, mapCPU = chainCPU+c1-c0, mapCPU+c2-c1
+
+		// kube-proxy deletes the flushed chain later; both readers take it in.
+		nsRun(b, ns, []byte(nftStaleDelete(false, stale)), "nft", "-f", "-")
+		settle()
+		read(whole)
+		read(targeted)
+	}
+	n := float64(round)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / n }
+	b.ReportMetric(ms(syncCPU), "kubeproxy-child-cpu-ms")
+	b.ReportMetric(ms(wholeWall), "whole-read-ms")
+	b.ReportMetric(ms(wholeCPU), "whole-read-cpu-ms")
+	b.ReportMetric(ms(partWall), "targeted-read-ms")
+	b.ReportMetric(ms(partCPU), "targeted-read-cpu-ms")
+	b.ReportMetric(float64(partCPU)/float64(wholeCPU), "targeted/whole-cpu")
+	b.ReportMetric(float64(partCPU)/float64(syncCPU), "targeted/kubeproxy-child")
+	b.ReportMetric(float64(wholeLists)/n, "whole-lists/read")
+	b.ReportMetric(float64(partLists)/n, "targeted-lists/read")
+	b.ReportMetric(float64(relists)/n, "targeted-relists/read")
+	b.ReportMetric(float64(dumps)/n, "targeted-netlink-requests/read")
+	b.ReportMetric(ms(chainCPU), "nft-list-chain-cpu-ms")
+	b.ReportMetric(ms(mapCPU), "nft-list-map-cpu-ms")
 }
 
 // BenchmarkNotificationDecode: the watcher's CPU per kube-proxy transaction
