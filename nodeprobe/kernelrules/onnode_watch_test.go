@@ -90,8 +90,9 @@ func TestOnNodeWatchEqualsFull(t *testing.T) {
 		out.Flush()
 	}
 	full := fullReader()
+	whole := &wholeCounter{}
 	readers := []*watchedReader{
-		{name: "exporter's reader", r: nodeReader(nil).(*reader)},
+		{name: "exporter's reader", r: nodeReader(func(o *Options) { o.Runner = whole }).(*reader)},
 		// The kernel raises a smaller buffer to its minimum, a few KiB: one
 		// datagram of notifications, where a sync sends several at once.
 		{name: "small-buffer reader", r: nodeReader(func(o *Options) { o.NotifyBuffer = 1 }).(*reader), lossy: true},
@@ -184,6 +185,8 @@ churn:
 	say("mode %s backend %q: %s under churn; kube-proxy syncs %s; rule generations compared %d (settled comparisons %d, tried again %d, never settled %d); at rest settled %v",
 		d.mode, d.backend, churnTook.Round(time.Second), syncs, len(d.generations), d.settled, d.moved, d.unsettled, restSettled)
 	say("comparisons prompted: %s", formatCounts(triggers))
+	say("exporter's reader: read in part %d times (%d netlink requests); tables listed or saved whole %d times",
+		readers[0].r.relists.Load(), readers[0].r.relistDumps.Load(), whole.n.Load())
 	for _, w := range readers {
 		say("%s: changed called %d times; watch states %s; resyncs %d; notification losses %d; differences %d",
 			w.name, w.calls.Load(), formatCounts(w.states), w.resyncs, w.r.lossEvents.Load(), w.diffs)
@@ -193,6 +196,9 @@ churn:
 	}
 	if err := errors.Join(syncsErr, syncsErr1); err != nil {
 		t.Logf("kube-proxy's sync count: %v", err)
+	}
+	if d.mode == ModeNFTables && readers[0].r.relists.Load() == 0 {
+		t.Errorf("%s: never read in part: the reads of the changed objects went untested", readers[0].name)
 	}
 	if len(d.generations) < *driftMinFlag {
 		t.Errorf("compared %d rule generations, want at least %d (-rules.drift-min)", len(d.generations), *driftMinFlag)
@@ -510,4 +516,27 @@ func formatCounts(m map[string]int) string {
 		return "none"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// wholeCounter is the exporter's Runner (ExecRunner), counting the saves and
+// listings of whole tables.
+type wholeCounter struct {
+	ExecRunner
+	n atomic.Int64
+}
+
+func (c *wholeCounter) count(name string, args []string) {
+	if strings.Contains(name, "-save") || strings.Contains(strings.Join(args, " "), "list table") {
+		c.n.Add(1)
+	}
+}
+
+func (c *wholeCounter) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	c.count(name, args)
+	return c.ExecRunner.Run(ctx, name, args...)
+}
+
+func (c *wholeCounter) Stream(ctx context.Context, fn func(io.Reader) error, name string, args ...string) error {
+	c.count(name, args)
+	return c.ExecRunner.Stream(ctx, fn, name, args...)
 }
