@@ -5,9 +5,10 @@
 // chain, a table or a lock: it runs `iptables-save` and `nft list`, reads
 // /proc/net/ip{,6}_tables_names (in-process with ExecRunner, `cat` through other
 // Runners, e.g. NetnsRunner), and asks the kernel read-only questions for its
-// change signals (netlink NFT_MSG_GETGEN, GETRULE and GETSETELEM, the
-// NFNLGRP_NFTABLES notifications it listens to, getsockopt IPT_SO_GET_INFO;
-// see Steady-state reads and Change notifications).
+// change signals and the objects it reads again in part (netlink
+// NFT_MSG_GETGEN, GETRULE, GETCHAIN and GETSETELEM, the NFNLGRP_NFTABLES
+// notifications it listens to, getsockopt IPT_SO_GET_INFO; see Steady-state
+// reads, Change notifications and Reads in part).
 //
 // # Use
 //
@@ -111,7 +112,9 @@
 //     (every few seconds where endpoints churn anywhere in the cluster), it
 //     seldom holds on a busy node. While Watch runs, the change notifications
 //     vouch instead: a kept table is used while no transaction since its save
-//     changed anything its parse reads (Change notifications).
+//     changed anything its parse reads (Change notifications); in nftables
+//     mode, when one did, only the objects it changed are read again (Reads
+//     in part).
 //   - nft backend, filter: iptables-nft-save fetches every table's rules, so
 //     saving filter alone costs nearly a full save. While filter's kept parse is
 //     vouched for, the counters of KUBE-EXTERNAL-SERVICES (the only counters a
@@ -219,6 +222,17 @@
 // the watcher cannot vouch — not subscribed, behind, or its scope not yet the
 // read's — the generation alone vouches, as without Watch.
 //
+// Beside the yes/no, each relevant transaction names, per family, the objects
+// whose content it changed: every relevant chain and named set keeps its own
+// share of the family's sums (a chain refilled as it was nets to zero on its
+// own, as the family does; an anonymous set counts in the chain of the rule
+// that refers to it), and a deleted Service chain or read map is named. A table
+// created or deleted, a message that did not decode, or more than 256 objects
+// in one transaction (a full sync) leave the names unknown. The watcher keeps
+// the names of the relevant transactions since its baseline, at most 512 per
+// family (the oldest go first): a read asks what changed after the generation
+// a kept table was saved at, and is told, or told that it cannot be said.
+//
 // Notifications lost (the socket's receive buffer overrun: ENOBUFS; the
 // buffer is Options.NotifyBuffer, 64 MiB, forced past the system maximum with
 // SO_RCVBUFFORCE where permitted) mean anything may have changed: the watcher
@@ -257,8 +271,49 @@
 // iptables-nft-restore that wrote them; the Read after it saves nothing
 // (21 ms, against 1.7 s that saves nat and filter again). nftables mode's
 // partial sync is one transaction of a few hundred notifications, the Read
-// after it 0.3 ms against 5 s. A full sync (215,000 notifications) queued
+// after it 0.3 ms against 5 s; the Read after a relevant one (a Service's
+// local endpoint gone: Reads in part) 9 ms against 5.2 s. A full sync
+// (215,000 notifications) queued
 // 40 MiB at most.
+//
+// # Reads in part
+//
+// In nftables mode a Read that finds a kept table no longer vouched for —
+// relevant transactions came after its save — asks the watcher which objects
+// they changed and reads only those again, over netlink in the Runner's
+// namespace (nftrelist.go), instead of listing the table: a relevant change
+// (a Service's local endpoints, its drop) usually touches one Service, its
+// local-* and external-* chains and an element or two of the maps, where
+// `nft -j list table` costs seconds of CPU at 10,000 Services. The parse keeps
+// what it read per object (nftmodel.go): the Service chains present, each
+// local-* chain's endpoints, the elements of no-endpoint-nodeports,
+// no-endpoint-services, service-ips, service-nodeports and firewall-ips (keys
+// decoded to address, protocol number and port, as the kernel holds them, so a
+// listing and a dump give the same key); every port's state is computed from
+// that model by the one function both reads end in. A changed local-* or
+// external-* chain is dumped (GETRULE, filtered by chain in the kernel) and
+// its rules decoded for what the JSON parse reads of them — a dnat's address
+// and port from its registers, each element of a numgen map, the endpoint-*
+// chains of goto and jump verdicts — and every chain it jumps to; whether a
+// chain exists is asked (GETCHAIN: an empty dump is also what a missing chain
+// gives); a changed map is dumped (GETSETELEM; a missing one is deleted).
+// `nft -j list chain` would not do: nft fills its cache first, every set with
+// its elements and every rule of the table, about the cost of the whole
+// listing (3.5 s of CPU at 10,000 Services; it answers "No such file or
+// directory" for a missing chain). Creating a chain is not a notified change,
+// but kube-proxy sends to every chain it creates from a map element or an
+// external-* rule, whose change is: every Service chain a re-read element or
+// rule sends to that the model does not know is read too (a new ClusterIP
+// Service's only chain is found through its service-ips element).
+//
+// The objects are read at one generation: the watcher has judged every
+// transaction up to it (so the names are complete) and it has not moved when
+// the reads are done (else they are done again, three times at most). The
+// table is listed whole instead when the names cannot be given, the model is
+// opaque (a key not in the shape of kube-proxy's maps), a read fails, or what
+// it reads is not in kube-proxy's shape (an interval, a catch-all element);
+// FullVerify lists it whole at least every 10 minutes and compares with the
+// model read in part. iptables mode saves its tables whole.
 //
 // # Streamed saves
 //

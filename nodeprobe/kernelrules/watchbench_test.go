@@ -210,7 +210,8 @@ func benchNotifications(b *testing.B, mode Mode, size int) {
 // notifications named, over netlink), in the same loop; both must equal. Per
 // change it reports each Read's wall time and CPU (this process and its
 // children: nft), the CPU of the sync's nft (kube-proxy's child), the netlink
-// requests of the targeted Read, and what nft itself costs for one chain and
+// requests of the targeted Read and the part of it that computes every port's
+// state from the model (model-ports), and what nft itself costs for one chain and
 // one map (`nft -j list chain`, `nft -j list map`: it fetches its cache
 // first). kube-proxy deletes the flushed chain a transaction later; that, and
 // the Reads after it, are outside the measured part.
@@ -272,7 +273,7 @@ func benchRelevantRead(b *testing.B, size int) {
 			local = append(local, i)
 		}
 	}
-	var syncCPU, wholeCPU, partCPU, wholeWall, partWall, chainCPU, mapCPU time.Duration
+	var syncCPU, wholeCPU, partCPU, wholeWall, partWall, chainCPU, mapCPU, portsCPU time.Duration
 	var wholeLists, partLists, relists, dumps int
 	round := 0
 	for b.Loop() {
@@ -313,6 +314,11 @@ func benchRelevantRead(b *testing.B, size int) {
 		if st := snap.Family(victim.servicePort(), FamilyIPv4); !st.Drop || st.LocalEndpoints != 0 {
 			b.Fatalf("round %d: %s after its local endpoint went: %+v", round, victim.name, st)
 		}
+		// Of the targeted Read: computing every port's state from the model.
+		debug.FreeOSMemory()
+		cpu0 = cpu()
+		rd.tables.byKey[FamilyIPv4+"/kube-proxy"].nft.model.ports()
+		portsCPU += cpu() - cpu0
 
 		// What nft costs for one object: the flushed local chain, the map.
 		_, c0 = cpuTimes(b)
@@ -341,6 +347,7 @@ func benchRelevantRead(b *testing.B, size int) {
 	b.ReportMetric(float64(partLists)/n, "targeted-lists/read")
 	b.ReportMetric(float64(relists)/n, "targeted-relists/read")
 	b.ReportMetric(float64(dumps)/n, "targeted-netlink-requests/read")
+	b.ReportMetric(ms(portsCPU), "model-ports-cpu-ms")
 	b.ReportMetric(ms(chainCPU), "nft-list-chain-cpu-ms")
 	b.ReportMetric(ms(mapCPU), "nft-list-map-cpu-ms")
 }
