@@ -57,7 +57,8 @@ func (o onlyRun) Run(ctx context.Context, name string, args ...string) ([]byte, 
 // old LegacyVerify digest that copied the whole table out of the kernel
 // (whole-table-digest, kept here only as the figure to beat); and in nftables
 // mode one listing of the same Services' table, streamed (nft-list) and
-// buffered first (nft-list-buffered).
+// buffered first (nft-list-buffered), and what it leaves kept (nft-kept: the
+// states, and the model a read in part updates).
 func BenchmarkMemory(b *testing.B) {
 	requireRoot(b)
 	ns := newNetns(b)
@@ -108,6 +109,32 @@ func BenchmarkMemory(b *testing.B) {
 			})
 		})
 	}
+	// What a listing leaves kept: the states, and the model a read in part
+	// updates (nftmodel.go), each after a GC.
+	b.Run("nft-kept", func(b *testing.B) {
+		heap := func() int64 {
+			runtime.GC()
+			runtime.GC()
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			return int64(m.HeapAlloc)
+		}
+		var states, model int64
+		for b.Loop() {
+			h0 := heap()
+			t, err := nr.listNFTTable(ctx, "nft", "ip")
+			if err != nil {
+				b.Fatal(err)
+			}
+			h1 := heap()
+			t.nft.model = nil
+			h2 := heap()
+			runtime.KeepAlive(t)
+			states, model = max(states, h2-h0), max(model, h1-h2)
+		}
+		b.ReportMetric(float64(states)/(1<<20), "states-MiB")
+		b.ReportMetric(float64(model)/(1<<20), "model-MiB")
+	})
 }
 
 // benchPeak runs op per iteration and reports the highest peak heap seen.

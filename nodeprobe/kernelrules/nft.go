@@ -223,7 +223,11 @@ func (p *nftParse) object(o nftObject) error {
 			if err != nil {
 				return fmt.Errorf("map %s element %d: %w", o.Map.Name, i, err)
 			}
-			m.dispatch[mp.index][p.key(val, mp.withAddr, nil)] = target
+			key := p.key(val, mp.withAddr, nil)
+			// Only external traffic's entries: a cluster IP's lead to service-* or local-*.
+			if prefix, k, ok := nftServiceChain(target); ok && prefix == "external-" && mp.index >= 0 {
+				m.dispatch[mp.index][key] = k
+			}
 		}
 	case o.Chain != nil:
 		if _, k, ok := nftServiceChain(o.Chain.Name); ok {

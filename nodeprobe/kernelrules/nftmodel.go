@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -15,7 +16,8 @@ import (
 //
 // The parse reads the existence of the Service chains (service-, external-,
 // local-, firewall-<hash8>-ns/name/proto/port), the endpoints of the local-*
-// chains' rules and the elements of five maps; nothing else.
+// chains' rules and the elements of four maps; nothing else. (A fifth,
+// firewall-ips, names chains, which a read in part follows.)
 type nftModel struct {
 	table bool
 	// chains are the Service chains present, with their Service port.
@@ -26,9 +28,11 @@ type nftModel struct {
 	local map[string]nftLocal
 	// noEP are the elements of no-endpoint-nodeports and no-endpoint-services.
 	noEP [2]map[nftKey]nftNoEndpoint
-	// dispatch are the elements of service-nodeports, service-ips and
-	// firewall-ips: the chain each key goes to ("" for another verdict).
-	dispatch [3]map[nftKey]string
+	// dispatch are the elements of service-nodeports and service-ips that go
+	// to an external-* chain, with its Service port: what names a drop's port.
+	// (The other elements, and firewall-ips', name chains the listing has; a
+	// read in part looks at them only when it reads their map again.)
+	dispatch [2]map[nftKey]portKey
 	// opaque: some element's key is not in the shape of kube-proxy's maps
 	// (nftKey.raw): the table is never re-read in part.
 	opaque bool
@@ -40,8 +44,9 @@ type nftLocal struct {
 	eps  []Endpoint
 }
 
-// The maps a model keeps, by name: which of noEP or dispatch, and whether
-// their keys start with an address.
+// The maps the parse reads, by name: which of noEP or dispatch they fill
+// (index; -1: neither, firewall-ips only names chains), and whether their keys
+// start with an address.
 var nftModelMaps = map[string]struct {
 	noEP     bool
 	index    int
@@ -51,7 +56,7 @@ var nftModelMaps = map[string]struct {
 	"no-endpoint-services":  {true, 1, true},
 	"service-nodeports":     {false, 0, false},
 	"service-ips":           {false, 1, true},
-	"firewall-ips":          {false, 2, true},
+	"firewall-ips":          {false, -1, true},
 }
 
 func newNFTModel() *nftModel {
@@ -60,7 +65,7 @@ func newNFTModel() *nftModel {
 		m.noEP[i] = map[nftKey]nftNoEndpoint{}
 	}
 	for i := range m.dispatch {
-		m.dispatch[i] = map[nftKey]string{}
+		m.dispatch[i] = map[nftKey]portKey{}
 	}
 	return m
 }
@@ -98,6 +103,14 @@ func nftProtoName(p uint8) string {
 // proto, port]} with an address, else {"concat":[proto, port]}); ok false
 // when it is not in that shape.
 func nftKeyFromJSON(compact string, withAddr bool) (nftKey, bool) {
+	if k, ok, sure := nftKeyFromCompact(compact, withAddr); sure {
+		return k, ok
+	}
+	return nftKeyDecode(compact, withAddr)
+}
+
+// nftKeyDecode is nftKeyFromJSON through the JSON decoder.
+func nftKeyDecode(compact string, withAddr bool) (nftKey, bool) {
 	var key struct {
 		Concat []json.RawMessage `json:"concat"`
 	}
@@ -141,6 +154,60 @@ func nftKeyFromJSON(compact string, withAddr bool) (nftKey, bool) {
 		return nftKey{}, false
 	}
 	return k, true
+}
+
+// nftKeyFromCompact is nftKeyFromJSON without allocating, for the compact
+// JSON nft prints of kube-proxy's keys (every element of the listing comes
+// through here): strings without escapes and integers. sure false: the text
+// is not of that plain form, for the JSON decoder to judge.
+func nftKeyFromCompact(compact string, withAddr bool) (k nftKey, ok, sure bool) {
+	rest, found := strings.CutPrefix(compact, `{"concat":[`)
+	if !found {
+		return k, false, false
+	}
+	if rest, found = strings.CutSuffix(rest, `]}`); !found || strings.ContainsAny(rest, `\{}[]`) {
+		return k, false, false
+	}
+	part := func() (s string, quoted bool) {
+		s, rest, _ = strings.Cut(rest, ",")
+		if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
+			return s[1 : len(s)-1], true
+		}
+		return s, false
+	}
+	n := strings.Count(rest, ",") + 1
+	if (withAddr && n != 3) || (!withAddr && n != 2) {
+		return k, false, true
+	}
+	if withAddr {
+		a, quoted := part()
+		addr, err := netip.ParseAddr(a)
+		if !quoted || err != nil || addr.Zone() != "" {
+			return k, false, true
+		}
+		k.addr = addr
+	}
+	switch p, quoted := part(); {
+	case quoted:
+		num, known := nftProtoNumbers[p]
+		if !known {
+			return k, false, true
+		}
+		k.proto = num
+	default:
+		num, err := strconv.ParseUint(p, 10, 8)
+		if err != nil {
+			return k, false, false
+		}
+		k.proto = uint8(num)
+	}
+	p, quoted := part()
+	port, err := strconv.ParseUint(p, 10, 16)
+	if quoted || err != nil {
+		return k, false, false
+	}
+	k.port = uint16(port)
+	return k, true, true
 }
 
 // fill sets what a no-endpoint element says of its destination from its key:
@@ -245,7 +312,7 @@ func (m *nftModel) elementPort(key nftKey, ne nftNoEndpoint, nodePort bool) (por
 		if nodePort {
 			dispatch = m.dispatch[0]
 		}
-		if prefix, k, ok := nftServiceChain(dispatch[key]); ok && prefix == "external-" {
+		if k, ok := dispatch[key]; ok {
 			return k, true
 		}
 		if !nodePort {
@@ -277,7 +344,7 @@ func (m *nftModel) setLocal(chain string, port portKey, set map[Endpoint]bool, r
 
 // String summarises the model (for logs and test failures).
 func (m *nftModel) String() string {
-	return fmt.Sprintf("nftModel{table %v, %d chains, %d local, %d+%d no-endpoint, %d+%d+%d dispatch, opaque %v}",
+	return fmt.Sprintf("nftModel{table %v, %d chains, %d local, %d+%d no-endpoint, %d+%d external dispatch, opaque %v}",
 		m.table, len(m.chains), len(m.local), len(m.noEP[0]), len(m.noEP[1]),
-		len(m.dispatch[0]), len(m.dispatch[1]), len(m.dispatch[2]), m.opaque)
+		len(m.dispatch[0]), len(m.dispatch[1]), m.opaque)
 }

@@ -1,6 +1,8 @@
 package kernelrules
 
 import (
+	"bytes"
+	"encoding/json"
 	"testing"
 )
 
@@ -50,4 +52,30 @@ func TestNFTOpaqueKeys(t *testing.T) {
 	if got := snap.Family(ServicePort{Namespace: "ns", Name: "s", Port: "p", Protocol: "TCP"}, FamilyIPv4); !got.Drop || len(got.Drops) != 1 || got.Drops[0].Address != "" {
 		t.Errorf("got %+v, want the drop matched through its dispatch entry's key", got)
 	}
+}
+
+// FuzzNFTKey: the decoder of kube-proxy's plain keys, where it is sure, says
+// what the JSON decoder says of the same text.
+func FuzzNFTKey(f *testing.F) {
+	for _, s := range []string{`{"concat":["10.96.0.1","tcp",80]}`, `{"concat":["fd00::1","sctp",3868]}`, `{"concat":[6,30090]}`,
+		`{"concat":["tcp",30090]}`, `{"concat":["::ffff:1.2.3.4","udp",53]}`, `{"concat":["tcp",{"range":[1,2]}]}`,
+		`{"concat":["1.2.3.4","icmp",0]}`, `{"concat":["1.2.3.4",256,80]}`, `{"concat":["fe80::1%eth0","tcp",80]}`, `"x"`} {
+		f.Add(s, true)
+		f.Add(s, false)
+	}
+	f.Fuzz(func(t *testing.T, s string, withAddr bool) {
+		k, ok, sure := nftKeyFromCompact(s, withAddr)
+		if !sure {
+			return
+		}
+		// The JSON decoder reads compact JSON; nft prints nothing else.
+		var buf bytes.Buffer
+		if json.Compact(&buf, []byte(s)) != nil || buf.String() != s {
+			return
+		}
+		dk, dok := nftKeyDecode(s, withAddr)
+		if ok != dok || (ok && k != dk) {
+			t.Errorf("%q (address %v): %+v %v, the JSON decoder %+v %v", s, withAddr, k, ok, dk, dok)
+		}
+	})
 }

@@ -590,7 +590,7 @@ type nftRelist struct {
 	chains  map[string]nftChainRead
 	pending []string
 	noEP    map[int]map[nftKey]nftNoEndpoint
-	disp    map[int]map[nftKey]string
+	disp    map[int]map[nftKey]portKey
 	anon    map[string][]nlElem
 	dumps   int // netlink requests made, for tests and benchmarks
 }
@@ -606,7 +606,7 @@ type nftChainRead struct {
 func newNFTRelist(c *nftConn, ipv6 bool, m *nftModel) *nftRelist {
 	d := &nftRelist{c: c, fam: unix.NFPROTO_IPV4, addrLen: 4, model: m,
 		chains: map[string]nftChainRead{}, noEP: map[int]map[nftKey]nftNoEndpoint{},
-		disp: map[int]map[nftKey]string{}, anon: map[string][]nlElem{}}
+		disp: map[int]map[nftKey]portKey{}, anon: map[string][]nlElem{}}
 	if ipv6 {
 		d.fam, d.addrLen = unix.NFPROTO_IPV6, 16
 	}
@@ -676,14 +676,16 @@ func (d *nftRelist) readMap(name string) error {
 		return fmt.Errorf("map %s: %w", name, err)
 	}
 	noEP := map[nftKey]nftNoEndpoint{}
-	disp := map[nftKey]string{}
+	disp := map[nftKey]portKey{}
 	for i, e := range elems {
 		k, ok := nftKeyFromBytes(e.key, mp.withAddr, d.addrLen)
 		if !ok || e.odd || !e.verdict {
 			return fmt.Errorf("map %s element %d (key %x): not in the shape of kube-proxy's maps", name, i, e.key)
 		}
 		if !mp.noEP {
-			disp[k] = e.target()
+			if prefix, port, ok := nftServiceChain(e.target()); ok && prefix == "external-" {
+				disp[k] = port
+			}
 			d.queue(e.target(), false)
 			continue
 		}
@@ -692,9 +694,10 @@ func (d *nftRelist) readMap(name string) error {
 		k.fill(&ne)
 		noEP[k] = ne
 	}
-	if mp.noEP {
+	switch {
+	case mp.noEP:
 		d.noEP[mp.index] = noEP
-	} else {
+	case mp.index >= 0:
 		d.disp[mp.index] = disp
 	}
 	return nil
