@@ -214,7 +214,7 @@ type cpuRow struct {
 	scrapes, failedScrapes, churn, kubeProxySyncs  int
 	slowestScrape                                  time.Duration
 	window                                         time.Duration
-	profile                                        string
+	profile, heap                                  string // the CPU profile over the window, the heap profile at its end ("": none)
 }
 
 func (r cpuRow) cpuRatio() float64 { return r.exporter.Seconds() / r.kubeProxy.Seconds() }
@@ -334,6 +334,16 @@ func (e *cpuEnv) measure(tb testing.TB, services int, extra []string, window tim
 		rss[i] = sampleRSS(tb, node)
 	}
 	t1 := time.Now()
+	// What each exporter holds at the window's end, beside its RSS: a profile after the window, so its own
+	// cost is in no figure.
+	heaps := make([]string, len(e.nodes))
+	for i, node := range e.nodes {
+		heaps[i] = strings.Replace(profiles[i], "cpu-", "heap-", 1)
+		if err := node.ExporterHeapProfile(ctx, cluster.ExporterPort, heaps[i]); err != nil {
+			heaps[i] = ""
+			tb.Logf("%s: %v", node.Name, err)
+		}
+	}
 	stopChurn()
 	<-churnDone
 	stopScrapers()
@@ -366,7 +376,7 @@ func (e *cpuEnv) measure(tb testing.TB, services int, extra []string, window tim
 			kubeProxy: end[i].kubeProxy - start[i].kubeProxy, kubeProxyOwn: end[i].kubeProxyOwn - start[i].kubeProxyOwn,
 			exporterRSS: rss[i][0], kubeProxyRSS: rss[i][1],
 			scrapes: scrapes.answered, failedScrapes: scrapes.failed, slowestScrape: scrapes.slowest, churn: churned, kubeProxySyncs: end[i].syncs - start[i].syncs,
-			window: t1.Sub(t0), profile: profiles[i],
+			window: t1.Sub(t0), profile: profiles[i], heap: heaps[i],
 		}
 	}
 	// kube-proxy kept up with the churn: it syncs what the window changed.
@@ -379,6 +389,10 @@ func (e *cpuEnv) measure(tb testing.TB, services int, extra []string, window tim
 	for _, r := range rows {
 		tb.Logf("%s (%s), %d Services, %s collectors, a %s window: CPU profile of the exporter in %s; go tool pprof -top:\n%s",
 			r.node, r.mode, r.services, r.collectors, r.window.Round(time.Millisecond), r.profile, pprofTop(ctx, r.profile, 25))
+		if r.heap != "" {
+			tb.Logf("%s (%s), %d Services, %s collectors: what the exporter holds at the window's end, in %s; go tool pprof -top -sample_index=inuse_space:\n%s",
+				r.node, r.mode, r.services, r.collectors, r.heap, pprofTop(ctx, r.heap, 25, "-sample_index=inuse_space"))
+		}
 	}
 	if err := errors.Join(problems...); err != nil {
 		return rows, fmt.Errorf("%d Services, %s collectors: %w", services, collectors, err)
@@ -546,8 +560,9 @@ func scrapeEvery(ctx context.Context, node *cluster.Node, interval time.Duration
 }
 
 // pprofTop is the first lines of `go tool pprof -top` of a profile (flat time per function), or why not.
-func pprofTop(ctx context.Context, profile string, lines int) string {
-	out, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount="+strconv.Itoa(lines), profile).CombinedOutput()
+func pprofTop(ctx context.Context, profile string, lines int, flags ...string) string {
+	args := append(append([]string{"tool", "pprof", "-top", "-nodecount=" + strconv.Itoa(lines)}, flags...), profile)
+	out, err := exec.CommandContext(ctx, "go", args...).CombinedOutput()
 	if err != nil {
 		return fmt.Sprintf("go tool pprof: %v: %s", err, out)
 	}

@@ -224,7 +224,7 @@ func newRulesReader(opts options, logger *slog.Logger) kernelrules.Reader {
 		// The node model is the reader's only caller and spaces its reads itself (newModel): a cached
 		// snapshot would hide a change it was just told of.
 		CacheTTL: -1,
-		Logger:       logger,
+		Logger:   logger,
 	})
 }
 

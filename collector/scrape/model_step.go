@@ -276,6 +276,7 @@ func (m *Model) askRules(ctx context.Context, now time.Time) {
 	if r == nil || s.rulesBusy || now.Before(s.rulesAfter) || !s.rulesWanted && s.rulesNext.After(now) && s.rulesAsked {
 		return
 	}
+	wanted := s.rulesWanted
 	s.rulesBusy, s.rulesWanted, s.rulesAsked = true, false, true
 	m.job(ctx, func() func() {
 		jctx, cancel := context.WithTimeout(ctx, rulesTimeout)
@@ -292,6 +293,7 @@ func (m *Model) askRules(ctx context.Context, now time.Time) {
 			s.rulesNext, s.rulesAfter = now.Add(m.rulesEvery()), now.Add(m.cfg.RulesMinInterval)
 			s.took[InputRules] = took
 			s.rulesRead = true
+			m.log.Debug("kube-proxy's rules read", "took", took, "wanted", wanted, "err", err)
 			m.applyRules(snap, err)
 		}
 	})

@@ -72,9 +72,9 @@ func createBulkPair(ctx context.Context, client kubernetes.Interface, b Bulk, i 
 			err = retryTransient(ctx, func() error {
 				updated, err := services.UpdateStatus(ctx, created, metav1.UpdateOptions{})
 				if apierrors.IsConflict(err) { // an earlier attempt went through, or the object is older
-					fresh, err := services.Get(ctx, svc.Name, metav1.GetOptions{})
-					if err != nil {
-						return err
+					fresh, getErr := services.Get(ctx, svc.Name, metav1.GetOptions{})
+					if getErr != nil {
+						return getErr
 					}
 					fresh.Status = *st
 					updated, err = services.UpdateStatus(ctx, fresh, metav1.UpdateOptions{})

@@ -273,32 +273,42 @@ func (s *Scraper) Close() { s.client.CloseIdleConnections() }
 // ExporterCPUProfile fetches a CPU profile of seconds from the exporter listening on port on the node (which
 // runs with --web.enable-pprof) into path.
 func (n *Node) ExporterCPUProfile(ctx context.Context, port, seconds int, path string) error {
+	return n.exporterProfile(ctx, port, fmt.Sprintf("profile?seconds=%d", seconds), time.Duration(seconds)*time.Second, "cpu", path)
+}
+
+// ExporterHeapProfile fetches the heap profile of the exporter listening on port on the node into path: what it
+// holds now (inuse_space) and what it allocated since it started (alloc_space).
+func (n *Node) ExporterHeapProfile(ctx context.Context, port int, path string) error {
+	return n.exporterProfile(ctx, port, "heap", 0, "heap", path)
+}
+
+func (n *Node) exporterProfile(ctx context.Context, port int, query string, takes time.Duration, what, path string) error {
 	client := &http.Client{Transport: &http.Transport{DialContext: n.Dialer().DialContext, DisableKeepAlives: true},
-		Timeout: time.Duration(seconds)*time.Second + time.Minute}
-	url := fmt.Sprintf("http://%s:%d/debug/pprof/profile?seconds=%d", n.IP, port, seconds)
+		Timeout: takes + time.Minute}
+	url := fmt.Sprintf("http://%s:%d/debug/pprof/%s", n.IP, port, query)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("cpu profile of the exporter on %s: %w", n.Name, err)
+		return fmt.Errorf("%s profile of the exporter on %s: %w", what, n.Name, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1000))
-		return fmt.Errorf("cpu profile of the exporter on %s: %s: %s", n.Name, resp.Status, body)
+		return fmt.Errorf("%s profile of the exporter on %s: %s: %s", what, n.Name, resp.Status, body)
 	}
 	f, err := os.Create(path)
 	if err != nil {
-		return fmt.Errorf("cpu profile of the exporter on %s: %w", n.Name, err)
+		return fmt.Errorf("%s profile of the exporter on %s: %w", what, n.Name, err)
 	}
 	if _, err := io.Copy(f, resp.Body); err != nil {
 		f.Close()
-		return fmt.Errorf("cpu profile of the exporter on %s: %w", n.Name, err)
+		return fmt.Errorf("%s profile of the exporter on %s: %w", what, n.Name, err)
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("cpu profile of the exporter on %s: %w", n.Name, err)
+		return fmt.Errorf("%s profile of the exporter on %s: %w", what, n.Name, err)
 	}
 	return nil
 }

@@ -21,8 +21,11 @@ type Watcher interface {
 	// Watch runs until ctx ends, calling changed (never concurrently, coalesced) whenever a Read may give
 	// something the last Read did not: a relevant change committed, notifications lost, or — where no
 	// notifications exist (the legacy backend, or the watcher could not subscribe) — the cheap change signal
-	// moved (legacy: GET_INFO, polled every PollInterval, default 1 s). It never calls changed for counter
-	// growth: the caller reads counters on its own schedule.
+	// moved (legacy: GET_INFO, polled every PollInterval, default 1 s). It also calls changed when kube-proxy
+	// rewrote a chain whose counters a Snapshot carries (KUBE-EXTERNAL-SERVICES, KUBE-PROXY-FIREWALL), though
+	// nothing relevant changed: the rewritten rules' counters start again at zero, and a caller that keeps a
+	// running total must read them before they climb back to where they were, or it cannot tell the reset. It
+	// never calls changed for counter growth: the caller reads counters on its own schedule.
 	Watch(ctx context.Context, changed func())
 }
 
@@ -492,6 +495,7 @@ func (w *nftWatch) commit(acct *txAccount, gen uint32) {
 		for c := range j.touched[fi] {
 			if j.touched[fi][c] {
 				w.view.lastTouch[fi][c] = gen
+				relevant = true // a reset of the counters a caller keeps a total of: it must read them soon
 			}
 		}
 	}
