@@ -338,7 +338,8 @@ func (e *cpuEnv) measure(tb testing.TB, services int, extra []string, window tim
 	// cost is in no figure.
 	heaps := make([]string, len(e.nodes))
 	for i, node := range e.nodes {
-		heaps[i] = strings.Replace(profiles[i], "cpu-", "heap-", 1)
+		// Beside the CPU profile, named for the same run (the directory's own name holds "cpu-" too).
+		heaps[i] = filepath.Join(filepath.Dir(profiles[i]), strings.Replace(filepath.Base(profiles[i]), "cpu-", "heap-", 1))
 		if err := node.ExporterHeapProfile(ctx, cluster.ExporterPort, heaps[i]); err != nil {
 			heaps[i] = ""
 			tb.Logf("%s: %v", node.Name, err)
