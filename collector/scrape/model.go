@@ -326,6 +326,9 @@ type modelState struct {
 	destOwners    map[arrivals.Dest][]string // which Services each watched destination is a destination of
 	kinds         map[arrivals.Dest]verdict.Kind
 	watchKey      string // what the meter's Watch was built from, beside the Services
+	// watchInputsMoved: the addresses, kube-proxy's configuration or the node moved since watchKey was last
+	// compared, so the key is worth computing again (not every meter read: it prints every address).
+	watchInputsMoved bool
 	// What every decision reads beside a Service's own inputs; when it moves, every Service is decided again.
 	globals  globals
 	epoch    uint64

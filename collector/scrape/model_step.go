@@ -93,6 +93,7 @@ func (m *Model) readAPI(now time.Time) {
 		hadNode := s.nodeErr == nil && s.kpAsked
 		s.nodeErr = s.apiErr
 		if m.cfg.Node != nil {
+			s.watchInputsMoved = true
 			if s.node, err = m.cfg.Node(); err != nil {
 				s.nodeErr = fmt.Errorf("reading the API view: %w", err)
 			} else {
@@ -108,7 +109,11 @@ func (m *Model) readAPI(now time.Time) {
 		s.kpNext = now // kube-proxy is probed where the node says, as soon as it is known
 	}
 	s.apiErr, s.nodeErr = nil, nil
-	s.node = m.cfg.Tracker.Node()
+	node := m.cfg.Tracker.Node()
+	if !reflect.DeepEqual(node, s.node) {
+		s.watchInputsMoved = true
+	}
+	s.node = node
 	for _, key := range changed {
 		st, ok := m.cfg.Tracker.State(key)
 		e := s.services[key]
@@ -189,6 +194,7 @@ func (m *Model) readAddrs(now time.Time) {
 	}
 	if ipStrings(local) != ipStrings(s.local) || ipStrings(assigned) != ipStrings(s.assigned) || (err == nil) != (s.addrsErr == nil) {
 		m.probeAll(now)
+		s.watchInputsMoved = true
 	}
 	s.local, s.assigned, s.addrsErr = local, assigned, err
 }
@@ -256,6 +262,7 @@ func (m *Model) askKubeProxy(ctx context.Context, now time.Time) {
 			if healthWord(kp) != healthWord(s.kp) || !reflect.DeepEqual(cfg, s.kpCfg) {
 				// kube-proxy restarted, turned unhealthy or moved: its health check server answers anew.
 				m.probeAll(m.cfg.Now())
+				s.watchInputsMoved = true
 			}
 			s.kp, s.kpCfg, s.kpCfgState, s.kpCfgErr = kp, cfg, cfgState, cfgErr
 			s.kpAnswered = s.kpAnswered || nodeErr == nil
@@ -421,7 +428,11 @@ func (m *Model) readMeter(now time.Time) {
 	}
 	start := time.Now()
 	watched := false
-	if s.apiErr == nil && (s.servicesMoved || s.watchStale(m)) {
+	stale := false
+	if s.apiErr == nil && (s.watchInputsMoved || s.watchKey == "") {
+		stale, s.watchInputsMoved = s.watchStale(m), false
+	}
+	if s.apiErr == nil && (s.servicesMoved || stale) {
 		st := m.addrState()
 		services := m.serviceStates()
 		s.watchErr = m.g.watchMeter(st, s.node.PodCIDRs, services)

@@ -3,8 +3,11 @@ package scrape
 import (
 	"context"
 	"log/slog"
+	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +17,7 @@ import (
 
 	"github.com/localtraffic/localtraffic-exporter/collector/scrape/scrapetest"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
 
@@ -150,5 +154,62 @@ func TestModelRunFollowsEvents(t *testing.T) {
 	<-done
 	if _, err := os.Stat(path); err != nil {
 		t.Errorf("no state file when the model stopped: %v", err)
+	}
+}
+
+// movingAddrs are node addresses the test changes.
+type movingAddrs struct {
+	mu    sync.Mutex
+	addrs scrapetest.Addrs
+}
+
+func (a *movingAddrs) set(addrs ...string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.addrs = addrs
+}
+
+func (a *movingAddrs) LocalAddrs() ([]net.IP, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.addrs.LocalAddrs()
+}
+
+// TestModelWatchesNewAddresses: the meter counts a NodePort on the node's addresses, so a new address (or one
+// gone) gives the meter a new Watch at the next address read, though no Service moved.
+func TestModelWatchesNewAddresses(t *testing.T) {
+	tr := &fixedTracker{local: 1}
+	addrs := &movingAddrs{addrs: scrapetest.Addrs{"127.0.0.1"}}
+	meter := &scrapetest.Meter{Status: arrivals.StatusOK, Now: time.Unix(1_800_000_000, 0)}
+	g := NewGatherer(GathererConfig{View: &scrapetest.View{}, RuleReader: &scrapetest.Reader{Snap: rulesWith(1, false)},
+		Addrs: addrs, Meter: meter, KubeProxyAddress: scrapetest.NoAddress, ProbeTimeout: time.Second,
+		Logger: slog.New(slog.DiscardHandler)})
+	m := NewModel(g, ModelConfig{Tracker: tr, Synchronous: true})
+	ctx := context.Background()
+	now := time.Unix(1_800_000_000, 0)
+	watched := func() []netip.Addr {
+		meter.Mu.Lock()
+		defer meter.Mu.Unlock()
+		return meter.Watched.NodeAddrs
+	}
+	m.Step(ctx, now)
+	if got, want := watched(), []netip.Addr{netip.MustParseAddr("127.0.0.1")}; !slices.Equal(got, want) {
+		t.Fatalf("first watch counts on %v, want %v", got, want)
+	}
+	for _, set := range [][]string{{"127.0.0.1", "127.0.0.2"}, {"127.0.0.2"}} {
+		addrs.set(set...)
+		for range 3 { // steps within the address period read nothing new
+			now = now.Add(time.Second)
+			m.Step(ctx, now)
+		}
+		now = now.Add(5 * time.Second) // the address period (AddrsEvery) passed
+		m.Step(ctx, now)
+		var want []netip.Addr
+		for _, a := range set {
+			want = append(want, netip.MustParseAddr(a))
+		}
+		if got := watched(); !slices.Equal(got, want) {
+			t.Errorf("after the addresses became %v the meter counts on %v", set, got)
+		}
 	}
 }
