@@ -666,22 +666,19 @@ func (g *Gatherer) probeHealthChecks(ctx context.Context, snap kubeview.Snapshot
 }
 
 // healthCheckAddrs returns, per family, the address health check node ports are probed on: the flag's, else
-// the node's address of the family kube-proxy serves them on (chosen once per family).
+// the node's address of the family kube-proxy serves them on. Both families are chosen at once, so the function
+// only reads: the model's probes call it from goroutines of their own.
 func (g *Gatherer) healthCheckAddrs(node kubeview.NodeState, local []net.IP, cfg nodeprobe.KubeProxyConfig) func(corev1.IPFamily) string {
-	addrs := map[corev1.IPFamily]string{}
 	nodeIPs := nodeprobe.KubeProxyNodeIPs(node.KubeProxyNodeIPs(), cfg.BindAddress)
-	return func(f corev1.IPFamily) string {
-		a, ok := addrs[f]
-		if !ok {
-			if o := g.cfg.HealthCheckAddress; o != "" && kubeview.IPFamilyOf(o) == f {
-				a = o
-			} else {
-				a = nodeprobe.PickFamilyAddress(local, nodeIPs, string(f), cfg.NodePortAddresses)
-			}
-			addrs[f] = a
+	addrs := map[corev1.IPFamily]string{}
+	for _, f := range []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol} {
+		if o := g.cfg.HealthCheckAddress; o != "" && kubeview.IPFamilyOf(o) == f {
+			addrs[f] = o
+		} else {
+			addrs[f] = nodeprobe.PickFamilyAddress(local, nodeIPs, string(f), cfg.NodePortAddresses)
 		}
-		return a
 	}
+	return func(f corev1.IPFamily) string { return addrs[f] }
 }
 
 // probed: the Service has a health check node port kube-proxy serves (a LoadBalancer Service's).

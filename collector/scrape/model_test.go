@@ -2,7 +2,9 @@ package scrape
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -211,5 +213,75 @@ func TestModelWatchesNewAddresses(t *testing.T) {
 		if got := watched(); !slices.Equal(got, want) {
 			t.Errorf("after the addresses became %v the meter counts on %v", set, got)
 		}
+	}
+}
+
+// lbTracker is an APITracker over n LoadBalancer Services, each with a health check node port of its own.
+type lbTracker struct {
+	states map[string]kubeview.ServiceState
+	told   bool
+}
+
+func newLBTracker(n int) *lbTracker {
+	t := &lbTracker{states: map[string]kubeview.ServiceState{}}
+	for i := range n {
+		st := scrapetest.LBService(scrapetest.Family(corev1.IPv4Protocol, 1, true))
+		st.Name = fmt.Sprintf("web-%d", i)
+		st.HealthCheckNodePort = int32(32000 + i)
+		t.states[st.Namespace+"/"+st.Name] = st
+	}
+	return t
+}
+
+// Update tells of every Service once: none changes after.
+func (t *lbTracker) Update(time.Time) ([]string, error) {
+	if t.told {
+		return nil, nil
+	}
+	t.told = true
+	return t.Keys(), nil
+}
+func (t *lbTracker) Keys() []string { return slices.Sorted(maps.Keys(t.states)) }
+func (t *lbTracker) State(k string) (kubeview.ServiceState, bool) {
+	st, ok := t.states[k]
+	return st, ok
+}
+func (t *lbTracker) Node() kubeview.NodeState {
+	return kubeview.NodeState{Name: "node-1", Found: true, InternalIPs: []string{"127.0.0.1"}}
+}
+func (t *lbTracker) Announcers() map[kubeview.AnnouncerSource]kubeview.SourceState { return nil }
+func (t *lbTracker) NextChange() time.Time                                         { return time.Time{} }
+
+// TestModelProbesConcurrently: the model's health check probes run beside each other, off its goroutine, and
+// share what they read (the address each family is probed on); the race detector holds them to reading it only.
+func TestModelProbesConcurrently(t *testing.T) {
+	const services = 16
+	g := NewGatherer(GathererConfig{View: &scrapetest.View{}, RuleReader: &scrapetest.Reader{Snap: rulesWith(1, false)},
+		Addrs: scrapetest.Addrs{"127.0.0.1"}, KubeProxyAddress: scrapetest.RefusedKubeProxy(t), ProbeTimeout: time.Second,
+		Concurrency: 8, Logger: slog.New(slog.DiscardHandler)})
+	m := NewModel(g, ModelConfig{Tracker: newLBTracker(services)})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.Run(ctx)
+	}()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		probed := 0
+		st := m.Gather(ctx)
+		for _, r := range st.Services {
+			if len(r.Checks) > 0 && r.Checks[0].Address != "" {
+				probed++
+			}
+		}
+		if probed == services {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10 s %d of %d Services' health checks probed", probed, services)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
