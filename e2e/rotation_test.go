@@ -517,10 +517,11 @@ func TestRotationHealthCheckProberStops(t *testing.T) {
 	})
 	stopProber()
 	<-proberDone
-	// Give the meter's ring time to hand over any probe still in flight (BlockTimeout 200ms), then hold the
-	// timestamp still over ten scrapes, each of which makes the exporter probe the port itself (from the node:
-	// not an outside probe).
-	time.Sleep(time.Second)
+	// Give the meter's ring time to hand over any probe still in flight (BlockTimeout 200ms) and the node model
+	// time to take the meter's counts after it (at most once a second while arrivals come), then hold the
+	// timestamp still over ten scrapes, while the exporter probes the port itself (from the node: not an
+	// outside probe).
+	time.Sleep(3 * time.Second)
 	stopped, err := lastProbe()
 	if err != nil {
 		t.Fatal(err)

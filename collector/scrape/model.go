@@ -155,6 +155,12 @@ func (m *Model) Gather(ctx context.Context) *State {
 	select {
 	case <-m.first:
 	case <-ctx.Done():
+		if cur := m.cur.Load(); cur != nil {
+			// The API view is not ready: that State says so.
+			st := *cur
+			st.StateFile = m.g.cfg.State.State()
+			return &st
+		}
 		st := &State{took: map[Input]time.Duration{}, RulesConfigured: m.g.cfg.RuleReader != nil,
 			APIErr: fmt.Errorf("the node model has not evaluated yet: %w", ctx.Err()), NodeErr: ctx.Err(),
 			StateFile: m.g.cfg.State.State()}
@@ -185,10 +191,11 @@ func (m *Model) Step(ctx context.Context, now time.Time) {
 // the full recomputation's.
 func (m *Model) Decided() uint64 { return m.decided.Load() }
 
-// Ready: the model has published a State decided from the API view (its informers synced).
+// Ready: the model has published a State decided from the API view (its informers synced) and the first
+// answers of its other inputs (publish).
 func (m *Model) Ready() bool {
 	st := m.cur.Load()
-	return st != nil && st.APIErr == nil
+	return st != nil && st.APIErr == nil // (publish stores none with verdicts before those answers)
 }
 
 // Latest is the latest published State as it was published (nil before the first): what the tests of the
@@ -292,6 +299,9 @@ func (m *Model) SaveState() {
 // modelState is everything the model knows; Run's goroutine alone touches it.
 type modelState struct {
 	primed bool
+	// settled: a State with verdicts was published (publish's first answers are in); from then on every
+	// step publishes.
+	settled bool
 	// The API view.
 	apiErr, nodeErr error
 	node            kubeview.NodeState

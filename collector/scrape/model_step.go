@@ -730,9 +730,21 @@ func (m *Model) dueOf(e *entry, p *pass, now time.Time) time.Time {
 	return next
 }
 
-// publish makes st, with every Service's latest result, the State that scrapes render.
+// publish makes st, with every Service's latest result, the State that scrapes render. The first State with
+// verdicts waits for the first answer of the inputs that decide a drop (kube-proxy's rules, the health check
+// node ports), as a scrape of the full recomputation read them before it answered: a verdict from the API view
+// alone, while the rules are being read, would page for a Service kube-proxy has not programmed yet (its
+// NodePort refused, not dropped). Each of those reads has its own deadline, so the wait ends; kube-proxy's
+// health server is not waited for (a hanging one is a state the first scrape shows). A State that says the API
+// view is not ready is published at once: it holds no verdict.
 func (m *Model) publish(st *State) {
 	s := &m.m
+	if !s.settled {
+		if st.APIErr == nil && !m.firstAnswered() {
+			return
+		}
+		s.settled = st.APIErr == nil
+	}
 	st.Epoch = s.epoch
 	if st.APIErr == nil {
 		if s.resultsMoved || s.published == nil || s.publishedEpoch != s.epoch || len(s.published) != len(s.keys) {
@@ -748,7 +760,24 @@ func (m *Model) publish(st *State) {
 	}
 	st.StateFile = m.g.cfg.State.State()
 	m.cur.Store(st)
-	m.once.Do(func() { close(m.first) })
+	if s.settled {
+		m.once.Do(func() { close(m.first) })
+	}
+}
+
+// firstAnswered: the inputs publish waits for answered once (or failed): the rules when there is a reader,
+// and every health check node port.
+func (m *Model) firstAnswered() bool {
+	s := &m.m
+	if m.g.cfg.RuleReader != nil && (!s.rulesAsked || s.rulesBusy) || s.probes > 0 {
+		return false
+	}
+	for _, e := range s.services {
+		if probed(e.state) && len(e.checks) == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // idle: a timer woke the model only to look at the meter, which counted nothing new, and nothing else is due:

@@ -285,3 +285,56 @@ func TestModelProbesConcurrently(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// blockedReader is a rule reader whose reads wait until the test releases them.
+type blockedReader struct {
+	release chan struct{}
+	snap    *kernelrules.Snapshot
+}
+
+func (b *blockedReader) Read(ctx context.Context) (*kernelrules.Snapshot, error) {
+	select {
+	case <-b.release:
+		return b.snap, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// TestModelFirstVerdictWaitsForTheRules: until kube-proxy's rules were read once, the model shows no verdict
+// (one from the API view alone would call a Service kube-proxy has not programmed yet a blackhole) and is not
+// ready; once read, the verdict is the rules'.
+func TestModelFirstVerdictWaitsForTheRules(t *testing.T) {
+	tr := &fixedTracker{local: 0} // the API view: no local endpoint, a drop if kube-proxy had programmed one
+	rules := &blockedReader{release: make(chan struct{}), snap: rulesWith(0, false)} // not programmed yet
+	g := NewGatherer(GathererConfig{View: &scrapetest.View{}, RuleReader: rules, Addrs: scrapetest.Addrs{"127.0.0.1"},
+		KubeProxyAddress: scrapetest.RefusedKubeProxy(t), ProbeTimeout: time.Second, Logger: slog.New(slog.DiscardHandler)})
+	m := NewModel(g, ModelConfig{Tracker: tr})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.Run(ctx)
+	}()
+	defer func() { cancel(); <-done }()
+
+	for range 5 {
+		sctx, scancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		st := m.Gather(sctx)
+		scancel()
+		if len(st.Services) != 0 {
+			t.Fatalf("a verdict before the rules were read: %+v", st.Services[0].Verdict)
+		}
+		if m.Ready() {
+			t.Fatal("ready before the rules were read")
+		}
+	}
+	close(rules.release)
+	st := m.Gather(ctx)
+	if len(st.Services) != 1 || st.Source != SourceRules || st.Services[0].Verdict.Drops {
+		t.Fatalf("after the rules were read: source %s, services %d, want one from the rules that drops nothing", st.Source, len(st.Services))
+	}
+	if !m.Ready() {
+		t.Error("not ready after the first verdict")
+	}
+}
