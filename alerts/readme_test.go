@@ -93,3 +93,30 @@ func TestReadmeListsEveryAlert(t *testing.T) {
 		t.Fatal("alerts.yaml defines no alert")
 	}
 }
+
+// TestReadmeNamesOutsideSeries: every series of another exporter a rule reads (outsideSeries) is named in
+// README.md with its exporter, so an install knows what the alert needs, and is read by some rule, so the
+// allowance does not outlive the alert.
+func TestReadmeNamesOutsideSeries(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	queries, _ := everyQuery(t, repoRoot(t))
+	for name, exporter := range outsideSeries {
+		if !strings.Contains(string(readme), "`"+name+"`") || !strings.Contains(string(readme), exporter) {
+			t.Errorf("README.md does not say that an alert reads %s of %s", name, exporter)
+		}
+		read := false
+		for where, expr := range queries {
+			names, err := MetricNames(expr)
+			if err != nil {
+				t.Fatalf("%s: %v", where, err)
+			}
+			read = read || (strings.HasPrefix(where, "rule ") && slices.Contains(names, name))
+		}
+		if !read {
+			t.Errorf("outsideSeries allows %s, which no rule reads", name)
+		}
+	}
+}

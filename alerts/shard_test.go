@@ -209,6 +209,10 @@ func newShardScenario(t *testing.T, relabels []*relabel.Config) (*shardScenario,
 			}
 			s.add(n, "localtraffic_local_endpoints", sel, eps)
 			s.add(n, "localtraffic_blackhole", sel, blackhole)
+			if blackhole == steady {
+				// The exporter reports what each blackhole rests on: clients are being dropped.
+				s.add(n, "localtraffic_blackhole_reason", sel+`,reason="traffic_lost"`, steady)
+			}
 			s.add(n, "localtraffic_in_rotation", sel, rotation)
 			mismatch := "0x30"
 			if n == b && svc.name == "spread" {
