@@ -14,25 +14,35 @@ import (
 // alertRow is one row of README.md's alert table: the alert, its severity and its for: (with keep_firing_for).
 type alertRow struct{ severity, forText string }
 
+// tableLines returns the body lines of the markdown table whose header line starts with header (the separator
+// line left out).
+func tableLines(text, header string) []string {
+	var out []string
+	in := false
+	for _, line := range strings.Split(text, "\n") {
+		switch {
+		case strings.HasPrefix(line, header):
+			in = true
+		case in && !strings.HasPrefix(line, "|"):
+			in = false
+		case in && !strings.HasPrefix(line, "|---"):
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
 // readmeAlertTable parses README.md's "| Alert | Severity | for | Fires when |" table.
 func readmeAlertTable(t *testing.T, readme string) map[string]alertRow {
 	t.Helper()
 	row := regexp.MustCompile("^\\| `(\\w+)` \\| (\\w+) \\| ([^|]+) \\|")
 	rows := map[string]alertRow{}
-	in := false
-	for _, line := range strings.Split(readme, "\n") {
-		switch {
-		case strings.HasPrefix(line, "| Alert | Severity | for |"):
-			in = true
-		case in && !strings.HasPrefix(line, "|"):
-			in = false
-		case in:
-			if m := row.FindStringSubmatch(line); m != nil {
-				if _, dup := rows[m[1]]; dup {
-					t.Errorf("README.md lists %s twice", m[1])
-				}
-				rows[m[1]] = alertRow{m[2], strings.TrimSpace(m[3])}
+	for _, line := range tableLines(readme, "| Alert | Severity | for |") {
+		if m := row.FindStringSubmatch(line); m != nil {
+			if _, dup := rows[m[1]]; dup {
+				t.Errorf("README.md lists %s twice", m[1])
 			}
+			rows[m[1]] = alertRow{m[2], strings.TrimSpace(m[3])}
 		}
 	}
 	return rows

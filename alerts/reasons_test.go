@@ -34,22 +34,13 @@ func readmeReasonTable(t *testing.T, readme string) []reasonRow {
 	t.Helper()
 	row := regexp.MustCompile("^\\| `(\\w+)` \\| `(\\w+)` \\| (\\w+) \\| (.+) \\|$")
 	var rows []reasonRow
-	in := false
-	for _, line := range strings.Split(readme, "\n") {
-		switch {
-		case strings.HasPrefix(line, "| Reason | Alert | Severity | First action |"):
-			in = true
-		case in && !strings.HasPrefix(line, "|"):
-			in = false
-		case in && strings.HasPrefix(line, "|---"):
-		case in:
-			m := row.FindStringSubmatch(line)
-			if m == nil {
-				t.Errorf("README.md's reason table: cannot read %q", line)
-				continue
-			}
-			rows = append(rows, reasonRow{m[1], m[2], m[3], strings.ReplaceAll(m[4], "`", "")})
+	for _, line := range tableLines(readme, "| Reason | Alert | Severity | First action |") {
+		m := row.FindStringSubmatch(line)
+		if m == nil {
+			t.Errorf("README.md's reason table: cannot read %q", line)
+			continue
 		}
+		rows = append(rows, reasonRow{m[1], m[2], m[3], strings.ReplaceAll(m[4], "`", "")})
 	}
 	return rows
 }
@@ -76,7 +67,7 @@ func alertReasons(t *testing.T, expr string, records map[string]string) []string
 			return nil
 		}
 		for _, r := range blackholeReasons {
-			if matchesAll(vs.LabelMatchers, labels.FromStrings(labels.MetricName, vs.Name, "reason", r)) {
+			if matchesAll(vs.LabelMatchers, labels.FromStrings(model.MetricNameLabel, vs.Name, "reason", r)) {
 				out = append(out, r)
 			}
 		}
