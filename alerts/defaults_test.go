@@ -70,7 +70,7 @@ func nonDefaultMetrics(queries map[string]string, recorded map[string]bool, expo
 			continue
 		}
 		for _, n := range names {
-			if recorded[n] || standardSeries[n] {
+			if recorded[n] || standardSeries[n] || allowedOutside(where, n) {
 				continue
 			}
 			checked++

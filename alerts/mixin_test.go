@@ -92,8 +92,14 @@ func TestMixinConfig(t *testing.T) {
 	const sel = `job="monitoring/localtraffic"`
 	alerts, rules, dashboards := renderMixin(t, `{_config+:: {localtrafficExporterSelector: '`+sel+`', grafanaDashboardUid: 'lt', grafanaDashboardTags: ['x']}}`)
 	def, defRules, defDash := renderMixin(t, "")
-	if !reflect.DeepEqual(rules, defRules) {
-		t.Error("the recording rules changed with the selector (none selects on job)")
+	// One recording selects on job (the coverage alert's targets): with the selector put back, the defaults.
+	gotRules, _ := json.Marshal(rules)
+	wantRules, _ := json.Marshal(defRules)
+	if n := strings.Count(string(gotRules), strings.ReplaceAll(sel, `"`, `\"`)); n != 1 {
+		t.Errorf("the selector appears %d times in the recording rules, want the coverage alert's target recording", n)
+	}
+	if strings.ReplaceAll(string(gotRules), strings.ReplaceAll(sel, `"`, `\"`), `job=\"localtraffic-exporter\"`) != string(wantRules) {
+		t.Error("the recording rules differ from the defaults by more than the selector")
 	}
 	got, _ := json.Marshal(alerts)
 	if strings.Contains(string(got), `job=\"localtraffic-exporter\"`) {
@@ -197,10 +203,26 @@ local m = (import 'mixin.libsonnet') + {_config+:: {shardedPrometheus: `+sharded
 	for _, g := range global {
 		for _, r := range g.(map[string]any)["rules"].([]any) {
 			if a := r.(map[string]any)["alert"]; a != "LocalTrafficServiceSingleNode" && a != "LocalTrafficServiceBlackhole" &&
-				a != "LocalTrafficServiceUnannounced" {
+				a != "LocalTrafficServiceUnannounced" && a != "LocalTrafficExporterNotScraped" {
 				t.Errorf("global group has %v", a)
 			}
 		}
+	}
+}
+
+// TestMixinDaemonSetName: _config's DaemonSet name reaches the coverage recording's kube_pod_info selector, and
+// nothing else changes.
+func TestMixinDaemonSetName(t *testing.T) {
+	_, rules, _ := renderMixin(t, `{_config+:: {localtrafficDaemonSetName: 'lt-prod'}}`)
+	_, defRules, _ := renderMixin(t, "")
+	got, _ := json.Marshal(rules)
+	want, _ := json.Marshal(defRules)
+	const renamed, dflt = `created_by_name=\"lt-prod\"`, `created_by_name=\"localtraffic-exporter\"`
+	if strings.Count(string(got), renamed) != 1 || strings.Contains(string(got), dflt) {
+		t.Errorf("the recording rules select the pods of another DaemonSet than lt-prod")
+	}
+	if strings.ReplaceAll(string(got), renamed, dflt) != string(want) {
+		t.Error("the recording rules differ from the defaults by more than the DaemonSet's name")
 	}
 }
 

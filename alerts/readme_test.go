@@ -14,25 +14,35 @@ import (
 // alertRow is one row of README.md's alert table: the alert, its severity and its for: (with keep_firing_for).
 type alertRow struct{ severity, forText string }
 
+// tableLines returns the body lines of the markdown table whose header line starts with header (the separator
+// line left out).
+func tableLines(text, header string) []string {
+	var out []string
+	in := false
+	for _, line := range strings.Split(text, "\n") {
+		switch {
+		case strings.HasPrefix(line, header):
+			in = true
+		case in && !strings.HasPrefix(line, "|"):
+			in = false
+		case in && !strings.HasPrefix(line, "|---"):
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
 // readmeAlertTable parses README.md's "| Alert | Severity | for | Fires when |" table.
 func readmeAlertTable(t *testing.T, readme string) map[string]alertRow {
 	t.Helper()
 	row := regexp.MustCompile("^\\| `(\\w+)` \\| (\\w+) \\| ([^|]+) \\|")
 	rows := map[string]alertRow{}
-	in := false
-	for _, line := range strings.Split(readme, "\n") {
-		switch {
-		case strings.HasPrefix(line, "| Alert | Severity | for |"):
-			in = true
-		case in && !strings.HasPrefix(line, "|"):
-			in = false
-		case in:
-			if m := row.FindStringSubmatch(line); m != nil {
-				if _, dup := rows[m[1]]; dup {
-					t.Errorf("README.md lists %s twice", m[1])
-				}
-				rows[m[1]] = alertRow{m[2], strings.TrimSpace(m[3])}
+	for _, line := range tableLines(readme, "| Alert | Severity | for |") {
+		if m := row.FindStringSubmatch(line); m != nil {
+			if _, dup := rows[m[1]]; dup {
+				t.Errorf("README.md lists %s twice", m[1])
 			}
+			rows[m[1]] = alertRow{m[2], strings.TrimSpace(m[3])}
 		}
 	}
 	return rows
@@ -91,5 +101,32 @@ func TestReadmeListsEveryAlert(t *testing.T) {
 	}
 	if len(alerts) == 0 {
 		t.Fatal("alerts.yaml defines no alert")
+	}
+}
+
+// TestReadmeNamesOutsideSeries: every series of another exporter a rule reads (outsideSeries) is named in
+// README.md with its exporter, so an install knows what the alert needs, and is read by some rule, so the
+// allowance does not outlive the alert.
+func TestReadmeNamesOutsideSeries(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	queries, _ := everyQuery(t, repoRoot(t))
+	for name, exporter := range outsideSeries {
+		if !strings.Contains(string(readme), "`"+name+"`") || !strings.Contains(string(readme), exporter) {
+			t.Errorf("README.md does not say that an alert reads %s of %s", name, exporter)
+		}
+		read := false
+		for where, expr := range queries {
+			names, err := MetricNames(expr)
+			if err != nil {
+				t.Fatalf("%s: %v", where, err)
+			}
+			read = read || (strings.HasPrefix(where, "rule ") && slices.Contains(names, name))
+		}
+		if !read {
+			t.Errorf("outsideSeries allows %s, which no rule reads", name)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -209,6 +210,10 @@ func newShardScenario(t *testing.T, relabels []*relabel.Config) (*shardScenario,
 			}
 			s.add(n, "localtraffic_local_endpoints", sel, eps)
 			s.add(n, "localtraffic_blackhole", sel, blackhole)
+			if blackhole == steady {
+				// The exporter reports what each blackhole rests on: clients are being dropped.
+				s.add(n, "localtraffic_blackhole_reason", sel+`,reason="traffic_lost"`, steady)
+			}
 			s.add(n, "localtraffic_in_rotation", sel, rotation)
 			mismatch := "0x30"
 			if n == b && svc.name == "spread" {
@@ -237,6 +242,13 @@ func newShardScenario(t *testing.T, relabels []*relabel.Config) (*shardScenario,
 			up = "1 1 1 0x28"
 		}
 		s.series = append(s.series, shardSeries{node: n, labels: fmt.Sprintf(`up{instance=%q,job="localtraffic-exporter",node=%q}`, s.address[n], n), values: up})
+	}
+	// kube-state-metrics, scraped with the first node's targets (one shard), reports an exporter pod on every node
+	// and on z1, whose pod no target covers: LocalTrafficExporterNotScraped, a cross-node alert, fires for z1 alone
+	// (a3's target is down, not missing).
+	for _, n := range append(slices.Clone(s.nodes), "z1") {
+		s.series = append(s.series, shardSeries{node: s.nodes[0], values: steady,
+			labels: fmt.Sprintf(`kube_pod_info{job="kube-state-metrics",namespace="localtraffic-system",pod="localtraffic-exporter-%s",node=%q,created_by_kind="DaemonSet",created_by_name="localtraffic-exporter"}`, n, n)})
 	}
 	return s, shard
 }
@@ -436,7 +448,8 @@ func alertNode(alert string) string {
 
 func isCrossNode(alert string) bool {
 	return strings.Contains(alert, `alertname="LocalTrafficServiceSingleNode"`) ||
-		strings.Contains(alert, `alertname="LocalTrafficServiceBlackhole"`)
+		strings.Contains(alert, `alertname="LocalTrafficServiceBlackhole"`) ||
+		strings.Contains(alert, `alertname="LocalTrafficExporterNotScraped"`)
 }
 
 func TestShardedAlerts(t *testing.T) {
@@ -538,6 +551,8 @@ func TestShardedAlerts(t *testing.T) {
 		{"rules mismatch", []string{`LocalTrafficRulesMismatch`}, 1},
 		{"exporter down", []string{`LocalTrafficExporterDown`}, 1},
 		{"collector failing", []string{`LocalTrafficCollectorFailing`}, 1},
+		{"exporter not scraped", []string{`LocalTrafficExporterNotScraped`, `node="z1"`}, 1},
+		{"exporters not scraped", []string{`LocalTrafficExporterNotScraped`}, 1},
 	} {
 		if got := count(end, want.match...); got != want.n {
 			t.Errorf("unsharded at %dm: %d alerts for %s, want %d", shardMinutes, got, want.what, want.n)
@@ -554,6 +569,12 @@ func TestShardedAlerts(t *testing.T) {
 		if n := count(r.firing[shardMinutes], `LocalTrafficServiceSingleNode`, `service="split"`); n != 1 {
 			t.Errorf("shard %d with the cross-node group: %d false single-node alerts for shop/split, want the 1 this test expects (is the scenario still split across shards?)", k, n)
 		}
+	}
+	// So is the coverage alert: the shard that scrapes kube-state-metrics takes every node of the other shard for
+	// unscraped.
+	ksm := shard[scenario.nodes[0]]
+	if n := count(wrongOnShard[ksm].firing[shardMinutes], `LocalTrafficExporterNotScraped`); n <= 1 {
+		t.Errorf("shard %d with the cross-node group: %d coverage alerts, want the other shard's nodes too", ksm, n)
 	}
 	t.Logf("%d series on %d nodes: shard 0 scrapes %d, shard 1 %d; %d alerts firing at %dm unsharded, %d recorded series sent to the global ruler",
 		len(all), len(scenario.nodes), len(perShard[0]), len(perShard[1]), len(end), shardMinutes, len(recorded))

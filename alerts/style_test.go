@@ -18,8 +18,8 @@ var (
 )
 
 // The house style (kubernetes-mixin): CamelCase names, a for: on every alert, a severity of critical, warning
-// or info, a static summary, a templated description naming the node, and a runbook_url pointing at the
-// alert's own runbook entry; recording rules named level:metric:operations.
+// or info, a static summary (a blackhole alert's names its reason), a templated description naming the node,
+// and a runbook_url pointing at the alert's own runbook entry; recording rules named level:metric:operations.
 func TestAlertStyle(t *testing.T) {
 	root := repoRoot(t)
 	groups, err := LoadRules(root)
@@ -63,13 +63,25 @@ func TestAlertStyle(t *testing.T) {
 				t.Errorf("alert %s: severity %q, want critical, warning or info", name, sev)
 			}
 			a := r.Annotations
-			if a["summary"] == "" || strings.Contains(a["summary"], "{{") {
-				t.Errorf("alert %s: summary must be static and non-empty: %q", name, a["summary"])
+			// A blackhole alert keeps the reason its page rests on (by ..., reason) and names it in its summary,
+			// the one templated part a summary may have; its first_action follows the reason (README.md's
+			// reason table, TestReadmeReasonTable).
+			blackhole := strings.Contains(r.Expr, "localtraffic_blackhole_reason") || strings.Contains(r.Expr, "localtraffic_blackhole_critical")
+			const reasonRef = "{{ $labels.reason }}"
+			summary := a["summary"]
+			if blackhole {
+				if !regexp.MustCompile(`\bby \([^)]*\breason\)`).MatchString(r.Expr) || !strings.Contains(summary, reasonRef) || a["first_action"] == "" {
+					t.Errorf("alert %s: a blackhole alert keeps the reason label, names it in its summary and has a first_action: %q", name, summary)
+				}
+				summary = strings.ReplaceAll(summary, reasonRef, "")
+			}
+			if summary == "" || strings.Contains(summary, "{{") {
+				t.Errorf("alert %s: summary must be static (but for a blackhole alert's reason) and non-empty: %q", name, a["summary"])
 			}
 			// absent() has no labels to name; a per-Service alert (by cluster, namespace and Service, no node) names
 			// the Service and its nodes from a query; every other alert is about a node.
 			expr := strings.TrimSpace(r.Expr)
-			perService := strings.HasPrefix(expr, "sum by (cluster, namespace, service)") || strings.HasPrefix(expr, "count by (cluster, namespace, service)")
+			perService := strings.HasPrefix(expr, "sum by (cluster, namespace, service") || strings.HasPrefix(expr, "count by (cluster, namespace, service")
 			switch {
 			case strings.Contains(r.Expr, "absent("):
 			case perService:
@@ -92,7 +104,7 @@ func TestAlertStyle(t *testing.T) {
 				t.Errorf("alert %s: no heading \"## %s\" in %s", name, name, RunbooksPath)
 			}
 			for k := range a {
-				if k != "summary" && k != "description" && k != "runbook_url" {
+				if k != "summary" && k != "description" && k != "runbook_url" && (k != "first_action" || !blackhole) {
 					t.Errorf("alert %s: unexpected annotation %s", name, k)
 				}
 			}
@@ -121,7 +133,7 @@ type ruleTestFile struct {
 	} `yaml:"tests"`
 }
 
-// Every alert has promtool cases where it fires — with its exact labels and all three annotations — and where
+// Every alert has promtool cases where it fires — with its exact labels and all its annotations — and where
 // it must not fire yet; and every test file loads all rule files (alerts use the recording rules).
 func TestEveryAlertHasFiringAndPendingCases(t *testing.T) {
 	root := repoRoot(t)
@@ -161,6 +173,9 @@ func TestEveryAlertHasFiringAndPendingCases(t *testing.T) {
 						if a.ExpAnnotations[k] == "" {
 							t.Errorf("%s: %s: expected alert without annotation %s", f, art.Alertname, k)
 						}
+					}
+					if a.ExpLabels["reason"] != "" && a.ExpAnnotations["first_action"] == "" {
+						t.Errorf("%s: %s: expected blackhole alert (reason %s) without its first_action", f, art.Alertname, a.ExpLabels["reason"])
 					}
 				}
 			}

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,6 +33,7 @@ import (
 // runbookCommand is one command of docs/runbooks.md.
 type runbookCommand struct {
 	section string // the runbook (## heading); "" for the commands before the first
+	part    string // the runbook's part ("Do this now", "Confirm", ...: its bold paragraph); "" before the first
 	line    int    // where it starts in the file
 	text    string // as written, continuation lines joined with their newlines
 	// where: "" the operator's machine (kubectl, reaches the nodes' addresses), "node" a shell on the node,
@@ -43,6 +45,7 @@ type runbookCommand struct {
 
 var (
 	exitMarker  = regexp.MustCompile(`(?:^|\s)#\s*exit (\d+)\b`)
+	runbookPart = regexp.MustCompile(`^\*\*([A-Z][^*]*?)\.\*\*`)
 	needsMarker = regexp.MustCompile(`(?:^|\s)#\s*needs: (\S+)`)
 	// cloudCLIs are the CLIs a `# needs:` marker may name.
 	cloudCLIs = map[string]bool{"aws": true, "gcloud": true, "az": true}
@@ -53,7 +56,7 @@ var (
 // parseRunbooks reads the fenced sh blocks of a runbooks document into commands.
 func parseRunbooks(md string) ([]runbookCommand, error) {
 	var cmds []runbookCommand
-	section, where := "", ""
+	section, part, where := "", "", ""
 	inBlock := false
 	var pending *runbookCommand
 	sc := bufio.NewScanner(strings.NewReader(md))
@@ -62,7 +65,10 @@ func parseRunbooks(md string) ([]runbookCommand, error) {
 		trimmed := strings.TrimSpace(line)
 		switch {
 		case !inBlock && strings.HasPrefix(line, "## "):
-			section = strings.TrimPrefix(line, "## ")
+			section, part = strings.TrimPrefix(line, "## "), ""
+			continue
+		case !inBlock && runbookPart.MatchString(line):
+			part = runbookPart.FindStringSubmatch(line)[1]
 			continue
 		case !inBlock && strings.HasPrefix(trimmed, "```"):
 			if trimmed != "```sh" {
@@ -98,7 +104,7 @@ func parseRunbooks(md string) ([]runbookCommand, error) {
 				}
 				continue
 			}
-			pending = &runbookCommand{section: section, line: n, text: line, where: where}
+			pending = &runbookCommand{section: section, part: part, line: n, text: line, where: where}
 		}
 		if strings.HasSuffix(line, `\`) {
 			continue
@@ -132,18 +138,27 @@ func readRunbooks(t *testing.T) []runbookCommand {
 }
 
 // TestRunbooksCommandsAreRunnable holds docs/runbooks.md to what TestRunbooksRun can run (no cluster needed): each
-// runbook begins with `kubectl localtraffic status`, a `# needs:` marker names a known cloud CLI and that CLI runs
-// the command, and no command uses what does not exist (`kubectl logs --field-selector`, `port-forward ds/…`,
-// which lands on a random node) or a placeholder the test does not know.
+// runbook's Confirm part begins with `kubectl localtraffic status`, its "Do this now" part runs nothing but the
+// exclude label (which a later command of the runbook removes: alerts/runbooks_test.go), a `# needs:` marker names
+// a known cloud CLI and that CLI runs the command, and no command uses what does not exist (`kubectl logs
+// --field-selector`, `port-forward ds/…`, which lands on a random node) or a placeholder the test does not know.
 func TestRunbooksCommandsAreRunnable(t *testing.T) {
 	cmds := readRunbooks(t)
 	first := map[string]runbookCommand{}
 	var sections []string
 	needs := 0
 	for _, c := range cmds {
-		if _, ok := first[c.section]; !ok {
+		if _, ok := first[c.section]; !ok && c.part == "Confirm" {
 			first[c.section] = c
+		}
+		if !slices.Contains(sections, c.section) {
 			sections = append(sections, c.section)
+		}
+		// A mitigation the test runs changes the shared cluster: only the label, undone by the runbook itself and by
+		// TestRunbooksRun's cleanup; the others (scale, the policy) stay in the text.
+		if c.part == "Do this now" && c.text != "kubectl label node NODE "+excludeLabel+"=true" &&
+			!strings.HasPrefix(c.text, "kubectl -n kube-system delete lease cilium-l2announce-NS-SVC --ignore-not-found") {
+			t.Errorf("line %d: %q in Do this now: the test runs it; only the exclude label (or the lease that is not there) may change the cluster", c.line, c.text)
 		}
 		if c.needs != "" {
 			needs++
@@ -165,15 +180,15 @@ func TestRunbooksCommandsAreRunnable(t *testing.T) {
 		}
 		runbooks++
 		if c := first[s]; !strings.HasPrefix(c.text, "kubectl localtraffic status") {
-			t.Errorf("runbook %s begins with %q (line %d), want `kubectl localtraffic status`", s, c.text, c.line)
+			t.Errorf("runbook %s confirms first with %q (line %d), want `kubectl localtraffic status`", s, c.text, c.line)
 		}
 	}
 	if runbooks < 10 || len(cmds) < 50 || needs == 0 {
 		t.Errorf("read %d commands in %d runbooks, %d needing a cloud CLI: the parser found too little", len(cmds), runbooks, needs)
 	}
 	// The parser has teeth: markers and contexts are read as documented.
-	got, err := parseRunbooks("## A\n\n```sh\nkubectl localtraffic status -A   # exit 1 while a node drops\n# On the node (nftables mode):\nnft list \\\n  ruleset\n# From your machine:\naws x   # needs: aws\n```\n")
-	if err != nil || len(got) != 3 || got[0].exit != 1 || got[1].where != "nftables" || got[1].text != "nft list \\\n  ruleset" ||
+	got, err := parseRunbooks("## A\n\n**Confirm.**\n\n```sh\nkubectl localtraffic status -A   # exit 1 while a node drops\n# On the node (nftables mode):\nnft list \\\n  ruleset\n# From your machine:\naws x   # needs: aws\n```\n")
+	if err != nil || len(got) != 3 || got[0].exit != 1 || got[0].part != "Confirm" || got[1].where != "nftables" || got[1].text != "nft list \\\n  ruleset" ||
 		got[2].where != "" || got[2].needs != "aws" {
 		t.Errorf("parseRunbooks: %+v, %v", got, err)
 	}
@@ -200,6 +215,7 @@ func TestRunbooksRun(t *testing.T) {
 	svc := newService(t, c, "e2e-runbooks", "web", corev1.ServiceTypeLoadBalancer, corev1.ServiceExternalTrafficPolicyLocal)
 	setEndpoints(t, c, svc, ready(startPods(t, c, svc, nodes[0].Name)...))
 	node := nodes[1]
+	restoreExcludeLabel(t, c, node.Name)
 	var nftNode *cluster.Node
 	for _, n := range nodes {
 		if n.ProxyMode == cluster.NFTables {
@@ -325,6 +341,27 @@ func TestRunbooksRun(t *testing.T) {
 	if ran < 50 {
 		t.Errorf("ran %d commands", ran)
 	}
+}
+
+// restoreExcludeLabel puts node's exclude-from-external-load-balancers label back as it is now when the test ends:
+// the runbooks' "Do this now" labels NODE and each runbook removes the label again, but a failed command between
+// the two must not leave the shared cluster's node out of the load balancers for the tests after this one.
+func restoreExcludeLabel(t *testing.T, c *cluster.Cluster, name string) {
+	t.Helper()
+	n, err := c.Admin().CoreV1().Nodes().Get(testContext(t), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	value, had := n.Labels[excludeLabel]
+	t.Cleanup(func() {
+		arg := excludeLabel + "-"
+		if had {
+			arg = excludeLabel + "=" + value
+		}
+		if _, err := kubectl(context.Background(), c, nil, "label", "--overwrite", "node", name, arg); err != nil {
+			t.Errorf("restore %s on %s: %v", excludeLabel, name, err)
+		}
+	})
 }
 
 func orElse(s, dflt string) string {

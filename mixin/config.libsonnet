@@ -6,10 +6,13 @@
 {
   _config+:: {
     // Selects the exporter's own scrape targets (up, absent). The default is the job name of the shipped
-    // scrape configuration and of the chart's PodMonitor and ServiceMonitor. Only the exporter-liveness alerts and the
-    // dashboard's "Exporters up" panel use it: every other query selects on metric names only, which no other
-    // exporter uses.
+    // scrape configuration and of the chart's PodMonitor and ServiceMonitor. Only the exporter-liveness alerts, the
+    // coverage alert's target recording and the dashboard's "Exporters up" panel use it: every other query selects
+    // on metric names only, which no other exporter uses.
     localtrafficExporterSelector: 'job="localtraffic-exporter"',
+    // The exporter DaemonSet's name: the coverage alert (LocalTrafficExporterNotScraped) finds its pods in
+    // kube-state-metrics' kube_pod_info by it.
+    localtrafficDaemonSetName: 'localtraffic-exporter',
 
     // Set when the exporters' targets are split across several Prometheus servers (hashmod sharding,
     // Prometheus Operator `shards:`), each evaluating the rules over its own part of the nodes. Per-node

@@ -6,9 +6,15 @@
 // renders this file with go-jsonnet and checks that, with the default _config, it equals those sources.
 local defaults = import 'config.libsonnet';
 
-// withSelector puts the configured exporter selector in place of the default one in a PromQL expression.
+// withSelector puts the configured exporter selector and DaemonSet name in place of the default ones in a PromQL
+// expression.
+local ownerSelector(name) = 'created_by_name="%s"' % name;
 local withSelector(expr, config) =
-  std.strReplace(expr, defaults._config.localtrafficExporterSelector, config.localtrafficExporterSelector);
+  std.strReplace(
+    std.strReplace(expr, defaults._config.localtrafficExporterSelector, config.localtrafficExporterSelector),
+    ownerSelector(defaults._config.localtrafficDaemonSetName),
+    ownerSelector(config.localtrafficDaemonSetName)
+  );
 
 // withClusterLabel puts the configured cluster label in place of `cluster` where the rules name it: grouping
 // and matching clauses, $labels.cluster in templates, and the matcher the per-Service alert's description builds.

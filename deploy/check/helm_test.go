@@ -342,6 +342,7 @@ dashboards: {enabled: true, annotations: {grafana_folder: Kubernetes}}
 // TestChartNameOverridesKeepTheAlerts: nameOverride and fullnameOverride rename every object, but the job the
 // alerts select (LocalTrafficExporterDown/Absent: up{job=...}) is metricsJob, set by the monitors' relabelings
 // and selected by the chart's PrometheusRule, so ExporterAbsent does not fire forever on a renamed release.
+// LocalTrafficExporterNotScraped finds the exporter's pods by their DaemonSet's name: the renamed one.
 func TestChartNameOverridesKeepTheAlerts(t *testing.T) {
 	for _, tc := range []struct{ values, job string }{
 		{"nameOverride: lt\nfullnameOverride: lt-prod", "localtraffic-exporter"},
@@ -393,6 +394,22 @@ func TestChartNameOverridesKeepTheAlerts(t *testing.T) {
 			for _, m := range jobs {
 				if m[1] != tc.job {
 					t.Errorf("a rule selects job=%q, the monitors set %q", m[1], tc.job)
+				}
+			}
+			// The coverage alert finds the exporter's pods by their DaemonSet's name: the renamed one.
+			var ds string
+			for _, o := range objs {
+				if o["kind"] == "DaemonSet" {
+					ds, _ = dig(o, "metadata", "name").(string)
+				}
+			}
+			owners := regexp.MustCompile(`created_by_name="([^"]*)"`).FindAllStringSubmatch(string(b), -1)
+			if len(owners) == 0 || ds == "" {
+				t.Fatalf("the rules select no DaemonSet's pods (DaemonSet %q):\n%s", ds, b)
+			}
+			for _, m := range owners {
+				if m[1] != ds {
+					t.Errorf("a rule selects the pods of DaemonSet %q, the chart's is %q", m[1], ds)
 				}
 			}
 		})
