@@ -221,6 +221,11 @@ serviceMonitor: {enabled: true, namespace: monitoring, sampleLimit: 20000}
 prometheusRule: {enabled: true, namespace: monitoring}
 dashboards: {enabled: true, namespace: grafana}
 metricsJob: lt-prod
+`), values(t, `
+serviceMonitor: {enabled: true, serviceDiscoveryRole: "", honorLabels: false, namespaceSelector: {any: true}}
+prometheusRule: {enabled: true, runbookURLBase: "https://runbooks.example/lt.md", disabled: {LocalTrafficExporterDown: true}, additionalRuleLabels: {team: platform}}
+dashboards: {enabled: true}
+networkPolicy: {enabled: true, metricsFrom: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}]}
 `)} {
 		lint := action.NewLint()
 		lint.Strict, lint.Namespace = true, namespace
