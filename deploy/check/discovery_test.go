@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/relabel"
 	"github.com/prometheus/prometheus/scrape"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,7 +34,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	kptr "k8s.io/utils/ptr"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
-	sigsyaml "sigs.k8s.io/yaml"
 )
 
 const (
@@ -45,33 +45,15 @@ const (
 	prometheusNamespace = "monitoring"
 )
 
-// decodeStrict turns a rendered object into an operator API type, failing on any field the type does not
-// have: a field the operator does not know (a typo, or one newer than the operator the module pins) would be
-// refused by its CRD's schema under `kubectl apply --validate=strict`.
-func decodeStrict(t *testing.T, o *yaml.RNode, into any) {
-	t.Helper()
-	b, err := o.MarshalJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sigsyaml.UnmarshalStrict(b, into); err != nil {
-		t.Fatalf("%s %s: not a prometheus-operator object: %v", o.GetKind(), o.GetName(), err)
-	}
-}
-
 // scaleCluster is the API's view of a cluster of n nodes running the rendered DaemonSet: one pod per node (the
 // rendered pod template, hostNetwork: the node's address), the rendered Service and its EndpointSlices of 100
 // endpoints each, as the EndpointSlice controller writes them.
 func scaleCluster(t *testing.T, objs []*yaml.RNode, n int) (*fake.Clientset, map[string]string) {
 	t.Helper()
-	var ds struct {
-		Spec struct {
-			Template corev1.PodTemplateSpec `json:"template"`
-		} `json:"spec"`
-	}
-	decodeStrictLoose(t, find(t, objs, "DaemonSet", appName), &ds)
+	var ds appsv1.DaemonSet
+	decode(t, find(t, objs, "DaemonSet", appName), &ds)
 	var svc corev1.Service
-	decodeStrictLoose(t, find(t, objs, "Service", appName), &svc)
+	decode(t, find(t, objs, "Service", appName), &svc)
 
 	var all []runtime.Object
 	all = append(all, &svc)
@@ -106,18 +88,6 @@ func scaleCluster(t *testing.T, objs []*yaml.RNode, n int) (*fake.Clientset, map
 		})
 	}
 	return fake.NewClientset(all...), nodeOf
-}
-
-// decodeStrictLoose decodes a rendered Kubernetes object into a partial Go view of it.
-func decodeStrictLoose(t *testing.T, o *yaml.RNode, into any) {
-	t.Helper()
-	b, err := o.MarshalJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sigsyaml.Unmarshal(b, into); err != nil {
-		t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
-	}
 }
 
 // discoverTargets runs Prometheus' Kubernetes discoverer of the job's role over the fake API and returns the
@@ -239,7 +209,7 @@ podMonitor: {enabled: true, authorization: {credentials: {name: scrape-token, ke
 	}{{"overlays/prometheus-operator", render(t, "overlays/prometheus-operator")}, {"chart", chart}} {
 		t.Run(src.name+" ServiceMonitor", func(t *testing.T) {
 			var sm monitoringv1.ServiceMonitor
-			decodeStrict(t, find(t, src.objs, "ServiceMonitor", appName), &sm)
+			decode(t, find(t, src.objs, "ServiceMonitor", appName), &sm)
 			if r := kptr.Deref(sm.Spec.ServiceDiscoveryRole, ""); r != monitoringv1.EndpointSliceRole {
 				t.Errorf("serviceDiscoveryRole %q, want EndpointSlice", r)
 			}
@@ -259,7 +229,7 @@ podMonitor: {enabled: true, authorization: {credentials: {name: scrape-token, ke
 	}
 	t.Run("chart PodMonitor", func(t *testing.T) {
 		var pm monitoringv1.PodMonitor
-		decodeStrict(t, find(t, chart, "PodMonitor", appName), &pm)
+		decode(t, find(t, chart, "PodMonitor", appName), &pm)
 		job := promSettings{}.podMonitorJob(t, &pm, token)
 		checkEveryNodeScraped(t, discoverTargets(t, job, client, scaleNodes), nodeOf)
 	})
@@ -276,7 +246,7 @@ serviceMonitor: {enabled: true, authorization: {type: Bearer, credentials: {name
 kubeRBACProxy: {metricsReaders: [{namespace: localtraffic-system, name: localtraffic-scrape}]}
 `))
 	var sm monitoringv1.ServiceMonitor
-	decodeStrict(t, find(t, objs, "ServiceMonitor", appName), &sm)
+	decode(t, find(t, objs, "ServiceMonitor", appName), &sm)
 	if sm.Spec.Endpoints[0].BearerTokenFile != "" { //lint:ignore SA1019 the deprecated field is what OpenShift refuses
 		t.Errorf("the ServiceMonitor reads a token file, which user-workload monitoring refuses")
 	}

@@ -217,7 +217,7 @@ func TestUninstallCleansTheStateDir(t *testing.T) {
 	}
 	exporter := render(t, "base")
 	var base0 appsv1.DaemonSet
-	decodeStrictLoose(t, find(t, exporter, "DaemonSet", appName), &base0)
+	decode(t, find(t, exporter, "DaemonSet", appName), &base0)
 	if !reflect.DeepEqual(spec.Tolerations, base0.Spec.Template.Spec.Tolerations) || !reflect.DeepEqual(spec.NodeSelector, base0.Spec.Template.Spec.NodeSelector) {
 		t.Errorf("tolerations %v, nodeSelector %v: want the exporter's (%v, %v), so it reaches every node the exporter wrote on",
 			spec.Tolerations, spec.NodeSelector, base0.Spec.Template.Spec.Tolerations, base0.Spec.Template.Spec.NodeSelector)
