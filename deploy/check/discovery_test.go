@@ -41,8 +41,6 @@ const (
 	// EndpointSlice controller's default --max-endpoints-per-slice), so the exporter's Service has 50.
 	scaleNodes     = 5000
 	endpointsSlice = 100
-	// prometheusNamespace is where the Prometheus resource lives (kube-prometheus' monitoring).
-	prometheusNamespace = "monitoring"
 )
 
 // scaleCluster is the API's view of a cluster of n nodes running the rendered DaemonSet: one pod per node (the
@@ -247,7 +245,8 @@ kubeRBACProxy: {metricsReaders: [{namespace: localtraffic-system, name: localtra
 `))
 	var sm monitoringv1.ServiceMonitor
 	decode(t, find(t, objs, "ServiceMonitor", appName), &sm)
-	if sm.Spec.Endpoints[0].BearerTokenFile != "" { //lint:ignore SA1019 the deprecated field is what OpenShift refuses
+	//lint:ignore SA1019 the deprecated field is what OpenShift refuses
+	if sm.Spec.Endpoints[0].BearerTokenFile != "" {
 		t.Errorf("the ServiceMonitor reads a token file, which user-workload monitoring refuses")
 	}
 	uwm := promSettings{overrideHonorLabels: true, enforcedNamespaceLabel: "namespace", ignoreNamespaceSelectors: true}

@@ -177,8 +177,11 @@ func (p promSettings) scrapeSettings(t *testing.T, job map[string]any, ep monito
 	if tls := ep.TLSConfig; tls != nil {
 		job["tls_config"] = map[string]any{"insecure_skip_verify": kptr.Deref(tls.InsecureSkipVerify, false)}
 	}
-	if ep.BearerTokenFile != "" { //lint:ignore SA1019 the operator still turns the deprecated field into configuration
-		job["bearer_token_file"] = ep.BearerTokenFile //lint:ignore SA1019 as above
+	// The deprecated field is the shipped ServiceMonitor's way to send Prometheus' own token; the operator still
+	// writes it into the job.
+	//lint:ignore SA1019 see above
+	if token := ep.BearerTokenFile; token != "" {
+		job["bearer_token_file"] = token
 	}
 	if a := ep.Authorization; a != nil && a.Credentials != nil {
 		var token string
