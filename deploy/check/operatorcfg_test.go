@@ -1,9 +1,8 @@
 package check
 
-// The scrape job prometheus-operator generates for a ServiceMonitor or PodMonitor, transcribed from its config
-// generator (pkg/prometheus/promcfg.go of github.com/prometheus-operator/prometheus-operator v0.93.0:
-// generateServiceMonitorConfig, generatePodMonitorConfig, generateK8SSDConfig, generateRelabelConfig and the
-// namespace labeler's enforcement), for the fields the shipped monitors use. The operator's package itself cannot
+// The scrape job prometheus-operator generates for a ServiceMonitor or PodMonitor, transcribed from the config
+// generator of prometheus-operator v0.93.0: its ServiceMonitor, PodMonitor, Kubernetes discovery and relabel
+// configuration and its namespace labeler's enforcement, for the fields the shipped monitors use. The operator's package itself cannot
 // be a dependency here: it needs prom-label-proxy, which does not build against the Prometheus the workspace
 // holds (alerts/ pins a newer one than the operator's). monitorFields refuses any field this transcription does
 // not model, so a monitor gaining one fails the test instead of being checked half.
