@@ -28,8 +28,10 @@ import (
 
 const (
 	// prometheusOperatorModule holds the operator's CRDs (example/prometheus-operator-crd); fetched through the
-	// Go module proxy like any other pinned dependency.
-	prometheusOperatorModule = "github.com/prometheus-operator/prometheus-operator@v0.85.0"
+	// Go module proxy like any other pinned dependency. The shipped ServiceMonitor's serviceDiscoveryRole needs
+	// v0.86.0 or later; deploy/check's go.mod pins the operator's API types at the same version
+	// (TestOperatorPinnedOnce).
+	prometheusOperatorModule = "github.com/prometheus-operator/prometheus-operator@v0.93.0"
 )
 
 // installPrometheusOperatorCRDs installs the PodMonitor, ServiceMonitor and PrometheusRule CRDs of a pinned operator release, so

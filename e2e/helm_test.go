@@ -79,9 +79,11 @@ func TestHelmChartServerDryRun(t *testing.T) {
 podMonitor: {enabled: true, additionalLabels: {release: kube-prometheus-stack}, sampleLimit: 20000,
   relabelings: [{targetLabel: cluster, replacement: prod}],
   metricRelabelings: [{sourceLabels: [__name__], regex: "go_.*", action: drop}]}
-serviceMonitor: {enabled: true, sampleLimit: 20000, relabelings: [{targetLabel: cluster, replacement: prod}]}
-prometheusRule: {enabled: true}
+serviceMonitor: {enabled: true, sampleLimit: 20000, relabelings: [{targetLabel: cluster, replacement: prod}],
+  namespaceSelector: {any: true}}
+prometheusRule: {enabled: true, disabled: {LocalTrafficExporterDown: true}, additionalRuleLabels: {team: platform}}
 dashboards: {enabled: true, annotations: {grafana_folder: Kubernetes}}
+networkPolicy: {enabled: true, metricsFrom: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}]}
 webConfig: {existingSecret: localtraffic-exporter-web}
 kubeRBACProxy: {enabled: false}
 priorityClassName: system-node-critical

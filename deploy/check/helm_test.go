@@ -171,8 +171,11 @@ func TestChartEqualsKustomize(t *testing.T) {
 	}{
 		{"defaults", "base", "", true},
 		{"namespace.create", "base", "namespace: {create: true}", false},
+		// The generated PrometheusRule of deploy/prometheus-operator links the runbooks of the checkout (main); the
+		// chart links its appVersion's unless told otherwise.
 		{"prometheus-operator switches", "overlays/prometheus-operator",
-			"namespace: {create: true}\nserviceMonitor: {enabled: true}\nprometheusRule: {enabled: true}\ndashboards: {enabled: true}\n" +
+			"namespace: {create: true}\nserviceMonitor: {enabled: true}\ndashboards: {enabled: true}\n" +
+				"prometheusRule: {enabled: true, runbookURLBase: 'https://github.com/localtraffic/localtraffic-exporter/blob/main/docs/runbooks.md'}\n" +
 				"kubeRBACProxy: {metricsReaders: [{namespace: monitoring, name: prometheus-k8s}]}", false},
 		{"web config from a Secret", "examples/tls-basic-auth",
 			"namespace: {create: true}\nwebConfig: {existingSecret: localtraffic-exporter-web}\nkubeRBACProxy: {enabled: false}", false},
@@ -218,6 +221,11 @@ serviceMonitor: {enabled: true, namespace: monitoring, sampleLimit: 20000}
 prometheusRule: {enabled: true, namespace: monitoring}
 dashboards: {enabled: true, namespace: grafana}
 metricsJob: lt-prod
+`), values(t, `
+serviceMonitor: {enabled: true, serviceDiscoveryRole: "", honorLabels: false, namespaceSelector: {any: true}}
+prometheusRule: {enabled: true, runbookURLBase: "https://runbooks.example/lt.md", disabled: {LocalTrafficExporterDown: true}, additionalRuleLabels: {team: platform}}
+dashboards: {enabled: true}
+networkPolicy: {enabled: true, metricsFrom: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}]}
 `)} {
 		lint := action.NewLint()
 		lint.Strict, lint.Namespace = true, namespace

@@ -134,3 +134,52 @@ basicAuth:
 bearerTokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token
 {{- end }}
 {{- end }}
+
+{{/* The runbooks the alerts link to: prometheusRule.runbookURLBase, else docs/runbooks.md at the tag of the
+     installed version (the chart's appVersion), not main, whose runbooks may describe a newer exporter. */}}
+{{- define "localtraffic-exporter.runbookURLBase" -}}
+{{- .Values.prometheusRule.runbookURLBase | default (printf "https://github.com/localtraffic/localtraffic-exporter/blob/%s/docs/runbooks.md" .Chart.AppVersion) | trimSuffix "/" }}
+{{- end }}
+
+{{/* The PrometheusRule's spec: the generated rules with metricsJob, the runbook base, the disabled alerts left
+     out and the extra rule labels added. An unknown name in prometheusRule.disabled fails the render, so a
+     renamed alert cannot silently come back. */}}
+{{- define "localtraffic-exporter.ruleSpec" -}}
+{{- $generated := .Files.Get "files/prometheus-rule-spec.yaml" | replace "job=\"localtraffic-exporter\"" (printf "job=%q" .Values.metricsJob) | replace "created_by_name=\"localtraffic-exporter\"" (printf "created_by_name=%q" (include "localtraffic-exporter.fullname" .)) | replace "https://github.com/localtraffic/localtraffic-exporter/blob/main/docs/runbooks.md" (include "localtraffic-exporter.runbookURLBase" .) | fromYaml }}
+{{- $disabled := .Values.prometheusRule.disabled | default dict }}
+{{- $extra := .Values.prometheusRule.additionalRuleLabels | default dict }}
+{{- $alerts := dict }}
+{{- $groups := list }}
+{{- range $g := $generated.groups }}
+{{- $rules := list }}
+{{- range $r := $g.rules }}
+{{- if $r.alert }}{{ $_ := set $alerts $r.alert true }}{{ end }}
+{{- if not (and $r.alert (index $disabled $r.alert)) }}
+{{- if $extra }}
+{{- $_ := set $r "labels" (merge (dict) ($r.labels | default dict) $extra) }}
+{{- end }}
+{{- $rules = append $rules $r }}
+{{- end }}
+{{- end }}
+{{- if $rules }}
+{{- $groups = append $groups (set (omit $g "rules") "rules" $rules) }}
+{{- end }}
+{{- end }}
+{{- range $name, $_ := $disabled }}
+{{- if not (hasKey $alerts $name) }}
+{{- fail (printf "prometheusRule.disabled names %s, which is not one of the chart's alerts (%s)" $name (keys $alerts | sortAlpha | join ", ")) }}
+{{- end }}
+{{- end }}
+{{- toYaml (dict "groups" $groups) }}
+{{- end }}
+
+{{/* A monitor's namespaceSelector: the user's, else the release namespace, where the exporter's pods and
+     Service are. Call with (list $ .Values.serviceMonitor). */}}
+{{- define "localtraffic-exporter.namespaceSelector" -}}
+namespaceSelector:
+{{- with (index . 1).namespaceSelector }}
+  {{- toYaml . | nindent 2 }}
+{{- else }}
+  matchNames: [{{ (index . 0).Release.Namespace }}]
+{{- end }}
+{{- end }}
