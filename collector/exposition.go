@@ -172,11 +172,10 @@ func updateAll(c serviceRenderer, st *scrape.State, out *Sink) error {
 
 // serviceCache is one serviceRenderer's kept series, per Service key.
 type serviceCache struct {
-	mu     sync.Mutex
-	epoch  uint64
-	byKey  map[string]*renderedService
-	exp    *Exporter
-	before int // Services at the last render, to know when to sweep the gone ones
+	mu    sync.Mutex
+	epoch uint64
+	byKey map[string]*renderedService
+	exp   *Exporter
 }
 
 type renderedService struct {

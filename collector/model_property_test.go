@@ -51,7 +51,6 @@ type world struct {
 	present  map[string]bool
 	excluded bool
 	versions map[string]int // bumped at each change of a Service's state
-	nodeVer  int
 	// rules is what the reader returns; hc the health check node ports' answers (local endpoints reported,
 	// -1: no answer); kpUp kube-proxy's /healthz and /livez.
 	rules    *kernelrules.Snapshot

@@ -305,8 +305,9 @@ func (b *blockedReader) Read(ctx context.Context) (*kernelrules.Snapshot, error)
 // (one from the API view alone would call a Service kube-proxy has not programmed yet a blackhole) and is not
 // ready; once read, the verdict is the rules'.
 func TestModelFirstVerdictWaitsForTheRules(t *testing.T) {
-	tr := &fixedTracker{local: 0}                                                    // the API view: no local endpoint, a drop if kube-proxy had programmed one
-	rules := &blockedReader{release: make(chan struct{}), snap: rulesWith(0, false)} // not programmed yet
+	// The API view: no local endpoint, a drop once kube-proxy programs one; its rules: not programmed yet.
+	tr := &fixedTracker{local: 0}
+	rules := &blockedReader{release: make(chan struct{}), snap: rulesWith(0, false)}
 	g := NewGatherer(GathererConfig{View: &scrapetest.View{}, RuleReader: rules, Addrs: scrapetest.Addrs{"127.0.0.1"},
 		KubeProxyAddress: scrapetest.RefusedKubeProxy(t), ProbeTimeout: time.Second, Logger: slog.New(slog.DiscardHandler)})
 	m := NewModel(g, ModelConfig{Tracker: tr})
