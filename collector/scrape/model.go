@@ -354,13 +354,17 @@ type modelState struct {
 	// statePosted is when the state was last offered to the state file.
 	statePosted time.Time
 	probes      int // health check probes in flight
-	// probeNext is the earliest time a health check probe is due (zero: none); nextWork when anything but
-	// the meter's polling is due, as of the last step (idle compares with it).
-	probeNext, nextWork time.Time
+	// nextWork is when anything but the meter's polling is due, as of the last step (idle compares with it).
+	nextWork time.Time
+	// The schedule (model_sched.go): the Services' due and sweep times, their next health check probe
+	// times, the Services marked to be decided, and those waiting for the API view to confirm endpoints gone.
+	wakes, checks timeQueue
+	dirty         []*entry
+	gone          map[*entry]bool
 }
 
 func newModelState() modelState {
-	return modelState{services: map[string]*entry{}, took: map[Input]time.Duration{}}
+	return modelState{services: map[string]*entry{}, took: map[Input]time.Duration{}, gone: map[*entry]bool{}}
 }
 
 // entry is one Local Service in the model.
@@ -374,10 +378,12 @@ type entry struct {
 	checkDue []time.Time
 	probing  bool
 	result   *ServiceResult
-	// dirty: an input of the Service changed since it was last decided; due: a time-driven change of its
-	// verdict may come then; sweep: it is decided again then whatever happened.
+	// dirty: an input of the Service changed since it was last decided (modelState.markDirty); due: a
+	// time-driven change of its verdict may come then; sweep: it is decided again then whatever happened.
 	dirty      bool
 	due, sweep time.Time
+	// idx is the Service's place in the model's keys: the order Services are decided in.
+	idx int
 	// growthDue: until a read of the rules at or after it, the counters' evidence of its drops is within a
 	// window, and judged anew at each read (zero: none).
 	growthDue time.Time

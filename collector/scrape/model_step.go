@@ -9,6 +9,8 @@ import (
 	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
@@ -120,6 +122,7 @@ func (m *Model) readAPI(now time.Time) {
 		if !ok {
 			if e != nil {
 				delete(s.services, key)
+				delete(s.gone, e)
 				m.forgetService(e)
 				s.servicesMoved, s.resultsMoved = true, true
 			}
@@ -129,21 +132,28 @@ func (m *Model) readAPI(now time.Time) {
 			e = &entry{key: key, sweep: now.Add(m.stagger(key, m.cfg.Resweep))}
 			s.services[key] = e
 			s.servicesMoved, s.resultsMoved = true, true
+			s.wakes.push(e.sweep, e)
 		} else if !sameDestinations(e.state, st) {
 			s.servicesMoved = true
 		}
-		e.state, e.dirty = st, true
+		e.state = st
+		s.markDirty(e)
 		e.checkDue = e.checkDue[:0]
 		for _, d := range probeFollowUps {
 			e.checkDue = append(e.checkDue, now.Add(d))
 		}
-		s.probeSoon(now)
 		if !probed(st) {
 			e.checks, e.checkDue = nil, nil
 		}
+		s.checkSoon(e)
 	}
 	if len(changed) > 0 {
 		s.keys = slices.Clone(m.cfg.Tracker.Keys())
+		for i, k := range s.keys {
+			if e := s.services[k]; e != nil {
+				e.idx = i
+			}
+		}
 	}
 	s.announcers = m.cfg.Tracker.Announcers()
 }
@@ -212,16 +222,8 @@ func (m *Model) probeAll(now time.Time) {
 	for _, e := range m.m.services {
 		if probed(e.state) {
 			e.checkDue = append(e.checkDue[:0], now)
+			m.m.checkSoon(e)
 		}
-	}
-	m.m.probeSoon(now)
-}
-
-// probeSoon says a probe is due at t: askHealthChecks looks for due probes only from the earliest such time
-// on (a pass over every Service at every step cost more than the probes).
-func (s *modelState) probeSoon(t time.Time) {
-	if s.probeNext.IsZero() || t.Before(s.probeNext) {
-		s.probeNext = t
 	}
 }
 
@@ -331,10 +333,10 @@ func (m *Model) applyRules(snap *kernelrules.Snapshot, err error) {
 	now := m.cfg.Now()
 	for _, e := range s.services {
 		if !samePorts(prev, cur, e.state) {
-			e.dirty = true
+			s.markDirty(e)
 			if probed(e.state) {
 				e.checkDue = append(e.checkDue[:0], now)
-				s.probeSoon(now)
+				s.checkSoon(e)
 			}
 		}
 	}
@@ -347,7 +349,7 @@ func (m *Model) applyRules(snap *kernelrules.Snapshot, err error) {
 	// read that finds every window of it ended.
 	for _, e := range s.services {
 		if !e.growthDue.IsZero() {
-			e.dirty = true
+			s.markDirty(e)
 		}
 		e.growthDue = m.growthDue(e)
 	}
@@ -466,7 +468,7 @@ func (m *Model) readMeter(now time.Time) {
 		}
 		for _, k := range s.destOwners[c.Dest] {
 			if e := s.services[k]; e != nil {
-				e.dirty = true
+				s.markDirty(e)
 			}
 		}
 	}
@@ -498,22 +500,22 @@ func destOwners(services []kubeview.ServiceState) map[arrivals.Dest][]string {
 // askHealthChecks starts the health check node port probes that are due, at most Concurrency at a time.
 func (m *Model) askHealthChecks(ctx context.Context, now time.Time) {
 	s := &m.m
-	if s.apiErr != nil || s.probeNext.IsZero() || s.probeNext.After(now) {
+	if s.apiErr != nil {
 		return
 	}
-	addrOf := m.g.healthCheckAddrs(s.node, s.local, s.kpCfg)
-	var later time.Time // the earliest probe not started now
-	defer func() { s.probeNext = later }()
-	for _, k := range s.keys {
-		e := s.services[k]
-		if e == nil || e.probing || !probed(e.state) || len(e.checkDue) == 0 {
-			continue
+	var addrOf func(corev1.IPFamily) string
+	for s.probes < m.g.cfg.Concurrency {
+		it, ok := s.checks.peek(s.checkLive)
+		if !ok || it.at.After(now) {
+			return
 		}
-		if e.checkDue[0].After(now) || s.probes >= m.g.cfg.Concurrency {
-			if later.IsZero() || e.checkDue[0].Before(later) {
-				later = e.checkDue[0]
-			}
-			continue
+		s.checks.pop()
+		e := it.e
+		if e.probing {
+			continue // its probe's end schedules the next one
+		}
+		if addrOf == nil {
+			addrOf = m.g.healthCheckAddrs(s.node, s.local, s.kpCfg)
 		}
 		e.probing = true
 		s.probes++
@@ -528,18 +530,22 @@ func (m *Model) askHealthChecks(ctx context.Context, now time.Time) {
 				s.probes--
 				e.probing = false
 				if cur := s.services[e.key]; cur != e || !reflect.DeepEqual(cur.state, svc) {
-					return // gone or changed meanwhile: its own probes are due
+					if cur == e {
+						s.checkSoon(e) // changed meanwhile: its own probes are due
+					}
+					return
 				}
 				now := m.cfg.Now()
 				s.took[InputHealthChecks] = took
-				e.checks, e.dirty = checks, true
+				e.checks = checks
+				s.markDirty(e)
 				for len(e.checkDue) > 0 && !e.checkDue[0].After(now) {
 					e.checkDue = e.checkDue[1:]
 				}
 				if len(e.checkDue) == 0 {
 					e.checkDue = append(e.checkDue, now.Add(m.stagger(e.key, m.cfg.HealthCheckSweep)))
 				}
-				s.probeSoon(e.checkDue[0])
+				s.checkSoon(e)
 			}
 		})
 	}
@@ -637,15 +643,17 @@ func (m *Model) decide(st *State, now time.Time, all bool) {
 	apiSeen, _ := endpointSlicesSeen(st)
 	apiMoved := !apiSeen.Equal(s.seenAPI)
 	s.seenAPI = apiSeen
-	for _, k := range s.keys {
-		e := s.services[k]
-		if e == nil {
-			continue
+	if all {
+		for _, k := range s.keys {
+			if e := s.services[k]; e != nil {
+				m.decideOne(p, e, now)
+			}
 		}
-		if !all && !e.dirty && (e.due.IsZero() || e.due.After(now)) && e.sweep.After(now) && !(apiMoved && e.gonePending) {
-			continue
+		s.dirty = s.dirty[:0]
+	} else {
+		for _, e := range s.due(now, apiMoved) {
+			m.decideOne(p, e, now)
 		}
-		m.decideOne(p, e, now)
 	}
 	if all && p.observed != nil {
 		// Each decision keeps its own destinations' dropped-since times; a pass over every Service also forgets
@@ -683,6 +691,7 @@ func (m *Model) decideOne(p *pass, e *entry, now time.Time) {
 	e.dirty, e.gonePending = false, p.pendingGone
 	e.sweep = now.Add(m.stagger(e.key, m.cfg.Resweep))
 	e.due = m.dueOf(e, p, now)
+	s.scheduled(e)
 }
 
 func withRev(r ServiceResult, rev uint64) ServiceResult {
@@ -830,12 +839,11 @@ func (m *Model) work(now time.Time) time.Time {
 		cand(until) // the meter's silence means something again then
 	}
 	cand(m.cfg.Tracker.NextChange())
-	for _, e := range s.services {
-		cand(e.due)
-		cand(e.sweep)
+	if it, ok := s.wakes.peek(s.wakeLive); ok {
+		cand(it.at)
 	}
 	if s.probes < m.g.cfg.Concurrency {
-		cand(s.probeNext) // (with every slot taken, a probe's end wakes the model)
+		cand(s.probeNext()) // (with every slot taken, a probe's end wakes the model)
 	}
 	return next
 }
