@@ -74,7 +74,9 @@ func TestRotationExternalIPWithdrawnWithinGrace(t *testing.T) {
 	})
 	pods := startPods(t, c, svc, "node-1", "node-2")
 	setEndpoints(t, c, svc, ready(pods...))
-	restartExporter(t, c, n2, testGrace)
+	// The drop counters are read every 2 s, not 15: the route moves on once the exporter saw the counter grow,
+	// which must come within the grace window.
+	restartExporter(t, c, n2, testGrace, "--rules.counters-interval=2s")
 	t.Cleanup(func() { _ = c.Unroute(context.Background(), extIP) })
 	if err := c.RouteVia(ctx, n2.Name, extIP); err != nil {
 		t.Fatal(err)

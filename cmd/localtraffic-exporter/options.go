@@ -57,6 +57,7 @@ type options struct {
 	enablePprof        bool // --web.enable-pprof: Go's profiles under /debug/pprof/
 	rulesMode          string
 	rulesCacheTTL      time.Duration
+	countersInterval   time.Duration
 	shutdownGrace      time.Duration
 	selection          collector.Selection     // zero (built in code): the default collectors
 	metricFilter       *collector.MetricFilter // nil: every metric of the selected collectors
@@ -133,6 +134,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	app.Flag("services.ignore-selector", "Label selector (kubectl's syntax, e.g. team=legacy,tier!=edge) of the Services the cluster owner excludes: still measured, exported as ignored (localtraffic_service_ignored_info), paged by no shipped alert. A Service's own localtraffic.io/intentional-placement annotation does the same for one Service.").StringVar(&raw.ignoreSelector)
 	app.Flag("rules.mode", "Which kube-proxy rules to read: auto, iptables, nftables, none.").Default("auto").StringVar(&o.rulesMode)
 	durationFlag(app, "rules.cache-ttl", "The least time between two reads of kube-proxy's rules: the node model reads them when they change, at most this often.", "2s", &o.rulesCacheTTL)
+	durationFlag(app, "rules.counters-interval", "How often the node model reads kube-proxy's drop counters when no change of the rules comes.", "15s", &o.countersInterval)
 	durationFlag(app, "web.shutdown-grace-period", "On SIGTERM, how long in-flight scrapes may run on; keep it below the pod's terminationGracePeriodSeconds.",
 		defaultShutdownGrace.String(), &o.shutdownGrace)
 
@@ -269,6 +271,9 @@ func (o *options) check(raw rawFlags) error {
 	}
 	if o.grace <= 0 {
 		return fmt.Errorf("bad --rotation.grace %s: must be positive", o.grace)
+	}
+	if o.countersInterval <= 0 {
+		return fmt.Errorf("bad --rules.counters-interval %s: must be positive", o.countersInterval)
 	}
 	if o.lossHold <= 0 {
 		return fmt.Errorf("bad --rotation.loss-hold %s: must be positive", o.lossHold)

@@ -97,7 +97,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, route
 	gatherer := newGathererWith(opts, view, netlinkHost{}, newRulesReader(opts, logger), meter, logger,
 		scrape.OpenStateFile(scrape.StateFileConfig{Path: opts.stateFile, Node: opts.nodeName, Horizon: max(opts.quiet, opts.lossHold), Logger: logger}))
 	// The node model keeps the verdicts current as the inputs change; scrapes render its latest State.
-	model := newModel(gatherer, view, opts.rulesCacheTTL)
+	model := newModel(gatherer, view, opts.rulesCacheTTL, opts.countersInterval)
 	modelCtx, stopModel := context.WithCancel(context.WithoutCancel(ctx))
 	modelDone := make(chan struct{})
 	go func() {
@@ -254,8 +254,9 @@ func exporterFor(opts options, states collector.StateSource, logger *slog.Logger
 }
 
 // newModel is the node model over the gatherer's inputs, with the view's tracker: the view's events wake it.
-func newModel(g *scrape.Gatherer, view *kubeview.View, rulesInterval time.Duration) *scrape.Model {
-	m := scrape.NewModel(g, scrape.ModelConfig{Tracker: view.NewTracker(), Node: view.Node, RulesMinInterval: rulesInterval})
+func newModel(g *scrape.Gatherer, view *kubeview.View, rulesInterval, countersInterval time.Duration) *scrape.Model {
+	m := scrape.NewModel(g, scrape.ModelConfig{Tracker: view.NewTracker(), Node: view.Node, RulesMinInterval: rulesInterval,
+		RulesEvery: countersInterval})
 	view.OnChange(m.Notify)
 	return m
 }
