@@ -99,6 +99,20 @@ func rulesWith(local int, drop bool) *kernelrules.Snapshot {
 		map[kernelrules.ServicePort]kernelrules.PortState{sp: st})
 }
 
+// runModel runs m's loop until stop (or the test's end), which waits for it to return.
+func runModel(t *testing.T, m *Model) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.Run(ctx)
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return ctx, stop
+}
+
 // TestModelRunFollowsEvents: the model's own loop, with its jobs off its goroutine, follows an API change
 // (woken by Notify) and a rule change (woken by the reader's Watch) without being asked, reads the rules only
 // when told or due (not once per Gather), and writes the state file when it stops.
@@ -110,13 +124,7 @@ func TestModelRunFollowsEvents(t *testing.T) {
 		KubeProxyAddress: scrapetest.RefusedKubeProxy(t), ProbeTimeout: time.Second, Logger: slog.New(slog.DiscardHandler),
 		State: OpenStateFile(StateFileConfig{Path: path, Node: "node-1"})})
 	m := NewModel(g, ModelConfig{Tracker: tr, RulesEvery: time.Hour})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		m.Run(ctx)
-	}()
-	defer func() { cancel(); <-done }()
+	ctx, stop := runModel(t, m)
 	changed := <-rules.changed
 
 	eventually := func(what string, ok func(*State) bool) {
@@ -152,8 +160,7 @@ func TestModelRunFollowsEvents(t *testing.T) {
 	changed()
 	eventually("read the rules it was told of", func(st *State) bool { return st.Services[0].Verdict.Drops })
 
-	cancel()
-	<-done
+	stop()
 	if _, err := os.Stat(path); err != nil {
 		t.Errorf("no state file when the model stopped: %v", err)
 	}
@@ -260,13 +267,7 @@ func TestModelProbesConcurrently(t *testing.T) {
 		Addrs: scrapetest.Addrs{"127.0.0.1"}, KubeProxyAddress: scrapetest.RefusedKubeProxy(t), ProbeTimeout: time.Second,
 		Concurrency: 8, Logger: slog.New(slog.DiscardHandler)})
 	m := NewModel(g, ModelConfig{Tracker: newLBTracker(services)})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		m.Run(ctx)
-	}()
-	defer func() { cancel(); <-done }()
+	ctx, _ := runModel(t, m)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		probed := 0
@@ -311,13 +312,7 @@ func TestModelFirstVerdictWaitsForTheRules(t *testing.T) {
 	g := NewGatherer(GathererConfig{View: &scrapetest.View{}, RuleReader: rules, Addrs: scrapetest.Addrs{"127.0.0.1"},
 		KubeProxyAddress: scrapetest.RefusedKubeProxy(t), ProbeTimeout: time.Second, Logger: slog.New(slog.DiscardHandler)})
 	m := NewModel(g, ModelConfig{Tracker: tr})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		m.Run(ctx)
-	}()
-	defer func() { cancel(); <-done }()
+	ctx, _ := runModel(t, m)
 
 	for range 5 {
 		sctx, scancel := context.WithTimeout(ctx, 100*time.Millisecond)

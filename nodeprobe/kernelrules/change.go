@@ -571,53 +571,43 @@ func nftChainRules(ctx context.Context, netns string, ipv6 bool, table, chain st
 // when the rule has no counter. An expression other than a counter is left at
 // its name: its data (hundreds of bytes for an xt match) is never walked.
 func ruleCounter(attrs []byte) (packets uint64, found bool, err error) {
-	a := nlAttr{b: attrs}
-	for a.next() {
-		if a.typ != unix.NFTA_RULE_EXPRESSIONS {
-			continue
-		}
-		l := nlAttr{b: a.val}
-		for l.next() {
-			if l.typ != unix.NFTA_LIST_ELEM {
-				continue
+	var exprErr error // an expression's own error, not wrapped as an attribute's
+	err = forEachListElem(attrs, unix.NFTA_RULE_EXPRESSIONS, func(elem []byte) (bool, error) {
+		var counter bool
+		var data []byte
+		e := nlAttr{b: elem}
+		for e.next() {
+			switch e.typ {
+			case unix.NFTA_EXPR_NAME:
+				counter = string(attrString(e.val)) == "counter"
+			case unix.NFTA_EXPR_DATA:
+				data = e.val
 			}
-			var counter bool
-			var data []byte
-			e := nlAttr{b: l.val}
-			for e.next() {
-				switch e.typ {
-				case unix.NFTA_EXPR_NAME:
-					counter = string(attrString(e.val)) == "counter"
-				case unix.NFTA_EXPR_DATA:
-					data = e.val
+		}
+		if e.err != nil {
+			return false, e.err
+		}
+		if !counter {
+			return false, nil
+		}
+		d := nlAttr{b: data}
+		for d.next() {
+			if d.typ == unix.NFTA_COUNTER_PACKETS {
+				if len(d.val) != 8 {
+					exprErr = fmt.Errorf("counter packets of %d bytes", len(d.val))
+					return true, nil
 				}
+				packets, found = binary.BigEndian.Uint64(d.val), true
+				return true, nil
 			}
-			if e.err != nil {
-				return 0, false, fmt.Errorf("NEWRULE attributes: %w", e.err)
-			}
-			if !counter {
-				continue
-			}
-			d := nlAttr{b: data}
-			for d.next() {
-				if d.typ == unix.NFTA_COUNTER_PACKETS {
-					if len(d.val) != 8 {
-						return 0, false, fmt.Errorf("counter packets of %d bytes", len(d.val))
-					}
-					return binary.BigEndian.Uint64(d.val), true, nil
-				}
-			}
-			if d.err != nil {
-				return 0, false, fmt.Errorf("NEWRULE attributes: %w", d.err)
-			}
-			return 0, false, nil
 		}
-		if l.err != nil {
-			return 0, false, fmt.Errorf("NEWRULE attributes: %w", l.err)
-		}
+		return true, d.err // the first counter, without its packets
+	})
+	switch {
+	case exprErr != nil:
+		return 0, false, exprErr
+	case err != nil:
+		return 0, false, fmt.Errorf("NEWRULE attributes: %w", err)
 	}
-	if a.err != nil {
-		return 0, false, fmt.Errorf("NEWRULE attributes: %w", a.err)
-	}
-	return 0, false, nil
+	return packets, found, nil
 }

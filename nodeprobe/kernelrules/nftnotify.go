@@ -306,9 +306,42 @@ func hashSetRef(h *maphash.Hash, expr, data []byte, anon anonResolver) (bool, er
 // timeout, userdata (the comment) and expressions without their state; never
 // its expiration, which counts down.
 func forEachElem(attrs []byte, fn func(key uint64)) error {
+	return forEachListElem(attrs, unix.NFTA_SET_ELEM_LIST_ELEMENTS, func(elem []byte) (bool, error) {
+		var h maphash.Hash
+		h.SetSeed(contentSeed)
+		e := nlAttr{b: elem}
+		for e.next() {
+			switch e.typ {
+			case unix.NFTA_SET_ELEM_EXPIRATION, unix.NFTA_SET_ELEM_PAD:
+			case unix.NFTA_SET_ELEM_EXPR:
+				h.WriteByte('x')
+				if _, err := hashExpr(&h, e.raw, e.val, nil); err != nil {
+					return false, err
+				}
+			case nftaSetElemExprs:
+				h.WriteByte('X')
+				if _, err := hashExprList(&h, e.val, nil); err != nil {
+					return false, err
+				}
+			default:
+				h.Write(e.raw)
+			}
+		}
+		if e.err != nil {
+			return false, e.err
+		}
+		fn(h.Sum64())
+		return false, nil
+	})
+}
+
+// forEachListElem calls fn with each NFTA_LIST_ELEM of the attributes of type outer in attrs (a set element
+// message's element list, a rule's expressions), until fn says stop or fails; it fails on a malformed
+// attribute.
+func forEachListElem(attrs []byte, outer uint16, fn func(elem []byte) (stop bool, err error)) error {
 	a := nlAttr{b: attrs}
 	for a.next() {
-		if a.typ != unix.NFTA_SET_ELEM_LIST_ELEMENTS {
+		if a.typ != outer {
 			continue
 		}
 		l := nlAttr{b: a.val}
@@ -316,30 +349,9 @@ func forEachElem(attrs []byte, fn func(key uint64)) error {
 			if l.typ != unix.NFTA_LIST_ELEM {
 				continue
 			}
-			var h maphash.Hash
-			h.SetSeed(contentSeed)
-			e := nlAttr{b: l.val}
-			for e.next() {
-				switch e.typ {
-				case unix.NFTA_SET_ELEM_EXPIRATION, unix.NFTA_SET_ELEM_PAD:
-				case unix.NFTA_SET_ELEM_EXPR:
-					h.WriteByte('x')
-					if _, err := hashExpr(&h, e.raw, e.val, nil); err != nil {
-						return err
-					}
-				case nftaSetElemExprs:
-					h.WriteByte('X')
-					if _, err := hashExprList(&h, e.val, nil); err != nil {
-						return err
-					}
-				default:
-					h.Write(e.raw)
-				}
+			if stop, err := fn(l.val); stop || err != nil {
+				return err
 			}
-			if e.err != nil {
-				return e.err
-			}
-			fn(h.Sum64())
 		}
 		if l.err != nil {
 			return l.err

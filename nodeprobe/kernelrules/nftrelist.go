@@ -51,29 +51,13 @@ func (e nlElem) target() string {
 
 // forEachNLElem decodes each element of a set element message.
 func forEachNLElem(attrs []byte, fn func(nlElem) error) error {
-	a := nlAttr{b: attrs}
-	for a.next() {
-		if a.typ != unix.NFTA_SET_ELEM_LIST_ELEMENTS {
-			continue
+	return forEachListElem(attrs, unix.NFTA_SET_ELEM_LIST_ELEMENTS, func(elem []byte) (bool, error) {
+		e, err := decodeNLElem(elem)
+		if err != nil {
+			return false, err
 		}
-		l := nlAttr{b: a.val}
-		for l.next() {
-			if l.typ != unix.NFTA_LIST_ELEM {
-				continue
-			}
-			e, err := decodeNLElem(l.val)
-			if err != nil {
-				return err
-			}
-			if err := fn(e); err != nil {
-				return err
-			}
-		}
-		if l.err != nil {
-			return l.err
-		}
-	}
-	return a.err
+		return false, fn(e)
+	})
 }
 
 func decodeNLElem(b []byte) (nlElem, error) {
