@@ -573,21 +573,11 @@ func nftChainRules(ctx context.Context, netns string, ipv6 bool, table, chain st
 func ruleCounter(attrs []byte) (packets uint64, found bool, err error) {
 	var exprErr error // an expression's own error, not wrapped as an attribute's
 	err = forEachListElem(attrs, unix.NFTA_RULE_EXPRESSIONS, func(elem []byte) (bool, error) {
-		var counter bool
-		var data []byte
-		e := nlAttr{b: elem}
-		for e.next() {
-			switch e.typ {
-			case unix.NFTA_EXPR_NAME:
-				counter = string(attrString(e.val)) == "counter"
-			case unix.NFTA_EXPR_DATA:
-				data = e.val
-			}
+		name, data, err := nlExpr(elem)
+		if err != nil {
+			return false, err
 		}
-		if e.err != nil {
-			return false, e.err
-		}
-		if !counter {
+		if string(name) != "counter" {
 			return false, nil
 		}
 		d := nlAttr{b: data}

@@ -126,16 +126,7 @@ func ruleIdentityOf(attrs []byte) ruleIdentity {
 		case unix.NFTA_RULE_EXPRESSIONS:
 			l := nlAttr{b: a.val}
 			for l.next() {
-				var name, data []byte
-				e := nlAttr{b: l.val}
-				for e.next() {
-					switch e.typ {
-					case unix.NFTA_EXPR_NAME:
-						name = attrString(e.val)
-					case unix.NFTA_EXPR_DATA:
-						data = e.val
-					}
-				}
+				name, data, _ := nlExpr(l.val) // a malformed attribute ends it with what was read before it
 				d := nlAttr{b: data}
 				switch string(name) {
 				case "payload":

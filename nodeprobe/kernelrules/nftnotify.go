@@ -223,18 +223,9 @@ func hashExprList(h *maphash.Hash, list []byte, anon anonResolver) (resolved boo
 // holding them): its bytes as they are, except for an expression whose dump
 // carries state (a counter) or that refers to an anonymous set.
 func hashExpr(h *maphash.Hash, raw, val []byte, anon anonResolver) (bool, error) {
-	var name, data []byte
-	e := nlAttr{b: val}
-	for e.next() {
-		switch e.typ {
-		case unix.NFTA_EXPR_NAME:
-			name = attrString(e.val)
-		case unix.NFTA_EXPR_DATA:
-			data = e.val
-		}
-	}
-	if e.err != nil {
-		return false, e.err
+	name, data, err := nlExpr(val)
+	if err != nil {
+		return false, err
 	}
 	switch string(name) {
 	case "counter", "last":
