@@ -387,7 +387,4 @@ type entry struct {
 	// growthDue: until a read of the rules at or after it, the counters' evidence of its drops is within a
 	// window, and judged anew at each read (zero: none).
 	growthDue time.Time
-	// gonePending: its rules send traffic to endpoints the API view lacks, not yet confirmed gone: decided
-	// again when the API view next hears from the API server.
-	gonePending bool
 }

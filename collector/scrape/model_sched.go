@@ -75,11 +75,13 @@ func (s *modelState) markDirty(e *entry) {
 	}
 }
 
-// scheduled records e's times after it was decided: when a time-driven change may come, and its sweep.
-func (s *modelState) scheduled(e *entry) {
+// scheduled records e's times after it was decided: when a time-driven change may come, and its sweep; and
+// whether its rules send traffic to endpoints the API view lacks, not yet confirmed gone (gonePending): then
+// it is decided again when the API view next hears from the API server.
+func (s *modelState) scheduled(e *entry, gonePending bool) {
 	s.wakes.push(e.due, e)
 	s.wakes.push(e.sweep, e)
-	if e.gonePending {
+	if gonePending {
 		s.gone[e] = true
 	} else {
 		delete(s.gone, e)

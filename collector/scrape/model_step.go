@@ -688,10 +688,10 @@ func (m *Model) decideOne(p *pass, e *entry, now time.Time) {
 		e.result = &r
 		s.resultsMoved = true
 	}
-	e.dirty, e.gonePending = false, p.pendingGone
+	e.dirty = false
 	e.sweep = now.Add(m.stagger(e.key, m.cfg.Resweep))
 	e.due = m.dueOf(e, p, now)
-	s.scheduled(e)
+	s.scheduled(e, p.pendingGone)
 }
 
 func withRev(r ServiceResult, rev uint64) ServiceResult {
