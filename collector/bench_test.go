@@ -1,10 +1,12 @@
 package collector
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/collector/scrape/scrapetest"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
@@ -19,8 +22,8 @@ import (
 
 // BenchmarkScrape: one scrape's gathering, deciding and rendering for n dual-stack NodePort Services with
 // both families' rules read (no network: the view and the rules are fixed; kube-proxy has no address), with
-// the default collectors and with every collector and series on, through the direct exposition the handler
-// serves (path=direct). For comparison, the same through a Registry with the node label built into the
+// the default collectors and with every collector and series on, written as text the way the handler
+// serves it (path=direct). For comparison, the same through a Registry with the node label built into the
 // descriptors (path=registry) and with the registry wrapped to add it (path=wrapped: a descriptor per series
 // per scrape, what the handler did before).
 func BenchmarkScrape(b *testing.B) {
@@ -38,7 +41,9 @@ func BenchmarkScrape(b *testing.B) {
 	}
 }
 
-func benchScrape(b *testing.B, n int, sel Selection, path string) {
+// benchServices is n dual-stack NodePort Services and the rules of both families: every Service forwards over
+// IPv4, every other one drops over IPv6.
+func benchServices(n int) (kubeview.Snapshot, map[kernelrules.ServicePort]kernelrules.PortState, map[kernelrules.ServicePort]kernelrules.PortState) {
 	snap := kubeview.Snapshot{Node: scrapetest.DualStackNode()}
 	v4rules, v6rules := map[kernelrules.ServicePort]kernelrules.PortState{}, map[kernelrules.ServicePort]kernelrules.PortState{}
 	for i := range n {
@@ -54,6 +59,11 @@ func benchScrape(b *testing.B, n int, sel Selection, path string) {
 			v6rules[sp] = kernelrules.PortState{Programmed: true, LocalEndpoints: 1}
 		}
 	}
+	return snap, v4rules, v6rules
+}
+
+func benchScrape(b *testing.B, n int, sel Selection, path string) {
+	snap, v4rules, v6rules := benchServices(n)
 	reader := &scrapetest.Reader{}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	g := scrape.NewGatherer(scrape.GathererConfig{View: &scrapetest.View{Snap: snap}, RuleReader: reader, KubeProxyAddress: scrapetest.NoAddress, Logger: logger})
@@ -75,26 +85,83 @@ func benchScrape(b *testing.B, n int, sel Selection, path string) {
 		reader.Snap = kernelrules.NewFamilySnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, at.Add(time.Duration(i)*time.Second),
 			map[string]map[kernelrules.ServicePort]kernelrules.PortState{kernelrules.FamilyIPv4: v4rules, kernelrules.FamilyIPv6: v6rules})
 		b.StartTimer()
-		var exposition prometheus.Gatherer = exp.Exposition(context.Background())
-		if path != "direct" {
-			reg := prometheus.NewRegistry()
-			exposition = reg
-			if path == "wrapped" {
-				prometheus.WrapRegistererWith(prometheus.Labels{"node": "node-1"}, reg).MustRegister(exp.Bind(context.Background()))
-			} else {
-				reg.MustRegister(exp.Bind(context.Background()))
+		if path == "direct" {
+			var out io.Writer = io.Discard
+			var first bytes.Buffer
+			if i == 0 {
+				out = &first
 			}
+			if err := exp.WriteText(context.Background(), out, textFormat, nil, nil); err != nil {
+				b.Fatal(err)
+			}
+			if i == 0 {
+				b.ReportMetric(float64(bytes.Count(first.Bytes(), []byte("\n"))-2*bytes.Count(first.Bytes(), []byte("# TYPE "))), "series")
+			}
+			continue
 		}
-		mfs, err := exposition.Gather()
+		reg := prometheus.NewRegistry()
+		if path == "wrapped" {
+			prometheus.WrapRegistererWith(prometheus.Labels{"node": "node-1"}, reg).MustRegister(exp.Bind(context.Background()))
+		} else {
+			reg.MustRegister(exp.Bind(context.Background()))
+		}
+		mfs, err := reg.Gather()
 		if err != nil {
 			b.Fatal(err)
 		}
-		if i == 0 {
-			series := 0
-			for _, mf := range mfs {
-				series += len(mf.GetMetric())
+		enc := expfmt.NewEncoder(io.Discard, textFormat)
+		for _, mf := range mfs {
+			if err := enc.Encode(mf); err != nil {
+				b.Fatal(err)
 			}
-			b.ReportMetric(float64(series), "series")
+		}
+	}
+}
+
+// BenchmarkKeptSeries: what the exporter keeps of each Service between scrapes (kept-B/service: the live heap
+// one scrape leaves behind, per Service) and what a scrape costs when every Service's series are kept, as in
+// the node model between changes; the default collectors and all of them.
+func BenchmarkKeptSeries(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		for _, s := range []struct {
+			name string
+			sel  Selection
+		}{{"default", DefaultSelection()}, {"all", AllSelection()}} {
+			b.Run(fmt.Sprintf("services=%d/collectors=%s", n, s.name), func(b *testing.B) {
+				snap, v4rules, v6rules := benchServices(n)
+				logger := slog.New(slog.DiscardHandler)
+				reader := &scrapetest.Reader{Snap: kernelrules.NewFamilySnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, time.Unix(1700000000, 0),
+					map[string]map[kernelrules.ServicePort]kernelrules.PortState{kernelrules.FamilyIPv4: v4rules, kernelrules.FamilyIPv6: v6rules})}
+				g := scrape.NewGatherer(scrape.GathererConfig{View: &scrapetest.View{Snap: snap}, RuleReader: reader, KubeProxyAddress: scrapetest.NoAddress, Logger: logger})
+				st := g.Gather(context.Background())
+				// As the model publishes them: an epoch, and a revision on every result.
+				st.Epoch = 1
+				for _, r := range st.Services {
+					r.Rev = 1
+				}
+				collectors, err := s.sel.Collectors()
+				if err != nil {
+					b.Fatal(err)
+				}
+				exp := NewExporter(logger, fixedState{st}, collectors...).WithNode("node-1")
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				if err := exp.WriteText(context.Background(), io.Discard, textFormat, nil, nil); err != nil {
+					b.Fatal(err)
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := exp.WriteText(context.Background(), io.Discard, textFormat, nil, nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+				runtime.KeepAlive(exp)
+				// After the loop: its first round deletes what was reported before it.
+				b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(n), "kept-B/service")
+			})
 		}
 	}
 }

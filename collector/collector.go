@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -133,7 +134,8 @@ type Exporter struct {
 	descs map[*Metric]*prometheus.Desc
 	// families is the same for the direct exposition (exposition.go).
 	families map[*Metric]*familyOf
-	node     string // "" until WithNode
+	byName   []*familyOf // the same, in name order
+	node     string      // "" until WithNode
 	// keep, when set, is the set of metrics the allow/deny lists leave; the others are never sent.
 	keep map[*Metric]bool
 	// caches keep, per collector (by index; nil for one that is no serviceRenderer), the series the direct
@@ -151,13 +153,25 @@ func NewExporter(logger *slog.Logger, states StateSource, collectors ...Collecto
 
 // build resolves every metric's descriptor and exposition family for the exporter's node.
 func (e *Exporter) build() {
-	e.descs, e.families = map[*Metric]*prometheus.Desc{}, map[*Metric]*familyOf{}
+	e.descs, e.families, e.byName = map[*Metric]*prometheus.Desc{}, map[*Metric]*familyOf{}, nil
 	for _, m := range e.Metrics() {
 		e.descs[m] = m.desc
 		if e.node != "" {
 			e.descs[m] = prometheus.NewDesc(m.FQName(), m.Help, m.Labels, prometheus.Labels{"node": e.node})
 		}
-		e.families[m] = e.familyOf(m)
+		if e.families[m] == nil {
+			e.families[m] = e.familyOf(m)
+			e.byName = append(e.byName, e.families[m])
+		}
+	}
+	sort.Slice(e.byName, func(i, j int) bool { return e.byName[i].name < e.byName[j].name })
+	for i, c := range e.collectors {
+		for _, m := range c.Metrics() {
+			f := e.families[m]
+			if !slices.Contains(f.owners, i) {
+				f.owners = append(f.owners, i)
+			}
+		}
 	}
 	e.caches = make([]*serviceCache, len(e.collectors))
 	for i := range e.collectors {

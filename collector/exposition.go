@@ -1,7 +1,11 @@
 package collector
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"slices"
 	"sort"
 	"strings"
@@ -9,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
 )
@@ -22,10 +27,15 @@ import (
 // familyOf is what the direct exposition keeps per metric: its help, type and labels in exposition order
 // (sorted by name, node among them), resolved once per exporter.
 type familyOf struct {
+	metric     *Metric
 	name, help string
 	typ        *dto.MetricType
 	names      []*string // sorted label names, node included when set
 	order      []int     // order[i]: index into the series' label values of names[i]; -1 for node
+	// header is the family's HELP and TYPE lines, for a family whose series are all kept ones.
+	header []byte
+	// owners are the collectors (by index) whose Metrics() list the metric: where its kept series are.
+	owners []int
 }
 
 // directSeries is one series in one allocation: the metric, its value holder and its label pairs.
@@ -38,9 +48,10 @@ type directSeries struct {
 	ptrs  []*dto.LabelPair
 }
 
-// directSink collects one collector's series of one scrape.
+// directSink collects one collector's series of one scrape: those built now, and the Services' kept ones.
 type directSink struct {
-	fams map[*Metric][]*dto.Metric
+	fams     map[*Metric][]*dto.Metric
+	services []*renderedService
 }
 
 func (e *Exporter) familyOf(m *Metric) *familyOf {
@@ -53,10 +64,21 @@ func (e *Exporter) familyOf(m *Metric) *familyOf {
 		idx[i] = i
 	}
 	sort.Slice(idx, func(a, b int) bool { return names[idx[a]] < names[idx[b]] })
-	f := &familyOf{name: m.FQName(), help: m.Help, typ: dto.MetricType_GAUGE.Enum()}
+	f := &familyOf{metric: m, name: m.FQName(), help: m.Help, typ: dto.MetricType_GAUGE.Enum()}
 	if m.Type == prometheus.CounterValue {
 		f.typ = dto.MetricType_COUNTER.Enum()
 	}
+	// The header exactly as the text encoder writes it: encode a family of one series and keep its first
+	// two lines.
+	var b bytes.Buffer
+	zero := 0.0
+	one := &dto.Metric{Gauge: &dto.Gauge{Value: &zero}, Counter: &dto.Counter{Value: &zero}}
+	if _, err := expfmt.MetricFamilyToText(&b, &dto.MetricFamily{Name: &f.name, Help: &f.help, Type: f.typ, Metric: []*dto.Metric{one}}); err != nil {
+		panic("the text encoder refused " + f.name + ": " + err.Error())
+	}
+	lines := b.Bytes()
+	f.header = lines[:bytes.IndexByte(lines, '\n')+1]
+	f.header = lines[:len(f.header)+bytes.IndexByte(lines[len(f.header):], '\n')+1]
 	for _, i := range idx {
 		f.names = append(f.names, &names[i])
 		if i >= len(m.Labels) {
@@ -94,13 +116,15 @@ func (s *directSink) add(f *familyOf, m *Metric, node *string, value float64, la
 	s.fams[m] = append(s.fams[m], &ds.m)
 }
 
-// Exposition returns the scrape's series under ctx, built directly (see above), as the prometheus.Gatherer
-// promhttp serves.
-func (e *Exporter) Exposition(ctx context.Context) prometheus.Gatherer {
-	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return e.directFamilies(ctx), nil })
-}
-
-func (e *Exporter) directFamilies(ctx context.Context) []*dto.MetricFamily {
+// WriteText writes the scrape's series under ctx to w in the text format f (a text/plain format from
+// expfmt.NegotiateAccept), with extra (the process's own families, whose names never overlap the exporter's)
+// among them in name order. only, when not nil, keeps just the families it names (the `name[]` parameters of
+// the request, as promhttp reads them).
+//
+// The text is written here rather than by promhttp because each Service's series are kept as text between
+// scrapes (serviceCache): a series in the text format is about a fifth of its client_model objects, and at
+// 10,000 Services those objects were the largest part of the live heap, which sets the resident set.
+func (e *Exporter) WriteText(ctx context.Context, w io.Writer, f expfmt.Format, extra []*dto.MetricFamily, only map[string]bool) error {
 	st := e.states.Gather(ctx)
 	sinks := make([]*directSink, len(e.collectors))
 	var wg sync.WaitGroup
@@ -118,20 +142,73 @@ func (e *Exporter) directFamilies(ctx context.Context) []*dto.MetricFamily {
 		}()
 	}
 	wg.Wait()
-	merged := map[*Metric][]*dto.Metric{}
+	nodeSeries := map[*Metric][]*dto.Metric{}
 	for _, s := range sinks {
 		for m, series := range s.fams {
-			merged[m] = append(merged[m], series...)
+			nodeSeries[m] = append(nodeSeries[m], series...)
 		}
 	}
-	out := make([]*dto.MetricFamily, 0, len(merged))
-	for m, series := range merged {
-		f := e.families[m]
-		sortSeries(series)
-		out = append(out, &dto.MetricFamily{Name: &f.name, Help: &f.help, Type: f.typ, Metric: series})
+
+	bw := bufio.NewWriterSize(w, 32<<10)
+	enc := expfmt.NewEncoder(bw, f)
+	ours, next := e.byName, 0
+	for _, mf := range extra {
+		for next < len(ours) && ours[next].name < mf.GetName() {
+			if err := e.writeFamily(bw, enc, ours[next], nodeSeries, sinks, only); err != nil {
+				return err
+			}
+			next++
+		}
+		if only != nil && !only[mf.GetName()] {
+			continue
+		}
+		if err := enc.Encode(mf); err != nil {
+			return fmt.Errorf("writing %s: %w", mf.GetName(), err)
+		}
 	}
-	slices.SortFunc(out, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
-	return out
+	for ; next < len(ours); next++ {
+		if err := e.writeFamily(bw, enc, ours[next], nodeSeries, sinks, only); err != nil {
+			return err
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("writing the scrape: %w", err)
+	}
+	return nil
+}
+
+// writeFamily writes one of the exporter's families: the series built in this scrape, then those kept of each
+// Service. A family without a series is not written (as a Registry leaves it out).
+func (e *Exporter) writeFamily(w *bufio.Writer, enc expfmt.Encoder, f *familyOf, nodeSeries map[*Metric][]*dto.Metric, sinks []*directSink, only map[string]bool) error {
+	if only != nil && !only[f.name] {
+		return nil
+	}
+	header := false
+	if series := nodeSeries[f.metric]; len(series) > 0 {
+		sortSeries(series)
+		if err := enc.Encode(&dto.MetricFamily{Name: &f.name, Help: &f.help, Type: f.typ, Metric: series}); err != nil {
+			return fmt.Errorf("writing %s: %w", f.name, err)
+		}
+		header = true
+	}
+	for _, i := range f.owners {
+		for _, rs := range sinks[i].services {
+			text := rs.section(f.metric)
+			if len(text) == 0 {
+				continue
+			}
+			if !header {
+				if _, err := w.Write(f.header); err != nil {
+					return fmt.Errorf("writing %s: %w", f.name, err)
+				}
+				header = true
+			}
+			if _, err := w.Write(text); err != nil {
+				return fmt.Errorf("writing %s: %w", f.name, err)
+			}
+		}
+	}
+	return nil
 }
 
 // sortSeries orders a family's series by their label values, as the Registry does (every series of a family
@@ -170,25 +247,51 @@ func updateAll(c serviceRenderer, st *scrape.State, out *Sink) error {
 	return err
 }
 
-// serviceCache is one serviceRenderer's kept series, per Service key.
+// serviceCache is one serviceRenderer's kept series, per Service.
 type serviceCache struct {
 	mu    sync.Mutex
 	epoch uint64
-	byKey map[string]*renderedService
+	byKey map[serviceKey]*renderedService
 	exp   *Exporter
 }
 
+// serviceKey is a Service's namespace and name: a struct, not a joined string, so that looking a Service up at
+// every scrape allocates nothing.
+type serviceKey struct{ namespace, name string }
+
+// renderedService is one Service's series as the text format writes them, family after family in name order;
+// it is never changed once made, so a scrape may write it after the cache moved on.
 type renderedService struct {
-	rev    uint64
-	series map[*Metric][]*dto.Metric
+	rev   uint64
+	text  []byte
+	parts []textPart
+}
+
+// textPart is where one family's lines end in a renderedService's text (they begin where the previous end).
+type textPart struct {
+	metric *Metric
+	end    int32
+}
+
+// section is the Service's lines of m, or nil.
+func (rs *renderedService) section(m *Metric) []byte {
+	begin := int32(0)
+	for _, p := range rs.parts {
+		if p.metric == m {
+			return rs.text[begin:p.end]
+		}
+		begin = p.end
+	}
+	return nil
 }
 
 func newServiceCache(e *Exporter) *serviceCache {
-	return &serviceCache{byKey: map[string]*renderedService{}, exp: e}
+	return &serviceCache{byKey: map[serviceKey]*renderedService{}, exp: e}
 }
 
-// render sends c's node-level series and every Service's, from what was kept where the Service's Rev and the
-// State's Epoch are those it was rendered at. A result without a Rev (not the model's) is rendered afresh.
+// render sends c's node-level series, and hands over every Service's (out.direct.services) from what was kept
+// where the Service's Rev and the State's Epoch are those it was rendered at. A result without a Rev (not the
+// model's) is rendered afresh.
 func (sc *serviceCache) render(st *scrape.State, c serviceRenderer, out *Sink) error {
 	services, err := c.UpdateNode(st, out)
 	if !services {
@@ -200,36 +303,66 @@ func (sc *serviceCache) render(st *scrape.State, c serviceRenderer, out *Sink) e
 		clear(sc.byKey)
 		sc.epoch = st.Epoch
 	}
-	seen := 0
+	kept := make([]*renderedService, 0, len(st.Services))
+	var scratch bytes.Buffer
 	for _, r := range st.Services {
 		if r.Rev == 0 || st.Epoch == 0 {
 			c.UpdateService(st, r, out)
 			continue
 		}
-		key := r.Service.Namespace + "/" + r.Service.Name
+		key := serviceKey{r.Service.Namespace, r.Service.Name}
 		k := sc.byKey[key]
 		if k == nil || k.rev != r.Rev {
 			sub := &directSink{fams: map[*Metric][]*dto.Metric{}}
 			c.UpdateService(st, r, &Sink{direct: sub, exp: sc.exp})
-			k = &renderedService{rev: r.Rev, series: sub.fams}
+			k = sc.exp.asText(r.Rev, sub.fams, &scratch)
 			sc.byKey[key] = k
 		}
-		seen++
-		for m, series := range k.series {
-			out.direct.fams[m] = append(out.direct.fams[m], series...)
-		}
+		kept = append(kept, k)
 	}
-	if len(sc.byKey) > seen {
+	out.direct.services = kept
+	if len(sc.byKey) > len(kept) {
 		// Some Services are gone: keep only the ones rendered now.
-		keep := make(map[string]bool, seen)
+		present := make(map[serviceKey]bool, len(kept))
 		for _, r := range st.Services {
-			keep[r.Service.Namespace+"/"+r.Service.Name] = true
+			present[serviceKey{r.Service.Namespace, r.Service.Name}] = true
 		}
 		for k := range sc.byKey {
-			if !keep[k] {
+			if !present[k] {
 				delete(sc.byKey, k)
 			}
 		}
 	}
 	return err
+}
+
+// asText encodes one Service's series, with the text encoder (so byte for byte as a scrape of client_model
+// objects would write them) without the families' headers.
+func (e *Exporter) asText(rev uint64, fams map[*Metric][]*dto.Metric, scratch *bytes.Buffer) *renderedService {
+	ms := make([]*familyOf, 0, len(fams))
+	for m := range fams {
+		ms = append(ms, e.families[m])
+	}
+	slices.SortFunc(ms, func(a, b *familyOf) int { return strings.Compare(a.name, b.name) })
+	scratch.Reset()
+	segments := make([][2]int, 0, len(ms))
+	total := 0
+	for _, f := range ms {
+		series := fams[f.metric]
+		sortSeries(series)
+		start := scratch.Len()
+		if _, err := expfmt.MetricFamilyToText(scratch, &dto.MetricFamily{Name: &f.name, Type: f.typ, Metric: series}); err != nil {
+			// Only an empty family or one without a name fails, and neither is built here.
+			panic("the text encoder refused " + f.name + ": " + err.Error())
+		}
+		afterType := start + bytes.IndexByte(scratch.Bytes()[start:], '\n') + 1
+		segments = append(segments, [2]int{afterType, scratch.Len()})
+		total += scratch.Len() - afterType
+	}
+	rs := &renderedService{rev: rev, text: make([]byte, 0, total), parts: make([]textPart, 0, len(ms))}
+	for i, seg := range segments {
+		rs.text = append(rs.text, scratch.Bytes()[seg[0]:seg[1]]...)
+		rs.parts = append(rs.parts, textPart{metric: ms[i].metric, end: int32(len(rs.text))})
+	}
+	return rs
 }

@@ -1,20 +1,20 @@
 package main
 
 import (
+	"compress/gzip"
 	"context"
-	"errors"
+	"io"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/localtraffic/localtraffic-exporter/collector"
 )
@@ -25,6 +25,7 @@ import (
 type metricsHandler struct {
 	exporter *collector.Exporter
 	self     *prometheus.Registry // process, Go runtime and build info: long-lived, not per scrape
+	gzip     *sync.Pool // of *gzip.Writer: one compressor's state is large, and every scrape needs one
 	maxWait  time.Duration
 	offset   time.Duration
 	inFlight chan struct{}
@@ -44,6 +45,7 @@ func newMetricsHandler(exp *collector.Exporter, opts options, logger *slog.Logge
 		exporter: exp.WithNode(opts.nodeName), self: self,
 		// Without the header (a curl), allow a few probes' worth of time.
 		maxWait:  2 * opts.probeTimeout,
+		gzip:     &sync.Pool{New: func() any { return gzip.NewWriter(nil) }},
 		offset:   opts.scrapeTimeoutOff,
 		inFlight: make(chan struct{}, opts.maxRequests),
 		logger:   logger,
@@ -81,24 +83,66 @@ func (h *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
 
-	// The exporter's series come from its direct exposition, not through a Registry (collector/exposition.go:
-	// a Registry builds every series twice and hashes it, and a scrape's garbage sets the RSS); the process's
-	// own few are a Registry's. Their names never overlap, so they are simply put side by side.
-	scrape := h.exporter.Exposition(ctx)
-	both := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
-		own, errSelf := h.self.Gather()
-		ours, err := scrape.Gather()
-		mfs := append(own, ours...)
-		slices.SortFunc(mfs, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
-		return mfs, errors.Join(errSelf, err)
-	})
-	promhttp.HandlerFor(both, promhttp.HandlerOpts{
-		ErrorHandling: promhttp.ContinueOnError,
-		ErrorLog:      slogPrinter{h.logger},
-	}).ServeHTTP(w, r)
+	// The exporter writes its own series as text (collector/exposition.go: it keeps each Service's series as
+	// text between scrapes); the process's own few come from a Registry and go among them in name order. Only
+	// the text format is offered, as kube-state-metrics does: a Prometheus that asks for protobuf
+	// first (native histograms) or OpenMetrics takes the text too, and the exporter has no native histogram.
+	own, err := h.self.Gather()
+	if err != nil {
+		h.logger.Error("gathering the process's own metrics", "err", err)
+	}
+	var only map[string]bool
+	if names := r.URL.Query()["name[]"]; len(names) > 0 {
+		only = make(map[string]bool, len(names))
+		for _, n := range names {
+			only[n] = true
+		}
+	}
+	format := expfmt.NegotiateAccept(r.Header, expfmt.NewFormat(expfmt.TypeTextPlain))
+	w.Header().Add("Vary", "Accept")
+	w.Header().Add("Vary", "Accept-Encoding")
+	w.Header().Set("Content-Type", string(format))
+	var out io.Writer = w
+	if acceptsGzip(r.Header.Values("Accept-Encoding")) {
+		w.Header().Set("Content-Encoding", "gzip")
+		gz := h.gzip.Get().(*gzip.Writer)
+		gz.Reset(w)
+		defer func() {
+			if err := gz.Close(); err != nil {
+				h.logger.Debug("finishing the compressed scrape", "err", err)
+			}
+			h.gzip.Put(gz)
+		}()
+		out = gz
+	}
+	if err := h.exporter.WriteText(ctx, out, format, own, only); err != nil {
+		// Most likely the scraper went away; the status is sent already.
+		h.logger.Error("serving metrics", "err", err)
+	}
 }
 
-// slogPrinter adapts slog to promhttp's Println-style error log.
-type slogPrinter struct{ logger *slog.Logger }
-
-func (p slogPrinter) Println(v ...any) { p.logger.Error("serving metrics", "err", v) }
+// acceptsGzip tells whether the request's Accept-Encoding values take gzip (named, or as "*") with a q-value
+// above zero; Prometheus always sends "gzip".
+func acceptsGzip(values []string) bool {
+	for _, v := range values {
+		for _, coding := range strings.Split(v, ",") {
+			name, params, _ := strings.Cut(coding, ";")
+			name = strings.ToLower(strings.TrimSpace(name))
+			if name != "gzip" && name != "*" {
+				continue
+			}
+			q := 1.0
+			for _, p := range strings.Split(params, ";") {
+				if k, v, ok := strings.Cut(strings.TrimSpace(p), "="); ok && strings.EqualFold(k, "q") {
+					if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+						q = f
+					}
+				}
+			}
+			if q > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,14 +1,20 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/localtraffic/localtraffic-exporter/collector"
 	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
@@ -225,4 +231,99 @@ func TestMetricsHandlerLimitsConcurrentScrapes(t *testing.T) {
 		t.Errorf("scrape after the first finished: status %d, want 200 (%s)", status, body)
 	}
 	<-c.seen
+}
+
+// TestMetricsHandlerNegotiates: the handler writes the text format whatever the scraper prefers (with the
+// Content-Type saying so), compresses only when gzip is acceptable, keeps only the families `name[]` asks for,
+// and writes each family once, in name order, the exporter's among the process's own.
+func TestMetricsHandlerNegotiates(t *testing.T) {
+	c := &deadlineCollector{seen: make(chan context.Context, 10)}
+	srv := httptest.NewServer(newTestHandler(c, 10))
+	defer srv.Close()
+	get := func(path string, header http.Header) (*http.Response, []byte) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header = header
+		// A transport that leaves Content-Encoding alone: the test reads what was sent.
+		resp, err := (&http.Transport{DisableCompression: true}).RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, body
+	}
+	protobufFirst := "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.5,text/plain;version=0.0.4;q=0.3"
+
+	resp, body := get("/metrics", http.Header{"Accept": {protobufFirst}, "Accept-Encoding": {"gzip"}})
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain; version=0.0.4") {
+		t.Errorf("Content-Type %q, want the text format", ct)
+	}
+	if ce := resp.Header.Get("Content-Encoding"); ce != "gzip" {
+		t.Fatalf("Content-Encoding %q, want gzip", ce)
+	}
+	gz, err := gzip.NewReader(bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := io.ReadAll(gz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := parser.TextToMetricFamilies(bytes.NewReader(text))
+	if err != nil {
+		t.Fatalf("the scrape does not parse: %v\n%s", err, text)
+	}
+	var names []string
+	for _, line := range strings.Split(string(text), "\n") {
+		if name, ok := strings.CutPrefix(line, "# TYPE "); ok {
+			names = append(names, strings.Fields(name)[0])
+		}
+	}
+	if len(names) != len(fams) || !slices.IsSorted(names) {
+		t.Errorf("families not each once in name order: %v", names)
+	}
+	for _, want := range []string{"go_goroutines", "localtraffic_build_info", "localtraffic_scrape_collector_success"} {
+		if fams[want] == nil {
+			t.Errorf("scrape lacks %s", want)
+		}
+	}
+
+	resp, body = get("/metrics?name[]=localtraffic_scrape_collector_success&name[]=go_goroutines", http.Header{"Accept-Encoding": {"gzip;q=0, identity"}})
+	if ce := resp.Header.Get("Content-Encoding"); ce != "" {
+		t.Errorf("Content-Encoding %q though gzip was refused", ce)
+	}
+	var kept []string
+	for _, line := range strings.Split(string(body), "\n") {
+		if name, ok := strings.CutPrefix(line, "# TYPE "); ok {
+			kept = append(kept, strings.Fields(name)[0])
+		}
+	}
+	if want := []string{"go_goroutines", "localtraffic_scrape_collector_success"}; !slices.Equal(kept, want) {
+		t.Errorf("name[] kept %v, want %v\n%s", kept, want, body)
+	}
+}
+
+func TestAcceptsGzip(t *testing.T) {
+	for header, want := range map[string]bool{
+		"":                      false,
+		"gzip":                  true,
+		"GZIP;q=0.5":            true,
+		"deflate, gzip;q=1.0":   true,
+		"gzip;q=0":              false,
+		"identity":              false,
+		"*":                     true,
+		"br;q=1, gzip ; q=0.0 ": false,
+	} {
+		if got := acceptsGzip([]string{header}); got != want {
+			t.Errorf("acceptsGzip(%q) = %v, want %v", header, got, want)
+		}
+	}
 }
