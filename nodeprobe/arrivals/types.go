@@ -322,6 +322,11 @@ type DestCount struct {
 	// counts the others. False (the zero value): every arrival is a client's, and Clients equals the whole.
 	SetAside bool
 	Clients  ClientCount
+	// Repeated is the part of Attempts whose source came again within a few seconds (sources.go): a client
+	// whose dropped SYN the kernel retransmits, or that tries again; never a port scan's single SYN or a
+	// datagram from a source not seen again. Clients.Repeated is its part of the clients'. With
+	// Config.CheckerSources negative nothing tells a repeat, and both equal the whole.
+	Repeated RepeatCount
 	// Restored is how many of Attempts an earlier meter counted (Meter.Restore): 0 unless the destination's run
 	// was carried over an exporter restart.
 	Restored uint64
