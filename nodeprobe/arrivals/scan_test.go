@@ -1,7 +1,9 @@
 package arrivals
 
 import (
+	"cmp"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 )
@@ -131,25 +133,45 @@ func TestPortScanBesideAChecker(t *testing.T) {
 	}
 }
 
-// A crowd of new clients, each retransmitting its dropped SYN a second later, more than the places kept: the
-// sources waiting for their repeat keep their places, so the first ones prove themselves within a second and
-// make room. Evicting the oldest, as before, would have forgotten each before its retransmission.
+// A crowd of new clients, each retransmitting its dropped SYN a second later, far more than the places kept,
+// counted in the order they arrive: the sources waiting for their repeat keep their places, so the first ones
+// prove themselves a second after they came and make room. Evicting the oldest, as before, forgot each one 80 ms
+// after it came, long before its retransmission, and the crowd never repeated.
 func TestCrowdOfClientsRepeats(t *testing.T) {
-	b := newScanBed(t, Config{})
-	p := syn("0.0.0.0", "203.0.113.7", 80)
+	tl := newTestTally(t, Config{}, testWatch)
+	type arrival struct {
+		p  testPacket
+		at time.Duration
+	}
+	var wire []arrival
 	for k := range 1000 {
-		b.send(p, netip.AddrFrom4([4]byte{100, 64, byte(k >> 8), byte(k)}), time.Duration(k)*5*time.Millisecond, 1)
+		p := syn("0.0.0.0", "203.0.113.7", 80)
+		p.src, p.sport = netip.AddrFrom4([4]byte{100, 64, byte(k >> 8), byte(k)}), uint16(2000+k)
+		at := time.Duration(k) * 5 * time.Millisecond
+		wire = append(wire, arrival{p, at}, arrival{p, at + time.Second})
 	}
-	c := b.at(lb(TCP, "203.0.113.7", 80), 2*time.Second)
-	if c.Repeated.Attempts < 2*16 {
-		t.Errorf("1,000 clients 5 ms apart: repeated %+v after 2 s; want at least the 16 kept ones' pairs", c.Repeated)
+	slices.SortStableFunc(wire, func(a, b arrival) int { return cmp.Compare(a.at, b.at) })
+	snap := func(upTo time.Duration) DestCount {
+		t.Helper()
+		for len(wire) > 0 && wire[0].at <= upTo {
+			countBytes(t, tl, wire[0].p, testNow.Add(wire[0].at))
+			wire = wire[1:]
+		}
+		s := Snapshot{Families: []FamilyStats{{Family: "IPv4"}, {Family: "IPv6"}}, Taken: testNow.Add(upTo)}
+		tl.fill(&s)
+		c, _ := s.Dest(lb(TCP, "203.0.113.7", 80))
+		return c
 	}
-	if !c.Repeated.ActiveSince.Equal(testNow) {
-		t.Errorf("repeated since %s, want the first client's first SYN", c.Repeated.ActiveSince.Sub(testNow))
+	if c := snap(900 * time.Millisecond); c.Attempts != 181 || c.Repeated.Attempts != 0 {
+		t.Fatalf("before any retransmission: attempts %d repeated %+v; want 181 single SYNs", c.Attempts, c.Repeated)
 	}
-	c = b.at(lb(TCP, "203.0.113.7", 80), time.Minute)
-	if c.Attempts != 2000 || c.Repeated.Attempts < 400 {
-		t.Errorf("attempts %d repeated %d: want every SYN counted, a fair share repeated", c.Attempts, c.Repeated.Attempts)
+	c := snap(1100 * time.Millisecond)
+	if c.Repeated.Attempts < 2 || !c.Repeated.ActiveSince.Equal(testNow) || !c.Repeated.LastSeen.After(testNow.Add(time.Second-time.Millisecond)) {
+		t.Errorf("a second after the first client: repeated %+v; want its SYN and retransmission", c.Repeated)
+	}
+	c = snap(time.Minute)
+	if c.Attempts != 2000 || c.Repeated.Attempts < 32 {
+		t.Errorf("attempts %d repeated %d: want every SYN counted, the places' worth repeated at least", c.Attempts, c.Repeated.Attempts)
 	}
 }
 
