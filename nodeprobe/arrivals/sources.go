@@ -113,9 +113,8 @@ type sourceCadence struct {
 func (d *destSources) add(p packet, sport uint16, at, quiet int64, max int) {
 	// One pass finds the source or, failing that, the place a new one would take: the non-checker seen longest
 	// ago, or a checker silent for longer than maxCadence. A live checker keeps its place: a flood of clients
-	// must not turn it into a client.
-	// A source waiting for its repeat keeps its place too: evicted, its retransmission would look like a new
-	// source, and a crowd of clients like a crowd of scanners.
+	// must not turn it into a client. A source waiting for its repeat keeps its place too: evicted, its
+	// retransmission would look like a new source, and a crowd of clients like a crowd of scanners.
 	victim := -1
 	for i := range d.list {
 		s := &d.list[i]

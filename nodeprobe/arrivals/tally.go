@@ -60,7 +60,7 @@ func (r *runCount) add(at int64, quiet int64) {
 type destCount struct {
 	dest Dest
 	runCount
-	src      *destSources // NodePorts only, from their first arrival: where traffic-port health checkers probe (sources.go)
+	src      *destSources // from its first arrival: its sources' repeats, and at NodePorts their cadence (sources.go)
 	flows    *destFlows   // UDP only, from its first datagram: pinned flows or new ones (flows.go)
 	restored uint64       // attempts an earlier meter counted (Meter.Restore)
 	// restoredRun is that earlier meter's run: repeated arrivals, for the state file keeps no sources.

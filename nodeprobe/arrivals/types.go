@@ -404,8 +404,9 @@ type Config struct {
 	QuietPeriod time.Duration
 	// MaxSources bounds the probers remembered per health check. Default 16.
 	MaxSources int
-	// CheckerSources bounds the sources remembered per NodePort to recognise health checkers (sources.go),
-	// at most 64. Default 16; negative: none is remembered, every arrival is a client's.
+	// CheckerSources bounds the sources remembered per destination to tell repeated arrivals from a port scan's
+	// and, at NodePorts, to recognise health checkers (sources.go), at most 64. Default 16; negative: none is
+	// remembered, every arrival is a client's and counts as repeated.
 	CheckerSources int
 	Logger         *slog.Logger
 }
