@@ -25,13 +25,7 @@ func (b *scanBed) send(p testPacket, src netip.Addr, at time.Duration, retransmi
 	b.t.Helper()
 	b.port++
 	p.src, p.sport = src, b.port
-	countBytes(b.t, b.tl, p, testNow.Add(at))
-	backoff := time.Second
-	for r, when := 0, at; r < retransmits; r++ {
-		when += backoff
-		backoff *= 2
-		countBytes(b.t, b.tl, p, testNow.Add(when))
-	}
+	countRetransmitted(b.t, b.tl, p, at, retransmits)
 }
 
 func (b *scanBed) at(d Dest, at time.Duration) DestCount {
