@@ -26,7 +26,7 @@ func TestArrivalsPutANodeInRotation(t *testing.T) {
 	t0 := time.Unix(1_800_000_000, 0)
 	np := arrivals.NodeDest(arrivals.TCP, false, 30090)
 	meter := &scrapetest.Meter{Status: arrivals.StatusOK, Now: t0, Counts: map[arrivals.Dest]arrivals.DestCount{
-		np: {Attempts: 500, ActiveSince: t0.Add(-time.Hour), LastSeen: t0.Add(-time.Second)}}}
+		np: scrapetest.Repeating(arrivals.DestCount{Attempts: 500, ActiveSince: t0.Add(-time.Hour), LastSeen: t0.Add(-time.Second)})}}
 	node := kubeview.NodeState{Name: "node-1", Found: true, Excluded: true, InternalIPs: []string{"10.0.0.1"},
 		PodCIDRs: []string{"10.244.1.0/24"}}
 	view := &scrapetest.View{Snap: kubeview.Snapshot{Node: node, Services: []kubeview.ServiceState{scrapetest.NodePortService(0)}}}
@@ -45,13 +45,13 @@ func TestArrivalsPutANodeInRotation(t *testing.T) {
 
 	// One minute on, attempts still arriving: within grace.
 	meter.Now = t0.Add(time.Minute)
-	meter.Counts[np] = arrivals.DestCount{Attempts: 560, ActiveSince: t0.Add(-time.Hour), LastSeen: meter.Now.Add(-time.Second)}
+	meter.Counts[np] = scrapetest.Repeating(arrivals.DestCount{Attempts: 560, ActiveSince: t0.Add(-time.Hour), LastSeen: meter.Now.Add(-time.Second)})
 	if v := g.Gather(context.Background()).Services[0].Verdict; v.Blackhole {
 		t.Fatalf("within grace: blackhole")
 	}
 	// Three minutes after the first scrape found it dropped: in rotation by arrivals, traffic lost.
 	meter.Now = t0.Add(3 * time.Minute)
-	meter.Counts[np] = arrivals.DestCount{Attempts: 680, ActiveSince: t0.Add(-time.Hour), LastSeen: meter.Now.Add(-time.Second)}
+	meter.Counts[np] = scrapetest.Repeating(arrivals.DestCount{Attempts: 680, ActiveSince: t0.Add(-time.Hour), LastSeen: meter.Now.Add(-time.Second)})
 	st = g.Gather(context.Background())
 	if v := st.Services[0].Verdict; !v.Blackhole || v.Reason != "traffic_lost" {
 		t.Fatalf("past grace: blackhole %v reason %q\n%+v", v.Blackhole, v.Reason, v.Families)

@@ -201,11 +201,20 @@ func (o *observations) Observe(d verdict.Destination) verdict.Observation {
 	if o.overloaded && !ongoing {
 		return verdict.Observation{} // the attempts it missed may have been this destination's
 	}
+	// Repeated arrivals (sources.go in the meter): a port scan's single SYNs are counted, but neither lose
+	// traffic nor break the silence of a destination nothing else reaches.
+	rep := o.repeated(c.Repeated)
 	obs := verdict.Observation{Watched: true, Attempts: c.Attempts, ActiveSince: c.ActiveSince, LastSeen: c.LastSeen,
-		Ongoing: ongoing, Silent: !ongoing && o.now.Sub(c.WatchedSince) >= o.quiet, DroppedSince: o.dropped(d),
-		LastNewFlow: c.LastNewFlow}
+		Ongoing: ongoing, Silent: !rep.Ongoing && o.now.Sub(c.WatchedSince) >= o.quiet, DroppedSince: o.dropped(d),
+		LastNewFlow: c.LastNewFlow, Repeats: true, Repeated: rep}
 	o.addSources(&obs, c)
 	return obs
+}
+
+// repeated is the meter's count of repeated arrivals as the verdict reads it.
+func (o *observations) repeated(r arrivals.RepeatCount) verdict.Repeated {
+	return verdict.Repeated{Attempts: r.Attempts, ActiveSince: r.ActiveSince, LastSeen: r.LastSeen,
+		Ongoing: r.Attempts > 0 && o.now.Sub(r.LastSeen) < o.quiet}
 }
 
 // nodeAddresses is the node's addresses as the verdict reads them (verdict.Addresses).

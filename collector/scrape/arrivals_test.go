@@ -121,3 +121,28 @@ func TestInternalSourcesFollowKubeProxysDetector(t *testing.T) {
 		}
 	}
 }
+
+// The verdict's view of a scanned destination: the single SYNs are arrivals (Attempts, Ongoing), but the run
+// of repeated ones is empty, and a destination nothing else reached for the quiet period stays silent; a
+// retransmitted SYN is a repeated attempt and breaks the silence.
+func TestObservationOfAPortScan(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	np := arrivals.NodeDest(arrivals.TCP, false, 30090)
+	scan := arrivals.DestCount{Dest: np, Attempts: 3, FirstSeen: now.Add(-time.Minute), ActiveSince: now.Add(-time.Minute),
+		LastSeen: now.Add(-10 * time.Second), WatchedSince: now.Add(-time.Hour)}
+	o := &observations{snap: &arrivals.Snapshot{Status: arrivals.StatusOK, Dests: []arrivals.DestCount{scan}}, quiet: 2 * time.Minute, now: now,
+		dropped: func(verdict.Destination) time.Time { return now.Add(-time.Hour) }}
+	d := verdict.Destination{Kind: verdict.NodePort, Protocol: "TCP", Family: "IPv4", DestPort: 30090}
+	got := o.Observe(d)
+	if !got.Watched || got.Attempts != 3 || !got.Ongoing || !got.Repeats || got.Repeated.Attempts != 0 || got.Repeated.Ongoing || !got.Silent {
+		t.Errorf("single SYNs: %+v, want 3 ongoing attempts, none repeated, silent", got)
+	}
+	client := scan
+	client.Attempts = 5
+	client.Repeated = arrivals.RepeatCount{Attempts: 2, ActiveSince: now.Add(-6 * time.Second), LastSeen: now.Add(-5 * time.Second)}
+	o.snap.Dests[0] = client
+	got = o.Observe(d)
+	if !got.Repeated.Ongoing || got.Repeated.Attempts != 2 || !got.Repeated.LastSeen.Equal(now.Add(-5*time.Second)) || got.Silent {
+		t.Errorf("a retransmitted SYN: %+v, want 2 repeated attempts, ongoing, not silent", got)
+	}
+}

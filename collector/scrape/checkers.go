@@ -18,7 +18,8 @@ func (o *observations) addSources(obs *verdict.Observation, c arrivals.DestCount
 	}
 	obs.SetAside = true
 	obs.Clients = verdict.ClientAttempts{Attempts: c.Clients.Attempts, ActiveSince: c.Clients.ActiveSince,
-		LastSeen: c.Clients.LastSeen, Ongoing: c.Clients.Attempts > 0 && o.now.Sub(c.Clients.LastSeen) < o.quiet}
+		LastSeen: c.Clients.LastSeen, Ongoing: c.Clients.Attempts > 0 && o.now.Sub(c.Clients.LastSeen) < o.quiet,
+		Repeated: o.repeated(c.Clients.Repeated)}
 	for _, ch := range c.Checkers {
 		obs.Checkers = append(obs.Checkers, verdict.Checker{Addr: ch.Addr.String(), Interval: ch.Interval})
 	}

@@ -52,13 +52,13 @@ func TestCheckersAtADroppedNodePort(t *testing.T) {
 
 	withClient := probes
 	withClient.Clients = arrivals.ClientCount{Attempts: 3, ActiveSince: meter.Now.Add(-20 * time.Second), LastSeen: meter.Now.Add(-2 * time.Second)}
-	meter.Counts[np] = withClient
+	meter.Counts[np] = scrapetest.Repeating(withClient)
 	if r := reason(); r != "traffic_lost" {
 		t.Errorf("the checker and a client: reason %q, want traffic_lost", r)
 	}
 
 	probes.LastSeen = meter.Now.Add(-time.Second)
-	meter.Counts[np] = probes
+	meter.Counts[np] = scrapetest.Repeating(probes)
 	view.Snap.Services[0].HealthCheck = kubeview.CheckNone
 	if r := reason(); r != "traffic_lost" {
 		t.Errorf("declared none: reason %q, want traffic_lost (the steady source is a client)", r)

@@ -734,6 +734,13 @@ func (m *Model) dueOf(e *entry, p *pass, now time.Time) time.Time {
 			if c.SetAside && c.Clients.Attempts > 0 {
 				cand(c.Clients.LastSeen.Add(cfg.Quiet))
 			}
+			// A dropped destination's loss rests on repeated arrivals alone (a port scan's single SYNs are none).
+			for _, r := range []arrivals.RepeatCount{c.Repeated, c.Clients.Repeated} {
+				if r.Attempts > 0 {
+					cand(r.LastSeen.Add(cfg.Quiet))
+					cand(r.LastSeen.Add(cfg.LossHold))
+				}
+			}
 		})
 	}
 	return next

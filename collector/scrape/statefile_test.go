@@ -90,7 +90,7 @@ func (n *restartNode) scrape(at time.Time) *State {
 	}
 	c.Attempts += 10
 	c.LastSeen = at.Add(-time.Second)
-	n.meter.Counts[restartNP] = c
+	n.meter.Counts[restartNP] = scrapetest.Repeating(c)
 	n.meter.Mu.Unlock()
 	return n.g.Gather(context.Background())
 }

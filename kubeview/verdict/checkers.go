@@ -39,6 +39,7 @@ func clientsOnly(in Input, e *Entry, o Observation) Observation {
 		e.Why += "; " + checkersWhy(in, o.Checkers)
 	}
 	o.Attempts, o.ActiveSince, o.LastSeen, o.Ongoing = o.Clients.Attempts, o.Clients.ActiveSince, o.Clients.LastSeen, o.Clients.Ongoing
+	o.Repeated = o.Clients.Repeated
 	return o
 }
 

@@ -149,7 +149,8 @@ type Observation struct {
 	ActiveSince, LastSeen time.Time
 	// Ongoing: the run has not ended (the latest attempt is more recent than the meter's quiet period).
 	Ongoing bool
-	// Silent: the meter has watched d for longer than its quiet period and nothing arrived within it.
+	// Silent: the meter has watched d for longer than its quiet period and nothing arrived within it but
+	// single attempts of sources not seen again (a port scan: Repeats).
 	Silent bool
 	// DroppedSince is when the exporter first found d dropped, in every scrape since; zero when it was not
 	// dropped in the previous scrape.
@@ -158,6 +159,13 @@ type Observation struct {
 	// proving their cadence, and Clients counts the others. False: every arrival is a client's.
 	SetAside bool
 	Clients  ClientAttempts
+	// Repeats: the meter told at d the attempts that repeated their source within a few seconds (a client
+	// whose dropped SYN the kernel retransmits, or that tries again) from those that did not (a port scan's
+	// single SYN, a datagram from a source never seen again), and Repeated counts the former; Clients.Repeated
+	// is their part of the clients'. A lost attempt, and rotation by arrivals at a dropped destination, rest on
+	// repeated attempts alone. False: nothing tells them apart, and every attempt counts.
+	Repeats  bool
+	Repeated Repeated
 	// Checkers are the sources that arrive at d at a steady cadence, like a load balancer's health checker.
 	Checkers []Checker
 	// LastNewFlow (UDP) is the latest datagram that started a flow (a source address and port not seen
@@ -167,6 +175,14 @@ type Observation struct {
 
 // ClientAttempts is an Observation's count of what clients sent.
 type ClientAttempts struct {
+	Attempts              uint64
+	ActiveSince, LastSeen time.Time
+	Ongoing               bool
+	Repeated              Repeated
+}
+
+// Repeated is the part of a count whose source came again within a few seconds, as a run of its own.
+type Repeated struct {
 	Attempts              uint64
 	ActiveSince, LastSeen time.Time
 	Ongoing               bool
@@ -504,6 +520,12 @@ func observe(in Input, e *Entry) {
 		return
 	}
 	o = clientsOnly(in, e, o)
+	if e.Dropped && o.Repeats {
+		// A port scan is not a client: where the meter tells them, only attempts that repeated their source
+		// are lost ones, and only they keep arriving for rotation's sake. A destination the node serves keeps
+		// every arrival: nothing is lost there, and no SYN of a served client is retransmitted.
+		o.Attempts, o.ActiveSince, o.LastSeen, o.Ongoing = o.Repeated.Attempts, o.Repeated.ActiveSince, o.Repeated.LastSeen, o.Repeated.Ongoing
+	}
 	dropStart := ev.Now
 	if !o.DroppedSince.IsZero() {
 		dropStart = o.DroppedSince

@@ -37,6 +37,27 @@ import (
 // cron job) looks exactly like a checker; the Service's localtraffic.io/health-check annotation settles it
 // (the verdict then takes every arrival as a client). Checks slower than about one every 7 s take longer than
 // candidateWindow to prove, so their first probes count as clients until they do.
+//
+// A port scan is not a client either. An internet scanner (masscan, ZMap) sends one SYN per address and port
+// and never retransmits it; a client whose SYN a node drops retransmits it from the same source address and
+// port (Linux and macOS 1 s later, Windows 3 s), and one with a connect timeout shorter than that tries again
+// with a new connection from the same address. So, at every destination (load balancer IPs and externalIPs
+// too, where no checker is recognised), the same bounded set of sources tells arrivals that repeat a source
+// from those that do not:
+//   - An arrival repeats its source when the source's previous arrival at the destination is less than
+//     repeatWindow old; both count as repeated (ClientCount.Repeated, DestCount.Repeated). One SYN, INIT or
+//     datagram from a source that does not come again within repeatWindow counts as an arrival and as a
+//     client's, never as repeated: the verdict reads repeated attempts alone for a loss.
+//   - A source whose latest arrival is not repeated yet and less than repeatWindow old is waiting for its
+//     repeat and keeps its place: a new source takes the place of one that is not waiting (or is not kept).
+//     So in a crowd of new clients those kept prove themselves within a second and make room, and in a crowd
+//     of scanners the places free up every repeatWindow: the sources followed are a sample of a crowd, never
+//     fewer than the places.
+//
+// Its limits: a scanner that retries a port within repeatWindow from the same address (nmap against a filtered
+// port) repeats like a client; a client that gives up after one SYN and never comes back is not told from a
+// scan, and is not a loss anyone waits on. The run an earlier meter counted (Meter.Restore) counts as repeated:
+// the state file keeps no sources.
 
 const (
 	minCadence       = time.Second
@@ -53,14 +74,21 @@ const (
 	// checker before its arrivals count as a client's.
 	candidateWindow = 30 * time.Second
 	retransmitPorts = 4
+	// repeatWindow is how soon a source must come again for its arrivals to count as repeated: it covers
+	// the first SYN retransmission of every common stack (1 s on Linux and macOS, 3 s on Windows) and the
+	// second (3 s and 9 s after the first SYN), with room for a busy node's scheduling.
+	repeatWindow = 10 * time.Second
 )
 
 // destSources is one destination's sources, allocated at its first arrival. It allocates again when the
 // destination sees a new source while it has room for one, never per packet after that.
 type destSources struct {
 	list []sourceCadence
-	// others counts the arrivals of sources not in list (never kept, or forgotten): clients.
-	others runCount
+	// others counts the arrivals of sources not in list (never kept, or forgotten): clients. othersRep is the
+	// part of them that repeated their source.
+	others, othersRep runCount
+	// cadence: checkers are recognised here (a NodePort). Elsewhere sources are kept for their repeats alone.
+	cadence bool
 }
 
 // sourceCadence is one source's arrivals at one destination and its cadence. Times are unix nanoseconds.
@@ -76,46 +104,64 @@ type sourceCadence struct {
 	steady    uint8 // the streak's score: steady intervals, less irregularCost per irregular one
 	checker   bool
 	broken    bool // an interval was not steady before the source became a checker: not a candidate
+	// rep counts the arrivals that came within repeatWindow of the source's previous one, and that previous
+	// one: a retransmission or another attempt, what a port scan never sends.
+	rep runCount
 }
 
 // add counts one arrival from p.src at at (quiet: the meter's quiet period). max bounds len(list).
 func (d *destSources) add(p packet, sport uint16, at, quiet int64, max int) {
 	// One pass finds the source or, failing that, the place a new one would take: the non-checker seen longest
 	// ago, or a checker silent for longer than maxCadence. A live checker keeps its place: a flood of clients
-	// must not turn it into a client.
+	// must not turn it into a client. A source waiting for its repeat keeps its place too: evicted, its
+	// retransmission would look like a new source, and a crowd of clients like a crowd of scanners.
 	victim := -1
 	for i := range d.list {
 		s := &d.list[i]
 		if s.addr == p.src {
-			s.arrive(p.proto, sport, at, quiet)
+			s.arrive(p.proto, sport, at, quiet, d.cadence)
 			return
 		}
-		if (!s.checker || at-s.last >= int64(maxCadence)) && (victim < 0 || s.last < d.list[victim].last) {
+		if (!s.checker || at-s.last >= int64(maxCadence)) && !s.waiting(at) && (victim < 0 || s.last < d.list[victim].last) {
 			victim = i
 		}
 	}
 	fresh := sourceCadence{addr: p.src}
-	fresh.arrive(p.proto, sport, at, quiet)
+	fresh.arrive(p.proto, sport, at, quiet, d.cadence)
 	switch {
 	case len(d.list) < max:
 		// Grown as sources come (an allocation per new source at most, never per packet): most NodePorts see one
 		// or two load balancer addresses, not 16 sources.
 		d.list = append(d.list, fresh)
 	case victim < 0:
-		d.others.fold(fresh, quiet)
+		d.fold(fresh, quiet)
 	default:
-		d.others.fold(d.list[victim], quiet)
+		d.fold(d.list[victim], quiet)
 		d.list[victim] = fresh
 	}
 }
 
-// arrive counts one arrival of this source.
-func (s *sourceCadence) arrive(proto Protocol, sport uint16, at, quiet int64) {
+// waiting: the source's latest arrival is less than repeatWindow old and has not repeated an earlier one.
+func (s *sourceCadence) waiting(at int64) bool {
+	return at-s.last < int64(repeatWindow) && s.rep.last < s.last
+}
+
+// arrive counts one arrival of this source; cadence: follow its cadence too (a NodePort).
+func (s *sourceCadence) arrive(proto Protocol, sport uint16, at, quiet int64, cadence bool) {
+	if s.n > 0 && at-s.last < int64(repeatWindow) {
+		if s.rep.last < s.last {
+			s.rep.add(s.last, quiet) // the arrival this one repeats
+		}
+		s.rep.add(at, quiet)
+	}
 	if s.n == 0 || at-s.last >= quiet {
 		s.run = at
 	}
 	s.n++
 	s.last = max(s.last, at)
+	if !cadence {
+		return
+	}
 	if proto != UDP {
 		if s.n > 1 && slices.Contains(s.ports[:], sport) {
 			return // a retransmitted SYN or INIT: the same attempt again
@@ -164,23 +210,32 @@ func (s *sourceCadence) candidate(now int64) bool {
 	return !s.checker && !s.broken && now-s.first < int64(candidateWindow)
 }
 
-// fold adds a forgotten source's arrivals to the count of others.
-func (r *runCount) fold(s sourceCadence, quiet int64) {
+// fold adds a forgotten source's arrivals to the count of others, and its repeated ones to othersRep.
+func (d *destSources) fold(s sourceCadence, quiet int64) {
+	d.others.join(s.n, s.run, s.last, quiet)
+	d.othersRep.join(s.rep.n, s.rep.active, s.rep.last, quiet)
+}
+
+// join adds n arrivals whose run began at active and ended at last.
+func (r *runCount) join(n uint64, active, last, quiet int64) {
+	if n == 0 {
+		return
+	}
 	switch {
 	case r.n == 0:
-		r.first, r.active, r.last = s.run, s.run, s.last
-	case s.last > r.last:
-		if s.run-r.last >= quiet {
-			r.active = s.run
+		r.first, r.active, r.last = active, active, last
+	case last > r.last:
+		if active-r.last >= quiet {
+			r.active = active
 		} else {
-			r.active = min(r.active, s.run)
+			r.active = min(r.active, active)
 		}
-		r.last = s.last
-	case r.active-s.last < quiet:
-		r.active = min(r.active, s.run)
+		r.last = last
+	case r.active-last < quiet:
+		r.active = min(r.active, active)
 	}
-	r.first = min(r.first, s.run)
-	r.n += s.n
+	r.first = min(r.first, active)
+	r.n += n
 }
 
 // CheckerSource is a source that arrives at a destination at a steady cadence: a load balancer's health
@@ -198,14 +253,67 @@ type CheckerSource struct {
 type ClientCount struct {
 	Attempts              uint64
 	ActiveSince, LastSeen time.Time
+	// Repeated is the part of them whose source came again within repeatWindow (a retransmitted SYN, another
+	// attempt): never a port scan's single SYN or datagram.
+	Repeated RepeatCount
 }
 
-// fillSources sets c.Clients and c.Checkers from the destination's whole count and its sources at now.
-// checkers is where the checker lists of every destination are appended (a few allocations per snapshot, not
-// one per destination); the grown slice is returned.
-func (t *tally) fillSources(c *DestCount, whole runCount, d *destSources, now, quiet int64, checkers []CheckerSource) []CheckerSource {
+// RepeatCount is the arrivals of a count that repeated their source within repeatWindow, and the run they
+// make (ActiveSince: the first after the latest gap of the quiet period). Zero when none did.
+type RepeatCount struct {
+	Attempts              uint64
+	ActiveSince, LastSeen time.Time
+}
+
+// span is a run of arrivals: began at active, ended at last (unix nanoseconds), n of them.
+type span struct {
+	n            uint64
+	active, last int64
+}
+
+// joinSpans joins runs as a destination's own count joins arrivals (a pause shorter than quiet continues a
+// run): the latest run, reaching back through every run that ended within quiet of its start. It sorts spans.
+func joinSpans(spans []span, quiet int64) (n uint64, active, last int64) {
+	spans = slices.DeleteFunc(spans, func(s span) bool { return s.n == 0 })
+	if len(spans) == 0 {
+		return 0, 0, 0
+	}
+	slices.SortFunc(spans, func(a, b span) int { return cmpInt64(b.last, a.last) })
+	active, last = spans[0].active, spans[0].last
+	for _, s := range spans {
+		n += s.n
+		if s.last >= active-quiet {
+			active = min(active, s.active)
+		}
+	}
+	return n, active, last
+}
+
+// fillSources sets c.Clients, c.Repeated and c.Checkers from the destination's whole count, the run an
+// earlier meter counted (restored) and its sources at now. checkers is where the checker lists of every
+// destination are appended (a few allocations per snapshot, not one per destination); the grown slice is
+// returned.
+func (t *tally) fillSources(c *DestCount, whole, restored runCount, d *destSources, now, quiet int64, checkers []CheckerSource) []CheckerSource {
 	c.Clients = ClientCount{Attempts: whole.n, ActiveSince: t.nsTime(whole.active), LastSeen: t.nsTime(whole.last)}
-	if d == nil {
+	if t.cfg.CheckerSources <= 0 {
+		// No source is kept: nothing tells a repeat, and every arrival counts as one (the meter before it
+		// told port scans apart).
+		c.Repeated = RepeatCount{Attempts: c.Clients.Attempts, ActiveSince: c.Clients.ActiveSince, LastSeen: c.Clients.LastSeen}
+		c.Clients.Repeated = c.Repeated
+		return checkers
+	}
+	var scratch [maxRuns + 1]span
+	reps := append(scratch[:0], span{restored.n, restored.active, restored.last})
+	if d != nil {
+		reps = append(reps, span{d.othersRep.n, d.othersRep.active, d.othersRep.last})
+		for i := range d.list {
+			r := &d.list[i].rep
+			reps = append(reps, span{r.n, r.active, r.last})
+		}
+	}
+	c.Repeated = t.repeatCount(joinSpans(reps, quiet))
+	c.Clients.Repeated = c.Repeated
+	if d == nil || !d.cadence {
 		return checkers
 	}
 	from := len(checkers)
@@ -230,35 +338,31 @@ func (t *tally) fillSources(c *DestCount, whole runCount, d *destSources, now, q
 	c.SetAside = true
 	// Clients: the others and every kept source that is neither a checker nor a candidate, their runs joined
 	// as the destination's own count joins arrivals (a pause shorter than the quiet period continues a run).
-	type run struct{ active, last int64 }
-	var scratch [maxRuns]run
-	runs := scratch[:0]
-	var n uint64
-	if d.others.n > 0 {
-		runs = append(runs, run{d.others.active, d.others.last})
-		n += d.others.n
-	}
+	runs := append(scratch[:0], span{d.others.n, d.others.active, d.others.last})
+	var repScratch [maxRuns]span
+	reps = append(repScratch[:0], span{d.othersRep.n, d.othersRep.active, d.othersRep.last})
 	for i := range d.list {
 		s := &d.list[i]
-		if s.checker || s.candidate(now) || len(runs) == maxRuns {
+		if s.checker || s.candidate(now) {
 			continue
 		}
-		runs = append(runs, run{s.run, s.last})
-		n += s.n
+		runs = append(runs, span{s.n, s.run, s.last})
+		reps = append(reps, span{s.rep.n, s.rep.active, s.rep.last})
 	}
-	c.Clients = ClientCount{Attempts: n}
-	if len(runs) == 0 {
-		return checkers
+	n, active, last := joinSpans(runs, quiet)
+	c.Clients = ClientCount{Attempts: n, Repeated: t.repeatCount(joinSpans(reps, quiet))}
+	if n > 0 {
+		c.Clients.ActiveSince, c.Clients.LastSeen = t.nsTime(active), t.nsTime(last)
 	}
-	slices.SortFunc(runs, func(a, b run) int { return cmpInt64(b.last, a.last) })
-	active, last := runs[0].active, runs[0].last
-	for _, r := range runs[1:] {
-		if r.last >= active-quiet {
-			active = min(active, r.active)
-		}
-	}
-	c.Clients.ActiveSince, c.Clients.LastSeen = t.nsTime(active), t.nsTime(last)
 	return checkers
+}
+
+// repeatCount is a joined run of repeated arrivals as a RepeatCount.
+func (t *tally) repeatCount(n uint64, active, last int64) RepeatCount {
+	if n == 0 {
+		return RepeatCount{}
+	}
+	return RepeatCount{Attempts: n, ActiveSince: t.nsTime(active), LastSeen: t.nsTime(last)}
 }
 
 // maxRuns bounds fillSources' scratch array: the others and every kept source.
@@ -277,16 +381,16 @@ func cmpInt64(a, b int64) int {
 	return 0
 }
 
-// countSource records the source of one arrival at t.dests[di]: only at a NodePort (where a traffic-port
-// checker probes), and not at all with Config.CheckerSources negative.
+// countSource records the source of one arrival at t.dests[di], with its cadence only at a NodePort (where a
+// traffic-port checker probes), and not at all with Config.CheckerSources negative.
 func (t *tally) countSource(di int, p packet, at int64) {
 	d := &t.dests[di]
-	if t.cfg.CheckerSources <= 0 || !d.dest.IsNode() {
+	if t.cfg.CheckerSources <= 0 {
 		return
 	}
 	if d.src == nil {
 		// Allocated at the first arrival (once): a destination nobody reaches costs a pointer.
-		d.src = &destSources{}
+		d.src = &destSources{cadence: d.dest.IsNode()}
 	}
 	d.src.add(p, p.sport, at, int64(t.cfg.QuietPeriod), t.cfg.CheckerSources)
 }

@@ -25,12 +25,19 @@ func (b *sourceBed) attempt(src string, at time.Duration, retransmits int) {
 	p := syn(src, "192.0.2.10", 30080)
 	b.port++
 	p.sport = b.port
-	countBytes(b.t, b.tl, p, testNow.Add(at))
+	countRetransmitted(b.t, b.tl, p, at, retransmits)
+}
+
+// countRetransmitted counts p at at and the kernel's retransmissions of it (the same packet) 1 s, 3 s, 7 s …
+// later.
+func countRetransmitted(t *testing.T, tl *tally, p testPacket, at time.Duration, retransmits int) {
+	t.Helper()
+	countBytes(t, tl, p, testNow.Add(at))
 	backoff := time.Second
 	for r, when := 0, at; r < retransmits; r++ {
 		when += backoff
 		backoff *= 2
-		countBytes(b.t, b.tl, p, testNow.Add(when))
+		countBytes(t, tl, p, testNow.Add(when))
 	}
 }
 

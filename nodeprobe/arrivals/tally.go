@@ -60,9 +60,11 @@ func (r *runCount) add(at int64, quiet int64) {
 type destCount struct {
 	dest Dest
 	runCount
-	src      *destSources // NodePorts only, from their first arrival: where traffic-port health checkers probe (sources.go)
+	src      *destSources // from its first arrival: its sources' repeats, and at NodePorts their cadence (sources.go)
 	flows    *destFlows   // UDP only, from its first datagram: pinned flows or new ones (flows.go)
 	restored uint64       // attempts an earlier meter counted (Meter.Restore)
+	// restoredRun is that earlier meter's run: repeated arrivals, for the state file keeps no sources.
+	restoredRun runCount
 }
 
 type checkCount struct {
@@ -95,7 +97,7 @@ func (t *tally) setWatch(w Watch, now time.Time) {
 		if j, ok := t.idx[d]; ok && j >= 0 {
 			dests[i] = t.dests[j]
 		} else if rc, ok := t.takeRestored(d); ok {
-			dests[i] = destCount{dest: d, runCount: rc, restored: rc.n}
+			dests[i] = destCount{dest: d, runCount: rc, restored: rc.n, restoredRun: rc}
 		}
 		idx[d] = i
 	}
@@ -231,7 +233,7 @@ func (t *tally) fill(s *Snapshot) {
 		if d.flows != nil {
 			s.Dests[i].LastNewFlow = t.nsTime(d.flows.lastNew)
 		}
-		checkers = t.fillSources(&s.Dests[i], d.runCount, d.src, t.clk.ns(s.Taken), int64(t.cfg.QuietPeriod), checkers)
+		checkers = t.fillSources(&s.Dests[i], d.runCount, d.restoredRun, d.src, t.clk.ns(s.Taken), int64(t.cfg.QuietPeriod), checkers)
 	}
 	s.HealthChecks = make([]HealthCheckCount, len(t.checks))
 	n := 0

@@ -322,6 +322,11 @@ type DestCount struct {
 	// counts the others. False (the zero value): every arrival is a client's, and Clients equals the whole.
 	SetAside bool
 	Clients  ClientCount
+	// Repeated is the part of Attempts whose source came again within a few seconds (sources.go): a client
+	// whose dropped SYN the kernel retransmits, or that tries again; never a port scan's single SYN or a
+	// datagram from a source not seen again. Clients.Repeated is its part of the clients'. With
+	// Config.CheckerSources negative nothing tells a repeat, and both equal the whole.
+	Repeated RepeatCount
 	// Restored is how many of Attempts an earlier meter counted (Meter.Restore): 0 unless the destination's run
 	// was carried over an exporter restart.
 	Restored uint64
@@ -399,8 +404,9 @@ type Config struct {
 	QuietPeriod time.Duration
 	// MaxSources bounds the probers remembered per health check. Default 16.
 	MaxSources int
-	// CheckerSources bounds the sources remembered per NodePort to recognise health checkers (sources.go),
-	// at most 64. Default 16; negative: none is remembered, every arrival is a client's.
+	// CheckerSources bounds the sources remembered per destination to tell repeated arrivals from a port scan's
+	// and, at NodePorts, to recognise health checkers (sources.go), at most 64. Default 16; negative: none is
+	// remembered, every arrival is a client's and counts as repeated.
 	CheckerSources int
 	Logger         *slog.Logger
 }

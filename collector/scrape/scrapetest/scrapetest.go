@@ -89,6 +89,14 @@ func (m *Meter) Snapshot() arrivals.Snapshot {
 	return s
 }
 
+// Repeating is c as a meter counts clients whose dropped SYNs the kernel retransmits: every arrival repeated
+// its source (arrivals.DestCount.Repeated is the whole count, Clients.Repeated the clients'), none a port scan's.
+func Repeating(c arrivals.DestCount) arrivals.DestCount {
+	c.Repeated = arrivals.RepeatCount{Attempts: c.Attempts, ActiveSince: c.ActiveSince, LastSeen: c.LastSeen}
+	c.Clients.Repeated = arrivals.RepeatCount{Attempts: c.Clients.Attempts, ActiveSince: c.Clients.ActiveSince, LastSeen: c.Clients.LastSeen}
+	return c
+}
+
 // Family is one family's single port "http" (NodePort 30090) with local endpoints; clusterWide false means no
 // endpoint anywhere.
 func Family(f corev1.IPFamily, local int, clusterWide bool) kubeview.FamilyEndpoints {
