@@ -462,14 +462,23 @@ func (m *Model) readMeter(now time.Time) {
 	if old == nil || old.Status != snap.Status {
 		return // a global change: every Service is decided again
 	}
-	for _, c := range snap.Dests {
+	moved := func(c arrivals.DestCount) {
 		if o, ok := old.Dest(c.Dest); ok && sameCount(o, c) {
-			continue
+			return
 		}
 		for _, k := range s.destOwners[c.Dest] {
 			if e := s.services[k]; e != nil {
 				s.markDirty(e)
 			}
+		}
+	}
+	for _, c := range snap.Dests {
+		moved(c)
+	}
+	if watched {
+		// Only a new watch makes or changes an idle destination (a counted one never goes back to idle).
+		for _, c := range snap.Idle {
+			moved(arrivals.DestCount{Dest: c.Dest, WatchedSince: c.WatchedSince})
 		}
 	}
 }

@@ -493,7 +493,7 @@ func TestPermissionDenied(t *testing.T) {
 	if err := m.Watch(testWatch); err != nil {
 		t.Errorf("Watch on an unavailable meter: %v", err)
 	}
-	if s := m.Snapshot(); s.Status != StatusPermissionDenied || len(s.Dests) != len(testWatch.Dests) {
-		t.Errorf("after Watch: status %v, %d destinations", s.Status, len(s.Dests))
+	if s := m.Snapshot(); s.Status != StatusPermissionDenied || len(s.Dests)+len(s.Idle) != len(testWatch.Dests) {
+		t.Errorf("after Watch: status %v, %d destinations", s.Status, len(s.Dests)+len(s.Idle))
 	}
 }

@@ -67,6 +67,23 @@ type destCount struct {
 	restoredRun runCount
 }
 
+// destCount is d's count at taken; its checkers are appended to checkers (fillSources).
+func (t *tally) destCount(d *destCount, taken time.Time, checkers []CheckerSource) (DestCount, []CheckerSource) {
+	c := DestCount{Dest: d.dest, Attempts: d.n, FirstSeen: t.nsTime(d.first), LastSeen: t.nsTime(d.last),
+		ActiveSince: t.nsTime(d.active), WatchedSince: t.nsTime(d.watchedSince), Restored: d.restored}
+	if d.flows != nil {
+		c.LastNewFlow = t.nsTime(d.flows.lastNew)
+	}
+	checkers = t.fillSources(&c, d.runCount, d.restoredRun, d.src, t.clk.ns(taken), int64(t.cfg.QuietPeriod), checkers)
+	return c, checkers
+}
+
+// idle: nothing was counted at the destination, nor restored; its DestCount would be zero but for
+// WatchedSince (Snapshot.Idle).
+func (d *destCount) idle() bool {
+	return d.n == 0 && d.restored == 0 && d.restoredRun.n == 0 && d.src == nil && d.flows == nil
+}
+
 type checkCount struct {
 	dest Dest
 	runCount
@@ -225,15 +242,22 @@ func (t *tally) count(p packet, at int64, ifindex int32) {
 
 // fill copies the counts into s.
 func (t *tally) fill(s *Snapshot) {
-	s.Dests = make([]DestCount, len(t.dests))
-	var checkers []CheckerSource
-	for i, d := range t.dests {
-		s.Dests[i] = DestCount{Dest: d.dest, Attempts: d.n, FirstSeen: t.nsTime(d.first), LastSeen: t.nsTime(d.last),
-			ActiveSince: t.nsTime(d.active), WatchedSince: t.nsTime(d.watchedSince), Restored: d.restored}
-		if d.flows != nil {
-			s.Dests[i].LastNewFlow = t.nsTime(d.flows.lastNew)
+	idle := 0
+	for i := range t.dests {
+		if t.dests[i].idle() {
+			idle++
 		}
-		checkers = t.fillSources(&s.Dests[i], d.runCount, d.restoredRun, d.src, t.clk.ns(s.Taken), int64(t.cfg.QuietPeriod), checkers)
+	}
+	s.Dests, s.Idle = make([]DestCount, 0, len(t.dests)-idle), make([]IdleDest, 0, idle)
+	var checkers []CheckerSource
+	for _, d := range t.dests {
+		if d.idle() {
+			s.Idle = append(s.Idle, IdleDest{Dest: d.dest, WatchedSince: t.nsTime(d.watchedSince)})
+			continue
+		}
+		var c DestCount
+		c, checkers = t.destCount(&d, s.Taken, checkers)
+		s.Dests = append(s.Dests, c)
 	}
 	s.HealthChecks = make([]HealthCheckCount, len(t.checks))
 	n := 0

@@ -3,6 +3,7 @@ package arrivals
 import (
 	"errors"
 	"net/netip"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -157,8 +158,8 @@ func TestTallyWatchChangeKeepsCounts(t *testing.T) {
 	tl.setWatch(nw, later)
 	countBytes(t, tl, syn("10.9.9.9", "203.0.113.8", 443), later) // no longer watched
 	s := snap(tl)
-	if len(s.Dests) != 2 || len(s.HealthChecks) != 0 {
-		t.Fatalf("snapshot follows the old watch: %+v", s.Dests)
+	if len(s.Dests) != 1 || len(s.Idle) != 1 || len(s.HealthChecks) != 0 {
+		t.Fatalf("snapshot follows the old watch: %+v, idle %+v", s.Dests, s.Idle)
 	}
 	if c, _ := s.Dest(lb(TCP, "203.0.113.7", 80)); c.Attempts != 1 || !c.WatchedSince.Equal(testNow) {
 		t.Errorf("kept destination: %+v", c)
@@ -295,5 +296,43 @@ func TestWatchSameInputDifferentOrder(t *testing.T) {
 	}
 	if _, ok := m.Snapshot().Dest(lb(TCP, "198.18.0.1", 1)); !ok {
 		t.Error("a changed Watch in the same slice was taken for the previous one")
+	}
+}
+
+// An idle destination is kept in a snapshot as its WatchedSince alone: what Dest answers for it is exactly the
+// whole count the meter would have made of it, before and after a watch change, with and without source
+// tracking, and a destination leaves Idle with its first arrival.
+func TestTallyIdleDestinationsAreWholeCounts(t *testing.T) {
+	for _, cfg := range []Config{{}, {CheckerSources: -1}} {
+		tl := newTestTally(t, cfg, testWatch)
+		countBytes(t, tl, syn("10.9.9.9", "203.0.113.7", 80), testNow)
+		countBytes(t, tl, udp("10.9.9.9", "192.0.2.10", 30053), testNow)
+		later := testNow.Add(time.Hour)
+		w := testWatch
+		w.Dests = append(slices.Clone(w.Dests), lb(TCP, "203.0.113.9", 443))
+		nw, _ := w.normalize()
+		tl.setWatch(nw, later)
+		s := Snapshot{Taken: later.Add(time.Minute)}
+		tl.fill(&s)
+		if len(s.Dests) != 2 || len(s.Dests)+len(s.Idle) != len(nw.Dests) {
+			t.Fatalf("%d counted, %d idle of %d watched; want the 2 with arrivals counted", len(s.Dests), len(s.Idle), len(nw.Dests))
+		}
+		for i := range tl.dests {
+			d := &tl.dests[i]
+			whole, _ := tl.destCount(d, s.Taken, nil)
+			got, ok := s.Dest(d.dest)
+			if !ok || !reflect.DeepEqual(got, whole) {
+				t.Errorf("%v (idle %v): Dest gives %+v, the whole count is %+v", d.dest, d.idle(), got, whole)
+			}
+		}
+		if !slices.IsSortedFunc(s.Idle, func(a, b IdleDest) int { return compareDest(a.Dest, b.Dest) }) {
+			t.Errorf("Idle is not sorted: %v", s.Idle)
+		}
+		countBytes(t, tl, syn("10.9.9.9", "203.0.113.9", 443), later)
+		s = Snapshot{Taken: later}
+		tl.fill(&s)
+		if c, _ := s.Dest(lb(TCP, "203.0.113.9", 443)); c.Attempts != 1 || len(s.Dests) != 3 {
+			t.Errorf("after its first arrival: %+v, %d counted", c, len(s.Dests))
+		}
 	}
 }

@@ -273,9 +273,20 @@ type Snapshot struct {
 	Since, Taken time.Time
 	// Families has one entry per IP family, IPv4 first.
 	Families []FamilyStats
-	// Dests and HealthChecks follow the current Watch, sorted by protocol, address, port.
+	// Dests, Idle and HealthChecks follow the current Watch, each sorted by protocol, address, port. Dests are
+	// the destinations that counted something (an arrival, or a run restored from an earlier meter), Idle the
+	// others, which have nothing but the time they were first watched: at 10,000 Services most destinations
+	// never see an arrival, and a whole DestCount for each was the meter's largest part of the exporter's heap.
+	// Dest looks in both.
 	Dests        []DestCount
+	Idle         []IdleDest
 	HealthChecks []HealthCheckCount
+}
+
+// IdleDest is a watched destination that has counted nothing: its DestCount is zero but for WatchedSince.
+type IdleDest struct {
+	Dest
+	WatchedSince time.Time
 }
 
 // FamilyStats is the meter's own accounting for one IP family. Counters only grow.
@@ -358,11 +369,13 @@ type SourceCount struct {
 // Dest returns the count of d (normalised as Watch does), if d is watched.
 func (s Snapshot) Dest(d Dest) (DestCount, bool) {
 	d.Addr = d.Addr.Unmap().WithZone("")
-	i, ok := slices.BinarySearchFunc(s.Dests, d, func(c DestCount, d Dest) int { return compareDest(c.Dest, d) })
-	if !ok {
-		return DestCount{}, false
+	if i, ok := slices.BinarySearchFunc(s.Dests, d, func(c DestCount, d Dest) int { return compareDest(c.Dest, d) }); ok {
+		return s.Dests[i], true
 	}
-	return s.Dests[i], true
+	if i, ok := slices.BinarySearchFunc(s.Idle, d, func(c IdleDest, d Dest) int { return compareDest(c.Dest, d) }); ok {
+		return DestCount{Dest: s.Idle[i].Dest, WatchedSince: s.Idle[i].WatchedSince}, true
+	}
+	return DestCount{}, false
 }
 
 // HealthCheck returns the probes of health check d, if it is watched.
