@@ -77,6 +77,8 @@ type options struct {
 	color string
 	// ignoreSelector: the exporter's --services.ignore-selector as the user knows it (status).
 	ignoreSelector string
+	// prom: where status and drain-check read the exporters' verdicts from a Prometheus API (--prometheus).
+	prom promFlags
 }
 
 // run parses args and executes the command; it returns the exit status.
@@ -153,6 +155,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 	status.Flags().StringVar(&o.ignoreSelector, "ignore-selector", "", "the exporter's --services.ignore-selector, which the API does not show: "+
 		"the Services it selects are marked ignored and fail nothing, as the exporter marks them (no shipped alert pages on them)")
 	status.Flags().StringVar(&o.exporterDaemonSet, "exporter-daemonset", "", "the exporter's DaemonSet (--from-exporters; default: the one in --exporter-namespace that runs the exporter)")
+	addPrometheusFlags(status, &o.prom)
 
 	audit := &cobra.Command{
 		Use:   "audit",
@@ -196,6 +199,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 	}
 	drain.Flags().StringVarP(&o.output, "output", "o", "text", "text or json")
 	addAnnouncerFlags(drain, o)
+	addPrometheusFlags(drain, &o.prom)
 	root.AddCommand(status, audit, drain)
 
 	if err := root.Execute(); err != nil {
@@ -273,6 +277,13 @@ func (a *app) status(ctx context.Context, o *options, args []string) (int, error
 	if err != nil {
 		return exitError, err
 	}
+	if o.fromExporters && o.prom.url != "" {
+		return exitError, badInputf("--from-exporters and --prometheus both read the exporters' verdicts: choose one")
+	}
+	prom, err := o.prom.api()
+	if err != nil {
+		return exitError, err
+	}
 	q := statusQuery{nodeSelector: o.nodeSelector, selector: o.selector}
 	if len(args) == 1 {
 		q.service = args[0]
@@ -317,6 +328,11 @@ func (a *app) status(ctx context.Context, o *options, args []string) (int, error
 		}
 		v.observed = obs
 	}
+	if prom != nil {
+		obs, complete := a.readPrometheus(ctx, o, prom, v.summaries)
+		partial = !complete
+		v.observed = obs
+	}
 	if q.service != "" {
 		v.summaries = slices.DeleteFunc(v.summaries, func(s placement.Summary) bool { return s.Name != q.service })
 		if len(v.summaries) == 0 {
@@ -331,7 +347,7 @@ func (a *app) status(ctx context.Context, o *options, args []string) (int, error
 		return exitError, err
 	}
 	for i := range v.summaries {
-		if v.summaries[i].Failing() {
+		if v.summaries[i].Failing() || !v.summaries[i].Ignored && v.observedBlackhole(&v.summaries[i]) {
 			return exitFindings, nil
 		}
 	}
@@ -370,6 +386,10 @@ func (a *app) drainCheck(ctx context.Context, o *options, node string) (int, err
 	if err != nil {
 		return exitError, err
 	}
+	prom, err := o.prom.api()
+	if err != nil {
+		return exitError, err
+	}
 	c, _, err := a.liveCluster(ctx, o)
 	if err != nil {
 		return exitError, err
@@ -377,6 +397,12 @@ func (a *app) drainCheck(ctx context.Context, o *options, node string) (int, err
 	rep, err := placement.DrainCheck(c, node)
 	if err != nil {
 		return exitError, badInput{err}
+	}
+	complete := true
+	if prom != nil {
+		var obs placement.Observed
+		obs, complete = a.readPrometheus(ctx, o, prom, placement.Summarize(c))
+		rep.AddObserved(obs)
 	}
 	if o.output == "json" {
 		err = writeJSON(a.out, rep)
@@ -386,8 +412,11 @@ func (a *app) drainCheck(ctx context.Context, o *options, node string) (int, err
 	if err != nil {
 		return exitError, err
 	}
-	if rep.Loses {
+	if rep.Loses || rep.ObservedBlackholes > 0 {
 		return exitFindings, nil
+	}
+	if !complete {
+		return exitAPI, nil
 	}
 	return exitClean, nil
 }

@@ -162,6 +162,16 @@ func (v statusView) document() *ServiceStatusList {
 	return l
 }
 
+// observedBlackhole tells whether some judged node's exporter reports s blackholed there.
+func (v statusView) observedBlackhole(s *placement.Summary) bool {
+	for _, nodes := range v.observedOf(s) {
+		if len(nodes) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // droppingCell is the first few dropping nodes: "node-a,node-b,node-c +4947 more"; "<none>" when none.
 func droppingCell(s *placement.Summary) string {
 	names := s.DroppingNodes(tableDroppingNodes)
