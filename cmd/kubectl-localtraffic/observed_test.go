@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 	sigsyaml "sigs.k8s.io/yaml"
 )
 
@@ -100,11 +101,15 @@ func exportersApp(cs *fake.Clientset, f fetcher, out, errOut *bytes.Buffer) *app
 // own port and path from its container's flags: 127.0.0.1:9746, /metrics, plain HTTP behind kube-rbac-proxy) and
 // reads each node's exporter into the OBSERVED column: node-2 loses traffic, node-3 has nobody reaching it yet,
 // node-1's exporter does not answer (its node stays unknown, the error names it, the exit status is 1 for the
-// blackholes found anyway).
+// blackholes found anyway). Only the exporter's own port of the DaemonSet's pods is forwarded to: not another
+// controller's pod that carries the same labels.
 func TestStatusFromExporters(t *testing.T) {
 	ds := shippedDaemonSet(t)
 	objs := append(drillObjects(true), ds)
 	objs = append(objs, exporterPods(ds)...)
+	objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ds.Namespace, Name: "debug-copy", Labels: ds.Spec.Template.Labels,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "debug-copy-5d8f", UID: "rs", Controller: ptr.To(true)}}},
+		Spec: corev1.PodSpec{NodeName: "node-1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}})
 	cs := fake.NewClientset(objs...)
 	allowPortForward(cs, true)
 	f := &exporterFetch{}
