@@ -21,15 +21,6 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 )
 
-// Exit statuses: 0 clean, 1 blackholes (status) or findings at or above --fail-on (audit), 2 bad input (fix the
-// flags or files), 3 the API server failed or refused a read (fix the access or retry).
-const (
-	exitClean    = 0
-	exitFindings = 1
-	exitError    = 2
-	exitAPI      = 3
-)
-
 // defaultRequestTimeout is --request-timeout's default.
 const defaultRequestTimeout = "30s"
 
@@ -123,11 +114,13 @@ func (a *app) run(ctx context.Context, args []string) int {
 		Long: "For each Service with externalTrafficPolicy Local, one row: the nodes that receive its external traffic, " +
 			"serve it and drop it (blackholes), from the API alone (the exporter's rules, minus what only a node can see), " +
 			"and the first dropping nodes; worst first. -o wide adds one column per node; --node and --node-selector judge " +
-			"only those nodes (the counts are of them). Exit status 1 when a node blackholes a Service that is not ignored, or nobody announces its load balancer IP, " +
-			"2 bad input, 3 the API could not be read.",
+			"only those nodes (the counts are of them). --prometheus URL (or --from-exporters, without Prometheus) adds what each node's exporter " +
+			"reports, the OBSERVED column: what the alerts page on, the reason of each blackhole." + exitHelp("status"),
 		Example: "  kubectl localtraffic status -A\n  kubectl localtraffic status -n shop checkout -o wide\n" +
 			"  kubectl localtraffic status -A --node-selector topology.kubernetes.io/zone=eu-1a -o yaml\n" +
 			"  kubectl localtraffic status -A -o jsonpath='{range .items[?(@.status==\"Failing\")]}{.metadata.namespace}/{.metadata.name}{\"\\n\"}{end}'\n" +
+			"  kubectl localtraffic status -A --prometheus http://prometheus-operated.monitoring:9090\n" +
+			"  kubectl localtraffic status -A --prometheus https://mimir.example/prometheus --prometheus-header 'X-Scope-OrgID: prod' --prometheus-bearer-token-file token\n" +
 			"  kubectl localtraffic status -A --from-exporters --exporter-namespace localtraffic-system",
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: a.completeServices(o),
@@ -146,7 +139,9 @@ func (a *app) run(ctx context.Context, args []string) int {
 	_ = status.RegisterFlagCompletionFunc("node", a.completeNodes(o))
 	status.Flags().BoolVar(&o.fromExporters, "from-exporters", false, "also show what each node's exporter observes (an OBSERVED column: "+
 		"traffic_lost, health_check_ignored, no_traffic_seen, ... or no_blackhole), read through a port-forward to each exporter pod "+
-		"(behind kube-rbac-proxy, on the pod's loopback): needs get on daemonsets, list on pods and get and create on pods/portforward in --exporter-namespace")
+		"(behind kube-rbac-proxy, on the pod's loopback), for clusters without Prometheus: needs get on daemonsets, list on pods and get and create on pods/portforward in --exporter-namespace. "+
+		"The exporter's pods run with hostNetwork, so that right reaches every port on every node's loopback: the plugin forwards only to the exporter's own port of the DaemonSet's pods, "+
+		"but grant it only to who may have that reach (--prometheus needs none)")
 	status.Flags().StringVar(&o.exporterNamespace, "exporter-namespace", "localtraffic-system", "the exporter DaemonSet's namespace (--from-exporters)")
 	status.Flags().StringSliceVar(&o.nodePortAddresses, "node-port-addresses", nil, "kube-proxy's nodePortAddresses (CIDRs, or primary), "+
 		"which the API does not show: a node none of whose addresses is inside serves no NodePort, and a NodePort it would drop is "+
@@ -162,7 +157,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 		Short: "The placement story of each Local Service and what is wrong with it",
 		Long: "Audits every Service with externalTrafficPolicy Local: live from the cluster, or with -f from manifests " +
 			"(files, directories, - for stdin: the output of kustomize build or helm template) against --nodes N synthetic " +
-			"nodes or the Node objects of --nodes-file. Exit status 1 when a finding is at or above --fail-on.",
+			"nodes or the Node objects of --nodes-file." + exitHelp("audit"),
 		Example: "  kubectl localtraffic audit -A\n  kustomize build deploy/overlays/prod | kubectl localtraffic audit -f - --nodes 3\n" +
 			"  kubectl localtraffic audit -f manifests/ --nodes-file nodes.yaml -o sarif > audit.sarif",
 		Args: cobra.NoArgs,
@@ -185,10 +180,9 @@ func (a *app) run(ctx context.Context, args []string) int {
 		Long: "For every Local Service with an endpoint on NODE: whether NODE is in rotation for it, whether the other nodes still " +
 			"serve once kubectl drain has evicted NODE's pods (PodDisruptionBudgets that allow no disruption hold theirs, DaemonSets' " +
 			"stay), where the scheduler can put the evicted pods, and the load balancer's health check interval × threshold from the " +
-			"Service's annotations (unknown otherwise). Exit status 0 when every Local Service stays served (the connections a load " +
-			"balancer still sends to NODE before its health check takes it out aside: the last line says how long), 1 when the drain " +
-			"would lose a Service's traffic (each Service and why), 2 bad input, 3 the API could not be read.",
-		Example:           "  kubectl localtraffic drain-check node-7 -A\n  kubectl localtraffic drain-check node-7 -A -o json && kubectl drain node-7 --ignore-daemonsets",
+			"Service's annotations (unknown otherwise); with --prometheus, the blackholes the nodes' exporters report now." + exitHelp("drain-check"),
+		Example: "  kubectl localtraffic drain-check node-7 -A\n  kubectl localtraffic drain-check node-7 -A -o json && kubectl drain node-7 --ignore-daemonsets\n" +
+			"  kubectl localtraffic drain-check node-7 -A --prometheus http://prometheus-operated.monitoring:9090",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: a.completeNodes(o),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -18,7 +18,6 @@ import (
 
 	"github.com/localtraffic/localtraffic-exporter/cmd/internal/metricnames"
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
-	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
 )
 
 // servicesCollector is the exporter's collector that exports the per-Service verdicts: its
@@ -61,12 +60,11 @@ func addPrometheusFlags(cmd *cobra.Command, p *promFlags) {
 // success (1: its report of its Services is whole), whatever the cluster's size. With no operator between them the
 // series keep their names, which tells them apart.
 func prometheusQuery(selector string) string {
-	extra := ""
+	reasons, success := metricnames.BlackholeReason, fmt.Sprintf("%s=%q", metricnames.ScrapeCollectorSuccessLabelCollector, servicesCollector)
 	if s := strings.TrimSpace(selector); s != "" {
-		extra = "," + s
+		reasons, success = reasons+"{"+s+"}", success+","+s
 	}
-	return fmt.Sprintf(`%s{%s} or %s{%s=%q%s}`, metricnames.BlackholeReason, strings.TrimPrefix(extra, ","),
-		metricnames.ScrapeCollectorSuccess, metricnames.ScrapeCollectorSuccessLabelCollector, servicesCollector, extra)
+	return fmt.Sprintf("%s or %s{%s}", reasons, metricnames.ScrapeCollectorSuccess, success)
 }
 
 // api is the API client of --prometheus, nil without it: the other --prometheus-* flags alone are bad input
@@ -148,7 +146,7 @@ func (p promFlags) readPrometheus(ctx context.Context, api promv1.API, warn func
 	}
 	vec, ok := val.(model.Vector)
 	if !ok {
-		return nil, apiError{fmt.Errorf("Prometheus at %s answered the query with a %s, not a vector: not a Prometheus query API", p.url, val.Type())}
+		return nil, apiError{fmt.Errorf("the Prometheus API at %s answered the instant query with a %s, not a vector: is the URL a Prometheus query API?", p.url, val.Type())}
 	}
 	return observedFromVector(vec), nil
 }
@@ -158,13 +156,13 @@ func (p promFlags) queryError(ctx context.Context, err error) error {
 	var perr *promv1.Error
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("Prometheus at %s did not answer within %s (--prometheus-timeout)", p.url, p.timeout)
+		return fmt.Errorf("the Prometheus API at %s did not answer within %s (--prometheus-timeout)", p.url, p.timeout)
 	case errors.As(err, &perr) && perr.Type == promv1.ErrBadResponse:
-		return fmt.Errorf("Prometheus at %s: its answer is not the Prometheus API's JSON (%s): is the URL the API's base?", p.url, perr.Msg)
+		return fmt.Errorf("the answer of the Prometheus API at %s is not the API's JSON (%s): is the URL the API's base?", p.url, perr.Msg)
 	case errors.As(err, &perr) && (strings.HasSuffix(perr.Msg, ": 401") || strings.HasSuffix(perr.Msg, ": 403")):
-		return fmt.Errorf("Prometheus at %s refused the query (%s): check --prometheus-bearer-token-file and --prometheus-header", p.url, perr.Msg)
+		return fmt.Errorf("the Prometheus API at %s refused the query (%s): check --prometheus-bearer-token-file and --prometheus-header", p.url, perr.Msg)
 	case errors.As(err, &perr):
-		msg := fmt.Sprintf("Prometheus at %s failed the query %s: %s: %s", p.url, prometheusQuery(p.selector), perr.Type, perr.Msg)
+		msg := fmt.Sprintf("the Prometheus API at %s failed the query %s: %s: %s", p.url, prometheusQuery(p.selector), perr.Type, perr.Msg)
 		if perr.Detail != "" {
 			// The body of an error the API did not write itself (a proxy's, a query frontend's): its start.
 			msg += ": " + clip(oneLine(perr.Detail), 200)
@@ -233,10 +231,11 @@ func labelOr(m model.Metric, first, second model.LabelName) string {
 	return string(m[second])
 }
 
-// stronger tells whether blackhole reason a is stronger than b (verdict.Reasons' order; an unknown reason, from
-// a newer exporter, is the weakest).
+// stronger tells whether blackhole reason a is stronger than b (placement.ObservedBlackholes' order; an unknown
+// reason, from a newer exporter, is the weakest).
 func stronger(a, b string) bool {
-	ia, ib := slices.Index(verdict.Reasons, verdict.Reason(a)), slices.Index(verdict.Reasons, verdict.Reason(b))
+	order := placement.ObservedBlackholes()
+	ia, ib := slices.Index(order, placement.Observation(a)), slices.Index(order, placement.Observation(b))
 	return ia >= 0 && (ib < 0 || ia < ib)
 }
 

@@ -178,11 +178,11 @@ func TestStatusPrometheusFailures(t *testing.T) {
 		hang   bool
 		want   string
 	}{
-		{"garbage", http.StatusOK, "<html>It works!</html>", false, "its answer is not the Prometheus API's JSON"},
-		{"truncated", http.StatusOK, `{"status":"success","data":{"resultType":"vector","result":[{"metric":`, false, "its answer is not the Prometheus API's JSON"},
-		{"matrix", http.StatusOK, `{"status":"success","data":{"resultType":"matrix","result":[]}}`, false, "answered the query with a matrix, not a vector"},
+		{"garbage", http.StatusOK, "<html>It works!</html>", false, "is not the API's JSON"},
+		{"truncated", http.StatusOK, `{"status":"success","data":{"resultType":"vector","result":[{"metric":`, false, "is not the API's JSON"},
+		{"matrix", http.StatusOK, `{"status":"success","data":{"resultType":"matrix","result":[]}}`, false, "answered the instant query with a matrix, not a vector"},
 		{"bad query", http.StatusBadRequest, `{"status":"error","errorType":"bad_data","error":"invalid parameter \"query\": 1:31: parse error"}`, false,
-			"failed the query localtraffic_blackhole_reason{} or localtraffic_scrape_collector_success{collector=\"services\"}: bad_data: invalid parameter"},
+			"failed the query localtraffic_blackhole_reason or localtraffic_scrape_collector_success{collector=\"services\"}: bad_data: invalid parameter"},
 		{"server error", http.StatusServiceUnavailable, `{"status":"error","errorType":"unavailable","error":"too many queries"}`, false, "server error: 503: {\"status\":\"error\",\"errorType\":\"unavailable\",\"error\":\"too many queries\"}"},
 		{"proxy error", http.StatusBadGateway, "<html>502 Bad Gateway</html>", false, "server_error: server error: 502"},
 		{"unauthorized", http.StatusUnauthorized, "Unauthorized\n", false, "refused the query (client error: 401): check --prometheus-bearer-token-file"},
