@@ -51,7 +51,7 @@ func addPrometheusFlags(cmd *cobra.Command, p *promFlags) {
 	f.StringVar(&p.bearerTokenFile, "prometheus-bearer-token-file", "", "send the token in this file as Authorization: Bearer to --prometheus (read at each request)")
 	f.StringVar(&p.caFile, "prometheus-ca-file", "", "verify --prometheus's TLS certificate with this CA bundle (default: the system's)")
 	f.BoolVar(&p.insecure, "prometheus-insecure-skip-tls-verify", false, "do not verify --prometheus's TLS certificate (the token still goes to whoever answers)")
-	f.StringArrayVar(&p.headers, "prometheus-header", nil, "an HTTP header for --prometheus, 'Name: value' (repeatable): e.g. 'X-Scope-OrgID: tenant-1' for Mimir, Cortex or Loki's tenant")
+	f.StringArrayVar(&p.headers, "prometheus-header", nil, "an HTTP header for --prometheus, 'Name: value' (repeatable): e.g. 'X-Scope-OrgID: tenant-1' for a Mimir or Cortex tenant")
 	f.StringVar(&p.selector, "prometheus-selector", "", "label matchers added to the query, e.g. 'cluster=\"prod\"': where one Prometheus API holds several clusters")
 	f.DurationVar(&p.timeout, "prometheus-timeout", defaultPrometheusTimeout, "give up on --prometheus after this long (a stuck or unreachable Prometheus fails the read with exit status 3)")
 }
