@@ -44,7 +44,6 @@ type app struct {
 type options struct {
 	kube          *genericclioptions.ConfigFlags
 	allNamespaces bool
-	output        string
 	failOn        string
 	files         genericclioptions.FileNameFlags // -f and -R, as kubectl's
 	nodes         int
@@ -131,7 +130,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 		},
 	}
 	o.print.print.AddFlags(status)
-	status.Flags().Lookup("output").Usage = "output format: wide, " + strings.Join(o.print.print.AllowedFormats(), ", ") + " (default: one row per Service)"
+	status.Flags().Lookup("output").Usage = "output format: " + strings.Join(o.print.formats("wide"), ", ") + " (default: text, one row per Service)"
 	status.Flags().BoolVar(&o.print.noHeaders, "no-headers", false, "print the table without its header line")
 	status.Flags().StringArrayVar(&o.nodeNames, "node", nil, "judge only this node (repeatable): the counts are of the named nodes, and -o json|yaml carry each one's verdict (as they do for a named SERVICE)")
 	status.Flags().StringVar(&o.nodeSelector, "node-selector", "", "judge only the nodes this label selector selects (read so from the API): the counts are of them, and -o json|yaml carry each one's verdict")
@@ -167,7 +166,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 			return err
 		},
 	}
-	audit.Flags().StringVarP(&o.output, "output", "o", "text", "text, json or sarif")
+	o.print.print.AddFlags(audit)
+	audit.Flags().Lookup("output").Usage = "output format: " + strings.Join(o.print.formats("sarif"), ", ") + " (default: text; -o name: one line per Service)"
 	audit.Flags().StringVar(&o.failOn, "fail-on", "warning", "lowest severity that fails: info, warning or critical")
 	o.files.AddFlags(audit.Flags())
 	audit.Flags().IntVar(&o.nodes, "nodes", 0, "manifest mode: this many synthetic untainted nodes receive the traffic")
@@ -191,7 +191,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 			return err
 		},
 	}
-	drain.Flags().StringVarP(&o.output, "output", "o", "text", "text or json")
+	o.print.print.AddFlags(drain)
+	drain.Flags().Lookup("output").Usage = "output format: " + strings.Join(o.print.formats(), ", ") + " (default: text; -o name: one line per Service with an endpoint on NODE)"
 	addAnnouncerFlags(drain, o)
 	addPrometheusFlags(drain, &o.prom)
 	root.AddCommand(status, audit, drain)
@@ -373,8 +374,8 @@ func pickNodes(nodes []*corev1.Node, names []string, selector string) ([]*corev1
 }
 
 func (a *app) drainCheck(ctx context.Context, o *options, node string) (int, error) {
-	if o.output != "text" && o.output != "json" {
-		return exitError, badInputf("unknown output format %q for drain-check: text or json", o.output)
+	if err := o.print.checkFor("drain-check"); err != nil {
+		return exitError, err
 	}
 	colour, err := a.colourFor(o)
 	if err != nil {
@@ -398,10 +399,11 @@ func (a *app) drainCheck(ctx context.Context, o *options, node string) (int, err
 		obs, complete = a.readPrometheus(ctx, o, prom, placement.Summarize(c))
 		rep.AddObserved(obs)
 	}
-	if o.output == "json" {
-		err = writeJSON(a.out, rep)
-	} else {
+	if o.print.table() {
 		err = writeDrainText(a.out, rep, colour)
+	} else {
+		doc, items := drainDocument(rep)
+		err = printDocument(a.out, o.print, doc, items)
 	}
 	if err != nil {
 		return exitError, err
@@ -416,11 +418,10 @@ func (a *app) drainCheck(ctx context.Context, o *options, node string) (int, err
 }
 
 func (a *app) audit(ctx context.Context, o *options) (int, error) {
-	switch o.output {
-	case "text", "json", "sarif":
-	default:
-		return exitError, badInputf("unknown output format %q for audit: text, json or sarif", o.output)
+	if err := o.print.checkFor("audit", "sarif"); err != nil {
+		return exitError, err
 	}
+	output := *o.print.print.OutputFormat
 	colour, err := a.colourFor(o)
 	if err != nil {
 		return exitError, err
@@ -429,7 +430,7 @@ func (a *app) audit(ctx context.Context, o *options) (int, error) {
 	if !ok {
 		return exitError, badInputf("unknown --fail-on %q: info, warning or critical", o.failOn)
 	}
-	if o.output == "sarif" && slices.Contains(*o.files.Filenames, "-") && o.stdinName == "" {
+	if output == "sarif" && slices.Contains(*o.files.Filenames, "-") && o.stdinName == "" {
 		return exitError, badInputf("-o sarif with -f -: name the repository file standard input comes from with --stdin-filename (e.g. deploy/overlays/prod/kustomization.yaml); code scanning cannot attach findings to \"stdin\"")
 	}
 	var c *placement.Cluster
@@ -448,13 +449,14 @@ func (a *app) audit(ctx context.Context, o *options) (int, error) {
 		}
 	}
 	rep := placement.Audit(c)
-	switch o.output {
-	case "json":
-		err = writeJSON(a.out, rep)
+	switch output {
+	case "", "text":
+		err = writeAuditText(a.out, rep, colour)
 	case "sarif":
 		err = writeSARIF(a.out, rep, o.stdinName)
 	default:
-		err = writeAuditText(a.out, rep, colour)
+		doc, items := auditDocument(rep)
+		err = printDocument(a.out, o.print, doc, items)
 	}
 	if err != nil {
 		return exitError, err
