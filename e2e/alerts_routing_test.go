@@ -237,14 +237,7 @@ func pluginAgreesThroughPrometheus(t *testing.T, ctx context.Context, c *cluster
 		var errs []error
 		for svc, code := range wantExit {
 			r := p.run(t, ctx, "", append([]string{"status", "-n", ns, svc, "-o", "json", "--prometheus", "http://" + promAddr}, extraArgs...)...)
-			var st struct {
-				Items []struct {
-					NodeStatuses []struct {
-						Node     string `json:"node"`
-						Observed string `json:"observed"`
-					} `json:"nodeStatuses"`
-				} `json:"items"`
-			}
+			var st observedStatus
 			if err := json.Unmarshal([]byte(r.out), &st); err != nil || len(st.Items) != 1 {
 				errs = append(errs, fmt.Errorf("%s: exit %d, %v: %s%s", svc, r.code, err, r.out, r.errOut))
 				continue
