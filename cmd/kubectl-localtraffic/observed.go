@@ -30,10 +30,11 @@ const exporterTimeout = 20 * time.Second
 
 // readObserved asks each node's exporter what it observes (the blackhole reasons of its Services: a reason says
 // too when the arrivals meter is blind, not_observed), through a port-forward to the exporter's own port in its
-// pod, with the user's own credentials, to that one port of the DaemonSet's pods and nothing else: the DaemonSet (dsName, or the one running the exporter in namespace)
-// gives the pods, the port, the scheme and the path. It needs get on daemonsets, list on pods and get and create
-// on pods/portforward in the exporter's namespace. A pod that does not answer leaves its node unknown: the error
-// names the nodes and why, and what did answer is returned beside it.
+// pod, with the user's own credentials: that one port of the DaemonSet's pods and nothing else. The DaemonSet
+// (dsName, or the one running the exporter in namespace) gives the pods, the port, the scheme and the path. It
+// needs get on daemonsets, list on pods and get and create on pods/portforward in the exporter's namespace. A pod
+// that does not answer leaves its node unknown: the error names the nodes and why, and what did answer is
+// returned beside it.
 func readObserved(ctx context.Context, cs kubernetes.Interface, f fetcher, namespace, dsName string) (placement.Observed, error) {
 	in, err := findExporter(ctx, cs, namespace, dsName)
 	if err != nil {
