@@ -425,13 +425,16 @@ func keys[V any](m map[alertKey]V) []string {
 	return out
 }
 
+// promAddr is where startMonitoring's Prometheus listens, in the cluster's client namespace.
+const promAddr = "127.0.0.1:9090"
+
 // startMonitoring starts Alertmanager, the webhook receiver and Prometheus in the cluster's client namespace
 // and returns Prometheus' API and the receiver; everything stops at the end of the test.
 // amConfig writes Alertmanager's configuration for the webhook receiver at hookURL (testAlertmanagerConfig is
 // the test's own routing; shippedAlertmanagerConfig the repository's).
 func startMonitoring(ctx context.Context, c *cluster.Cluster, tools monitoringTools, dir string, promConfig func(alertmanager string) ([]byte, error),
 	amConfig func(hookURL string) ([]byte, error)) (promAPI, *webhookReceiver, func(), error) {
-	const promAddr, amAddr = "127.0.0.1:9090", "127.0.0.1:9093"
+	const amAddr = "127.0.0.1:9093"
 	var stops []func()
 	stopAll := func() {
 		for i := len(stops) - 1; i >= 0; i-- {

@@ -1,13 +1,20 @@
 package e2e
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
 )
 
 // routingExporterPort is where TestAlertsOneNotificationPerService's exporters listen: the defaults, plus the
@@ -187,4 +194,85 @@ func TestAlertsOneNotificationPerService(t *testing.T) {
 	if res, err := prom.query(ctx, fmt.Sprintf(`localtraffic_service_ignored_info{namespace=%q,service=%q}`, ns, pinned.Name)); err != nil || len(res) != 0 {
 		t.Errorf("%s/%s, not annotated nor labelled: ignored series %v (%v)", ns, pinned.Name, res, err)
 	}
+
+	// The plugin reads the same verdicts through this Prometheus as from each exporter's own /metrics, and its
+	// exit status follows them: the pinned Service fails, the two ignored ones (the exporters' ignore selector
+	// given to the plugin too) do not.
+	pluginAgreesThroughPrometheus(t, ctx, c, ns, map[string]int{pinned.Name: 1, annotated.Name: 0, excluded.Name: 0},
+		"--ignore-selector", routingExcludeLabel+"=true")
+}
+
+// pluginAgreesThroughPrometheus runs `kubectl localtraffic status NS SVC --prometheus` beside the test's
+// Prometheus (liveMonitoring's, its exporters on routingExporterPort) for each Service of wantExit and requires,
+// on every node, the blackhole reason (or no_blackhole) that node's exporter gives on its own /metrics, the page
+// --from-exporters reads through a port-forward; nothing on stderr (every node reported), and the exit status
+// wantExit gives.
+func pluginAgreesThroughPrometheus(t *testing.T, ctx context.Context, c *cluster.Cluster, ns string, wantExit map[string]int, extraArgs ...string) {
+	t.Helper()
+	p := newPlugin(t, ctx, c)
+	p.ns, p.kubeconfig = c.ClientNS, c.AdminKubeconfigInNamespaces()
+	eventually(t, 2*time.Minute, "status --prometheus agrees with the exporters", func() error {
+		own := map[string]map[string]string{} // service: node: reason
+		for _, n := range c.Nodes() {
+			m, err := loopbackMetrics(ctx, n, routingExporterPort)
+			if err != nil {
+				return err
+			}
+			for svc := range wantExit {
+				if own[svc] == nil {
+					own[svc] = map[string]string{}
+				}
+				own[svc][n.Name] = "no_blackhole"
+				for _, s := range m.Series("localtraffic_blackhole_reason", cluster.Labels{"namespace": ns, "service": svc}) {
+					if s.GetGauge().GetValue() == 1 {
+						for _, l := range s.GetLabel() {
+							if l.GetName() == "reason" {
+								own[svc][n.Name] = l.GetValue()
+							}
+						}
+					}
+				}
+			}
+		}
+		var errs []error
+		for svc, code := range wantExit {
+			r := p.run(t, ctx, "", append([]string{"status", "-n", ns, svc, "-o", "json", "--prometheus", "http://" + promAddr}, extraArgs...)...)
+			var st observedStatus
+			if err := json.Unmarshal([]byte(r.out), &st); err != nil || len(st.Items) != 1 {
+				errs = append(errs, fmt.Errorf("%s: exit %d, %v: %s%s", svc, r.code, err, r.out, r.errOut))
+				continue
+			}
+			got := map[string]string{}
+			for _, n := range st.Items[0].NodeStatuses {
+				got[n.Node] = n.Observed
+			}
+			if !maps.Equal(got, own[svc]) {
+				errs = append(errs, fmt.Errorf("%s: through Prometheus %v, the exporters' own %v", svc, got, own[svc]))
+			}
+			if r.code != code || r.errOut != "" {
+				errs = append(errs, fmt.Errorf("%s: exit %d, stderr %q; want %d and nothing on stderr", svc, r.code, r.errOut, code))
+			}
+		}
+		return errors.Join(errs...)
+	})
+}
+
+// loopbackMetrics scrapes the exporter on node's 127.0.0.1:port (behind kube-rbac-proxy, which listens on the
+// node's address), from inside the node's network namespace.
+func loopbackMetrics(ctx context.Context, n *cluster.Node, port int) (cluster.Metrics, error) {
+	client := &http.Client{Transport: &http.Transport{DialContext: n.Dialer().DialContext, DisableKeepAlives: true}, Timeout: 20 * time.Second}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/metrics", port), nil)
+	if err != nil {
+		return cluster.Metrics{}, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return cluster.Metrics{}, fmt.Errorf("scrape %s's loopback exporter: %w", n.Name, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return cluster.Metrics{}, fmt.Errorf("scrape %s's loopback exporter: %s, %v", n.Name, resp.Status, err)
+	}
+	return cluster.ParseMetrics(string(b))
 }

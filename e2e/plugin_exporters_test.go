@@ -64,18 +64,10 @@ func TestPluginFromExporters(t *testing.T) {
 
 	p := newPlugin(t, ctx, c)
 	p.kubeconfig = pluginUserKubeconfig(t, c, ds.Namespace, "operator", true)
-	type observed struct {
-		Items []struct {
-			NodeStatuses []struct {
-				Node     string `json:"node"`
-				Observed string `json:"observed"`
-			} `json:"nodeStatuses"`
-		} `json:"items"`
-	}
 	var last pluginResult
 	eventually(t, 90*time.Second, "an OBSERVED cell on every node", func() error {
 		last = p.run(t, ctx, "", "status", "-n", svc.Namespace, svc.Name, "--from-exporters", "-o", "json")
-		var st observed
+		var st observedStatus
 		if err := json.Unmarshal([]byte(last.out), &st); err != nil || len(st.Items) != 1 {
 			return fmt.Errorf("exit %d, %v: %s%s", last.code, err, last.out, last.errOut)
 		}
@@ -102,6 +94,17 @@ func TestPluginFromExporters(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.errOut, want) || strings.Count(r.errOut, "\n") != 1 {
 		t.Errorf("without pods/portforward: exit %d, stderr %q; want 1 (the blackholes the API shows) and one line saying %q", r.code, r.errOut, want)
 	}
+}
+
+// observedStatus is the part of `status SERVICE -o json` with the exporters' view (--from-exporters,
+// --prometheus) the tests read: each node's observation.
+type observedStatus struct {
+	Items []struct {
+		NodeStatuses []struct {
+			Node     string `json:"node"`
+			Observed string `json:"observed"`
+		} `json:"nodeStatuses"`
+	} `json:"items"`
 }
 
 // pluginUserKubeconfig is a kubeconfig usable from the host namespace for a ServiceAccount e2e-plugin/<name> bound

@@ -24,6 +24,7 @@ import (
 
 	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
 	"github.com/localtraffic/localtraffic-exporter/e2e/drill"
+	"github.com/localtraffic/localtraffic-exporter/e2e/netns"
 )
 
 // kubectl-localtraffic against the live apiserver of the controller cluster (real scheduler, controllers and node
@@ -33,6 +34,9 @@ import (
 // plugin is the built binary and the cluster it talks to.
 type plugin struct {
 	bin, kubeconfig, nodesFile string
+	// ns: the network namespace the plugin runs in (the host's when empty), as an operator's shell beside the
+	// test's Prometheus; kubeconfig must reach the apiserver from there.
+	ns string
 }
 
 // pluginResult is one run: the exit status and what it printed.
@@ -116,7 +120,7 @@ func (p plugin) run(t *testing.T, ctx context.Context, stdin string, args ...str
 	t.Helper()
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(cctx, p.bin, append(args, "--kubeconfig", p.kubeconfig)...)
+	cmd := netns.Command(cctx, p.ns, p.bin, append(args, "--kubeconfig", p.kubeconfig)...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut

@@ -21,15 +21,6 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 )
 
-// Exit statuses: 0 clean, 1 blackholes (status) or findings at or above --fail-on (audit), 2 bad input (fix the
-// flags or files), 3 the API server failed or refused a read (fix the access or retry).
-const (
-	exitClean    = 0
-	exitFindings = 1
-	exitError    = 2
-	exitAPI      = 3
-)
-
 // defaultRequestTimeout is --request-timeout's default.
 const defaultRequestTimeout = "30s"
 
@@ -53,7 +44,6 @@ type app struct {
 type options struct {
 	kube          *genericclioptions.ConfigFlags
 	allNamespaces bool
-	output        string
 	failOn        string
 	files         genericclioptions.FileNameFlags // -f and -R, as kubectl's
 	nodes         int
@@ -77,6 +67,8 @@ type options struct {
 	color string
 	// ignoreSelector: the exporter's --services.ignore-selector as the user knows it (status).
 	ignoreSelector string
+	// prom: where status and drain-check read the exporters' verdicts from a Prometheus API (--prometheus).
+	prom promFlags
 }
 
 // run parses args and executes the command; it returns the exit status.
@@ -121,11 +113,13 @@ func (a *app) run(ctx context.Context, args []string) int {
 		Long: "For each Service with externalTrafficPolicy Local, one row: the nodes that receive its external traffic, " +
 			"serve it and drop it (blackholes), from the API alone (the exporter's rules, minus what only a node can see), " +
 			"and the first dropping nodes; worst first. -o wide adds one column per node; --node and --node-selector judge " +
-			"only those nodes (the counts are of them). Exit status 1 when a node blackholes a Service that is not ignored, or nobody announces its load balancer IP, " +
-			"2 bad input, 3 the API could not be read.",
+			"only those nodes (the counts are of them). --prometheus URL (or --from-exporters, without Prometheus) adds what each node's exporter " +
+			"reports, the OBSERVED column: what the alerts page on, the reason of each blackhole." + exitHelp("status"),
 		Example: "  kubectl localtraffic status -A\n  kubectl localtraffic status -n shop checkout -o wide\n" +
 			"  kubectl localtraffic status -A --node-selector topology.kubernetes.io/zone=eu-1a -o yaml\n" +
 			"  kubectl localtraffic status -A -o jsonpath='{range .items[?(@.status==\"Failing\")]}{.metadata.namespace}/{.metadata.name}{\"\\n\"}{end}'\n" +
+			"  kubectl localtraffic status -A --prometheus http://prometheus-operated.monitoring:9090\n" +
+			"  kubectl localtraffic status -A --prometheus https://mimir.example/prometheus --prometheus-header 'X-Scope-OrgID: prod' --prometheus-bearer-token-file token\n" +
 			"  kubectl localtraffic status -A --from-exporters --exporter-namespace localtraffic-system",
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: a.completeServices(o),
@@ -136,7 +130,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 		},
 	}
 	o.print.print.AddFlags(status)
-	status.Flags().Lookup("output").Usage = "output format: wide, " + strings.Join(o.print.print.AllowedFormats(), ", ") + " (default: one row per Service)"
+	status.Flags().Lookup("output").Usage = "output format: " + strings.Join(o.print.formats("wide"), ", ") + " (default: text, one row per Service)"
 	status.Flags().BoolVar(&o.print.noHeaders, "no-headers", false, "print the table without its header line")
 	status.Flags().StringArrayVar(&o.nodeNames, "node", nil, "judge only this node (repeatable): the counts are of the named nodes, and -o json|yaml carry each one's verdict (as they do for a named SERVICE)")
 	status.Flags().StringVar(&o.nodeSelector, "node-selector", "", "judge only the nodes this label selector selects (read so from the API): the counts are of them, and -o json|yaml carry each one's verdict")
@@ -144,7 +138,9 @@ func (a *app) run(ctx context.Context, args []string) int {
 	_ = status.RegisterFlagCompletionFunc("node", a.completeNodes(o))
 	status.Flags().BoolVar(&o.fromExporters, "from-exporters", false, "also show what each node's exporter observes (an OBSERVED column: "+
 		"traffic_lost, health_check_ignored, no_traffic_seen, ... or no_blackhole), read through a port-forward to each exporter pod "+
-		"(behind kube-rbac-proxy, on the pod's loopback): needs get on daemonsets, list on pods and get and create on pods/portforward in --exporter-namespace")
+		"(behind kube-rbac-proxy, on the pod's loopback), for clusters without Prometheus: needs get on daemonsets, list on pods and get and create on pods/portforward in --exporter-namespace. "+
+		"The exporter's pods run with hostNetwork, so that right reaches every port on every node's loopback: the plugin forwards only to the exporter's own port of the DaemonSet's pods, "+
+		"but grant it only to who may have that reach (--prometheus needs none)")
 	status.Flags().StringVar(&o.exporterNamespace, "exporter-namespace", "localtraffic-system", "the exporter DaemonSet's namespace (--from-exporters)")
 	status.Flags().StringSliceVar(&o.nodePortAddresses, "node-port-addresses", nil, "kube-proxy's nodePortAddresses (CIDRs, or primary), "+
 		"which the API does not show: a node none of whose addresses is inside serves no NodePort, and a NodePort it would drop is "+
@@ -153,13 +149,14 @@ func (a *app) run(ctx context.Context, args []string) int {
 	status.Flags().StringVar(&o.ignoreSelector, "ignore-selector", "", "the exporter's --services.ignore-selector, which the API does not show: "+
 		"the Services it selects are marked ignored and fail nothing, as the exporter marks them (no shipped alert pages on them)")
 	status.Flags().StringVar(&o.exporterDaemonSet, "exporter-daemonset", "", "the exporter's DaemonSet (--from-exporters; default: the one in --exporter-namespace that runs the exporter)")
+	addPrometheusFlags(status, &o.prom)
 
 	audit := &cobra.Command{
 		Use:   "audit",
 		Short: "The placement story of each Local Service and what is wrong with it",
 		Long: "Audits every Service with externalTrafficPolicy Local: live from the cluster, or with -f from manifests " +
 			"(files, directories, - for stdin: the output of kustomize build or helm template) against --nodes N synthetic " +
-			"nodes or the Node objects of --nodes-file. Exit status 1 when a finding is at or above --fail-on.",
+			"nodes or the Node objects of --nodes-file." + exitHelp("audit"),
 		Example: "  kubectl localtraffic audit -A\n  kustomize build deploy/overlays/prod | kubectl localtraffic audit -f - --nodes 3\n" +
 			"  kubectl localtraffic audit -f manifests/ --nodes-file nodes.yaml -o sarif > audit.sarif",
 		Args: cobra.NoArgs,
@@ -169,7 +166,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 			return err
 		},
 	}
-	audit.Flags().StringVarP(&o.output, "output", "o", "text", "text, json or sarif")
+	o.print.print.AddFlags(audit)
+	audit.Flags().Lookup("output").Usage = "output format: " + strings.Join(o.print.formats("sarif"), ", ") + " (default: text; -o name: one line per Service)"
 	audit.Flags().StringVar(&o.failOn, "fail-on", "warning", "lowest severity that fails: info, warning or critical")
 	o.files.AddFlags(audit.Flags())
 	audit.Flags().IntVar(&o.nodes, "nodes", 0, "manifest mode: this many synthetic untainted nodes receive the traffic")
@@ -182,10 +180,9 @@ func (a *app) run(ctx context.Context, args []string) int {
 		Long: "For every Local Service with an endpoint on NODE: whether NODE is in rotation for it, whether the other nodes still " +
 			"serve once kubectl drain has evicted NODE's pods (PodDisruptionBudgets that allow no disruption hold theirs, DaemonSets' " +
 			"stay), where the scheduler can put the evicted pods, and the load balancer's health check interval × threshold from the " +
-			"Service's annotations (unknown otherwise). Exit status 0 when every Local Service stays served (the connections a load " +
-			"balancer still sends to NODE before its health check takes it out aside: the last line says how long), 1 when the drain " +
-			"would lose a Service's traffic (each Service and why), 2 bad input, 3 the API could not be read.",
-		Example:           "  kubectl localtraffic drain-check node-7 -A\n  kubectl localtraffic drain-check node-7 -A -o json && kubectl drain node-7 --ignore-daemonsets",
+			"Service's annotations (unknown otherwise); with --prometheus, the blackholes the nodes' exporters report now." + exitHelp("drain-check"),
+		Example: "  kubectl localtraffic drain-check node-7 -A\n  kubectl localtraffic drain-check node-7 -A -o json && kubectl drain node-7 --ignore-daemonsets\n" +
+			"  kubectl localtraffic drain-check node-7 -A --prometheus http://prometheus-operated.monitoring:9090",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: a.completeNodes(o),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -194,8 +191,10 @@ func (a *app) run(ctx context.Context, args []string) int {
 			return err
 		},
 	}
-	drain.Flags().StringVarP(&o.output, "output", "o", "text", "text or json")
+	o.print.print.AddFlags(drain)
+	drain.Flags().Lookup("output").Usage = "output format: " + strings.Join(o.print.formats(), ", ") + " (default: text; -o name: one line per Service with an endpoint on NODE)"
 	addAnnouncerFlags(drain, o)
+	addPrometheusFlags(drain, &o.prom)
 	root.AddCommand(status, audit, drain)
 
 	if err := root.Execute(); err != nil {
@@ -273,6 +272,13 @@ func (a *app) status(ctx context.Context, o *options, args []string) (int, error
 	if err != nil {
 		return exitError, err
 	}
+	if o.fromExporters && o.prom.url != "" {
+		return exitError, badInputf("--from-exporters and --prometheus both read the exporters' verdicts: choose one")
+	}
+	prom, err := o.prom.api()
+	if err != nil {
+		return exitError, err
+	}
 	q := statusQuery{nodeSelector: o.nodeSelector, selector: o.selector}
 	if len(args) == 1 {
 		q.service = args[0]
@@ -317,6 +323,11 @@ func (a *app) status(ctx context.Context, o *options, args []string) (int, error
 		}
 		v.observed = obs
 	}
+	if prom != nil {
+		obs, complete := a.readPrometheus(ctx, o, prom, v.summaries)
+		partial = !complete
+		v.observed = obs
+	}
 	if q.service != "" {
 		v.summaries = slices.DeleteFunc(v.summaries, func(s placement.Summary) bool { return s.Name != q.service })
 		if len(v.summaries) == 0 {
@@ -331,7 +342,7 @@ func (a *app) status(ctx context.Context, o *options, args []string) (int, error
 		return exitError, err
 	}
 	for i := range v.summaries {
-		if v.summaries[i].Failing() {
+		if v.summaries[i].Failing() || !v.summaries[i].Ignored && v.observedBlackhole(&v.summaries[i]) {
 			return exitFindings, nil
 		}
 	}
@@ -363,10 +374,14 @@ func pickNodes(nodes []*corev1.Node, names []string, selector string) ([]*corev1
 }
 
 func (a *app) drainCheck(ctx context.Context, o *options, node string) (int, error) {
-	if o.output != "text" && o.output != "json" {
-		return exitError, badInputf("unknown output format %q for drain-check: text or json", o.output)
+	if err := o.print.checkFor("drain-check"); err != nil {
+		return exitError, err
 	}
 	colour, err := a.colourFor(o)
+	if err != nil {
+		return exitError, err
+	}
+	prom, err := o.prom.api()
 	if err != nil {
 		return exitError, err
 	}
@@ -378,26 +393,35 @@ func (a *app) drainCheck(ctx context.Context, o *options, node string) (int, err
 	if err != nil {
 		return exitError, badInput{err}
 	}
-	if o.output == "json" {
-		err = writeJSON(a.out, rep)
-	} else {
+	complete := true
+	if prom != nil {
+		var obs placement.Observed
+		obs, complete = a.readPrometheus(ctx, o, prom, placement.Summarize(c))
+		rep.AddObserved(obs)
+	}
+	if o.print.table() {
 		err = writeDrainText(a.out, rep, colour)
+	} else {
+		doc, items := drainDocument(rep)
+		err = printDocument(a.out, o.print, doc, items)
 	}
 	if err != nil {
 		return exitError, err
 	}
-	if rep.Loses {
+	if rep.Loses || rep.ObservedBlackholes > 0 {
 		return exitFindings, nil
+	}
+	if !complete {
+		return exitAPI, nil
 	}
 	return exitClean, nil
 }
 
 func (a *app) audit(ctx context.Context, o *options) (int, error) {
-	switch o.output {
-	case "text", "json", "sarif":
-	default:
-		return exitError, badInputf("unknown output format %q for audit: text, json or sarif", o.output)
+	if err := o.print.checkFor("audit", "sarif"); err != nil {
+		return exitError, err
 	}
+	output := *o.print.print.OutputFormat
 	colour, err := a.colourFor(o)
 	if err != nil {
 		return exitError, err
@@ -406,7 +430,7 @@ func (a *app) audit(ctx context.Context, o *options) (int, error) {
 	if !ok {
 		return exitError, badInputf("unknown --fail-on %q: info, warning or critical", o.failOn)
 	}
-	if o.output == "sarif" && slices.Contains(*o.files.Filenames, "-") && o.stdinName == "" {
+	if output == "sarif" && slices.Contains(*o.files.Filenames, "-") && o.stdinName == "" {
 		return exitError, badInputf("-o sarif with -f -: name the repository file standard input comes from with --stdin-filename (e.g. deploy/overlays/prod/kustomization.yaml); code scanning cannot attach findings to \"stdin\"")
 	}
 	var c *placement.Cluster
@@ -425,13 +449,14 @@ func (a *app) audit(ctx context.Context, o *options) (int, error) {
 		}
 	}
 	rep := placement.Audit(c)
-	switch o.output {
-	case "json":
-		err = writeJSON(a.out, rep)
+	switch output {
+	case "", "text":
+		err = writeAuditText(a.out, rep, colour)
 	case "sarif":
 		err = writeSARIF(a.out, rep, o.stdinName)
 	default:
-		err = writeAuditText(a.out, rep, colour)
+		doc, items := auditDocument(rep)
+		err = printDocument(a.out, o.print, doc, items)
 	}
 	if err != nil {
 		return exitError, err

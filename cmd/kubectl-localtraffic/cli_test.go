@@ -92,11 +92,11 @@ func TestAuditStdin(t *testing.T) {
 	if r.code != 1 {
 		t.Fatalf("exit %d, stderr %s", r.code, r.errOut)
 	}
-	var rep placement.Report
+	var rep AuditReport
 	dec := json.NewDecoder(strings.NewReader(r.out))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&rep); err != nil {
-		t.Fatalf("JSON output does not decode into the report type: %v\n%s", err, r.out)
+	if err := dec.Decode(&rep); err != nil || rep.APIVersion != "localtraffic.io/v1alpha1" || rep.Kind != "AuditReport" {
+		t.Fatalf("JSON output does not decode into the report type (%v), or its apiVersion and kind are not the document's: %+v\n%s", err, rep.TypeMeta, r.out)
 	}
 	f := rep.Findings()[0]
 	if f.ID != placement.PinnedPlacement || f.Severity != placement.Critical || strings.Join(f.Nodes, ",") != "node-2,node-3,node-4,node-5" ||

@@ -47,6 +47,11 @@ func writeDrainText(w io.Writer, rep placement.DrainReport, colour bool) error {
 		for _, b := range s.Blocked {
 			lines = append(lines, "the drain waits for "+b)
 		}
+		for _, r := range placement.ObservedBlackholes() {
+			if nodes := s.Observed[string(r)]; len(nodes) > 0 {
+				lines = append(lines, fmt.Sprintf("now, before any drain, its exporters report %s on %s", r, nodeList(nodes)))
+			}
+		}
 		if len(lines) == 0 {
 			continue
 		}
@@ -59,8 +64,14 @@ func writeDrainText(w io.Writer, rep placement.DrainReport, colour bool) error {
 		}
 	}
 	verdict := "draining " + rep.Node + " leaves every Local Service served" + lbWindowNote(rep)
-	if rep.Loses {
+	switch {
+	case rep.Loses:
 		verdict = p.paint(red+bold, "draining "+rep.Node+" loses traffic of "+strconv.Itoa(losing)+" Local Service(s)")
+	case rep.ObservedBlackholes > 0:
+		// The drain changes nothing the API shows, but the exporters see traffic dropped already: a drain
+		// moves load onto nodes that are not all serving.
+		verdict = p.paint(red+bold, "draining "+rep.Node+" makes no node drop that does not now, but the exporters report "+
+			strconv.Itoa(rep.ObservedBlackholes)+" of these Local Service(s) blackholed now: fix that first")
 	}
 	_, err := fmt.Fprintf(w, "\n%s\n", verdict)
 	return err

@@ -34,6 +34,14 @@ func behindLoadBalancer(objs []runtime.Object) []runtime.Object {
 	return objs
 }
 
+// pdbAllowing is the drill's PodDisruptionBudget, allowing this many disruptions now.
+func pdbAllowing(allowed int32) *policyv1.PodDisruptionBudget {
+	return &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "kubelings", Name: "checkout"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "checkout"}}},
+		Status: policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: allowed}}
+}
+
 // drain-check on the drill: the pinned Deployment's node cannot be drained without an outage (exit 1, naming
 // the Service, its pods placed nowhere else); spread over three nodes with a PodDisruptionBudget that allows one
 // disruption, draining node-1 leaves node-2 and node-3 serving and node-1 drained by the health check (exit 0),
@@ -46,12 +54,7 @@ func TestDrainCheck(t *testing.T) {
 		t.Errorf("pinned: exit %d, want 1 naming kubelings/checkout, the outage and the nodeSelector:\n%s%s", r.code, r.out, r.errOut)
 	}
 
-	pdb := func(allowed int32) *policyv1.PodDisruptionBudget {
-		return &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "kubelings", Name: "checkout"},
-			Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "checkout"}}},
-			Status: policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: allowed}}
-	}
+	pdb := pdbAllowing
 	r = invoke(t, "", nil, false, append(behindLoadBalancer(drillObjects(false)), pdb(1)), "drain-check", "node-1", "-n", "kubelings", "-o", "json")
 	var rep placement.DrainReport
 	if err := json.Unmarshal([]byte(r.out), &rep); err != nil || r.code != exitClean || len(rep.Services) != 1 {

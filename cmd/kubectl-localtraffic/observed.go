@@ -30,10 +30,11 @@ const exporterTimeout = 20 * time.Second
 
 // readObserved asks each node's exporter what it observes (the blackhole reasons of its Services: a reason says
 // too when the arrivals meter is blind, not_observed), through a port-forward to the exporter's own port in its
-// pod, with the user's own credentials: the DaemonSet (dsName, or the one running the exporter in namespace)
-// gives the pods, the port, the scheme and the path. It needs get on daemonsets, list on pods and get and create
-// on pods/portforward in the exporter's namespace. A pod that does not answer leaves its node unknown: the error
-// names the nodes and why, and what did answer is returned beside it.
+// pod, with the user's own credentials: that one port of the DaemonSet's pods and nothing else. The DaemonSet
+// (dsName, or the one running the exporter in namespace) gives the pods, the port, the scheme and the path. It
+// needs get on daemonsets, list on pods and get and create on pods/portforward in the exporter's namespace. A pod
+// that does not answer leaves its node unknown: the error names the nodes and why, and what did answer is
+// returned beside it.
 func readObserved(ctx context.Context, cs kubernetes.Interface, f fetcher, namespace, dsName string) (placement.Observed, error) {
 	in, err := findExporter(ctx, cs, namespace, dsName)
 	if err != nil {
@@ -66,6 +67,12 @@ func readObserved(ctx context.Context, cs kubernetes.Interface, f fetcher, names
 	for _, p := range pods {
 		if p.Spec.NodeName == "" {
 			continue // not scheduled: no node to report for
+		}
+		if ref := metav1.GetControllerOf(p); ref != nil && (ref.Kind != "DaemonSet" || ref.Name != in.daemonSet.Name) {
+			// Another controller's pod that the DaemonSet's selector happens to match: not an exporter, and
+			// the port-forward right reaches whatever it runs. Pods of no controller (static or mirror pods
+			// of the DaemonSet's template) are read.
+			continue
 		}
 		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
 			fail(p.Spec.NodeName, fmt.Sprintf("its exporter pod %s is not running (%s)", p.Name, p.Status.Phase))

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -48,12 +47,6 @@ func cell(ignored bool, n placement.NodeStatus) (text, colour string) {
 	default:
 		return "-", dim
 	}
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 func severityColour(s placement.Severity) string {

@@ -136,7 +136,7 @@ func TestStatusPrinters(t *testing.T) {
 		}
 	}
 	r = invoke(t, "", nil, false, drillObjects(true), "status", "-A", "-o", "xml")
-	if r.code != exitError || !strings.Contains(r.errOut, `unknown output format "xml" for status: wide, json, yaml`) {
+	if r.code != exitError || !strings.Contains(r.errOut, `unknown output format "xml" for status: text, wide, json, yaml`) {
 		t.Errorf("-o xml: exit %d %q", r.code, r.errOut)
 	}
 	if r := invoke(t, "", nil, false, drillObjects(true), "status", "-A", "--color", "sometimes"); r.code != exitError || !strings.Contains(r.errOut, "auto, always or never") {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"fmt"
 	"io"
 	"slices"
 	"strconv"
@@ -18,8 +17,8 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 )
 
-// statusGroupVersion is the apiVersion of status's JSON and YAML documents: a version of the document's shape
-// that scripts can check, not an API the cluster serves.
+// statusGroupVersion is the apiVersion of the JSON and YAML documents of status, audit and drain-check: a
+// version of the documents' shapes that scripts can check, not an API the cluster serves.
 var statusGroupVersion = schema.GroupVersion{Group: "localtraffic.io", Version: "v1alpha1"}
 
 const (
@@ -160,6 +159,16 @@ func (v statusView) document() *ServiceStatusList {
 		l.Items = append(l.Items, item)
 	}
 	return l
+}
+
+// observedBlackhole tells whether some judged node's exporter reports s blackholed there.
+func (v statusView) observedBlackhole(s *placement.Summary) bool {
+	for _, nodes := range v.observedOf(s) {
+		if len(nodes) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // droppingCell is the first few dropping nodes: "node-a,node-b,node-c +4947 more"; "<none>" when none.
@@ -410,27 +419,15 @@ func printStatus(w io.Writer, v statusView, flags printFlags, colour bool) error
 	case "wide":
 		return v.printTable(w, true, flags.noHeaders, colour)
 	}
-	p, err := flags.print.ToPrinter()
-	if err != nil {
-		return badInput{err}
-	}
 	doc := v.document()
-	if *flags.print.OutputFormat == "name" {
-		// The name printer takes no list: kind/name per item, as kubectl get -o name prints.
-		for i := range doc.Items {
-			if err := p.PrintObj(&doc.Items[i], w); err != nil {
-				return fmt.Errorf("printing the status: %w", err)
-			}
-		}
-		return nil
+	items := make([]runtime.Object, len(doc.Items))
+	for i := range doc.Items {
+		items[i] = &doc.Items[i]
 	}
-	if err := p.PrintObj(doc, w); err != nil {
-		return fmt.Errorf("printing the status: %w", err)
-	}
-	return nil
+	return printDocument(w, flags, doc, items)
 }
 
-// printFlags are status's output flags: cli-runtime's -o (json, yaml, name, jsonpath, go-template and their
+// printFlags are the commands' output flags: cli-runtime's -o (json, yaml, name, jsonpath, go-template and their
 // --template, --allow-missing-template-keys) and the table's wide and --no-headers.
 type printFlags struct {
 	print     *genericclioptions.PrintFlags
@@ -446,13 +443,5 @@ func (f printFlags) table() bool {
 	return false
 }
 
-// check tells a format none of the printers takes apart before anything is read.
-func (f printFlags) check() error {
-	if f.table() {
-		return nil
-	}
-	if _, err := f.print.ToPrinter(); err != nil {
-		return badInputf("unknown output format %q for status: wide, %s", *f.print.OutputFormat, strings.Join(f.print.AllowedFormats(), ", "))
-	}
-	return nil
-}
+// check tells a format status does not print apart before anything is read.
+func (f printFlags) check() error { return f.checkFor("status", "wide") }

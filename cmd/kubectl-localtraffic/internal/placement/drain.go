@@ -21,6 +21,9 @@ type DrainReport struct {
 	Services []DrainService `json:"services"`
 	// Loses: some Service loses traffic (DrainService.Loses).
 	Loses bool `json:"loses"`
+	// ObservedBlackholes counts the Services some node's exporter reports blackholed now (DrainService.Observed,
+	// drain-check --prometheus): draining adds to a loss already under way, and fails the check as Loses does.
+	ObservedBlackholes int `json:"observedBlackholes,omitempty"`
 }
 
 // DrainService is one Local Service with an endpoint on the drained node.
@@ -50,6 +53,9 @@ type DrainService struct {
 	Why   []string `json:"why,omitempty"`
 	// Unknown names what only a node can tell after the drain (status's cannot-tell).
 	Unknown []string `json:"unknown,omitempty"`
+	// Observed (drain-check --prometheus): per blackhole reason the nodes' exporters report for the Service now,
+	// before the drain, the nodes reporting it; absent when none does or nothing was read.
+	Observed map[string][]string `json:"observed,omitempty"`
 	// LoadBalancerCheck is how long the Service's load balancer keeps sending to the node once its health
 	// check fails; nil when the Service has none or it is not known.
 	LoadBalancerCheck *LBCheckWindow `json:"loadBalancerCheck,omitempty"`
@@ -327,4 +333,26 @@ func sortedKeys(m map[string]bool) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// AddObserved records, for each Service of the report, the blackholes the nodes' exporters report now.
+func (r *DrainReport) AddObserved(obs Observed) {
+	for i := range r.Services {
+		d := &r.Services[i]
+		key := d.Namespace + "/" + d.Name
+		for node, o := range obs {
+			if reason, ok := o.Reasons[key]; ok {
+				if d.Observed == nil {
+					d.Observed = map[string][]string{}
+				}
+				d.Observed[reason] = append(d.Observed[reason], node)
+			}
+		}
+		for _, nodes := range d.Observed {
+			slices.Sort(nodes)
+		}
+		if len(d.Observed) > 0 {
+			r.ObservedBlackholes++
+		}
+	}
 }
