@@ -40,6 +40,7 @@ import (
 
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
+	"github.com/localtraffic/localtraffic-exporter/collector/scrape/scrapetest"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/kubeviewtest"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
@@ -511,6 +512,8 @@ func (m *clientsMeter) Snapshot() arrivals.Snapshot {
 		if slices.Contains(m.arriving, d) {
 			c.Attempts = uint64(m.now.Sub(m.since) / time.Second)
 			c.FirstSeen, c.ActiveSince, c.LastSeen = m.since, m.since, m.now.Add(-time.Second)
+			// Clients, whose dropped SYNs the kernel retransmits: not a port scan's single SYNs.
+			c = scrapetest.Repeating(c)
 		}
 		s.Dests = append(s.Dests, c)
 	}
