@@ -29,6 +29,40 @@ const (
 	metricNamesPath = "../cmd/internal/metricnames/metricnames_gen.go"
 )
 
+// defaultYes is docs/metrics.md's Default column for a metric every series of which is exported by default.
+const defaultYes ByDefault = "yes"
+
+// exporterSelf is the Collector column of the exporter's own self-metrics, which no collector exports.
+const exporterSelf = "(exporter)"
+
+// metricDefaults says, for each metric the catalog's collectors define (self-metrics included), which collector
+// exports it and whether it is exported by default. docs/metrics.md's table shows both.
+func metricDefaults() map[string]metricDefault {
+	out := map[string]metricDefault{
+		scrapeDuration.FQName(): {Collector: exporterSelf, Default: defaultYes},
+		scrapeSuccess.FQName():  {Collector: exporterSelf, Default: defaultYes},
+	}
+	for _, e := range Catalog() {
+		for _, m := range e.build(allSelection()).Metrics() {
+			d := metricDefault{Collector: e.Name, Default: DefaultNo}
+			if e.Default {
+				d.Default = defaultYes
+				if m.defaultScope != "" {
+					d.Default = m.defaultScope
+				}
+			}
+			out[m.FQName()] = d
+		}
+	}
+	return out
+}
+
+// metricDefault is where a metric comes from and whether it is on by default.
+type metricDefault struct {
+	Collector string // the collector's name (--collector.<name>), or exporterSelf
+	Default   ByDefault
+}
+
 // allMetrics is every metric the exporter defines, from every collector.
 func allMetrics() []*Metric {
 	return NewExporter(nil, nil, everyCollector()...).Metrics()
@@ -57,7 +91,7 @@ type documented struct {
 // documentedMetrics is every metric with what the docs and metricset say of it. Every series also carries
 // `node`, added by the handler for the whole exposition, so it is listed first.
 func documentedMetrics() []documented {
-	defaults := Defaults()
+	defaults := metricDefaults()
 	var out []documented
 	for _, m := range allMetrics() {
 		d := defaults[m.FQName()]
@@ -283,7 +317,7 @@ func TestMetricNaming(t *testing.T) {
 
 // everyCollector is every collector with every series on: what the unit tests and the metric table cover.
 func everyCollector() []Collector {
-	cs, err := AllSelection().Collectors()
+	cs, err := allSelection().Collectors()
 	if err != nil {
 		panic(err)
 	}
