@@ -2,6 +2,7 @@ package collector
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -83,6 +84,7 @@ type documented struct {
 	name, typ string
 	labels    []string // node first
 	help      string
+	doc       string // docs/metrics.md's description: Doc, else Help
 	stable    bool
 	collector string
 	dflt      string
@@ -96,7 +98,7 @@ func documentedMetrics() []documented {
 	for _, m := range allMetrics() {
 		d := defaults[m.FQName()]
 		out = append(out, documented{name: m.FQName(), typ: typeName(m.Type), labels: append([]string{"node"}, m.Labels...),
-			help: m.Help, stable: m.Stable, collector: d.Collector, dflt: string(d.Default)})
+			help: m.Help, doc: cmp.Or(m.Doc, m.Help), stable: m.Stable, collector: d.Collector, dflt: string(d.Default)})
 	}
 	return out
 }
@@ -115,7 +117,7 @@ func metricTable() string {
 			stability = "stable"
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s | %s |\n", m.name, m.typ, strings.Join(labels, ", "),
-			strings.ReplaceAll(m.help, "|", "\\|"), stability, m.collector, m.dflt)
+			strings.ReplaceAll(m.doc, "|", "\\|"), stability, m.collector, m.dflt)
 	}
 	return b.String()
 }
@@ -137,8 +139,8 @@ func metricSetGo() ([]byte, error) {
 		if !ok {
 			return nil, fmt.Errorf("%s: default %q has no metricset constant", m.name, m.dflt)
 		}
-		fmt.Fprintf(&b, "{\nName: %q,\nType: %s,\nLabels: %#v,\nHelp: %q,\nStable: %t,\nCollector: %q,\nDefault: %s,\n},\n",
-			m.name, typ, m.labels, m.help, m.stable, m.collector, dflt)
+		fmt.Fprintf(&b, "{\nName: %q,\nType: %s,\nLabels: %#v,\nHelp: %q,\nDoc: %q,\nStable: %t,\nCollector: %q,\nDefault: %s,\n},\n",
+			m.name, typ, m.labels, m.help, m.doc, m.stable, m.collector, dflt)
 	}
 	b.WriteString("}\n}\n")
 	src, err := format.Source(b.Bytes())
@@ -311,6 +313,28 @@ func TestMetricNaming(t *testing.T) {
 			if l == "node" || l == "pod" || l == "ip" || l == "endpoint_ip" {
 				t.Errorf("%s: label %q is added by the handler or unbounded", m.Name, l)
 			}
+		}
+	}
+}
+
+// maxHelp bounds a metric's HELP text. /metrics repeats it in every scrape of every node, and a reader of the
+// exposition (or a query tool's tooltip) needs one sentence to place the series; the label values, their
+// meanings and the caveats are Doc's, in docs/metrics.md.
+const maxHelp = 120
+
+// TestHelpIsOneShortSentence: every HELP is one sentence of at most maxHelp characters, ending with a full stop;
+// a metric with more to say has a Doc, which adds to its Help rather than repeating it.
+func TestHelpIsOneShortSentence(t *testing.T) {
+	sentenceBreak := regexp.MustCompile(`[.;:!?] [A-Z]`)
+	for _, m := range allMetrics() {
+		if len(m.Help) > maxHelp {
+			t.Errorf("%s: HELP is %d characters, more than %d: keep one sentence, move the rest to its Doc (detailed)", m.FQName(), len(m.Help), maxHelp)
+		}
+		if !strings.HasSuffix(m.Help, ".") || sentenceBreak.MatchString(m.Help) {
+			t.Errorf("%s: HELP %q is not one sentence ending with a full stop", m.FQName(), m.Help)
+		}
+		if m.Doc != "" && len(m.Doc) <= len(m.Help) {
+			t.Errorf("%s: Doc %q says no more than HELP %q: drop it", m.FQName(), m.Doc, m.Help)
 		}
 	}
 }
