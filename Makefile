@@ -12,7 +12,7 @@ BUILD_ENV  = VERSION=$(VERSION) REVISION=$(REVISION) BRANCH=$(BRANCH) BUILD_USER
 ## Knobs: every variable that steers the tests, in one place (CONTRIBUTING.md lists them too; docs/knobs_test.go
 ## holds the three lists equal). Set one on the command line: `make e2e KEEP_LOGS=1`. The scripts and tests read
 ## each as the LT_ environment variable on its right, which may also be set directly.
-TOOLS_BIN  ?= $(or $(LT_TOOLS_BIN),$(CURDIR)/.tools/bin)#          LT_TOOLS_BIN: where promtool, prometheus and the release tools are built
+TOOLS_BIN  ?= $(or $(LT_TOOLS_BIN),$(CURDIR)/.tools/bin)#          LT_TOOLS_BIN: where promtool, prometheus, the release tools and linters are built
 E2E_CACHE  ?= $(or $(LT_E2E_CACHE),$(CURDIR)/e2e/.cache)#          LT_E2E_CACHE: where build-bins.sh caches the cluster binaries
 E2E_BIN_DIR ?= $(LT_E2E_BIN_DIR)#                                  LT_E2E_BIN_DIR: prebuilt cluster binaries (skips build-bins.sh)
 E2E_EXPORTER ?= $(LT_E2E_EXPORTER)#                                LT_E2E_EXPORTER: a prebuilt exporter for the e2e clusters
@@ -110,7 +110,7 @@ deps:
 ## targets); staticcheck over every module of go.work, after vet, in one process: it reuses the packages vet
 ## compiled into the build cache. Its second pass, without tests and only for unused code, finds production code
 ## that only tests use (e2e's package is all test support, deploy/check's all tests). actionlint checks the GitHub
-## workflows (with shellcheck's checks of their run steps where shellcheck is installed). Timings: CONTRIBUTING.md.
+## workflows (and, where shellcheck is installed, their run steps). Timings: docs/performance.md.
 lint:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	scripts/install-deps.sh lint

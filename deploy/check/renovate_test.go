@@ -8,6 +8,7 @@ package check
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,6 +36,7 @@ type renovateConfig struct {
 		MatchFileNames []string `json:"matchFileNames"`
 		MatchDepNames  []string `json:"matchDepNames"`
 		MatchDepTypes  []string `json:"matchDepTypes"`
+		MatchPackages  []string `json:"matchPackageNames"`
 		Enabled        *bool    `json:"enabled"`
 	} `json:"packageRules"`
 }
@@ -50,12 +52,8 @@ var renovateDefaultPatterns = map[string][]string{
 
 func readRenovate(t *testing.T) renovateConfig {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(repoRoot(t), ".github", "renovate.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var cfg renovateConfig
-	if err := json.Unmarshal(b, &cfg); err != nil {
+	if err := json.Unmarshal(mustRead(t, ".github/renovate.json"), &cfg); err != nil {
 		t.Fatalf(".github/renovate.json: %v", err)
 	}
 	return cfg
@@ -127,10 +125,7 @@ func regexPins(t *testing.T, cfg renovateConfig) map[string][]renovatePin {
 				if !matchesAny(pats, f) {
 					continue
 				}
-				b, err := os.ReadFile(filepath.Join(repoRoot(t), f))
-				if err != nil {
-					t.Fatal(err)
-				}
+				b := mustRead(t, f)
 				for _, loc := range re.FindAllSubmatchIndex(b, -1) {
 					group := func(name, template string) string {
 						if i := re.SubexpIndex(name); i >= 0 && loc[2*i] >= 0 {
@@ -168,10 +163,7 @@ func TestRenovateReadsEveryPin(t *testing.T) {
 				t.Errorf("%s: pin %s of %q from datasource %q: want a dependency and one of %v", f, p.version, p.depName, p.datasource, datasources)
 			}
 		}
-		b, err := os.ReadFile(filepath.Join(repoRoot(t), f))
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := mustRead(t, f)
 		offset := 0
 		for n, line := range strings.SplitAfter(string(b), "\n") {
 			code := strings.TrimSpace(line)
@@ -274,6 +266,79 @@ func TestRenovateManagersCoverThePins(t *testing.T) {
 	for what, least := range map[string]int{"go.mod": 8, "workflow": 2, "Dockerfile": 2, "values": 1, "image": 1} {
 		if counts[what] < least {
 			t.Errorf("found %d %s files, want at least %d: the walk no longer sees the repository", counts[what], what, least)
+		}
+	}
+}
+
+// TestRenovateUpdatesTheE2EBinaries: each e2e/tools module pins a binary (Kubernetes, etcd, kube-rbac-proxy),
+// through a tool directive or a plain requirement. Where go.mod marks the binary's module // indirect, a package
+// rule enables its updates for that file: Renovate disables indirect requirements, and keeps a tool directive's
+// only in releases that read tool directives. A module whose updates are switched off on purpose (the oldest
+// admitted Kubernetes) is the exception.
+func TestRenovateUpdatesTheE2EBinaries(t *testing.T) {
+	cfg := readRenovate(t)
+	mods, err := filepath.Glob(filepath.Join(repoRoot(t), "e2e", "tools", "*", "go.mod"))
+	if err != nil || len(mods) < 3 {
+		t.Fatalf("e2e/tools modules: %v %v", mods, err)
+	}
+	require := regexp.MustCompile(`(?m)^\s*(?:require\s+)?(\S+) v\S+( // indirect)?$`)
+	tools := regexp.MustCompile(`(?m)^tool ([^\s(]\S*)$|^tool \(\n((?:\s+\S+\n)+)\)`)
+	for _, path := range mods {
+		rel, err := filepath.Rel(repoRoot(t), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rules := func(ok func(enabled bool, depTypes, packages []string) bool) bool {
+			for _, r := range cfg.PackageRules {
+				if r.Enabled != nil && slices.Contains(r.MatchFileNames, rel) && ok(*r.Enabled, r.MatchDepTypes, r.MatchPackages) {
+					return true
+				}
+			}
+			return false
+		}
+		if rules(func(enabled bool, depTypes, packages []string) bool {
+			return !enabled && len(depTypes)+len(packages) == 0
+		}) {
+			continue // switched off on purpose
+		}
+		b := mustRead(t, rel)
+		var pkgs []string
+		for _, m := range tools.FindAllStringSubmatch(string(b), -1) {
+			pkgs = append(pkgs, strings.Fields(m[1]+" "+m[2])...)
+		}
+		// The binary's module is the longest requirement its package path starts with.
+		indirect := map[string]bool{}
+		for _, m := range require.FindAllStringSubmatch(string(b), -1) {
+			indirect[m[1]] = m[2] != ""
+		}
+		if len(pkgs) == 0 && !slices.Contains(slices.Collect(maps.Values(indirect)), false) {
+			t.Errorf("%s: no tool directive and no direct requirement: which binary does it pin?", rel)
+		}
+		for _, pkg := range pkgs {
+			mod := ""
+			for m := range indirect {
+				if (pkg == m || strings.HasPrefix(pkg, m+"/")) && len(m) > len(mod) {
+					mod = m
+				}
+			}
+			if mod == "" {
+				t.Errorf("%s: tool %s is in no required module", rel, pkg)
+				continue
+			}
+			if !indirect[mod] {
+				continue
+			}
+			enabled := rules(func(enabled bool, depTypes, packages []string) bool {
+				return enabled && slices.Contains(depTypes, "indirect") && slices.ContainsFunc(packages, func(p string) bool {
+					if body, ok := strings.CutPrefix(p, "/"); ok {
+						return regexp.MustCompile(strings.TrimSuffix(body, "/")).MatchString(mod)
+					}
+					return p == mod
+				})
+			})
+			if !enabled {
+				t.Errorf("%s pins %s through tool %s as // indirect, and no package rule enables that module's updates there", rel, mod, pkg)
+			}
 		}
 	}
 }
