@@ -12,7 +12,7 @@ BUILD_ENV  = VERSION=$(VERSION) REVISION=$(REVISION) BRANCH=$(BRANCH) BUILD_USER
 ## Knobs: every variable that steers the tests, in one place (CONTRIBUTING.md lists them too; docs/knobs_test.go
 ## holds the three lists equal). Set one on the command line: `make e2e KEEP_LOGS=1`. The scripts and tests read
 ## each as the LT_ environment variable on its right, which may also be set directly.
-TOOLS_BIN  ?= $(or $(LT_TOOLS_BIN),$(CURDIR)/.tools/bin)#          LT_TOOLS_BIN: where promtool, prometheus and the release tools are built
+TOOLS_BIN  ?= $(or $(LT_TOOLS_BIN),$(CURDIR)/.tools/bin)#          LT_TOOLS_BIN: where promtool, prometheus, the release tools and linters are built
 E2E_CACHE  ?= $(or $(LT_E2E_CACHE),$(CURDIR)/e2e/.cache)#          LT_E2E_CACHE: where build-bins.sh caches the cluster binaries
 E2E_BIN_DIR ?= $(LT_E2E_BIN_DIR)#                                  LT_E2E_BIN_DIR: prebuilt cluster binaries (skips build-bins.sh)
 E2E_EXPORTER ?= $(LT_E2E_EXPORTER)#                                LT_E2E_EXPORTER: a prebuilt exporter for the e2e clusters
@@ -33,7 +33,7 @@ export LT_E2E_KEEP_LOGS := $(KEEP_LOGS)
 # CI's own: scripts/stage.sh appends each stage to the file LT_STAGES names, timed from LT_STAGES_T0 (set by
 # .ci/run and scripts/ci.sh, not knobs).
 
-.PHONY: all build test check deps unit check-alerts bench-arrivals bench-cpu check-deploy e2e demo generate fuzz fuzz-ci soak scale scale-rules scale-memory bench lint release release-snapshot image image-load chart chart-push
+.PHONY: all build test check deps unit check-alerts bench-arrivals bench-cpu check-deploy e2e demo generate fuzz fuzz-ci soak scale scale-rules scale-memory bench lint vulncheck release release-snapshot image image-load chart chart-push
 
 all: build
 
@@ -106,17 +106,26 @@ test:
 deps:
 	scripts/install-deps.sh
 
-## lint: gofmt over every module; go vet and staticcheck over the root and e2e modules (alerts and deploy/check vet
-## in their targets). staticcheck runs after vet, over both modules in one process: it reuses the packages vet
+## lint: gofmt over every module; go vet over the root and e2e modules (alerts and deploy/check vet in their
+## targets); staticcheck over every module of go.work, after vet, in one process: it reuses the packages vet
 ## compiled into the build cache. Its second pass, without tests and only for unused code, finds production code
-## that only tests use (the root module only: e2e's package is all test support). Timings: CONTRIBUTING.md.
+## that only tests use (e2e's package is all test support, deploy/check's all tests). actionlint checks the GitHub
+## workflows (and, where shellcheck is installed, their run steps). Timings: docs/performance.md.
 lint:
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	scripts/install-deps.sh lint
+	$(TOOLS_BIN)/actionlint
 	$(GO) vet ./...
 	cd e2e && $(GO) vet ./...
-	$(TOOLS_BIN)/staticcheck ./... ./e2e/...
-	$(TOOLS_BIN)/staticcheck -tests=false -checks U1000 ./...
+	$(TOOLS_BIN)/staticcheck ./... ./e2e/... ./alerts/... ./deploy/check/...
+	$(TOOLS_BIN)/staticcheck -tests=false -checks U1000 ./... ./alerts/...
+
+## vulncheck: govulncheck (pinned in scripts/install-deps.sh) over every module of go.work: fails on a known
+## vulnerability the code reaches. It reads the Go vulnerability database at vuln.go.dev, and fails when that
+## cannot be reached: the GitHub workflow runs it; .ci/run's machine cannot reach it, so make lint leaves it out.
+vulncheck:
+	scripts/install-deps.sh vuln
+	$(TOOLS_BIN)/govulncheck ./... ./e2e/... ./alerts/... ./deploy/check/...
 
 ## check: everything that needs neither root nor a cluster, as any user: gofmt and vet, every test of the root
 ## module (the real-kernel ones need root and say so when they skip), the fuzz corpora (plain go test replays

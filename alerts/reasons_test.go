@@ -105,10 +105,10 @@ func expandAnnotation(t *testing.T, alert, text string, lbls map[string]string) 
 // Service NS/SVC), and no other row. Every reason the exporter exports is paged by exactly one per-node alert:
 // one alert per misconfiguration.
 func TestReadmeReasonTable(t *testing.T) {
-	help := metricset.Exporter()["localtraffic_blackhole_reason"].Help
+	doc := metricset.Exporter()["localtraffic_blackhole_reason"].Doc
 	for _, r := range blackholeReasons {
-		if !regexp.MustCompile(`\b` + r + `\b`).MatchString(help) {
-			t.Errorf("reason %s is not in localtraffic_blackhole_reason's help: %q", r, help)
+		if !regexp.MustCompile(`\b` + r + `\b`).MatchString(doc) {
+			t.Errorf("reason %s is not in localtraffic_blackhole_reason's description (docs/metrics.md): %q", r, doc)
 		}
 	}
 	groups, err := LoadRules(repoRoot(t))

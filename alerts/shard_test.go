@@ -382,7 +382,7 @@ func recordedSeries(t *testing.T, suite *promqltest.LazyLoader, start time.Time)
 		t.Fatal(err)
 	}
 	defer q.Close()
-	set := q.Select(context.Background(), true, nil, labels.MustNewMatcher(labels.MatchRegexp, labels.MetricName, ".+:.+"))
+	set := q.Select(context.Background(), true, nil, labels.MustNewMatcher(labels.MatchRegexp, model.MetricNameLabel, ".+:.+"))
 	var out []string
 	for set.Next() {
 		s := set.At()

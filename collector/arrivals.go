@@ -29,21 +29,26 @@ const (
 )
 
 var (
-	arrivalsTotal = newMetric("arrivals_total", prometheus.CounterValue,
-		"New external connection attempts (TCP SYN, SCTP INIT; UDP datagrams) that reached this node for Local Services' destinations, by kind (node_port, load_balancer_ip, external_ip) and IP family, from the arrivals meter; health_check counts probes of health check node ports from outside the node. Counts start when the exporter starts.",
-		"kind", "ip_family")
-	healthCheckExpected = newMetric("health_check_expected_services", prometheus.GaugeValue,
+	arrivalsTotal = detailed(newMetric("arrivals_total", prometheus.CounterValue,
+		"New external connection attempts that reached this node for Local Services, by kind and IP family.",
+		"kind", "ip_family"),
+		"New external connection attempts (TCP SYN, SCTP INIT; UDP datagrams) that reached this node for Local Services' destinations, by kind (node_port, load_balancer_ip, external_ip) and IP family, from the arrivals meter; health_check counts probes of health check node ports from outside the node. Counts start when the exporter starts.")
+	healthCheckExpected = detailed(newMetric("health_check_expected_services", prometheus.GaugeValue,
+		"LoadBalancer Services whose load balancer is known to probe their health check node port on this node."),
 		"LoadBalancer Services with a health check node port whose load balancer is known to ask it over HTTP on this node (a known cloud controller's check, or the annotation localtraffic.io/health-check: health-check-node-port): probes from outside are expected only where this is above 0 (announcers and unknown controllers send none). Absent while the API view is unreadable.")
-	healthCheckLastProbe = newMetric("health_check_last_probe_timestamp_seconds", prometheus.GaugeValue,
+	healthCheckLastProbe = detailed(newMetric("health_check_last_probe_timestamp_seconds", prometheus.GaugeValue,
+		"When a probe from outside the node last reached one of its health check node ports."),
 		"When a probe from outside the node last reached one of its health check node ports (a load balancer checking it); absent when none has since the exporter started.")
-	arrivalsMeterState = newMetric("arrivals_meter_state", prometheus.GaugeValue,
-		"The arrivals meter's state, one-hot over ok, permission_denied (no CAP_NET_RAW), failed, closed and disabled: anything but ok means arrivals are not observed, never that none arrive.",
-		"state")
+	arrivalsMeterState = detailed(newMetric("arrivals_meter_state", prometheus.GaugeValue,
+		"The arrivals meter's state, one-hot: anything but ok means arrivals are not observed.",
+		"state"),
+		"The arrivals meter's state, one-hot over ok, permission_denied (no CAP_NET_RAW), failed, closed and disabled: anything but ok means arrivals are not observed, never that none arrive.")
 	arrivalsMeterStart = newMetric("arrivals_meter_start_time_seconds", prometheus.GaugeValue,
 		"When the arrivals meter started counting (Unix time).")
-	arrivalsMissed = newMetric("arrivals_missed_total", prometheus.CounterValue,
-		"Packets the arrivals meter could not count, by IP family and cause: ring_full (the kernel dropped them), rate_limit (over the meter's packet budget) or sampled (left out by the kernel filter, which passes a sample while the budget is exceeded; an estimate). Above zero, every arrival count is a lower bound (the meter is overloaded).",
-		"ip_family", "cause")
+	arrivalsMissed = detailed(newMetric("arrivals_missed_total", prometheus.CounterValue,
+		"Packets the arrivals meter could not count, by IP family and cause.",
+		"ip_family", "cause"),
+		"Packets the arrivals meter could not count, by IP family and cause: ring_full (the kernel dropped them), rate_limit (over the meter's packet budget) or sampled (left out by the kernel filter, which passes a sample while the budget is exceeded; an estimate). Above zero, every arrival count is a lower bound (the meter is overloaded).")
 )
 
 // Arrivals exports, per node, what the arrivals meter observes: where external traffic really goes, who

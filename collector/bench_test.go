@@ -30,7 +30,7 @@ func BenchmarkScrape(b *testing.B) {
 	selections := []struct {
 		name string
 		sel  Selection
-	}{{"default", DefaultSelection()}, {"all", AllSelection()}}
+	}{{"default", DefaultSelection()}, {"all", allSelection()}}
 	for _, n := range []int{100, 1000, 2000} {
 		for _, s := range selections {
 			b.Run(fmt.Sprintf("services=%d/collectors=%s/path=direct", n, s.name), func(b *testing.B) { benchScrape(b, n, s.sel, "direct") })

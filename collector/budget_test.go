@@ -63,7 +63,7 @@ func TestSeriesBudget(t *testing.T) {
 		{"NodePort ignored, blackhole", nodePortBudget + whileBlackholing + 1, ignored(nodePort(0)), &scrapetest.Reader{Snap: dropping}},
 		{"LoadBalancer ignored, drained", loadBalancerBudget + 1, ignored(lb(draining, 0)), &scrapetest.Reader{Snap: dropping}},
 	}
-	def, all := DefaultSelection(), AllSelection()
+	def, all := DefaultSelection(), allSelection()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			setup := scrapeSetup{view: &scrapetest.View{Snap: c.view}, reader: c.reader, addrs: scrapetest.Addrs{"127.0.0.1"}, selection: &def}

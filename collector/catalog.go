@@ -63,15 +63,6 @@ func DefaultSelection() Selection {
 	return s
 }
 
-// AllSelection runs every collector with every series: what docs/metrics.md lists.
-func AllSelection() Selection {
-	s := Selection{Enabled: map[string]bool{}, RulesPerPort: true}
-	for _, e := range Catalog() {
-		s.Enabled[e.Name] = true
-	}
-	return s
-}
-
 // Collectors builds the selected collectors in catalog order. A name the catalog does not know is an error:
 // a typo in a flag must not silently drop a collector.
 func (s Selection) Collectors() ([]Collector, error) {
@@ -99,40 +90,8 @@ func (s Selection) Collectors() ([]Collector, error) {
 // ByDefault says whether a metric is exported without collector flags (docs/metrics.md's Default column).
 type ByDefault string
 
-// What a metric exports by default.
+// What a metric of a default collector exports by default, when not every series (docs/metrics.md's "yes").
 const (
-	DefaultYes           ByDefault = "yes"            // every series
 	DefaultNo            ByDefault = "no"             // none: only with a collector flag
 	DefaultHealthChecked ByDefault = "health-checked" // only the series of Services with a health check node port
 )
-
-// exporterSelf is the Collector column of the exporter's own self-metrics, which no collector exports.
-const exporterSelf = "(exporter)"
-
-// Defaults says, for each metric the catalog's collectors define (self-metrics included), which collector
-// exports it and whether it is exported by default. docs/metrics.md's table shows both.
-func Defaults() map[string]MetricDefault {
-	out := map[string]MetricDefault{
-		scrapeDuration.FQName(): {Collector: exporterSelf, Default: DefaultYes},
-		scrapeSuccess.FQName():  {Collector: exporterSelf, Default: DefaultYes},
-	}
-	for _, e := range Catalog() {
-		for _, m := range e.build(AllSelection()).Metrics() {
-			d := MetricDefault{Collector: e.Name, Default: DefaultNo}
-			if e.Default {
-				d.Default = DefaultYes
-				if m.defaultScope != "" {
-					d.Default = m.defaultScope
-				}
-			}
-			out[m.FQName()] = d
-		}
-	}
-	return out
-}
-
-// MetricDefault is where a metric comes from and whether it is on by default.
-type MetricDefault struct {
-	Collector string // the collector's name (--collector.<name>), or exporterSelf
-	Default   ByDefault
-}

@@ -48,10 +48,15 @@ type StateSource interface {
 
 // Metric is a metric's definition: the one place its name, type, help and labels are written.
 type Metric struct {
-	Name   string // without the namespace
-	Type   prometheus.ValueType
+	Name string // without the namespace
+	Type prometheus.ValueType
+	// Help is the metric's HELP text: one short sentence (docs_test.go holds the limit), what a reader of the
+	// exposition needs to place the series.
 	Help   string
 	Labels []string
+	// Doc, when set, is the whole description docs/metrics.md's table gives in place of Help: every value of a
+	// label and what it means, the caveats. It is not exported: /metrics carries Help on every scrape.
+	Doc string
 	// Stable metrics are a contract (alerts, dashboards and outside checks use them): renaming one or changing
 	// its labels is a breaking change. The others may still change.
 	Stable bool
@@ -64,6 +69,12 @@ type Metric struct {
 // stable marks m as part of the exporter's contract.
 func stable(m *Metric) *Metric {
 	m.Stable = true
+	return m
+}
+
+// detailed gives m the description docs/metrics.md shows in place of its short Help.
+func detailed(m *Metric, doc string) *Metric {
+	m.Doc = doc
 	return m
 }
 

@@ -6,11 +6,13 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
 )
 
-var dataplaneInfo = newMetric("dataplane_info", prometheus.GaugeValue,
-	"Which dataplane serves Services on this node: kube-proxy (its rules are read), ipvs (kube-proxy in IPVS mode: API view) or replacement (no kube-proxy: API view and health check node ports); always 1.",
-	"dataplane")
+var dataplaneInfo = detailed(newMetric("dataplane_info", prometheus.GaugeValue,
+	"Which dataplane serves Services on this node, kube-proxy, ipvs or replacement; always 1.",
+	"dataplane"),
+	"Which dataplane serves Services on this node: kube-proxy (its rules are read), ipvs (kube-proxy in IPVS mode: API view) or replacement (no kube-proxy: API view and health check node ports); always 1.")
 
-var kubeProxyProgrammed = stable(newMetric("kube_proxy_programmed", prometheus.GaugeValue,
+var kubeProxyProgrammed = stable(detailed(newMetric("kube_proxy_programmed", prometheus.GaugeValue,
+	"1 when kube-proxy's rules exist on this node, 0 when the rules read hold none of kube-proxy's."),
 	"1 when kube-proxy's rules exist on this node; 0 when they were read and hold no kube-proxy rule at all: the node is not programmed (before kube-proxy's first sync, or it never ran), nothing drops there and no blackhole is reported. Absent when the rules are not read (IPVS, --rules.mode=none, a failed read) or no kube-proxy runs here."))
 
 // Dataplane exports which dataplane the node runs, as the gatherer detected or was told, and whether

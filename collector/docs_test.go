@@ -2,6 +2,7 @@ package collector
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -29,6 +30,40 @@ const (
 	metricNamesPath = "../cmd/internal/metricnames/metricnames_gen.go"
 )
 
+// defaultYes is docs/metrics.md's Default column for a metric every series of which is exported by default.
+const defaultYes ByDefault = "yes"
+
+// exporterSelf is the Collector column of the exporter's own self-metrics, which no collector exports.
+const exporterSelf = "(exporter)"
+
+// metricDefaults says, for each metric the catalog's collectors define (self-metrics included), which collector
+// exports it and whether it is exported by default. docs/metrics.md's table shows both.
+func metricDefaults() map[string]metricDefault {
+	out := map[string]metricDefault{
+		scrapeDuration.FQName(): {Collector: exporterSelf, Default: defaultYes},
+		scrapeSuccess.FQName():  {Collector: exporterSelf, Default: defaultYes},
+	}
+	for _, e := range Catalog() {
+		for _, m := range e.build(allSelection()).Metrics() {
+			d := metricDefault{Collector: e.Name, Default: DefaultNo}
+			if e.Default {
+				d.Default = defaultYes
+				if m.defaultScope != "" {
+					d.Default = m.defaultScope
+				}
+			}
+			out[m.FQName()] = d
+		}
+	}
+	return out
+}
+
+// metricDefault is where a metric comes from and whether it is on by default.
+type metricDefault struct {
+	Collector string // the collector's name (--collector.<name>), or exporterSelf
+	Default   ByDefault
+}
+
 // allMetrics is every metric the exporter defines, from every collector.
 func allMetrics() []*Metric {
 	return NewExporter(nil, nil, everyCollector()...).Metrics()
@@ -49,6 +84,7 @@ type documented struct {
 	name, typ string
 	labels    []string // node first
 	help      string
+	doc       string // docs/metrics.md's description: Doc, else Help
 	stable    bool
 	collector string
 	dflt      string
@@ -57,12 +93,12 @@ type documented struct {
 // documentedMetrics is every metric with what the docs and metricset say of it. Every series also carries
 // `node`, added by the handler for the whole exposition, so it is listed first.
 func documentedMetrics() []documented {
-	defaults := Defaults()
+	defaults := metricDefaults()
 	var out []documented
 	for _, m := range allMetrics() {
 		d := defaults[m.FQName()]
 		out = append(out, documented{name: m.FQName(), typ: typeName(m.Type), labels: append([]string{"node"}, m.Labels...),
-			help: m.Help, stable: m.Stable, collector: d.Collector, dflt: string(d.Default)})
+			help: m.Help, doc: cmp.Or(m.Doc, m.Help), stable: m.Stable, collector: d.Collector, dflt: string(d.Default)})
 	}
 	return out
 }
@@ -81,7 +117,7 @@ func metricTable() string {
 			stability = "stable"
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s | %s |\n", m.name, m.typ, strings.Join(labels, ", "),
-			strings.ReplaceAll(m.help, "|", "\\|"), stability, m.collector, m.dflt)
+			strings.ReplaceAll(m.doc, "|", "\\|"), stability, m.collector, m.dflt)
 	}
 	return b.String()
 }
@@ -103,8 +139,8 @@ func metricSetGo() ([]byte, error) {
 		if !ok {
 			return nil, fmt.Errorf("%s: default %q has no metricset constant", m.name, m.dflt)
 		}
-		fmt.Fprintf(&b, "{\nName: %q,\nType: %s,\nLabels: %#v,\nHelp: %q,\nStable: %t,\nCollector: %q,\nDefault: %s,\n},\n",
-			m.name, typ, m.labels, m.help, m.stable, m.collector, dflt)
+		fmt.Fprintf(&b, "{\nName: %q,\nType: %s,\nLabels: %#v,\nHelp: %q,\nDoc: %q,\nStable: %t,\nCollector: %q,\nDefault: %s,\n},\n",
+			m.name, typ, m.labels, m.help, m.doc, m.stable, m.collector, dflt)
 	}
 	b.WriteString("}\n}\n")
 	src, err := format.Source(b.Bytes())
@@ -281,9 +317,31 @@ func TestMetricNaming(t *testing.T) {
 	}
 }
 
+// maxHelp bounds a metric's HELP text. /metrics repeats it in every scrape of every node, and a reader of the
+// exposition (or a query tool's tooltip) needs one sentence to place the series; the label values, their
+// meanings and the caveats are Doc's, in docs/metrics.md.
+const maxHelp = 120
+
+// TestHelpIsOneShortSentence: every HELP is one sentence of at most maxHelp characters, ending with a full stop;
+// a metric with more to say has a Doc, which adds to its Help rather than repeating it.
+func TestHelpIsOneShortSentence(t *testing.T) {
+	sentenceBreak := regexp.MustCompile(`[.;:!?] [A-Z]`)
+	for _, m := range allMetrics() {
+		if len(m.Help) > maxHelp {
+			t.Errorf("%s: HELP is %d characters, more than %d: keep one sentence, move the rest to its Doc (detailed)", m.FQName(), len(m.Help), maxHelp)
+		}
+		if !strings.HasSuffix(m.Help, ".") || sentenceBreak.MatchString(m.Help) {
+			t.Errorf("%s: HELP %q is not one sentence ending with a full stop", m.FQName(), m.Help)
+		}
+		if m.Doc != "" && len(m.Doc) <= len(m.Help) {
+			t.Errorf("%s: Doc %q says no more than HELP %q: drop it", m.FQName(), m.Doc, m.Help)
+		}
+	}
+}
+
 // everyCollector is every collector with every series on: what the unit tests and the metric table cover.
 func everyCollector() []Collector {
-	cs, err := AllSelection().Collectors()
+	cs, err := allSelection().Collectors()
 	if err != nil {
 		panic(err)
 	}

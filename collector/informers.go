@@ -9,18 +9,22 @@ import (
 var (
 	informerSynced = stable(newMetric("informer_synced", prometheus.GaugeValue,
 		"1 when the informer for the resource has listed everything once.", "resource"))
-	informerLastEvent = stable(newMetric("informer_last_event_timestamp_seconds", prometheus.GaugeValue,
-		"When the informer last saw an add, update or delete of the resource (absent until the first). Age: time() minus this.",
-		"resource"))
-	informerLastSuccess = stable(newMetric("informer_last_success_timestamp_seconds", prometheus.GaugeValue,
-		"When the API server last answered the informer for the resource: a successful list, a watch opened, or a watch event, bookmarks included (absent until the first). time() minus this is the age of the exporter's API view; it grows while the API server is unreachable, and the last known state keeps being served meanwhile.",
-		"resource"))
-	informerList = newMetric("informer_list_total", prometheus.CounterValue,
-		"Lists of the resource the informer made, by result (success, error). Counts start at 0 when the exporter starts.",
-		"resource", "result")
-	informerWatch = newMetric("informer_watch_total", prometheus.CounterValue,
-		"Watches of the resource the informer opened, by result (success, error). Counts start at 0 when the exporter starts.",
-		"resource", "result")
+	informerLastEvent = stable(detailed(newMetric("informer_last_event_timestamp_seconds", prometheus.GaugeValue,
+		"When the informer last saw an add, update or delete of the resource.",
+		"resource"),
+		"When the informer last saw an add, update or delete of the resource (absent until the first). Age: time() minus this."))
+	informerLastSuccess = stable(detailed(newMetric("informer_last_success_timestamp_seconds", prometheus.GaugeValue,
+		"When the API server last answered the informer for the resource.",
+		"resource"),
+		"When the API server last answered the informer for the resource: a successful list, a watch opened, or a watch event, bookmarks included (absent until the first). time() minus this is the age of the exporter's API view; it grows while the API server is unreachable, and the last known state keeps being served meanwhile."))
+	informerList = detailed(newMetric("informer_list_total", prometheus.CounterValue,
+		"Lists of the resource the informer made, by result.",
+		"resource", "result"),
+		"Lists of the resource the informer made, by result (success, error). Counts start at 0 when the exporter starts.")
+	informerWatch = detailed(newMetric("informer_watch_total", prometheus.CounterValue,
+		"Watches of the resource the informer opened, by result.",
+		"resource", "result"),
+		"Watches of the resource the informer opened, by result (success, error). Counts start at 0 when the exporter starts.")
 )
 
 // callResult is how a list or watch of the API ended (the informer counters' result label).

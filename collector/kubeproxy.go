@@ -12,23 +12,28 @@ import (
 )
 
 var (
-	kubeProxyUp = stable(newMetric("kube_proxy_up", prometheus.GaugeValue,
-		"1 when kube-proxy's health server answered 200 with its body on the endpoint (healthz: fit to receive load-balanced traffic; livez: alive).",
-		"endpoint"))
-	kubeProxyResult = newMetric("kube_proxy_result", prometheus.GaugeValue,
-		"The outcome of probing kube-proxy's health server, one-hot over ok, unavailable, empty, invalid, timeout, refused, error.",
-		"endpoint", "result")
-	kubeProxyEligible = stable(newMetric("kube_proxy_node_eligible", prometheus.GaugeValue,
+	kubeProxyUp = stable(detailed(newMetric("kube_proxy_up", prometheus.GaugeValue,
+		"1 when kube-proxy's health server answered 200 with its body on the endpoint.",
+		"endpoint"),
+		"1 when kube-proxy's health server answered 200 with its body on the endpoint (healthz: fit to receive load-balanced traffic; livez: alive)."))
+	kubeProxyResult = detailed(newMetric("kube_proxy_result", prometheus.GaugeValue,
+		"The outcome of probing kube-proxy's health server, one-hot over the result label.",
+		"endpoint", "result"),
+		"The outcome of probing kube-proxy's health server, one-hot over ok, unavailable, empty, invalid, timeout, refused, error.")
+	kubeProxyEligible = stable(detailed(newMetric("kube_proxy_node_eligible", prometheus.GaugeValue,
+		"1 when the node is eligible for load-balanced traffic, by kube-proxy's /healthz or else the Node."),
 		"1 when the node is eligible for load-balanced traffic: /healthz's nodeEligible (kube-proxy 1.28+), else derived from the Node (not deleting, no ToBeDeletedByClusterAutoscaler taint)."))
 	kubeProxyHealthy = stable(newMetric("kube_proxy_healthy", prometheus.GaugeValue,
 		"1 when kube-proxy reports its rules synced in time: /livez's healthy field (1.33+), else its status code is 200."))
-	kubeProxyLastSync = stable(newMetric("kube_proxy_last_sync_timestamp_seconds", prometheus.GaugeValue,
+	kubeProxyLastSync = stable(detailed(newMetric("kube_proxy_last_sync_timestamp_seconds", prometheus.GaugeValue,
+		"The lastUpdated time kube-proxy's /livez reported."),
 		"lastUpdated as /livez reported it. kube-proxy reports the current time while healthy and its real last sync only while unhealthy."))
 	kubeProxyDuration = newMetric("kube_proxy_probe_duration_seconds", prometheus.GaugeValue,
 		"How long probing kube-proxy's health server took.", "endpoint")
-	kubeProxyConfigState = newMetric("kube_proxy_config_state", prometheus.GaugeValue,
-		"Where the exporter's view of kube-proxy's configuration (nodePortAddresses, health server address, externalIPs, local traffic detector) comes from, one-hot over read (its /configz answered), last_known (unreadable now: the last read holds), defaults (never read: kube-proxy's defaults are assumed, its local detector unknown) and not_read.",
-		"state")
+	kubeProxyConfigState = detailed(newMetric("kube_proxy_config_state", prometheus.GaugeValue,
+		"Where the exporter's view of kube-proxy's configuration comes from, one-hot over the state label.",
+		"state"),
+		"Where the exporter's view of kube-proxy's configuration (nodePortAddresses, health server address, externalIPs, local traffic detector) comes from, one-hot over read (its /configz answered), last_known (unreadable now: the last read holds), defaults (never read: kube-proxy's defaults are assumed, its local detector unknown) and not_read.")
 )
 
 // unixSeconds is defined for every year, unlike UnixNano.

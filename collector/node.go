@@ -11,7 +11,8 @@ var (
 		"1 when the exporter's Node object exists in the API.")
 	nodeDraining = stable(newMetric("node_draining", prometheus.GaugeValue,
 		"1 when the Node is going away: it has a deletionTimestamp or the ToBeDeletedByClusterAutoscaler taint."))
-	nodeExcluded = stable(newMetric("node_excluded", prometheus.GaugeValue,
+	nodeExcluded = stable(detailed(newMetric("node_excluded", prometheus.GaugeValue,
+		"1 when the Node carries the label node.kubernetes.io/exclude-from-external-load-balancers."),
 		"1 when the Node is labelled node.kubernetes.io/exclude-from-external-load-balancers with a value that does not parse as false."))
 )
 

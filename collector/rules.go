@@ -13,30 +13,37 @@ import (
 var portLabels = []string{"namespace", "service", "port", "ip_family"}
 
 var (
-	rulesDrop = scoped(DefaultNo, stable(newMetric("rules_drop", prometheus.GaugeValue,
-		"1 when kube-proxy's rules of the IP family on this node drop the Service port's external traffic for lack of a local endpoint.", portLabels...)))
+	rulesDrop = scoped(DefaultNo, stable(detailed(newMetric("rules_drop", prometheus.GaugeValue,
+		"1 when kube-proxy's rules of the IP family drop the Service port's external traffic for lack of a local endpoint.", portLabels...),
+		"1 when kube-proxy's rules of the IP family on this node drop the Service port's external traffic for lack of a local endpoint.")))
 	rulesLocalEndpoints = scoped(DefaultNo, stable(newMetric("rules_local_endpoints", prometheus.GaugeValue,
 		"Local endpoints kube-proxy's rules of the IP family on this node send the Service port's external traffic to.", portLabels...)))
-	rulesGoneEndpoints = scoped(DefaultNo, newMetric("rules_gone_endpoints", prometheus.GaugeValue,
-		"Local endpoints kube-proxy's rules of the IP family on this node send the Service port's external traffic to that the API no longer lists on this node (a pod deleted or replaced while kube-proxy did not sync): traffic sent there is lost. Counted only once the exporter's API view has heard from the API server since the rules were first read so: before that the endpoint may be a pod the API view has not seen yet.",
-		portLabels...))
-	rulesDroppedPackets = scoped(DefaultHealthChecked, stable(newMetric("rules_dropped_packets_total", prometheus.CounterValue,
-		"Packets dropped by the port's no-local-endpoints rules of the IP family (iptables modes; with loadBalancerSourceRanges, the firewall rule that drops the load balancer IP's traffic first). Monotonic across kube-proxy's rewrites, which reset the rule counters; starts from 0 when the exporter starts.",
-		portLabels...)))
-	rulesMismatch = stable(newMetric("rules_mismatch", prometheus.GaugeValue,
-		"1 when kube-proxy disagrees with the API view for the Service in some IP family: its rules (drop, or which local endpoints by address and port, on any port), or without rules its health check node port's localEndpoints.", svcLabels...))
+	rulesGoneEndpoints = scoped(DefaultNo, detailed(newMetric("rules_gone_endpoints", prometheus.GaugeValue,
+		"Local endpoints kube-proxy's rules send the Service port's traffic to that the API no longer lists.",
+		portLabels...),
+		"Local endpoints kube-proxy's rules of the IP family on this node send the Service port's external traffic to that the API no longer lists on this node (a pod deleted or replaced while kube-proxy did not sync): traffic sent there is lost. Counted only once the exporter's API view has heard from the API server since the rules were first read so: before that the endpoint may be a pod the API view has not seen yet."))
+	rulesDroppedPackets = scoped(DefaultHealthChecked, stable(detailed(newMetric("rules_dropped_packets_total", prometheus.CounterValue,
+		"Packets dropped by the Service port's no-local-endpoints rules of the IP family.",
+		portLabels...),
+		"Packets dropped by the port's no-local-endpoints rules of the IP family (iptables modes; with loadBalancerSourceRanges, the firewall rule that drops the load balancer IP's traffic first). Monotonic across kube-proxy's rewrites, which reset the rule counters; starts from 0 when the exporter starts.")))
+	rulesMismatch = stable(detailed(newMetric("rules_mismatch", prometheus.GaugeValue,
+		"1 when kube-proxy disagrees with the API view for the Service in some IP family.", svcLabels...),
+		"1 when kube-proxy disagrees with the API view for the Service in some IP family: its rules (drop, or which local endpoints by address and port, on any port), or without rules its health check node port's localEndpoints."))
 	rulesInfo = newMetric("rules_info", prometheus.GaugeValue,
 		"kube-proxy's proxy mode and iptables backend as the rule reader found them; always 1.", "mode", "backend")
-	rulesSupported = newMetric("rules_supported", prometheus.GaugeValue,
+	rulesSupported = detailed(newMetric("rules_supported", prometheus.GaugeValue,
+		"1 when the rule reader understands kube-proxy's mode on this node."),
 		"1 when the rule reader understands kube-proxy's mode here; 0 in IPVS mode, where localtraffic_blackhole falls back to the API view.")
 	rulesReadSuccess = newMetric("rules_read_success", prometheus.GaugeValue,
 		"1 when the last read of kube-proxy's rules succeeded.")
 	rulesReadDuration = newMetric("rules_read_duration_seconds", prometheus.GaugeValue,
 		"How long the last read of kube-proxy's rules took (a save per changed table and family).")
-	rulesWatchState = newMetric("rules_watch_state", prometheus.GaugeValue,
-		"What told the exporter that kube-proxy's rules changed, as of the last read, one-hot over notified (nf_tables change notifications: the nft backend, nftables mode), polled (a change signal read every second: the legacy backend, or no notifications) and none (nothing: every read saves every table).",
-		"state")
-	rulesResyncs = newMetric("rules_resyncs_total", prometheus.CounterValue,
+	rulesWatchState = detailed(newMetric("rules_watch_state", prometheus.GaugeValue,
+		"What told the exporter that kube-proxy's rules changed, as of the last read, one-hot over the state label.",
+		"state"),
+		"What told the exporter that kube-proxy's rules changed, as of the last read, one-hot over notified (nf_tables change notifications: the nft backend, nftables mode), polled (a change signal read every second: the legacy backend, or no notifications) and none (nothing: every read saves every table).")
+	rulesResyncs = detailed(newMetric("rules_resyncs_total", prometheus.CounterValue,
+		"Full reads of kube-proxy's rules forced because the exporter's kept view may have drifted."),
 		"Full reads of kube-proxy's rules forced because change notifications were lost (the kernel's socket overran) or the periodic verification found the kept rules differing from the kernel's. Growing: the exporter's view drifted and was resynchronised.")
 )
 

@@ -8,9 +8,10 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
 )
 
-var serviceArrivals = newMetric("service_arrivals_total", prometheus.CounterValue,
-	"New external connection attempts that reached this node for the Service, by destination kind and IP family (arrivals meter; counted since the destination was first watched, carried over an exporter restart while its run is in the state file).",
-	"namespace", "service", "kind", "ip_family")
+var serviceArrivals = detailed(newMetric("service_arrivals_total", prometheus.CounterValue,
+	"New external connection attempts that reached this node for the Service, by destination kind and IP family.",
+	"namespace", "service", "kind", "ip_family"),
+	"New external connection attempts that reached this node for the Service, by destination kind and IP family (arrivals meter; counted since the destination was first watched, carried over an exporter restart while its run is in the state file).")
 
 // ServiceArrivals exports each Local Service's arrivals by destination kind and family.
 type ServiceArrivals struct{}

@@ -15,11 +15,13 @@ var (
 		"namespace", "service", "type", "health_check_node_port"))
 	hasLocalEndpoint = stable(newMetric("has_local_endpoint", prometheus.GaugeValue,
 		"1 when every port of the Service has a local endpoint on this node in every IP family, per the API.", svcLabels...))
-	healthCheckResult = stable(newMetric("health_check_result", prometheus.GaugeValue,
-		"The outcome of probing the Service's health check node port (the first IP family not ok), one-hot over ok, unavailable, empty, invalid, timeout, refused, error, no_address.",
-		"namespace", "service", "result"))
-	healthCheckLocalEndpoints = stable(newMetric("health_check_local_endpoints", prometheus.GaugeValue,
-		"Local endpoints the health check node port reported, the smallest IP family's (absent when no family gave a usable answer).", svcLabels...))
+	healthCheckResult = stable(detailed(newMetric("health_check_result", prometheus.GaugeValue,
+		"The outcome of probing the Service's health check node port, one-hot over the result label.",
+		"namespace", "service", "result"),
+		"The outcome of probing the Service's health check node port (the first IP family not ok), one-hot over ok, unavailable, empty, invalid, timeout, refused, error, no_address."))
+	healthCheckLocalEndpoints = stable(detailed(newMetric("health_check_local_endpoints", prometheus.GaugeValue,
+		"Local endpoints the Service's health check node port reported, the smallest IP family's.", svcLabels...),
+		"Local endpoints the health check node port reported, the smallest IP family's (absent when no family gave a usable answer)."))
 	healthCheckProxyHealthy = newMetric("health_check_service_proxy_healthy", prometheus.GaugeValue,
 		"serviceProxyHealthy as the health check node port reported it (kube-proxy 1.27+; absent otherwise).", svcLabels...)
 	healthCheckDuration = newMetric("health_check_duration_seconds", prometheus.GaugeValue,

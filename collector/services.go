@@ -12,24 +12,31 @@ import (
 var svcLabels = []string{"namespace", "service"}
 
 var (
-	localEndpoints = stable(newMetric("local_endpoints", prometheus.GaugeValue,
-		"Local endpoints kube-proxy uses for the Service's external traffic on this node, per the API (ready ones, else serving-terminating ones); the smallest IP family's count.",
-		svcLabels...))
-	inRotationMetric = stable(newMetric("in_rotation", prometheus.GaugeValue,
-		"1 when some of the Service's external traffic (a NodePort, load balancer IP or externalIP, in some IP family) is sent to this node (see the blackhole verdict in docs/metrics.md).", svcLabels...))
-	blackhole = stable(newMetric("blackhole", prometheus.GaugeValue,
-		"1 when some of the Service's external traffic reaches this node and is dropped for lack of a local endpoint (in some IP family).", svcLabels...))
-	blackholeReason = newMetric("blackhole_reason", prometheus.GaugeValue,
-		"1 while localtraffic_blackhole is 1, saying what it rests on (absent otherwise): health_check_ignored (attempts keep arriving past the grace window while the node's health check fails: the load balancer ignores healthCheckNodePort), udp_flow_pinned (UDP datagrams keep arriving past the grace window while the health check fails, all of flows that began before the node dropped: the load balancer keeps existing flows pinned), traffic_lost (attempts observed arriving at a destination the node drops: the arrivals meter saw one within --rotation.loss-hold, or, with the meter off or blind, kube-proxy's drop counter grew), announced_here (an announcer, MetalLB, Cilium L2, kube-vip, OpenELB or PureLB, announces the load balancer IP from this node: no grace window), health_check_passing (the node's own health check answers 200) page as critical; no_traffic_seen (declared in rotation, nothing arrives yet) and not_observed (declared in rotation, and nothing can see arrivals: the meter is off or blind and no drop counter grew; nftables mode has none) as warnings.",
-		"namespace", "service", "reason")
-	blackholeSource = newMetric("blackhole_source_info", prometheus.GaugeValue,
-		"Which input decided localtraffic_blackhole on this node: rules (kube-proxy's rules were read) or api (they could not be); always 1.",
-		"source")
-	serviceIgnored = stable(newMetric("service_ignored_info", prometheus.GaugeValue,
-		"A Service placed this way on purpose (annotation localtraffic.io/intentional-placement, whose value is the reason, or --services.ignore-selector): still measured, paged by no shipped alert; always 1, absent for other Services.",
-		"namespace", "service", "reason"))
-	healthCheckUp = stable(newMetric("health_check_up", prometheus.GaugeValue,
-		"1 when the Service's health check node port on this node answered 200 with kube-proxy's body in every IP family (LoadBalancer Services).", svcLabels...))
+	localEndpoints = stable(detailed(newMetric("local_endpoints", prometheus.GaugeValue,
+		"Local endpoints kube-proxy uses for the Service's external traffic on this node, per the API.",
+		svcLabels...),
+		"Local endpoints kube-proxy uses for the Service's external traffic on this node, per the API (ready ones, else serving-terminating ones); the smallest IP family's count."))
+	inRotationMetric = stable(detailed(newMetric("in_rotation", prometheus.GaugeValue,
+		"1 when some of the Service's external traffic is sent to this node.", svcLabels...),
+		"1 when some of the Service's external traffic (a NodePort, load balancer IP or externalIP, in some IP family) is sent to this node (see the blackhole verdict in docs/metrics.md)."))
+	blackhole = stable(detailed(newMetric("blackhole", prometheus.GaugeValue,
+		"1 when some of the Service's external traffic reaches this node and is dropped for lack of a local endpoint.", svcLabels...),
+		"1 when some of the Service's external traffic reaches this node and is dropped for lack of a local endpoint (in some IP family)."))
+	blackholeReason = detailed(newMetric("blackhole_reason", prometheus.GaugeValue,
+		"1 while localtraffic_blackhole is 1, naming in its reason label what the verdict rests on.",
+		"namespace", "service", "reason"),
+		"1 while localtraffic_blackhole is 1, saying what it rests on (absent otherwise): health_check_ignored (attempts keep arriving past the grace window while the node's health check fails: the load balancer ignores healthCheckNodePort), udp_flow_pinned (UDP datagrams keep arriving past the grace window while the health check fails, all of flows that began before the node dropped: the load balancer keeps existing flows pinned), traffic_lost (attempts observed arriving at a destination the node drops: the arrivals meter saw one within --rotation.loss-hold, or, with the meter off or blind, kube-proxy's drop counter grew), announced_here (an announcer, MetalLB, Cilium L2, kube-vip, OpenELB or PureLB, announces the load balancer IP from this node: no grace window), health_check_passing (the node's own health check answers 200) page as critical; no_traffic_seen (declared in rotation, nothing arrives yet) and not_observed (declared in rotation, and nothing can see arrivals: the meter is off or blind and no drop counter grew; nftables mode has none) as warnings.")
+	blackholeSource = detailed(newMetric("blackhole_source_info", prometheus.GaugeValue,
+		"Which input decided localtraffic_blackhole on this node, rules or api; always 1.",
+		"source"),
+		"Which input decided localtraffic_blackhole on this node: rules (kube-proxy's rules were read) or api (they could not be); always 1.")
+	serviceIgnored = stable(detailed(newMetric("service_ignored_info", prometheus.GaugeValue,
+		"A Service placed this way on purpose: still measured, paged by no shipped alert; always 1.",
+		"namespace", "service", "reason"),
+		"A Service placed this way on purpose (annotation localtraffic.io/intentional-placement, whose value is the reason, or --services.ignore-selector): still measured, paged by no shipped alert; always 1, absent for other Services."))
+	healthCheckUp = stable(detailed(newMetric("health_check_up", prometheus.GaugeValue,
+		"1 when the Service's health check node port answered 200 with kube-proxy's body in every IP family.", svcLabels...),
+		"1 when the Service's health check node port on this node answered 200 with kube-proxy's body in every IP family (LoadBalancer Services)."))
 )
 
 // Services exports, per Local Service, the verdict and what it rests on at the default budget: local

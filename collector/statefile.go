@@ -6,9 +6,10 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
 )
 
-var stateFileState = newMetric("state_file_state", prometheus.GaugeValue,
-	"The exporter's state file (--state.file), one-hot over restored, expired, new, corrupt, foreign, unreadable, write_failed and disabled: what this process started from (restored: arrival runs and dropped-since times carried over a restart), or write_failed while the latest write failed. Anything but restored after a restart means critical reasons wait for new arrivals and the grace window again.",
-	"state")
+var stateFileState = detailed(newMetric("state_file_state", prometheus.GaugeValue,
+	"The state of the exporter's state file, which says what this process started from, one-hot.",
+	"state"),
+	"The exporter's state file (--state.file), one-hot over restored, expired, new, corrupt, foreign, unreadable, write_failed and disabled: what this process started from (restored: arrival runs and dropped-since times carried over a restart), or write_failed while the latest write failed. Anything but restored after a restart means critical reasons wait for new arrivals and the grace window again.")
 
 // StateFileCollector exports the state file's state.
 type StateFileCollector struct{}

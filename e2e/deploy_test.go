@@ -30,7 +30,8 @@ const (
 	// prometheusOperatorModule holds the operator's CRDs (example/prometheus-operator-crd); fetched through the
 	// Go module proxy like any other pinned dependency. The shipped ServiceMonitor's serviceDiscoveryRole needs
 	// v0.86.0 or later; deploy/check's go.mod pins the operator's API types at the same version
-	// (TestOperatorPinnedOnce).
+	// (TestOperatorPinnedOnce). Renovate updates the two together (the line below names the module to it).
+	// renovate: datasource=go depName=github.com/prometheus-operator/prometheus-operator
 	prometheusOperatorModule = "github.com/prometheus-operator/prometheus-operator@v0.93.0"
 )
 

@@ -56,9 +56,6 @@ const (
 	SourceStale SourceState = "stale"
 )
 
-// SourceStates lists every state, in export order.
-var SourceStates = []SourceState{SourceOK, SourceAbsent, SourceForbidden, SourceStale}
-
 // Announcement is one announcer's record that a node announces (some of) a Service's load balancer IPs.
 type Announcement struct {
 	Source AnnouncerSource

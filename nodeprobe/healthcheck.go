@@ -25,9 +25,6 @@ type HealthCheck struct {
 	Err      error // why the result is not ok or unavailable; nil otherwise
 }
 
-// Answered is true when the port gave an HTTP status: a load balancer checking it sees that status.
-func (h HealthCheck) Answered() bool { return h.StatusCode != 0 }
-
 type healthCheckBody struct {
 	Service struct {
 		Namespace string `json:"namespace"`

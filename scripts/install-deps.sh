@@ -13,8 +13,9 @@
 #   scripts/install-deps.sh release       # the release pipeline's tools, built from the Go module proxy at
 #                                         # pinned versions into $LT_TOOLS_BIN: goreleaser, syft (its SBOMs),
 #                                         # krew and krew's validate-krew-manifest (the release test)
-#   scripts/install-deps.sh lint          # staticcheck (make lint), built from the Go module proxy at the
-#                                         # pinned version into $LT_TOOLS_BIN
+#   scripts/install-deps.sh lint          # staticcheck and actionlint (make lint), built from the Go module
+#                                         # proxy at pinned versions into $LT_TOOLS_BIN
+#   scripts/install-deps.sh vuln          # govulncheck (make vulncheck), the same way
 #   scripts/install-deps.sh               # packages, promtool and prometheus (make deps)
 #
 # promtool and prometheus are built in one `go install` (their shared packages compile once) with Prometheus'
@@ -22,22 +23,42 @@
 # the tests use only kubernetes_sd_configs and static targets, and the cloud SDKs were most of the build. A
 # binary is rebuilt when `go version -m` shows another Prometheus version or other tags. Alertmanager comes
 # from Debian: its Go module lacks the UI assets and does not build from the module proxy.
-# The release tools are the versions .goreleaser.yaml is written for; a binary is rebuilt when `go version -m`
-# shows another version of its module.
+# The release tools are the versions .goreleaser.yaml is written for. Every tool built from the module proxy is
+# rebuilt when `go version -m` shows another version of its module.
 # The cluster binaries (etcd, Kubernetes) are e2e/build-bins.sh's: they are cached by their pinned go.mod.
+# Every pinned version below has a `# renovate:` line above it: .github/renovate.json's regex manager reads the
+# module (the Go module proxy's versions) from it and proposes updates (deploy/check/renovate_test.go holds every
+# pin here to having one).
 set -euo pipefail
 export PATH="$PATH:/usr/local/go/bin:/usr/sbin:/sbin"
+# renovate: datasource=go depName=github.com/prometheus/prometheus
 PROMETHEUS_VERSION=v0.316.0
 PROMETHEUS_TAGS=remove_all_sd,enable_kubernetes_sd
 # The release pipeline's tools: binary, module, version, package.
 RELEASE_TOOLS=(
+	# renovate: datasource=go depName=github.com/goreleaser/goreleaser/v2
 	"goreleaser github.com/goreleaser/goreleaser/v2 v2.15.1 github.com/goreleaser/goreleaser/v2"
+	# renovate: datasource=go depName=github.com/anchore/syft
 	"syft github.com/anchore/syft v1.57.1 github.com/anchore/syft/cmd/syft"
+	# renovate: datasource=go depName=sigs.k8s.io/krew
 	"krew sigs.k8s.io/krew v0.4.3 sigs.k8s.io/krew/cmd/krew"
+	# renovate: datasource=go depName=sigs.k8s.io/krew
 	"validate-krew-manifest sigs.k8s.io/krew v0.4.3 sigs.k8s.io/krew/cmd/validate-krew-manifest"
 )
-# The linter make lint runs: binary, module, version, package. Its version must know the Go release go.mod names.
-STATICCHECK="staticcheck honnef.co/go/tools v0.8.2 honnef.co/go/tools/cmd/staticcheck"
+# The linters make lint runs: binary, module, version, package. staticcheck's version must know the Go release
+# go.mod names; actionlint checks the GitHub workflows.
+LINT_TOOLS=(
+	# renovate: datasource=go depName=honnef.co/go/tools
+	"staticcheck honnef.co/go/tools v0.8.2 honnef.co/go/tools/cmd/staticcheck"
+	# renovate: datasource=go depName=github.com/rhysd/actionlint
+	"actionlint github.com/rhysd/actionlint v1.7.12 github.com/rhysd/actionlint/cmd/actionlint"
+)
+# govulncheck (make vulncheck): binary, module, version, package. It reads the Go vulnerability database at
+# vuln.go.dev, so it runs where that is reachable (the GitHub workflow), not in make lint.
+VULN_TOOLS=(
+	# renovate: datasource=go depName=golang.org/x/vuln
+	"govulncheck golang.org/x/vuln v1.10.0 golang.org/x/vuln/cmd/govulncheck"
+)
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 bin="${LT_TOOLS_BIN:-$repo/.tools/bin}"
 
@@ -105,36 +126,26 @@ built_from() {
 	go version -m "$1" 2>/dev/null | grep -Eq "^[[:space:]]+mod[[:space:]]+$2[[:space:]]+$3([[:space:]]|$)"
 }
 
-# release_tools builds the release pipeline's tools that are missing or at another version, in one `go install`
-# per module version (krew's two commands share their packages).
-release_tools() {
+# go_tools <"binary module version package" ...> builds the tools that are missing or at another version, in one
+# `go install` per module version (krew's two commands share their packages).
+go_tools() {
 	local line name mod ver pkg
 	declare -A want=()
-	for line in "${RELEASE_TOOLS[@]}"; do
+	for line in "$@"; do
 		read -r name mod ver pkg <<<"$line"
 		built_from "$bin/$name" "$mod" "$ver" || want["$mod@$ver"]+=" $pkg@$ver"
 	done
+	((${#want[@]})) || return 0
 	mkdir -p "$bin"
 	for line in "${!want[@]}"; do
 		echo "install-deps: first use: building${want[$line]} from the Go module proxy into $bin (kept there: later runs need no network)" >&2
 		# shellcheck disable=SC2086 # one word per package
 		GOBIN="$bin" GOFLAGS=-buildvcs=false CGO_ENABLED=0 go install ${want[$line]}
 	done
-	for line in "${RELEASE_TOOLS[@]}"; do
+	for line in "$@"; do
 		read -r name mod ver pkg <<<"$line"
 		built_from "$bin/$name" "$mod" "$ver" || { echo "install-deps: $bin/$name is not $mod $ver" >&2; return 1; }
 	done
-}
-
-# lint_tools builds staticcheck when it is missing or at another version.
-lint_tools() {
-	local name mod ver pkg
-	read -r name mod ver pkg <<<"$STATICCHECK"
-	built_from "$bin/$name" "$mod" "$ver" && return 0
-	mkdir -p "$bin"
-	echo "install-deps: building $pkg@$ver" >&2
-	GOBIN="$bin" GOFLAGS=-buildvcs=false CGO_ENABLED=0 go install "$pkg@$ver"
-	built_from "$bin/$name" "$mod" "$ver" || { echo "install-deps: $bin/$name is not $mod $ver" >&2; return 1; }
 }
 
 (($#)) || set -- packages promtool prometheus
@@ -144,10 +155,11 @@ for what in "$@"; do
 	packages) packages "${PACKAGES[@]}" ;;
 	netfilter) packages "${NETFILTER[@]}" ;;
 	promtool | prometheus) tools+=("$what") ;;
-	release) release_tools ;;
-	lint) lint_tools ;;
+	release) go_tools "${RELEASE_TOOLS[@]}" ;;
+	lint) go_tools "${LINT_TOOLS[@]}" ;;
+	vuln) go_tools "${VULN_TOOLS[@]}" ;;
 	*)
-		echo "install-deps: unknown $what (packages, netfilter, promtool, prometheus, release, lint)" >&2
+		echo "install-deps: unknown $what (packages, netfilter, promtool, prometheus, release, lint, vuln)" >&2
 		exit 2
 		;;
 	esac

@@ -1,4 +1,4 @@
-// Package metricset is the exporter's metric set as data: every metric's name, type, labels, help, stability,
+// Package metricset is the exporter's metric set as data: every metric's name, type, labels, help and description, stability,
 // collector and whether a default install exports it. The collector's docs test generates metrics_gen.go from
 // the code, beside docs/metrics.md's table, and fails while either is stale, so the rules' and dashboards'
 // tests (this module) and the e2e suite read the exporter's metrics without importing its module (client-go)
@@ -38,9 +38,10 @@ type Metric struct {
 	Name      string
 	Type      Type
 	Labels    []string // node first: the handler adds it to every series
-	Help      string
-	Stable    bool   // part of the exporter's contract: renaming it or changing its labels breaks users
-	Collector string // the collector that exports it, or "(exporter)" for the scrape's own metrics
+	Help      string   // the HELP text: one short sentence
+	Doc       string   // docs/metrics.md's description: every label value and caveat (Help when it says all)
+	Stable    bool     // part of the exporter's contract: renaming it or changing its labels breaks users
+	Collector string   // the collector that exports it, or "(exporter)" for the scrape's own metrics
 	Default   Default
 }
 

@@ -60,7 +60,7 @@ type ModelConfig struct {
 	// 5 s); with a nodeprobe.AddrWatcher, when it tells, and every AddrsSweep (default 1 min) besides.
 	AddrsEvery, AddrsSweep time.Duration
 	// RulesEvery: kube-proxy's rules are read at least this often, for the drop counters (default 15 s); a
-	// rule reader that tells its changes (kernelrules.Watcher) is read as soon as they come, at most once per
+	// rule reader that tells its changes (a RulesWatcher) is read as soon as they come, at most once per
 	// RulesMinInterval (default 1 s).
 	RulesEvery, RulesMinInterval time.Duration
 	// HealthCheckSweep: every health check node port is probed again at least this often (default 5 min),

@@ -18,7 +18,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
 
-// RulesWatcher is a rule reader that tells when kube-proxy's rules changed (kernelrules.Watcher): the model
+// RulesWatcher is a rule reader that tells when kube-proxy's rules changed (kernelrules' reader does): the model
 // reads them then, instead of polling.
 type RulesWatcher interface {
 	Watch(ctx context.Context, changed func())

@@ -24,24 +24,6 @@ type FamilyRules interface {
 	Family(sp kernelrules.ServicePort, family string) kernelrules.PortState
 }
 
-// DecideInput is everything the exporter read for the verdict of one Service on its node.
-type DecideInput struct {
-	Service kubeview.ServiceState
-	Node    kubeview.NodeState
-	// Checks is the health check node port's answer per family; absent for a family not probed.
-	Checks map[corev1.IPFamily]*nodeprobe.HealthCheck
-	// Rules is kube-proxy's programmed state; nil when it could not be read (the API view decides).
-	Rules FamilyRules
-	// Arrivals is the evidence that an externalIP's traffic reaches this node; nil: none does.
-	Arrivals verdict.Arrivals
-}
-
-// Decide is the exporter's front end of the shared decision (package verdict): it always passes node
-// evidence, so no entry is left Unknown. The rule is documented in docs/metrics.md ("The blackhole verdict").
-func Decide(in DecideInput) verdict.Verdict {
-	return newDecider(in.Rules, in.Arrivals).decide(in.Service, in.Node, in.Checks)
-}
-
 // decider decides the Services of one scrape with one Evidence: the rules and the arrivals are the scrape's,
 // the health check answers each Service's (refilled in place: a scrape decides its Services one after another,
 // and the decision keeps nothing of its Evidence). At thousands of Services an Evidence per Service was a

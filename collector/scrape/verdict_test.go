@@ -19,6 +19,24 @@ const (
 	v6 = corev1.IPv6Protocol
 )
 
+// decideInput is everything the exporter read for the verdict of one Service on its node.
+type decideInput struct {
+	Service kubeview.ServiceState
+	Node    kubeview.NodeState
+	// Checks is the health check node port's answer per family; absent for a family not probed.
+	Checks map[corev1.IPFamily]*nodeprobe.HealthCheck
+	// Rules is kube-proxy's programmed state; nil when it could not be read (the API view decides).
+	Rules FamilyRules
+	// Arrivals is the evidence that an externalIP's traffic reaches this node; nil: none does.
+	Arrivals verdict.Arrivals
+}
+
+// decideOne decides one Service as a scrape does (a decider of its own), so these rows test the adapter the
+// scrape uses.
+func decideOne(in decideInput) verdict.Verdict {
+	return newDecider(in.Rules, in.Arrivals).decide(in.Service, in.Node, in.Checks)
+}
+
 func check(status int) *nodeprobe.HealthCheck {
 	switch status {
 	case http.StatusOK:
@@ -61,35 +79,35 @@ func TestDecideAdaptsTheEvidence(t *testing.T) {
 	}
 	cases := []struct {
 		name string
-		in   DecideInput
+		in   decideInput
 		want want
 	}{
-		{"a 200 keeps the node in rotation", DecideInput{Service: scrapetest.LBService(), Node: ready, Checks: checks(check(200))},
+		{"a 200 keeps the node in rotation", decideInput{Service: scrapetest.LBService(), Node: ready, Checks: checks(check(200))},
 			want{true, true, SourceAPI}},
-		{"a 503 drains it", DecideInput{Service: scrapetest.LBService(), Node: ready, Checks: checks(check(503))}, want{false, false, SourceAPI}},
-		{"a refused probe is passed on as refused: drained", DecideInput{Service: scrapetest.LBService(), Node: ready,
+		{"a 503 drains it", decideInput{Service: scrapetest.LBService(), Node: ready, Checks: checks(check(503))}, want{false, false, SourceAPI}},
+		{"a refused probe is passed on as refused: drained", decideInput{Service: scrapetest.LBService(), Node: ready,
 			Checks: checks(failed(nodeprobe.ResultRefused))}, want{false, false, SourceAPI}},
-		{"no address to probe is passed on: out", DecideInput{Service: scrapetest.LBService(), Node: ready,
+		{"no address to probe is passed on: out", decideInput{Service: scrapetest.LBService(), Node: ready,
 			Checks: checks(failed(nodeprobe.ResultNoAddress))}, want{false, false, SourceAPI}},
-		{"a family without a probe has no health check answer", DecideInput{Service: scrapetest.LBService(), Node: ready,
+		{"a family without a probe has no health check answer", decideInput{Service: scrapetest.LBService(), Node: ready,
 			Checks: map[corev1.IPFamily]*nodeprobe.HealthCheck{v4: nil}}, want{false, false, SourceAPI}},
 		{"rules read: the source is the rules, a NodePort drop rule drops the NodePort",
-			DecideInput{Service: scrapetest.NodePortService(1), Node: ready, Rules: fakeFamilyRules{"IPv4": {"http": {{Port: 30090}}}}},
+			decideInput{Service: scrapetest.NodePortService(1), Node: ready, Rules: fakeFamilyRules{"IPv4": {"http": {{Port: 30090}}}}},
 			want{true, true, SourceRules}},
 		{"a drop rule at another address drops nothing here",
-			DecideInput{Service: lbWithIP, Node: ready, Checks: checks(check(200)), Rules: fakeFamilyRules{"IPv4": {"http": {{Address: "192.0.2.99", Port: 80}}}}},
+			decideInput{Service: lbWithIP, Node: ready, Checks: checks(check(200)), Rules: fakeFamilyRules{"IPv4": {"http": {{Address: "192.0.2.99", Port: 80}}}}},
 			want{true, false, SourceRules}},
 		{"a rule for all destinations drops the load balancer IP too",
-			DecideInput{Service: lbWithIP, Node: ready, Checks: checks(check(200)), Rules: fakeFamilyRules{"IPv4": {"http": {{AllDestinations: true}}}}},
+			decideInput{Service: lbWithIP, Node: ready, Checks: checks(check(200)), Rules: fakeFamilyRules{"IPv4": {"http": {{AllDestinations: true}}}}},
 			want{true, true, SourceRules}},
 		{"kube-proxy not programmed: nothing drops whatever the API says",
-			DecideInput{Service: scrapetest.NodePortService(0), Node: ready, Rules: notProgrammed{}}, want{true, false, SourceRules}},
+			decideInput{Service: scrapetest.NodePortService(0), Node: ready, Rules: notProgrammed{}}, want{true, false, SourceRules}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			v := Decide(c.in)
+			v := decideOne(c.in)
 			if got := (want{v.InRotation, v.Blackhole, v.Source}); got != c.want {
-				t.Errorf("Decide = %+v, want %+v\n%+v", got, c.want, v.Families)
+				t.Errorf("decideOne = %+v, want %+v\n%+v", got, c.want, v.Families)
 			}
 		})
 	}
@@ -105,7 +123,7 @@ func TestVerdictRulesGoneDropsEverything(t *testing.T) {
 	vr.markGone(sp, "IPv4")
 	svc := scrapetest.LBService()
 	svc.LoadBalancerIPs = []string{"192.0.2.10"}
-	v := Decide(DecideInput{Service: svc, Node: kubeview.NodeState{Name: "node-1", Found: true},
+	v := decideOne(decideInput{Service: svc, Node: kubeview.NodeState{Name: "node-1", Found: true},
 		Checks: map[corev1.IPFamily]*nodeprobe.HealthCheck{v4: check(200)}, Rules: vr})
 	if !v.Blackhole {
 		t.Fatalf("gone endpoints: %+v", v.Families)

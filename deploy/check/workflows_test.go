@@ -277,3 +277,46 @@ func TestChangelog(t *testing.T) {
 		t.Errorf("release-notes.sh v9.9.8 (no section): %v, stdout %q, stderr %q: want one line and a failure", err, out, stderr.String())
 	}
 }
+
+// TestWorkflowStepsRunTheRepositorysCommands: every `run:` step of every workflow is one command of the
+// repository — a Make target the Makefile defines, a script under scripts/, or .ci/run — so a workflow runs what
+// .ci/run and a contributor run, never an inline copy that drifts from them.
+func TestWorkflowStepsRunTheRepositorysCommands(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(repoRoot(t), ".github", "workflows", "*.yml"))
+	if err != nil || len(files) < 2 {
+		t.Fatalf("workflows: %v %v", files, err)
+	}
+	makefile, err := os.ReadFile(filepath.Join(repoRoot(t), "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	command := regexp.MustCompile(`^(?:sudo env "PATH=\$PATH" )?(make ([\w-]+)|(scripts/[\w.-]+|\.ci/run)(?: [\w"$-]+)*(?: >/dev/null)?)$`)
+	runs := 0
+	for _, f := range files {
+		w := readYAML[workflow](t, filepath.Join(".github", "workflows", filepath.Base(f)))
+		for name, j := range w.Jobs {
+			for _, s := range j.Steps {
+				if s.Run == "" {
+					continue
+				}
+				runs++
+				m := command.FindStringSubmatch(strings.TrimSpace(s.Run))
+				switch {
+				case m == nil:
+					t.Errorf("%s job %s runs %q: want one make target or script of the repository", filepath.Base(f), name, s.Run)
+				case m[2] != "":
+					if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(m[2]) + `:`).Match(makefile) {
+						t.Errorf("%s job %s runs make %s, which the Makefile does not define", filepath.Base(f), name, m[2])
+					}
+				default:
+					if _, err := os.Stat(filepath.Join(repoRoot(t), m[3])); err != nil {
+						t.Errorf("%s job %s runs %s: %v", filepath.Base(f), name, m[3], err)
+					}
+				}
+			}
+		}
+	}
+	if runs < 6 {
+		t.Errorf("found %d run steps: the workflows are no longer read", runs)
+	}
+}

@@ -344,19 +344,6 @@ type Verdict struct {
 	Reason Reason
 }
 
-// CannotTellEntries lists the dropped entries whose rotation is Unknown.
-func (v Verdict) CannotTellEntries() []Entry {
-	var out []Entry
-	for _, f := range v.Families {
-		for _, e := range f.Entries {
-			if e.Dropped && e.Rotation == Unknown {
-				out = append(out, e)
-			}
-		}
-	}
-	return out
-}
-
 // Decide computes the verdict, family by family, as kube-proxy's per-family proxiers decide.
 func Decide(in Input) Verdict {
 	v := Verdict{Source: SourceAPI}

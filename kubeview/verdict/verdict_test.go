@@ -74,3 +74,16 @@ func TestDestinationString(t *testing.T) {
 		}
 	}
 }
+
+// CannotTellEntries lists the dropped entries whose rotation is Unknown.
+func (v Verdict) CannotTellEntries() []Entry {
+	var out []Entry
+	for _, f := range v.Families {
+		for _, e := range f.Entries {
+			if e.Dropped && e.Rotation == Unknown {
+				out = append(out, e)
+			}
+		}
+	}
+	return out
+}

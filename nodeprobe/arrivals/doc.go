@@ -18,7 +18,7 @@
 //	})                                    // cheap when nothing changed; ErrInvalidWatch for bad input
 //	snap := m.Snapshot()                  // a copy; never waits for packets
 //	if snap.Status != arrivals.StatusOK { /* export the state: nothing is observed */ }
-//	if snap.Overloaded() { /* counts are lower bounds: say "meter overloaded" */ }
+//	// Dropped, Shed or Sampled above zero in a family of snap.Families: its counts are lower bounds
 //	c, ok := snap.Dest(arrivals.NodeDest(arrivals.TCP, false, 30080)) // c.Attempts, c.LastSeen, c.ActiveSince
 //
 // # Why a packet socket
@@ -111,5 +111,6 @@
 //
 // New never fails. Without CAP_NET_RAW the meter is StatusPermissionDenied, on any other error opening or
 // reading its sockets StatusFailed (Snapshot.Err says why): nothing is observed, and the caller must export
-// that, never "no arrivals". Dropped or Shed above zero (Snapshot.Overloaded) make every count a lower bound.
+// that, never "no arrivals". Dropped or Shed above zero (in a family of Snapshot.Families) make every count a
+// lower bound.
 package arrivals

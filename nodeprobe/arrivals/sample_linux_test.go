@@ -65,3 +65,14 @@ func TestKernelSamplesUnderAFlood(t *testing.T) {
 		t.Error("nothing counted while sampling: a sample must still show that attempts arrive")
 	}
 }
+
+// Overloaded says whether any family has lost packets to a full ring, to the rate budget or to sampling: the
+// counts are lower bounds.
+func (s Snapshot) Overloaded() bool {
+	for _, f := range s.Families {
+		if f.Dropped > 0 || f.Shed > 0 || f.Sampled > 0 {
+			return true
+		}
+	}
+	return false
+}

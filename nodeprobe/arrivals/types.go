@@ -388,17 +388,6 @@ func (s Snapshot) HealthCheck(d Dest) (HealthCheckCount, bool) {
 	return s.HealthChecks[i], true
 }
 
-// Overloaded says whether any family has lost packets to a full ring, to the rate budget or to sampling: the
-// counts are lower bounds.
-func (s Snapshot) Overloaded() bool {
-	for _, f := range s.Families {
-		if f.Dropped > 0 || f.Shed > 0 || f.Sampled > 0 {
-			return true
-		}
-	}
-	return false
-}
-
 // Config tunes a Meter. The zero value is the default.
 type Config struct {
 	// BlockSize and Blocks size each family's TPACKET_V3 ring: Blocks × BlockSize bytes of kernel memory mapped

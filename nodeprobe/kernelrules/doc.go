@@ -48,7 +48,7 @@
 // supported"/"does not exist" means no IPv6 (not an error). Output that does not parse (truncated, garbled)
 // is an error, never "no rule"; so is finding KUBE-SERVICES in no family (ErrNoRules).
 //
-// Chains are mapped to Service ports by kube-proxy's hash (IPTablesChainHash), never by comments; filter
+// Chains are mapped to Service ports by kube-proxy's hash (hashKey), never by comments; filter
 // rules, which carry only a comment, are hashed from it and the rule's -p. Every layout kube-proxy has
 // written is read: since 1.25 (KUBE-EXTERNAL-SERVICES DROPs, one per destination), 1.24 (KUBE-SVL holding
 // KUBE-MARK-DROP) and up to 1.23 (KUBE-XLB), plus the REJECT of a port without endpoints anywhere and the

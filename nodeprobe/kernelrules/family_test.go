@@ -9,7 +9,7 @@ import (
 // (local endpoint), IPv6 drops its NodePort and an LB IP. The families stay apart.
 func TestFamiliesKeptApart(t *testing.T) {
 	sp := ServicePort{Namespace: "ns", Name: "dual", Port: "http", Protocol: "TCP"}
-	svl := "KUBE-SVL-" + IPTablesChainHash(sp)
+	svl := "KUBE-SVL-" + iptablesChainHash(sp)
 	v4 := "*filter\n:KUBE-EXTERNAL-SERVICES - [0:0]\nCOMMIT\n*nat\n:KUBE-SERVICES - [0:0]\n:" + svl + " - [0:0]\n" +
 		"[0:0] -A " + svl + " -m comment --comment \"ns/dual:http -> 10.244.1.5:8080\" -j KUBE-SEP-AAAAAAAAAAAAAAAA\nCOMMIT\n"
 	v6 := "*filter\n:KUBE-EXTERNAL-SERVICES - [0:0]\n" +

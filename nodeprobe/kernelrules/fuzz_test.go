@@ -187,7 +187,7 @@ func FuzzNFTServiceChain(f *testing.F) {
 		rest := name[len(prefix)+9:]
 		parts := bytes.Split([]byte(rest), []byte("/"))
 		sp := ServicePort{Namespace: string(parts[0]), Name: string(parts[1]), Protocol: string(parts[2]), Port: string(parts[3])}
-		if got := IPTablesChainHash(sp); got != string(k[:]) {
+		if got := iptablesChainHash(sp); got != string(k[:]) {
 			t.Fatalf("%q: key %s, hash of %+v is %s", name, k, sp, got)
 		}
 	})

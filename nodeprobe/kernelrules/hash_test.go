@@ -1,6 +1,7 @@
 package kernelrules
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -15,8 +16,8 @@ func TestIPTablesChainHash(t *testing.T) {
 		{ServicePort{Namespace: "default", Name: "nginx", Protocol: "TCP"}, "2CMXP7HKUVJN7L6M"},
 	}
 	for _, c := range cases {
-		if got := IPTablesChainHash(c.sp); got != c.want {
-			t.Errorf("IPTablesChainHash(%+v) = %s, want %s", c.sp, got, c.want)
+		if got := iptablesChainHash(c.sp); got != c.want {
+			t.Errorf("iptablesChainHash(%+v) = %s, want %s", c.sp, got, c.want)
 		}
 	}
 }
@@ -82,4 +83,12 @@ func TestNewFamilySnapshot(t *testing.T) {
 	if s.Len() != 1 {
 		t.Errorf("Len %d, want 1 (one port in two families)", s.Len())
 	}
+}
+
+// iptablesChainHash is the hash kube-proxy puts in KUBE-SVC/SVL/EXT/FW/XLB-<hash>
+// chain names: the first 16 characters of base32(sha256("ns/name[:port]" + protocol)),
+// protocol in lower case.
+func iptablesChainHash(sp ServicePort) string {
+	k := hashKey(sp.String(), strings.ToLower(sp.Protocol))
+	return string(k[:])
 }

@@ -271,7 +271,7 @@ func realLocalEndpoints(t *testing.T, mode string, sp ServicePort) []Endpoint {
 	text := string(data)
 	targets := map[netip.AddrPort]string{} // DNAT target -> the endpoint chain it is in ("" for none)
 	if mode == "iptables" {
-		svl := "KUBE-SVL-" + IPTablesChainHash(sp)
+		svl := "KUBE-SVL-" + iptablesChainHash(sp)
 		jump := regexp.MustCompile(`-A ` + svl + ` .*-j (KUBE-SEP-[A-Z0-9]{16})`)
 		for _, m := range jump.FindAllStringSubmatch(text, -1) {
 			dnat := regexp.MustCompile(`-A ` + m[1] + ` .*--to-destination (\S+)`).FindStringSubmatch(text)

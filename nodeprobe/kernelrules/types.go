@@ -5,7 +5,6 @@ import (
 	"encoding/base32"
 	"errors"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -18,7 +17,6 @@ const (
 	ModeIPTables Mode = "iptables"
 	ModeNFTables Mode = "nftables"
 	ModeIPVS     Mode = "ipvs"
-	ModeUnknown  Mode = "unknown"
 )
 
 // Backend is the iptables backend kube-proxy writes with, in iptables mode (Snapshot.Backend); it names the
@@ -312,14 +310,6 @@ func sortDrops(d []DropRule) {
 		}
 		return 0
 	})
-}
-
-// IPTablesChainHash is the hash kube-proxy puts in KUBE-SVC/SVL/EXT/FW/XLB-<hash>
-// chain names: the first 16 characters of base32(sha256("ns/name[:port]" + protocol)),
-// protocol in lower case.
-func IPTablesChainHash(sp ServicePort) string {
-	k := hashKey(sp.String(), strings.ToLower(sp.Protocol))
-	return string(k[:])
 }
 
 func hashKey(portName, lowerProto string) portKey {

@@ -16,19 +16,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Watcher is implemented by the Reader NewReader returns.
-type Watcher interface {
-	// Watch runs until ctx ends, calling changed (never concurrently, coalesced) whenever a Read may give
-	// something the last Read did not: a relevant change committed, notifications lost, or — where no
-	// notifications exist (the legacy backend, or the watcher could not subscribe) — the cheap change signal
-	// moved (legacy: GET_INFO, polled every PollInterval, default 1 s). It also calls changed when kube-proxy
-	// rewrote a chain whose counters a Snapshot carries (KUBE-EXTERNAL-SERVICES, KUBE-PROXY-FIREWALL), though
-	// nothing relevant changed: the rewritten rules' counters start again at zero, and a caller that keeps a
-	// running total must read them before they climb back to where they were, or it cannot tell the reset. It
-	// never calls changed for counter growth: the caller reads counters on its own schedule.
-	Watch(ctx context.Context, changed func())
-}
-
 // WatchState says what vouched for the tables a Snapshot kept from earlier
 // reads (Snapshot.Watch).
 type WatchState string
@@ -137,7 +124,14 @@ func (s *watchSub) signal() {
 	}
 }
 
-// Watch implements Watcher.
+// Watch runs until ctx ends, calling changed (never concurrently, coalesced) whenever a Read may give
+// something the last Read did not: a relevant change committed, notifications lost, or — where no
+// notifications exist (the legacy backend, or the watcher could not subscribe) — the cheap change signal
+// moved (legacy: GET_INFO, polled every PollInterval, default 1 s). It also calls changed when kube-proxy
+// rewrote a chain whose counters a Snapshot carries (KUBE-EXTERNAL-SERVICES, KUBE-PROXY-FIREWALL), though
+// nothing relevant changed: the rewritten rules' counters start again at zero, and a caller that keeps a
+// running total must read them before they climb back to where they were, or it cannot tell the reset. It
+// never calls changed for counter growth: the caller reads counters on its own schedule.
 func (r *reader) Watch(ctx context.Context, changed func()) {
 	sub := &watchSub{ch: make(chan struct{}, 1)}
 	w := r.attachWatch(sub)

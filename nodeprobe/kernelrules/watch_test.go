@@ -21,6 +21,12 @@ type watchRun struct {
 }
 
 // startWatch runs r's Watch until the test ends, counting its calls.
+// Watcher is what the Reader NewReader returns implements (reader.Watch says what it promises); the exporter
+// asserts its own interface of the method (package scrape), so only these tests name this one.
+type Watcher interface {
+	Watch(ctx context.Context, changed func())
+}
+
 func startWatch(t *testing.T, r Reader) *watchRun {
 	t.Helper()
 	w, ok := r.(Watcher)

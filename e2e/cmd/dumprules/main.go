@@ -220,7 +220,7 @@ func create(ctx context.Context, c *cluster.Cluster) (*Manifest, error) {
 	return m, nil
 }
 
-// chainHash is kube-proxy's per-Service-port hash (the rule reader's IPTablesChainHash), for the markers.
+// chainHash is kube-proxy's per-Service-port hash (the rule reader's hashKey), for the markers.
 func chainHash(portName, proto string) string {
 	sum := sha256.Sum256([]byte(portName + proto))
 	return base32.StdEncoding.EncodeToString(sum[:])[:16]
