@@ -126,7 +126,7 @@ func BenchmarkKeptSeries(b *testing.B) {
 		for _, s := range []struct {
 			name string
 			sel  Selection
-		}{{"default", DefaultSelection()}, {"all", AllSelection()}} {
+		}{{"default", DefaultSelection()}, {"all", allSelection()}} {
 			b.Run(fmt.Sprintf("services=%d/collectors=%s", n, s.name), func(b *testing.B) {
 				snap, v4rules, v6rules := benchServices(n)
 				logger := slog.New(slog.DiscardHandler)
