@@ -25,7 +25,7 @@ import (
 type metricsHandler struct {
 	exporter *collector.Exporter
 	self     *prometheus.Registry // process, Go runtime and build info: long-lived, not per scrape
-	gzip     *sync.Pool // of *gzip.Writer: one compressor's state is large, and every scrape needs one
+	gzip     *sync.Pool           // of *gzip.Writer: one compressor's state is large, and every scrape needs one
 	maxWait  time.Duration
 	offset   time.Duration
 	inFlight chan struct{}
