@@ -191,7 +191,7 @@ func TestLeaseExpiryByReadersClock(t *testing.T) {
 	}
 	want, _, _ := unstructured.NestedString(renewed.Object, "spec", "renewTime")
 	deadline := time.Now().Add(10 * time.Second)
-	for a.Snapshot(t0.Add(10*time.Second)).leases[behind].renewRaw != want {
+	for a.Snapshot(t0.Add(10 * time.Second)).leases[behind].renewRaw != want {
 		if time.Now().After(deadline) {
 			t.Fatal("the informer never delivered the renewal")
 		}
@@ -212,7 +212,10 @@ func TestLeaseExpiryByReadersClock(t *testing.T) {
 	if err := client.Resource(GVRLease).Namespace(DefaultCiliumNamespace).Delete(ctx, ahead, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for _, ok := a.Snapshot(t0.Add(30 * time.Second)).leases[ahead]; ok; _, ok = a.Snapshot(t0.Add(30 * time.Second)).leases[ahead] {
+	for {
+		if _, ok := a.Snapshot(t0.Add(30 * time.Second)).leases[ahead]; !ok {
+			break
+		}
 		if time.Now().After(deadline) {
 			t.Fatal("the informer never delivered the deletion")
 		}
