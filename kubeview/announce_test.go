@@ -226,6 +226,37 @@ func TestLeaseExpiryByReadersClock(t *testing.T) {
 	}
 }
 
+// TestReleasedCiliumLeaseNamesNobody: a Cilium agent that stops electing for a Service (the policy no longer
+// selects it or the node; from Cilium 1.20.2 also a Local Service without a local backend on the node) releases
+// the lease as client-go's leader election does (ReleaseOnCancel: holderIdentity emptied, leaseDurationSeconds
+// 1), and the agents' lease GC deletes a lease without a holder within a minute. Neither names a node nor makes
+// the Service unannounced: without the L2 announcement policies, which this reader does not read, nothing tells
+// a Service Cilium withdrew from every node from one no policy selects, so nothing is guessed.
+func TestReleasedCiliumLeaseNamesNobody(t *testing.T) {
+	now := time.Now()
+	released := lease(DefaultCiliumNamespace, CiliumLeaseName("shop", "web"), "", now, 1)
+	client := fakeDynamic(released)
+	a := NewAnnouncers(client, "node-1", DefaultCiliumNamespace)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a.Start(ctx)
+	waitAnnouncers(t, a, now, map[AnnouncerSource]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
+	for _, at := range []time.Time{now, now.Add(time.Minute)} {
+		if got := a.Snapshot(at).AnnouncementsFor("shop", "web"); got != nil {
+			t.Errorf("a released lease, %s after: %+v, want no record", at.Sub(now), got)
+		}
+	}
+	if got := ListAnnouncers(ctx, client, DefaultCiliumNamespace, now.Add(time.Minute)).AnnouncementsFor("shop", "web"); got != nil {
+		t.Errorf("a released lease, read once: %+v, want no record", got)
+	}
+	if err := client.Resource(GVRLease).Namespace(DefaultCiliumNamespace).Delete(ctx, released.GetName(), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := ListAnnouncers(ctx, client, DefaultCiliumNamespace, now.Add(time.Minute)).AnnouncementsFor("shop", "web"); got != nil {
+		t.Errorf("a deleted lease: %+v, want no record", got)
+	}
+}
+
 func TestAnnouncersStates(t *testing.T) {
 	client := fakeDynamic()
 	client.PrependReactor("list", "servicel2statuses", func(k8stesting.Action) (bool, runtime.Object, error) {
