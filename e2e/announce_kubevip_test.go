@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -50,15 +49,7 @@ func TestAnnouncerKubeVIPStaleAnnotation(t *testing.T) {
 	started := time.Now()
 	keepSending(t, c, lbIP+":80")
 	scrape := func(checks ...func(cluster.Metrics) error) error {
-		m, err := c.MetricsOn(ctx, named, port)
-		if err != nil {
-			return err
-		}
-		var errs []error
-		for _, check := range checks {
-			errs = append(errs, check(m))
-		}
-		return errors.Join(errs...)
+		return expectMetricsOn(ctx, c, named, port, checks...)
 	}
 	paged := func() error {
 		return scrape(metricIs("localtraffic_blackhole", svcLabels(svc, named), 1),

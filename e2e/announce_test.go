@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -519,15 +518,7 @@ func TestAnnouncerLeaseForbidden(t *testing.T) {
 	t.Cleanup(func() { n.StopExporterOn(port) })
 	keepSending(t, c, lbIP+":80")
 	scrape := func(checks ...func(cluster.Metrics) error) error {
-		m, err := c.MetricsOn(ctx, holder, port)
-		if err != nil {
-			return err
-		}
-		var errs []error
-		for _, check := range checks {
-			errs = append(errs, check(m))
-		}
-		return errors.Join(errs...)
+		return expectMetricsOn(ctx, c, holder, port, checks...)
 	}
 	eventually(t, converge, "the lease read refused, the dropped VIP not paged", func() error {
 		if err := wantVerdict(c.Request(ctx, lbIP+":80"), cluster.Blackhole, "LB IP via "+holder); err != nil {
