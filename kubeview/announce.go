@@ -68,8 +68,9 @@ type Announcement struct {
 	Exclusive bool
 	// Peers are the BGP peers the node advertises the Service to (MetalLB BGP).
 	Peers []string
-	// Expired: a lease whose holder stopped renewing it (the reader saw it unchanged for leaseDurationSeconds):
-	// nobody announces the address now. Kept so that the Service can be found unannounced.
+	// Expired: a lease whose holder stopped renewing it (the Announcers saw it unchanged for
+	// leaseDurationSeconds; ListAnnouncers, reading once, goes by renewTime): nobody announces the address now.
+	// Kept so that the Service can be found unannounced.
 	Expired bool
 }
 
