@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -35,6 +34,9 @@ const (
 	// the record is written, far less than the default grace window (2m) the exporters run with, and less than
 	// a Prometheus scrape interval.
 	announcedWithin = 5 * time.Second
+	// lastLease is the duration of a Cilium lease's last renewal before its holder stops: Cilium's
+	// l2announcements.leaseDuration may be as short as 1 s; 3 s keeps the tests quick.
+	lastLease = 3 * time.Second
 )
 
 // announcerRecord writes one announcer's record of who announces a Service, as the announcer writes it.
@@ -131,8 +133,9 @@ func ciliumL2(t testing.TB, c *cluster.Cluster) announcerRecord {
 			if err != nil {
 				return err
 			}
-			// The holder stopped renewing: its last renewal is older than the lease's duration.
-			return write(ctx, svc, *cur.Spec.HolderIdentity, time.Now().Add(-time.Minute), 15)
+			// The holder renews one last time, with the shortest lease Cilium is configured with here
+			// (l2announcements.leaseDuration), and stops: a reader sees it expire that long after.
+			return write(ctx, svc, *cur.Spec.HolderIdentity, time.Now(), int32(lastLease/time.Second))
 		},
 	}
 }
@@ -402,7 +405,7 @@ func TestAnnouncerHolderWithoutReplica(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, node := range []string{"node-1", "node-2", "node-4"} {
-			eventually(t, announcedWithin, fmt.Sprintf("%s reports %s unannounced", node, s.svc.Name), func() error {
+			eventually(t, lastLease+announcedWithin, fmt.Sprintf("%s reports %s unannounced", node, s.svc.Name), func() error {
 				return expectMetrics(ctx, c, node, metricIs("localtraffic_service_unannounced", svcLabels(s.svc, node), 1))
 			})
 		}
@@ -515,15 +518,7 @@ func TestAnnouncerLeaseForbidden(t *testing.T) {
 	t.Cleanup(func() { n.StopExporterOn(port) })
 	keepSending(t, c, lbIP+":80")
 	scrape := func(checks ...func(cluster.Metrics) error) error {
-		m, err := c.MetricsOn(ctx, holder, port)
-		if err != nil {
-			return err
-		}
-		var errs []error
-		for _, check := range checks {
-			errs = append(errs, check(m))
-		}
-		return errors.Join(errs...)
+		return expectMetricsOn(ctx, c, holder, port, checks...)
 	}
 	eventually(t, converge, "the lease read refused, the dropped VIP not paged", func() error {
 		if err := wantVerdict(c.Request(ctx, lbIP+":80"), cluster.Blackhole, "LB IP via "+holder); err != nil {

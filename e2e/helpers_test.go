@@ -115,6 +115,19 @@ func expectMetrics(ctx context.Context, c *cluster.Cluster, node string, checks 
 	return errors.Join(errs...)
 }
 
+// expectMetricsOn is expectMetrics for an extra exporter on node, listening on port.
+func expectMetricsOn(ctx context.Context, c *cluster.Cluster, node string, port int, checks ...func(cluster.Metrics) error) error {
+	m, err := c.MetricsOn(ctx, node, port)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, check := range checks {
+		errs = append(errs, check(m))
+	}
+	return errors.Join(errs...)
+}
+
 func metricIs(name string, labels cluster.Labels, v float64) func(cluster.Metrics) error {
 	return func(m cluster.Metrics) error { return m.Expect(name, labels, v) }
 }

@@ -68,8 +68,9 @@ type Announcement struct {
 	Exclusive bool
 	// Peers are the BGP peers the node advertises the Service to (MetalLB BGP).
 	Peers []string
-	// Expired: a lease whose holder stopped renewing it (renewTime + leaseDurationSeconds passed): nobody
-	// announces the address now. Kept so that the Service can be found unannounced.
+	// Expired: a lease whose holder stopped renewing it (the Announcers saw it unchanged for
+	// leaseDurationSeconds; ListAnnouncers, reading once, goes by renewTime): nobody announces the address now.
+	// Kept so that the Service can be found unannounced.
 	Expired bool
 }
 
@@ -144,9 +145,15 @@ func parsePureLB(v string) []Announcement {
 
 // Lease fields the Cilium source reads, at the time of a snapshot.
 type leaseRecord struct {
-	holder   string
-	renew    time.Time
+	holder string
+	// renewRaw is spec.renewTime as written: the holder writes it on its own clock, so the reader compares it
+	// only to tell a renewal from no change.
+	renewRaw string
+	renew    time.Time // renewRaw parsed; zero when missing or malformed
 	duration time.Duration
+	// observed is when this reader last saw the record change, by its own clock (client-go leader election's
+	// observedTime): the lease expires duration after it.
+	observed time.Time
 }
 
 // ciliumLeasePrefix names Cilium's L2 announcement leases: cilium-l2announce-<namespace>-<service>.
@@ -157,9 +164,22 @@ func CiliumLeaseName(namespace, service string) string {
 	return ciliumLeasePrefix + namespace + "-" + service
 }
 
-// validAt: a lease counts only while its holder renews it.
+// sameRecord: nothing the holder writes on a renewal or a takeover differs. Cilium's agents renew through
+// client-go's leader election, which writes a new renewTime on every renewal.
+func (l leaseRecord) sameRecord(o leaseRecord) bool {
+	return l.holder == o.holder && l.renewRaw == o.renewRaw && l.duration == o.duration
+}
+
+// expiresAt is when the lease expires unless the reader sees it change before: duration after the last
+// change it saw, as client-go's leader election judges another holder's lease (isLeaseValid:
+// observedTime + leaseDuration after now). Judging renewTime + duration against the reader's clock instead
+// would expire a lease renewed on time by a holder whose clock runs behind, and keep one nobody renews alive
+// while the holder's clock ran ahead.
+func (l leaseRecord) expiresAt() time.Time { return l.observed.Add(l.duration) }
+
+// validAt: a lease counts while its holder is seen renewing it.
 func (l leaseRecord) validAt(now time.Time) bool {
-	return l.holder != "" && !l.renew.IsZero() && now.Before(l.renew.Add(l.duration))
+	return l.holder != "" && !l.observed.IsZero() && now.Before(l.expiresAt())
 }
 
 // AnnouncerSnapshot is what the announcer sources said at one moment.

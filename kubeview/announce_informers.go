@@ -44,6 +44,10 @@ type Announcers struct {
 	node     string
 	informer map[AnnouncerSource]cache.SharedIndexInformer
 	track    map[AnnouncerSource]*sourceTrack
+	// leases is what this reader last saw of each Cilium lease and when it saw it change (snapshots may be
+	// taken from more than one goroutine: the tracker's and a gather's).
+	leasesMu sync.Mutex
+	leases   map[string]leaseRecord
 }
 
 // NewDynamicClient is the announcers' API client: ClientConfig's configuration, over JSON (the announcers'
@@ -62,7 +66,8 @@ func NewDynamicClient(kubeconfig, userAgent string) (dynamic.Interface, error) {
 
 // NewAnnouncers builds the informers; nothing talks to the API server until Start.
 func NewAnnouncers(client dynamic.Interface, node, ciliumNamespace string) *Announcers {
-	a := &Announcers{node: node, informer: map[AnnouncerSource]cache.SharedIndexInformer{}, track: map[AnnouncerSource]*sourceTrack{}}
+	a := &Announcers{node: node, informer: map[AnnouncerSource]cache.SharedIndexInformer{}, track: map[AnnouncerSource]*sourceTrack{},
+		leases: map[string]leaseRecord{}}
 	add := func(src AnnouncerSource, ri dynamic.ResourceInterface, tweak func(*metav1.ListOptions), transform cache.TransformFunc) {
 		t := &sourceTrack{}
 		a.track[src] = t
@@ -262,9 +267,10 @@ func metallbRecord(u *unstructured.Unstructured) (node, key string, peers []stri
 func leaseOf(u *unstructured.Unstructured) leaseRecord {
 	l := leaseRecord{}
 	l.holder, _, _ = unstructured.NestedString(u.Object, "spec", "holderIdentity")
-	if s, _, _ := unstructured.NestedString(u.Object, "spec", "renewTime"); s != "" {
+	l.renewRaw, _, _ = unstructured.NestedString(u.Object, "spec", "renewTime")
+	if l.renewRaw != "" {
 		var t metav1.MicroTime
-		if err := t.UnmarshalQueryParameter(s); err == nil {
+		if err := t.UnmarshalQueryParameter(l.renewRaw); err == nil {
 			l.renew = t.Time
 		}
 	}
@@ -312,6 +318,29 @@ func (a *Announcers) Snapshot(now time.Time) AnnouncerSnapshot {
 				s.addRecord(src, u, a.node)
 			}
 		}
+		if src == SourceCiliumL2 {
+			a.observe(s.leases, now)
+		}
 	}
 	return s
+}
+
+// observe stamps each lease read with when this reader last saw its record change: now for a lease it has
+// not seen before or that changed since, else the time it kept. A lease gone from the store is forgotten.
+// A snapshot taken some time after the informer delivered a renewal stamps it late, which only makes the
+// lease expire later: a delay never turns into a page. The first sight of a lease starts its duration (as
+// client-go's leader election does), whatever its renewTime says.
+func (a *Announcers) observe(leases map[string]leaseRecord, now time.Time) {
+	a.leasesMu.Lock()
+	defer a.leasesMu.Unlock()
+	seen := make(map[string]leaseRecord, len(leases))
+	for name, l := range leases {
+		if prev, ok := a.leases[name]; ok && prev.sameRecord(l) {
+			l.observed = prev.observed
+		} else {
+			l.observed = now
+		}
+		leases[name], seen[name] = l, l
+	}
+	a.leases = seen
 }

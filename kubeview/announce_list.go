@@ -13,6 +13,10 @@ import (
 // Leases in ciliumNamespace, judged at now. A source that cannot be listed gets its state (absent, forbidden,
 // stale) and no records; nothing is an error. Each ServiceState's Announcements are then its own annotations'
 // and AnnouncementsFor's.
+//
+// One read sees no lease change: a lease counts from its holder's renewTime instead, judged at now. A holder
+// whose clock is off by more than the lease's duration makes this reader call its lease expired, or live
+// after it stopped; the exporter, which watches the leases, judges by the changes it sees.
 func ListAnnouncers(ctx context.Context, client dynamic.Interface, ciliumNamespace string, now time.Time) AnnouncerSnapshot {
 	s := AnnouncerSnapshot{States: map[AnnouncerSource]SourceState{}, byService: map[string][]Announcement{}, leases: map[string]leaseRecord{},
 		now: now, clusterWide: true}
@@ -35,6 +39,10 @@ func ListAnnouncers(ctx context.Context, client dynamic.Interface, ciliumNamespa
 		for i := range list.Items {
 			s.addRecord(src.source, &list.Items[i], "")
 		}
+	}
+	for name, l := range s.leases {
+		l.observed = l.renew
+		s.leases[name] = l
 	}
 	return s
 }

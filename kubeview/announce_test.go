@@ -89,11 +89,12 @@ func fakeDynamic(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
 	}, objs...)
 }
 
-func waitAnnouncers(t *testing.T, a *Announcers, want map[AnnouncerSource]SourceState) AnnouncerSnapshot {
+// waitAnnouncers takes snapshots at now until the sources' states are want: the leases are first seen at now.
+func waitAnnouncers(t *testing.T, a *Announcers, now time.Time, want map[AnnouncerSource]SourceState) AnnouncerSnapshot {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		s := a.Snapshot(time.Now())
+		s := a.Snapshot(now)
 		if reflect.DeepEqual(s.States, want) {
 			return s
 		}
@@ -120,7 +121,9 @@ func TestAnnouncersRead(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a.Start(ctx)
-	s := waitAnnouncers(t, a, map[AnnouncerSource]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
+	waitAnnouncers(t, a, now, map[AnnouncerSource]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
+	// Nothing changes for longer than the leases' duration after this reader first saw them.
+	s := a.Snapshot(now.Add(16 * time.Second))
 
 	check := func(ns, name string, want []Announcement) {
 		t.Helper()
@@ -133,7 +136,7 @@ func TestAnnouncersRead(t *testing.T) {
 		{Source: SourceMetalLBBGP, Node: "node-1", Peers: []string{"peer-a"}}, // node-2's is not this node's to read
 	})
 	check("shop", "api", nil)
-	check("shop", "cart", []Announcement{{Source: SourceCiliumL2, Node: "node-3", Exclusive: true}})
+	check("shop", "cart", []Announcement{{Source: SourceCiliumL2, Node: "node-3", Exclusive: true, Expired: true}})
 	check("shop", "old", []Announcement{{Source: SourceCiliumL2, Node: "node-3", Exclusive: true, Expired: true}})
 	check("shop", "elsewhere", nil)
 
@@ -151,6 +154,109 @@ func TestAnnouncersRead(t *testing.T) {
 	}
 }
 
+// TestLeaseExpiryByReadersClock: a Cilium lease expires when this reader has seen it unchanged for its
+// duration (client-go's leader election rule), whatever the holder's clock wrote in renewTime. A holder whose
+// clock runs ten minutes behind keeps its lease live by renewing it; one whose clock runs ten minutes ahead
+// loses it a lease duration after its last renewal, not ten minutes later. Judged by renewTime, the first
+// would be expired from the start and the second live for ten minutes after it stopped.
+func TestLeaseExpiryByReadersClock(t *testing.T) {
+	t0 := time.Now()
+	behind, ahead := CiliumLeaseName("shop", "behind"), CiliumLeaseName("shop", "ahead")
+	client := fakeDynamic(
+		lease(DefaultCiliumNamespace, behind, "node-2", t0.Add(-10*time.Minute), 15),
+		lease(DefaultCiliumNamespace, ahead, "node-3", t0.Add(10*time.Minute), 15),
+	)
+	a := NewAnnouncers(client, "node-1", DefaultCiliumNamespace)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a.Start(ctx)
+	waitAnnouncers(t, a, t0, map[AnnouncerSource]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
+	expired := func(s AnnouncerSnapshot, svc string) bool {
+		t.Helper()
+		got := s.AnnouncementsFor("shop", svc)
+		if len(got) != 1 || got[0].Source != SourceCiliumL2 {
+			t.Fatalf("shop/%s: %+v, want its lease", svc, got)
+		}
+		return got[0].Expired
+	}
+	s := a.Snapshot(t0)
+	if expired(s, "behind") || expired(s, "ahead") {
+		t.Errorf("first seen now: behind expired %v, ahead expired %v; want both live", expired(s, "behind"), expired(s, "ahead"))
+	}
+
+	// The holder behind renews, its clock still ten minutes slow; the reader sees the change at t0+10s.
+	renewed := lease(DefaultCiliumNamespace, behind, "node-2", t0.Add(-10*time.Minute+5*time.Second), 15)
+	if _, err := client.Resource(GVRLease).Namespace(DefaultCiliumNamespace).Update(ctx, renewed, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want, _, _ := unstructured.NestedString(renewed.Object, "spec", "renewTime")
+	deadline := time.Now().Add(10 * time.Second)
+	for a.Snapshot(t0.Add(10 * time.Second)).leases[behind].renewRaw != want {
+		if time.Now().After(deadline) {
+			t.Fatal("the informer never delivered the renewal")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	s = a.Snapshot(t0.Add(20 * time.Second))
+	if expired(s, "behind") {
+		t.Error("a lease renewed 10 s ago (its holder's clock 10 min behind) is expired at 20 s")
+	}
+	if !expired(s, "ahead") {
+		t.Error("a lease unchanged for 20 s of a 15 s duration (its holder's clock 10 min ahead) is live")
+	}
+	if s := a.Snapshot(t0.Add(25 * time.Second)); !expired(s, "behind") {
+		t.Error("a lease unchanged for 15 s since the reader saw it renewed is live")
+	}
+
+	// A deleted lease is forgotten: written again, it is a first sight.
+	if err := client.Resource(GVRLease).Namespace(DefaultCiliumNamespace).Delete(ctx, ahead, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, ok := a.Snapshot(t0.Add(30 * time.Second)).leases[ahead]; !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the informer never delivered the deletion")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, ok := a.leases[ahead]; ok {
+		t.Error("a deleted lease is still remembered")
+	}
+}
+
+// TestReleasedCiliumLeaseNamesNobody: a Cilium agent that stops electing for a Service (the policy no longer
+// selects it or the node; from Cilium 1.20.2 also a Local Service without a local backend on the node) releases
+// the lease as client-go's leader election does (ReleaseOnCancel: holderIdentity emptied, leaseDurationSeconds
+// 1), and the agents' lease GC deletes a lease without a holder within a minute. Neither names a node nor makes
+// the Service unannounced: without the L2 announcement policies, which this reader does not read, nothing tells
+// a Service Cilium withdrew from every node from one no policy selects, so nothing is guessed.
+func TestReleasedCiliumLeaseNamesNobody(t *testing.T) {
+	now := time.Now()
+	released := lease(DefaultCiliumNamespace, CiliumLeaseName("shop", "web"), "", now, 1)
+	client := fakeDynamic(released)
+	a := NewAnnouncers(client, "node-1", DefaultCiliumNamespace)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a.Start(ctx)
+	waitAnnouncers(t, a, now, map[AnnouncerSource]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
+	for _, at := range []time.Time{now, now.Add(time.Minute)} {
+		if got := a.Snapshot(at).AnnouncementsFor("shop", "web"); got != nil {
+			t.Errorf("a released lease, %s after: %+v, want no record", at.Sub(now), got)
+		}
+	}
+	if got := ListAnnouncers(ctx, client, DefaultCiliumNamespace, now.Add(time.Minute)).AnnouncementsFor("shop", "web"); got != nil {
+		t.Errorf("a released lease, read once: %+v, want no record", got)
+	}
+	if err := client.Resource(GVRLease).Namespace(DefaultCiliumNamespace).Delete(ctx, released.GetName(), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := ListAnnouncers(ctx, client, DefaultCiliumNamespace, now.Add(time.Minute)).AnnouncementsFor("shop", "web"); got != nil {
+		t.Errorf("a deleted lease: %+v, want no record", got)
+	}
+}
+
 func TestAnnouncersStates(t *testing.T) {
 	client := fakeDynamic()
 	client.PrependReactor("list", "servicel2statuses", func(k8stesting.Action) (bool, runtime.Object, error) {
@@ -163,7 +269,7 @@ func TestAnnouncersStates(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a.Start(ctx)
-	s := waitAnnouncers(t, a, map[AnnouncerSource]SourceState{SourceMetalLBL2: SourceAbsent, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceForbidden})
+	s := waitAnnouncers(t, a, time.Now(), map[AnnouncerSource]SourceState{SourceMetalLBL2: SourceAbsent, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceForbidden})
 	if got := s.AnnouncementsFor("shop", "web"); got != nil {
 		t.Errorf("announcements from sources not ok: %+v", got)
 	}
@@ -235,9 +341,9 @@ func TestAnnouncersRediscover(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a.Start(ctx)
-	waitAnnouncers(t, a, map[AnnouncerSource]SourceState{SourceMetalLBL2: SourceAbsent, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
+	waitAnnouncers(t, a, time.Now(), map[AnnouncerSource]SourceState{SourceMetalLBL2: SourceAbsent, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
 	installed.Store(true)
-	s := waitAnnouncers(t, a, map[AnnouncerSource]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
+	s := waitAnnouncers(t, a, time.Now(), map[AnnouncerSource]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
 	if got := s.AnnouncementsFor("shop", "web"); len(got) != 1 || got[0].Node != "node-2" {
 		t.Errorf("after the CRD appeared: %+v", got)
 	}
@@ -295,7 +401,7 @@ func TestUnrecordedMetalLBAddresses(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a.Start(ctx)
-	s := waitAnnouncers(t, a, map[AnnouncerSource]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
+	s := waitAnnouncers(t, a, time.Now(), map[AnnouncerSource]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
 	if got := unrecorded(s, svc); got != nil {
 		t.Errorf("the exporter's snapshot: unrecorded %v, want none", got)
 	}

@@ -154,8 +154,9 @@ type Tracker struct {
 	sorted []string // keys of states, sorted by namespace then name (Snapshot's order)
 	// leaseOf maps a Cilium lease name to the LoadBalancer Service it elects an announcer for.
 	leaseOf map[string]string
-	// expiry is, per Service with a Cilium lease held and not expired, when it expires unless renewed: its
-	// announcement changes then without an event.
+	// expiry is, per Service with a Cilium lease held and not expired, when it expires unless seen renewed
+	// (a lease duration after the Announcers last saw it change): its announcement changes then without an
+	// event.
 	expiry    map[string]time.Time
 	ann       AnnouncerSnapshot
 	annStates map[AnnouncerSource]SourceState
@@ -304,7 +305,7 @@ func (t *Tracker) compute(store cache.Store, key string) (ServiceState, bool, er
 		name := CiliumLeaseName(svc.Namespace, svc.Name)
 		t.leaseOf[name] = key
 		if l, ok := t.ann.leases[name]; ok && l.validAt(t.ann.now) {
-			t.expiry[key] = l.renew.Add(l.duration)
+			t.expiry[key] = l.expiresAt()
 		}
 	}
 	return st, true, nil

@@ -192,13 +192,14 @@ func mutate(ctx context.Context, t *testing.T, client *fake.Clientset, rng *rand
 }
 
 // TestTrackerAnnouncers: announcer records and lease expiry reach exactly the Service they name; a lease that
-// stops being renewed expires at its time without any event, and NextChange says when.
+// stops being renewed expires at its time without any event, and NextChange says when: a lease duration after
+// the reader first saw it, though its holder's clock wrote a renewTime an hour old.
 func TestTrackerAnnouncers(t *testing.T) {
 	now := time.Now().Truncate(time.Second)
 	web := localService("shop", "web", corev1.ServiceTypeLoadBalancer)
 	cart := localService("shop", "cart", corev1.ServiceTypeLoadBalancer)
 	dyn := fakeDynamic(l2Status("l2-web", "node-2", "shop", "web"),
-		lease(DefaultCiliumNamespace, CiliumLeaseName("shop", "cart"), "node-3", now, 15))
+		lease(DefaultCiliumNamespace, CiliumLeaseName("shop", "cart"), "node-3", now.Add(-time.Hour), 15))
 	client := fake.NewClientset(nodeObj("node-1"), web, cart)
 	v := New(kubeviewtest.NewAPI(client), "node-1", WithAnnouncers(NewAnnouncers(dyn, "node-1", DefaultCiliumNamespace)))
 	tr := v.NewTracker()
@@ -208,7 +209,7 @@ func TestTrackerAnnouncers(t *testing.T) {
 	if err := v.WaitForSync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitAnnouncers(t, v.announcers, map[AnnouncerSource]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
+	waitAnnouncers(t, v.announcers, now, map[AnnouncerSource]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
 	trackerSettled(t, v, tr, now)
 	if got, want := tr.NextChange(), now.Add(15*time.Second); !got.Equal(want) {
 		t.Errorf("NextChange %s, want the lease's expiry %s", got, want)

@@ -334,3 +334,71 @@ func TestModelFirstVerdictWaitsForTheRules(t *testing.T) {
 		t.Error("not ready after the first verdict")
 	}
 }
+
+// expiringTracker is an APITracker over one Service that a Cilium lease announces from this node until
+// expiry: as kubeview.Tracker with a lease nobody renews, nothing tells the model when it expires (no event,
+// no Notify); NextChange says when.
+type expiringTracker struct {
+	mu      sync.Mutex
+	expiry  time.Time
+	expired bool
+	primed  bool
+	state   kubeview.ServiceState
+}
+
+func (e *expiringTracker) Update(now time.Time) ([]string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.primed && (e.expired || now.Before(e.expiry)) {
+		return nil, nil
+	}
+	e.primed, e.expired = true, !now.Before(e.expiry)
+	e.state = scrapetest.NodePortService(1, scrapetest.Family(corev1.IPv4Protocol, 1, true))
+	e.state.Announcements = []kubeview.Announcement{{Source: kubeview.SourceCiliumL2, Node: "node-1", Exclusive: true, Expired: e.expired}}
+	return []string{"kubelings/checkout"}, nil
+}
+func (e *expiringTracker) Keys() []string { return []string{"kubelings/checkout"} }
+func (e *expiringTracker) State(string) (kubeview.ServiceState, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.state, true
+}
+func (e *expiringTracker) Node() kubeview.NodeState {
+	return kubeview.NodeState{Name: "node-1", Found: true, InternalIPs: []string{"127.0.0.1"}}
+}
+func (e *expiringTracker) Announcers() map[kubeview.AnnouncerSource]kubeview.SourceState { return nil }
+func (e *expiringTracker) NextChange() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.expired {
+		return time.Time{}
+	}
+	return e.expiry
+}
+
+// TestModelWakesAtALeaseExpiry: a lease that stops changing expires a lease duration after the reader last saw
+// it change, with no event to wake the model; the model's timer (the tracker's NextChange) decides the Service
+// again then, though every other input polls only hourly.
+func TestModelWakesAtALeaseExpiry(t *testing.T) {
+	tr := &expiringTracker{expiry: time.Now().Add(300 * time.Millisecond)}
+	g := NewGatherer(GathererConfig{View: &scrapetest.View{}, RuleReader: &watchedReader{snap: rulesWith(1, false), changed: make(chan func(), 1)},
+		Addrs: scrapetest.Addrs{"127.0.0.1"}, KubeProxyAddress: scrapetest.RefusedKubeProxy(t), ProbeTimeout: time.Second,
+		Logger: slog.New(slog.DiscardHandler)})
+	m := NewModel(g, ModelConfig{Tracker: tr, KubeProxyEvery: time.Hour, AddrsEvery: time.Hour, AddrsSweep: time.Hour,
+		RulesEvery: time.Hour, HealthCheckSweep: time.Hour, Resweep: time.Hour})
+	ctx, _ := runModel(t, m)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st := m.Gather(ctx)
+		if len(st.Services) == 1 && len(st.Services[0].Service.Announcements) == 1 && st.Services[0].Service.Announcements[0].Expired {
+			if late := time.Since(tr.expiry); late > 2*time.Second {
+				t.Errorf("the expiry decided %s after it", late)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the model never decided the Service again at its lease's expiry")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -22,11 +22,15 @@ const ReasonAnnouncedHere Reason = "announced_here"
 // that names this node puts it in rotation at once. A live exclusive (layer 2) record naming another node
 // takes it out: one node answers ARP and NDP for the address, and the others receive only what stale ARP
 // caches still send, which the arrivals meter weighs as for any destination out of rotation (observe). A
-// Cilium lease whose holder stopped renewing it names nobody.
-func announced(node kubeview.NodeState, svc kubeview.ServiceState, d Destination) (Rotation, string, Basis, bool) {
+// Cilium lease whose holder stopped renewing it names nobody, nor does a kube-vip annotation the node's arrivals
+// contradict (routeWithdrawn). ev is nil without node evidence (the plugin).
+func announced(node kubeview.NodeState, svc kubeview.ServiceState, d Destination, ev *Evidence) (Rotation, string, Basis, bool) {
 	var elsewhere []kubeview.Announcement
 	for _, a := range svc.Announcements {
 		if a.Expired || !a.Covers(d.Address) {
+			continue
+		}
+		if a.Node == node.Name && routeWithdrawn(a, d, ev) {
 			continue
 		}
 		if a.Node == node.Name {
@@ -45,6 +49,21 @@ func announced(node kubeview.NodeState, svc kubeview.ServiceState, d Destination
 	}
 	a := elsewhere[0]
 	return Out, fmt.Sprintf("announced from node %s by %s: layer 2 delivers the address to that node alone", a.Node, a.Source), "", true
+}
+
+// routeWithdrawn: a kube-vip annotation naming this node for an address that is on none of its interfaces
+// (BGP mode: kube-vip holds it on lo and advertises a route) while the meter, watching the address here, has
+// seen nothing arrive for its quiet period (Observation.Silent). kube-vip writes kube-vip.io/vipHost when a
+// node takes the Service and leaves it behind when it withdraws the route (no local endpoint any more, a
+// lost election), so the annotation alone would page announced_here for as long as the Service lives.
+// Silence for a quiet period is the network's answer: nothing routes the address here. The first repeated
+// attempt ends the silence, and the record counts again. In ARP mode the address is on the holder's
+// interface, which the annotation only confirms; the other announcers' records go when they stop announcing.
+func routeWithdrawn(a kubeview.Announcement, d Destination, ev *Evidence) bool {
+	if a.Source != kubeview.SourceKubeVIP || ev == nil || ev.Addresses == nil || ev.Addresses.Assigned(d.Address) || !watched(ev, d) {
+		return false
+	}
+	return ev.Observed.Observe(d).Silent
 }
 
 // Unannounced reports whether svc has endpoints somewhere and a load balancer IP whose announcer's layer 2
@@ -87,7 +106,7 @@ func AnnouncedElsewhere(node kubeview.NodeState, svc kubeview.ServiceState, d De
 	if d.Kind != LoadBalancerIP {
 		return false
 	}
-	rot, _, _, ok := announced(node, svc, d)
+	rot, _, _, ok := announced(node, svc, d, nil)
 	return ok && rot == Out
 }
 

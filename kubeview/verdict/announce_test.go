@@ -120,6 +120,69 @@ func TestAnnouncerRotation(t *testing.T) {
 	}
 }
 
+// TestKubeVIPAnnotationContradictedByArrivals: kube-vip in BGP mode leaves kube-vip.io/vipHost behind when it
+// withdraws its route. The annotation names this node, which has no replica: announced_here at once, but not
+// for ever: once the meter, watching the address, has seen nothing arrive for its quiet period (the address on
+// no interface of the node), the annotation is contradicted and today's rules decide (the health check's 503:
+// out, no page). A client's repeated attempt ends the silence and the page is back. A blind meter, an address
+// on the node's interface (ARP mode), or another announcer's record keeps the announcer's word.
+func TestKubeVIPAnnotationContradictedByArrivals(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	node := kubeview.NodeState{Name: "node-2", Found: true}
+	kubeVIP := kubeview.Announcement{Source: kubeview.SourceKubeVIP, Node: "node-2"}
+	bgp := kubeview.Announcement{Source: kubeview.SourceMetalLBBGP, Node: "node-2", Peers: []string{"peer-a"}}
+	svc := func(a kubeview.Announcement) kubeview.ServiceState {
+		s := lbService(0, 0)
+		s.Announcements = []kubeview.Announcement{a}
+		return s
+	}
+	ev := func(o Observed, assigned ...string) *Evidence {
+		return &Evidence{HealthChecks: map[corev1.IPFamily]HealthCheck{corev1.IPv4Protocol: {StatusCode: 503, Result: "x"}},
+			Addresses: withNodePorts(assigned...), Observed: o, Grace: 2 * time.Minute, Now: now}
+	}
+	silent := seen{LoadBalancerIP: {Watched: true, Silent: true, DroppedSince: now.Add(-10 * time.Minute)}}
+	// A client whose dropped SYNs the kernel retransmits: repeated attempts, the last a second ago.
+	client := seen{LoadBalancerIP: {Watched: true, Attempts: 4, ActiveSince: now.Add(-3 * time.Second), LastSeen: now.Add(-time.Second),
+		Ongoing: true, DroppedSince: now.Add(-10 * time.Minute), Repeats: true,
+		Repeated: Repeated{Attempts: 4, ActiveSince: now.Add(-3 * time.Second), LastSeen: now.Add(-time.Second), Ongoing: true}}}
+	cases := []struct {
+		name   string
+		in     Input
+		rot    Rotation
+		reason Reason
+	}{
+		{"BGP mode, the meter watching for less than its quiet period: the announcer's word", Input{Service: svc(kubeVIP), Node: node, Evidence: ev(seen{})},
+			In, ReasonAnnouncedHere},
+		{"BGP mode, silent for the quiet period: the route is withdrawn, the health check's 503 decides", Input{Service: svc(kubeVIP), Node: node, Evidence: ev(silent)},
+			Out, ""},
+		{"BGP mode, a client's attempts arriving again: paged", Input{Service: svc(kubeVIP), Node: node, Evidence: ev(client)},
+			In, ReasonAnnouncedHere},
+		{"the meter blind: silence says nothing", Input{Service: svc(kubeVIP), Node: node, Evidence: ev(blind{})},
+			In, ReasonAnnouncedHere},
+		{"ARP mode, the address on this node's interface: the annotation confirms it", Input{Service: svc(kubeVIP), Node: node, Evidence: ev(silent, "192.0.2.10")},
+			In, ReasonAnnouncedHere},
+		{"MetalLB's BGP status goes when it stops advertising: silence does not outweigh it", Input{Service: svc(bgp), Node: node, Evidence: ev(silent)},
+			In, ReasonAnnouncedHere},
+		{"the plugin, without node evidence: the announcer's word", Input{Service: svc(kubeVIP), Node: node},
+			In, ReasonAnnouncedHere},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			v := Decide(c.in)
+			for _, e := range v.Families[0].Entries {
+				if e.Kind != LoadBalancerIP {
+					continue
+				}
+				if e.Rotation != c.rot || e.Reason != c.reason {
+					t.Errorf("LB IP rotation %s reason %q (%s), want %s %q", e.Rotation, e.Reason, e.Why, c.rot, c.reason)
+				}
+				return
+			}
+			t.Fatal("no load balancer IP entry")
+		})
+	}
+}
+
 func TestUnannounced(t *testing.T) {
 	svc := func(local int, clusterWide bool, anns ...kubeview.Announcement) kubeview.ServiceState {
 		s := lbService(local, local)

@@ -442,7 +442,7 @@ func declared(in Input, fam kubeview.FamilyEndpoints, d Destination) (Rotation, 
 		announcer bool
 	)
 	if d.Kind == LoadBalancerIP {
-		annRot, annWhy, annBasis, announcer = announced(node, svc, d)
+		annRot, annWhy, annBasis, announcer = announced(node, svc, d, ev)
 		if announcer && annRot == In {
 			return annRot, annWhy, annBasis
 		}
