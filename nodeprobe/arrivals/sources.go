@@ -70,9 +70,18 @@ const (
 	// irregularCost is what an irregular interval takes from a checker's score: after more irregular
 	// intervals than steady ones it is a checker no more.
 	irregularCost = 3
-	// candidateWindow is how long a source whose intervals are all steady so far may take to prove it is a
-	// checker before its arrivals count as a client's.
-	candidateWindow = 30 * time.Second
+	// candidateWindow is how long a new source may take to begin proving a cadence (its third attempt on one
+	// clock) before its arrivals count as a client's: the first interval of the slowest checker followed
+	// (slowChecker) and its tolerance. A source still proving stays a candidate until its next tick is due.
+	candidateWindow = slowChecker + slowChecker/cadenceTolerance
+	// slowChecker is the slowest cadence a candidate is waited for: AWS target groups check every 30 s by
+	// default, and at most every 60 s for most load balancers' TCP checks.
+	slowChecker = time.Minute
+	// maxClocks is how many cadences one source may keep at once: two load balancer backends, or two monitors,
+	// probing from one address. looseKept is how many attempts no clock explains are kept to begin clocks
+	// from: each clock begins with three, so every clock's first two fit.
+	maxClocks       = 2
+	looseKept       = 2*maxClocks + 2
 	retransmitPorts = 4
 	// repeatWindow is how soon a source must come again for its arrivals to count as repeated: it covers
 	// the first SYN retransmission of every common stack (1 s on Linux and macOS, 3 s on Windows) and the
@@ -98,15 +107,29 @@ type sourceCadence struct {
 	run, last int64 // the current run (no pause of the quiet period) began at run; the latest arrival
 	first     int64 // the first new attempt
 	lastNew   int64 // the latest new attempt (not a retransmission)
-	ref       int64 // the interval that began the current streak; 0 before the second new attempt
-	ports     [retransmitPorts]uint16
-	nextPort  uint8
-	steady    uint8 // the streak's score: steady intervals, less irregularCost per irregular one
-	checker   bool
-	broken    bool // an interval was not steady before the source became a checker: not a candidate
+	// until: while it is not proven a checker nor broken, the source is a candidate until then (it may still be
+	// proving a cadence). Set by its first attempt and moved on by each tick due before it.
+	until    int64
+	ports    [retransmitPorts]uint16
+	nextPort uint8
+	// clocks are the cadences its new attempts keep (two backends or monitors behind one address run two);
+	// loose are its latest new attempts no clock explains, oldest first, nLoose of them.
+	clocks  [maxClocks]clock
+	loose   [looseKept]int64
+	nLoose  uint8
+	score   uint8 // a checker's score: ticks, less irregularCost per attempt no clock explains
+	checker bool
+	broken  bool // an attempt no clock could explain, or the candidacy ran out, before it proved a cadence
 	// rep counts the arrivals that came within repeatWindow of the source's previous one, and that previous
 	// one: a retransmission or another attempt, what a port scan never sends.
 	rep runCount
+}
+
+// clock is one cadence of a source: new attempts ref apart, the latest at last. ref is 0 for an unused clock.
+type clock struct {
+	start, last, ref int64
+	// steady counts the intervals it explained, the two that began it included.
+	steady uint8
 }
 
 // add counts one arrival from p.src at at (quiet: the meter's quiet period). max bounds len(list).
@@ -169,33 +192,182 @@ func (s *sourceCadence) arrive(proto Protocol, sport uint16, at, quiet int64, ca
 		s.ports[s.nextPort] = sport
 		s.nextPort = (s.nextPort + 1) % retransmitPorts
 	}
+	s.attempt(at)
+}
+
+// attempt follows one new attempt at at through the source's clocks.
+func (s *sourceCadence) attempt(at int64) {
 	if s.lastNew == 0 {
-		s.first, s.lastNew = at, at
+		s.first, s.lastNew, s.until = at, at, at+int64(candidateWindow)
+		s.addLoose(at)
 		return
 	}
-	iv := at - s.lastNew
-	s.lastNew = at
-	inRange := iv >= int64(minCadence) && iv <= int64(maxCadence)
-	if s.ref != 0 && inRange && abs(iv-s.ref) <= max(s.ref/cadenceTolerance, minTolerance) {
-		s.steady = min(s.steady+1, maxSteady)
-		if s.steady >= checkerSteady {
-			s.checker = true
+	// A candidate whose time ran out has been counted as a client: it stays one unless it proves a cadence,
+	// so a page it raised does not come and go while it might still be a clock.
+	if !s.checker && at >= s.until {
+		s.broken = true
+	}
+	s.lastNew = max(s.lastNew, at)
+	for i := range s.clocks {
+		c := &s.clocks[i]
+		if c.ref == 0 {
+			continue
+		}
+		k := (at - c.last + c.ref/2) / c.ref
+		if k < 1 || at-c.last > int64(maxCadence) || abs(at-c.last-k*c.ref) > s.tolerance(c.ref) {
+			continue
+		}
+		c.last = at
+		if k > 1 {
+			// On its clock but a check late: one skipped (or its SYN lost). Irregular: it breaks a candidate and
+			// costs a checker; the clock keeps its phase.
+			if !s.checker {
+				s.broken = true
+			}
+			s.irregular()
+			return
+		}
+		c.steady = min(c.steady+1, maxSteady)
+		s.tick(c, at)
+		return
+	}
+	// No clock explains it: it may begin one with two loose attempts before it at one interval.
+	for i := int(s.nLoose) - 1; i >= 0; i-- {
+		iv := at - s.loose[i]
+		if iv < int64(minCadence) || iv > int64(maxCadence) {
+			continue
+		}
+		if !s.roomFor(iv) {
+			continue
+		}
+		for j := i - 1; j >= 0; j-- {
+			if abs(s.loose[i]-s.loose[j]-iv) <= s.tolerance(iv) {
+				s.beginClock(clock{start: s.loose[j], last: at, ref: iv, steady: 2}, i, j)
+				return
+			}
+		}
+	}
+	if s.nLoose == 1 && !s.broken && at < s.until {
+		// Its second attempt: the first interval of a cadence, maybe a slow one (30 to 60 s, a cloud's default
+		// check) whose third attempt comes after candidateWindow. It stays a candidate until that is due.
+		if iv := at - s.loose[0]; iv >= int64(minCadence) && iv <= int64(slowChecker) {
+			s.until = max(s.until, at+iv+tolerance(iv)+1)
+		}
+	}
+	s.addLoose(at)
+	s.irregular()
+}
+
+// tolerance is how far from its clock's time an attempt may come and still tick it.
+func tolerance(ref int64) int64 { return max(ref/cadenceTolerance, minTolerance) }
+
+// tolerance is tolerance(ref) for this source: half of it once the source keeps a clock, since two clocks
+// explain far more timelines than one (a client whose gaps alternate short and long is two clocks of their
+// sum at 10 %), and a load balancer's timer keeps its cadence to milliseconds.
+func (s *sourceCadence) tolerance(ref int64) int64 {
+	for _, c := range s.clocks {
+		if c.ref != 0 {
+			return max(ref/(2*cadenceTolerance), minTolerance)
+		}
+	}
+	return tolerance(ref)
+}
+
+// roomFor: a clock of interval iv may begin beside the clocks the source keeps (it takes the place of the one
+// seen longest ago when all are in use, as beginClock does): together they come no faster than once every
+// minCadence, the fastest a single checker is taken for (two clocks of 1 s are a client's attempts every
+// 500 ms).
+func (s *sourceCadence) roomFor(iv int64) bool {
+	k := s.clockPlace()
+	rate := 1 / float64(iv)
+	for i, c := range s.clocks {
+		if i != k && c.ref != 0 {
+			rate += 1 / float64(c.ref)
+		}
+	}
+	return rate <= 1/float64(minCadence)
+}
+
+// clockPlace is where a new clock begins: an unused one, or the clock seen longest ago.
+func (s *sourceCadence) clockPlace() int {
+	k := 0
+	for i, c := range s.clocks {
+		if c.ref == 0 {
+			return i
+		}
+		if c.last < s.clocks[k].last {
+			k = i
+		}
+	}
+	return k
+}
+
+// beginClock starts c, made of the loose attempts i and j and the latest one, in clockPlace.
+func (s *sourceCadence) beginClock(c clock, i, j int) {
+	s.loose[i], s.loose[j] = -1, -1
+	s.nLoose = uint8(len(slices.DeleteFunc(s.loose[:s.nLoose], func(t int64) bool { return t < 0 })))
+	k := s.clockPlace()
+	s.clocks[k] = c
+	s.tick(&s.clocks[k], c.last)
+}
+
+// tick counts an attempt a clock explained. A source proves a cadence when one clock explained four intervals
+// in a row and no attempt since that clock began was left unexplained: its every attempt then keeps one of at
+// most maxClocks clocks.
+func (s *sourceCadence) tick(c *clock, at int64) {
+	if s.checker {
+		s.score = min(s.score+1, maxSteady)
+		return
+	}
+	if !s.broken && at < s.until {
+		// Still proving: a candidate until this clock's next tick is overdue, for cadences up to slowChecker.
+		if c.ref <= int64(slowChecker) {
+			s.until = max(s.until, at+c.ref+tolerance(c.ref)+1)
+		}
+	}
+	if c.steady < checkerSteady {
+		return
+	}
+	for _, t := range s.loose[:s.nLoose] {
+		if t > c.start {
+			return
+		}
+	}
+	s.checker, s.score = true, checkerSteady
+}
+
+// irregular counts an attempt off every clock: before the source proved a cadence, one more than its clocks
+// could still begin from breaks it; a checker loses irregularCost of its score, and after more irregular
+// attempts than steady ones it is a checker no more, its clocks forgotten.
+func (s *sourceCadence) irregular() {
+	if !s.checker {
+		free := 0
+		for _, c := range s.clocks {
+			if c.ref == 0 {
+				free++
+			}
+		}
+		if int(s.nLoose) > 2*free {
+			s.broken = true
 		}
 		return
 	}
-	// Irregular (or the first interval).
-	if s.ref != 0 && !s.checker {
-		s.broken = true
-	}
-	if s.checker && s.steady > irregularCost {
-		s.steady -= irregularCost
+	if s.score > irregularCost {
+		s.score -= irregularCost
 		return
 	}
-	s.checker = false
-	s.ref, s.steady = 0, 0
-	if inRange {
-		s.ref, s.steady = iv, 1
+	s.checker, s.score, s.broken = false, 0, true
+	s.clocks = [maxClocks]clock{}
+}
+
+// addLoose keeps at among the latest attempts no clock explains, forgetting the oldest when full.
+func (s *sourceCadence) addLoose(at int64) {
+	if int(s.nLoose) == looseKept {
+		copy(s.loose[:], s.loose[1:])
+		s.nLoose--
 	}
+	s.loose[s.nLoose] = at
+	s.nLoose++
 }
 
 func abs(x int64) int64 {
@@ -205,9 +377,34 @@ func abs(x int64) int64 {
 	return x
 }
 
-// candidate: not a checker yet, every interval so far steady, and young enough to be still proving it.
+// candidate: not a checker yet, no attempt it could not explain, and its time to prove a cadence not out.
 func (s *sourceCadence) candidate(now int64) bool {
-	return !s.checker && !s.broken && now-s.first < int64(candidateWindow)
+	return !s.checker && !s.broken && now < s.until
+}
+
+// appendCheckers appends a checker's proven clocks to cs, one CheckerSource each (two backends behind one
+// address are two), or its steadiest clock when none has proven itself since.
+func (s *sourceCadence) appendCheckers(cs []CheckerSource, t *tally) []CheckerSource {
+	best, n := -1, len(cs)
+	for i, c := range s.clocks {
+		if c.ref == 0 {
+			continue
+		}
+		if c.steady >= checkerSteady {
+			cs = append(cs, CheckerSource{Addr: s.addr, Attempts: s.n, Interval: time.Duration(c.ref), LastSeen: t.nsTime(s.last)})
+		}
+		if best < 0 || c.steady > s.clocks[best].steady {
+			best = i
+		}
+	}
+	if len(cs) == n {
+		var iv time.Duration
+		if best >= 0 {
+			iv = time.Duration(s.clocks[best].ref)
+		}
+		cs = append(cs, CheckerSource{Addr: s.addr, Attempts: s.n, Interval: iv, LastSeen: t.nsTime(s.last)})
+	}
+	return cs
 }
 
 // fold adds a forgotten source's arrivals to the count of others, and its repeated ones to othersRep.
@@ -322,7 +519,7 @@ func (t *tally) fillSources(c *DestCount, whole, restored runCount, d *destSourc
 		s := &d.list[i]
 		switch {
 		case s.checker:
-			checkers = append(checkers, CheckerSource{Addr: s.addr, Attempts: s.n, Interval: time.Duration(s.ref), LastSeen: t.nsTime(s.last)})
+			checkers = s.appendCheckers(checkers, t)
 			aside = true
 		case s.candidate(now):
 			aside = true
