@@ -16,28 +16,36 @@ import (
 // the same source reaches every node alike, only that it reaches this one like a clock.
 //
 // The rule, per source and destination:
-//   - A new attempt is a SYN (or SCTP INIT) from a source port not among the source's last four: a SYN from
+//   - A new attempt is a SYN (or SCTP INIT) from a source port not among the source's last eight: a SYN from
 //     one of those is the kernel retransmitting an attempt already counted (1 s, 3 s, 7 s … after it), which
 //     counts as an arrival but is no tick of the source's clock. Every UDP datagram is a new attempt.
-//   - The interval between two new attempts is steady when it is within 10 % (at least 20 ms) of the interval
-//     that began the current streak, and between 1 s and 5 min (a client's burst is faster, a clock slower
-//     than that is not told from chance).
-//   - A source is a checker once five new attempts came at a steady cadence (four steady intervals in a
-//     row). It stays one through a few irregular intervals (a check the load balancer skipped, a client it
-//     forwarded from the same address) and stops being one after more irregular intervals than steady ones.
-//   - A source that is not a checker yet but whose every interval so far was steady, and whose first attempt
-//     is less than candidateWindow old, is still proving its cadence: its arrivals are neither a checker's nor
-//     a client's until it proves one or the other, so a checker's first few probes do not count as lost
-//     clients. A client that connects once waits candidateWindow before it counts.
+//   - A source keeps up to two clocks (maxClocks): two load balancer backends, or two monitors, probing from
+//     one address interleave their probes, and no single cadence explains them. A new attempt ticks the clock
+//     it falls on: its latest tick plus its interval, within 10 % (at least 20 ms) of the interval, or 5 %
+//     once the source keeps a clock (two clocks explain far more timelines than one). An attempt no clock
+//     explains begins one with two earlier unexplained attempts at one interval (within 5 %), between 1 s and
+//     5 min, the clocks together no faster than once a second (a client's burst is faster, a clock slower
+//     than that is not told from chance). A clock not proven yet whose next tick is overdue began by chance:
+//     it is dissolved, its attempts unexplained again.
+//   - A source is a checker once one clock ticked five attempts (four intervals) and every attempt since that
+//     clock began kept one of its clocks. It stays one through a few irregular attempts (a check the load
+//     balancer skipped, a client it forwarded from the same address) and stops being one after more
+//     irregular attempts than steady ones.
+//   - A source that is not a checker yet whose unexplained attempts two clocks could still begin from (four at
+//     most) is still proving its cadence for candidateWindow after its first attempt (66 s: the first interval
+//     of a checker every minute), and from there while its next tick is due: its arrivals are neither a
+//     checker's nor a client's until it proves one or the other, so a checker's first few probes, even a slow
+//     one's, do not count as lost clients. A client that connects once waits candidateWindow before it counts;
+//     once counted, a source stays a client until it proves a cadence.
 //   - At most Config.CheckerSources sources are kept per destination. When full, a new source replaces the
 //     non-checker seen longest ago (or a checker silent for longer than maxCadence); if every kept source is
 //     a live checker, the new one is not kept. Arrivals of sources not kept (or no longer kept) are clients.
 //
 // Its limits: a client that itself connects at a steady cadence from one address (a synthetic monitor, a
 // cron job) looks exactly like a checker; the Service's localtraffic.io/health-check annotation settles it
-// (the verdict then takes every arrival as a client). Checks slower than about one every 7 s take longer than
-// candidateWindow to prove, so their first probes count as clients until they do.
-//
+// (the verdict then takes every arrival as a client). Three checkers behind one address are not followed,
+// nor two of one interval half a period apart while they look like one clock of half the interval and drift.
+
 // A port scan is not a client either. An internet scanner (masscan, ZMap) sends one SYN per address and port
 // and never retransmits it; a client whose SYN a node drops retransmits it from the same source address and
 // port (Linux and macOS 1 s later, Windows 3 s), and one with a connect timeout shorter than that tries again
@@ -82,7 +90,7 @@ const (
 	// from: each clock begins with three, so every clock's first two fit.
 	maxClocks       = 2
 	looseKept       = 2*maxClocks + 2
-	retransmitPorts = 4
+	retransmitPorts = 8
 	// repeatWindow is how soon a source must come again for its arrivals to count as repeated: it covers
 	// the first SYN retransmission of every common stack (1 s on Linux and macOS, 3 s on Windows) and the
 	// second (3 s and 9 s after the first SYN), with room for a busy node's scheduling.
@@ -125,9 +133,10 @@ type sourceCadence struct {
 	rep runCount
 }
 
-// clock is one cadence of a source: new attempts ref apart, the latest at last. ref is 0 for an unused clock.
+// clock is one cadence of a source: new attempts ref apart, the latest at last, the one before at prev. ref is
+// 0 for an unused clock.
 type clock struct {
-	start, last, ref int64
+	start, prev, last, ref int64
 	// steady counts the intervals it explained, the two that began it included.
 	steady uint8
 }
@@ -208,17 +217,42 @@ func (s *sourceCadence) attempt(at int64) {
 		s.broken = true
 	}
 	s.lastNew = max(s.lastNew, at)
+	s.dissolve(at)
+	// The clock it falls on most closely (two backends configured alike run two clocks of one interval,
+	// milliseconds apart).
+	best, bestK, bestOff := -1, int64(0), int64(0)
 	for i := range s.clocks {
 		c := &s.clocks[i]
-		if c.ref == 0 {
+		if c.ref == 0 || at-c.last > int64(maxCadence) {
 			continue
 		}
 		k := (at - c.last + c.ref/2) / c.ref
-		if k < 1 || at-c.last > int64(maxCadence) || abs(at-c.last-k*c.ref) > s.tolerance(c.ref) {
-			continue
+		off := abs(at - c.last - k*c.ref)
+		if k == 0 && c.prev != 0 {
+			// Within the tolerance of the clock's latest tick: whichever of the two falls closer to the time
+			// that tick was due takes it (two clocks a few percent apart in phase), the other is loose.
+			off = abs(at - c.prev - c.ref)
+			if off >= abs(c.last-c.prev-c.ref) {
+				continue
+			}
 		}
+		// A tick due beats taking a tick already given: an attempt that keeps one clock is not another's.
+		better := best < 0 || (k >= 1) != (bestK >= 1) && k >= 1 || (k >= 1) == (bestK >= 1) && off < bestOff
+		if (k >= 1 || c.prev != 0) && off <= s.tolerance(c.ref) && better {
+			best, bestK, bestOff = i, k, off
+		}
+	}
+	if best >= 0 && bestK == 0 {
+		c := &s.clocks[best]
+		displaced := c.last
 		c.last = at
-		if k > 1 {
+		s.unexplained(displaced)
+		return
+	}
+	if best >= 0 {
+		c := &s.clocks[best]
+		c.prev, c.last = c.last, at
+		if bestK > 1 {
 			// On its clock but a check late: one skipped (or its SYN lost). Irregular: it breaks a candidate and
 			// costs a checker; the clock keeps its phase.
 			if !s.checker {
@@ -231,21 +265,28 @@ func (s *sourceCadence) attempt(at int64) {
 		s.tick(c, at)
 		return
 	}
-	// No clock explains it: it may begin one with two loose attempts before it at one interval.
+	s.unexplained(at)
+}
+
+// unexplained follows an attempt at at no clock explains: it may begin one with two loose attempts before it
+// at one interval, the pair that keeps the interval most closely; else it is loose, and irregular.
+func (s *sourceCadence) unexplained(at int64) {
+	bi, bj, bestOff := -1, -1, int64(0)
 	for i := int(s.nLoose) - 1; i >= 0; i-- {
 		iv := at - s.loose[i]
-		if iv < int64(minCadence) || iv > int64(maxCadence) {
-			continue
-		}
-		if !s.roomFor(iv) {
+		if iv < int64(minCadence) || iv > int64(maxCadence) || !s.roomFor(iv) {
 			continue
 		}
 		for j := i - 1; j >= 0; j-- {
-			if abs(s.loose[i]-s.loose[j]-iv) <= s.tolerance(iv) {
-				s.beginClock(clock{start: s.loose[j], last: at, ref: iv, steady: 2}, i, j)
-				return
+			off := abs(s.loose[i] - s.loose[j] - iv)
+			if off <= halfTolerance(iv) && (bi < 0 || off < bestOff) {
+				bi, bj, bestOff = i, j, off
 			}
 		}
+	}
+	if bi >= 0 {
+		s.beginClock(clock{start: s.loose[bj], prev: s.loose[bi], last: at, ref: at - s.loose[bi], steady: 2}, bi, bj)
+		return
 	}
 	if s.nLoose == 1 && !s.broken && at < s.until {
 		// Its second attempt: the first interval of a cadence, maybe a slow one (30 to 60 s, a cloud's default
@@ -254,8 +295,26 @@ func (s *sourceCadence) attempt(at int64) {
 			s.until = max(s.until, at+iv+tolerance(iv)+1)
 		}
 	}
-	s.addLoose(at)
+	s.insertLoose(at)
 	s.irregular()
+}
+
+// dissolve frees the clocks that began by chance: one not proven yet whose next tick is overdue at at. A clock
+// of three attempts gives them back as loose, to begin the clocks they belong to (two checkers a few percent
+// apart in cadence, whose first attempts also fit a third interval).
+func (s *sourceCadence) dissolve(at int64) {
+	for i := range s.clocks {
+		c := s.clocks[i]
+		if c.ref == 0 || c.steady >= checkerSteady || at-c.last <= c.ref+s.tolerance(c.ref) {
+			continue
+		}
+		s.clocks[i] = clock{}
+		if c.steady == 2 {
+			for _, t := range [...]int64{c.start, c.prev, c.last} {
+				s.insertLoose(t)
+			}
+		}
+	}
 }
 
 // tolerance is how far from its clock's time an attempt may come and still tick it.
@@ -267,16 +326,19 @@ func tolerance(ref int64) int64 { return max(ref/cadenceTolerance, minTolerance)
 func (s *sourceCadence) tolerance(ref int64) int64 {
 	for _, c := range s.clocks {
 		if c.ref != 0 {
-			return max(ref/(2*cadenceTolerance), minTolerance)
+			return halfTolerance(ref)
 		}
 	}
 	return tolerance(ref)
 }
 
+// halfTolerance is half of tolerance(ref).
+func halfTolerance(ref int64) int64 { return max(ref/(2*cadenceTolerance), minTolerance) }
+
 // roomFor: a clock of interval iv may begin beside the clocks the source keeps (it takes the place of the one
 // seen longest ago when all are in use, as beginClock does): together they come no faster than once every
-// minCadence, the fastest a single checker is taken for (two clocks of 1 s are a client's attempts every
-// 500 ms).
+// minCadence (within its tolerance: two clocks of 2 s are two checkers alike), the fastest a single checker is
+// taken for (two clocks of 1 s are a client's attempts every 500 ms).
 func (s *sourceCadence) roomFor(iv int64) bool {
 	k := s.clockPlace()
 	rate := 1 / float64(iv)
@@ -285,7 +347,7 @@ func (s *sourceCadence) roomFor(iv int64) bool {
 			rate += 1 / float64(c.ref)
 		}
 	}
-	return rate <= 1/float64(minCadence)
+	return rate <= 1/float64(int64(minCadence)-tolerance(int64(minCadence)))
 }
 
 // clockPlace is where a new clock begins: an unused one, or the clock seen longest ago.
@@ -305,6 +367,14 @@ func (s *sourceCadence) clockPlace() int {
 // beginClock starts c, made of the loose attempts i and j and the latest one, in clockPlace.
 func (s *sourceCadence) beginClock(c clock, i, j int) {
 	s.loose[i], s.loose[j] = -1, -1
+	// Earlier loose attempts on its clock are its own too (its first ones, left loose when a clock that began
+	// by chance took the others and dissolved).
+	for x := j - 1; x >= 0; x-- {
+		if abs(c.start-s.loose[x]-c.ref) <= halfTolerance(c.ref) {
+			c.start, s.loose[x] = s.loose[x], -1
+			c.steady++
+		}
+	}
 	s.nLoose = uint8(len(slices.DeleteFunc(s.loose[:s.nLoose], func(t int64) bool { return t < 0 })))
 	k := s.clockPlace()
 	s.clocks[k] = c
@@ -358,6 +428,15 @@ func (s *sourceCadence) irregular() {
 	}
 	s.checker, s.score, s.broken = false, 0, true
 	s.clocks = [maxClocks]clock{}
+}
+
+// insertLoose keeps at among the loose attempts, in the order they came: an attempt a clock gave up for a
+// later one.
+func (s *sourceCadence) insertLoose(at int64) {
+	s.addLoose(at)
+	for i := int(s.nLoose) - 1; i > 0 && s.loose[i] < s.loose[i-1]; i-- {
+		s.loose[i], s.loose[i-1] = s.loose[i-1], s.loose[i]
+	}
 }
 
 // addLoose keeps at among the latest attempts no clock explains, forgetting the oldest when full.
