@@ -62,3 +62,48 @@ func TestRotationTwoCheckersOneAddress(t *testing.T) {
 		t.Errorf("node-2's exporter log does not name the checkers' address %s", cluster.CheckerIP)
 	}
 }
+
+// TestRotationSlowChecker: a NodePort Service with its only replica on node-1, probed by a slow checker from one
+// address (an AWS target group's default: a new TCP connection every 30 s) at node-1's and node-2's NodePort, no
+// client. Each probe node-2 drops is retransmitted a second later, as a lost client's attempt is. Sampled every
+// second for 2 min 10 s, through the fifth probe that proves its cadence, node-2 never reports a critical
+// reason: it stays no_traffic_seen and the checker is logged at its interval. Before the meter waited for slow
+// checkers, their first probe counted as a client's 30 s after it and node-2 was traffic_lost until the fifth.
+func TestRotationSlowChecker(t *testing.T) {
+	c := sharedCluster(t)
+	ctx := testContext(t)
+	n2 := c.Node("node-2")
+	svc := serviceSpec(t, c, "e2e-rotation-slowchecker", "billing", corev1.ServiceTypeNodePort, nil)
+	pods := startPods(t, c, svc, "node-1")
+	setEndpoints(t, c, svc, ready(pods...))
+	restartExporter(t, c, n2, testGrace)
+	if err := c.AddClientSource(ctx, cluster.CheckerIP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.RemoveClientSource(context.Background(), cluster.CheckerIP); err != nil {
+			t.Error(err)
+		}
+	})
+	eventually(t, converge, "node-2 drops the Service, nothing sent yet", func() error {
+		return expectMetrics(ctx, c, n2.Name, metricIs("localtraffic_blackhole", svcLabels(svc, n2.Name), 1),
+			metricIs("localtraffic_blackhole_reason", reasonLabels(svc, n2.Name, "no_traffic_seen"), 1))
+	})
+
+	checkEvery(t, c, cluster.CheckerIP, 30*time.Second, nodePortAddr(c.Node("node-1"), svc), nodePortAddr(n2, svc))
+	start := time.Now()
+	for time.Since(start) < 130*time.Second {
+		if err := expectMetrics(ctx, c, n2.Name, noCriticalReason(svc, n2.Name)); err != nil {
+			t.Fatalf("%s after the checker started: %v", time.Since(start).Round(time.Second), err)
+		}
+		time.Sleep(time.Second)
+	}
+	if err := expectMetrics(ctx, c, n2.Name,
+		metricIs("localtraffic_blackhole_reason", reasonLabels(svc, n2.Name, "no_traffic_seen"), 1),
+		metricAbove("localtraffic_arrivals_total", cluster.Labels{"node": n2.Name, "kind": "node_port", "ip_family": ipv4}, 8)); err != nil {
+		t.Fatalf("probed five times: %v", err)
+	}
+	if log := c.LogTail("exporter-"+n2.Name, 1<<20); !strings.Contains(log, cluster.CheckerIP+" every 30s") {
+		t.Errorf("node-2's exporter log does not name the checker %s every 30s", cluster.CheckerIP)
+	}
+}
