@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -105,5 +106,62 @@ func TestRotationSlowChecker(t *testing.T) {
 	}
 	if log := c.LogTail("exporter-"+n2.Name, 1<<20); !strings.Contains(log, cluster.CheckerIP+" every 30s") {
 		t.Errorf("node-2's exporter log does not name the checker %s every 30s", cluster.CheckerIP)
+	}
+}
+
+// TestRotationCheckerAcrossRestart: a NodePort Service with its only replica on node-1, probed every 2 s by an
+// HAProxy-style checker from one address at node-1's and node-2's NodePort, no client. Once node-2's exporter
+// has taken the checker for one (no_traffic_seen, the checker logged), it is restarted (SIGTERM, the state file
+// written on the way out, a new process). Sampled every second for 30 s from the new process's first scrape,
+// node-2 never reports a critical reason: the state file carried the checker's clock, so the restored run of
+// its probes is no client's. Before the file kept what the meter had learnt of the sources, the restored run
+// counted as a client's repeated attempts and node-2 was traffic_lost at its first scrape.
+func TestRotationCheckerAcrossRestart(t *testing.T) {
+	c := sharedCluster(t)
+	ctx := testContext(t)
+	n2 := c.Node("node-2")
+	svc := serviceSpec(t, c, "e2e-rotation-checkerrestart", "payroll", corev1.ServiceTypeNodePort, nil)
+	pods := startPods(t, c, svc, "node-1")
+	setEndpoints(t, c, svc, ready(pods...))
+	restartExporter(t, c, n2, testGrace)
+	if err := c.AddClientSource(ctx, cluster.CheckerIP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.RemoveClientSource(context.Background(), cluster.CheckerIP); err != nil {
+			t.Error(err)
+		}
+	})
+	eventually(t, converge, "node-2 drops the Service, nothing sent yet", func() error {
+		return expectMetrics(ctx, c, n2.Name, metricIs("localtraffic_blackhole", svcLabels(svc, n2.Name), 1),
+			metricIs("localtraffic_blackhole_reason", reasonLabels(svc, n2.Name, "no_traffic_seen"), 1))
+	})
+	checkEvery(t, c, cluster.CheckerIP, 2*time.Second, nodePortAddr(c.Node("node-1"), svc), nodePortAddr(n2, svc))
+	eventually(t, converge, "node-2 takes the checker for one", func() error {
+		if !strings.Contains(c.LogTail("exporter-"+n2.Name, 1<<20), cluster.CheckerIP+" every 2s") {
+			return fmt.Errorf("node-2's exporter has not logged the checker %s yet", cluster.CheckerIP)
+		}
+		return expectMetrics(ctx, c, n2.Name, metricIs("localtraffic_blackhole_reason", reasonLabels(svc, n2.Name, "no_traffic_seen"), 1))
+	})
+	// Past a state file write (every 5 s at most when it changed) with the checker proven.
+	time.Sleep(6 * time.Second)
+
+	n2.StopExporter()
+	if err := n2.StartExporter(ctx, testGrace); err != nil {
+		t.Fatal(err)
+	}
+	if err := n2.WaitExporter(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for time.Since(start) < 30*time.Second {
+		if err := expectMetrics(ctx, c, n2.Name, noCriticalReason(svc, n2.Name),
+			metricIs("localtraffic_state_file_state", cluster.Labels{"node": n2.Name, "state": "restored"}, 1)); err != nil {
+			t.Fatalf("%s after the restart: %v", time.Since(start).Round(time.Second), err)
+		}
+		time.Sleep(time.Second)
+	}
+	if err := expectMetrics(ctx, c, n2.Name, metricIs("localtraffic_blackhole_reason", reasonLabels(svc, n2.Name, "no_traffic_seen"), 1)); err != nil {
+		t.Fatalf("30 s after the restart: %v", err)
 	}
 }

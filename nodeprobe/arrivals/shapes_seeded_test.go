@@ -102,3 +102,79 @@ func TestSlowCheckersSeeded(t *testing.T) {
 		neverClients(t, fmt.Sprintf("seed %d: %v every %s from +%s at %v", seed, src, every, phase, d), tl, d, end, src)
 	}
 }
+
+// runOf is what the exporter's state file keeps of a destination's count (collector/scrape, stateBody).
+func runOf(c DestCount) Run {
+	r := Run{Attempts: c.Attempts, FirstSeen: c.FirstSeen, LastSeen: c.LastSeen, ActiveSince: c.ActiveSince,
+		WatchedSince: c.WatchedSince}
+	if c.SetAside {
+		r.Told, r.Checkers, r.Clients = true, c.Checkers, c.Clients.Repeated
+	}
+	return r
+}
+
+// TestCheckersAcrossARestartSeeded: 200 recorded timelines, seeded, of a checker at a NodePort (alone, or two
+// behind one address), TCP or UDP, every 1 to 60 s, whose exporter restarts once the checker has proven its
+// cadence: down for 1 to 60 s, then a new meter restored from what the state file keeps. From its first
+// snapshot on, before any probe reached it and while the checker re-proves itself, no attempt is a client's,
+// and the checker is named.
+func TestCheckersAcrossARestartSeeded(t *testing.T) {
+	const end = 10 * time.Minute
+	src := netip.MustParseAddr("198.18.0.9")
+	for seed := range uint64(200) {
+		rng := rand.New(rand.NewPCG(seed, 0x4e57))
+		tmpl, d := syn("0.0.0.0", "192.0.2.10", 30080), NodeDest(TCP, false, 30080)
+		if seed%2 == 1 {
+			tmpl, d = udp("0.0.0.0", "192.0.2.10", 30053), NodeDest(UDP, false, 30053)
+		}
+		tl := &timeline{rng: rng, tmpl: tmpl}
+		every := time.Duration(1000+rng.IntN(59000)) * time.Millisecond
+		tl.probes(src, every, time.Duration(rng.Int64N(int64(every))), end)
+		name := fmt.Sprintf("seed %d: %v every %s", seed, src, every)
+		if seed%4 >= 2 {
+			other := max(every+every/3, 2*time.Second)
+			tl.probes(src, other, time.Duration(rng.Int64N(int64(other))), end)
+			name += fmt.Sprintf(" and every %s", other)
+		}
+		name += fmt.Sprintf(" at %v", d)
+		slices.SortStableFunc(tl.wire, func(a, b wirePacket) int { return cmp.Compare(a.at, b.at) })
+		down := 6*every + 2*time.Minute*time.Duration(rng.IntN(2)) // proven, or proven long before
+		back := down + time.Duration(1000+rng.IntN(59000))*time.Millisecond
+
+		before := newTestTally(t, Config{}, testWatch)
+		i := 0
+		for ; i < len(tl.wire) && tl.wire[i].at <= down; i++ {
+			countBytes(t, before, tl.wire[i].p, testNow.Add(tl.wire[i].at))
+		}
+		s := Snapshot{Families: []FamilyStats{{Family: "IPv4"}, {Family: "IPv6"}}, Taken: testNow.Add(down)}
+		before.fill(&s)
+		c, _ := s.Dest(d)
+		if len(c.Checkers) == 0 || c.Clients.Repeated.Attempts != 0 {
+			t.Errorf("%s: before the restart checkers %v, clients %+v; want it proven", name, checkerAddrs(c), c.Clients)
+			continue
+		}
+
+		after := newTally(Config{}.withDefaults(), nil)
+		after.restore(map[Dest]Run{d: runOf(c)})
+		nw, err := testWatch.normalize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		after.setWatch(nw, testNow.Add(back))
+		for ; i < len(tl.wire) && tl.wire[i].at < back; i++ {
+		}
+		for at := back; at <= end; at += 2 * time.Second {
+			for ; i < len(tl.wire) && tl.wire[i].at <= at; i++ {
+				countBytes(t, after, tl.wire[i].p, testNow.Add(tl.wire[i].at))
+			}
+			s := Snapshot{Families: []FamilyStats{{Family: "IPv4"}, {Family: "IPv6"}}, Taken: testNow.Add(at)}
+			after.fill(&s)
+			c, _ := s.Dest(d)
+			if c.Clients.Repeated.Attempts != 0 || len(c.Checkers) == 0 {
+				t.Errorf("%s, down from +%s to +%s: at +%s checkers %v, clients %+v; want the checker and no client",
+					name, down, back, at, checkerAddrs(c), c.Clients)
+				break
+			}
+		}
+	}
+}

@@ -470,18 +470,19 @@ func (s *sourceCadence) appendCheckers(cs []CheckerSource, t *tally) []CheckerSo
 			continue
 		}
 		if c.steady >= checkerSteady {
-			cs = append(cs, CheckerSource{Addr: s.addr, Attempts: s.n, Interval: time.Duration(c.ref), LastSeen: t.nsTime(s.last)})
+			cs = append(cs, CheckerSource{Addr: s.addr, Attempts: s.n, Interval: time.Duration(c.ref), LastSeen: t.nsTime(s.last),
+				LastTick: t.nsTime(c.last)})
 		}
 		if best < 0 || c.steady > s.clocks[best].steady {
 			best = i
 		}
 	}
 	if len(cs) == n {
-		var iv time.Duration
+		c := CheckerSource{Addr: s.addr, Attempts: s.n, LastSeen: t.nsTime(s.last)}
 		if best >= 0 {
-			iv = time.Duration(s.clocks[best].ref)
+			c.Interval, c.LastTick = time.Duration(s.clocks[best].ref), t.nsTime(s.clocks[best].last)
 		}
-		cs = append(cs, CheckerSource{Addr: s.addr, Attempts: s.n, Interval: iv, LastSeen: t.nsTime(s.last)})
+		cs = append(cs, c)
 	}
 	return cs
 }
@@ -522,6 +523,9 @@ type CheckerSource struct {
 	Attempts uint64
 	Interval time.Duration
 	LastSeen time.Time
+	// LastTick is the latest new attempt on this cadence's clock (not a retransmission): its phase, which a
+	// restarted meter takes over (Run.Checkers). Zero: LastSeen stands for it.
+	LastTick time.Time
 }
 
 // ClientCount is a destination's arrivals without those of its checkers and of the sources still proving
@@ -569,7 +573,7 @@ func joinSpans(spans []span, quiet int64) (n uint64, active, last int64) {
 // earlier meter counted (restored) and its sources at now. checkers is where the checker lists of every
 // destination are appended (a few allocations per snapshot, not one per destination); the grown slice is
 // returned.
-func (t *tally) fillSources(c *DestCount, whole, restored runCount, d *destSources, now, quiet int64, checkers []CheckerSource) []CheckerSource {
+func (t *tally) fillSources(c *DestCount, whole runCount, restored restoredRun, d *destSources, now, quiet int64, checkers []CheckerSource) []CheckerSource {
 	c.Clients = ClientCount{Attempts: whole.n, ActiveSince: t.nsTime(whole.active), LastSeen: t.nsTime(whole.last)}
 	if t.cfg.CheckerSources <= 0 {
 		// No source is kept: nothing tells a repeat, and every arrival counts as one (the meter before it
@@ -579,7 +583,7 @@ func (t *tally) fillSources(c *DestCount, whole, restored runCount, d *destSourc
 		return checkers
 	}
 	var scratch [maxRuns + 1]span
-	reps := append(scratch[:0], span{restored.n, restored.active, restored.last})
+	reps := append(scratch[:0], span{restored.run.n, restored.run.active, restored.run.last})
 	if d != nil {
 		reps = append(reps, span{d.othersRep.n, d.othersRep.active, d.othersRep.last})
 		for i := range d.list {
@@ -589,6 +593,11 @@ func (t *tally) fillSources(c *DestCount, whole, restored runCount, d *destSourc
 	}
 	c.Repeated = t.repeatCount(joinSpans(reps, quiet))
 	c.Clients.Repeated = c.Repeated
+	if restored.told {
+		// The clients' repeats: the same, but of the restored run only what the earlier meter took for clients.
+		reps[0] = span{restored.clients.n, restored.clients.active, restored.clients.last}
+		c.Clients.Repeated = t.repeatCount(joinSpans(reps, quiet))
+	}
 	if d == nil || !d.cadence {
 		return checkers
 	}
@@ -615,8 +624,13 @@ func (t *tally) fillSources(c *DestCount, whole, restored runCount, d *destSourc
 	// Clients: the others and every kept source that is neither a checker nor a candidate, their runs joined
 	// as the destination's own count joins arrivals (a pause shorter than the quiet period continues a run).
 	runs := append(scratch[:0], span{d.others.n, d.others.active, d.others.last})
-	var repScratch [maxRuns]span
+	// Of a restored run, only the part an earlier meter that told sources apart took for clients (one that
+	// did not left nothing to tell it by).
+	var repScratch [maxRuns + 1]span
 	reps = append(repScratch[:0], span{d.othersRep.n, d.othersRep.active, d.othersRep.last})
+	if restored.told {
+		reps = append(reps, span{restored.clients.n, restored.clients.active, restored.clients.last})
+	}
 	for i := range d.list {
 		s := &d.list[i]
 		if s.checker || s.candidate(now) {
