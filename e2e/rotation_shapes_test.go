@@ -23,40 +23,14 @@ func TestRotationTwoCheckersOneAddress(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := testContext(t)
 	n2 := c.Node("node-2")
-	svc := serviceSpec(t, c, "e2e-rotation-twocheckers", "ledger", corev1.ServiceTypeNodePort, nil)
-	pods := startPods(t, c, svc, "node-1")
-	setEndpoints(t, c, svc, ready(pods...))
-	restartExporter(t, c, n2, testGrace)
-	if err := c.AddClientSource(ctx, cluster.CheckerIP); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.RemoveClientSource(context.Background(), cluster.CheckerIP); err != nil {
-			t.Error(err)
-		}
-	})
-	eventually(t, converge, "node-2 drops the Service, nothing sent yet", func() error {
-		return expectMetrics(ctx, c, n2.Name, metricIs("localtraffic_blackhole", svcLabels(svc, n2.Name), 1),
-			metricIs("localtraffic_blackhole_reason", reasonLabels(svc, n2.Name, "no_traffic_seen"), 1))
-	})
+	svc := probedNodePort(ctx, t, c, "e2e-rotation-twocheckers", "ledger")
 
 	probes := []string{nodePortAddr(c.Node("node-1"), svc), nodePortAddr(n2, svc)}
 	checkEvery(t, c, cluster.CheckerIP, 2*time.Second, probes...)
 	time.Sleep(700 * time.Millisecond)
 	checkEvery(t, c, cluster.CheckerIP, 3*time.Second, probes...)
 
-	start := time.Now()
-	for time.Since(start) < 45*time.Second {
-		if err := expectMetrics(ctx, c, n2.Name, noCriticalReason(svc, n2.Name)); err != nil {
-			t.Fatalf("%s after the checkers started: %v", time.Since(start).Round(time.Second), err)
-		}
-		time.Sleep(time.Second)
-	}
-	if err := expectMetrics(ctx, c, n2.Name,
-		metricIs("localtraffic_blackhole_reason", reasonLabels(svc, n2.Name, "no_traffic_seen"), 1),
-		metricAbove("localtraffic_arrivals_total", cluster.Labels{"node": n2.Name, "kind": "node_port", "ip_family": ipv4}, 30)); err != nil {
-		t.Fatalf("probed for 45 s: %v", err)
-	}
+	warnedThroughout(ctx, t, c, svc, 45*time.Second, "the checkers started", 30)
 	// The warning, once, names the address at the cadence it proved first.
 	log := c.LogTail("exporter-"+n2.Name, 1<<20)
 	if !strings.Contains(log, "only steady sources arrive") || !strings.Contains(log, cluster.CheckerIP+" every ") {
@@ -74,36 +48,10 @@ func TestRotationSlowChecker(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := testContext(t)
 	n2 := c.Node("node-2")
-	svc := serviceSpec(t, c, "e2e-rotation-slowchecker", "billing", corev1.ServiceTypeNodePort, nil)
-	pods := startPods(t, c, svc, "node-1")
-	setEndpoints(t, c, svc, ready(pods...))
-	restartExporter(t, c, n2, testGrace)
-	if err := c.AddClientSource(ctx, cluster.CheckerIP); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.RemoveClientSource(context.Background(), cluster.CheckerIP); err != nil {
-			t.Error(err)
-		}
-	})
-	eventually(t, converge, "node-2 drops the Service, nothing sent yet", func() error {
-		return expectMetrics(ctx, c, n2.Name, metricIs("localtraffic_blackhole", svcLabels(svc, n2.Name), 1),
-			metricIs("localtraffic_blackhole_reason", reasonLabels(svc, n2.Name, "no_traffic_seen"), 1))
-	})
+	svc := probedNodePort(ctx, t, c, "e2e-rotation-slowchecker", "billing")
 
 	checkEvery(t, c, cluster.CheckerIP, 30*time.Second, nodePortAddr(c.Node("node-1"), svc), nodePortAddr(n2, svc))
-	start := time.Now()
-	for time.Since(start) < 130*time.Second {
-		if err := expectMetrics(ctx, c, n2.Name, noCriticalReason(svc, n2.Name)); err != nil {
-			t.Fatalf("%s after the checker started: %v", time.Since(start).Round(time.Second), err)
-		}
-		time.Sleep(time.Second)
-	}
-	if err := expectMetrics(ctx, c, n2.Name,
-		metricIs("localtraffic_blackhole_reason", reasonLabels(svc, n2.Name, "no_traffic_seen"), 1),
-		metricAbove("localtraffic_arrivals_total", cluster.Labels{"node": n2.Name, "kind": "node_port", "ip_family": ipv4}, 8)); err != nil {
-		t.Fatalf("probed five times: %v", err)
-	}
+	warnedThroughout(ctx, t, c, svc, 130*time.Second, "the checker started", 8)
 	if log := c.LogTail("exporter-"+n2.Name, 1<<20); !strings.Contains(log, cluster.CheckerIP+" every 30s") {
 		t.Errorf("node-2's exporter log does not name the checker %s every 30s", cluster.CheckerIP)
 	}
@@ -120,22 +68,7 @@ func TestRotationCheckerAcrossRestart(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := testContext(t)
 	n2 := c.Node("node-2")
-	svc := serviceSpec(t, c, "e2e-rotation-checkerrestart", "payroll", corev1.ServiceTypeNodePort, nil)
-	pods := startPods(t, c, svc, "node-1")
-	setEndpoints(t, c, svc, ready(pods...))
-	restartExporter(t, c, n2, testGrace)
-	if err := c.AddClientSource(ctx, cluster.CheckerIP); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.RemoveClientSource(context.Background(), cluster.CheckerIP); err != nil {
-			t.Error(err)
-		}
-	})
-	eventually(t, converge, "node-2 drops the Service, nothing sent yet", func() error {
-		return expectMetrics(ctx, c, n2.Name, metricIs("localtraffic_blackhole", svcLabels(svc, n2.Name), 1),
-			metricIs("localtraffic_blackhole_reason", reasonLabels(svc, n2.Name, "no_traffic_seen"), 1))
-	})
+	svc := probedNodePort(ctx, t, c, "e2e-rotation-checkerrestart", "payroll")
 	checkEvery(t, c, cluster.CheckerIP, 2*time.Second, nodePortAddr(c.Node("node-1"), svc), nodePortAddr(n2, svc))
 	eventually(t, converge, "node-2 takes the checker for one", func() error {
 		if !strings.Contains(c.LogTail("exporter-"+n2.Name, 1<<20), cluster.CheckerIP+" every 2s") {
@@ -153,15 +86,50 @@ func TestRotationCheckerAcrossRestart(t *testing.T) {
 	if err := n2.WaitExporter(ctx, time.Minute); err != nil {
 		t.Fatal(err)
 	}
+	warnedThroughout(ctx, t, c, svc, 30*time.Second, "the restart", 0,
+		metricIs("localtraffic_state_file_state", cluster.Labels{"node": n2.Name, "state": "restored"}, 1))
+}
+
+// probedNodePort is where each scenario of this file starts: a NodePort Service with its only replica on
+// node-1, node-2's exporter restarted with the short grace window, cluster.CheckerIP added to the outside
+// client for the checkers, and node-2 a blackhole nobody was sent to yet (no_traffic_seen).
+func probedNodePort(ctx context.Context, t *testing.T, c *cluster.Cluster, namespace, name string) *corev1.Service {
+	t.Helper()
+	n2 := c.Node("node-2")
+	svc := serviceSpec(t, c, namespace, name, corev1.ServiceTypeNodePort, nil)
+	pods := startPods(t, c, svc, "node-1")
+	setEndpoints(t, c, svc, ready(pods...))
+	restartExporter(t, c, n2, testGrace)
+	if err := c.AddClientSource(ctx, cluster.CheckerIP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.RemoveClientSource(context.Background(), cluster.CheckerIP); err != nil {
+			t.Error(err)
+		}
+	})
+	eventually(t, converge, "node-2 drops the Service, nothing sent yet", func() error {
+		return expectMetrics(ctx, c, n2.Name, metricIs("localtraffic_blackhole", svcLabels(svc, n2.Name), 1),
+			metricIs("localtraffic_blackhole_reason", reasonLabels(svc, n2.Name, "no_traffic_seen"), 1))
+	})
+	return svc
+}
+
+// warnedThroughout samples node-2 every second for d: never a critical reason for svc (nor a failed want), and
+// at the end no_traffic_seen with more than arrivals NodePort arrivals counted. since names what d counts from.
+func warnedThroughout(ctx context.Context, t *testing.T, c *cluster.Cluster, svc *corev1.Service, d time.Duration, since string,
+	arrivals float64, want ...func(cluster.Metrics) error) {
+	t.Helper()
+	node := "node-2"
 	start := time.Now()
-	for time.Since(start) < 30*time.Second {
-		if err := expectMetrics(ctx, c, n2.Name, noCriticalReason(svc, n2.Name),
-			metricIs("localtraffic_state_file_state", cluster.Labels{"node": n2.Name, "state": "restored"}, 1)); err != nil {
-			t.Fatalf("%s after the restart: %v", time.Since(start).Round(time.Second), err)
+	for time.Since(start) < d {
+		if err := expectMetrics(ctx, c, node, append([]func(cluster.Metrics) error{noCriticalReason(svc, node)}, want...)...); err != nil {
+			t.Fatalf("%s after %s: %v", time.Since(start).Round(time.Second), since, err)
 		}
 		time.Sleep(time.Second)
 	}
-	if err := expectMetrics(ctx, c, n2.Name, metricIs("localtraffic_blackhole_reason", reasonLabels(svc, n2.Name, "no_traffic_seen"), 1)); err != nil {
-		t.Fatalf("30 s after the restart: %v", err)
+	if err := expectMetrics(ctx, c, node, metricIs("localtraffic_blackhole_reason", reasonLabels(svc, node, "no_traffic_seen"), 1),
+		metricAbove("localtraffic_arrivals_total", cluster.Labels{"node": node, "kind": "node_port", "ip_family": ipv4}, arrivals)); err != nil {
+		t.Fatalf("%s after %s: %v", d, since, err)
 	}
 }

@@ -426,8 +426,8 @@ func (b stateBody) sameAs(o stateBody) bool {
 
 // equal: r and o hold the same run (runEntry is not comparable: its Checkers).
 func (r runEntry) equal(o runEntry) bool {
-	return slices.Equal(r.Checkers, o.Checkers) && r.Protocol == o.Protocol && r.Address == o.Address && r.Port == o.Port && r.Attempts == o.Attempts &&
-		r.FirstSeen == o.FirstSeen && r.LastSeen == o.LastSeen && r.ActiveSince == o.ActiveSince &&
+	return slices.Equal(r.Checkers, o.Checkers) && r.Protocol == o.Protocol && r.Address == o.Address &&
+		r.Port == o.Port && r.Attempts == o.Attempts && r.FirstSeen == o.FirstSeen && r.LastSeen == o.LastSeen && r.ActiveSince == o.ActiveSince &&
 		r.WatchedSince == o.WatchedSince && r.Told == o.Told && r.ClientAttempts == o.ClientAttempts &&
 		r.ClientActiveSince == o.ClientActiveSince && r.ClientLastSeen == o.ClientLastSeen
 }

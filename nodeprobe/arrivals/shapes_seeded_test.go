@@ -28,20 +28,39 @@ func (tl *timeline) probes(src netip.Addr, interval, phase, end time.Duration) {
 	}
 }
 
+// nodePortTimeline is an empty timeline at a NodePort, TCP for even seeds and UDP for odd ones, its random
+// numbers from seed and stream.
+func nodePortTimeline(seed, stream uint64) (*timeline, Dest) {
+	tl := &timeline{rng: rand.New(rand.NewPCG(seed, stream)), tmpl: syn("0.0.0.0", "192.0.2.10", 30080)}
+	if seed%2 == 1 {
+		tl.tmpl = udp("0.0.0.0", "192.0.2.10", 30053)
+		return tl, NodeDest(UDP, false, 30053)
+	}
+	return tl, NodeDest(TCP, false, 30080)
+}
+
+// countUntil counts the packets of the sorted timeline from wire[i] up to at into ty, and returns d's count at
+// at and the index of the next packet.
+func countUntil(t *testing.T, ty *tally, wire []wirePacket, i int, d Dest, at time.Duration) (DestCount, int) {
+	t.Helper()
+	for ; i < len(wire) && wire[i].at <= at; i++ {
+		countBytes(t, ty, wire[i].p, testNow.Add(wire[i].at))
+	}
+	s := Snapshot{Families: []FamilyStats{{Family: "IPv4"}, {Family: "IPv6"}}, Taken: testNow.Add(at)}
+	ty.fill(&s)
+	c, _ := s.Dest(d)
+	return c, i
+}
+
 // neverClients counts tl at a NodePort in the order its packets arrive, snapshotting every 2 s up to end: no
 // client attempt, repeated or not, at any of them, and src named a checker at the end.
 func neverClients(t *testing.T, name string, tl *timeline, d Dest, end time.Duration, src netip.Addr) {
 	t.Helper()
 	slices.SortStableFunc(tl.wire, func(a, b wirePacket) int { return cmp.Compare(a.at, b.at) })
 	ty := newTestTally(t, Config{}, testWatch)
-	i := 0
-	for at := 2 * time.Second; at <= end; at += 2 * time.Second {
-		for ; i < len(tl.wire) && tl.wire[i].at <= at; i++ {
-			countBytes(t, ty, tl.wire[i].p, testNow.Add(tl.wire[i].at))
-		}
-		s := Snapshot{Families: []FamilyStats{{Family: "IPv4"}, {Family: "IPv6"}}, Taken: testNow.Add(at)}
-		ty.fill(&s)
-		c, _ := s.Dest(d)
+	var c DestCount
+	for i, at := 0, 2*time.Second; at <= end; at += 2 * time.Second {
+		c, i = countUntil(t, ty, tl.wire, i, d, at)
 		if c.Clients.Attempts != 0 || c.Clients.Repeated.Attempts != 0 {
 			t.Errorf("%s: at +%s clients %+v (of %d attempts), want none", name, at, c.Clients, c.Attempts)
 			return
@@ -54,18 +73,14 @@ func neverClients(t *testing.T, name string, tl *timeline, d Dest, end time.Dura
 
 // TestTwoCheckersOneAddressSeeded: 200 recorded timelines, seeded, of two checkers behind one address (two
 // load balancer backends, two monitors) at a NodePort, TCP or UDP, each at its own cadence of 1 to 10 s (the
-// same one in a quarter of them: two backends configured alike) and phase, five minutes long: their probes
+// same one in half of them: two backends configured alike) and phase, five minutes long: their probes
 // are never a client's, at any moment, and the address is named a checker.
 func TestTwoCheckersOneAddressSeeded(t *testing.T) {
 	const end = 5 * time.Minute
 	src := netip.MustParseAddr("198.18.0.5")
 	for seed := range uint64(200) {
-		rng := rand.New(rand.NewPCG(seed, 0x2c1c))
-		tmpl, d := syn("0.0.0.0", "192.0.2.10", 30080), NodeDest(TCP, false, 30080)
-		if seed%2 == 1 {
-			tmpl, d = udp("0.0.0.0", "192.0.2.10", 30053), NodeDest(UDP, false, 30053)
-		}
-		tl := &timeline{rng: rng, tmpl: tmpl}
+		tl, d := nodePortTimeline(seed, 0x2c1c)
+		rng := tl.rng
 		a := time.Duration(1000+rng.IntN(9000)) * time.Millisecond
 		b := time.Duration(1000+rng.IntN(9000)) * time.Millisecond
 		if seed%4 < 2 {
@@ -90,12 +105,8 @@ func TestSlowCheckersSeeded(t *testing.T) {
 	const end = 10 * time.Minute
 	src := netip.MustParseAddr("198.18.0.7")
 	for seed := range uint64(100) {
-		rng := rand.New(rand.NewPCG(seed, 0x510e))
-		tmpl, d := syn("0.0.0.0", "192.0.2.10", 30080), NodeDest(TCP, false, 30080)
-		if seed%2 == 1 {
-			tmpl, d = udp("0.0.0.0", "192.0.2.10", 30053), NodeDest(UDP, false, 30053)
-		}
-		tl := &timeline{rng: rng, tmpl: tmpl}
+		tl, d := nodePortTimeline(seed, 0x510e)
+		rng := tl.rng
 		every := time.Duration(30000+rng.IntN(30001)) * time.Millisecond
 		phase := time.Duration(rng.Int64N(int64(every)))
 		tl.probes(src, every, phase, end)
@@ -122,12 +133,8 @@ func TestCheckersAcrossARestartSeeded(t *testing.T) {
 	const end = 10 * time.Minute
 	src := netip.MustParseAddr("198.18.0.9")
 	for seed := range uint64(200) {
-		rng := rand.New(rand.NewPCG(seed, 0x4e57))
-		tmpl, d := syn("0.0.0.0", "192.0.2.10", 30080), NodeDest(TCP, false, 30080)
-		if seed%2 == 1 {
-			tmpl, d = udp("0.0.0.0", "192.0.2.10", 30053), NodeDest(UDP, false, 30053)
-		}
-		tl := &timeline{rng: rng, tmpl: tmpl}
+		tl, d := nodePortTimeline(seed, 0x4e57)
+		rng := tl.rng
 		every := time.Duration(1000+rng.IntN(59000)) * time.Millisecond
 		tl.probes(src, every, time.Duration(rng.Int64N(int64(every))), end)
 		name := fmt.Sprintf("seed %d: %v every %s", seed, src, every)
@@ -141,14 +148,7 @@ func TestCheckersAcrossARestartSeeded(t *testing.T) {
 		down := 6*every + 2*time.Minute*time.Duration(rng.IntN(2)) // proven, or proven long before
 		back := down + time.Duration(1000+rng.IntN(59000))*time.Millisecond
 
-		before := newTestTally(t, Config{}, testWatch)
-		i := 0
-		for ; i < len(tl.wire) && tl.wire[i].at <= down; i++ {
-			countBytes(t, before, tl.wire[i].p, testNow.Add(tl.wire[i].at))
-		}
-		s := Snapshot{Families: []FamilyStats{{Family: "IPv4"}, {Family: "IPv6"}}, Taken: testNow.Add(down)}
-		before.fill(&s)
-		c, _ := s.Dest(d)
+		c, i := countUntil(t, newTestTally(t, Config{}, testWatch), tl.wire, 0, d, down)
 		if len(c.Checkers) == 0 || c.Clients.Repeated.Attempts != 0 {
 			t.Errorf("%s: before the restart checkers %v, clients %+v; want it proven", name, checkerAddrs(c), c.Clients)
 			continue
@@ -161,15 +161,10 @@ func TestCheckersAcrossARestartSeeded(t *testing.T) {
 			t.Fatal(err)
 		}
 		after.setWatch(nw, testNow.Add(back))
-		for ; i < len(tl.wire) && tl.wire[i].at < back; i++ {
+		for ; i < len(tl.wire) && tl.wire[i].at < back; i++ { // the packets no meter saw
 		}
 		for at := back; at <= end; at += 2 * time.Second {
-			for ; i < len(tl.wire) && tl.wire[i].at <= at; i++ {
-				countBytes(t, after, tl.wire[i].p, testNow.Add(tl.wire[i].at))
-			}
-			s := Snapshot{Families: []FamilyStats{{Family: "IPv4"}, {Family: "IPv6"}}, Taken: testNow.Add(at)}
-			after.fill(&s)
-			c, _ := s.Dest(d)
+			c, i = countUntil(t, after, tl.wire, i, d, at)
 			if c.Clients.Repeated.Attempts != 0 || len(c.Checkers) == 0 {
 				t.Errorf("%s, down from +%s to +%s: at +%s checkers %v, clients %+v; want the checker and no client",
 					name, down, back, at, checkerAddrs(c), c.Clients)

@@ -45,7 +45,7 @@ import (
 // cron job) looks exactly like a checker; the Service's localtraffic.io/health-check annotation settles it
 // (the verdict then takes every arrival as a client). Three checkers behind one address are not followed,
 // nor two of one interval half a period apart while they look like one clock of half the interval and drift.
-
+//
 // A port scan is not a client either. An internet scanner (masscan, ZMap) sends one SYN per address and port
 // and never retransmits it; a client whose SYN a node drops retransmits it from the same source address and
 // port (Linux and macOS 1 s later, Windows 3 s), and one with a connect timeout shorter than that tries again
