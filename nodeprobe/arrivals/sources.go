@@ -33,7 +33,7 @@ import (
 //     irregular attempts than steady ones.
 //   - A source that is not a checker yet whose unexplained attempts two clocks could still begin from (four at
 //     most) is still proving its cadence for candidateWindow after its first attempt (66 s: the first interval
-//     of a checker every minute), and from there while its next tick is due: its arrivals are neither a
+//     of a checker every minute; the quiet period if shorter), and from there while its next tick is due: its arrivals are neither a
 //     checker's nor a client's until it proves one or the other, so a checker's first few probes, even a slow
 //     one's, do not count as lost clients. A client that connects once waits candidateWindow before it counts;
 //     once counted, a source stays a client until it proves a cadence.
@@ -80,7 +80,8 @@ const (
 	irregularCost = 3
 	// candidateWindow is how long a new source may take to begin proving a cadence (its third attempt on one
 	// clock) before its arrivals count as a client's: the first interval of the slowest checker followed
-	// (slowChecker) and its tolerance. A source still proving stays a candidate until its next tick is due.
+	// (slowChecker) and its tolerance, or the meter's quiet period when that is shorter. A source still proving
+	// stays a candidate until its next tick is due.
 	candidateWindow = slowChecker + slowChecker/cadenceTolerance
 	// slowChecker is the slowest cadence a candidate is waited for: AWS target groups check every 30 s by
 	// default, and at most every 60 s for most load balancers' TCP checks.
@@ -201,13 +202,13 @@ func (s *sourceCadence) arrive(proto Protocol, sport uint16, at, quiet int64, ca
 		s.ports[s.nextPort] = sport
 		s.nextPort = (s.nextPort + 1) % retransmitPorts
 	}
-	s.attempt(at)
+	s.attempt(at, quiet)
 }
 
-// attempt follows one new attempt at at through the source's clocks.
-func (s *sourceCadence) attempt(at int64) {
+// attempt follows one new attempt at at through the source's clocks (quiet: the meter's quiet period).
+func (s *sourceCadence) attempt(at, quiet int64) {
 	if s.lastNew == 0 {
-		s.first, s.lastNew, s.until = at, at, at+int64(candidateWindow)
+		s.first, s.lastNew, s.until = at, at, at+min(int64(candidateWindow), quiet)
 		s.addLoose(at)
 		return
 	}
@@ -246,7 +247,7 @@ func (s *sourceCadence) attempt(at int64) {
 		c := &s.clocks[best]
 		displaced := c.last
 		c.last = at
-		s.unexplained(displaced)
+		s.unexplained(displaced, quiet)
 		return
 	}
 	if best >= 0 {
@@ -262,15 +263,15 @@ func (s *sourceCadence) attempt(at int64) {
 			return
 		}
 		c.steady = min(c.steady+1, maxSteady)
-		s.tick(c, at)
+		s.tick(c, at, quiet)
 		return
 	}
-	s.unexplained(at)
+	s.unexplained(at, quiet)
 }
 
 // unexplained follows an attempt at at no clock explains: it may begin one with two loose attempts before it
 // at one interval, the pair that keeps the interval most closely; else it is loose, and irregular.
-func (s *sourceCadence) unexplained(at int64) {
+func (s *sourceCadence) unexplained(at, quiet int64) {
 	bi, bj, bestOff := -1, -1, int64(0)
 	for i := int(s.nLoose) - 1; i >= 0; i-- {
 		iv := at - s.loose[i]
@@ -285,13 +286,13 @@ func (s *sourceCadence) unexplained(at int64) {
 		}
 	}
 	if bi >= 0 {
-		s.beginClock(clock{start: s.loose[bj], prev: s.loose[bi], last: at, ref: at - s.loose[bi], steady: 2}, bi, bj)
+		s.beginClock(clock{start: s.loose[bj], prev: s.loose[bi], last: at, ref: at - s.loose[bi], steady: 2}, bi, bj, quiet)
 		return
 	}
 	if s.nLoose == 1 && !s.broken && at < s.until {
 		// Its second attempt: the first interval of a cadence, maybe a slow one (30 to 60 s, a cloud's default
 		// check) whose third attempt comes after candidateWindow. It stays a candidate until that is due.
-		if iv := at - s.loose[0]; iv >= int64(minCadence) && iv <= int64(slowChecker) {
+		if iv := at - s.loose[0]; iv >= int64(minCadence) && iv <= slowest(quiet) {
 			s.until = max(s.until, at+iv+tolerance(iv)+1)
 		}
 	}
@@ -316,6 +317,11 @@ func (s *sourceCadence) dissolve(at int64) {
 		}
 	}
 }
+
+// slowest is the slowest cadence a candidate is waited for: slowChecker, or the meter's quiet period when that
+// is shorter (a cadence slower than it ends its run of arrivals between attempts, and a loss hold shortened
+// with it would end before a client waited for so long counts).
+func slowest(quiet int64) int64 { return min(int64(slowChecker), quiet) }
 
 // tolerance is how far from its clock's time an attempt may come and still tick it.
 func tolerance(ref int64) int64 { return max(ref/cadenceTolerance, minTolerance) }
@@ -365,7 +371,7 @@ func (s *sourceCadence) clockPlace() int {
 }
 
 // beginClock starts c, made of the loose attempts i and j and the latest one, in clockPlace.
-func (s *sourceCadence) beginClock(c clock, i, j int) {
+func (s *sourceCadence) beginClock(c clock, i, j int, quiet int64) {
 	s.loose[i], s.loose[j] = -1, -1
 	// Earlier loose attempts on its clock are its own too (its first ones, left loose when a clock that began
 	// by chance took the others and dissolved).
@@ -378,20 +384,20 @@ func (s *sourceCadence) beginClock(c clock, i, j int) {
 	s.nLoose = uint8(len(slices.DeleteFunc(s.loose[:s.nLoose], func(t int64) bool { return t < 0 })))
 	k := s.clockPlace()
 	s.clocks[k] = c
-	s.tick(&s.clocks[k], c.last)
+	s.tick(&s.clocks[k], c.last, quiet)
 }
 
 // tick counts an attempt a clock explained. A source proves a cadence when one clock explained four intervals
 // in a row and no attempt since that clock began was left unexplained: its every attempt then keeps one of at
 // most maxClocks clocks.
-func (s *sourceCadence) tick(c *clock, at int64) {
+func (s *sourceCadence) tick(c *clock, at, quiet int64) {
 	if s.checker {
 		s.score = min(s.score+1, maxSteady)
 		return
 	}
 	if !s.broken && at < s.until {
 		// Still proving: a candidate until this clock's next tick is overdue, for cadences up to slowChecker.
-		if c.ref <= int64(slowChecker) {
+		if c.ref <= slowest(quiet) {
 			s.until = max(s.until, at+c.ref+tolerance(c.ref)+1)
 		}
 	}

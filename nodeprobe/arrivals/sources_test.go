@@ -120,6 +120,17 @@ func TestSourcesCandidates(t *testing.T) {
 		t.Errorf("a first attempt older than the window: clients %+v, want its 3 SYNs", c.Clients)
 	}
 
+	// A quiet period shorter than candidateWindow bounds the wait: a cadence slower than it is no run of
+	// arrivals, and a loss hold shortened with it would end before the client counted.
+	b = newSourceBed(t, Config{QuietPeriod: 10 * time.Second})
+	b.attempt("203.0.113.62", 0, 1)
+	if c := b.at(9 * time.Second); c.Clients.Attempts != 0 {
+		t.Errorf("quiet period 10s, a first attempt 9s old: clients %+v, want it set aside", c.Clients)
+	}
+	if c := b.at(11 * time.Second); c.Clients.Repeated.Attempts != 2 {
+		t.Errorf("quiet period 10s, a first attempt 11s old: clients %+v, want its SYN and retransmission", c.Clients)
+	}
+
 	b = newSourceBed(t, Config{})
 	for _, at := range []time.Duration{0, 2 * time.Second, 5 * time.Second, 6500 * time.Millisecond} {
 		b.attempt("203.0.113.61", at, 0)
