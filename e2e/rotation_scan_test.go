@@ -47,8 +47,9 @@ func scanOnce(ctx context.Context, t *testing.T, c *cluster.Cluster, src string,
 // node-2's interface, its only replica on node-1: node-2 drops the NodePorts and the externalIP, all of them in
 // rotation (declared), a blackhole nobody is sent to yet (no_traffic_seen). Internet scanners visit: every 4 s a
 // new source address sends one SYN to each TCP destination and one datagram to each UDP destination, and never
-// comes back; no SYN is retransmitted. Sampled every second for 40 s (past the 30 s a NodePort's new source may
-// take to prove a cadence), node-2 never reports a critical reason, and the scans are counted as arrivals. Before
+// comes back; no SYN is retransmitted. Sampled every second for 40 s (at the externalIP, where no cadence is
+// followed, each scan counts at once; at a NodePort a new source is set aside for 66 s while it may prove one),
+// node-2 never reports a critical reason, and the scans are counted as arrivals. Before
 // the meter required a source to come again, the first scan paged traffic_lost at once (at the externalIP) and
 // held it for the loss hold. Then a real client, whose dropped SYNs the kernel retransmits from the same port,
 // tries the externalIP: node-2 pages (traffic_lost) as before.

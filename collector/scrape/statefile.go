@@ -45,11 +45,15 @@ const (
 	// a scrape last looked; dropped-since times are forgotten on load when it is older than the quiet period.
 	stateRefreshInterval = 30 * time.Second
 	// maxStateEntries bounds each list of the file: runs of the destinations where attempts arrived most
-	// recently, and the dropped-since times of those destinations. An entry is under 300 bytes, so the file
-	// stays under about 2.5 MB even at the cap; a node sees recent arrivals at far fewer destinations.
+	// recently, and the dropped-since times of those destinations. An entry is under 300 bytes (a NodePort's run
+	// with its checkers' clocks and its clients' run under 600), so the file stays under about 4.5 MB even at
+	// the cap; a node sees recent arrivals at far fewer destinations.
 	maxStateEntries = 4096
+	// maxStateCheckers bounds the checkers' clocks kept per run (one source's two, or two sources'), under 100
+	// bytes each.
+	maxStateCheckers = 2
 	// maxStateFileBytes: a larger file was not written by this version and is not read at all.
-	maxStateFileBytes = 4 << 20
+	maxStateFileBytes = 8 << 20
 	// kubeProxySeenHorizon: a restarted exporter still takes the node for kube-proxy's when kube-proxy was seen
 	// here this recently, though it is gone now (a reboot whose kube-proxy never comes up is a missing
 	// kube-proxy, not a replacement). A day outlasts any reboot or maintenance window; a node moved to a
@@ -138,6 +142,21 @@ type runEntry struct {
 	LastSeen     int64  `json:"last_seen_unix_nano"`
 	ActiveSince  int64  `json:"active_since_unix_nano"`
 	WatchedSince int64  `json:"watched_since_unix_nano"`
+	// Told: the meter told checkers from clients here (a NodePort); Checkers are the checkers' clocks it had
+	// proven (at most maxStateCheckers), Client* the clients' repeated arrivals (arrivals.Run).
+	Told              bool           `json:"told,omitempty"`
+	Checkers          []checkerEntry `json:"checkers,omitempty"`
+	ClientAttempts    uint64         `json:"client_attempts,omitempty"`
+	ClientActiveSince int64          `json:"client_active_since_unix_nano,omitempty"`
+	ClientLastSeen    int64          `json:"client_last_seen_unix_nano,omitempty"`
+}
+
+// checkerEntry is a checker's clock (arrivals.CheckerSource): a restarted exporter takes its source for a
+// checker at once instead of paging while it proves its cadence again.
+type checkerEntry struct {
+	Address  string `json:"address"`
+	Interval int64  `json:"interval_nano"`
+	LastTick int64  `json:"last_tick_unix_nano"`
 }
 
 // droppedEntry is when a destination (verdict.Destination) was first found dropped.
@@ -292,9 +311,27 @@ func (r runEntry) run() (arrivals.Dest, arrivals.Run, error) {
 	if r.Port == 0 || r.Attempts == 0 || r.LastSeen <= 0 || r.FirstSeen < 0 || r.ActiveSince < 0 || r.WatchedSince < 0 {
 		return arrivals.Dest{}, arrivals.Run{}, fmt.Errorf("state file run %s %s:%d: no port, attempt or time", r.Protocol, r.Address, r.Port)
 	}
-	return arrivals.Dest{Protocol: p, Addr: a, Port: r.Port}, arrivals.Run{Attempts: r.Attempts,
+	run := arrivals.Run{Attempts: r.Attempts,
 		FirstSeen: unixNanoTime(r.FirstSeen), LastSeen: unixNanoTime(r.LastSeen), ActiveSince: unixNanoTime(r.ActiveSince),
-		WatchedSince: unixNanoTime(r.WatchedSince)}, nil
+		WatchedSince: unixNanoTime(r.WatchedSince), Told: r.Told}
+	if len(r.Checkers) > maxStateCheckers || r.ClientActiveSince < 0 || r.ClientLastSeen < 0 {
+		return arrivals.Dest{}, arrivals.Run{}, fmt.Errorf("state file run %s %s:%d: %d checkers or a negative client time",
+			r.Protocol, r.Address, r.Port, len(r.Checkers))
+	}
+	if r.Told {
+		run.Clients = arrivals.RepeatCount{Attempts: r.ClientAttempts, ActiveSince: unixNanoTime(r.ClientActiveSince),
+			LastSeen: unixNanoTime(r.ClientLastSeen)}
+	}
+	for _, e := range r.Checkers {
+		ca, err := netip.ParseAddr(e.Address)
+		if err != nil || e.Interval <= 0 || e.LastTick <= 0 {
+			return arrivals.Dest{}, arrivals.Run{}, fmt.Errorf("state file run %s %s:%d: checker %q every %dns", r.Protocol,
+				r.Address, r.Port, e.Address, e.Interval)
+		}
+		run.Checkers = append(run.Checkers, arrivals.CheckerSource{Addr: ca, Interval: time.Duration(e.Interval),
+			LastSeen: unixNanoTime(e.LastTick), LastTick: unixNanoTime(e.LastTick)})
+	}
+	return arrivals.Dest{Protocol: p, Addr: a, Port: r.Port}, run, nil
 }
 
 // timeUnixNano is t as Unix nanoseconds, 0 for the zero time.
@@ -383,7 +420,16 @@ func (s *StateFile) offer(b stateBody, force bool) {
 }
 
 func (b stateBody) sameAs(o stateBody) bool {
-	return b.KubeProxySeenAt == o.KubeProxySeenAt && slices.Equal(b.Runs, o.Runs) && slices.Equal(b.Dropped, o.Dropped)
+	return b.KubeProxySeenAt == o.KubeProxySeenAt && slices.EqualFunc(b.Runs, o.Runs, runEntry.equal) &&
+		slices.Equal(b.Dropped, o.Dropped)
+}
+
+// equal: r and o hold the same run (runEntry is not comparable: its Checkers).
+func (r runEntry) equal(o runEntry) bool {
+	return slices.Equal(r.Checkers, o.Checkers) && r.Protocol == o.Protocol && r.Address == o.Address &&
+		r.Port == o.Port && r.Attempts == o.Attempts && r.FirstSeen == o.FirstSeen && r.LastSeen == o.LastSeen && r.ActiveSince == o.ActiveSince &&
+		r.WatchedSince == o.WatchedSince && r.Told == o.Told && r.ClientAttempts == o.ClientAttempts &&
+		r.ClientActiveSince == o.ClientActiveSince && r.ClientLastSeen == o.ClientLastSeen
 }
 
 // writeStateFile replaces the file atomically: a temporary file beside it, written and synced, renamed over
@@ -537,9 +583,24 @@ func (g *Gatherer) stateBody(snap *arrivals.Snapshot, horizon time.Duration) sta
 	kept := make(map[arrivals.Dest]bool, len(runs))
 	for _, c := range runs {
 		kept[c.Dest] = true
-		b.Runs = append(b.Runs, runEntry{Protocol: c.Protocol.String(), Address: c.Addr.String(), Port: c.Port,
+		e := runEntry{Protocol: c.Protocol.String(), Address: c.Addr.String(), Port: c.Port,
 			Attempts: c.Attempts, FirstSeen: timeUnixNano(c.FirstSeen), LastSeen: timeUnixNano(c.LastSeen),
-			ActiveSince: timeUnixNano(c.ActiveSince), WatchedSince: timeUnixNano(c.WatchedSince)})
+			ActiveSince: timeUnixNano(c.ActiveSince), WatchedSince: timeUnixNano(c.WatchedSince)}
+		if c.SetAside {
+			e.Told, e.ClientAttempts = true, c.Clients.Repeated.Attempts
+			e.ClientActiveSince, e.ClientLastSeen = timeUnixNano(c.Clients.Repeated.ActiveSince), timeUnixNano(c.Clients.Repeated.LastSeen)
+			for _, ch := range c.Checkers {
+				tick := ch.LastTick
+				if tick.IsZero() {
+					tick = ch.LastSeen
+				}
+				if len(e.Checkers) < maxStateCheckers && ch.Interval > 0 && !tick.IsZero() {
+					e.Checkers = append(e.Checkers, checkerEntry{Address: ch.Addr.String(), Interval: int64(ch.Interval),
+						LastTick: tick.UnixNano()})
+				}
+			}
+		}
+		b.Runs = append(b.Runs, e)
 	}
 	for d, since := range g.arrivals.droppedSince(snap.Taken, horizon) {
 		if ad, ok := MeterDest(d); ok && kept[ad] {

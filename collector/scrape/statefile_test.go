@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -457,5 +458,62 @@ func BenchmarkStateFileWrite(b *testing.B) {
 				b.ReportMetric(float64(fi.Size()), "bytes")
 			}
 		})
+	}
+}
+
+// What the meter learnt of a NodePort's sources survives a restart: the checkers' clocks (at most
+// maxStateCheckers, their intervals and latest ticks) and the clients' repeated run, so the restarted meter takes
+// those sources for checkers at once (arrivals, TestCheckersAcrossARestartSeeded) and reads only the clients'
+// part of the run as lost. A run the meter told nothing about keeps neither, as before.
+func TestStateFileCarriesCheckers(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	path := filepath.Join(t.TempDir(), "state.json")
+	c := &clock{now: t0}
+	before := startNode(t, path, c)
+	checker := netip.MustParseAddr("198.18.0.5")
+	count := arrivals.DestCount{Dest: restartNP, Attempts: 30, FirstSeen: t0.Add(-time.Minute), LastSeen: t0.Add(-time.Second),
+		ActiveSince: t0.Add(-time.Minute), WatchedSince: t0.Add(-time.Hour), SetAside: true,
+		Checkers: []arrivals.CheckerSource{
+			{Addr: checker, Attempts: 28, Interval: 2 * time.Second, LastSeen: t0.Add(-time.Second), LastTick: t0.Add(-2 * time.Second)},
+			{Addr: checker, Attempts: 28, Interval: 3 * time.Second, LastSeen: t0.Add(-time.Second), LastTick: t0.Add(-1500 * time.Millisecond)},
+			{Addr: netip.MustParseAddr("198.18.0.6"), Attempts: 9, Interval: 5 * time.Second, LastSeen: t0.Add(-3 * time.Second)},
+		},
+		Clients: arrivals.ClientCount{Attempts: 2, ActiveSince: t0.Add(-20 * time.Second), LastSeen: t0.Add(-19 * time.Second),
+			Repeated: arrivals.RepeatCount{Attempts: 2, ActiveSince: t0.Add(-20 * time.Second), LastSeen: t0.Add(-19 * time.Second)}}}
+	before.meter.Mu.Lock()
+	before.meter.Counts[restartNP] = count
+	before.meter.Mu.Unlock()
+	before.g.Gather(context.Background())
+	before.g.SaveState()
+
+	c.now = t0.Add(10 * time.Second)
+	after := startNode(t, path, c)
+	if got := after.sf.State(); got != stateRestored {
+		t.Fatalf("restart: state %q, want %q\n%s", got, stateRestored, after.logs)
+	}
+	run := after.meter.restored[restartNP]
+	if !run.Told || len(run.Checkers) != maxStateCheckers {
+		t.Fatalf("restored run %+v: want it told, with %d checkers' clocks", run, maxStateCheckers)
+	}
+	for i, ch := range run.Checkers {
+		w := count.Checkers[i]
+		if ch.Addr != w.Addr || ch.Interval != w.Interval || !ch.LastTick.Equal(w.LastTick) {
+			t.Errorf("restored checker %d: %+v, want %v every %s, its latest tick %v", i, ch, w.Addr, w.Interval, w.LastTick)
+		}
+	}
+	if r := run.Clients; r.Attempts != 2 || !r.ActiveSince.Equal(t0.Add(-20*time.Second)) || !r.LastSeen.Equal(t0.Add(-19*time.Second)) {
+		t.Errorf("restored clients' run %+v, want the 2 repeated attempts", r)
+	}
+
+	// A run the meter set nothing aside at: neither checkers nor a clients' part.
+	after.meter.Mu.Lock()
+	after.meter.Counts[restartNP] = arrivals.DestCount{Dest: restartNP, Attempts: 5, FirstSeen: c.now, LastSeen: c.now,
+		ActiveSince: c.now, WatchedSince: c.now}
+	after.meter.Mu.Unlock()
+	after.g.Gather(context.Background())
+	after.g.SaveState()
+	again := startNode(t, path, c)
+	if run := again.meter.restored[restartNP]; run.Told || run.Checkers != nil || run.Clients != (arrivals.RepeatCount{}) {
+		t.Errorf("a run without sources set aside restored as %+v", run)
 	}
 }

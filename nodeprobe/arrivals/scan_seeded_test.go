@@ -174,7 +174,7 @@ func TestScansAndClientsSeeded(t *testing.T) {
 			ty = newTestTally(t, Config{}, testWatch)
 		}
 		tl.count(t, ty)
-		s := Snapshot{Families: []FamilyStats{{Family: "IPv4"}, {Family: "IPv6"}}, Taken: testNow.Add(end + time.Minute)}
+		s := Snapshot{Families: []FamilyStats{{Family: "IPv4"}, {Family: "IPv6"}}, Taken: testNow.Add(end + 2*time.Minute)}
 		ty.fill(&s)
 		c, _ := s.Dest(dest.d)
 		if c.Attempts != uint64(len(tl.wire)) {

@@ -66,7 +66,9 @@ func TestPortScanNeverRepeats(t *testing.T) {
 			for k := range 40 {
 				b.send(tc.p, scanner(k), time.Duration(k)*1500*time.Millisecond, 0)
 			}
-			c := b.at(tc.d, 2*time.Minute)
+			// The last scanner's SYN is past the candidate window: counted as a client's at a NodePort too.
+			done := time.Minute + candidateWindow
+			c := b.at(tc.d, done)
 			if c.Attempts != 40 || c.Clients.Attempts != 40 {
 				t.Errorf("attempts %d, clients %+v: want the 40 single attempts counted", c.Attempts, c.Clients)
 			}
@@ -75,9 +77,9 @@ func TestPortScanNeverRepeats(t *testing.T) {
 			}
 			// A client: its SYN dropped and retransmitted a second later (a datagram sent again).
 			client := netip.MustParseAddr("203.0.113.50")
-			b.send(tc.p, client, 2*time.Minute, 1)
-			c = b.at(tc.d, 3*time.Minute)
-			want := RepeatCount{Attempts: 2, ActiveSince: testNow.Add(2 * time.Minute), LastSeen: testNow.Add(2*time.Minute + time.Second)}
+			b.send(tc.p, client, done, 1)
+			c = b.at(tc.d, done+candidateWindow+2*time.Second)
+			want := RepeatCount{Attempts: 2, ActiveSince: testNow.Add(done), LastSeen: testNow.Add(done + time.Second)}
 			if !sameRepeats(c.Repeated, want) || !sameRepeats(c.Clients.Repeated, want) {
 				t.Errorf("after a client's retransmission: repeated %+v, clients' %+v; want %+v", c.Repeated, c.Clients.Repeated, want)
 			}
@@ -115,7 +117,7 @@ func TestPortScanBesideAChecker(t *testing.T) {
 		b.send(p, netip.MustParseAddr("198.18.0.5"), time.Duration(i)*2*time.Second, 1)
 	}
 	b.send(p, scanner(1), 20*time.Second, 0)
-	c := b.at(NodeDest(TCP, false, 30080), 80*time.Second)
+	c := b.at(NodeDest(TCP, false, 30080), 20*time.Second+candidateWindow+time.Second)
 	if len(c.Checkers) != 1 || c.Clients.Attempts != 1 {
 		t.Fatalf("checkers %v, clients %+v: want the checker and the scanner's SYN as a client's", checkerAddrs(c), c.Clients)
 	}
@@ -177,7 +179,7 @@ func TestCrowdOfScannersThenAClient(t *testing.T) {
 		b.send(p, scanner(k), time.Duration(k)*5*time.Millisecond, 0)
 	}
 	b.send(p, netip.MustParseAddr("203.0.113.70"), 20*time.Second, 2)
-	c := b.at(NodeDest(TCP, false, 30080), time.Minute)
+	c := b.at(NodeDest(TCP, false, 30080), 20*time.Second+candidateWindow+time.Second)
 	if c.Clients.Repeated.Attempts != 3 || !c.Clients.Repeated.LastSeen.Equal(testNow.Add(23*time.Second)) {
 		t.Errorf("clients' repeated %+v, want the client's 3 SYNs to +23s", c.Clients.Repeated)
 	}

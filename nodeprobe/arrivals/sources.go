@@ -16,27 +16,35 @@ import (
 // the same source reaches every node alike, only that it reaches this one like a clock.
 //
 // The rule, per source and destination:
-//   - A new attempt is a SYN (or SCTP INIT) from a source port not among the source's last four: a SYN from
+//   - A new attempt is a SYN (or SCTP INIT) from a source port not among the source's last eight: a SYN from
 //     one of those is the kernel retransmitting an attempt already counted (1 s, 3 s, 7 s … after it), which
 //     counts as an arrival but is no tick of the source's clock. Every UDP datagram is a new attempt.
-//   - The interval between two new attempts is steady when it is within 10 % (at least 20 ms) of the interval
-//     that began the current streak, and between 1 s and 5 min (a client's burst is faster, a clock slower
-//     than that is not told from chance).
-//   - A source is a checker once five new attempts came at a steady cadence (four steady intervals in a
-//     row). It stays one through a few irregular intervals (a check the load balancer skipped, a client it
-//     forwarded from the same address) and stops being one after more irregular intervals than steady ones.
-//   - A source that is not a checker yet but whose every interval so far was steady, and whose first attempt
-//     is less than candidateWindow old, is still proving its cadence: its arrivals are neither a checker's nor
-//     a client's until it proves one or the other, so a checker's first few probes do not count as lost
-//     clients. A client that connects once waits candidateWindow before it counts.
+//   - A source keeps up to two clocks (maxClocks): two load balancer backends, or two monitors, probing from
+//     one address interleave their probes, and no single cadence explains them. A new attempt ticks the clock
+//     it falls on: its latest tick plus its interval, within 10 % (at least 20 ms) of the interval, or 5 %
+//     once the source keeps a clock (two clocks explain far more timelines than one). An attempt no clock
+//     explains begins one with two earlier unexplained attempts at one interval (within 5 %), between 1 s and
+//     5 min, the clocks together no faster than once a second (a client's burst is faster, a clock slower
+//     than that is not told from chance). A clock not proven yet whose next tick is overdue began by chance:
+//     it is dissolved, its attempts unexplained again.
+//   - A source is a checker once one clock ticked five attempts (four intervals) and every attempt since that
+//     clock began kept one of its clocks. It stays one through a few irregular attempts (a check the load
+//     balancer skipped, a client it forwarded from the same address) and stops being one after more
+//     irregular attempts than steady ones.
+//   - A source that is not a checker yet whose unexplained attempts two clocks could still begin from (four at
+//     most) is still proving its cadence for candidateWindow after its first attempt (66 s: the first interval
+//     of a checker every minute; the quiet period if shorter), and from there while its next tick is due: its arrivals are neither a
+//     checker's nor a client's until it proves one or the other, so a checker's first few probes, even a slow
+//     one's, do not count as lost clients. A client that connects once waits candidateWindow before it counts;
+//     once counted, a source stays a client until it proves a cadence.
 //   - At most Config.CheckerSources sources are kept per destination. When full, a new source replaces the
 //     non-checker seen longest ago (or a checker silent for longer than maxCadence); if every kept source is
 //     a live checker, the new one is not kept. Arrivals of sources not kept (or no longer kept) are clients.
 //
 // Its limits: a client that itself connects at a steady cadence from one address (a synthetic monitor, a
 // cron job) looks exactly like a checker; the Service's localtraffic.io/health-check annotation settles it
-// (the verdict then takes every arrival as a client). Checks slower than about one every 7 s take longer than
-// candidateWindow to prove, so their first probes count as clients until they do.
+// (the verdict then takes every arrival as a client). Three checkers behind one address are not followed,
+// nor two of one interval half a period apart while they look like one clock of half the interval and drift.
 //
 // A port scan is not a client either. An internet scanner (masscan, ZMap) sends one SYN per address and port
 // and never retransmits it; a client whose SYN a node drops retransmits it from the same source address and
@@ -70,10 +78,20 @@ const (
 	// irregularCost is what an irregular interval takes from a checker's score: after more irregular
 	// intervals than steady ones it is a checker no more.
 	irregularCost = 3
-	// candidateWindow is how long a source whose intervals are all steady so far may take to prove it is a
-	// checker before its arrivals count as a client's.
-	candidateWindow = 30 * time.Second
-	retransmitPorts = 4
+	// candidateWindow is how long a new source may take to begin proving a cadence (its third attempt on one
+	// clock) before its arrivals count as a client's: the first interval of the slowest checker followed
+	// (slowChecker) and its tolerance, or the meter's quiet period when that is shorter. A source still proving
+	// stays a candidate until its next tick is due.
+	candidateWindow = slowChecker + slowChecker/cadenceTolerance
+	// slowChecker is the slowest cadence a candidate is waited for: AWS target groups check every 30 s by
+	// default, and at most every 60 s for most load balancers' TCP checks.
+	slowChecker = time.Minute
+	// maxClocks is how many cadences one source may keep at once: two load balancer backends, or two monitors,
+	// probing from one address. looseKept is how many attempts no clock explains are kept to begin clocks
+	// from: each clock begins with three, so every clock's first two fit.
+	maxClocks       = 2
+	looseKept       = 2*maxClocks + 2
+	retransmitPorts = 8
 	// repeatWindow is how soon a source must come again for its arrivals to count as repeated: it covers
 	// the first SYN retransmission of every common stack (1 s on Linux and macOS, 3 s on Windows) and the
 	// second (3 s and 9 s after the first SYN), with room for a busy node's scheduling.
@@ -98,15 +116,30 @@ type sourceCadence struct {
 	run, last int64 // the current run (no pause of the quiet period) began at run; the latest arrival
 	first     int64 // the first new attempt
 	lastNew   int64 // the latest new attempt (not a retransmission)
-	ref       int64 // the interval that began the current streak; 0 before the second new attempt
-	ports     [retransmitPorts]uint16
-	nextPort  uint8
-	steady    uint8 // the streak's score: steady intervals, less irregularCost per irregular one
-	checker   bool
-	broken    bool // an interval was not steady before the source became a checker: not a candidate
+	// until: while it is not proven a checker nor broken, the source is a candidate until then (it may still be
+	// proving a cadence). Set by its first attempt and moved on by each tick due before it.
+	until    int64
+	ports    [retransmitPorts]uint16
+	nextPort uint8
+	// clocks are the cadences its new attempts keep (two backends or monitors behind one address run two);
+	// loose are its latest new attempts no clock explains, oldest first, nLoose of them.
+	clocks  [maxClocks]clock
+	loose   [looseKept]int64
+	nLoose  uint8
+	score   uint8 // a checker's score: ticks, less irregularCost per attempt no clock explains
+	checker bool
+	broken  bool // an attempt no clock could explain, or the candidacy ran out, before it proved a cadence
 	// rep counts the arrivals that came within repeatWindow of the source's previous one, and that previous
 	// one: a retransmission or another attempt, what a port scan never sends.
 	rep runCount
+}
+
+// clock is one cadence of a source: new attempts ref apart, the latest at last, the one before at prev. ref is
+// 0 for an unused clock.
+type clock struct {
+	start, prev, last, ref int64
+	// steady counts the intervals it explained, the two that began it included.
+	steady uint8
 }
 
 // add counts one arrival from p.src at at (quiet: the meter's quiet period). max bounds len(list).
@@ -169,33 +202,257 @@ func (s *sourceCadence) arrive(proto Protocol, sport uint16, at, quiet int64, ca
 		s.ports[s.nextPort] = sport
 		s.nextPort = (s.nextPort + 1) % retransmitPorts
 	}
+	s.attempt(at, quiet)
+}
+
+// attempt follows one new attempt at at through the source's clocks (quiet: the meter's quiet period).
+func (s *sourceCadence) attempt(at, quiet int64) {
 	if s.lastNew == 0 {
-		s.first, s.lastNew = at, at
+		s.first, s.lastNew, s.until = at, at, at+min(int64(candidateWindow), quiet)
+		s.addLoose(at)
 		return
 	}
-	iv := at - s.lastNew
-	s.lastNew = at
-	inRange := iv >= int64(minCadence) && iv <= int64(maxCadence)
-	if s.ref != 0 && inRange && abs(iv-s.ref) <= max(s.ref/cadenceTolerance, minTolerance) {
-		s.steady = min(s.steady+1, maxSteady)
-		if s.steady >= checkerSteady {
-			s.checker = true
+	// A candidate whose time ran out has been counted as a client: it stays one unless it proves a cadence,
+	// so a page it raised does not come and go while it might still be a clock.
+	if !s.checker && at >= s.until {
+		s.broken = true
+	}
+	s.lastNew = max(s.lastNew, at)
+	s.dissolve(at)
+	// The clock it falls on most closely (two backends configured alike run two clocks of one interval,
+	// milliseconds apart).
+	best, bestK, bestOff := -1, int64(0), int64(0)
+	for i := range s.clocks {
+		c := &s.clocks[i]
+		if c.ref == 0 || at-c.last > int64(maxCadence) {
+			continue
+		}
+		k := (at - c.last + c.ref/2) / c.ref
+		off := abs(at - c.last - k*c.ref)
+		if k == 0 && c.prev != 0 {
+			// Within the tolerance of the clock's latest tick: whichever of the two falls closer to the time
+			// that tick was due takes it (two clocks a few percent apart in phase), the other is loose.
+			off = abs(at - c.prev - c.ref)
+			if off >= abs(c.last-c.prev-c.ref) {
+				continue
+			}
+		}
+		// A tick due beats taking a tick already given: an attempt that keeps one clock is not another's.
+		better := best < 0 || (k >= 1) != (bestK >= 1) && k >= 1 || (k >= 1) == (bestK >= 1) && off < bestOff
+		if (k >= 1 || c.prev != 0) && off <= s.tolerance(c.ref) && better {
+			best, bestK, bestOff = i, k, off
+		}
+	}
+	if best >= 0 && bestK == 0 {
+		c := &s.clocks[best]
+		displaced := c.last
+		c.last = at
+		s.unexplained(displaced, quiet)
+		return
+	}
+	if best >= 0 {
+		c := &s.clocks[best]
+		c.prev, c.last = c.last, at
+		if bestK > 1 {
+			// On its clock but a check late: one skipped (or its SYN lost). Irregular: it breaks a candidate and
+			// costs a checker; the clock keeps its phase.
+			if !s.checker {
+				s.broken = true
+			}
+			s.irregular()
+			return
+		}
+		c.steady = min(c.steady+1, maxSteady)
+		s.tick(c, at, quiet)
+		return
+	}
+	s.unexplained(at, quiet)
+}
+
+// unexplained follows an attempt at at no clock explains: it may begin one with two loose attempts before it
+// at one interval, the pair that keeps the interval most closely; else it is loose, and irregular.
+func (s *sourceCadence) unexplained(at, quiet int64) {
+	bi, bj, bestOff := -1, -1, int64(0)
+	for i := int(s.nLoose) - 1; i >= 0; i-- {
+		iv := at - s.loose[i]
+		if iv < int64(minCadence) || iv > int64(maxCadence) || !s.roomFor(iv) {
+			continue
+		}
+		for j := i - 1; j >= 0; j-- {
+			off := abs(s.loose[i] - s.loose[j] - iv)
+			if off <= halfTolerance(iv) && (bi < 0 || off < bestOff) {
+				bi, bj, bestOff = i, j, off
+			}
+		}
+	}
+	if bi >= 0 {
+		s.beginClock(clock{start: s.loose[bj], prev: s.loose[bi], last: at, ref: at - s.loose[bi], steady: 2}, bi, bj, quiet)
+		return
+	}
+	if s.nLoose == 1 && !s.broken && at < s.until {
+		// Its second attempt: the first interval of a cadence, maybe a slow one (30 to 60 s, a cloud's default
+		// check) whose third attempt comes after candidateWindow. It stays a candidate until that is due.
+		if iv := at - s.loose[0]; iv >= int64(minCadence) && iv <= slowest(quiet) {
+			s.until = max(s.until, at+iv+tolerance(iv)+1)
+		}
+	}
+	s.insertLoose(at)
+	s.irregular()
+}
+
+// dissolve frees the clocks that began by chance: one not proven yet whose next tick is overdue at at. A clock
+// of three attempts gives them back as loose, to begin the clocks they belong to (two checkers a few percent
+// apart in cadence, whose first attempts also fit a third interval).
+func (s *sourceCadence) dissolve(at int64) {
+	for i := range s.clocks {
+		c := s.clocks[i]
+		if c.ref == 0 || c.steady >= checkerSteady || at-c.last <= c.ref+s.tolerance(c.ref) {
+			continue
+		}
+		s.clocks[i] = clock{}
+		if c.steady == 2 {
+			for _, t := range [...]int64{c.start, c.prev, c.last} {
+				s.insertLoose(t)
+			}
+		}
+	}
+}
+
+// slowest is the slowest cadence a candidate is waited for: slowChecker, or the meter's quiet period when that
+// is shorter (a cadence slower than it ends its run of arrivals between attempts, and a loss hold shortened
+// with it would end before a client waited for so long counts).
+func slowest(quiet int64) int64 { return min(int64(slowChecker), quiet) }
+
+// tolerance is how far from its clock's time an attempt may come and still tick it.
+func tolerance(ref int64) int64 { return max(ref/cadenceTolerance, minTolerance) }
+
+// tolerance is tolerance(ref) for this source: half of it once the source keeps a clock, since two clocks
+// explain far more timelines than one (a client whose gaps alternate short and long is two clocks of their
+// sum at 10 %), and a load balancer's timer keeps its cadence to milliseconds.
+func (s *sourceCadence) tolerance(ref int64) int64 {
+	for _, c := range s.clocks {
+		if c.ref != 0 {
+			return halfTolerance(ref)
+		}
+	}
+	return tolerance(ref)
+}
+
+// halfTolerance is half of tolerance(ref).
+func halfTolerance(ref int64) int64 { return max(ref/(2*cadenceTolerance), minTolerance) }
+
+// roomFor: a clock of interval iv may begin beside the clocks the source keeps (it takes the place of the one
+// seen longest ago when all are in use, as beginClock does): together they come no faster than once every
+// minCadence (within its tolerance: two clocks of 2 s are two checkers alike), the fastest a single checker is
+// taken for (two clocks of 1 s are a client's attempts every 500 ms).
+func (s *sourceCadence) roomFor(iv int64) bool {
+	k := s.clockPlace()
+	rate := 1 / float64(iv)
+	for i, c := range s.clocks {
+		if i != k && c.ref != 0 {
+			rate += 1 / float64(c.ref)
+		}
+	}
+	return rate <= 1/float64(int64(minCadence)-tolerance(int64(minCadence)))
+}
+
+// clockPlace is where a new clock begins: an unused one, or the clock seen longest ago.
+func (s *sourceCadence) clockPlace() int {
+	k := 0
+	for i, c := range s.clocks {
+		if c.ref == 0 {
+			return i
+		}
+		if c.last < s.clocks[k].last {
+			k = i
+		}
+	}
+	return k
+}
+
+// beginClock starts c, made of the loose attempts i and j and the latest one, in clockPlace.
+func (s *sourceCadence) beginClock(c clock, i, j int, quiet int64) {
+	s.loose[i], s.loose[j] = -1, -1
+	// Earlier loose attempts on its clock are its own too (its first ones, left loose when a clock that began
+	// by chance took the others and dissolved).
+	for x := j - 1; x >= 0; x-- {
+		if abs(c.start-s.loose[x]-c.ref) <= halfTolerance(c.ref) {
+			c.start, s.loose[x] = s.loose[x], -1
+			c.steady++
+		}
+	}
+	s.nLoose = uint8(len(slices.DeleteFunc(s.loose[:s.nLoose], func(t int64) bool { return t < 0 })))
+	k := s.clockPlace()
+	s.clocks[k] = c
+	s.tick(&s.clocks[k], c.last, quiet)
+}
+
+// tick counts an attempt a clock explained. A source proves a cadence when one clock explained four intervals
+// in a row and no attempt since that clock began was left unexplained: its every attempt then keeps one of at
+// most maxClocks clocks.
+func (s *sourceCadence) tick(c *clock, at, quiet int64) {
+	if s.checker {
+		s.score = min(s.score+1, maxSteady)
+		return
+	}
+	if !s.broken && at < s.until {
+		// Still proving: a candidate until this clock's next tick is overdue, for cadences up to slowChecker.
+		if c.ref <= slowest(quiet) {
+			s.until = max(s.until, at+c.ref+tolerance(c.ref)+1)
+		}
+	}
+	if c.steady < checkerSteady {
+		return
+	}
+	for _, t := range s.loose[:s.nLoose] {
+		if t > c.start {
+			return
+		}
+	}
+	s.checker, s.score = true, checkerSteady
+}
+
+// irregular counts an attempt off every clock: before the source proved a cadence, one more than its clocks
+// could still begin from breaks it; a checker loses irregularCost of its score, and after more irregular
+// attempts than steady ones it is a checker no more, its clocks forgotten.
+func (s *sourceCadence) irregular() {
+	if !s.checker {
+		free := 0
+		for _, c := range s.clocks {
+			if c.ref == 0 {
+				free++
+			}
+		}
+		if int(s.nLoose) > 2*free {
+			s.broken = true
 		}
 		return
 	}
-	// Irregular (or the first interval).
-	if s.ref != 0 && !s.checker {
-		s.broken = true
-	}
-	if s.checker && s.steady > irregularCost {
-		s.steady -= irregularCost
+	if s.score > irregularCost {
+		s.score -= irregularCost
 		return
 	}
-	s.checker = false
-	s.ref, s.steady = 0, 0
-	if inRange {
-		s.ref, s.steady = iv, 1
+	s.checker, s.score, s.broken = false, 0, true
+	s.clocks = [maxClocks]clock{}
+}
+
+// insertLoose keeps at among the loose attempts, in the order they came: an attempt a clock gave up for a
+// later one.
+func (s *sourceCadence) insertLoose(at int64) {
+	s.addLoose(at)
+	for i := int(s.nLoose) - 1; i > 0 && s.loose[i] < s.loose[i-1]; i-- {
+		s.loose[i], s.loose[i-1] = s.loose[i-1], s.loose[i]
 	}
+}
+
+// addLoose keeps at among the latest attempts no clock explains, forgetting the oldest when full.
+func (s *sourceCadence) addLoose(at int64) {
+	if int(s.nLoose) == looseKept {
+		copy(s.loose[:], s.loose[1:])
+		s.nLoose--
+	}
+	s.loose[s.nLoose] = at
+	s.nLoose++
 }
 
 func abs(x int64) int64 {
@@ -205,9 +462,35 @@ func abs(x int64) int64 {
 	return x
 }
 
-// candidate: not a checker yet, every interval so far steady, and young enough to be still proving it.
+// candidate: not a checker yet, no attempt it could not explain, and its time to prove a cadence not out.
 func (s *sourceCadence) candidate(now int64) bool {
-	return !s.checker && !s.broken && now-s.first < int64(candidateWindow)
+	return !s.checker && !s.broken && now < s.until
+}
+
+// appendCheckers appends a checker's proven clocks to cs, one CheckerSource each (two backends behind one
+// address are two), or its steadiest clock when none has proven itself since.
+func (s *sourceCadence) appendCheckers(cs []CheckerSource, t *tally) []CheckerSource {
+	best, n := -1, len(cs)
+	for i, c := range s.clocks {
+		if c.ref == 0 {
+			continue
+		}
+		if c.steady >= checkerSteady {
+			cs = append(cs, CheckerSource{Addr: s.addr, Attempts: s.n, Interval: time.Duration(c.ref), LastSeen: t.nsTime(s.last),
+				LastTick: t.nsTime(c.last)})
+		}
+		if best < 0 || c.steady > s.clocks[best].steady {
+			best = i
+		}
+	}
+	if len(cs) == n {
+		c := CheckerSource{Addr: s.addr, Attempts: s.n, LastSeen: t.nsTime(s.last)}
+		if best >= 0 {
+			c.Interval, c.LastTick = time.Duration(s.clocks[best].ref), t.nsTime(s.clocks[best].last)
+		}
+		cs = append(cs, c)
+	}
+	return cs
 }
 
 // fold adds a forgotten source's arrivals to the count of others, and its repeated ones to othersRep.
@@ -246,6 +529,9 @@ type CheckerSource struct {
 	Attempts uint64
 	Interval time.Duration
 	LastSeen time.Time
+	// LastTick is the latest new attempt on this cadence's clock (not a retransmission): its phase, which a
+	// restarted meter takes over (Run.Checkers). Zero: LastSeen stands for it.
+	LastTick time.Time
 }
 
 // ClientCount is a destination's arrivals without those of its checkers and of the sources still proving
@@ -293,7 +579,7 @@ func joinSpans(spans []span, quiet int64) (n uint64, active, last int64) {
 // earlier meter counted (restored) and its sources at now. checkers is where the checker lists of every
 // destination are appended (a few allocations per snapshot, not one per destination); the grown slice is
 // returned.
-func (t *tally) fillSources(c *DestCount, whole, restored runCount, d *destSources, now, quiet int64, checkers []CheckerSource) []CheckerSource {
+func (t *tally) fillSources(c *DestCount, whole runCount, restored restoredRun, d *destSources, now, quiet int64, checkers []CheckerSource) []CheckerSource {
 	c.Clients = ClientCount{Attempts: whole.n, ActiveSince: t.nsTime(whole.active), LastSeen: t.nsTime(whole.last)}
 	if t.cfg.CheckerSources <= 0 {
 		// No source is kept: nothing tells a repeat, and every arrival counts as one (the meter before it
@@ -303,7 +589,7 @@ func (t *tally) fillSources(c *DestCount, whole, restored runCount, d *destSourc
 		return checkers
 	}
 	var scratch [maxRuns + 1]span
-	reps := append(scratch[:0], span{restored.n, restored.active, restored.last})
+	reps := append(scratch[:0], span{restored.run.n, restored.run.active, restored.run.last})
 	if d != nil {
 		reps = append(reps, span{d.othersRep.n, d.othersRep.active, d.othersRep.last})
 		for i := range d.list {
@@ -313,6 +599,11 @@ func (t *tally) fillSources(c *DestCount, whole, restored runCount, d *destSourc
 	}
 	c.Repeated = t.repeatCount(joinSpans(reps, quiet))
 	c.Clients.Repeated = c.Repeated
+	if restored.told {
+		// The clients' repeats: the same, but of the restored run only what the earlier meter took for clients.
+		reps[0] = span{restored.clients.n, restored.clients.active, restored.clients.last}
+		c.Clients.Repeated = t.repeatCount(joinSpans(reps, quiet))
+	}
 	if d == nil || !d.cadence {
 		return checkers
 	}
@@ -322,7 +613,7 @@ func (t *tally) fillSources(c *DestCount, whole, restored runCount, d *destSourc
 		s := &d.list[i]
 		switch {
 		case s.checker:
-			checkers = append(checkers, CheckerSource{Addr: s.addr, Attempts: s.n, Interval: time.Duration(s.ref), LastSeen: t.nsTime(s.last)})
+			checkers = s.appendCheckers(checkers, t)
 			aside = true
 		case s.candidate(now):
 			aside = true
@@ -339,8 +630,13 @@ func (t *tally) fillSources(c *DestCount, whole, restored runCount, d *destSourc
 	// Clients: the others and every kept source that is neither a checker nor a candidate, their runs joined
 	// as the destination's own count joins arrivals (a pause shorter than the quiet period continues a run).
 	runs := append(scratch[:0], span{d.others.n, d.others.active, d.others.last})
-	var repScratch [maxRuns]span
+	// Of a restored run, only the part an earlier meter that told sources apart took for clients (one that
+	// did not left nothing to tell it by).
+	var repScratch [maxRuns + 1]span
 	reps = append(repScratch[:0], span{d.othersRep.n, d.othersRep.active, d.othersRep.last})
+	if restored.told {
+		reps = append(reps, span{restored.clients.n, restored.clients.active, restored.clients.last})
+	}
 	for i := range d.list {
 		s := &d.list[i]
 		if s.checker || s.candidate(now) {

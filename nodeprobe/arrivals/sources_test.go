@@ -107,8 +107,9 @@ func TestSourcesCheckerAndClient(t *testing.T) {
 	}
 }
 
-// A client that connects once is set aside for candidateWindow (it might be a checker's first probe), then
-// counts; one whose second interval differs counts at once.
+// A client that connects once is set aside for candidateWindow (it might be a checker's first probe, as slow
+// as one a minute), then counts; one whose attempts no two clocks could keep counts at once: its fifth attempt
+// off every clock (four might still begin two).
 func TestSourcesCandidates(t *testing.T) {
 	b := newSourceBed(t, Config{})
 	b.attempt("203.0.113.60", 0, 2)
@@ -119,12 +120,27 @@ func TestSourcesCandidates(t *testing.T) {
 		t.Errorf("a first attempt older than the window: clients %+v, want its 3 SYNs", c.Clients)
 	}
 
+	// A quiet period shorter than candidateWindow bounds the wait: a cadence slower than it is no run of
+	// arrivals, and a loss hold shortened with it would end before the client counted.
+	b = newSourceBed(t, Config{QuietPeriod: 10 * time.Second})
+	b.attempt("203.0.113.62", 0, 1)
+	if c := b.at(9 * time.Second); c.Clients.Attempts != 0 {
+		t.Errorf("quiet period 10s, a first attempt 9s old: clients %+v, want it set aside", c.Clients)
+	}
+	if c := b.at(11 * time.Second); c.Clients.Repeated.Attempts != 2 {
+		t.Errorf("quiet period 10s, a first attempt 11s old: clients %+v, want its SYN and retransmission", c.Clients)
+	}
+
 	b = newSourceBed(t, Config{})
-	for _, at := range []time.Duration{0, 2 * time.Second, 5 * time.Second} {
+	for _, at := range []time.Duration{0, 2 * time.Second, 5 * time.Second, 6500 * time.Millisecond} {
 		b.attempt("203.0.113.61", at, 0)
 	}
-	if c := b.at(6 * time.Second); c.Clients.Attempts != 3 || len(c.Checkers) != 0 {
-		t.Errorf("2s then 3s apart: clients %+v, checkers %v; want 3 client attempts", c.Clients, checkerAddrs(c))
+	if c := b.at(7 * time.Second); c.Clients.Attempts != 0 {
+		t.Errorf("four attempts 2s, 3s, 1.5s apart: clients %+v; want them set aside (two clocks might begin)", c.Clients)
+	}
+	b.attempt("203.0.113.61", 12*time.Second, 0)
+	if c := b.at(13 * time.Second); c.Clients.Attempts != 5 || len(c.Checkers) != 0 {
+		t.Errorf("a fifth 5.5s later: clients %+v, checkers %v; want 5 client attempts", c.Clients, checkerAddrs(c))
 	}
 }
 

@@ -29,7 +29,7 @@ type tally struct {
 	internalAddrs map[netip.Addr]bool
 	internalNets  []netip.Prefix
 	// restored holds runs an earlier meter counted (Meter.Restore) until setWatch adds their destinations.
-	restored map[Dest]runCount
+	restored map[Dest]restoredRun
 	// activity grows with every arrival or probe counted and every new Watch (Meter.Activity).
 	activity uint64
 }
@@ -63,8 +63,10 @@ type destCount struct {
 	src      *destSources // from its first arrival: its sources' repeats, and at NodePorts their cadence (sources.go)
 	flows    *destFlows   // UDP only, from its first datagram: pinned flows or new ones (flows.go)
 	restored uint64       // attempts an earlier meter counted (Meter.Restore)
-	// restoredRun is that earlier meter's run: repeated arrivals, for the state file keeps no sources.
-	restoredRun runCount
+	// restoredRun is that earlier meter's run: repeated arrivals, for the state file keeps no sources; when
+	// the earlier meter told checkers from clients (told), restoredClients is the clients' part of it.
+	restoredRun, restoredClients runCount
+	told                         bool
 }
 
 // destCount is d's count at taken; its checkers are appended to checkers (fillSources).
@@ -74,7 +76,8 @@ func (t *tally) destCount(d *destCount, taken time.Time, checkers []CheckerSourc
 	if d.flows != nil {
 		c.LastNewFlow = t.nsTime(d.flows.lastNew)
 	}
-	checkers = t.fillSources(&c, d.runCount, d.restoredRun, d.src, t.clk.ns(taken), int64(t.cfg.QuietPeriod), checkers)
+	r := restoredRun{run: d.restoredRun, clients: d.restoredClients, told: d.told}
+	checkers = t.fillSources(&c, d.runCount, r, d.src, t.clk.ns(taken), int64(t.cfg.QuietPeriod), checkers)
 	return c, checkers
 }
 
@@ -114,7 +117,11 @@ func (t *tally) setWatch(w Watch, now time.Time) {
 		if j, ok := t.idx[d]; ok && j >= 0 {
 			dests[i] = t.dests[j]
 		} else if rc, ok := t.takeRestored(d); ok {
-			dests[i] = destCount{dest: d, runCount: rc, restored: rc.n, restoredRun: rc}
+			dests[i] = destCount{dest: d, runCount: rc.run, restored: rc.run.n, restoredRun: rc.run,
+				restoredClients: rc.clients, told: rc.told}
+			if d.IsNode() {
+				dests[i].src = t.restoredSources(rc)
+			}
 		}
 		idx[d] = i
 	}

@@ -1,0 +1,135 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
+)
+
+// TestRotationTwoCheckersOneAddress: a NodePort Service with its only replica on node-1, probed by two
+// HAProxy-style checkers from one address (two load balancer backends, or two monitors, on one host): one
+// every 2 s, the other every 3 s, started 700 ms later, each a new TCP connection to node-1's and node-2's
+// NodePort, no client. Their probes interleave at node-2 (iptables mode, no replica) at gaps of 0.7 to 2 s, which
+// no single clock explains. Sampled every second for 45 s, node-2 never reports a critical reason: it stays
+// no_traffic_seen, the probes counted as arrivals and the address named in the exporter's log. Before the meter followed more than one clock per source, the
+// interleaving read as one irregular client and node-2 was traffic_lost within seconds.
+func TestRotationTwoCheckersOneAddress(t *testing.T) {
+	c := sharedCluster(t)
+	ctx := testContext(t)
+	n2 := c.Node("node-2")
+	svc := probedNodePort(ctx, t, c, "e2e-rotation-twocheckers", "ledger")
+
+	probes := []string{nodePortAddr(c.Node("node-1"), svc), nodePortAddr(n2, svc)}
+	checkEvery(t, c, cluster.CheckerIP, 2*time.Second, probes...)
+	time.Sleep(700 * time.Millisecond)
+	checkEvery(t, c, cluster.CheckerIP, 3*time.Second, probes...)
+
+	warnedThroughout(ctx, t, c, svc, 45*time.Second, "the checkers started", 30)
+	// The warning, once, names the address at the cadence it proved first.
+	log := c.LogTail("exporter-"+n2.Name, 1<<20)
+	if !strings.Contains(log, "only steady sources arrive") || !strings.Contains(log, cluster.CheckerIP+" every ") {
+		t.Errorf("node-2's exporter log does not name the checkers' address %s", cluster.CheckerIP)
+	}
+}
+
+// TestRotationSlowChecker: a NodePort Service with its only replica on node-1, probed by a slow checker from one
+// address (an AWS target group's default: a new TCP connection every 30 s) at node-1's and node-2's NodePort, no
+// client. Each probe node-2 drops is retransmitted a second later, as a lost client's attempt is. Sampled every
+// second for 2 min 10 s, through the fifth probe that proves its cadence, node-2 never reports a critical
+// reason: it stays no_traffic_seen and the checker is logged at its interval. Before the meter waited for slow
+// checkers, their first probe counted as a client's 30 s after it and node-2 was traffic_lost until the fifth.
+func TestRotationSlowChecker(t *testing.T) {
+	c := sharedCluster(t)
+	ctx := testContext(t)
+	n2 := c.Node("node-2")
+	svc := probedNodePort(ctx, t, c, "e2e-rotation-slowchecker", "billing")
+
+	checkEvery(t, c, cluster.CheckerIP, 30*time.Second, nodePortAddr(c.Node("node-1"), svc), nodePortAddr(n2, svc))
+	warnedThroughout(ctx, t, c, svc, 130*time.Second, "the checker started", 8)
+	if log := c.LogTail("exporter-"+n2.Name, 1<<20); !strings.Contains(log, cluster.CheckerIP+" every 30s") {
+		t.Errorf("node-2's exporter log does not name the checker %s every 30s", cluster.CheckerIP)
+	}
+}
+
+// TestRotationCheckerAcrossRestart: a NodePort Service with its only replica on node-1, probed every 2 s by an
+// HAProxy-style checker from one address at node-1's and node-2's NodePort, no client. Once node-2's exporter
+// has taken the checker for one (no_traffic_seen, the checker logged), it is restarted (SIGTERM, the state file
+// written on the way out, a new process). Sampled every second for 30 s from the new process's first scrape,
+// node-2 never reports a critical reason: the state file carried the checker's clock, so the restored run of
+// its probes is no client's. Before the file kept what the meter had learnt of the sources, the restored run
+// counted as a client's repeated attempts and node-2 was traffic_lost at its first scrape.
+func TestRotationCheckerAcrossRestart(t *testing.T) {
+	c := sharedCluster(t)
+	ctx := testContext(t)
+	n2 := c.Node("node-2")
+	svc := probedNodePort(ctx, t, c, "e2e-rotation-checkerrestart", "payroll")
+	checkEvery(t, c, cluster.CheckerIP, 2*time.Second, nodePortAddr(c.Node("node-1"), svc), nodePortAddr(n2, svc))
+	eventually(t, converge, "node-2 takes the checker for one", func() error {
+		if !strings.Contains(c.LogTail("exporter-"+n2.Name, 1<<20), cluster.CheckerIP+" every 2s") {
+			return fmt.Errorf("node-2's exporter has not logged the checker %s yet", cluster.CheckerIP)
+		}
+		return expectMetrics(ctx, c, n2.Name, metricIs("localtraffic_blackhole_reason", reasonLabels(svc, n2.Name, "no_traffic_seen"), 1))
+	})
+	// Past a state file write (every 5 s at most when it changed) with the checker proven.
+	time.Sleep(6 * time.Second)
+
+	n2.StopExporter()
+	if err := n2.StartExporter(ctx, testGrace); err != nil {
+		t.Fatal(err)
+	}
+	if err := n2.WaitExporter(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	warnedThroughout(ctx, t, c, svc, 30*time.Second, "the restart", 0,
+		metricIs("localtraffic_state_file_state", cluster.Labels{"node": n2.Name, "state": "restored"}, 1))
+}
+
+// probedNodePort is where each scenario of this file starts: a NodePort Service with its only replica on
+// node-1, node-2's exporter restarted with the short grace window, cluster.CheckerIP added to the outside
+// client for the checkers, and node-2 a blackhole nobody was sent to yet (no_traffic_seen).
+func probedNodePort(ctx context.Context, t *testing.T, c *cluster.Cluster, namespace, name string) *corev1.Service {
+	t.Helper()
+	n2 := c.Node("node-2")
+	svc := serviceSpec(t, c, namespace, name, corev1.ServiceTypeNodePort, nil)
+	pods := startPods(t, c, svc, "node-1")
+	setEndpoints(t, c, svc, ready(pods...))
+	restartExporter(t, c, n2, testGrace)
+	if err := c.AddClientSource(ctx, cluster.CheckerIP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.RemoveClientSource(context.Background(), cluster.CheckerIP); err != nil {
+			t.Error(err)
+		}
+	})
+	eventually(t, converge, "node-2 drops the Service, nothing sent yet", func() error {
+		return expectMetrics(ctx, c, n2.Name, metricIs("localtraffic_blackhole", svcLabels(svc, n2.Name), 1),
+			metricIs("localtraffic_blackhole_reason", reasonLabels(svc, n2.Name, "no_traffic_seen"), 1))
+	})
+	return svc
+}
+
+// warnedThroughout samples node-2 every second for d: never a critical reason for svc (nor a failed want), and
+// at the end no_traffic_seen with more than arrivals NodePort arrivals counted. since names what d counts from.
+func warnedThroughout(ctx context.Context, t *testing.T, c *cluster.Cluster, svc *corev1.Service, d time.Duration, since string,
+	arrivals float64, want ...func(cluster.Metrics) error) {
+	t.Helper()
+	node := "node-2"
+	start := time.Now()
+	for time.Since(start) < d {
+		if err := expectMetrics(ctx, c, node, append([]func(cluster.Metrics) error{noCriticalReason(svc, node)}, want...)...); err != nil {
+			t.Fatalf("%s after %s: %v", time.Since(start).Round(time.Second), since, err)
+		}
+		time.Sleep(time.Second)
+	}
+	if err := expectMetrics(ctx, c, node, metricIs("localtraffic_blackhole_reason", reasonLabels(svc, node, "no_traffic_seen"), 1),
+		metricAbove("localtraffic_arrivals_total", cluster.Labels{"node": node, "kind": "node_port", "ip_family": ipv4}, arrivals)); err != nil {
+		t.Fatalf("%s after %s: %v", d, since, err)
+	}
+}
