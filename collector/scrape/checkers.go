@@ -20,6 +20,7 @@ func (o *observations) addSources(obs *verdict.Observation, c arrivals.DestCount
 	obs.Clients = verdict.ClientAttempts{Attempts: c.Clients.Attempts, ActiveSince: c.Clients.ActiveSince,
 		LastSeen: c.Clients.LastSeen, Ongoing: c.Clients.Attempts > 0 && o.now.Sub(c.Clients.LastSeen) < o.quiet,
 		Repeated: o.repeated(c.Clients.Repeated)}
+	obs.Clients.Silent = !obs.Clients.Repeated.Ongoing && o.now.Sub(c.WatchedSince) >= o.quiet
 	for _, ch := range c.Checkers {
 		obs.Checkers = append(obs.Checkers, verdict.Checker{Addr: ch.Addr.String(), Interval: ch.Interval})
 	}

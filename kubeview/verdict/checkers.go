@@ -25,12 +25,8 @@ import (
 // clientsOnly returns o with its attempts narrowed to the clients' where the Service's NodePort arrivals hold
 // health checks, and notes on e the steady sources set aside without a declaration.
 func clientsOnly(in Input, e *Entry, o Observation) Observation {
-	if e.Kind != NodePort || !o.SetAside {
+	if !checkersAside(in, *e, o) {
 		return o
-	}
-	switch in.Service.HealthCheck {
-	case kubeview.CheckNone, kubeview.CheckHealthCheckNodePort:
-		return o // declared: nothing probes the NodePort, every arrival is a client
 	}
 	if len(o.Checkers) > 0 && e.Dropped && in.Service.HealthCheck == kubeview.CheckUndeclared {
 		e.Checkers = o.Checkers
@@ -41,6 +37,20 @@ func clientsOnly(in Input, e *Entry, o Observation) Observation {
 	o.Attempts, o.ActiveSince, o.LastSeen, o.Ongoing = o.Clients.Attempts, o.Clients.ActiveSince, o.Clients.LastSeen, o.Clients.Ongoing
 	o.Repeated = o.Clients.Repeated
 	return o
+}
+
+// checkersAside: the meter set some of the NodePort's arrivals aside as steady sources' (or ones proving their
+// cadence), and nothing the Service declares makes them clients: a declared check on the health check node
+// port, or none at all, means nothing probes the NodePort and every arrival is a client.
+func checkersAside(in Input, e Entry, o Observation) bool {
+	if e.Kind != NodePort || !o.SetAside {
+		return false
+	}
+	switch in.Service.HealthCheck {
+	case kubeview.CheckNone, kubeview.CheckHealthCheckNodePort:
+		return false
+	}
+	return true
 }
 
 // trafficPortChecked: the Service's load balancer checks the NodePort, as declared or as its cloud

@@ -221,6 +221,15 @@ func TestHealthCheckPassingWithoutAContract(t *testing.T) {
 	justWatched := Observation{Watched: true} // watched for less than the quiet period: nothing to conclude
 	arriving := Observation{Watched: true, Attempts: 3, ActiveSince: now.Add(-time.Minute), LastSeen: now.Add(-time.Second),
 		Ongoing: true, DroppedSince: now.Add(-10 * time.Minute)}
+	// A checker probing the traffic port (the dropped NodePort), its SYNs retransmitted: arrivals, repeated,
+	// set aside as a steady source's; no client among them.
+	probed := Observation{Watched: true, Attempts: 40, ActiveSince: now.Add(-80 * time.Second), LastSeen: now.Add(-time.Second),
+		Ongoing: true, DroppedSince: now.Add(-10 * time.Minute), Repeats: true,
+		Repeated: Repeated{Attempts: 40, ActiveSince: now.Add(-80 * time.Second), LastSeen: now.Add(-time.Second), Ongoing: true},
+		SetAside: true, Checkers: []Checker{{Addr: "198.51.100.9", Interval: 2 * time.Second}}, Clients: ClientAttempts{Silent: true}}
+	probedAndClient := probed
+	probedAndClient.Clients = ClientAttempts{Attempts: 3, ActiveSince: now.Add(-5 * time.Second), LastSeen: now.Add(-time.Second), Ongoing: true,
+		Repeated: Repeated{Attempts: 3, ActiveSince: now.Add(-5 * time.Second), LastSeen: now.Add(-time.Second), Ongoing: true}}
 	checks := map[corev1.IPFamily]HealthCheck{corev1.IPv4Protocol: {StatusCode: http.StatusOK, Result: "ok"}}
 	bare, gce := kubeview.NodeState{Name: "n", Found: true}, kubeview.NodeState{Name: "n", Found: true, ProviderID: "gce://p/z/n"}
 	for _, c := range []struct {
@@ -229,15 +238,22 @@ func TestHealthCheckPassingWithoutAContract(t *testing.T) {
 		node kubeview.NodeState
 		o    Observation
 		want Reason
+		lb   *Observation // at the load balancer IP, when not o
 	}{
-		{"announcer, nothing arrives for the quiet period: a warning", twoPorts(false), bare, silent, ReasonNoTrafficSeen},
-		{"announcer, the meter just started: still critical", twoPorts(false), bare, justWatched, ReasonHealthCheckPassing},
-		{"announcer, clients arrive: critical", twoPorts(false), bare, arriving, ReasonTrafficLost},
-		{"GCE nodes: the load balancer keeps it for its 200", twoPorts(false), gce, silent, ReasonHealthCheckPassing},
-		{"AWS annotations: the same", twoPorts(true), bare, silent, ReasonHealthCheckPassing},
+		{"announcer, nothing arrives for the quiet period: a warning", twoPorts(false), bare, silent, ReasonNoTrafficSeen, nil},
+		{"announcer, the meter just started: still critical", twoPorts(false), bare, justWatched, ReasonHealthCheckPassing, nil},
+		{"announcer, clients arrive: critical", twoPorts(false), bare, arriving, ReasonTrafficLost, nil},
+		{"GCE nodes: the load balancer keeps it for its 200", twoPorts(false), gce, silent, ReasonHealthCheckPassing, nil},
+		{"AWS annotations: the same", twoPorts(true), bare, silent, ReasonHealthCheckPassing, nil},
+		{"announcer, only a traffic-port checker's probes arrive: a warning", twoPorts(false), bare, probed, ReasonNoTrafficSeen, &silent},
+		{"announcer, a client arrives beside the checker: critical", twoPorts(false), bare, probedAndClient, ReasonTrafficLost, &silent},
 	} {
+		atLB := c.o
+		if c.lb != nil {
+			atLB = *c.lb
+		}
 		v := Decide(Input{Service: c.svc, Node: c.node, Evidence: &Evidence{HealthChecks: checks, Addresses: withNodePorts(),
-			Observed: seen{NodePort: c.o, LoadBalancerIP: c.o}, Grace: 2 * time.Minute, Now: now}})
+			Observed: seen{NodePort: c.o, LoadBalancerIP: atLB}, Grace: 2 * time.Minute, Now: now}})
 		if !v.Blackhole || v.Reason != c.want {
 			t.Errorf("%s: blackhole %v reason %q, want %q\n%+v", c.name, v.Blackhole, v.Reason, c.want, v.Families)
 		}

@@ -179,6 +179,9 @@ type ClientAttempts struct {
 	ActiveSince, LastSeen time.Time
 	Ongoing               bool
 	Repeated              Repeated
+	// Silent is Observation.Silent of the clients' arrivals alone: what the steady sources and the ones still
+	// proving their cadence sent does not break it.
+	Silent bool
 }
 
 // Repeated is the part of a count whose source came again within a few seconds, as a run of its own.
@@ -604,7 +607,10 @@ func unsentByHealthCheck(in Input, e Entry) bool {
 	if in.Service.HealthCheckContract(in.Node) || !watched(in.Evidence, e.Destination) {
 		return false
 	}
-	return in.Evidence.Observed.Observe(e.Destination).Silent
+	o := in.Evidence.Observed.Observe(e.Destination)
+	// A checker that probes the traffic port is no reason to think the load balancer sends clients here: its
+	// own probes, dropped like any SYN, are not what the 200 keeps coming.
+	return o.Silent || checkersAside(in, e, o) && o.Clients.Silent
 }
 
 // externalIPRotation: kube-proxy writes an externalIP's drop on every node without a local endpoint, but the
