@@ -28,8 +28,8 @@ func clientPause(i int) time.Duration { return clientPauses[i%len(clientPauses)]
 
 // checkEvery runs an HAProxy-style TCP health checker from src: every interval a new connection to each addr
 // (opened and closed; a node that drops it times out after a second and a half, before the next check), until
-// the test ends.
-func checkEvery(t *testing.T, c *cluster.Cluster, src string, interval time.Duration, addrs ...string) {
+// the test ends or stop is called.
+func checkEvery(t *testing.T, c *cluster.Cluster, src string, interval time.Duration, addrs ...string) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -53,10 +53,12 @@ func checkEvery(t *testing.T, c *cluster.Cluster, src string, interval time.Dura
 			}
 		}
 	}()
-	t.Cleanup(func() {
+	stop = func() {
 		cancel()
 		wg.Wait()
-	})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 // criticalReasons are the blackhole reasons the shipped alerts page on.

@@ -23,10 +23,10 @@ import (
 // local endpoint there and is dropped. Whether that is a page depends on who sends:
 //   - nothing known to keep nodes by that check (no cloud, no annotation: an announcer, an unknown
 //     controller) and nothing arrives: a warning (no_traffic_seen), not a critical page;
-//   - the same while a checker of no known kind probes the dropped port (the traffic port) from one address:
-//     its probes are no client's, still a warning;
 //   - the Service declares that its load balancer checks the health check node port: critical
 //     (health_check_passing), the load balancer keeps the node for its 200;
+//   - the declaration removed, a checker of no known kind probing the dropped port (the traffic port) from
+//     one address: its probes are no client's, still a warning;
 //   - the declaration removed and clients arriving at the dropped port: critical (traffic_lost).
 func TestRotationHealthCheckPassingNeedsAContract(t *testing.T) {
 	c := sharedCluster(t)
@@ -84,40 +84,6 @@ func TestRotationHealthCheckPassingNeedsAContract(t *testing.T) {
 	}
 	reasonIs("no load balancer known to keep the node by its 200, nothing arrives: a warning", "no_traffic_seen")
 
-	// A load balancer of no known kind that checks the traffic port: its checker (one address, every 2 s)
-	// probes the dropped port, and its probes arrive there, dropped and retransmitted like any SYN. They are
-	// no client's: the 200 says no more about clients than before, and the node stays a warning for three
-	// grace windows, never critical.
-	if err := c.AddClientSource(ctx, cluster.CheckerIP); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.RemoveClientSource(context.Background(), cluster.CheckerIP); err != nil {
-			t.Error(err)
-		}
-	})
-	var dropped []string
-	for _, node := range nodes {
-		dropped = append(dropped, fmt.Sprintf("%s:%d", c.Node(node).IP, svc.Spec.Ports[1].NodePort))
-	}
-	checkEvery(t, c, cluster.CheckerIP, 2*time.Second, dropped...)
-	start := time.Now()
-	for time.Since(start) < 45*time.Second { // three grace windows (testGrace)
-		for _, node := range nodes {
-			if err := expectMetrics(ctx, c, node, noCriticalReason(svc, node)); err != nil {
-				t.Fatalf("%s after the traffic-port checker started: %v", time.Since(start).Round(time.Second), err)
-			}
-		}
-		time.Sleep(time.Second)
-	}
-	for _, node := range nodes {
-		if err := expectMetrics(ctx, c, node,
-			metricIs("localtraffic_blackhole_reason", reasonLabels(svc, node, "no_traffic_seen"), 1),
-			metricAbove("localtraffic_arrivals_total", cluster.Labels{"node": node, "kind": "node_port", "ip_family": ipv4}, 10)); err != nil {
-			t.Fatalf("probed on the traffic port for three grace windows: %v", err)
-		}
-	}
-
 	annotate := func(value *string) {
 		t.Helper()
 		v := "null"
@@ -134,12 +100,46 @@ func TestRotationHealthCheckPassingNeedsAContract(t *testing.T) {
 	reasonIs("the load balancer declared to keep the node by its 200: critical", "health_check_passing")
 
 	annotate(nil)
-	var addrs []string
-	for _, node := range nodes {
-		addrs = append(addrs, fmt.Sprintf("%s:%d", c.Node(node).IP, svc.Spec.Ports[1].NodePort))
+	reasonIs("the declaration removed, nothing arrives: a warning again", "no_traffic_seen")
+
+	// A load balancer of no known kind that checks the traffic port: its checker (one address, every 2 s)
+	// probes the dropped port, and its probes arrive there, dropped and retransmitted like any SYN. They are
+	// no client's: the 200 says no more about clients than before, and the node stays a warning for three
+	// grace windows, never critical.
+	if err := c.AddClientSource(ctx, cluster.CheckerIP); err != nil {
+		t.Fatal(err)
 	}
-	keepSending(t, c, addrs...)
-	for _, a := range addrs {
+	t.Cleanup(func() {
+		if err := c.RemoveClientSource(context.Background(), cluster.CheckerIP); err != nil {
+			t.Error(err)
+		}
+	})
+	var dropped []string
+	for _, node := range nodes {
+		dropped = append(dropped, fmt.Sprintf("%s:%d", c.Node(node).IP, svc.Spec.Ports[1].NodePort))
+	}
+	stopChecking := checkEvery(t, c, cluster.CheckerIP, 2*time.Second, dropped...)
+	start := time.Now()
+	for time.Since(start) < 45*time.Second { // three grace windows (testGrace)
+		for _, node := range nodes {
+			if err := expectMetrics(ctx, c, node, noCriticalReason(svc, node)); err != nil {
+				t.Fatalf("%s after the traffic-port checker started: %v", time.Since(start).Round(time.Second), err)
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	for _, node := range nodes {
+		if err := expectMetrics(ctx, c, node,
+			metricIs("localtraffic_blackhole_reason", reasonLabels(svc, node, "no_traffic_seen"), 1),
+			metricAbove("localtraffic_arrivals_total", cluster.Labels{"node": node, "kind": "node_port", "ip_family": ipv4}, 10)); err != nil {
+			t.Fatalf("probed on the traffic port for three grace windows: %v", err)
+		}
+	}
+	// The clients below are to be the only ones arriving.
+	stopChecking()
+
+	keepSending(t, c, dropped...)
+	for _, a := range dropped {
 		if err := wantVerdict(c.Request(ctx, a), cluster.Blackhole, "the second port at "+a); err != nil {
 			t.Fatal(err)
 		}
