@@ -21,8 +21,10 @@ import (
 // The direct exposition: one scrape's series built straight into the protobuf structures the encoder reads,
 // without client_golang's constant metrics and Registry. Through a Registry every series is built twice
 // (a constant metric, then its dto copy), its labels sorted and hashed for the consistency check: at 2,000
-// Services that was most of a scrape's garbage, and the garbage sets the exporter's RSS. The Collector path
-// (Bind) stays for tests and the pedantic registry; TestDirectExpositionEqualsRegistry keeps the two equal.
+// Services that was most of a scrape's garbage, and the garbage sets the exporter's RSS. A Service's series are
+// then encoded once, as text, and kept while its result holds (serviceCache); WriteText writes the scrape. The
+// Collector path (Bind) stays for tests and the pedantic registry; TestDirectExpositionEqualsRegistry keeps the
+// two equal.
 
 // familyOf is what the direct exposition keeps per metric: its help, type and labels in exposition order
 // (sorted by name, node among them), resolved once per exporter.
