@@ -119,22 +119,7 @@ func TestRotationHealthCheckPassingNeedsAContract(t *testing.T) {
 		dropped = append(dropped, fmt.Sprintf("%s:%d", c.Node(node).IP, svc.Spec.Ports[1].NodePort))
 	}
 	stopChecking := checkEvery(t, c, cluster.CheckerIP, 2*time.Second, dropped...)
-	start := time.Now()
-	for time.Since(start) < 45*time.Second { // three grace windows (testGrace)
-		for _, node := range nodes {
-			if err := expectMetrics(ctx, c, node, noCriticalReason(svc, node)); err != nil {
-				t.Fatalf("%s after the traffic-port checker started: %v", time.Since(start).Round(time.Second), err)
-			}
-		}
-		time.Sleep(time.Second)
-	}
-	for _, node := range nodes {
-		if err := expectMetrics(ctx, c, node,
-			metricIs("localtraffic_blackhole_reason", reasonLabels(svc, node, "no_traffic_seen"), 1),
-			metricAbove("localtraffic_arrivals_total", cluster.Labels{"node": node, "kind": "node_port", "ip_family": ipv4}, 10)); err != nil {
-			t.Fatalf("probed on the traffic port for three grace windows: %v", err)
-		}
-	}
+	warnedThroughout(ctx, t, c, svc, nodes, 45*time.Second, "the traffic-port checker started", 10) // three grace windows (testGrace)
 	// The clients below are to be the only ones arriving.
 	stopChecking()
 

@@ -30,7 +30,7 @@ func TestRotationTwoCheckersOneAddress(t *testing.T) {
 	time.Sleep(700 * time.Millisecond)
 	checkEvery(t, c, cluster.CheckerIP, 3*time.Second, probes...)
 
-	warnedThroughout(ctx, t, c, svc, 45*time.Second, "the checkers started", 30)
+	warnedThroughout(ctx, t, c, svc, []string{"node-2"}, 45*time.Second, "the checkers started", 30)
 	// The warning, once, names the address at the cadence it proved first.
 	if !loggedChecker(c, n2.Name, svc, cluster.CheckerIP+" every ") {
 		t.Errorf("node-2's exporter log does not name the checkers' address %s", cluster.CheckerIP)
@@ -50,7 +50,7 @@ func TestRotationSlowChecker(t *testing.T) {
 	svc := probedNodePort(ctx, t, c, "e2e-rotation-slowchecker", "billing")
 
 	checkEvery(t, c, cluster.CheckerIP, 30*time.Second, nodePortAddr(c.Node("node-1"), svc), nodePortAddr(n2, svc))
-	warnedThroughout(ctx, t, c, svc, 130*time.Second, "the checker started", 8)
+	warnedThroughout(ctx, t, c, svc, []string{"node-2"}, 130*time.Second, "the checker started", 8)
 	if !loggedChecker(c, n2.Name, svc, cluster.CheckerIP+" every 30s") {
 		t.Errorf("node-2's exporter log does not name the checker %s every 30s", cluster.CheckerIP)
 	}
@@ -85,7 +85,7 @@ func TestRotationCheckerAcrossRestart(t *testing.T) {
 	if err := n2.WaitExporter(ctx, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	warnedThroughout(ctx, t, c, svc, 30*time.Second, "the restart", 0,
+	warnedThroughout(ctx, t, c, svc, []string{"node-2"}, 30*time.Second, "the restart", 0,
 		metricIs("localtraffic_state_file_state", cluster.Labels{"node": n2.Name, "state": "restored"}, 1))
 }
 
@@ -114,22 +114,26 @@ func probedNodePort(ctx context.Context, t *testing.T, c *cluster.Cluster, names
 	return svc
 }
 
-// warnedThroughout samples node-2 every second for d: never a critical reason for svc (nor a failed want), and
-// at the end no_traffic_seen with more than arrivals NodePort arrivals counted. since names what d counts from.
-func warnedThroughout(ctx context.Context, t *testing.T, c *cluster.Cluster, svc *corev1.Service, d time.Duration, since string,
-	arrivals float64, want ...func(cluster.Metrics) error) {
+// warnedThroughout samples each of nodes every second for d: never a critical reason for svc (nor a failed
+// want), and at the end no_traffic_seen with more than arrivals NodePort arrivals counted. since names what d
+// counts from.
+func warnedThroughout(ctx context.Context, t *testing.T, c *cluster.Cluster, svc *corev1.Service, nodes []string, d time.Duration,
+	since string, arrivals float64, want ...func(cluster.Metrics) error) {
 	t.Helper()
-	node := "node-2"
 	start := time.Now()
 	for time.Since(start) < d {
-		if err := expectMetrics(ctx, c, node, append([]func(cluster.Metrics) error{noCriticalReason(svc, node)}, want...)...); err != nil {
-			t.Fatalf("%s after %s: %v", time.Since(start).Round(time.Second), since, err)
+		for _, node := range nodes {
+			if err := expectMetrics(ctx, c, node, append([]func(cluster.Metrics) error{noCriticalReason(svc, node)}, want...)...); err != nil {
+				t.Fatalf("%s after %s: %s: %v", time.Since(start).Round(time.Second), since, node, err)
+			}
 		}
 		time.Sleep(time.Second)
 	}
-	if err := expectMetrics(ctx, c, node, metricIs("localtraffic_blackhole_reason", reasonLabels(svc, node, "no_traffic_seen"), 1),
-		metricAbove("localtraffic_arrivals_total", cluster.Labels{"node": node, "kind": "node_port", "ip_family": ipv4}, arrivals)); err != nil {
-		t.Fatalf("%s after %s: %v", d, since, err)
+	for _, node := range nodes {
+		if err := expectMetrics(ctx, c, node, metricIs("localtraffic_blackhole_reason", reasonLabels(svc, node, "no_traffic_seen"), 1),
+			metricAbove("localtraffic_arrivals_total", cluster.Labels{"node": node, "kind": "node_port", "ip_family": ipv4}, arrivals)); err != nil {
+			t.Fatalf("%s after %s: %v", d, since, err)
+		}
 	}
 }
 
