@@ -19,7 +19,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/alerts/metricset"
 )
 
-// blackholeReasons are the values of localtraffic_blackhole_reason's reason label (kubeview/verdict's Reasons);
+// blackholeReasons are the values of localtraffic_blackhole_reason's reason label (verdict's Reasons);
 // TestReadmeReasonTable checks each against the metric's help, which the exporter's docs test keeps equal to the
 // code.
 var blackholeReasons = []string{"health_check_ignored", "udp_flow_pinned", "traffic_lost", "announced_here",

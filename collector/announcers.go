@@ -3,9 +3,9 @@ package collector
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
-	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
+	"github.com/localtraffic/localtraffic-exporter/scrape"
+	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
 
 var (

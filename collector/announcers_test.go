@@ -3,8 +3,8 @@ package collector
 import (
 	"testing"
 
-	"github.com/localtraffic/localtraffic-exporter/collector/scrape/scrapetest"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/scrape/scrapetest"
 )
 
 // Each announcer source has one series on the node, with its current state, and only while the view reads

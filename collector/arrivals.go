@@ -8,9 +8,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
-	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
+	"github.com/localtraffic/localtraffic-exporter/scrape"
+	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
 
 // The meter's states as exported: the meter's own (arrivals.Status), and meterDisabled (--no-arrivals.enabled).

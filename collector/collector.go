@@ -1,5 +1,5 @@
 // Package collector renders the node's state into Prometheus metrics. For each scrape its StateSource (in the
-// exporter, collector/scrape's Model, the node model that keeps the verdicts current as the inputs change)
+// exporter, scrape's Model, the node model that keeps the verdicts current as the inputs change)
 // hands over one read-only scrape.State; each collector (one job, one file) renders that State, and the
 // Exporter reports how each one fared. Nothing here reads a source or decides: what a series says was settled
 // before rendering began. The direct exposition keeps each Service's rendered series while the model says its
@@ -17,7 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
+	"github.com/localtraffic/localtraffic-exporter/scrape"
 )
 
 // Namespace prefixes every metric the exporter defines.

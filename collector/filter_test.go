@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/localtraffic/localtraffic-exporter/collector/scrape/scrapetest"
+	"github.com/localtraffic/localtraffic-exporter/scrape/scrapetest"
 
 	"github.com/prometheus/client_golang/prometheus"
 

@@ -3,9 +3,9 @@ package collector
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
-	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
+	"github.com/localtraffic/localtraffic-exporter/scrape"
+	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
 
 var serviceArrivals = detailed(newMetric("service_arrivals_total", prometheus.CounterValue,

@@ -10,14 +10,14 @@ import (
 )
 
 var (
-	// reasonConst is a blackhole reason as kubeview/verdict defines it.
+	// reasonConst is a blackhole reason as verdict defines it.
 	reasonConst = regexp.MustCompile(`Reason\s*=\s*"([a-z_]+)"`)
 	backticked  = regexp.MustCompile("`([^`]+)`")
 	testName    = regexp.MustCompile(`^Test[A-Z]\w*$`)
 )
 
 // TestPagesTable holds rotation.md's "What pages and what does not" to the code: every reason a row gives is one
-// kubeview/verdict defines (or no blackhole at all), and every test a row names is defined by a test file of the
+// verdict defines (or no blackhole at all), and every test a row names is defined by a test file of the
 // repository, so a renamed reason or a deleted test cannot leave the table claiming what nothing proves.
 func TestPagesTable(t *testing.T) {
 	doc, err := os.ReadFile("rotation.md")
@@ -31,7 +31,7 @@ func TestPagesTable(t *testing.T) {
 	section, _, _ = strings.Cut(section, "\n#")
 
 	// The reasons are defined across the package (announced_here beside the announcers' rules).
-	files, err := filepath.Glob("../kubeview/verdict/*.go")
+	files, err := filepath.Glob("../verdict/*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func TestPagesTable(t *testing.T) {
 		}
 	}
 	if len(reasons) < 5 || !reasons["announced_here"] {
-		t.Fatalf("found reasons %v in kubeview/verdict: the parse is broken", reasons)
+		t.Fatalf("found reasons %v in verdict: the parse is broken", reasons)
 	}
 	tests := definedTests(t)
 
@@ -67,7 +67,7 @@ func TestPagesTable(t *testing.T) {
 		}
 		for _, m := range found {
 			if !reasons[m[1]] {
-				t.Errorf("row %q: %q is no reason kubeview/verdict defines", cells[0], m[1])
+				t.Errorf("row %q: %q is no reason verdict defines", cells[0], m[1])
 			}
 		}
 		n := 0

@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/localtraffic/localtraffic-exporter/collector"
-	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
+	"github.com/localtraffic/localtraffic-exporter/scrape"
 )
 
 func TestScrapeTimeout(t *testing.T) {

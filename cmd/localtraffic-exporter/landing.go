@@ -13,9 +13,9 @@ import (
 	"github.com/prometheus/common/version"
 
 	"github.com/localtraffic/localtraffic-exporter/collector"
-	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
-	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
+	"github.com/localtraffic/localtraffic-exporter/scrape"
+	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
 
 // lastState wraps the scrape's gatherer and keeps the State of the latest scrape, so the landing page shows

@@ -6,8 +6,8 @@ import (
 	"log/slog"
 
 	"github.com/localtraffic/localtraffic-exporter/collector"
-	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
+	"github.com/localtraffic/localtraffic-exporter/scrape"
 )
 
 // The program's entry points as in-process tests call them: what main wires, less what a test cannot share.

@@ -114,7 +114,7 @@ func TestSlowCheckersSeeded(t *testing.T) {
 	}
 }
 
-// runOf is what the exporter's state file keeps of a destination's count (collector/scrape, stateBody).
+// runOf is what the exporter's state file keeps of a destination's count (scrape, stateBody).
 func runOf(c DestCount) Run {
 	r := Run{Attempts: c.Attempts, FirstSeen: c.FirstSeen, LastSeen: c.LastSeen, ActiveSince: c.ActiveSince,
 		WatchedSince: c.WatchedSince}

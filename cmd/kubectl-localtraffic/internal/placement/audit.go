@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
-	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
+	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
 
 // ServiceReport is one Local Service's placement story and what is wrong with it.

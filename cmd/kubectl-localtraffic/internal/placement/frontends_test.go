@@ -1,6 +1,6 @@
 package placement_test
 
-// One set of fixtures through both front ends of the decision (package kubeview/verdict): the exporter (package
+// One set of fixtures through both front ends of the decision (package verdict): the exporter (package
 // collector: informers over the API, its transform and counting, the gatherer with its probes, rule read and
 // address evidence, exactly as a scrape runs) on every node, and the plugin (this package's Status, from the API
 // alone). Both must give the same answer for every node, or the plugin must say, explicitly, that it cannot tell
@@ -39,13 +39,13 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
-	"github.com/localtraffic/localtraffic-exporter/collector/scrape"
-	"github.com/localtraffic/localtraffic-exporter/collector/scrape/scrapetest"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/kubeviewtest"
-	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
+	"github.com/localtraffic/localtraffic-exporter/scrape"
+	"github.com/localtraffic/localtraffic-exporter/scrape/scrapetest"
+	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
 
 const (

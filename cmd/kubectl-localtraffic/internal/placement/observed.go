@@ -1,6 +1,6 @@
 package placement
 
-import "github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
+import "github.com/localtraffic/localtraffic-exporter/verdict"
 
 // Observed is what the exporters on the nodes report, as far as the plugin could read them: per node, the
 // blackhole reasons of its Services. The API alone cannot say

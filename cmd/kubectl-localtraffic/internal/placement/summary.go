@@ -10,7 +10,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
-	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
+	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
 
 // Summary is one Local Service across the judged nodes, without a struct per node: on a cluster of thousands

@@ -6,6 +6,6 @@
 // which the model is held equal to. Both keep what one look cannot know alone (drop counter baselines, rule
 // counter growth, kube-proxy ever seen, the /configz cache, arrival totals, when each destination was first
 // found dropped) and, in the state file, what must survive a restart; they adapt all of it into
-// kubeview/verdict's evidence and publish a State that nobody changes afterwards: the collector package renders
+// verdict's evidence and publish a State that nobody changes afterwards: the collector package renders
 // it. Nothing here writes to the node.
 package scrape

@@ -17,10 +17,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/localtraffic/localtraffic-exporter/collector/scrape/scrapetest"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
+	"github.com/localtraffic/localtraffic-exporter/scrape/scrapetest"
 )
 
 // fixedTracker is an APITracker over one Service whose local endpoint count the test sets; Update reports it

@@ -10,7 +10,7 @@ import (
 )
 
 // The decision table: every rule of Decide, row by row, over the package's own evidence types (the exporter
-// adapts its probes and rules into them in collector/scrape, whose tests check only that adapting).
+// adapts its probes and rules into them in scrape, whose tests check only that adapting).
 
 // tableFamily is one family's single port "http" (NodePort 30090) with local endpoints; clusterWide false means
 // no endpoint anywhere.

@@ -8,7 +8,7 @@
 // decision reads the API view both already share (package kubeview) and its own small Evidence types, and
 // imports nothing else of this module: the plugin gets it without pulling in the exporter's collector, nodeprobe
 // (netlink, HTTP probes) or nodeprobe/kernelrules (iptables and nft readers), and the exporter adapts what it read
-// into Evidence in one place (collector/scrape/verdict.go). It sits under kubeview as a package of its own: it is not
+// into Evidence in one place (scrape/verdict.go). It sits under kubeview as a package of its own: it is not
 // the API view itself but what the API view and the node's evidence mean together, and kubeview imports neither.
 //
 // The rule is documented in docs/metrics.md ("The blackhole verdict"); TestFrontEndsAgree

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/localtraffic/localtraffic-exporter/collector/scrape/scrapetest"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/scrape/scrapetest"
 )
 
 // Where the exporter's view of kube-proxy's configuration comes from is exported: read from /configz (here from

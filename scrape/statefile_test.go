@@ -16,14 +16,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/localtraffic/localtraffic-exporter/collector/scrape/scrapetest"
+	"github.com/localtraffic/localtraffic-exporter/scrape/scrapetest"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
-	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
+	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
 
 // restoringMeter is a fakeMeter that continues restored runs as *arrivals.Meter does: a restored destination's

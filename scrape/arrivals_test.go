@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
+	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
 
 // The node's arrival totals only grow: a destination dropped from the watch (its Service deleted) takes its

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/localtraffic/localtraffic-exporter/collector/scrape/scrapetest"
+	"github.com/localtraffic/localtraffic-exporter/scrape/scrapetest"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"

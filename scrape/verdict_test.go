@@ -4,14 +4,14 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/localtraffic/localtraffic-exporter/collector/scrape/scrapetest"
+	"github.com/localtraffic/localtraffic-exporter/scrape/scrapetest"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
-	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
+	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
 
 const (
@@ -64,7 +64,7 @@ func (f fakeFamilyRules) Family(sp kernelrules.ServicePort, family string) kerne
 	return kernelrules.PortState{Programmed: true, Drop: len(drops) > 0, Drops: drops, LocalEndpoints: map[bool]int{true: 0, false: 1}[len(drops) > 0]}
 }
 
-// The decision's rules are tested where they live (kubeview/verdict: TestDecideTable); these rows test only
+// The decision's rules are tested where they live (verdict: TestDecideTable); these rows test only
 // the adapting: the probes' answers and kube-proxy's rules as read become the verdict's evidence unchanged.
 func TestDecideAdaptsTheEvidence(t *testing.T) {
 	ready := kubeview.NodeState{Name: "node-1", Found: true}

@@ -20,8 +20,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
+	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
 
 // The state file keeps what the verdict needs to resume after the exporter restarts (a DaemonSet rollout, an

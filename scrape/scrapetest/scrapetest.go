@@ -1,5 +1,5 @@
 // Package scrapetest fakes what a scrape gathers (the API view, kube-proxy's rules, the node's addresses, the
-// arrivals meter) and builds the Services a scrape decides, for the tests of collector/scrape, which gathers,
+// arrivals meter) and builds the Services a scrape decides, for the tests of scrape, which gathers,
 // and of collector, which renders. Only tests import it.
 package scrapetest
 

@@ -6,8 +6,8 @@ import (
 	"sync"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
-	"github.com/localtraffic/localtraffic-exporter/kubeview/verdict"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
+	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
 
 // addSources adds to obs what the meter told apart at a NodePort: the clients' count and the steady sources
