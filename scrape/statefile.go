@@ -91,6 +91,9 @@ type StateFileConfig struct {
 	Logger  *slog.Logger
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// Boot reads the kernel's boot clock (ReadBootClock when nil), which tells how far the wall clock was
+	// stepped between a write and the next start.
+	Boot func() (BootClock, error)
 }
 
 // StateFile is the node-local file the exporter's cross-scrape state survives a restart in. OpenStateFile
@@ -111,7 +114,8 @@ type StateFile struct {
 type restoredState struct {
 	runs          map[arrivals.Dest]arrivals.Run
 	dropped       map[verdict.Destination]time.Time
-	kubeProxySeen time.Time // zero: not within kubeProxySeenHorizon
+	kubeProxySeen time.Time     // zero: not within kubeProxySeenHorizon
+	wallStep      time.Duration // how far the wall clock was stepped since the write; the times above moved with it
 }
 
 // The file: a versioned envelope around the state and its checksum. The checksum covers the state's bytes as
@@ -122,10 +126,12 @@ type stateEnvelope struct {
 	State   json.RawMessage `json:"state"`
 }
 
-// stateBody is the state. Times are wall-clock Unix nanoseconds (the meter's receive times are wall-clock).
+// stateBody is the state. Times are wall-clock Unix nanoseconds (the meter's receive times are wall-clock);
+// Boot is the boot clock at WrittenAt (bootclock.go), absent where it could not be read.
 type stateBody struct {
 	Node            string         `json:"node"`
 	WrittenAt       int64          `json:"written_at_unix_nano"`
+	Boot            *bootStamp     `json:"boot,omitempty"`
 	KubeProxySeenAt int64          `json:"kube_proxy_seen_at_unix_nano,omitempty"`
 	Runs            []runEntry     `json:"runs"`
 	Dropped         []droppedEntry `json:"dropped"`
@@ -187,11 +193,21 @@ func OpenStateFile(cfg StateFileConfig) *StateFile {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Boot == nil {
+		cfg.Boot = ReadBootClock
+	}
 	s := &StateFile{cfg: cfg}
 	removeStaleTemps(cfg.Path)
-	rs, state, err := loadStateFile(cfg.Path, cfg.Node, cfg.Horizon, cfg.Now())
+	boot, bootErr := cfg.Boot()
+	if bootErr != nil {
+		cfg.Logger.Warn("no boot clock: a wall-clock step between a write and a restart moves the state file's times", "err", bootErr)
+	}
+	rs, state, err := loadStateFile(cfg.Path, cfg.Node, cfg.Horizon, cfg.Now(), boot, bootErr == nil)
 	s.started, s.loaded = state, rs
 	log := cfg.Logger.With("path", cfg.Path, "state", state)
+	if rs != nil && rs.wallStep != 0 {
+		log.Info("the wall clock was stepped since the state file was written: its times moved with it", "step", rs.wallStep)
+	}
 	switch state {
 	case stateRestored:
 		log.Info("state file restored: arrival runs and dropped-since times carried over the restart",
@@ -206,8 +222,9 @@ func OpenStateFile(cfg StateFileConfig) *StateFile {
 	return s
 }
 
-// loadStateFile reads and checks the file. It never returns a state it did not fully check.
-func loadStateFile(path, node string, horizon time.Duration, now time.Time) (*restoredState, string, error) {
+// loadStateFile reads and checks the file. It never returns a state it did not fully check. boot is the boot
+// clock now (ok: it could be read).
+func loadStateFile(path, node string, horizon time.Duration, now time.Time, boot BootClock, ok bool) (*restoredState, string, error) {
 	f, err := os.Open(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -242,10 +259,16 @@ func loadStateFile(path, node string, horizon time.Duration, now time.Time) (*re
 	if body.Node != node {
 		return nil, stateForeign, fmt.Errorf("state file written for node %q, this is %q", body.Node, node)
 	}
+	if body.Boot != nil && (body.Boot.ID == "" || body.Boot.Since < 0) {
+		return nil, stateCorrupt, fmt.Errorf("state file: boot clock %+v", *body.Boot)
+	}
+	step, _ := wallStep(time.Unix(0, body.WrittenAt), body.Boot, now, boot, ok)
+	body.shift(step)
 	rs, err := body.restore(horizon, now)
 	if err != nil {
 		return nil, stateCorrupt, err
 	}
+	rs.wallStep = step
 	if len(rs.runs) == 0 && len(rs.dropped) == 0 && time.Unix(0, body.WrittenAt).Before(now.Add(-horizon)) {
 		return rs, stateExpired, nil
 	}
@@ -405,7 +428,10 @@ func (s *StateFile) offer(b stateBody, force bool) {
 	if !force && !s.lastAt.IsZero() && (!changed || since < stateWriteInterval) && since < stateRefreshInterval {
 		return
 	}
-	b.Node, b.WrittenAt = s.cfg.Node, now.UnixNano()
+	b.Node, b.WrittenAt, b.Boot = s.cfg.Node, now.UnixNano(), nil
+	if boot, err := s.cfg.Boot(); err == nil {
+		b.Boot = &bootStamp{ID: boot.ID, Since: int64(boot.Since)}
+	}
 	err := writeStateFile(s.cfg.Path, b)
 	switch {
 	case err != nil && s.writeErr == nil:

@@ -2,10 +2,12 @@ package scrape
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -43,10 +45,29 @@ func (m *restoringMeter) Restore(runs map[arrivals.Dest]arrivals.Run) {
 	}
 }
 
-// clock is a settable time for the state file and the fake meter alike.
-type clock struct{ now time.Time }
+// clock is a settable time for the state file and the fake meter alike. Its boot clock runs with it (no step)
+// unless a test moves the wall clock alone (stepWall) or reboots.
+type clock struct {
+	now    time.Time
+	boot   string        // the boot's ID ("" : "boot-0")
+	noBoot bool          // no boot clock can be read
+	offset time.Duration // boot clock = now - offset
+}
 
 func (c *clock) Now() time.Time { return c.now }
+
+func (c *clock) Boot() (BootClock, error) {
+	if c.noBoot {
+		return BootClock{}, errors.New("no boot clock in this test")
+	}
+	return BootClock{ID: cmp.Or(c.boot, "boot-0"), Since: c.now.Sub(time.Unix(0, 0)) - c.offset}, nil
+}
+
+// stepWall steps the wall clock by d, as `date -s` does: the boot clock does not move.
+func (c *clock) stepWall(d time.Duration) {
+	c.now = c.now.Add(d)
+	c.offset += d
+}
 
 // restartNode is one node's exporter in these tests: a NodePort Service without a local endpoint on a node
 // excluded from load balancers (kube-proxy ignores that: clients still reach it), judged by arrivals.
@@ -68,7 +89,7 @@ func startNode(t *testing.T, path string, c *clock) *restartNode {
 	n := &restartNode{t: t, path: path, clock: c, logs: &bytes.Buffer{}}
 	logger := slog.New(slog.NewTextHandler(n.logs, nil))
 	n.meter = &restoringMeter{Meter: scrapetest.Meter{Status: arrivals.StatusOK, Now: c.now, Counts: map[arrivals.Dest]arrivals.DestCount{}}}
-	n.sf = OpenStateFile(StateFileConfig{Path: path, Node: "node-1", Logger: logger, Now: c.Now})
+	n.sf = OpenStateFile(StateFileConfig{Path: path, Node: "node-1", Logger: logger, Now: c.Now, Boot: c.Boot})
 	node := kubeview.NodeState{Name: "node-1", Found: true, Excluded: true, InternalIPs: []string{"10.0.0.1"}}
 	view := &scrapetest.View{Snap: kubeview.Snapshot{Node: node, Services: []kubeview.ServiceState{scrapetest.NodePortService(0)}}}
 	n.g = NewGatherer(GathererConfig{View: view, Addrs: scrapetest.Addrs{"127.0.0.1", "10.0.0.1"}, KubeProxyAddress: scrapetest.NoAddress,
@@ -153,6 +174,66 @@ func TestStateFileRestartKeepsThePage(t *testing.T) {
 	}
 	if st := blind.scrape(c.now); st.Services[0].Verdict.Blackhole {
 		t.Fatalf("without the state file the first scrape after the restart pages: %+v", st.Services[0].Verdict)
+	}
+}
+
+// A wall-clock step between the write and the restart (`date -s`, either way, by minutes) leaves the restored
+// state right: on the same boot the boot clock tells how much time really passed, and every stored time moves
+// with the wall clock. The controls: the same steps without a boot clock (what older files hold) drop the runs
+// when stepped forward and keep them in the future when stepped back, and either way the page is lost; after a
+// reboot the wall clock alone counts.
+func TestStateFileWallClockStep(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	for _, tc := range []struct {
+		name      string
+		noBoot    bool
+		reboot    bool
+		step      time.Duration
+		state     string
+		moved     time.Duration // how far the restored times moved
+		stillPage bool
+	}{
+		{"forward 10m", false, false, 10 * time.Minute, stateRestored, 10 * time.Minute, true},
+		{"back 10m", false, false, -10 * time.Minute, stateRestored, -10 * time.Minute, true},
+		{"forward 10m, no boot clock", true, false, 10 * time.Minute, stateExpired, 0, false},
+		{"back 10m, no boot clock", true, false, -10 * time.Minute, stateRestored, 0, false},
+		{"back 10m, after a reboot", false, true, -10 * time.Minute, stateRestored, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "state.json")
+			c := &clock{now: t0, noBoot: tc.noBoot}
+			before := startNode(t, path, c)
+			for at := t0; !at.After(t0.Add(3*time.Minute + 30*time.Second)); at = at.Add(30 * time.Second) {
+				before.scrape(at)
+			}
+			if r := firstReason(before.scrape(c.now)); r != verdict.ReasonTrafficLost {
+				t.Fatalf("before the restart: reason %q, want traffic_lost", r)
+			}
+			wantRun := before.meter.Snapshot().Dests[0]
+			before.g.SaveState()
+
+			c.now = c.now.Add(20 * time.Second) // the restart, 20 s later
+			c.stepWall(tc.step)
+			if tc.reboot {
+				c.boot, c.offset = "boot-b", c.now.Sub(time.Unix(0, 0))-20*time.Second
+			}
+			after := startNode(t, path, c)
+			if got := after.sf.State(); got != tc.state {
+				t.Fatalf("state %q, want %q\n%s", got, tc.state, after.logs)
+			}
+			run, ok := after.meter.restored[restartNP]
+			if tc.state == stateExpired {
+				if ok {
+					t.Fatalf("a run restored from an expired file: %+v", run)
+				}
+			} else if !ok || !run.LastSeen.Equal(wantRun.LastSeen.Add(tc.moved)) || !run.ActiveSince.Equal(wantRun.ActiveSince.Add(tc.moved)) ||
+				!run.FirstSeen.Equal(wantRun.FirstSeen.Add(tc.moved)) {
+				t.Fatalf("restored run %+v (%v), want the one written %+v moved by %v", run, ok, wantRun, tc.moved)
+			}
+			if got := firstReason(after.scrape(c.now)) == verdict.ReasonTrafficLost; got != tc.stillPage {
+				t.Errorf("first scrape after the restart pages: %v, want %v", got, tc.stillPage)
+			}
+		})
 	}
 }
 
