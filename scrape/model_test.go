@@ -402,3 +402,25 @@ func TestModelWakesAtALeaseExpiry(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// Sweeps come in batches: every Service's next sweep lies within the period's second half and on one of its
+// ticks, so that 1,000 Services wake the model a few times a period, not once each.
+func TestSweepAtBatches(t *testing.T) {
+	m := &Model{}
+	now := time.Unix(1_800_000_000, 123_456_789)
+	const period = time.Minute
+	ticks := map[time.Time]int{}
+	for i := range 1000 {
+		at := m.sweepAt(fmt.Sprintf("ns/svc-%d", i), now, period)
+		if d := at.Sub(now); d < period/2 || d > period {
+			t.Fatalf("service %d: next sweep in %v, want within [%v, %v]", i, d, period/2, period)
+		}
+		if at.Truncate(period/sweepTicks) != at {
+			t.Fatalf("service %d: next sweep at %v, not on a tick of %v", i, at, period/sweepTicks)
+		}
+		ticks[at]++
+	}
+	if len(ticks) > sweepTicks/2+1 || len(ticks) < sweepTicks/2-1 {
+		t.Errorf("1,000 Services' sweeps fall on %d ticks, want about %d (half a period of %d)", len(ticks), sweepTicks/2, sweepTicks)
+	}
+}
