@@ -5,7 +5,7 @@ import (
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
-	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/dataplane"
 	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
 
@@ -15,13 +15,13 @@ const (
 	SourceAPI   = verdict.SourceAPI
 )
 
-// FamilyRules is what the verdict reads of kube-proxy's rules: per family, per Service port. *kernelrules.Snapshot
-// implements it.
+// FamilyRules is what the verdict reads of the dataplane's rules: per family, per Service port. Every
+// dataplane.Rules implements it.
 type FamilyRules interface {
 	// HasFamily reports whether that family's kube-proxy rules were found and read.
 	HasFamily(family string) bool
 	// Family returns what kube-proxy programmed for sp in one family; the zero PortState means no rule.
-	Family(sp kernelrules.ServicePort, family string) kernelrules.PortState
+	Family(sp dataplane.ServicePort, family string) dataplane.PortState
 }
 
 // decider decides the Services of one scrape with one Evidence: the rules and the arrivals are the scrape's,
@@ -62,16 +62,16 @@ func (r ruleEvidence) Drops(d verdict.Destination) bool {
 type notProgrammed struct{}
 
 func (notProgrammed) HasFamily(string) bool { return true }
-func (notProgrammed) Family(kernelrules.ServicePort, string) kernelrules.PortState {
-	return kernelrules.PortState{}
+func (notProgrammed) Family(dataplane.ServicePort, string) dataplane.PortState {
+	return dataplane.PortState{}
 }
 
-func servicePortOf(d verdict.Destination) kernelrules.ServicePort {
-	return kernelrules.ServicePort{Namespace: d.Namespace, Name: d.Service, Port: d.Port, Protocol: string(d.Protocol)}
+func servicePortOf(d verdict.Destination) dataplane.ServicePort {
+	return dataplane.ServicePort{Namespace: d.Namespace, Name: d.Service, Port: d.Port, Protocol: string(d.Protocol)}
 }
 
 // ruleDrops: one of st's drop rules drops the destination (address "" for the NodePort).
-func ruleDrops(st kernelrules.PortState, addr string, port int32) bool {
+func ruleDrops(st dataplane.PortState, addr string, port int32) bool {
 	if st.Drop && len(st.Drops) == 0 {
 		return true // a state that says it drops without saying where: every destination
 	}
@@ -93,7 +93,7 @@ type verdictRules struct {
 }
 
 type goneKey struct {
-	sp     kernelrules.ServicePort
+	sp     dataplane.ServicePort
 	family string
 }
 
@@ -102,15 +102,15 @@ func newVerdictRules(fr FamilyRules) *verdictRules {
 }
 
 // markGone records that sp's rules in family send traffic only to endpoints that no longer exist.
-func (v *verdictRules) markGone(sp kernelrules.ServicePort, family string) {
+func (v *verdictRules) markGone(sp dataplane.ServicePort, family string) {
 	v.gone[goneKey{sp, family}] = true
 }
 
-func (v *verdictRules) Family(sp kernelrules.ServicePort, family string) kernelrules.PortState {
+func (v *verdictRules) Family(sp dataplane.ServicePort, family string) dataplane.PortState {
 	st := v.FamilyRules.Family(sp, family)
 	if v.gone[goneKey{sp, family}] {
 		st.Drop = true
-		st.Drops = []kernelrules.DropRule{{AllDestinations: true}}
+		st.Drops = []dataplane.DropRule{{AllDestinations: true}}
 	}
 	return st
 }
