@@ -54,7 +54,7 @@ type ruleEvidence struct{ FamilyRules }
 func (r ruleEvidence) HasFamily(f corev1.IPFamily) bool { return r.FamilyRules.HasFamily(string(f)) }
 
 func (r ruleEvidence) Drops(d verdict.Destination) bool {
-	return ruleDrops(r.Family(servicePortOf(d), string(d.Family)), d.Address, d.DestPort)
+	return r.Family(servicePortOf(d), string(d.Family)).DropsTo(d.Address, d.DestPort)
 }
 
 // notProgrammed is kube-proxy's rules before its first sync (or after it was cleaned up): read, and empty in
@@ -68,19 +68,6 @@ func (notProgrammed) Family(dataplane.ServicePort, string) dataplane.PortState {
 
 func servicePortOf(d verdict.Destination) dataplane.ServicePort {
 	return dataplane.ServicePort{Namespace: d.Namespace, Name: d.Service, Port: d.Port, Protocol: string(d.Protocol)}
-}
-
-// ruleDrops: one of st's drop rules drops the destination (address "" for the NodePort).
-func ruleDrops(st dataplane.PortState, addr string, port int32) bool {
-	if st.Drop && len(st.Drops) == 0 {
-		return true // a state that says it drops without saying where: every destination
-	}
-	for _, d := range st.Drops {
-		if d.AllDestinations || d.Address == addr && d.Port == port {
-			return true
-		}
-	}
-	return false
 }
 
 // verdictRules is kube-proxy's rules as the verdict reads them: a port whose rules send its external traffic

@@ -134,6 +134,20 @@ type PortState struct {
 	Drops []DropRule
 }
 
+// DropsTo reports whether the port's external traffic to one destination is dropped: address "" and the
+// NodePort, or a load balancer IP or externalIP (canonical form) and the Service port.
+func (st PortState) DropsTo(address string, port int32) bool {
+	if st.Drop && len(st.Drops) == 0 {
+		return true // a state that says it drops without saying where: every destination
+	}
+	for _, d := range st.Drops {
+		if d.AllDestinations || d.Address == address && d.Port == port {
+			return true
+		}
+	}
+	return false
+}
+
 // DropRule is one rule that drops external traffic of a Service port for lack of local endpoints.
 type DropRule struct {
 	// Address is the destination the rule drops: "" for the NodePort rule (any local address), else a load
