@@ -264,13 +264,7 @@ func TestSeamFixturesUpToDate(t *testing.T) {
 		if *update {
 			writeFixture(t, dualRestoreFixture(v6), []byte(ipt))
 			for _, backend := range []Backend{BackendLegacy, BackendNFT} {
-				ns := newNetns(t)
-				nsRun(t, ns, []byte(ipt), xtablesCmd(v6, backend, "restore"), "-c")
-				var out []byte
-				for _, table := range []string{"filter", "nat"} {
-					out = append(out, nsRun(t, ns, nil, xtablesCmd(v6, backend, "save"), "-c", "-t", table)...)
-				}
-				writeFixture(t, dualSaveFixture(v6, backend), out)
+				writeFixture(t, dualSaveFixture(v6, backend), savedBy(t, ipt, v6, backend))
 			}
 			writeFixture(t, dualNFTInputFixture(v6), []byte(nft))
 			ns := newNetns(t)
