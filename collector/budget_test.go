@@ -10,6 +10,7 @@ import (
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
+	"github.com/localtraffic/localtraffic-exporter/scrape"
 )
 
 // The series budget (docs/metrics.md "Series budget"): with the default collectors a single-port,
@@ -51,7 +52,7 @@ func TestSeriesBudget(t *testing.T) {
 		name   string
 		budget int
 		view   kubeview.Snapshot
-		reader kernelrules.Reader // nil: --rules.mode=none
+		reader scrape.DataplaneReader // nil: --rules.mode=none
 	}{
 		{"NodePort serving", nodePortBudget, nodePort(1), &scrapetest.Reader{Snap: serving}},
 		{"NodePort blackhole", nodePortBudget + whileBlackholing, nodePort(0), &scrapetest.Reader{Snap: dropping}},

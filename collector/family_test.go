@@ -74,7 +74,7 @@ func dualStackHealthCheck(t *testing.T, a4, a6 hcAnswer) int32 {
 
 type scrapeSetup struct {
 	view      scrape.APIView
-	reader    kernelrules.Reader
+	reader    scrape.DataplaneReader
 	addrs     scrapetest.Addrs
 	kubeProxy func(kubeview.NodeState) (string, error)
 	dataplane scrape.DataplaneKind

@@ -21,7 +21,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
 
-func testExporter(view scrape.APIView, reader kernelrules.Reader) *Exporter {
+func testExporter(view scrape.APIView, reader scrape.DataplaneReader) *Exporter {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	g := scrape.NewGatherer(scrape.GathererConfig{View: view, RuleReader: reader, KubeProxyAddress: scrapetest.NoAddress,
 		ProbeTimeout: time.Second, Logger: logger})

@@ -34,7 +34,7 @@ func configzServer(t *testing.T, object string) string {
 	return srv.URL + "/configz"
 }
 
-func gatherWithConfigz(t *testing.T, view scrape.APIView, reader kernelrules.Reader, addrs scrapetest.Addrs, configz string) *prometheus.Registry {
+func gatherWithConfigz(t *testing.T, view scrape.APIView, reader scrape.DataplaneReader, addrs scrapetest.Addrs, configz string) *prometheus.Registry {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	g := scrape.NewGatherer(scrape.GathererConfig{View: view, RuleReader: reader, Addrs: addrs, ConfigzURL: configz,

@@ -28,6 +28,7 @@ import (
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/dataplane"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 	"github.com/localtraffic/localtraffic-exporter/scrape"
 )
@@ -177,7 +178,7 @@ func (tr *tracker) NextChange() time.Time                                       
 // reader returns the world's rules.
 type reader struct{ w *world }
 
-func (r reader) Read(context.Context) (*kernelrules.Snapshot, error) {
+func (r reader) Read(context.Context) (dataplane.Rules, error) {
 	r.w.mu.Lock()
 	defer r.w.mu.Unlock()
 	if r.w.rules == nil {

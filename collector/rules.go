@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/dataplane"
 	"github.com/localtraffic/localtraffic-exporter/scrape"
 )
 
@@ -100,25 +100,26 @@ func (c *Rules) UpdateNode(st *scrape.State, out *Sink) (bool, error) {
 	if !st.RulesConfigured {
 		return services, st.APIErr
 	}
-	snap, err := st.Rules, st.RulesErr
+	err := st.RulesErr
 	if errors.Is(err, scrape.ErrNotYetRead) {
 		return services, fmt.Errorf("%w: %w", ErrNoData, err)
 	}
-	if snap != nil {
-		out.send(rulesInfo, 1, string(snap.Mode), string(snap.Backend))
-		out.send(rulesReadDuration, snap.Duration.Seconds())
-		if snap.Watch != "" {
-			for _, w := range kernelrules.WatchStates {
-				out.send(rulesWatchState, boolFloat(snap.Watch == w), string(w))
+	if st.Rules != nil {
+		info := st.Rules.Info()
+		out.send(rulesInfo, 1, info.Mode, info.Backend)
+		out.send(rulesReadDuration, info.Duration.Seconds())
+		if info.Watch != "" {
+			for _, w := range dataplane.WatchStates {
+				out.send(rulesWatchState, boolFloat(info.Watch == w), string(w))
 			}
-			out.send(rulesResyncs, float64(snap.Resyncs))
+			out.send(rulesResyncs, float64(info.Resyncs))
 		}
 	}
 	switch {
 	case st.NotProgrammed:
 		out.send(rulesReadSuccess, 1)
 		return false, fmt.Errorf("%w: %w", ErrNoData, err)
-	case errors.Is(err, kernelrules.ErrUnsupported):
+	case errors.Is(err, dataplane.ErrUnsupported):
 		out.send(rulesSupported, 0)
 		out.send(rulesReadSuccess, 1)
 		return services, fmt.Errorf("%w: %w", ErrNoData, err)

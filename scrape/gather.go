@@ -17,7 +17,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
-	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/dataplane"
 	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
 
@@ -36,8 +36,8 @@ type InformerSource interface {
 // GathererConfig configures the Gatherer.
 type GathererConfig struct {
 	View       APIView
-	Informers  InformerSource     // nil: no informer status
-	RuleReader kernelrules.Reader // nil: kube-proxy's rules are not read, the API view decides
+	Informers  InformerSource  // nil: no informer status
+	RuleReader DataplaneReader // nil: no dataplane is read (kube-proxy's rules), the API view decides
 	// Addrs lists this host's addresses: where health check node ports are probed, and which externalIPs
 	// the node holds. nil: none.
 	Addrs nodeprobe.AddrLister
@@ -292,14 +292,14 @@ func destKinds(services []kubeview.ServiceState) map[arrivals.Dest]verdict.Kind 
 // or kube-proxy never ran: its health server then tells which, and its alerts fire). In --rules.mode=none
 // nothing shows the rules, so the node is taken for kube-proxy unless the flag says otherwise.
 func (g *Gatherer) dataplane(st *State) DataplaneKind {
-	if errors.Is(st.RulesErr, kernelrules.ErrUnsupported) && st.Rules != nil && st.Rules.Mode == kernelrules.ModeIPVS {
+	if errors.Is(st.RulesErr, dataplane.ErrUnsupported) && st.Rules != nil && st.Rules.Info().Kind == dataplane.KindIPVS {
 		return DataplaneIPVS
 	}
 	// kube-proxy is seen when its rules are, or when its own /configz answered (a kube-proxy whose rules are
 	// not programmed yet, after a reboot, is not a replacement). Not its health server: Cilium's kube-proxy
 	// replacement can serve the same /healthz on the same port.
 	seen := g.kubeProxy.record(st.Rules != nil && st.RulesErr == nil || st.KubeProxyConfigState == ConfigRead)
-	noRules := st.RulesConfigured && errors.Is(st.RulesErr, kernelrules.ErrNoRules)
+	noRules := st.RulesConfigured && errors.Is(st.RulesErr, dataplane.ErrNoRules)
 	switch g.cfg.Dataplane {
 	case DataplaneReplacement:
 		return DataplaneReplacement
@@ -409,12 +409,14 @@ func (g *Gatherer) decide(st *State, snap kubeview.Snapshot, checks [][]FamilyCh
 // counters' and the meter's evidence, the node's addresses. A scrape of the full recomputation makes one per
 // scrape; the node model one per evaluation, for the Services it decides again.
 type pass struct {
-	g   *Gatherer
-	st  *State
-	fr  FamilyRules
-	vr  *verdictRules
-	ev  scrapeEvidence
-	dec *decider
+	g  *Gatherer
+	st *State
+	fr FamilyRules
+	vr *verdictRules
+	// readAt is when the rules fr reads were read.
+	readAt time.Time
+	ev     scrapeEvidence
+	dec    *decider
 	// observed is the meter's evidence (nil: no meter); now the time the verdicts are decided at.
 	observed *observations
 	now      time.Time
@@ -438,7 +440,7 @@ func (g *Gatherer) newPass(st *State) *pass {
 		p.fr, st.Source = notProgrammed{}, SourceRules
 	case st.Rules != nil && st.RulesErr == nil && st.Dataplane != DataplaneReplacement:
 		p.vr = newVerdictRules(st.Rules)
-		p.fr = p.vr
+		p.fr, p.readAt = p.vr, st.Rules.Info().ReadAt
 		st.Source = SourceRules
 	}
 	return p
@@ -493,14 +495,14 @@ func (p *pass) decideService(svc kubeview.ServiceState, checks []FamilyCheck, se
 		}
 		if fr != nil && fr.HasFamily(string(fam.Family)) {
 			for _, port := range fam.Ports {
-				sp := kernelrules.ServicePort{Namespace: svc.Namespace, Name: svc.Name, Port: port.Name, Protocol: string(port.Protocol)}
+				sp := dataplane.ServicePort{Namespace: svc.Namespace, Name: svc.Name, Port: port.Name, Protocol: string(port.Protocol)}
 				ps := st.Rules.Family(sp, string(fam.Family))
 				k := counterKey{namespace: sp.Namespace, name: sp.Name, port: sp.Port, protocol: sp.Protocol, family: string(fam.Family)}
 				seen[k] = true
 				m := matchEndpoints(sp, port, ps)
 				gk := goneKey{sp, string(fam.Family)}
 				seenGone[gk] = m.gone > 0
-				if m.gone > 0 && !g.gone.confirmed(gk, st.Rules.ReadAt, p.apiSeen, p.apiSeenOK) {
+				if m.gone > 0 && !g.gone.confirmed(gk, p.readAt, p.apiSeen, p.apiSeenOK) {
 					m.gone = 0 // the API view may lag kube-proxy's: a new pod is not yet a deleted one
 					p.pendingGone = true
 				}
@@ -508,7 +510,7 @@ func (p *pass) decideService(svc kubeview.ServiceState, checks []FamilyCheck, se
 					vr.markGone(sp, string(fam.Family))
 				}
 				pr := PortResult{Family: fam.Family, Port: port, Label: portLabel(port), Rules: ps,
-					DroppedPackets: g.drops.count(k, ps.DropPackets, st.Rules.ReadAt),
+					DroppedPackets: g.drops.count(k, ps.DropPackets, p.readAt),
 					Mismatch:       portMismatch(port, ps, m, svc.ExternallyReachable(fam.Family, port)),
 					GoneEndpoints:  m.gone}
 				r.Mismatch = r.Mismatch || pr.Mismatch
@@ -572,7 +574,7 @@ func (g *Gatherer) evidence(st *State, snap kubeview.Snapshot) scrapeEvidence {
 	if st.Rules == nil || st.RulesErr != nil {
 		return ev
 	}
-	ev.at = st.Rules.ReadAt
+	ev.at = st.Rules.Info().ReadAt
 	seen := map[ruleKey]bool{}
 	for _, svc := range snap.Services {
 		for _, fam := range svc.Families {
@@ -580,7 +582,7 @@ func (g *Gatherer) evidence(st *State, snap kubeview.Snapshot) scrapeEvidence {
 				continue
 			}
 			for _, p := range fam.Ports {
-				sp := kernelrules.ServicePort{Namespace: svc.Namespace, Name: svc.Name, Port: p.Name, Protocol: string(p.Protocol)}
+				sp := dataplane.ServicePort{Namespace: svc.Namespace, Name: svc.Name, Port: p.Name, Protocol: string(p.Protocol)}
 				for _, d := range st.Rules.Family(sp, string(fam.Family)).Drops {
 					if !d.Counted || d.AllDestinations {
 						continue
@@ -588,7 +590,7 @@ func (g *Gatherer) evidence(st *State, snap kubeview.Snapshot) scrapeEvidence {
 					k := ruleKey{counterKey: counterKey{namespace: sp.Namespace, name: sp.Name, port: sp.Port, protocol: sp.Protocol},
 						family: string(fam.Family), address: d.Address, port: d.Port}
 					seen[k] = true
-					if grewAt := g.ruleGrowth.observe(k, d.Packets, st.Rules.ReadAt); !grewAt.IsZero() {
+					if grewAt := g.ruleGrowth.observe(k, d.Packets, ev.at); !grewAt.IsZero() {
 						ev.grewAt[k] = grewAt
 					}
 				}

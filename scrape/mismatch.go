@@ -5,7 +5,7 @@ import (
 	"slices"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
-	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/dataplane"
 )
 
 // The comparison of kube-proxy's rules with the API view, port by port, that the gatherer decides once per scrape
@@ -16,7 +16,7 @@ import (
 // or stuck, a pod replaced on the same node leaves rules that DNAT to the deleted pod's address while the count
 // still agrees.
 type endpointMatch struct {
-	// named: the rules name every endpoint they count (kernelrules.PortState.Endpoints), so identities were compared.
+	// named: the rules name every endpoint they count (dataplane.PortState.Endpoints), so identities were compared.
 	// A state that only counts (a snapshot built from counts) is compared by count alone.
 	named bool
 	// stale: rule endpoints that are not among the API's Local endpoints of the port (LocalAddrs).
@@ -27,12 +27,12 @@ type endpointMatch struct {
 }
 
 // matchEndpoints compares st's endpoints with the API's for sp.
-func matchEndpoints(sp kernelrules.ServicePort, p kubeview.PortEndpoints, st kernelrules.PortState) endpointMatch {
+func matchEndpoints(sp dataplane.ServicePort, p kubeview.PortEndpoints, st dataplane.PortState) endpointMatch {
 	m := endpointMatch{named: len(st.Endpoints) == st.LocalEndpoints}
 	if !m.named {
 		return m
 	}
-	is := func(e kernelrules.Endpoint, addrs []netip.AddrPort) bool {
+	is := func(e dataplane.Endpoint, addrs []netip.AddrPort) bool {
 		for _, a := range addrs {
 			if e.Is(sp, a) {
 				return true
@@ -62,7 +62,7 @@ func matchEndpoints(sp kernelrules.ServicePort, p kubeview.PortEndpoints, st ker
 
 // allGone: the rules send the port's external traffic only to endpoints that no longer exist, so this node
 // drops all of it in fact, though no drop rule says so.
-func (m endpointMatch) allGone(st kernelrules.PortState) bool {
+func (m endpointMatch) allGone(st dataplane.PortState) bool {
 	return m.gone > 0 && m.gone == st.LocalEndpoints
 }
 
@@ -72,7 +72,7 @@ func (m endpointMatch) allGone(st kernelrules.PortState) bool {
 // otherwise only ports with an endpoint somewhere are judged (without one kube-proxy rejects everywhere), by
 // the drop, and then by which local endpoints (IP and port), not only how many.
 // A short disagreement is normal (kube-proxy syncs at most once a second); alerts wait with `for:`.
-func portMismatch(p kubeview.PortEndpoints, st kernelrules.PortState, m endpointMatch, reachable bool) bool {
+func portMismatch(p kubeview.PortEndpoints, st dataplane.PortState, m endpointMatch, reachable bool) bool {
 	switch {
 	case !reachable:
 		return false

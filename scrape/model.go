@@ -12,7 +12,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
-	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/dataplane"
 	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
 
@@ -322,7 +322,7 @@ type modelState struct {
 	local, assigned        []net.IP
 	addrsErr               error
 	addrsNext              time.Time
-	rules                  *kernelrules.Snapshot
+	rules                  dataplane.Rules
 	rulesErr               error
 	rulesNext, rulesAfter  time.Time // next read due; no read before rulesAfter
 	rulesWanted, rulesBusy bool

@@ -14,11 +14,11 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
-	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/dataplane"
 	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
 
-// RulesWatcher is a rule reader that tells when kube-proxy's rules changed (kernelrules' reader does): the model
+// RulesWatcher is a dataplane reader that tells when what it reads changed (kernelrules.Dataplane does): the model
 // reads them then, instead of polling.
 type RulesWatcher interface {
 	Watch(ctx context.Context, changed func())
@@ -40,8 +40,8 @@ type globals struct {
 	RulesConfigured      bool
 	RulesRead            bool // a snapshot, whatever the error
 	RulesErr             string
-	Mode                 kernelrules.Mode
-	Backend              kernelrules.Backend
+	Mode                 string
+	Backend              string
 	Families             []string
 	NotProgrammed        bool
 	Dataplane            DataplaneKind
@@ -335,11 +335,11 @@ func (m *Model) rulesEvery() time.Duration {
 
 // applyRules takes a read of kube-proxy's rules: every Service whose ports read differently is decided again,
 // and probed (kube-proxy synced it: its health check server counts anew).
-func (m *Model) applyRules(snap *kernelrules.Snapshot, err error) {
+func (m *Model) applyRules(snap dataplane.Rules, err error) {
 	s := &m.m
 	old, oldErr := s.rules, s.rulesErr
 	s.rules, s.rulesErr = snap, err
-	usable := func(sn *kernelrules.Snapshot, e error) *kernelrules.Snapshot {
+	usable := func(sn dataplane.Rules, e error) dataplane.Rules {
 		if e != nil {
 			return nil
 		}
@@ -402,7 +402,7 @@ func (m *Model) growthDue(e *entry) time.Time {
 }
 
 // samePorts: the Service's ports read the same in both snapshots (nil: not read).
-func samePorts(a, b *kernelrules.Snapshot, svc kubeview.ServiceState) bool {
+func samePorts(a, b dataplane.Rules, svc kubeview.ServiceState) bool {
 	if (a == nil) != (b == nil) {
 		return false
 	}
@@ -415,7 +415,7 @@ func samePorts(a, b *kernelrules.Snapshot, svc kubeview.ServiceState) bool {
 			return false
 		}
 		for _, p := range fam.Ports {
-			sp := kernelrules.ServicePort{Namespace: svc.Namespace, Name: svc.Name, Port: p.Name, Protocol: string(p.Protocol)}
+			sp := dataplane.ServicePort{Namespace: svc.Namespace, Name: svc.Name, Port: p.Name, Protocol: string(p.Protocol)}
 			if !reflect.DeepEqual(a.Family(sp, f), b.Family(sp, f)) {
 				return false
 			}
@@ -634,7 +634,8 @@ func (m *Model) globalsOf(st *State) globals {
 		g.RulesErr = st.RulesErr.Error()
 	}
 	if st.Rules != nil {
-		g.Mode, g.Backend, g.Families = st.Rules.Mode, st.Rules.Backend, st.Rules.Families
+		info := st.Rules.Info()
+		g.Mode, g.Backend, g.Families = info.Mode, info.Backend, info.Families
 	}
 	for _, ip := range st.AssignedAddrs {
 		g.Assigned = append(g.Assigned, ip.String())

@@ -19,6 +19,7 @@ import (
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/dataplane"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 	"github.com/localtraffic/localtraffic-exporter/scrape/scrapetest"
 )
@@ -68,10 +69,13 @@ type watchedReader struct {
 	changed chan func()
 }
 
-func (w *watchedReader) Read(context.Context) (*kernelrules.Snapshot, error) {
+func (w *watchedReader) Read(context.Context) (dataplane.Rules, error) {
 	w.reads.Add(1)
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.snap == nil {
+		return nil, nil
+	}
 	return w.snap, nil
 }
 
@@ -293,9 +297,12 @@ type blockedReader struct {
 	snap    *kernelrules.Snapshot
 }
 
-func (b *blockedReader) Read(ctx context.Context) (*kernelrules.Snapshot, error) {
+func (b *blockedReader) Read(ctx context.Context) (dataplane.Rules, error) {
 	select {
 	case <-b.release:
+		if b.snap == nil {
+			return nil, nil
+		}
 		return b.snap, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()

@@ -10,7 +10,7 @@ import (
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
-	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/dataplane"
 	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
 
@@ -40,9 +40,9 @@ type State struct {
 	NodeErr error
 	// APIErr is why the API snapshot could not be taken (informers not synced); Services is empty then.
 	APIErr error
-	// Rules is the read of kube-proxy's rules; nil when not read (RulesErr says why, unless no reader is
-	// configured: RulesConfigured false).
-	Rules           *kernelrules.Snapshot
+	// Rules is the read of the dataplane (kube-proxy's rules); nil when not read (RulesErr says why, unless no
+	// reader is configured: RulesConfigured false).
+	Rules           dataplane.Rules
 	RulesErr        error
 	RulesConfigured bool
 	// KubeProxy is what kube-proxy's health server answered.
@@ -137,7 +137,7 @@ type PortResult struct {
 	Family corev1.IPFamily
 	Port   kubeview.PortEndpoints
 	Label  string // the port label: its name, or its number when unnamed
-	Rules  kernelrules.PortState
+	Rules  dataplane.PortState
 	// DroppedPackets is the monotonic total of the port's drop rule counters in the family (see dropTotals).
 	DroppedPackets uint64
 	Mismatch       bool

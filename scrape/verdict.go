@@ -5,7 +5,7 @@ import (
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
-	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/dataplane"
 	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
 
@@ -15,13 +15,13 @@ const (
 	SourceAPI   = verdict.SourceAPI
 )
 
-// FamilyRules is what the verdict reads of kube-proxy's rules: per family, per Service port. *kernelrules.Snapshot
-// implements it.
+// FamilyRules is what the verdict reads of the dataplane's rules: per family, per Service port. Every
+// dataplane.Rules implements it.
 type FamilyRules interface {
 	// HasFamily reports whether that family's kube-proxy rules were found and read.
 	HasFamily(family string) bool
 	// Family returns what kube-proxy programmed for sp in one family; the zero PortState means no rule.
-	Family(sp kernelrules.ServicePort, family string) kernelrules.PortState
+	Family(sp dataplane.ServicePort, family string) dataplane.PortState
 }
 
 // decider decides the Services of one scrape with one Evidence: the rules and the arrivals are the scrape's,
@@ -54,7 +54,7 @@ type ruleEvidence struct{ FamilyRules }
 func (r ruleEvidence) HasFamily(f corev1.IPFamily) bool { return r.FamilyRules.HasFamily(string(f)) }
 
 func (r ruleEvidence) Drops(d verdict.Destination) bool {
-	return ruleDrops(r.Family(servicePortOf(d), string(d.Family)), d.Address, d.DestPort)
+	return r.Family(servicePortOf(d), string(d.Family)).DropsTo(d.Address, d.DestPort)
 }
 
 // notProgrammed is kube-proxy's rules before its first sync (or after it was cleaned up): read, and empty in
@@ -62,25 +62,12 @@ func (r ruleEvidence) Drops(d verdict.Destination) bool {
 type notProgrammed struct{}
 
 func (notProgrammed) HasFamily(string) bool { return true }
-func (notProgrammed) Family(kernelrules.ServicePort, string) kernelrules.PortState {
-	return kernelrules.PortState{}
+func (notProgrammed) Family(dataplane.ServicePort, string) dataplane.PortState {
+	return dataplane.PortState{}
 }
 
-func servicePortOf(d verdict.Destination) kernelrules.ServicePort {
-	return kernelrules.ServicePort{Namespace: d.Namespace, Name: d.Service, Port: d.Port, Protocol: string(d.Protocol)}
-}
-
-// ruleDrops: one of st's drop rules drops the destination (address "" for the NodePort).
-func ruleDrops(st kernelrules.PortState, addr string, port int32) bool {
-	if st.Drop && len(st.Drops) == 0 {
-		return true // a state that says it drops without saying where: every destination
-	}
-	for _, d := range st.Drops {
-		if d.AllDestinations || d.Address == addr && d.Port == port {
-			return true
-		}
-	}
-	return false
+func servicePortOf(d verdict.Destination) dataplane.ServicePort {
+	return dataplane.ServicePort{Namespace: d.Namespace, Name: d.Service, Port: d.Port, Protocol: string(d.Protocol)}
 }
 
 // verdictRules is kube-proxy's rules as the verdict reads them: a port whose rules send its external traffic
@@ -93,7 +80,7 @@ type verdictRules struct {
 }
 
 type goneKey struct {
-	sp     kernelrules.ServicePort
+	sp     dataplane.ServicePort
 	family string
 }
 
@@ -102,15 +89,15 @@ func newVerdictRules(fr FamilyRules) *verdictRules {
 }
 
 // markGone records that sp's rules in family send traffic only to endpoints that no longer exist.
-func (v *verdictRules) markGone(sp kernelrules.ServicePort, family string) {
+func (v *verdictRules) markGone(sp dataplane.ServicePort, family string) {
 	v.gone[goneKey{sp, family}] = true
 }
 
-func (v *verdictRules) Family(sp kernelrules.ServicePort, family string) kernelrules.PortState {
+func (v *verdictRules) Family(sp dataplane.ServicePort, family string) dataplane.PortState {
 	st := v.FamilyRules.Family(sp, family)
 	if v.gone[goneKey{sp, family}] {
 		st.Drop = true
-		st.Drops = []kernelrules.DropRule{{AllDestinations: true}}
+		st.Drops = []dataplane.DropRule{{AllDestinations: true}}
 	}
 	return st
 }

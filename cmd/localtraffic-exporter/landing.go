@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/common/version"
 
 	"github.com/localtraffic/localtraffic-exporter/collector"
-	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/dataplane"
 	"github.com/localtraffic/localtraffic-exporter/scrape"
 	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
@@ -278,7 +278,7 @@ td.out { background: #cfe2f3; }
 
 // endpointList spells the rules' endpoints ("10.244.1.5:8080, ..."); an endpoint pod address is fine on a
 // page about one node, where a metric label would not be.
-func endpointList(eps []kernelrules.Endpoint) string {
+func endpointList(eps []dataplane.Endpoint) string {
 	out := make([]string, len(eps))
 	for i, e := range eps {
 		out[i] = e.String()

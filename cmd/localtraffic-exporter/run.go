@@ -213,12 +213,14 @@ type exporterView interface {
 	scrape.InformerSource
 }
 
-// newRulesReader returns the rule reader the options ask for; nil for --rules.mode=none.
-func newRulesReader(opts options, logger *slog.Logger) kernelrules.Reader {
+// newRulesReader picks the dataplane reader the options ask for (the model reads it as any dataplane,
+// through scrape.DataplaneReader): kube-proxy's rules, in the mode it runs in or the one --rules.mode names;
+// nil for --rules.mode=none and a kube-proxy replacement, whose rules no reader reads.
+func newRulesReader(opts options, logger *slog.Logger) scrape.DataplaneReader {
 	if opts.rulesMode == "none" || opts.dataplane == scrape.DataplaneReplacement {
 		return nil // no kube-proxy rules to read
 	}
-	return kernelrules.NewReader(kernelrules.Options{
+	return kernelrules.NewDataplane(kernelrules.Options{
 		Mode:         kernelrules.Mode(opts.rulesMode),
 		ProxyModeURL: "http://" + opts.kubeProxyMetrics + "/proxyMode",
 		// The node model is the reader's only caller and spaces its reads itself (newModel): a cached
@@ -263,7 +265,7 @@ func newModel(g *scrape.Gatherer, view *kubeview.View, rulesInterval, countersIn
 
 // newGathererWith builds the per-scrape gatherer from the options; meter may be nil (not observed), and so
 // may state (no state file).
-func newGathererWith(opts options, view exporterView, addrs host, ruleReader kernelrules.Reader, meter scrape.ArrivalsMeter,
+func newGathererWith(opts options, view exporterView, addrs host, ruleReader scrape.DataplaneReader, meter scrape.ArrivalsMeter,
 	logger *slog.Logger, state *scrape.StateFile) *scrape.Gatherer {
 	client := nodeprobe.NewHTTPClient()
 	// Without the flag the gatherer finds kube-proxy's health server from its /configz.

@@ -32,7 +32,9 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/collector"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/kubeviewtest"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/dataplane"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
+	"github.com/localtraffic/localtraffic-exporter/scrape"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -45,10 +47,10 @@ func (loopbackAddrs) LocalAddrs() ([]net.IP, error) { return []net.IP{net.ParseI
 // LinkNames: the host has no link of a kube-proxy replacement.
 func (loopbackAddrs) LinkNames() ([]string, error) { return []string{"lo"}, nil }
 
-// fixedRules is a kernelrules.Reader that returns one snapshot.
+// fixedRules is a dataplane reader (scrape.DataplaneReader) that returns one snapshot of kube-proxy's rules.
 type fixedRules struct{ snap *kernelrules.Snapshot }
 
-func (f fixedRules) Read(context.Context) (*kernelrules.Snapshot, error) { return f.snap, nil }
+func (f fixedRules) Read(context.Context) (dataplane.Rules, error) { return f.snap, nil }
 
 // kube-proxy v1.37.2's exact health server and health check bodies (kube-proxy's pkg/proxy/healthcheck: service_health.go and proxy_health.go).
 const kubeProxyHealthyBody = `{"lastUpdated":"2026-11-30T11:45:14.71Z","currentTime":"2026-11-30T11:45:14.71Z","nodeEligible":true,"healthy":true,"status":{"IPv4":{"lastUpdated":"2026-11-30T11:45:14.71Z","healthy":true},"IPv6":{"lastUpdated":"2026-11-30T11:45:14.71Z","healthy":true}}}`
@@ -107,7 +109,7 @@ func endpoints(ns, name string, nodes ...string) *discoveryv1.EndpointSlice {
 }
 
 // scrapeAPI runs the exporter's /metrics handler over a fake API holding objs and returns the body.
-func scrapeAPI(t *testing.T, ruleReader kernelrules.Reader, kubeProxy string, objs ...runtime.Object) string {
+func scrapeAPI(t *testing.T, ruleReader scrape.DataplaneReader, kubeProxy string, objs ...runtime.Object) string {
 	t.Helper()
 	return scrapeWithTimeout(t, "5", ruleReader, kubeProxy, objs...)
 }
@@ -118,13 +120,13 @@ func everySeries() []string {
 }
 
 // scrapeWithTimeout is scrapeAPI with Prometheus' scrape timeout header set to timeout (seconds).
-func scrapeWithTimeout(t *testing.T, timeout string, ruleReader kernelrules.Reader, kubeProxy string, objs ...runtime.Object) string {
+func scrapeWithTimeout(t *testing.T, timeout string, ruleReader scrape.DataplaneReader, kubeProxy string, objs ...runtime.Object) string {
 	t.Helper()
 	return scrapeWithFlags(t, timeout, everySeries(), ruleReader, kubeProxy, objs...)
 }
 
 // scrapeWithFlags is scrapeWithTimeout with the exporter's collector flags given.
-func scrapeWithFlags(t *testing.T, timeout string, flags []string, ruleReader kernelrules.Reader, kubeProxy string, objs ...runtime.Object) string {
+func scrapeWithFlags(t *testing.T, timeout string, flags []string, ruleReader scrape.DataplaneReader, kubeProxy string, objs ...runtime.Object) string {
 	t.Helper()
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"},
 		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}}}
@@ -383,7 +385,7 @@ func TestConcurrentScrapesShareOneRuleRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	runner := &countingRunner{ipv4: ipv4, inFlight: map[string]int{}, maxSeen: map[string]int{}, calls: map[string]int{}}
-	reader := kernelrules.NewReader(kernelrules.Options{Mode: kernelrules.ModeNFTables, Runner: runner, CacheTTL: time.Minute,
+	reader := kernelrules.NewDataplane(kernelrules.Options{Mode: kernelrules.ModeNFTables, Runner: runner, CacheTTL: time.Minute,
 		LookPath: func(f string) (string, error) { return "/usr/sbin/" + f, nil }})
 
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"},

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 
 	"github.com/localtraffic/localtraffic-exporter/collector"
-	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 	"github.com/localtraffic/localtraffic-exporter/scrape"
 )
 
@@ -19,11 +18,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // newExporter wires the collectors over a gatherer without an arrivals meter or a state file. h reads this
 // host; ruleReader may be nil.
-func newExporter(opts options, view exporterView, h host, ruleReader kernelrules.Reader, logger *slog.Logger) (*collector.Exporter, error) {
+func newExporter(opts options, view exporterView, h host, ruleReader scrape.DataplaneReader, logger *slog.Logger) (*collector.Exporter, error) {
 	return exporterFor(opts, newGatherer(opts, view, h, ruleReader, nil, logger), logger)
 }
 
 // newGatherer is newGathererWith without a state file.
-func newGatherer(opts options, view exporterView, addrs host, ruleReader kernelrules.Reader, meter scrape.ArrivalsMeter, logger *slog.Logger) *scrape.Gatherer {
+func newGatherer(opts options, view exporterView, addrs host, ruleReader scrape.DataplaneReader, meter scrape.ArrivalsMeter, logger *slog.Logger) *scrape.Gatherer {
 	return newGathererWith(opts, view, addrs, ruleReader, meter, logger, nil)
 }

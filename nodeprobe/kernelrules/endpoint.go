@@ -8,25 +8,24 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/dataplane"
 )
 
-// Endpoint is one local endpoint kube-proxy's rules send a Service port's external traffic to, by identity:
-// which pod address and port the traffic is DNATed to, not only how many such endpoints there are. With
-// kube-proxy stopped or stuck, a pod replaced on the same node leaves rules that DNAT to the deleted pod's
-// address: the count still matches the API, the identity does not.
+// Endpoint is one local endpoint kube-proxy's rules send a Service port's external traffic to, by identity
+// (dataplane.Endpoint).
 //
 // kube-proxy names every endpoint after its address. The reader keeps the address where the rules spell
 // it — the "ns/name:port -> ip:port" comment of a KUBE-SVL (≤1.23: KUBE-XLB) jump, an nftables dnat in the
 // local-* chain (plain or numgen map), the name of an nftables endpoint-* chain — and otherwise kube-proxy's
-// hash of it: iptables drops its rule comments in large-cluster mode (more than 1,000 endpoints) and older
-// releases wrote other comments there ("Balancing rule 0 for ..."), and an nftables chain name longer than
-// 240 bytes is truncated. Is compares either form with an endpoint of the API.
-type Endpoint struct {
-	// Addr is the DNAT target; invalid when the rules do not spell it (the chain hash identifies the
-	// endpoint then). Port 0 means the rule gives the address only.
-	Addr netip.AddrPort
-	// chain is kube-proxy's hash of the endpoint when Addr is invalid: iptables' KUBE-SEP-<16 characters>,
-	// or the first 8 characters of an nftables endpoint chain's hash (the rest zero).
+// hash of it (a chainName): iptables drops its rule comments in large-cluster mode (more than 1,000
+// endpoints) and older releases wrote other comments there ("Balancing rule 0 for ..."), and an nftables
+// chain name longer than 240 bytes is truncated. Is compares either form with an endpoint of the API.
+type Endpoint = dataplane.Endpoint
+
+// chainName is kube-proxy's hash of an endpoint whose address the rules do not spell: iptables'
+// KUBE-SEP-<16 characters>, or the first 8 characters of an nftables endpoint chain's hash (the rest zero).
+type chainName struct {
 	chain     portKey
 	chainKind chainKind
 }
@@ -34,7 +33,7 @@ type Endpoint struct {
 type chainKind uint8
 
 const (
-	_ chainKind = iota // the zero value: no chain, Addr names the endpoint
+	_ chainKind = iota // the zero value: no chain
 	// sepChain: KUBE-SEP-<h>, h = base32(sha256("ns/name[:port]" + protocol + "ip:port"))[:16]
 	// (servicePortEndpointChainName in pkg/proxy/iptables/proxier.go; "ip:port" as net.JoinHostPort writes it).
 	sepChain
@@ -43,41 +42,35 @@ const (
 	nftEPChain
 )
 
-// Is reports whether e is the API's endpoint ep (its address and target port) of the Service port sp.
-func (e Endpoint) Is(sp ServicePort, ep netip.AddrPort) bool {
-	ep = netip.AddrPortFrom(ep.Addr().Unmap(), ep.Port())
-	if e.Addr.IsValid() {
-		if e.Addr.Port() == 0 {
-			return e.Addr.Addr() == ep.Addr()
-		}
-		return e.Addr == ep
-	}
-	switch e.chainKind {
+// Is implements dataplane.EndpointName: the chain is kube-proxy's hash of the API's endpoint ep of sp.
+func (c chainName) Is(sp ServicePort, ep netip.AddrPort) bool {
+	switch c.chainKind {
 	case sepChain:
-		if e.chain == sepKey(sp, "", ep) {
+		if c.chain == sepKey(sp, "", ep) {
 			return true
 		}
 		// Old releases spelled unnamed ports "ns/name:" (see lookup).
-		return sp.Port == "" && e.chain == sepKey(sp, ":", ep)
+		return sp.Port == "" && c.chain == sepKey(sp, ":", ep)
 	case nftEPChain:
-		return e.chain == nftEndpointKey(sp, ep)
+		return c.chain == nftEndpointKey(sp, ep)
 	}
 	return false
 }
 
-// String is the DNAT target, or the chain hash when the rules do not spell it.
-func (e Endpoint) String() string {
-	switch {
-	case e.Addr.IsValid() && e.Addr.Port() == 0:
-		return e.Addr.Addr().String()
-	case e.Addr.IsValid():
-		return e.Addr.String()
-	case e.chainKind == sepChain:
-		return "KUBE-SEP-" + string(e.chain[:])
-	case e.chainKind == nftEPChain:
-		return "endpoint-" + string(e.chain[:8])
+// String is the chain's name as the rules spell it (an nftables one up to its hash).
+func (c chainName) String() string {
+	switch c.chainKind {
+	case sepChain:
+		return "KUBE-SEP-" + string(c.chain[:])
+	case nftEPChain:
+		return "endpoint-" + string(c.chain[:8])
 	}
 	return "?"
+}
+
+// chainEndpoint is the endpoint kube-proxy's hash names.
+func chainEndpoint(chain portKey, kind chainKind) Endpoint {
+	return Endpoint{Name: chainName{chain: chain, chainKind: kind}}
 }
 
 func compareEndpoints(a, b Endpoint) int {
@@ -90,10 +83,12 @@ func compareEndpoints(a, b Endpoint) int {
 	if c := a.Addr.Compare(b.Addr); c != 0 {
 		return c
 	}
-	if a.chainKind != b.chainKind {
-		return int(a.chainKind) - int(b.chainKind)
+	an, _ := a.Name.(chainName)
+	bn, _ := b.Name.(chainName)
+	if an.chainKind != bn.chainKind {
+		return int(an.chainKind) - int(bn.chainKind)
 	}
-	return strings.Compare(string(a.chain[:]), string(b.chain[:]))
+	return strings.Compare(string(an.chain[:]), string(bn.chain[:]))
 }
 
 // sortEndpoints sorts every state's Endpoints in place. Only for states no snapshot shares yet.
@@ -154,7 +149,7 @@ func sepEndpoint(comment []byte, sep portKey) Endpoint {
 			return Endpoint{Addr: ap}
 		}
 	}
-	return Endpoint{chain: sep, chainKind: sepChain}
+	return chainEndpoint(sep, sepChain)
 }
 
 var arrow = []byte(" -> ")
@@ -231,8 +226,9 @@ func nftEndpointChain(name string) (Endpoint, bool) {
 	if !ok || len(rest) < 10 || rest[8] != '-' {
 		return Endpoint{}, false
 	}
-	hashed := Endpoint{chainKind: nftEPChain}
-	copy(hashed.chain[:8], rest[:8])
+	var chain portKey
+	copy(chain[:8], rest[:8])
+	hashed := chainEndpoint(chain, nftEPChain)
 	body := rest[9:]
 	if strings.HasSuffix(body, "...") {
 		return hashed, true

@@ -209,7 +209,7 @@ func FuzzNFTEndpointChain(f *testing.F) {
 			return
 		}
 		if !e.Addr.IsValid() {
-			if e.chainKind != nftEPChain {
+			if n, _ := e.Name.(chainName); n.chainKind != nftEPChain {
 				t.Fatalf("%q: neither an address nor a chain hash", name)
 			}
 			return

@@ -111,7 +111,7 @@ func TestLocalEndpointIdentityIPTables(t *testing.T) {
 	// Unnamed ports were spelled "ns/name:" by very old releases, in the endpoint hash too.
 	t.Run("unnamed port, old spelling", func(t *testing.T) {
 		sp := ServicePort{Namespace: "shop", Name: "web", Protocol: "TCP"}
-		e := Endpoint{chain: sepKey(sp, ":", ap("10.244.1.30:8080")), chainKind: sepChain}
+		e := chainEndpoint(sepKey(sp, ":", ap("10.244.1.30:8080")), sepChain)
 		if !e.Is(sp, ap("10.244.1.30:8080")) || e.Is(sp, ap("10.244.1.31:8080")) {
 			t.Error("old spelling of an unnamed port not matched")
 		}

@@ -401,7 +401,7 @@ func (res *iptablesResult) rule(table, line []byte) error {
 		case bytes.Equal(r.target, chainMarkDrop):
 			// ≤1.24: "<svc> has no local endpoints" -j KUBE-MARK-DROP in XLB/SVL,
 			// one rule for the NodePort and every address of the port.
-			st.addDrop(DropRule{AllDestinations: true, Packets: r.pkts, Counted: r.counted})
+			addDrop(st, DropRule{AllDestinations: true, Packets: r.pkts, Counted: r.counted})
 		case bytes.HasPrefix(r.target, prefixSEP):
 			sep, ok := hashSuffix(r.target, prefixSEP)
 			if !ok {
@@ -453,7 +453,7 @@ func (res *iptablesResult) rule(table, line []byte) error {
 	}
 	k := hashKey(string(name), string(bytes.ToLower(r.proto)))
 	st := stateFor(res.ports, k)
-	st.addDrop(d)
+	addDrop(st, d)
 	if extIdx >= 0 {
 		res.extDrops = append(res.extDrops, extDrop{rule: extIdx, key: k, drop: len(st.Drops) - 1, raw: d.Packets, fw: -1})
 	}

@@ -262,7 +262,7 @@ func (m *nftModel) ports() map[portKey]*PortState {
 			case ne.reject:
 				st.Reject = true
 			case ne.drop:
-				st.addDrop(DropRule{Address: ne.addr, Port: ne.port, Packets: ne.packets, Counted: ne.counted})
+				addDrop(st, DropRule{Address: ne.addr, Port: ne.port, Packets: ne.packets, Counted: ne.counted})
 			}
 		}
 	}
@@ -279,9 +279,9 @@ func (m *nftModel) ports() map[portKey]*PortState {
 func sortNFTDrops(d []DropRule) {
 	slices.SortFunc(d, func(a, b DropRule) int {
 		switch {
-		case a.less(b):
+		case dropLess(a, b):
 			return -1
-		case b.less(a):
+		case dropLess(b, a):
 			return 1
 		case a.Packets != b.Packets:
 			if a.Packets < b.Packets {

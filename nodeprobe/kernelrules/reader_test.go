@@ -111,6 +111,11 @@ func splitTables(t testing.TB, file string) (nat, filter string) {
 
 // iptablesNode fakes a node whose kube-proxy uses backend for both families.
 func iptablesNode(t testing.TB, backend Backend) *fakeRunner {
+	return iptablesNodeOf(t, backend, func(v6 bool) string { return saveFixture(layout125, v6, backend) })
+}
+
+// iptablesNodeOf fakes a node whose kube-proxy uses backend for both families, its saves those of files.
+func iptablesNodeOf(t testing.TB, backend Backend, file func(v6 bool) string) *fakeRunner {
 	f := newFakeRunner()
 	other := BackendLegacy
 	if backend == BackendLegacy {
@@ -121,7 +126,7 @@ func iptablesNode(t testing.TB, backend Backend) *fakeRunner {
 		if v6 {
 			fam = ipFamilies[1]
 		}
-		nat, filter := splitTables(t, saveFixture(layout125, v6, backend))
+		nat, filter := splitTables(t, file(v6))
 		b := saveCommand(fam, backend)
 		f.out[b+" -c -t nat"] = nat
 		f.out[b+" -c -t filter"] = filter
@@ -322,10 +327,13 @@ func TestNoRules(t *testing.T) {
 	}
 }
 
-func nftNode(t testing.TB) *fakeRunner {
+func nftNode(t testing.TB) *fakeRunner { return nftNodeOf(t, nftJSONFixture) }
+
+// nftNodeOf fakes a node whose kube-proxy runs in nftables mode, its listings those of files.
+func nftNodeOf(t testing.TB, file func(v6 bool) string) *fakeRunner {
 	f := newFakeRunner()
 	for _, v6 := range []bool{false, true} {
-		data, err := os.ReadFile(nftJSONFixture(v6))
+		data, err := os.ReadFile(file(v6))
 		if err != nil {
 			t.Fatal(err)
 		}

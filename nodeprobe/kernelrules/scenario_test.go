@@ -181,6 +181,19 @@ func xtablesCmd(ipv6 bool, backend Backend, verb string) string {
 	return p + "-" + string(backend) + "-" + verb
 }
 
+// savedBy loads restore input (with counters) into a new network namespace with backend's tools and returns
+// what iptables-save -c prints of its filter and nat tables.
+func savedBy(t *testing.T, restore string, v6 bool, backend Backend) []byte {
+	t.Helper()
+	ns := newNetns(t)
+	nsRun(t, ns, []byte(restore), xtablesCmd(v6, backend, "restore"), "-c")
+	var out []byte
+	for _, table := range []string{"filter", "nat"} {
+		out = append(out, nsRun(t, ns, nil, xtablesCmd(v6, backend, "save"), "-c", "-t", table)...)
+	}
+	return out
+}
+
 func TestFixturesUpToDate(t *testing.T) {
 	for _, l := range layouts {
 		for _, v6 := range []bool{false, true} {
@@ -191,13 +204,7 @@ func TestFixturesUpToDate(t *testing.T) {
 					t.Fatal(err)
 				}
 				for _, backend := range []Backend{BackendLegacy, BackendNFT} {
-					ns := newNetns(t)
-					nsRun(t, ns, []byte(gen), xtablesCmd(v6, backend, "restore"), "-c")
-					var out []byte
-					for _, table := range []string{"filter", "nat"} {
-						out = append(out, nsRun(t, ns, nil, xtablesCmd(v6, backend, "save"), "-c", "-t", table)...)
-					}
-					if err := os.WriteFile(saveFixture(l, v6, backend), out, 0o644); err != nil {
+					if err := os.WriteFile(saveFixture(l, v6, backend), savedBy(t, gen, v6, backend), 0o644); err != nil {
 						t.Fatal(err)
 					}
 				}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"slices"
 	"time"
+
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/dataplane"
 )
 
 // Mode is kube-proxy's proxy mode as the reader sees it.
@@ -31,95 +33,44 @@ const (
 
 // Families as they appear in Snapshot.Families.
 const (
-	FamilyIPv4 = "IPv4"
-	FamilyIPv6 = "IPv6"
+	FamilyIPv4 = dataplane.FamilyIPv4
+	FamilyIPv6 = dataplane.FamilyIPv6
 )
 
 var (
 	// ErrUnsupported means kube-proxy runs in a mode whose rules this package cannot
 	// judge (IPVS, or a mode it does not know). The snapshot returned with it carries
 	// the mode; callers must fall back to another signal, never read it as "no drop".
-	ErrUnsupported = errors.New("kube-proxy mode not supported by the rule reader")
+	ErrUnsupported = dataplane.ErrUnsupported
 	// ErrNoRules means no kube-proxy rules were found where they were looked for
 	// (kube-proxy not running, another mode, or another backend than detected).
-	ErrNoRules = errors.New("no kube-proxy rules found")
+	ErrNoRules = dataplane.ErrNoRules
 	// ErrAmbiguous means both iptables and nftables kube-proxy rules exist and
 	// nothing (no /proxyMode answer, no configured mode) says which is live.
 	ErrAmbiguous = errors.New("both iptables and nftables kube-proxy rules present; set the mode or the /proxyMode URL")
 )
 
-// ServicePort names one port of a Service as kube-proxy keys its rules.
-type ServicePort struct {
-	Namespace string
-	Name      string
-	Port      string // the port's name; "" when unnamed
-	Protocol  string // "TCP", "UDP" or "SCTP" as in the Kubernetes API (case does not matter)
-}
+// The values a Snapshot gives are the dataplane seam's (nodeprobe/dataplane), so that the node model reads
+// kube-proxy's rules as it would any dataplane's; the names stay here for this package's readers and tests.
+type (
+	// ServicePort names one port of a Service as kube-proxy keys its rules.
+	ServicePort = dataplane.ServicePort
+	// PortState is what kube-proxy programmed on this node for one Service port in one IP family
+	// (Snapshot.Family), or merged over the families read (Snapshot.Port). Here: Drop is an iptables ≥1.25
+	// filter "has no local endpoints" DROP, ≤1.24 KUBE-MARK-DROP in KUBE-XLB/KUBE-SVL, or an nftables drop
+	// verdict for a NodePort or an external/LB IP; LocalEndpoints are the distinct KUBE-SEP targets of
+	// KUBE-SVL or KUBE-XLB, in nftables mode the distinct endpoints of the local-* chain; DropPackets is 0
+	// in nftables mode (no counters); Snapshot.Port gives the maximum of LocalEndpoints over families.
+	PortState = dataplane.PortState
+	// DropRule is one rule that drops external traffic of a Service port for lack of local endpoints. A rule
+	// for AllDestinations is kube-proxy ≤1.24's -j KUBE-MARK-DROP in KUBE-XLB-<h> (≤1.23) or KUBE-SVL-<h>
+	// (1.24), reached from KUBE-NODEPORTS and from each address's rule.
+	DropRule = dataplane.DropRule
+)
 
-// String gives kube-proxy's spelling "ns/name" or "ns/name:port" (without protocol).
-func (sp ServicePort) String() string {
-	s := sp.Namespace + "/" + sp.Name
-	if sp.Port != "" {
-		s += ":" + sp.Port
-	}
-	return s
-}
-
-// PortState is what kube-proxy programmed on this node for one Service port in one
-// IP family (Snapshot.Family), or merged over the families read (Snapshot.Port).
-type PortState struct {
-	// Programmed: any kube-proxy chain or rule for this Service port exists.
-	Programmed bool
-	// Drop: external traffic is dropped for lack of local endpoints (iptables ≥1.25
-	// filter "has no local endpoints" DROP; ≤1.24 KUBE-MARK-DROP in KUBE-XLB/KUBE-SVL;
-	// nftables a drop verdict for a NodePort or an external/LB IP): len(Drops) > 0.
-	Drop bool
-	// Reject: "has no endpoints" — no endpoints anywhere (an outage, not a per-node blackhole).
-	Reject bool
-	// LocalEndpoints: local endpoints the rules send external traffic to (distinct
-	// KUBE-SEP targets of KUBE-SVL or KUBE-XLB; in nftables mode the distinct
-	// endpoints of the local-* chain, whichever way kube-proxy writes them).
-	// Snapshot.Port gives the maximum over families.
-	LocalEndpoints int
-	// Endpoints says which endpoints those are, one entry per local endpoint counted (sorted): the DNAT
-	// target (IP:port) where the rules spell it, else kube-proxy's name for the endpoint's chain. Compare
-	// them with the API's endpoints with Endpoint.Is. Shared by every caller of the snapshot: do not modify.
-	Endpoints []Endpoint
-	// DropPackets: the sum of Drops[].Packets. Raw: kube-proxy rewrites the rules on
-	// every sync, which resets the counters. 0 in nftables mode (no counters).
-	DropPackets uint64
-	// Drops: one entry per drop rule, the NodePort rule (Address "") first, then
-	// by address and port. Shared by every caller of the snapshot: do not modify.
-	Drops []DropRule
-}
-
-// DropRule is one rule that drops external traffic of a Service port for lack of
-// local endpoints.
-type DropRule struct {
-	// Address is the destination the rule drops: "" for the NodePort rule (any local
-	// address / the no-endpoint-nodeports map), else a load balancer ingress IP or
-	// externalIP in canonical form (netip.Addr.String: IPv6 compressed, lower case).
-	Address string
-	// Port is the destination port: the NodePort, or the Service port for an
-	// address. 0 with AllDestinations.
-	Port int32
-	// Packets is the rule's packet counter (raw); 0 when !Counted.
-	Packets uint64
-	// Counted: the rule carries a counter (iptables modes, read with -c); nftables
-	// mode does not.
-	Counted bool
-	// AllDestinations: one rule drops every external destination of the Service port
-	// at once — the NodePort and every LB ingress IP and externalIP. Only kube-proxy
-	// ≤1.24 writes that (-j KUBE-MARK-DROP in KUBE-XLB-<h> (≤1.23) or KUBE-SVL-<h>
-	// (1.24), reached from KUBE-NODEPORTS and from each address's rule): the rule
-	// names no destination, so Address is "" and Port 0, and its counter counts the
-	// traffic of all of them together. Such a rule sorts first.
-	AllDestinations bool
-}
-
-// less orders drop rules: the rule for all destinations, then the NodePort rule,
+// dropLess orders drop rules: the rule for all destinations, then the NodePort rule,
 // then by address and port.
-func (d DropRule) less(o DropRule) bool {
+func dropLess(d, o DropRule) bool {
 	if d.AllDestinations != o.AllDestinations {
 		return d.AllDestinations
 	}
@@ -193,7 +144,7 @@ func (s *Snapshot) Family(sp ServicePort, family string) PortState {
 	for _, f := range s.fams {
 		if f.name == family {
 			if st := lookup(f.ports, sp); st != nil {
-				return st.view()
+				return view(st)
 			}
 			return PortState{}
 		}
@@ -232,7 +183,7 @@ func (s *Snapshot) Port(sp ServicePort) PortState {
 		}
 		n++
 		if n == 1 {
-			out = st.view()
+			out = view(st)
 			continue
 		}
 		out.Programmed = out.Programmed || st.Programmed
@@ -254,7 +205,7 @@ func (s *Snapshot) Port(sp ServicePort) PortState {
 }
 
 // view returns a copy of the state whose Drops and Endpoints cannot be appended to in place.
-func (st *PortState) view() PortState {
+func view(st *PortState) PortState {
 	v := *st
 	v.Drops = slices.Clip(v.Drops)
 	v.Endpoints = slices.Clip(v.Endpoints)
@@ -293,7 +244,7 @@ func (s *Snapshot) addFamily(name string, ports map[portKey]*PortState) {
 }
 
 // addDrop records one drop rule, keeping Drop and DropPackets in step with Drops.
-func (st *PortState) addDrop(d DropRule) {
+func addDrop(st *PortState, d DropRule) {
 	st.Programmed = true
 	st.Drop = true
 	st.DropPackets += d.Packets
@@ -303,9 +254,9 @@ func (st *PortState) addDrop(d DropRule) {
 func sortDrops(d []DropRule) {
 	slices.SortStableFunc(d, func(a, b DropRule) int {
 		switch {
-		case a.less(b):
+		case dropLess(a, b):
 			return -1
-		case b.less(a):
+		case dropLess(b, a):
 			return 1
 		}
 		return 0

@@ -14,27 +14,25 @@ import (
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/dataplane"
 )
 
 // WatchState says what vouched for the tables a Snapshot kept from earlier
-// reads (Snapshot.Watch).
-type WatchState string
+// reads (Snapshot.Watch): WatchNotified when change notifications cover the mode
+// (the nft backend, or nftables mode, while Watch runs: a kept table is used
+// while no relevant change was notified since it was saved), WatchPolled when
+// the change signal (the nf_tables generation, or a legacy table's GET_INFO) is
+// read and compared instead, WatchNone when the Runner offers no change signal
+// (every Read saves every table).
+type WatchState = dataplane.WatchState
 
 // Watch states.
 const (
-	// WatchNotified: change notifications cover this mode (the nft backend, or
-	// nftables mode, while Watch runs): a kept table is used while no relevant
-	// change was notified since it was saved.
-	WatchNotified WatchState = "notified"
-	// WatchPolled: no notifications here; the change signal (the nf_tables
-	// generation, or a legacy table's GET_INFO) is read and compared.
-	WatchPolled WatchState = "polled"
-	// WatchNone: the Runner offers no change signal; every Read saves every table.
-	WatchNone WatchState = "none"
+	WatchNotified = dataplane.WatchNotified
+	WatchPolled   = dataplane.WatchPolled
+	WatchNone     = dataplane.WatchNone
 )
-
-// WatchStates lists every WatchState, in export order.
-var WatchStates = []WatchState{WatchNotified, WatchPolled, WatchNone}
 
 // Defaults of the watcher's Options.
 const (

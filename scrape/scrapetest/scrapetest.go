@@ -16,7 +16,7 @@ import (
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
-	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/dataplane"
 )
 
 // View is an API view over a fixed snapshot that counts how often it is read.
@@ -33,14 +33,15 @@ func (f *View) Snapshot() (kubeview.Snapshot, error) {
 
 func (f *View) Node() (kubeview.NodeState, error) { return f.Snap.Node, nil }
 
-// Reader is a rules reader that returns one snapshot and counts reads.
+// Reader is a dataplane reader (scrape.DataplaneReader) that returns one read (a kernelrules.Snapshot, say)
+// and counts reads.
 type Reader struct {
-	Snap  *kernelrules.Snapshot
+	Snap  dataplane.Rules
 	Err   error
 	Reads atomic.Int32
 }
 
-func (c *Reader) Read(context.Context) (*kernelrules.Snapshot, error) {
+func (c *Reader) Read(context.Context) (dataplane.Rules, error) {
 	c.Reads.Add(1)
 	return c.Snap, c.Err
 }

@@ -42,6 +42,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/kubeviewtest"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/dataplane"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 	"github.com/localtraffic/localtraffic-exporter/scrape"
 	"github.com/localtraffic/localtraffic-exporter/scrape/scrapetest"
@@ -536,7 +537,7 @@ func (a fixedAddrs) LocalAddrs() ([]net.IP, error) { return a, nil }
 
 // kubeProxy is a healthy kube-proxy on one node, in step with the API: it answers the health check node port
 // and kube-proxy's own health server (an http.RoundTripper for the exporter's probes), and its rules are what
-// the exporter reads (a kernelrules.Reader).
+// the exporter reads (a scrape.DataplaneReader).
 type kubeProxy struct {
 	node     string
 	families []corev1.IPFamily
@@ -590,7 +591,7 @@ func kubeProxyOn(f fixture, node string) *kubeProxy {
 
 // Read is the rule set: for a port with endpoints somewhere but none here, a "has no local endpoints" drop
 // for the NodePort, each load balancer IP and each externalIP of the family (docs/kube-proxy.md, iptables mode).
-func (kp *kubeProxy) Read(context.Context) (*kernelrules.Snapshot, error) {
+func (kp *kubeProxy) Read(context.Context) (dataplane.Rules, error) {
 	byFamily := map[string]map[kernelrules.ServicePort]kernelrules.PortState{}
 	for _, fam := range kp.families {
 		ports := map[kernelrules.ServicePort]kernelrules.PortState{}
