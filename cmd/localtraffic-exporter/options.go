@@ -23,6 +23,7 @@ import (
 
 	"github.com/localtraffic/localtraffic-exporter/cmd/internal/endpoint"
 	"github.com/localtraffic/localtraffic-exporter/collector"
+	"github.com/localtraffic/localtraffic-exporter/internal/flagvalue"
 	"github.com/localtraffic/localtraffic-exporter/scrape"
 )
 
@@ -107,7 +108,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 
 	web := kingpinflag.AddFlags(app, endpoint.DefaultListenAddress)
 	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default(endpoint.DefaultPath).StringVar(&o.telemetryPath)
-	intFlag(app, "web.max-requests", "Scrapes served at once; more get 503.", "10", &o.maxRequests)
+	flagvalue.Int(app, "web.max-requests", "Scrapes served at once; more get 503.", "10", &o.maxRequests)
 	app.Flag("web.enable-pprof", "Serve Go's runtime profiles (net/http/pprof) under /debug/pprof/ beside the metrics, to whoever may scrape them.").Default("false").BoolVar(&o.enablePprof)
 	app.Flag("kubeconfig", "Path to a kubeconfig; empty uses the in-cluster config.").StringVar(&o.kubeconfig)
 	app.Flag("node-name", "The node this exporter runs on (default $NODE_NAME).").Default(getenv("NODE_NAME")).StringVar(&o.nodeName)
@@ -119,23 +120,23 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	app.Flag("health-check.address", "Address to probe health check node ports of its IP family on (default: the node's address of each family that kube-proxy serves).").StringVar(&o.healthCheckAddress)
 	app.Flag("kube-proxy.nodeport-addresses", "kube-proxy's --nodeport-addresses, comma-separated CIDRs or primary, localhost, all (default: read from kube-proxy's /configz on --kube-proxy.metrics-address).").StringVar(&raw.nodePortAddresses)
 	app.Flag("dataplane", "What serves Services on this node: auto (a kube-proxy replacement only on positive evidence: no kube-proxy rule and a link it creates, cilium_host, bpfin.cali, ovn-k8s-mp0 or kube-dummy-if; otherwise kube-proxy, missing or not programmed when it has no rule), kube-proxy, or replacement (Cilium, Calico eBPF, OVN-Kubernetes, kube-router: API view and health check node ports decide).").Default("auto").StringVar(&raw.dataplane)
-	durationFlag(app, "externalip.evidence-window", "A kube-proxy drop rule counter that grew this recently is evidence of arrivals (iptables modes): an externalIP not assigned to this node is in rotation where the arrivals meter does not watch it, and, where the meter is off or blind, a blackhole whose counter grew is traffic_lost (held for --rotation.loss-hold if that is longer).", "10m", &o.externalIPWindow)
+	flagvalue.Duration(app, "externalip.evidence-window", "A kube-proxy drop rule counter that grew this recently is evidence of arrivals (iptables modes): an externalIP not assigned to this node is in rotation where the arrivals meter does not watch it, and, where the meter is off or blind, a blackhole whose counter grew is traffic_lost (held for --rotation.loss-hold if that is longer).", "10m", &o.externalIPWindow)
 	app.Flag("arrivals.enabled", "Observe the new external connection attempts that reach this node (a passive AF_PACKET socket with a kernel filter; needs CAP_NET_RAW, writes nothing on the node): a node is in rotation when they keep arriving past --rotation.grace, whatever the health check says. --no-arrivals.enabled leaves rotation to the declared model (localtraffic_arrivals_meter_state{state=\"disabled\"}).").Default("true").BoolVar(&o.arrivals)
 	app.Flag("announcers.enabled", "Read who announces each load balancer IP in the announcers' own objects: MetalLB's ServiceL2Status and this node's ServiceBGPStatus, Cilium's L2 announcement Leases (needs list and watch on them; an absent CRD or a refused read is exported in localtraffic_announcer_source_state, never an error). A node an announcer names is in rotation for the address at once (reason announced_here). kube-vip's, OpenELB's and PureLB's Service annotations are read either way.").Default("true").BoolVar(&o.announcers)
 	app.Flag("announcers.cilium-namespace", "The namespace of Cilium's L2 announcement Leases (cilium-l2announce-<namespace>-<service>): the Cilium agents' namespace.").Default("kube-system").StringVar(&o.ciliumNamespace)
 	app.Flag("arrivals.internal-cidrs", "Comma-separated CIDRs whose connection attempts are never external arrivals, beside what kube-proxy's local detector (its /configz: detectLocalMode, clusterCIDR, detectLocal) calls pod traffic and the node's own addresses; while /configz is unread, this node's spec.podCIDRs stand in for the detector. Set it only where kube-proxy sends these sources to every endpoint some other way.").StringVar(&raw.internalCIDRs)
-	durationFlag(app, "rotation.grace", "How long new connection attempts must keep arriving at a destination this node drops before they put it in rotation: longer than a load balancer takes to deregister a node whose health check fails (AWS target groups 30s x 2, GCE 8s x 3; docs/rotation.md).", scrape.DefaultGrace.String(), &o.grace)
-	durationFlag(app, "rotation.loss-hold", "How long a blackhole stays traffic_lost (critical) after the last connection attempt lost there: longer than the pause between a rare client's attempts, so the page stays up for a client that tries at least every 10 minutes (docs/rotation.md).", scrape.DefaultLossHold.String(), &o.lossHold)
-	durationFlag(app, "arrivals.quiet-period", "A pause without new connection attempts at a destination that ends their run: attempts must keep arriving past --rotation.grace without such a pause to put a node in rotation.", scrape.DefaultQuiet.String(), &o.quiet)
+	flagvalue.Duration(app, "rotation.grace", "How long new connection attempts must keep arriving at a destination this node drops before they put it in rotation: longer than a load balancer takes to deregister a node whose health check fails (AWS target groups 30s x 2, GCE 8s x 3; docs/rotation.md).", scrape.DefaultGrace.String(), &o.grace)
+	flagvalue.Duration(app, "rotation.loss-hold", "How long a blackhole stays traffic_lost (critical) after the last connection attempt lost there: longer than the pause between a rare client's attempts, so the page stays up for a client that tries at least every 10 minutes (docs/rotation.md).", scrape.DefaultLossHold.String(), &o.lossHold)
+	flagvalue.Duration(app, "arrivals.quiet-period", "A pause without new connection attempts at a destination that ends their run: attempts must keep arriving past --rotation.grace without such a pause to put a node in rotation.", scrape.DefaultQuiet.String(), &o.quiet)
 	app.Flag("state.file", "Node-local file that carries the arrival runs, the times destinations were first found dropped and kube-proxy seen over an exporter restart, so a paging node pages again at its first scrape (the DaemonSet mounts a hostPath directory for it); empty: none. A corrupt, unreadable or foreign file is reported (localtraffic_state_file_state) and replaced, never trusted.").Default(scrape.DefaultStateFile).StringVar(&o.stateFile)
-	durationFlag(app, "probe.timeout", "Longest time one probe may take; the scrape's own timeout may shorten it.", "5s", &o.probeTimeout)
-	intFlag(app, "probe.concurrency", "Health check probes in flight at once.", "8", &o.probeConcurrency)
-	durationFlag(app, "scrape.timeout-offset", "Subtracted from X-Prometheus-Scrape-Timeout-Seconds to leave time to answer.", "500ms", &o.scrapeTimeoutOff)
+	flagvalue.Duration(app, "probe.timeout", "Longest time one probe may take; the scrape's own timeout may shorten it.", "5s", &o.probeTimeout)
+	flagvalue.Int(app, "probe.concurrency", "Health check probes in flight at once.", "8", &o.probeConcurrency)
+	flagvalue.Duration(app, "scrape.timeout-offset", "Subtracted from X-Prometheus-Scrape-Timeout-Seconds to leave time to answer.", "500ms", &o.scrapeTimeoutOff)
 	app.Flag("services.ignore-selector", "Label selector (kubectl's syntax, e.g. team=legacy,tier!=edge) of the Services the cluster owner excludes: still measured, exported as ignored (localtraffic_service_ignored_info), paged by no shipped alert. A Service's own localtraffic.io/intentional-placement annotation does the same for one Service.").StringVar(&raw.ignoreSelector)
 	app.Flag("rules.mode", "Which kube-proxy rules to read: auto, iptables, nftables, none.").Default("auto").StringVar(&o.rulesMode)
-	durationFlag(app, "rules.cache-ttl", "The least time between two reads of kube-proxy's rules: the node model reads them when they change, at most this often.", "2s", &o.rulesCacheTTL)
-	durationFlag(app, "rules.counters-interval", "How often the node model reads kube-proxy's drop counters when no change of the rules comes.", "15s", &o.countersInterval)
-	durationFlag(app, "web.shutdown-grace-period", "On SIGTERM, how long in-flight scrapes may run on; keep it below the pod's terminationGracePeriodSeconds.",
+	flagvalue.Duration(app, "rules.cache-ttl", "The least time between two reads of kube-proxy's rules: the node model reads them when they change, at most this often.", "2s", &o.rulesCacheTTL)
+	flagvalue.Duration(app, "rules.counters-interval", "How often the node model reads kube-proxy's drop counters when no change of the rules comes.", "15s", &o.countersInterval)
+	flagvalue.Duration(app, "web.shutdown-grace-period", "On SIGTERM, how long in-flight scrapes may run on; keep it below the pod's terminationGracePeriodSeconds.",
 		defaultShutdownGrace.String(), &o.shutdownGrace)
 
 	raw.collectors = collectorFlags(app)
@@ -318,34 +319,6 @@ func (o *options) check(raw rawFlags) error {
 	}
 	return nil
 }
-
-// durationFlag and intFlag are kingpin's Duration and Int flags with errors that name the flag (kingpin's own
-// say only "time: invalid duration"), so the one stderr line tells which flag is wrong.
-func durationFlag(app *kingpin.Application, name, help, def string, target *time.Duration) {
-	app.Flag(name, help).Default(def).SetValue(&parsedValue[time.Duration]{flag: name, target: target, parse: time.ParseDuration})
-}
-
-func intFlag(app *kingpin.Application, name, help, def string, target *int) {
-	app.Flag(name, help).Default(def).SetValue(&parsedValue[int]{flag: name, target: target, parse: strconv.Atoi})
-}
-
-// parsedValue is a kingpin.Value parsed by parse.
-type parsedValue[T any] struct {
-	flag   string
-	target *T
-	parse  func(string) (T, error)
-}
-
-func (v *parsedValue[T]) Set(s string) error {
-	x, err := v.parse(s)
-	if err != nil {
-		return fmt.Errorf("--%s %q: %w", v.flag, s, err)
-	}
-	*v.target = x
-	return nil
-}
-
-func (v *parsedValue[T]) String() string { return fmt.Sprint(*v.target) }
 
 // versionText is what --version prints, as every Prometheus exporter prints it.
 func versionText() string { return version.Print("localtraffic-exporter") }
