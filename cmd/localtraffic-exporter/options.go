@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -60,9 +59,8 @@ type options struct {
 	rulesCacheTTL      time.Duration
 	countersInterval   time.Duration
 	shutdownGrace      time.Duration
-	selection          collector.Selection     // zero (built in code): the default collectors
-	metricFilter       *collector.MetricFilter // nil: every metric of the selected collectors
-	ignoreSelector     labels.Selector         // nil: no Service is ignored by its labels
+	collectors         collector.Config // Selection zero (built in code): the default collectors
+	ignoreSelector     labels.Selector  // nil: no Service is ignored by its labels
 	version            bool
 }
 
@@ -139,10 +137,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	flagvalue.Duration(app, "web.shutdown-grace-period", "On SIGTERM, how long in-flight scrapes may run on; keep it below the pod's terminationGracePeriodSeconds.",
 		defaultShutdownGrace.String(), &o.shutdownGrace)
 
-	raw.collectors = collectorFlags(app)
-	app.Flag("collector.rules.per-port", "Export every Service port's rule series (rules_drop, rules_local_endpoints, rules_dropped_packets_total); by default only the dropped-packet counters of Services with a health check node port.").BoolVar(&raw.rulesPerPort)
-	app.Flag("metrics.allowlist", "Comma-separated regular expressions (each matching a whole metric name): export only these metrics. Excludes --metrics.denylist.").StringVar(&raw.allowlist)
-	app.Flag("metrics.denylist", "Comma-separated regular expressions (each matching a whole metric name): do not export these metrics. Excludes --metrics.allowlist.").StringVar(&raw.denylist)
+	o.collectors.RegisterFlags(app)
 
 	_, err := app.Parse(args)
 	var help errHelp
@@ -164,41 +159,6 @@ type rawFlags struct {
 	logLevel, nodePortAddresses, dataplane string
 	ignoreSelector                         string
 	internalCIDRs                          string
-	collectors                             *collectorSwitches
-	rulesPerPort                           bool
-	allowlist, denylist                    string
-}
-
-// collectorSwitches are node_exporter's collector flags: --collector.<name> and --no-collector.<name> for
-// every collector, and --collector.disable-defaults, which turns off every collector not named explicitly.
-type collectorSwitches struct {
-	disableDefaults bool
-	on, set         map[string]*bool
-}
-
-func collectorFlags(app *kingpin.Application) *collectorSwitches {
-	c := &collectorSwitches{on: map[string]*bool{}, set: map[string]*bool{}}
-	for _, e := range collector.Catalog() {
-		state := "disabled"
-		if e.Default {
-			state = "enabled"
-		}
-		on, set := new(bool), new(bool)
-		app.Flag("collector."+e.Name, fmt.Sprintf("Enable the %s collector (default: %s). %s", e.Name, state, e.Help)).
-			Default(strconv.FormatBool(e.Default)).IsSetByUser(set).BoolVar(on)
-		c.on[e.Name], c.set[e.Name] = on, set
-	}
-	app.Flag("collector.disable-defaults", "Turn off every collector not enabled explicitly with --collector.<name>.").BoolVar(&c.disableDefaults)
-	return c
-}
-
-// selection is the collectors the switches leave on.
-func (c *collectorSwitches) selection(rulesPerPort bool) collector.Selection {
-	s := collector.Selection{Enabled: map[string]bool{}, RulesPerPort: rulesPerPort}
-	for name, on := range c.on {
-		s.Enabled[name] = *on && (!c.disableDefaults || *c.set[name])
-	}
-	return s
 }
 
 // check validates what kingpin's types cannot, and parses the raw flag values into o.
@@ -305,12 +265,8 @@ func (o *options) check(raw rawFlags) error {
 			return fmt.Errorf("bad --services.ignore-selector %q: selects every Service; leave it out to ignore none", raw.ignoreSelector)
 		}
 	}
-	o.selection = raw.collectors.selection(raw.rulesPerPort)
-	if raw.rulesPerPort && !o.selection.Enabled["rules"] {
-		return errors.New("bad --collector.rules.per-port: the rules collector is disabled")
-	}
-	if o.metricFilter, err = collector.NewMetricFilter(raw.allowlist, raw.denylist); err != nil {
-		return fmt.Errorf("bad --metrics.allowlist/--metrics.denylist: %w", err)
+	if err := o.collectors.Validate(); err != nil {
+		return err
 	}
 	if o.kubeconfig != "" {
 		if _, err := os.Stat(o.kubeconfig); err != nil {

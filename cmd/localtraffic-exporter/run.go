@@ -242,7 +242,7 @@ type netlinkHost struct {
 
 // exporterFor is the selected collectors over one gatherer, filtered by the metric lists.
 func exporterFor(opts options, states collector.StateSource, logger *slog.Logger) (*collector.Exporter, error) {
-	sel := opts.selection
+	sel := opts.collectors.Selection
 	if sel.Enabled == nil {
 		sel = collector.DefaultSelection()
 	}
@@ -250,7 +250,7 @@ func exporterFor(opts options, states collector.StateSource, logger *slog.Logger
 	if err != nil {
 		return nil, fmt.Errorf("choosing collectors: %w", err)
 	}
-	return collector.NewExporter(logger, states, cs...).WithFilter(opts.metricFilter), nil
+	return collector.NewExporter(logger, states, cs...).WithFilter(opts.collectors.Filter), nil
 }
 
 // newModel is the node model over the gatherer's inputs, with the view's tracker: the view's events wake it.
