@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,18 +17,17 @@ import (
 	"github.com/prometheus/common/promslog"
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
-	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/localtraffic/localtraffic-exporter/cmd/internal/endpoint"
 	"github.com/localtraffic/localtraffic-exporter/collector"
 	"github.com/localtraffic/localtraffic-exporter/internal/flagvalue"
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/scrape"
 )
 
 // options are the command line, parsed and checked.
 type options struct {
-	kubeconfig         string
-	nodeName           string
+	kube               kubeview.Config
 	listenAddresses    []string
 	systemdSocket      bool
 	webConfigFile      string
@@ -42,8 +40,6 @@ type options struct {
 	nodePortAddresses  []string // nil: read kube-proxy's /configz
 	externalIPWindow   time.Duration
 	arrivals           bool                 // --arrivals.enabled: run the arrivals meter
-	announcers         bool                 // --announcers.enabled: read the announcers' objects
-	ciliumNamespace    string               // --announcers.cilium-namespace
 	internalCIDRs      []netip.Prefix       // --arrivals.internal-cidrs
 	grace              time.Duration        // --rotation.grace
 	lossHold           time.Duration        // --rotation.loss-hold
@@ -60,7 +56,6 @@ type options struct {
 	countersInterval   time.Duration
 	shutdownGrace      time.Duration
 	collectors         collector.Config // Selection zero (built in code): the default collectors
-	ignoreSelector     labels.Selector  // nil: no Service is ignored by its labels
 	version            bool
 }
 
@@ -108,8 +103,6 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default(endpoint.DefaultPath).StringVar(&o.telemetryPath)
 	flagvalue.Int(app, "web.max-requests", "Scrapes served at once; more get 503.", "10", &o.maxRequests)
 	app.Flag("web.enable-pprof", "Serve Go's runtime profiles (net/http/pprof) under /debug/pprof/ beside the metrics, to whoever may scrape them.").Default("false").BoolVar(&o.enablePprof)
-	app.Flag("kubeconfig", "Path to a kubeconfig; empty uses the in-cluster config.").StringVar(&o.kubeconfig)
-	app.Flag("node-name", "The node this exporter runs on (default $NODE_NAME).").Default(getenv("NODE_NAME")).StringVar(&o.nodeName)
 	var raw rawFlags
 	app.Flag("log.level", "Only log messages with the given severity or above. One of: [debug, info, warn, error]").Default("info").StringVar(&raw.logLevel)
 	app.Flag("log.format", "Output format of log messages. One of: [logfmt, json]").Default("logfmt").StringVar(&o.logFormat)
@@ -120,8 +113,6 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	app.Flag("dataplane", "What serves Services on this node: auto (a kube-proxy replacement only on positive evidence: no kube-proxy rule and a link it creates, cilium_host, bpfin.cali, ovn-k8s-mp0 or kube-dummy-if; otherwise kube-proxy, missing or not programmed when it has no rule), kube-proxy, or replacement (Cilium, Calico eBPF, OVN-Kubernetes, kube-router: API view and health check node ports decide).").Default("auto").StringVar(&raw.dataplane)
 	flagvalue.Duration(app, "externalip.evidence-window", "A kube-proxy drop rule counter that grew this recently is evidence of arrivals (iptables modes): an externalIP not assigned to this node is in rotation where the arrivals meter does not watch it, and, where the meter is off or blind, a blackhole whose counter grew is traffic_lost (held for --rotation.loss-hold if that is longer).", "10m", &o.externalIPWindow)
 	app.Flag("arrivals.enabled", "Observe the new external connection attempts that reach this node (a passive AF_PACKET socket with a kernel filter; needs CAP_NET_RAW, writes nothing on the node): a node is in rotation when they keep arriving past --rotation.grace, whatever the health check says. --no-arrivals.enabled leaves rotation to the declared model (localtraffic_arrivals_meter_state{state=\"disabled\"}).").Default("true").BoolVar(&o.arrivals)
-	app.Flag("announcers.enabled", "Read who announces each load balancer IP in the announcers' own objects: MetalLB's ServiceL2Status and this node's ServiceBGPStatus, Cilium's L2 announcement Leases (needs list and watch on them; an absent CRD or a refused read is exported in localtraffic_announcer_source_state, never an error). A node an announcer names is in rotation for the address at once (reason announced_here). kube-vip's, OpenELB's and PureLB's Service annotations are read either way.").Default("true").BoolVar(&o.announcers)
-	app.Flag("announcers.cilium-namespace", "The namespace of Cilium's L2 announcement Leases (cilium-l2announce-<namespace>-<service>): the Cilium agents' namespace.").Default("kube-system").StringVar(&o.ciliumNamespace)
 	app.Flag("arrivals.internal-cidrs", "Comma-separated CIDRs whose connection attempts are never external arrivals, beside what kube-proxy's local detector (its /configz: detectLocalMode, clusterCIDR, detectLocal) calls pod traffic and the node's own addresses; while /configz is unread, this node's spec.podCIDRs stand in for the detector. Set it only where kube-proxy sends these sources to every endpoint some other way.").StringVar(&raw.internalCIDRs)
 	flagvalue.Duration(app, "rotation.grace", "How long new connection attempts must keep arriving at a destination this node drops before they put it in rotation: longer than a load balancer takes to deregister a node whose health check fails (AWS target groups 30s x 2, GCE 8s x 3; docs/rotation.md).", scrape.DefaultGrace.String(), &o.grace)
 	flagvalue.Duration(app, "rotation.loss-hold", "How long a blackhole stays traffic_lost (critical) after the last connection attempt lost there: longer than the pause between a rare client's attempts, so the page stays up for a client that tries at least every 10 minutes (docs/rotation.md).", scrape.DefaultLossHold.String(), &o.lossHold)
@@ -130,13 +121,13 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	flagvalue.Duration(app, "probe.timeout", "Longest time one probe may take; the scrape's own timeout may shorten it.", "5s", &o.probeTimeout)
 	flagvalue.Int(app, "probe.concurrency", "Health check probes in flight at once.", "8", &o.probeConcurrency)
 	flagvalue.Duration(app, "scrape.timeout-offset", "Subtracted from X-Prometheus-Scrape-Timeout-Seconds to leave time to answer.", "500ms", &o.scrapeTimeoutOff)
-	app.Flag("services.ignore-selector", "Label selector (kubectl's syntax, e.g. team=legacy,tier!=edge) of the Services the cluster owner excludes: still measured, exported as ignored (localtraffic_service_ignored_info), paged by no shipped alert. A Service's own localtraffic.io/intentional-placement annotation does the same for one Service.").StringVar(&raw.ignoreSelector)
 	app.Flag("rules.mode", "Which kube-proxy rules to read: auto, iptables, nftables, none.").Default("auto").StringVar(&o.rulesMode)
 	flagvalue.Duration(app, "rules.cache-ttl", "The least time between two reads of kube-proxy's rules: the node model reads them when they change, at most this often.", "2s", &o.rulesCacheTTL)
 	flagvalue.Duration(app, "rules.counters-interval", "How often the node model reads kube-proxy's drop counters when no change of the rules comes.", "15s", &o.countersInterval)
 	flagvalue.Duration(app, "web.shutdown-grace-period", "On SIGTERM, how long in-flight scrapes may run on; keep it below the pod's terminationGracePeriodSeconds.",
 		defaultShutdownGrace.String(), &o.shutdownGrace)
 
+	o.kube.RegisterFlags(app, getenv)
 	o.collectors.RegisterFlags(app)
 
 	_, err := app.Parse(args)
@@ -157,13 +148,11 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 // gets a field here, is set with StringVar, and is parsed in check).
 type rawFlags struct {
 	logLevel, nodePortAddresses, dataplane string
-	ignoreSelector                         string
 	internalCIDRs                          string
 }
 
 // check validates what kingpin's types cannot, and parses the raw flag values into o.
 func (o *options) check(raw rawFlags) error {
-	var err error
 	if err := o.logLevel.UnmarshalText([]byte(raw.logLevel)); err != nil {
 		return fmt.Errorf("bad --log.level %q: want debug, info, warn or error", raw.logLevel)
 	}
@@ -175,8 +164,8 @@ func (o *options) check(raw rawFlags) error {
 	default:
 		return fmt.Errorf("bad --rules.mode %q: want auto, iptables, nftables or none", o.rulesMode)
 	}
-	if o.nodeName == "" {
-		return errors.New("no node name: set --node-name or NODE_NAME (the DaemonSet passes spec.nodeName)")
+	if err := o.kube.Validate(); err != nil {
+		return err
 	}
 	if o.probeTimeout <= 0 {
 		return fmt.Errorf("bad --probe.timeout %s: must be positive", o.probeTimeout)
@@ -257,21 +246,8 @@ func (o *options) check(raw rawFlags) error {
 	if o.healthCheckAddress != "" && net.ParseIP(o.healthCheckAddress) == nil {
 		return fmt.Errorf("bad --health-check.address %q: want an IP address", o.healthCheckAddress)
 	}
-	if raw.ignoreSelector != "" {
-		if o.ignoreSelector, err = labels.Parse(raw.ignoreSelector); err != nil {
-			return fmt.Errorf("bad --services.ignore-selector %q: %s", raw.ignoreSelector, oneLine(err.Error()))
-		}
-		if o.ignoreSelector.Empty() {
-			return fmt.Errorf("bad --services.ignore-selector %q: selects every Service; leave it out to ignore none", raw.ignoreSelector)
-		}
-	}
 	if err := o.collectors.Validate(); err != nil {
 		return err
-	}
-	if o.kubeconfig != "" {
-		if _, err := os.Stat(o.kubeconfig); err != nil {
-			return fmt.Errorf("bad --kubeconfig: %w", err)
-		}
 	}
 	return nil
 }

@@ -14,9 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/labels"
-
 	"github.com/localtraffic/localtraffic-exporter/collector"
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
 )
 
 // env returns a getenv over a fixed map: tests never read the real environment.
@@ -30,7 +29,7 @@ func TestParseOptionsDefaults(t *testing.T) {
 		t.Fatalf("parseOptions with NODE_NAME set: %v", err)
 	}
 	want := options{
-		nodeName:         "node-a",
+		kube:             kubeview.Config{NodeName: "node-a", Announcers: true, CiliumNamespace: "kube-system"},
 		listenAddresses:  []string{":9746"},
 		telemetryPath:    "/metrics",
 		logLevel:         slog.LevelInfo,
@@ -45,8 +44,6 @@ func TestParseOptionsDefaults(t *testing.T) {
 		countersInterval: 15 * time.Second,
 		externalIPWindow: 10 * time.Minute,
 		arrivals:         true,
-		announcers:       true,
-		ciliumNamespace:  "kube-system",
 		grace:            2 * time.Minute,
 		lossHold:         15 * time.Minute,
 		quiet:            2 * time.Minute,
@@ -62,7 +59,7 @@ func TestParseOptionsDefaults(t *testing.T) {
 func checkOptions(t *testing.T, got, want options) {
 	t.Helper()
 	for _, room := range []struct{ got, want any }{
-		{got.collectors, want.collectors},
+		{got.kube, want.kube}, {got.collectors, want.collectors},
 	} {
 		g, w := reflect.ValueOf(room.got), reflect.ValueOf(room.want)
 		for i := range g.NumField() {
@@ -71,7 +68,7 @@ func checkOptions(t *testing.T, got, want options) {
 			}
 		}
 	}
-	want.collectors = got.collectors
+	want.kube, want.collectors = got.kube, got.collectors
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("\n got %+v\nwant %+v", got, want)
 	}
@@ -94,8 +91,8 @@ func TestParseOptionsNodeName(t *testing.T) {
 			if err != nil {
 				t.Fatalf("parseOptions(%q): %v", tc.args, err)
 			}
-			if o.nodeName != tc.want {
-				t.Errorf("node name %q, want %q", o.nodeName, tc.want)
+			if o.kube.NodeName != tc.want {
+				t.Errorf("node name %q, want %q", o.kube.NodeName, tc.want)
 			}
 		})
 	}
@@ -149,14 +146,15 @@ func TestParseOptionsGoodValues(t *testing.T) {
 		t.Fatalf("parseOptions: %v", err)
 	}
 	want := options{
-		kubeconfig: kubeconfig, nodeName: "n", listenAddresses: []string{":9746"}, webConfigFile: "/etc/web.yml",
+		kube:            kubeview.Config{Kubeconfig: kubeconfig, NodeName: "n", CiliumNamespace: "cilium"},
+		listenAddresses: []string{":9746"}, webConfigFile: "/etc/web.yml",
 		telemetryPath: "/m", logLevel: slog.LevelDebug, logFormat: "json", kubeProxyHealthz: "[fd00::1]:10256",
 		kubeProxyMetrics: "localhost:10249", healthCheckAddress: "fd00::1", probeTimeout: 1500 * time.Millisecond,
 		probeConcurrency: 1, scrapeTimeoutOff: 0, maxRequests: 1, rulesMode: "nftables", rulesCacheTTL: 0,
 		countersInterval:  3 * time.Second,
 		nodePortAddresses: []string{"10.0.0.0/8", "fd00::/64", "primary"}, externalIPWindow: 90 * time.Second, dataplane: "replacement",
 		shutdownGrace: 8 * time.Second, grace: 45 * time.Second, lossHold: 20 * time.Minute, quiet: 30 * time.Second,
-		stateFile: "/run/lt/state.json", ciliumNamespace: "cilium", enablePprof: true,
+		stateFile: "/run/lt/state.json", enablePprof: true,
 		internalCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/56")},
 		collectors: collector.Config{Selection: collector.Selection{RulesPerPort: true, Enabled: map[string]bool{"services": true,
 			"service_details": true, "kube_proxy": true, "node": true, "informers": true, "rules": true, "dataplane": false,
@@ -171,17 +169,6 @@ func TestParseOptionsGoodValues(t *testing.T) {
 	for _, mode := range []string{"auto", "iptables", "nftables", "none"} {
 		if _, err := parseOptions([]string{"--node-name", "n", "--rules.mode", mode}, env(nil)); err != nil {
 			t.Errorf("--rules.mode %s: %v", mode, err)
-		}
-	}
-	// --services.ignore-selector is a label selector as kubectl reads one.
-	o, err = parseOptions([]string{"--node-name", "n", "--services.ignore-selector", "team in (legacy,batch),!localtraffic.io/watched"}, env(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for lbls, match := range map[string]bool{"team=legacy": true, "team=batch,localtraffic.io/watched=yes": false, "team=web": false} {
-		set, _ := labels.ConvertSelectorToLabelsMap(lbls)
-		if o.ignoreSelector.Matches(set) != match {
-			t.Errorf("--services.ignore-selector %s: Matches(%s) = %v, want %v", o.ignoreSelector, lbls, !match, match)
 		}
 	}
 	for _, format := range []string{"logfmt", "json"} {

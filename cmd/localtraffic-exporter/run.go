@@ -54,23 +54,23 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, route
 	logger := newLogger(stderr, opts.logFormat, opts.logLevel)
 	routeKlog(logger)
 
-	client, err := newKubeClient(opts.kubeconfig)
+	client, err := newKubeClient(opts.kube.Kubeconfig)
 	if err != nil {
 		return err
 	}
-	if err := checkNode(ctx, client, opts.nodeName); err != nil {
+	if err := checkNode(ctx, client, opts.kube.NodeName); err != nil {
 		return err
 	}
 
-	viewOpts := []kubeview.Option{kubeview.WithIgnoreSelector(opts.ignoreSelector)}
-	if opts.announcers {
-		dyn, err := kubeview.NewDynamicClient(opts.kubeconfig, "localtraffic-exporter/"+version.Version)
+	viewOpts := []kubeview.Option{kubeview.WithIgnoreSelector(opts.kube.IgnoreSelector)}
+	if opts.kube.Announcers {
+		dyn, err := kubeview.NewDynamicClient(opts.kube.Kubeconfig, "localtraffic-exporter/"+version.Version)
 		if err != nil {
 			return err
 		}
-		viewOpts = append(viewOpts, kubeview.WithAnnouncers(kubeview.NewAnnouncers(dyn, opts.nodeName, opts.ciliumNamespace)))
+		viewOpts = append(viewOpts, kubeview.WithAnnouncers(kubeview.NewAnnouncers(dyn, opts.kube.NodeName, opts.kube.CiliumNamespace)))
 	}
-	view := kubeview.New(client, opts.nodeName, viewOpts...)
+	view := kubeview.New(client, opts.kube.NodeName, viewOpts...)
 	var background sync.WaitGroup
 	defer background.Wait() // after stopView below: nothing logs once run has returned
 	viewCtx, stopView := context.WithCancel(ctx)
@@ -95,7 +95,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, route
 	// The state file is read once, here: what the last process carried over is restored before the model's
 	// first evaluation, and the model writes the last state on the way out (below).
 	gatherer := newGathererWith(opts, view, netlinkHost{}, newRulesReader(opts, logger), meter, logger,
-		scrape.OpenStateFile(scrape.StateFileConfig{Path: opts.stateFile, Node: opts.nodeName, Horizon: max(opts.quiet, opts.lossHold), Logger: logger}))
+		scrape.OpenStateFile(scrape.StateFileConfig{Path: opts.stateFile, Node: opts.kube.NodeName, Horizon: max(opts.quiet, opts.lossHold), Logger: logger}))
 	// The node model keeps the verdicts current as the inputs change; scrapes render its latest State.
 	model := newModel(gatherer, view, opts.rulesCacheTTL, opts.countersInterval)
 	modelCtx, stopModel := context.WithCancel(context.WithoutCancel(ctx))
@@ -131,7 +131,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, route
 		mountPprof(mux)
 	}
 	if opts.telemetryPath != "/" {
-		mux.Handle("/", &landingPage{node: opts.nodeName, metricsPath: opts.telemetryPath, states: states,
+		mux.Handle("/", &landingPage{node: opts.kube.NodeName, metricsPath: opts.telemetryPath, states: states,
 			gatherTimeout: opts.probeTimeout + time.Second, now: time.Now})
 	}
 
@@ -145,7 +145,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, route
 	flags := &web.FlagConfig{WebListenAddresses: &listenAddrs, WebSystemdSocket: &opts.systemdSocket, WebConfigFile: &webConfig}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- web.ListenAndServe(server, flags, logger) }()
-	logger.Info("serving", "node", opts.nodeName, "addresses", listenAddrs, "version", version.Info())
+	logger.Info("serving", "node", opts.kube.NodeName, "addresses", listenAddrs, "version", version.Info())
 
 	select {
 	case err := <-serveErr:
