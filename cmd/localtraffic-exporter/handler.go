@@ -44,7 +44,7 @@ func newMetricsHandler(exp *collector.Exporter, opts options, logger *slog.Logge
 		// every scrape (which allocates a descriptor per series).
 		exporter: exp.WithNode(opts.kube.NodeName), self: self,
 		// Without the header (a curl), allow a few probes' worth of time.
-		maxWait:  2 * opts.probeTimeout,
+		maxWait:  2 * opts.probe.ProbeTimeout,
 		gzip:     &sync.Pool{New: func() any { return gzip.NewWriter(nil) }},
 		offset:   opts.scrapeTimeoutOff,
 		inFlight: make(chan struct{}, opts.maxRequests),

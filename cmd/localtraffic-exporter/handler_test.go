@@ -18,6 +18,7 @@ import (
 
 	"github.com/localtraffic/localtraffic-exporter/collector"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/scrape"
 )
 
@@ -92,7 +93,7 @@ func (d *deadlineCollector) Update(st *scrape.State, _ *collector.Sink) error {
 
 func newTestHandler(c *deadlineCollector, maxRequests int) *metricsHandler {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	opts := options{kube: kubeview.Config{NodeName: "node-a"}, probeTimeout: 5 * time.Second, scrapeTimeoutOff: 500 * time.Millisecond, maxRequests: maxRequests}
+	opts := options{kube: kubeview.Config{NodeName: "node-a"}, probe: nodeprobe.Config{ProbeTimeout: 5 * time.Second}, scrapeTimeoutOff: 500 * time.Millisecond, maxRequests: maxRequests}
 	return newMetricsHandler(collector.NewExporter(logger, c, c), opts, logger)
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/netip"
 	"path/filepath"
 	"slices"
@@ -22,41 +21,37 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/collector"
 	"github.com/localtraffic/localtraffic-exporter/internal/flagvalue"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/scrape"
 )
 
 // options are the command line, parsed and checked.
 type options struct {
-	kube               kubeview.Config
-	listenAddresses    []string
-	systemdSocket      bool
-	webConfigFile      string
-	telemetryPath      string
-	logLevel           slog.Level
-	logFormat          string
-	kubeProxyHealthz   string
-	kubeProxyMetrics   string
-	healthCheckAddress string
-	nodePortAddresses  []string // nil: read kube-proxy's /configz
-	externalIPWindow   time.Duration
-	arrivals           bool                 // --arrivals.enabled: run the arrivals meter
-	internalCIDRs      []netip.Prefix       // --arrivals.internal-cidrs
-	grace              time.Duration        // --rotation.grace
-	lossHold           time.Duration        // --rotation.loss-hold
-	quiet              time.Duration        // --arrivals.quiet-period
-	stateFile          string               // --state.file; "": none
-	dataplane          scrape.DataplaneKind // "" (auto), DataplaneKubeProxy or DataplaneReplacement
-	probeTimeout       time.Duration
-	probeConcurrency   int
-	scrapeTimeoutOff   time.Duration
-	maxRequests        int
-	enablePprof        bool // --web.enable-pprof: Go's profiles under /debug/pprof/
-	rulesMode          string
-	rulesCacheTTL      time.Duration
-	countersInterval   time.Duration
-	shutdownGrace      time.Duration
-	collectors         collector.Config // Selection zero (built in code): the default collectors
-	version            bool
+	probe            nodeprobe.Config
+	kube             kubeview.Config
+	listenAddresses  []string
+	systemdSocket    bool
+	webConfigFile    string
+	telemetryPath    string
+	logLevel         slog.Level
+	logFormat        string
+	externalIPWindow time.Duration
+	arrivals         bool                 // --arrivals.enabled: run the arrivals meter
+	internalCIDRs    []netip.Prefix       // --arrivals.internal-cidrs
+	grace            time.Duration        // --rotation.grace
+	lossHold         time.Duration        // --rotation.loss-hold
+	quiet            time.Duration        // --arrivals.quiet-period
+	stateFile        string               // --state.file; "": none
+	dataplane        scrape.DataplaneKind // "" (auto), DataplaneKubeProxy or DataplaneReplacement
+	scrapeTimeoutOff time.Duration
+	maxRequests      int
+	enablePprof      bool // --web.enable-pprof: Go's profiles under /debug/pprof/
+	rulesMode        string
+	rulesCacheTTL    time.Duration
+	countersInterval time.Duration
+	shutdownGrace    time.Duration
+	collectors       collector.Config // Selection zero (built in code): the default collectors
+	version          bool
 }
 
 // defaultShutdownGrace leaves in-flight scrapes most of the DaemonSet's terminationGracePeriodSeconds (10 s)
@@ -106,10 +101,6 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	var raw rawFlags
 	app.Flag("log.level", "Only log messages with the given severity or above. One of: [debug, info, warn, error]").Default("info").StringVar(&raw.logLevel)
 	app.Flag("log.format", "Output format of log messages. One of: [logfmt, json]").Default("logfmt").StringVar(&o.logFormat)
-	app.Flag("kube-proxy.healthz-address", "kube-proxy's health server host:port (default: its healthzBindAddress from /configz on --kube-proxy.metrics-address; when that binds every address, the node's own address kube-proxy uses, InternalIP before ExternalIP).").StringVar(&o.kubeProxyHealthz)
-	app.Flag("kube-proxy.metrics-address", "kube-proxy's metrics server host:port, asked for /proxyMode and /configz (left at its default, [::1]:10249 is asked for /configz too: kube-proxy's default when its bindAddress is IPv6).").Default(defaultKubeProxyMetrics).StringVar(&o.kubeProxyMetrics)
-	app.Flag("health-check.address", "Address to probe health check node ports of its IP family on (default: the node's address of each family that kube-proxy serves).").StringVar(&o.healthCheckAddress)
-	app.Flag("kube-proxy.nodeport-addresses", "kube-proxy's --nodeport-addresses, comma-separated CIDRs or primary, localhost, all (default: read from kube-proxy's /configz on --kube-proxy.metrics-address).").StringVar(&raw.nodePortAddresses)
 	app.Flag("dataplane", "What serves Services on this node: auto (a kube-proxy replacement only on positive evidence: no kube-proxy rule and a link it creates, cilium_host, bpfin.cali, ovn-k8s-mp0 or kube-dummy-if; otherwise kube-proxy, missing or not programmed when it has no rule), kube-proxy, or replacement (Cilium, Calico eBPF, OVN-Kubernetes, kube-router: API view and health check node ports decide).").Default("auto").StringVar(&raw.dataplane)
 	flagvalue.Duration(app, "externalip.evidence-window", "A kube-proxy drop rule counter that grew this recently is evidence of arrivals (iptables modes): an externalIP not assigned to this node is in rotation where the arrivals meter does not watch it, and, where the meter is off or blind, a blackhole whose counter grew is traffic_lost (held for --rotation.loss-hold if that is longer).", "10m", &o.externalIPWindow)
 	app.Flag("arrivals.enabled", "Observe the new external connection attempts that reach this node (a passive AF_PACKET socket with a kernel filter; needs CAP_NET_RAW, writes nothing on the node): a node is in rotation when they keep arriving past --rotation.grace, whatever the health check says. --no-arrivals.enabled leaves rotation to the declared model (localtraffic_arrivals_meter_state{state=\"disabled\"}).").Default("true").BoolVar(&o.arrivals)
@@ -118,8 +109,6 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	flagvalue.Duration(app, "rotation.loss-hold", "How long a blackhole stays traffic_lost (critical) after the last connection attempt lost there: longer than the pause between a rare client's attempts, so the page stays up for a client that tries at least every 10 minutes (docs/rotation.md).", scrape.DefaultLossHold.String(), &o.lossHold)
 	flagvalue.Duration(app, "arrivals.quiet-period", "A pause without new connection attempts at a destination that ends their run: attempts must keep arriving past --rotation.grace without such a pause to put a node in rotation.", scrape.DefaultQuiet.String(), &o.quiet)
 	app.Flag("state.file", "Node-local file that carries the arrival runs, the times destinations were first found dropped and kube-proxy seen over an exporter restart, so a paging node pages again at its first scrape (the DaemonSet mounts a hostPath directory for it); empty: none. A corrupt, unreadable or foreign file is reported (localtraffic_state_file_state) and replaced, never trusted.").Default(scrape.DefaultStateFile).StringVar(&o.stateFile)
-	flagvalue.Duration(app, "probe.timeout", "Longest time one probe may take; the scrape's own timeout may shorten it.", "5s", &o.probeTimeout)
-	flagvalue.Int(app, "probe.concurrency", "Health check probes in flight at once.", "8", &o.probeConcurrency)
 	flagvalue.Duration(app, "scrape.timeout-offset", "Subtracted from X-Prometheus-Scrape-Timeout-Seconds to leave time to answer.", "500ms", &o.scrapeTimeoutOff)
 	app.Flag("rules.mode", "Which kube-proxy rules to read: auto, iptables, nftables, none.").Default("auto").StringVar(&o.rulesMode)
 	flagvalue.Duration(app, "rules.cache-ttl", "The least time between two reads of kube-proxy's rules: the node model reads them when they change, at most this often.", "2s", &o.rulesCacheTTL)
@@ -128,6 +117,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		defaultShutdownGrace.String(), &o.shutdownGrace)
 
 	o.kube.RegisterFlags(app, getenv)
+	o.probe.RegisterFlags(app)
 	o.collectors.RegisterFlags(app)
 
 	_, err := app.Parse(args)
@@ -147,8 +137,8 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 // rawFlags are flag values that check parses into options (a flag whose value needs more than kingpin's types
 // gets a field here, is set with StringVar, and is parsed in check).
 type rawFlags struct {
-	logLevel, nodePortAddresses, dataplane string
-	internalCIDRs                          string
+	logLevel, dataplane string
+	internalCIDRs       string
 }
 
 // check validates what kingpin's types cannot, and parses the raw flag values into o.
@@ -167,11 +157,8 @@ func (o *options) check(raw rawFlags) error {
 	if err := o.kube.Validate(); err != nil {
 		return err
 	}
-	if o.probeTimeout <= 0 {
-		return fmt.Errorf("bad --probe.timeout %s: must be positive", o.probeTimeout)
-	}
-	if o.probeConcurrency < 1 {
-		return fmt.Errorf("bad --probe.concurrency %d: must be at least 1", o.probeConcurrency)
+	if err := o.probe.Validate(); err != nil {
+		return err
 	}
 	if o.maxRequests < 1 {
 		return fmt.Errorf("bad --web.max-requests %d: must be at least 1", o.maxRequests)
@@ -184,30 +171,6 @@ func (o *options) check(raw rawFlags) error {
 	}
 	if !strings.HasPrefix(o.telemetryPath, "/") {
 		return fmt.Errorf("bad --web.telemetry-path %q: must start with /", o.telemetryPath)
-	}
-	for _, hp := range []struct{ flag, v string }{
-		{"--kube-proxy.healthz-address", o.kubeProxyHealthz}, {"--kube-proxy.metrics-address", o.kubeProxyMetrics},
-	} {
-		if hp.v == "" {
-			continue
-		}
-		if _, _, err := net.SplitHostPort(hp.v); err != nil {
-			return fmt.Errorf("bad %s %q: want host:port", hp.flag, hp.v)
-		}
-	}
-	if raw.nodePortAddresses != "" {
-		o.nodePortAddresses = []string{}
-		for _, c := range strings.Split(raw.nodePortAddresses, ",") {
-			c = strings.TrimSpace(c)
-			switch c {
-			case "primary", "localhost", "all": // kube-proxy's keywords, expanded as it expands them
-			default:
-				if _, _, err := net.ParseCIDR(c); err != nil {
-					return fmt.Errorf("bad --kube-proxy.nodeport-addresses %q: want CIDRs, primary, localhost or all", raw.nodePortAddresses)
-				}
-			}
-			o.nodePortAddresses = append(o.nodePortAddresses, c)
-		}
 	}
 	switch raw.dataplane {
 	case "auto":
@@ -243,9 +206,6 @@ func (o *options) check(raw rawFlags) error {
 	if o.stateFile != "" && (strings.HasSuffix(o.stateFile, "/") || filepath.Base(o.stateFile) == ".") {
 		return fmt.Errorf("bad --state.file %q: want a file path (the directory must exist), or empty for none", o.stateFile)
 	}
-	if o.healthCheckAddress != "" && net.ParseIP(o.healthCheckAddress) == nil {
-		return fmt.Errorf("bad --health-check.address %q: want an IP address", o.healthCheckAddress)
-	}
 	if err := o.collectors.Validate(); err != nil {
 		return err
 	}
@@ -257,6 +217,3 @@ func versionText() string { return version.Print("localtraffic-exporter") }
 
 // oneLine joins a multi-line message (kingpin's errors are one line; this keeps the rule if one is not).
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
-
-// defaultKubeProxyMetrics is kube-proxy's default --metrics-bind-address when its bindAddress is IPv4.
-const defaultKubeProxyMetrics = "127.0.0.1:10249"

@@ -132,7 +132,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, route
 	}
 	if opts.telemetryPath != "/" {
 		mux.Handle("/", &landingPage{node: opts.kube.NodeName, metricsPath: opts.telemetryPath, states: states,
-			gatherTimeout: opts.probeTimeout + time.Second, now: time.Now})
+			gatherTimeout: opts.probe.ProbeTimeout + time.Second, now: time.Now})
 	}
 
 	// Scrapes run under scrapeCtx, not ctx: SIGTERM must not cut the scrapes in flight short, only the grace
@@ -220,7 +220,7 @@ func newRulesReader(opts options, logger *slog.Logger) kernelrules.Reader {
 	}
 	return kernelrules.NewReader(kernelrules.Options{
 		Mode:         kernelrules.Mode(opts.rulesMode),
-		ProxyModeURL: "http://" + opts.kubeProxyMetrics + "/proxyMode",
+		ProxyModeURL: opts.probe.ProxyModeURL(),
 		// The node model is the reader's only caller and spaces its reads itself (newModel): a cached
 		// snapshot would hide a change it was just told of.
 		CacheTTL: -1,
@@ -268,26 +268,17 @@ func newGathererWith(opts options, view exporterView, addrs host, ruleReader ker
 	client := nodeprobe.NewHTTPClient()
 	// Without the flag the gatherer finds kube-proxy's health server from its /configz.
 	var kpAddr func(kubeview.NodeState) (string, error)
-	if opts.kubeProxyHealthz != "" {
-		kpAddr = func(kubeview.NodeState) (string, error) { return opts.kubeProxyHealthz, nil }
+	if opts.probe.HealthzAddress != "" {
+		kpAddr = func(kubeview.NodeState) (string, error) { return opts.probe.HealthzAddress, nil }
 	}
 	return scrape.NewGatherer(scrape.GathererConfig{
 		View: view, Informers: view, RuleReader: ruleReader, Addrs: addrs, Links: addrs,
-		KubeProxyAddress: kpAddr, HealthCheckAddress: opts.healthCheckAddress,
-		NodePortAddresses: opts.nodePortAddresses, ConfigzURL: "http://" + opts.kubeProxyMetrics + "/configz",
-		ConfigzFallbackURL: configzFallback(opts.kubeProxyMetrics),
+		KubeProxyAddress: kpAddr, HealthCheckAddress: opts.probe.HealthCheckAddress,
+		NodePortAddresses: opts.probe.NodePortAddresses, ConfigzURL: opts.probe.ConfigzURL(),
+		ConfigzFallbackURL: opts.probe.ConfigzFallbackURL(),
 		ExternalIPWindow:   opts.externalIPWindow, Dataplane: opts.dataplane,
 		Meter: meter, Grace: opts.grace, Quiet: opts.quiet, LossHold: opts.lossHold, InternalCIDRs: opts.internalCIDRs,
-		Client: client, ProbeTimeout: opts.probeTimeout, Concurrency: opts.probeConcurrency,
+		Client: client, ProbeTimeout: opts.probe.ProbeTimeout, Concurrency: opts.probe.ProbeConcurrency,
 		Logger: logger, State: state,
 	})
-}
-
-// configzFallback is where else kube-proxy's /configz may be when --kube-proxy.metrics-address is left at its
-// default: kube-proxy defaults its metrics server to [::1]:10249 when its bindAddress is IPv6.
-func configzFallback(metrics string) string {
-	if metrics != defaultKubeProxyMetrics {
-		return ""
-	}
-	return "http://[::1]:10249/configz"
 }
