@@ -22,11 +22,13 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/internal/flagvalue"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 	"github.com/localtraffic/localtraffic-exporter/scrape"
 )
 
 // options are the command line, parsed and checked.
 type options struct {
+	rules            kernelrules.Config
 	probe            nodeprobe.Config
 	kube             kubeview.Config
 	listenAddresses  []string
@@ -46,9 +48,6 @@ type options struct {
 	scrapeTimeoutOff time.Duration
 	maxRequests      int
 	enablePprof      bool // --web.enable-pprof: Go's profiles under /debug/pprof/
-	rulesMode        string
-	rulesCacheTTL    time.Duration
-	countersInterval time.Duration
 	shutdownGrace    time.Duration
 	collectors       collector.Config // Selection zero (built in code): the default collectors
 	version          bool
@@ -110,14 +109,12 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	flagvalue.Duration(app, "arrivals.quiet-period", "A pause without new connection attempts at a destination that ends their run: attempts must keep arriving past --rotation.grace without such a pause to put a node in rotation.", scrape.DefaultQuiet.String(), &o.quiet)
 	app.Flag("state.file", "Node-local file that carries the arrival runs, the times destinations were first found dropped and kube-proxy seen over an exporter restart, so a paging node pages again at its first scrape (the DaemonSet mounts a hostPath directory for it); empty: none. A corrupt, unreadable or foreign file is reported (localtraffic_state_file_state) and replaced, never trusted.").Default(scrape.DefaultStateFile).StringVar(&o.stateFile)
 	flagvalue.Duration(app, "scrape.timeout-offset", "Subtracted from X-Prometheus-Scrape-Timeout-Seconds to leave time to answer.", "500ms", &o.scrapeTimeoutOff)
-	app.Flag("rules.mode", "Which kube-proxy rules to read: auto, iptables, nftables, none.").Default("auto").StringVar(&o.rulesMode)
-	flagvalue.Duration(app, "rules.cache-ttl", "The least time between two reads of kube-proxy's rules: the node model reads them when they change, at most this often.", "2s", &o.rulesCacheTTL)
-	flagvalue.Duration(app, "rules.counters-interval", "How often the node model reads kube-proxy's drop counters when no change of the rules comes.", "15s", &o.countersInterval)
 	flagvalue.Duration(app, "web.shutdown-grace-period", "On SIGTERM, how long in-flight scrapes may run on; keep it below the pod's terminationGracePeriodSeconds.",
 		defaultShutdownGrace.String(), &o.shutdownGrace)
 
 	o.kube.RegisterFlags(app, getenv)
 	o.probe.RegisterFlags(app)
+	o.rules.RegisterFlags(app)
 	o.collectors.RegisterFlags(app)
 
 	_, err := app.Parse(args)
@@ -149,10 +146,8 @@ func (o *options) check(raw rawFlags) error {
 	if !slices.Contains(promslog.FormatFlagOptions, o.logFormat) {
 		return fmt.Errorf("bad --log.format %q: want %s", o.logFormat, strings.Join(promslog.FormatFlagOptions, " or "))
 	}
-	switch o.rulesMode {
-	case "auto", "iptables", "nftables", "none":
-	default:
-		return fmt.Errorf("bad --rules.mode %q: want auto, iptables, nftables or none", o.rulesMode)
+	if err := o.rules.Validate(); err != nil {
+		return err
 	}
 	if err := o.kube.Validate(); err != nil {
 		return err
@@ -184,9 +179,6 @@ func (o *options) check(raw rawFlags) error {
 	}
 	if o.grace <= 0 {
 		return fmt.Errorf("bad --rotation.grace %s: must be positive", o.grace)
-	}
-	if o.countersInterval <= 0 {
-		return fmt.Errorf("bad --rules.counters-interval %s: must be positive", o.countersInterval)
 	}
 	if o.lossHold <= 0 {
 		return fmt.Errorf("bad --rotation.loss-hold %s: must be positive", o.lossHold)

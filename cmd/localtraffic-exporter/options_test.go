@@ -17,6 +17,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/collector"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
 
 // env returns a getenv over a fixed map: tests never read the real environment.
@@ -32,15 +33,13 @@ func TestParseOptionsDefaults(t *testing.T) {
 	want := options{
 		kube:             kubeview.Config{NodeName: "node-a", Announcers: true, CiliumNamespace: "kube-system"},
 		probe:            nodeprobe.Config{MetricsAddress: "127.0.0.1:10249", ProbeTimeout: 5 * time.Second, ProbeConcurrency: 8},
+		rules:            kernelrules.Config{Mode: "auto", MinInterval: 2 * time.Second, CountersInterval: 15 * time.Second},
 		listenAddresses:  []string{":9746"},
 		telemetryPath:    "/metrics",
 		logLevel:         slog.LevelInfo,
 		logFormat:        "logfmt",
 		scrapeTimeoutOff: 500 * time.Millisecond,
 		maxRequests:      10,
-		rulesMode:        "auto",
-		rulesCacheTTL:    2 * time.Second,
-		countersInterval: 15 * time.Second,
 		externalIPWindow: 10 * time.Minute,
 		arrivals:         true,
 		grace:            2 * time.Minute,
@@ -58,7 +57,7 @@ func TestParseOptionsDefaults(t *testing.T) {
 func checkOptions(t *testing.T, got, want options) {
 	t.Helper()
 	for _, room := range []struct{ got, want any }{
-		{got.kube, want.kube}, {got.probe, want.probe}, {got.collectors, want.collectors},
+		{got.kube, want.kube}, {got.probe, want.probe}, {got.rules, want.rules}, {got.collectors, want.collectors},
 	} {
 		g, w := reflect.ValueOf(room.got), reflect.ValueOf(room.want)
 		for i := range g.NumField() {
@@ -67,7 +66,7 @@ func checkOptions(t *testing.T, got, want options) {
 			}
 		}
 	}
-	want.kube, want.probe, want.collectors = got.kube, got.probe, got.collectors
+	want.kube, want.probe, want.rules, want.collectors = got.kube, got.probe, got.rules, got.collectors
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("\n got %+v\nwant %+v", got, want)
 	}
@@ -150,8 +149,8 @@ func TestParseOptionsGoodValues(t *testing.T) {
 		probe: nodeprobe.Config{HealthzAddress: "[fd00::1]:10256", MetricsAddress: "localhost:10249", HealthCheckAddress: "fd00::1",
 			NodePortAddresses: []string{"10.0.0.0/8", "fd00::/64", "primary"}, ProbeTimeout: 1500 * time.Millisecond, ProbeConcurrency: 1},
 		telemetryPath: "/m", logLevel: slog.LevelDebug, logFormat: "json",
-		scrapeTimeoutOff: 0, maxRequests: 1, rulesMode: "nftables", rulesCacheTTL: 0,
-		countersInterval: 3 * time.Second, externalIPWindow: 90 * time.Second, dataplane: "replacement",
+		rules:            kernelrules.Config{Mode: "nftables", MinInterval: 0, CountersInterval: 3 * time.Second},
+		scrapeTimeoutOff: 0, maxRequests: 1, externalIPWindow: 90 * time.Second, dataplane: "replacement",
 		shutdownGrace: 8 * time.Second, grace: 45 * time.Second, lossHold: 20 * time.Minute, quiet: 30 * time.Second,
 		stateFile: "/run/lt/state.json", enablePprof: true,
 		internalCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/56")},

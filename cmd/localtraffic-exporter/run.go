@@ -97,7 +97,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, route
 	gatherer := newGathererWith(opts, view, netlinkHost{}, newRulesReader(opts, logger), meter, logger,
 		scrape.OpenStateFile(scrape.StateFileConfig{Path: opts.stateFile, Node: opts.kube.NodeName, Horizon: max(opts.quiet, opts.lossHold), Logger: logger}))
 	// The node model keeps the verdicts current as the inputs change; scrapes render its latest State.
-	model := newModel(gatherer, view, opts.rulesCacheTTL, opts.countersInterval)
+	model := newModel(gatherer, view, opts.rules)
 	modelCtx, stopModel := context.WithCancel(context.WithoutCancel(ctx))
 	modelDone := make(chan struct{})
 	go func() {
@@ -213,13 +213,13 @@ type exporterView interface {
 	scrape.InformerSource
 }
 
-// newRulesReader returns the rule reader the options ask for; nil for --rules.mode=none.
+// newRulesReader returns the rule reader the options ask for; nil for --rules.mode=none or --dataplane=replacement.
 func newRulesReader(opts options, logger *slog.Logger) kernelrules.Reader {
-	if opts.rulesMode == "none" || opts.dataplane == scrape.DataplaneReplacement {
+	if !opts.rules.Read() || opts.dataplane == scrape.DataplaneReplacement {
 		return nil // no kube-proxy rules to read
 	}
 	return kernelrules.NewReader(kernelrules.Options{
-		Mode:         kernelrules.Mode(opts.rulesMode),
+		Mode:         kernelrules.Mode(opts.rules.Mode),
 		ProxyModeURL: opts.probe.ProxyModeURL(),
 		// The node model is the reader's only caller and spaces its reads itself (newModel): a cached
 		// snapshot would hide a change it was just told of.
@@ -254,9 +254,9 @@ func exporterFor(opts options, states collector.StateSource, logger *slog.Logger
 }
 
 // newModel is the node model over the gatherer's inputs, with the view's tracker: the view's events wake it.
-func newModel(g *scrape.Gatherer, view *kubeview.View, rulesInterval, countersInterval time.Duration) *scrape.Model {
-	m := scrape.NewModel(g, scrape.ModelConfig{Tracker: view.NewTracker(), Node: view.Node, RulesMinInterval: rulesInterval,
-		RulesEvery: countersInterval})
+func newModel(g *scrape.Gatherer, view *kubeview.View, rules kernelrules.Config) *scrape.Model {
+	m := scrape.NewModel(g, scrape.ModelConfig{Tracker: view.NewTracker(), Node: view.Node, RulesMinInterval: rules.MinInterval,
+		RulesEvery: rules.CountersInterval})
 	view.OnChange(m.Notify)
 	return m
 }
