@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/netip"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -22,12 +21,14 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/internal/flagvalue"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 	"github.com/localtraffic/localtraffic-exporter/scrape"
 )
 
 // options are the command line, parsed and checked.
 type options struct {
+	arrivals         arrivals.FlagConfig
 	rules            kernelrules.Config
 	probe            nodeprobe.Config
 	kube             kubeview.Config
@@ -38,11 +39,8 @@ type options struct {
 	logLevel         slog.Level
 	logFormat        string
 	externalIPWindow time.Duration
-	arrivals         bool                 // --arrivals.enabled: run the arrivals meter
-	internalCIDRs    []netip.Prefix       // --arrivals.internal-cidrs
 	grace            time.Duration        // --rotation.grace
 	lossHold         time.Duration        // --rotation.loss-hold
-	quiet            time.Duration        // --arrivals.quiet-period
 	stateFile        string               // --state.file; "": none
 	dataplane        scrape.DataplaneKind // "" (auto), DataplaneKubeProxy or DataplaneReplacement
 	scrapeTimeoutOff time.Duration
@@ -102,11 +100,8 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	app.Flag("log.format", "Output format of log messages. One of: [logfmt, json]").Default("logfmt").StringVar(&o.logFormat)
 	app.Flag("dataplane", "What serves Services on this node: auto (a kube-proxy replacement only on positive evidence: no kube-proxy rule and a link it creates, cilium_host, bpfin.cali, ovn-k8s-mp0 or kube-dummy-if; otherwise kube-proxy, missing or not programmed when it has no rule), kube-proxy, or replacement (Cilium, Calico eBPF, OVN-Kubernetes, kube-router: API view and health check node ports decide).").Default("auto").StringVar(&raw.dataplane)
 	flagvalue.Duration(app, "externalip.evidence-window", "A kube-proxy drop rule counter that grew this recently is evidence of arrivals (iptables modes): an externalIP not assigned to this node is in rotation where the arrivals meter does not watch it, and, where the meter is off or blind, a blackhole whose counter grew is traffic_lost (held for --rotation.loss-hold if that is longer).", "10m", &o.externalIPWindow)
-	app.Flag("arrivals.enabled", "Observe the new external connection attempts that reach this node (a passive AF_PACKET socket with a kernel filter; needs CAP_NET_RAW, writes nothing on the node): a node is in rotation when they keep arriving past --rotation.grace, whatever the health check says. --no-arrivals.enabled leaves rotation to the declared model (localtraffic_arrivals_meter_state{state=\"disabled\"}).").Default("true").BoolVar(&o.arrivals)
-	app.Flag("arrivals.internal-cidrs", "Comma-separated CIDRs whose connection attempts are never external arrivals, beside what kube-proxy's local detector (its /configz: detectLocalMode, clusterCIDR, detectLocal) calls pod traffic and the node's own addresses; while /configz is unread, this node's spec.podCIDRs stand in for the detector. Set it only where kube-proxy sends these sources to every endpoint some other way.").StringVar(&raw.internalCIDRs)
 	flagvalue.Duration(app, "rotation.grace", "How long new connection attempts must keep arriving at a destination this node drops before they put it in rotation: longer than a load balancer takes to deregister a node whose health check fails (AWS target groups 30s x 2, GCE 8s x 3; docs/rotation.md).", scrape.DefaultGrace.String(), &o.grace)
 	flagvalue.Duration(app, "rotation.loss-hold", "How long a blackhole stays traffic_lost (critical) after the last connection attempt lost there: longer than the pause between a rare client's attempts, so the page stays up for a client that tries at least every 10 minutes (docs/rotation.md).", scrape.DefaultLossHold.String(), &o.lossHold)
-	flagvalue.Duration(app, "arrivals.quiet-period", "A pause without new connection attempts at a destination that ends their run: attempts must keep arriving past --rotation.grace without such a pause to put a node in rotation.", scrape.DefaultQuiet.String(), &o.quiet)
 	app.Flag("state.file", "Node-local file that carries the arrival runs, the times destinations were first found dropped and kube-proxy seen over an exporter restart, so a paging node pages again at its first scrape (the DaemonSet mounts a hostPath directory for it); empty: none. A corrupt, unreadable or foreign file is reported (localtraffic_state_file_state) and replaced, never trusted.").Default(scrape.DefaultStateFile).StringVar(&o.stateFile)
 	flagvalue.Duration(app, "scrape.timeout-offset", "Subtracted from X-Prometheus-Scrape-Timeout-Seconds to leave time to answer.", "500ms", &o.scrapeTimeoutOff)
 	flagvalue.Duration(app, "web.shutdown-grace-period", "On SIGTERM, how long in-flight scrapes may run on; keep it below the pod's terminationGracePeriodSeconds.",
@@ -115,6 +110,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	o.kube.RegisterFlags(app, getenv)
 	o.probe.RegisterFlags(app)
 	o.rules.RegisterFlags(app)
+	o.arrivals.RegisterFlags(app)
 	o.collectors.RegisterFlags(app)
 
 	_, err := app.Parse(args)
@@ -135,7 +131,6 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 // gets a field here, is set with StringVar, and is parsed in check).
 type rawFlags struct {
 	logLevel, dataplane string
-	internalCIDRs       string
 }
 
 // check validates what kingpin's types cannot, and parses the raw flag values into o.
@@ -183,17 +178,8 @@ func (o *options) check(raw rawFlags) error {
 	if o.lossHold <= 0 {
 		return fmt.Errorf("bad --rotation.loss-hold %s: must be positive", o.lossHold)
 	}
-	if o.quiet <= 0 {
-		return fmt.Errorf("bad --arrivals.quiet-period %s: must be positive", o.quiet)
-	}
-	if raw.internalCIDRs != "" {
-		for _, c := range strings.Split(raw.internalCIDRs, ",") {
-			p, err := netip.ParsePrefix(strings.TrimSpace(c))
-			if err != nil {
-				return fmt.Errorf("bad --arrivals.internal-cidrs %q: want comma-separated CIDRs", raw.internalCIDRs)
-			}
-			o.internalCIDRs = append(o.internalCIDRs, p)
-		}
+	if err := o.arrivals.Validate(); err != nil {
+		return err
 	}
 	if o.stateFile != "" && (strings.HasSuffix(o.stateFile, "/") || filepath.Base(o.stateFile) == ".") {
 		return fmt.Errorf("bad --state.file %q: want a file path (the directory must exist), or empty for none", o.stateFile)

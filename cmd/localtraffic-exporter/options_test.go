@@ -17,6 +17,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/collector"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
 
@@ -34,6 +35,7 @@ func TestParseOptionsDefaults(t *testing.T) {
 		kube:             kubeview.Config{NodeName: "node-a", Announcers: true, CiliumNamespace: "kube-system"},
 		probe:            nodeprobe.Config{MetricsAddress: "127.0.0.1:10249", ProbeTimeout: 5 * time.Second, ProbeConcurrency: 8},
 		rules:            kernelrules.Config{Mode: "auto", MinInterval: 2 * time.Second, CountersInterval: 15 * time.Second},
+		arrivals:         arrivals.FlagConfig{Enabled: true, QuietPeriod: 2 * time.Minute},
 		listenAddresses:  []string{":9746"},
 		telemetryPath:    "/metrics",
 		logLevel:         slog.LevelInfo,
@@ -41,10 +43,8 @@ func TestParseOptionsDefaults(t *testing.T) {
 		scrapeTimeoutOff: 500 * time.Millisecond,
 		maxRequests:      10,
 		externalIPWindow: 10 * time.Minute,
-		arrivals:         true,
 		grace:            2 * time.Minute,
 		lossHold:         15 * time.Minute,
-		quiet:            2 * time.Minute,
 		stateFile:        "/var/lib/localtraffic-exporter/state.json",
 		shutdownGrace:    5 * time.Second,
 		collectors:       collector.Config{Selection: collector.DefaultSelection()},
@@ -57,7 +57,7 @@ func TestParseOptionsDefaults(t *testing.T) {
 func checkOptions(t *testing.T, got, want options) {
 	t.Helper()
 	for _, room := range []struct{ got, want any }{
-		{got.kube, want.kube}, {got.probe, want.probe}, {got.rules, want.rules}, {got.collectors, want.collectors},
+		{got.kube, want.kube}, {got.probe, want.probe}, {got.rules, want.rules}, {got.arrivals, want.arrivals}, {got.collectors, want.collectors},
 	} {
 		g, w := reflect.ValueOf(room.got), reflect.ValueOf(room.want)
 		for i := range g.NumField() {
@@ -66,7 +66,7 @@ func checkOptions(t *testing.T, got, want options) {
 			}
 		}
 	}
-	want.kube, want.probe, want.rules, want.collectors = got.kube, got.probe, got.rules, got.collectors
+	want.kube, want.probe, want.rules, want.arrivals, want.collectors = got.kube, got.probe, got.rules, got.arrivals, got.collectors
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("\n got %+v\nwant %+v", got, want)
 	}
@@ -151,9 +151,10 @@ func TestParseOptionsGoodValues(t *testing.T) {
 		telemetryPath: "/m", logLevel: slog.LevelDebug, logFormat: "json",
 		rules:            kernelrules.Config{Mode: "nftables", MinInterval: 0, CountersInterval: 3 * time.Second},
 		scrapeTimeoutOff: 0, maxRequests: 1, externalIPWindow: 90 * time.Second, dataplane: "replacement",
-		shutdownGrace: 8 * time.Second, grace: 45 * time.Second, lossHold: 20 * time.Minute, quiet: 30 * time.Second,
+		shutdownGrace: 8 * time.Second, grace: 45 * time.Second, lossHold: 20 * time.Minute,
 		stateFile: "/run/lt/state.json", enablePprof: true,
-		internalCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/56")},
+		arrivals: arrivals.FlagConfig{QuietPeriod: 30 * time.Second,
+			InternalCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/56")}},
 		collectors: collector.Config{Selection: collector.Selection{RulesPerPort: true, Enabled: map[string]bool{"services": true,
 			"service_details": true, "kube_proxy": true, "node": true, "informers": true, "rules": true, "dataplane": false,
 			"arrivals": true, "service_arrivals": false, "state_file": true, "announcers": true}}},

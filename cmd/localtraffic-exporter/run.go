@@ -87,15 +87,15 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, route
 
 	// The arrivals meter counts from now on, in the host's network namespace (hostNetwork), until run returns.
 	var meter scrape.ArrivalsMeter
-	if opts.arrivals {
-		m := arrivals.New(arrivals.Config{Logger: logger, QuietPeriod: opts.quiet})
+	if opts.arrivals.Enabled {
+		m := arrivals.New(opts.arrivals.Meter(logger))
 		defer m.Close()
 		meter = m
 	}
 	// The state file is read once, here: what the last process carried over is restored before the model's
 	// first evaluation, and the model writes the last state on the way out (below).
 	gatherer := newGathererWith(opts, view, netlinkHost{}, newRulesReader(opts, logger), meter, logger,
-		scrape.OpenStateFile(scrape.StateFileConfig{Path: opts.stateFile, Node: opts.kube.NodeName, Horizon: max(opts.quiet, opts.lossHold), Logger: logger}))
+		scrape.OpenStateFile(scrape.StateFileConfig{Path: opts.stateFile, Node: opts.kube.NodeName, Horizon: max(opts.arrivals.QuietPeriod, opts.lossHold), Logger: logger}))
 	// The node model keeps the verdicts current as the inputs change; scrapes render its latest State.
 	model := newModel(gatherer, view, opts.rules)
 	modelCtx, stopModel := context.WithCancel(context.WithoutCancel(ctx))
@@ -277,7 +277,7 @@ func newGathererWith(opts options, view exporterView, addrs host, ruleReader ker
 		NodePortAddresses: opts.probe.NodePortAddresses, ConfigzURL: opts.probe.ConfigzURL(),
 		ConfigzFallbackURL: opts.probe.ConfigzFallbackURL(),
 		ExternalIPWindow:   opts.externalIPWindow, Dataplane: opts.dataplane,
-		Meter: meter, Grace: opts.grace, Quiet: opts.quiet, LossHold: opts.lossHold, InternalCIDRs: opts.internalCIDRs,
+		Meter: meter, Grace: opts.grace, Quiet: opts.arrivals.QuietPeriod, LossHold: opts.lossHold, InternalCIDRs: opts.arrivals.InternalCIDRs,
 		Client: client, ProbeTimeout: opts.probe.ProbeTimeout, Concurrency: opts.probe.ProbeConcurrency,
 		Logger: logger, State: state,
 	})
