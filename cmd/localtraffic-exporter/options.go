@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -28,6 +27,7 @@ import (
 
 // options are the command line, parsed and checked.
 type options struct {
+	scrape           scrape.Config
 	arrivals         arrivals.FlagConfig
 	rules            kernelrules.Config
 	probe            nodeprobe.Config
@@ -38,11 +38,6 @@ type options struct {
 	telemetryPath    string
 	logLevel         slog.Level
 	logFormat        string
-	externalIPWindow time.Duration
-	grace            time.Duration        // --rotation.grace
-	lossHold         time.Duration        // --rotation.loss-hold
-	stateFile        string               // --state.file; "": none
-	dataplane        scrape.DataplaneKind // "" (auto), DataplaneKubeProxy or DataplaneReplacement
 	scrapeTimeoutOff time.Duration
 	maxRequests      int
 	enablePprof      bool // --web.enable-pprof: Go's profiles under /debug/pprof/
@@ -98,11 +93,6 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	var raw rawFlags
 	app.Flag("log.level", "Only log messages with the given severity or above. One of: [debug, info, warn, error]").Default("info").StringVar(&raw.logLevel)
 	app.Flag("log.format", "Output format of log messages. One of: [logfmt, json]").Default("logfmt").StringVar(&o.logFormat)
-	app.Flag("dataplane", "What serves Services on this node: auto (a kube-proxy replacement only on positive evidence: no kube-proxy rule and a link it creates, cilium_host, bpfin.cali, ovn-k8s-mp0 or kube-dummy-if; otherwise kube-proxy, missing or not programmed when it has no rule), kube-proxy, or replacement (Cilium, Calico eBPF, OVN-Kubernetes, kube-router: API view and health check node ports decide).").Default("auto").StringVar(&raw.dataplane)
-	flagvalue.Duration(app, "externalip.evidence-window", "A kube-proxy drop rule counter that grew this recently is evidence of arrivals (iptables modes): an externalIP not assigned to this node is in rotation where the arrivals meter does not watch it, and, where the meter is off or blind, a blackhole whose counter grew is traffic_lost (held for --rotation.loss-hold if that is longer).", "10m", &o.externalIPWindow)
-	flagvalue.Duration(app, "rotation.grace", "How long new connection attempts must keep arriving at a destination this node drops before they put it in rotation: longer than a load balancer takes to deregister a node whose health check fails (AWS target groups 30s x 2, GCE 8s x 3; docs/rotation.md).", scrape.DefaultGrace.String(), &o.grace)
-	flagvalue.Duration(app, "rotation.loss-hold", "How long a blackhole stays traffic_lost (critical) after the last connection attempt lost there: longer than the pause between a rare client's attempts, so the page stays up for a client that tries at least every 10 minutes (docs/rotation.md).", scrape.DefaultLossHold.String(), &o.lossHold)
-	app.Flag("state.file", "Node-local file that carries the arrival runs, the times destinations were first found dropped and kube-proxy seen over an exporter restart, so a paging node pages again at its first scrape (the DaemonSet mounts a hostPath directory for it); empty: none. A corrupt, unreadable or foreign file is reported (localtraffic_state_file_state) and replaced, never trusted.").Default(scrape.DefaultStateFile).StringVar(&o.stateFile)
 	flagvalue.Duration(app, "scrape.timeout-offset", "Subtracted from X-Prometheus-Scrape-Timeout-Seconds to leave time to answer.", "500ms", &o.scrapeTimeoutOff)
 	flagvalue.Duration(app, "web.shutdown-grace-period", "On SIGTERM, how long in-flight scrapes may run on; keep it below the pod's terminationGracePeriodSeconds.",
 		defaultShutdownGrace.String(), &o.shutdownGrace)
@@ -111,6 +101,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	o.probe.RegisterFlags(app)
 	o.rules.RegisterFlags(app)
 	o.arrivals.RegisterFlags(app)
+	o.scrape.RegisterFlags(app)
 	o.collectors.RegisterFlags(app)
 
 	_, err := app.Parse(args)
@@ -130,7 +121,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 // rawFlags are flag values that check parses into options (a flag whose value needs more than kingpin's types
 // gets a field here, is set with StringVar, and is parsed in check).
 type rawFlags struct {
-	logLevel, dataplane string
+	logLevel string
 }
 
 // check validates what kingpin's types cannot, and parses the raw flag values into o.
@@ -162,27 +153,11 @@ func (o *options) check(raw rawFlags) error {
 	if !strings.HasPrefix(o.telemetryPath, "/") {
 		return fmt.Errorf("bad --web.telemetry-path %q: must start with /", o.telemetryPath)
 	}
-	switch raw.dataplane {
-	case "auto":
-	case string(scrape.DataplaneKubeProxy), string(scrape.DataplaneReplacement):
-		o.dataplane = scrape.DataplaneKind(raw.dataplane)
-	default:
-		return fmt.Errorf("bad --dataplane %q: want auto, kube-proxy or replacement", raw.dataplane)
-	}
-	if o.externalIPWindow <= 0 {
-		return fmt.Errorf("bad --externalip.evidence-window %s: must be positive", o.externalIPWindow)
-	}
-	if o.grace <= 0 {
-		return fmt.Errorf("bad --rotation.grace %s: must be positive", o.grace)
-	}
-	if o.lossHold <= 0 {
-		return fmt.Errorf("bad --rotation.loss-hold %s: must be positive", o.lossHold)
+	if err := o.scrape.Validate(); err != nil {
+		return err
 	}
 	if err := o.arrivals.Validate(); err != nil {
 		return err
-	}
-	if o.stateFile != "" && (strings.HasSuffix(o.stateFile, "/") || filepath.Base(o.stateFile) == ".") {
-		return fmt.Errorf("bad --state.file %q: want a file path (the directory must exist), or empty for none", o.stateFile)
 	}
 	if err := o.collectors.Validate(); err != nil {
 		return err

@@ -95,7 +95,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, route
 	// The state file is read once, here: what the last process carried over is restored before the model's
 	// first evaluation, and the model writes the last state on the way out (below).
 	gatherer := newGathererWith(opts, view, netlinkHost{}, newRulesReader(opts, logger), meter, logger,
-		scrape.OpenStateFile(scrape.StateFileConfig{Path: opts.stateFile, Node: opts.kube.NodeName, Horizon: max(opts.arrivals.QuietPeriod, opts.lossHold), Logger: logger}))
+		scrape.OpenStateFile(scrape.StateFileConfig{Path: opts.scrape.StateFile, Node: opts.kube.NodeName, Horizon: max(opts.arrivals.QuietPeriod, opts.scrape.LossHold), Logger: logger}))
 	// The node model keeps the verdicts current as the inputs change; scrapes render its latest State.
 	model := newModel(gatherer, view, opts.rules)
 	modelCtx, stopModel := context.WithCancel(context.WithoutCancel(ctx))
@@ -215,7 +215,7 @@ type exporterView interface {
 
 // newRulesReader returns the rule reader the options ask for; nil for --rules.mode=none or --dataplane=replacement.
 func newRulesReader(opts options, logger *slog.Logger) kernelrules.Reader {
-	if !opts.rules.Read() || opts.dataplane == scrape.DataplaneReplacement {
+	if !opts.rules.Read() || opts.scrape.Dataplane == scrape.DataplaneReplacement {
 		return nil // no kube-proxy rules to read
 	}
 	return kernelrules.NewReader(kernelrules.Options{
@@ -276,8 +276,8 @@ func newGathererWith(opts options, view exporterView, addrs host, ruleReader ker
 		KubeProxyAddress: kpAddr, HealthCheckAddress: opts.probe.HealthCheckAddress,
 		NodePortAddresses: opts.probe.NodePortAddresses, ConfigzURL: opts.probe.ConfigzURL(),
 		ConfigzFallbackURL: opts.probe.ConfigzFallbackURL(),
-		ExternalIPWindow:   opts.externalIPWindow, Dataplane: opts.dataplane,
-		Meter: meter, Grace: opts.grace, Quiet: opts.arrivals.QuietPeriod, LossHold: opts.lossHold, InternalCIDRs: opts.arrivals.InternalCIDRs,
+		ExternalIPWindow:   opts.scrape.ExternalIPWindow, Dataplane: opts.scrape.Dataplane,
+		Meter: meter, Grace: opts.scrape.Grace, Quiet: opts.arrivals.QuietPeriod, LossHold: opts.scrape.LossHold, InternalCIDRs: opts.arrivals.InternalCIDRs,
 		Client: client, ProbeTimeout: opts.probe.ProbeTimeout, Concurrency: opts.probe.ProbeConcurrency,
 		Logger: logger, State: state,
 	})
