@@ -93,7 +93,8 @@ func (d *deadlineCollector) Update(st *scrape.State, _ *collector.Sink) error {
 
 func newTestHandler(c *deadlineCollector, maxRequests int) *metricsHandler {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	opts := options{kube: kubeview.Config{NodeName: "node-a"}, probe: nodeprobe.Config{ProbeTimeout: 5 * time.Second}, scrapeTimeoutOff: 500 * time.Millisecond, maxRequests: maxRequests}
+	opts := options{kube: kubeview.Config{NodeName: "node-a"}, probe: nodeprobe.Config{ProbeTimeout: 5 * time.Second},
+		scrapeTimeoutOff: 500 * time.Millisecond, maxRequests: maxRequests}
 	return newMetricsHandler(collector.NewExporter(logger, c, c), opts, logger)
 }
 

@@ -25,25 +25,27 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/scrape"
 )
 
-// options are the command line, parsed and checked.
+// options are the command line, parsed and checked: main's own flags (the HTTP server, logging) and each
+// room's Config, which registers and validates its own flags beside the code they configure.
 type options struct {
-	scrape           scrape.Config
-	arrivals         arrivals.FlagConfig
-	rules            kernelrules.Config
-	probe            nodeprobe.Config
-	kube             kubeview.Config
 	listenAddresses  []string
 	systemdSocket    bool
 	webConfigFile    string
 	telemetryPath    string
-	logLevel         slog.Level
-	logFormat        string
-	scrapeTimeoutOff time.Duration
 	maxRequests      int
 	enablePprof      bool // --web.enable-pprof: Go's profiles under /debug/pprof/
+	scrapeTimeoutOff time.Duration
 	shutdownGrace    time.Duration
-	collectors       collector.Config // Selection zero (built in code): the default collectors
+	logLevel         slog.Level
+	logFormat        string
 	version          bool
+
+	kube       kubeview.Config
+	probe      nodeprobe.Config
+	rules      kernelrules.Config
+	arrivals   arrivals.FlagConfig
+	scrape     scrape.Config
+	collectors collector.Config // Selection zero (built in code): the default collectors
 }
 
 // defaultShutdownGrace leaves in-flight scrapes most of the DaemonSet's terminationGracePeriodSeconds (10 s)
@@ -90,13 +92,14 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default(endpoint.DefaultPath).StringVar(&o.telemetryPath)
 	flagvalue.Int(app, "web.max-requests", "Scrapes served at once; more get 503.", "10", &o.maxRequests)
 	app.Flag("web.enable-pprof", "Serve Go's runtime profiles (net/http/pprof) under /debug/pprof/ beside the metrics, to whoever may scrape them.").Default("false").BoolVar(&o.enablePprof)
-	var raw rawFlags
-	app.Flag("log.level", "Only log messages with the given severity or above. One of: [debug, info, warn, error]").Default("info").StringVar(&raw.logLevel)
+	var logLevel string
+	app.Flag("log.level", "Only log messages with the given severity or above. One of: [debug, info, warn, error]").Default("info").StringVar(&logLevel)
 	app.Flag("log.format", "Output format of log messages. One of: [logfmt, json]").Default("logfmt").StringVar(&o.logFormat)
 	flagvalue.Duration(app, "scrape.timeout-offset", "Subtracted from X-Prometheus-Scrape-Timeout-Seconds to leave time to answer.", "500ms", &o.scrapeTimeoutOff)
 	flagvalue.Duration(app, "web.shutdown-grace-period", "On SIGTERM, how long in-flight scrapes may run on; keep it below the pod's terminationGracePeriodSeconds.",
 		defaultShutdownGrace.String(), &o.shutdownGrace)
 
+	// Each room registers its own flags.
 	o.kube.RegisterFlags(app, getenv)
 	o.probe.RegisterFlags(app)
 	o.rules.RegisterFlags(app)
@@ -115,31 +118,16 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		return o, fmt.Errorf("bad command line: %s", oneLine(err.Error()))
 	}
 	o.listenAddresses, o.systemdSocket, o.webConfigFile = *web.WebListenAddresses, *web.WebSystemdSocket, *web.WebConfigFile
-	return o, o.check(raw)
+	return o, o.check(logLevel)
 }
 
-// rawFlags are flag values that check parses into options (a flag whose value needs more than kingpin's types
-// gets a field here, is set with StringVar, and is parsed in check).
-type rawFlags struct {
-	logLevel string
-}
-
-// check validates what kingpin's types cannot, and parses the raw flag values into o.
-func (o *options) check(raw rawFlags) error {
-	if err := o.logLevel.UnmarshalText([]byte(raw.logLevel)); err != nil {
-		return fmt.Errorf("bad --log.level %q: want debug, info, warn or error", raw.logLevel)
+// check validates main's own flags, parsing --log.level into o, then has each room validate its own.
+func (o *options) check(logLevel string) error {
+	if err := o.logLevel.UnmarshalText([]byte(logLevel)); err != nil {
+		return fmt.Errorf("bad --log.level %q: want debug, info, warn or error", logLevel)
 	}
 	if !slices.Contains(promslog.FormatFlagOptions, o.logFormat) {
 		return fmt.Errorf("bad --log.format %q: want %s", o.logFormat, strings.Join(promslog.FormatFlagOptions, " or "))
-	}
-	if err := o.rules.Validate(); err != nil {
-		return err
-	}
-	if err := o.kube.Validate(); err != nil {
-		return err
-	}
-	if err := o.probe.Validate(); err != nil {
-		return err
 	}
 	if o.maxRequests < 1 {
 		return fmt.Errorf("bad --web.max-requests %d: must be at least 1", o.maxRequests)
@@ -153,14 +141,11 @@ func (o *options) check(raw rawFlags) error {
 	if !strings.HasPrefix(o.telemetryPath, "/") {
 		return fmt.Errorf("bad --web.telemetry-path %q: must start with /", o.telemetryPath)
 	}
-	if err := o.scrape.Validate(); err != nil {
-		return err
-	}
-	if err := o.arrivals.Validate(); err != nil {
-		return err
-	}
-	if err := o.collectors.Validate(); err != nil {
-		return err
+	// A room's errors already name the flag, in the one line main prints.
+	for _, room := range []interface{ Validate() error }{&o.kube, &o.probe, &o.rules, &o.arrivals, &o.scrape, &o.collectors} {
+		if err := room.Validate(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

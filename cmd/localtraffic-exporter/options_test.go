@@ -33,20 +33,20 @@ func TestParseOptionsDefaults(t *testing.T) {
 		t.Fatalf("parseOptions with NODE_NAME set: %v", err)
 	}
 	want := options{
-		kube:     kubeview.Config{NodeName: "node-a", Announcers: true, CiliumNamespace: "kube-system"},
-		probe:    nodeprobe.Config{MetricsAddress: "127.0.0.1:10249", ProbeTimeout: 5 * time.Second, ProbeConcurrency: 8},
-		rules:    kernelrules.Config{Mode: "auto", MinInterval: 2 * time.Second, CountersInterval: 15 * time.Second},
-		arrivals: arrivals.FlagConfig{Enabled: true, QuietPeriod: 2 * time.Minute},
-		scrape: scrape.Config{ExternalIPWindow: 10 * time.Minute, Grace: 2 * time.Minute, LossHold: 15 * time.Minute,
-			StateFile: "/var/lib/localtraffic-exporter/state.json"},
 		listenAddresses:  []string{":9746"},
 		telemetryPath:    "/metrics",
+		maxRequests:      10,
+		scrapeTimeoutOff: 500 * time.Millisecond,
+		shutdownGrace:    5 * time.Second,
 		logLevel:         slog.LevelInfo,
 		logFormat:        "logfmt",
-		scrapeTimeoutOff: 500 * time.Millisecond,
-		maxRequests:      10,
-		shutdownGrace:    5 * time.Second,
-		collectors:       collector.Config{Selection: collector.DefaultSelection()},
+		kube:             kubeview.Config{NodeName: "node-a", Announcers: true, CiliumNamespace: "kube-system"},
+		probe:            nodeprobe.Config{MetricsAddress: "127.0.0.1:10249", ProbeTimeout: 5 * time.Second, ProbeConcurrency: 8},
+		rules:            kernelrules.Config{Mode: "auto", MinInterval: 2 * time.Second, CountersInterval: 15 * time.Second},
+		arrivals:         arrivals.FlagConfig{Enabled: true, QuietPeriod: 2 * time.Minute},
+		scrape: scrape.Config{ExternalIPWindow: 10 * time.Minute, Grace: 2 * time.Minute, LossHold: 15 * time.Minute,
+			StateFile: "/var/lib/localtraffic-exporter/state.json"},
+		collectors: collector.Config{Selection: collector.DefaultSelection()},
 	}
 	checkOptions(t, o, want)
 }
@@ -56,7 +56,8 @@ func TestParseOptionsDefaults(t *testing.T) {
 func checkOptions(t *testing.T, got, want options) {
 	t.Helper()
 	for _, room := range []struct{ got, want any }{
-		{got.kube, want.kube}, {got.probe, want.probe}, {got.rules, want.rules}, {got.arrivals, want.arrivals}, {got.scrape, want.scrape}, {got.collectors, want.collectors},
+		{got.kube, want.kube}, {got.probe, want.probe}, {got.rules, want.rules}, {got.arrivals, want.arrivals},
+		{got.scrape, want.scrape}, {got.collectors, want.collectors},
 	} {
 		g, w := reflect.ValueOf(room.got), reflect.ValueOf(room.want)
 		for i := range g.NumField() {
@@ -65,7 +66,8 @@ func checkOptions(t *testing.T, got, want options) {
 			}
 		}
 	}
-	want.kube, want.probe, want.rules, want.arrivals, want.scrape, want.collectors = got.kube, got.probe, got.rules, got.arrivals, got.scrape, got.collectors
+	want.kube, want.probe, want.rules, want.arrivals, want.scrape, want.collectors =
+		got.kube, got.probe, got.rules, got.arrivals, got.scrape, got.collectors
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("\n got %+v\nwant %+v", got, want)
 	}
@@ -143,18 +145,16 @@ func TestParseOptionsGoodValues(t *testing.T) {
 		t.Fatalf("parseOptions: %v", err)
 	}
 	want := options{
-		kube:            kubeview.Config{Kubeconfig: kubeconfig, NodeName: "n", CiliumNamespace: "cilium"},
-		listenAddresses: []string{":9746"}, webConfigFile: "/etc/web.yml",
+		listenAddresses: []string{":9746"}, webConfigFile: "/etc/web.yml", telemetryPath: "/m", maxRequests: 1,
+		enablePprof: true, scrapeTimeoutOff: 0, shutdownGrace: 8 * time.Second, logLevel: slog.LevelDebug, logFormat: "json",
+		kube: kubeview.Config{Kubeconfig: kubeconfig, NodeName: "n", CiliumNamespace: "cilium"},
 		probe: nodeprobe.Config{HealthzAddress: "[fd00::1]:10256", MetricsAddress: "localhost:10249", HealthCheckAddress: "fd00::1",
 			NodePortAddresses: []string{"10.0.0.0/8", "fd00::/64", "primary"}, ProbeTimeout: 1500 * time.Millisecond, ProbeConcurrency: 1},
-		telemetryPath: "/m", logLevel: slog.LevelDebug, logFormat: "json",
-		rules:            kernelrules.Config{Mode: "nftables", MinInterval: 0, CountersInterval: 3 * time.Second},
-		scrapeTimeoutOff: 0, maxRequests: 1,
-		shutdownGrace: 8 * time.Second, enablePprof: true,
-		scrape: scrape.Config{Dataplane: scrape.DataplaneReplacement, ExternalIPWindow: 90 * time.Second, Grace: 45 * time.Second,
-			LossHold: 20 * time.Minute, StateFile: "/run/lt/state.json"},
+		rules: kernelrules.Config{Mode: "nftables", MinInterval: 0, CountersInterval: 3 * time.Second},
 		arrivals: arrivals.FlagConfig{QuietPeriod: 30 * time.Second,
 			InternalCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/56")}},
+		scrape: scrape.Config{Dataplane: scrape.DataplaneReplacement, ExternalIPWindow: 90 * time.Second, Grace: 45 * time.Second,
+			LossHold: 20 * time.Minute, StateFile: "/run/lt/state.json"},
 		collectors: collector.Config{Selection: collector.Selection{RulesPerPort: true, Enabled: map[string]bool{"services": true,
 			"service_details": true, "kube_proxy": true, "node": true, "informers": true, "rules": true, "dataplane": false,
 			"arrivals": true, "service_arrivals": false, "state_file": true, "announcers": true}}},

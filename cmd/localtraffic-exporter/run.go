@@ -94,8 +94,9 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, route
 	}
 	// The state file is read once, here: what the last process carried over is restored before the model's
 	// first evaluation, and the model writes the last state on the way out (below).
-	gatherer := newGathererWith(opts, view, netlinkHost{}, newRulesReader(opts, logger), meter, logger,
-		scrape.OpenStateFile(scrape.StateFileConfig{Path: opts.scrape.StateFile, Node: opts.kube.NodeName, Horizon: max(opts.arrivals.QuietPeriod, opts.scrape.LossHold), Logger: logger}))
+	state := scrape.OpenStateFile(scrape.StateFileConfig{Path: opts.scrape.StateFile, Node: opts.kube.NodeName,
+		Horizon: max(opts.arrivals.QuietPeriod, opts.scrape.LossHold), Logger: logger})
+	gatherer := newGathererWith(opts, view, netlinkHost{}, newRulesReader(opts, logger), meter, logger, state)
 	// The node model keeps the verdicts current as the inputs change; scrapes render its latest State.
 	model := newModel(gatherer, view, opts.rules)
 	modelCtx, stopModel := context.WithCancel(context.WithoutCancel(ctx))
@@ -277,7 +278,8 @@ func newGathererWith(opts options, view exporterView, addrs host, ruleReader ker
 		NodePortAddresses: opts.probe.NodePortAddresses, ConfigzURL: opts.probe.ConfigzURL(),
 		ConfigzFallbackURL: opts.probe.ConfigzFallbackURL(),
 		ExternalIPWindow:   opts.scrape.ExternalIPWindow, Dataplane: opts.scrape.Dataplane,
-		Meter: meter, Grace: opts.scrape.Grace, Quiet: opts.arrivals.QuietPeriod, LossHold: opts.scrape.LossHold, InternalCIDRs: opts.arrivals.InternalCIDRs,
+		Grace: opts.scrape.Grace, LossHold: opts.scrape.LossHold,
+		Meter: meter, Quiet: opts.arrivals.QuietPeriod, InternalCIDRs: opts.arrivals.InternalCIDRs,
 		Client: client, ProbeTimeout: opts.probe.ProbeTimeout, Concurrency: opts.probe.ProbeConcurrency,
 		Logger: logger, State: state,
 	})
