@@ -31,7 +31,7 @@ const (
 	// twice the longest leaves room for the probe timeout and the load balancer's propagation.
 	DefaultGrace = 2 * time.Minute
 	// DefaultQuiet is the pause that ends a run of arrivals: the meter's default QuietPeriod.
-	DefaultQuiet = 2 * time.Minute
+	DefaultQuiet = arrivals.DefaultQuietPeriod
 )
 
 // KindHealthCheck is the arrivals' kind of a health check node port's probes: arrivals_total counts them beside

@@ -322,7 +322,7 @@ func TestScrapesBoundedAgainstHostilePeers(t *testing.T) {
 	// What the limits allow at most: every scrape with --probe.concurrency probes in flight (plus kube-proxy's
 	// two), each holding at most the response header cap and the body cap, twice over for the copies a read makes.
 	perProbe := uint64(2 * (nodeprobe.MaxBodyBytes + nodeprobe.MaxBodyBytes))
-	bound := uint64(scrapes) * uint64(opts.probeConcurrency+2) * perProbe
+	bound := uint64(scrapes) * uint64(opts.probe.ProbeConcurrency+2) * perProbe
 	var after []memSample
 	for r := range rounds {
 		peak, failures := round()

@@ -34,7 +34,7 @@ type metricsHandler struct {
 
 func newMetricsHandler(exp *collector.Exporter, opts options, logger *slog.Logger) *metricsHandler {
 	self := prometheus.NewRegistry()
-	prometheus.WrapRegistererWith(prometheus.Labels{"node": opts.nodeName}, self).MustRegister(
+	prometheus.WrapRegistererWith(prometheus.Labels{"node": opts.kube.NodeName}, self).MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		versioncollector.NewCollector(collector.Namespace),
@@ -42,9 +42,9 @@ func newMetricsHandler(exp *collector.Exporter, opts options, logger *slog.Logge
 	return &metricsHandler{
 		// The node's name is built into the exporter's descriptors once, not wrapped onto every series of
 		// every scrape (which allocates a descriptor per series).
-		exporter: exp.WithNode(opts.nodeName), self: self,
+		exporter: exp.WithNode(opts.kube.NodeName), self: self,
 		// Without the header (a curl), allow a few probes' worth of time.
-		maxWait:  2 * opts.probeTimeout,
+		maxWait:  2 * opts.probe.ProbeTimeout,
 		gzip:     &sync.Pool{New: func() any { return gzip.NewWriter(nil) }},
 		offset:   opts.scrapeTimeoutOff,
 		inFlight: make(chan struct{}, opts.maxRequests),

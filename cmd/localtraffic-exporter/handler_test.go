@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/localtraffic/localtraffic-exporter/collector"
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/scrape"
 )
 
@@ -91,7 +93,8 @@ func (d *deadlineCollector) Update(st *scrape.State, _ *collector.Sink) error {
 
 func newTestHandler(c *deadlineCollector, maxRequests int) *metricsHandler {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	opts := options{nodeName: "node-a", probeTimeout: 5 * time.Second, scrapeTimeoutOff: 500 * time.Millisecond, maxRequests: maxRequests}
+	opts := options{kube: kubeview.Config{NodeName: "node-a"}, probe: nodeprobe.Config{ProbeTimeout: 5 * time.Second},
+		scrapeTimeoutOff: 500 * time.Millisecond, maxRequests: maxRequests}
 	return newMetricsHandler(collector.NewExporter(logger, c, c), opts, logger)
 }
 

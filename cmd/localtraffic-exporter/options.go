@@ -6,12 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/netip"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -19,50 +14,38 @@ import (
 	"github.com/prometheus/common/promslog"
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
-	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/localtraffic/localtraffic-exporter/cmd/internal/endpoint"
 	"github.com/localtraffic/localtraffic-exporter/collector"
+	"github.com/localtraffic/localtraffic-exporter/internal/flagvalue"
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 	"github.com/localtraffic/localtraffic-exporter/scrape"
 )
 
-// options are the command line, parsed and checked.
+// options are the command line, parsed and checked: main's own flags (the HTTP server, logging) and each
+// room's Config, which registers and validates its own flags beside the code they configure.
 type options struct {
-	kubeconfig         string
-	nodeName           string
-	listenAddresses    []string
-	systemdSocket      bool
-	webConfigFile      string
-	telemetryPath      string
-	logLevel           slog.Level
-	logFormat          string
-	kubeProxyHealthz   string
-	kubeProxyMetrics   string
-	healthCheckAddress string
-	nodePortAddresses  []string // nil: read kube-proxy's /configz
-	externalIPWindow   time.Duration
-	arrivals           bool                 // --arrivals.enabled: run the arrivals meter
-	announcers         bool                 // --announcers.enabled: read the announcers' objects
-	ciliumNamespace    string               // --announcers.cilium-namespace
-	internalCIDRs      []netip.Prefix       // --arrivals.internal-cidrs
-	grace              time.Duration        // --rotation.grace
-	lossHold           time.Duration        // --rotation.loss-hold
-	quiet              time.Duration        // --arrivals.quiet-period
-	stateFile          string               // --state.file; "": none
-	dataplane          scrape.DataplaneKind // "" (auto), DataplaneKubeProxy or DataplaneReplacement
-	probeTimeout       time.Duration
-	probeConcurrency   int
-	scrapeTimeoutOff   time.Duration
-	maxRequests        int
-	enablePprof        bool // --web.enable-pprof: Go's profiles under /debug/pprof/
-	rulesMode          string
-	rulesCacheTTL      time.Duration
-	countersInterval   time.Duration
-	shutdownGrace      time.Duration
-	selection          collector.Selection     // zero (built in code): the default collectors
-	metricFilter       *collector.MetricFilter // nil: every metric of the selected collectors
-	ignoreSelector     labels.Selector         // nil: no Service is ignored by its labels
-	version            bool
+	listenAddresses  []string
+	systemdSocket    bool
+	webConfigFile    string
+	telemetryPath    string
+	maxRequests      int
+	enablePprof      bool // --web.enable-pprof: Go's profiles under /debug/pprof/
+	scrapeTimeoutOff time.Duration
+	shutdownGrace    time.Duration
+	logLevel         slog.Level
+	logFormat        string
+	version          bool
+
+	kube       kubeview.Config
+	probe      nodeprobe.Config
+	rules      kernelrules.Config
+	arrivals   arrivals.FlagConfig
+	scrape     scrape.Config
+	collectors collector.Config // Selection zero (built in code): the default collectors
 }
 
 // defaultShutdownGrace leaves in-flight scrapes most of the DaemonSet's terminationGracePeriodSeconds (10 s)
@@ -107,41 +90,22 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 
 	web := kingpinflag.AddFlags(app, endpoint.DefaultListenAddress)
 	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default(endpoint.DefaultPath).StringVar(&o.telemetryPath)
-	intFlag(app, "web.max-requests", "Scrapes served at once; more get 503.", "10", &o.maxRequests)
+	flagvalue.Int(app, "web.max-requests", "Scrapes served at once; more get 503.", "10", &o.maxRequests)
 	app.Flag("web.enable-pprof", "Serve Go's runtime profiles (net/http/pprof) under /debug/pprof/ beside the metrics, to whoever may scrape them.").Default("false").BoolVar(&o.enablePprof)
-	app.Flag("kubeconfig", "Path to a kubeconfig; empty uses the in-cluster config.").StringVar(&o.kubeconfig)
-	app.Flag("node-name", "The node this exporter runs on (default $NODE_NAME).").Default(getenv("NODE_NAME")).StringVar(&o.nodeName)
-	var raw rawFlags
-	app.Flag("log.level", "Only log messages with the given severity or above. One of: [debug, info, warn, error]").Default("info").StringVar(&raw.logLevel)
+	var logLevel string
+	app.Flag("log.level", "Only log messages with the given severity or above. One of: [debug, info, warn, error]").Default("info").StringVar(&logLevel)
 	app.Flag("log.format", "Output format of log messages. One of: [logfmt, json]").Default("logfmt").StringVar(&o.logFormat)
-	app.Flag("kube-proxy.healthz-address", "kube-proxy's health server host:port (default: its healthzBindAddress from /configz on --kube-proxy.metrics-address; when that binds every address, the node's own address kube-proxy uses, InternalIP before ExternalIP).").StringVar(&o.kubeProxyHealthz)
-	app.Flag("kube-proxy.metrics-address", "kube-proxy's metrics server host:port, asked for /proxyMode and /configz (left at its default, [::1]:10249 is asked for /configz too: kube-proxy's default when its bindAddress is IPv6).").Default(defaultKubeProxyMetrics).StringVar(&o.kubeProxyMetrics)
-	app.Flag("health-check.address", "Address to probe health check node ports of its IP family on (default: the node's address of each family that kube-proxy serves).").StringVar(&o.healthCheckAddress)
-	app.Flag("kube-proxy.nodeport-addresses", "kube-proxy's --nodeport-addresses, comma-separated CIDRs or primary, localhost, all (default: read from kube-proxy's /configz on --kube-proxy.metrics-address).").StringVar(&raw.nodePortAddresses)
-	app.Flag("dataplane", "What serves Services on this node: auto (a kube-proxy replacement only on positive evidence: no kube-proxy rule and a link it creates, cilium_host, bpfin.cali, ovn-k8s-mp0 or kube-dummy-if; otherwise kube-proxy, missing or not programmed when it has no rule), kube-proxy, or replacement (Cilium, Calico eBPF, OVN-Kubernetes, kube-router: API view and health check node ports decide).").Default("auto").StringVar(&raw.dataplane)
-	durationFlag(app, "externalip.evidence-window", "A kube-proxy drop rule counter that grew this recently is evidence of arrivals (iptables modes): an externalIP not assigned to this node is in rotation where the arrivals meter does not watch it, and, where the meter is off or blind, a blackhole whose counter grew is traffic_lost (held for --rotation.loss-hold if that is longer).", "10m", &o.externalIPWindow)
-	app.Flag("arrivals.enabled", "Observe the new external connection attempts that reach this node (a passive AF_PACKET socket with a kernel filter; needs CAP_NET_RAW, writes nothing on the node): a node is in rotation when they keep arriving past --rotation.grace, whatever the health check says. --no-arrivals.enabled leaves rotation to the declared model (localtraffic_arrivals_meter_state{state=\"disabled\"}).").Default("true").BoolVar(&o.arrivals)
-	app.Flag("announcers.enabled", "Read who announces each load balancer IP in the announcers' own objects: MetalLB's ServiceL2Status and this node's ServiceBGPStatus, Cilium's L2 announcement Leases (needs list and watch on them; an absent CRD or a refused read is exported in localtraffic_announcer_source_state, never an error). A node an announcer names is in rotation for the address at once (reason announced_here). kube-vip's, OpenELB's and PureLB's Service annotations are read either way.").Default("true").BoolVar(&o.announcers)
-	app.Flag("announcers.cilium-namespace", "The namespace of Cilium's L2 announcement Leases (cilium-l2announce-<namespace>-<service>): the Cilium agents' namespace.").Default("kube-system").StringVar(&o.ciliumNamespace)
-	app.Flag("arrivals.internal-cidrs", "Comma-separated CIDRs whose connection attempts are never external arrivals, beside what kube-proxy's local detector (its /configz: detectLocalMode, clusterCIDR, detectLocal) calls pod traffic and the node's own addresses; while /configz is unread, this node's spec.podCIDRs stand in for the detector. Set it only where kube-proxy sends these sources to every endpoint some other way.").StringVar(&raw.internalCIDRs)
-	durationFlag(app, "rotation.grace", "How long new connection attempts must keep arriving at a destination this node drops before they put it in rotation: longer than a load balancer takes to deregister a node whose health check fails (AWS target groups 30s x 2, GCE 8s x 3; docs/rotation.md).", scrape.DefaultGrace.String(), &o.grace)
-	durationFlag(app, "rotation.loss-hold", "How long a blackhole stays traffic_lost (critical) after the last connection attempt lost there: longer than the pause between a rare client's attempts, so the page stays up for a client that tries at least every 10 minutes (docs/rotation.md).", scrape.DefaultLossHold.String(), &o.lossHold)
-	durationFlag(app, "arrivals.quiet-period", "A pause without new connection attempts at a destination that ends their run: attempts must keep arriving past --rotation.grace without such a pause to put a node in rotation.", scrape.DefaultQuiet.String(), &o.quiet)
-	app.Flag("state.file", "Node-local file that carries the arrival runs, the times destinations were first found dropped and kube-proxy seen over an exporter restart, so a paging node pages again at its first scrape (the DaemonSet mounts a hostPath directory for it); empty: none. A corrupt, unreadable or foreign file is reported (localtraffic_state_file_state) and replaced, never trusted.").Default(scrape.DefaultStateFile).StringVar(&o.stateFile)
-	durationFlag(app, "probe.timeout", "Longest time one probe may take; the scrape's own timeout may shorten it.", "5s", &o.probeTimeout)
-	intFlag(app, "probe.concurrency", "Health check probes in flight at once.", "8", &o.probeConcurrency)
-	durationFlag(app, "scrape.timeout-offset", "Subtracted from X-Prometheus-Scrape-Timeout-Seconds to leave time to answer.", "500ms", &o.scrapeTimeoutOff)
-	app.Flag("services.ignore-selector", "Label selector (kubectl's syntax, e.g. team=legacy,tier!=edge) of the Services the cluster owner excludes: still measured, exported as ignored (localtraffic_service_ignored_info), paged by no shipped alert. A Service's own localtraffic.io/intentional-placement annotation does the same for one Service.").StringVar(&raw.ignoreSelector)
-	app.Flag("rules.mode", "Which kube-proxy rules to read: auto, iptables, nftables, none.").Default("auto").StringVar(&o.rulesMode)
-	durationFlag(app, "rules.cache-ttl", "The least time between two reads of kube-proxy's rules: the node model reads them when they change, at most this often.", "2s", &o.rulesCacheTTL)
-	durationFlag(app, "rules.counters-interval", "How often the node model reads kube-proxy's drop counters when no change of the rules comes.", "15s", &o.countersInterval)
-	durationFlag(app, "web.shutdown-grace-period", "On SIGTERM, how long in-flight scrapes may run on; keep it below the pod's terminationGracePeriodSeconds.",
+	flagvalue.Duration(app, "scrape.timeout-offset", "Subtracted from X-Prometheus-Scrape-Timeout-Seconds to leave time to answer.", "500ms", &o.scrapeTimeoutOff)
+	flagvalue.Duration(app, "web.shutdown-grace-period", "On SIGTERM, how long in-flight scrapes may run on; keep it below the pod's terminationGracePeriodSeconds.",
 		defaultShutdownGrace.String(), &o.shutdownGrace)
 
-	raw.collectors = collectorFlags(app)
-	app.Flag("collector.rules.per-port", "Export every Service port's rule series (rules_drop, rules_local_endpoints, rules_dropped_packets_total); by default only the dropped-packet counters of Services with a health check node port.").BoolVar(&raw.rulesPerPort)
-	app.Flag("metrics.allowlist", "Comma-separated regular expressions (each matching a whole metric name): export only these metrics. Excludes --metrics.denylist.").StringVar(&raw.allowlist)
-	app.Flag("metrics.denylist", "Comma-separated regular expressions (each matching a whole metric name): do not export these metrics. Excludes --metrics.allowlist.").StringVar(&raw.denylist)
+	// Each room registers its own flags.
+	o.kube.RegisterFlags(app, getenv)
+	o.probe.RegisterFlags(app)
+	o.rules.RegisterFlags(app)
+	o.arrivals.RegisterFlags(app)
+	o.scrape.RegisterFlags(app)
+	o.collectors.RegisterFlags(app)
 
 	_, err := app.Parse(args)
 	var help errHelp
@@ -154,74 +118,16 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		return o, fmt.Errorf("bad command line: %s", oneLine(err.Error()))
 	}
 	o.listenAddresses, o.systemdSocket, o.webConfigFile = *web.WebListenAddresses, *web.WebSystemdSocket, *web.WebConfigFile
-	return o, o.check(raw)
+	return o, o.check(logLevel)
 }
 
-// rawFlags are flag values that check parses into options (a flag whose value needs more than kingpin's types
-// gets a field here, is set with StringVar, and is parsed in check).
-type rawFlags struct {
-	logLevel, nodePortAddresses, dataplane string
-	ignoreSelector                         string
-	internalCIDRs                          string
-	collectors                             *collectorSwitches
-	rulesPerPort                           bool
-	allowlist, denylist                    string
-}
-
-// collectorSwitches are node_exporter's collector flags: --collector.<name> and --no-collector.<name> for
-// every collector, and --collector.disable-defaults, which turns off every collector not named explicitly.
-type collectorSwitches struct {
-	disableDefaults bool
-	on, set         map[string]*bool
-}
-
-func collectorFlags(app *kingpin.Application) *collectorSwitches {
-	c := &collectorSwitches{on: map[string]*bool{}, set: map[string]*bool{}}
-	for _, e := range collector.Catalog() {
-		state := "disabled"
-		if e.Default {
-			state = "enabled"
-		}
-		on, set := new(bool), new(bool)
-		app.Flag("collector."+e.Name, fmt.Sprintf("Enable the %s collector (default: %s). %s", e.Name, state, e.Help)).
-			Default(strconv.FormatBool(e.Default)).IsSetByUser(set).BoolVar(on)
-		c.on[e.Name], c.set[e.Name] = on, set
-	}
-	app.Flag("collector.disable-defaults", "Turn off every collector not enabled explicitly with --collector.<name>.").BoolVar(&c.disableDefaults)
-	return c
-}
-
-// selection is the collectors the switches leave on.
-func (c *collectorSwitches) selection(rulesPerPort bool) collector.Selection {
-	s := collector.Selection{Enabled: map[string]bool{}, RulesPerPort: rulesPerPort}
-	for name, on := range c.on {
-		s.Enabled[name] = *on && (!c.disableDefaults || *c.set[name])
-	}
-	return s
-}
-
-// check validates what kingpin's types cannot, and parses the raw flag values into o.
-func (o *options) check(raw rawFlags) error {
-	var err error
-	if err := o.logLevel.UnmarshalText([]byte(raw.logLevel)); err != nil {
-		return fmt.Errorf("bad --log.level %q: want debug, info, warn or error", raw.logLevel)
+// check validates main's own flags, parsing --log.level into o, then has each room validate its own.
+func (o *options) check(logLevel string) error {
+	if err := o.logLevel.UnmarshalText([]byte(logLevel)); err != nil {
+		return fmt.Errorf("bad --log.level %q: want debug, info, warn or error", logLevel)
 	}
 	if !slices.Contains(promslog.FormatFlagOptions, o.logFormat) {
 		return fmt.Errorf("bad --log.format %q: want %s", o.logFormat, strings.Join(promslog.FormatFlagOptions, " or "))
-	}
-	switch o.rulesMode {
-	case "auto", "iptables", "nftables", "none":
-	default:
-		return fmt.Errorf("bad --rules.mode %q: want auto, iptables, nftables or none", o.rulesMode)
-	}
-	if o.nodeName == "" {
-		return errors.New("no node name: set --node-name or NODE_NAME (the DaemonSet passes spec.nodeName)")
-	}
-	if o.probeTimeout <= 0 {
-		return fmt.Errorf("bad --probe.timeout %s: must be positive", o.probeTimeout)
-	}
-	if o.probeConcurrency < 1 {
-		return fmt.Errorf("bad --probe.concurrency %d: must be at least 1", o.probeConcurrency)
 	}
 	if o.maxRequests < 1 {
 		return fmt.Errorf("bad --web.max-requests %d: must be at least 1", o.maxRequests)
@@ -235,123 +141,17 @@ func (o *options) check(raw rawFlags) error {
 	if !strings.HasPrefix(o.telemetryPath, "/") {
 		return fmt.Errorf("bad --web.telemetry-path %q: must start with /", o.telemetryPath)
 	}
-	for _, hp := range []struct{ flag, v string }{
-		{"--kube-proxy.healthz-address", o.kubeProxyHealthz}, {"--kube-proxy.metrics-address", o.kubeProxyMetrics},
-	} {
-		if hp.v == "" {
-			continue
-		}
-		if _, _, err := net.SplitHostPort(hp.v); err != nil {
-			return fmt.Errorf("bad %s %q: want host:port", hp.flag, hp.v)
-		}
-	}
-	if raw.nodePortAddresses != "" {
-		o.nodePortAddresses = []string{}
-		for _, c := range strings.Split(raw.nodePortAddresses, ",") {
-			c = strings.TrimSpace(c)
-			switch c {
-			case "primary", "localhost", "all": // kube-proxy's keywords, expanded as it expands them
-			default:
-				if _, _, err := net.ParseCIDR(c); err != nil {
-					return fmt.Errorf("bad --kube-proxy.nodeport-addresses %q: want CIDRs, primary, localhost or all", raw.nodePortAddresses)
-				}
-			}
-			o.nodePortAddresses = append(o.nodePortAddresses, c)
-		}
-	}
-	switch raw.dataplane {
-	case "auto":
-	case string(scrape.DataplaneKubeProxy), string(scrape.DataplaneReplacement):
-		o.dataplane = scrape.DataplaneKind(raw.dataplane)
-	default:
-		return fmt.Errorf("bad --dataplane %q: want auto, kube-proxy or replacement", raw.dataplane)
-	}
-	if o.externalIPWindow <= 0 {
-		return fmt.Errorf("bad --externalip.evidence-window %s: must be positive", o.externalIPWindow)
-	}
-	if o.grace <= 0 {
-		return fmt.Errorf("bad --rotation.grace %s: must be positive", o.grace)
-	}
-	if o.countersInterval <= 0 {
-		return fmt.Errorf("bad --rules.counters-interval %s: must be positive", o.countersInterval)
-	}
-	if o.lossHold <= 0 {
-		return fmt.Errorf("bad --rotation.loss-hold %s: must be positive", o.lossHold)
-	}
-	if o.quiet <= 0 {
-		return fmt.Errorf("bad --arrivals.quiet-period %s: must be positive", o.quiet)
-	}
-	if raw.internalCIDRs != "" {
-		for _, c := range strings.Split(raw.internalCIDRs, ",") {
-			p, err := netip.ParsePrefix(strings.TrimSpace(c))
-			if err != nil {
-				return fmt.Errorf("bad --arrivals.internal-cidrs %q: want comma-separated CIDRs", raw.internalCIDRs)
-			}
-			o.internalCIDRs = append(o.internalCIDRs, p)
-		}
-	}
-	if o.stateFile != "" && (strings.HasSuffix(o.stateFile, "/") || filepath.Base(o.stateFile) == ".") {
-		return fmt.Errorf("bad --state.file %q: want a file path (the directory must exist), or empty for none", o.stateFile)
-	}
-	if o.healthCheckAddress != "" && net.ParseIP(o.healthCheckAddress) == nil {
-		return fmt.Errorf("bad --health-check.address %q: want an IP address", o.healthCheckAddress)
-	}
-	if raw.ignoreSelector != "" {
-		if o.ignoreSelector, err = labels.Parse(raw.ignoreSelector); err != nil {
-			return fmt.Errorf("bad --services.ignore-selector %q: %s", raw.ignoreSelector, oneLine(err.Error()))
-		}
-		if o.ignoreSelector.Empty() {
-			return fmt.Errorf("bad --services.ignore-selector %q: selects every Service; leave it out to ignore none", raw.ignoreSelector)
-		}
-	}
-	o.selection = raw.collectors.selection(raw.rulesPerPort)
-	if raw.rulesPerPort && !o.selection.Enabled["rules"] {
-		return errors.New("bad --collector.rules.per-port: the rules collector is disabled")
-	}
-	if o.metricFilter, err = collector.NewMetricFilter(raw.allowlist, raw.denylist); err != nil {
-		return fmt.Errorf("bad --metrics.allowlist/--metrics.denylist: %w", err)
-	}
-	if o.kubeconfig != "" {
-		if _, err := os.Stat(o.kubeconfig); err != nil {
-			return fmt.Errorf("bad --kubeconfig: %w", err)
+	// A room's errors already name the flag, in the one line main prints.
+	for _, room := range []interface{ Validate() error }{&o.kube, &o.probe, &o.rules, &o.arrivals, &o.scrape, &o.collectors} {
+		if err := room.Validate(); err != nil {
+			return err
 		}
 	}
 	return nil
 }
-
-// durationFlag and intFlag are kingpin's Duration and Int flags with errors that name the flag (kingpin's own
-// say only "time: invalid duration"), so the one stderr line tells which flag is wrong.
-func durationFlag(app *kingpin.Application, name, help, def string, target *time.Duration) {
-	app.Flag(name, help).Default(def).SetValue(&parsedValue[time.Duration]{flag: name, target: target, parse: time.ParseDuration})
-}
-
-func intFlag(app *kingpin.Application, name, help, def string, target *int) {
-	app.Flag(name, help).Default(def).SetValue(&parsedValue[int]{flag: name, target: target, parse: strconv.Atoi})
-}
-
-// parsedValue is a kingpin.Value parsed by parse.
-type parsedValue[T any] struct {
-	flag   string
-	target *T
-	parse  func(string) (T, error)
-}
-
-func (v *parsedValue[T]) Set(s string) error {
-	x, err := v.parse(s)
-	if err != nil {
-		return fmt.Errorf("--%s %q: %w", v.flag, s, err)
-	}
-	*v.target = x
-	return nil
-}
-
-func (v *parsedValue[T]) String() string { return fmt.Sprint(*v.target) }
 
 // versionText is what --version prints, as every Prometheus exporter prints it.
 func versionText() string { return version.Print("localtraffic-exporter") }
 
 // oneLine joins a multi-line message (kingpin's errors are one line; this keeps the rule if one is not).
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
-
-// defaultKubeProxyMetrics is kube-proxy's default --metrics-bind-address when its bindAddress is IPv4.
-const defaultKubeProxyMetrics = "127.0.0.1:10249"

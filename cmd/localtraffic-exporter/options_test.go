@@ -14,9 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/labels"
-
 	"github.com/localtraffic/localtraffic-exporter/collector"
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
+	"github.com/localtraffic/localtraffic-exporter/scrape"
 )
 
 // env returns a getenv over a fixed map: tests never read the real environment.
@@ -30,32 +33,43 @@ func TestParseOptionsDefaults(t *testing.T) {
 		t.Fatalf("parseOptions with NODE_NAME set: %v", err)
 	}
 	want := options{
-		nodeName:         "node-a",
 		listenAddresses:  []string{":9746"},
 		telemetryPath:    "/metrics",
+		maxRequests:      10,
+		scrapeTimeoutOff: 500 * time.Millisecond,
+		shutdownGrace:    5 * time.Second,
 		logLevel:         slog.LevelInfo,
 		logFormat:        "logfmt",
-		kubeProxyMetrics: "127.0.0.1:10249",
-		probeTimeout:     5 * time.Second,
-		probeConcurrency: 8,
-		scrapeTimeoutOff: 500 * time.Millisecond,
-		maxRequests:      10,
-		rulesMode:        "auto",
-		rulesCacheTTL:    2 * time.Second,
-		countersInterval: 15 * time.Second,
-		externalIPWindow: 10 * time.Minute,
-		arrivals:         true,
-		announcers:       true,
-		ciliumNamespace:  "kube-system",
-		grace:            2 * time.Minute,
-		lossHold:         15 * time.Minute,
-		quiet:            2 * time.Minute,
-		stateFile:        "/var/lib/localtraffic-exporter/state.json",
-		shutdownGrace:    5 * time.Second,
-		selection:        collector.DefaultSelection(),
+		kube:             kubeview.Config{NodeName: "node-a", Announcers: true, CiliumNamespace: "kube-system"},
+		probe:            nodeprobe.Config{MetricsAddress: "127.0.0.1:10249", ProbeTimeout: 5 * time.Second, ProbeConcurrency: 8},
+		rules:            kernelrules.Config{Mode: "auto", MinInterval: 2 * time.Second, CountersInterval: 15 * time.Second},
+		arrivals:         arrivals.FlagConfig{Enabled: true, QuietPeriod: 2 * time.Minute},
+		scrape: scrape.Config{ExternalIPWindow: 10 * time.Minute, Grace: 2 * time.Minute, LossHold: 15 * time.Minute,
+			StateFile: "/var/lib/localtraffic-exporter/state.json"},
+		collectors: collector.Config{Selection: collector.DefaultSelection()},
 	}
-	if !reflect.DeepEqual(o, want) {
-		t.Errorf("defaults:\n got %+v\nwant %+v", o, want)
+	checkOptions(t, o, want)
+}
+
+// checkOptions compares main's own options whole and each room's Config by its exported fields: a room keeps
+// its flags' raw text unexported, and what main hands on is the exported part.
+func checkOptions(t *testing.T, got, want options) {
+	t.Helper()
+	for _, room := range []struct{ got, want any }{
+		{got.kube, want.kube}, {got.probe, want.probe}, {got.rules, want.rules}, {got.arrivals, want.arrivals},
+		{got.scrape, want.scrape}, {got.collectors, want.collectors},
+	} {
+		g, w := reflect.ValueOf(room.got), reflect.ValueOf(room.want)
+		for i := range g.NumField() {
+			if f := g.Type().Field(i); f.IsExported() && !reflect.DeepEqual(g.Field(i).Interface(), w.Field(i).Interface()) {
+				t.Errorf("%s.%s:\n got %+v\nwant %+v", g.Type(), f.Name, g.Field(i), w.Field(i))
+			}
+		}
+	}
+	want.kube, want.probe, want.rules, want.arrivals, want.scrape, want.collectors =
+		got.kube, got.probe, got.rules, got.arrivals, got.scrape, got.collectors
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("\n got %+v\nwant %+v", got, want)
 	}
 }
 
@@ -76,8 +90,8 @@ func TestParseOptionsNodeName(t *testing.T) {
 			if err != nil {
 				t.Fatalf("parseOptions(%q): %v", tc.args, err)
 			}
-			if o.nodeName != tc.want {
-				t.Errorf("node name %q, want %q", o.nodeName, tc.want)
+			if o.kube.NodeName != tc.want {
+				t.Errorf("node name %q, want %q", o.kube.NodeName, tc.want)
 			}
 		})
 	}
@@ -131,42 +145,21 @@ func TestParseOptionsGoodValues(t *testing.T) {
 		t.Fatalf("parseOptions: %v", err)
 	}
 	want := options{
-		kubeconfig: kubeconfig, nodeName: "n", listenAddresses: []string{":9746"}, webConfigFile: "/etc/web.yml",
-		telemetryPath: "/m", logLevel: slog.LevelDebug, logFormat: "json", kubeProxyHealthz: "[fd00::1]:10256",
-		kubeProxyMetrics: "localhost:10249", healthCheckAddress: "fd00::1", probeTimeout: 1500 * time.Millisecond,
-		probeConcurrency: 1, scrapeTimeoutOff: 0, maxRequests: 1, rulesMode: "nftables", rulesCacheTTL: 0,
-		countersInterval:  3 * time.Second,
-		nodePortAddresses: []string{"10.0.0.0/8", "fd00::/64", "primary"}, externalIPWindow: 90 * time.Second, dataplane: "replacement",
-		shutdownGrace: 8 * time.Second, grace: 45 * time.Second, lossHold: 20 * time.Minute, quiet: 30 * time.Second,
-		stateFile: "/run/lt/state.json", ciliumNamespace: "cilium", enablePprof: true,
-		internalCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/56")},
-		selection: collector.Selection{RulesPerPort: true, Enabled: map[string]bool{"services": true, "service_details": true,
-			"kube_proxy": true, "node": true, "informers": true, "rules": true, "dataplane": false, "arrivals": true,
-			"service_arrivals": false, "state_file": true, "announcers": true}},
+		listenAddresses: []string{":9746"}, webConfigFile: "/etc/web.yml", telemetryPath: "/m", maxRequests: 1,
+		enablePprof: true, scrapeTimeoutOff: 0, shutdownGrace: 8 * time.Second, logLevel: slog.LevelDebug, logFormat: "json",
+		kube: kubeview.Config{Kubeconfig: kubeconfig, NodeName: "n", CiliumNamespace: "cilium"},
+		probe: nodeprobe.Config{HealthzAddress: "[fd00::1]:10256", MetricsAddress: "localhost:10249", HealthCheckAddress: "fd00::1",
+			NodePortAddresses: []string{"10.0.0.0/8", "fd00::/64", "primary"}, ProbeTimeout: 1500 * time.Millisecond, ProbeConcurrency: 1},
+		rules: kernelrules.Config{Mode: "nftables", MinInterval: 0, CountersInterval: 3 * time.Second},
+		arrivals: arrivals.FlagConfig{QuietPeriod: 30 * time.Second,
+			InternalCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/56")}},
+		scrape: scrape.Config{Dataplane: scrape.DataplaneReplacement, ExternalIPWindow: 90 * time.Second, Grace: 45 * time.Second,
+			LossHold: 20 * time.Minute, StateFile: "/run/lt/state.json"},
+		collectors: collector.Config{Selection: collector.Selection{RulesPerPort: true, Enabled: map[string]bool{"services": true,
+			"service_details": true, "kube_proxy": true, "node": true, "informers": true, "rules": true, "dataplane": false,
+			"arrivals": true, "service_arrivals": false, "state_file": true, "announcers": true}}},
 	}
-	if !reflect.DeepEqual(o, want) {
-		t.Errorf("\n got %+v\nwant %+v", o, want)
-	}
-	// --collector.disable-defaults keeps only the collectors named explicitly.
-	o, err = parseOptions([]string{"--node-name", "n", "--collector.disable-defaults", "--collector.services", "--collector.rules"}, env(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, on := range o.selection.Enabled {
-		if on != (name == "services" || name == "rules") {
-			t.Errorf("--collector.disable-defaults --collector.services --collector.rules: %s enabled=%v", name, on)
-		}
-	}
-	o, err = parseOptions([]string{"--node-name", "n", "--metrics.denylist", "localtraffic_rules_.*, localtraffic_node_found"}, env(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, keep := range map[string]bool{"localtraffic_rules_mismatch": false, "localtraffic_node_found": false,
-		"localtraffic_node_found_x": true, "localtraffic_blackhole": true} {
-		if o.metricFilter.Keep(name) != keep {
-			t.Errorf("--metrics.denylist: Keep(%s) = %v, want %v", name, !keep, keep)
-		}
-	}
+	checkOptions(t, o, want)
 	for _, level := range []string{"debug", "info", "warn", "error"} {
 		if _, err := parseOptions([]string{"--node-name", "n", "--log.level", level}, env(nil)); err != nil {
 			t.Errorf("--log.level %s: %v", level, err)
@@ -175,17 +168,6 @@ func TestParseOptionsGoodValues(t *testing.T) {
 	for _, mode := range []string{"auto", "iptables", "nftables", "none"} {
 		if _, err := parseOptions([]string{"--node-name", "n", "--rules.mode", mode}, env(nil)); err != nil {
 			t.Errorf("--rules.mode %s: %v", mode, err)
-		}
-	}
-	// --services.ignore-selector is a label selector as kubectl reads one.
-	o, err = parseOptions([]string{"--node-name", "n", "--services.ignore-selector", "team in (legacy,batch),!localtraffic.io/watched"}, env(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for lbls, match := range map[string]bool{"team=legacy": true, "team=batch,localtraffic.io/watched=yes": false, "team=web": false} {
-		set, _ := labels.ConvertSelectorToLabelsMap(lbls)
-		if o.ignoreSelector.Matches(set) != match {
-			t.Errorf("--services.ignore-selector %s: Matches(%s) = %v, want %v", o.ignoreSelector, lbls, !match, match)
 		}
 	}
 	for _, format := range []string{"logfmt", "json"} {

@@ -54,23 +54,23 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, route
 	logger := newLogger(stderr, opts.logFormat, opts.logLevel)
 	routeKlog(logger)
 
-	client, err := newKubeClient(opts.kubeconfig)
+	client, err := newKubeClient(opts.kube.Kubeconfig)
 	if err != nil {
 		return err
 	}
-	if err := checkNode(ctx, client, opts.nodeName); err != nil {
+	if err := checkNode(ctx, client, opts.kube.NodeName); err != nil {
 		return err
 	}
 
-	viewOpts := []kubeview.Option{kubeview.WithIgnoreSelector(opts.ignoreSelector)}
-	if opts.announcers {
-		dyn, err := kubeview.NewDynamicClient(opts.kubeconfig, "localtraffic-exporter/"+version.Version)
+	viewOpts := []kubeview.Option{kubeview.WithIgnoreSelector(opts.kube.IgnoreSelector)}
+	if opts.kube.Announcers {
+		dyn, err := kubeview.NewDynamicClient(opts.kube.Kubeconfig, "localtraffic-exporter/"+version.Version)
 		if err != nil {
 			return err
 		}
-		viewOpts = append(viewOpts, kubeview.WithAnnouncers(kubeview.NewAnnouncers(dyn, opts.nodeName, opts.ciliumNamespace)))
+		viewOpts = append(viewOpts, kubeview.WithAnnouncers(kubeview.NewAnnouncers(dyn, opts.kube.NodeName, opts.kube.CiliumNamespace)))
 	}
-	view := kubeview.New(client, opts.nodeName, viewOpts...)
+	view := kubeview.New(client, opts.kube.NodeName, viewOpts...)
 	var background sync.WaitGroup
 	defer background.Wait() // after stopView below: nothing logs once run has returned
 	viewCtx, stopView := context.WithCancel(ctx)
@@ -87,17 +87,18 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, route
 
 	// The arrivals meter counts from now on, in the host's network namespace (hostNetwork), until run returns.
 	var meter scrape.ArrivalsMeter
-	if opts.arrivals {
-		m := arrivals.New(arrivals.Config{Logger: logger, QuietPeriod: opts.quiet})
+	if opts.arrivals.Enabled {
+		m := arrivals.New(opts.arrivals.Meter(logger))
 		defer m.Close()
 		meter = m
 	}
 	// The state file is read once, here: what the last process carried over is restored before the model's
 	// first evaluation, and the model writes the last state on the way out (below).
-	gatherer := newGathererWith(opts, view, netlinkHost{}, newRulesReader(opts, logger), meter, logger,
-		scrape.OpenStateFile(scrape.StateFileConfig{Path: opts.stateFile, Node: opts.nodeName, Horizon: max(opts.quiet, opts.lossHold), Logger: logger}))
+	state := scrape.OpenStateFile(scrape.StateFileConfig{Path: opts.scrape.StateFile, Node: opts.kube.NodeName,
+		Horizon: max(opts.arrivals.QuietPeriod, opts.scrape.LossHold), Logger: logger})
+	gatherer := newGathererWith(opts, view, netlinkHost{}, newRulesReader(opts, logger), meter, logger, state)
 	// The node model keeps the verdicts current as the inputs change; scrapes render its latest State.
-	model := newModel(gatherer, view, opts.rulesCacheTTL, opts.countersInterval)
+	model := newModel(gatherer, view, opts.rules)
 	modelCtx, stopModel := context.WithCancel(context.WithoutCancel(ctx))
 	modelDone := make(chan struct{})
 	go func() {
@@ -131,8 +132,8 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, route
 		mountPprof(mux)
 	}
 	if opts.telemetryPath != "/" {
-		mux.Handle("/", &landingPage{node: opts.nodeName, metricsPath: opts.telemetryPath, states: states,
-			gatherTimeout: opts.probeTimeout + time.Second, now: time.Now})
+		mux.Handle("/", &landingPage{node: opts.kube.NodeName, metricsPath: opts.telemetryPath, states: states,
+			gatherTimeout: opts.probe.ProbeTimeout + time.Second, now: time.Now})
 	}
 
 	// Scrapes run under scrapeCtx, not ctx: SIGTERM must not cut the scrapes in flight short, only the grace
@@ -145,7 +146,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, route
 	flags := &web.FlagConfig{WebListenAddresses: &listenAddrs, WebSystemdSocket: &opts.systemdSocket, WebConfigFile: &webConfig}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- web.ListenAndServe(server, flags, logger) }()
-	logger.Info("serving", "node", opts.nodeName, "addresses", listenAddrs, "version", version.Info())
+	logger.Info("serving", "node", opts.kube.NodeName, "addresses", listenAddrs, "version", version.Info())
 
 	select {
 	case err := <-serveErr:
@@ -217,12 +218,12 @@ type exporterView interface {
 // through scrape.DataplaneReader): kube-proxy's rules, in the mode it runs in or the one --rules.mode names;
 // nil for --rules.mode=none and a kube-proxy replacement, whose rules no reader reads.
 func newRulesReader(opts options, logger *slog.Logger) scrape.DataplaneReader {
-	if opts.rulesMode == "none" || opts.dataplane == scrape.DataplaneReplacement {
+	if !opts.rules.Read() || opts.scrape.Dataplane == scrape.DataplaneReplacement {
 		return nil // no kube-proxy rules to read
 	}
 	return kernelrules.NewDataplane(kernelrules.Options{
-		Mode:         kernelrules.Mode(opts.rulesMode),
-		ProxyModeURL: "http://" + opts.kubeProxyMetrics + "/proxyMode",
+		Mode:         kernelrules.Mode(opts.rules.Mode),
+		ProxyModeURL: opts.probe.ProxyModeURL(),
 		// The node model is the reader's only caller and spaces its reads itself (newModel): a cached
 		// snapshot would hide a change it was just told of.
 		CacheTTL: -1,
@@ -244,7 +245,7 @@ type netlinkHost struct {
 
 // exporterFor is the selected collectors over one gatherer, filtered by the metric lists.
 func exporterFor(opts options, states collector.StateSource, logger *slog.Logger) (*collector.Exporter, error) {
-	sel := opts.selection
+	sel := opts.collectors.Selection
 	if sel.Enabled == nil {
 		sel = collector.DefaultSelection()
 	}
@@ -252,13 +253,13 @@ func exporterFor(opts options, states collector.StateSource, logger *slog.Logger
 	if err != nil {
 		return nil, fmt.Errorf("choosing collectors: %w", err)
 	}
-	return collector.NewExporter(logger, states, cs...).WithFilter(opts.metricFilter), nil
+	return collector.NewExporter(logger, states, cs...).WithFilter(opts.collectors.Filter), nil
 }
 
 // newModel is the node model over the gatherer's inputs, with the view's tracker: the view's events wake it.
-func newModel(g *scrape.Gatherer, view *kubeview.View, rulesInterval, countersInterval time.Duration) *scrape.Model {
-	m := scrape.NewModel(g, scrape.ModelConfig{Tracker: view.NewTracker(), Node: view.Node, RulesMinInterval: rulesInterval,
-		RulesEvery: countersInterval})
+func newModel(g *scrape.Gatherer, view *kubeview.View, rules kernelrules.Config) *scrape.Model {
+	m := scrape.NewModel(g, scrape.ModelConfig{Tracker: view.NewTracker(), Node: view.Node, RulesMinInterval: rules.MinInterval,
+		RulesEvery: rules.CountersInterval})
 	view.OnChange(m.Notify)
 	return m
 }
@@ -270,26 +271,18 @@ func newGathererWith(opts options, view exporterView, addrs host, ruleReader scr
 	client := nodeprobe.NewHTTPClient()
 	// Without the flag the gatherer finds kube-proxy's health server from its /configz.
 	var kpAddr func(kubeview.NodeState) (string, error)
-	if opts.kubeProxyHealthz != "" {
-		kpAddr = func(kubeview.NodeState) (string, error) { return opts.kubeProxyHealthz, nil }
+	if opts.probe.HealthzAddress != "" {
+		kpAddr = func(kubeview.NodeState) (string, error) { return opts.probe.HealthzAddress, nil }
 	}
 	return scrape.NewGatherer(scrape.GathererConfig{
 		View: view, Informers: view, RuleReader: ruleReader, Addrs: addrs, Links: addrs,
-		KubeProxyAddress: kpAddr, HealthCheckAddress: opts.healthCheckAddress,
-		NodePortAddresses: opts.nodePortAddresses, ConfigzURL: "http://" + opts.kubeProxyMetrics + "/configz",
-		ConfigzFallbackURL: configzFallback(opts.kubeProxyMetrics),
-		ExternalIPWindow:   opts.externalIPWindow, Dataplane: opts.dataplane,
-		Meter: meter, Grace: opts.grace, Quiet: opts.quiet, LossHold: opts.lossHold, InternalCIDRs: opts.internalCIDRs,
-		Client: client, ProbeTimeout: opts.probeTimeout, Concurrency: opts.probeConcurrency,
+		KubeProxyAddress: kpAddr, HealthCheckAddress: opts.probe.HealthCheckAddress,
+		NodePortAddresses: opts.probe.NodePortAddresses, ConfigzURL: opts.probe.ConfigzURL(),
+		ConfigzFallbackURL: opts.probe.ConfigzFallbackURL(),
+		ExternalIPWindow:   opts.scrape.ExternalIPWindow, Dataplane: opts.scrape.Dataplane,
+		Grace: opts.scrape.Grace, LossHold: opts.scrape.LossHold,
+		Meter: meter, Quiet: opts.arrivals.QuietPeriod, InternalCIDRs: opts.arrivals.InternalCIDRs,
+		Client: client, ProbeTimeout: opts.probe.ProbeTimeout, Concurrency: opts.probe.ProbeConcurrency,
 		Logger: logger, State: state,
 	})
-}
-
-// configzFallback is where else kube-proxy's /configz may be when --kube-proxy.metrics-address is left at its
-// default: kube-proxy defaults its metrics server to [::1]:10249 when its bindAddress is IPv6.
-func configzFallback(metrics string) string {
-	if metrics != defaultKubeProxyMetrics {
-		return ""
-	}
-	return "http://[::1]:10249/configz"
 }

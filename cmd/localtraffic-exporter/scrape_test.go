@@ -136,7 +136,7 @@ func scrapeWithFlags(t *testing.T, timeout string, flags []string, ruleReader sc
 	if err != nil {
 		t.Fatal(err)
 	}
-	view := kubeview.New(kubeviewtest.NewAPI(client), "node-1", kubeview.WithIgnoreSelector(opts.ignoreSelector))
+	view := kubeview.New(kubeviewtest.NewAPI(client), "node-1", kubeview.WithIgnoreSelector(opts.kube.IgnoreSelector))
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	view.Start(ctx)

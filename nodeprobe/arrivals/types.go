@@ -427,7 +427,7 @@ func (c Config) withDefaults() Config {
 		c.MaxPacketRate = 100_000
 	}
 	if c.QuietPeriod <= 0 {
-		c.QuietPeriod = 2 * time.Minute
+		c.QuietPeriod = DefaultQuietPeriod
 	}
 	if c.MaxSources <= 0 {
 		c.MaxSources = 16
