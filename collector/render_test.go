@@ -13,6 +13,7 @@ import (
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 	"github.com/localtraffic/localtraffic-exporter/scrape"
 	"github.com/localtraffic/localtraffic-exporter/scrape/scrapetest"
@@ -22,6 +23,11 @@ import (
 // The rendering of States as the gatherer decides them (scrape's tests hold the decisions: the State each test
 // here starts from is one of theirs): every collector renders the fixed State, nothing is read.
 
+// fixedState is a gatherer that hands every scrape the same State.
+type fixedState struct{ st *scrape.State }
+
+func (f fixedState) Gather(context.Context) *scrape.State { return f.st }
+
 // render registers every collector over the fixed State st.
 func render(st *scrape.State) *prometheus.Registry {
 	reg := prometheus.NewPedanticRegistry()
@@ -29,7 +35,7 @@ func render(st *scrape.State) *prometheus.Registry {
 	return reg
 }
 
-// checkoutResult is kubelings/checkout's result with its verdict (its source, the State's).
+// checkoutResult is the result of svc with its verdict and probes.
 func checkoutResult(svc kubeview.ServiceState, v verdict.Verdict, checks ...scrape.FamilyCheck) *scrape.ServiceResult {
 	return &scrape.ServiceResult{Service: svc, Verdict: v, Checks: checks}
 }
@@ -241,4 +247,63 @@ localtraffic_kube_proxy_up{endpoint="livez"} 0
 	if got := series(t, reg, "localtraffic_kube_proxy_up"); got != "" {
 		t.Errorf("kube_proxy_up without a health server: %s", got)
 	}
+}
+
+// The meter's series (scrape's TestArrivalsPutANodeInRotation, TestBlindMeterSaysSo and
+// TestHealthCheckProbesWatchedOnLoadBalancerIPs decide the States): its state one-hot, what it missed per
+// family and cause, the node's totals per kind and family, and the Services whose health check node port a
+// load balancer is known to probe. A meter that cannot see exports no arrival count (never "none arrived").
+func TestArrivalSeries(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	snap := func(s arrivals.Status) *arrivals.Snapshot {
+		return &arrivals.Snapshot{Status: s, Since: t0.Add(-time.Hour), Taken: t0,
+			Families: []arrivals.FamilyStats{{Family: "IPv4", Dropped: 3}, {Family: "IPv6"}}}
+	}
+	lost := verdict.Verdict{InRotation: true, Drops: true, Blackhole: true, Source: verdict.SourceAPI, Reason: verdict.ReasonTrafficLost}
+	st := &scrape.State{Node: kubeview.NodeState{Name: "node-1", Found: true}, Source: verdict.SourceAPI,
+		KubeProxy: kubeProxyAnswer(nodeprobe.ResultOK), Services: []*scrape.ServiceResult{checkoutResult(scrapetest.NodePortService(0), lost)},
+		Arrivals: scrape.ArrivalsState{Enabled: true, Snapshot: snap(arrivals.StatusOK),
+			Totals: map[scrape.ArrivalKey]uint64{{Kind: verdict.NodePort, Family: "IPv4"}: 680}}}
+	expectSeries(t, render(st), `
+localtraffic_arrivals_meter_state{state="closed"} 0
+localtraffic_arrivals_meter_state{state="disabled"} 0
+localtraffic_arrivals_meter_state{state="failed"} 0
+localtraffic_arrivals_meter_state{state="ok"} 1
+localtraffic_arrivals_meter_state{state="permission_denied"} 0
+localtraffic_arrivals_missed_total{cause="rate_limit",ip_family="IPv4"} 0
+localtraffic_arrivals_missed_total{cause="rate_limit",ip_family="IPv6"} 0
+localtraffic_arrivals_missed_total{cause="ring_full",ip_family="IPv4"} 3
+localtraffic_arrivals_missed_total{cause="ring_full",ip_family="IPv6"} 0
+localtraffic_arrivals_missed_total{cause="sampled",ip_family="IPv4"} 0
+localtraffic_arrivals_missed_total{cause="sampled",ip_family="IPv6"} 0
+localtraffic_arrivals_total{ip_family="IPv4",kind="external_ip"} 0
+localtraffic_arrivals_total{ip_family="IPv4",kind="health_check"} 0
+localtraffic_arrivals_total{ip_family="IPv4",kind="load_balancer_ip"} 0
+localtraffic_arrivals_total{ip_family="IPv4",kind="node_port"} 680
+localtraffic_arrivals_total{ip_family="IPv6",kind="external_ip"} 0
+localtraffic_arrivals_total{ip_family="IPv6",kind="health_check"} 0
+localtraffic_arrivals_total{ip_family="IPv6",kind="load_balancer_ip"} 0
+localtraffic_arrivals_total{ip_family="IPv6",kind="node_port"} 0
+localtraffic_blackhole_reason{namespace="kubelings",reason="traffic_lost",service="checkout"} 1
+`, "localtraffic_arrivals_meter_state", "localtraffic_arrivals_missed_total", "localtraffic_arrivals_total", "localtraffic_blackhole_reason")
+
+	blind := verdict.Verdict{InRotation: true, Drops: true, Blackhole: true, Source: verdict.SourceAPI, Reason: verdict.ReasonNotObserved}
+	st.Services = []*scrape.ServiceResult{checkoutResult(scrapetest.NodePortService(0), blind)}
+	st.Arrivals = scrape.ArrivalsState{Enabled: true, Snapshot: snap(arrivals.StatusPermissionDenied)}
+	expectSeries(t, render(st), `
+localtraffic_arrivals_meter_state{state="closed"} 0
+localtraffic_arrivals_meter_state{state="disabled"} 0
+localtraffic_arrivals_meter_state{state="failed"} 0
+localtraffic_arrivals_meter_state{state="ok"} 0
+localtraffic_arrivals_meter_state{state="permission_denied"} 1
+localtraffic_blackhole_reason{namespace="kubelings",reason="not_observed",service="checkout"} 1
+`, "localtraffic_arrivals_meter_state", "localtraffic_arrivals_total", "localtraffic_blackhole_reason")
+
+	lb := scrapetest.LBService()
+	lb.LoadBalancerIPs = []string{"192.0.2.50"}
+	np := scrapetest.NodePortService(0)
+	np.Name = "web"
+	st.Services = []*scrape.ServiceResult{checkoutResult(lb, verdict.Verdict{}), checkoutResult(np, verdict.Verdict{})}
+	st.Arrivals = scrape.ArrivalsState{Enabled: true, Snapshot: snap(arrivals.StatusOK)}
+	expectSeries(t, render(st), `localtraffic_health_check_expected_services 1`, "localtraffic_health_check_expected_services")
 }
