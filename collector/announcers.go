@@ -3,7 +3,7 @@ package collector
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/announce"
 	"github.com/localtraffic/localtraffic-exporter/scrape"
 	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
@@ -39,7 +39,7 @@ func (*Announcers) UpdateNode(st *scrape.State, out *Sink) (bool, error) {
 		return false, st.APIErr
 	}
 	// A series per source exists only with its current state: one per source and node, never a zero.
-	for _, src := range kubeview.AnnouncerSources {
+	for _, src := range announce.Sources {
 		if s, ok := st.Announcers[src]; ok {
 			out.send(announcerSourceState, 1, string(src), string(s))
 		}

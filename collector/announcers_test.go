@@ -3,6 +3,7 @@ package collector
 import (
 	"testing"
 
+	"github.com/localtraffic/localtraffic-exporter/announce"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/scrape/scrapetest"
 )
@@ -13,15 +14,15 @@ import (
 func TestAnnouncersSeries(t *testing.T) {
 	unannounced := scrapetest.LBService(scrapetest.Family(v4, 0, true))
 	unannounced.Name, unannounced.LoadBalancerIPs = "cart", []string{"192.0.2.20"}
-	unannounced.Announcements = []kubeview.Announcement{{Source: kubeview.SourceCiliumL2, Node: "node-3", Exclusive: true, Expired: true}}
+	unannounced.Announcements = []announce.Announcement{{Source: announce.SourceCiliumL2, Node: "node-3", Exclusive: true, Expired: true}}
 	announced := scrapetest.LBService(scrapetest.Family(v4, 0, true))
 	announced.LoadBalancerIPs = []string{"192.0.2.10"}
-	announced.Announcements = []kubeview.Announcement{{Source: kubeview.SourceMetalLBL2, Node: "node-3", Exclusive: true}}
+	announced.Announcements = []announce.Announcement{{Source: announce.SourceMetalLBL2, Node: "node-3", Exclusive: true}}
 	snap := kubeview.Snapshot{Node: kubeview.NodeState{Name: "node-1", Found: true}, Services: []kubeview.ServiceState{announced, unannounced},
-		Announcers: map[kubeview.AnnouncerSource]kubeview.SourceState{
-			kubeview.SourceMetalLBL2: kubeview.SourceOK, kubeview.SourceMetalLBBGP: kubeview.SourceForbidden,
-			kubeview.SourceCiliumL2: kubeview.SourceOK, kubeview.SourceKubeVIP: kubeview.SourceAbsent,
-			kubeview.SourceOpenELB: kubeview.SourceAbsent, kubeview.SourcePureLB: kubeview.SourceStale}}
+		Announcers: map[announce.Source]announce.SourceState{
+			announce.SourceMetalLBL2: announce.SourceOK, announce.SourceMetalLBBGP: announce.SourceForbidden,
+			announce.SourceCiliumL2: announce.SourceOK, announce.SourceKubeVIP: announce.SourceAbsent,
+			announce.SourceOpenELB: announce.SourceAbsent, announce.SourcePureLB: announce.SourceStale}}
 	reg := scrapeSetup{view: &scrapetest.View{Snap: snap}}.scrape(t)
 	expectSeries(t, reg, `
 localtraffic_announcer_source_state{source="cilium_l2",state="ok"} 1

@@ -44,9 +44,9 @@ func TestSeriesBudget(t *testing.T) {
 		v.Services[0].Ignored, v.Services[0].IgnoredReason = true, "pinned on purpose"
 		return v
 	}
-	healthy := dualStackHealthCheck(t, hcAnswer{200, 1}, hcAnswer{200, 1})
-	draining := dualStackHealthCheck(t, hcAnswer{503, 0}, hcAnswer{503, 0})
-	refused := dualStackHealthCheck(t, hcAnswer{}, hcAnswer{})
+	healthy := scrapetest.DualStackHealthCheck(t, scrapetest.HealthAnswer{Status: 200, Local: 1}, scrapetest.HealthAnswer{Status: 200, Local: 1})
+	draining := scrapetest.DualStackHealthCheck(t, scrapetest.HealthAnswer{Status: 503, Local: 0}, scrapetest.HealthAnswer{Status: 503, Local: 0})
+	refused := scrapetest.DualStackHealthCheck(t, scrapetest.HealthAnswer{}, scrapetest.HealthAnswer{})
 
 	cases := []struct {
 		name   string

@@ -38,7 +38,7 @@ func encode(t *testing.T, mfs []*dto.MetricFamily) string {
 // exporter's Collector: dual-stack Services of both types, rules with drops and counters, every collector,
 // the node label, with and without a metric list. (The clock-dependent duration series are dropped.)
 func TestDirectExpositionEqualsRegistry(t *testing.T) {
-	hcnp := dualStackHealthCheck(t, hcAnswer{200, 1}, hcAnswer{503, 0})
+	hcnp := scrapetest.DualStackHealthCheck(t, scrapetest.HealthAnswer{Status: 200, Local: 1}, scrapetest.HealthAnswer{Status: 503, Local: 0})
 	lb := scrapetest.LBService(scrapetest.Family(v4, 1, true), scrapetest.Family(v6, 0, true))
 	lb.Name, lb.HealthCheckNodePort = "shop", hcnp
 	np := scrapetest.NodePortService(0, scrapetest.Family(v4, 0, true), scrapetest.Family(v6, 1, true))

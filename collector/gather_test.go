@@ -28,6 +28,33 @@ func testExporter(view scrape.APIView, reader scrape.DataplaneReader) *Exporter 
 	return NewExporter(logger, g, everyCollector()...)
 }
 
+// scrapeSetup is a scrape's inputs, for the tests that render what a gatherer gathered from fakes (what the
+// gatherer decides is tested in scrape).
+type scrapeSetup struct {
+	view      scrape.APIView
+	reader    scrape.DataplaneReader
+	addrs     scrapetest.Addrs
+	selection *Selection // nil: every collector, every series
+}
+
+// scrape registers an exporter over a fresh gatherer of the setup's inputs.
+func (s scrapeSetup) scrape(t *testing.T) *prometheus.Registry {
+	t.Helper()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	g := scrape.NewGatherer(scrape.GathererConfig{View: s.view, RuleReader: s.reader, Addrs: s.addrs, KubeProxyAddress: scrapetest.NoAddress,
+		ProbeTimeout: 2 * time.Second, ExternalIPWindow: 10 * time.Minute, Logger: logger})
+	collectors := everyCollector()
+	if s.selection != nil {
+		var err error
+		if collectors, err = s.selection.Collectors(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewExporter(logger, g, collectors...).Bind(context.Background()))
+	return reg
+}
+
 func checkoutSnapshot(local int) kubeview.Snapshot {
 	return kubeview.Snapshot{Node: kubeview.NodeState{Name: "node-1", Found: true},
 		Services: []kubeview.ServiceState{scrapetest.NodePortService(local)}}
@@ -109,4 +136,20 @@ func series(t *testing.T, reg *prometheus.Registry, names ...string) string {
 	}
 	sort.Strings(out)
 	return strings.Join(out, "\n")
+}
+
+func expectSeries(t *testing.T, reg *prometheus.Registry, want string, names ...string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(want), "\n")
+	sort.Strings(lines)
+	if got, want := series(t, reg, names...), strings.Join(lines, "\n"); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+func expectContains(t *testing.T, reg *prometheus.Registry, name, line string) {
+	t.Helper()
+	if got := series(t, reg, name); !strings.Contains(got+"\n", line+"\n") {
+		t.Errorf("missing %s in\n%s", line, got)
+	}
 }

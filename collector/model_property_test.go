@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/localtraffic/localtraffic-exporter/announce"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/dataplane"
@@ -172,8 +173,8 @@ func (tr *tracker) Node() kubeview.NodeState {
 	defer tr.w.mu.Unlock()
 	return kubeview.NodeState{Name: "node-2", Found: true, InternalIPs: []string{"10.250.0.12"}, Excluded: tr.w.excluded}
 }
-func (tr *tracker) Announcers() map[kubeview.AnnouncerSource]kubeview.SourceState { return nil }
-func (tr *tracker) NextChange() time.Time                                         { return time.Time{} }
+func (tr *tracker) Announcers() map[announce.Source]announce.SourceState { return nil }
+func (tr *tracker) NextChange() time.Time                                { return time.Time{} }
 
 // reader returns the world's rules.
 type reader struct{ w *world }

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -40,6 +41,20 @@ func ClientConfig(kubeconfig, userAgent string) (*rest.Config, error) {
 	cfg.ContentType = ContentTypeProtobuf
 	cfg.AcceptContentTypes = AcceptContentTypes
 	return cfg, nil
+}
+
+// NewDynamicClient is the announcers' API client (package announce reads their objects through it):
+// ClientConfig's configuration, over JSON (the announcers' CRDs have no protobuf encoding).
+func NewDynamicClient(kubeconfig, userAgent string) (dynamic.Interface, error) {
+	cfg, err := ClientConfig(kubeconfig, userAgent)
+	if err != nil {
+		return nil, err
+	}
+	c, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the announcers' dynamic client: %w", err)
+	}
+	return c, nil
 }
 
 // NewClient is the exporter's API client: ClientConfig's configuration, for the resources the view reads.

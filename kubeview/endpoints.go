@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/localtraffic/localtraffic-exporter/announce"
 )
 
 // Labels kube-proxy itself filters on (pkg/proxy/apis and the endpointslice controller).
@@ -116,7 +118,7 @@ func TransformService(keep ...string) func(any) (any, error) {
 // with every cached object, about 1 KB each at 2,000 Services and slices (docs/performance.md).
 // keptAnnotations: the intentional-placement annotation, the load balancer health check's and the announcers'.
 func keptAnnotations(ann map[string]string) map[string]string {
-	out := keepAnnouncerAnnotations(ann, KeepLBCheckAnnotations(ann))
+	out := announce.KeepAnnotations(ann, announce.KeepLBCheckAnnotations(ann))
 	if v, ok := ann[AnnotationIntentionalPlacement]; ok {
 		if out == nil {
 			out = map[string]string{}

@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/localtraffic/localtraffic-exporter/announce"
 )
 
 // AnnotationIntentionalPlacement marks a Service whose placement is intended: its owner knows that some nodes
@@ -66,19 +68,19 @@ type ServiceState struct {
 	IgnoredReason string
 	// LBCheck is where the Service's load balancer health-checks the nodes, as its cloud controller's
 	// annotations say (LBCheckOn adds the nodes' provider); LBCheckNodePort for other types.
-	LBCheck           LBCheckClass
+	LBCheck           announce.LBCheckClass
 	lbCheckByProvider bool
-	// HealthCheck is what the Service's AnnotationHealthCheck declares, for every Service type (a NodePort
-	// Service behind HAProxy or an F5 has a load balancer the API knows nothing of); CheckUndeclared without
-	// one.
-	HealthCheck DeclaredCheck
+	// HealthCheck is what the Service's announce.AnnotationHealthCheck declares, for every Service type (a
+	// NodePort Service behind HAProxy or an F5 has a load balancer the API knows nothing of); CheckUndeclared
+	// without one.
+	HealthCheck announce.DeclaredCheck
 	// Announcements are the announcers' records of which nodes announce the Service's load balancer IPs
-	// (announce.go): those on its own annotations always, those in the announcers' objects where the view
-	// reads them (View.Snapshot with WithAnnouncers).
-	Announcements []Announcement
+	// (package announce): those on its own annotations always, those in the announcers' objects where the
+	// view reads them (View.Snapshot with WithAnnouncers).
+	Announcements []announce.Announcement
 	// UnrecordedIPs are the load balancer IPs MetalLB allocated (its ip-allocated-from-pool annotation) of
 	// which none of its records, read cluster-wide, says a node announces them: nobody does. Only a reader of
-	// every node's records can know it (kubectl localtraffic status, through ListAnnouncers); an exporter reads
+	// every node's records can know it (kubectl localtraffic status, through announce.List); an exporter reads
 	// its own node's BGP records only, and leaves it empty.
 	UnrecordedIPs []string
 }
@@ -180,10 +182,10 @@ func ServiceStateOf(svc *corev1.Service, slices []*discoveryv1.EndpointSlice) Se
 		LoadBalancerIPs:     programmedIngressIPs(svc.Status.LoadBalancer.Ingress),
 	}
 	st.IgnoredReason, st.Ignored = IgnoredReason(svc, nil)
-	st.LBCheck, st.lbCheckByProvider = lbCheckOf(svc)
-	st.HealthCheck, _ = DeclaredCheckOf(svc.Annotations)
+	st.LBCheck, st.lbCheckByProvider = announce.ServiceLBCheck(svc)
+	st.HealthCheck, _ = announce.DeclaredCheckOf(svc.Annotations)
 	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
-		st.Announcements = AnnotationAnnouncements(svc.Annotations)
+		st.Announcements = announce.FromAnnotations(svc.Annotations)
 	}
 	for _, sp := range svc.Spec.Ports {
 		st.Ports = append(st.Ports, ServicePort{Name: sp.Name, Protocol: sp.Protocol, Port: sp.Port, NodePort: sp.NodePort})

@@ -11,8 +11,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/localtraffic/localtraffic-exporter/announce"
 )
 
 // The tracker keeps the view's Snapshot current from the informers' events: each event marks the Services it
@@ -117,31 +118,19 @@ func (c *changeSet) handlers(resource string) cache.ResourceEventHandlerFuncs {
 	}
 }
 
-// announcerHandlers mark the Service an announcer record names: a MetalLB status by its fields or labels, a
-// Cilium lease by its name (which the tracker maps back to its Service).
-func (c *changeSet) announcerHandlers(src AnnouncerSource) cache.ResourceEventHandlerFuncs {
-	mark := func(o any) {
-		if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
-			o = t.Obj
+// markAnnouncerRecord marks what an event on an announcer's object names (announce.Informers.Notify): the
+// Service of a MetalLB status, the Cilium lease (which the tracker maps back to its Service); any such event
+// has the announcer snapshot read again.
+func (c *changeSet) markAnnouncerRecord(serviceKey, lease string) {
+	c.mark(func(c *changeSet) {
+		c.ann = true
+		if lease != "" {
+			c.lease[lease] = true
 		}
-		u, ok := o.(*unstructured.Unstructured)
-		if !ok {
-			return
+		if serviceKey != "" {
+			c.keys[serviceKey] = true
 		}
-		c.mark(func(c *changeSet) {
-			c.ann = true
-			if src == SourceCiliumL2 {
-				if strings.HasPrefix(u.GetName(), ciliumLeasePrefix) {
-					c.lease[u.GetName()] = true
-				}
-				return
-			}
-			if _, key, _ := metallbRecord(u); key != "" {
-				c.keys[key] = true
-			}
-		})
-	}
-	return cache.ResourceEventHandlerFuncs{AddFunc: mark, UpdateFunc: func(_, o any) { mark(o) }, DeleteFunc: mark}
+	})
 }
 
 // Tracker keeps the view's Services current between looks: Update recomputes only the Services an event
@@ -155,14 +144,14 @@ type Tracker struct {
 	// leaseOf maps a Cilium lease name to the LoadBalancer Service it elects an announcer for.
 	leaseOf map[string]string
 	// expiry is, per Service with a Cilium lease held and not expired, when it expires unless seen renewed
-	// (a lease duration after the Announcers last saw it change): its announcement changes then without an
+	// (a lease duration after announce.Informers last saw it change): its announcement changes then without an
 	// event.
 	expiry    map[string]time.Time
-	ann       AnnouncerSnapshot
-	annStates map[AnnouncerSource]SourceState
+	ann       announce.Snapshot
+	annStates map[announce.Source]announce.SourceState
 	// sources is every announcer source's state with the annotation sources' (Announcers), as of the last
 	// Update that changed a Service or a source.
-	sources map[AnnouncerSource]SourceState
+	sources map[announce.Source]announce.SourceState
 	node    NodeState
 	primed  bool
 }
@@ -195,10 +184,10 @@ func (t *Tracker) Update(now time.Time) ([]string, error) {
 	}
 	t.node = t.v.nodeState()
 	if t.v.announcers != nil {
-		if annChanged || !t.primed || t.announcerStatesMoved() {
+		if annChanged || !t.primed || t.v.announcers.StatesDiffer(t.annStates) {
 			t.ann = t.v.announcers.Snapshot(now)
 		} else {
-			t.ann = t.ann.at(now)
+			t.ann = t.ann.At(now)
 		}
 		if st := t.ann.States; !maps.Equal(st, t.annStates) {
 			// A source that became readable (or stopped being) changes every LoadBalancer Service's records.
@@ -268,22 +257,7 @@ func (t *Tracker) Update(now time.Time) ([]string, error) {
 
 // Announcers is each announcer source's state as of the last Update (Snapshot.Announcers); nil when the view
 // reads no announcers' objects. The map is the tracker's: read it, do not change it.
-func (t *Tracker) Announcers() map[AnnouncerSource]SourceState { return t.sources }
-
-// announcerStatesMoved: some announcer source's state differs from the last one read (a source turns ok, is
-// refused, goes stale without any record changing).
-func (t *Tracker) announcerStatesMoved() bool {
-	for _, src := range AnnouncerSources {
-		inf, ok := t.v.announcers.informer[src]
-		if !ok {
-			continue
-		}
-		if t.v.announcers.track[src].state(inf.HasSynced()) != t.annStates[src] {
-			return true
-		}
-	}
-	return false
-}
+func (t *Tracker) Announcers() map[announce.Source]announce.SourceState { return t.sources }
 
 // compute is the state of the Service key now, as View.Snapshot computes it; ok false when it is no Local
 // Service (gone, or another policy).
@@ -302,10 +276,9 @@ func (t *Tracker) compute(store cache.Store, key string) (ServiceState, bool, er
 	}
 	t.forgetLease(key)
 	if t.v.announcers != nil && svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
-		name := CiliumLeaseName(svc.Namespace, svc.Name)
-		t.leaseOf[name] = key
-		if l, ok := t.ann.leases[name]; ok && l.validAt(t.ann.now) {
-			t.expiry[key] = l.expiresAt()
+		t.leaseOf[announce.CiliumLeaseName(svc.Namespace, svc.Name)] = key
+		if at, ok := t.ann.LeaseExpiry(svc.Namespace, svc.Name); ok {
+			t.expiry[key] = at
 		}
 	}
 	return st, true, nil
@@ -313,7 +286,7 @@ func (t *Tracker) compute(store cache.Store, key string) (ServiceState, bool, er
 
 func (t *Tracker) forgetLease(key string) {
 	ns, name, _ := strings.Cut(key, "/")
-	delete(t.leaseOf, CiliumLeaseName(ns, name))
+	delete(t.leaseOf, announce.CiliumLeaseName(ns, name))
 	delete(t.expiry, key)
 }
 

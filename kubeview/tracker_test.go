@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/localtraffic/localtraffic-exporter/announce"
 	"github.com/localtraffic/localtraffic-exporter/kubeview/kubeviewtest"
 )
 
@@ -199,9 +200,9 @@ func TestTrackerAnnouncers(t *testing.T) {
 	web := localService("shop", "web", corev1.ServiceTypeLoadBalancer)
 	cart := localService("shop", "cart", corev1.ServiceTypeLoadBalancer)
 	dyn := fakeDynamic(l2Status("l2-web", "node-2", "shop", "web"),
-		lease(DefaultCiliumNamespace, CiliumLeaseName("shop", "cart"), "node-3", now.Add(-time.Hour), 15))
+		lease(announce.DefaultCiliumNamespace, announce.CiliumLeaseName("shop", "cart"), "node-3", now.Add(-time.Hour), 15))
 	client := fake.NewClientset(nodeObj("node-1"), web, cart)
-	v := New(kubeviewtest.NewAPI(client), "node-1", WithAnnouncers(NewAnnouncers(dyn, "node-1", DefaultCiliumNamespace)))
+	v := New(kubeviewtest.NewAPI(client), "node-1", WithAnnouncers(announce.NewInformers(dyn, "node-1", announce.DefaultCiliumNamespace)))
 	tr := v.NewTracker()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -209,7 +210,7 @@ func TestTrackerAnnouncers(t *testing.T) {
 	if err := v.WaitForSync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitAnnouncers(t, v.announcers, now, map[AnnouncerSource]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
+	waitAnnouncers(t, v.announcers, now, map[announce.Source]announce.SourceState{announce.SourceMetalLBL2: announce.SourceOK, announce.SourceMetalLBBGP: announce.SourceOK, announce.SourceCiliumL2: announce.SourceOK})
 	trackerSettled(t, v, tr, now)
 	if got, want := tr.NextChange(), now.Add(15*time.Second); !got.Equal(want) {
 		t.Errorf("NextChange %s, want the lease's expiry %s", got, want)
@@ -226,7 +227,7 @@ func TestTrackerAnnouncers(t *testing.T) {
 		t.Errorf("cart's announcement after expiry: %+v", st.Announcements)
 	}
 	// A moved MetalLB holder: web alone.
-	gvr := GVRServiceL2Status
+	gvr := announce.GVRServiceL2Status
 	u := l2Status("l2-web", "node-1", "shop", "web")
 	if _, err := dyn.Resource(gvr).Namespace(u.GetNamespace()).Update(ctx, u, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)

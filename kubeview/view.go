@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/localtraffic/localtraffic-exporter/announce"
 )
 
 // Node label and taint that take a node out of external load balancing.
@@ -38,7 +40,7 @@ type View struct {
 	// ignore selects the Services a cluster owner excludes (nil: none); see IgnoredReason.
 	ignore labels.Selector
 	// announcers reads the announcers' own objects (nil: only their Service annotations are read).
-	announcers *Announcers
+	announcers *announce.Informers
 	// changes is what the informers' events marked for the Tracker (tracker.go).
 	changes *changeSet
 }
@@ -55,7 +57,7 @@ func WithIgnoreSelector(sel labels.Selector) Option {
 // WithAnnouncers adds the announcers' own objects (MetalLB's statuses, Cilium's leases) to each snapshot's
 // Services, and their sources' states to Snapshot.Announcers. Start runs them; WaitForSync does not wait for
 // them (an announcer that is not installed never syncs).
-func WithAnnouncers(a *Announcers) Option {
+func WithAnnouncers(a *announce.Informers) Option {
 	return func(v *View) { v.announcers = a }
 }
 
@@ -99,12 +101,9 @@ func New(api API, node string, opts ...Option) *View {
 		_, _ = inf.AddEventHandler(v.changes.handlers(name))
 	}
 	if v.announcers != nil {
-		for src, inf := range v.announcers.informer {
-			_, _ = inf.AddEventHandler(v.changes.announcerHandlers(src))
-			// A source turning readable or refused, with no record changing, changes every LoadBalancer
-			// Service's announcements.
-			v.announcers.track[src].moved = v.changes.markAll
-		}
+		// A source turning readable or refused, with no record changing, changes every LoadBalancer
+		// Service's announcements.
+		v.announcers.Notify(v.changes.markAnnouncerRecord, v.changes.markAll)
 	}
 	return v
 }
@@ -190,7 +189,7 @@ type Snapshot struct {
 	Node     NodeState
 	Services []ServiceState // sorted by namespace, name
 	// Announcers is each announcer source's state; nil when the view reads no announcers' objects.
-	Announcers map[AnnouncerSource]SourceState
+	Announcers map[announce.Source]announce.SourceState
 }
 
 // Snapshot computes the view now. It fails while any informer has not synced.
@@ -201,7 +200,7 @@ func (v *View) Snapshot() (Snapshot, error) {
 		}
 	}
 	snap := Snapshot{Node: v.nodeState()}
-	var ann AnnouncerSnapshot
+	var ann announce.Snapshot
 	if v.announcers != nil {
 		ann = v.announcers.Snapshot(time.Now())
 	}
@@ -232,7 +231,7 @@ func (v *View) Snapshot() (Snapshot, error) {
 
 // serviceState is one Local Service's state from the informers' stores: its usable EndpointSlices counted,
 // whether it is ignored, and the announcers' records of it (ann, when the view reads them).
-func (v *View) serviceState(svc *corev1.Service, ann AnnouncerSnapshot) (ServiceState, error) {
+func (v *View) serviceState(svc *corev1.Service, ann announce.Snapshot) (ServiceState, error) {
 	objs, err := v.informer[ResourceEndpointSlices].GetIndexer().ByIndex(sliceByServiceIndex, svc.Namespace+"/"+svc.Name)
 	if err != nil {
 		return ServiceState{}, fmt.Errorf("endpoint slices of %s/%s: %w", svc.Namespace, svc.Name, err)
@@ -246,7 +245,7 @@ func (v *View) serviceState(svc *corev1.Service, ann AnnouncerSnapshot) (Service
 	st := ServiceStateOf(svc, slices)
 	st.IgnoredReason, st.Ignored = IgnoredReason(svc, v.ignore)
 	if v.announcers != nil {
-		ann.AddTo(&st, svc)
+		st.AddAnnouncers(ann, svc)
 	}
 	return st, nil
 }

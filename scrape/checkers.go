@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"sync"
 
-	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/announce"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
 	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
@@ -76,7 +76,7 @@ func (w *checkerWarnings) warnEntries(r *ServiceResult, log *slog.Logger) {
 				"namespace", e.Namespace, "service", e.Service, "destination", e.Destination.String(),
 				"sources", verdict.CheckersString(e.Checkers),
 				"settle", fmt.Sprintf("kubectl -n %s annotate service %s %s=%s (they are health checks) or =%s (they are clients)",
-					e.Namespace, e.Service, kubeview.AnnotationHealthCheck, kubeview.CheckTrafficPort, kubeview.CheckNone))
+					e.Namespace, e.Service, announce.AnnotationHealthCheck, announce.CheckTrafficPort, announce.CheckNone))
 		}
 	}
 }

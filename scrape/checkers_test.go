@@ -11,6 +11,7 @@ import (
 
 	"github.com/localtraffic/localtraffic-exporter/scrape/scrapetest"
 
+	"github.com/localtraffic/localtraffic-exporter/announce"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
 )
@@ -59,7 +60,7 @@ func TestCheckersAtADroppedNodePort(t *testing.T) {
 
 	probes.LastSeen = meter.Now.Add(-time.Second)
 	meter.Counts[np] = scrapetest.Repeating(probes)
-	view.Snap.Services[0].HealthCheck = kubeview.CheckNone
+	view.Snap.Services[0].HealthCheck = announce.CheckNone
 	if r := reason(); r != "traffic_lost" {
 		t.Errorf("declared none: reason %q, want traffic_lost (the steady source is a client)", r)
 	}

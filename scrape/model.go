@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/localtraffic/localtraffic-exporter/announce"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
@@ -35,7 +36,7 @@ type APITracker interface {
 	Keys() []string
 	State(key string) (kubeview.ServiceState, bool)
 	Node() kubeview.NodeState
-	Announcers() map[kubeview.AnnouncerSource]kubeview.SourceState
+	Announcers() map[announce.Source]announce.SourceState
 	NextChange() time.Time
 }
 
@@ -307,7 +308,7 @@ type modelState struct {
 	node            kubeview.NodeState
 	services        map[string]*entry
 	keys            []string // sorted as State.Services
-	announcers      map[kubeview.AnnouncerSource]kubeview.SourceState
+	announcers      map[announce.Source]announce.SourceState
 	servicesMoved   bool // membership or a Service's destinations changed: the meter's Watch is rebuilt
 	// kube-proxy's health server and configuration.
 	kp                     KubeProxyState

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/localtraffic/localtraffic-exporter/announce"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
@@ -51,7 +52,7 @@ type globals struct {
 	MeterEnabled         bool
 	MeterStatus          arrivals.Status
 	Overloaded           bool
-	Announcers           map[kubeview.AnnouncerSource]kubeview.SourceState
+	Announcers           map[announce.Source]announce.SourceState
 }
 
 // step brings the model to now: it takes the results the jobs handed back, reads the fast inputs, starts the

@@ -17,6 +17,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/localtraffic/localtraffic-exporter/announce"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/dataplane"
@@ -58,8 +59,8 @@ func (f *fixedTracker) State(string) (kubeview.ServiceState, bool) {
 func (f *fixedTracker) Node() kubeview.NodeState {
 	return kubeview.NodeState{Name: "node-1", Found: true, InternalIPs: []string{"127.0.0.1"}}
 }
-func (f *fixedTracker) Announcers() map[kubeview.AnnouncerSource]kubeview.SourceState { return nil }
-func (f *fixedTracker) NextChange() time.Time                                         { return time.Time{} }
+func (f *fixedTracker) Announcers() map[announce.Source]announce.SourceState { return nil }
+func (f *fixedTracker) NextChange() time.Time                                { return time.Time{} }
 
 // watchedReader is a rule reader that tells of changes (RulesWatcher) when the test says so, and counts reads.
 type watchedReader struct {
@@ -260,8 +261,8 @@ func (t *lbTracker) State(k string) (kubeview.ServiceState, bool) {
 func (t *lbTracker) Node() kubeview.NodeState {
 	return kubeview.NodeState{Name: "node-1", Found: true, InternalIPs: []string{"127.0.0.1"}}
 }
-func (t *lbTracker) Announcers() map[kubeview.AnnouncerSource]kubeview.SourceState { return nil }
-func (t *lbTracker) NextChange() time.Time                                         { return time.Time{} }
+func (t *lbTracker) Announcers() map[announce.Source]announce.SourceState { return nil }
+func (t *lbTracker) NextChange() time.Time                                { return time.Time{} }
 
 // TestModelProbesConcurrently: the model's health check probes run beside each other, off its goroutine, and
 // share what they read (the address each family is probed on); the race detector holds them to reading it only.
@@ -361,7 +362,7 @@ func (e *expiringTracker) Update(now time.Time) ([]string, error) {
 	}
 	e.primed, e.expired = true, !now.Before(e.expiry)
 	e.state = scrapetest.NodePortService(1, scrapetest.Family(corev1.IPv4Protocol, 1, true))
-	e.state.Announcements = []kubeview.Announcement{{Source: kubeview.SourceCiliumL2, Node: "node-1", Exclusive: true, Expired: e.expired}}
+	e.state.Announcements = []announce.Announcement{{Source: announce.SourceCiliumL2, Node: "node-1", Exclusive: true, Expired: e.expired}}
 	return []string{"kubelings/checkout"}, nil
 }
 func (e *expiringTracker) Keys() []string { return []string{"kubelings/checkout"} }
@@ -373,7 +374,7 @@ func (e *expiringTracker) State(string) (kubeview.ServiceState, bool) {
 func (e *expiringTracker) Node() kubeview.NodeState {
 	return kubeview.NodeState{Name: "node-1", Found: true, InternalIPs: []string{"127.0.0.1"}}
 }
-func (e *expiringTracker) Announcers() map[kubeview.AnnouncerSource]kubeview.SourceState { return nil }
+func (e *expiringTracker) Announcers() map[announce.Source]announce.SourceState { return nil }
 func (e *expiringTracker) NextChange() time.Time {
 	e.mu.Lock()
 	defer e.mu.Unlock()

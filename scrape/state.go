@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/localtraffic/localtraffic-exporter/announce"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/dataplane"
@@ -80,7 +81,7 @@ type State struct {
 	KubeProxyConfigState ConfigState
 	// Announcers is each load balancer announcer source's state (kubeview.Snapshot.Announcers); nil when the
 	// view reads no announcers.
-	Announcers map[kubeview.AnnouncerSource]kubeview.SourceState
+	Announcers map[announce.Source]announce.SourceState
 	// StateFile is the state file's state (localtraffic_state_file_state): what this process started from.
 	StateFile string
 	// Epoch is the node model's count of changes to what every Service's decision and rendering read (the

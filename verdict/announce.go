@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/localtraffic/localtraffic-exporter/announce"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 )
 
@@ -25,7 +26,7 @@ const ReasonAnnouncedHere Reason = "announced_here"
 // Cilium lease whose holder stopped renewing it names nobody, nor does a kube-vip annotation the node's arrivals
 // contradict (routeWithdrawn). ev is nil without node evidence (the plugin).
 func announced(node kubeview.NodeState, svc kubeview.ServiceState, d Destination, ev *Evidence) (Rotation, string, Basis, bool) {
-	var elsewhere []kubeview.Announcement
+	var elsewhere []announce.Announcement
 	for _, a := range svc.Announcements {
 		if a.Expired || !a.Covers(d.Address) {
 			continue
@@ -59,8 +60,8 @@ func announced(node kubeview.NodeState, svc kubeview.ServiceState, d Destination
 // Silence for a quiet period is the network's answer: nothing routes the address here. The first repeated
 // attempt ends the silence, and the record counts again. In ARP mode the address is on the holder's
 // interface, which the annotation only confirms; the other announcers' records go when they stop announcing.
-func routeWithdrawn(a kubeview.Announcement, d Destination, ev *Evidence) bool {
-	if a.Source != kubeview.SourceKubeVIP || ev == nil || ev.Addresses == nil || ev.Addresses.Assigned(d.Address) || !watched(ev, d) {
+func routeWithdrawn(a announce.Announcement, d Destination, ev *Evidence) bool {
+	if a.Source != announce.SourceKubeVIP || ev == nil || ev.Addresses == nil || ev.Addresses.Assigned(d.Address) || !watched(ev, d) {
 		return false
 	}
 	return ev.Observed.Observe(d).Silent

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/localtraffic/localtraffic-exporter/announce"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 )
 
@@ -18,7 +19,7 @@ func TestAnnouncerRotation(t *testing.T) {
 	grace := 2 * time.Minute
 	node := kubeview.NodeState{Name: "node-2", Found: true}
 	excluded := kubeview.NodeState{Name: "node-2", Found: true, Excluded: true}
-	svc := func(local int, anns ...kubeview.Announcement) kubeview.ServiceState {
+	svc := func(local int, anns ...announce.Announcement) kubeview.ServiceState {
 		s := lbService(local, local)
 		s.Announcements = anns
 		return s
@@ -29,13 +30,13 @@ func TestAnnouncerRotation(t *testing.T) {
 	ev := func(code int, o Observed) *Evidence {
 		return &Evidence{HealthChecks: hc(code), Addresses: withNodePorts(), Observed: o, Grace: grace, Now: now}
 	}
-	metallbL2 := func(n string) kubeview.Announcement {
-		return kubeview.Announcement{Source: kubeview.SourceMetalLBL2, Node: n, Exclusive: true}
+	metallbL2 := func(n string) announce.Announcement {
+		return announce.Announcement{Source: announce.SourceMetalLBL2, Node: n, Exclusive: true}
 	}
-	cilium := func(n string, expired bool) kubeview.Announcement {
-		return kubeview.Announcement{Source: kubeview.SourceCiliumL2, Node: n, Exclusive: true, Expired: expired}
+	cilium := func(n string, expired bool) announce.Announcement {
+		return announce.Announcement{Source: announce.SourceCiliumL2, Node: n, Exclusive: true, Expired: expired}
 	}
-	bgp := kubeview.Announcement{Source: kubeview.SourceMetalLBBGP, Node: "node-2", Peers: []string{"peer-a"}}
+	bgp := announce.Announcement{Source: announce.SourceMetalLBBGP, Node: "node-2", Peers: []string{"peer-a"}}
 	// Stale ARP caches still sending to the old holder: attempts for 5 minutes, dropped for 10.
 	arriving := Observation{Watched: true, Attempts: 300, ActiveSince: now.Add(-5 * time.Minute), LastSeen: now.Add(-time.Second),
 		Ongoing: true, DroppedSince: now.Add(-10 * time.Minute)}
@@ -82,10 +83,10 @@ func TestAnnouncerRotation(t *testing.T) {
 			Input{Service: svc(0, bgp), Node: node, Evidence: ev(503, seen{})},
 			In, BasisAnnouncer, true, ReasonAnnouncedHere},
 		{"kube-vip names another node: not exclusive, today's rules decide",
-			Input{Service: svc(1, kubeview.Announcement{Source: kubeview.SourceKubeVIP, Node: "node-1"}), Node: node, Evidence: ev(200, seen{})},
+			Input{Service: svc(1, announce.Announcement{Source: announce.SourceKubeVIP, Node: "node-1"}), Node: node, Evidence: ev(200, seen{})},
 			In, BasisHealthCheck, false, ""},
 		{"PureLB names this node for another address only: today's rules",
-			Input{Service: svc(0, kubeview.Announcement{Source: kubeview.SourcePureLB, Node: "node-2", Address: "192.0.2.99", Exclusive: true}),
+			Input{Service: svc(0, announce.Announcement{Source: announce.SourcePureLB, Node: "node-2", Address: "192.0.2.99", Exclusive: true}),
 				Node: node, Evidence: ev(503, seen{})},
 			Out, "", false, ""},
 		{"plugin (no node evidence): a holder without a replica is a blackhole, not drained",
@@ -129,11 +130,11 @@ func TestAnnouncerRotation(t *testing.T) {
 func TestKubeVIPAnnotationContradictedByArrivals(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	node := kubeview.NodeState{Name: "node-2", Found: true}
-	kubeVIP := kubeview.Announcement{Source: kubeview.SourceKubeVIP, Node: "node-2"}
-	bgp := kubeview.Announcement{Source: kubeview.SourceMetalLBBGP, Node: "node-2", Peers: []string{"peer-a"}}
-	svc := func(a kubeview.Announcement) kubeview.ServiceState {
+	kubeVIP := announce.Announcement{Source: announce.SourceKubeVIP, Node: "node-2"}
+	bgp := announce.Announcement{Source: announce.SourceMetalLBBGP, Node: "node-2", Peers: []string{"peer-a"}}
+	svc := func(a announce.Announcement) kubeview.ServiceState {
 		s := lbService(0, 0)
-		s.Announcements = []kubeview.Announcement{a}
+		s.Announcements = []announce.Announcement{a}
 		return s
 	}
 	ev := func(o Observed, assigned ...string) *Evidence {
@@ -184,15 +185,15 @@ func TestKubeVIPAnnotationContradictedByArrivals(t *testing.T) {
 }
 
 func TestUnannounced(t *testing.T) {
-	svc := func(local int, clusterWide bool, anns ...kubeview.Announcement) kubeview.ServiceState {
+	svc := func(local int, clusterWide bool, anns ...announce.Announcement) kubeview.ServiceState {
 		s := lbService(local, local)
 		s.Families[0].Ports[0].ClusterWide = clusterWide
 		s.Announcements = anns
 		return s
 	}
-	expired := kubeview.Announcement{Source: kubeview.SourceCiliumL2, Node: "node-1", Exclusive: true, Expired: true}
+	expired := announce.Announcement{Source: announce.SourceCiliumL2, Node: "node-1", Exclusive: true, Expired: true}
 	unrecorded := func(s kubeview.ServiceState) kubeview.ServiceState { s.UnrecordedIPs = s.LoadBalancerIPs; return s }
-	live := kubeview.Announcement{Source: kubeview.SourceMetalLBL2, Node: "node-3", Exclusive: true}
+	live := announce.Announcement{Source: announce.SourceMetalLBL2, Node: "node-3", Exclusive: true}
 	cases := []struct {
 		name string
 		svc  kubeview.ServiceState
@@ -220,9 +221,9 @@ func TestUnannounced(t *testing.T) {
 func TestUnannouncedIPsAndAnnouncedElsewhere(t *testing.T) {
 	s := lbService(0, 0)
 	s.LoadBalancerIPs = []string{"192.0.2.10", "192.0.2.11"}
-	s.Announcements = []kubeview.Announcement{
-		{Source: kubeview.SourcePureLB, Node: "node-1", Address: "192.0.2.10", Exclusive: true, Expired: true},
-		{Source: kubeview.SourcePureLB, Node: "node-3", Address: "192.0.2.11", Exclusive: true},
+	s.Announcements = []announce.Announcement{
+		{Source: announce.SourcePureLB, Node: "node-1", Address: "192.0.2.10", Exclusive: true, Expired: true},
+		{Source: announce.SourcePureLB, Node: "node-3", Address: "192.0.2.11", Exclusive: true},
 	}
 	if got := UnannouncedIPs(s); len(got) != 1 || got[0] != "192.0.2.10" {
 		t.Errorf("unannounced %v, want [192.0.2.10]", got)

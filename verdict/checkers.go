@@ -7,14 +7,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/announce"
 )
 
 // Health checkers are not clients. A load balancer that checks the traffic port opens a connection to the
 // Service's NodePort on every node at a fixed interval; a node without a local endpoint drops it, which is how
 // the load balancer drains that node. Those arrivals are no client's, and must neither put the node in rotation
 // nor make its blackhole traffic_lost. Which arrivals are checks:
-//   - the Service declares it (kubeview.AnnotationHealthCheck): traffic-port, the steady sources are the
+//   - the Service declares it (announce.AnnotationHealthCheck): traffic-port, the steady sources are the
 //     checker (and for any Service type arrivals at the NodePort never put the node in rotation, as for a
 //     cloud's traffic-port check); health-check-node-port or none, nothing at the NodePort is a check: every
 //     arrival is a client, however steady;
@@ -28,7 +28,7 @@ func clientsOnly(in Input, e *Entry, o Observation) Observation {
 	if !checkersAside(in, *e, o) {
 		return o
 	}
-	if len(o.Checkers) > 0 && e.Dropped && in.Service.HealthCheck == kubeview.CheckUndeclared {
+	if len(o.Checkers) > 0 && e.Dropped && in.Service.HealthCheck == announce.CheckUndeclared {
 		e.Checkers = o.Checkers
 	}
 	if len(o.Checkers) > 0 {
@@ -47,7 +47,7 @@ func checkersAside(in Input, e Entry, o Observation) bool {
 		return false
 	}
 	switch in.Service.HealthCheck {
-	case kubeview.CheckNone, kubeview.CheckHealthCheckNodePort:
+	case announce.CheckNone, announce.CheckHealthCheckNodePort:
 		return false
 	}
 	return true
@@ -56,17 +56,17 @@ func checkersAside(in Input, e Entry, o Observation) bool {
 // trafficPortChecked: the Service's load balancer checks the NodePort, as declared or as its cloud
 // controller's annotations say.
 func trafficPortChecked(in Input) bool {
-	if in.Service.HealthCheck == kubeview.CheckTrafficPort {
+	if in.Service.HealthCheck == announce.CheckTrafficPort {
 		return true
 	}
-	return in.Service.Type == corev1.ServiceTypeLoadBalancer && in.Service.LBCheckOn(in.Node) == kubeview.LBCheckTrafficPort
+	return in.Service.Type == corev1.ServiceTypeLoadBalancer && in.Service.LBCheckOn(in.Node) == announce.LBCheckTrafficPort
 }
 
 func checkersWhy(in Input, cs []Checker) string {
 	what := "arrive like a load balancer's health checks and are not counted as clients (annotate " +
-		kubeview.AnnotationHealthCheck + ": none if they are clients)"
-	if in.Service.HealthCheck == kubeview.CheckTrafficPort {
-		what = "are the load balancer's traffic-port health checks (" + kubeview.AnnotationHealthCheck + ": traffic-port)"
+		announce.AnnotationHealthCheck + ": none if they are clients)"
+	if in.Service.HealthCheck == announce.CheckTrafficPort {
+		what = "are the load balancer's traffic-port health checks (" + announce.AnnotationHealthCheck + ": traffic-port)"
 	}
 	return fmt.Sprintf("%s at a steady cadence %s", CheckersString(cs), what)
 }

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/localtraffic/localtraffic-exporter/announce"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 )
 
@@ -32,7 +33,7 @@ func TestHealthCheckersAreNotClients(t *testing.T) {
 	ev := func(checks map[corev1.IPFamily]HealthCheck, o Observation) *Evidence {
 		return &Evidence{HealthChecks: checks, Addresses: withNodePorts(), Observed: seen{NodePort: o}, Grace: 2 * time.Minute, Now: now}
 	}
-	svc := func(typ corev1.ServiceType, declared kubeview.DeclaredCheck) kubeview.ServiceState {
+	svc := func(typ corev1.ServiceType, declared announce.DeclaredCheck) kubeview.ServiceState {
 		s := lbService(0, 0)
 		s.HealthCheck = declared
 		if c, ok := declared.Class(); ok {
@@ -46,7 +47,7 @@ func TestHealthCheckersAreNotClients(t *testing.T) {
 	ready := kubeview.NodeState{Name: "n", Found: true}
 	excluded := kubeview.NodeState{Name: "n", Found: true, Excluded: true}
 	const np, lb = corev1.ServiceTypeNodePort, corev1.ServiceTypeLoadBalancer
-	undeclared := kubeview.CheckUndeclared
+	undeclared := announce.CheckUndeclared
 
 	cases := []struct {
 		name      string
@@ -62,27 +63,27 @@ func TestHealthCheckersAreNotClients(t *testing.T) {
 		{"NodePort Service, the client gone 10 minutes, the checker still probing: no longer losing",
 			Input{Service: svc(np, undeclared), Node: ready, Evidence: ev(nil, clientGone)}, true, ReasonNoTrafficSeen, true},
 		{"NodePort Service declared none: the steady source is a client",
-			Input{Service: svc(np, kubeview.CheckNone), Node: ready, Evidence: ev(nil, probesOnly)}, true, ReasonTrafficLost, false},
+			Input{Service: svc(np, announce.CheckNone), Node: ready, Evidence: ev(nil, probesOnly)}, true, ReasonTrafficLost, false},
 		{"NodePort Service declared health-check-node-port: nothing probes the NodePort, a client",
-			Input{Service: svc(np, kubeview.CheckHealthCheckNodePort), Node: ready, Evidence: ev(nil, probesOnly)}, true, ReasonTrafficLost, false},
+			Input{Service: svc(np, announce.CheckHealthCheckNodePort), Node: ready, Evidence: ev(nil, probesOnly)}, true, ReasonTrafficLost, false},
 		{"NodePort Service declared traffic-port: the checker's probes, no warning needed",
-			Input{Service: svc(np, kubeview.CheckTrafficPort), Node: ready, Evidence: ev(nil, probesOnly)}, true, ReasonNoTrafficSeen, false},
+			Input{Service: svc(np, announce.CheckTrafficPort), Node: ready, Evidence: ev(nil, probesOnly)}, true, ReasonNoTrafficSeen, false},
 		{"NodePort Service declared traffic-port, a client too: it still pages",
-			Input{Service: svc(np, kubeview.CheckTrafficPort), Node: ready, Evidence: ev(nil, withClient)}, true, ReasonTrafficLost, false},
+			Input{Service: svc(np, announce.CheckTrafficPort), Node: ready, Evidence: ev(nil, withClient)}, true, ReasonTrafficLost, false},
 		{"excluded node, only the checker: out of rotation",
 			Input{Service: svc(np, undeclared), Node: excluded, Evidence: ev(nil, probesOnly)}, false, "", true},
 		{"excluded node, the checker and a client past grace: in rotation by the client",
 			Input{Service: svc(np, undeclared), Node: excluded, Evidence: ev(nil, withClient)}, true, ReasonTrafficLost, true},
 		{"excluded node, declared traffic-port: arrivals at the NodePort never put it in rotation",
-			Input{Service: svc(np, kubeview.CheckTrafficPort), Node: excluded, Evidence: ev(nil, withClient)}, false, "", false},
+			Input{Service: svc(np, announce.CheckTrafficPort), Node: excluded, Evidence: ev(nil, withClient)}, false, "", false},
 		{"LoadBalancer of an unknown controller answering 503, only its checker: drained, no page",
 			Input{Service: svc(lb, undeclared), Node: ready, Evidence: ev(hc503, probesOnly)}, false, "", true},
 		{"LoadBalancer of an unknown controller answering 503, a client past grace: it ignores the health check",
 			Input{Service: svc(lb, undeclared), Node: ready, Evidence: ev(hc503, withClient)}, true, ReasonHealthCheckIgnored, true},
 		{"LoadBalancer declared none answering 503, the steady source past grace: a client the load balancer sends",
-			Input{Service: svc(lb, kubeview.CheckNone), Node: ready, Evidence: ev(hc503, probesOnly)}, true, ReasonHealthCheckIgnored, false},
+			Input{Service: svc(lb, announce.CheckNone), Node: ready, Evidence: ev(hc503, probesOnly)}, true, ReasonHealthCheckIgnored, false},
 		{"LoadBalancer declared traffic-port answering 503, a client too: the load balancer drains by its own check",
-			Input{Service: svc(lb, kubeview.CheckTrafficPort), Node: ready, Evidence: ev(hc503, withClient)}, false, "", false},
+			Input{Service: svc(lb, announce.CheckTrafficPort), Node: ready, Evidence: ev(hc503, withClient)}, false, "", false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/localtraffic/localtraffic-exporter/announce"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 )
 
@@ -67,7 +68,7 @@ func TestRotationFromEvidence(t *testing.T) {
 	nodePort := lbService(0, 0)
 	nodePort.Type, nodePort.HealthCheckNodePort, nodePort.LoadBalancerIPs = corev1.ServiceTypeNodePort, 0, nil
 	trafficPort := lbService(0, 0)
-	trafficPort.LBCheck = kubeview.LBCheckTrafficPort
+	trafficPort.LBCheck = announce.LBCheckTrafficPort
 	withExt := lbService(0, 0, "198.51.100.7")
 	withExt.Type, withExt.HealthCheckNodePort, withExt.LoadBalancerIPs = corev1.ServiceTypeClusterIP, 0, nil
 	withExt.Families[0].Ports[0].NodePort = 0
@@ -173,7 +174,7 @@ func TestPluginCannotObserve(t *testing.T) {
 	nodePort := lbService(0, 0)
 	nodePort.Type, nodePort.HealthCheckNodePort, nodePort.LoadBalancerIPs = corev1.ServiceTypeNodePort, 0, nil
 	misdirected := lbService(0, 0)
-	misdirected.LBCheck = kubeview.LBCheckMisdirected
+	misdirected.LBCheck = announce.LBCheckMisdirected
 	for _, c := range []struct {
 		name       string
 		in         Input

@@ -7,7 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/announce"
 )
 
 // TestPortScanIsNotALoss: where the meter tells attempts that repeated their source (a client's retransmitted
@@ -41,7 +41,7 @@ func TestPortScanIsNotALoss(t *testing.T) {
 	checkerAndScan.SetAside, checkerAndScan.Checkers = true, []Checker{{Addr: "198.18.0.5", Interval: 2 * time.Second}}
 	checkerAndScan.Clients = ClientAttempts{Attempts: 1, ActiveSince: now.Add(-40 * time.Second), LastSeen: now.Add(-40 * time.Second), Ongoing: true}
 	declaredNone := f.nodePort
-	declaredNone.HealthCheck = kubeview.CheckNone
+	declaredNone.HealthCheck = announce.CheckNone
 	ev := func(hc map[corev1.IPFamily]HealthCheck, a Addresses, o Observed) *Evidence {
 		return &Evidence{HealthChecks: hc, Addresses: a, Observed: o, Grace: 2 * time.Minute, LossHold: 15 * time.Minute, Now: now}
 	}

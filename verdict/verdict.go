@@ -23,6 +23,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/localtraffic/localtraffic-exporter/announce"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 )
 
@@ -307,7 +308,7 @@ type Entry struct {
 	// the destination, kube-proxy's drop rule counter for it grew within the evidence window.
 	Losing bool
 	// Checkers are the steady sources whose arrivals were taken as a load balancer's health checks, not as
-	// clients, although the Service does not declare its check (kubeview.AnnotationHealthCheck settles it):
+	// clients, although the Service does not declare its check (announce.AnnotationHealthCheck settles it):
 	// set at a dropped NodePort only.
 	Checkers []Checker
 	// Reason is what a blackhole of this entry rests on ("" unless it is in rotation and dropped).
@@ -471,7 +472,7 @@ func declared(in Input, fam kubeview.FamilyEndpoints, d Destination) (Rotation, 
 		switch {
 		case rot == In:
 			return in1(why, BasisHealthCheck)
-		case ev == nil && node.LoadBalancerEligible() && svc.LBCheckOn(node) == kubeview.LBCheckMisdirected:
+		case ev == nil && node.LoadBalancerEligible() && svc.LBCheckOn(node) == announce.LBCheckMisdirected:
 			return Unknown, "cannot observe from the API: the load balancer's health check does not ask healthCheckNodePort over HTTP, " +
 				"so whether it keeps sending here only the node sees (the exporter on each node observes arrivals)", ""
 		}

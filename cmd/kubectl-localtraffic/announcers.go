@@ -10,12 +10,12 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/announce"
 )
 
 // addAnnouncerFlags adds the flags of the announcers' reads to a live command (status, audit, drain-check).
 func addAnnouncerFlags(cmd *cobra.Command, o *options) {
-	cmd.Flags().StringVar(&o.ciliumNamespace, "cilium-namespace", kubeview.DefaultCiliumNamespace,
+	cmd.Flags().StringVar(&o.ciliumNamespace, "cilium-namespace", announce.DefaultCiliumNamespace,
 		"the namespace of Cilium's L2 announcement Leases (cilium-l2announce-<namespace>-<service>), as the exporter's --announcers.cilium-namespace")
 }
 
@@ -30,24 +30,24 @@ func dynamicClient(f *genericclioptions.ConfigFlags) (dynamic.Interface, error) 
 	return dynamic.NewForConfig(cfg)
 }
 
-// startAnnouncers reads the announcers' objects cluster-wide (kubeview.ListAnnouncers: MetalLB's statuses,
+// startAnnouncers reads the announcers' objects cluster-wide (announce.List: MetalLB's statuses,
 // Cilium's leases) beside the other lists, and returns the wait for it. A source that cannot be read is a state,
 // not an error: its load balancer IPs keep the answer the API alone gives (cannot tell where no health check
 // decides), and one line on stderr names it. A source that is not installed (no CRD) is said nothing of: most
 // clusters run one announcer or none. The zero snapshot when the plugin has no dynamic client (tests).
-func (a *app) startAnnouncers(ctx context.Context, o *options) func() (kubeview.AnnouncerSnapshot, error) {
+func (a *app) startAnnouncers(ctx context.Context, o *options) func() (announce.Snapshot, error) {
 	if a.dynamic == nil {
-		return func() (kubeview.AnnouncerSnapshot, error) { return kubeview.AnnouncerSnapshot{}, nil }
+		return func() (announce.Snapshot, error) { return announce.Snapshot{}, nil }
 	}
 	dyn, err := a.dynamic(o.kube)
 	if err != nil {
-		return func() (kubeview.AnnouncerSnapshot, error) {
-			return kubeview.AnnouncerSnapshot{}, badInputf("kubeconfig: %w", err)
+		return func() (announce.Snapshot, error) {
+			return announce.Snapshot{}, badInputf("kubeconfig: %w", err)
 		}
 	}
-	done := make(chan kubeview.AnnouncerSnapshot, 1)
+	done := make(chan announce.Snapshot, 1)
 	go func() { done <- readAnnouncers(ctx, dyn, o.ciliumNamespace) }()
-	return func() (kubeview.AnnouncerSnapshot, error) {
+	return func() (announce.Snapshot, error) {
 		s := <-done
 		if note := unreadAnnouncers(s, o.ciliumNamespace); note != "" {
 			fmt.Fprintf(a.errOut, "kubectl-localtraffic: %s\n", note)
@@ -58,20 +58,20 @@ func (a *app) startAnnouncers(ctx context.Context, o *options) func() (kubeview.
 
 // readAnnouncers is every read of the announcers' objects the plugin makes (the audit RBAC's announcer rules
 // are checked against it).
-func readAnnouncers(ctx context.Context, dyn dynamic.Interface, ciliumNamespace string) kubeview.AnnouncerSnapshot {
-	return kubeview.ListAnnouncers(ctx, dyn, ciliumNamespace, time.Now())
+func readAnnouncers(ctx context.Context, dyn dynamic.Interface, ciliumNamespace string) announce.Snapshot {
+	return announce.List(ctx, dyn, ciliumNamespace, time.Now())
 }
 
 // unreadAnnouncers is the note for the sources the API server refused or did not answer ("" when none).
-func unreadAnnouncers(s kubeview.AnnouncerSnapshot, ciliumNamespace string) string {
+func unreadAnnouncers(s announce.Snapshot, ciliumNamespace string) string {
 	var unread []string
-	for _, src := range []kubeview.AnnouncerSource{kubeview.SourceMetalLBL2, kubeview.SourceMetalLBBGP, kubeview.SourceCiliumL2} {
+	for _, src := range []announce.Source{announce.SourceMetalLBL2, announce.SourceMetalLBBGP, announce.SourceCiliumL2} {
 		st, ok := s.States[src]
-		if !ok || st == kubeview.SourceOK || st == kubeview.SourceAbsent {
+		if !ok || st == announce.SourceOK || st == announce.SourceAbsent {
 			continue
 		}
 		what := string(src)
-		if src == kubeview.SourceCiliumL2 {
+		if src == announce.SourceCiliumL2 {
 			what += " (leases in " + ciliumNamespace + ")"
 		}
 		unread = append(unread, what+": "+string(st))

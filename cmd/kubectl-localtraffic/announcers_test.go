@@ -22,12 +22,12 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/announce"
 )
 
 func fakeAnnouncers(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
 	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		kubeview.GVRServiceL2Status: "ServiceL2StatusList", kubeview.GVRServiceBGPStatus: "ServiceBGPStatusList", kubeview.GVRLease: "LeaseList",
+		announce.GVRServiceL2Status: "ServiceL2StatusList", announce.GVRServiceBGPStatus: "ServiceBGPStatusList", announce.GVRLease: "LeaseList",
 	}, objs...)
 }
 
@@ -70,7 +70,7 @@ func lease(ns, holder string, renew time.Time) *unstructured.Unstructured {
 	u.SetAPIVersion("coordination.k8s.io/v1")
 	u.SetKind("Lease")
 	u.SetNamespace(ns)
-	u.SetName(kubeview.CiliumLeaseName("kubelings", "checkout"))
+	u.SetName(announce.CiliumLeaseName("kubelings", "checkout"))
 	return u
 }
 
@@ -131,7 +131,7 @@ func TestStatusLiveAnnouncers(t *testing.T) {
 func TestStatusAnnouncersForbidden(t *testing.T) {
 	dyn := fakeAnnouncers(l2Status("node-2"))
 	dyn.PrependReactor("list", "servicel2statuses", func(k8stesting.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewForbidden(kubeview.GVRServiceL2Status.GroupResource(), "", nil)
+		return true, nil, apierrors.NewForbidden(announce.GVRServiceL2Status.GroupResource(), "", nil)
 	})
 	r := invokeAnnounced(t, dyn, "status", "-n", "kubelings", "checkout", "-o", "json")
 	if holes, unknown, _ := statusOf(t, r); r.code != 0 || len(holes) > 0 || !slices.Equal(unknown, []string{"node-2", "node-3"}) {

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/localtraffic/localtraffic-exporter/announce"
 	"github.com/localtraffic/localtraffic-exporter/collector"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
@@ -68,7 +69,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, route
 		if err != nil {
 			return err
 		}
-		viewOpts = append(viewOpts, kubeview.WithAnnouncers(kubeview.NewAnnouncers(dyn, opts.kube.NodeName, opts.kube.CiliumNamespace)))
+		viewOpts = append(viewOpts, kubeview.WithAnnouncers(announce.NewInformers(dyn, opts.kube.NodeName, opts.kube.CiliumNamespace)))
 	}
 	view := kubeview.New(client, opts.kube.NodeName, viewOpts...)
 	var background sync.WaitGroup

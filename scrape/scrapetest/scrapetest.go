@@ -6,7 +6,9 @@ package scrapetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -142,4 +144,51 @@ func (f Links) LinkNames() ([]string, error) { return f, nil }
 // DualStackNode is node-1 with an IPv4 and an IPv6 loopback address.
 func DualStackNode() kubeview.NodeState {
 	return kubeview.NodeState{Name: "node-1", Found: true, InternalIPs: []string{"127.0.0.1", "::1"}}
+}
+
+// HealthAnswer is what one family's health check server says; Status 0: nothing listens in that family.
+type HealthAnswer struct {
+	Status int
+	Local  int
+}
+
+// DualStackHealthCheck serves kube-proxy's health check answer for kubelings/checkout on 127.0.0.1 and ::1
+// at the same port, one answer per family, as v1.37's per-family servers do (tcp4 and tcp6 sockets), until
+// the test ends; it returns the port.
+func DualStackHealthCheck(t testing.TB, a4, a6 HealthAnswer) int32 {
+	t.Helper()
+	handler := func(a HealthAnswer) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("X-Load-Balancing-Endpoint-Weight", fmt.Sprint(a.Local))
+			w.WriteHeader(a.Status)
+			fmt.Fprintf(w, "{\n\t\"service\": {\n\t\t\"namespace\": \"kubelings\",\n\t\t\"name\": \"checkout\"\n\t},\n\t\"localEndpoints\": %d,\n\t\"serviceProxyHealthy\": true\n}", a.Local)
+		})
+	}
+	for attempt := 0; attempt < 20; attempt++ {
+		l4, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l4.Addr().(*net.TCPAddr).Port
+		l6, err := net.Listen("tcp6", fmt.Sprintf("[::1]:%d", port))
+		if err != nil {
+			l4.Close()
+			continue // the port is taken in IPv6: try another
+		}
+		serve := func(l net.Listener, a HealthAnswer) {
+			if a.Status == 0 {
+				l.Close() // nothing listens: connections are refused
+				return
+			}
+			srv := &http.Server{Handler: handler(a), ReadHeaderTimeout: time.Second}
+			go srv.Serve(l)
+			t.Cleanup(func() { srv.Close() })
+		}
+		serve(l4, a4)
+		serve(l6, a6)
+		return int32(port)
+	}
+	t.Fatal("no port free in both families")
+	return 0
 }

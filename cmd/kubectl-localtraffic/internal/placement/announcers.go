@@ -7,19 +7,20 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/localtraffic/localtraffic-exporter/announce"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 )
 
 // withAnnouncers adds the announcers' records of the Service to each of its per-node states, as the exporter
-// adds them to its snapshot's (kubeview.AnnouncerSnapshot.AddTo): the records are the cluster's, the same on
+// adds them to its snapshot's (kubeview.ServiceState.AddAnnouncers): the records are the cluster's, the same on
 // every node. It returns elsewhere with them.
 func withAnnouncers(states map[string]kubeview.ServiceState, elsewhere kubeview.ServiceState, svc *corev1.Service,
-	ann kubeview.AnnouncerSnapshot) kubeview.ServiceState {
+	ann announce.Snapshot) kubeview.ServiceState {
 	for node, ss := range states {
-		ann.AddTo(&ss, svc)
+		ss.AddAnnouncers(ann, svc)
 		states[node] = ss
 	}
-	ann.AddTo(&elsewhere, svc)
+	elsewhere.AddAnnouncers(ann, svc)
 	return elsewhere
 }
 
@@ -49,21 +50,21 @@ func (a *auditor) announcerFindings(st *ServiceStatus, ws []*Workload) {
 
 // announcedWithoutLocal: a live MetalLB ServiceL2Status or Cilium L2 lease naming a node that has no ready
 // endpoint of the Service.
-func (a *auditor) announcedWithoutLocal(st ServiceStatus, anns []kubeview.Announcement) {
+func (a *auditor) announcedWithoutLocal(st ServiceStatus, anns []announce.Announcement) {
 	ready := map[string]bool{}
 	for _, n := range st.Nodes {
 		ready[n.Node] = n.LocalReadyEndpoints > 0
 	}
-	bySource := map[kubeview.AnnouncerSource][]string{}
+	bySource := map[announce.Source][]string{}
 	for _, an := range anns {
-		if an.Expired || (an.Source != kubeview.SourceMetalLBL2 && an.Source != kubeview.SourceCiliumL2) || ready[an.Node] {
+		if an.Expired || (an.Source != announce.SourceMetalLBL2 && an.Source != announce.SourceCiliumL2) || ready[an.Node] {
 			continue
 		}
 		if !slices.Contains(bySource[an.Source], an.Node) {
 			bySource[an.Source] = append(bySource[an.Source], an.Node)
 		}
 	}
-	for _, src := range []kubeview.AnnouncerSource{kubeview.SourceCiliumL2, kubeview.SourceMetalLBL2} {
+	for _, src := range []announce.Source{announce.SourceCiliumL2, announce.SourceMetalLBL2} {
 		nodes := bySource[src]
 		if len(nodes) == 0 {
 			continue
@@ -75,14 +76,14 @@ func (a *auditor) announcedWithoutLocal(st ServiceStatus, anns []kubeview.Announ
 			"externalTrafficPolicy Local the node it picks must have a ready local endpoint, or the whole address is dropped there. "
 		fix := ""
 		switch src {
-		case kubeview.SourceCiliumL2:
+		case announce.SourceCiliumL2:
 			why += "Cilium's L2 announcer lets every node its CiliumL2AnnouncementPolicy selects take the Service's lease, " +
 				"whatever externalTrafficPolicy says, unless its local-backend gate runs: only recent releases (1.20.2 and " +
 				"later) withdraw a node without a local active backend from a Local Service's election."
 			fix = fmt.Sprintf("Upgrade Cilium to a release whose L2 announcer gates Local Services on local backends; until then "+
 				"restrict the CiliumL2AnnouncementPolicy's nodeSelector to the nodes that run the replicas (or run the workload on "+
 				"every node it selects), or set externalTrafficPolicy: Cluster. kubectl -n %s get lease %s shows the holder.",
-				kubeview.DefaultCiliumNamespace, kubeview.CiliumLeaseName(a.svc.Namespace, a.svc.Name))
+				announce.DefaultCiliumNamespace, announce.CiliumLeaseName(a.svc.Namespace, a.svc.Name))
 		default:
 			why += "MetalLB's layer 2 speaker announces a Local Service only from a node with a ready local endpoint, so a " +
 				"ServiceL2Status naming a node without one is a failover under way (its endpoint just went away) or a " +
@@ -97,9 +98,9 @@ func (a *auditor) announcedWithoutLocal(st ServiceStatus, anns []kubeview.Announ
 
 // usesMetalLB: MetalLB's records name the Service, or its annotations configure MetalLB (manifest mode has no
 // records).
-func usesMetalLB(svc *corev1.Service, anns []kubeview.Announcement) bool {
+func usesMetalLB(svc *corev1.Service, anns []announce.Announcement) bool {
 	for _, an := range anns {
-		if an.Source == kubeview.SourceMetalLBL2 || an.Source == kubeview.SourceMetalLBBGP {
+		if an.Source == announce.SourceMetalLBL2 || an.Source == announce.SourceMetalLBBGP {
 			return true
 		}
 	}

@@ -15,14 +15,14 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/announce"
 )
 
-// The announcers' records as a fake apiserver serves them to kubeview.ListAnnouncers, the plugin's reader.
+// The announcers' records as a fake apiserver serves them to announce.List, the plugin's reader.
 
 func announcerClient(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
 	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		kubeview.GVRServiceL2Status: "ServiceL2StatusList", kubeview.GVRServiceBGPStatus: "ServiceBGPStatusList", kubeview.GVRLease: "LeaseList",
+		announce.GVRServiceL2Status: "ServiceL2StatusList", announce.GVRServiceBGPStatus: "ServiceBGPStatusList", announce.GVRLease: "LeaseList",
 	}, objs...)
 }
 
@@ -37,15 +37,15 @@ func record(gvr schema.GroupVersionResource, kind, ns, name string, fields map[s
 
 // metallbL2Status is MetalLB's ServiceL2Status naming node for the test namespace's Service svc.
 func metallbL2Status(svc, node string) *unstructured.Unstructured {
-	u := record(kubeview.GVRServiceL2Status, "ServiceL2Status", "metallb-system", "l2-"+svc,
+	u := record(announce.GVRServiceL2Status, "ServiceL2Status", "metallb-system", "l2-"+svc,
 		map[string]any{"status": map[string]any{"node": node, "serviceName": svc, "serviceNamespace": ns}})
-	u.SetLabels(map[string]string{kubeview.LabelMetalLBNode: node, kubeview.LabelMetalLBServiceName: svc, kubeview.LabelMetalLBServiceNamespace: ns})
+	u.SetLabels(map[string]string{announce.LabelMetalLBNode: node, announce.LabelMetalLBServiceName: svc, announce.LabelMetalLBServiceNamespace: ns})
 	return u
 }
 
 // ciliumLease is Cilium's L2 announcement Lease for svc, last renewed at renew for seconds.
 func ciliumLease(svc, holder string, renew time.Time, seconds int64) *unstructured.Unstructured {
-	return record(kubeview.GVRLease, "Lease", kubeview.DefaultCiliumNamespace, kubeview.CiliumLeaseName(ns, svc),
+	return record(announce.GVRLease, "Lease", announce.DefaultCiliumNamespace, announce.CiliumLeaseName(ns, svc),
 		map[string]any{"spec": map[string]any{"holderIdentity": holder,
 			"renewTime": renew.UTC().Format("2006-01-02T15:04:05.000000Z07:00"), "leaseDurationSeconds": seconds}})
 }
@@ -57,7 +57,7 @@ func announcedCluster(client *dynamicfake.FakeDynamicClient) *Cluster {
 		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.10"}}
 	})
 	c := live(workers(3), svc, deployment("checkout", 1), "node-1")
-	c.Announcers = kubeview.ListAnnouncers(context.Background(), client, kubeview.DefaultCiliumNamespace, time.Now())
+	c.Announcers = announce.List(context.Background(), client, announce.DefaultCiliumNamespace, time.Now())
 	return c
 }
 
@@ -134,10 +134,10 @@ func TestStatusUnannounced(t *testing.T) {
 func TestStatusAnnouncerForbidden(t *testing.T) {
 	client := announcerClient(metallbL2Status("checkout", "node-2"))
 	client.PrependReactor("list", "servicel2statuses", func(k8stesting.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewForbidden(kubeview.GVRServiceL2Status.GroupResource(), "", nil)
+		return true, nil, apierrors.NewForbidden(announce.GVRServiceL2Status.GroupResource(), "", nil)
 	})
 	c := announcedCluster(client)
-	if st := c.Announcers.States[kubeview.SourceMetalLBL2]; st != kubeview.SourceForbidden {
+	if st := c.Announcers.States[announce.SourceMetalLBL2]; st != announce.SourceForbidden {
 		t.Fatalf("metallb_l2 %s, want forbidden", st)
 	}
 	s := Status(c)[0]

@@ -10,6 +10,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/localtraffic/localtraffic-exporter/announce"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
@@ -151,11 +152,11 @@ func (a *auditor) run(index *backingIndex, st *ServiceStatus) ServiceReport {
 		}
 	}
 	lb := svc.Spec.Type == corev1.ServiceTypeLoadBalancer
-	var hc kubeview.LBCheck
+	var hc announce.LBCheck
 	if lb {
-		hc = kubeview.LBCheckOf(svc, providerID)
+		hc = announce.LBCheckOf(svc, providerID)
 	}
-	a.guarded = lb && hc.Class != kubeview.LBCheckMisdirected
+	a.guarded = lb && hc.Class != announce.LBCheckMisdirected
 	a.receiving = receivingNodes(svc, a.nodes)
 	rep := ServiceReport{Service: a.ref, Type: svc.Spec.Type, HealthChecked: a.guarded,
 		Receiving: nodeNames(a.receiving), Status: st}
@@ -163,13 +164,13 @@ func (a *auditor) run(index *backingIndex, st *ServiceStatus) ServiceReport {
 		rep.HealthCheck = strings.TrimSpace(orDefault(hc.Provider, "unknown provider") + ": " + hc.Detail)
 	}
 	switch {
-	case lb && hc.Class == kubeview.LBCheckMisdirected:
+	case lb && hc.Class == announce.LBCheckMisdirected:
 		a.add(HealthCheckMisdirect, Warning, nil, nil,
 			fmt.Sprintf("%s: the load balancer's health check %s", orDefault(hc.Provider, "load balancer"), hc.Detail),
 			"A health check that passes whether or not the node has a ready local endpoint keeps such nodes in rotation: "+
 				"the load balancer sends them connections that kube-proxy drops.",
 			hc.Fix)
-	case lb && hc.Class == kubeview.LBCheckTrafficPort:
+	case lb && hc.Class == announce.LBCheckTrafficPort:
 		a.add(HealthCheckMisdirect, Info, nil, nil,
 			fmt.Sprintf("%s: the load balancer's health check %s, not healthCheckNodePort", orDefault(hc.Provider, "load balancer"), hc.Detail),
 			"kube-proxy drops the check's connection on a node without a local endpoint, so the node is drained, but only "+

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/announce"
 )
 
 const info = "LT110:info" // every NodePort Local Service backed by a Deployment gets the DaemonSet/LoadBalancer advice
@@ -210,21 +210,21 @@ func TestLoadBalancerHealthCheck(t *testing.T) {
 		ann  []string
 		want []string
 	}{
-		{"aws kube-proxy healthz", []string{kubeview.AnnAWSHCPort, "10256"}, []string{"LT101:critical", "LT109:warning"}},
-		{"aws tcp on healthCheckNodePort", []string{kubeview.AnnAWSHCPort, "32000", kubeview.AnnAWSHCProtocol, "TCP"}, []string{"LT101:critical", "LT109:warning"}},
-		{"aws http on healthCheckNodePort", []string{kubeview.AnnAWSHCPort, "32000", kubeview.AnnAWSHCProtocol, "HTTP"}, []string{"LT101:info"}},
-		{"aws lbc traffic-port", []string{kubeview.AnnAWSType, "external", kubeview.AnnAWSHCPort, "traffic-port"}, []string{"LT101:info", "LT109:info"}},
-		{"aws lbc ip targets", []string{kubeview.AnnAWSType, "external", kubeview.AnnAWSTargetType, "ip", kubeview.AnnAWSHCPort, "10256"}, []string{"LT101:info"}},
-		{"aws other service's port", []string{kubeview.AnnAWSHCPort, "31000"}, []string{"LT101:critical", "LT109:warning"}},
+		{"aws kube-proxy healthz", []string{announce.AnnAWSHCPort, "10256"}, []string{"LT101:critical", "LT109:warning"}},
+		{"aws tcp on healthCheckNodePort", []string{announce.AnnAWSHCPort, "32000", announce.AnnAWSHCProtocol, "TCP"}, []string{"LT101:critical", "LT109:warning"}},
+		{"aws http on healthCheckNodePort", []string{announce.AnnAWSHCPort, "32000", announce.AnnAWSHCProtocol, "HTTP"}, []string{"LT101:info"}},
+		{"aws lbc traffic-port", []string{announce.AnnAWSType, "external", announce.AnnAWSHCPort, "traffic-port"}, []string{"LT101:info", "LT109:info"}},
+		{"aws lbc ip targets", []string{announce.AnnAWSType, "external", announce.AnnAWSTargetType, "ip", announce.AnnAWSHCPort, "10256"}, []string{"LT101:info"}},
+		{"aws other service's port", []string{announce.AnnAWSHCPort, "31000"}, []string{"LT101:critical", "LT109:warning"}},
 		{"hetzner default", []string{"load-balancer.hetzner.cloud/location", "fsn1"}, []string{"LT101:info", "LT109:info"}},
-		{"hetzner healthCheckNodePort http", []string{kubeview.AnnHetznerHCPort, "32000", kubeview.AnnHetznerHCProto, "http"}, []string{"LT101:info"}},
-		{"hetzner healthCheckNodePort tcp", []string{kubeview.AnnHetznerHCPort, "32000"}, []string{"LT101:critical", "LT109:warning"}},
+		{"hetzner healthCheckNodePort http", []string{announce.AnnHetznerHCPort, "32000", announce.AnnHetznerHCProto, "http"}, []string{"LT101:info"}},
+		{"hetzner healthCheckNodePort tcp", []string{announce.AnnHetznerHCPort, "32000"}, []string{"LT101:critical", "LT109:warning"}},
 		{"digitalocean default", []string{"service.beta.kubernetes.io/do-loadbalancer-name", "x"}, []string{"LT101:info"}},
-		{"digitalocean override", []string{kubeview.AnnDOOverride, "true", kubeview.AnnDOHCPort, "80"}, []string{"LT101:info", "LT109:info"}},
-		{"linode none", []string{kubeview.AnnLinodeCheckType, "none"}, []string{"LT101:critical", "LT109:warning"}},
+		{"digitalocean override", []string{announce.AnnDOOverride, "true", announce.AnnDOHCPort, "80"}, []string{"LT101:info", "LT109:info"}},
+		{"linode none", []string{announce.AnnLinodeCheckType, "none"}, []string{"LT101:critical", "LT109:warning"}},
 		{"linode default", []string{"service.beta.kubernetes.io/linode-loadbalancer-throttle", "5"}, []string{"LT101:info", "LT109:info"}},
 		{"scaleway default", []string{"service.beta.kubernetes.io/scw-loadbalancer-type", "LB-S"}, []string{"LT101:info", "LT109:info"}},
-		{"scaleway from service", []string{kubeview.AnnScalewayFromSvc, "true"}, []string{"LT101:info"}},
+		{"scaleway from service", []string{announce.AnnScalewayFromSvc, "true"}, []string{"LT101:info"}},
 		{"azure probe annotations ignored for Local", []string{"service.beta.kubernetes.io/port_80_health-probe_port", "10256", "service.beta.kubernetes.io/azure-load-balancer-internal", "true"}, []string{"LT101:info"}},
 		{"gcp", []string{"cloud.google.com/l4-rbs", "enabled"}, []string{"LT101:info"}},
 		{"oracle", []string{"service.beta.kubernetes.io/oci-load-balancer-shape", "flexible"}, []string{"LT101:info"}},

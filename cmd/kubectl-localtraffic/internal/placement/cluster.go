@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/announce"
 )
 
 // Cluster is everything the audit reads. Live mode fills it from the apiserver; manifest mode from files, with
@@ -42,7 +42,7 @@ type Cluster struct {
 	// L2 announcement Leases), read cluster-wide in live mode; the zero value (manifest mode, or nothing read)
 	// holds no record. The announcers that record themselves on the Service (kube-vip, OpenELB, PureLB) come with
 	// the Service.
-	Announcers kubeview.AnnouncerSnapshot
+	Announcers announce.Snapshot
 	// IgnoreSelector is the exporter's --services.ignore-selector as the user gave it (status
 	// --ignore-selector), which the API does not show: the Services it selects are ignored as the exporter
 	// ignores them (kubeview.IgnoredReason; a Service's own annotation gives the reason first). nil: none.

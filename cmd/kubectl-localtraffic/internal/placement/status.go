@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
+	"github.com/localtraffic/localtraffic-exporter/announce"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
@@ -162,7 +163,7 @@ func perNodeStates(svc *corev1.Service, slices []*discoveryv1.EndpointSlice) (ma
 }
 
 func serviceStatus(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, nodes []*corev1.Node, nodeStates []kubeview.NodeState,
-	nodePortAddresses []netip.Prefix, ann kubeview.AnnouncerSnapshot) ServiceStatus {
+	nodePortAddresses []netip.Prefix, ann announce.Snapshot) ServiceStatus {
 	states, elsewhere := perNodeStates(svc, slices)
 	elsewhere = withAnnouncers(states, elsewhere, svc, ann)
 	st := ServiceStatus{Namespace: svc.Namespace, Name: svc.Name, Type: svc.Spec.Type,

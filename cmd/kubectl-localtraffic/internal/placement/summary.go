@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
+	"github.com/localtraffic/localtraffic-exporter/announce"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
@@ -160,7 +161,7 @@ func Summarize(c *Cluster) []Summary {
 	return out
 }
 
-func summarize(svc *corev1.Service, nc *nodeClasses, eps []*discoveryv1.EndpointSlice, ann kubeview.AnnouncerSnapshot) Summary {
+func summarize(svc *corev1.Service, nc *nodeClasses, eps []*discoveryv1.EndpointSlice, ann announce.Snapshot) Summary {
 	states, elsewhere := perNodeStates(svc, eps)
 	elsewhere = withAnnouncers(states, elsewhere, svc, ann)
 	s := Summary{Namespace: svc.Namespace, Name: svc.Name, Type: svc.Spec.Type, HealthCheckNodePort: svc.Spec.HealthCheckNodePort,

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/localtraffic/localtraffic-exporter/announce"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 )
 
@@ -70,7 +71,7 @@ func TestSummaryIsStatus(t *testing.T) {
 	}
 	// An announcer's record on the Service names node-3 (kube-vip's host annotation, OpenELB's layer 2 one):
 	// node-3 hosts no endpoint, yet its verdict for the load balancer IP is not its class's.
-	for name, key := range map[string]string{"kube-vip": kubeview.AnnotationKubeVIPHost, "OpenELB": kubeview.AnnotationOpenELBLayer2} {
+	for name, key := range map[string]string{"kube-vip": announce.AnnotationKubeVIPHost, "OpenELB": announce.AnnotationOpenELBLayer2} {
 		svc := nodePortService("checkout", loadBalancer, annotated(key, "node-3"), func(s *corev1.Service) {
 			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.10"}}
 		})

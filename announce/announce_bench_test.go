@@ -1,4 +1,4 @@
-package kubeview
+package announce
 
 import (
 	"fmt"
@@ -66,7 +66,7 @@ func BenchmarkAnnouncerRecordMemory(b *testing.B) {
 // ServiceL2Status and a Cilium lease: the snapshot of the stores and every Service's announcements.
 func BenchmarkAnnouncerSnapshot(b *testing.B) {
 	const n = 2000
-	s := AnnouncerSnapshot{States: map[AnnouncerSource]SourceState{}, byService: map[string][]Announcement{}, leases: map[string]leaseRecord{}}
+	s := Snapshot{States: map[Source]SourceState{}, byService: map[string][]Announcement{}, leases: map[string]leaseRecord{}}
 	var objs []*unstructured.Unstructured
 	names := make([]string, n)
 	for i := 0; i < n; i++ {

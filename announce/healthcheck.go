@@ -1,4 +1,4 @@
-package kubeview
+package announce
 
 import (
 	"fmt"

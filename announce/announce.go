@@ -1,7 +1,13 @@
-package kubeview
+// Package announce reads who sends a Service's external traffic to a node, where the node cannot see it
+// before the first packet: the bare-metal announcers' records (MetalLB, Cilium L2, kube-vip, OpenELB, PureLB)
+// of which node announces a load balancer IP, and the cloud load balancers' health checks (lbcheck.go), from
+// the Service's annotations and the nodes' provider. kubeview adds both to each Service's state; verdict
+// decides with them.
+package announce
 
 import (
 	"cmp"
+	"iter"
 	"net/netip"
 	"slices"
 	"strings"
@@ -10,36 +16,36 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// AnnouncerSource is one announcer's own record of which node announces a Service's load balancer IP. On bare
+// Source is one announcer's own record of which node announces a Service's load balancer IP. On bare
 // metal the load balancer is such an announcer: it makes the network deliver the address to a node without
 // putting it on the node's interface, and it reads no healthCheckNodePort. Its record says where the traffic
 // goes better than anything the node can see before the first packet.
-type AnnouncerSource string
+type Source string
 
 // Announcer sources, as exported in localtraffic_announcer_source_state.
 const (
 	// SourceMetalLBL2: MetalLB's metallb.io/v1beta1 ServiceL2Status (since v0.14.2), one per Service, naming
 	// the node that answers ARP and NDP for its addresses.
-	SourceMetalLBL2 AnnouncerSource = "metallb_l2"
+	SourceMetalLBL2 Source = "metallb_l2"
 	// SourceMetalLBBGP: MetalLB's metallb.io/v1beta1 ServiceBGPStatus (since v0.15.0), one per node and
 	// Service, naming the BGP peers the node advertises the Service to. Only this node's are read.
-	SourceMetalLBBGP AnnouncerSource = "metallb_bgp"
+	SourceMetalLBBGP Source = "metallb_bgp"
 	// SourceCiliumL2: Cilium's L2 announcement Lease cilium-l2announce-<namespace>-<service> in the agent's
 	// namespace; its holderIdentity answers ARP for the Service's addresses while the lease is renewed.
-	SourceCiliumL2 AnnouncerSource = "cilium_l2"
+	SourceCiliumL2 Source = "cilium_l2"
 	// SourceKubeVIP: kube-vip's kube-vip.io/vipHost Service annotation, the node that last took the Service
 	// (ARP and BGP modes alike).
-	SourceKubeVIP AnnouncerSource = "kube_vip"
+	SourceKubeVIP Source = "kube_vip"
 	// SourceOpenELB: OpenELB's layer2.openelb.kubesphere.io/v1alpha1 Service annotation, the node its layer 2
 	// speaker announces from (written up to v0.5; v0.6 no longer writes it).
-	SourceOpenELB AnnouncerSource = "openelb"
+	SourceOpenELB Source = "openelb"
 	// SourcePureLB: PureLB's purelb.io/announcing-IPv4 and -IPv6 Service annotations, the node whose
 	// interface holds each local address.
-	SourcePureLB AnnouncerSource = "purelb"
+	SourcePureLB Source = "purelb"
 )
 
-// AnnouncerSources lists every source, in export order.
-var AnnouncerSources = []AnnouncerSource{SourceMetalLBL2, SourceMetalLBBGP, SourceCiliumL2, SourceKubeVIP, SourceOpenELB, SourcePureLB}
+// Sources lists every source, in export order.
+var Sources = []Source{SourceMetalLBL2, SourceMetalLBBGP, SourceCiliumL2, SourceKubeVIP, SourceOpenELB, SourcePureLB}
 
 // SourceState is whether a source's records can be believed now.
 type SourceState string
@@ -58,7 +64,7 @@ const (
 
 // Announcement is one announcer's record that a node announces (some of) a Service's load balancer IPs.
 type Announcement struct {
-	Source AnnouncerSource
+	Source Source
 	Node   string
 	// Address is the one load balancer IP announced (canonical); "" for every load balancer IP of the Service.
 	Address string
@@ -69,7 +75,7 @@ type Announcement struct {
 	// Peers are the BGP peers the node advertises the Service to (MetalLB BGP).
 	Peers []string
 	// Expired: a lease whose holder stopped renewing it (the Announcers saw it unchanged for
-	// leaseDurationSeconds; ListAnnouncers, reading once, goes by renewTime): nobody announces the address now.
+	// leaseDurationSeconds; List, reading once, goes by renewTime): nobody announces the address now.
 	// Kept so that the Service can be found unannounced.
 	Expired bool
 }
@@ -87,8 +93,9 @@ const (
 
 var announcerAnnotations = []string{AnnotationKubeVIPHost, AnnotationOpenELBLayer2, AnnotationPureLBIPv4, AnnotationPureLBIPv6}
 
-// keepAnnouncerAnnotations copies the announcer annotations into out (allocated when needed).
-func keepAnnouncerAnnotations(ann, out map[string]string) map[string]string {
+// KeepAnnotations copies the announcer annotations into out (allocated when needed): the Service transform
+// keeps them.
+func KeepAnnotations(ann, out map[string]string) map[string]string {
 	for _, k := range announcerAnnotations {
 		if v, ok := ann[k]; ok {
 			if out == nil {
@@ -100,9 +107,9 @@ func keepAnnouncerAnnotations(ann, out map[string]string) map[string]string {
 	return out
 }
 
-// AnnotationAnnouncements reads the announcers that record themselves on the Service: kube-vip, OpenELB and
+// FromAnnotations reads the announcers that record themselves on the Service: kube-vip, OpenELB and
 // PureLB.
-func AnnotationAnnouncements(ann map[string]string) []Announcement {
+func FromAnnotations(ann map[string]string) []Announcement {
 	var out []Announcement
 	if n := strings.TrimSpace(ann[AnnotationKubeVIPHost]); n != "" {
 		// kube-vip writes the same annotation in ARP and BGP mode, and in BGP mode every node may advertise:
@@ -182,28 +189,28 @@ func (l leaseRecord) validAt(now time.Time) bool {
 	return l.holder != "" && !l.observed.IsZero() && now.Before(l.expiresAt())
 }
 
-// AnnouncerSnapshot is what the announcer sources said at one moment.
-type AnnouncerSnapshot struct {
+// Snapshot is what the announcer sources said at one moment.
+type Snapshot struct {
 	// States holds every source's state; a source missing from it has not been read.
-	States    map[AnnouncerSource]SourceState
+	States    map[Source]SourceState
 	byService map[string][]Announcement
 	leases    map[string]leaseRecord
 	now       time.Time
-	// clusterWide: every node's records were read (ListAnnouncers), so the absence of a record means that no
+	// clusterWide: every node's records were read (List), so the absence of a record means that no
 	// node announces.
 	clusterWide bool
 }
 
-// at is the same records read at now: a lease's validity depends on the time it is judged at.
-func (s AnnouncerSnapshot) at(now time.Time) AnnouncerSnapshot {
+// At is the same records read at now: a lease's validity depends on the time it is judged at.
+func (s Snapshot) At(now time.Time) Snapshot {
 	s.now = now
 	return s
 }
 
 // AnnouncementsFor returns the announcements of the Service namespace/name in the announcers' own objects
-// (those on its annotations are ServiceState's already). A Cilium lease whose holder stopped renewing it is
+// (those on its annotations are FromAnnotations'). A Cilium lease whose holder stopped renewing it is
 // returned Expired.
-func (s AnnouncerSnapshot) AnnouncementsFor(namespace, name string) []Announcement {
+func (s Snapshot) AnnouncementsFor(namespace, name string) []Announcement {
 	out := append([]Announcement(nil), s.byService[namespace+"/"+name]...)
 	if l, ok := s.leases[CiliumLeaseName(namespace, name)]; ok && l.holder != "" {
 		out = append(out, Announcement{Source: SourceCiliumL2, Node: l.holder, Exclusive: true, Expired: !l.validAt(s.now)})
@@ -211,7 +218,7 @@ func (s AnnouncerSnapshot) AnnouncementsFor(namespace, name string) []Announceme
 	// In source order, then by node: the informers' stores list in no order, and what a person reads should
 	// not change between scrapes.
 	slices.SortStableFunc(out, func(a, b Announcement) int {
-		if c := cmp.Compare(slices.Index(AnnouncerSources, a.Source), slices.Index(AnnouncerSources, b.Source)); c != 0 {
+		if c := cmp.Compare(slices.Index(Sources, a.Source), slices.Index(Sources, b.Source)); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.Node, b.Node)
@@ -219,42 +226,42 @@ func (s AnnouncerSnapshot) AnnouncementsFor(namespace, name string) []Announceme
 	return out
 }
 
-// annotationStates: an annotation source is ok when some Local Service carries its annotation, absent
-// otherwise (there is nothing to be forbidden or stale: it comes with the Service).
-func annotationStates(states map[AnnouncerSource]SourceState, services []ServiceState) {
-	for _, src := range []AnnouncerSource{SourceKubeVIP, SourceOpenELB, SourcePureLB} {
-		states[src] = SourceAbsent
+// LeaseExpiry is when the Cilium lease of the Service namespace/name expires unless the reader sees it
+// renewed, and false when no such lease is held and live at the snapshot's time: its announcement changes
+// then without an event.
+func (s Snapshot) LeaseExpiry(namespace, name string) (time.Time, bool) {
+	l, ok := s.leases[CiliumLeaseName(namespace, name)]
+	if !ok || !l.validAt(s.now) {
+		return time.Time{}, false
 	}
-	for _, svc := range services {
-		for _, a := range svc.Announcements {
-			switch a.Source {
-			case SourceKubeVIP, SourceOpenELB, SourcePureLB:
-				states[a.Source] = SourceOK
-			}
-		}
-	}
+	return l.expiresAt(), true
 }
 
-// AddTo adds to st, the state of svc, the announcements of the announcers' own objects, as every reader of the
-// announcers does (the exporter's snapshot, the plugin's status): only a LoadBalancer Service has load
-// balancer IPs an announcer announces.
-func (s AnnouncerSnapshot) AddTo(st *ServiceState, svc *corev1.Service) {
-	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
-		return
+// AnnotationStates sets the annotation sources' states in states from the announcements of the Local
+// Services: a source is ok when some Service carries its annotation, absent otherwise (there is nothing to be
+// forbidden or stale: it comes with the Service).
+func AnnotationStates(states map[Source]SourceState, announcements iter.Seq[Announcement]) {
+	for _, src := range []Source{SourceKubeVIP, SourceOpenELB, SourcePureLB} {
+		states[src] = SourceAbsent
 	}
-	st.Announcements = append(st.Announcements, s.AnnouncementsFor(svc.Namespace, svc.Name)...)
-	st.UnrecordedIPs = s.unrecorded(st, svc)
+	for a := range announcements {
+		switch a.Source {
+		case SourceKubeVIP, SourceOpenELB, SourcePureLB:
+			states[a.Source] = SourceOK
+		}
+	}
 }
 
 // MetalLB's annotation on a Service it allocated an address to, under its current and its former group.
 var metallbAllocatedAnnotations = []string{"metallb.io/ip-allocated-from-pool", "metallb.universe.tf/ip-allocated-from-pool"}
 
-// unrecorded lists the Service's load balancer IPs when MetalLB allocated them and, with both of its record
-// kinds read cluster-wide, no record names a node for the Service: MetalLB writes a ServiceL2Status for the
-// node that answers ARP and NDP, and a ServiceBGPStatus per node that advertises a route, so neither means no
-// node announces (not elected, or no BGP session up). Anything less than both kinds read and current says
-// nothing: MetalLB before v0.15.0 has no ServiceBGPStatus, and its BGP announcements would look unrecorded.
-func (s AnnouncerSnapshot) unrecorded(st *ServiceState, svc *corev1.Service) []string {
+// Unrecorded lists the Service's load balancer IPs (loadBalancerIPs) when MetalLB allocated them and, with both
+// of its record kinds read cluster-wide, none of the Service's announcements (its annotations' and
+// AnnouncementsFor's) names a node: MetalLB writes a ServiceL2Status for the node that answers ARP and NDP,
+// and a ServiceBGPStatus per node that advertises a route, so neither means no node announces (not elected,
+// or no BGP session up). Anything less than both kinds read and current says nothing: MetalLB before v0.15.0
+// has no ServiceBGPStatus, and its BGP announcements would look unrecorded.
+func (s Snapshot) Unrecorded(svc *corev1.Service, announcements []Announcement, loadBalancerIPs []string) []string {
 	if !s.clusterWide || s.States[SourceMetalLBL2] != SourceOK || s.States[SourceMetalLBBGP] != SourceOK {
 		return nil
 	}
@@ -262,10 +269,10 @@ func (s AnnouncerSnapshot) unrecorded(st *ServiceState, svc *corev1.Service) []s
 		return nil
 	}
 	// A ServiceBGPStatus naming no peer advertises to nobody.
-	if slices.ContainsFunc(st.Announcements, func(a Announcement) bool {
+	if slices.ContainsFunc(announcements, func(a Announcement) bool {
 		return a.Source == SourceMetalLBL2 || a.Source == SourceMetalLBBGP && len(a.Peers) > 0
 	}) {
 		return nil
 	}
-	return slices.Clone(st.LoadBalancerIPs)
+	return slices.Clone(loadBalancerIPs)
 }

@@ -1,4 +1,4 @@
-package kubeview
+package announce
 
 import (
 	"context"
@@ -43,7 +43,7 @@ func TestAnnotationAnnouncements(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if got := AnnotationAnnouncements(c.ann); !reflect.DeepEqual(got, c.want) {
+			if got := FromAnnotations(c.ann); !reflect.DeepEqual(got, c.want) {
 				t.Errorf("got %+v, want %+v", got, c.want)
 			}
 		})
@@ -90,7 +90,7 @@ func fakeDynamic(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
 }
 
 // waitAnnouncers takes snapshots at now until the sources' states are want: the leases are first seen at now.
-func waitAnnouncers(t *testing.T, a *Announcers, now time.Time, want map[AnnouncerSource]SourceState) AnnouncerSnapshot {
+func waitAnnouncers(t *testing.T, a *Informers, now time.Time, want map[Source]SourceState) Snapshot {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -117,11 +117,11 @@ func TestAnnouncersRead(t *testing.T) {
 		lease("kube-system", "kube-scheduler", "cp-1", now, 15),
 		lease("other", CiliumLeaseName("shop", "elsewhere"), "node-4", now, 15),
 	)
-	a := NewAnnouncers(client, "node-1", DefaultCiliumNamespace)
+	a := NewInformers(client, "node-1", DefaultCiliumNamespace)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a.Start(ctx)
-	waitAnnouncers(t, a, now, map[AnnouncerSource]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
+	waitAnnouncers(t, a, now, map[Source]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
 	// Nothing changes for longer than the leases' duration after this reader first saw them.
 	s := a.Snapshot(now.Add(16 * time.Second))
 
@@ -166,12 +166,12 @@ func TestLeaseExpiryByReadersClock(t *testing.T) {
 		lease(DefaultCiliumNamespace, behind, "node-2", t0.Add(-10*time.Minute), 15),
 		lease(DefaultCiliumNamespace, ahead, "node-3", t0.Add(10*time.Minute), 15),
 	)
-	a := NewAnnouncers(client, "node-1", DefaultCiliumNamespace)
+	a := NewInformers(client, "node-1", DefaultCiliumNamespace)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a.Start(ctx)
-	waitAnnouncers(t, a, t0, map[AnnouncerSource]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
-	expired := func(s AnnouncerSnapshot, svc string) bool {
+	waitAnnouncers(t, a, t0, map[Source]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
+	expired := func(s Snapshot, svc string) bool {
 		t.Helper()
 		got := s.AnnouncementsFor("shop", svc)
 		if len(got) != 1 || got[0].Source != SourceCiliumL2 {
@@ -236,23 +236,23 @@ func TestReleasedCiliumLeaseNamesNobody(t *testing.T) {
 	now := time.Now()
 	released := lease(DefaultCiliumNamespace, CiliumLeaseName("shop", "web"), "", now, 1)
 	client := fakeDynamic(released)
-	a := NewAnnouncers(client, "node-1", DefaultCiliumNamespace)
+	a := NewInformers(client, "node-1", DefaultCiliumNamespace)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a.Start(ctx)
-	waitAnnouncers(t, a, now, map[AnnouncerSource]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
+	waitAnnouncers(t, a, now, map[Source]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
 	for _, at := range []time.Time{now, now.Add(time.Minute)} {
 		if got := a.Snapshot(at).AnnouncementsFor("shop", "web"); got != nil {
 			t.Errorf("a released lease, %s after: %+v, want no record", at.Sub(now), got)
 		}
 	}
-	if got := ListAnnouncers(ctx, client, DefaultCiliumNamespace, now.Add(time.Minute)).AnnouncementsFor("shop", "web"); got != nil {
+	if got := List(ctx, client, DefaultCiliumNamespace, now.Add(time.Minute)).AnnouncementsFor("shop", "web"); got != nil {
 		t.Errorf("a released lease, read once: %+v, want no record", got)
 	}
 	if err := client.Resource(GVRLease).Namespace(DefaultCiliumNamespace).Delete(ctx, released.GetName(), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := ListAnnouncers(ctx, client, DefaultCiliumNamespace, now.Add(time.Minute)).AnnouncementsFor("shop", "web"); got != nil {
+	if got := List(ctx, client, DefaultCiliumNamespace, now.Add(time.Minute)).AnnouncementsFor("shop", "web"); got != nil {
 		t.Errorf("a deleted lease: %+v, want no record", got)
 	}
 }
@@ -265,11 +265,11 @@ func TestAnnouncersStates(t *testing.T) {
 	client.PrependReactor("list", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(GVRLease.GroupResource(), "", nil)
 	})
-	a := NewAnnouncers(client, "node-1", DefaultCiliumNamespace)
+	a := NewInformers(client, "node-1", DefaultCiliumNamespace)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a.Start(ctx)
-	s := waitAnnouncers(t, a, time.Now(), map[AnnouncerSource]SourceState{SourceMetalLBL2: SourceAbsent, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceForbidden})
+	s := waitAnnouncers(t, a, time.Now(), map[Source]SourceState{SourceMetalLBL2: SourceAbsent, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceForbidden})
 	if got := s.AnnouncementsFor("shop", "web"); got != nil {
 		t.Errorf("announcements from sources not ok: %+v", got)
 	}
@@ -310,8 +310,8 @@ func TestListAnnouncers(t *testing.T) {
 	client.PrependReactor("list", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(GVRLease.GroupResource(), "", nil)
 	})
-	s := ListAnnouncers(context.Background(), client, DefaultCiliumNamespace, now)
-	want := map[AnnouncerSource]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceForbidden}
+	s := List(context.Background(), client, DefaultCiliumNamespace, now)
+	want := map[Source]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceForbidden}
 	if !reflect.DeepEqual(s.States, want) {
 		t.Errorf("states %v, want %v", s.States, want)
 	}
@@ -337,13 +337,13 @@ func TestAnnouncersRediscover(t *testing.T) {
 		}
 		return true, nil, apierrors.NewNotFound(GVRServiceL2Status.GroupResource(), "")
 	})
-	a := NewAnnouncers(client, "node-1", DefaultCiliumNamespace)
+	a := NewInformers(client, "node-1", DefaultCiliumNamespace)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a.Start(ctx)
-	waitAnnouncers(t, a, time.Now(), map[AnnouncerSource]SourceState{SourceMetalLBL2: SourceAbsent, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
+	waitAnnouncers(t, a, time.Now(), map[Source]SourceState{SourceMetalLBL2: SourceAbsent, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
 	installed.Store(true)
-	s := waitAnnouncers(t, a, time.Now(), map[AnnouncerSource]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
+	s := waitAnnouncers(t, a, time.Now(), map[Source]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
 	if got := s.AnnouncementsFor("shop", "web"); len(got) != 1 || got[0].Node != "node-2" {
 		t.Errorf("after the CRD appeared: %+v", got)
 	}
@@ -359,10 +359,9 @@ func TestUnrecordedMetalLBAddresses(t *testing.T) {
 		Annotations: map[string]string{"metallb.io/ip-allocated-from-pool": "default"}},
 		Spec:   corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal},
 		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.10"}}}}}
-	unrecorded := func(s AnnouncerSnapshot, svc *corev1.Service) []string {
-		st := ServiceStateOf(svc, nil)
-		s.AddTo(&st, svc)
-		return st.UnrecordedIPs
+	unrecorded := func(s Snapshot, svc *corev1.Service) []string {
+		return s.Unrecorded(svc, append(FromAnnotations(svc.Annotations), s.AnnouncementsFor(svc.Namespace, svc.Name)...),
+			[]string{"192.0.2.10"})
 	}
 	forbidBGP := func(c *dynamicfake.FakeDynamicClient) *dynamicfake.FakeDynamicClient {
 		c.PrependReactor("list", "servicebgpstatuses", func(k8stesting.Action) (bool, runtime.Object, error) {
@@ -390,18 +389,18 @@ func TestUnrecordedMetalLBAddresses(t *testing.T) {
 		{"not MetalLB's address", fakeDynamic(), notMetalLB, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got := unrecorded(ListAnnouncers(context.Background(), c.client, DefaultCiliumNamespace, now), c.svc)
+			got := unrecorded(List(context.Background(), c.client, DefaultCiliumNamespace, now), c.svc)
 			if !reflect.DeepEqual(got, c.want) {
 				t.Errorf("unrecorded %v, want %v", got, c.want)
 			}
 		})
 	}
 	// The exporter's informers read only their node's BGP records: the absence of one says nothing.
-	a := NewAnnouncers(fakeDynamic(), "node-1", DefaultCiliumNamespace)
+	a := NewInformers(fakeDynamic(), "node-1", DefaultCiliumNamespace)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a.Start(ctx)
-	s := waitAnnouncers(t, a, time.Now(), map[AnnouncerSource]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
+	s := waitAnnouncers(t, a, time.Now(), map[Source]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
 	if got := unrecorded(s, svc); got != nil {
 		t.Errorf("the exporter's snapshot: unrecorded %v, want none", got)
 	}

@@ -1,4 +1,4 @@
-package kubeview
+package announce
 
 import (
 	"context"
@@ -36,39 +36,25 @@ const (
 // DefaultCiliumNamespace is where Cilium's agents keep their L2 announcement leases by default.
 const DefaultCiliumNamespace = "kube-system"
 
-// Announcers watches the announcers' own objects: MetalLB's ServiceL2Status (all of them: a holder elsewhere
+// Informers watch the announcers' own objects: MetalLB's ServiceL2Status (all of them: a holder elsewhere
 // matters here too) and this node's ServiceBGPStatus, and Cilium's L2 announcement leases in one namespace.
 // Each informer keeps retrying its list with the reflector's backoff, so a CRD installed later, or RBAC
 // granted later, is found without a restart.
-type Announcers struct {
+type Informers struct {
 	node     string
-	informer map[AnnouncerSource]cache.SharedIndexInformer
-	track    map[AnnouncerSource]*sourceTrack
+	informer map[Source]cache.SharedIndexInformer
+	track    map[Source]*sourceTrack
 	// leases is what this reader last saw of each Cilium lease and when it saw it change (snapshots may be
 	// taken from more than one goroutine: the tracker's and a gather's).
 	leasesMu sync.Mutex
 	leases   map[string]leaseRecord
 }
 
-// NewDynamicClient is the announcers' API client: ClientConfig's configuration, over JSON (the announcers'
-// CRDs have no protobuf encoding).
-func NewDynamicClient(kubeconfig, userAgent string) (dynamic.Interface, error) {
-	cfg, err := ClientConfig(kubeconfig, userAgent)
-	if err != nil {
-		return nil, err
-	}
-	c, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("building the announcers' dynamic client: %w", err)
-	}
-	return c, nil
-}
-
-// NewAnnouncers builds the informers; nothing talks to the API server until Start.
-func NewAnnouncers(client dynamic.Interface, node, ciliumNamespace string) *Announcers {
-	a := &Announcers{node: node, informer: map[AnnouncerSource]cache.SharedIndexInformer{}, track: map[AnnouncerSource]*sourceTrack{},
+// NewInformers builds the informers; nothing talks to the API server until Start.
+func NewInformers(client dynamic.Interface, node, ciliumNamespace string) *Informers {
+	a := &Informers{node: node, informer: map[Source]cache.SharedIndexInformer{}, track: map[Source]*sourceTrack{},
 		leases: map[string]leaseRecord{}}
-	add := func(src AnnouncerSource, ri dynamic.ResourceInterface, tweak func(*metav1.ListOptions), transform cache.TransformFunc) {
+	add := func(src Source, ri dynamic.ResourceInterface, tweak func(*metav1.ListOptions), transform cache.TransformFunc) {
 		t := &sourceTrack{}
 		a.track[src] = t
 		lw := &trackedLW{ri: ri, tweak: tweak, track: t}
@@ -88,9 +74,60 @@ func NewAnnouncers(client dynamic.Interface, node, ciliumNamespace string) *Anno
 	return a
 }
 
+// Notify has the informers tell a reader (kubeview's tracker) of changes: record gets what an event on an
+// announcer's object names (the Service key namespace/name of a MetalLB status, by its fields or labels; the
+// name of a Cilium lease, which the reader maps back to its Service; both "" for another object), moved is
+// called when a source's answer changes what its state may say (a source turning readable or refused with no
+// record changing). Call it before Start; neither may block.
+func (a *Informers) Notify(record func(serviceKey, lease string), moved func()) {
+	for src, inf := range a.informer {
+		_, _ = inf.AddEventHandler(recordHandlers(src, record))
+		a.track[src].moved = moved
+	}
+}
+
+// recordHandlers call record for every event on src's objects, tombstones included.
+func recordHandlers(src Source, record func(serviceKey, lease string)) cache.ResourceEventHandlerFuncs {
+	mark := func(o any) {
+		if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
+			o = t.Obj
+		}
+		u, ok := o.(*unstructured.Unstructured)
+		if !ok {
+			return
+		}
+		if src == SourceCiliumL2 {
+			if strings.HasPrefix(u.GetName(), ciliumLeasePrefix) {
+				record("", u.GetName())
+			} else {
+				record("", "")
+			}
+			return
+		}
+		_, key, _ := metallbRecord(u)
+		record(key, "")
+	}
+	return cache.ResourceEventHandlerFuncs{AddFunc: mark, UpdateFunc: func(_, o any) { mark(o) }, DeleteFunc: mark}
+}
+
+// StatesDiffer reports whether some source's state now differs from its state in prev (a source turns ok, is
+// refused, goes stale without any record changing): the records are then read again.
+func (a *Informers) StatesDiffer(prev map[Source]SourceState) bool {
+	for _, src := range Sources {
+		inf, ok := a.informer[src]
+		if !ok {
+			continue
+		}
+		if a.track[src].state(inf.HasSynced()) != prev[src] {
+			return true
+		}
+	}
+	return false
+}
+
 // Start runs the informers until ctx ends. Nobody waits for them: an announcer that is not installed never
 // syncs.
-func (a *Announcers) Start(ctx context.Context) {
+func (a *Informers) Start(ctx context.Context) {
 	for _, inf := range a.informer {
 		go inf.RunWithContext(ctx)
 	}
@@ -101,7 +138,7 @@ type sourceTrack struct {
 	mu       sync.Mutex
 	answered bool        // some list or watch succeeded
 	failed   SourceState // the state the latest failure means; "" after a success
-	// moved, when set (the View's tracker), is called when an answer changes what state may say.
+	// moved, when set (Notify), is called when an answer changes what state may say.
 	moved func()
 }
 
@@ -205,8 +242,18 @@ func slim(obj any, keep []string, paths ...[]string) (any, error) {
 	out.SetName(u.GetName())
 	out.SetNamespace(u.GetNamespace())
 	out.SetResourceVersion(u.GetResourceVersion())
-	if l := keepLabels(u.GetLabels(), keep...); l != nil {
-		out.SetLabels(l)
+	have := u.GetLabels()
+	var kept map[string]string
+	for _, k := range keep {
+		if v, ok := have[k]; ok {
+			if kept == nil {
+				kept = make(map[string]string, len(keep))
+			}
+			kept[k] = v
+		}
+	}
+	if kept != nil {
+		out.SetLabels(kept)
 	}
 	for _, p := range paths {
 		if v, found, _ := unstructured.NestedFieldNoCopy(u.Object, p...); found {
@@ -283,7 +330,7 @@ func leaseOf(u *unstructured.Unstructured) leaseRecord {
 // addRecord adds what one announcer object says. A ServiceBGPStatus counts only for onlyNode ("": any node):
 // each node's exporter lists its own, and a status names the peers the Service is configured to be
 // advertised to from that node (one without peers advertises nothing).
-func (s *AnnouncerSnapshot) addRecord(src AnnouncerSource, u *unstructured.Unstructured, onlyNode string) {
+func (s *Snapshot) addRecord(src Source, u *unstructured.Unstructured, onlyNode string) {
 	switch src {
 	case SourceMetalLBL2:
 		if node, key, _ := metallbRecord(u); key != "" && node != "" {
@@ -301,9 +348,9 @@ func (s *AnnouncerSnapshot) addRecord(src AnnouncerSource, u *unstructured.Unstr
 }
 
 // Snapshot reads every source's state and the records of those that are ok, at now.
-func (a *Announcers) Snapshot(now time.Time) AnnouncerSnapshot {
-	s := AnnouncerSnapshot{States: map[AnnouncerSource]SourceState{}, byService: map[string][]Announcement{}, leases: map[string]leaseRecord{}, now: now}
-	for _, src := range AnnouncerSources {
+func (a *Informers) Snapshot(now time.Time) Snapshot {
+	s := Snapshot{States: map[Source]SourceState{}, byService: map[string][]Announcement{}, leases: map[string]leaseRecord{}, now: now}
+	for _, src := range Sources {
 		inf, ok := a.informer[src]
 		if !ok {
 			continue
@@ -330,7 +377,7 @@ func (a *Announcers) Snapshot(now time.Time) AnnouncerSnapshot {
 // A snapshot taken some time after the informer delivered a renewal stamps it late, which only makes the
 // lease expire later: a delay never turns into a page. The first sight of a lease starts its duration (as
 // client-go's leader election does), whatever its renewTime says.
-func (a *Announcers) observe(leases map[string]leaseRecord, now time.Time) {
+func (a *Informers) observe(leases map[string]leaseRecord, now time.Time) {
 	a.leasesMu.Lock()
 	defer a.leasesMu.Unlock()
 	seen := make(map[string]leaseRecord, len(leases))

@@ -1,4 +1,4 @@
-package kubeview
+package announce
 
 import (
 	"fmt"
@@ -68,9 +68,9 @@ var providerPrefixes = []struct{ prefix, provider string }{
 	{"service.beta.kubernetes.io/scw-loadbalancer-", "scaleway"},
 }
 
-// providerOf names the cloud controller that serves the Service: from its annotations, else from the nodes'
+// ProviderOf names the cloud controller that serves the Service: from its annotations, else from the nodes'
 // providerID (live mode or --nodes-file), else "".
-func providerOf(svc *corev1.Service, providerID string) string {
+func ProviderOf(svc *corev1.Service, providerID string) string {
 	t := svc.Annotations[AnnAWSType]
 	if t == "external" || t == "nlb-ip" || (svc.Spec.LoadBalancerClass != nil && *svc.Spec.LoadBalancerClass == awsLBCClass) {
 		return "aws-load-balancer-controller"
@@ -120,7 +120,7 @@ func portClass(svc *corev1.Service, port int) (LBCheckClass, string) {
 func LBCheckOf(svc *corev1.Service, providerID string) LBCheck {
 	ns, name := svc.Namespace, svc.Name
 	ann := svc.Annotations
-	hc := LBCheck{Provider: providerOf(svc, providerID), Class: LBCheckNodePort}
+	hc := LBCheck{Provider: ProviderOf(svc, providerID), Class: LBCheckNodePort}
 	if d, ok := declaredLBCheck(svc, hc.Provider); ok {
 		return d
 	}
@@ -243,43 +243,14 @@ func KeepLBCheckAnnotations(ann map[string]string) map[string]string {
 	return out
 }
 
-// LBCheckOn is the class of the Service's load balancer health check on node n: from the Service's annotations,
-// else (no cloud controller's annotation) from the node's providerID, whose controller's default applies
-// (Hetzner, Linode and Scaleway check the traffic port by default).
-func (s ServiceState) LBCheckOn(n NodeState) LBCheckClass {
-	if s.Type != corev1.ServiceTypeLoadBalancer {
-		return LBCheckNodePort
-	}
-	if !s.lbCheckByProvider || n.ProviderID == "" {
-		return s.LBCheck
-	}
-	return LBCheckOf(&corev1.Service{Spec: corev1.ServiceSpec{Type: s.Type, HealthCheckNodePort: s.HealthCheckNodePort}}, n.ProviderID).Class
-}
-
-// HealthCheckContract reports whether the Service's load balancer is known to drain node n by asking its
-// healthCheckNodePort over HTTP, so that probes of the port from outside the node are expected: the Service
-// declares it (AnnotationHealthCheck: health-check-node-port), or a cloud controller known from the Service's
-// annotations or the node's providerID checks it. Announcers (MetalLB, kube-vip, Cilium's and Calico's BGP or L2)
-// and controllers this project does not know check nothing it can name: their nodes are not expected to be
-// probed.
-func (s ServiceState) HealthCheckContract(n NodeState) bool {
-	if s.Type != corev1.ServiceTypeLoadBalancer || s.HealthCheckNodePort == 0 || s.LBCheckOn(n) != LBCheckNodePort {
-		return false
-	}
-	if !s.lbCheckByProvider {
-		return true // declared, or a cloud controller's annotations named it
-	}
-	return providerOf(&corev1.Service{}, n.ProviderID) != ""
-}
-
-// lbCheckOf is the Service's health check class from its own annotations, and whether no cloud controller's
-// annotation decided it (the nodes' provider then does: LBCheckOn).
-func lbCheckOf(svc *corev1.Service) (LBCheckClass, bool) {
+// ServiceLBCheck is the Service's health check class from its own annotations, and whether no cloud
+// controller's annotation decided it (the nodes' provider then does: kubeview's ServiceState.LBCheckOn).
+func ServiceLBCheck(svc *corev1.Service) (LBCheckClass, bool) {
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
 		return LBCheckNodePort, false
 	}
 	if d, ok := declaredLBCheck(svc, ""); ok {
 		return d.Class, false // declared: the nodes' provider does not override the owner
 	}
-	return LBCheckOf(svc, "").Class, providerOf(svc, "") == ""
+	return LBCheckOf(svc, "").Class, ProviderOf(svc, "") == ""
 }

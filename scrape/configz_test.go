@@ -1,4 +1,4 @@
-package collector
+package scrape
 
 import (
 	"context"
@@ -9,18 +9,16 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/localtraffic/localtraffic-exporter/scrape"
 	"github.com/localtraffic/localtraffic-exporter/scrape/scrapetest"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 )
 
@@ -34,14 +32,12 @@ func configzServer(t *testing.T, object string) string {
 	return srv.URL + "/configz"
 }
 
-func gatherWithConfigz(t *testing.T, view scrape.APIView, reader scrape.DataplaneReader, addrs scrapetest.Addrs, configz string) *prometheus.Registry {
+// gatherWithConfigz is one scrape's State with kube-proxy's /configz at configz.
+func gatherWithConfigz(t *testing.T, view APIView, reader DataplaneReader, addrs scrapetest.Addrs, configz string) *State {
 	t.Helper()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	g := scrape.NewGatherer(scrape.GathererConfig{View: view, RuleReader: reader, Addrs: addrs, ConfigzURL: configz,
-		ProbeTimeout: 2 * time.Second, Logger: logger})
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(NewExporter(logger, g, everyCollector()...).Bind(context.Background()))
-	return reg
+	g := NewGatherer(GathererConfig{View: view, RuleReader: reader, Addrs: addrs, ConfigzURL: configz,
+		ProbeTimeout: 2 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	return g.Gather(context.Background())
 }
 
 // kube-proxy's health server where its /configz says it listens: k3s and RKE2 bind it to 127.0.0.1, where the
@@ -58,21 +54,22 @@ func TestKubeProxyHealthzBindAddressFromConfigz(t *testing.T) {
 	view := &scrapetest.View{Snap: kubeview.Snapshot{Node: kubeview.NodeState{Name: "node-1", Found: true, InternalIPs: []string{"127.0.0.2"}}}}
 	addrs := scrapetest.Addrs{"127.0.0.1", "127.0.0.2"}
 
-	reg := gatherWithConfigz(t, view, nil, addrs, configzServer(t, `{"healthzBindAddress":"127.0.0.1:`+port+`"}`))
-	expectSeries(t, reg, `
-localtraffic_kube_proxy_up{endpoint="healthz"} 1
-localtraffic_kube_proxy_up{endpoint="livez"} 1
-`, "localtraffic_kube_proxy_up")
+	st := gatherWithConfigz(t, view, nil, addrs, configzServer(t, `{"healthzBindAddress":"127.0.0.1:`+port+`"}`))
+	if st.KubeProxy.Err != nil || !st.KubeProxy.Healthz.Up() || !st.KubeProxy.Livez.Up() {
+		t.Errorf("where /configz says: %v, healthz %s, livez %s; want both ok", st.KubeProxy.Err, st.KubeProxy.Healthz.Result, st.KubeProxy.Livez.Result)
+	}
 
 	// Every address: the node's own, where this test's kube-proxy is not: refused.
-	reg = gatherWithConfigz(t, view, nil, addrs, configzServer(t, `{"healthzBindAddress":"0.0.0.0:`+port+`"}`))
-	expectContains(t, reg, "localtraffic_kube_proxy_result", `localtraffic_kube_proxy_result{endpoint="livez",result="refused"} 1`)
+	st = gatherWithConfigz(t, view, nil, addrs, configzServer(t, `{"healthzBindAddress":"0.0.0.0:`+port+`"}`))
+	if st.KubeProxy.Livez.Result != nodeprobe.ResultRefused {
+		t.Errorf("every address: livez %s, want refused", st.KubeProxy.Livez.Result)
+	}
 
-	// No health server at all: nothing to probe, and no failed collector.
-	reg = gatherWithConfigz(t, view, nil, addrs, configzServer(t, `{"healthzBindAddress":""}`))
-	expectContains(t, reg, "localtraffic_scrape_collector_success", `localtraffic_scrape_collector_success{collector="kube_proxy"} 1`)
-	if got := series(t, reg, "localtraffic_kube_proxy_up"); got != "" {
-		t.Errorf("kube_proxy_up without a health server: %s", got)
+	// No health server at all: nothing to probe, which the collectors take for no data, not a failure.
+	st = gatherWithConfigz(t, view, nil, addrs, configzServer(t, `{"healthzBindAddress":""}`))
+	if !errors.Is(st.KubeProxy.Err, nodeprobe.ErrHealthServerDisabled) || st.KubeProxy.Healthz.Result != "" || st.KubeProxy.Livez.Result != "" {
+		t.Errorf("no health server: %v, healthz %q, livez %q; want it disabled and nothing probed", st.KubeProxy.Err,
+			st.KubeProxy.Healthz.Result, st.KubeProxy.Livez.Result)
 	}
 }
 
@@ -90,19 +87,19 @@ func TestAllowServiceExternalIPsOff(t *testing.T) {
 		map[kernelrules.ServicePort]kernelrules.PortState{sp: {Programmed: true}})}
 	addrs := scrapetest.Addrs{"127.0.0.1", "198.51.100.7"} // the address is even held here: still nothing drops it
 
-	reg := gatherWithConfigz(t, view, reader, addrs, configzServer(t, `{"featureGates":{"AllowServiceExternalIPs":false}}`))
-	expectSeries(t, reg, `
-localtraffic_blackhole{namespace="kubelings",service="checkout"} 0
-localtraffic_in_rotation{namespace="kubelings",service="checkout"} 0
-localtraffic_rules_mismatch{namespace="kubelings",service="checkout"} 0
-`, "localtraffic_blackhole", "localtraffic_in_rotation", "localtraffic_rules_mismatch")
-
-	reg = gatherWithConfigz(t, view, reader, addrs, configzServer(t, `{}`))
-	expectSeries(t, reg, `
-localtraffic_blackhole{namespace="kubelings",service="checkout"} 0
-localtraffic_in_rotation{namespace="kubelings",service="checkout"} 1
-localtraffic_rules_mismatch{namespace="kubelings",service="checkout"} 1
-`, "localtraffic_blackhole", "localtraffic_in_rotation", "localtraffic_rules_mismatch")
+	for _, c := range []struct {
+		configz              string
+		inRotation, mismatch bool
+	}{
+		{`{"featureGates":{"AllowServiceExternalIPs":false}}`, false, false},
+		{`{}`, true, true},
+	} {
+		r := resultOf(t, gatherWithConfigz(t, view, reader, addrs, configzServer(t, c.configz)), "checkout")
+		if r.Verdict.Blackhole || r.Verdict.InRotation != c.inRotation || r.Mismatch != c.mismatch {
+			t.Errorf("/configz %s: blackhole %v, in rotation %v, mismatch %v; want false, %v, %v", c.configz,
+				r.Verdict.Blackhole, r.Verdict.InRotation, r.Mismatch, c.inRotation, c.mismatch)
+		}
+	}
 }
 
 // kube-proxy restarted with its health server moved (to loopback): the cached /configz still says every address,
@@ -124,7 +121,7 @@ func TestConfigzReadAgainWhenKubeProxyMoves(t *testing.T) {
 	t.Cleanup(configz.Close)
 	view := &scrapetest.View{Snap: kubeview.Snapshot{Node: kubeview.NodeState{Name: "node-1", Found: true, InternalIPs: []string{"127.0.0.2"}}}}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	g := scrape.NewGatherer(scrape.GathererConfig{View: view, Addrs: scrapetest.Addrs{"127.0.0.1", "127.0.0.2"}, ConfigzURL: configz.URL + "/configz",
+	g := NewGatherer(GathererConfig{View: view, Addrs: scrapetest.Addrs{"127.0.0.1", "127.0.0.2"}, ConfigzURL: configz.URL + "/configz",
 		ProbeTimeout: 2 * time.Second, Logger: logger})
 	up := func() bool { return g.Gather(context.Background()).KubeProxy.Livez.Up() }
 	if up() {
@@ -136,21 +133,5 @@ func TestConfigzReadAgainWhenKubeProxyMoves(t *testing.T) {
 	}
 	if up(); reads.Load() != 2 {
 		t.Errorf("/configz read %d times in 3 scrapes, want 2: once, then again after the failed probe only", reads.Load())
-	}
-}
-
-// Where the exporter's view of kube-proxy's configuration comes from is exported, one-hot (the scrape package's
-// tests decide it: TestKubeProxyConfigState there).
-func TestKubeProxyConfigStateOneHot(t *testing.T) {
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	for _, state := range scrape.ConfigStates {
-		st := &scrape.State{KubeProxyConfigState: state, KubeProxy: scrape.KubeProxyState{Err: errors.New("no address to probe in this test")}}
-		reg := prometheus.NewPedanticRegistry()
-		reg.MustRegister(NewExporter(logger, fixedState{st}, NewKubeProxy()).Bind(context.Background()))
-		var want strings.Builder
-		for _, s := range scrape.ConfigStates {
-			fmt.Fprintf(&want, "localtraffic_kube_proxy_config_state{state=%q} %d\n", s, map[bool]int{true: 1}[s == state])
-		}
-		expectSeries(t, reg, want.String(), "localtraffic_kube_proxy_config_state")
 	}
 }

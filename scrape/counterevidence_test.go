@@ -1,7 +1,6 @@
-package collector
+package scrape
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -9,11 +8,12 @@ import (
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
+	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
 
 // Without the arrivals meter (--no-arrivals.enabled), kube-proxy's NodePort drop rule counter is the evidence
-// of lost traffic at a NodePort the node is declared in rotation for. Scrape 1 is the counter's baseline
-// (not_observed: nothing seen yet); scrape 2 it grew: traffic_lost; it holds for the loss hold (15 minutes by
+// of lost traffic at a NodePort the node is declared in rotation for. Gather 1 is the counter's baseline
+// (not_observed: nothing seen yet); gather 2 it grew: traffic_lost; it holds for the loss hold (15 minutes by
 // default, longer than the 1-minute evidence window here) without growth, then falls back to not_observed. A
 // rule for all destinations at once (kube-proxy 1.24 and older) names no destination: no evidence.
 func TestNodePortCounterEvidence(t *testing.T) {
@@ -30,26 +30,25 @@ func TestNodePortCounterEvidence(t *testing.T) {
 				Drops: []kernelrules.DropRule{rule}}})
 	}
 	reader := &scrapetest.Reader{Snap: snapAt(0, at, false)}
-	setup := scrapeSetup{view: view, reader: reader, kept: &keptGatherer{}, window: time.Minute, addrs: scrapetest.Addrs{"127.0.0.1"}}
+	setup := gatherSetup{view: view, reader: reader, kept: &keptGatherer{}, window: time.Minute, addrs: scrapetest.Addrs{"127.0.0.1"}}
 	steps := []struct {
 		packets uint64
 		after   time.Duration
 		all     bool
-		want    string
+		want    verdict.Reason
 	}{
-		{3, 0, false, "not_observed"},                               // a baseline: counted before this exporter looked
-		{5, 30 * time.Second, false, "traffic_lost"},                // grew: clients arrive and are dropped
-		{5, 14 * time.Minute, false, "traffic_lost"},                // held: within the loss hold of the last growth
-		{5, 16 * time.Minute, false, "not_observed"},                // the hold is over
-		{9, 17 * time.Minute, true, "not_observed"},                 // kube-proxy ≤1.24's rule for all destinations: a new rule, a baseline
-		{20, 17*time.Minute + 30*time.Second, true, "not_observed"}, // it grew, but names no destination
+		{3, 0, false, verdict.ReasonNotObserved},                               // a baseline: counted before this exporter looked
+		{5, 30 * time.Second, false, verdict.ReasonTrafficLost},                // grew: clients arrive and are dropped
+		{5, 14 * time.Minute, false, verdict.ReasonTrafficLost},                // held: within the loss hold of the last growth
+		{5, 16 * time.Minute, false, verdict.ReasonNotObserved},                // the hold is over
+		{9, 17 * time.Minute, true, verdict.ReasonNotObserved},                 // kube-proxy ≤1.24's rule for all destinations: a new rule, a baseline
+		{20, 17*time.Minute + 30*time.Second, true, verdict.ReasonNotObserved}, // it grew, but names no destination
 	}
 	for i, s := range steps {
 		reader.Snap = snapAt(s.packets, at.Add(s.after), s.all)
-		got := series(t, setup.scrape(t), "localtraffic_blackhole_reason")
-		want := `localtraffic_blackhole_reason{namespace="kubelings",reason="` + s.want + `",service="checkout"} 1`
-		if !strings.Contains(got, want) {
-			t.Errorf("step %d: %s, want %s", i, got, want)
+		r := resultOf(t, setup.gather(t), "checkout")
+		if !r.Verdict.Blackhole || r.Verdict.Reason != s.want {
+			t.Errorf("step %d: blackhole %v reason %s, want a blackhole for %s", i, r.Verdict.Blackhole, r.Verdict.Reason, s.want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package kubeview
+package announce
 
 import (
 	"context"
@@ -8,20 +8,20 @@ import (
 	"k8s.io/client-go/dynamic"
 )
 
-// ListAnnouncers reads the announcers' objects once, cluster-wide, for a reader without informers (kubectl
+// List reads the announcers' objects once, cluster-wide, for a reader without informers (kubectl
 // localtraffic status): every ServiceL2Status, every node's ServiceBGPStatus, and Cilium's L2 announcement
 // Leases in ciliumNamespace, judged at now. A source that cannot be listed gets its state (absent, forbidden,
-// stale) and no records; nothing is an error. Each ServiceState's Announcements are then its own annotations'
-// and AnnouncementsFor's.
+// stale) and no records; nothing is an error. A Service's announcements are then its own annotations'
+// (FromAnnotations) and AnnouncementsFor's.
 //
 // One read sees no lease change: a lease counts from its holder's renewTime instead, judged at now. A holder
 // whose clock is off by more than the lease's duration makes this reader call its lease expired, or live
 // after it stopped; the exporter, which watches the leases, judges by the changes it sees.
-func ListAnnouncers(ctx context.Context, client dynamic.Interface, ciliumNamespace string, now time.Time) AnnouncerSnapshot {
-	s := AnnouncerSnapshot{States: map[AnnouncerSource]SourceState{}, byService: map[string][]Announcement{}, leases: map[string]leaseRecord{},
+func List(ctx context.Context, client dynamic.Interface, ciliumNamespace string, now time.Time) Snapshot {
+	s := Snapshot{States: map[Source]SourceState{}, byService: map[string][]Announcement{}, leases: map[string]leaseRecord{},
 		now: now, clusterWide: true}
 	for _, src := range []struct {
-		source AnnouncerSource
+		source Source
 		ri     dynamic.ResourceInterface
 	}{
 		{SourceMetalLBL2, client.Resource(GVRServiceL2Status)},

@@ -1,17 +1,15 @@
-package collector
+package scrape
 
 import (
 	"context"
 	"io"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
-	"github.com/localtraffic/localtraffic-exporter/scrape"
 	"github.com/localtraffic/localtraffic-exporter/scrape/scrapetest"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
@@ -21,7 +19,7 @@ import (
 // The exporter tells the meter every destination and health check node port on the node's NodePort
 // addresses; a NodePort that keeps receiving attempts for longer than the grace window while the node drops
 // them is in rotation (here on a node excluded from load balancers, which kube-proxy ignores), counted from
-// the scrape that first found it dropped.
+// the scrape that first found it dropped. (collector's TestArrivalSeries renders the last State.)
 func TestArrivalsPutANodeInRotation(t *testing.T) {
 	t0 := time.Unix(1_800_000_000, 0)
 	np := arrivals.NodeDest(arrivals.TCP, false, 30090)
@@ -31,15 +29,15 @@ func TestArrivalsPutANodeInRotation(t *testing.T) {
 		PodCIDRs: []string{"10.244.1.0/24"}}
 	view := &scrapetest.View{Snap: kubeview.Snapshot{Node: node, Services: []kubeview.ServiceState{scrapetest.NodePortService(0)}}}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	g := scrape.NewGatherer(scrape.GathererConfig{View: view, Addrs: scrapetest.Addrs{"127.0.0.1", "10.0.0.1"}, KubeProxyAddress: scrapetest.NoAddress,
+	g := NewGatherer(GathererConfig{View: view, Addrs: scrapetest.Addrs{"127.0.0.1", "10.0.0.1"}, KubeProxyAddress: scrapetest.NoAddress,
 		Meter: meter, Grace: 2 * time.Minute, ProbeTimeout: time.Second, Logger: logger})
 
 	st := g.Gather(context.Background())
 	if v := st.Services[0].Verdict; v.Blackhole || v.InRotation {
 		t.Fatalf("first scrape: blackhole %v in rotation %v; nothing says since when it drops yet", v.Blackhole, v.InRotation)
 	}
-	if _, ok := slicesIndex(meter.Watched.Dests, np); !ok || !containsAddr(meter.Watched.NodeAddrs, "10.0.0.1") ||
-		!containsPrefix(meter.Watched.Internal, "10.244.1.0/24") {
+	if !slices.Contains(meter.Watched.Dests, np) || !slices.Contains(meter.Watched.NodeAddrs, netip.MustParseAddr("10.0.0.1")) ||
+		!slices.Contains(meter.Watched.Internal, netip.MustParsePrefix("10.244.1.0/24")) {
 		t.Fatalf("watch %+v: want the NodePort on 10.0.0.1, the node's pod CIDR internal", meter.Watched)
 	}
 
@@ -53,57 +51,30 @@ func TestArrivalsPutANodeInRotation(t *testing.T) {
 	meter.Now = t0.Add(3 * time.Minute)
 	meter.Counts[np] = scrapetest.Repeating(arrivals.DestCount{Attempts: 680, ActiveSince: t0.Add(-time.Hour), LastSeen: meter.Now.Add(-time.Second)})
 	st = g.Gather(context.Background())
-	if v := st.Services[0].Verdict; !v.Blackhole || v.Reason != "traffic_lost" {
+	if v := st.Services[0].Verdict; !v.Blackhole || v.Reason != verdict.ReasonTrafficLost {
 		t.Fatalf("past grace: blackhole %v reason %q\n%+v", v.Blackhole, v.Reason, v.Families)
 	}
-
-	exp := NewExporter(logger, fixedState{st}, NewArrivals(), NewServices())
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(exp.Bind(context.Background()))
-	expectSeries(t, reg, `
-localtraffic_arrivals_meter_state{state="closed"} 0
-localtraffic_arrivals_meter_state{state="disabled"} 0
-localtraffic_arrivals_meter_state{state="failed"} 0
-localtraffic_arrivals_meter_state{state="ok"} 1
-localtraffic_arrivals_meter_state{state="permission_denied"} 0
-localtraffic_arrivals_missed_total{cause="rate_limit",ip_family="IPv4"} 0
-localtraffic_arrivals_missed_total{cause="rate_limit",ip_family="IPv6"} 0
-localtraffic_arrivals_missed_total{cause="ring_full",ip_family="IPv4"} 3
-localtraffic_arrivals_missed_total{cause="ring_full",ip_family="IPv6"} 0
-localtraffic_arrivals_missed_total{cause="sampled",ip_family="IPv4"} 0
-localtraffic_arrivals_missed_total{cause="sampled",ip_family="IPv6"} 0
-localtraffic_arrivals_total{ip_family="IPv4",kind="external_ip"} 0
-localtraffic_arrivals_total{ip_family="IPv4",kind="health_check"} 0
-localtraffic_arrivals_total{ip_family="IPv4",kind="load_balancer_ip"} 0
-localtraffic_arrivals_total{ip_family="IPv4",kind="node_port"} 680
-localtraffic_arrivals_total{ip_family="IPv6",kind="external_ip"} 0
-localtraffic_arrivals_total{ip_family="IPv6",kind="health_check"} 0
-localtraffic_arrivals_total{ip_family="IPv6",kind="load_balancer_ip"} 0
-localtraffic_arrivals_total{ip_family="IPv6",kind="node_port"} 0
-localtraffic_blackhole_reason{namespace="kubelings",reason="traffic_lost",service="checkout"} 1
-`, "localtraffic_arrivals_meter_state", "localtraffic_arrivals_missed_total", "localtraffic_arrivals_total", "localtraffic_blackhole_reason")
+	if got := st.Arrivals.Totals[ArrivalKey{Kind: verdict.NodePort, Family: "IPv4"}]; !st.Arrivals.Enabled || got != 680 {
+		t.Errorf("meter enabled %v, NodePort arrivals %d; want 680 counted", st.Arrivals.Enabled, got)
+	}
 }
 
-// A meter that cannot see says so and exports no arrival count (never "none arrived"), and a blackhole
-// declared without it is not_observed (a warning), not no_traffic_seen.
+// A meter that cannot see says so, and a blackhole declared without it is not_observed (a warning), not
+// no_traffic_seen. (collector's TestArrivalSeries renders such a State: no arrival count, never "none
+// arrived".)
 func TestBlindMeterSaysSo(t *testing.T) {
 	meter := &scrapetest.Meter{Status: arrivals.StatusPermissionDenied, Now: time.Unix(1_800_000_000, 0)}
 	view := &scrapetest.View{Snap: kubeview.Snapshot{Node: kubeview.NodeState{Name: "node-1", Found: true},
 		Services: []kubeview.ServiceState{scrapetest.NodePortService(0)}}}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	g := scrape.NewGatherer(scrape.GathererConfig{View: view, Addrs: scrapetest.Addrs{"10.0.0.1"}, KubeProxyAddress: scrapetest.NoAddress,
-		Meter: meter, ProbeTimeout: time.Second, Logger: logger})
-	exp := NewExporter(logger, g, NewArrivals(), NewServices())
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(exp.Bind(context.Background()))
-	expectSeries(t, reg, `
-localtraffic_arrivals_meter_state{state="closed"} 0
-localtraffic_arrivals_meter_state{state="disabled"} 0
-localtraffic_arrivals_meter_state{state="failed"} 0
-localtraffic_arrivals_meter_state{state="ok"} 0
-localtraffic_arrivals_meter_state{state="permission_denied"} 1
-localtraffic_blackhole_reason{namespace="kubelings",reason="not_observed",service="checkout"} 1
-`, "localtraffic_arrivals_meter_state", "localtraffic_arrivals_total", "localtraffic_blackhole_reason")
+	g := NewGatherer(GathererConfig{View: view, Addrs: scrapetest.Addrs{"10.0.0.1"}, KubeProxyAddress: scrapetest.NoAddress,
+		Meter: meter, ProbeTimeout: time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	st := g.Gather(context.Background())
+	if st.Arrivals.Snapshot == nil || st.Arrivals.Snapshot.Status != arrivals.StatusPermissionDenied {
+		t.Errorf("meter snapshot %+v, want its permission_denied", st.Arrivals.Snapshot)
+	}
+	if v := st.Services[0].Verdict; !v.Blackhole || v.Reason != verdict.ReasonNotObserved {
+		t.Errorf("blackhole %v reason %q, want not_observed", v.Blackhole, v.Reason)
+	}
 }
 
 // A meter that misses packets (its ring full, its rate budget spent) is blind for what it did not count:
@@ -114,20 +85,21 @@ func TestOverloadedMeterIsBlindForSilence(t *testing.T) {
 	meter := &scrapetest.Meter{Status: arrivals.StatusOK, Now: t0, Counts: map[arrivals.Dest]arrivals.DestCount{}}
 	view := &scrapetest.View{Snap: kubeview.Snapshot{Node: kubeview.NodeState{Name: "node-1", Found: true},
 		Services: []kubeview.ServiceState{scrapetest.NodePortService(0)}}}
-	g := scrape.NewGatherer(scrape.GathererConfig{View: view, Addrs: scrapetest.Addrs{"10.0.0.1"}, KubeProxyAddress: scrapetest.NoAddress,
+	g := NewGatherer(GathererConfig{View: view, Addrs: scrapetest.Addrs{"10.0.0.1"}, KubeProxyAddress: scrapetest.NoAddress,
 		Meter: meter, ProbeTimeout: time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	// fakeMeter reports 3 packets the ring dropped: missed since the meter started, seen now.
 	if r := g.Gather(context.Background()).Services[0].Verdict.Reason; r != verdict.ReasonNotObserved {
 		t.Errorf("the meter missing packets, nothing counted: %q, want not_observed", r)
 	}
-	meter.Now = t0.Add(scrape.DefaultQuiet + time.Second) // no more missed since
+	meter.Now = t0.Add(DefaultQuiet + time.Second) // no more missed since
 	if r := g.Gather(context.Background()).Services[0].Verdict.Reason; r != verdict.ReasonNoTrafficSeen {
 		t.Errorf("nothing missed for the quiet period, nothing counted: %q, want no_traffic_seen", r)
 	}
 }
 
 // Probes of a health check node port are watched on the node's addresses and on the Service's load balancer IPs
-// (GCE addresses its checks to the LB IP), and the node says how many of its Services expect them.
+// (GCE addresses its checks to the LB IP). (collector's TestArrivalSeries renders how many Services expect
+// them.)
 func TestHealthCheckProbesWatchedOnLoadBalancerIPs(t *testing.T) {
 	meter := &scrapetest.Meter{Status: arrivals.StatusOK, Now: time.Unix(1_800_000_000, 0), Counts: map[arrivals.Dest]arrivals.DestCount{}}
 	lb := scrapetest.LBService()
@@ -136,49 +108,14 @@ func TestHealthCheckProbesWatchedOnLoadBalancerIPs(t *testing.T) {
 	np.Name = "web"
 	view := &scrapetest.View{Snap: kubeview.Snapshot{Node: kubeview.NodeState{Name: "node-1", Found: true},
 		Services: []kubeview.ServiceState{lb, np}}}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	g := scrape.NewGatherer(scrape.GathererConfig{View: view, Addrs: scrapetest.Addrs{"10.0.0.1"}, KubeProxyAddress: scrapetest.NoAddress,
-		Meter: meter, ProbeTimeout: time.Second, Logger: logger})
-	st := g.Gather(context.Background())
+	g := NewGatherer(GathererConfig{View: view, Addrs: scrapetest.Addrs{"10.0.0.1"}, KubeProxyAddress: scrapetest.NoAddress,
+		Meter: meter, ProbeTimeout: time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	g.Gather(context.Background())
 	want := []arrivals.Dest{arrivals.NodeDest(arrivals.TCP, false, 32000),
 		{Protocol: arrivals.TCP, Addr: netip.MustParseAddr("192.0.2.50"), Port: 32000}}
 	for _, d := range want {
-		if _, ok := slicesIndex(meter.Watched.HealthChecks, d); !ok {
+		if !slices.Contains(meter.Watched.HealthChecks, d) {
 			t.Errorf("health checks watched %v, want %v among them", meter.Watched.HealthChecks, d)
 		}
 	}
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(NewExporter(logger, fixedState{st}, NewArrivals()).Bind(context.Background()))
-	expectSeries(t, reg, `localtraffic_health_check_expected_services 1`, "localtraffic_health_check_expected_services")
-}
-
-type fixedState struct{ st *scrape.State }
-
-func (f fixedState) Gather(context.Context) *scrape.State { return f.st }
-
-func slicesIndex(ds []arrivals.Dest, d arrivals.Dest) (int, bool) {
-	for i, x := range ds {
-		if x == d {
-			return i, true
-		}
-	}
-	return -1, false
-}
-
-func containsAddr(as []netip.Addr, a string) bool {
-	for _, x := range as {
-		if x.String() == a {
-			return true
-		}
-	}
-	return false
-}
-
-func containsPrefix(ps []netip.Prefix, p string) bool {
-	for _, x := range ps {
-		if x.String() == p {
-			return true
-		}
-	}
-	return false
 }

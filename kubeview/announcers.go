@@ -1,0 +1,64 @@
+package kubeview
+
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/localtraffic/localtraffic-exporter/announce"
+)
+
+// What the view takes of package announce: the announcers' records of a Service and its load balancer's health
+// check, kept in the Service's state so that verdict decides from the state alone.
+
+// AddAnnouncers adds to s, the state of svc, the announcements of the announcers' own objects in ann, as every
+// reader of the announcers does (the exporter's snapshot, the plugin's status): only a LoadBalancer Service
+// has load balancer IPs an announcer announces.
+func (s *ServiceState) AddAnnouncers(ann announce.Snapshot, svc *corev1.Service) {
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+		return
+	}
+	s.Announcements = append(s.Announcements, ann.AnnouncementsFor(svc.Namespace, svc.Name)...)
+	s.UnrecordedIPs = ann.Unrecorded(svc, s.Announcements, s.LoadBalancerIPs)
+}
+
+// annotationStates sets the annotation sources' states in states from the Services' announcements
+// (announce.AnnotationStates).
+func annotationStates(states map[announce.Source]announce.SourceState, services []ServiceState) {
+	announce.AnnotationStates(states, func(yield func(announce.Announcement) bool) {
+		for _, svc := range services {
+			for _, a := range svc.Announcements {
+				if !yield(a) {
+					return
+				}
+			}
+		}
+	})
+}
+
+// LBCheckOn is the class of the Service's load balancer health check on node n: from the Service's annotations,
+// else (no cloud controller's annotation) from the node's providerID, whose controller's default applies
+// (Hetzner, Linode and Scaleway check the traffic port by default).
+func (s ServiceState) LBCheckOn(n NodeState) announce.LBCheckClass {
+	if s.Type != corev1.ServiceTypeLoadBalancer {
+		return announce.LBCheckNodePort
+	}
+	if !s.lbCheckByProvider || n.ProviderID == "" {
+		return s.LBCheck
+	}
+	return announce.LBCheckOf(&corev1.Service{Spec: corev1.ServiceSpec{Type: s.Type, HealthCheckNodePort: s.HealthCheckNodePort}}, n.ProviderID).Class
+}
+
+// HealthCheckContract reports whether the Service's load balancer is known to drain node n by asking its
+// healthCheckNodePort over HTTP, so that probes of the port from outside the node are expected: the Service
+// declares it (announce.AnnotationHealthCheck: health-check-node-port), or a cloud controller known from the
+// Service's annotations or the node's providerID checks it. Announcers (MetalLB, kube-vip, Cilium's and
+// Calico's BGP or L2) and controllers this project does not know check nothing it can name: their nodes are
+// not expected to be probed.
+func (s ServiceState) HealthCheckContract(n NodeState) bool {
+	if s.Type != corev1.ServiceTypeLoadBalancer || s.HealthCheckNodePort == 0 || s.LBCheckOn(n) != announce.LBCheckNodePort {
+		return false
+	}
+	if !s.lbCheckByProvider {
+		return true // declared, or a cloud controller's annotations named it
+	}
+	return announce.ProviderOf(&corev1.Service{}, n.ProviderID) != ""
+}
