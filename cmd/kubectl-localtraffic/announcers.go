@@ -10,6 +10,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/cli"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 )
 
@@ -42,7 +43,7 @@ func (a *app) startAnnouncers(ctx context.Context, o *options) func() (kubeview.
 	dyn, err := a.dynamic(o.kube)
 	if err != nil {
 		return func() (kubeview.AnnouncerSnapshot, error) {
-			return kubeview.AnnouncerSnapshot{}, badInputf("kubeconfig: %w", err)
+			return kubeview.AnnouncerSnapshot{}, cli.BadInputf("kubeconfig: %w", err)
 		}
 	}
 	done := make(chan kubeview.AnnouncerSnapshot, 1)

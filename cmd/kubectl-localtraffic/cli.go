@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/cli"
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 )
 
@@ -59,7 +60,7 @@ type options struct {
 	// ciliumNamespace: where Cilium's L2 announcement Leases are (live status, audit, drain-check).
 	ciliumNamespace string
 	// status's output, and the nodes (--node, --node-selector) and Services (-l) it judges.
-	print        printFlags
+	print        cli.PrintFlags
 	nodeNames    []string
 	nodeSelector string
 	selector     string
@@ -78,11 +79,11 @@ func (a *app) run(ctx context.Context, args []string) int {
 	o := &options{kube: genericclioptions.NewConfigFlags(true), files: genericclioptions.FileNameFlags{
 		Filenames: &[]string{}, Recursive: ptr.To(true),
 		Usage: "manifests to audit: file, directory, glob, URL or - for stdin; repeatable or comma-separated"}}
-	o.print.print = genericclioptions.NewPrintFlags("")
+	o.print = cli.NewPrintFlags()
 	// A request that hangs (an unreachable apiserver, a stuck proxy) fails after this long instead of never:
 	// client-go's default is no timeout. --request-timeout 0 restores it.
 	o.kube.Timeout = ptr.To(defaultRequestTimeout)
-	code := exitClean
+	code := cli.ExitClean
 	root := &cobra.Command{
 		Use:   "kubectl-localtraffic",
 		Short: "The placement story of every Service with externalTrafficPolicy: Local",
@@ -102,7 +103,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 	root.SetIn(a.in)
 	root.SetOut(a.out)
 	root.SetErr(a.errOut)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return badInput{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.BadInput{Err: err} })
 	o.kube.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "every namespace")
 	root.PersistentFlags().StringVar(&o.color, "color", "auto", "colour the output: auto (on a terminal, unless NO_COLOR is set or TERM is dumb), always or never")
@@ -114,7 +115,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 			"serve it and drop it (blackholes), from the API alone (the exporter's rules, minus what only a node can see), " +
 			"and the first dropping nodes; worst first. -o wide adds one column per node; --node and --node-selector judge " +
 			"only those nodes (the counts are of them). --prometheus URL (or --from-exporters, without Prometheus) adds what each node's exporter " +
-			"reports, the OBSERVED column: what the alerts page on, the reason of each blackhole." + exitHelp("status"),
+			"reports, the OBSERVED column: what the alerts page on, the reason of each blackhole." + cli.ExitHelp("status"),
 		Example: "  kubectl localtraffic status -A\n  kubectl localtraffic status -n shop checkout -o wide\n" +
 			"  kubectl localtraffic status -A --node-selector topology.kubernetes.io/zone=eu-1a -o yaml\n" +
 			"  kubectl localtraffic status -A -o jsonpath='{range .items[?(@.status==\"Failing\")]}{.metadata.namespace}/{.metadata.name}{\"\\n\"}{end}'\n" +
@@ -129,9 +130,9 @@ func (a *app) run(ctx context.Context, args []string) int {
 			return err
 		},
 	}
-	o.print.print.AddFlags(status)
-	status.Flags().Lookup("output").Usage = "output format: " + strings.Join(o.print.formats("wide"), ", ") + " (default: text, one row per Service)"
-	status.Flags().BoolVar(&o.print.noHeaders, "no-headers", false, "print the table without its header line")
+	o.print.Print.AddFlags(status)
+	status.Flags().Lookup("output").Usage = "output format: " + strings.Join(o.print.Formats("wide"), ", ") + " (default: text, one row per Service)"
+	status.Flags().BoolVar(&o.print.NoHeaders, "no-headers", false, "print the table without its header line")
 	status.Flags().StringArrayVar(&o.nodeNames, "node", nil, "judge only this node (repeatable): the counts are of the named nodes, and -o json|yaml carry each one's verdict (as they do for a named SERVICE)")
 	status.Flags().StringVar(&o.nodeSelector, "node-selector", "", "judge only the nodes this label selector selects (read so from the API): the counts are of them, and -o json|yaml carry each one's verdict")
 	status.Flags().StringVarP(&o.selector, "selector", "l", "", "only the Services this label selector selects (read so from the API)")
@@ -156,7 +157,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 		Short: "The placement story of each Local Service and what is wrong with it",
 		Long: "Audits every Service with externalTrafficPolicy Local: live from the cluster, or with -f from manifests " +
 			"(files, directories, - for stdin: the output of kustomize build or helm template) against --nodes N synthetic " +
-			"nodes or the Node objects of --nodes-file." + exitHelp("audit"),
+			"nodes or the Node objects of --nodes-file." + cli.ExitHelp("audit"),
 		Example: "  kubectl localtraffic audit -A\n  kustomize build deploy/overlays/prod | kubectl localtraffic audit -f - --nodes 3\n" +
 			"  kubectl localtraffic audit -f manifests/ --nodes-file nodes.yaml -o sarif > audit.sarif",
 		Args: cobra.NoArgs,
@@ -166,8 +167,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 			return err
 		},
 	}
-	o.print.print.AddFlags(audit)
-	audit.Flags().Lookup("output").Usage = "output format: " + strings.Join(o.print.formats("sarif"), ", ") + " (default: text; -o name: one line per Service)"
+	o.print.Print.AddFlags(audit)
+	audit.Flags().Lookup("output").Usage = "output format: " + strings.Join(o.print.Formats("sarif"), ", ") + " (default: text; -o name: one line per Service)"
 	audit.Flags().StringVar(&o.failOn, "fail-on", "warning", "lowest severity that fails: info, warning or critical")
 	o.files.AddFlags(audit.Flags())
 	audit.Flags().IntVar(&o.nodes, "nodes", 0, "manifest mode: this many synthetic untainted nodes receive the traffic")
@@ -180,7 +181,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 		Long: "For every Local Service with an endpoint on NODE: whether NODE is in rotation for it, whether the other nodes still " +
 			"serve once kubectl drain has evicted NODE's pods (PodDisruptionBudgets that allow no disruption hold theirs, DaemonSets' " +
 			"stay), where the scheduler can put the evicted pods, and the load balancer's health check interval × threshold from the " +
-			"Service's annotations (unknown otherwise); with --prometheus, the blackholes the nodes' exporters report now." + exitHelp("drain-check"),
+			"Service's annotations (unknown otherwise); with --prometheus, the blackholes the nodes' exporters report now." + cli.ExitHelp("drain-check"),
 		Example: "  kubectl localtraffic drain-check node-7 -A\n  kubectl localtraffic drain-check node-7 -A -o json && kubectl drain node-7 --ignore-daemonsets\n" +
 			"  kubectl localtraffic drain-check node-7 -A --prometheus http://prometheus-operated.monitoring:9090",
 		Args:              cobra.ExactArgs(1),
@@ -191,8 +192,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 			return err
 		},
 	}
-	o.print.print.AddFlags(drain)
-	drain.Flags().Lookup("output").Usage = "output format: " + strings.Join(o.print.formats(), ", ") + " (default: text; -o name: one line per Service with an endpoint on NODE)"
+	o.print.Print.AddFlags(drain)
+	drain.Flags().Lookup("output").Usage = "output format: " + strings.Join(o.print.Formats(), ", ") + " (default: text; -o name: one line per Service with an endpoint on NODE)"
 	addAnnouncerFlags(drain, o)
 	addPrometheusFlags(drain, &o.prom)
 	root.AddCommand(status, audit, drain)
@@ -200,18 +201,16 @@ func (a *app) run(ctx context.Context, args []string) int {
 	if err := root.Execute(); err != nil {
 		msg := err.Error()
 		if strings.HasPrefix(msg, "unknown command") || strings.Contains(msg, "accepts") {
-			err = badInput{err}
+			err = cli.BadInput{Err: err}
 		}
-		fmt.Fprintf(a.errOut, "kubectl-localtraffic: %s\n", oneLine(err.Error()))
-		if errors.As(err, new(apiError)) {
-			return exitAPI
+		fmt.Fprintf(a.errOut, "kubectl-localtraffic: %s\n", cli.OneLine(err.Error()))
+		if errors.As(err, new(cli.APIError)) {
+			return cli.ExitAPI
 		}
-		return exitError
+		return cli.ExitError
 	}
 	return code
 }
-
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // namespace is where to look: -A for all, else -n, else the kubeconfig context's namespace.
 func (o *options) namespace() (string, error) {
@@ -223,7 +222,7 @@ func (o *options) namespace() (string, error) {
 	}
 	ns, _, err := o.kube.ToRawKubeConfigLoader().Namespace()
 	if err != nil {
-		return "", badInputf("kubeconfig: %w", err)
+		return "", cli.BadInputf("kubeconfig: %w", err)
 	}
 	return ns, nil
 }
@@ -241,13 +240,13 @@ func (a *app) readCluster(ctx context.Context, o *options,
 	}
 	cs, err := a.client(o.kube)
 	if err != nil {
-		return nil, "", badInputf("kubeconfig: %w", err)
+		return nil, "", cli.BadInputf("kubeconfig: %w", err)
 	}
 	announcers := a.startAnnouncers(ctx, o)
 	c, err := load(ctx, cs, ns)
 	ann, annErr := announcers()
 	if err != nil {
-		return nil, ns, apiError{err}
+		return nil, ns, cli.APIError{Err: err}
 	}
 	if annErr != nil {
 		return nil, ns, annErr
@@ -257,27 +256,27 @@ func (a *app) readCluster(ctx context.Context, o *options,
 }
 
 func (a *app) status(ctx context.Context, o *options, args []string) (int, error) {
-	if err := o.print.check(); err != nil {
-		return exitError, err
+	if err := o.print.CheckFor("status", "wide"); err != nil {
+		return cli.ExitError, err
 	}
 	colour, err := a.colourFor(o)
 	if err != nil {
-		return exitError, err
+		return cli.ExitError, err
 	}
 	nodePorts, err := parseNodePortAddresses(o.nodePortAddresses)
 	if err != nil {
-		return exitError, err
+		return cli.ExitError, err
 	}
 	ignore, err := parseIgnoreSelector(o.ignoreSelector)
 	if err != nil {
-		return exitError, err
+		return cli.ExitError, err
 	}
 	if o.fromExporters && o.prom.url != "" {
-		return exitError, badInputf("--from-exporters and --prometheus both read the exporters' verdicts: choose one")
+		return cli.ExitError, cli.BadInputf("--from-exporters and --prometheus both read the exporters' verdicts: choose one")
 	}
 	prom, err := o.prom.api()
 	if err != nil {
-		return exitError, err
+		return cli.ExitError, err
 	}
 	q := statusQuery{nodeSelector: o.nodeSelector, selector: o.selector}
 	if len(args) == 1 {
@@ -291,10 +290,10 @@ func (a *app) status(ctx context.Context, o *options, args []string) (int, error
 	}
 	c, ns, err := a.readCluster(ctx, o, q.load)
 	if err != nil {
-		return exitError, err
+		return cli.ExitError, err
 	}
 	if c.Nodes, err = pickNodes(c.Nodes, o.nodeNames, o.nodeSelector); err != nil {
-		return exitError, err
+		return cli.ExitError, err
 	}
 	c.NodePortAddresses, c.IgnoreSelector = nodePorts, ignore
 	v := statusView{summaries: placement.Summarize(c), perNode: len(o.nodeNames) > 0 || o.nodeSelector != "" || q.service != ""}
@@ -302,20 +301,20 @@ func (a *app) status(ctx context.Context, o *options, args []string) (int, error
 	if o.fromExporters {
 		cs, err := a.client(o.kube)
 		if err != nil {
-			return exitError, badInputf("kubeconfig: %w", err)
+			return cli.ExitError, cli.BadInputf("kubeconfig: %w", err)
 		}
 		f, err := a.exporters(o.kube)
 		if err != nil {
-			return exitError, badInputf("kubeconfig: %w", err)
+			return cli.ExitError, cli.BadInputf("kubeconfig: %w", err)
 		}
 		obs, err := readObserved(ctx, cs, f, o.exporterNamespace, o.exporterDaemonSet)
-		if errors.As(err, new(badInput)) {
-			return exitError, err
+		if errors.As(err, new(cli.BadInput)) {
+			return cli.ExitError, err
 		}
 		if err != nil {
 			// Partial: the nodes that answered still show; the others stay unknown, and the exit status says
 			// the picture is incomplete (3) unless a blackhole was found anyway (1).
-			fmt.Fprintf(a.errOut, "kubectl-localtraffic: %s\n", oneLine(err.Error()))
+			fmt.Fprintf(a.errOut, "kubectl-localtraffic: %s\n", cli.OneLine(err.Error()))
 			partial = true
 		}
 		if obs == nil {
@@ -331,25 +330,25 @@ func (a *app) status(ctx context.Context, o *options, args []string) (int, error
 	if q.service != "" {
 		v.summaries = slices.DeleteFunc(v.summaries, func(s placement.Summary) bool { return s.Name != q.service })
 		if len(v.summaries) == 0 {
-			return exitError, badInputf("no Service %q with externalTrafficPolicy Local in namespace %q", q.service, ns)
+			return cli.ExitError, cli.BadInputf("no Service %q with externalTrafficPolicy Local in namespace %q", q.service, ns)
 		}
 	}
-	if len(v.summaries) == 0 && o.print.table() {
+	if len(v.summaries) == 0 && o.print.Table() {
 		// As kubectl get: the table says nothing, stderr says why (a script counting rows reads 0).
 		fmt.Fprintln(a.errOut, "No Service with externalTrafficPolicy: Local.")
 	}
 	if err := printStatus(a.out, v, o.print, colour); err != nil {
-		return exitError, err
+		return cli.ExitError, err
 	}
 	for i := range v.summaries {
 		if v.summaries[i].Failing() || !v.summaries[i].Ignored && v.observedBlackhole(&v.summaries[i]) {
-			return exitFindings, nil
+			return cli.ExitFindings, nil
 		}
 	}
 	if partial {
-		return exitAPI, nil
+		return cli.ExitAPI, nil
 	}
-	return exitClean, nil
+	return cli.ExitClean, nil
 }
 
 // pickNodes keeps the nodes --node names (all when none is named); a name the list lacks is bad input.
@@ -362,9 +361,9 @@ func pickNodes(nodes []*corev1.Node, names []string, selector string) ([]*corev1
 		i := slices.IndexFunc(nodes, func(n *corev1.Node) bool { return n.Name == name })
 		if i < 0 {
 			if selector != "" {
-				return nil, badInputf("--node %s: no such node among those --node-selector %q selects", name, selector)
+				return nil, cli.BadInputf("--node %s: no such node among those --node-selector %q selects", name, selector)
 			}
-			return nil, badInputf("--node %s: no such node", name)
+			return nil, cli.BadInputf("--node %s: no such node", name)
 		}
 		if !slices.Contains(out, nodes[i]) {
 			out = append(out, nodes[i])
@@ -374,24 +373,24 @@ func pickNodes(nodes []*corev1.Node, names []string, selector string) ([]*corev1
 }
 
 func (a *app) drainCheck(ctx context.Context, o *options, node string) (int, error) {
-	if err := o.print.checkFor("drain-check"); err != nil {
-		return exitError, err
+	if err := o.print.CheckFor("drain-check"); err != nil {
+		return cli.ExitError, err
 	}
 	colour, err := a.colourFor(o)
 	if err != nil {
-		return exitError, err
+		return cli.ExitError, err
 	}
 	prom, err := o.prom.api()
 	if err != nil {
-		return exitError, err
+		return cli.ExitError, err
 	}
 	c, _, err := a.liveCluster(ctx, o)
 	if err != nil {
-		return exitError, err
+		return cli.ExitError, err
 	}
 	rep, err := placement.DrainCheck(c, node)
 	if err != nil {
-		return exitError, badInput{err}
+		return cli.ExitError, cli.BadInput{Err: err}
 	}
 	complete := true
 	if prom != nil {
@@ -399,53 +398,53 @@ func (a *app) drainCheck(ctx context.Context, o *options, node string) (int, err
 		obs, complete = a.readPrometheus(ctx, o, prom, placement.Summarize(c))
 		rep.AddObserved(obs)
 	}
-	if o.print.table() {
+	if o.print.Table() {
 		err = writeDrainText(a.out, rep, colour)
 	} else {
 		doc, items := drainDocument(rep)
-		err = printDocument(a.out, o.print, doc, items)
+		err = cli.PrintDocument(a.out, o.print, doc, items)
 	}
 	if err != nil {
-		return exitError, err
+		return cli.ExitError, err
 	}
 	if rep.Loses || rep.ObservedBlackholes > 0 {
-		return exitFindings, nil
+		return cli.ExitFindings, nil
 	}
 	if !complete {
-		return exitAPI, nil
+		return cli.ExitAPI, nil
 	}
-	return exitClean, nil
+	return cli.ExitClean, nil
 }
 
 func (a *app) audit(ctx context.Context, o *options) (int, error) {
-	if err := o.print.checkFor("audit", "sarif"); err != nil {
-		return exitError, err
+	if err := o.print.CheckFor("audit", "sarif"); err != nil {
+		return cli.ExitError, err
 	}
-	output := *o.print.print.OutputFormat
+	output := o.print.Output()
 	colour, err := a.colourFor(o)
 	if err != nil {
-		return exitError, err
+		return cli.ExitError, err
 	}
 	failOn, ok := placement.ParseSeverity(o.failOn)
 	if !ok {
-		return exitError, badInputf("unknown --fail-on %q: info, warning or critical", o.failOn)
+		return cli.ExitError, cli.BadInputf("unknown --fail-on %q: info, warning or critical", o.failOn)
 	}
 	if output == "sarif" && slices.Contains(*o.files.Filenames, "-") && o.stdinName == "" {
-		return exitError, badInputf("-o sarif with -f -: name the repository file standard input comes from with --stdin-filename (e.g. deploy/overlays/prod/kustomization.yaml); code scanning cannot attach findings to \"stdin\"")
+		return cli.ExitError, cli.BadInputf("-o sarif with -f -: name the repository file standard input comes from with --stdin-filename (e.g. deploy/overlays/prod/kustomization.yaml); code scanning cannot attach findings to \"stdin\"")
 	}
 	var c *placement.Cluster
 	if len(*o.files.Filenames) > 0 {
 		var err error
 		if c, err = a.manifestCluster(o); err != nil {
-			return exitError, err
+			return cli.ExitError, err
 		}
 	} else {
 		if o.nodes != 0 || o.nodesFile != "" {
-			return exitError, badInputf("--nodes and --nodes-file stand in for the cluster in manifest mode: give -f too")
+			return cli.ExitError, cli.BadInputf("--nodes and --nodes-file stand in for the cluster in manifest mode: give -f too")
 		}
 		var err error
 		if c, _, err = a.liveCluster(ctx, o); err != nil {
-			return exitError, err
+			return cli.ExitError, err
 		}
 	}
 	rep := placement.Audit(c)
@@ -456,23 +455,23 @@ func (a *app) audit(ctx context.Context, o *options) (int, error) {
 		err = writeSARIF(a.out, rep, o.stdinName)
 	default:
 		doc, items := auditDocument(rep)
-		err = printDocument(a.out, o.print, doc, items)
+		err = cli.PrintDocument(a.out, o.print, doc, items)
 	}
 	if err != nil {
-		return exitError, err
+		return cli.ExitError, err
 	}
 	if rep.Worst() >= failOn {
-		return exitFindings, nil
+		return cli.ExitFindings, nil
 	}
-	return exitClean, nil
+	return cli.ExitClean, nil
 }
 
 func (a *app) manifestCluster(o *options) (*placement.Cluster, error) {
 	if o.nodes < 0 {
-		return nil, badInputf("--nodes %d: want a positive number", o.nodes)
+		return nil, cli.BadInputf("--nodes %d: want a positive number", o.nodes)
 	}
 	if o.nodes > 0 && o.nodesFile != "" {
-		return nil, badInputf("--nodes and --nodes-file both given: choose one")
+		return nil, cli.BadInputf("--nodes and --nodes-file both given: choose one")
 	}
 	defaultNS := "default"
 	if o.kube.Namespace != nil && *o.kube.Namespace != "" {
@@ -492,7 +491,7 @@ func (a *app) manifestCluster(o *options) (*placement.Cluster, error) {
 		}
 		c.Nodes = nodes
 	case len(c.Nodes) == 0:
-		return nil, badInputf("manifest mode needs the nodes that receive the traffic: --nodes N or --nodes-file FILE")
+		return nil, cli.BadInputf("manifest mode needs the nodes that receive the traffic: --nodes N or --nodes-file FILE")
 	}
 	// Manifests describe what is to be, not what runs: pods and slices in them are not "now".
 	c.Pods, c.EndpointSlices = nil, nil
@@ -514,7 +513,7 @@ func (a *app) colourFor(o *options) (bool, error) {
 	case "never":
 		return false, nil
 	}
-	return false, badInputf("--color %q: auto, always or never", o.color)
+	return false, cli.BadInputf("--color %q: auto, always or never", o.color)
 }
 
 // parseNodePortAddresses reads --node-port-addresses as kube-proxy reads its nodePortAddresses: CIDRs, and the
@@ -527,7 +526,7 @@ func parseNodePortAddresses(vals []string) ([]netip.Prefix, error) {
 		}
 		p, err := netip.ParsePrefix(strings.TrimSpace(v))
 		if err != nil {
-			return nil, badInputf("--node-port-addresses %q: want CIDRs (10.0.0.0/8,fd00::/64) or primary", v)
+			return nil, cli.BadInputf("--node-port-addresses %q: want CIDRs (10.0.0.0/8,fd00::/64) or primary", v)
 		}
 		out = append(out, p.Masked())
 	}

@@ -27,6 +27,7 @@ import (
 
 	"github.com/prometheus/common/version"
 
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/cli"
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 )
 
@@ -151,7 +152,7 @@ func TestBadInput(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := invoke(t, tc.stdin, nil, false, nil, tc.args...)
-			if r.code != exitError {
+			if r.code != cli.ExitError {
 				t.Errorf("exit %d, want 2", r.code)
 			}
 			if strings.Count(r.errOut, "\n") != 1 || !strings.Contains(r.errOut, tc.want) || !strings.HasPrefix(r.errOut, "kubectl-localtraffic: ") {
@@ -237,7 +238,7 @@ func TestStatusLive(t *testing.T) {
 		t.Error("colour codes without a terminal")
 	}
 	// A terminal gets colour, unless NO_COLOR is set or --color says never; --color always colours a pipe.
-	if r := invoke(t, "", nil, true, drillObjects(true), "status", "-A"); !strings.Contains(r.out, red+bold+"Failing"+reset) {
+	if r := invoke(t, "", nil, true, drillObjects(true), "status", "-A"); !strings.Contains(r.out, cli.Red+cli.Bold+"Failing"+cli.Reset) {
 		t.Errorf("no colour on a terminal:\n%s", r.out)
 	}
 	if r := invoke(t, "", map[string]string{"NO_COLOR": "1"}, true, drillObjects(true), "status", "-A"); strings.Contains(r.out, "\x1b[") {
@@ -246,7 +247,7 @@ func TestStatusLive(t *testing.T) {
 	if r := invoke(t, "", nil, true, drillObjects(true), "status", "-A", "--color", "never"); strings.Contains(r.out, "\x1b[") {
 		t.Error("colour despite --color never")
 	}
-	if r := invoke(t, "", nil, false, drillObjects(true), "status", "-A", "-o", "wide", "--color", "always"); !strings.Contains(r.out, green+"ok 3"+reset+"     "+red+"DROP"+reset) {
+	if r := invoke(t, "", nil, false, drillObjects(true), "status", "-A", "-o", "wide", "--color", "always"); !strings.Contains(r.out, cli.Green+"ok 3"+cli.Reset+"     "+cli.Red+"DROP"+cli.Reset) {
 		t.Errorf("--color always, -o wide: no coloured cells:\n%q", r.out)
 	}
 	// After the fix: clean, exit 0; the SERVICE argument selects one.
@@ -321,18 +322,18 @@ func TestStatusNodePortAddresses(t *testing.T) {
 			client: func(*genericclioptions.ConfigFlags) (kubernetes.Interface, error) { return cs, nil }}
 		return a.run(context.Background(), append([]string{"status", "-n", "kubelings"}, args...)), out.String(), errOut.String()
 	}
-	if code, out, _ := run("--node-port-addresses", "10.0.0.1/32,10.0.0.2/32", "-o", "wide"); code != exitFindings ||
+	if code, out, _ := run("--node-port-addresses", "10.0.0.1/32,10.0.0.2/32", "-o", "wide"); code != cli.ExitFindings ||
 		!regexp.MustCompile(`Failing\s+3\s+1\s+1\s+1\s+node-2\s.*DROP\s+drop\?`).MatchString(out) {
 		t.Errorf("node-2 inside, node-3 outside: exit %d, want 1 with node-2 DROP and node-3 drop?\n%s", code, out)
 	}
-	if code, out, _ := run("--node-port-addresses", "192.168.0.0/16", "-o", "wide"); code != exitClean ||
+	if code, out, _ := run("--node-port-addresses", "192.168.0.0/16", "-o", "wide"); code != cli.ExitClean ||
 		!regexp.MustCompile(`checkout\s+NodePort\s+CannotTell\s+3\s+1\s+0\s+2\s+<none>\s+<none>\s+ok 3\s+drop\?\s+drop\?`).MatchString(out) {
 		t.Errorf("every node outside: exit %d, want 0 and no DROP\n%s", code, out)
 	}
-	if code, _, _ := run("--node-port-addresses", "primary"); code != exitFindings {
+	if code, _, _ := run("--node-port-addresses", "primary"); code != cli.ExitFindings {
 		t.Errorf("primary: exit %d, want 1 (every node serves NodePorts)", code)
 	}
-	if code, _, errOut := run("--node-port-addresses", "eth0"); code != exitError || !strings.Contains(errOut, "--node-port-addresses") {
+	if code, _, errOut := run("--node-port-addresses", "eth0"); code != cli.ExitError || !strings.Contains(errOut, "--node-port-addresses") {
 		t.Errorf("bad value: exit %d, stderr %q", code, errOut)
 	}
 }
@@ -343,7 +344,7 @@ func TestStatusReadsOnlyWhatItDecidesFrom(t *testing.T) {
 	var out, errOut bytes.Buffer
 	a := &app{in: strings.NewReader(""), out: &out, errOut: &errOut, getenv: func(string) string { return "" },
 		client: func(*genericclioptions.ConfigFlags) (kubernetes.Interface, error) { return cs, nil }}
-	if code := a.run(context.Background(), []string{"status", "-A"}); code != exitFindings {
+	if code := a.run(context.Background(), []string{"status", "-A"}); code != cli.ExitFindings {
 		t.Fatalf("exit %d\n%s%s", code, out.String(), errOut.String())
 	}
 	var read []string
@@ -356,12 +357,16 @@ func TestStatusReadsOnlyWhatItDecidesFrom(t *testing.T) {
 	}
 }
 
-// Every command's help shows examples.
-func TestEveryCommandHasExamples(t *testing.T) {
+// Every command's help shows examples and its column of the exit status table (docs/audit.md's, which
+// TestExitStatusTableIsTheDocs holds to the code).
+func TestEveryCommandHelp(t *testing.T) {
 	for _, cmd := range []string{"status", "audit", "drain-check"} {
 		r := invoke(t, "", nil, false, nil, cmd, "--help")
-		if r.code != exitClean || !strings.Contains(r.out, "Examples:\n  kubectl localtraffic "+cmd) {
+		if r.code != cli.ExitClean || !strings.Contains(r.out, "Examples:\n  kubectl localtraffic "+cmd) {
 			t.Errorf("%s --help: exit %d, no examples:\n%s", cmd, r.code, r.out)
+		}
+		if !strings.Contains(r.out, strings.TrimSpace(cli.ExitHelp(cmd))) {
+			t.Errorf("%s --help: no exit status table:\n%s", cmd, r.out)
 		}
 	}
 }

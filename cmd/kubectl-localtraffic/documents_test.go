@@ -7,6 +7,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/cli"
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 )
 
@@ -16,14 +17,14 @@ import (
 func TestAuditAndDrainCheckPrinters(t *testing.T) {
 	r := invoke(t, "", nil, false, drillObjects(true), "audit", "-n", "kubelings", "-o", "yaml")
 	var a AuditReport
-	if err := yaml.UnmarshalStrict([]byte(r.out), &a); err != nil || r.code != exitFindings || a.APIVersion != "localtraffic.io/v1alpha1" ||
+	if err := yaml.UnmarshalStrict([]byte(r.out), &a); err != nil || r.code != cli.ExitFindings || a.APIVersion != "localtraffic.io/v1alpha1" ||
 		a.Kind != "AuditReport" || len(a.Services) != 1 || a.Worst() != placement.Critical {
 		t.Errorf("audit -o yaml: exit %d, %v:\n%s%s", r.code, err, r.out, r.errOut)
 	}
 	objs := append(behindLoadBalancer(drillObjects(false)), pdbAllowing(1))
 	r = invoke(t, "", nil, false, objs, "drain-check", "node-1", "-n", "kubelings", "-o", "yaml")
 	var d DrainReport
-	if err := yaml.UnmarshalStrict([]byte(r.out), &d); err != nil || r.code != exitClean || d.Kind != "DrainReport" ||
+	if err := yaml.UnmarshalStrict([]byte(r.out), &d); err != nil || r.code != cli.ExitClean || d.Kind != "DrainReport" ||
 		d.APIVersion != "localtraffic.io/v1alpha1" || d.Node != "node-1" || len(d.Services) != 1 || d.Services[0].ServingAfter != 2 {
 		t.Errorf("drain-check -o yaml: exit %d, %v:\n%s%s", r.code, err, r.out, r.errOut)
 	}
@@ -33,13 +34,13 @@ func TestAuditAndDrainCheckPrinters(t *testing.T) {
 		want       string
 		wantPrefix bool
 	}{
-		{[]string{"audit", "-n", "kubelings", "-o", "name"}, exitFindings, "serviceaudit.localtraffic.io/checkout\n", false},
-		{[]string{"audit", "-n", "kubelings", "-o", "jsonpath={.kind} {.services[0].findings[0].id}"}, exitFindings, "AuditReport LT100", false},
-		{[]string{"audit", "-n", "kubelings", "-o", "sarif"}, exitFindings, "{", true},
-		{[]string{"audit", "-n", "kubelings"}, exitFindings, "kubelings/checkout", true},
-		{[]string{"drain-check", "node-1", "-n", "kubelings", "-o", "name"}, exitClean, "drainservice.localtraffic.io/checkout\n", false},
-		{[]string{"drain-check", "node-1", "-n", "kubelings", "-o", "go-template={{.kind}} {{range .services}}{{.servingAfter}}{{end}}"}, exitClean, "DrainReport 2", false},
-		{[]string{"drain-check", "node-1", "-n", "kubelings", "-o", "json"}, exitClean, "{\n    \"kind\": \"DrainReport\",\n    \"apiVersion\": \"localtraffic.io/v1alpha1\",", true},
+		{[]string{"audit", "-n", "kubelings", "-o", "name"}, cli.ExitFindings, "serviceaudit.localtraffic.io/checkout\n", false},
+		{[]string{"audit", "-n", "kubelings", "-o", "jsonpath={.kind} {.services[0].findings[0].id}"}, cli.ExitFindings, "AuditReport LT100", false},
+		{[]string{"audit", "-n", "kubelings", "-o", "sarif"}, cli.ExitFindings, "{", true},
+		{[]string{"audit", "-n", "kubelings"}, cli.ExitFindings, "kubelings/checkout", true},
+		{[]string{"drain-check", "node-1", "-n", "kubelings", "-o", "name"}, cli.ExitClean, "drainservice.localtraffic.io/checkout\n", false},
+		{[]string{"drain-check", "node-1", "-n", "kubelings", "-o", "go-template={{.kind}} {{range .services}}{{.servingAfter}}{{end}}"}, cli.ExitClean, "DrainReport 2", false},
+		{[]string{"drain-check", "node-1", "-n", "kubelings", "-o", "json"}, cli.ExitClean, "{\n    \"kind\": \"DrainReport\",\n    \"apiVersion\": \"localtraffic.io/v1alpha1\",", true},
 	} {
 		objs := drillObjects(true)
 		if c.args[0] == "drain-check" {
@@ -59,7 +60,7 @@ func TestAuditAndDrainCheckPrinters(t *testing.T) {
 		if cmd == "drain-check" {
 			args = append(args, "node-1")
 		}
-		if r := invoke(t, "", nil, false, nil, args...); r.code != exitError || !strings.Contains(r.errOut, want) || r.out != "" {
+		if r := invoke(t, "", nil, false, nil, args...); r.code != cli.ExitError || !strings.Contains(r.errOut, want) || r.out != "" {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 2 and %q", args, r.code, r.out, r.errOut, want)
 		}
 	}
@@ -81,7 +82,7 @@ func TestDocumentsDeepCopy(t *testing.T) {
 	if a.Services[0].Findings[0].Nodes[0] == "changed" {
 		t.Error("the copy shares the original's slices")
 	}
-	d := &DrainReport{TypeMeta: typeMeta("DrainReport"), DrainReport: placement.DrainReport{Node: "node-1",
+	d := &DrainReport{TypeMeta: cli.TypeMeta("DrainReport"), DrainReport: placement.DrainReport{Node: "node-1",
 		Services: []placement.DrainService{{Name: "checkout", Elsewhere: []string{"node-2"}, Observed: map[string][]string{"traffic_lost": {"node-3"}}}}}}
 	dc := d.DeepCopyObject().(*DrainReport)
 	if !reflect.DeepEqual(dc, d) {

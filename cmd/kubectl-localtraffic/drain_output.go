@@ -7,13 +7,14 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/cli"
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 )
 
 // writeDrainText prints drain-check's table (one row per Local Service with an endpoint on the node) and, under
 // each Service that loses traffic, why; then one verdict line.
 func writeDrainText(w io.Writer, rep placement.DrainReport, colour bool) error {
-	p := painter(colour)
+	p := cli.Painter(colour)
 	if len(rep.Services) == 0 {
 		_, err := fmt.Fprintf(w, "No Local Service has an endpoint on %s: draining it loses no Local Service's traffic.\n", rep.Node)
 		return err
@@ -31,7 +32,7 @@ func writeDrainText(w io.Writer, rep placement.DrainReport, colour bool) error {
 		if len(s.Elsewhere) > 0 {
 			elsewhere = strings.Join(s.Elsewhere, ",")
 		}
-		verdict := p.paint(red+bold, "LOSES")
+		verdict := p.Paint(cli.Red+cli.Bold, "LOSES")
 		if !s.Loses {
 			verdict = "ok"
 		}
@@ -49,7 +50,7 @@ func writeDrainText(w io.Writer, rep placement.DrainReport, colour bool) error {
 		}
 		for _, r := range placement.ObservedBlackholes() {
 			if nodes := s.Observed[string(r)]; len(nodes) > 0 {
-				lines = append(lines, fmt.Sprintf("now, before any drain, its exporters report %s on %s", r, nodeList(nodes)))
+				lines = append(lines, fmt.Sprintf("now, before any drain, its exporters report %s on %s", r, cli.NodeList(nodes)))
 			}
 		}
 		if len(lines) == 0 {
@@ -66,11 +67,11 @@ func writeDrainText(w io.Writer, rep placement.DrainReport, colour bool) error {
 	verdict := "draining " + rep.Node + " leaves every Local Service served" + lbWindowNote(rep)
 	switch {
 	case rep.Loses:
-		verdict = p.paint(red+bold, "draining "+rep.Node+" loses traffic of "+strconv.Itoa(losing)+" Local Service(s)")
+		verdict = p.Paint(cli.Red+cli.Bold, "draining "+rep.Node+" loses traffic of "+strconv.Itoa(losing)+" Local Service(s)")
 	case rep.ObservedBlackholes > 0:
 		// The drain changes nothing the API shows, but the exporters see traffic dropped already: a drain
 		// moves load onto nodes that are not all serving.
-		verdict = p.paint(red+bold, "draining "+rep.Node+" makes no node drop that does not now, but the exporters report "+
+		verdict = p.Paint(cli.Red+cli.Bold, "draining "+rep.Node+" makes no node drop that does not now, but the exporters report "+
 			strconv.Itoa(rep.ObservedBlackholes)+" of these Local Service(s) blackholed now: fix that first")
 	}
 	_, err := fmt.Fprintf(w, "\n%s\n", verdict)

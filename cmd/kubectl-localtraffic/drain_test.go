@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/cli"
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 )
 
@@ -49,7 +50,7 @@ func pdbAllowing(allowed int32) *policyv1.PodDisruptionBudget {
 // the drain waits.
 func TestDrainCheck(t *testing.T) {
 	r := invoke(t, "", nil, false, behindLoadBalancer(drillObjects(true)), "drain-check", "node-1", "-n", "kubelings")
-	if r.code != exitFindings || !strings.Contains(r.out, "kubelings/checkout") || !strings.Contains(r.out, "LOSES") ||
+	if r.code != cli.ExitFindings || !strings.Contains(r.out, "kubelings/checkout") || !strings.Contains(r.out, "LOSES") ||
 		!strings.Contains(r.out, "no endpoint left anywhere") || !strings.Contains(r.out, "nodeSelector kubernetes.io/hostname=node-1") {
 		t.Errorf("pinned: exit %d, want 1 naming kubelings/checkout, the outage and the nodeSelector:\n%s%s", r.code, r.out, r.errOut)
 	}
@@ -57,7 +58,7 @@ func TestDrainCheck(t *testing.T) {
 	pdb := pdbAllowing
 	r = invoke(t, "", nil, false, append(behindLoadBalancer(drillObjects(false)), pdb(1)), "drain-check", "node-1", "-n", "kubelings", "-o", "json")
 	var rep placement.DrainReport
-	if err := json.Unmarshal([]byte(r.out), &rep); err != nil || r.code != exitClean || len(rep.Services) != 1 {
+	if err := json.Unmarshal([]byte(r.out), &rep); err != nil || r.code != cli.ExitClean || len(rep.Services) != 1 {
 		t.Fatalf("spread: exit %d, %v\n%s%s", r.code, err, r.out, r.errOut)
 	}
 	s := rep.Services[0]
@@ -68,21 +69,21 @@ func TestDrainCheck(t *testing.T) {
 
 	// ok is not "nothing lost": the text names the load balancer's window, in which it still sends to node-1.
 	r = invoke(t, "", nil, false, append(behindLoadBalancer(drillObjects(false)), pdb(1)), "drain-check", "node-1", "-n", "kubelings")
-	if r.code != exitClean || !strings.Contains(r.out, "draining node-1 leaves every Local Service served; its load balancers keep sending new connections to node-1 for up to 30s") {
+	if r.code != cli.ExitClean || !strings.Contains(r.out, "draining node-1 leaves every Local Service served; its load balancers keep sending new connections to node-1 for up to 30s") {
 		t.Errorf("spread, text: exit %d, want 0 and the load balancer's window named:\n%s", r.code, r.out)
 	}
 
 	r = invoke(t, "", nil, false, append(behindLoadBalancer(drillObjects(true)), pdb(0)), "drain-check", "node-1", "-n", "kubelings")
-	if r.code != exitClean || !strings.Contains(r.out, "the drain waits for checkout-7c9f-0 (PodDisruptionBudget checkout allows no disruption)") {
+	if r.code != cli.ExitClean || !strings.Contains(r.out, "the drain waits for checkout-7c9f-0 (PodDisruptionBudget checkout allows no disruption)") {
 		t.Errorf("a PDB allowing nothing: exit %d, want 0 and the wait named:\n%s", r.code, r.out)
 	}
 
 	// A NodePort Service: the drained node keeps receiving NodePort clients, and drops them once its pod is gone.
 	r = invoke(t, "", nil, false, drillObjects(false), "drain-check", "node-1", "-n", "kubelings")
-	if r.code != exitFindings || !strings.Contains(r.out, "node-1 would drop NodePort 30090/TCP") {
+	if r.code != cli.ExitFindings || !strings.Contains(r.out, "node-1 would drop NodePort 30090/TCP") {
 		t.Errorf("NodePort: exit %d, want 1 and node-1 dropping NodePort clients:\n%s", r.code, r.out)
 	}
-	if r := invoke(t, "", nil, false, drillObjects(false), "drain-check", "node-9", "-n", "kubelings"); r.code != exitError || !strings.Contains(r.errOut, `no node "node-9"`) {
+	if r := invoke(t, "", nil, false, drillObjects(false), "drain-check", "node-9", "-n", "kubelings"); r.code != cli.ExitError || !strings.Contains(r.errOut, `no node "node-9"`) {
 		t.Errorf("unknown node: exit %d, stderr %q", r.code, r.errOut)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/localtraffic/localtraffic-exporter/cmd/internal/endpoint"
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/cli"
 )
 
 // The exporter's own defaults (its --web.listen-address and --web.telemetry-path), for a DaemonSet whose
@@ -42,13 +43,13 @@ func findExporter(ctx context.Context, cs kubernetes.Interface, namespace, name 
 	if name != "" {
 		ds, err := cs.AppsV1().DaemonSets(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return nil, apiError{fmt.Errorf("reading the exporter's DaemonSet %s/%s: %w", namespace, name, err)}
+			return nil, cli.APIError{Err: fmt.Errorf("reading the exporter's DaemonSet %s/%s: %w", namespace, name, err)}
 		}
 		candidates = []appsv1.DaemonSet{*ds}
 	} else {
 		list, err := cs.AppsV1().DaemonSets(namespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return nil, apiError{fmt.Errorf("listing DaemonSets in %s to find the exporter's: %w", namespace, err)}
+			return nil, cli.APIError{Err: fmt.Errorf("listing DaemonSets in %s to find the exporter's: %w", namespace, err)}
 		}
 		for _, ds := range list.Items {
 			if exporterContainer(ds.Spec.Template.Spec) != nil {
@@ -57,14 +58,14 @@ func findExporter(ctx context.Context, cs kubernetes.Interface, namespace, name 
 		}
 		switch len(candidates) {
 		case 0:
-			return nil, badInputf("no DaemonSet in namespace %s runs the exporter: name its namespace with --exporter-namespace", namespace)
+			return nil, cli.BadInputf("no DaemonSet in namespace %s runs the exporter: name its namespace with --exporter-namespace", namespace)
 		case 1:
 		default:
 			var names []string
 			for _, ds := range candidates {
 				names = append(names, ds.Name)
 			}
-			return nil, badInputf("several DaemonSets in namespace %s run the exporter (%s): choose one with --exporter-daemonset", namespace, strings.Join(names, ", "))
+			return nil, cli.BadInputf("several DaemonSets in namespace %s run the exporter (%s): choose one with --exporter-daemonset", namespace, strings.Join(names, ", "))
 		}
 	}
 	return exporterOf(&candidates[0])
@@ -74,7 +75,7 @@ func findExporter(ctx context.Context, cs kubernetes.Interface, namespace, name 
 func exporterOf(ds *appsv1.DaemonSet) (*exporterInstall, error) {
 	c := exporterContainer(ds.Spec.Template.Spec)
 	if c == nil {
-		return nil, badInputf("DaemonSet %s/%s runs no exporter container (none has --node-name or --web.listen-address)", ds.Namespace, ds.Name)
+		return nil, cli.BadInputf("DaemonSet %s/%s runs no exporter container (none has --node-name or --web.listen-address)", ds.Namespace, ds.Name)
 	}
 	args := slices.Concat(c.Command, c.Args)
 	in := &exporterInstall{daemonSet: ds, scheme: "http", path: exporterDefaultPath}
@@ -98,7 +99,7 @@ func exporterOf(ds *appsv1.DaemonSet) (*exporterInstall, error) {
 		}
 	}
 	if in.port == 0 {
-		return nil, badInputf("DaemonSet %s/%s: the exporter listens on %s, none on the pod's loopback, which a port-forward reaches",
+		return nil, cli.BadInputf("DaemonSet %s/%s: the exporter listens on %s, none on the pod's loopback, which a port-forward reaches",
 			ds.Namespace, ds.Name, strings.Join(listens, ", "))
 	}
 	if p := flagValues(args, "--web.telemetry-path"); len(p) > 0 {

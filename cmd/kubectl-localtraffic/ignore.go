@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/cli"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
@@ -13,10 +14,10 @@ func parseIgnoreSelector(raw string) (labels.Selector, error) {
 	}
 	sel, err := labels.Parse(raw)
 	if err != nil {
-		return nil, badInputf("bad --ignore-selector %q: %s", raw, oneLine(err.Error()))
+		return nil, cli.BadInputf("bad --ignore-selector %q: %s", raw, cli.OneLine(err.Error()))
 	}
 	if sel.Empty() {
-		return nil, badInputf("bad --ignore-selector %q: selects every Service; leave it out to ignore none", raw)
+		return nil, cli.BadInputf("bad --ignore-selector %q: selects every Service; leave it out to ignore none", raw)
 	}
 	return sel, nil
 }

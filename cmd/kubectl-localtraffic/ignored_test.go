@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/cli"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 )
 
@@ -106,15 +107,15 @@ func TestStatusIgnoreSelector(t *testing.T) {
 		}
 	}
 	r := invoke(t, "", nil, false, objs, "status", "-n", "kubelings", "--ignore-selector", "team=legacy", "-o", "json")
-	if r.code != exitClean || !regexp.MustCompile(`"ignoredReason":\s*"ignore selector team=legacy"`).MatchString(r.out) {
+	if r.code != cli.ExitClean || !regexp.MustCompile(`"ignoredReason":\s*"ignore selector team=legacy"`).MatchString(r.out) {
 		t.Errorf("selected: exit %d, want 0 with the Service ignored by the selector\n%s%s", r.code, r.out, r.errOut)
 	}
-	if r := invoke(t, "", nil, false, objs, "status", "-n", "kubelings", "--ignore-selector", "team=shop"); r.code != exitFindings {
+	if r := invoke(t, "", nil, false, objs, "status", "-n", "kubelings", "--ignore-selector", "team=shop"); r.code != cli.ExitFindings {
 		t.Errorf("not selected: exit %d, want 1\n%s", r.code, r.out)
 	}
 	for _, bad := range []string{"team==legacy,", " "} {
 		r := invoke(t, "", nil, false, objs, "status", "-n", "kubelings", "--ignore-selector", bad)
-		if r.code != exitError || !strings.Contains(r.errOut, "--ignore-selector") || strings.Count(r.errOut, "\n") != 1 {
+		if r.code != cli.ExitError || !strings.Contains(r.errOut, "--ignore-selector") || strings.Count(r.errOut, "\n") != 1 {
 			t.Errorf("%q: exit %d, stderr %q", bad, r.code, r.errOut)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/term"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
+
 	// The auth providers kubectl registers (OIDC; the azure and gcp names answer with the exec plugin to use
 	// instead): a kubeconfig that works for kubectl works for the plugin. Exec credential plugins need nothing.
 	_ "k8s.io/client-go/plugin/pkg/client/auth"

@@ -18,16 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/resource"
 
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/cli"
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 )
-
-// badInput is an error in what the user gave us (a file, its YAML, a flag): exit status 2.
-type badInput struct{ err error }
-
-func (b badInput) Error() string { return b.err.Error() }
-func (b badInput) Unwrap() error { return b.err }
-
-func badInputf(format string, a ...any) error { return badInput{fmt.Errorf(format, a...)} }
 
 // stdinFile is the file name of objects read from standard input ("-f -").
 const stdinFile = "stdin"
@@ -49,7 +42,7 @@ func loadManifests(c *placement.Cluster, files resource.FilenameOptions, stdin i
 		if !lines.piped {
 			var err error
 			if lines.stdin, err = io.ReadAll(stdin); err != nil {
-				return badInputf("reading %s: %w", stdinFile, err)
+				return cli.BadInputf("reading %s: %w", stdinFile, err)
 			}
 			lines.piped = true
 		}
@@ -71,7 +64,7 @@ func loadManifests(c *placement.Cluster, files resource.FilenameOptions, stdin i
 		return addObject(c, adds, u, placement.Source{File: info.Source, Line: lines.line(info.Source, key)}, defaultNamespace)
 	})
 	if err != nil {
-		return badInput{err}
+		return cli.BadInput{Err: err}
 	}
 	return nil
 }
@@ -239,14 +232,7 @@ func loadNodesFile(path string, stdin io.Reader) ([]*corev1.Node, error) {
 		return nil, err
 	}
 	if len(c.Nodes) == 0 {
-		return nil, badInputf("--nodes-file %s: no Node objects in it", path)
+		return nil, cli.BadInputf("--nodes-file %s: no Node objects in it", path)
 	}
 	return c.Nodes, nil
 }
-
-// apiError is a read the API server failed or refused (a list, a port-forward, an exporter behind it): exit
-// status 3.
-type apiError struct{ err error }
-
-func (e apiError) Error() string { return e.err.Error() }
-func (e apiError) Unwrap() error { return e.err }

@@ -14,6 +14,7 @@ import (
 	gosarif "github.com/owenrumney/go-sarif/v3/pkg/report/v210/sarif"
 	"k8s.io/cli-runtime/pkg/resource"
 
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/cli"
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 )
 
@@ -87,7 +88,7 @@ func TestManifestStdinBesideAFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, ids, rep := auditJSON(t, "# piped\n---\n"+string(deployment), "-f", filepath.Join(dir, "service.yaml"), "-f", "-")
-	if code != exitFindings || !slices.Contains(ids, placement.PinnedPlacement) {
+	if code != cli.ExitFindings || !slices.Contains(ids, placement.PinnedPlacement) {
 		t.Fatalf("exit %d, findings %v: want LT101 from the file's Service and the piped Deployment", code, ids)
 	}
 	got := map[string]string{}
@@ -177,7 +178,7 @@ func TestManifestErrorsInOneLine(t *testing.T) {
 				args = append(args, "-f", f)
 			}
 			r := invoke(t, "", nil, false, nil, args...)
-			if r.code != exitError || r.out != "" || strings.Count(r.errOut, "\n") != 1 || !strings.HasPrefix(r.errOut, "kubectl-localtraffic: ") {
+			if r.code != cli.ExitError || r.out != "" || strings.Count(r.errOut, "\n") != 1 || !strings.HasPrefix(r.errOut, "kubectl-localtraffic: ") {
 				t.Errorf("exit %d, stdout %q, stderr %q: want exit 2 and one line on stderr", r.code, r.out, r.errOut)
 			}
 			for _, w := range tc.want {
@@ -196,7 +197,7 @@ func TestManifestURL(t *testing.T) {
 	t.Cleanup(srv.Close)
 	url := srv.URL + "/drill/pinned.yaml"
 	r := invoke(t, "", nil, false, nil, "audit", "-o", "sarif", "-f", url, "--nodes", "3")
-	if r.code != exitFindings || r.errOut != "" {
+	if r.code != cli.ExitFindings || r.errOut != "" {
 		t.Fatalf("exit %d, stderr %s", r.code, r.errOut)
 	}
 	rep, err := gosarif.FromString(r.out)

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/localtraffic/localtraffic-exporter/cmd/internal/metricnames"
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/cli"
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 )
 
@@ -45,14 +46,14 @@ func readObserved(ctx context.Context, cs kubernetes.Interface, f fetcher, names
 	}
 	sel, err := metav1.LabelSelectorAsSelector(in.daemonSet.Spec.Selector)
 	if err != nil {
-		return nil, badInputf("DaemonSet %s/%s: selector: %w", namespace, in.daemonSet.Name, err)
+		return nil, cli.BadInputf("DaemonSet %s/%s: selector: %w", namespace, in.daemonSet.Name, err)
 	}
 	pods, err := listAll[corev1.Pod](ctx, "the exporter's pods in "+namespace, func(ctx context.Context, o metav1.ListOptions) (*corev1.PodList, error) {
 		o.LabelSelector = sel.String()
 		return cs.CoreV1().Pods(namespace).List(ctx, o)
 	})
 	if err != nil {
-		return nil, apiError{err}
+		return nil, cli.APIError{Err: err}
 	}
 	var mu sync.Mutex
 	obs := placement.Observed{}
@@ -85,12 +86,12 @@ func readObserved(ctx context.Context, cs kubernetes.Interface, f fetcher, names
 			defer cancel()
 			body, err := f.get(pctx, p, in.port, in.scheme, in.path)
 			if err != nil {
-				fail(p.Spec.NodeName, oneLine(err.Error()))
+				fail(p.Spec.NodeName, cli.OneLine(err.Error()))
 				return
 			}
 			o, err := parseObserved(body)
 			if err != nil {
-				fail(p.Spec.NodeName, oneLine(err.Error()))
+				fail(p.Spec.NodeName, cli.OneLine(err.Error()))
 				return
 			}
 			mu.Lock()
@@ -103,21 +104,12 @@ func readObserved(ctx context.Context, cs kubernetes.Interface, f fetcher, names
 		var msgs []string
 		for why, nodes := range failed {
 			sort.Strings(nodes)
-			msgs = append(msgs, fmt.Sprintf("no report from the exporter on %s: %s", nodeList(nodes), why))
+			msgs = append(msgs, fmt.Sprintf("no report from the exporter on %s: %s", cli.NodeList(nodes), why))
 		}
 		sort.Strings(msgs)
-		return obs, apiError{errors.New(strings.Join(msgs, "; "))}
+		return obs, cli.APIError{Err: errors.New(strings.Join(msgs, "; "))}
 	}
 	return obs, nil
-}
-
-// nodeList names up to five nodes and counts the rest: one line even on a 5,000-node cluster.
-func nodeList(nodes []string) string {
-	const shown = 5
-	if len(nodes) <= shown {
-		return strings.Join(nodes, ", ")
-	}
-	return fmt.Sprintf("%s and %d more nodes", strings.Join(nodes[:shown], ", "), len(nodes)-shown)
 }
 
 // canPortForward asks the API server whether the user may port-forward to pods in namespace, as kubectl
@@ -132,7 +124,7 @@ func canPortForward(ctx context.Context, cs kubernetes.Interface, namespace stri
 				Namespace: namespace, Verb: verb, Resource: "pods", Subresource: "portforward"}},
 		}, metav1.CreateOptions{})
 		if err != nil {
-			return apiError{fmt.Errorf("asking whether you may %s pods/portforward in %s: %w", verb, namespace, err)}
+			return cli.APIError{Err: fmt.Errorf("asking whether you may %s pods/portforward in %s: %w", verb, namespace, err)}
 		}
 		if !r.Status.Allowed {
 			missing = append(missing, verb)
@@ -140,7 +132,7 @@ func canPortForward(ctx context.Context, cs kubernetes.Interface, namespace stri
 	}
 	if len(missing) > 0 {
 		v := strings.Join(missing, " and ")
-		return apiError{fmt.Errorf("--from-exporters reads each node's exporter through a port-forward to its pod, and you may not "+
+		return cli.APIError{Err: fmt.Errorf("--from-exporters reads each node's exporter through a port-forward to its pod, and you may not "+
 			"%s pods/portforward in namespace %s (kubectl auth can-i %s pods/portforward -n %s)", v, namespace, missing[0], namespace)}
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/cli"
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -115,8 +116,8 @@ func TestStatusFromExporters(t *testing.T) {
 	f := &exporterFetch{}
 	var out, errOut bytes.Buffer
 	a := exportersApp(cs, f, &out, &errOut)
-	if code := a.run(context.Background(), []string{"status", "-n", "kubelings", "--from-exporters"}); code != exitFindings {
-		t.Fatalf("exit %d, want %d\n%s%s", code, exitFindings, out.String(), errOut.String())
+	if code := a.run(context.Background(), []string{"status", "-n", "kubelings", "--from-exporters"}); code != cli.ExitFindings {
+		t.Fatalf("exit %d, want %d\n%s%s", code, cli.ExitFindings, out.String(), errOut.String())
 	}
 	if !strings.Contains(out.String(), "OBSERVED") || !strings.Contains(out.String(), "traffic_lost: node-2; no_traffic_seen: node-3") {
 		t.Errorf("no OBSERVED column naming node-2 and node-3:\n%s", out.String())
@@ -175,8 +176,8 @@ func TestStatusFromExportersReadsTheInstall(t *testing.T) {
 	f := &exporterFetch{}
 	var out, errOut bytes.Buffer
 	code := exportersApp(cs, f, &out, &errOut).run(context.Background(), []string{"status", "-n", "kubelings", "--from-exporters"})
-	if code != exitFindings {
-		t.Errorf("exit %d, want %d (a clean API view, blackholes the exporters observe)\n%s%s", code, exitFindings, out.String(), errOut.String())
+	if code != cli.ExitFindings {
+		t.Errorf("exit %d, want %d (a clean API view, blackholes the exporters observe)\n%s%s", code, cli.ExitFindings, out.String(), errOut.String())
 	}
 	if len(f.asked) != 3 || f.asked[0][strings.Index(f.asked[0], " "):] != " https://:19100/m" {
 		t.Errorf("asked %v, want https://:19100/m of each of the three pods", f.asked)
@@ -193,8 +194,8 @@ func TestStatusFromExportersForbidden(t *testing.T) {
 	f := &exporterFetch{}
 	var out, errOut bytes.Buffer
 	code := exportersApp(cs, f, &out, &errOut).run(context.Background(), []string{"status", "-n", "kubelings", "--from-exporters"})
-	if code != exitFindings {
-		t.Errorf("exit %d, want %d: the blackholes the API shows are found anyway", code, exitFindings)
+	if code != cli.ExitFindings {
+		t.Errorf("exit %d, want %d: the blackholes the API shows are found anyway", code, cli.ExitFindings)
 	}
 	want := "you may not create pods/portforward in namespace localtraffic-system (kubectl auth can-i create pods/portforward -n localtraffic-system)"
 	if !strings.Contains(errOut.String(), want) || strings.Count(errOut.String(), "\n") != 1 {
@@ -206,7 +207,7 @@ func TestStatusFromExportersForbidden(t *testing.T) {
 	// No exporter DaemonSet where it is looked for: bad input, exit 2.
 	errOut.Reset()
 	code = exportersApp(cs, f, &out, &errOut).run(context.Background(), []string{"status", "-n", "kubelings", "--from-exporters", "--exporter-namespace", "monitoring"})
-	if code != exitError || !strings.Contains(errOut.String(), "no DaemonSet in namespace monitoring runs the exporter") {
+	if code != cli.ExitError || !strings.Contains(errOut.String(), "no DaemonSet in namespace monitoring runs the exporter") {
 		t.Errorf("exit %d, stderr %q", code, errOut.String())
 	}
 }

@@ -5,63 +5,45 @@ import (
 	"io"
 	"strings"
 
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/cli"
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 )
-
-// ANSI colours for the text output on a terminal.
-const (
-	red    = "\x1b[31m"
-	green  = "\x1b[32m"
-	yellow = "\x1b[33m"
-	dim    = "\x1b[2m"
-	bold   = "\x1b[1m"
-	reset  = "\x1b[0m"
-)
-
-type painter bool
-
-func (p painter) paint(colour, s string) string {
-	if !p {
-		return s
-	}
-	return colour + s + reset
-}
 
 // cell is one node's mark in the -o wide grid, and its colour on a terminal. An ignored Service's blackholes
 // are still shown, in lower case and dimmed: measured, failing nothing.
 func cell(ignored bool, n placement.NodeStatus) (text, colour string) {
 	switch {
 	case n.Blackhole && ignored:
-		return "drop", dim
+		return "drop", cli.Dim
 	case n.Blackhole:
-		return "DROP", red
+		return "DROP", cli.Red
 	case len(n.CannotTell) > 0:
-		return "drop?", yellow
+		return "drop?", cli.Yellow
 	case n.Serves:
-		return fmt.Sprintf("ok %d", n.LocalEndpoints), green
+		return fmt.Sprintf("ok %d", n.LocalEndpoints), cli.Green
 	case n.Receives && !n.InRotation:
-		return "drained", yellow
+		return "drained", cli.Yellow
 	case !n.Receives && len(n.Drops) == 0 && n.LocalEndpoints > 0:
-		return fmt.Sprintf("(%d)", n.LocalEndpoints), dim
+		return fmt.Sprintf("(%d)", n.LocalEndpoints), cli.Dim
 	default:
-		return "-", dim
+		return "-", cli.Dim
 	}
 }
 
 func severityColour(s placement.Severity) string {
 	switch s {
 	case placement.Critical:
-		return red + bold
+		return cli.Red + cli.Bold
 	case placement.Warning:
-		return yellow
+		return cli.Yellow
 	}
-	return dim
+	return cli.Dim
 }
 
 // writeAuditText prints each Service's story and its findings, then a one-line tally.
 func writeAuditText(w io.Writer, rep placement.Report, colour bool) error {
-	p := painter(colour)
+	p := cli.Painter(colour)
 	if len(rep.Services) == 0 {
 		_, err := fmt.Fprintln(w, "No Service with externalTrafficPolicy: Local.")
 		return err
@@ -69,7 +51,7 @@ func writeAuditText(w io.Writer, rep placement.Report, colour bool) error {
 	count := map[placement.Severity]int{}
 	ignored := 0
 	for _, s := range rep.Services {
-		fmt.Fprintf(w, "%s (%s): %s\n", p.paint(bold, s.Service.Namespace+"/"+s.Service.Name), s.Type, s.Story)
+		fmt.Fprintf(w, "%s (%s): %s\n", p.Paint(cli.Bold, s.Service.Namespace+"/"+s.Service.Name), s.Type, s.Story)
 		if s.Ignored {
 			fmt.Fprintf(w, "  ignored: %s (%s): its findings are reported, not failing\n", s.IgnoredReason, kubeview.AnnotationIntentionalPlacement)
 		}
@@ -80,10 +62,10 @@ func writeAuditText(w io.Writer, rep placement.Report, colour bool) error {
 			fmt.Fprintf(w, "  now: %s\n", s.Status.Summary)
 		}
 		for _, f := range s.Findings {
-			mark := p.paint(severityColour(f.Severity), strings.ToUpper(f.Severity.String()))
+			mark := p.Paint(severityColour(f.Severity), strings.ToUpper(f.Severity.String()))
 			if f.Ignored {
 				ignored++
-				mark = p.paint(dim, "IGNORED ("+f.Severity.String()+")")
+				mark = p.Paint(cli.Dim, "IGNORED ("+f.Severity.String()+")")
 			} else {
 				count[f.Severity]++
 			}

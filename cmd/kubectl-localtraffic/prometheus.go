@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/localtraffic/localtraffic-exporter/cmd/internal/metricnames"
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/cli"
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 )
 
@@ -72,12 +73,12 @@ func prometheusQuery(selector string) string {
 func (p promFlags) api() (promv1.API, error) {
 	if p.url == "" {
 		if p.bearerTokenFile != "" || p.caFile != "" || p.insecure || len(p.headers) > 0 || p.selector != "" {
-			return nil, badInputf("the --prometheus-* flags say how to reach --prometheus, which is not given")
+			return nil, cli.BadInputf("the --prometheus-* flags say how to reach --prometheus, which is not given")
 		}
 		return nil, nil
 	}
 	if p.timeout <= 0 {
-		return nil, badInputf("--prometheus-timeout %s: want a positive duration", p.timeout)
+		return nil, cli.BadInputf("--prometheus-timeout %s: want a positive duration", p.timeout)
 	}
 	return p.client()
 }
@@ -87,7 +88,7 @@ func (p promFlags) api() (promv1.API, error) {
 func (p promFlags) client() (promv1.API, error) {
 	u, err := url.Parse(p.url)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, badInputf("--prometheus %q: want the API's base URL, http(s)://host[:port][/path]", p.url)
+		return nil, cli.BadInputf("--prometheus %q: want the API's base URL, http(s)://host[:port][/path]", p.url)
 	}
 	// Prometheus' own client configuration (a scrape job's http_config): the same TLS, authorization, header and
 	// proxy handling Prometheus and its tools use, with HTTPS_PROXY and NO_PROXY honoured.
@@ -100,7 +101,7 @@ func (p promFlags) client() (promv1.API, error) {
 	}
 	if p.bearerTokenFile != "" {
 		if _, err := os.ReadFile(p.bearerTokenFile); err != nil {
-			return nil, badInputf("--prometheus-bearer-token-file: %w", err)
+			return nil, cli.BadInputf("--prometheus-bearer-token-file: %w", err)
 		}
 		cfg.Authorization = &promconfig.Authorization{Type: "Bearer", CredentialsFile: p.bearerTokenFile}
 	}
@@ -108,22 +109,22 @@ func (p promFlags) client() (promv1.API, error) {
 		name, value, ok := strings.Cut(h, ":")
 		name = strings.TrimSpace(name)
 		if !ok || name == "" || strings.ContainsAny(name, " \t") {
-			return nil, badInputf("--prometheus-header %q: want 'Name: value'", h)
+			return nil, cli.BadInputf("--prometheus-header %q: want 'Name: value'", h)
 		}
 		hd := cfg.HTTPHeaders.Headers[name]
 		hd.Values = append(hd.Values, strings.TrimSpace(value))
 		cfg.HTTPHeaders.Headers[name] = hd
 	}
 	if err := cfg.Validate(); err != nil {
-		return nil, badInputf("--prometheus flags: %w", err)
+		return nil, cli.BadInputf("--prometheus flags: %w", err)
 	}
 	rt, err := promconfig.NewRoundTripperFromConfig(cfg, "kubectl-localtraffic", promconfig.WithUserAgent("kubectl-localtraffic"))
 	if err != nil {
-		return nil, badInputf("--prometheus flags: %w", err)
+		return nil, cli.BadInputf("--prometheus flags: %w", err)
 	}
 	c, err := promapi.NewClient(promapi.Config{Address: p.url, RoundTripper: rt})
 	if err != nil {
-		return nil, badInputf("--prometheus %q: %w", p.url, err)
+		return nil, cli.BadInputf("--prometheus %q: %w", p.url, err)
 	}
 	return promv1.NewAPI(c), nil
 }
@@ -142,11 +143,11 @@ func (p promFlags) readPrometheus(ctx context.Context, api promv1.API, warn func
 		warn(fmt.Sprintf("Prometheus at %s warns: %s", p.url, w))
 	}
 	if err != nil {
-		return nil, apiError{p.queryError(ctx, err)}
+		return nil, cli.APIError{Err: p.queryError(ctx, err)}
 	}
 	vec, ok := val.(model.Vector)
 	if !ok {
-		return nil, apiError{fmt.Errorf("the Prometheus API at %s answered the instant query with a %s, not a vector: is the URL a Prometheus query API?", p.url, val.Type())}
+		return nil, cli.APIError{Err: fmt.Errorf("the Prometheus API at %s answered the instant query with a %s, not a vector: is the URL a Prometheus query API?", p.url, val.Type())}
 	}
 	return observedFromVector(vec), nil
 }
@@ -165,7 +166,7 @@ func (p promFlags) queryError(ctx context.Context, err error) error {
 		msg := fmt.Sprintf("the Prometheus API at %s failed the query %s: %s: %s", p.url, prometheusQuery(p.selector), perr.Type, perr.Msg)
 		if perr.Detail != "" {
 			// The body of an error the API did not write itself (a proxy's, a query frontend's): its start.
-			msg += ": " + clip(oneLine(perr.Detail), 200)
+			msg += ": " + clip(cli.OneLine(perr.Detail), 200)
 		}
 		return errors.New(msg)
 	}
@@ -243,7 +244,7 @@ func stronger(a, b string) bool {
 // stderr, in one line each, a query that failed and the judged nodes Prometheus has no report from; complete
 // is false then (exit status 3 unless something fails the command anyway).
 func (a *app) readPrometheus(ctx context.Context, o *options, api promv1.API, judged []placement.Summary) (obs placement.Observed, complete bool) {
-	warn := func(msg string) { fmt.Fprintf(a.errOut, "kubectl-localtraffic: %s\n", oneLine(msg)) }
+	warn := func(msg string) { fmt.Fprintf(a.errOut, "kubectl-localtraffic: %s\n", cli.OneLine(msg)) }
 	obs, err := o.prom.readPrometheus(ctx, api, warn)
 	if err != nil {
 		warn(err.Error())
@@ -251,7 +252,7 @@ func (a *app) readPrometheus(ctx context.Context, o *options, api promv1.API, ju
 	}
 	if missing := unreported(obs, judged); len(missing) > 0 {
 		warn(fmt.Sprintf("Prometheus at %s has no report from the exporter on %s (not scraped, no exporter there, or its %s collector failing): their verdicts are the API's alone",
-			o.prom.url, nodeList(missing), servicesCollector))
+			o.prom.url, cli.NodeList(missing), servicesCollector))
 		return obs, false
 	}
 	return obs, true

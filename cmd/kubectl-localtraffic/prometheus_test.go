@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/cli"
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 )
 
@@ -113,7 +114,7 @@ func TestStatusPrometheus(t *testing.T) {
 	}
 	r := runWith(t, drillObjects(true), "status", "-n", "kubelings", "--prometheus", url, "--prometheus-bearer-token-file", token,
 		"--prometheus-header", "X-Scope-OrgID: tenant-1", "--prometheus-selector", `cluster="prod"`)
-	if r.code != exitFindings || r.errOut != "" {
+	if r.code != cli.ExitFindings || r.errOut != "" {
 		t.Fatalf("exit %d, stderr %q, want 1 and nothing on stderr\n%s", r.code, r.errOut, r.out)
 	}
 	if !strings.Contains(r.out, "OBSERVED") || !strings.Contains(r.out, "traffic_lost: node-2; no_traffic_seen: node-3") {
@@ -151,18 +152,18 @@ func TestStatusPrometheusExitFollowsTheExporters(t *testing.T) {
 		"exported_namespace": "kubelings", "service": "localtraffic-exporter", "exported_service": "checkout", "reason": "health_check_ignored"}, "1")
 	f := &fakeProm{status: http.StatusOK, body: vectorAnswer(append(reportedBy("1", "node-1", "node-2", "node-3"), renamed)...)}
 	url := startProm(t, f)
-	if r := runWith(t, drillObjects(false), "status", "-n", "kubelings"); r.code != exitClean {
+	if r := runWith(t, drillObjects(false), "status", "-n", "kubelings"); r.code != cli.ExitClean {
 		t.Fatalf("the API view alone: exit %d, want 0", r.code)
 	}
 	r := runWith(t, drillObjects(false), "status", "-n", "kubelings", "--prometheus", url)
-	if r.code != exitFindings || !strings.Contains(r.out, "health_check_ignored: node-2") {
+	if r.code != cli.ExitFindings || !strings.Contains(r.out, "health_check_ignored: node-2") {
 		t.Errorf("exit %d, want 1: node-2's exporter reports a blackhole the API cannot see\n%s%s", r.code, r.out, r.errOut)
 	}
 
 	f.body = vectorAnswer(append(reportedBy("1", "node-1"), reportedBy("0", "node-3")...)...)
 	r = runWith(t, drillObjects(false), "status", "-n", "kubelings", "--prometheus", url)
 	want := "has no report from the exporter on node-2, node-3 (not scraped, no exporter there, or its services collector failing)"
-	if r.code != exitAPI || !strings.Contains(r.errOut, want) || strings.Count(r.errOut, "\n") != 1 {
+	if r.code != cli.ExitAPI || !strings.Contains(r.errOut, want) || strings.Count(r.errOut, "\n") != 1 {
 		t.Errorf("exit %d, stderr %q; want 3 and one line saying %q", r.code, r.errOut, want)
 	}
 }
@@ -191,13 +192,13 @@ func TestStatusPrometheusFailures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			url := startProm(t, &fakeProm{status: tc.status, body: tc.body, hang: tc.hang})
 			r := runWith(t, drillObjects(false), "status", "-n", "kubelings", "--prometheus", url, "--prometheus-timeout", "300ms")
-			if r.code != exitAPI || !strings.Contains(r.errOut, tc.want) || strings.Count(r.errOut, "\n") != 1 {
+			if r.code != cli.ExitAPI || !strings.Contains(r.errOut, tc.want) || strings.Count(r.errOut, "\n") != 1 {
 				t.Errorf("exit %d, stderr %q; want 3 and one line containing %q", r.code, r.errOut, tc.want)
 			}
 			if !strings.Contains(r.out, "kubelings   checkout") || !strings.Contains(r.out, "OBSERVED") {
 				t.Errorf("the API's view is not printed:\n%s", r.out)
 			}
-			if r := runWith(t, drillObjects(true), "status", "-n", "kubelings", "--prometheus", url, "--prometheus-timeout", "300ms"); r.code != exitFindings {
+			if r := runWith(t, drillObjects(true), "status", "-n", "kubelings", "--prometheus", url, "--prometheus-timeout", "300ms"); r.code != cli.ExitFindings {
 				t.Errorf("with blackholes in the API's view: exit %d, want 1", r.code)
 			}
 		})
@@ -221,7 +222,7 @@ func TestStatusPrometheusBadInput(t *testing.T) {
 		{[]string{"--prometheus", url, "--from-exporters"}, "choose one"},
 	} {
 		r := runWith(t, drillObjects(true), append([]string{"status", "-n", "kubelings"}, tc.args...)...)
-		if r.code != exitError || !strings.Contains(r.errOut, tc.want) || r.out != "" {
+		if r.code != cli.ExitError || !strings.Contains(r.errOut, tc.want) || r.out != "" {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 2 and %q", tc.args, r.code, r.out, r.errOut, tc.want)
 		}
 	}
@@ -240,11 +241,11 @@ func TestStatusPrometheusTLS(t *testing.T) {
 	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if r := runWith(t, drillObjects(false), "status", "-n", "kubelings", "--prometheus", url); r.code != exitAPI || !strings.Contains(r.errOut, "certificate") {
+	if r := runWith(t, drillObjects(false), "status", "-n", "kubelings", "--prometheus", url); r.code != cli.ExitAPI || !strings.Contains(r.errOut, "certificate") {
 		t.Errorf("unknown CA: exit %d, stderr %q; want 3 and the certificate named", r.code, r.errOut)
 	}
 	for _, flags := range [][]string{{"--prometheus-ca-file", ca}, {"--prometheus-insecure-skip-tls-verify"}} {
-		if r := runWith(t, drillObjects(false), append([]string{"status", "-n", "kubelings", "--prometheus", url}, flags...)...); r.code != exitClean || r.errOut != "" {
+		if r := runWith(t, drillObjects(false), append([]string{"status", "-n", "kubelings", "--prometheus", url}, flags...)...); r.code != cli.ExitClean || r.errOut != "" {
 			t.Errorf("%v: exit %d, stderr %q; want 0", flags, r.code, r.errOut)
 		}
 	}
@@ -258,7 +259,7 @@ func TestDrainCheckPrometheus(t *testing.T) {
 		reasonSeries("node-3", "health_check_ignored"))...)}
 	url := startProm(t, f)
 	r := runWith(t, objs, "drain-check", "node-1", "-n", "kubelings", "--prometheus", url)
-	if r.code != exitFindings || !strings.Contains(r.out, "now, before any drain, its exporters report health_check_ignored on node-3") ||
+	if r.code != cli.ExitFindings || !strings.Contains(r.out, "now, before any drain, its exporters report health_check_ignored on node-3") ||
 		!strings.Contains(r.out, "the exporters report 1 of these Local Service(s) blackholed now") {
 		t.Errorf("exit %d, want 1 and node-3's blackhole named:\n%s%s", r.code, r.out, r.errOut)
 	}
@@ -270,11 +271,11 @@ func TestDrainCheckPrometheus(t *testing.T) {
 	}
 	// The exporters report nothing: the API's verdict stands (exit 0); a node unheard of makes it 3.
 	f.body = vectorAnswer(reportedBy("1", "node-1", "node-2", "node-3")...)
-	if r := runWith(t, objs, "drain-check", "node-1", "-n", "kubelings", "--prometheus", url); r.code != exitClean {
+	if r := runWith(t, objs, "drain-check", "node-1", "-n", "kubelings", "--prometheus", url); r.code != cli.ExitClean {
 		t.Errorf("clean: exit %d\n%s%s", r.code, r.out, r.errOut)
 	}
 	f.body = vectorAnswer(reportedBy("1", "node-1", "node-2")...)
-	if r := runWith(t, objs, "drain-check", "node-1", "-n", "kubelings", "--prometheus", url); r.code != exitAPI || !strings.Contains(r.errOut, "node-3") {
+	if r := runWith(t, objs, "drain-check", "node-1", "-n", "kubelings", "--prometheus", url); r.code != cli.ExitAPI || !strings.Contains(r.errOut, "node-3") {
 		t.Errorf("node-3 unheard of: exit %d, stderr %q", r.code, r.errOut)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/xeipuuv/gojsonschema"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/cli"
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 )
 
@@ -106,7 +107,7 @@ func TestSARIFLocationsAreTheObjectsLines(t *testing.T) {
 	file := filepath.Join(dir, "app manifests.yaml")
 	writeFile(t, file, list+deployment)
 	r := invoke(t, "", nil, false, nil, "audit", "-o", "sarif", "-f", file, "--nodes", "3")
-	if r.code != exitFindings || r.errOut != "" {
+	if r.code != cli.ExitFindings || r.errOut != "" {
 		t.Fatalf("exit %d, stderr %s", r.code, r.errOut)
 	}
 	lines := strings.Split(list+deployment, "\n")
@@ -157,7 +158,7 @@ func TestSARIFLocationsAreTheObjectsLines(t *testing.T) {
 // --stdin-filename; its results name that file and carry no line (the piped text is rendered output, not it).
 func TestSARIFStdinName(t *testing.T) {
 	r := invoke(t, read(t, "drill/pinned.yaml"), nil, false, nil, "audit", "-o", "sarif", "-f", "-", "--nodes", "3")
-	if r.code != exitError || r.out != "" || !strings.Contains(r.errOut, "--stdin-filename") || strings.Count(r.errOut, "\n") != 1 {
+	if r.code != cli.ExitError || r.out != "" || !strings.Contains(r.errOut, "--stdin-filename") || strings.Count(r.errOut, "\n") != 1 {
 		t.Errorf("without --stdin-filename: exit %d, stdout %q, stderr %q; want exit 2 and one line naming the flag", r.code, r.out, r.errOut)
 	}
 	r = invoke(t, read(t, "drill/pinned.yaml"), nil, false, nil, "audit", "-o", "sarif", "-f", "-", "--nodes", "3",
@@ -281,7 +282,7 @@ func TestSARIFDocsWorkflow(t *testing.T) {
 				cmd = cmd[strings.Index(cmd, "kubectl-localtraffic audit")+len("kubectl-localtraffic "):]
 				args := strings.Fields(cmd[:strings.Index(cmd, ">")])
 				r := invoke(t, read(t, "drill/pinned.yaml"), nil, false, nil, args...)
-				if r.code != exitFindings || r.errOut != "" {
+				if r.code != cli.ExitFindings || r.errOut != "" {
 					t.Errorf("%v: exit %d (want 1: the step fails the job), stderr %s", args, r.code, r.errOut)
 				}
 				if res, err := gojsonschema.Validate(sarifSchema210(t), gojsonschema.NewStringLoader(r.out)); err != nil || !res.Valid() {

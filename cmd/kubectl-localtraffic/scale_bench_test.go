@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/cli"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,7 +72,7 @@ func BenchmarkStatusAtScale(b *testing.B) {
 		}
 		b.Run(out, func(b *testing.B) {
 			for b.Loop() {
-				if code := a.run(context.Background(), args); code != exitFindings {
+				if code := a.run(context.Background(), args); code != cli.ExitFindings {
 					b.Fatalf("exit %d", code)
 				}
 			}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/cli"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -49,12 +50,12 @@ func TestStatusNodeAndServiceFilters(t *testing.T) {
 		return l
 	}
 	r := invoke(t, "", nil, false, labelled(), "status", "-A", "--node", "node-2", "-o", "json")
-	if l := doc(r); r.code != exitFindings || len(l.Items) != 1 || l.Items[0].Nodes != 1 || l.Items[0].Dropping != 1 ||
+	if l := doc(r); r.code != cli.ExitFindings || len(l.Items) != 1 || l.Items[0].Nodes != 1 || l.Items[0].Dropping != 1 ||
 		len(l.Items[0].NodeStatuses) != 1 || l.Items[0].NodeStatuses[0].Node != "node-2" || !l.Items[0].NodeStatuses[0].Blackhole {
 		t.Errorf("--node node-2: exit %d %+v", r.code, l)
 	}
 	r = invoke(t, "", nil, false, labelled(), "status", "-A", "--node-selector", "zone=a", "-o", "json")
-	if l := doc(r); r.code != exitClean || l.Items[0].Nodes != 1 || l.Items[0].Serving != 1 || l.Items[0].Dropping != 0 {
+	if l := doc(r); r.code != cli.ExitClean || l.Items[0].Nodes != 1 || l.Items[0].Serving != 1 || l.Items[0].Dropping != 0 {
 		t.Errorf("--node-selector zone=a (node-1 serves): exit %d %+v", r.code, l)
 	}
 	// Without a node filter the document is bounded: counts and dropping node names, no per-node verdicts.
@@ -63,19 +64,19 @@ func TestStatusNodeAndServiceFilters(t *testing.T) {
 		t.Errorf("no node filter: %+v", l.Items[0])
 	}
 	r = invoke(t, "", nil, false, labelled(), "status", "-A", "-l", "team=other")
-	if r.code != exitClean || r.out != "" || !strings.Contains(r.errOut, "No Service") {
+	if r.code != cli.ExitClean || r.out != "" || !strings.Contains(r.errOut, "No Service") {
 		t.Errorf("-l team=other: exit %d %q %q", r.code, r.out, r.errOut)
 	}
 	// A document stays a document: an empty list, nothing on stderr.
 	r = invoke(t, "", nil, false, labelled(), "status", "-A", "-l", "team=other", "-o", "json")
-	if l := doc(r); r.code != exitClean || l.Items == nil || len(l.Items) != 0 || r.errOut != "" {
+	if l := doc(r); r.code != cli.ExitClean || l.Items == nil || len(l.Items) != 0 || r.errOut != "" {
 		t.Errorf("-l team=other -o json: exit %d %q %q", r.code, r.out, r.errOut)
 	}
-	if r := invoke(t, "", nil, false, labelled(), "status", "-A", "-l", "team=shop"); r.code != exitFindings {
+	if r := invoke(t, "", nil, false, labelled(), "status", "-A", "-l", "team=shop"); r.code != cli.ExitFindings {
 		t.Errorf("-l team=shop: exit %d", r.code)
 	}
 	r = invoke(t, "", nil, false, labelled(), "status", "-A", "--node", "node-9")
-	if r.code != exitError || !strings.Contains(r.errOut, "--node node-9: no such node") {
+	if r.code != cli.ExitError || !strings.Contains(r.errOut, "--node node-9: no such node") {
 		t.Errorf("--node node-9: exit %d %q", r.code, r.errOut)
 	}
 }
@@ -131,15 +132,15 @@ func TestStatusPrinters(t *testing.T) {
 		if strings.HasPrefix(c.args[1], "go-template") {
 			want = "checkout Failing\n"
 		}
-		if r.code != exitFindings || r.out != want {
+		if r.code != cli.ExitFindings || r.out != want {
 			t.Errorf("%v: exit %d %q, want %q (%s)", c.args, r.code, r.out, want, r.errOut)
 		}
 	}
 	r = invoke(t, "", nil, false, drillObjects(true), "status", "-A", "-o", "xml")
-	if r.code != exitError || !strings.Contains(r.errOut, `unknown output format "xml" for status: text, wide, json, yaml`) {
+	if r.code != cli.ExitError || !strings.Contains(r.errOut, `unknown output format "xml" for status: text, wide, json, yaml`) {
 		t.Errorf("-o xml: exit %d %q", r.code, r.errOut)
 	}
-	if r := invoke(t, "", nil, false, drillObjects(true), "status", "-A", "--color", "sometimes"); r.code != exitError || !strings.Contains(r.errOut, "auto, always or never") {
+	if r := invoke(t, "", nil, false, drillObjects(true), "status", "-A", "--color", "sometimes"); r.code != cli.ExitError || !strings.Contains(r.errOut, "auto, always or never") {
 		t.Errorf("--color sometimes: exit %d %q", r.code, r.errOut)
 	}
 }

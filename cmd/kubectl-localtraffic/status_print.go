@@ -10,16 +10,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/printers"
 
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/cli"
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 )
-
-// statusGroupVersion is the apiVersion of the JSON and YAML documents of status, audit and drain-check: a
-// version of the documents' shapes that scripts can check, not an API the cluster serves.
-var statusGroupVersion = schema.GroupVersion{Group: "localtraffic.io", Version: "v1alpha1"}
 
 const (
 	// tableDroppingNodes and docDroppingNodes bound the dropping node names a row and a document item carry:
@@ -133,11 +128,11 @@ func (v statusView) observedOf(s *placement.Summary) map[string][]string {
 }
 
 func (v statusView) document() *ServiceStatusList {
-	l := &ServiceStatusList{TypeMeta: metav1.TypeMeta{APIVersion: statusGroupVersion.String(), Kind: "ServiceStatusList"},
+	l := &ServiceStatusList{TypeMeta: metav1.TypeMeta{APIVersion: cli.GroupVersion.String(), Kind: "ServiceStatusList"},
 		Items: make([]ServiceStatus, 0, len(v.summaries))}
 	for i := range v.summaries {
 		s := &v.summaries[i]
-		item := ServiceStatus{TypeMeta: metav1.TypeMeta{APIVersion: statusGroupVersion.String(), Kind: "ServiceStatus"},
+		item := ServiceStatus{TypeMeta: metav1.TypeMeta{APIVersion: cli.GroupVersion.String(), Kind: "ServiceStatus"},
 			Metadata: statusMeta{Namespace: s.Namespace, Name: s.Name}, Type: s.Type, Status: s.Status(),
 			IgnoredReason: s.IgnoredReason, HealthCheckNodePort: s.HealthCheckNodePort, Nodes: s.Nodes,
 			Receiving: s.Receiving, Serving: s.Serving, Dropping: s.Dropping, CannotTell: s.CannotTell, Drained: s.Drained,
@@ -207,13 +202,13 @@ func (v statusView) observedCell(s *placement.Summary) string {
 func statusColour(status string) string {
 	switch status {
 	case "Failing":
-		return red + bold
+		return cli.Red + cli.Bold
 	case "Outage", "CannotTell":
-		return yellow
+		return cli.Yellow
 	case "Ignored":
-		return dim
+		return cli.Dim
 	}
-	return green
+	return cli.Green
 }
 
 // table is the human output: one row per Service; wide adds what the dropping nodes drop and one column per
@@ -386,7 +381,7 @@ func colourLine(line string, paints []paint) string {
 			continue
 		}
 		b.WriteString(line[pos : pos+i])
-		b.WriteString(p.colour + p.text + reset)
+		b.WriteString(p.colour + p.text + cli.Reset)
 		pos += i + len(p.text)
 	}
 	b.WriteString(line[pos:])
@@ -412,36 +407,17 @@ func wholeIndex(s, text string) int {
 
 // printStatus prints v as -o asks: "" (or text) a table, wide the table with the grid, anything else through
 // cli-runtime's printers (json, yaml, name, jsonpath, go-template) from the document.
-func printStatus(w io.Writer, v statusView, flags printFlags, colour bool) error {
-	switch output := *flags.print.OutputFormat; output {
+func printStatus(w io.Writer, v statusView, flags cli.PrintFlags, colour bool) error {
+	switch output := flags.Output(); output {
 	case "", "text":
-		return v.printTable(w, false, flags.noHeaders, colour)
+		return v.printTable(w, false, flags.NoHeaders, colour)
 	case "wide":
-		return v.printTable(w, true, flags.noHeaders, colour)
+		return v.printTable(w, true, flags.NoHeaders, colour)
 	}
 	doc := v.document()
 	items := make([]runtime.Object, len(doc.Items))
 	for i := range doc.Items {
 		items[i] = &doc.Items[i]
 	}
-	return printDocument(w, flags, doc, items)
+	return cli.PrintDocument(w, flags, doc, items)
 }
-
-// printFlags are the commands' output flags: cli-runtime's -o (json, yaml, name, jsonpath, go-template and their
-// --template, --allow-missing-template-keys) and the table's wide and --no-headers.
-type printFlags struct {
-	print     *genericclioptions.PrintFlags
-	noHeaders bool
-}
-
-// table: the output is the table (the default or wide), not a document.
-func (f printFlags) table() bool {
-	switch *f.print.OutputFormat {
-	case "", "text", "wide":
-		return true
-	}
-	return false
-}
-
-// check tells a format status does not print apart before anything is read.
-func (f printFlags) check() error { return f.checkFor("status", "wide") }

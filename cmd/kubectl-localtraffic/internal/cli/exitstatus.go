@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -8,10 +8,10 @@ import (
 // The exit statuses. What each means for each command is exitStatuses' table, the one the commands' help prints
 // and docs/audit.md's "Exit status" table repeats word for word (TestExitStatusTableIsTheDocs).
 const (
-	exitClean    = 0
-	exitFindings = 1
-	exitError    = 2
-	exitAPI      = 3
+	ExitClean    = 0
+	ExitFindings = 1
+	ExitError    = 2
+	ExitAPI      = 3
 )
 
 // exitStatus is one exit status and what it means for each command.
@@ -24,19 +24,19 @@ type exitStatus struct {
 // them, so each says what the caller does next.
 func exitStatuses() []exitStatus {
 	return []exitStatus{
-		{exitClean,
+		{ExitClean,
 			"no judged node drops a Local Service's traffic, by the API or by its exporter (--from-exporters, --prometheus); an ignored Service's drops aside",
 			"draining NODE leaves every Local Service with an endpoint there served (the connections a load balancer still sends to NODE before its health check takes it out aside: the last line says how long), and no exporter reports one of them blackholed now (--prometheus)",
 			"no finding at or above --fail-on (default warning); an ignored Service's findings aside"},
-		{exitFindings,
+		{ExitFindings,
 			"a judged node receives a Local Service's traffic and drops it, by the API or by its exporter (--from-exporters, --prometheus), or nobody announces a load balancer IP of a Service with endpoints",
 			"the drain would lose a Service's traffic (each Service and why), or an exporter reports one of these Services blackholed now (--prometheus)",
 			"a finding at or above --fail-on"},
-		{exitError,
+		{ExitError,
 			"bad input (an unknown flag, command or output format, a --node that is not there, no such SERVICE, --prometheus-* flags that cannot work, no exporter DaemonSet where --from-exporters looks): fix the flags; one line on stderr",
 			"bad input (an unknown flag or output format, no such NODE, --prometheus-* flags that cannot work): fix the flags; one line on stderr",
 			"bad input (an unknown flag or output format, an unreadable file, invalid YAML, a known kind that does not decode): fix the flags or files; one line on stderr"},
-		{exitAPI,
+		{ExitAPI,
 			"a read failed and nothing above made it 1: the API server (a list), an exporter (--from-exporters), or Prometheus (--prometheus: an error, no answer within --prometheus-timeout, or no report from a judged node); one line on stderr names what",
 			"a read failed and nothing above made it 1: the API server, or Prometheus (--prometheus) as for status; one line on stderr names what",
 			"the API server failed or refused a read (live mode): fix the access or retry"},
@@ -56,8 +56,8 @@ func (e exitStatus) of(command string) string {
 	return ""
 }
 
-// exitHelp is the "Exit status" part of command's help.
-func exitHelp(command string) string {
+// ExitHelp is the "Exit status" part of command's help.
+func ExitHelp(command string) string {
 	var b strings.Builder
 	b.WriteString("\n\nExit status:")
 	for _, e := range exitStatuses() {
