@@ -11,9 +11,9 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 )
 
-// writeDrainText prints drain-check's table (one row per Local Service with an endpoint on the node) and, under
+// writeText prints drain-check's table (one row per Local Service with an endpoint on the node) and, under
 // each Service that loses traffic, why; then one verdict line.
-func writeDrainText(w io.Writer, rep placement.DrainReport, colour bool) error {
+func writeText(w io.Writer, rep placement.DrainReport, colour bool) error {
 	p := cli.Painter(colour)
 	if len(rep.Services) == 0 {
 		_, err := fmt.Fprintf(w, "No Local Service has an endpoint on %s: draining it loses no Local Service's traffic.\n", rep.Node)

@@ -1,8 +1,9 @@
 package main
 
 import (
-	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/cli"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/cli"
 )
 
 // parseIgnoreSelector reads status --ignore-selector as the exporter reads its --services.ignore-selector

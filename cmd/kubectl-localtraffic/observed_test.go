@@ -46,7 +46,7 @@ type exporterFetch struct {
 	asked []string // "pod scheme://:port/path"
 }
 
-func (f *exporterFetch) get(_ context.Context, pod *corev1.Pod, port int, scheme, path string) ([]byte, error) {
+func (f *exporterFetch) Get(_ context.Context, pod *corev1.Pod, port int, scheme, path string) ([]byte, error) {
 	f.mu.Lock()
 	f.asked = append(f.asked, fmt.Sprintf("%s %s://:%d%s", pod.Name, scheme, port, path))
 	f.mu.Unlock()
@@ -92,10 +92,10 @@ func allowPortForward(cs *fake.Clientset, allowed bool) {
 	})
 }
 
-func exportersApp(cs *fake.Clientset, f fetcher, out, errOut *bytes.Buffer) *app {
-	return &app{in: strings.NewReader(""), out: out, errOut: errOut, getenv: func(string) string { return "" },
-		client:    func(*genericclioptions.ConfigFlags) (kubernetes.Interface, error) { return cs, nil },
-		exporters: func(*genericclioptions.ConfigFlags) (fetcher, error) { return f, nil }}
+func exportersApp(cs *fake.Clientset, f cli.Fetcher, out, errOut *bytes.Buffer) *cli.Env {
+	return &cli.Env{In: strings.NewReader(""), Out: out, ErrOut: errOut, Getenv: func(string) string { return "" },
+		Client:  func(*genericclioptions.ConfigFlags) (kubernetes.Interface, error) { return cs, nil },
+		Forward: func(*genericclioptions.ConfigFlags) (cli.Fetcher, error) { return f, nil }}
 }
 
 // status --from-exporters finds deploy/base's exporter from its DaemonSet (pods by its selector, the exporter's
@@ -116,7 +116,7 @@ func TestStatusFromExporters(t *testing.T) {
 	f := &exporterFetch{}
 	var out, errOut bytes.Buffer
 	a := exportersApp(cs, f, &out, &errOut)
-	if code := a.run(context.Background(), []string{"status", "-n", "kubelings", "--from-exporters"}); code != cli.ExitFindings {
+	if code := execute(a, []string{"status", "-n", "kubelings", "--from-exporters"}); code != cli.ExitFindings {
 		t.Fatalf("exit %d, want %d\n%s%s", code, cli.ExitFindings, out.String(), errOut.String())
 	}
 	if !strings.Contains(out.String(), "OBSERVED") || !strings.Contains(out.String(), "traffic_lost: node-2; no_traffic_seen: node-3") {
@@ -142,14 +142,14 @@ func TestStatusFromExporters(t *testing.T) {
 	}
 	out.Reset()
 	errOut.Reset()
-	a.run(context.Background(), []string{"status", "-n", "kubelings", "--from-exporters"})
+	execute(a, []string{"status", "-n", "kubelings", "--from-exporters"})
 	if !strings.Contains(errOut.String(), "no report from the exporter on node-3: its exporter pod exporter-3 is not running (Pending)") {
 		t.Errorf("the pending exporter pod is not reported: %q", errOut.String())
 	}
 	// Without the flag there is no column and no exporter read.
 	out.Reset()
 	f.asked = nil
-	a.run(context.Background(), []string{"status", "-n", "kubelings"})
+	execute(a, []string{"status", "-n", "kubelings"})
 	if strings.Contains(out.String(), "OBSERVED") || len(f.asked) > 0 {
 		t.Errorf("OBSERVED or exporter reads %v without --from-exporters:\n%s", f.asked, out.String())
 	}
@@ -175,7 +175,7 @@ func TestStatusFromExportersReadsTheInstall(t *testing.T) {
 	allowPortForward(cs, true)
 	f := &exporterFetch{}
 	var out, errOut bytes.Buffer
-	code := exportersApp(cs, f, &out, &errOut).run(context.Background(), []string{"status", "-n", "kubelings", "--from-exporters"})
+	code := execute(exportersApp(cs, f, &out, &errOut), []string{"status", "-n", "kubelings", "--from-exporters"})
 	if code != cli.ExitFindings {
 		t.Errorf("exit %d, want %d (a clean API view, blackholes the exporters observe)\n%s%s", code, cli.ExitFindings, out.String(), errOut.String())
 	}
@@ -193,7 +193,7 @@ func TestStatusFromExportersForbidden(t *testing.T) {
 	allowPortForward(cs, false)
 	f := &exporterFetch{}
 	var out, errOut bytes.Buffer
-	code := exportersApp(cs, f, &out, &errOut).run(context.Background(), []string{"status", "-n", "kubelings", "--from-exporters"})
+	code := execute(exportersApp(cs, f, &out, &errOut), []string{"status", "-n", "kubelings", "--from-exporters"})
 	if code != cli.ExitFindings {
 		t.Errorf("exit %d, want %d: the blackholes the API shows are found anyway", code, cli.ExitFindings)
 	}
@@ -206,24 +206,8 @@ func TestStatusFromExportersForbidden(t *testing.T) {
 	}
 	// No exporter DaemonSet where it is looked for: bad input, exit 2.
 	errOut.Reset()
-	code = exportersApp(cs, f, &out, &errOut).run(context.Background(), []string{"status", "-n", "kubelings", "--from-exporters", "--exporter-namespace", "monitoring"})
+	code = execute(exportersApp(cs, f, &out, &errOut), []string{"status", "-n", "kubelings", "--from-exporters", "--exporter-namespace", "monitoring"})
 	if code != cli.ExitError || !strings.Contains(errOut.String(), "no DaemonSet in namespace monitoring runs the exporter") {
 		t.Errorf("exit %d, stderr %q", code, errOut.String())
-	}
-}
-
-// The defaults the plugin assumes for an exporter container without --web.listen-address or
-// --web.telemetry-path are the exporter's: README.md's flag table, which the exporter's docs test holds to its
-// flags.
-func TestExporterDefaultsAreTheExporters(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for flag, want := range map[string]string{"--web.listen-address": exporterDefaultListen, "--web.telemetry-path": exporterDefaultPath} {
-		row := "| `" + flag + "` | `" + want + "` |"
-		if !strings.Contains(string(b), row) {
-			t.Errorf("README.md's flag table has no row starting %q: the exporter's default moved", row)
-		}
 	}
 }

@@ -56,8 +56,8 @@ func scaleObjects(nodes, services, endpointsPer int) []runtime.Object {
 // is the lists alone (what the fake API hands over), so the rest of each figure is the plugin's own work.
 func BenchmarkStatusAtScale(b *testing.B) {
 	cs := fake.NewClientset(scaleObjects(5000, 2000, 50)...)
-	a := &app{in: strings.NewReader(""), out: io.Discard, errOut: &bytes.Buffer{}, getenv: func(string) string { return "" },
-		client: func(*genericclioptions.ConfigFlags) (kubernetes.Interface, error) { return cs, nil }}
+	a := &cli.Env{In: strings.NewReader(""), Out: io.Discard, ErrOut: &bytes.Buffer{}, Getenv: func(string) string { return "" },
+		Client: func(*genericclioptions.ConfigFlags) (kubernetes.Interface, error) { return cs, nil }}
 	b.Run("read", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := (statusQuery{}).load(context.Background(), cs, ""); err != nil {
@@ -72,7 +72,7 @@ func BenchmarkStatusAtScale(b *testing.B) {
 		}
 		b.Run(out, func(b *testing.B) {
 			for b.Loop() {
-				if code := a.run(context.Background(), args); code != cli.ExitFindings {
+				if code := execute(a, args); code != cli.ExitFindings {
 					b.Fatalf("exit %d", code)
 				}
 			}

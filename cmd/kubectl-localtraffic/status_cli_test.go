@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"regexp"
 	"slices"
@@ -44,19 +43,19 @@ func TestStatusNodeAndServiceFilters(t *testing.T) {
 	doc := func(r result) ServiceStatusList {
 		t.Helper()
 		var l ServiceStatusList
-		if err := json.Unmarshal([]byte(r.out), &l); err != nil {
-			t.Fatalf("%v: %s%s", err, r.out, r.errOut)
+		if err := json.Unmarshal([]byte(r.Out), &l); err != nil {
+			t.Fatalf("%v: %s%s", err, r.Out, r.ErrOut)
 		}
 		return l
 	}
 	r := invoke(t, "", nil, false, labelled(), "status", "-A", "--node", "node-2", "-o", "json")
-	if l := doc(r); r.code != cli.ExitFindings || len(l.Items) != 1 || l.Items[0].Nodes != 1 || l.Items[0].Dropping != 1 ||
+	if l := doc(r); r.Code != cli.ExitFindings || len(l.Items) != 1 || l.Items[0].Nodes != 1 || l.Items[0].Dropping != 1 ||
 		len(l.Items[0].NodeStatuses) != 1 || l.Items[0].NodeStatuses[0].Node != "node-2" || !l.Items[0].NodeStatuses[0].Blackhole {
-		t.Errorf("--node node-2: exit %d %+v", r.code, l)
+		t.Errorf("--node node-2: exit %d %+v", r.Code, l)
 	}
 	r = invoke(t, "", nil, false, labelled(), "status", "-A", "--node-selector", "zone=a", "-o", "json")
-	if l := doc(r); r.code != cli.ExitClean || l.Items[0].Nodes != 1 || l.Items[0].Serving != 1 || l.Items[0].Dropping != 0 {
-		t.Errorf("--node-selector zone=a (node-1 serves): exit %d %+v", r.code, l)
+	if l := doc(r); r.Code != cli.ExitClean || l.Items[0].Nodes != 1 || l.Items[0].Serving != 1 || l.Items[0].Dropping != 0 {
+		t.Errorf("--node-selector zone=a (node-1 serves): exit %d %+v", r.Code, l)
 	}
 	// Without a node filter the document is bounded: counts and dropping node names, no per-node verdicts.
 	if l := doc(invoke(t, "", nil, false, labelled(), "status", "-A", "-o", "json")); l.Items[0].NodeStatuses != nil ||
@@ -64,20 +63,20 @@ func TestStatusNodeAndServiceFilters(t *testing.T) {
 		t.Errorf("no node filter: %+v", l.Items[0])
 	}
 	r = invoke(t, "", nil, false, labelled(), "status", "-A", "-l", "team=other")
-	if r.code != cli.ExitClean || r.out != "" || !strings.Contains(r.errOut, "No Service") {
-		t.Errorf("-l team=other: exit %d %q %q", r.code, r.out, r.errOut)
+	if r.Code != cli.ExitClean || r.Out != "" || !strings.Contains(r.ErrOut, "No Service") {
+		t.Errorf("-l team=other: exit %d %q %q", r.Code, r.Out, r.ErrOut)
 	}
 	// A document stays a document: an empty list, nothing on stderr.
 	r = invoke(t, "", nil, false, labelled(), "status", "-A", "-l", "team=other", "-o", "json")
-	if l := doc(r); r.code != cli.ExitClean || l.Items == nil || len(l.Items) != 0 || r.errOut != "" {
-		t.Errorf("-l team=other -o json: exit %d %q %q", r.code, r.out, r.errOut)
+	if l := doc(r); r.Code != cli.ExitClean || l.Items == nil || len(l.Items) != 0 || r.ErrOut != "" {
+		t.Errorf("-l team=other -o json: exit %d %q %q", r.Code, r.Out, r.ErrOut)
 	}
-	if r := invoke(t, "", nil, false, labelled(), "status", "-A", "-l", "team=shop"); r.code != cli.ExitFindings {
-		t.Errorf("-l team=shop: exit %d", r.code)
+	if r := invoke(t, "", nil, false, labelled(), "status", "-A", "-l", "team=shop"); r.Code != cli.ExitFindings {
+		t.Errorf("-l team=shop: exit %d", r.Code)
 	}
 	r = invoke(t, "", nil, false, labelled(), "status", "-A", "--node", "node-9")
-	if r.code != cli.ExitError || !strings.Contains(r.errOut, "--node node-9: no such node") {
-		t.Errorf("--node node-9: exit %d %q", r.code, r.errOut)
+	if r.Code != cli.ExitError || !strings.Contains(r.ErrOut, "--node node-9: no such node") {
+		t.Errorf("--node node-9: exit %d %q", r.Code, r.ErrOut)
 	}
 }
 
@@ -85,9 +84,9 @@ func TestStatusNodeAndServiceFilters(t *testing.T) {
 // and a SERVICE argument reads that Service and its EndpointSlices alone.
 func TestStatusSelectsOnTheServer(t *testing.T) {
 	cs := fake.NewClientset(labelled()...)
-	a := &app{in: strings.NewReader(""), out: &bytes.Buffer{}, errOut: &bytes.Buffer{}, getenv: func(string) string { return "" },
-		client: func(*genericclioptions.ConfigFlags) (kubernetes.Interface, error) { return cs, nil }}
-	a.run(context.Background(), []string{"status", "-n", "kubelings", "checkout", "--node-selector", "zone=a", "-l", "team=shop"})
+	a := &cli.Env{In: strings.NewReader(""), Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}, Getenv: func(string) string { return "" },
+		Client: func(*genericclioptions.ConfigFlags) (kubernetes.Interface, error) { return cs, nil }}
+	execute(a, []string{"status", "-n", "kubelings", "checkout", "--node-selector", "zone=a", "-l", "team=shop"})
 	reads := func() []string {
 		var got []string
 		for _, act := range cs.Actions() {
@@ -103,7 +102,7 @@ func TestStatusSelectsOnTheServer(t *testing.T) {
 		t.Errorf("reads\n%q\nwant\n%q", reads(), want)
 	}
 	cs.ClearActions()
-	a.run(context.Background(), []string{"status", "-A", "--node", "node-2"})
+	execute(a, []string{"status", "-A", "--node", "node-2"})
 	want = []string{"endpointslices labels= fields=", "nodes labels= fields=metadata.name=node-2", "services labels= fields="}
 	if !slices.Equal(reads(), want) {
 		t.Errorf("--node node-2: reads\n%q\nwant\n%q", reads(), want)
@@ -115,9 +114,9 @@ func TestStatusSelectsOnTheServer(t *testing.T) {
 func TestStatusPrinters(t *testing.T) {
 	r := invoke(t, "", nil, false, drillObjects(true), "status", "-A", "-o", "yaml")
 	var l ServiceStatusList
-	if err := yaml.UnmarshalStrict([]byte(r.out), &l); err != nil || l.APIVersion != "localtraffic.io/v1alpha1" || l.Kind != "ServiceStatusList" ||
+	if err := yaml.UnmarshalStrict([]byte(r.Out), &l); err != nil || l.APIVersion != "localtraffic.io/v1alpha1" || l.Kind != "ServiceStatusList" ||
 		len(l.Items) != 1 || l.Items[0].Kind != "ServiceStatus" || l.Items[0].Status != "Failing" || l.Items[0].Metadata.Name != "checkout" {
-		t.Errorf("yaml %v:\n%s", err, r.out)
+		t.Errorf("yaml %v:\n%s", err, r.Out)
 	}
 	for _, c := range []struct{ args []string }{
 		{[]string{"-o", "name"}},
@@ -132,16 +131,16 @@ func TestStatusPrinters(t *testing.T) {
 		if strings.HasPrefix(c.args[1], "go-template") {
 			want = "checkout Failing\n"
 		}
-		if r.code != cli.ExitFindings || r.out != want {
-			t.Errorf("%v: exit %d %q, want %q (%s)", c.args, r.code, r.out, want, r.errOut)
+		if r.Code != cli.ExitFindings || r.Out != want {
+			t.Errorf("%v: exit %d %q, want %q (%s)", c.args, r.Code, r.Out, want, r.ErrOut)
 		}
 	}
 	r = invoke(t, "", nil, false, drillObjects(true), "status", "-A", "-o", "xml")
-	if r.code != cli.ExitError || !strings.Contains(r.errOut, `unknown output format "xml" for status: text, wide, json, yaml`) {
-		t.Errorf("-o xml: exit %d %q", r.code, r.errOut)
+	if r.Code != cli.ExitError || !strings.Contains(r.ErrOut, `unknown output format "xml" for status: text, wide, json, yaml`) {
+		t.Errorf("-o xml: exit %d %q", r.Code, r.ErrOut)
 	}
-	if r := invoke(t, "", nil, false, drillObjects(true), "status", "-A", "--color", "sometimes"); r.code != cli.ExitError || !strings.Contains(r.errOut, "auto, always or never") {
-		t.Errorf("--color sometimes: exit %d %q", r.code, r.errOut)
+	if r := invoke(t, "", nil, false, drillObjects(true), "status", "-A", "--color", "sometimes"); r.Code != cli.ExitError || !strings.Contains(r.ErrOut, "auto, always or never") {
+		t.Errorf("--color sometimes: exit %d %q", r.Code, r.ErrOut)
 	}
 }
 
@@ -151,9 +150,9 @@ func TestStatusProgress(t *testing.T) {
 	run := func(errTerminal bool) string {
 		cs := fake.NewClientset(drillObjects(true)...)
 		var out, errOut bytes.Buffer
-		a := &app{in: strings.NewReader(""), out: &out, errOut: &errOut, getenv: func(string) string { return "" }, errTerminal: errTerminal,
-			client: func(*genericclioptions.ConfigFlags) (kubernetes.Interface, error) { return cs, nil }}
-		a.run(context.Background(), []string{"status", "-A"})
+		a := &cli.Env{In: strings.NewReader(""), Out: &out, ErrOut: &errOut, Getenv: func(string) string { return "" }, ErrTerminal: errTerminal,
+			Client: func(*genericclioptions.ConfigFlags) (kubernetes.Interface, error) { return cs, nil }}
+		execute(a, []string{"status", "-A"})
 		return errOut.String()
 	}
 	got := run(true)
@@ -173,13 +172,14 @@ func TestStatusProgress(t *testing.T) {
 // --request-timeout has a default, so a hung apiserver fails the command rather than hanging it.
 func TestRequestTimeoutDefault(t *testing.T) {
 	r := invoke(t, "", nil, false, nil, "status", "--help")
-	if !regexp.MustCompile(`--request-timeout string\s.*\(default "30s"\)`).MatchString(r.out) {
-		t.Errorf("--request-timeout has no 30s default:\n%s", r.out)
+	if !regexp.MustCompile(`--request-timeout string\s.*\(default "30s"\)`).MatchString(r.Out) {
+		t.Errorf("--request-timeout has no 30s default:\n%s", r.Out)
 	}
 }
 
 // Completion through cobra's __complete (what the shell scripts and kubectl_complete-localtraffic call):
-// SERVICE completes the namespace's Local Services, NODE and --node the nodes.
+// SERVICE completes the namespace's Local Services, --node the nodes (drain-check's NODE: TestCompletion of
+// draincheck).
 func TestCompletion(t *testing.T) {
 	objs := append(drillObjects(true), &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "kubelings", Name: "cluster-only"},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP}})
@@ -189,12 +189,11 @@ func TestCompletion(t *testing.T) {
 	}{
 		{[]string{"__complete", "status", "-n", "kubelings", ""}, "checkout\n:4\n"},
 		{[]string{"__complete", "status", "-n", "kubelings", "x"}, ":4\n"},
-		{[]string{"__complete", "drain-check", "node-"}, "node-1\nnode-2\nnode-3\n:4\n"},
 		{[]string{"__complete", "status", "--node", "node-2"}, "node-2\n:4\n"},
 	} {
 		r := invoke(t, "", nil, false, objs, c.args...)
-		if r.out != c.want {
-			t.Errorf("%v: %q, want %q", c.args, r.out, c.want)
+		if r.Out != c.want {
+			t.Errorf("%v: %q, want %q", c.args, r.Out, c.want)
 		}
 	}
 }

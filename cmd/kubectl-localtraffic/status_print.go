@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"slices"
 	"strconv"
@@ -196,6 +197,27 @@ func (v statusView) observedCell(s *placement.Summary) string {
 		return "-"
 	}
 	return strings.Join(parts, "; ")
+}
+
+// cell is one node's mark in the -o wide grid, and its colour on a terminal. An ignored Service's blackholes
+// are still shown, in lower case and dimmed: measured, failing nothing.
+func cell(ignored bool, n placement.NodeStatus) (text, colour string) {
+	switch {
+	case n.Blackhole && ignored:
+		return "drop", cli.Dim
+	case n.Blackhole:
+		return "DROP", cli.Red
+	case len(n.CannotTell) > 0:
+		return "drop?", cli.Yellow
+	case n.Serves:
+		return fmt.Sprintf("ok %d", n.LocalEndpoints), cli.Green
+	case n.Receives && !n.InRotation:
+		return "drained", cli.Yellow
+	case !n.Receives && len(n.Drops) == 0 && n.LocalEndpoints > 0:
+		return fmt.Sprintf("(%d)", n.LocalEndpoints), cli.Dim
+	default:
+		return "-", cli.Dim
+	}
 }
 
 // statusColour is the colour of a Service's STATUS cell.

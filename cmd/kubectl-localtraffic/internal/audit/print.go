@@ -1,4 +1,4 @@
-package main
+package audit
 
 import (
 	"fmt"
@@ -10,27 +10,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 )
 
-// cell is one node's mark in the -o wide grid, and its colour on a terminal. An ignored Service's blackholes
-// are still shown, in lower case and dimmed: measured, failing nothing.
-func cell(ignored bool, n placement.NodeStatus) (text, colour string) {
-	switch {
-	case n.Blackhole && ignored:
-		return "drop", cli.Dim
-	case n.Blackhole:
-		return "DROP", cli.Red
-	case len(n.CannotTell) > 0:
-		return "drop?", cli.Yellow
-	case n.Serves:
-		return fmt.Sprintf("ok %d", n.LocalEndpoints), cli.Green
-	case n.Receives && !n.InRotation:
-		return "drained", cli.Yellow
-	case !n.Receives && len(n.Drops) == 0 && n.LocalEndpoints > 0:
-		return fmt.Sprintf("(%d)", n.LocalEndpoints), cli.Dim
-	default:
-		return "-", cli.Dim
-	}
-}
-
+// severityColour is the colour of a finding's severity on a terminal.
 func severityColour(s placement.Severity) string {
 	switch s {
 	case placement.Critical:
@@ -41,8 +21,8 @@ func severityColour(s placement.Severity) string {
 	return cli.Dim
 }
 
-// writeAuditText prints each Service's story and its findings, then a one-line tally.
-func writeAuditText(w io.Writer, rep placement.Report, colour bool) error {
+// writeText prints each Service's story and its findings, then a one-line tally.
+func writeText(w io.Writer, rep placement.Report, colour bool) error {
 	p := cli.Painter(colour)
 	if len(rep.Services) == 0 {
 		_, err := fmt.Fprintln(w, "No Service with externalTrafficPolicy: Local.")

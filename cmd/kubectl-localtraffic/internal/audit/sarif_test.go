@@ -1,4 +1,4 @@
-package main
+package audit
 
 import (
 	"bufio"
@@ -14,6 +14,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/cli"
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/clitest"
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 )
 
@@ -56,17 +57,17 @@ func TestSARIFValidatesAgainstTheSchema(t *testing.T) {
 	}
 	for name, r := range runs {
 		t.Run(name, func(t *testing.T) {
-			if r.errOut != "" {
-				t.Fatalf("stderr %s", r.errOut)
+			if r.ErrOut != "" {
+				t.Fatalf("stderr %s", r.ErrOut)
 			}
-			res, err := gojsonschema.Validate(schema, gojsonschema.NewStringLoader(r.out))
+			res, err := gojsonschema.Validate(schema, gojsonschema.NewStringLoader(r.Out))
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, e := range res.Errors() {
 				t.Errorf("schema: %s", e)
 			}
-			rep, err := gosarif.FromString(r.out)
+			rep, err := gosarif.FromString(r.Out)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -107,11 +108,11 @@ func TestSARIFLocationsAreTheObjectsLines(t *testing.T) {
 	file := filepath.Join(dir, "app manifests.yaml")
 	writeFile(t, file, list+deployment)
 	r := invoke(t, "", nil, false, nil, "audit", "-o", "sarif", "-f", file, "--nodes", "3")
-	if r.code != cli.ExitFindings || r.errOut != "" {
-		t.Fatalf("exit %d, stderr %s", r.code, r.errOut)
+	if r.Code != cli.ExitFindings || r.ErrOut != "" {
+		t.Fatalf("exit %d, stderr %s", r.Code, r.ErrOut)
 	}
 	lines := strings.Split(list+deployment, "\n")
-	rep, err := gosarif.FromString(r.out)
+	rep, err := gosarif.FromString(r.Out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,8 +150,8 @@ func TestSARIFLocationsAreTheObjectsLines(t *testing.T) {
 	}
 	// Relative paths stay relative, as code scanning resolves them against the repository root.
 	rel := invoke(t, "", nil, false, nil, "audit", "-o", "sarif", "-f", "./"+testdata("drill/pinned.yaml"), "--nodes", "3")
-	if !strings.Contains(rel.out, `"uri": "testdata/drill/pinned.yaml"`) {
-		t.Errorf("relative path not kept relative and clean:\n%.2000s", rel.out)
+	if !strings.Contains(rel.Out, `"uri": "testdata/drill/pinned.yaml"`) {
+		t.Errorf("relative path not kept relative and clean:\n%.2000s", rel.Out)
 	}
 }
 
@@ -158,12 +159,12 @@ func TestSARIFLocationsAreTheObjectsLines(t *testing.T) {
 // --stdin-filename; its results name that file and carry no line (the piped text is rendered output, not it).
 func TestSARIFStdinName(t *testing.T) {
 	r := invoke(t, read(t, "drill/pinned.yaml"), nil, false, nil, "audit", "-o", "sarif", "-f", "-", "--nodes", "3")
-	if r.code != cli.ExitError || r.out != "" || !strings.Contains(r.errOut, "--stdin-filename") || strings.Count(r.errOut, "\n") != 1 {
-		t.Errorf("without --stdin-filename: exit %d, stdout %q, stderr %q; want exit 2 and one line naming the flag", r.code, r.out, r.errOut)
+	if r.Code != cli.ExitError || r.Out != "" || !strings.Contains(r.ErrOut, "--stdin-filename") || strings.Count(r.ErrOut, "\n") != 1 {
+		t.Errorf("without --stdin-filename: exit %d, stdout %q, stderr %q; want exit 2 and one line naming the flag", r.Code, r.Out, r.ErrOut)
 	}
 	r = invoke(t, read(t, "drill/pinned.yaml"), nil, false, nil, "audit", "-o", "sarif", "-f", "-", "--nodes", "3",
 		"--stdin-filename", "deploy/overlays/prod/kustomization.yaml")
-	rep, err := gosarif.FromString(r.out)
+	rep, err := gosarif.FromString(r.Out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +179,7 @@ func TestSARIFStdinName(t *testing.T) {
 	// The JSON output keeps the stream's lines: a person reading it can find the object in what was piped.
 	j := invoke(t, read(t, "drill/pinned.yaml"), nil, false, nil, "audit", "-o", "json", "-f", "-", "--nodes", "3")
 	var jr placement.Report
-	if err := json.Unmarshal([]byte(j.out), &jr); err != nil {
+	if err := json.Unmarshal([]byte(j.Out), &jr); err != nil {
 		t.Fatal(err)
 	}
 	if s := jr.Findings()[0].Service; s.Source != "stdin" || s.Line != 7 {
@@ -189,9 +190,9 @@ func TestSARIFStdinName(t *testing.T) {
 // Every rule's help link points at a heading of docs/audit.md (GitHub's anchor for it), on main for a
 // development build and on the release's tag for a release.
 func TestSARIFHelpLinksResolve(t *testing.T) {
-	anchors := githubAnchors(t, filepath.Join("..", "..", "docs", "audit.md"))
+	anchors := githubAnchors(t, filepath.Join("..", "..", "..", "..", "docs", "audit.md"))
 	r := invoke(t, "", nil, false, nil, "audit", "-o", "sarif", "-f", testdata("drill/pinned.yaml"), "--nodes", "3")
-	rep, err := gosarif.FromString(r.out)
+	rep, err := gosarif.FromString(r.Out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +208,7 @@ func TestSARIFHelpLinksResolve(t *testing.T) {
 	}
 	for v, want := range map[string]string{"0.2.0": "/blob/v0.2.0/", "0.2.0-SNAPSHOT-abc1234": "/blob/main/", "v0.1.0-3-gabc-dirty": "/blob/main/", "": "/blob/main/"} {
 		t.Run(v, func(t *testing.T) {
-			setVersion(t, v)
+			clitest.SetVersion(t, v)
 			if got := docsURL(); !strings.Contains(got, want) {
 				t.Errorf("version %q: docs %s, want %s", v, got, want)
 			}
@@ -245,7 +246,7 @@ func githubAnchors(t *testing.T, path string) map[string]bool {
 // docs/audit.md's GitHub Actions job: the audit command, as written there, writes valid SARIF for the drill's
 // pinned Deployment and exits 1 (the step fails the job), and the upload step runs after a failed step.
 func TestSARIFDocsWorkflow(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "audit.md"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "docs", "audit.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,10 +283,10 @@ func TestSARIFDocsWorkflow(t *testing.T) {
 				cmd = cmd[strings.Index(cmd, "kubectl-localtraffic audit")+len("kubectl-localtraffic "):]
 				args := strings.Fields(cmd[:strings.Index(cmd, ">")])
 				r := invoke(t, read(t, "drill/pinned.yaml"), nil, false, nil, args...)
-				if r.code != cli.ExitFindings || r.errOut != "" {
-					t.Errorf("%v: exit %d (want 1: the step fails the job), stderr %s", args, r.code, r.errOut)
+				if r.Code != cli.ExitFindings || r.ErrOut != "" {
+					t.Errorf("%v: exit %d (want 1: the step fails the job), stderr %s", args, r.Code, r.ErrOut)
 				}
-				if res, err := gojsonschema.Validate(sarifSchema210(t), gojsonschema.NewStringLoader(r.out)); err != nil || !res.Valid() {
+				if res, err := gojsonschema.Validate(sarifSchema210(t), gojsonschema.NewStringLoader(r.Out)); err != nil || !res.Valid() {
 					t.Errorf("%v: output is not valid SARIF: %v %v", args, err, res)
 				}
 			case strings.HasPrefix(s.Uses, "github/codeql-action/upload-sarif@"):

@@ -1,4 +1,4 @@
-package main
+package clusterview
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/clitest"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -81,8 +82,8 @@ func crowd(n int) []runtime.Object {
 // Live mode reads every page: 1,203 pods come in three lists of at most pageSize, each continuing where the
 // last stopped; the resources of one page are listed once, with the limit.
 func TestLiveReadsEveryPage(t *testing.T) {
-	cs := newPagingClientset(t, nil, append(drillObjects(true), crowd(1200)...)...)
-	c, err := loadLive(context.Background(), cs, "")
+	cs := newPagingClientset(t, nil, append(clitest.DrillObjects(true), crowd(1200)...)...)
+	c, err := LoadLive(context.Background(), cs, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,8 +121,8 @@ func TestLivePageError(t *testing.T) {
 			return denied
 		}
 		return nil
-	}, append(drillObjects(true), crowd(600)...)...)
-	c, err := loadLive(context.Background(), cs, "")
+	}, append(clitest.DrillObjects(true), crowd(600)...)...)
+	c, err := LoadLive(context.Background(), cs, "")
 	if c != nil || !errors.Is(err, denied) || !strings.HasPrefix(err.Error(), "listing pods: ") {
 		t.Errorf("cluster %v, error %v: want none and the second page's error, wrapped", c, err)
 	}

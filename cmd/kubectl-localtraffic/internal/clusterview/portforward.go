@@ -1,4 +1,4 @@
-package main
+package clusterview
 
 import (
 	"context"
@@ -19,13 +19,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
-)
 
-// fetcher gets one path from a port of a pod's own network namespace (its loopback), as the user: the plugin's
-// way to an exporter behind kube-rbac-proxy. Tests replace it.
-type fetcher interface {
-	get(ctx context.Context, pod *corev1.Pod, port int, scheme, path string) ([]byte, error)
-}
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/cli"
+)
 
 // maxMetricsBody bounds what one exporter's answer may be (a node's metrics for 2,000 Local Services are about
 // 2 MB).
@@ -44,12 +40,13 @@ type portForwarder struct {
 	cs  kubernetes.Interface
 }
 
-func newPortForwarder(f *genericclioptions.ConfigFlags) (fetcher, error) {
+// NewPortForwarder is the cli.Fetcher of the kubeconfig flags.
+func NewPortForwarder(f *genericclioptions.ConfigFlags) (cli.Fetcher, error) {
 	cfg, err := f.ToRESTConfig()
 	if err != nil {
 		return nil, err
 	}
-	cfg.UserAgent = "kubectl-localtraffic"
+	cfg.UserAgent = userAgent
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -74,7 +71,8 @@ func (p *portForwarder) dialer(pod *corev1.Pod) (httpstream.Dialer, error) {
 	}), nil
 }
 
-func (p *portForwarder) get(ctx context.Context, pod *corev1.Pod, port int, scheme, path string) ([]byte, error) {
+// Get is a GET of path on the pod's port through a port-forward of its own, closed after the answer.
+func (p *portForwarder) Get(ctx context.Context, pod *corev1.Pod, port int, scheme, path string) ([]byte, error) {
 	d, err := p.dialer(pod)
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package main
+package clusterview
 
 import (
 	"context"
@@ -57,7 +57,7 @@ current-context: x
 			}
 			flags := genericclioptions.NewConfigFlags(false)
 			flags.KubeConfig = &kubeconfig
-			cs, err := kubeClient(flags)
+			cs, err := KubeClient(flags)
 			if err != nil {
 				t.Fatalf("building the client: %v", err)
 			}

@@ -1,4 +1,4 @@
-package main
+package audit
 
 import (
 	"encoding/json"
@@ -171,12 +171,12 @@ func TestEveryFindingFromManifestsAndLive(t *testing.T) {
 				manifest := invoke(t, variant.docs, nil, false, nil, "audit", "-o", "json", "-f", "-", "--nodes-file", nodesFile)
 				live := invoke(t, "", nil, false, append(objectsOf(t, findingNodes), objectsOf(t, variant.docs)...), "audit", "-o", "json", "-A")
 				for mode, r := range map[string]result{"manifests": manifest, "live": live} {
-					ids := findingIDs(t, r.out)
+					ids := findingIDs(t, r.Out)
 					if slices.Contains(ids, tc.id) != variant.want {
 						t.Errorf("%s, %s: findings %v, %s expected %v", variant.name, mode, ids, tc.id, variant.want)
 					}
 				}
-				if m, l := findingIDs(t, manifest.out), findingIDs(t, live.out); !slices.Equal(m, l) {
+				if m, l := findingIDs(t, manifest.Out), findingIDs(t, live.Out); !slices.Equal(m, l) {
 					t.Errorf("%s: manifests find %v, live %v", variant.name, m, l)
 				}
 			}

@@ -1,4 +1,4 @@
-package main
+package clusterview
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/cli"
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/clitest"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/dynamic"
@@ -22,13 +24,13 @@ import (
 // (namespace, group, resource, verb) the plugin issues against fake apiservers, typed and dynamic, and
 // nothing more.
 func TestAuditClusterRoleIsExactlyWhatLiveModeUses(t *testing.T) {
-	cs := fake.NewClientset(drillObjects(true)...)
-	dyn := fakeAnnouncers()
-	a := &app{errOut: &bytes.Buffer{},
-		client:  func(*genericclioptions.ConfigFlags) (kubernetes.Interface, error) { return cs, nil },
-		dynamic: func(*genericclioptions.ConfigFlags) (dynamic.Interface, error) { return dyn, nil }}
-	o := &options{kube: genericclioptions.NewConfigFlags(false), allNamespaces: true, ciliumNamespace: "kube-system"}
-	if _, _, err := a.readCluster(context.Background(), o, loadLive); err != nil {
+	cs := fake.NewClientset(clitest.DrillObjects(true)...)
+	dyn := clitest.FakeAnnouncers()
+	env := &cli.Env{ErrOut: &bytes.Buffer{},
+		Client:  func(*genericclioptions.ConfigFlags) (kubernetes.Interface, error) { return cs, nil },
+		Dynamic: func(*genericclioptions.ConfigFlags) (dynamic.Interface, error) { return dyn, nil }}
+	flags := &cli.Flags{Kube: genericclioptions.NewConfigFlags(false), AllNamespaces: true}
+	if _, _, err := ReadCluster(context.Background(), env, flags, Announcers{CiliumNamespace: "kube-system"}, LoadLive); err != nil {
 		t.Fatal(err)
 	}
 	made := map[string]map[string]bool{} // namespace -> "group/resource:verb"
@@ -59,12 +61,12 @@ func TestAuditClusterRoleIsExactlyWhatLiveModeUses(t *testing.T) {
 		return out
 	}
 	var role rbacv1.ClusterRole
-	readYAML(t, "../../deploy/audit-rbac/clusterrole.yaml", &role)
+	readYAML(t, "../../../../deploy/audit-rbac/clusterrole.yaml", &role)
 	if role.Name != "localtraffic-audit" {
 		t.Errorf("ClusterRole is named %q", role.Name)
 	}
 	var nsRole rbacv1.Role
-	readYAML(t, "../../deploy/audit-rbac/announcers-role.yaml", &nsRole)
+	readYAML(t, "../../../../deploy/audit-rbac/announcers-role.yaml", &nsRole)
 	if nsRole.Name != "localtraffic-audit-announcers" || nsRole.Namespace != "kube-system" {
 		t.Errorf("Role is %s/%s", nsRole.Namespace, nsRole.Name)
 	}

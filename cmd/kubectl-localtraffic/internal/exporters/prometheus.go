@@ -1,9 +1,13 @@
-package main
+// Package exporters reads what the nodes' exporters observe, the blackhole reasons of each node's Services: from
+// a Prometheus HTTP API with one instant query (--prometheus: status, drain-check), or from each exporter pod
+// through a port-forward (status --from-exporters), its DaemonSet read for where the exporter listens.
+package exporters
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"slices"
@@ -30,9 +34,9 @@ const servicesCollector = "services"
 // answers within seconds; a Prometheus that has not answered by then is stuck or unreachable.
 const defaultPrometheusTimeout = 30 * time.Second
 
-// promFlags is how the plugin reaches a Prometheus HTTP API (Prometheus, Thanos Query, Mimir's or Cortex's
+// PromFlags is how the plugin reaches a Prometheus HTTP API (Prometheus, Thanos Query, Mimir's or Cortex's
 // Prometheus-compatible API) for the exporters' verdicts.
-type promFlags struct {
+type PromFlags struct {
 	url             string
 	bearerTokenFile string
 	caFile          string
@@ -44,7 +48,8 @@ type promFlags struct {
 	timeout  time.Duration
 }
 
-func addPrometheusFlags(cmd *cobra.Command, p *promFlags) {
+// AddFlags adds --prometheus and the --prometheus-* flags to a verb.
+func (p *PromFlags) AddFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&p.url, "prometheus", "", "also show what each node's exporter reports, read from this Prometheus HTTP API with one instant query "+
 		"(Prometheus, Thanos Query, or Mimir's or Cortex's Prometheus API: e.g. https://mimir.example/prometheus): "+
@@ -68,9 +73,12 @@ func prometheusQuery(selector string) string {
 	return fmt.Sprintf("%s or %s{%s}", reasons, metricnames.ScrapeCollectorSuccess, success)
 }
 
-// api is the API client of --prometheus, nil without it: the other --prometheus-* flags alone are bad input
+// Given: --prometheus names an API to read.
+func (p PromFlags) Given() bool { return p.url != "" }
+
+// API is the API client of --prometheus, nil without it: the other --prometheus-* flags alone are bad input
 // (they would silently do nothing).
-func (p promFlags) api() (promv1.API, error) {
+func (p PromFlags) API() (promv1.API, error) {
 	if p.url == "" {
 		if p.bearerTokenFile != "" || p.caFile != "" || p.insecure || len(p.headers) > 0 || p.selector != "" {
 			return nil, cli.BadInputf("the --prometheus-* flags say how to reach --prometheus, which is not given")
@@ -85,7 +93,7 @@ func (p promFlags) api() (promv1.API, error) {
 
 // client checks the flags and builds the API client: a flag that cannot work (a token file that cannot be read,
 // a header without a colon) is bad input before anything is asked.
-func (p promFlags) client() (promv1.API, error) {
+func (p PromFlags) client() (promv1.API, error) {
 	u, err := url.Parse(p.url)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, cli.BadInputf("--prometheus %q: want the API's base URL, http(s)://host[:port][/path]", p.url)
@@ -134,7 +142,7 @@ func (p promFlags) client() (promv1.API, error) {
 // services collector failing) is absent from the result, as a node whose exporter did not answer; warnings
 // (a Thanos store that did not answer) go to warn. Any failure of the query itself is an apiError: the
 // picture is incomplete, and the command says so in one line and its exit status.
-func (p promFlags) readPrometheus(ctx context.Context, api promv1.API, warn func(string)) (placement.Observed, error) {
+func (p PromFlags) readPrometheus(ctx context.Context, api promv1.API, warn func(string)) (placement.Observed, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	q := prometheusQuery(p.selector)
@@ -153,7 +161,7 @@ func (p promFlags) readPrometheus(ctx context.Context, api promv1.API, warn func
 }
 
 // queryError says in one line why the query failed, and what to check.
-func (p promFlags) queryError(ctx context.Context, err error) error {
+func (p PromFlags) queryError(ctx context.Context, err error) error {
 	var perr *promv1.Error
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded):
@@ -240,19 +248,19 @@ func stronger(a, b string) bool {
 	return ia >= 0 && (ib < 0 || ia < ib)
 }
 
-// readPrometheus reads the exporters' verdicts from --prometheus for status and drain-check. It reports on
-// stderr, in one line each, a query that failed and the judged nodes Prometheus has no report from; complete
-// is false then (exit status 3 unless something fails the command anyway).
-func (a *app) readPrometheus(ctx context.Context, o *options, api promv1.API, judged []placement.Summary) (obs placement.Observed, complete bool) {
-	warn := func(msg string) { fmt.Fprintf(a.errOut, "kubectl-localtraffic: %s\n", cli.OneLine(msg)) }
-	obs, err := o.prom.readPrometheus(ctx, api, warn)
+// Observe reads the exporters' verdicts from --prometheus for status and drain-check. It reports on stderr, in
+// one line each, a query that failed and the judged nodes Prometheus has no report from; complete is false then
+// (exit status 3 unless something fails the command anyway).
+func (p PromFlags) Observe(ctx context.Context, stderr io.Writer, api promv1.API, judged []placement.Summary) (obs placement.Observed, complete bool) {
+	warn := func(msg string) { fmt.Fprintf(stderr, "kubectl-localtraffic: %s\n", cli.OneLine(msg)) }
+	obs, err := p.readPrometheus(ctx, api, warn)
 	if err != nil {
 		warn(err.Error())
 		return placement.Observed{}, false
 	}
 	if missing := unreported(obs, judged); len(missing) > 0 {
 		warn(fmt.Sprintf("Prometheus at %s has no report from the exporter on %s (not scraped, no exporter there, or its %s collector failing): their verdicts are the API's alone",
-			o.prom.url, cli.NodeList(missing), servicesCollector))
+			p.url, cli.NodeList(missing), servicesCollector))
 		return obs, false
 	}
 	return obs, true

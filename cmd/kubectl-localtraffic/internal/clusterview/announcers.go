@@ -1,4 +1,4 @@
-package main
+package clusterview
 
 import (
 	"context"
@@ -7,51 +7,45 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/cli"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 )
 
-// addAnnouncerFlags adds the flags of the announcers' reads to a live command (status, audit, drain-check).
-func addAnnouncerFlags(cmd *cobra.Command, o *options) {
-	cmd.Flags().StringVar(&o.ciliumNamespace, "cilium-namespace", kubeview.DefaultCiliumNamespace,
+// Announcers are the flags of the announcers' reads, which every live verb takes (status, audit, drain-check).
+type Announcers struct {
+	// CiliumNamespace: where Cilium's L2 announcement Leases are.
+	CiliumNamespace string
+}
+
+// AddFlags adds the announcers' flags to a live command.
+func (a *Announcers) AddFlags(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&a.CiliumNamespace, "cilium-namespace", kubeview.DefaultCiliumNamespace,
 		"the namespace of Cilium's L2 announcement Leases (cilium-l2announce-<namespace>-<service>), as the exporter's --announcers.cilium-namespace")
 }
 
-// dynamicClient is the announcers' API client, from the same flags as the typed one: the announcers' objects
-// are read through the dynamic client (no announcer's Go module is linked), over JSON.
-func dynamicClient(f *genericclioptions.ConfigFlags) (dynamic.Interface, error) {
-	cfg, err := f.ToRESTConfig()
-	if err != nil {
-		return nil, err
-	}
-	cfg.UserAgent = "kubectl-localtraffic"
-	return dynamic.NewForConfig(cfg)
-}
-
-// startAnnouncers reads the announcers' objects cluster-wide (kubeview.ListAnnouncers: MetalLB's statuses,
+// start reads the announcers' objects cluster-wide (kubeview.ListAnnouncers: MetalLB's statuses,
 // Cilium's leases) beside the other lists, and returns the wait for it. A source that cannot be read is a state,
 // not an error: its load balancer IPs keep the answer the API alone gives (cannot tell where no health check
 // decides), and one line on stderr names it. A source that is not installed (no CRD) is said nothing of: most
 // clusters run one announcer or none. The zero snapshot when the plugin has no dynamic client (tests).
-func (a *app) startAnnouncers(ctx context.Context, o *options) func() (kubeview.AnnouncerSnapshot, error) {
-	if a.dynamic == nil {
+func (a Announcers) start(ctx context.Context, env *cli.Env, flags *cli.Flags) func() (kubeview.AnnouncerSnapshot, error) {
+	if env.Dynamic == nil {
 		return func() (kubeview.AnnouncerSnapshot, error) { return kubeview.AnnouncerSnapshot{}, nil }
 	}
-	dyn, err := a.dynamic(o.kube)
+	dyn, err := env.Dynamic(flags.Kube)
 	if err != nil {
 		return func() (kubeview.AnnouncerSnapshot, error) {
 			return kubeview.AnnouncerSnapshot{}, cli.BadInputf("kubeconfig: %w", err)
 		}
 	}
 	done := make(chan kubeview.AnnouncerSnapshot, 1)
-	go func() { done <- readAnnouncers(ctx, dyn, o.ciliumNamespace) }()
+	go func() { done <- readAnnouncers(ctx, dyn, a.CiliumNamespace) }()
 	return func() (kubeview.AnnouncerSnapshot, error) {
 		s := <-done
-		if note := unreadAnnouncers(s, o.ciliumNamespace); note != "" {
-			fmt.Fprintf(a.errOut, "kubectl-localtraffic: %s\n", note)
+		if note := unreadAnnouncers(s, a.CiliumNamespace); note != "" {
+			fmt.Fprintf(env.ErrOut, "kubectl-localtraffic: %s\n", note)
 		}
 		return s, nil
 	}

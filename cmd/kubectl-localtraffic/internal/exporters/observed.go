@@ -1,4 +1,4 @@
-package main
+package exporters
 
 import (
 	"bytes"
@@ -20,6 +20,7 @@ import (
 
 	"github.com/localtraffic/localtraffic-exporter/cmd/internal/metricnames"
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/cli"
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/clusterview"
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 )
 
@@ -29,14 +30,14 @@ const exporterReads = 16
 // exporterTimeout bounds one exporter's read (port-forward, request and answer).
 const exporterTimeout = 20 * time.Second
 
-// readObserved asks each node's exporter what it observes (the blackhole reasons of its Services: a reason says
+// ReadObserved asks each node's exporter what it observes (the blackhole reasons of its Services: a reason says
 // too when the arrivals meter is blind, not_observed), through a port-forward to the exporter's own port in its
 // pod, with the user's own credentials: that one port of the DaemonSet's pods and nothing else. The DaemonSet
 // (dsName, or the one running the exporter in namespace) gives the pods, the port, the scheme and the path. It
 // needs get on daemonsets, list on pods and get and create on pods/portforward in the exporter's namespace. A pod
 // that does not answer leaves its node unknown: the error names the nodes and why, and what did answer is
 // returned beside it.
-func readObserved(ctx context.Context, cs kubernetes.Interface, f fetcher, namespace, dsName string) (placement.Observed, error) {
+func ReadObserved(ctx context.Context, cs kubernetes.Interface, f cli.Fetcher, namespace, dsName string) (placement.Observed, error) {
 	in, err := findExporter(ctx, cs, namespace, dsName)
 	if err != nil {
 		return nil, err
@@ -48,7 +49,7 @@ func readObserved(ctx context.Context, cs kubernetes.Interface, f fetcher, names
 	if err != nil {
 		return nil, cli.BadInputf("DaemonSet %s/%s: selector: %w", namespace, in.daemonSet.Name, err)
 	}
-	pods, err := listAll[corev1.Pod](ctx, "the exporter's pods in "+namespace, func(ctx context.Context, o metav1.ListOptions) (*corev1.PodList, error) {
+	pods, err := clusterview.ListAll[corev1.Pod](ctx, "the exporter's pods in "+namespace, func(ctx context.Context, o metav1.ListOptions) (*corev1.PodList, error) {
 		o.LabelSelector = sel.String()
 		return cs.CoreV1().Pods(namespace).List(ctx, o)
 	})
@@ -84,7 +85,7 @@ func readObserved(ctx context.Context, cs kubernetes.Interface, f fetcher, names
 			defer func() { <-slots }()
 			pctx, cancel := context.WithTimeout(ctx, exporterTimeout)
 			defer cancel()
-			body, err := f.get(pctx, p, in.port, in.scheme, in.path)
+			body, err := f.Get(pctx, p, in.port, in.scheme, in.path)
 			if err != nil {
 				fail(p.Spec.NodeName, cli.OneLine(err.Error()))
 				return

@@ -1,4 +1,4 @@
-package main
+package audit
 
 import (
 	"encoding/json"
@@ -38,14 +38,14 @@ func filenames(f ...string) resource.FilenameOptions { return resource.FilenameO
 func auditJSON(t *testing.T, stdin string, args ...string) (int, []placement.RuleID, placement.Report) {
 	t.Helper()
 	r := invoke(t, stdin, nil, false, nil, append([]string{"audit", "-o", "json", "--nodes", "3"}, args...)...)
-	if r.errOut != "" {
-		t.Fatalf("%v: exit %d, stderr %s", args, r.code, r.errOut)
+	if r.ErrOut != "" {
+		t.Fatalf("%v: exit %d, stderr %s", args, r.Code, r.ErrOut)
 	}
 	var rep placement.Report
-	if err := json.Unmarshal([]byte(r.out), &rep); err != nil {
-		t.Fatalf("%v: %v\n%s", args, err, r.out)
+	if err := json.Unmarshal([]byte(r.Out), &rep); err != nil {
+		t.Fatalf("%v: %v\n%s", args, err, r.Out)
 	}
-	return r.code, findingIDs(t, r.out), rep
+	return r.Code, findingIDs(t, r.Out), rep
 }
 
 // -f takes what kubectl's -f takes: a directory (recursively unless --recursive=false, as before -R existed),
@@ -178,12 +178,12 @@ func TestManifestErrorsInOneLine(t *testing.T) {
 				args = append(args, "-f", f)
 			}
 			r := invoke(t, "", nil, false, nil, args...)
-			if r.code != cli.ExitError || r.out != "" || strings.Count(r.errOut, "\n") != 1 || !strings.HasPrefix(r.errOut, "kubectl-localtraffic: ") {
-				t.Errorf("exit %d, stdout %q, stderr %q: want exit 2 and one line on stderr", r.code, r.out, r.errOut)
+			if r.Code != cli.ExitError || r.Out != "" || strings.Count(r.ErrOut, "\n") != 1 || !strings.HasPrefix(r.ErrOut, "kubectl-localtraffic: ") {
+				t.Errorf("exit %d, stdout %q, stderr %q: want exit 2 and one line on stderr", r.Code, r.Out, r.ErrOut)
 			}
 			for _, w := range tc.want {
-				if !strings.Contains(r.errOut, w) {
-					t.Errorf("stderr %q lacks %q", r.errOut, w)
+				if !strings.Contains(r.ErrOut, w) {
+					t.Errorf("stderr %q lacks %q", r.ErrOut, w)
 				}
 			}
 		})
@@ -197,10 +197,10 @@ func TestManifestURL(t *testing.T) {
 	t.Cleanup(srv.Close)
 	url := srv.URL + "/drill/pinned.yaml"
 	r := invoke(t, "", nil, false, nil, "audit", "-o", "sarif", "-f", url, "--nodes", "3")
-	if r.code != cli.ExitFindings || r.errOut != "" {
-		t.Fatalf("exit %d, stderr %s", r.code, r.errOut)
+	if r.Code != cli.ExitFindings || r.ErrOut != "" {
+		t.Fatalf("exit %d, stderr %s", r.Code, r.ErrOut)
 	}
-	rep, err := gosarif.FromString(r.out)
+	rep, err := gosarif.FromString(r.Out)
 	if err != nil {
 		t.Fatal(err)
 	}
