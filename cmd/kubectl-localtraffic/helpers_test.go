@@ -28,15 +28,8 @@ func execute(env *cli.Env, args []string) int { return clitest.Execute(env, args
 // check node port) with the announcers' records in dyn.
 func invokeAnnounced(t *testing.T, dyn dynamic.Interface, args ...string) result {
 	t.Helper()
-	return invokeAnnouncedOn(t, drillObjects(true), dyn, args...)
-}
-
-// invokeAnnouncedOn runs the plugin against objs, its Service a LoadBalancer (VIP 192.0.2.10, health check node
-// port), with the announcers' records in dyn.
-func invokeAnnouncedOn(t *testing.T, objs []runtime.Object, dyn dynamic.Interface, args ...string) result {
-	t.Helper()
 	var out, errOut bytes.Buffer
-	env := clitest.Env("", fake.NewClientset(clitest.AnnouncedLoadBalancer(objs)...), &out, &errOut)
+	env := clitest.Env("", fake.NewClientset(clitest.AnnouncedLoadBalancer(drillObjects(true))...), &out, &errOut)
 	env.Dynamic = func(*genericclioptions.ConfigFlags) (dynamic.Interface, error) { return dyn, nil }
 	code := execute(env, args)
 	return result{Code: code, Out: out.String(), ErrOut: errOut.String()}
@@ -51,12 +44,6 @@ func runWith(t *testing.T, objs []runtime.Object, args ...string) result {
 }
 
 func drillObjects(pinned bool) []runtime.Object { return clitest.DrillObjects(pinned) }
-
-func behindLoadBalancer(objs []runtime.Object) []runtime.Object {
-	return clitest.BehindLoadBalancer(objs)
-}
-
-func pdbAllowing(allowed int32) runtime.Object { return clitest.PDBAllowing(allowed) }
 
 var (
 	fakeAnnouncers = clitest.FakeAnnouncers

@@ -1,4 +1,7 @@
-package main
+// Package draincheck is the plugin's drain-check verb: before draining a node, which Local Services would lose
+// traffic and for how long the load balancer keeps sending; its options, command and printers (text, the
+// DrainReport document).
+package draincheck
 
 import (
 	"context"
@@ -12,8 +15,8 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 )
 
-// drainOptions are drain-check's flags and what it runs with.
-type drainOptions struct {
+// Options are drain-check's flags and what it runs with.
+type Options struct {
 	env   *cli.Env
 	flags *cli.Flags
 
@@ -23,9 +26,9 @@ type drainOptions struct {
 	prom exporters.PromFlags
 }
 
-// newDrainCheckCmd is the drain-check command.
-func newDrainCheckCmd(root *cli.Root) *cobra.Command {
-	o := &drainOptions{env: root.Env, flags: root.Flags, print: cli.NewPrintFlags()}
+// NewCmd is the drain-check command.
+func NewCmd(root *cli.Root) *cobra.Command {
+	o := &Options{env: root.Env, flags: root.Flags, print: cli.NewPrintFlags()}
 	cmd := &cobra.Command{
 		Use:   "drain-check NODE",
 		Short: "Before draining NODE: which Local Services would lose traffic, and for how long the load balancer keeps sending",
@@ -47,7 +50,7 @@ func newDrainCheckCmd(root *cli.Root) *cobra.Command {
 }
 
 // Run checks the drain of node and prints the report; it returns the exit status.
-func (o *drainOptions) Run(ctx context.Context, node string) (int, error) {
+func (o *Options) Run(ctx context.Context, node string) (int, error) {
 	if err := o.print.CheckFor("drain-check"); err != nil {
 		return cli.ExitError, err
 	}

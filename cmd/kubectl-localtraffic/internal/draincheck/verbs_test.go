@@ -1,4 +1,4 @@
-package main
+package draincheck
 
 import (
 	"encoding/json"
