@@ -18,10 +18,11 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/cli"
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/clusterview"
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/draincheck"
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/status"
 )
 
 // verbs are the plugin's commands, in the order its help lists them.
-func verbs() []cli.Verb { return []cli.Verb{newStatusCmd, audit.NewCmd, draincheck.NewCmd} }
+func verbs() []cli.Verb { return []cli.Verb{status.NewCmd, audit.NewCmd, draincheck.NewCmd} }
 
 func main() {
 	versioninfo.Fill()

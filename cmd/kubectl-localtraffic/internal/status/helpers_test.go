@@ -1,4 +1,4 @@
-package main
+package status
 
 import (
 	"bytes"
@@ -15,16 +15,16 @@ import (
 
 type result = clitest.Result
 
-// invoke runs the plugin as a user would, with stdin, an environment and a fake apiserver.
+// invoke runs status as a user would, with stdin, an environment and a fake apiserver.
 func invoke(t *testing.T, stdin string, env map[string]string, terminal bool, objs []runtime.Object, args ...string) result {
 	t.Helper()
-	return clitest.Invoke(t, verbs(), stdin, env, terminal, objs, args...)
+	return clitest.Invoke(t, []cli.Verb{NewCmd}, stdin, env, terminal, objs, args...)
 }
 
-// execute runs the plugin with args on env.
-func execute(env *cli.Env, args []string) int { return clitest.Execute(env, args, verbs()...) }
+// execute runs status with args on env.
+func execute(env *cli.Env, args []string) int { return clitest.Execute(env, args, NewCmd) }
 
-// invokeAnnounced runs the plugin against the pinned drill made a LoadBalancer Service (VIP 192.0.2.10, health
+// invokeAnnounced runs status against the pinned drill made a LoadBalancer Service (VIP 192.0.2.10, health
 // check node port) with the announcers' records in dyn.
 func invokeAnnounced(t *testing.T, dyn dynamic.Interface, args ...string) result {
 	t.Helper()
@@ -35,7 +35,7 @@ func invokeAnnounced(t *testing.T, dyn dynamic.Interface, args ...string) result
 	return result{Code: code, Out: out.String(), ErrOut: errOut.String()}
 }
 
-// runWith runs the plugin against a fake apiserver holding objs, with no exporter to forward to.
+// runWith runs status against a fake apiserver holding objs, with no exporter to forward to.
 func runWith(t *testing.T, objs []runtime.Object, args ...string) result {
 	t.Helper()
 	var out, errOut bytes.Buffer

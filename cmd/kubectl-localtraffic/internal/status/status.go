@@ -1,4 +1,7 @@
-package main
+// Package status is the plugin's status verb: every Local Service, how many nodes receive its external traffic,
+// serve it and drop it, from the API alone or with what the nodes' exporters observe; its options, command,
+// reads and printers (the table, -o wide's grid, the ServiceStatusList document).
+package status
 
 import (
 	"context"
@@ -17,8 +20,8 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 )
 
-// statusOptions are status's flags and what it runs with.
-type statusOptions struct {
+// Options are status's flags and what it runs with.
+type Options struct {
 	env   *cli.Env
 	flags *cli.Flags
 
@@ -40,9 +43,9 @@ type statusOptions struct {
 	prom exporters.PromFlags
 }
 
-// newStatusCmd is the status command.
-func newStatusCmd(root *cli.Root) *cobra.Command {
-	o := &statusOptions{env: root.Env, flags: root.Flags, print: cli.NewPrintFlags()}
+// NewCmd is the status command.
+func NewCmd(root *cli.Root) *cobra.Command {
+	o := &Options{env: root.Env, flags: root.Flags, print: cli.NewPrintFlags()}
 	cmd := &cobra.Command{
 		Use:   "status [SERVICE]",
 		Short: "Every Local Service: how many nodes receive its external traffic, serve it, drop it",
@@ -88,7 +91,7 @@ func newStatusCmd(root *cli.Root) *cobra.Command {
 
 // Run judges the Local Services (the one args names, when it names one) and prints them; it returns the exit
 // status.
-func (o *statusOptions) Run(ctx context.Context, args []string) (int, error) {
+func (o *Options) Run(ctx context.Context, args []string) (int, error) {
 	if err := o.print.CheckFor("status", "wide"); err != nil {
 		return cli.ExitError, err
 	}
@@ -171,7 +174,7 @@ func (o *statusOptions) Run(ctx context.Context, args []string) (int, error) {
 // readExporters reads what each node's exporter observes (--from-exporters). Partial: the nodes that answered
 // still show; the others stay unknown, one line on stderr names them, and complete is false (exit status 3
 // unless a blackhole was found anyway). An error is bad input, which ends the command.
-func (o *statusOptions) readExporters(ctx context.Context) (obs placement.Observed, complete bool, err error) {
+func (o *Options) readExporters(ctx context.Context) (obs placement.Observed, complete bool, err error) {
 	cs, err := o.env.Client(o.flags.Kube)
 	if err != nil {
 		return nil, false, cli.BadInputf("kubeconfig: %w", err)

@@ -1,4 +1,4 @@
-package main
+package status
 
 import (
 	"k8s.io/apimachinery/pkg/labels"

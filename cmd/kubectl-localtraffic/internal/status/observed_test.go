@@ -1,4 +1,4 @@
-package main
+package status
 
 import (
 	"bytes"
@@ -60,7 +60,7 @@ func (f *exporterFetch) Get(_ context.Context, pod *corev1.Pod, port int, scheme
 // shippedDaemonSet is deploy/base's DaemonSet as the repository ships it.
 func shippedDaemonSet(t *testing.T) *appsv1.DaemonSet {
 	t.Helper()
-	b, err := os.ReadFile("../../deploy/base/daemonset.yaml")
+	b, err := os.ReadFile("../../../../deploy/base/daemonset.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
