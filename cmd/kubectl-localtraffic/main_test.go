@@ -35,11 +35,7 @@ func TestVersion(t *testing.T) {
 
 // An unknown command is bad input: one line on stderr, exit 2, nothing on stdout.
 func TestUnknownCommand(t *testing.T) {
-	r := invokePlugin(t, "frobnicate")
-	if r.Code != cli.ExitError || r.Out != "" || strings.Count(r.ErrOut, "\n") != 1 ||
-		!strings.HasPrefix(r.ErrOut, "kubectl-localtraffic: unknown command") {
-		t.Errorf("exit %d, stdout %q, stderr %q", r.Code, r.Out, r.ErrOut)
-	}
+	clitest.CheckBadInput(t, invokePlugin(t, "frobnicate"), "unknown command")
 }
 
 // Every command's help shows examples and its column of the exit status table (docs/audit.md's, which

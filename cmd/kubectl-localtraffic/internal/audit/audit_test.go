@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/cli"
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/clitest"
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 )
 
@@ -111,16 +111,7 @@ func TestBadInput(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := invoke(t, tc.stdin, nil, false, nil, tc.args...)
-			if r.Code != cli.ExitError {
-				t.Errorf("exit %d, want 2", r.Code)
-			}
-			if strings.Count(r.ErrOut, "\n") != 1 || !strings.Contains(r.ErrOut, tc.want) || !strings.HasPrefix(r.ErrOut, "kubectl-localtraffic: ") {
-				t.Errorf("stderr %q, want one line containing %q", r.ErrOut, tc.want)
-			}
-			if r.Out != "" {
-				t.Errorf("stdout %q", r.Out)
-			}
+			clitest.CheckBadInput(t, invoke(t, tc.stdin, nil, false, nil, tc.args...), tc.want)
 		})
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
@@ -55,6 +56,32 @@ func Invoke(t testing.TB, verbs []cli.Verb, stdin string, env map[string]string,
 	e.Getenv, e.Terminal = func(k string) string { return env[k] }, terminal
 	code := Execute(e, args, verbs...)
 	return Result{code, out.String(), errOut.String()}
+}
+
+// InvokeAnnounced runs verbs with args against objs, the drill's Service made a LoadBalancer
+// (AnnouncedLoadBalancer), with the announcers' records in dyn.
+func InvokeAnnounced(t testing.TB, verbs []cli.Verb, objs []runtime.Object, dyn dynamic.Interface, args ...string) Result {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	env := Env("", fake.NewClientset(AnnouncedLoadBalancer(objs)...), &out, &errOut)
+	env.Dynamic = func(*genericclioptions.ConfigFlags) (dynamic.Interface, error) { return dyn, nil }
+	code := Execute(env, args, verbs...)
+	return Result{code, out.String(), errOut.String()}
+}
+
+// CheckBadInput fails t unless r is bad input as the plugin reports it: exit 2, one line on stderr that names
+// want, nothing on stdout.
+func CheckBadInput(t testing.TB, r Result, want string) {
+	t.Helper()
+	if r.Code != cli.ExitError {
+		t.Errorf("exit %d, want 2", r.Code)
+	}
+	if strings.Count(r.ErrOut, "\n") != 1 || !strings.Contains(r.ErrOut, want) || !strings.HasPrefix(r.ErrOut, "kubectl-localtraffic: ") {
+		t.Errorf("stderr %q, want one line containing %q", r.ErrOut, want)
+	}
+	if r.Out != "" {
+		t.Errorf("stdout %q", r.Out)
+	}
 }
 
 // DrillObjects is the drill in a fake apiserver: the objects the controllers would have written, the

@@ -1,13 +1,10 @@
 package draincheck
 
 import (
-	"bytes"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/cli"
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/clitest"
@@ -25,11 +22,7 @@ func invoke(t *testing.T, stdin string, env map[string]string, terminal bool, ob
 // port), with the announcers' records in dyn.
 func invokeAnnouncedOn(t *testing.T, objs []runtime.Object, dyn dynamic.Interface, args ...string) result {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	env := clitest.Env("", fake.NewClientset(clitest.AnnouncedLoadBalancer(objs)...), &out, &errOut)
-	env.Dynamic = func(*genericclioptions.ConfigFlags) (dynamic.Interface, error) { return dyn, nil }
-	code := clitest.Execute(env, args, NewCmd)
-	return result{Code: code, Out: out.String(), ErrOut: errOut.String()}
+	return clitest.InvokeAnnounced(t, []cli.Verb{NewCmd}, objs, dyn, args...)
 }
 
 func drillObjects(pinned bool) []runtime.Object { return clitest.DrillObjects(pinned) }

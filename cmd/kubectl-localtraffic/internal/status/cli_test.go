@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/cli"
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/clitest"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
@@ -128,16 +129,7 @@ func TestBadInput(t *testing.T) {
 		{"too many args", []string{"status", "a", "b"}, "accepts at most 1 arg"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := invoke(t, "", nil, false, nil, tc.args...)
-			if r.Code != cli.ExitError {
-				t.Errorf("exit %d, want 2", r.Code)
-			}
-			if strings.Count(r.ErrOut, "\n") != 1 || !strings.Contains(r.ErrOut, tc.want) || !strings.HasPrefix(r.ErrOut, "kubectl-localtraffic: ") {
-				t.Errorf("stderr %q, want one line containing %q", r.ErrOut, tc.want)
-			}
-			if r.Out != "" {
-				t.Errorf("stdout %q", r.Out)
-			}
+			clitest.CheckBadInput(t, invoke(t, "", nil, false, nil, tc.args...), tc.want)
 		})
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes/fake"
 
@@ -28,11 +27,7 @@ func execute(env *cli.Env, args []string) int { return clitest.Execute(env, args
 // check node port) with the announcers' records in dyn.
 func invokeAnnounced(t *testing.T, dyn dynamic.Interface, args ...string) result {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	env := clitest.Env("", fake.NewClientset(clitest.AnnouncedLoadBalancer(drillObjects(true))...), &out, &errOut)
-	env.Dynamic = func(*genericclioptions.ConfigFlags) (dynamic.Interface, error) { return dyn, nil }
-	code := execute(env, args)
-	return result{Code: code, Out: out.String(), ErrOut: errOut.String()}
+	return clitest.InvokeAnnounced(t, []cli.Verb{NewCmd}, drillObjects(true), dyn, args...)
 }
 
 // runWith runs status against a fake apiserver holding objs, with no exporter to forward to.
