@@ -143,7 +143,8 @@ check:
 ## runs where there is concurrency to race: every package but NORACE_PKGS, which run no goroutines of their own
 ## (pure computation over API objects, or a CLI). That spares a race build of the 342 packages only the plugin
 ## imports (cli-runtime and kubectl's printers); a new package races unless it is added here.
-NORACE_PKGS = ./cmd/kubectl-localtraffic/ ./cmd/kubectl-localtraffic/internal/placement/ ./kubeview/kubeviewtest/
+NORACE_PKGS = ./cmd/kubectl-localtraffic/ ./cmd/kubectl-localtraffic/internal/placement/ ./kubeview/kubeviewtest/ \
+	$(foreach p,audit cli clitest clusterview draincheck exporters status,./cmd/kubectl-localtraffic/internal/$(p)/)
 unit:
 	$(GO) test -race -count=1 -timeout 20m \
 		$$($(GO) list ./... | grep -v -x -F $(foreach p,$(NORACE_PKGS),-e $(shell $(GO) list $(p))))

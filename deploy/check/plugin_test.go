@@ -11,7 +11,7 @@ import (
 // TestAuditRBAC: deploy/audit-rbac renders to the ClusterRole localtraffic-audit and the Role
 // localtraffic-audit-announcers in kube-system (Cilium's L2 announcement Leases), both read-only (list only, no
 // secrets, no wildcards) and unbound (the user binds them to the CI identity). Which resources they list is
-// checked against the plugin's calls in cmd/kubectl-localtraffic/rbac_test.go.
+// checked against the plugin's calls in cmd/kubectl-localtraffic/internal/clusterview/rbac_test.go.
 func TestAuditRBAC(t *testing.T) {
 	objs := render(t, "audit-rbac")
 	if len(objs) != 2 {

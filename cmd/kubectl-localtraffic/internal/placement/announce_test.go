@@ -13,7 +13,7 @@ import (
 // OpenELB, PureLB): the node it names has no replica, so it is a blackhole there, not "drained" by its 503 (the
 // announcer reads no health check). The other nodes without a replica stay drained; for the layer 2 announcers
 // the node with the replica is out of rotation for the VIP, which is announced elsewhere. MetalLB's and
-// Cilium's records are objects of their own, read with announce.List (announcers_test.go).
+// Cilium's records are objects of their own, read with announce.List (the status verb's announcers_test.go).
 func TestStatusAnnouncedVIP(t *testing.T) {
 	withIngress := func(s *corev1.Service) {
 		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.10"}}

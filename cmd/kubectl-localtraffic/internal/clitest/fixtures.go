@@ -1,0 +1,84 @@
+package clitest
+
+import (
+	"testing"
+
+	"github.com/prometheus/common/version"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
+)
+
+// BehindLoadBalancer makes the drill's Service a health-checked LoadBalancer of a cloud controller (its check
+// interval and threshold annotated), on nodes that controller runs.
+func BehindLoadBalancer(objs []runtime.Object) []runtime.Object {
+	for _, o := range objs {
+		switch x := o.(type) {
+		case *corev1.Service:
+			x.Spec.Type, x.Spec.HealthCheckNodePort = corev1.ServiceTypeLoadBalancer, 32000
+			x.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.10"}}
+			x.Annotations = map[string]string{
+				"service.beta.kubernetes.io/aws-load-balancer-healthcheck-interval":            "10",
+				"service.beta.kubernetes.io/aws-load-balancer-healthcheck-unhealthy-threshold": "3",
+			}
+		case *corev1.Node:
+			x.Spec.ProviderID = "aws:///eu-west-1a/i-" + x.Name
+		}
+	}
+	return objs
+}
+
+// PDBAllowing is the drill's PodDisruptionBudget, allowing this many disruptions now.
+func PDBAllowing(allowed int32) *policyv1.PodDisruptionBudget {
+	return &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "kubelings", Name: "checkout"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "checkout"}}},
+		Status: policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: allowed}}
+}
+
+// AnnouncedLoadBalancer makes the drill's Service (in objs) a LoadBalancer with a health check node port and the
+// VIP 192.0.2.10, which an announcer (MetalLB, Cilium L2) may hold.
+func AnnouncedLoadBalancer(objs []runtime.Object) []runtime.Object {
+	for _, o := range objs {
+		if s, ok := o.(*corev1.Service); ok {
+			s.Spec.Type, s.Spec.HealthCheckNodePort = corev1.ServiceTypeLoadBalancer, 32000
+			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.10"}}
+		}
+	}
+	return objs
+}
+
+// L2Status is MetalLB's ServiceL2Status naming node as the announcer of the drill's Service.
+func L2Status(node string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"node": node, "serviceName": "checkout", "serviceNamespace": "kubelings"}}}
+	u.SetAPIVersion("metallb.io/v1beta1")
+	u.SetKind("ServiceL2Status")
+	u.SetNamespace("metallb-system")
+	u.SetName("l2-checkout")
+	return u
+}
+
+// SetVersion sets what the release pipeline's -ldflags set, for the duration of the test.
+func SetVersion(t testing.TB, v string) {
+	t.Helper()
+	keep := version.Version
+	version.Version = v
+	t.Cleanup(func() { version.Version = keep })
+}
+
+// IgnoredDrill is the pinned drill with its Service annotated as placed on purpose.
+func IgnoredDrill(reason string) []runtime.Object {
+	objs := DrillObjects(true)
+	for _, o := range objs {
+		if s, ok := o.(*corev1.Service); ok {
+			s.Annotations = map[string]string{kubeview.AnnotationIntentionalPlacement: reason}
+		}
+	}
+	return objs
+}

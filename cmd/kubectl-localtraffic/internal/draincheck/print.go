@@ -1,0 +1,106 @@
+package draincheck
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/cli"
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
+)
+
+// writeText prints drain-check's table (one row per Local Service with an endpoint on the node) and, under
+// each Service that loses traffic, why; then one verdict line.
+func writeText(w io.Writer, rep placement.DrainReport, colour bool) error {
+	p := cli.Painter(colour)
+	if len(rep.Services) == 0 {
+		_, err := fmt.Fprintf(w, "No Local Service has an endpoint on %s: draining it loses no Local Service's traffic.\n", rep.Node)
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVICE\tTYPE\tENDPOINTS\tIN ROTATION\tEVICTED\tHELD\tELSEWHERE\tSERVING AFTER\tLB CHECK\tDRAIN")
+	for _, s := range rep.Services {
+		lb := "-"
+		if s.LoadBalancerCheck != nil {
+			lb = fmt.Sprintf("%gs (%s × %d)", s.LoadBalancerCheck.Seconds, s.LoadBalancerCheck.Interval.Duration, s.LoadBalancerCheck.Threshold)
+		} else if s.Type == "LoadBalancer" && s.InRotation != "no" {
+			lb = "unknown"
+		}
+		elsewhere := "nowhere"
+		if len(s.Elsewhere) > 0 {
+			elsewhere = strings.Join(s.Elsewhere, ",")
+		}
+		verdict := p.Paint(cli.Red+cli.Bold, "LOSES")
+		if !s.Loses {
+			verdict = "ok"
+		}
+		fmt.Fprintf(tw, "%s/%s\t%s\t%d\t%s\t%d\t%d\t%s\t%d\t%s\t%s\n", s.Namespace, s.Name, s.Type, s.LocalEndpoints, s.InRotation,
+			len(s.Evicted), len(s.Blocked)+len(s.Stay), elsewhere, s.ServingAfter, lb, verdict)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	losing := 0
+	for _, s := range rep.Services {
+		lines := append(append([]string{}, s.Why...), s.Unknown...)
+		for _, b := range s.Blocked {
+			lines = append(lines, "the drain waits for "+b)
+		}
+		for _, r := range placement.ObservedBlackholes() {
+			if nodes := s.Observed[string(r)]; len(nodes) > 0 {
+				lines = append(lines, fmt.Sprintf("now, before any drain, its exporters report %s on %s", r, cli.NodeList(nodes)))
+			}
+		}
+		if len(lines) == 0 {
+			continue
+		}
+		if s.Loses {
+			losing++
+		}
+		fmt.Fprintf(w, "\n%s/%s:\n", s.Namespace, s.Name)
+		for _, l := range lines {
+			fmt.Fprintf(w, "  %s\n", l)
+		}
+	}
+	verdict := "draining " + rep.Node + " leaves every Local Service served" + lbWindowNote(rep)
+	switch {
+	case rep.Loses:
+		verdict = p.Paint(cli.Red+cli.Bold, "draining "+rep.Node+" loses traffic of "+strconv.Itoa(losing)+" Local Service(s)")
+	case rep.ObservedBlackholes > 0:
+		// The drain changes nothing the API shows, but the exporters see traffic dropped already: a drain
+		// moves load onto nodes that are not all serving.
+		verdict = p.Paint(cli.Red+cli.Bold, "draining "+rep.Node+" makes no node drop that does not now, but the exporters report "+
+			strconv.Itoa(rep.ObservedBlackholes)+" of these Local Service(s) blackholed now: fix that first")
+	}
+	_, err := fmt.Fprintf(w, "\n%s\n", verdict)
+	return err
+}
+
+// lbWindowNote says what "served" leaves out: a load balancer that still sends to the node after its pods stop
+// loses those connections until its health check takes the node out (the e2e drain saw it). "" when no Service
+// in rotation on the node has a load balancer.
+func lbWindowNote(rep placement.DrainReport) string {
+	longest, unknown, any := 0.0, false, false
+	for _, s := range rep.Services {
+		if s.Type != "LoadBalancer" || s.InRotation == "no" {
+			continue
+		}
+		any = true
+		if s.LoadBalancerCheck == nil {
+			unknown = true
+			continue
+		}
+		longest = max(longest, s.LoadBalancerCheck.Seconds)
+	}
+	if !any {
+		return ""
+	}
+	window := fmt.Sprintf("up to %gs", longest)
+	if unknown {
+		window = "a time its annotations do not say"
+	}
+	return "; its load balancers keep sending new connections to " + rep.Node + " for " + window +
+		" after its pods stop, and those are lost: label it node.kubernetes.io/exclude-from-external-load-balancers= and wait that out first"
+}
