@@ -1,0 +1,370 @@
+// Package exposure records the windows in which this node dropped a Local Service's new connections while
+// something still sent them: one episode per destination (a NodePort of one family, a load balancer IP and
+// port, an externalIP and port) from the moment the node stopped forwarding there while in rotation, to the
+// moment it forwarded again or nothing arrived for the quiet period. It sums, per cause, the seconds and the
+// distinct connection attempts the episodes lost (docs/exposure.md).
+//
+// It is pure bookkeeping: the node model (package scrape) owns time and every input, feeds a Recorder each
+// destination's decision as it makes it, asks it when its next quiet-period end is due (a model timer) and
+// publishes its Snapshot with each State. It starts no goroutine and reads no clock.
+package exposure
+
+import (
+	"maps"
+	"slices"
+	"time"
+)
+
+// Cause is what the API view says made the node stop forwarding (localtraffic_exposure_*_total's cause).
+type Cause string
+
+// Causes, in the order CauseOf tests them.
+const (
+	// CauseNodeDeleting: the Node has a deletionTimestamp (or the cluster autoscaler's deletion taint).
+	CauseNodeDeleting Cause = "node_deleting"
+	// CauseDrain: the Node is cordoned (spec.unschedulable), as kubectl drain leaves it.
+	CauseDrain Cause = "drain"
+	// CauseNodeJoin: the destination was last seen while kube-proxy had programmed nothing on the node; its
+	// first rules dropped the destination (unless the node is being deleted or cordoned).
+	CauseNodeJoin Cause = "node_join"
+	// CauseRollout: a local endpoint is still listed as terminating but serves no more, and the family has
+	// ready endpoints on other nodes: a pod deleted while others serve (a rolling update, a scale-down).
+	CauseRollout Cause = "rollout"
+	// CauseOther: anything else (a pod that crashed or failed readiness without being deleted, the last
+	// endpoint anywhere gone).
+	CauseOther Cause = "other"
+)
+
+// Causes lists every cause: the counters are exported for each from the start.
+var Causes = []Cause{CauseDrain, CauseNodeDeleting, CauseRollout, CauseNodeJoin, CauseOther}
+
+// Facts is what the API view shows of the node and the destination's Service family when it is decided.
+type Facts struct {
+	// Deleting: the Node has a deletionTimestamp or the autoscaler's ToBeDeletedByClusterAutoscaler taint.
+	Deleting bool
+	// Cordoned: the Node's spec.unschedulable.
+	Cordoned bool
+	// LocalStopped counts local endpoints listed as terminating that serve no more; RemoteReady the family's
+	// ready endpoints on other nodes.
+	LocalStopped, RemoteReady int
+}
+
+// CauseOf is the cause the facts give an episode beginning now (node_join is told by the Recorder).
+func CauseOf(f Facts) Cause {
+	switch {
+	case f.Deleting:
+		return CauseNodeDeleting
+	case f.Cordoned:
+		return CauseDrain
+	case f.LocalStopped > 0 && f.RemoteReady > 0:
+		return CauseRollout
+	}
+	return CauseOther
+}
+
+// Key is one destination: the Service's namespace and name, its port's name and protocol, the IP family,
+// the kind of way in, the address ("" for a NodePort) and the port it arrives at.
+type Key struct {
+	Namespace, Service, Port, Protocol, Family, Kind, Address string
+	DestPort                                                  int32
+}
+
+// Observation is one decision of a destination.
+type Observation struct {
+	// Dropped: kube-proxy drops the destination for lack of a local endpoint (the verdict's entry).
+	Dropped bool
+	// InRotation: the verdict has the destination in rotation.
+	InRotation bool
+	// Losing: the verdict found an attempt arriving at the destination since it was dropped.
+	Losing bool
+	// Watched: the arrivals meter counts the destination; Attempts is its count of distinct attempts there
+	// (retransmissions not counted again) and LastSeen its latest arrival. Nothing else of the meter is read.
+	Watched  bool
+	Attempts uint64
+	LastSeen time.Time
+	// Facts tell the cause of an episode beginning with this decision.
+	Facts Facts
+}
+
+// Episode is an open episode.
+type Episode struct {
+	Cause Cause
+	// Start is the decision that found the destination dropped.
+	Start time.Time
+	// Metered: the meter watched the destination when the episode began; its attempts are counted and its
+	// quiet period ends it. Unmetered episodes end when the verdict takes the destination out of rotation.
+	Metered bool
+	// Base is the meter's count at Start; Seen the latest count; Attempts the attempts counted since Start.
+	Base, Seen, Attempts uint64
+	// LastAttempt is the latest attempt after Start (zero: none yet).
+	LastAttempt time.Time
+	// Seconds is how much of the episode is counted in the totals so far.
+	Seconds float64
+	// rebase: carried over a restart; the new meter's count is no continuation of Seen, so its next count is
+	// taken as the base (the attempts while the exporter was down are not counted: never twice).
+	rebase bool
+}
+
+// end is when nothing arriving ends a metered episode.
+func (e *Episode) quietEnd(quiet time.Duration) time.Time {
+	return later(e.Start, e.LastAttempt).Add(quiet)
+}
+
+// seconds is the episode's length so far: to its latest lost attempt where attempts are counted (the quiet
+// period after it is no loss), to now where they are not.
+func (e *Episode) seconds(now time.Time) float64 {
+	if e.Metered {
+		if e.LastAttempt.IsZero() {
+			return 0
+		}
+		return e.LastAttempt.Sub(e.Start).Seconds()
+	}
+	return max(now.Sub(e.Start).Seconds(), 0)
+}
+
+// Totals is what one cause's episodes lost.
+type Totals struct {
+	Seconds  float64
+	Attempts uint64
+	// Episodes counts the episodes that ended.
+	Episodes uint64
+}
+
+// Snapshot is the Recorder's published state: read-only, shared by the States that carry it.
+type Snapshot struct {
+	// Totals has an entry for every cause.
+	Totals map[Cause]Totals
+	// Open counts the episodes under way.
+	Open int
+	// AttemptsCounted: the arrivals meter counts attempts; without it only seconds are counted, and the
+	// attempts counters hold still.
+	AttemptsCounted bool
+}
+
+// dest is what the Recorder keeps of a destination between decisions.
+type dest struct {
+	dropped, in, programmed bool
+	// droppedAt is the decision that found it dropped, dropCount the meter's count then; decided: an episode
+	// began for this drop, or the drop was found outside rotation and no attempt reached it within the quiet
+	// period.
+	droppedAt time.Time
+	dropCount uint64
+	decided   bool
+}
+
+// Recorder keeps the episodes of one node. Not safe for concurrent use: the node model's goroutine owns it.
+type Recorder struct {
+	quiet      time.Duration
+	dests      map[Key]*dest
+	open       map[Key]*Episode
+	totals     map[Cause]Totals
+	programmed bool
+	metered    bool
+}
+
+// NewRecorder returns a Recorder whose metered episodes end after quiet without an attempt.
+func NewRecorder(quiet time.Duration) *Recorder {
+	r := &Recorder{quiet: quiet, dests: map[Key]*dest{}, open: map[Key]*Episode{}, totals: map[Cause]Totals{},
+		programmed: true}
+	for _, c := range Causes {
+		r.totals[c] = Totals{}
+	}
+	return r
+}
+
+// Node takes what the node shows as a whole before the step's decisions: whether kube-proxy programmed any
+// rule here (false while it has none: before its first sync on a joining node), and whether the arrivals
+// meter counts attempts.
+func (r *Recorder) Node(programmed, metered bool) {
+	r.programmed, r.metered = programmed, metered
+}
+
+// Observe takes one decision of destination k at now.
+func (r *Recorder) Observe(now time.Time, k Key, o Observation) {
+	d := r.dests[k]
+	if d == nil {
+		// A destination first seen has no transition to record: dropped from the start is a blackhole (the
+		// verdict's), not an episode.
+		r.dests[k] = &dest{dropped: o.Dropped, in: o.InRotation, programmed: r.programmed, droppedAt: ifTime(o.Dropped, now),
+			dropCount: o.Attempts, decided: o.Dropped}
+		return
+	}
+	if ep := r.open[k]; ep != nil {
+		r.count(ep, o)
+	}
+	switch {
+	case !o.Dropped:
+		if ep := r.open[k]; ep != nil {
+			r.end(k, ep, now)
+		}
+		d.droppedAt, d.decided = time.Time{}, false
+	case !d.dropped:
+		// It stopped forwarding: an episode when it was in rotation, now or at the decision before.
+		d.droppedAt, d.dropCount, d.decided = now, o.Attempts, false
+		if o.InRotation || d.in {
+			cause := CauseOf(o.Facts)
+			if !d.programmed && cause != CauseNodeDeleting && cause != CauseDrain {
+				cause = CauseNodeJoin
+			}
+			r.begin(k, d, now, cause, o)
+		}
+	case !d.decided && r.open[k] == nil:
+		// Dropped while out of rotation: still an episode when attempts reach it within the quiet period
+		// (the load balancer had not taken the node out when its health check failed).
+		if o.Watched && o.Attempts > d.dropCount {
+			if o.Losing && !o.LastSeen.After(d.droppedAt.Add(r.quiet)) {
+				r.begin(k, d, d.droppedAt, CauseOf(o.Facts), Observation{Watched: true, Attempts: d.dropCount})
+				r.count(r.open[k], o)
+			} else {
+				d.decided = true
+			}
+		} else if now.Sub(d.droppedAt) >= r.quiet {
+			d.decided = true
+		}
+	}
+	if ep := r.open[k]; ep != nil && o.Dropped {
+		if !ep.Metered && !o.InRotation {
+			r.end(k, ep, now) // the node left rotation (its health check failed): as far as it can tell, nothing comes
+		} else {
+			r.accrue(ep, now)
+		}
+	}
+	d.dropped, d.in, d.programmed = o.Dropped, o.InRotation, r.programmed
+}
+
+func ifTime(b bool, t time.Time) time.Time {
+	if b {
+		return t
+	}
+	return time.Time{}
+}
+
+func (r *Recorder) begin(k Key, d *dest, start time.Time, cause Cause, o Observation) {
+	d.decided = true
+	r.open[k] = &Episode{Cause: cause, Start: start, Metered: o.Watched && r.metered, Base: o.Attempts, Seen: o.Attempts}
+}
+
+// count takes the meter's latest count into an open metered episode.
+func (r *Recorder) count(ep *Episode, o Observation) {
+	if !ep.Metered || !o.Watched {
+		return
+	}
+	n := o.Attempts
+	if ep.rebase {
+		ep.Seen, ep.rebase = n, false
+		return
+	}
+	if n < ep.Seen {
+		ep.Seen = 0 // the meter watched the destination anew (its count restarted)
+	}
+	if n > ep.Seen && o.LastSeen.After(ep.Start) {
+		ep.Attempts += n - ep.Seen
+		r.add(ep.Cause, 0, n-ep.Seen)
+		ep.LastAttempt = later(ep.LastAttempt, o.LastSeen)
+	}
+	ep.Seen = n
+}
+
+// accrue adds what the episode lasted since it was last counted.
+func (r *Recorder) accrue(ep *Episode, now time.Time) {
+	if s := ep.seconds(now); s > ep.Seconds {
+		r.add(ep.Cause, s-ep.Seconds, 0)
+		ep.Seconds = s
+	}
+}
+
+func (r *Recorder) add(c Cause, seconds float64, attempts uint64) {
+	t := r.totals[c]
+	t.Seconds += seconds
+	t.Attempts += attempts
+	r.totals[c] = t
+}
+
+func (r *Recorder) end(k Key, ep *Episode, now time.Time) {
+	r.accrue(ep, now)
+	t := r.totals[ep.Cause]
+	t.Episodes++
+	r.totals[ep.Cause] = t
+	delete(r.open, k)
+}
+
+// Advance ends the metered episodes whose quiet period passed without an attempt, and counts the unmetered
+// ones' seconds to now. The model calls it at every step, before its decisions.
+func (r *Recorder) Advance(now time.Time) {
+	for _, k := range r.sortedOpen() {
+		ep := r.open[k]
+		if ep.Metered && !now.Before(ep.quietEnd(r.quiet)) {
+			r.end(k, ep, now)
+			continue
+		}
+		r.accrue(ep, now)
+	}
+}
+
+// Forget ends the episodes of the destinations keep does not hold (a Service deleted, no longer Local, an
+// address gone), at now, and forgets them.
+func (r *Recorder) Forget(now time.Time, keep func(Key) bool) {
+	for k := range r.dests {
+		if keep(k) {
+			continue
+		}
+		if ep := r.open[k]; ep != nil {
+			r.end(k, ep, now)
+		}
+		delete(r.dests, k)
+	}
+}
+
+// Next is when the earliest metered episode's quiet period ends (zero: none open): the model's timer.
+func (r *Recorder) Next() time.Time {
+	var next time.Time
+	for _, ep := range r.open {
+		if !ep.Metered {
+			continue
+		}
+		if t := ep.quietEnd(r.quiet); next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	return next
+}
+
+// Open returns the episode under way at k.
+func (r *Recorder) Open(k Key) (Episode, bool) {
+	ep, ok := r.open[k]
+	if !ok {
+		return Episode{}, false
+	}
+	return *ep, true
+}
+
+// Snapshot copies what the Recorder published.
+func (r *Recorder) Snapshot() *Snapshot {
+	return &Snapshot{Totals: maps.Clone(r.totals), Open: len(r.open), AttemptsCounted: r.metered}
+}
+
+func (r *Recorder) sortedOpen() []Key {
+	keys := slices.Collect(maps.Keys(r.open))
+	slices.SortFunc(keys, compareKeys)
+	return keys
+}
+
+func compareKeys(a, b Key) int {
+	for _, c := range [][2]string{{a.Namespace, b.Namespace}, {a.Service, b.Service}, {a.Port, b.Port}, {a.Protocol, b.Protocol},
+		{a.Family, b.Family}, {a.Kind, b.Kind}, {a.Address, b.Address}} {
+		if c[0] != c[1] {
+			if c[0] < c[1] {
+				return -1
+			}
+			return 1
+		}
+	}
+	return int(a.DestPort) - int(b.DestPort)
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

@@ -1,0 +1,63 @@
+package exposure
+
+import (
+	"maps"
+	"time"
+)
+
+// Saved is what the state file carries of a Recorder over an exporter restart: the totals, so that the
+// counters continue rather than start again, and the open episodes, so that one under way is neither lost
+// nor begun twice. Times are wall-clock Unix nanoseconds, as the rest of the state file's.
+type Saved struct {
+	Totals map[Cause]Totals `json:"totals"`
+	Open   []SavedEpisode   `json:"open,omitempty"`
+}
+
+// SavedEpisode is one open episode.
+type SavedEpisode struct {
+	Key         Key     `json:"key"`
+	Cause       Cause   `json:"cause"`
+	Start       int64   `json:"start_unix_nano"`
+	Metered     bool    `json:"metered,omitempty"`
+	Attempts    uint64  `json:"attempts,omitempty"`
+	LastAttempt int64   `json:"last_attempt_unix_nano,omitempty"`
+	Seconds     float64 `json:"seconds,omitempty"`
+}
+
+// Save copies what a restart must carry over.
+func (r *Recorder) Save() Saved {
+	s := Saved{Totals: maps.Clone(r.totals)}
+	for _, k := range r.sortedOpen() {
+		ep := r.open[k]
+		se := SavedEpisode{Key: k, Cause: ep.Cause, Start: ep.Start.UnixNano(), Metered: ep.Metered, Attempts: ep.Attempts,
+			Seconds: ep.Seconds}
+		if !ep.LastAttempt.IsZero() {
+			se.LastAttempt = ep.LastAttempt.UnixNano()
+		}
+		s.Open = append(s.Open, se)
+	}
+	return s
+}
+
+// Restore takes over what an earlier process saved, before the first decision. Causes it does not know are
+// dropped (a file written by another version). An episode restored resumes: its destination counts as
+// dropped and in rotation until the first decision says otherwise, which ends it then.
+func (r *Recorder) Restore(s Saved) {
+	for c, t := range s.Totals {
+		if _, ok := r.totals[c]; ok {
+			r.totals[c] = t
+		}
+	}
+	for _, se := range s.Open {
+		if _, ok := r.totals[se.Cause]; !ok || se.Start == 0 {
+			continue
+		}
+		ep := &Episode{Cause: se.Cause, Start: time.Unix(0, se.Start), Metered: se.Metered, Attempts: se.Attempts,
+			Seconds: se.Seconds, rebase: true}
+		if se.LastAttempt != 0 {
+			ep.LastAttempt = time.Unix(0, se.LastAttempt)
+		}
+		r.open[se.Key] = ep
+		r.dests[se.Key] = &dest{dropped: true, in: true, programmed: true, droppedAt: ep.Start, decided: true}
+	}
+}
