@@ -130,10 +130,49 @@ type Totals struct {
 	Episodes uint64
 }
 
+// Buckets are the upper bounds of the episodes' histogram, in seconds: from a second (a load balancer that
+// checks every second and drains at the first failure) to ten minutes (a drain that waits for its pods'
+// grace periods, or no health check at all). An episode longer lands in +Inf.
+var Buckets = []float64{1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600}
+
+// Histogram is the ended episodes' lengths: Counts[i] those of at most Buckets[i] seconds (not cumulative),
+// Counts[len(Buckets)] the longer ones.
+type Histogram struct {
+	Counts []uint64 `json:"counts"`
+	Sum    float64  `json:"sum"`
+	Count  uint64   `json:"count"`
+}
+
+func (h *Histogram) observe(seconds float64) {
+	if len(h.Counts) != len(Buckets)+1 {
+		h.Counts = make([]uint64, len(Buckets)+1)
+	}
+	i, _ := slices.BinarySearch(Buckets, seconds)
+	h.Counts[i]++
+	h.Sum += seconds
+	h.Count++
+}
+
+// Cumulative is the histogram as Prometheus exposes it: by upper bound, the episodes of at most that many
+// seconds (+Inf is Count).
+func (h Histogram) Cumulative() map[float64]uint64 {
+	out := make(map[float64]uint64, len(Buckets))
+	n := uint64(0)
+	for i, b := range Buckets {
+		if i < len(h.Counts) {
+			n += h.Counts[i]
+		}
+		out[b] = n
+	}
+	return out
+}
+
 // Snapshot is the Recorder's published state: read-only, shared by the States that carry it.
 type Snapshot struct {
 	// Totals has an entry for every cause.
 	Totals map[Cause]Totals
+	// Episodes is the ended episodes' lengths (what the totals counted of each).
+	Episodes Histogram
 	// Open counts the episodes under way.
 	Open int
 	// AttemptsCounted: the arrivals meter counts attempts; without it only seconds are counted, and the
@@ -158,6 +197,7 @@ type Recorder struct {
 	dests      map[Key]*dest
 	open       map[Key]*Episode
 	totals     map[Cause]Totals
+	hist       Histogram
 	programmed bool
 	metered    bool
 }
@@ -285,6 +325,7 @@ func (r *Recorder) end(k Key, ep *Episode, now time.Time) {
 	t := r.totals[ep.Cause]
 	t.Episodes++
 	r.totals[ep.Cause] = t
+	r.hist.observe(ep.Seconds)
 	delete(r.open, k)
 }
 
@@ -340,7 +381,9 @@ func (r *Recorder) Open(k Key) (Episode, bool) {
 
 // Snapshot copies what the Recorder published.
 func (r *Recorder) Snapshot() *Snapshot {
-	return &Snapshot{Totals: maps.Clone(r.totals), Open: len(r.open), AttemptsCounted: r.metered}
+	h := r.hist
+	h.Counts = slices.Clone(h.Counts)
+	return &Snapshot{Totals: maps.Clone(r.totals), Episodes: h, Open: len(r.open), AttemptsCounted: r.metered}
 }
 
 func (r *Recorder) sortedOpen() []Key {

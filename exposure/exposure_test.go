@@ -72,6 +72,9 @@ func TestPodFailingReadinessOnSIGTERM(t *testing.T) {
 		t.Fatal("still open after the quiet period")
 	}
 	wantTotals(t, r, CauseRollout, 3.5, 10, 1)
+	if h := r.Snapshot().Episodes; h.Count != 1 || h.Sum != 3.5 || h.Cumulative()[2.5] != 0 || h.Cumulative()[5] != 1 {
+		t.Errorf("episodes histogram = %+v, want the one of 3.5 s in the 5 s bucket", h)
+	}
 }
 
 // kube-proxy's serving-terminating fallback keeps forwarding to a terminating pod that still serves while its
@@ -157,6 +160,17 @@ func TestRestartMidEpisode(t *testing.T) {
 	wantTotals(t, n, CauseDrain, 11, 19, 1)
 	if n.Snapshot().Open != 0 {
 		t.Error("the restored episode did not end")
+	}
+	// The histogram carries over too: a second restart keeps the ended episode.
+	b, _ = json.Marshal(n.Save())
+	var ended Saved
+	if err := json.Unmarshal(b, &ended); err != nil {
+		t.Fatal(err)
+	}
+	again := metered()
+	again.Restore(ended)
+	if h := again.Snapshot().Episodes; h.Count != 1 || h.Sum != 11 || h.Cumulative()[10] != 0 || h.Cumulative()[20] != 1 {
+		t.Errorf("restored histogram = %+v", h)
 	}
 	// A restored episode whose destination forwards again at the first decision ends there.
 	m := metered()

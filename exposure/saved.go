@@ -2,6 +2,7 @@ package exposure
 
 import (
 	"maps"
+	"slices"
 	"time"
 )
 
@@ -9,8 +10,9 @@ import (
 // counters continue rather than start again, and the open episodes, so that one under way is neither lost
 // nor begun twice. Times are wall-clock Unix nanoseconds, as the rest of the state file's.
 type Saved struct {
-	Totals map[Cause]Totals `json:"totals"`
-	Open   []SavedEpisode   `json:"open,omitempty"`
+	Totals   map[Cause]Totals `json:"totals"`
+	Episodes Histogram        `json:"episodes"`
+	Open     []SavedEpisode   `json:"open,omitempty"`
 }
 
 // SavedEpisode is one open episode.
@@ -26,7 +28,8 @@ type SavedEpisode struct {
 
 // Save copies what a restart must carry over.
 func (r *Recorder) Save() Saved {
-	s := Saved{Totals: maps.Clone(r.totals)}
+	s := Saved{Totals: maps.Clone(r.totals), Episodes: r.hist}
+	s.Episodes.Counts = slices.Clone(r.hist.Counts)
 	for _, k := range r.sortedOpen() {
 		ep := r.open[k]
 		se := SavedEpisode{Key: k, Cause: ep.Cause, Start: ep.Start.UnixNano(), Metered: ep.Metered, Attempts: ep.Attempts,
@@ -47,6 +50,10 @@ func (r *Recorder) Restore(s Saved) {
 		if _, ok := r.totals[c]; ok {
 			r.totals[c] = t
 		}
+	}
+	if len(s.Episodes.Counts) == len(Buckets)+1 {
+		r.hist = s.Episodes
+		r.hist.Counts = slices.Clone(s.Episodes.Counts)
 	}
 	for _, se := range s.Open {
 		if _, ok := r.totals[se.Cause]; !ok || se.Start == 0 {
