@@ -193,8 +193,10 @@ type dest struct {
 
 // Recorder keeps the episodes of one node. Not safe for concurrent use: the node model's goroutine owns it.
 type Recorder struct {
-	quiet      time.Duration
-	dests      map[Key]*dest
+	quiet time.Duration
+	// dests are the destinations by Service (namespace and name), so that a Service's decision or removal
+	// touches its own alone.
+	dests      map[[2]string]map[Key]*dest
 	open       map[Key]*Episode
 	totals     map[Cause]Totals
 	hist       Histogram
@@ -204,7 +206,7 @@ type Recorder struct {
 
 // NewRecorder returns a Recorder whose metered episodes end after quiet without an attempt.
 func NewRecorder(quiet time.Duration) *Recorder {
-	r := &Recorder{quiet: quiet, dests: map[Key]*dest{}, open: map[Key]*Episode{}, totals: map[Cause]Totals{},
+	r := &Recorder{quiet: quiet, dests: map[[2]string]map[Key]*dest{}, open: map[Key]*Episode{}, totals: map[Cause]Totals{},
 		programmed: true}
 	for _, c := range Causes {
 		r.totals[c] = Totals{}
@@ -219,13 +221,51 @@ func (r *Recorder) Node(programmed, metered bool) {
 	r.programmed, r.metered = programmed, metered
 }
 
-// Observe takes one decision of destination k at now.
+func serviceOf(k Key) [2]string { return [2]string{k.Namespace, k.Service} }
+
+// Decided takes one decision of a Service at now: obs has every destination it has. Its destinations
+// missing from obs are gone (an address removed, a port renamed): their episodes end now.
+func (r *Recorder) Decided(now time.Time, namespace, name string, obs map[Key]Observation) {
+	for _, k := range sortedKeys(obs) {
+		r.Observe(now, k, obs[k])
+	}
+	for k := range r.dests[[2]string{namespace, name}] {
+		if _, ok := obs[k]; !ok {
+			r.forget(now, k)
+		}
+	}
+}
+
+// Gone ends the episodes of a Service that is gone (deleted, no longer Local) at now, and forgets it.
+func (r *Recorder) Gone(now time.Time, namespace, name string) {
+	for k := range r.dests[[2]string{namespace, name}] {
+		r.forget(now, k)
+	}
+}
+
+func (r *Recorder) forget(now time.Time, k Key) {
+	if ep := r.open[k]; ep != nil {
+		r.end(k, ep, now)
+	}
+	svc := r.dests[serviceOf(k)]
+	delete(svc, k)
+	if len(svc) == 0 {
+		delete(r.dests, serviceOf(k))
+	}
+}
+
+// Observe takes one decision of destination k at now (Decided takes a whole Service's).
 func (r *Recorder) Observe(now time.Time, k Key, o Observation) {
-	d := r.dests[k]
+	svc := r.dests[serviceOf(k)]
+	if svc == nil {
+		svc = map[Key]*dest{}
+		r.dests[serviceOf(k)] = svc
+	}
+	d := svc[k]
 	if d == nil {
 		// A destination first seen has no transition to record: dropped from the start is a blackhole (the
 		// verdict's), not an episode.
-		r.dests[k] = &dest{dropped: o.Dropped, in: o.InRotation, programmed: r.programmed, droppedAt: ifTime(o.Dropped, now),
+		svc[k] = &dest{dropped: o.Dropped, in: o.InRotation, programmed: r.programmed, droppedAt: ifTime(o.Dropped, now),
 			dropCount: o.Attempts, decided: o.Dropped}
 		return
 	}
@@ -342,20 +382,6 @@ func (r *Recorder) Advance(now time.Time) {
 	}
 }
 
-// Forget ends the episodes of the destinations keep does not hold (a Service deleted, no longer Local, an
-// address gone), at now, and forgets them.
-func (r *Recorder) Forget(now time.Time, keep func(Key) bool) {
-	for k := range r.dests {
-		if keep(k) {
-			continue
-		}
-		if ep := r.open[k]; ep != nil {
-			r.end(k, ep, now)
-		}
-		delete(r.dests, k)
-	}
-}
-
 // Next is when the earliest metered episode's quiet period ends (zero: none open): the model's timer.
 func (r *Recorder) Next() time.Time {
 	var next time.Time
@@ -386,8 +412,11 @@ func (r *Recorder) Snapshot() *Snapshot {
 	return &Snapshot{Totals: maps.Clone(r.totals), Episodes: h, Open: len(r.open), AttemptsCounted: r.metered}
 }
 
-func (r *Recorder) sortedOpen() []Key {
-	keys := slices.Collect(maps.Keys(r.open))
+func (r *Recorder) sortedOpen() []Key { return sortedKeys(r.open) }
+
+// sortedKeys orders a map's keys, so that what is counted never depends on a map's order.
+func sortedKeys[V any](m map[Key]V) []Key {
+	keys := slices.Collect(maps.Keys(m))
 	slices.SortFunc(keys, compareKeys)
 	return keys
 }

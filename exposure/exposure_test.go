@@ -254,9 +254,20 @@ func TestNoTransitionNoEpisode(t *testing.T) {
 	r.Observe(at(2), lbIP, served(true, 0, time.Time{}))
 	r.Observe(at(3), lbIP, dropped(true, 0, time.Time{}, Facts{}))
 	r.Observe(at(5), lbIP, dropped(true, 2, at(5), Facts{}))
-	r.Forget(at(6), func(k Key) bool { return k != lbIP })
+	// The Service's load balancer IP changes: its decision has the NodePort alone.
+	r.Decided(at(6), "shop", "web", map[Key]Observation{port: dropped(true, 9, at(1), Facts{})})
 	wantTotals(t, r, CauseOther, 2, 2, 1)
 	if r.Snapshot().Open != 0 {
-		t.Error("a forgotten destination's episode is still open")
+		t.Error("a removed destination's episode is still open")
+	}
+	// A Service gone ends its episodes.
+	r.Observe(at(7), lbIP, served(true, 0, time.Time{}))
+	r.Observe(at(8), lbIP, dropped(true, 0, time.Time{}, Facts{}))
+	r.Gone(at(9), "shop", "web")
+	if r.Snapshot().Open != 0 || r.Snapshot().Totals[CauseOther].Episodes != 2 {
+		t.Errorf("after the Service went: %+v", r.Snapshot())
+	}
+	if len(r.dests) != 0 {
+		t.Errorf("the Service gone is still kept: %v", r.dests)
 	}
 }

@@ -65,6 +65,9 @@ func (r *Recorder) Restore(s Saved) {
 			ep.LastAttempt = time.Unix(0, se.LastAttempt)
 		}
 		r.open[se.Key] = ep
-		r.dests[se.Key] = &dest{dropped: true, in: true, programmed: true, droppedAt: ep.Start, decided: true}
+		if r.dests[serviceOf(se.Key)] == nil {
+			r.dests[serviceOf(se.Key)] = map[Key]*dest{}
+		}
+		r.dests[serviceOf(se.Key)][se.Key] = &dest{dropped: true, in: true, programmed: true, droppedAt: ep.Start, decided: true}
 	}
 }
