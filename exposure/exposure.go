@@ -78,7 +78,8 @@ type Observation struct {
 	// Losing: the verdict found an attempt arriving at the destination since it was dropped.
 	Losing bool
 	// Watched: the arrivals meter counts the destination; Attempts is its count of distinct attempts there
-	// (retransmissions not counted again) and LastSeen its latest arrival. Nothing else of the meter is read.
+	// (retransmissions not counted again; it only grows while the meter watches the destination) and LastSeen
+	// its latest client's arrival (a health checker's set aside). Nothing else of the meter is read.
 	Watched  bool
 	Attempts uint64
 	LastSeen time.Time
@@ -337,7 +338,9 @@ func (r *Recorder) count(ep *Episode, o Observation) {
 	if n < ep.Seen {
 		ep.Seen = 0 // the meter watched the destination anew (its count restarted)
 	}
-	if n > ep.Seen && o.LastSeen.After(ep.Start) {
+	// Growth counts only with a newer arrival: where the meter sets a checker's probes aside, LastSeen is the
+	// clients' latest, and a count that grew by probes alone is no loss.
+	if n > ep.Seen && o.LastSeen.After(later(ep.Start, ep.LastAttempt)) {
 		ep.Attempts += n - ep.Seen
 		r.add(ep.Cause, 0, n-ep.Seen)
 		ep.LastAttempt = later(ep.LastAttempt, o.LastSeen)

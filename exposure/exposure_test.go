@@ -271,3 +271,19 @@ func TestNoTransitionNoEpisode(t *testing.T) {
 		t.Errorf("the Service gone is still kept: %v", r.dests)
 	}
 }
+
+// Where the meter sets a traffic-port checker's probes aside, the clients' latest arrival is what moves an
+// episode on: a count grown by probes alone counts nothing, nor keeps the episode open.
+func TestCheckerProbesAreNoLoss(t *testing.T) {
+	r := metered()
+	r.Observe(at(0), port, served(true, 0, time.Time{}))
+	r.Observe(at(1), port, dropped(true, 0, time.Time{}, rolling))
+	r.Observe(at(2), port, dropped(true, 2, at(2), rolling))
+	r.Observe(at(30), port, dropped(true, 9, at(2), rolling)) // probes every few seconds, no client
+	if ep, _ := r.Open(port); ep.Attempts != 2 || !r.Next().Equal(at(2).Add(quiet)) {
+		t.Errorf("episode %+v, next %v: the probes counted", ep, r.Next())
+	}
+	r.Observe(at(31), port, dropped(true, 11, at(31), rolling))
+	r.Advance(at(31).Add(quiet))
+	wantTotals(t, r, CauseRollout, 30, 4, 1)
+}
