@@ -152,7 +152,7 @@ func TestRestartMidEpisode(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := metered()
-	n.Restore(saved)
+	n.Restore(saved, true)
 	wantTotals(t, n, CauseDrain, 3, 15, 0)
 	n.Observe(at(10), port, dropped(true, 40, at(9), Facts{Cordoned: true})) // the new meter's count, restored run and all
 	n.Observe(at(12), port, dropped(true, 44, at(12), Facts{Cordoned: true}))
@@ -168,15 +168,22 @@ func TestRestartMidEpisode(t *testing.T) {
 		t.Fatal(err)
 	}
 	again := metered()
-	again.Restore(ended)
+	again.Restore(ended, true)
 	if h := again.Snapshot().Episodes; h.Count != 1 || h.Sum != 11 || h.Cumulative()[10] != 0 || h.Cumulative()[20] != 1 {
 		t.Errorf("restored histogram = %+v", h)
 	}
 	// A restored episode whose destination forwards again at the first decision ends there.
 	m := metered()
-	m.Restore(saved)
+	m.Restore(saved, true)
 	m.Observe(at(10), port, served(true, 0, time.Time{}))
 	wantTotals(t, m, CauseDrain, 3, 15, 1)
+	// A file older than the quiet period: nobody looked meanwhile, the episode ends as it was counted.
+	stale := metered()
+	stale.Restore(saved, false)
+	wantTotals(t, stale, CauseDrain, 3, 15, 1)
+	if stale.Snapshot().Open != 0 || stale.Snapshot().Episodes.Count != 1 {
+		t.Errorf("a stale file's episode resumed: %+v", stale.Snapshot())
+	}
 }
 
 // Without the meter, episodes come from the rules and the API view alone: an episode lasts while the verdict

@@ -43,9 +43,11 @@ func (r *Recorder) Save() Saved {
 }
 
 // Restore takes over what an earlier process saved, before the first decision. Causes it does not know are
-// dropped (a file written by another version). An episode restored resumes: its destination counts as
-// dropped and in rotation until the first decision says otherwise, which ends it then.
-func (r *Recorder) Restore(s Saved) {
+// dropped (a file written by another version). An episode restored resumes when fresh (the file is younger
+// than the quiet period): its destination counts as dropped and in rotation until the first decision says
+// otherwise, which ends it then. Otherwise nobody looked for longer than an episode's quiet end: it ends as
+// it was counted.
+func (r *Recorder) Restore(s Saved, fresh bool) {
 	for c, t := range s.Totals {
 		if _, ok := r.totals[c]; ok {
 			r.totals[c] = t
@@ -63,6 +65,13 @@ func (r *Recorder) Restore(s Saved) {
 			Seconds: se.Seconds, rebase: true}
 		if se.LastAttempt != 0 {
 			ep.LastAttempt = time.Unix(0, se.LastAttempt)
+		}
+		if !fresh {
+			t := r.totals[ep.Cause]
+			t.Episodes++
+			r.totals[ep.Cause] = t
+			r.hist.observe(ep.Seconds)
+			continue
 		}
 		r.open[se.Key] = ep
 		if r.dests[serviceOf(se.Key)] == nil {

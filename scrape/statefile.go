@@ -14,12 +14,14 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/localtraffic/localtraffic-exporter/exposure"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
 	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
@@ -112,6 +114,10 @@ type restoredState struct {
 	runs          map[arrivals.Dest]arrivals.Run
 	dropped       map[verdict.Destination]time.Time
 	kubeProxySeen time.Time // zero: not within kubeProxySeenHorizon
+	// exposure is the exposure recorder's state; exposureFresh: the file is younger than the horizon, so its
+	// open episodes resume.
+	exposure      *exposure.Saved
+	exposureFresh bool
 }
 
 // The file: a versioned envelope around the state and its checksum. The checksum covers the state's bytes as
@@ -129,6 +135,8 @@ type stateBody struct {
 	KubeProxySeenAt int64          `json:"kube_proxy_seen_at_unix_nano,omitempty"`
 	Runs            []runEntry     `json:"runs"`
 	Dropped         []droppedEntry `json:"dropped"`
+	// Exposure is the exposure recorder's totals and open episodes (absent in files of exporters before it).
+	Exposure *exposure.Saved `json:"exposure,omitempty"`
 }
 
 // runEntry is one destination's arrivals (arrivals.Run). Address 0.0.0.0 or :: is the node's own addresses
@@ -294,6 +302,13 @@ func (b stateBody) restore(horizon time.Duration, now time.Time) (*restoredState
 	if seen := time.Unix(0, b.KubeProxySeenAt); b.KubeProxySeenAt > 0 && seen.After(now.Add(-kubeProxySeenHorizon)) {
 		rs.kubeProxySeen = seen
 	}
+	if b.Exposure != nil {
+		if len(b.Exposure.Open) > maxStateEntries {
+			return nil, fmt.Errorf("state file holds %d open exposure episodes, more than the %d this exporter writes",
+				len(b.Exposure.Open), maxStateEntries)
+		}
+		rs.exposure, rs.exposureFresh = b.Exposure, fresh
+	}
 	return rs, nil
 }
 
@@ -421,7 +436,7 @@ func (s *StateFile) offer(b stateBody, force bool) {
 
 func (b stateBody) sameAs(o stateBody) bool {
 	return b.KubeProxySeenAt == o.KubeProxySeenAt && slices.EqualFunc(b.Runs, o.Runs, runEntry.equal) &&
-		slices.Equal(b.Dropped, o.Dropped)
+		slices.Equal(b.Dropped, o.Dropped) && reflect.DeepEqual(b.Exposure, o.Exposure)
 }
 
 // equal: r and o hold the same run (runEntry is not comparable: its Checkers).
@@ -509,6 +524,9 @@ func (g *Gatherer) restoreState(rs *restoredState) {
 	if r, ok := g.cfg.Meter.(ArrivalsRestorer); ok && len(rs.runs) > 0 {
 		r.Restore(rs.runs)
 	}
+	if rs.exposure != nil {
+		g.exposure.restore(*rs.exposure, rs.exposureFresh)
+	}
 }
 
 // ArrivalsRestorer is a meter that can continue runs an earlier one counted (*arrivals.Meter).
@@ -567,6 +585,7 @@ func (g *Gatherer) stateBody(snap *arrivals.Snapshot, horizon time.Duration) sta
 	if at := g.kubeProxy.last.Load(); at > 0 {
 		b.KubeProxySeenAt = at
 	}
+	b.Exposure = g.exposure.save()
 	if snap == nil || snap.Status != arrivals.StatusOK {
 		return b
 	}
