@@ -142,7 +142,7 @@ func TestParseOptionsGoodValues(t *testing.T) {
 		internalCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/56")},
 		selection: collector.Selection{RulesPerPort: true, Enabled: map[string]bool{"services": true, "service_details": true,
 			"kube_proxy": true, "node": true, "informers": true, "rules": true, "dataplane": false, "arrivals": true,
-			"service_arrivals": false, "state_file": true, "announcers": true}},
+			"service_arrivals": false, "state_file": true, "announcers": true, "exposure": true}},
 	}
 	if !reflect.DeepEqual(o, want) {
 		t.Errorf("\n got %+v\nwant %+v", o, want)
