@@ -83,6 +83,10 @@ type Observation struct {
 	Watched  bool
 	Attempts uint64
 	LastSeen time.Time
+	// Source is what decided Dropped (the verdict's: kube-proxy's rules, or the API view where they cannot be
+	// read). A decision from another source than the one before tells no transition: the exporter's first read
+	// of the rules, or a failed read, is no change on the node.
+	Source string
 	// Facts tell the cause of an episode beginning with this decision.
 	Facts Facts
 }
@@ -184,6 +188,7 @@ type Snapshot struct {
 // dest is what the Recorder keeps of a destination between decisions.
 type dest struct {
 	dropped, in, programmed bool
+	source                  string
 	// droppedAt is the decision that found it dropped, dropCount the meter's count then; decided: an episode
 	// began for this drop, or the drop was found outside rotation and no attempt reached it within the quiet
 	// period.
@@ -266,8 +271,14 @@ func (r *Recorder) Observe(now time.Time, k Key, o Observation) {
 	if d == nil {
 		// A destination first seen has no transition to record: dropped from the start is a blackhole (the
 		// verdict's), not an episode.
-		svc[k] = &dest{dropped: o.Dropped, in: o.InRotation, programmed: r.programmed, droppedAt: ifTime(o.Dropped, now),
-			dropCount: o.Attempts, decided: o.Dropped}
+		svc[k] = &dest{dropped: o.Dropped, in: o.InRotation, programmed: r.programmed, source: o.Source,
+			droppedAt: ifTime(o.Dropped, now), dropCount: o.Attempts, decided: o.Dropped}
+		return
+	}
+	if d.source != o.Source && o.Dropped && !d.dropped {
+		// Dropped by another source's reading, not by a change on the node: taken as it is, as a first sight.
+		d.droppedAt, d.dropCount, d.decided = now, o.Attempts, true
+		d.dropped, d.in, d.programmed, d.source = o.Dropped, o.InRotation, r.programmed, o.Source
 		return
 	}
 	if ep := r.open[k]; ep != nil {
@@ -310,7 +321,7 @@ func (r *Recorder) Observe(now time.Time, k Key, o Observation) {
 			r.accrue(ep, now)
 		}
 	}
-	d.dropped, d.in, d.programmed = o.Dropped, o.InRotation, r.programmed
+	d.dropped, d.in, d.programmed, d.source = o.Dropped, o.InRotation, r.programmed, o.Source
 }
 
 func ifTime(b bool, t time.Time) time.Time {

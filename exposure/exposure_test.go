@@ -294,3 +294,22 @@ func TestCheckerProbesAreNoLoss(t *testing.T) {
 	r.Advance(at(31).Add(quiet))
 	wantTotals(t, r, CauseRollout, 30, 4, 1)
 }
+
+// The exporter's first read of kube-proxy's rules (or a failed read) changes what decides a drop, not the node:
+// a destination the API view counted served and the rules find dropped is no episode; a drop the rules then
+// see after serving is one.
+func TestSourceChangeIsNoTransition(t *testing.T) {
+	r := metered()
+	from := func(source string, o Observation) Observation { o.Source = source; return o }
+	r.Observe(at(0), port, from("api", served(true, 0, time.Time{})))
+	r.Observe(at(1), port, from("rules", dropped(true, 0, time.Time{}, rolling)))
+	r.Observe(at(2), port, from("rules", dropped(true, 3, at(2), rolling)))
+	if r.Snapshot().Open != 0 {
+		t.Fatal("the rules' first read began an episode")
+	}
+	r.Observe(at(3), port, from("rules", served(true, 3, at(2))))
+	r.Observe(at(4), port, from("rules", dropped(true, 3, at(2), rolling)))
+	if r.Snapshot().Open != 1 {
+		t.Error("a drop the rules saw after serving began no episode")
+	}
+}

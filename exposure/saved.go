@@ -18,6 +18,7 @@ type Saved struct {
 // SavedEpisode is one open episode.
 type SavedEpisode struct {
 	Key         Key     `json:"key"`
+	Source      string  `json:"source,omitempty"`
 	Cause       Cause   `json:"cause"`
 	Start       int64   `json:"start_unix_nano"`
 	Metered     bool    `json:"metered,omitempty"`
@@ -32,7 +33,7 @@ func (r *Recorder) Save() Saved {
 	s.Episodes.Counts = slices.Clone(r.hist.Counts)
 	for _, k := range r.sortedOpen() {
 		ep := r.open[k]
-		se := SavedEpisode{Key: k, Cause: ep.Cause, Start: ep.Start.UnixNano(), Metered: ep.Metered, Attempts: ep.Attempts,
+		se := SavedEpisode{Key: k, Source: r.dests[serviceOf(k)][k].source, Cause: ep.Cause, Start: ep.Start.UnixNano(), Metered: ep.Metered, Attempts: ep.Attempts,
 			Seconds: ep.Seconds}
 		if !ep.LastAttempt.IsZero() {
 			se.LastAttempt = ep.LastAttempt.UnixNano()
@@ -77,6 +78,7 @@ func (r *Recorder) Restore(s Saved, fresh bool) {
 		if r.dests[serviceOf(se.Key)] == nil {
 			r.dests[serviceOf(se.Key)] = map[Key]*dest{}
 		}
-		r.dests[serviceOf(se.Key)][se.Key] = &dest{dropped: true, in: true, programmed: true, droppedAt: ep.Start, decided: true}
+		r.dests[serviceOf(se.Key)][se.Key] = &dest{dropped: true, in: true, programmed: true, source: se.Source,
+			droppedAt: ep.Start, decided: true}
 	}
 }

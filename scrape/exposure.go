@@ -45,7 +45,8 @@ func (x *exposureTracker) decided(p *pass, node kubeview.NodeState, r *ServiceRe
 			RemoteReady: fam.RemoteReady}
 		for _, e := range fv.Entries {
 			d := e.Destination
-			o := exposure.Observation{Dropped: e.Dropped, InRotation: e.Rotation == verdict.In, Losing: e.Losing, Facts: facts}
+			o := exposure.Observation{Dropped: e.Dropped, InRotation: e.Rotation == verdict.In, Losing: e.Losing,
+				Source: string(fv.Source), Facts: facts}
 			if c, ok := meterCount(p, d); ok {
 				o.Watched, o.Attempts, o.LastSeen = true, c.Attempts-min(c.Retransmits, c.Attempts), c.LastSeen
 				if c.SetAside {
