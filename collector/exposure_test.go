@@ -1,12 +1,9 @@
 package collector
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/localtraffic/localtraffic-exporter/exposure"
 	"github.com/localtraffic/localtraffic-exporter/scrape"
@@ -29,16 +26,7 @@ func TestExposureSeries(t *testing.T) {
 		t.Fatal(err)
 	}
 	exp := NewExporter(discard(), fixedState{st}, NewExposure()).WithNode("node-1").WithFilter(noDurations)
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(exp.Bind(context.Background()))
-	viaRegistry, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, got := encode(t, viaRegistry), encode(t, gatherText(t, exp))
-	if got != want {
-		t.Errorf("direct exposition differs from the registry's\n--- registry\n%s\n--- direct\n%s", want, got)
-	}
+	got := sameViaRegistry(t, exp)
 	for _, line := range []string{
 		`localtraffic_exposure_seconds_total{cause="drain",node="node-1"} 7`,
 		`localtraffic_exposure_seconds_total{cause="rollout",node="node-1"} 0`,
