@@ -99,8 +99,8 @@ type Episode struct {
 	// Metered: the meter watched the destination when the episode began; its attempts are counted and its
 	// quiet period ends it. Unmetered episodes end when the verdict takes the destination out of rotation.
 	Metered bool
-	// Base is the meter's count at Start; Seen the latest count; Attempts the attempts counted since Start.
-	Base, Seen, Attempts uint64
+	// Seen is the meter's latest count; Attempts the attempts counted since Start.
+	Seen, Attempts uint64
 	// LastAttempt is the latest attempt after Start (zero: none yet).
 	LastAttempt time.Time
 	// Seconds is how much of the episode is counted in the totals so far.
@@ -110,7 +110,7 @@ type Episode struct {
 	rebase bool
 }
 
-// end is when nothing arriving ends a metered episode.
+// quietEnd is when nothing arriving ends a metered episode.
 func (e *Episode) quietEnd(quiet time.Duration) time.Time {
 	return later(e.Start, e.LastAttempt).Add(quiet)
 }
@@ -185,6 +185,12 @@ type Snapshot struct {
 	AttemptsCounted bool
 }
 
+// destEntry is a destination and what the Recorder keeps of it.
+type destEntry struct {
+	key Key
+	dest
+}
+
 // dest is what the Recorder keeps of a destination between decisions.
 type dest struct {
 	dropped, in, programmed bool
@@ -201,8 +207,8 @@ type dest struct {
 type Recorder struct {
 	quiet time.Duration
 	// dests are the destinations by Service (namespace and name), so that a Service's decision or removal
-	// touches its own alone.
-	dests      map[[2]string]map[Key]*dest
+	// touches its own alone: a few each, a slice (a map per Service cost three times the memory).
+	dests      map[[2]string][]destEntry
 	open       map[Key]*Episode
 	totals     map[Cause]Totals
 	hist       Histogram
@@ -212,7 +218,7 @@ type Recorder struct {
 
 // NewRecorder returns a Recorder whose metered episodes end after quiet without an attempt.
 func NewRecorder(quiet time.Duration) *Recorder {
-	r := &Recorder{quiet: quiet, dests: map[[2]string]map[Key]*dest{}, open: map[Key]*Episode{}, totals: map[Cause]Totals{},
+	r := &Recorder{quiet: quiet, dests: map[[2]string][]destEntry{}, open: map[Key]*Episode{}, totals: map[Cause]Totals{},
 		programmed: true}
 	for _, c := range Causes {
 		r.totals[c] = Totals{}
@@ -229,50 +235,79 @@ func (r *Recorder) Node(programmed, metered bool) {
 
 func serviceOf(k Key) [2]string { return [2]string{k.Namespace, k.Service} }
 
-// Decided takes one decision of a Service at now: obs has every destination it has. Its destinations
-// missing from obs are gone (an address removed, a port renamed): their episodes end now.
-func (r *Recorder) Decided(now time.Time, namespace, name string, obs map[Key]Observation) {
-	for _, k := range sortedKeys(obs) {
-		r.Observe(now, k, obs[k])
+// Entry is one destination of a Service's decision.
+type Entry struct {
+	Key Key
+	Observation
+}
+
+// Decided takes one decision of a Service at now: seen has every destination it has. Its destinations
+// missing from seen are gone (an address removed, a port renamed): their episodes end now.
+func (r *Recorder) Decided(now time.Time, namespace, name string, seen []Entry) {
+	for _, x := range seen {
+		r.Observe(now, x.Key, x.Observation)
 	}
-	for k := range r.dests[[2]string{namespace, name}] {
-		if _, ok := obs[k]; !ok {
+	svc := [2]string{namespace, name}
+	for i := 0; i < len(r.dests[svc]); i++ {
+		if k := r.dests[svc][i].key; !decidedAt(seen, k) {
 			r.forget(now, k)
+			i--
 		}
 	}
 }
 
+// decidedAt: the decision has destination k.
+func decidedAt(seen []Entry, k Key) bool {
+	for _, x := range seen {
+		if x.Key == k {
+			return true
+		}
+	}
+	return false
+}
+
 // Gone ends the episodes of a Service that is gone (deleted, no longer Local) at now, and forgets it.
 func (r *Recorder) Gone(now time.Time, namespace, name string) {
-	for k := range r.dests[[2]string{namespace, name}] {
-		r.forget(now, k)
+	for _, e := range r.dests[[2]string{namespace, name}] {
+		if ep := r.open[e.key]; ep != nil {
+			r.end(e.key, ep, now)
+		}
 	}
+	delete(r.dests, [2]string{namespace, name})
 }
 
 func (r *Recorder) forget(now time.Time, k Key) {
 	if ep := r.open[k]; ep != nil {
 		r.end(k, ep, now)
 	}
-	svc := r.dests[serviceOf(k)]
-	delete(svc, k)
-	if len(svc) == 0 {
-		delete(r.dests, serviceOf(k))
+	svc := serviceOf(k)
+	r.dests[svc] = slices.DeleteFunc(r.dests[svc], func(e destEntry) bool { return e.key == k })
+	if len(r.dests[svc]) == 0 {
+		delete(r.dests, svc)
 	}
+}
+
+// lookup is what the Recorder keeps of k; nil when it has not seen it.
+func (r *Recorder) lookup(k Key) *dest {
+	entries := r.dests[serviceOf(k)]
+	for i := range entries {
+		if entries[i].key == k {
+			return &entries[i].dest
+		}
+	}
+	return nil
 }
 
 // Observe takes one decision of destination k at now (Decided takes a whole Service's).
 func (r *Recorder) Observe(now time.Time, k Key, o Observation) {
-	svc := r.dests[serviceOf(k)]
-	if svc == nil {
-		svc = map[Key]*dest{}
-		r.dests[serviceOf(k)] = svc
-	}
-	d := svc[k]
+	d := r.lookup(k)
 	if d == nil {
 		// A destination first seen has no transition to record: dropped from the start is a blackhole (the
 		// verdict's), not an episode.
-		svc[k] = &dest{dropped: o.Dropped, in: o.InRotation, programmed: r.programmed, source: o.Source,
-			droppedAt: ifTime(o.Dropped, now), dropCount: o.Attempts, decided: o.Dropped}
+		svc := serviceOf(k)
+		r.dests[svc] = append(r.dests[svc], destEntry{key: k, dest: dest{dropped: o.Dropped, in: o.InRotation,
+			programmed: r.programmed, source: o.Source, droppedAt: ifTime(o.Dropped, now), dropCount: o.Attempts,
+			decided: o.Dropped}})
 		return
 	}
 	if d.source != o.Source && o.Dropped && !d.dropped {
@@ -333,7 +368,7 @@ func ifTime(b bool, t time.Time) time.Time {
 
 func (r *Recorder) begin(k Key, d *dest, start time.Time, cause Cause, o Observation) {
 	d.decided = true
-	r.open[k] = &Episode{Cause: cause, Start: start, Metered: o.Watched && r.metered, Base: o.Attempts, Seen: o.Attempts}
+	r.open[k] = &Episode{Cause: cause, Start: start, Metered: o.Watched && r.metered, Seen: o.Attempts}
 }
 
 // count takes the meter's latest count into an open metered episode.
@@ -426,11 +461,9 @@ func (r *Recorder) Snapshot() *Snapshot {
 	return &Snapshot{Totals: maps.Clone(r.totals), Episodes: h, Open: len(r.open), AttemptsCounted: r.metered}
 }
 
-func (r *Recorder) sortedOpen() []Key { return sortedKeys(r.open) }
-
-// sortedKeys orders a map's keys, so that what is counted never depends on a map's order.
-func sortedKeys[V any](m map[Key]V) []Key {
-	keys := slices.Collect(maps.Keys(m))
+// sortedOpen orders the open episodes' keys, so that what is counted never depends on a map's order.
+func (r *Recorder) sortedOpen() []Key {
+	keys := slices.Collect(maps.Keys(r.open))
 	slices.SortFunc(keys, compareKeys)
 	return keys
 }

@@ -262,7 +262,7 @@ func TestNoTransitionNoEpisode(t *testing.T) {
 	r.Observe(at(3), lbIP, dropped(true, 0, time.Time{}, Facts{}))
 	r.Observe(at(5), lbIP, dropped(true, 2, at(5), Facts{}))
 	// The Service's load balancer IP changes: its decision has the NodePort alone.
-	r.Decided(at(6), "shop", "web", map[Key]Observation{port: dropped(true, 9, at(1), Facts{})})
+	r.Decided(at(6), "shop", "web", []Entry{{port, dropped(true, 9, at(1), Facts{})}})
 	wantTotals(t, r, CauseOther, 2, 2, 1)
 	if r.Snapshot().Open != 0 {
 		t.Error("a removed destination's episode is still open")

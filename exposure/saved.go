@@ -33,8 +33,11 @@ func (r *Recorder) Save() Saved {
 	s.Episodes.Counts = slices.Clone(r.hist.Counts)
 	for _, k := range r.sortedOpen() {
 		ep := r.open[k]
-		se := SavedEpisode{Key: k, Source: r.dests[serviceOf(k)][k].source, Cause: ep.Cause, Start: ep.Start.UnixNano(), Metered: ep.Metered, Attempts: ep.Attempts,
+		se := SavedEpisode{Key: k, Cause: ep.Cause, Start: ep.Start.UnixNano(), Metered: ep.Metered, Attempts: ep.Attempts,
 			Seconds: ep.Seconds}
+		if d := r.lookup(k); d != nil {
+			se.Source = d.source
+		}
 		if !ep.LastAttempt.IsZero() {
 			se.LastAttempt = ep.LastAttempt.UnixNano()
 		}
@@ -45,7 +48,7 @@ func (r *Recorder) Save() Saved {
 
 // Restore takes over what an earlier process saved, before the first decision. Causes it does not know are
 // dropped (a file written by another version). An episode restored resumes when fresh (the file is younger
-// than the quiet period): its destination counts as dropped and in rotation until the first decision says
+// than the state file's horizon): its destination counts as dropped and in rotation until the first decision says
 // otherwise, which ends it then. Otherwise nobody looked for longer than an episode's quiet end: it ends as
 // it was counted.
 func (r *Recorder) Restore(s Saved, fresh bool) {
@@ -74,11 +77,12 @@ func (r *Recorder) Restore(s Saved, fresh bool) {
 			r.hist.observe(ep.Seconds)
 			continue
 		}
-		r.open[se.Key] = ep
-		if r.dests[serviceOf(se.Key)] == nil {
-			r.dests[serviceOf(se.Key)] = map[Key]*dest{}
+		if _, dup := r.open[se.Key]; dup {
+			continue
 		}
-		r.dests[serviceOf(se.Key)][se.Key] = &dest{dropped: true, in: true, programmed: true, source: se.Source,
-			droppedAt: ep.Start, decided: true}
+		r.open[se.Key] = ep
+		svc := serviceOf(se.Key)
+		r.dests[svc] = append(r.dests[svc], destEntry{key: se.Key, dest: dest{dropped: true, in: true, programmed: true,
+			source: se.Source, droppedAt: ep.Start, decided: true}})
 	}
 }

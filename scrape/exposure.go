@@ -38,7 +38,7 @@ func (x *exposureTracker) node(st *State, now time.Time) {
 // decided feeds one decision of a Service: each destination of its verdict, with the meter's count there and
 // the facts of the API view that tell an episode's cause.
 func (x *exposureTracker) decided(p *pass, node kubeview.NodeState, r *ServiceResult, now time.Time) {
-	obs := map[exposure.Key]exposure.Observation{}
+	var seen []exposure.Entry
 	for _, fv := range r.Verdict.Families {
 		fam, _ := r.Service.Family(fv.Family)
 		facts := exposure.Facts{Deleting: node.Draining(), Cordoned: node.Unschedulable, LocalStopped: fam.LocalStopped,
@@ -53,13 +53,14 @@ func (x *exposureTracker) decided(p *pass, node kubeview.NodeState, r *ServiceRe
 					o.LastSeen = c.Clients.LastSeen
 				}
 			}
-			obs[exposure.Key{Namespace: d.Namespace, Service: d.Service, Port: d.Port, Protocol: string(d.Protocol),
-				Family: string(d.Family), Kind: string(d.Kind), Address: d.Address, DestPort: d.DestPort}] = o
+			seen = append(seen, exposure.Entry{Key: exposure.Key{Namespace: d.Namespace, Service: d.Service, Port: d.Port,
+				Protocol: string(d.Protocol), Family: string(d.Family), Kind: string(d.Kind), Address: d.Address,
+				DestPort: d.DestPort}, Observation: o})
 		}
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.rec.Decided(now, r.Service.Namespace, r.Service.Name, obs)
+	x.rec.Decided(now, r.Service.Namespace, r.Service.Name, seen)
 }
 
 // meterCount is the meter's count at d in the pass's snapshot, when it counts there.
