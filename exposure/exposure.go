@@ -65,8 +65,14 @@ func CauseOf(f Facts) Cause {
 // Key is one destination: the Service's namespace and name, its port's name and protocol, the IP family,
 // the kind of way in, the address ("" for a NodePort) and the port it arrives at.
 type Key struct {
-	Namespace, Service, Port, Protocol, Family, Kind, Address string
-	DestPort                                                  int32
+	Namespace string `json:"namespace"`
+	Service   string `json:"service"`
+	Port      string `json:"port"`
+	Protocol  string `json:"protocol"`
+	Family    string `json:"family"`
+	Kind      string `json:"kind"`
+	Address   string `json:"address,omitempty"`
+	DestPort  int32  `json:"dest_port"`
 }
 
 // Observation is one decision of a destination.
@@ -129,10 +135,10 @@ func (e *Episode) seconds(now time.Time) float64 {
 
 // Totals is what one cause's episodes lost.
 type Totals struct {
-	Seconds  float64
-	Attempts uint64
+	Seconds  float64 `json:"seconds"`
+	Attempts uint64  `json:"attempts"`
 	// Episodes counts the episodes that ended.
-	Episodes uint64
+	Episodes uint64 `json:"episodes"`
 }
 
 // Buckets are the upper bounds of the episodes' histogram, in seconds: from a second (a load balancer that

@@ -140,3 +140,21 @@ func TestModelExposureAcrossARestart(t *testing.T) {
 		t.Errorf("seconds %v, want %v", got.Seconds, want)
 	}
 }
+
+// A state file older than its horizon: nobody looked for longer than an episode's quiet end, so the open
+// episode ends as it was counted (its totals and one episode kept), and none is under way in the new process.
+func TestModelExposureAfterALongStop(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	b := newExposureBed(t, path, time.Unix(1_800_000_000, 0), 1)
+	b.step(0, 0)
+	b.serve(0)
+	b.step(2*time.Second, 0)
+	b.step(2*time.Second, 6)
+	b.m.g.SaveState()
+
+	n := newExposureBed(t, path, b.now.Add(DefaultQuiet+time.Minute), 0)
+	snap := n.step(0, 0)
+	if got := snap.Totals[exposure.CauseOther]; snap.Open != 0 || got.Episodes != 1 || got.Attempts != 6 || got.Seconds != 2 {
+		t.Errorf("after a long stop: %+v, open %d; want the episode ended as counted", got, snap.Open)
+	}
+}
