@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/localtraffic/localtraffic-exporter/exposure"
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
 	"github.com/localtraffic/localtraffic-exporter/scrape/scrapetest"
 )
@@ -25,11 +26,20 @@ type exposureBed struct {
 var nodePort30090 = arrivals.NodeDest(arrivals.TCP, false, 30090)
 
 func newExposureBed(t *testing.T, path string, now time.Time, local int) *exposureBed {
+	return newExposureBedWith(t, path, now, local, true)
+}
+
+// newExposureBedWith is newExposureBed, without an arrivals meter unless metered.
+func newExposureBedWith(t *testing.T, path string, now time.Time, local int, metered bool) *exposureBed {
 	b := &exposureBed{t: t, tr: &fixedTracker{local: local}, rules: &scrapetest.Reader{Snap: rulesWith(local, local == 0)},
 		meter: &scrapetest.Meter{Status: arrivals.StatusOK, Now: now, Counts: map[arrivals.Dest]arrivals.DestCount{}}, now: now}
 	clock := func() time.Time { return b.now }
+	var meter ArrivalsMeter = b.meter
+	if !metered {
+		meter = nil
+	}
 	g := NewGatherer(GathererConfig{View: &scrapetest.View{}, RuleReader: b.rules, Addrs: scrapetest.Addrs{"10.250.0.12"},
-		Meter: b.meter, KubeProxyAddress: scrapetest.NoAddress, ProbeTimeout: time.Second, Logger: slog.New(slog.DiscardHandler),
+		Meter: meter, KubeProxyAddress: scrapetest.NoAddress, ProbeTimeout: time.Second, Logger: slog.New(slog.DiscardHandler),
 		State: OpenStateFile(StateFileConfig{Path: path, Node: "node-1", Now: clock})})
 	b.m = NewModel(g, ModelConfig{Tracker: b.tr, Synchronous: true, Now: clock, RulesEvery: time.Second})
 	return b
@@ -156,5 +166,42 @@ func TestModelExposureAfterALongStop(t *testing.T) {
 	snap := n.step(0, 0)
 	if got := snap.Totals[exposure.CauseOther]; snap.Open != 0 || got.Episodes != 1 || got.Attempts != 6 || got.Seconds != 2 {
 		t.Errorf("after a long stop: %+v, open %d; want the episode ended as counted", got, snap.Open)
+	}
+}
+
+// The model hands the recorder what the API view shows: a local endpoint still listed as terminating that
+// stopped serving (a pod failing readiness on SIGTERM) while others are ready elsewhere is a rollout.
+func TestModelTellsARollout(t *testing.T) {
+	b := newExposureBed(t, filepath.Join(t.TempDir(), "state.json"), time.Unix(1_800_000_000, 0), 1)
+	b.step(0, 0)
+	b.tr.mu.Lock()
+	b.tr.mod = func(s *kubeview.ServiceState) { s.Families[0].LocalStopped, s.Families[0].RemoteReady = 1, 2 }
+	b.tr.mu.Unlock()
+	b.serve(0)
+	b.step(time.Second, 0)
+	b.step(time.Second, 3)
+	if got := b.step(time.Second, 0).Totals[exposure.CauseRollout]; got.Attempts != 3 || got.Seconds != 1 {
+		t.Errorf("rollout: %+v, want 3 attempts over 1 s", got)
+	}
+}
+
+// Without the meter, the model records episodes from the rules and the API view alone: seconds while the
+// verdict keeps the NodePort in rotation, to the decision that finds it forwarded again; no attempt counted,
+// and the snapshot says they are not.
+func TestModelExposureWithoutTheMeter(t *testing.T) {
+	b := newExposureBedWith(t, filepath.Join(t.TempDir(), "state.json"), time.Unix(1_800_000_000, 0), 1, false)
+	b.step(0, 0)
+	b.serve(0)
+	b.step(time.Second, 0)
+	if snap := b.step(5*time.Second, 0); snap.Open != 1 || snap.AttemptsCounted || snap.Totals[exposure.CauseOther].Seconds != 5 {
+		t.Fatalf("while dropping: %+v", snap)
+	}
+	if b.m.g.exposure.next() != (time.Time{}) {
+		t.Error("an unmetered episode waits for a quiet period")
+	}
+	b.serve(1)
+	snap := b.step(4*time.Second, 0)
+	if got := snap.Totals[exposure.CauseOther]; snap.Open != 0 || got.Episodes != 1 || got.Seconds != 9 || got.Attempts != 0 {
+		t.Errorf("after forwarding again: %+v, open %d", got, snap.Open)
 	}
 }
