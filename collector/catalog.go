@@ -49,6 +49,8 @@ func Catalog() []CatalogEntry {
 			func(Selection) Collector { return NewStateFileCollector() }},
 		{"announcers", true, "Load balancer announcers (MetalLB, Cilium L2, kube-vip, OpenELB, PureLB): each source's state on this node, and the Services whose load balancer IP no node announces.",
 			func(Selection) Collector { return NewAnnouncers() }},
+		{"exposure", true, "Exposure episodes: the seconds and distinct connection attempts this node dropped while still sent them, by cause, and how long each episode lasted.",
+			func(Selection) Collector { return NewExposure() }},
 		{"service_arrivals", false, "Per Local Service: the new external connection attempts reaching this node, per destination kind and family.",
 			func(Selection) Collector { return NewServiceArrivals() }},
 	}

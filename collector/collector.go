@@ -57,6 +57,9 @@ type Metric struct {
 	// Doc, when set, is the whole description docs/metrics.md's table gives in place of Help: every value of a
 	// label and what it means, the caveats. It is not exported: /metrics carries Help on every scrape.
 	Doc string
+	// Buckets, when set, make the metric a histogram with these upper bounds (its Type is then unused): sent
+	// with Sink.histogram.
+	Buckets []float64
 	// Stable metrics are a contract (alerts, dashboards and outside checks use them): renaming one or changing
 	// its labels is a breaking change. The others may still change.
 	Stable bool
@@ -89,6 +92,13 @@ func newMetric(name string, typ prometheus.ValueType, help string, labels ...str
 		desc: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", name), help, labels, nil)}
 }
 
+// newHistogram defines a histogram with the buckets' upper bounds (+Inf is implied).
+func newHistogram(name, help string, buckets []float64, labels ...string) *Metric {
+	m := newMetric(name, prometheus.UntypedValue, help, labels...)
+	m.Buckets = buckets
+	return m
+}
+
 // FQName is the metric's full name.
 func (m *Metric) FQName() string { return Namespace + "_" + m.Name }
 
@@ -117,6 +127,23 @@ func (s *Sink) send(m *Metric, value float64, labels ...string) {
 		return
 	}
 	s.ch <- prometheus.MustNewConstMetric(d, m.Type, value, labels...)
+}
+
+// histogram emits one series of the histogram m: count observations summing to sum, cumulative the count at
+// or under each of m's bucket bounds.
+func (s *Sink) histogram(m *Metric, count uint64, sum float64, cumulative map[float64]uint64, labels ...string) {
+	if s.exp.keep != nil && !s.exp.keep[m] {
+		return
+	}
+	d := s.exp.descs[m]
+	if d == nil || m.Buckets == nil {
+		panic("collector sent " + m.FQName() + ", which no collector's Metrics() lists as a histogram")
+	}
+	if s.direct != nil {
+		s.direct.addHistogram(s.exp.families[m], m, &s.exp.node, count, sum, cumulative, labels)
+		return
+	}
+	s.ch <- prometheus.MustNewConstHistogram(d, count, sum, cumulative, labels...)
 }
 
 func boolFloat(b bool) float64 {

@@ -67,14 +67,19 @@ func (e *Exporter) familyOf(m *Metric) *familyOf {
 	}
 	sort.Slice(idx, func(a, b int) bool { return names[idx[a]] < names[idx[b]] })
 	f := &familyOf{metric: m, name: m.FQName(), help: m.Help, typ: dto.MetricType_GAUGE.Enum()}
-	if m.Type == prometheus.CounterValue {
+	switch {
+	case m.Buckets != nil:
+		f.typ = dto.MetricType_HISTOGRAM.Enum()
+	case m.Type == prometheus.CounterValue:
 		f.typ = dto.MetricType_COUNTER.Enum()
 	}
 	// The header exactly as the text encoder writes it: encode a family of one series and keep its first
 	// two lines.
 	var b bytes.Buffer
 	zero := 0.0
-	one := &dto.Metric{Gauge: &dto.Gauge{Value: &zero}, Counter: &dto.Counter{Value: &zero}}
+	none := uint64(0)
+	one := &dto.Metric{Gauge: &dto.Gauge{Value: &zero}, Counter: &dto.Counter{Value: &zero},
+		Histogram: &dto.Histogram{SampleCount: &none, SampleSum: &zero}}
 	if _, err := expfmt.MetricFamilyToText(&b, &dto.MetricFamily{Name: &f.name, Help: &f.help, Type: f.typ, Metric: []*dto.Metric{one}}); err != nil {
 		panic("the text encoder refused " + f.name + ": " + err.Error())
 	}
@@ -92,12 +97,39 @@ func (e *Exporter) familyOf(m *Metric) *familyOf {
 	return f
 }
 
+// addHistogram builds one series of the histogram m into s, its buckets in their bounds' order (as
+// client_golang's constant histograms have them).
+func (s *directSink) addHistogram(f *familyOf, m *Metric, node *string, count uint64, sum float64, cumulative map[float64]uint64, labels []string) {
+	ds := s.series(f, m, node, labels)
+	h := &dto.Histogram{SampleCount: &count, SampleSum: &sum, Bucket: make([]*dto.Bucket, 0, len(m.Buckets))}
+	for _, b := range m.Buckets {
+		n := cumulative[b]
+		h.Bucket = append(h.Bucket, &dto.Bucket{UpperBound: &b, CumulativeCount: &n})
+	}
+	ds.m.Histogram = h
+	s.fams[m] = append(s.fams[m], &ds.m)
+}
+
 // add builds one series of m into s.
 func (s *directSink) add(f *familyOf, m *Metric, node *string, value float64, labels []string) {
+	ds := s.series(f, m, node, labels)
+	ds.v = value
+	if *f.typ == dto.MetricType_COUNTER {
+		ds.c.Value = &ds.v
+		ds.m.Counter = &ds.c
+	} else {
+		ds.g.Value = &ds.v
+		ds.m.Gauge = &ds.g
+	}
+	s.fams[m] = append(s.fams[m], &ds.m)
+}
+
+// series is a series of m with its labels, no value yet.
+func (s *directSink) series(f *familyOf, m *Metric, node *string, labels []string) *directSeries {
 	if len(labels) != len(m.Labels) {
 		panic("collector sent " + m.FQName() + " with the wrong number of labels")
 	}
-	ds := &directSeries{v: value, pairs: make([]dto.LabelPair, len(f.names)), ptrs: make([]*dto.LabelPair, len(f.names))}
+	ds := &directSeries{pairs: make([]dto.LabelPair, len(f.names)), ptrs: make([]*dto.LabelPair, len(f.names))}
 	for i, name := range f.names {
 		ds.pairs[i].Name = name
 		if j := f.order[i]; j < 0 {
@@ -108,14 +140,7 @@ func (s *directSink) add(f *familyOf, m *Metric, node *string, value float64, la
 		ds.ptrs[i] = &ds.pairs[i]
 	}
 	ds.m.Label = ds.ptrs
-	if *f.typ == dto.MetricType_COUNTER {
-		ds.c.Value = &ds.v
-		ds.m.Counter = &ds.c
-	} else {
-		ds.g.Value = &ds.v
-		ds.m.Gauge = &ds.g
-	}
-	s.fams[m] = append(s.fams[m], &ds.m)
+	return ds
 }
 
 // WriteText writes the scrape's series under ctx to w in the text format f (a text/plain format from

@@ -65,16 +65,7 @@ func TestDirectExpositionEqualsRegistry(t *testing.T) {
 		exp := NewExporter(discard(), scrape.NewGatherer(scrape.GathererConfig{View: &scrapetest.View{Snap: snap}, RuleReader: reader,
 			Addrs: scrapetest.Addrs{"127.0.0.1", "::1"}, KubeProxyAddress: scrapetest.NoAddress, ProbeTimeout: 2 * time.Second,
 			ExternalIPWindow: time.Minute, Logger: discard()}), everyCollector()...).WithNode("node-1").WithFilter(f)
-		reg := prometheus.NewPedanticRegistry()
-		reg.MustRegister(exp.Bind(context.Background()))
-		viaRegistry, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, got := encode(t, viaRegistry), encode(t, gatherText(t, exp))
-		if got != want {
-			t.Errorf("direct exposition differs from the registry's\n--- registry\n%s\n--- direct\n%s", want, got)
-		}
+		got := sameViaRegistry(t, exp)
 		if !bytes.Contains([]byte(got), []byte(`localtraffic_blackhole{namespace="kubelings",node="node-1",service="checkout"} 1`)) {
 			t.Errorf("the scenario lost its blackhole: the comparison proves little\n%s", got)
 		}
@@ -83,6 +74,23 @@ func TestDirectExpositionEqualsRegistry(t *testing.T) {
 
 // textFormat is the format the handler negotiates for a Prometheus without special wishes.
 var textFormat = expfmt.NewFormat(expfmt.TypeTextPlain)
+
+// sameViaRegistry scrapes exp through a pedantic registry and through the direct exposition, fails the test
+// where the two differ, and returns the direct one's text.
+func sameViaRegistry(t *testing.T, exp *Exporter) string {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(exp.Bind(context.Background()))
+	viaRegistry, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, got := encode(t, viaRegistry), encode(t, gatherText(t, exp))
+	if got != want {
+		t.Errorf("direct exposition differs from the registry's\n--- registry\n%s\n--- direct\n%s", want, got)
+	}
+	return got
+}
 
 // gatherText is e's scrape as the handler writes it, read back into client_model objects with every family's
 // series in label order (the writer keeps each Service's series together, not in one order per family).

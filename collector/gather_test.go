@@ -89,6 +89,7 @@ func TestInputFailureCountsAgainstItsCollectors(t *testing.T) {
 	want := `localtraffic_scrape_collector_success{collector="announcers"} 0
 localtraffic_scrape_collector_success{collector="arrivals"} 1
 localtraffic_scrape_collector_success{collector="dataplane"} 1
+localtraffic_scrape_collector_success{collector="exposure"} 1
 localtraffic_scrape_collector_success{collector="informers"} 1
 localtraffic_scrape_collector_success{collector="kube_proxy"} 0
 localtraffic_scrape_collector_success{collector="node"} 1

@@ -40,7 +40,8 @@ import (
 // Service at every step (DecideAll), and after every step of random events — kube-proxy's rules rewritten (the
 // real rules of a kube-proxy v1.37.2, cut and recounted), EndpointSlices changed, the node relabelled, arrivals,
 // health check and kube-proxy answers, addresses, time passing across every window — the incremental model's
-// State and its cached exposition equal the full one's, rendered afresh.
+// State (the exposure recorder's episodes among it) and its cached exposition equal the full one's, rendered
+// afresh.
 
 // world is the node as both models see it: what every fake input answers.
 type world struct {
@@ -400,6 +401,7 @@ func TestModelEqualsFullRecomputation(t *testing.T) {
 		texts[fam] = string(b)
 	}
 	const quiet, grace, lossHold = 2 * time.Minute, 2 * time.Minute, 15 * time.Minute
+	episodes := uint64(0) // over every seed: the exposure recorder's equality is worth something only with episodes
 	for seed := range uint64(12) {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 38))
@@ -452,7 +454,11 @@ func TestModelEqualsFullRecomputation(t *testing.T) {
 					decided[string(r.Verdict.Reason)] = true
 				}
 			}
-			t.Logf("reasons seen: %v; Service decisions: incremental %d, full %d", decided, incremental.Decided(), full.Decided())
+			t.Logf("reasons seen: %v; Service decisions: incremental %d, full %d; exposure %+v", decided, incremental.Decided(),
+				full.Decided(), full.Latest().Exposure)
+			for _, tot := range full.Latest().Exposure.Totals {
+				episodes += tot.Episodes
+			}
 			// At rest: every destination has just seen an attempt, a Service has just come back (its destinations
 			// newly watched) and the counters grew; then only time passes, past the quiet period, the grace
 			// window and the loss hold. Nothing but the model's timers can decide again; both stay equal.
@@ -501,6 +507,9 @@ func TestModelEqualsFullRecomputation(t *testing.T) {
 			}
 			t.Logf("at rest: incremental %d decisions, full %d", incremental.Decided()-before, full.Decided()-beforeFull)
 		})
+	}
+	if episodes == 0 {
+		t.Error("no seed made an exposure episode: the recorder's equality went untested")
 	}
 }
 
@@ -579,6 +588,9 @@ func (l latest) Gather(context.Context) *scrape.State { return l.m.Latest() }
 
 // sameDecisions compares two models' States, their results without the model's revisions; "" when equal.
 func sameDecisions(a, b *scrape.State) string {
+	if !reflect.DeepEqual(a.Exposure, b.Exposure) {
+		return fmt.Sprintf("exposure\n%+v\nwant\n%+v", a.Exposure, b.Exposure)
+	}
 	if len(a.Services) != len(b.Services) {
 		return fmt.Sprintf("%d Services, want %d", len(a.Services), len(b.Services))
 	}

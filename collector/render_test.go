@@ -130,6 +130,7 @@ localtraffic_rules_mismatch{namespace="kubelings",service="checkout"} 0
 const everyCollectorOK = `localtraffic_scrape_collector_success{collector="announcers"} 1
 localtraffic_scrape_collector_success{collector="arrivals"} 1
 localtraffic_scrape_collector_success{collector="dataplane"} 1
+localtraffic_scrape_collector_success{collector="exposure"} 1
 localtraffic_scrape_collector_success{collector="informers"} 1
 localtraffic_scrape_collector_success{collector="kube_proxy"} 1
 localtraffic_scrape_collector_success{collector="node"} 1

@@ -201,6 +201,12 @@ func countFamily(svc *corev1.Service, family corev1.IPFamily, slices []*discover
 	addressType := discoveryv1.AddressType(family)
 	ready := map[string]struct{}{}
 	used := map[string]struct{}{}
+	stopped := map[string]struct{}{}
+	for _, slice := range slices {
+		if slice.AddressType == addressType {
+			fe.RemoteReady += atoiOrZero(slice.Annotations[annotationRemoteReady])
+		}
+	}
 	for _, sp := range svc.Spec.Ports {
 		pe := PortEndpoints{Name: sp.Name, Protocol: sp.Protocol, Port: sp.Port, NodePort: sp.NodePort}
 		local := map[endpointKey]localEndpoint{}
@@ -246,6 +252,8 @@ func countFamily(svc *corev1.Service, family corev1.IPFamily, slices []*discover
 				ready[key.ip] = struct{}{}
 			case le.servingTerminating:
 				termKeys = append(termKeys, key)
+			case le.terminating:
+				stopped[key.ip] = struct{}{}
 			}
 		}
 		chosen := readyKeys
@@ -261,6 +269,11 @@ func countFamily(svc *corev1.Service, family corev1.IPFamily, slices []*discover
 		fe.Ports = append(fe.Ports, pe)
 	}
 	fe.LocalReadyEndpoints, fe.LocalEndpoints = len(ready), len(used)
+	for ip := range stopped {
+		if _, ok := used[ip]; !ok {
+			fe.LocalStopped++
+		}
+	}
 	return fe
 }
 

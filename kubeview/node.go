@@ -18,6 +18,9 @@ type NodeState struct {
 	ExternalIPs []string
 	Deleting    bool // deletionTimestamp set (a finalizer holds it)
 	ToBeDeleted bool // the cluster autoscaler's ToBeDeletedByClusterAutoscaler taint
+	// Unschedulable is spec.unschedulable: the node is cordoned (kubectl drain cordons before it evicts), which
+	// tells an episode's cause (package exposure); kube-proxy and the load balancers ignore it.
+	Unschedulable bool
 	// Excluded: labelled node.kubernetes.io/exclude-from-external-load-balancers with a value that does not parse
 	// as false. The cloud service controller reads the label so: kubeadm puts it on control-plane nodes with an
 	// empty value, which excludes them; "false" keeps a node in.
@@ -68,7 +71,7 @@ func (n NodeState) KubeProxyNodeIPs() []string {
 // NodeStateOf reads what matters of a Node object.
 func NodeStateOf(n *corev1.Node) NodeState {
 	st := NodeState{Name: n.Name, Found: true, Deleting: n.DeletionTimestamp != nil, ProviderID: n.Spec.ProviderID,
-		PodCIDRs: n.Spec.PodCIDRs}
+		PodCIDRs: n.Spec.PodCIDRs, Unschedulable: n.Spec.Unschedulable}
 	if v, ok := n.Labels[LabelExcludeFromLB]; ok {
 		st.Excluded = excludes(v)
 	}

@@ -102,6 +102,12 @@ type FamilyEndpoints struct {
 	LocalEndpoints int
 	// LocalReadyEndpoints is what this family's health check node port reports: distinct ready local IPs.
 	LocalReadyEndpoints int
+	// LocalStopped counts the distinct local endpoint IPs the slices still list as terminating that kube-proxy
+	// no longer uses (neither ready nor serving): a pod being deleted that stopped serving. RemoteReady counts
+	// the ready endpoints on other nodes over the family's slices (every port's). Both tell an episode's
+	// cause (package exposure), not what kube-proxy programs.
+	LocalStopped int
+	RemoteReady  int
 }
 
 // Family returns the counts of family f, and whether the Service has that family.

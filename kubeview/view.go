@@ -118,7 +118,8 @@ func transformNode(obj any) (any, error) {
 			Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion,
 			Labels: n.Labels, DeletionTimestamp: n.DeletionTimestamp,
 		},
-		Spec:   corev1.NodeSpec{Taints: n.Spec.Taints, ProviderID: n.Spec.ProviderID, PodCIDRs: n.Spec.PodCIDRs},
+		Spec: corev1.NodeSpec{Taints: n.Spec.Taints, ProviderID: n.Spec.ProviderID, PodCIDRs: n.Spec.PodCIDRs,
+			Unschedulable: n.Spec.Unschedulable},
 		Status: corev1.NodeStatus{Addresses: n.Status.Addresses},
 	}, nil
 }

@@ -456,3 +456,26 @@ func TestInformerStatus(t *testing.T) {
 		t.Errorf("last events seen: %v: a slice event without a slice", seen)
 	}
 }
+
+// A pod that stopped serving while it terminates (it fails readiness on SIGTERM) is still listed, and a cordon
+// is still on the Node: the two facts an exposure episode's cause is told by, kept through the slim
+// transforms.
+func TestStoppedEndpointAndCordonSurviveTheTransforms(t *testing.T) {
+	cordoned := node("node-1", func(n *corev1.Node) { n.Spec.Unschedulable = true })
+	stopped := ep{ip: "10.244.1.10", node: "node-1", ready: ptr.To(false), serving: ptr.To(false), terminating: ptr.To(true)}
+	v, _ := startView(t, "node-1", cordoned,
+		localService("shop", "web", corev1.ServiceTypeNodePort),
+		slice("shop", "web", "web-1", nil, stopped, terminatingOn("10.244.1.11", "node-1"), readyOn("10.244.2.10", "node-2"),
+			readyOn("10.244.3.10", "node-3"), notReadyOn("10.244.4.10", "node-4")))
+	snap := eventually(t, v, want("shop", "web", 1, true))
+	if !snap.Node.Unschedulable {
+		t.Error("the cordon (spec.unschedulable) was lost")
+	}
+	s, _ := findService(snap, "shop", "web")
+	if got := ipv4(s); got.LocalStopped != 1 || got.RemoteReady != 2 {
+		t.Errorf("LocalStopped, RemoteReady = %d, %d; want 1 (the serving fallback is in use, not stopped), 2", got.LocalStopped, got.RemoteReady)
+	}
+	if n, _ := transformNode(cordoned); !n.(*corev1.Node).Spec.Unschedulable {
+		t.Error("transformNode dropped spec.unschedulable")
+	}
+}

@@ -85,4 +85,10 @@ func (b *stateBody) shift(d time.Duration) {
 	for i := range b.Dropped {
 		mv(&b.Dropped[i].Since)
 	}
+	if b.Exposure != nil {
+		for i := range b.Exposure.Open {
+			mv(&b.Exposure.Open[i].Start)
+			mv(&b.Exposure.Open[i].LastAttempt)
+		}
+	}
 }

@@ -24,6 +24,7 @@ type crossScrape struct {
 	checkers   *checkerWarnings
 	gone       *goneSince
 	outcomes   *outcomes
+	exposure   *exposureTracker // set by NewGatherer: its quiet period is the Gatherer's
 }
 
 func newCrossScrape() crossScrape {

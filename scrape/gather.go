@@ -114,6 +114,7 @@ func NewGatherer(cfg GathererConfig) *Gatherer {
 		cfg.LossHold = DefaultLossHold
 	}
 	g := &Gatherer{cfg: cfg, crossScrape: newCrossScrape()}
+	g.exposure = newExposureTracker(cfg.Quiet)
 	if cfg.State != nil {
 		g.restoreState(cfg.State.take())
 	}

@@ -80,6 +80,7 @@ func (m *Model) step(ctx context.Context, now time.Time) {
 		s.epoch++
 	}
 	s.primed = true
+	m.g.exposure.node(st, now)
 	m.decide(st, now, all)
 	m.publish(st)
 	m.offerState(now)
@@ -125,6 +126,7 @@ func (m *Model) readAPI(now time.Time) {
 				delete(s.services, key)
 				delete(s.gone, e)
 				m.forgetService(e)
+				m.g.exposure.gone(e.state.Namespace, e.state.Name, now)
 				s.servicesMoved, s.resultsMoved = true, true
 			}
 			continue
@@ -709,6 +711,7 @@ func (m *Model) decideOne(p *pass, e *entry, now time.Time) {
 		m.g.arrivals.recordService(e.result, &r, now)
 		m.g.checkers.warnService(&r, m.log)
 	}
+	m.g.exposure.decided(p, s.node, &r, now)
 	if e.result == nil || !reflect.DeepEqual(*e.result, withRev(r, e.result.Rev)) {
 		s.rev++
 		r.Rev = s.rev
@@ -802,6 +805,7 @@ func (m *Model) publish(st *State) {
 		st.Services = s.published
 	}
 	st.StateFile = m.g.cfg.State.State()
+	st.Exposure = m.g.exposure.snapshot()
 	m.cur.Store(st)
 	if s.settled {
 		m.once.Do(func() { close(m.first) })
@@ -873,6 +877,7 @@ func (m *Model) work(now time.Time) time.Time {
 		cand(until) // the meter's silence means something again then
 	}
 	cand(m.cfg.Tracker.NextChange())
+	cand(m.g.exposure.next()) // an exposure episode's quiet period ends
 	if it, ok := s.wakes.peek(s.wakeLive); ok {
 		cand(it.at)
 	}

@@ -32,6 +32,8 @@ type fixedTracker struct {
 	local int
 	seen  int
 	state kubeview.ServiceState
+	// mod, when set, changes each state Update builds (what the API view shows beside the count).
+	mod func(*kubeview.ServiceState)
 }
 
 func (f *fixedTracker) set(local int) {
@@ -48,6 +50,9 @@ func (f *fixedTracker) Update(time.Time) ([]string, error) {
 	}
 	f.seen = f.local
 	f.state = scrapetest.NodePortService(f.local, scrapetest.Family(corev1.IPv4Protocol, f.local, true))
+	if f.mod != nil {
+		f.mod(&f.state)
+	}
 	return []string{"kubelings/checkout"}, nil
 }
 func (f *fixedTracker) Keys() []string { return []string{"kubelings/checkout"} }

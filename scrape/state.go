@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/localtraffic/localtraffic-exporter/announce"
+	"github.com/localtraffic/localtraffic-exporter/exposure"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/dataplane"
@@ -84,6 +85,9 @@ type State struct {
 	Announcers map[announce.Source]announce.SourceState
 	// StateFile is the state file's state (localtraffic_state_file_state): what this process started from.
 	StateFile string
+	// Exposure is the exposure recorder's totals and histogram (package exposure); nil outside the node model,
+	// which alone records episodes.
+	Exposure *exposure.Snapshot
 	// Epoch is the node model's count of changes to what every Service's decision and rendering read (the
 	// rules read, the node, its addresses, kube-proxy's configuration, the meter's state): a renderer's kept
 	// series of a Service hold while both Epoch and the Service's Rev do. 0 outside the model.

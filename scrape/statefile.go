@@ -14,12 +14,14 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/localtraffic/localtraffic-exporter/exposure"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
 	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
@@ -91,8 +93,8 @@ type StateFileConfig struct {
 	Logger  *slog.Logger
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
-	// Boot reads the kernel's boot clock (ReadBootClock when nil), which tells how far the wall clock was
-	// stepped between a write and the next start.
+	// Boot reads the kernel's boot clock, which tells how far the wall clock was stepped between a write and
+	// the next start: ReadBootClock when both it and Now are nil; none when only Now is given.
 	Boot func() (BootClock, error)
 }
 
@@ -116,6 +118,10 @@ type restoredState struct {
 	dropped       map[verdict.Destination]time.Time
 	kubeProxySeen time.Time     // zero: not within kubeProxySeenHorizon
 	wallStep      time.Duration // how far the wall clock was stepped since the write; the times above moved with it
+	// exposure is the exposure recorder's state; exposureFresh: the file is younger than the horizon, so its
+	// open episodes resume.
+	exposure      *exposure.Saved
+	exposureFresh bool
 }
 
 // The file: a versioned envelope around the state and its checksum. The checksum covers the state's bytes as
@@ -135,6 +141,8 @@ type stateBody struct {
 	KubeProxySeenAt int64          `json:"kube_proxy_seen_at_unix_nano,omitempty"`
 	Runs            []runEntry     `json:"runs"`
 	Dropped         []droppedEntry `json:"dropped"`
+	// Exposure is the exposure recorder's totals and open episodes (absent in files of exporters before it).
+	Exposure *exposure.Saved `json:"exposure,omitempty"`
 }
 
 // runEntry is one destination's arrivals (arrivals.Run). Address 0.0.0.0 or :: is the node's own addresses
@@ -192,15 +200,17 @@ func OpenStateFile(cfg StateFileConfig) *StateFile {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
-	}
-	if cfg.Boot == nil {
-		cfg.Boot = ReadBootClock
+		if cfg.Boot == nil {
+			cfg.Boot = ReadBootClock // (a clock of the caller's own has no boot clock unless it gives one)
+		}
 	}
 	s := &StateFile{cfg: cfg}
 	removeStaleTemps(cfg.Path)
-	boot, bootErr := cfg.Boot()
-	if bootErr != nil {
-		cfg.Logger.Warn("no boot clock: a wall-clock step between a write and a restart moves the state file's times", "err", bootErr)
+	boot, bootErr := BootClock{}, errors.New("no boot clock configured")
+	if cfg.Boot != nil {
+		if boot, bootErr = cfg.Boot(); bootErr != nil {
+			cfg.Logger.Warn("no boot clock: a wall-clock step between a write and a restart moves the state file's times", "err", bootErr)
+		}
 	}
 	rs, state, err := loadStateFile(cfg.Path, cfg.Node, cfg.Horizon, cfg.Now(), boot, bootErr == nil)
 	s.started, s.loaded = state, rs
@@ -317,6 +327,13 @@ func (b stateBody) restore(horizon time.Duration, now time.Time) (*restoredState
 	if seen := time.Unix(0, b.KubeProxySeenAt); b.KubeProxySeenAt > 0 && seen.After(now.Add(-kubeProxySeenHorizon)) {
 		rs.kubeProxySeen = seen
 	}
+	if b.Exposure != nil {
+		if len(b.Exposure.Open) > maxStateEntries {
+			return nil, fmt.Errorf("state file holds %d open exposure episodes, more than the %d this exporter writes",
+				len(b.Exposure.Open), maxStateEntries)
+		}
+		rs.exposure, rs.exposureFresh = b.Exposure, fresh
+	}
 	return rs, nil
 }
 
@@ -429,8 +446,10 @@ func (s *StateFile) offer(b stateBody, force bool) {
 		return
 	}
 	b.Node, b.WrittenAt, b.Boot = s.cfg.Node, now.UnixNano(), nil
-	if boot, err := s.cfg.Boot(); err == nil {
-		b.Boot = &bootStamp{ID: boot.ID, Since: int64(boot.Since)}
+	if s.cfg.Boot != nil {
+		if boot, err := s.cfg.Boot(); err == nil {
+			b.Boot = &bootStamp{ID: boot.ID, Since: int64(boot.Since)}
+		}
 	}
 	err := writeStateFile(s.cfg.Path, b)
 	switch {
@@ -447,7 +466,7 @@ func (s *StateFile) offer(b stateBody, force bool) {
 
 func (b stateBody) sameAs(o stateBody) bool {
 	return b.KubeProxySeenAt == o.KubeProxySeenAt && slices.EqualFunc(b.Runs, o.Runs, runEntry.equal) &&
-		slices.Equal(b.Dropped, o.Dropped)
+		slices.Equal(b.Dropped, o.Dropped) && reflect.DeepEqual(b.Exposure, o.Exposure)
 }
 
 // equal: r and o hold the same run (runEntry is not comparable: its Checkers).
@@ -535,6 +554,9 @@ func (g *Gatherer) restoreState(rs *restoredState) {
 	if r, ok := g.cfg.Meter.(ArrivalsRestorer); ok && len(rs.runs) > 0 {
 		r.Restore(rs.runs)
 	}
+	if rs.exposure != nil {
+		g.exposure.restore(*rs.exposure, rs.exposureFresh)
+	}
 }
 
 // ArrivalsRestorer is a meter that can continue runs an earlier one counted (*arrivals.Meter).
@@ -593,6 +615,7 @@ func (g *Gatherer) stateBody(snap *arrivals.Snapshot, horizon time.Duration) sta
 	if at := g.kubeProxy.last.Load(); at > 0 {
 		b.KubeProxySeenAt = at
 	}
+	b.Exposure = g.exposure.save()
 	if snap == nil || snap.Status != arrivals.StatusOK {
 		return b
 	}

@@ -105,6 +105,8 @@ type destSources struct {
 	// others counts the arrivals of sources not in list (never kept, or forgotten): clients. othersRep is the
 	// part of them that repeated their source.
 	others, othersRep runCount
+	// othersRetrans is the retransmissions the sources no longer in list had been seen to send.
+	othersRetrans uint64
 	// cadence: checkers are recognised here (a NodePort). Elsewhere sources are kept for their repeats alone.
 	cadence bool
 }
@@ -132,6 +134,9 @@ type sourceCadence struct {
 	// rep counts the arrivals that came within repeatWindow of the source's previous one, and that previous
 	// one: a retransmission or another attempt, what a port scan never sends.
 	rep runCount
+	// retrans counts its arrivals that were a retransmission of an attempt already counted (a SYN or INIT
+	// from one of ports).
+	retrans uint64
 }
 
 // clock is one cadence of a source: new attempts ref apart, the latest at last, the one before at prev. ref is
@@ -192,15 +197,16 @@ func (s *sourceCadence) arrive(proto Protocol, sport uint16, at, quiet int64, ca
 	}
 	s.n++
 	s.last = max(s.last, at)
-	if !cadence {
-		return
-	}
 	if proto != UDP {
 		if s.n > 1 && slices.Contains(s.ports[:], sport) {
+			s.retrans++
 			return // a retransmitted SYN or INIT: the same attempt again
 		}
 		s.ports[s.nextPort] = sport
 		s.nextPort = (s.nextPort + 1) % retransmitPorts
+	}
+	if !cadence {
+		return
 	}
 	s.attempt(at, quiet)
 }
@@ -497,6 +503,16 @@ func (s *sourceCadence) appendCheckers(cs []CheckerSource, t *tally) []CheckerSo
 func (d *destSources) fold(s sourceCadence, quiet int64) {
 	d.others.join(s.n, s.run, s.last, quiet)
 	d.othersRep.join(s.rep.n, s.rep.active, s.rep.last, quiet)
+	d.othersRetrans += s.retrans
+}
+
+// retransmits is how many of the destination's arrivals its sources retransmitted.
+func (d *destSources) retransmits() uint64 {
+	n := d.othersRetrans
+	for i := range d.list {
+		n += d.list[i].retrans
+	}
+	return n
 }
 
 // join adds n arrivals whose run began at active and ended at last.

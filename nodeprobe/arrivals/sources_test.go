@@ -251,3 +251,27 @@ func TestSourcesUDP(t *testing.T) {
 		t.Errorf("checkers %v, want 198.18.0.9 every 3s", checkerAddrs(c))
 	}
 }
+
+// A dropped client's SYN comes again from the same source port (the kernel's retransmissions) and counts as
+// an arrival, but is told apart as a retransmission: at a NodePort and at a load balancer IP alike, so that
+// Attempts less Retransmits are the distinct attempts (what an exposure episode lost). A client's second
+// connection, from a new port within a second, is a new attempt.
+func TestRetransmitsToldApart(t *testing.T) {
+	b := newSourceBed(t, Config{})
+	b.attempt("198.18.0.1", 0, 3)
+	b.attempt("198.18.0.2", 500*time.Millisecond, 2)
+	b.attempt("198.18.0.2", 900*time.Millisecond, 0)
+	if c := b.at(20 * time.Second); c.Attempts != 4+3+1 || c.Retransmits != 3+2 {
+		t.Errorf("NodePort: attempts, retransmits = %d, %d; want 8, 5", c.Attempts, c.Retransmits)
+	}
+	p := syn("198.18.0.3", "203.0.113.7", 80)
+	p.sport = 40000
+	countRetransmitted(t, b.tl, p, 0, 4)
+	p.sport = 40001
+	countRetransmitted(t, b.tl, p, 0, 0)
+	s := Snapshot{Families: []FamilyStats{{Family: "IPv4"}, {Family: "IPv6"}}, Taken: testNow.Add(20 * time.Second)}
+	b.tl.fill(&s)
+	if c, _ := s.Dest(lb(TCP, "203.0.113.7", 80)); c.Attempts != 6 || c.Retransmits != 4 {
+		t.Errorf("load balancer IP: attempts, retransmits = %d, %d; want 6, 4", c.Attempts, c.Retransmits)
+	}
+}

@@ -76,6 +76,9 @@ func (t *tally) destCount(d *destCount, taken time.Time, checkers []CheckerSourc
 	if d.flows != nil {
 		c.LastNewFlow = t.nsTime(d.flows.lastNew)
 	}
+	if d.src != nil {
+		c.Retransmits = d.src.retransmits()
+	}
 	r := restoredRun{run: d.restoredRun, clients: d.restoredClients, told: d.told}
 	checkers = t.fillSources(&c, d.runCount, r, d.src, t.clk.ns(taken), int64(t.cfg.QuietPeriod), checkers)
 	return c, checkers

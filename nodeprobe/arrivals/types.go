@@ -338,6 +338,12 @@ type DestCount struct {
 	// datagram from a source not seen again. Clients.Repeated is its part of the clients'. With
 	// Config.CheckerSources negative nothing tells a repeat, and both equal the whole.
 	Repeated RepeatCount
+	// Retransmits is the part of Attempts the meter recognised as the retransmission of an attempt it had
+	// counted: a TCP SYN or SCTP INIT from the source address and port of one of that source's latest eight,
+	// among the sources it follows (Config.CheckerSources of them; none with it negative). Attempts less
+	// Retransmits are the distinct connection attempts, an upper bound where more sources arrive at once than
+	// it follows, or one source opens more than eight connections within a retransmission's delay.
+	Retransmits uint64
 	// Restored is how many of Attempts an earlier meter counted (Meter.Restore): 0 unless the destination's run
 	// was carried over an exporter restart.
 	Restored uint64

@@ -70,6 +70,38 @@ const (
 	DataplaneInfoLabelDataplane = "dataplane"
 )
 
+// ExposureAttemptsCounted is the gauge localtraffic_exposure_attempts_counted, labelled node.
+const (
+	ExposureAttemptsCounted          = "localtraffic_exposure_attempts_counted"
+	ExposureAttemptsCountedLabelNode = "node"
+)
+
+// ExposureAttemptsTotal is the counter localtraffic_exposure_attempts_total, labelled node, cause.
+const (
+	ExposureAttemptsTotal           = "localtraffic_exposure_attempts_total"
+	ExposureAttemptsTotalLabelNode  = "node"
+	ExposureAttemptsTotalLabelCause = "cause"
+)
+
+// ExposureEpisodeSeconds is the histogram localtraffic_exposure_episode_seconds, labelled node.
+const (
+	ExposureEpisodeSeconds          = "localtraffic_exposure_episode_seconds"
+	ExposureEpisodeSecondsLabelNode = "node"
+)
+
+// ExposureEpisodesOpen is the gauge localtraffic_exposure_episodes_open, labelled node.
+const (
+	ExposureEpisodesOpen          = "localtraffic_exposure_episodes_open"
+	ExposureEpisodesOpenLabelNode = "node"
+)
+
+// ExposureSecondsTotal is the counter localtraffic_exposure_seconds_total, labelled node, cause.
+const (
+	ExposureSecondsTotal           = "localtraffic_exposure_seconds_total"
+	ExposureSecondsTotalLabelNode  = "node"
+	ExposureSecondsTotalLabelCause = "cause"
+)
+
 // HasLocalEndpoint is the gauge localtraffic_has_local_endpoint, labelled node, namespace, service.
 const (
 	HasLocalEndpoint               = "localtraffic_has_local_endpoint"

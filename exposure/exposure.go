@@ -1,0 +1,495 @@
+// Package exposure records the windows in which this node dropped a Local Service's new connections while
+// something still sent them: one episode per destination (a NodePort of one family, a load balancer IP and
+// port, an externalIP and port) from the moment the node stopped forwarding there while in rotation, to the
+// moment it forwarded again or nothing arrived for the quiet period. It sums, per cause, the seconds and the
+// distinct connection attempts the episodes lost (docs/exposure.md).
+//
+// It is pure bookkeeping: the node model (package scrape) owns time and every input, feeds a Recorder each
+// destination's decision as it makes it, asks it when its next quiet-period end is due (a model timer) and
+// publishes its Snapshot with each State. It starts no goroutine and reads no clock.
+package exposure
+
+import (
+	"maps"
+	"slices"
+	"time"
+)
+
+// Cause is what the API view says made the node stop forwarding (localtraffic_exposure_*_total's cause).
+type Cause string
+
+// Causes, in the order CauseOf tests them.
+const (
+	// CauseNodeDeleting: the Node has a deletionTimestamp (or the cluster autoscaler's deletion taint).
+	CauseNodeDeleting Cause = "node_deleting"
+	// CauseDrain: the Node is cordoned (spec.unschedulable), as kubectl drain leaves it.
+	CauseDrain Cause = "drain"
+	// CauseNodeJoin: the destination was last seen while kube-proxy had programmed nothing on the node; its
+	// first rules dropped the destination (unless the node is being deleted or cordoned).
+	CauseNodeJoin Cause = "node_join"
+	// CauseRollout: a local endpoint is still listed as terminating but serves no more, and the family has
+	// ready endpoints on other nodes: a pod deleted while others serve (a rolling update, a scale-down).
+	CauseRollout Cause = "rollout"
+	// CauseOther: anything else (a pod that crashed or failed readiness without being deleted, the last
+	// endpoint anywhere gone).
+	CauseOther Cause = "other"
+)
+
+// Causes lists every cause: the counters are exported for each from the start.
+var Causes = []Cause{CauseDrain, CauseNodeDeleting, CauseRollout, CauseNodeJoin, CauseOther}
+
+// Facts is what the API view shows of the node and the destination's Service family when it is decided.
+type Facts struct {
+	// Deleting: the Node has a deletionTimestamp or the autoscaler's ToBeDeletedByClusterAutoscaler taint.
+	Deleting bool
+	// Cordoned: the Node's spec.unschedulable.
+	Cordoned bool
+	// LocalStopped counts local endpoints listed as terminating that serve no more; RemoteReady the family's
+	// ready endpoints on other nodes.
+	LocalStopped, RemoteReady int
+}
+
+// CauseOf is the cause the facts give an episode beginning now (node_join is told by the Recorder).
+func CauseOf(f Facts) Cause {
+	switch {
+	case f.Deleting:
+		return CauseNodeDeleting
+	case f.Cordoned:
+		return CauseDrain
+	case f.LocalStopped > 0 && f.RemoteReady > 0:
+		return CauseRollout
+	}
+	return CauseOther
+}
+
+// Key is one destination: the Service's namespace and name, its port's name and protocol, the IP family,
+// the kind of way in, the address ("" for a NodePort) and the port it arrives at.
+type Key struct {
+	Namespace string `json:"namespace"`
+	Service   string `json:"service"`
+	Port      string `json:"port"`
+	Protocol  string `json:"protocol"`
+	Family    string `json:"family"`
+	Kind      string `json:"kind"`
+	Address   string `json:"address,omitempty"`
+	DestPort  int32  `json:"dest_port"`
+}
+
+// Observation is one decision of a destination.
+type Observation struct {
+	// Dropped: kube-proxy drops the destination for lack of a local endpoint (the verdict's entry).
+	Dropped bool
+	// InRotation: the verdict has the destination in rotation.
+	InRotation bool
+	// Losing: the verdict found an attempt arriving at the destination since it was dropped.
+	Losing bool
+	// Watched: the arrivals meter counts the destination; Attempts is its count of distinct attempts there
+	// (retransmissions not counted again; it only grows while the meter watches the destination) and LastSeen
+	// its latest client's arrival (a health checker's set aside). Nothing else of the meter is read.
+	Watched  bool
+	Attempts uint64
+	LastSeen time.Time
+	// Source is what decided Dropped (the verdict's: kube-proxy's rules, or the API view where they cannot be
+	// read). A decision from another source than the one before tells no transition: the exporter's first read
+	// of the rules, or a failed read, is no change on the node.
+	Source string
+	// Facts tell the cause of an episode beginning with this decision.
+	Facts Facts
+}
+
+// Episode is an open episode.
+type Episode struct {
+	Cause Cause
+	// Start is the decision that found the destination dropped.
+	Start time.Time
+	// Metered: the meter watched the destination when the episode began; its attempts are counted and its
+	// quiet period ends it. Unmetered episodes end when the verdict takes the destination out of rotation.
+	Metered bool
+	// Seen is the meter's latest count; Attempts the attempts counted since Start.
+	Seen, Attempts uint64
+	// LastAttempt is the latest attempt after Start (zero: none yet).
+	LastAttempt time.Time
+	// Seconds is how much of the episode is counted in the totals so far.
+	Seconds float64
+	// rebase: carried over a restart; the new meter's count is no continuation of Seen, so its next count is
+	// taken as the base (the attempts while the exporter was down are not counted: never twice).
+	rebase bool
+}
+
+// quietEnd is when nothing arriving ends a metered episode.
+func (e *Episode) quietEnd(quiet time.Duration) time.Time {
+	return later(e.Start, e.LastAttempt).Add(quiet)
+}
+
+// seconds is the episode's length so far: to its latest lost attempt where attempts are counted (the quiet
+// period after it is no loss), to now where they are not.
+func (e *Episode) seconds(now time.Time) float64 {
+	if e.Metered {
+		if e.LastAttempt.IsZero() {
+			return 0
+		}
+		return e.LastAttempt.Sub(e.Start).Seconds()
+	}
+	return max(now.Sub(e.Start).Seconds(), 0)
+}
+
+// Totals is what one cause's episodes lost.
+type Totals struct {
+	Seconds  float64 `json:"seconds"`
+	Attempts uint64  `json:"attempts"`
+	// Episodes counts the episodes that ended.
+	Episodes uint64 `json:"episodes"`
+}
+
+// Buckets are the upper bounds of the episodes' histogram, in seconds: from a second (a load balancer that
+// checks every second and drains at the first failure) to ten minutes (a drain that waits for its pods'
+// grace periods, or no health check at all). An episode longer lands in +Inf.
+var Buckets = []float64{1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600}
+
+// Histogram is the ended episodes' lengths: Counts[i] those of at most Buckets[i] seconds (not cumulative),
+// Counts[len(Buckets)] the longer ones.
+type Histogram struct {
+	Counts []uint64 `json:"counts"`
+	Sum    float64  `json:"sum"`
+	Count  uint64   `json:"count"`
+}
+
+func (h *Histogram) observe(seconds float64) {
+	if len(h.Counts) != len(Buckets)+1 {
+		h.Counts = make([]uint64, len(Buckets)+1)
+	}
+	i, _ := slices.BinarySearch(Buckets, seconds)
+	h.Counts[i]++
+	h.Sum += seconds
+	h.Count++
+}
+
+// Cumulative is the histogram as Prometheus exposes it: by upper bound, the episodes of at most that many
+// seconds (+Inf is Count).
+func (h Histogram) Cumulative() map[float64]uint64 {
+	out := make(map[float64]uint64, len(Buckets))
+	n := uint64(0)
+	for i, b := range Buckets {
+		if i < len(h.Counts) {
+			n += h.Counts[i]
+		}
+		out[b] = n
+	}
+	return out
+}
+
+// Snapshot is the Recorder's published state: read-only, shared by the States that carry it.
+type Snapshot struct {
+	// Totals has an entry for every cause.
+	Totals map[Cause]Totals
+	// Episodes is the ended episodes' lengths (what the totals counted of each).
+	Episodes Histogram
+	// Open counts the episodes under way.
+	Open int
+	// AttemptsCounted: the arrivals meter counts attempts; without it only seconds are counted, and the
+	// attempts counters hold still.
+	AttemptsCounted bool
+}
+
+// destEntry is a destination and what the Recorder keeps of it.
+type destEntry struct {
+	key Key
+	dest
+}
+
+// dest is what the Recorder keeps of a destination between decisions.
+type dest struct {
+	dropped, in, programmed bool
+	source                  string
+	// droppedAt is the decision that found it dropped, dropCount the meter's count then; decided: an episode
+	// began for this drop, or the drop was found outside rotation and no attempt reached it within the quiet
+	// period.
+	droppedAt time.Time
+	dropCount uint64
+	decided   bool
+}
+
+// Recorder keeps the episodes of one node. Not safe for concurrent use: the node model's goroutine owns it.
+type Recorder struct {
+	quiet time.Duration
+	// dests are the destinations by Service (namespace and name), so that a Service's decision or removal
+	// touches its own alone: a few each, a slice (a map per Service cost three times the memory).
+	dests      map[[2]string][]destEntry
+	open       map[Key]*Episode
+	totals     map[Cause]Totals
+	hist       Histogram
+	programmed bool
+	metered    bool
+}
+
+// NewRecorder returns a Recorder whose metered episodes end after quiet without an attempt.
+func NewRecorder(quiet time.Duration) *Recorder {
+	r := &Recorder{quiet: quiet, dests: map[[2]string][]destEntry{}, open: map[Key]*Episode{}, totals: map[Cause]Totals{},
+		programmed: true}
+	for _, c := range Causes {
+		r.totals[c] = Totals{}
+	}
+	return r
+}
+
+// Node takes what the node shows as a whole before the step's decisions: whether kube-proxy programmed any
+// rule here (false while it has none: before its first sync on a joining node), and whether the arrivals
+// meter counts attempts.
+func (r *Recorder) Node(programmed, metered bool) {
+	r.programmed, r.metered = programmed, metered
+}
+
+func serviceOf(k Key) [2]string { return [2]string{k.Namespace, k.Service} }
+
+// Entry is one destination of a Service's decision.
+type Entry struct {
+	Key Key
+	Observation
+}
+
+// Decided takes one decision of a Service at now: seen has every destination it has. Its destinations
+// missing from seen are gone (an address removed, a port renamed): their episodes end now.
+func (r *Recorder) Decided(now time.Time, namespace, name string, seen []Entry) {
+	for _, x := range seen {
+		r.Observe(now, x.Key, x.Observation)
+	}
+	svc := [2]string{namespace, name}
+	for i := 0; i < len(r.dests[svc]); i++ {
+		if k := r.dests[svc][i].key; !decidedAt(seen, k) {
+			r.forget(now, k)
+			i--
+		}
+	}
+}
+
+// decidedAt: the decision has destination k.
+func decidedAt(seen []Entry, k Key) bool {
+	for _, x := range seen {
+		if x.Key == k {
+			return true
+		}
+	}
+	return false
+}
+
+// Gone ends the episodes of a Service that is gone (deleted, no longer Local) at now, and forgets it.
+func (r *Recorder) Gone(now time.Time, namespace, name string) {
+	for _, e := range r.dests[[2]string{namespace, name}] {
+		if ep := r.open[e.key]; ep != nil {
+			r.end(e.key, ep, now)
+		}
+	}
+	delete(r.dests, [2]string{namespace, name})
+}
+
+func (r *Recorder) forget(now time.Time, k Key) {
+	if ep := r.open[k]; ep != nil {
+		r.end(k, ep, now)
+	}
+	svc := serviceOf(k)
+	r.dests[svc] = slices.DeleteFunc(r.dests[svc], func(e destEntry) bool { return e.key == k })
+	if len(r.dests[svc]) == 0 {
+		delete(r.dests, svc)
+	}
+}
+
+// lookup is what the Recorder keeps of k; nil when it has not seen it.
+func (r *Recorder) lookup(k Key) *dest {
+	entries := r.dests[serviceOf(k)]
+	for i := range entries {
+		if entries[i].key == k {
+			return &entries[i].dest
+		}
+	}
+	return nil
+}
+
+// Observe takes one decision of destination k at now (Decided takes a whole Service's).
+func (r *Recorder) Observe(now time.Time, k Key, o Observation) {
+	d := r.lookup(k)
+	if d == nil {
+		// A destination first seen has no transition to record: dropped from the start is a blackhole (the
+		// verdict's), not an episode.
+		svc := serviceOf(k)
+		r.dests[svc] = append(r.dests[svc], destEntry{key: k, dest: dest{dropped: o.Dropped, in: o.InRotation,
+			programmed: r.programmed, source: o.Source, droppedAt: ifTime(o.Dropped, now), dropCount: o.Attempts,
+			decided: o.Dropped}})
+		return
+	}
+	if d.source != o.Source && o.Dropped && !d.dropped {
+		// Dropped by another source's reading, not by a change on the node: taken as it is, as a first sight.
+		d.droppedAt, d.dropCount, d.decided = now, o.Attempts, true
+		d.dropped, d.in, d.programmed, d.source = o.Dropped, o.InRotation, r.programmed, o.Source
+		return
+	}
+	if ep := r.open[k]; ep != nil {
+		r.count(ep, o)
+	}
+	switch {
+	case !o.Dropped:
+		if ep := r.open[k]; ep != nil {
+			r.end(k, ep, now)
+		}
+		d.droppedAt, d.decided = time.Time{}, false
+	case !d.dropped:
+		// It stopped forwarding: an episode when it was in rotation, now or at the decision before.
+		d.droppedAt, d.dropCount, d.decided = now, o.Attempts, false
+		if o.InRotation || d.in {
+			cause := CauseOf(o.Facts)
+			if !d.programmed && cause != CauseNodeDeleting && cause != CauseDrain {
+				cause = CauseNodeJoin
+			}
+			r.begin(k, d, now, cause, o)
+		}
+	case !d.decided && r.open[k] == nil:
+		// Dropped while out of rotation: still an episode when attempts reach it within the quiet period
+		// (the load balancer had not taken the node out when its health check failed).
+		if o.Watched && o.Attempts > d.dropCount {
+			if o.Losing && !o.LastSeen.After(d.droppedAt.Add(r.quiet)) {
+				r.begin(k, d, d.droppedAt, CauseOf(o.Facts), Observation{Watched: true, Attempts: d.dropCount})
+				r.count(r.open[k], o)
+			} else {
+				d.decided = true
+			}
+		} else if now.Sub(d.droppedAt) >= r.quiet {
+			d.decided = true
+		}
+	}
+	if ep := r.open[k]; ep != nil && o.Dropped {
+		if !ep.Metered && !o.InRotation {
+			r.end(k, ep, now) // the node left rotation (its health check failed): as far as it can tell, nothing comes
+		} else {
+			r.accrue(ep, now)
+		}
+	}
+	d.dropped, d.in, d.programmed, d.source = o.Dropped, o.InRotation, r.programmed, o.Source
+}
+
+func ifTime(b bool, t time.Time) time.Time {
+	if b {
+		return t
+	}
+	return time.Time{}
+}
+
+func (r *Recorder) begin(k Key, d *dest, start time.Time, cause Cause, o Observation) {
+	d.decided = true
+	r.open[k] = &Episode{Cause: cause, Start: start, Metered: o.Watched && r.metered, Seen: o.Attempts}
+}
+
+// count takes the meter's latest count into an open metered episode.
+func (r *Recorder) count(ep *Episode, o Observation) {
+	if !ep.Metered || !o.Watched {
+		return
+	}
+	n := o.Attempts
+	if ep.rebase {
+		ep.Seen, ep.rebase = n, false
+		return
+	}
+	if n < ep.Seen {
+		ep.Seen = 0 // the meter watched the destination anew (its count restarted)
+	}
+	// Growth counts only with a newer arrival: where the meter sets a checker's probes aside, LastSeen is the
+	// clients' latest, and a count that grew by probes alone is no loss.
+	if n > ep.Seen && o.LastSeen.After(later(ep.Start, ep.LastAttempt)) {
+		ep.Attempts += n - ep.Seen
+		r.add(ep.Cause, 0, n-ep.Seen)
+		ep.LastAttempt = later(ep.LastAttempt, o.LastSeen)
+	}
+	ep.Seen = n
+}
+
+// accrue adds what the episode lasted since it was last counted.
+func (r *Recorder) accrue(ep *Episode, now time.Time) {
+	if s := ep.seconds(now); s > ep.Seconds {
+		r.add(ep.Cause, s-ep.Seconds, 0)
+		ep.Seconds = s
+	}
+}
+
+func (r *Recorder) add(c Cause, seconds float64, attempts uint64) {
+	t := r.totals[c]
+	t.Seconds += seconds
+	t.Attempts += attempts
+	r.totals[c] = t
+}
+
+func (r *Recorder) end(k Key, ep *Episode, now time.Time) {
+	r.accrue(ep, now)
+	t := r.totals[ep.Cause]
+	t.Episodes++
+	r.totals[ep.Cause] = t
+	r.hist.observe(ep.Seconds)
+	delete(r.open, k)
+}
+
+// Advance ends the metered episodes whose quiet period passed without an attempt, and counts the unmetered
+// ones' seconds to now. The model calls it at every step, before its decisions.
+func (r *Recorder) Advance(now time.Time) {
+	for _, k := range r.sortedOpen() {
+		ep := r.open[k]
+		if ep.Metered && !now.Before(ep.quietEnd(r.quiet)) {
+			r.end(k, ep, now)
+			continue
+		}
+		r.accrue(ep, now)
+	}
+}
+
+// Next is when the earliest metered episode's quiet period ends (zero: none open): the model's timer.
+func (r *Recorder) Next() time.Time {
+	var next time.Time
+	for _, ep := range r.open {
+		if !ep.Metered {
+			continue
+		}
+		if t := ep.quietEnd(r.quiet); next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	return next
+}
+
+// Open returns the episode under way at k.
+func (r *Recorder) Open(k Key) (Episode, bool) {
+	ep, ok := r.open[k]
+	if !ok {
+		return Episode{}, false
+	}
+	return *ep, true
+}
+
+// Snapshot copies what the Recorder published.
+func (r *Recorder) Snapshot() *Snapshot {
+	h := r.hist
+	h.Counts = slices.Clone(h.Counts)
+	return &Snapshot{Totals: maps.Clone(r.totals), Episodes: h, Open: len(r.open), AttemptsCounted: r.metered}
+}
+
+// sortedOpen orders the open episodes' keys, so that what is counted never depends on a map's order.
+func (r *Recorder) sortedOpen() []Key {
+	keys := slices.Collect(maps.Keys(r.open))
+	slices.SortFunc(keys, compareKeys)
+	return keys
+}
+
+func compareKeys(a, b Key) int {
+	for _, c := range [][2]string{{a.Namespace, b.Namespace}, {a.Service, b.Service}, {a.Port, b.Port}, {a.Protocol, b.Protocol},
+		{a.Family, b.Family}, {a.Kind, b.Kind}, {a.Address, b.Address}} {
+		if c[0] != c[1] {
+			if c[0] < c[1] {
+				return -1
+			}
+			return 1
+		}
+	}
+	return int(a.DestPort) - int(b.DestPort)
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

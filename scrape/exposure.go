@@ -1,0 +1,109 @@
+package scrape
+
+import (
+	"sync"
+	"time"
+
+	"github.com/localtraffic/localtraffic-exporter/exposure"
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
+	"github.com/localtraffic/localtraffic-exporter/verdict"
+)
+
+// The exposure recorder (package exposure) is the node model's: it is fed each Service's decision as the model
+// makes it, its quiet-period ends are the model's timers, and its snapshot is published with every State. It
+// is kept with the cross-scrape state rather than in the model, because the state file carries it over a
+// restart and the file is written from the Gatherer's state; the mutex is for that write (SaveState), the
+// model's goroutine alone changes it.
+type exposureTracker struct {
+	mu  sync.Mutex
+	rec *exposure.Recorder
+}
+
+// newExposureTracker ends a metered episode after quiet without an attempt: the meter's quiet period, the
+// pause that ends a run of arrivals (docs/exposure.md).
+func newExposureTracker(quiet time.Duration) *exposureTracker {
+	return &exposureTracker{rec: exposure.NewRecorder(quiet)}
+}
+
+// node tells the recorder what the node shows as a whole and ends what time ended: before a step's decisions.
+func (x *exposureTracker) node(st *State, now time.Time) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	metered := st.Arrivals.Snapshot != nil && st.Arrivals.Snapshot.Status == arrivals.StatusOK
+	x.rec.Node(!st.NotProgrammed, metered)
+	x.rec.Advance(now)
+}
+
+// decided feeds one decision of a Service: each destination of its verdict, with the meter's count there and
+// the facts of the API view that tell an episode's cause.
+func (x *exposureTracker) decided(p *pass, node kubeview.NodeState, r *ServiceResult, now time.Time) {
+	var seen []exposure.Entry
+	for _, fv := range r.Verdict.Families {
+		fam, _ := r.Service.Family(fv.Family)
+		facts := exposure.Facts{Deleting: node.Draining(), Cordoned: node.Unschedulable, LocalStopped: fam.LocalStopped,
+			RemoteReady: fam.RemoteReady}
+		for _, e := range fv.Entries {
+			d := e.Destination
+			o := exposure.Observation{Dropped: e.Dropped, InRotation: e.Rotation == verdict.In, Losing: e.Losing,
+				Source: string(fv.Source), Facts: facts}
+			if c, ok := meterCount(p, d); ok {
+				o.Watched, o.Attempts, o.LastSeen = true, c.Attempts-min(c.Retransmits, c.Attempts), c.LastSeen
+				if c.SetAside {
+					o.LastSeen = c.Clients.LastSeen
+				}
+			}
+			seen = append(seen, exposure.Entry{Key: exposure.Key{Namespace: d.Namespace, Service: d.Service, Port: d.Port,
+				Protocol: string(d.Protocol), Family: string(d.Family), Kind: string(d.Kind), Address: d.Address,
+				DestPort: d.DestPort}, Observation: o})
+		}
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.rec.Decided(now, r.Service.Namespace, r.Service.Name, seen)
+}
+
+// meterCount is the meter's count at d in the pass's snapshot, when it counts there.
+func meterCount(p *pass, d verdict.Destination) (arrivals.DestCount, bool) {
+	if p.observed == nil || p.observed.snap == nil || p.observed.snap.Status != arrivals.StatusOK {
+		return arrivals.DestCount{}, false
+	}
+	ad, ok := MeterDest(d)
+	if !ok {
+		return arrivals.DestCount{}, false
+	}
+	return p.observed.snap.Dest(ad)
+}
+
+// gone ends the episodes of a Service that is gone.
+func (x *exposureTracker) gone(namespace, name string, now time.Time) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.rec.Gone(now, namespace, name)
+}
+
+// next is when the earliest episode's quiet period ends (zero: none).
+func (x *exposureTracker) next() time.Time {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.rec.Next()
+}
+
+func (x *exposureTracker) snapshot() *exposure.Snapshot {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.rec.Snapshot()
+}
+
+func (x *exposureTracker) save() *exposure.Saved {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	s := x.rec.Save()
+	return &s
+}
+
+func (x *exposureTracker) restore(s exposure.Saved, fresh bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.rec.Restore(s, fresh)
+}
