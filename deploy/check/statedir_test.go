@@ -8,15 +8,18 @@ import (
 	"testing"
 )
 
+// chartExporter renders the chart with the values doc and returns the DaemonSet's pod spec and its exporter
+// container.
+func chartExporter(t *testing.T, doc string) (pod, exporter map[string]any) {
+	t.Helper()
+	ds := comparable(t, mustRenderChart(t, values(t, doc)))["DaemonSet "+namespace+"/"+appName]
+	pod = dig(ds, "spec", "template", "spec").(map[string]any)
+	return pod, pod["containers"].([]any)[0].(map[string]any)
+}
+
 // TestChartStateDir: stateDir moves the exporter's state file (the hostPath, its mount and --state.file
 // together), "" runs without one, and the schema takes only an absolute directory.
 func TestChartStateDir(t *testing.T) {
-	exporterOf := func(t *testing.T, doc string) (map[string]any, map[string]any) {
-		t.Helper()
-		ds := comparable(t, mustRenderChart(t, values(t, doc)))["DaemonSet "+namespace+"/"+appName]
-		pod := dig(ds, "spec", "template", "spec").(map[string]any)
-		return pod, pod["containers"].([]any)[0].(map[string]any)
-	}
 	args := func(c map[string]any) []string {
 		var out []string
 		for _, a := range c["args"].([]any) {
@@ -25,7 +28,7 @@ func TestChartStateDir(t *testing.T) {
 		return out
 	}
 
-	pod, c := exporterOf(t, "stateDir: /data/localtraffic")
+	pod, c := chartExporter(t, "stateDir: /data/localtraffic")
 	want := []any{map[string]any{"name": "state", "hostPath": map[string]any{"path": "/data/localtraffic", "type": "DirectoryOrCreate"}}}
 	if !reflect.DeepEqual(pod["volumes"], want) {
 		t.Errorf("volumes %v, want %v", pod["volumes"], want)
@@ -37,7 +40,7 @@ func TestChartStateDir(t *testing.T) {
 		t.Errorf("args %v: want --state.file in the state directory", a)
 	}
 
-	pod, c = exporterOf(t, `stateDir: ""`)
+	pod, c = chartExporter(t, `stateDir: ""`)
 	if pod["volumes"] != nil || c["volumeMounts"] != nil {
 		t.Errorf("stateDir empty: volumes %v, mounts %v, want none", pod["volumes"], c["volumeMounts"])
 	}
@@ -56,12 +59,6 @@ func TestChartStateDir(t *testing.T) {
 // must exist) and passes --dataplane.cilium-socket in it; "" (the default) mounts and reads nothing; the schema
 // takes only an absolute directory.
 func TestChartCiliumSocket(t *testing.T) {
-	exporterOf := func(t *testing.T, doc string) (map[string]any, map[string]any) {
-		t.Helper()
-		ds := comparable(t, mustRenderChart(t, values(t, doc)))["DaemonSet "+namespace+"/"+appName]
-		pod := dig(ds, "spec", "template", "spec").(map[string]any)
-		return pod, pod["containers"].([]any)[0].(map[string]any)
-	}
 	has := func(c map[string]any, prefix string) []string {
 		var out []string
 		for _, a := range c["args"].([]any) {
@@ -72,7 +69,7 @@ func TestChartCiliumSocket(t *testing.T) {
 		return out
 	}
 
-	pod, c := exporterOf(t, "stateDir: \"\"\ncilium: {socketDir: /run/cilium}")
+	pod, c := chartExporter(t, "stateDir: \"\"\ncilium: {socketDir: /run/cilium}")
 	want := []any{map[string]any{"name": "cilium-socket", "hostPath": map[string]any{"path": "/run/cilium", "type": "Directory"}}}
 	if !reflect.DeepEqual(pod["volumes"], want) {
 		t.Errorf("volumes %v, want %v", pod["volumes"], want)
@@ -84,7 +81,7 @@ func TestChartCiliumSocket(t *testing.T) {
 		t.Errorf("args %v: want --dataplane.cilium-socket in the mounted directory", a)
 	}
 
-	pod, c = exporterOf(t, "")
+	pod, c = chartExporter(t, "")
 	if a := has(c, "--dataplane.cilium-socket"); len(a) != 0 {
 		t.Errorf("defaults: args %v, want Cilium's socket not read", a)
 	}
