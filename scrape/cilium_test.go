@@ -9,7 +9,6 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/dataplane"
 	"github.com/localtraffic/localtraffic-exporter/scrape/scrapetest"
-	"github.com/localtraffic/localtraffic-exporter/verdict"
 )
 
 // ciliumRead is a read of Cilium's service table (what nodeprobe/ciliumsvc returns), IPv4 only.
@@ -65,7 +64,7 @@ func TestCiliumDataplaneDecides(t *testing.T) {
 			if r.Verdict.Drops != tc.drops || r.Mismatch != tc.mismatch {
 				t.Errorf("drops %v, mismatch %v (source %s); want drops %v, mismatch %v", r.Verdict.Drops, r.Mismatch, r.Verdict.Source, tc.drops, tc.mismatch)
 			}
-			if wantSource := map[bool]verdict.Source{true: verdict.SourceRules, false: verdict.SourceAPI}[st.Source == SourceRules]; r.Verdict.Source != wantSource {
+			if r.Verdict.Source != st.Source {
 				t.Errorf("verdict from %s, the state's source %s", r.Verdict.Source, st.Source)
 			}
 		})

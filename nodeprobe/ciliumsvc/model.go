@@ -47,7 +47,9 @@ type serviceSpecFlags struct {
 	Cluster string `json:"cluster,omitempty"`
 	// ExtTrafficPolicy is the Service's externalTrafficPolicy ("Cluster" or "Local"); TrafficPolicy is its
 	// older spelling, kept equal by Cilium.
-	ExtTrafficPolicy    string `json:"extTrafficPolicy,omitempty"`
+	ExtTrafficPolicy string `json:"extTrafficPolicy,omitempty"`
+	// HealthCheckNodePort is the Service's, which Cilium serves itself; the reader does not use it: the
+	// exporter probes the port as a load balancer does (nodeprobe), whatever answers it.
 	HealthCheckNodePort uint16 `json:"healthCheckNodePort,omitempty"`
 	IntTrafficPolicy    string `json:"intTrafficPolicy,omitempty"`
 	Name                string `json:"name,omitempty"`
@@ -71,11 +73,13 @@ type frontendAddress struct {
 // backendAddress is models.BackendAddress.
 type backendAddress struct {
 	// IP is the backend's address, "@<cluster id>" appended for a backend of another cluster of a mesh.
-	IP        *string `json:"ip"`
-	NodeName  string  `json:"nodeName,omitempty"`
-	Port      uint16  `json:"port,omitempty"`
-	Preferred bool    `json:"preferred,omitempty"`
-	Protocol  string  `json:"protocol,omitempty"`
+	IP *string `json:"ip"`
+	// NodeName is the backend's node where the EndpointSlice names it. The reader relies on Cilium's own
+	// selection of a frontend's backends (above), which used it, rather than judging locality again.
+	NodeName  string `json:"nodeName,omitempty"`
+	Port      uint16 `json:"port,omitempty"`
+	Preferred bool   `json:"preferred,omitempty"`
+	Protocol  string `json:"protocol,omitempty"`
 	// State is active, terminating, quarantined or maintenance.
 	State  string  `json:"state,omitempty"`
 	Weight *uint16 `json:"weight,omitempty"`
