@@ -103,6 +103,34 @@ func TestStatusAnnouncerRecords(t *testing.T) {
 	}
 }
 
+// metallbBGPStatus is MetalLB's ServiceBGPStatus of node for the test namespace's Service svc, advertised to peers.
+func metallbBGPStatus(svc, node string, peers ...any) *unstructured.Unstructured {
+	u := record(announce.GVRServiceBGPStatus, "ServiceBGPStatus", "metallb-system", "bgp-"+svc+"-"+node,
+		map[string]any{"status": map[string]any{"node": node, "serviceName": svc, "serviceNamespace": ns, "peers": peers}})
+	u.SetLabels(map[string]string{announce.LabelMetalLBNode: node, announce.LabelMetalLBServiceName: svc, announce.LabelMetalLBServiceNamespace: ns})
+	return u
+}
+
+// MetalLB in BGP mode advertises a Local Service from the nodes with a ready local endpoint only, and writes a
+// ServiceBGPStatus for each (deleting it where the node advertises to no peer). Reading every node's, status
+// calls the nodes without one out for the VIP (drained), not "cannot tell" (before: drop? on node-2 and node-3,
+// as if an announcer might hold the address there).
+func TestStatusMetalLBBGPNodesNotAdvertising(t *testing.T) {
+	s := sameAsStatus(t, announcedCluster(announcerClient(metallbBGPStatus("checkout", "node-1", "peer-a"))))[0]
+	if s.CannotTell > 0 || s.Dropping > 0 || s.Failing() || s.Drained != 2 {
+		t.Errorf("cannot tell %d, dropping %d, drained %d, failing %v; want 0, 0, 2, not failing", s.CannotTell, s.Dropping, s.Drained, s.Failing())
+	}
+	st := Status(announcedCluster(announcerClient(metallbBGPStatus("checkout", "node-1", "peer-a"))))[0]
+	if n1 := st.Nodes[0]; !n1.Serves || !n1.InRotation {
+		t.Errorf("node-1 advertises and serves: %+v", n1)
+	}
+	// A status naming no peer advertises nothing: no announcer's word, the API's cannot-tell as before.
+	s = sameAsStatus(t, announcedCluster(announcerClient(metallbBGPStatus("checkout", "node-1"))))[0]
+	if s.CannotTell != 2 {
+		t.Errorf("a BGP status without peers: cannot tell %d, want 2", s.CannotTell)
+	}
+}
+
 // The holder has the replica: it serves, the others are out for the VIP, and nothing fails.
 func TestStatusAnnouncerHolderServes(t *testing.T) {
 	s := Status(announcedCluster(announcerClient(metallbL2Status("checkout", "node-1"))))[0]
