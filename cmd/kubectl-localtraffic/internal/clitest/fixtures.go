@@ -64,6 +64,29 @@ func L2Status(node string) *unstructured.Unstructured {
 	return u
 }
 
+// MetalLBAllocated annotates the drill's Service (in objs) as MetalLB's controller does when it allocates the
+// Service's address from a pool.
+func MetalLBAllocated(objs []runtime.Object) []runtime.Object {
+	for _, o := range objs {
+		if s, ok := o.(*corev1.Service); ok {
+			metav1.SetMetaDataAnnotation(&s.ObjectMeta, "metallb.io/ip-allocated-from-pool", "default")
+		}
+	}
+	return objs
+}
+
+// SpeakerPod is a MetalLB speaker's pod on node, labelled as MetalLB's manifests label it, for the announcers'
+// fake (FakeAnnouncers): with one, MetalLB announces and its missing records mean nobody does.
+func SpeakerPod(node string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"nodeName": node}}}
+	u.SetAPIVersion("v1")
+	u.SetKind("Pod")
+	u.SetNamespace("metallb-system")
+	u.SetName("speaker-" + node)
+	u.SetLabels(map[string]string{"app": "metallb", "component": "speaker"})
+	return u
+}
+
 // SetVersion sets what the release pipeline's -ldflags set, for the duration of the test.
 func SetVersion(t testing.TB, v string) {
 	t.Helper()
