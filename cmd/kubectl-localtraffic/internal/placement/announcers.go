@@ -43,7 +43,9 @@ func (a *auditor) announcerFindings(st *ServiceStatus, ws []*Workload) {
 	if st != nil {
 		a.announcedWithoutLocal(*st, anns)
 	}
-	if usesMetalLB(a.svc, anns) {
+	// A cluster where the plugin saw no MetalLB speaker (its Calico setup) has MetalLB allocate, not announce:
+	// the finding would name the wrong announcer.
+	if usesMetalLB(a.svc, anns) && a.c.Announcers.Speakers != announce.SpeakersNone {
 		a.metallbFewNodes(st, ws)
 	}
 }

@@ -223,7 +223,8 @@ func TestAuditAnnouncedWithoutLocal(t *testing.T) {
 
 // MetalLB with Local announces from the nodes with a ready local endpoint only: one replica is one node between
 // the Service and an outage. Found from MetalLB's records (live) as from its annotations; not for a Service
-// MetalLB does not announce, nor for replicas spread over two nodes or more.
+// MetalLB does not announce (another announcer's, or MetalLB's address where no speaker runs), nor for replicas
+// spread over two nodes or more.
 func TestAuditMetalLBFewNodes(t *testing.T) {
 	if !hasFinding(Audit(announcedCluster(announcerClient(metallbL2Status("checkout", "node-1")))), MetalLBFewNodes) {
 		t.Error("one replica announced by MetalLB: no LT113")
@@ -239,6 +240,17 @@ func TestAuditMetalLBFewNodes(t *testing.T) {
 	c = live(workers(3), svc, deployment("checkout", 2, spread(true)), "node-1", "node-2")
 	if r := Audit(c); hasFinding(r, MetalLBFewNodes) {
 		t.Errorf("two replicas on two nodes: %v", ids(r))
+	}
+	// MetalLB allocated the address and no speaker runs (its Calico setup): MetalLB announces nothing.
+	c = announcedCluster(announcerClient())
+	c.Services[0].Annotations = map[string]string{"metallb.io/ip-allocated-from-pool": "default"}
+	if r := Audit(c); hasFinding(r, MetalLBFewNodes) {
+		t.Errorf("LT113 where no MetalLB speaker runs: %v", ids(r))
+	}
+	c = announcedCluster(announcerClient(speakerPod("node-1")))
+	c.Services[0].Annotations = map[string]string{"metallb.io/ip-allocated-from-pool": "default"}
+	if !hasFinding(Audit(c), MetalLBFewNodes) {
+		t.Error("one replica, MetalLB's speakers run: no LT113")
 	}
 }
 
