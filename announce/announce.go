@@ -47,6 +47,19 @@ const (
 // Sources lists every source, in export order.
 var Sources = []Source{SourceMetalLBL2, SourceMetalLBBGP, SourceCiliumL2, SourceKubeVIP, SourceOpenELB, SourcePureLB}
 
+// FollowsLocalEndpoints reports whether the announcer announces an externalTrafficPolicy Local Service only
+// from nodes with a ready local endpoint, and so moves its announcement off a node whose endpoints go (a drain)
+// to one that has one: MetalLB's speakers in layer 2 (the elected node) and BGP (every such node advertises),
+// kube-vip, and Cilium's L2 announcer with its local-backend gate (1.20.2 and later: without it the lease stays
+// with its holder). OpenELB and PureLB are not known to.
+func (s Source) FollowsLocalEndpoints() bool {
+	switch s {
+	case SourceMetalLBL2, SourceMetalLBBGP, SourceKubeVIP, SourceCiliumL2:
+		return true
+	}
+	return false
+}
+
 // SourceState is whether a source's records can be believed now.
 type SourceState string
 

@@ -107,7 +107,7 @@ func Status(c *Cluster) []ServiceStatus {
 		if !kubeview.IsExternalLocal(svc) {
 			continue
 		}
-		st := serviceStatus(svc, slices[svc.Namespace+"/"+svc.Name], nodes, nodeStates, c.NodePortAddresses, c.Announcers)
+		st := serviceStatus(svc, slices[svc.Namespace+"/"+svc.Name], nodes, nodeStates, c.NodePortAddresses, c.Announcers, c.AnnouncersLeave)
 		st.IgnoredReason, st.Ignored = kubeview.IgnoredReason(svc, c.IgnoreSelector)
 		out = append(out, st)
 	}
@@ -173,9 +173,9 @@ func perNodeStates(svc *corev1.Service, slices []*discoveryv1.EndpointSlice) (ma
 }
 
 func serviceStatus(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, nodes []*corev1.Node, nodeStates []kubeview.NodeState,
-	nodePortAddresses []netip.Prefix, ann announce.Snapshot) ServiceStatus {
+	nodePortAddresses []netip.Prefix, ann announce.Snapshot, leaving string) ServiceStatus {
 	states, elsewhere := perNodeStates(svc, slices)
-	elsewhere = withAnnouncers(states, elsewhere, svc, ann)
+	elsewhere = withAnnouncers(states, elsewhere, svc, ann, leaving)
 	st := ServiceStatus{Namespace: svc.Namespace, Name: svc.Name, Type: svc.Spec.Type,
 		HealthCheckNodePort: svc.Spec.HealthCheckNodePort}
 	st.Outage = outage(elsewhere)

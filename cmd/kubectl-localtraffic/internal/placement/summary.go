@@ -158,7 +158,7 @@ func Summarize(c *Cluster) []Summary {
 		if !kubeview.IsExternalLocal(svc) {
 			continue
 		}
-		s := summarize(svc, nc, bySvc[svc.Namespace+"/"+svc.Name], c.Announcers)
+		s := summarize(svc, nc, bySvc[svc.Namespace+"/"+svc.Name], c.Announcers, c.AnnouncersLeave)
 		s.IgnoredReason, s.Ignored = kubeview.IgnoredReason(svc, c.IgnoreSelector)
 		out = append(out, s)
 	}
@@ -166,9 +166,9 @@ func Summarize(c *Cluster) []Summary {
 	return out
 }
 
-func summarize(svc *corev1.Service, nc *nodeClasses, eps []*discoveryv1.EndpointSlice, ann announce.Snapshot) Summary {
+func summarize(svc *corev1.Service, nc *nodeClasses, eps []*discoveryv1.EndpointSlice, ann announce.Snapshot, leaving string) Summary {
 	states, elsewhere := perNodeStates(svc, eps)
-	elsewhere = withAnnouncers(states, elsewhere, svc, ann)
+	elsewhere = withAnnouncers(states, elsewhere, svc, ann, leaving)
 	s := Summary{Namespace: svc.Namespace, Name: svc.Name, Type: svc.Spec.Type, HealthCheckNodePort: svc.Spec.HealthCheckNodePort,
 		Nodes: len(nc.nodes), classes: nc, own: map[int]NodeStatus{}}
 	s.Outage = outage(elsewhere)

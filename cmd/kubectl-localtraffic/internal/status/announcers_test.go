@@ -9,7 +9,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -18,15 +17,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/clitest"
 )
 
-func lease(ns, holder string, renew time.Time) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"holderIdentity": holder,
-		"renewTime": renew.UTC().Format("2006-01-02T15:04:05.000000Z07:00"), "leaseDurationSeconds": int64(15)}}}
-	u.SetAPIVersion("coordination.k8s.io/v1")
-	u.SetKind("Lease")
-	u.SetNamespace(ns)
-	u.SetName(announce.CiliumLeaseName("kubelings", "checkout"))
-	return u
-}
+var lease = clitest.CiliumLease
 
 // statusOf decodes `status -o json`: the one Service's blackholes, cannot-tells and unannounced VIPs.
 func statusOf(t *testing.T, r result) (holes, unknown, unannounced []string) {
