@@ -11,7 +11,7 @@ import (
 // List reads the announcers' objects once, cluster-wide, for a reader without informers (kubectl
 // localtraffic status): every ServiceL2Status, every node's ServiceBGPStatus, and Cilium's L2 announcement
 // Leases in ciliumNamespace, judged at now; where no MetalLB status exists, whether MetalLB's speakers run at
-// all (one pod of each of MetalLBSpeakerSelectors). A source that cannot be listed gets its state (absent, forbidden,
+// all (one pod of each of metallbSpeakerSelectors). A source that cannot be listed gets its state (absent, forbidden,
 // stale) and no records; nothing is an error. A Service's announcements are then its own annotations'
 // (FromAnnotations) and AnnouncementsFor's.
 //

@@ -35,10 +35,10 @@ const (
 // GVRPod is read only to find MetalLB's speakers, with their labels as selector.
 var GVRPod = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 
-// MetalLBSpeakerSelectors are the labels of MetalLB's speaker pods: its manifests' (config/manifests: app=metallb,
+// metallbSpeakerSelectors are the labels of MetalLB's speaker pods: its manifests' (config/manifests: app=metallb,
 // component=speaker, also its memberlist's METALLB_ML_LABELS) and its Helm chart's (selectorLabels plus
 // app.kubernetes.io/component: speaker; the chart's speaker.enabled=false leaves the DaemonSet out).
-var MetalLBSpeakerSelectors = []string{
+var metallbSpeakerSelectors = []string{
 	"app=metallb,component=speaker",
 	"app.kubernetes.io/name=metallb,app.kubernetes.io/component=speaker",
 }
@@ -49,7 +49,7 @@ func lookForSpeakers(ctx context.Context, client dynamic.Interface, records bool
 	if records {
 		return SpeakersSeen
 	}
-	for _, sel := range MetalLBSpeakerSelectors {
+	for _, sel := range metallbSpeakerSelectors {
 		list, err := client.Resource(GVRPod).List(ctx, metav1.ListOptions{LabelSelector: sel, Limit: 1})
 		if err != nil {
 			return SpeakersUnread

@@ -111,8 +111,14 @@ func TestDrainCheckAnnouncerMoves(t *testing.T) {
 			}
 		})
 	}
+	// A budget that allows no disruption holds node-2's pod: the drain waits, node-2 keeps its endpoint, and the
+	// announcer stays.
+	r := invokeAnnouncedOn(t, append(drillObjects(false), pdbAllowing(0)), fakeAnnouncers(l2Status("node-2")), drain...)
+	if d := drainReport(t, r).Services[0]; r.Code != 0 || d.AnnouncerFailover != nil || len(d.Blocked) != 1 || d.Loses {
+		t.Errorf("node-2's pod held: exit %d, failover %+v, blocked %v, loses %v; want 0, none, one, no", r.Code, d.AnnouncerFailover, d.Blocked, d.Loses)
+	}
 	// All three replicas on node-1, which MetalLB names: draining it leaves no endpoint anywhere, the outage line only.
-	r := invokeAnnouncedOn(t, drillObjects(true), fakeAnnouncers(l2Status("node-1")), "drain-check", "node-1", "-n", "kubelings", "-o", "json")
+	r = invokeAnnouncedOn(t, drillObjects(true), fakeAnnouncers(l2Status("node-1")), "drain-check", "node-1", "-n", "kubelings", "-o", "json")
 	d := drainReport(t, r).Services[0]
 	if r.Code != 1 || len(d.Why) != 1 || !strings.Contains(d.Why[0], "no endpoint left anywhere") || d.AnnouncerFailover != nil {
 		t.Errorf("draining the only serving node: exit %d, why %q, failover %+v", r.Code, d.Why, d.AnnouncerFailover)

@@ -15,9 +15,12 @@ import (
 // adds them to its snapshot's (kubeview.ServiceState.AddAnnouncers): the records are the cluster's, the same on
 // every node. The records naming leaving (Cluster.AnnouncersLeave) of announcers that follow local endpoints
 // are moved to another node with a ready local endpoint, the first by name, as those announcers move (or
-// dropped where none has one). It returns elsewhere with them.
+// dropped where none has one), unless leaving keeps a ready local endpoint. It returns elsewhere with them.
 func withAnnouncers(states map[string]kubeview.ServiceState, elsewhere kubeview.ServiceState, svc *corev1.Service,
 	ann announce.Snapshot, leaving string) kubeview.ServiceState {
+	if ss, ok := states[leaving]; ok && readyHere(ss) {
+		leaving = "" // endpoints the drain leaves there: the announcers stay
+	}
 	successor := ""
 	if leaving != "" {
 		for node, ss := range states {
