@@ -48,10 +48,10 @@ func parseIPTablesVersion(out []byte) string {
 	return ""
 }
 
-// readIPTables reads nat and filter of both families with the backend
-// kube-proxy uses: one `<family>-<backend>-save -c -t <table>` per table, nat
-// only when its change signal moved (filter every time: its drop rules carry
-// the counters).
+// readIPTables reads nat and filter of both families with the reader's
+// backend (the one kube-proxy uses, as the selector detected it): one
+// `<family>-<backend>-save -c -t <table>` per table, nat only when its change
+// signal moved (filter every time: its drop rules carry the counters).
 func (r *reader) readIPTables(ctx context.Context) (*Snapshot, error) {
 	backend := r.backend
 	r.useTables(ModeIPTables, backend)

@@ -143,22 +143,6 @@ func (r *selector) ipvs() *Snapshot {
 	return &Snapshot{Mode: ModeIPVS, Watch: st, Resyncs: r.resyncs.Load()}
 }
 
-// binary returns how to run a tool: its bare name when PATH finds it, else its
-// full path in /usr/sbin or /sbin (PATH often lacks them outside login shells).
-// Not found is ErrNoRules: no rules of that kind can be read here.
-func (r *selector) binary(name string) (string, error) {
-	_, err := r.opts.LookPath(name)
-	if err == nil {
-		return name, nil
-	}
-	for _, dir := range []string{"/usr/sbin/", "/sbin/"} {
-		if _, e := r.opts.LookPath(dir + name); e == nil {
-			return dir + name, nil
-		}
-	}
-	return "", fmt.Errorf("%s not found (%v): %w", name, err, ErrNoRules)
-}
-
 // askProxyMode asks kube-proxy's /proxyMode; "" when it cannot say.
 func (r *selector) askProxyMode(ctx context.Context) Mode {
 	if r.opts.ProxyModeURL == "" {
