@@ -48,7 +48,7 @@ localtraffic_rules_watch_state{state="notified"} 0
 localtraffic_rules_watch_state{state="polled"} 0
 ` + everyCollectorOK},
 		{"agent's socket absent", scrape.State{Dataplane: scrape.DataplaneCilium, Source: verdict.SourceAPI, RulesConfigured: true,
-			Rules: ciliumRead{}, RulesErr: errors.New("reading kube-proxy's rules: the Cilium agent's socket /var/run/cilium/cilium.sock does not exist"),
+			Rules: ciliumRead{}, RulesErr: errors.New("reading Cilium's service table: the Cilium agent's socket /var/run/cilium/cilium.sock does not exist"),
 			KubeProxy: kubeProxyAnswer(nodeprobe.ResultRefused)}, `
 localtraffic_blackhole_source_info{source="api"} 1
 localtraffic_dataplane_info{dataplane="cilium"} 1

@@ -150,3 +150,44 @@ func TestArchitectureCheckFails(t *testing.T) {
 		t.Fatalf("violations: %q, want the four injected", v)
 	}
 }
+
+// dataplaneReaders are the packages under nodeprobe/ that implement the dataplane seam: they import
+// nodeprobe/dataplane (the seam's own package and its test support excepted).
+func dataplaneReaders(got map[string][]string) []string {
+	var out []string
+	for pkg, deps := range got {
+		if strings.HasPrefix(pkg, "nodeprobe/") && !strings.HasPrefix(pkg, "nodeprobe/dataplane") &&
+			slices.Contains(deps, "nodeprobe/dataplane") {
+			out = append(out, pkg)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestEveryReaderRunsTheFixtureTable: one fixture table runs through every dataplane reader (the seam, in
+// architecture.md): each reader's tests run dataplanetest's table on its own rendering of the worlds. A new
+// reader that does not join the table fails here.
+func TestEveryReaderRunsTheFixtureTable(t *testing.T) {
+	readers := dataplaneReaders(moduleImports(t))
+	if !slices.Contains(readers, "nodeprobe/kernelrules") || !slices.Contains(readers, "nodeprobe/ciliumsvc") {
+		t.Fatalf("dataplane readers found: %q; kube-proxy's and Cilium's should be among them", readers)
+	}
+	for _, pkg := range readers {
+		files, err := filepath.Glob(filepath.Join("..", pkg, "*_test.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs := false
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runs = runs || strings.Contains(string(data), "dataplanetest.RunTable(")
+		}
+		if !runs {
+			t.Errorf("%s reads a dataplane, and no test of it runs the seam's fixture table (dataplanetest.RunTable)", pkg)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package scrape
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -45,15 +46,17 @@ func TestCiliumDataplaneDecides(t *testing.T) {
 		want      string
 		drops     bool
 		mismatch  bool
+		err       string // what the read's error says, "" none
 	}{
 		{"Cilium drops the NodePort", DataplaneCilium, &scrapetest.Reader{Snap: drops},
-			"dataplane=cilium source=rules not_programmed=false rules_err=false", true, true},
+			"dataplane=cilium source=rules not_programmed=false rules_err=false", true, true, ""},
 		{"Cilium forwards to the local endpoint", DataplaneCilium, &scrapetest.Reader{Snap: forwards},
-			"dataplane=cilium source=rules not_programmed=false rules_err=false", false, false},
+			"dataplane=cilium source=rules not_programmed=false rules_err=false", false, false, ""},
 		{"agent unreadable: the API view decides", DataplaneCilium, absent,
-			"dataplane=cilium source=api not_programmed=false rules_err=true", false, false},
+			"dataplane=cilium source=api not_programmed=false rules_err=true", false, false,
+			"reading Cilium's service table: the Cilium agent's socket /var/run/cilium/cilium.sock does not exist"},
 		{"control: a replacement without Cilium's reader", DataplaneReplacement, nil,
-			"dataplane=replacement source=api not_programmed=false rules_err=false", false, false},
+			"dataplane=replacement source=api not_programmed=false rules_err=false", false, false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := gatherSetup{view: view, reader: tc.reader, dataplane: tc.dataplane, kubeProxy: scrapetest.RefusedKubeProxy(t)}.gather(t)
@@ -66,6 +69,10 @@ func TestCiliumDataplaneDecides(t *testing.T) {
 			}
 			if r.Verdict.Source != st.Source {
 				t.Errorf("verdict from %s, the state's source %s", r.Verdict.Source, st.Source)
+			}
+			// The error names the dataplane it read, not kube-proxy's rules.
+			if got := fmt.Sprint(st.RulesErr); tc.err != "" && got != tc.err {
+				t.Errorf("error %q, want %q", got, tc.err)
 			}
 		})
 	}

@@ -167,7 +167,7 @@ func (g *Gatherer) Gather(ctx context.Context) *State {
 			defer timed(InputRules, time.Now())
 			st.Rules, st.RulesErr = g.cfg.RuleReader.Read(ctx)
 			if st.RulesErr != nil {
-				st.RulesErr = fmt.Errorf("reading kube-proxy's rules: %w", st.RulesErr)
+				st.RulesErr = fmt.Errorf("reading %s: %w", g.cfg.Dataplane.Read(), st.RulesErr)
 			}
 		}()
 	}

@@ -312,7 +312,7 @@ func (m *Model) askRules(ctx context.Context, now time.Time) {
 		start := time.Now()
 		snap, err := r.Read(jctx)
 		if err != nil {
-			err = fmt.Errorf("reading kube-proxy's rules: %w", err)
+			err = fmt.Errorf("reading %s: %w", m.g.cfg.Dataplane.Read(), err)
 		}
 		took := time.Since(start)
 		return func() {
@@ -321,7 +321,7 @@ func (m *Model) askRules(ctx context.Context, now time.Time) {
 			s.rulesNext, s.rulesAfter = now.Add(m.rulesEvery()), now.Add(m.cfg.RulesMinInterval)
 			s.took[InputRules] = took
 			s.rulesRead = true
-			m.log.Debug("kube-proxy's rules read", "took", took, "wanted", wanted, "err", err)
+			m.log.Debug("dataplane read", "read", m.g.cfg.Dataplane.Read(), "took", took, "wanted", wanted, "err", err)
 			m.applyRules(snap, err)
 		}
 	})
@@ -605,7 +605,7 @@ func (m *Model) globalState(now time.Time) *State {
 		st.KubeProxy = KubeProxyState{Err: fmt.Errorf("kube-proxy's health server: %w", ErrNotYetRead)}
 	}
 	if st.RulesConfigured && !s.rulesRead {
-		st.RulesErr = fmt.Errorf("kube-proxy's rules: %w", ErrNotYetRead)
+		st.RulesErr = fmt.Errorf("%s: %w", m.g.cfg.Dataplane.Read(), ErrNotYetRead)
 	}
 	st.KubeProxyConfigState, st.KubeProxyConfigErr = s.kpCfgState, s.kpCfgErr
 	if st.KubeProxyConfigState == "" {

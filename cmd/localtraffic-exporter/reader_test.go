@@ -32,7 +32,7 @@ func TestRulesReaderPick(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", tc.args, err)
 		}
-		r := newRulesReader(opts, logger)
+		r := selectReader(opts, logger)
 		got := fmt.Sprintf("%T", r)
 		if r == nil {
 			got = "<nil>"

@@ -23,7 +23,6 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
-	"github.com/localtraffic/localtraffic-exporter/nodeprobe/ciliumsvc"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 	"github.com/localtraffic/localtraffic-exporter/scrape"
 )
@@ -98,7 +97,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, route
 	// first evaluation, and the model writes the last state on the way out (below).
 	state := scrape.OpenStateFile(scrape.StateFileConfig{Path: opts.scrape.StateFile, Node: opts.kube.NodeName,
 		Horizon: max(opts.arrivals.QuietPeriod, opts.scrape.LossHold), Logger: logger})
-	gatherer := newGathererWith(opts, view, netlinkHost{}, newRulesReader(opts, logger), meter, logger, state)
+	gatherer := newGathererWith(opts, view, netlinkHost{}, selectReader(opts, logger), meter, logger, state)
 	// The node model keeps the verdicts current as the inputs change; scrapes render its latest State.
 	model := newModel(gatherer, view, opts.rules)
 	modelCtx, stopModel := context.WithCancel(context.WithoutCancel(ctx))
@@ -214,36 +213,6 @@ func checkNode(ctx context.Context, client kubeview.API, node string) error {
 type exporterView interface {
 	scrape.APIView
 	scrape.InformerSource
-}
-
-// newRulesReader picks the dataplane reader the options ask for (the model reads it as any dataplane,
-// through scrape.DataplaneReader): Cilium's service table where --dataplane.cilium-socket says Cilium
-// replaces kube-proxy; else kube-proxy's rules, in the mode it runs in or the one --rules.mode names; nil for
-// --rules.mode=none and another kube-proxy replacement, whose rules no reader reads.
-func newRulesReader(opts options, logger *slog.Logger) scrape.DataplaneReader {
-	if opts.cilium.Read() {
-		return ciliumsvc.NewReader(opts.cilium.Socket, ciliumsvc.DefaultTimeout)
-	}
-	if !opts.rules.Read() || opts.scrape.Dataplane == scrape.DataplaneReplacement {
-		return nil // no kube-proxy rules to read
-	}
-	return kernelrules.NewDataplane(kernelrules.Options{
-		Mode:         kernelrules.Mode(opts.rules.Mode),
-		ProxyModeURL: opts.probe.ProxyModeURL(),
-		// The node model is the reader's only caller and spaces its reads itself (newModel): a cached
-		// snapshot would hide a change it was just told of.
-		CacheTTL: -1,
-		Logger:   logger,
-	})
-}
-
-// dataplaneOf is what serves Services on the node as the options say: Cilium where its service table is read
-// (the reader newRulesReader picks), else --dataplane's choice.
-func dataplaneOf(opts options) scrape.DataplaneKind {
-	if opts.cilium.Read() {
-		return scrape.DataplaneCilium
-	}
-	return opts.scrape.Dataplane
 }
 
 // host is what the gatherer reads of this host itself: its addresses and its network links.

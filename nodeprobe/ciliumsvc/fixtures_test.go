@@ -7,15 +7,17 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/dataplane/dataplanetest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.json from the worlds below")
 
 // The fixtures are the agent's answers to GET /v1/service for small clusters seen from one node ("node-a"),
 // written as Cilium v1.18 serializes its models (testdata/README.md): every frontend of a Service in both
-// families, each with the backends Cilium selects for it (model.go). The worlds mirror the Services of the
-// kube-proxy readers' fixture table (nodeprobe/kernelrules, TestSeamFixtureTable), plus the backend states
-// only Cilium reports.
+// families, each with the backends Cilium selects for it (model.go). The worlds are those of the seam's
+// fixture table (nodeprobe/dataplane/dataplanetest), which the kube-proxy readers render as their rules, plus
+// the backend states only Cilium reports.
 
 const thisNode = "node-a"
 
@@ -44,39 +46,22 @@ func fam(v6 bool, v4addr, v6addr string) string {
 	return v4addr
 }
 
-// scenarioWorld is nodeprobe/kernelrules' scenario: the same Services, endpoints and destinations.
-func scenarioWorld(v6 bool) []ciliumService {
-	a := func(v4, v6addr string) string { return fam(v6, v4, v6addr) }
-	return []ciliumService{
-		{ns: "kubelings", name: "checkout", proto: "TCP", clusterIP: a("10.96.0.10", "fd00:10:96::a"), svcPort: 80, nodePort: 30090,
-			hcNP: 31090, lbIPs: []string{a("192.0.2.10", "2001:db8::10")}, externalIPs: []string{a("192.0.2.20", "2001:db8::20")}, etpLocal: true,
-			eps: []ciliumEndpoint{{ip: a("10.244.2.5", "fd00:10:244:2::5"), port: 8080}}},
-		{ns: "kubelings", name: "web", proto: "TCP", clusterIP: a("10.96.0.11", "fd00:10:96::b"), svcPort: 80, nodePort: 30091, etpLocal: true,
-			eps: []ciliumEndpoint{{ip: a("10.244.1.5", "fd00:10:244:1::5"), port: 8080, local: true},
-				{ip: a("10.244.1.6", "fd00:10:244:1::6"), port: 8080, local: true}, {ip: a("10.244.2.6", "fd00:10:244:2::6"), port: 8080}}},
-		{ns: "kubelings", name: "gone", proto: "TCP", clusterIP: a("10.96.0.12", "fd00:10:96::c"), svcPort: 80, nodePort: 30092, etpLocal: true},
-		{ns: "kube-system", name: "kube-dns", proto: "UDP", clusterIP: a("10.96.0.53", "fd00:10:96::35"), svcPort: 53,
-			eps: []ciliumEndpoint{{ip: a("10.244.1.7", "fd00:10:244:1::7"), port: 53, local: true}, {ip: a("10.244.2.7", "fd00:10:244:2::7"), port: 53}}},
-		{ns: "kubelings", name: "sticky", proto: "TCP", clusterIP: a("10.96.0.13", "fd00:10:96::d"), svcPort: 443, nodePort: 30093, hcNP: 31093,
-			lbIPs: []string{a("192.0.2.13", "2001:db8::13")}, etpLocal: true,
-			eps: []ciliumEndpoint{{ip: a("10.244.1.8", "fd00:10:244:1::8"), port: 8443, local: true}, {ip: a("10.244.2.8", "fd00:10:244:2::8"), port: 8443}}},
-		{ns: "kubelings", name: "internal", proto: "TCP", clusterIP: a("10.96.0.14", "fd00:10:96::e"), svcPort: 80, nodePort: 30094, itpLocal: true,
-			eps: []ciliumEndpoint{{ip: a("10.244.2.9", "fd00:10:244:2::9"), port: 8080}}},
-		{ns: "telco", name: "sig", proto: "SCTP", clusterIP: a("10.96.0.15", "fd00:10:96::f"), svcPort: 3868, nodePort: 30095, etpLocal: true,
-			eps: []ciliumEndpoint{{ip: a("10.244.1.10", "fd00:10:244:1::a"), port: 3868, local: true}}},
-	}
-}
-
-// dualWorld is nodeprobe/kernelrules' dual-stack node, whose families disagree.
-func dualWorld(v6 bool) []ciliumService {
-	a := func(v4, v6addr string) string { return fam(v6, v4, v6addr) }
-	lbLocal, npLocal := !v6, v6
-	return []ciliumService{
-		{ns: "kubelings", name: "dual-lb", proto: "TCP", clusterIP: a("10.96.0.40", "fd00:10:96::40"), svcPort: 80, nodePort: 30140, hcNP: 31140,
-			lbIPs: []string{a("192.0.2.40", "2001:db8::40")}, etpLocal: true,
-			eps: []ciliumEndpoint{{ip: a("10.244.1.40", "fd00:10:244:1::40"), port: 8080, local: lbLocal}, {ip: a("10.244.2.40", "fd00:10:244:2::40"), port: 8080}}},
-		{ns: "kubelings", name: "dual-np", proto: "TCP", clusterIP: a("10.96.0.41", "fd00:10:96::41"), svcPort: 80, nodePort: 30141, etpLocal: true,
-			eps: []ciliumEndpoint{{ip: a("10.244.1.41", "fd00:10:244:1::41"), port: 8080, local: npLocal}, {ip: a("10.244.2.41", "fd00:10:244:2::41"), port: 8080}}},
+// ciliumOf is a world of the seam's fixture table (nodeprobe/dataplane/dataplanetest, whose worlds
+// nodeprobe/kernelrules renders as kube-proxy's rules) as this file renders worlds: the same Services,
+// endpoints and destinations, every endpoint active.
+func ciliumOf(world string) func(v6 bool) []ciliumService {
+	return func(v6 bool) []ciliumService {
+		var out []ciliumService
+		for _, s := range dataplanetest.Services(world, v6) {
+			c := ciliumService{ns: s.Namespace, name: s.Name, proto: s.Protocol, clusterIP: s.ClusterIP,
+				svcPort: uint16(s.Port), nodePort: uint16(s.NodePort), hcNP: uint16(s.HealthCheckNodePort),
+				lbIPs: s.LoadBalancerIPs, externalIPs: s.ExternalIPs, etpLocal: s.ExternalLocal, itpLocal: s.InternalLocal}
+			for _, ep := range s.Endpoints {
+				c.eps = append(c.eps, ciliumEndpoint{ip: ep.IP, port: uint16(ep.Port), local: ep.Local})
+			}
+			out = append(out, c)
+		}
+		return out
 	}
 }
 
@@ -116,10 +101,13 @@ func statesWorld(v6 bool) []ciliumService {
 
 // worlds are the fixtures: a file per world.
 var worlds = map[string]func(v6 bool) []ciliumService{
-	"scenario":   scenarioWorld,
-	"dual-stack": dualWorld,
-	"states":     statesWorld,
+	dataplanetest.WorldScenario: ciliumOf(dataplanetest.WorldScenario),
+	dataplanetest.WorldDual:     ciliumOf(dataplanetest.WorldDual),
+	worldStates:                 statesWorld,
 }
+
+// worldStates is the world only Cilium's fixtures hold.
+const worldStates = "states"
 
 func fixturePath(world string) string {
 	return filepath.Join("testdata", "service-list-"+world+".json")

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/dataplane"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/dataplane/dataplanetest"
 )
 
 // agent serves a fake Cilium agent's API on a unix socket: /v1/healthz says kpr, /v1/service answers
@@ -62,118 +62,32 @@ func fixture(t *testing.T, world string) []byte {
 	return b
 }
 
-// The seam's words, as nodeprobe/kernelrules' fixture table says them (seamSays there): what a port's state
-// says its destinations get.
-type seamDest struct {
-	address string
-	port    int32
-}
-
-func (d seamDest) String() string {
-	if d.address == "" {
-		return fmt.Sprintf("NodePort %d", d.port)
-	}
-	return netip.AddrPortFrom(netip.MustParseAddr(d.address), uint16(d.port)).String()
-}
-
-func seamSays(st dataplane.PortState, dests []seamDest) string {
-	if !st.Programmed {
-		return "absent"
-	}
-	var says []string
-	if st.Reject {
-		says = append(says, "reject")
-	}
-	var dropped []string
-	for _, d := range dests {
-		if st.DropsTo(d.address, d.port) {
-			dropped = append(dropped, d.String())
-		}
-	}
-	if st.Drop || len(dropped) > 0 {
-		says = append(says, "drop "+strings.Join(dropped, ", "))
-	}
-	if st.LocalEndpoints > 0 || len(says) == 0 {
-		eps := make([]string, len(st.Endpoints))
-		for i, e := range st.Endpoints {
-			eps[i] = e.String()
-		}
-		says = append(says, fmt.Sprintf("forward to %d local [%s]", st.LocalEndpoints, strings.Join(eps, " ")))
-	}
-	return strings.Join(says, "; ")
-}
-
 // destinations are the external destinations of a world's Service port (by its Service port number).
-func destinations(world string, sp dataplane.ServicePort, svcPort uint16, v6 bool) []seamDest {
-	var out []seamDest
+func destinations(world string, sp dataplane.ServicePort, svcPort uint16, v6 bool) []dataplanetest.Dest {
+	var out []dataplanetest.Dest
 	for _, s := range worlds[world](v6) {
 		if s.ns != sp.Namespace || s.name != sp.Name || s.proto != sp.Protocol || svcPort != 0 && s.svcPort != svcPort {
 			continue
 		}
 		if s.nodePort != 0 {
-			out = append(out, seamDest{port: int32(s.nodePort)})
+			out = append(out, dataplanetest.Dest{Port: int32(s.nodePort)})
 		}
 		for _, a := range slices.Concat(s.lbIPs, s.externalIPs) {
-			out = append(out, seamDest{address: a, port: int32(s.svcPort)})
+			out = append(out, dataplanetest.Dest{Address: a, Port: int32(s.svcPort)})
 		}
 	}
 	return out
 }
 
-// seamTable: the rows of nodeprobe/kernelrules' TestSeamFixtureTable (same Services, same words), then the
-// states only Cilium reports.
-var seamTable = []struct {
+// ownTable: the states only Cilium reports (backend states; two ports of one protocol, which its model cannot
+// name apart), in the words of the seam's fixture table (dataplanetest.Says).
+var ownTable = []struct {
 	state   string
 	world   string
 	sp      dataplane.ServicePort
 	svcPort uint16            // which port's destinations to ask about; 0: the Service's only one
-	want    map[string]string // family -> seamSays
+	want    map[string]string // family -> dataplanetest.Says
 }{
-	{"forwarding to local endpoints", "scenario", dataplane.ServicePort{Namespace: "kubelings", Name: "web", Port: "http", Protocol: "TCP"}, 0, map[string]string{
-		dataplane.FamilyIPv4: "forward to 2 local [10.244.1.5:8080 10.244.1.6:8080]",
-		dataplane.FamilyIPv6: "forward to 2 local [[fd00:10:244:1::5]:8080 [fd00:10:244:1::6]:8080]",
-	}},
-	{"no local endpoint: every destination dropped", "scenario", dataplane.ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}, 0, map[string]string{
-		dataplane.FamilyIPv4: "drop NodePort 30090, 192.0.2.10:80, 192.0.2.20:80",
-		dataplane.FamilyIPv6: "drop NodePort 30090, [2001:db8::10]:80, [2001:db8::20]:80",
-	}},
-	{"no endpoint anywhere: rejected (unnamed port)", "scenario", dataplane.ServicePort{Namespace: "kubelings", Name: "gone", Protocol: "TCP"}, 0, map[string]string{
-		dataplane.FamilyIPv4: "reject",
-		dataplane.FamilyIPv6: "reject",
-	}},
-	{"session affinity, one local endpoint", "scenario", dataplane.ServicePort{Namespace: "kubelings", Name: "sticky", Port: "https", Protocol: "TCP"}, 0, map[string]string{
-		dataplane.FamilyIPv4: "forward to 1 local [10.244.1.8:8443]",
-		dataplane.FamilyIPv6: "forward to 1 local [[fd00:10:244:1::8]:8443]",
-	}},
-	{"SCTP, one local endpoint", "scenario", dataplane.ServicePort{Namespace: "telco", Name: "sig", Port: "sctp", Protocol: "SCTP"}, 0, map[string]string{
-		dataplane.FamilyIPv4: "forward to 1 local [10.244.1.10:3868]",
-		dataplane.FamilyIPv6: "forward to 1 local [[fd00:10:244:1::a]:3868]",
-	}},
-	{"Cluster policy: programmed, nothing local counted", "scenario", dataplane.ServicePort{Namespace: "kube-system", Name: "kube-dns", Port: "dns", Protocol: "UDP"}, 0, map[string]string{
-		dataplane.FamilyIPv4: "forward to 0 local []",
-		dataplane.FamilyIPv6: "forward to 0 local []",
-	}},
-	{"internalTrafficPolicy Local without local endpoints: external traffic not dropped", "scenario", dataplane.ServicePort{Namespace: "kubelings", Name: "internal", Port: "http", Protocol: "TCP"}, 0, map[string]string{
-		dataplane.FamilyIPv4: "forward to 0 local []",
-		dataplane.FamilyIPv6: "forward to 0 local []",
-	}},
-	{"not programmed: absent", "scenario", dataplane.ServicePort{Namespace: "kubelings", Name: "nothere", Port: "http", Protocol: "TCP"}, 0, map[string]string{
-		dataplane.FamilyIPv4: "absent",
-		dataplane.FamilyIPv6: "absent",
-	}},
-	{"not programmed under that protocol: absent", "scenario", dataplane.ServicePort{Namespace: "kubelings", Name: "web", Port: "http", Protocol: "UDP"}, 0, map[string]string{
-		dataplane.FamilyIPv4: "absent",
-		dataplane.FamilyIPv6: "absent",
-	}},
-	{"dual-stack: IPv4 forwards, IPv6 drops", "dual-stack", dataplane.ServicePort{Namespace: "kubelings", Name: "dual-lb", Port: "http", Protocol: "TCP"}, 0, map[string]string{
-		dataplane.FamilyIPv4: "forward to 1 local [10.244.1.40:8080]",
-		dataplane.FamilyIPv6: "drop NodePort 30140, [2001:db8::40]:80",
-	}},
-	{"dual-stack: IPv4 drops, IPv6 forwards", "dual-stack", dataplane.ServicePort{Namespace: "kubelings", Name: "dual-np", Port: "http", Protocol: "TCP"}, 0, map[string]string{
-		dataplane.FamilyIPv4: "drop NodePort 30141",
-		dataplane.FamilyIPv6: "forward to 1 local [[fd00:10:244:1::41]:8080]",
-	}},
-	// Cilium's own states.
 	{"only local endpoint terminating: used, as no local one is active", "states", dataplane.ServicePort{Namespace: "kubelings", Name: "draining", Port: "http", Protocol: "TCP"}, 0, map[string]string{
 		dataplane.FamilyIPv4: "forward to 1 local [10.244.1.50:8080]",
 		dataplane.FamilyIPv6: "forward to 1 local [[fd00:10:244:1::50]:8080]",
@@ -200,52 +114,78 @@ var seamTable = []struct {
 	}},
 }
 
-// TestSeamFixtureTable reads each world's recorded answer through a fake agent and the seam, and must say of
-// every Service what kube-proxy's readers say of the same Services.
-func TestSeamFixtureTable(t *testing.T) {
-	reads := map[string]dataplane.Rules{}
-	for world := range worlds {
-		a := &agent{kpr: "True", serviceList: fixture(t, world)}
-		rules, err := NewReader(a.serve(t), time.Second).Read(context.Background())
-		if err != nil {
-			t.Fatalf("%s: %v", world, err)
-		}
-		info := rules.Info()
-		if info.Kind != dataplane.KindCilium || info.Mode != Mode || info.Backend != "" || info.Watch != dataplane.WatchNone ||
-			!slices.Equal(info.Families, []string{dataplane.FamilyIPv4, dataplane.FamilyIPv6}) || info.ReadAt.IsZero() {
-			t.Errorf("%s: the read says %+v", world, info)
-		}
-		if !slices.Equal(a.gets, []string{"/v1/healthz", "/v1/service"}) {
-			t.Errorf("%s: asked the agent for %q", world, a.gets)
-		}
-		reads[world] = rules
+// readWorld reads, through the seam, a fake agent on a unix socket in a temporary directory answering
+// /v1/service with the world's recorded answer (testdata: the world as Cilium serializes it).
+func readWorld(t *testing.T, world string) dataplane.Rules {
+	t.Helper()
+	a := &agent{kpr: "True", serviceList: fixture(t, world)}
+	rules, err := NewReader(a.serve(t), time.Second).Read(context.Background())
+	if err != nil {
+		t.Fatalf("%s: %v", world, err)
 	}
+	info := rules.Info()
+	if info.Kind != dataplane.KindCilium || info.Mode != Mode || info.Backend != "" || info.Watch != dataplane.WatchNone ||
+		!slices.Equal(info.Families, []string{dataplane.FamilyIPv4, dataplane.FamilyIPv6}) || info.ReadAt.IsZero() {
+		t.Errorf("%s: the read says %+v", world, info)
+	}
+	if !slices.Equal(a.gets, []string{"/v1/healthz", "/v1/service"}) {
+		t.Errorf("%s: asked the agent for %q", world, a.gets)
+	}
+	return rules
+}
+
+// noCountedDrops: each drop names its destination, and Cilium counts none.
+func noCountedDrops(t *testing.T, world string, rules dataplane.Rules) {
+	t.Helper()
+	for _, v6 := range []bool{false, true} {
+		f := dataplane.FamilyIPv4
+		if v6 {
+			f = dataplane.FamilyIPv6
+		}
+		for _, s := range worlds[world](v6) {
+			sp := dataplane.ServicePort{Namespace: s.ns, Name: s.name, Protocol: s.proto}
+			if st := rules.Family(sp, f); st.Drop && len(st.Drops) == 0 || st.DropPackets != 0 {
+				t.Errorf("%s %s: %v: drops %+v (packets %d)", world, f, sp, st.Drops, st.DropPackets)
+			}
+		}
+	}
+}
+
+// TestSeamFixtureTable runs the seam's fixture table (dataplanetest: the Service states every reader must tell
+// the same) through Cilium's reader: each world as Cilium's agent serves it, read through the seam, must say
+// of every Service what kube-proxy's readers say of the same Services (nodeprobe/kernelrules runs the same
+// table on its rules).
+func TestSeamFixtureTable(t *testing.T) {
+	var reads []dataplanetest.Read
+	for _, world := range dataplanetest.Worlds() {
+		rules := readWorld(t, world)
+		noCountedDrops(t, world, rules)
+		reads = append(reads, dataplanetest.Read{Reader: "cilium", World: world, Rules: rules})
+	}
+	dataplanetest.RunTable(t, reads)
+}
+
+// TestOwnStates: what only Cilium reports, in the table's words.
+func TestOwnStates(t *testing.T) {
+	rules := readWorld(t, worldStates)
+	noCountedDrops(t, worldStates, rules)
 	rows := map[string]int{}
-	for _, row := range seamTable {
+	for _, row := range ownTable {
 		t.Run(row.state, func(t *testing.T) {
-			rules := reads[row.world]
 			for _, f := range []string{dataplane.FamilyIPv4, dataplane.FamilyIPv6} {
-				if !rules.HasFamily(f) {
-					t.Errorf("%s not read", f)
-				}
 				st := rules.Family(row.sp, f)
 				dests := destinations(row.world, row.sp, row.svcPort, f == dataplane.FamilyIPv6)
-				if got := seamSays(st, dests); got != row.want[f] {
+				if got := dataplanetest.Says(st, dests); got != row.want[f] {
 					t.Errorf("%s: %v: %q, want %q", f, row.sp, got, row.want[f])
-				}
-				if st.Drop && len(st.Drops) == 0 || st.DropPackets != 0 {
-					t.Errorf("%s: %v: drops %+v (packets %d): each drop names its destination, and Cilium counts none", f, row.sp, st.Drops, st.DropPackets)
 				}
 			}
 		})
 		rows[row.world+"/"+row.sp.Namespace+"/"+row.sp.Name]++
 	}
-	// Every Service of each world is in the table.
-	for world, services := range worlds {
-		for _, s := range services(false) {
-			if rows[world+"/"+s.ns+"/"+s.name] == 0 {
-				t.Errorf("%s: %s/%s has no row", world, s.ns, s.name)
-			}
+	// Every Service of the world is in the table.
+	for _, s := range worlds[worldStates](false) {
+		if rows[worldStates+"/"+s.ns+"/"+s.name] == 0 {
+			t.Errorf("%s/%s has no row", s.ns, s.name)
 		}
 	}
 }

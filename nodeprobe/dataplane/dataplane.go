@@ -34,6 +34,16 @@ const (
 // own settings, health server or series apply there.
 func (k Kind) ReplacesKubeProxy() bool { return k == KindReplacement || k == KindCilium }
 
+// Read names what a reader of this kind reads, for the errors of its reads: an operator's first question of a
+// failed read is which dataplane it asked. Every kind but Cilium's is read (when at all) from kube-proxy's
+// rules; "" (not yet detected) too.
+func (k Kind) Read() string {
+	if k == KindCilium {
+		return "Cilium's service table"
+	}
+	return "kube-proxy's rules"
+}
+
 // Families as Rules names them (the values of Kubernetes' IPFamily).
 const (
 	FamilyIPv4 = "IPv4"

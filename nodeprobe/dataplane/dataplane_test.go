@@ -76,3 +76,15 @@ func TestEndpoint(t *testing.T) {
 		t.Errorf("unnamed ServicePort.String %q", got)
 	}
 }
+
+// TestKindRead: a read's errors name the dataplane read: Cilium's service table on a Cilium node, kube-proxy's
+// rules wherever else anything is read.
+func TestKindRead(t *testing.T) {
+	for kind, want := range map[Kind]string{
+		KindCilium: "Cilium's service table", KindKubeProxy: "kube-proxy's rules", KindIPVS: "kube-proxy's rules", "": "kube-proxy's rules",
+	} {
+		if got := kind.Read(); got != want {
+			t.Errorf("%q: %q, want %q", kind, got, want)
+		}
+	}
+}

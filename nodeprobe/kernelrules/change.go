@@ -229,7 +229,7 @@ type signals struct {
 // newSignals starts a read of the given scope: the watcher, when Watch runs,
 // is told the scope (what it judges transactions by), and a loss of
 // notifications since the last read is counted as a forced re-read.
-func (r *reader) newSignals(scope watchScope) *signals {
+func (r *node) newSignals(scope watchScope) *signals {
 	r.scope.Store(&scope)
 	s := &signals{cs: r.changeSignals(), legacy: scope.mode == ModeIPTables && scope.backend == BackendLegacy, scope: scope}
 	if w := r.currentWatch(); w != nil {
@@ -302,7 +302,7 @@ const (
 // saved again and compared (c is then the kept entry, not to be used). An
 // unreadable signal is never taken for "unchanged": it is logged once and
 // everything is read.
-func (r *reader) cached(key string, fi int, sig changeSig, sigErr error, view *watchView) (c cachedTable, v vouch, verify bool) {
+func (r *node) cached(key string, fi int, sig changeSig, sigErr error, view *watchView) (c cachedTable, v vouch, verify bool) {
 	if sigErr != nil {
 		if !r.tables.loggedNoSignal {
 			r.tables.loggedNoSignal = true
@@ -328,7 +328,7 @@ func (r *reader) cached(key string, fi int, sig changeSig, sigErr error, view *w
 // keep remembers a freshly read table under the signal read before it was
 // saved: a change during the save moves the signal (and is notified after
 // it), so the next read saves again.
-func (r *reader) keep(key string, sig changeSig, sigErr error, c cachedTable) {
+func (r *node) keep(key string, sig changeSig, sigErr error, c cachedTable) {
 	if sigErr != nil {
 		delete(r.tables.byKey, key)
 		return
@@ -343,20 +343,20 @@ func (r *reader) keep(key string, sig changeSig, sigErr error, c cachedTable) {
 
 // drifted counts and logs a kept table that a verification found differing
 // from the kernel's: the change signal or the notifications missed a change.
-func (r *reader) drifted(key, how string) {
+func (r *node) drifted(key, how string) {
 	n := r.resyncs.Add(1)
 	r.opts.Logger.Warn("kept rules differed from the kernel's; read again", "table", key, "vouched", how, "resyncs", n)
 }
 
 // useTables resets the cache when the mode or backend it was filled for changed.
-func (r *reader) useTables(mode Mode, backend Backend) {
+func (r *node) useTables(mode Mode, backend Backend) {
 	if r.tables.mode != mode || r.tables.backend != backend {
 		r.tables = tableCache{mode: mode, backend: backend, loggedNoSignal: r.tables.loggedNoSignal, lossesSeen: r.tables.lossesSeen}
 	}
 }
 
 // changeSignals returns the Runner's change signals, if it has them.
-func (r *reader) changeSignals() ChangeSignals {
+func (r *node) changeSignals() ChangeSignals {
 	cs, _ := r.opts.Runner.(ChangeSignals)
 	return cs
 }

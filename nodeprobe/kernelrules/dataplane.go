@@ -17,13 +17,14 @@ func (s *Snapshot) Info() dataplane.Info {
 }
 
 // Dataplane is kube-proxy's rules (iptables, either backend, or nftables; IPVS said with ErrUnsupported) as
-// the node model reads any dataplane: Read gives a dataplane.Rules, Watch tells of changes. In ModeAuto it is
-// the reader of whichever mode kube-proxy runs in (Reader's detection).
-type Dataplane struct{ r *reader }
+// the node model reads any dataplane: Read gives a dataplane.Rules, Watch tells of changes. Behind it the
+// selector (select.go) picks, per read, the reader of the mode kube-proxy runs in — iptables legacy, iptables
+// nft or nftables, each its own reader value — from what the node shows (ModeAuto) or the mode set.
+type Dataplane struct{ r *selector }
 
 // NewDataplane returns the Dataplane reading with opts (see NewReader). It does no I/O until the first Read.
 func NewDataplane(opts Options) *Dataplane {
-	return &Dataplane{r: NewReader(opts).(*reader)}
+	return &Dataplane{r: NewReader(opts).(*selector)}
 }
 
 // Read reads the rules (Reader.Read); the Rules are nil when no snapshot was read.

@@ -31,7 +31,10 @@
 // "ipvs"); without an answer it looks at the tables (docs/kube-proxy.md, "/proxyMode
 // and metrics"). Both iptables and nftables rules present is ErrAmbiguous. A detected
 // mode and backend are kept for Options.DetectTTL (5 min) and forgotten after any
-// failed read.
+// failed read, so a kube-proxy restarted in another mode is followed. Detection is
+// the selector's (select.go): each mode and iptables backend is read by its own
+// reader value, which detects nothing; they share the node's single flight, kept
+// tables and watcher.
 //
 // IPVS has no drop rule to read: Read returns a Snapshot with Mode ModeIPVS and an
 // error wrapping ErrUnsupported, logging one warning per Reader. Never read that as

@@ -3,6 +3,8 @@ package kernelrules
 import (
 	"slices"
 	"testing"
+
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/dataplane/dataplanetest"
 )
 
 // A dual-stack node where kube-proxy's two proxiers disagree, as they do when a
@@ -12,26 +14,7 @@ import (
 //   - kubelings/dual-np (NodePort): no local IPv4 endpoint (IPv4 drops the
 //     NodePort), a local IPv6 one.
 func dualScenario(ipv6 bool) []genService {
-	a := func(v4, v6 string) string {
-		if ipv6 {
-			return v6
-		}
-		return v4
-	}
-	lbLocal, npLocal := !ipv6, ipv6
-	return []genService{
-		{
-			ns: "kubelings", name: "dual-lb", port: "http", proto: "tcp",
-			clusterIP: a("10.96.0.40", "fd00:10:96::40"), svcPort: 80, nodePort: 30140, hcNodePort: 31140,
-			lbIPs: []string{a("192.0.2.40", "2001:db8::40")}, etpLocal: true, dropPkts: 11,
-			eps: []genEndpoint{{ip: a("10.244.1.40", "fd00:10:244:1::40"), port: 8080, local: lbLocal}, {ip: a("10.244.2.40", "fd00:10:244:2::40"), port: 8080}},
-		},
-		{
-			ns: "kubelings", name: "dual-np", port: "http", proto: "tcp",
-			clusterIP: a("10.96.0.41", "fd00:10:96::41"), svcPort: 80, nodePort: 30141, etpLocal: true, dropPkts: 5,
-			eps: []genEndpoint{{ip: a("10.244.1.41", "fd00:10:244:1::41"), port: 8080, local: npLocal}, {ip: a("10.244.2.41", "fd00:10:244:2::41"), port: 8080}},
-		},
-	}
+	return genOf(dataplanetest.Services(dataplanetest.WorldDual, ipv6), map[string]uint64{"dual-lb": 11, "dual-np": 5})
 }
 
 var (

@@ -26,22 +26,6 @@ func saveCommand(f ipFamily, backend Backend) string {
 	return "iptables-" + string(backend) + "-save"
 }
 
-// toolVersion runs the backend's `iptables-<backend> --version` through the
-// Runner, with the read's context (so the single-flight leader never runs a
-// command without one), and returns its version ("1.8.9"); "" when unknown.
-// Informational only: a failure is logged by the caller as an empty version.
-func (r *reader) toolVersion(ctx context.Context, backend Backend) string {
-	bin, err := r.binary("iptables-" + string(backend))
-	if err != nil {
-		return ""
-	}
-	out, err := r.opts.Runner.Run(ctx, bin, "--version")
-	if err != nil {
-		return ""
-	}
-	return parseIPTablesVersion(out)
-}
-
 // parseIPTablesVersion reads "iptables v1.8.9 (nf_tables)" (or "iptables-legacy
 // v1.8.7 (legacy)", "ip6tables v1.8.9 (nf_tables)") into "1.8.9"; "" otherwise.
 func parseIPTablesVersion(out []byte) string {
@@ -64,31 +48,12 @@ func parseIPTablesVersion(out []byte) string {
 	return ""
 }
 
-// iptablesBackend returns the backend kube-proxy uses, detected at most once
-// per DetectTTL.
-func (r *reader) iptablesBackend(ctx context.Context) (Backend, error) {
-	if r.det.backend != "" && r.opts.Now().Sub(r.det.backendAt) < r.opts.DetectTTL {
-		return r.det.backend, nil
-	}
-	backend, err := r.detectBackend(ctx)
-	if err != nil {
-		return "", err
-	}
-	version := r.toolVersion(ctx, backend)
-	r.opts.Logger.Debug("iptables backend detected", "backend", backend, "version", version)
-	r.det.backend, r.det.backendAt = backend, r.opts.Now()
-	return backend, nil
-}
-
-// readIPTables reads nat and filter of both families with the backend
-// kube-proxy uses: one `<family>-<backend>-save -c -t <table>` per table, nat
-// only when its change signal moved (filter every time: its drop rules carry
-// the counters).
+// readIPTables reads nat and filter of both families with the reader's
+// backend (the one kube-proxy uses, as the selector detected it): one
+// `<family>-<backend>-save -c -t <table>` per table, nat only when its change
+// signal moved (filter every time: its drop rules carry the counters).
 func (r *reader) readIPTables(ctx context.Context) (*Snapshot, error) {
-	backend, err := r.iptablesBackend(ctx)
-	if err != nil {
-		return nil, err
-	}
+	backend := r.backend
 	r.useTables(ModeIPTables, backend)
 	sig := r.newSignals(scopeOf(ModeIPTables, backend))
 	snap := &Snapshot{Mode: ModeIPTables, Backend: backend}
@@ -405,7 +370,7 @@ func withCounters(kept *iptablesResult, ext, fw []uint64) *iptablesResult {
 
 // saveTable saves and parses one table; nil, nil when an IPv6 save says the
 // family is not available.
-func (r *reader) saveTable(ctx context.Context, f ipFamily, bin, table string) (*iptablesResult, error) {
+func (r *node) saveTable(ctx context.Context, f ipFamily, bin, table string) (*iptablesResult, error) {
 	res := newIPTablesResult()
 	if ok, err := r.saveInto(ctx, f, bin, table, res); err != nil || !ok {
 		return nil, err
@@ -415,7 +380,7 @@ func (r *reader) saveTable(ctx context.Context, f ipFamily, bin, table string) (
 
 // saveInto saves one table and parses it into res; false when an IPv6 save
 // says the family is not available.
-func (r *reader) saveInto(ctx context.Context, f ipFamily, bin, table string, res *iptablesResult) (bool, error) {
+func (r *node) saveInto(ctx context.Context, f ipFamily, bin, table string, res *iptablesResult) (bool, error) {
 	var err error
 	if st, ok := r.opts.Runner.(Streamer); ok {
 		var parseErr error
@@ -474,7 +439,7 @@ func mergeState(dst, src *PortState) {
 // saveTables saves and parses the given tables of one family into one result,
 // for backend detection (mangle hints, KUBE- rule counts). It returns nil, nil
 // when the family is absent (no IPv6 on this node, no legacy table).
-func (r *reader) saveTables(ctx context.Context, f ipFamily, backend Backend, tables []string) (*iptablesResult, error) {
+func (r *node) saveTables(ctx context.Context, f ipFamily, backend Backend, tables []string) (*iptablesResult, error) {
 	bin, err := r.binary(saveCommand(f, backend))
 	if err != nil {
 		return nil, err
@@ -506,7 +471,7 @@ func (r *reader) saveTables(ctx context.Context, f ipFamily, backend Backend, ta
 
 // legacyTables lists the legacy xtables tables that exist in the (reader's)
 // network namespace.
-func (r *reader) legacyTables(ctx context.Context, f ipFamily) (map[string]bool, error) {
+func (r *node) legacyTables(ctx context.Context, f ipFamily) (map[string]bool, error) {
 	file := "/proc/net/ip_tables_names"
 	if f.ipv6 {
 		file = "/proc/net/ip6_tables_names"
@@ -551,53 +516,4 @@ func familyAbsent(err error) bool {
 		}
 	}
 	return false
-}
-
-// detectBackend picks legacy or nft as the kube-proxy image's iptables-wrapper
-// does: kubelet's KUBE-IPTABLES-HINT / KUBE-KUBELET-CANARY chains in mangle
-// (nft checked first), else the backend holding more KUBE- rules (nft on a tie).
-func (r *reader) detectBackend(ctx context.Context) (Backend, error) {
-	start := time.Now()
-	defer func() { r.opts.Logger.Debug("iptables backend detection", "took", time.Since(start)) }()
-	var errs []error
-	for _, backend := range []Backend{BackendNFT, BackendLegacy} {
-		for _, f := range ipFamilies {
-			res, err := r.saveTables(ctx, f, backend, []string{"mangle"})
-			if err != nil {
-				if errors.Is(err, ErrNoRules) { // binary missing
-					continue
-				}
-				errs = append(errs, err)
-				continue
-			}
-			if res != nil && res.hintChains {
-				return backend, nil
-			}
-		}
-	}
-	count := map[Backend]int{}
-	for _, backend := range []Backend{BackendNFT, BackendLegacy} {
-		for _, f := range ipFamilies {
-			res, err := r.saveTables(ctx, f, backend, []string{"nat", "filter"})
-			if err != nil {
-				if !errors.Is(err, ErrNoRules) {
-					errs = append(errs, err)
-				}
-				continue
-			}
-			if res != nil {
-				count[backend] += res.kubeRules
-			}
-		}
-	}
-	if count[BackendLegacy] == 0 && count[BackendNFT] == 0 {
-		if len(errs) > 0 {
-			return "", fmt.Errorf("detecting the iptables backend: %w", errors.Join(errs...))
-		}
-		return "", fmt.Errorf("no KUBE- rules in either iptables backend: %w", ErrNoRules)
-	}
-	if count[BackendLegacy] > count[BackendNFT] {
-		return BackendLegacy, nil
-	}
-	return BackendNFT, nil
 }

@@ -66,12 +66,12 @@ func BenchmarkMemory(b *testing.B) {
 	nsRun(b, ns, []byte(kubeletMangle), xtablesCmd(false, BackendLegacy, "restore"), "--noflush")
 	runner := NetnsRunner{Namespace: ns}
 	ctx := context.Background()
-	r := NewReader(Options{Mode: ModeIPTables, Runner: runner, CacheTTL: -1}).(*reader)
+	r := NewReader(Options{Mode: ModeIPTables, Runner: runner, CacheTTL: -1}).(*selector)
 	if _, err := r.Read(ctx); err != nil {
 		b.Fatal(err)
 	}
 	// buffered: the nat read before it streamed (the whole save output, then the parse).
-	buffered := NewReader(Options{Mode: ModeIPTables, Runner: onlyRun{runner}, CacheTTL: -1}).(*reader)
+	buffered := NewReader(Options{Mode: ModeIPTables, Runner: onlyRun{runner}, CacheTTL: -1}).(*selector)
 	bin := saveCommand(ipFamilies[0], BackendLegacy)
 	for _, c := range []struct {
 		name string
@@ -93,11 +93,11 @@ func BenchmarkMemory(b *testing.B) {
 	}
 	nsRun(b, nftNS, []byte(genNFT(false, svcs)), "nft", "-f", "-")
 	nftRunner := NetnsRunner{Namespace: nftNS}
-	nr := NewReader(Options{Mode: ModeNFTables, Runner: nftRunner, CacheTTL: -1}).(*reader)
-	nrBuffered := NewReader(Options{Mode: ModeNFTables, Runner: onlyRun{nftRunner}, CacheTTL: -1}).(*reader)
+	nr := NewReader(Options{Mode: ModeNFTables, Runner: nftRunner, CacheTTL: -1}).(*selector)
+	nrBuffered := NewReader(Options{Mode: ModeNFTables, Runner: onlyRun{nftRunner}, CacheTTL: -1}).(*selector)
 	for _, c := range []struct {
 		name string
-		r    *reader
+		r    *selector
 	}{{"nft-list", nr}, {"nft-list-buffered", nrBuffered}} {
 		b.Run(c.name, func(b *testing.B) {
 			benchPeak(b, func() error {

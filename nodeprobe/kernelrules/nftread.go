@@ -154,7 +154,7 @@ func (r *reader) relistNFT(ctx context.Context, sig *signals, fi int, ipv6 bool,
 }
 
 // listNFTTable lists and parses one family's kube-proxy table.
-func (r *reader) listNFTTable(ctx context.Context, nft, fam string) (cachedTable, error) {
+func (r *node) listNFTTable(ctx context.Context, nft, fam string) (cachedTable, error) {
 	var res *nftResult
 	var err error
 	if st, ok := r.opts.Runner.(Streamer); ok {

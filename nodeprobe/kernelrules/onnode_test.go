@@ -46,7 +46,7 @@ func onNode(tb testing.TB) {
 	}
 }
 
-// nodeReader is the exporter's reader (cmd/localtraffic-exporter: newRulesReader)
+// nodeReader is the exporter's reader (cmd/localtraffic-exporter: selectReader)
 // without the snapshot cache; opts may change it.
 func nodeReader(opts func(*Options)) Reader {
 	o := Options{ProxyModeURL: "http://127.0.0.1:10249/proxyMode", CacheTTL: -1}

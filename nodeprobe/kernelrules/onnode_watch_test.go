@@ -92,10 +92,10 @@ func TestOnNodeWatchEqualsFull(t *testing.T) {
 	full := fullReader()
 	whole := &wholeCounter{}
 	readers := []*watchedReader{
-		{name: "exporter's reader", r: nodeReader(func(o *Options) { o.Runner = whole }).(*reader)},
+		{name: "exporter's reader", r: nodeReader(func(o *Options) { o.Runner = whole }).(*selector)},
 		// The kernel raises a smaller buffer to its minimum, a few KiB: one
 		// datagram of notifications, where a sync sends several at once.
-		{name: "small-buffer reader", r: nodeReader(func(o *Options) { o.NotifyBuffer = 1 }).(*reader), lossy: true},
+		{name: "small-buffer reader", r: nodeReader(func(o *Options) { o.NotifyBuffer = 1 }).(*selector), lossy: true},
 	}
 	var first *Snapshot
 	for _, w := range readers {
@@ -221,7 +221,7 @@ churn:
 // model runs it, and what the comparisons saw of it.
 type watchedReader struct {
 	name  string
-	r     *reader
+	r     *selector
 	lossy bool // its notification buffer overruns on purpose
 
 	changed chan struct{} // one slot: calls that pile up become one, as Watch's own

@@ -2,13 +2,11 @@ package kernelrules
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os/exec"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -116,22 +114,23 @@ func NewReader(opts Options) Reader {
 		// one), not a failure, which the next scrape should retry.
 		return s != nil
 	}
-	return &reader{opts: opts, shared: &sharedRead[*Snapshot]{ttl: opts.CacheTTL, now: opts.Now, keep: keep}}
+	n := &node{opts: opts, shared: &sharedRead[*Snapshot]{ttl: opts.CacheTTL, now: opts.Now, keep: keep}}
+	return newSelector(n)
 }
 
-// reader is one way through: detect (mode and backend, kept for DetectTTL) →
-// read (per table and family, a table re-read only when its change signal
-// moved) → parse → snapshot. The single-flight cache in front (sharedRead)
-// knows nothing of rules.
-type reader struct {
+// node is what the readers of one node's rules share, whichever mode is read:
+// the options, the single-flight cache in front of every read (sharedRead,
+// which knows nothing of rules), the tables kept from the read last (of one
+// mode and backend: a read of another empties them, useTables), and the
+// watcher of changes (watch.go), which follows the mode read last. One read is
+// in flight at a time, whichever reader makes it.
+type node struct {
 	opts   Options
 	shared *sharedRead[*Snapshot]
 
-	// Everything below is touched only by the read in flight: shared runs one
-	// at a time and its mutex orders one leader's writes before the next's reads.
-	det        detection
-	loggedIPVS bool
-	tables     tableCache
+	// Touched only by the read in flight: shared runs one at a time and its
+	// mutex orders one leader's writes before the next's reads.
+	tables tableCache
 
 	// The watcher, while Watch runs (watch.go), and what the reads tell it.
 	watchMu sync.Mutex
@@ -149,112 +148,38 @@ type reader struct {
 	relistDumps atomic.Uint64
 }
 
+// reader reads kube-proxy's rules of one mode: iptables with one backend
+// (legacy or nft), or nftables. It detects nothing: the selector (select.go)
+// decides which reader reads the node, from what the node shows. One way
+// through: read (per table and family, a table re-read only when its change
+// signal moved) → parse → snapshot.
+type reader struct {
+	*node
+	mode    Mode    // ModeIPTables or ModeNFTables
+	backend Backend // ModeIPTables: BackendLegacy or BackendNFT; "" otherwise
+}
+
+// read reads the reader's mode once. It is called only by the selector's read
+// in flight.
+func (r *reader) read(ctx context.Context) (*Snapshot, error) {
+	if r.mode == ModeNFTables {
+		return r.readNFT(ctx)
+	}
+	return r.readIPTables(ctx)
+}
+
 // scopeNow is the scope of the mode and backend read last.
-func (r *reader) scopeNow() watchScope {
+func (r *node) scopeNow() watchScope {
 	if s := r.scope.Load(); s != nil {
 		return *s
 	}
 	return watchScope{}
 }
 
-// detection is what rarely changes: the mode and, in iptables mode, the backend.
-type detection struct {
-	mode      Mode // "" when not detected yet (ModeAuto only)
-	at        time.Time
-	backend   Backend // iptables mode; "" when not detected yet
-	backendAt time.Time
-}
-
-// Read implements Reader: one read in flight at a time, shared by all callers.
-func (r *reader) Read(ctx context.Context) (*Snapshot, error) {
-	return r.shared.Do(ctx, r.read)
-}
-
-// read does one pass through the pipeline. A failure forgets the detection and
-// every table kept, so the next read starts from nothing.
-func (r *reader) read(ctx context.Context) (*Snapshot, error) {
-	start := r.opts.Now()
-	snap, err := r.detectAndRead(ctx)
-	if err != nil {
-		r.det = detection{}
-		r.tables = tableCache{loggedNoSignal: r.tables.loggedNoSignal, lossesSeen: r.tables.lossesSeen}
-	}
-	if snap != nil {
-		snap.ReadAt = start
-		snap.Duration = r.opts.Now().Sub(start)
-	}
-	return snap, err
-}
-
-func (r *reader) detectAndRead(ctx context.Context) (*Snapshot, error) {
-	mode, snap, err := r.detectMode(ctx)
-	if err != nil || snap != nil {
-		return snap, err
-	}
-	switch mode {
-	case ModeIPTables:
-		return r.readIPTables(ctx)
-	case ModeNFTables:
-		return r.readNFT(ctx)
-	}
-	return r.ipvs(), fmt.Errorf("kube-proxy mode ipvs: %w", ErrUnsupported)
-}
-
-// detectMode says which mode to read. Detecting by the tables present reads
-// them: that first snapshot is returned too, so they are not read twice.
-func (r *reader) detectMode(ctx context.Context) (Mode, *Snapshot, error) {
-	switch r.opts.Mode {
-	case ModeIPTables, ModeNFTables:
-		return r.opts.Mode, nil, nil
-	case ModeAuto:
-	default:
-		return "", nil, fmt.Errorf("rule reader mode %q: want auto, iptables or nftables", r.opts.Mode)
-	}
-	if r.det.mode != "" && r.opts.Now().Sub(r.det.at) >= r.opts.DetectTTL {
-		r.det.mode = ""
-	}
-	if r.det.mode != "" {
-		return r.det.mode, nil, nil
-	}
-	mode := r.askProxyMode(ctx)
-	if mode != "" {
-		r.det.mode, r.det.at = mode, r.opts.Now()
-		return mode, nil, nil
-	}
-	snap, err := r.detectByTables(ctx)
-	if snap != nil && (err == nil || errors.Is(err, ErrUnsupported)) {
-		r.det.mode, r.det.at = snap.Mode, r.opts.Now()
-	}
-	if err == nil && snap == nil {
-		err = errors.New("detecting kube-proxy mode from tables: no result")
-	}
-	return snap.modeOrEmpty(), snap, err
-}
-
-func (s *Snapshot) modeOrEmpty() Mode {
-	if s == nil {
-		return ""
-	}
-	return s.Mode
-}
-
-// ipvs is the snapshot of IPVS mode, whose rules are not read; it warns once.
-func (r *reader) ipvs() *Snapshot {
-	if !r.loggedIPVS {
-		r.loggedIPVS = true
-		r.opts.Logger.Warn("kube-proxy runs in IPVS mode: its rules are not read; blackhole detection falls back to the API view")
-	}
-	st := WatchPolled
-	if r.changeSignals() == nil {
-		st = WatchNone
-	}
-	return &Snapshot{Mode: ModeIPVS, Watch: st, Resyncs: r.resyncs.Load()}
-}
-
 // binary returns how to run a tool: its bare name when PATH finds it, else its
 // full path in /usr/sbin or /sbin (PATH often lacks them outside login shells).
 // Not found is ErrNoRules: no rules of that kind can be read here.
-func (r *reader) binary(name string) (string, error) {
+func (r *node) binary(name string) (string, error) {
 	_, err := r.opts.LookPath(name)
 	if err == nil {
 		return name, nil
@@ -265,59 +190,4 @@ func (r *reader) binary(name string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%s not found (%v): %w", name, err, ErrNoRules)
-}
-
-// askProxyMode asks kube-proxy's /proxyMode; "" when it cannot say.
-func (r *reader) askProxyMode(ctx context.Context) Mode {
-	if r.opts.ProxyModeURL == "" {
-		return ""
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.opts.ProxyModeURL, nil)
-	if err != nil {
-		r.opts.Logger.Debug("kube-proxy /proxyMode request", "url", r.opts.ProxyModeURL, "err", err)
-		return ""
-	}
-	resp, err := r.opts.HTTPClient.Do(req)
-	if err != nil {
-		r.opts.Logger.Debug("kube-proxy /proxyMode unreachable; looking at tables", "url", r.opts.ProxyModeURL, "err", err)
-		return ""
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 256))
-	if err != nil || resp.StatusCode != http.StatusOK {
-		r.opts.Logger.Debug("kube-proxy /proxyMode failed; looking at tables", "url", r.opts.ProxyModeURL, "status", resp.StatusCode, "err", err)
-		return ""
-	}
-	switch m := strings.TrimSpace(string(body)); m {
-	case "iptables":
-		return ModeIPTables
-	case "nftables":
-		return ModeNFTables
-	case "ipvs":
-		return ModeIPVS
-	default:
-		r.opts.Logger.Debug("kube-proxy /proxyMode answer not understood; looking at tables", "answer", m)
-		return ""
-	}
-}
-
-// detectByTables decides the mode from what exists: kube-proxy's nftables table,
-// or KUBE-SERVICES in iptables (IPVS mode has its own chains there).
-func (r *reader) detectByTables(ctx context.Context) (*Snapshot, error) {
-	nftSnap, nftErr := r.readNFT(ctx)
-	iptSnap, iptErr := r.readIPTables(ctx)
-	nftFound := nftErr == nil
-	iptFound := iptErr == nil || errors.Is(iptErr, ErrUnsupported)
-	switch {
-	case nftFound && iptFound:
-		return nil, ErrAmbiguous
-	case iptFound:
-		return iptSnap, iptErr
-	case nftFound:
-		return nftSnap, nil
-	}
-	if errors.Is(nftErr, ErrNoRules) && errors.Is(iptErr, ErrNoRules) {
-		return nil, fmt.Errorf("neither nftables nor iptables (legacy or nft backend): %w", ErrNoRules)
-	}
-	return nil, fmt.Errorf("detecting kube-proxy mode from tables: %w", errors.Join(iptErr, nftErr))
 }

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/dataplane/dataplanetest"
 )
 
 // equalState compares states, Drops and Endpoints included (nil and empty alike).
@@ -42,57 +44,27 @@ func checkFamily(t *testing.T, snap *Snapshot, family string, want map[ServicePo
 var update = flag.Bool("update", false, "regenerate testdata fixtures (captures real iptables-save output; needs root)")
 
 // scenario is a small cluster seen from one node, covering every case the reader
-// must tell apart.
+// must tell apart: the seam's fixture world (dataplanetest.WorldScenario), with
+// the counter kube-proxy's rules put on the blackholed Service's drop rules.
 func scenario(ipv6 bool) []genService {
-	a := func(v4, v6 string) string {
-		if ipv6 {
-			return v6
+	return genOf(dataplanetest.Services(dataplanetest.WorldScenario, ipv6), map[string]uint64{"checkout": 7})
+}
+
+// genOf is the generator's Services of a world of the seam's fixture table;
+// dropPkts is the counter on each drop rule, by Service name.
+func genOf(svcs []dataplanetest.Service, dropPkts map[string]uint64) []genService {
+	out := make([]genService, len(svcs))
+	for i, s := range svcs {
+		g := genService{ns: s.Namespace, name: s.Name, port: s.PortName, proto: strings.ToLower(s.Protocol),
+			clusterIP: s.ClusterIP, svcPort: s.Port, nodePort: s.NodePort, hcNodePort: s.HealthCheckNodePort,
+			lbIPs: s.LoadBalancerIPs, externalIPs: s.ExternalIPs, etpLocal: s.ExternalLocal, itpLocal: s.InternalLocal,
+			affinity: s.Affinity, dropPkts: dropPkts[s.Name]}
+		for _, ep := range s.Endpoints {
+			g.eps = append(g.eps, genEndpoint{ip: ep.IP, port: ep.Port, local: ep.Local})
 		}
-		return v4
+		out[i] = g
 	}
-	return []genService{
-		{ // LoadBalancer, Local, endpoints only on other nodes: the blackhole.
-			ns: "kubelings", name: "checkout", port: "http", proto: "tcp",
-			clusterIP: a("10.96.0.10", "fd00:10:96::a"), svcPort: 80, nodePort: 30090, hcNodePort: 31090,
-			lbIPs: []string{a("192.0.2.10", "2001:db8::10")}, externalIPs: []string{a("192.0.2.20", "2001:db8::20")},
-			etpLocal: true, dropPkts: 7,
-			eps: []genEndpoint{{ip: a("10.244.2.5", "fd00:10:244:2::5"), port: 8080}},
-		},
-		{ // NodePort, Local, two local endpoints and a remote one.
-			ns: "kubelings", name: "web", port: "http", proto: "tcp",
-			clusterIP: a("10.96.0.11", "fd00:10:96::b"), svcPort: 80, nodePort: 30091, etpLocal: true,
-			eps: []genEndpoint{
-				{ip: a("10.244.1.5", "fd00:10:244:1::5"), port: 8080, local: true},
-				{ip: a("10.244.1.6", "fd00:10:244:1::6"), port: 8080, local: true},
-				{ip: a("10.244.2.6", "fd00:10:244:2::6"), port: 8080},
-			},
-		},
-		{ // Unnamed port, no endpoints anywhere: REJECT.
-			ns: "kubelings", name: "gone", proto: "tcp",
-			clusterIP: a("10.96.0.12", "fd00:10:96::c"), svcPort: 80, nodePort: 30092, etpLocal: true,
-		},
-		{ // UDP, Cluster policy.
-			ns: "kube-system", name: "kube-dns", port: "dns", proto: "udp",
-			clusterIP: a("10.96.0.53", "fd00:10:96::35"), svcPort: 53,
-			eps: []genEndpoint{{ip: a("10.244.1.7", "fd00:10:244:1::7"), port: 53, local: true}, {ip: a("10.244.2.7", "fd00:10:244:2::7"), port: 53}},
-		},
-		{ // Session affinity: two jumps per endpoint, one endpoint.
-			ns: "kubelings", name: "sticky", port: "https", proto: "tcp",
-			clusterIP: a("10.96.0.13", "fd00:10:96::d"), svcPort: 443, nodePort: 30093, hcNodePort: 31093,
-			lbIPs: []string{a("192.0.2.13", "2001:db8::13")}, etpLocal: true, affinity: true,
-			eps: []genEndpoint{{ip: a("10.244.1.8", "fd00:10:244:1::8"), port: 8443, local: true}, {ip: a("10.244.2.8", "fd00:10:244:2::8"), port: 8443}},
-		},
-		{ // internalTrafficPolicy=Local without local endpoints: a cluster-IP DROP, not external.
-			ns: "kubelings", name: "internal", port: "http", proto: "tcp",
-			clusterIP: a("10.96.0.14", "fd00:10:96::e"), svcPort: 80, nodePort: 30094, itpLocal: true,
-			eps: []genEndpoint{{ip: a("10.244.2.9", "fd00:10:244:2::9"), port: 8080}},
-		},
-		{ // SCTP, Local, one local endpoint.
-			ns: "telco", name: "sig", port: "sctp", proto: "sctp",
-			clusterIP: a("10.96.0.15", "fd00:10:96::f"), svcPort: 3868, nodePort: 30095, etpLocal: true,
-			eps: []genEndpoint{{ip: a("10.244.1.10", "fd00:10:244:1::a"), port: 3868, local: true}},
-		},
-	}
+	return out
 }
 
 // checkoutDrops are the drop rules of kubelings/checkout:http in scenario(): in

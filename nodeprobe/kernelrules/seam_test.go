@@ -4,36 +4,29 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/dataplane"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/dataplane/dataplanetest"
 )
 
-// The dataplane seam's fixture table: one table of Service states, read by every reader of this package — the
-// iptables reader (both backends; kube-proxy's ≤1.23, 1.24 and ≥1.25 layouts, as iptables-save prints them),
-// the nftables reader (nft's JSON listing), and each as auto-detection picks it — through the seam
-// (Dataplane.Read: a dataplane.Rules), which must say the same of every Service: per family, what each of its
-// destinations does. The node model reads nothing else of a reader, so readers that agree here give the same
-// verdicts and series. A reader of another dataplane joins the table with its fixtures of the same Services.
+// The dataplane seam's fixture table (nodeprobe/dataplane/dataplanetest: one table of Service states for
+// every reader), read by every reader of this package — the iptables reader (both backends; kube-proxy's
+// ≤1.23, 1.24 and ≥1.25 layouts, as iptables-save prints them), the nftables reader (nft's JSON listing), and
+// each as the selector picks it — through the seam (Dataplane.Read: a dataplane.Rules), which must say the
+// same of every Service: per family, what each of its destinations does. The node model reads nothing else of
+// a reader, so readers that agree here give the same verdicts and series. The fixtures are the table's worlds
+// rendered as kube-proxy writes them (scenario and dualScenario are the worlds; the Up-to-date tests hold the
+// fixtures to them); nodeprobe/ciliumsvc runs the same table on Cilium's rendering.
 
-// A world is one node's Services, as fixtures hold them: the scenario (scenario_test.go) and a dual-stack
-// node whose families disagree (dualScenario).
+// The worlds, as the fixtures hold them.
 const (
-	worldScenario = "scenario"
-	worldDual     = "dual-stack"
+	worldScenario = dataplanetest.WorldScenario
+	worldDual     = dataplanetest.WorldDual
 )
-
-func worldServices(world string, v6 bool) []genService {
-	if world == worldDual {
-		return dualScenario(v6)
-	}
-	return scenario(v6)
-}
 
 // dualRestoreFixture, dualSaveFixture, dualNFTInputFixture and dualNFTJSONFixture hold the dual-stack node's
 // rules as the scenario's fixtures hold the scenario's (TestSeamFixturesUpToDate writes them).
@@ -89,124 +82,10 @@ func seamReaders(t *testing.T) []seamReader {
 	return out
 }
 
-// seamDest is one external destination of a Service port: the NodePort (address ""), or a load balancer IP
-// or externalIP with the Service port.
-type seamDest struct {
-	address string
-	port    int32
-}
-
-func (d seamDest) String() string {
-	if d.address == "" {
-		return fmt.Sprintf("NodePort %d", d.port)
-	}
-	return netip.AddrPortFrom(netip.MustParseAddr(d.address), uint16(d.port)).String()
-}
-
-// destinations are sp's external destinations in one family of world (none for a Service the world lacks).
-func destinations(world string, sp ServicePort, v6 bool) []seamDest {
-	for _, s := range worldServices(world, v6) {
-		if s.servicePort() != sp {
-			continue
-		}
-		var out []seamDest
-		if s.nodePort != 0 {
-			out = append(out, seamDest{port: int32(s.nodePort)})
-		}
-		for _, a := range slices.Concat(s.lbIPs, s.externalIPs) {
-			out = append(out, seamDest{address: a, port: int32(s.svcPort)})
-		}
-		return out
-	}
-	return nil
-}
-
-// seamSays is what a port's state says its destinations get: "absent" (nothing programmed), "reject", "drop"
-// and the destinations dropped, or "forward" to its local endpoints (how many, and which).
-func seamSays(st dataplane.PortState, dests []seamDest) string {
-	if !st.Programmed {
-		return "absent"
-	}
-	var says []string
-	if st.Reject {
-		says = append(says, "reject")
-	}
-	var dropped []string
-	for _, d := range dests {
-		if st.DropsTo(d.address, d.port) {
-			dropped = append(dropped, d.String())
-		}
-	}
-	if st.Drop || len(dropped) > 0 {
-		says = append(says, "drop "+strings.Join(dropped, ", "))
-	}
-	if st.LocalEndpoints > 0 || len(says) == 0 {
-		eps := make([]string, len(st.Endpoints))
-		for i, e := range st.Endpoints {
-			eps[i] = e.String()
-		}
-		says = append(says, fmt.Sprintf("forward to %d local [%s]", st.LocalEndpoints, strings.Join(eps, " ")))
-	}
-	return strings.Join(says, "; ")
-}
-
-// seamTable is the Service states every reader must tell the same, per family.
-var seamTable = []struct {
-	state string
-	world string
-	sp    ServicePort
-	want  map[string]string // family -> seamSays
-}{
-	{"forwarding to local endpoints", worldScenario, ServicePort{Namespace: "kubelings", Name: "web", Port: "http", Protocol: "TCP"}, map[string]string{
-		FamilyIPv4: "forward to 2 local [10.244.1.5:8080 10.244.1.6:8080]",
-		FamilyIPv6: "forward to 2 local [[fd00:10:244:1::5]:8080 [fd00:10:244:1::6]:8080]",
-	}},
-	{"no local endpoint: every destination dropped", worldScenario, ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}, map[string]string{
-		FamilyIPv4: "drop NodePort 30090, 192.0.2.10:80, 192.0.2.20:80",
-		FamilyIPv6: "drop NodePort 30090, [2001:db8::10]:80, [2001:db8::20]:80",
-	}},
-	{"no endpoint anywhere: rejected (unnamed port)", worldScenario, ServicePort{Namespace: "kubelings", Name: "gone", Protocol: "TCP"}, map[string]string{
-		FamilyIPv4: "reject",
-		FamilyIPv6: "reject",
-	}},
-	{"session affinity, one local endpoint", worldScenario, ServicePort{Namespace: "kubelings", Name: "sticky", Port: "https", Protocol: "TCP"}, map[string]string{
-		FamilyIPv4: "forward to 1 local [10.244.1.8:8443]",
-		FamilyIPv6: "forward to 1 local [[fd00:10:244:1::8]:8443]",
-	}},
-	{"SCTP, one local endpoint", worldScenario, ServicePort{Namespace: "telco", Name: "sig", Port: "sctp", Protocol: "SCTP"}, map[string]string{
-		FamilyIPv4: "forward to 1 local [10.244.1.10:3868]",
-		FamilyIPv6: "forward to 1 local [[fd00:10:244:1::a]:3868]",
-	}},
-	{"Cluster policy: programmed, nothing local counted", worldScenario, ServicePort{Namespace: "kube-system", Name: "kube-dns", Port: "dns", Protocol: "UDP"}, map[string]string{
-		FamilyIPv4: "forward to 0 local []",
-		FamilyIPv6: "forward to 0 local []",
-	}},
-	{"internalTrafficPolicy Local without local endpoints: external traffic not dropped", worldScenario, ServicePort{Namespace: "kubelings", Name: "internal", Port: "http", Protocol: "TCP"}, map[string]string{
-		FamilyIPv4: "forward to 0 local []",
-		FamilyIPv6: "forward to 0 local []",
-	}},
-	{"not programmed: absent", worldScenario, ServicePort{Namespace: "kubelings", Name: "nothere", Port: "http", Protocol: "TCP"}, map[string]string{
-		FamilyIPv4: "absent",
-		FamilyIPv6: "absent",
-	}},
-	{"not programmed under that protocol: absent", worldScenario, ServicePort{Namespace: "kubelings", Name: "web", Port: "http", Protocol: "UDP"}, map[string]string{
-		FamilyIPv4: "absent",
-		FamilyIPv6: "absent",
-	}},
-	{"dual-stack: IPv4 forwards, IPv6 drops", worldDual, dualLB, map[string]string{
-		FamilyIPv4: "forward to 1 local [10.244.1.40:8080]",
-		FamilyIPv6: "drop NodePort 30140, [2001:db8::40]:80",
-	}},
-	{"dual-stack: IPv4 drops, IPv6 forwards", worldDual, dualNP, map[string]string{
-		FamilyIPv4: "drop NodePort 30141",
-		FamilyIPv6: "forward to 1 local [[fd00:10:244:1::41]:8080]",
-	}},
-}
-
 func TestSeamFixtureTable(t *testing.T) {
-	readers := seamReaders(t)
-	reads := map[string]dataplane.Rules{}
-	for _, r := range readers {
+	var reads []dataplanetest.Read
+	perWorld := map[string]int{}
+	for _, r := range seamReaders(t) {
 		rules, err := r.dp.Read(context.Background())
 		if err != nil {
 			t.Fatalf("%s, %s: %v", r.world, r.name, err)
@@ -216,42 +95,15 @@ func TestSeamFixtureTable(t *testing.T) {
 			!slices.Equal(info.Families, []string{FamilyIPv4, FamilyIPv6}) || info.ReadAt.IsZero() {
 			t.Errorf("%s, %s: the read says %+v", r.world, r.name, info)
 		}
-		for _, f := range []string{FamilyIPv4, FamilyIPv6} {
-			if !rules.HasFamily(f) {
-				t.Errorf("%s, %s: %s not read", r.world, r.name, f)
-			}
-		}
-		reads[r.world+"/"+r.name] = rules
+		reads = append(reads, dataplanetest.Read{Reader: r.name, World: r.world, Rules: rules})
+		perWorld[r.world]++
 	}
-	worlds := map[string]int{}
-	for _, row := range seamTable {
-		worlds[row.world]++
-		t.Run(row.state, func(t *testing.T) {
-			n := 0
-			for _, r := range readers {
-				if r.world != row.world {
-					continue
-				}
-				n++
-				rules := reads[r.world+"/"+r.name]
-				for _, f := range []string{FamilyIPv4, FamilyIPv6} {
-					got := seamSays(rules.Family(row.sp, f), destinations(row.world, row.sp, f == FamilyIPv6))
-					if got != row.want[f] {
-						t.Errorf("%s, %s: %v: %q, want %q", r.name, f, row.sp, got, row.want[f])
-					}
-				}
-			}
-			if n < 2 {
-				t.Fatalf("%d readers of %s: the table compares readers", n, row.world)
-			}
-		})
-	}
-	// Every Service of each world is in the table.
-	for _, world := range []string{worldScenario, worldDual} {
-		if want := len(worldServices(world, false)); worlds[world] < want {
-			t.Errorf("%s: %d rows for its %d Services", world, worlds[world], want)
+	for _, world := range dataplanetest.Worlds() {
+		if perWorld[world] < 2 {
+			t.Errorf("%d readers of %s: the table compares readers", perWorld[world], world)
 		}
 	}
+	dataplanetest.RunTable(t, reads)
 }
 
 // TestSeamFixturesUpToDate: the dual-stack node's fixtures are its generator's rules, as iptables-save (both

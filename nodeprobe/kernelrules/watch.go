@@ -87,7 +87,7 @@ func (v *watchView) unchangedSince(fi int, g uint32) bool {
 // subscribed to nf_tables notifications in the Runner's namespace (when it
 // can be), and a poller of the change signal where there are none.
 type nftWatch struct {
-	r      *reader
+	r      *node
 	netns  string
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -130,7 +130,7 @@ func (s *watchSub) signal() {
 // nothing relevant changed: the rewritten rules' counters start again at zero, and a caller that keeps a
 // running total must read them before they climb back to where they were, or it cannot tell the reset. It
 // never calls changed for counter growth: the caller reads counters on its own schedule.
-func (r *reader) Watch(ctx context.Context, changed func()) {
+func (r *node) Watch(ctx context.Context, changed func()) {
 	sub := &watchSub{ch: make(chan struct{}, 1)}
 	w := r.attachWatch(sub)
 	defer r.detachWatch(w, sub)
@@ -150,7 +150,7 @@ func (r *reader) Watch(ctx context.Context, changed func()) {
 }
 
 // attachWatch adds a subscriber, starting the watcher for the first.
-func (r *reader) attachWatch(sub *watchSub) *nftWatch {
+func (r *node) attachWatch(sub *watchSub) *nftWatch {
 	r.watchMu.Lock()
 	defer r.watchMu.Unlock()
 	w := r.watch
@@ -172,7 +172,7 @@ func (r *reader) attachWatch(sub *watchSub) *nftWatch {
 }
 
 // detachWatch removes a subscriber and stops the watcher after the last.
-func (r *reader) detachWatch(w *nftWatch, sub *watchSub) {
+func (r *node) detachWatch(w *nftWatch, sub *watchSub) {
 	r.watchMu.Lock()
 	w.mu.Lock()
 	delete(w.subs, sub)
@@ -192,7 +192,7 @@ func (r *reader) detachWatch(w *nftWatch, sub *watchSub) {
 }
 
 // currentWatch is the running watcher, if any.
-func (r *reader) currentWatch() *nftWatch {
+func (r *node) currentWatch() *nftWatch {
 	r.watchMu.Lock()
 	defer r.watchMu.Unlock()
 	return r.watch

@@ -59,7 +59,7 @@ func startWatch(t *testing.T, r Reader) *watchRun {
 // from then on are judged by notifications.
 func waitBaseline(t testing.TB, r Reader) {
 	t.Helper()
-	rd := r.(*reader)
+	rd := r.(*selector)
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		if w := rd.currentWatch(); w != nil {
@@ -410,7 +410,7 @@ func TestWatchNFTables(t *testing.T) {
 	run := &countingRunner{NetnsRunner: NetnsRunner{Namespace: ns}}
 	var logs logBuffer
 	r := NewReader(Options{Mode: ModeNFTables, Runner: run, CacheTTL: -1, Logger: logs.logger()})
-	rd := r.(*reader)
+	rd := r.(*selector)
 	watch := startWatch(t, r)
 	t.Cleanup(func() {
 		if t.Failed() {

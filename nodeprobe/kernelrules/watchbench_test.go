@@ -119,7 +119,7 @@ func benchNotifications(b *testing.B, mode Mode, size int) {
 	if _, err := notified.Read(ctx); err != nil {
 		b.Fatal(err)
 	}
-	w := notified.(*reader).currentWatch()
+	w := notified.(*selector).currentWatch()
 	scope := scopeOf(mode, BackendNFT)
 	if mode == ModeNFTables {
 		scope = scopeOf(mode, "")
@@ -251,7 +251,7 @@ func benchRelevantRead(b *testing.B, size int) {
 	read(targeted)
 	waitBaseline(b, targeted)
 	read(targeted)
-	rd := targeted.(*reader)
+	rd := targeted.(*selector)
 	w := rd.currentWatch()
 	scope := scopeOf(ModeNFTables, "")
 	settle := func() {
@@ -521,7 +521,7 @@ func BenchmarkNotificationBurst(b *testing.B) {
 		b.Fatal(err)
 	}
 	waitBaseline(b, r)
-	w := r.(*reader).currentWatch()
+	w := r.(*selector).currentWatch()
 	all := map[string]bool{}
 	for _, s := range svcs {
 		all[s.ns+"/"+s.name] = true

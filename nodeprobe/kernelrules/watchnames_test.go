@@ -83,7 +83,7 @@ func TestWatchNamesNFTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitBaseline(t, r)
-	w := r.(*reader).currentWatch()
+	w := r.(*selector).currentWatch()
 	sync := func(after map[bool][]genService, changed ...string) uint32 {
 		t.Helper()
 		gen, err := nftGeneration(ctx, ns)
