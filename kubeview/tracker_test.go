@@ -210,7 +210,7 @@ func TestTrackerAnnouncers(t *testing.T) {
 	if err := v.WaitForSync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitAnnouncers(t, v.announcers, now, map[announce.Source]announce.SourceState{announce.SourceMetalLBL2: announce.SourceOK, announce.SourceMetalLBBGP: announce.SourceOK, announce.SourceCiliumL2: announce.SourceOK})
+	waitAnnouncers(t, v.announcers, now, map[announce.Source]announce.SourceState{announce.SourceMetalLBL2: announce.SourceOK, announce.SourceMetalLBBGP: announce.SourceOK, announce.SourceCiliumL2: announce.SourceOK, announce.SourceCiliumL2Policy: announce.SourceOK})
 	trackerSettled(t, v, tr, now)
 	if got, want := tr.NextChange(), now.Add(15*time.Second); !got.Equal(want) {
 		t.Errorf("NextChange %s, want the lease's expiry %s", got, want)
