@@ -255,9 +255,12 @@ func TestCiliumFailoverDoesNotPage(t *testing.T) {
 
 	fresh, _, _ := startCilium(t, ctx, t0, ciliumPolicyObj("all", nil, true, false))
 	newSvc := lbService("shop", "new", nil, "192.0.2.20")
-	for at, want := range map[time.Duration][]string{0: nil, 14 * time.Second: nil, 15 * time.Second: {"192.0.2.20"}} {
-		if got := fresh.Snapshot(t0.Add(at)).CiliumUnheld(newSvc, []string{"192.0.2.20"}); !reflect.DeepEqual(got, want) {
-			t.Errorf("a new Service, no lease ever, at %s: %v, want %v", at, got, want)
+	for _, c := range []struct {
+		at   time.Duration
+		want []string
+	}{{0, nil}, {14 * time.Second, nil}, {15 * time.Second, []string{"192.0.2.20"}}} {
+		if got := fresh.Snapshot(t0.Add(c.at)).CiliumUnheld(newSvc, []string{"192.0.2.20"}); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("a new Service, no lease ever, at %s: %v, want %v", c.at, got, c.want)
 		}
 	}
 }
