@@ -306,3 +306,31 @@ func TestCiliumPoliciesUnreadable(t *testing.T) {
 		})
 	}
 }
+
+// TestCiliumPolicyEvents: a policy's new spec has every Service's selection read again (record and moved); an
+// update that leaves the kept spec alone (Cilium's agents patching the status) does not.
+func TestCiliumPolicyEvents(t *testing.T) {
+	var records, moves int
+	h := recordHandlers(SourceCiliumL2Policy, func(string, string) { records++ }, func() { moves++ })
+	keep := func(u *unstructured.Unstructured) *unstructured.Unstructured {
+		t.Helper()
+		k, err := transformCiliumPolicy(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k.(*unstructured.Unstructured)
+	}
+	before := ciliumPolicyObj("p", map[string]any{"matchLabels": map[string]any{"app": "web"}}, true, false)
+	withStatus := before.DeepCopy()
+	withStatus.Object["status"] = map[string]any{"conditions": []any{map[string]any{"type": "io.cilium/bad-interface-regex", "status": "True"}}}
+	h.OnUpdate(keep(before), keep(withStatus))
+	if records != 0 || moves != 0 {
+		t.Errorf("a status patch: %d records, %d moves; want none", records, moves)
+	}
+	after := ciliumPolicyObj("p", map[string]any{"matchLabels": map[string]any{"app": "api"}}, true, false)
+	h.OnUpdate(keep(before), keep(after))
+	h.OnDelete(keep(after))
+	if records != 2 || moves != 2 {
+		t.Errorf("a new selector, then a deletion: %d records, %d moves; want 2 each", records, moves)
+	}
+}

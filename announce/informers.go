@@ -3,6 +3,7 @@ package announce
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -117,7 +118,19 @@ func recordHandlers(src Source, record func(serviceKey, lease string), moved fun
 		_, key, _ := metallbRecord(u)
 		record(key, "")
 	}
-	return cache.ResourceEventHandlerFuncs{AddFunc: mark, UpdateFunc: func(_, o any) { mark(o) }, DeleteFunc: mark}
+	update := func(old, o any) {
+		// Cilium's agents patch a policy's status (a selector or interface regex that does not compile) on each
+		// of their events: only a changed spec changes which Services it selects.
+		if src == SourceCiliumL2Policy {
+			ou, ok1 := old.(*unstructured.Unstructured)
+			nu, ok2 := o.(*unstructured.Unstructured)
+			if ok1 && ok2 && reflect.DeepEqual(ou.Object["spec"], nu.Object["spec"]) {
+				return
+			}
+		}
+		mark(o)
+	}
+	return cache.ResourceEventHandlerFuncs{AddFunc: mark, UpdateFunc: update, DeleteFunc: mark}
 }
 
 // StatesDiffer reports whether some source's state now differs from its state in prev (a source turns ok, is
