@@ -33,6 +33,10 @@ const (
 	// SourceCiliumL2: Cilium's L2 announcement Lease cilium-l2announce-<namespace>-<service> in the agent's
 	// namespace; its holderIdentity answers ARP for the Service's addresses while the lease is renewed.
 	SourceCiliumL2 Source = "cilium_l2"
+	// SourceCiliumL2Policy: Cilium's cilium.io/v2alpha1 CiliumL2AnnouncementPolicy objects, which Services its
+	// agents elect a lease for (ciliumpolicy.go). They name no node: with the leases they tell a Service Cilium
+	// announces from nowhere (no live lease) from one it does not announce at all.
+	SourceCiliumL2Policy Source = "cilium_l2_policy"
 	// SourceKubeVIP: kube-vip's kube-vip.io/vipHost Service annotation, the node that last took the Service
 	// (ARP and BGP modes alike).
 	SourceKubeVIP Source = "kube_vip"
@@ -45,7 +49,7 @@ const (
 )
 
 // Sources lists every source, in export order.
-var Sources = []Source{SourceMetalLBL2, SourceMetalLBBGP, SourceCiliumL2, SourceKubeVIP, SourceOpenELB, SourcePureLB}
+var Sources = []Source{SourceMetalLBL2, SourceMetalLBBGP, SourceCiliumL2, SourceCiliumL2Policy, SourceKubeVIP, SourceOpenELB, SourcePureLB}
 
 // FollowsLocalEndpoints reports whether the announcer announces an externalTrafficPolicy Local Service only
 // from nodes with a ready local endpoint, and so moves its announcement off a node whose endpoints go (a drain)
@@ -208,7 +212,11 @@ type Snapshot struct {
 	States    map[Source]SourceState
 	byService map[string][]Announcement
 	leases    map[string]leaseRecord
-	now       time.Time
+	// policies are Cilium's L2 announcement policies, and unheld the reader's clock of the Services they
+	// select without a live lease (nil for a one-shot List, which has no clock).
+	policies []ciliumPolicy
+	unheld   *unheldClock
+	now      time.Time
 	// clusterWide: every node's records were read (List), so the absence of a record means that no
 	// node announces, where MetalLB's speakers run (Speakers).
 	clusterWide bool

@@ -87,7 +87,7 @@ func lease(ns, name, holder string, renew time.Time, seconds int64) *unstructure
 func fakeDynamic(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
 	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		GVRServiceL2Status: "ServiceL2StatusList", GVRServiceBGPStatus: "ServiceBGPStatusList", GVRLease: "LeaseList",
-		GVRPod: "PodList",
+		GVRPod: "PodList", GVRCiliumL2Policy: "CiliumL2AnnouncementPolicyList",
 	}, objs...)
 }
 
@@ -134,7 +134,7 @@ func TestAnnouncersRead(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a.Start(ctx)
-	waitAnnouncers(t, a, now, map[Source]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
+	waitAnnouncers(t, a, now, map[Source]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK, SourceCiliumL2Policy: SourceOK})
 	// Nothing changes for longer than the leases' duration after this reader first saw them.
 	s := a.Snapshot(now.Add(16 * time.Second))
 
@@ -183,7 +183,7 @@ func TestLeaseExpiryByReadersClock(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a.Start(ctx)
-	waitAnnouncers(t, a, t0, map[Source]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
+	waitAnnouncers(t, a, t0, map[Source]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK, SourceCiliumL2Policy: SourceOK})
 	expired := func(s Snapshot, svc string) bool {
 		t.Helper()
 		got := s.AnnouncementsFor("shop", svc)
@@ -239,37 +239,6 @@ func TestLeaseExpiryByReadersClock(t *testing.T) {
 	}
 }
 
-// TestReleasedCiliumLeaseNamesNobody: a Cilium agent that stops electing for a Service (the policy no longer
-// selects it or the node; from Cilium 1.20.2 also a Local Service without a local backend on the node) releases
-// the lease as client-go's leader election does (ReleaseOnCancel: holderIdentity emptied, leaseDurationSeconds
-// 1), and the agents' lease GC deletes a lease without a holder within a minute. Neither names a node nor makes
-// the Service unannounced: without the L2 announcement policies, which this reader does not read, nothing tells
-// a Service Cilium withdrew from every node from one no policy selects, so nothing is guessed.
-func TestReleasedCiliumLeaseNamesNobody(t *testing.T) {
-	now := time.Now()
-	released := lease(DefaultCiliumNamespace, CiliumLeaseName("shop", "web"), "", now, 1)
-	client := fakeDynamic(released)
-	a := NewInformers(client, "node-1", DefaultCiliumNamespace)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	a.Start(ctx)
-	waitAnnouncers(t, a, now, map[Source]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
-	for _, at := range []time.Time{now, now.Add(time.Minute)} {
-		if got := a.Snapshot(at).AnnouncementsFor("shop", "web"); got != nil {
-			t.Errorf("a released lease, %s after: %+v, want no record", at.Sub(now), got)
-		}
-	}
-	if got := List(ctx, client, DefaultCiliumNamespace, now.Add(time.Minute)).AnnouncementsFor("shop", "web"); got != nil {
-		t.Errorf("a released lease, read once: %+v, want no record", got)
-	}
-	if err := client.Resource(GVRLease).Namespace(DefaultCiliumNamespace).Delete(ctx, released.GetName(), metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if got := List(ctx, client, DefaultCiliumNamespace, now.Add(time.Minute)).AnnouncementsFor("shop", "web"); got != nil {
-		t.Errorf("a deleted lease: %+v, want no record", got)
-	}
-}
-
 func TestAnnouncersStates(t *testing.T) {
 	client := fakeDynamic()
 	client.PrependReactor("list", "servicel2statuses", func(k8stesting.Action) (bool, runtime.Object, error) {
@@ -282,7 +251,7 @@ func TestAnnouncersStates(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a.Start(ctx)
-	s := waitAnnouncers(t, a, time.Now(), map[Source]SourceState{SourceMetalLBL2: SourceAbsent, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceForbidden})
+	s := waitAnnouncers(t, a, time.Now(), map[Source]SourceState{SourceMetalLBL2: SourceAbsent, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceForbidden, SourceCiliumL2Policy: SourceOK})
 	if got := s.AnnouncementsFor("shop", "web"); got != nil {
 		t.Errorf("announcements from sources not ok: %+v", got)
 	}
@@ -354,9 +323,9 @@ func TestAnnouncersRediscover(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a.Start(ctx)
-	waitAnnouncers(t, a, time.Now(), map[Source]SourceState{SourceMetalLBL2: SourceAbsent, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
+	waitAnnouncers(t, a, time.Now(), map[Source]SourceState{SourceMetalLBL2: SourceAbsent, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK, SourceCiliumL2Policy: SourceOK})
 	installed.Store(true)
-	s := waitAnnouncers(t, a, time.Now(), map[Source]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
+	s := waitAnnouncers(t, a, time.Now(), map[Source]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK, SourceCiliumL2Policy: SourceOK})
 	if got := s.AnnouncementsFor("shop", "web"); len(got) != 1 || got[0].Node != "node-2" {
 		t.Errorf("after the CRD appeared: %+v", got)
 	}
@@ -415,7 +384,7 @@ func TestUnrecordedMetalLBAddresses(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a.Start(ctx)
-	s := waitAnnouncers(t, a, time.Now(), map[Source]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
+	s := waitAnnouncers(t, a, time.Now(), map[Source]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK, SourceCiliumL2Policy: SourceOK})
 	if got := unrecorded(s, svc); got != nil {
 		t.Errorf("the exporter's snapshot: unrecorded %v, want none", got)
 	}
@@ -486,7 +455,7 @@ func TestMetalLBAllocatedOnly(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a.Start(ctx)
-	s := waitAnnouncers(t, a, time.Now(), map[Source]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
+	s := waitAnnouncers(t, a, time.Now(), map[Source]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK, SourceCiliumL2Policy: SourceOK})
 	if got := s.AllocatedOnly(svc, nil, ips); got != nil || s.Speakers != SpeakersNotLooked {
 		t.Errorf("the exporter's snapshot: allocated only %v, speakers %q; want none, not looked", got, s.Speakers)
 	}

@@ -3,6 +3,7 @@ package announce
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -37,7 +38,8 @@ const (
 const DefaultCiliumNamespace = "kube-system"
 
 // Informers watch the announcers' own objects: MetalLB's ServiceL2Status (all of them: a holder elsewhere
-// matters here too) and this node's ServiceBGPStatus, and Cilium's L2 announcement leases in one namespace.
+// matters here too) and this node's ServiceBGPStatus, Cilium's L2 announcement leases in one namespace and its
+// L2 announcement policies (which Services should have a lease).
 // Each informer keeps retrying its list with the reflector's backoff, so a CRD installed later, or RBAC
 // granted later, is found without a restart.
 type Informers struct {
@@ -48,12 +50,14 @@ type Informers struct {
 	// taken from more than one goroutine: the tracker's and a gather's).
 	leasesMu sync.Mutex
 	leases   map[string]leaseRecord
+	// unheld is, per Service a Cilium policy selects, since when this reader has seen it without a live lease.
+	unheld *unheldClock
 }
 
 // NewInformers builds the informers; nothing talks to the API server until Start.
 func NewInformers(client dynamic.Interface, node, ciliumNamespace string) *Informers {
 	a := &Informers{node: node, informer: map[Source]cache.SharedIndexInformer{}, track: map[Source]*sourceTrack{},
-		leases: map[string]leaseRecord{}}
+		leases: map[string]leaseRecord{}, unheld: newUnheldClock()}
 	add := func(src Source, ri dynamic.ResourceInterface, tweak func(*metav1.ListOptions), transform cache.TransformFunc) {
 		t := &sourceTrack{}
 		a.track[src] = t
@@ -71,6 +75,7 @@ func NewInformers(client dynamic.Interface, node, ciliumNamespace string) *Infor
 		o.LabelSelector = labels.Set{LabelMetalLBNode: node}.String()
 	}, transformBGPStatus)
 	add(SourceCiliumL2, client.Resource(GVRLease).Namespace(ciliumNamespace), none, transformLease)
+	add(SourceCiliumL2Policy, client.Resource(GVRCiliumL2Policy), none, transformCiliumPolicy)
 	return a
 }
 
@@ -78,17 +83,23 @@ func NewInformers(client dynamic.Interface, node, ciliumNamespace string) *Infor
 // announcer's object names (the Service key namespace/name of a MetalLB status, by its fields or labels; the
 // name of a Cilium lease, which the reader maps back to its Service; both "" for another object), moved is
 // called when a source's answer changes what its state may say (a source turning readable or refused with no
-// record changing). Call it before Start; neither may block.
+// record changing), and after any event on a Cilium L2 announcement policy, which may change which Services
+// any policy selects. Call it before Start; neither may block.
 func (a *Informers) Notify(record func(serviceKey, lease string), moved func()) {
 	for src, inf := range a.informer {
-		_, _ = inf.AddEventHandler(recordHandlers(src, record))
+		_, _ = inf.AddEventHandler(recordHandlers(src, record, moved))
 		a.track[src].moved = moved
 	}
 }
 
 // recordHandlers call record for every event on src's objects, tombstones included.
-func recordHandlers(src Source, record func(serviceKey, lease string)) cache.ResourceEventHandlerFuncs {
+func recordHandlers(src Source, record func(serviceKey, lease string), moved func()) cache.ResourceEventHandlerFuncs {
 	mark := func(o any) {
+		if src == SourceCiliumL2Policy {
+			record("", "")
+			moved()
+			return
+		}
 		if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
 			o = t.Obj
 		}
@@ -107,7 +118,19 @@ func recordHandlers(src Source, record func(serviceKey, lease string)) cache.Res
 		_, key, _ := metallbRecord(u)
 		record(key, "")
 	}
-	return cache.ResourceEventHandlerFuncs{AddFunc: mark, UpdateFunc: func(_, o any) { mark(o) }, DeleteFunc: mark}
+	update := func(old, o any) {
+		// Cilium's agents patch a policy's status (a selector or interface regex that does not compile) on each
+		// of their events: only a changed spec changes which Services it selects.
+		if src == SourceCiliumL2Policy {
+			ou, ok1 := old.(*unstructured.Unstructured)
+			nu, ok2 := o.(*unstructured.Unstructured)
+			if ok1 && ok2 && reflect.DeepEqual(ou.Object["spec"], nu.Object["spec"]) {
+				return
+			}
+		}
+		mark(o)
+	}
+	return cache.ResourceEventHandlerFuncs{AddFunc: mark, UpdateFunc: update, DeleteFunc: mark}
 }
 
 // StatesDiffer reports whether some source's state now differs from its state in prev (a source turns ok, is
@@ -344,12 +367,15 @@ func (s *Snapshot) addRecord(src Source, u *unstructured.Unstructured, onlyNode 
 		if strings.HasPrefix(u.GetName(), ciliumLeasePrefix) {
 			s.leases[u.GetName()] = leaseOf(u)
 		}
+	case SourceCiliumL2Policy:
+		s.policies = append(s.policies, ciliumPolicyOf(u))
 	}
 }
 
 // Snapshot reads every source's state and the records of those that are ok, at now.
 func (a *Informers) Snapshot(now time.Time) Snapshot {
-	s := Snapshot{States: map[Source]SourceState{}, byService: map[string][]Announcement{}, leases: map[string]leaseRecord{}, now: now}
+	s := Snapshot{States: map[Source]SourceState{}, byService: map[string][]Announcement{}, leases: map[string]leaseRecord{}, now: now,
+		unheld: a.unheld}
 	for _, src := range Sources {
 		inf, ok := a.informer[src]
 		if !ok {
@@ -386,6 +412,9 @@ func (a *Informers) observe(leases map[string]leaseRecord, now time.Time) {
 			l.observed = prev.observed
 		} else {
 			l.observed = now
+		}
+		if l.holder != "" {
+			a.unheld.sawHeld(l.duration)
 		}
 		leases[name], seen[name] = l, l
 	}

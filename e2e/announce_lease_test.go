@@ -11,6 +11,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
 )
@@ -157,4 +159,131 @@ func TestAnnouncerLeaseClockSkew(t *testing.T) {
 	if took := time.Since(stopped); took < ciliumLeaseDuration-ciliumRetryPeriod-time.Second {
 		t.Errorf("unannounced %s after the last renewal, before the lease's %s could pass", took, ciliumLeaseDuration)
 	}
+}
+
+var gvrCiliumL2Policy = schema.GroupVersionResource{Group: "cilium.io", Version: "v2alpha1", Resource: "ciliuml2announcementpolicies"}
+
+// TestAnnouncerCiliumLeaseReleased: a LoadBalancer Service served by a replica on node-1 that a
+// CiliumL2AnnouncementPolicy selects (by the io.kubernetes.service.namespace and .name labels Cilium adds),
+// announced by node-1's lease. Then the policy's nodeSelector moves to node-2, which has no local backend:
+// node-1 stops electing and releases the lease as client-go's leader election does (ReleaseOnCancel: no holder,
+// leaseDurationSeconds 1, renewTime now), Cilium 1.20.2 and later on node-2 do not elect, and the agents' GC
+// deletes the lease; nobody answers ARP, and the
+// client's request is lost. For most of a lease duration after the release the Service is not unannounced (a
+// failover would renew within it); then it is, on every node. Before the policies were read, never.
+func TestAnnouncerCiliumLeaseReleased(t *testing.T) {
+	c := sharedCluster(t)
+	ctx := testContext(t)
+	dir, err := cluster.CiliumPolicyCRDsDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.InstallCRDs(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	nodes := []string{"node-1", "node-2"}
+	const lbIP = "192.0.2.153"
+	svc := serviceSpec(t, c, "e2e-lease-released", "web", corev1.ServiceTypeLoadBalancer, nil)
+	setEndpoints(t, c, svc, ready(startPods(t, c, svc, "node-1")...))
+	if err := c.SetLoadBalancerIngress(ctx, svc.Namespace, svc.Name, corev1.LoadBalancerIngress{IP: lbIP}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Unroute(context.Background(), lbIP) })
+	if err := c.RouteVia(ctx, "node-1", lbIP); err != nil {
+		t.Fatal(err)
+	}
+	policies := dynamicClient(t, c).Resource(gvrCiliumL2Policy)
+	policy := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "cilium.io/v2alpha1", "kind": "CiliumL2AnnouncementPolicy",
+		"metadata": map[string]any{"name": "e2e-lease-released"},
+		"spec": map[string]any{
+			"serviceSelector": map[string]any{"matchLabels": map[string]any{
+				"io.kubernetes.service.namespace": svc.Namespace, "io.kubernetes.service.name": svc.Name}},
+			"nodeSelector":    map[string]any{"matchLabels": map[string]any{"kubernetes.io/hostname": "node-1"}},
+			"interfaces":      []any{"^eth0$"},
+			"loadBalancerIPs": true,
+		}}}
+	if _, err := policies.Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = policies.Delete(context.Background(), policy.GetName(), metav1.DeleteOptions{}) })
+	holder := holdCiliumLease(t, c, svc, "node-1", 0)
+
+	unannounced := func(want bool) error {
+		var errs []error
+		for _, node := range nodes {
+			labels := svcLabels(svc, node)
+			check := func(m cluster.Metrics) error {
+				if len(m.Series("localtraffic_in_rotation", labels)) == 0 {
+					return fmt.Errorf("no localtraffic_in_rotation%v: not decided yet", labels)
+				}
+				if want {
+					return m.Expect("localtraffic_service_unannounced", labels, 1)
+				}
+				return m.ExpectAbsent("localtraffic_service_unannounced", labels)
+			}
+			if err := expectMetrics(ctx, c, node, sourceOK(node, "cilium_l2"), sourceOK(node, "cilium_l2_policy"), check); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", node, err))
+			}
+		}
+		return errors.Join(errs...)
+	}
+	eventually(t, converge, "the Service served through node-1's lease, announced", func() error {
+		if err := wantServedLocally(c.Request(ctx, lbIP+":80"), "node-1"); err != nil {
+			return err
+		}
+		return unannounced(false)
+	})
+
+	// The policy moves to node-2, which runs no replica: node-1 stops electing (the policy no longer selects it)
+	// and releases the lease as client-go does; node-2, without a local backend, does not elect. Nobody answers
+	// ARP for the address.
+	cur, err := policies.Get(ctx, policy.GetName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedStringMap(cur.Object, map[string]string{"kubernetes.io/hostname": "node-2"}, "spec", "nodeSelector", "matchLabels"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := policies.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	holder.stop()
+	leases := c.Admin().CoordinationV1().Leases(ciliumNamespace)
+	name := "cilium-l2announce-" + svc.Namespace + "-" + svc.Name
+	lease, err := leases.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.NewMicroTime(time.Now())
+	lease.Spec.HolderIdentity, lease.Spec.LeaseDurationSeconds = ptr(""), ptr(int32(1))
+	lease.Spec.AcquireTime, lease.Spec.RenewTime = &now, &now
+	if _, err := leases.Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	released := time.Now()
+	if err := c.Unroute(ctx, lbIP); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.Request(ctx, lbIP+":80"); r.Verdict == cluster.OK {
+		t.Fatalf("with nobody announcing, the request was answered: %s", r)
+	}
+	// Within the lease duration (less a retry period and a scrape of slack): not unannounced. The agents' GC
+	// deletes the released lease meanwhile (every minute in Cilium; at once here, to keep the test short).
+	deleted := false
+	for time.Since(released) < ciliumLeaseDuration-ciliumRetryPeriod-time.Second {
+		if err := unannounced(false); err != nil {
+			t.Fatalf("%s after the release: %v", time.Since(released).Round(time.Millisecond), err)
+		}
+		if !deleted && time.Since(released) > ciliumRetryPeriod {
+			if err := leases.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			deleted = true
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	eventually(t, ciliumLeaseDuration+announcedWithin, "the Service unannounced on every node a lease duration after the release", func() error {
+		return unannounced(true)
+	})
 }

@@ -194,6 +194,7 @@ func TestDeployRBACIsExactlyTheClusterRole(t *testing.T) {
 		"authentication.k8s.io/tokenreviews:create": true, "authorization.k8s.io/subjectaccessreviews:create": true,
 		"metallb.io/servicel2statuses:list": true, "metallb.io/servicel2statuses:watch": true,
 		"metallb.io/servicebgpstatuses:list": true, "metallb.io/servicebgpstatuses:watch": true,
+		"cilium.io/ciliuml2announcementpolicies:list": true, "cilium.io/ciliuml2announcementpolicies:watch": true,
 	}
 	// Cilium's L2 announcement Leases: list and watch in kube-system only (deploy/base/announcers-rbac.yaml).
 	grantedIn := map[string]string{"coordination.k8s.io/leases:list": "kube-system", "coordination.k8s.io/leases:watch": "kube-system"}
@@ -206,6 +207,7 @@ func TestDeployRBACIsExactlyTheClusterRole(t *testing.T) {
 		{"authentication.k8s.io", "tokenreviews", ""}, {"authorization.k8s.io", "subjectaccessreviews", ""},
 		{"authorization.k8s.io", "localsubjectaccessreviews", ""},
 		{"metallb.io", "servicel2statuses", ""}, {"metallb.io", "servicebgpstatuses", ""},
+		{"cilium.io", "ciliuml2announcementpolicies", ""},
 	}
 	verbs := []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection", "impersonate", "escalate", "bind"}
 	var allowed []string

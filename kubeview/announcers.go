@@ -1,6 +1,8 @@
 package kubeview
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/localtraffic/localtraffic-exporter/announce"
@@ -11,13 +13,20 @@ import (
 
 // AddAnnouncers adds to s, the state of svc, the announcements of the announcers' own objects in ann, as every
 // reader of the announcers does (the exporter's snapshot, the plugin's status): only a LoadBalancer Service
-// has load balancer IPs an announcer announces.
+// has load balancer IPs an announcer announces. Its unrecorded IPs are MetalLB's nobody announces
+// (announce.Snapshot.Unrecorded) and those a Cilium L2 announcement policy selects while no live lease has been
+// seen for a lease duration (announce.Snapshot.CiliumUnheld).
 func (s *ServiceState) AddAnnouncers(ann announce.Snapshot, svc *corev1.Service) {
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
 		return
 	}
 	s.Announcements = append(s.Announcements, ann.AnnouncementsFor(svc.Namespace, svc.Name)...)
 	s.UnrecordedIPs = ann.Unrecorded(svc, s.Announcements, s.LoadBalancerIPs)
+	for _, ip := range ann.CiliumUnheld(svc, s.LoadBalancerIPs) {
+		if !slices.Contains(s.UnrecordedIPs, ip) {
+			s.UnrecordedIPs = append(s.UnrecordedIPs, ip)
+		}
+	}
 }
 
 // annotationStates sets the annotation sources' states in states from the Services' announcements

@@ -121,6 +121,7 @@ func lease(ns, name, holder string, renew time.Time, seconds int64) *unstructure
 func fakeDynamic(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
 	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		announce.GVRServiceL2Status: "ServiceL2StatusList", announce.GVRServiceBGPStatus: "ServiceBGPStatusList", announce.GVRLease: "LeaseList",
+		announce.GVRCiliumL2Policy: "CiliumL2AnnouncementPolicyList",
 	}, objs...)
 }
 

@@ -1,6 +1,7 @@
 package kubeview
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -80,12 +81,26 @@ func TransformEndpointSlice(node string) func(any) (any, error) {
 // conditions). It keeps the AnnotationIntentionalPlacement annotation, the cloud controllers' annotations that
 // say where the load balancer health-checks (and loadBalancerClass), and the labels keep names (those an ignore
 // selector reads: keeping them rather than the selector's answer keeps the transform idempotent).
-func TransformService(keep ...string) func(any) (any, error) {
+func TransformService(keep ...string) func(any) (any, error) { return transformService(false, keep...) }
+
+// TransformServiceForAnnouncers is TransformService for a view that reads the announcers' objects: it also keeps
+// every label of a Local LoadBalancer Service, which Cilium's L2 announcement policies select by any label
+// (announce.Snapshot.CiliumUnheld). Only those Services pay for their labels.
+func TransformServiceForAnnouncers(keep ...string) func(any) (any, error) {
+	return transformService(true, keep...)
+}
+
+func transformService(announcers bool, keep ...string) func(any) (any, error) {
 	keepLabelKeys := append([]string{labelServiceProxyName}, keep...)
 	return func(obj any) (any, error) {
 		svc, ok := obj.(*corev1.Service)
 		if !ok {
 			return obj, nil
+		}
+		labels := keepLabels(svc.Labels, keepLabelKeys...)
+		if announcers && svc.Spec.Type == corev1.ServiceTypeLoadBalancer &&
+			svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal && len(svc.Labels) > 0 {
+			labels = maps.Clone(svc.Labels)
 		}
 		return &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{
@@ -93,7 +108,7 @@ func TransformService(keep ...string) func(any) (any, error) {
 				Namespace:         svc.Namespace,
 				UID:               svc.UID,
 				ResourceVersion:   svc.ResourceVersion,
-				Labels:            keepLabels(svc.Labels, keepLabelKeys...),
+				Labels:            labels,
 				Annotations:       keptAnnotations(svc.Annotations),
 				DeletionTimestamp: svc.DeletionTimestamp,
 			},

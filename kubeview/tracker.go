@@ -144,8 +144,9 @@ type Tracker struct {
 	// leaseOf maps a Cilium lease name to the LoadBalancer Service it elects an announcer for.
 	leaseOf map[string]string
 	// expiry is, per Service with a Cilium lease held and not expired, when it expires unless seen renewed
-	// (a lease duration after announce.Informers last saw it change): its announcement changes then without an
-	// event.
+	// (a lease duration after announce.Informers last saw it change), and per Service a Cilium policy selects
+	// without a live lease, when it becomes unannounced (announce.Snapshot.CiliumUnheldAt): its state changes
+	// then without an event.
 	expiry    map[string]time.Time
 	ann       announce.Snapshot
 	annStates map[announce.Source]announce.SourceState
@@ -227,6 +228,10 @@ func (t *Tracker) Update(now time.Time) ([]string, error) {
 		case !ok && had:
 			delete(t.states, key)
 			t.forgetLease(key)
+			if t.v.announcers != nil {
+				ns, name, _ := strings.Cut(key, "/")
+				t.v.announcers.ForgetService(ns, name)
+			}
 			changed, membership = append(changed, key), true
 		case ok && !had:
 			t.states[key] = st
@@ -278,6 +283,10 @@ func (t *Tracker) compute(store cache.Store, key string) (ServiceState, bool, er
 	if t.v.announcers != nil && svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
 		t.leaseOf[announce.CiliumLeaseName(svc.Namespace, svc.Name)] = key
 		if at, ok := t.ann.LeaseExpiry(svc.Namespace, svc.Name); ok {
+			t.expiry[key] = at
+		} else if at, ok := t.ann.CiliumUnheldAt(svc); ok {
+			// A selected Service without a live lease is unannounced a lease duration after it was first
+			// seen so, with no event.
 			t.expiry[key] = at
 		}
 	}

@@ -210,7 +210,7 @@ func TestTrackerAnnouncers(t *testing.T) {
 	if err := v.WaitForSync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitAnnouncers(t, v.announcers, now, map[announce.Source]announce.SourceState{announce.SourceMetalLBL2: announce.SourceOK, announce.SourceMetalLBBGP: announce.SourceOK, announce.SourceCiliumL2: announce.SourceOK})
+	waitAnnouncers(t, v.announcers, now, map[announce.Source]announce.SourceState{announce.SourceMetalLBL2: announce.SourceOK, announce.SourceMetalLBBGP: announce.SourceOK, announce.SourceCiliumL2: announce.SourceOK, announce.SourceCiliumL2Policy: announce.SourceOK})
 	trackerSettled(t, v, tr, now)
 	if got, want := tr.NextChange(), now.Add(15*time.Second); !got.Equal(want) {
 		t.Errorf("NextChange %s, want the lease's expiry %s", got, want)
@@ -246,5 +246,59 @@ func TestTrackerAnnouncers(t *testing.T) {
 	reported := trackerSettled(t, v, tr, later)
 	if !reported["shop/web"] || reported["shop/cart"] {
 		t.Errorf("a MetalLB record of web reported %v", reported)
+	}
+}
+
+// TestTrackerCiliumUnheld: a Local LoadBalancer Service a Cilium L2 announcement policy selects by its labels
+// (which the view keeps for it), whose lease was released: the tracker wakes a lease duration after it first
+// saw it so (NextChange), with no event, and the Service's load balancer IP is then unrecorded (verdict calls
+// it unannounced); a Service no policy selects is not.
+func TestTrackerCiliumUnheld(t *testing.T) {
+	now := time.Now().Truncate(time.Second)
+	web := localService("shop", "web", corev1.ServiceTypeLoadBalancer)
+	web.Labels = map[string]string{"l2": "cilium", "team": "shop"}
+	web.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.10"}}
+	api := localService("shop", "api", corev1.ServiceTypeLoadBalancer)
+	api.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.11"}}
+	policy := unstr(announce.GVRCiliumL2Policy, "CiliumL2AnnouncementPolicy", "", "l2", nil, map[string]any{"spec": map[string]any{
+		"serviceSelector": map[string]any{"matchLabels": map[string]any{"l2": "cilium"}}, "loadBalancerIPs": true}})
+	dyn := fakeDynamic(policy,
+		lease(announce.DefaultCiliumNamespace, announce.CiliumLeaseName("shop", "web"), "", now, 1),
+		lease(announce.DefaultCiliumNamespace, announce.CiliumLeaseName("shop", "api"), "", now, 1))
+	client := fake.NewClientset(nodeObj("node-1"), web, api)
+	informers := announce.NewInformers(dyn, "node-1", announce.DefaultCiliumNamespace)
+	v := New(kubeviewtest.NewAPI(client), "node-1", WithAnnouncers(informers))
+	tr := v.NewTracker()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	v.Start(ctx)
+	if err := v.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitAnnouncers(t, v.announcers, now, map[announce.Source]announce.SourceState{announce.SourceMetalLBL2: announce.SourceOK,
+		announce.SourceMetalLBBGP: announce.SourceOK, announce.SourceCiliumL2: announce.SourceOK, announce.SourceCiliumL2Policy: announce.SourceOK})
+	trackerSettled(t, v, tr, now)
+	if st, _ := tr.State("shop/web"); len(st.UnrecordedIPs) != 0 {
+		t.Errorf("web unrecorded %v within the lease duration", st.UnrecordedIPs)
+	}
+	at := tr.NextChange()
+	if want := now.Add(announce.DefaultCiliumLeaseDuration); at.Before(now) || at.After(want) {
+		t.Fatalf("NextChange %s, want within Cilium's default lease duration of %s", at, now)
+	}
+	changed, err := tr.Update(at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(changed, []string{"shop/web"}) {
+		t.Errorf("at the end of the lease duration changed %v, want [shop/web]", changed)
+	}
+	if st, _ := tr.State("shop/web"); !slices.Equal(st.UnrecordedIPs, []string{"192.0.2.10"}) {
+		t.Errorf("web unrecorded %v, want [192.0.2.10]", st.UnrecordedIPs)
+	}
+	if st, _ := tr.State("shop/api"); len(st.UnrecordedIPs) != 0 {
+		t.Errorf("api, which no policy selects, unrecorded %v", st.UnrecordedIPs)
+	}
+	if !tr.NextChange().IsZero() {
+		t.Errorf("NextChange %s after the clock ran out, want none", tr.NextChange())
 	}
 }

@@ -85,7 +85,11 @@ func New(api API, node string, opts ...Option) *View {
 	for _, r := range []string{ResourceServices, ResourceEndpointSlices, ResourceNodes} {
 		v.stats[r] = &informerStats{}
 	}
-	v.informer[ResourceServices] = servicesInformer(api, v.stats[ResourceServices], TransformService(selectorKeys...))
+	transform := TransformService(selectorKeys...)
+	if v.announcers != nil {
+		transform = TransformServiceForAnnouncers(selectorKeys...)
+	}
+	v.informer[ResourceServices] = servicesInformer(api, v.stats[ResourceServices], transform)
 	v.informer[ResourceEndpointSlices] = endpointSlicesInformer(api, v.stats[ResourceEndpointSlices], TransformEndpointSlice(node))
 	v.informer[ResourceNodes] = nodeInformer(api, v.stats[ResourceNodes],
 		fields.OneTermEqualSelector("metadata.name", node).String())

@@ -170,7 +170,7 @@ func Build() (dashboard.Dashboard, error) {
 
 	b.WithRow(dashboard.NewRowBuilder("Announcers"))
 	b.WithPanel(table.NewPanelBuilder().Title("Announcer sources per node").
-		Description("Per node, each load balancer announcer source the exporter reads (metallb_l2, metallb_bgp, cilium_l2: the announcers' own objects; kube_vip, openelb, purelb: Service annotations) and its state: ok (rotation follows it), absent (no CRD, or no Service carries the annotation), forbidden (RBAC refused the read), stale (no answer since a failure). docs/rotation.md, Announcers.").
+		Description("Per node, each load balancer announcer source the exporter reads (metallb_l2, metallb_bgp, cilium_l2, cilium_l2_policy: the announcers' own objects; kube_vip, openelb, purelb: Service annotations) and its state: ok (rotation follows it), absent (no CRD, or no Service carries the annotation), forbidden (RBAC refused the read), stale (no answer since a failure). docs/rotation.md, Announcers.").
 		Datasource(datasource).Height(8).Span(12).
 		WithTarget(query("A", `max by (cluster, node, source, state) (localtraffic_announcer_source_state{`+nodeSel+`})`).Instant().Format(prometheus.PromQueryFormatTable)).
 		WithTransformation(dashboard.DataTransformerConfig{Id: "groupingToMatrix", Options: map[string]any{

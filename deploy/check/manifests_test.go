@@ -106,6 +106,7 @@ func TestClusterRoleIsExactlyWhatTheExporterUses(t *testing.T) {
 	want := []string{
 		"/nodes:get", "/nodes:list", "/nodes:watch",
 		"/services:list", "/services:watch",
+		"cilium.io/ciliuml2announcementpolicies:list", "cilium.io/ciliuml2announcementpolicies:watch",
 		"discovery.k8s.io/endpointslices:list", "discovery.k8s.io/endpointslices:watch",
 		"metallb.io/servicebgpstatuses:list", "metallb.io/servicebgpstatuses:watch",
 		"metallb.io/servicel2statuses:list", "metallb.io/servicel2statuses:watch",

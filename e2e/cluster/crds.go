@@ -65,3 +65,13 @@ func (c *Cluster) InstallCRDs(ctx context.Context, dir string) error {
 	}
 	return nil
 }
+
+// CiliumPolicyCRDsDir is the directory of the CiliumL2AnnouncementPolicy CRD the repository carries (its
+// SOURCE.md says what it is).
+func CiliumPolicyCRDsDir() (string, error) {
+	mod, err := ModuleDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(mod, "crds", "cilium-l2announcementpolicy"), nil
+}
