@@ -54,7 +54,8 @@ func (tl *timeline) envoy(src netip.Addr, interval, timeout time.Duration, perce
 // TestJitteredCheckersSeeded: 600 recorded timelines, seeded, of one load balancer checker alone at a NodePort,
 // TCP or UDP, five minutes long, 200 of each shape: on its timer (every 1 to 10 s, to a few milliseconds);
 // HAProxy (inter 1 to 4 s) with `spread-checks` of 0 to 36 and its default check timeout (inter) in half of
-// them, of 0 to 18 with a timeout of 0.5 to 5 s (at most inter: `timeout check` set) in the other half; Envoy
+// them; in the other half a timeout of 0.5 s to inter (`timeout check` set) and a spread up to the widest whose
+// gaps stay within 1.45 times (18 % with a timeout near nothing, 32 % with 1.5 s at inter 2 s); Envoy
 // (interval 1 to 4 s, a timeout of 0.5 s up to the interval) with interval_jitter_percent of 0 to 40 and
 // interval_jitter below a twentieth of the interval, or interval_jitter_percent of 41 to 50 and a timeout of
 // at least an eighth of the interval. These are the spreads a band takes (sources.go: gaps within 1.45 times
@@ -77,11 +78,13 @@ func TestJitteredCheckersSeeded(t *testing.T) {
 				inter := time.Duration(1000+rng.IntN(3001)) * time.Millisecond
 				timeout, spread := inter, float64(rng.IntN(37))/100
 				if seed%4 >= 2 {
-					timeout, spread = min(inter, time.Duration(500+rng.IntN(4500))*time.Millisecond), float64(rng.IntN(19))/100
+					timeout = 500*time.Millisecond + time.Duration(rng.Int64N(int64(inter-500*time.Millisecond)+1))
+					// (timeout + inter(1+s)) / (timeout + inter(1-s)) <= 1.45
+					spread = 0.45 * float64(timeout+inter) / (2.45 * float64(inter)) * rng.Float64()
 				}
 				phase := time.Duration(rng.Int64N(int64(inter)))
 				tl.haproxy(src, inter, timeout, spread, phase, end)
-				name = fmt.Sprintf("HAProxy inter %s, timeout %s, spread-checks %.0f, from +%s", inter, timeout, spread*100, phase)
+				name = fmt.Sprintf("HAProxy inter %s, timeout %s, spread-checks %.1f, from +%s", inter, timeout, spread*100, phase)
 			case "envoy":
 				interval := time.Duration(1000+rng.IntN(3001)) * time.Millisecond
 				percent := rng.IntN(51)
