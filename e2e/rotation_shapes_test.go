@@ -98,7 +98,7 @@ func TestRotationCheckerAcrossRestart(t *testing.T) {
 // replica) 3 to 4 s apart, which no clock within 5 % keeps. Sampled every second for 60 s (four grace windows
 // of the scenarios' 15 s), node-2 never reports a critical reason: it stays no_traffic_seen, the probes
 // counted as arrivals and the address logged as a checker. Before the meter followed the band of a source's
-// gaps, node-2 was traffic_lost once the fifth probe broke the checker's candidacy, about 15 s in.
+// gaps, node-2 was traffic_lost 36 s after the checker started (its probes a client's once no clock kept them).
 func TestRotationCheckerWithSpread(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := testContext(t)
