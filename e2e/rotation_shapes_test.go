@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -87,6 +89,58 @@ func TestRotationCheckerAcrossRestart(t *testing.T) {
 	}
 	warnedThroughout(ctx, t, c, svc, []string{"node-2"}, 30*time.Second, "the restart", 0,
 		metricIs("localtraffic_state_file_state", cluster.Labels{"node": n2.Name, "state": "restored"}, 1))
+}
+
+// TestRotationCheckerWithSpread: a NodePort Service with its only replica on node-1, probed by an HAProxy-style
+// checker with `spread-checks 25` from one address, alone: a new TCP connection to node-1's and node-2's
+// NodePort, each with its own schedule, the next check 2 s ± 25 % (drawn uniformly) after the last one timed
+// out (1.5 s, its SYN retransmitted a second after it), no client. Its probes reach node-2 (iptables mode, no
+// replica) 3 to 4 s apart, which no clock within 5 % keeps. Sampled every second for 60 s (four grace windows
+// of the scenarios' 15 s), node-2 never reports a critical reason: it stays no_traffic_seen, the probes
+// counted as arrivals and the address logged as a checker. Before the meter followed the band of a source's
+// gaps, node-2 was traffic_lost 36 s after the checker started (its probes a client's once no clock kept them).
+func TestRotationCheckerWithSpread(t *testing.T) {
+	c := sharedCluster(t)
+	ctx := testContext(t)
+	n2 := c.Node("node-2")
+	svc := probedNodePort(ctx, t, c, "e2e-rotation-spreadchecker", "ledger")
+
+	checkSpread(t, c, cluster.CheckerIP, 2*time.Second, 1500*time.Millisecond, 0.25,
+		nodePortAddr(c.Node("node-1"), svc), nodePortAddr(n2, svc))
+	warnedThroughout(ctx, t, c, svc, []string{"node-2"}, 60*time.Second, "the checker started", 15)
+	if !loggedChecker(c, n2.Name, svc, cluster.CheckerIP+" every ") {
+		t.Errorf("node-2's exporter log does not name the checker %s", cluster.CheckerIP)
+	}
+}
+
+// checkSpread runs an HAProxy-style TCP health checker with `spread-checks` from src, one schedule per addr as
+// HAProxy runs one per server: a new connection (opened and closed; a node that drops it times out after
+// timeout), then, once it ended, a wait of inter plus a spread drawn uniformly within ±spread of inter
+// (seeded: each run draws the same spreads), until the test ends.
+func checkSpread(t *testing.T, c *cluster.Cluster, src string, inter, timeout time.Duration, spread float64, addrs ...string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for k, a := range addrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(0x5b7ead, uint64(k)))
+			for {
+				_ = c.TCPCheck(ctx, src, a, timeout)
+				rv := float64(inter) * spread
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(inter + time.Duration(rv-2*rv*rng.Float64())):
+				}
+			}
+		}()
+	}
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
 }
 
 // probedNodePort is where each scenario of this file starts: a NodePort Service with its only replica on

@@ -97,12 +97,13 @@ func (t *tally) takeRestored(d Dest) (restoredRun, bool) {
 
 // restoredSources are the checkers an earlier meter proved at a NodePort, kept again as proven: their next
 // probes tick their clocks (or, off their phase, begin new ones within the checker's tolerance), so a
-// restarted meter does not take them for clients while they prove themselves again.
+// restarted meter does not take them for clients while they prove themselves again. The state file does not say
+// whether one proved a clock or a spread, so either keeps it (sourceCadence.spread).
 func (t *tally) restoredSources(r restoredRun) *destSources {
 	if t.cfg.CheckerSources <= 0 || len(r.checkers) == 0 {
 		return nil
 	}
-	d := &destSources{cadence: true}
+	d := &destSources{cadence: true, bands: !t.cfg.noBands}
 	for _, ch := range r.checkers {
 		tick := ch.LastTick
 		if tick.IsZero() {
@@ -118,6 +119,7 @@ func (t *tally) restoredSources(r restoredRun) *destSources {
 			i = len(d.list) - 1
 		}
 		s := &d.list[i]
+		s.spread = d.bands
 		k := s.clockPlace()
 		if s.clocks[k].ref != 0 {
 			continue

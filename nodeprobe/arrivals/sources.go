@@ -27,10 +27,21 @@ import (
 //     5 min, the clocks together no faster than once a second (a client's burst is faster, a clock slower
 //     than that is not told from chance). A clock not proven yet whose next tick is overdue began by chance:
 //     it is dissolved, its attempts unexplained again.
+//   - A load balancer may spread its checks (HAProxy `spread-checks`, Envoy's interval_jitter and
+//     interval_jitter_percent): each waits its interval, less or more by a random amount, after the previous
+//     check ended, so no clock keeps them. The gaps between its new attempts stay within a band instead: at
+//     most 1.45 times the shortest (spreadNum/spreadDen), never under minCadence, and never across an
+//     overlap (a retransmission of an earlier attempt after a later one began: a checker runs one check at a
+//     time). A source whose every gap since its first attempt kept one band is banded: attempts no clock
+//     explains do not break it while it is, within candidateWindow of its first attempt.
 //   - A source is a checker once one clock ticked five attempts (four intervals) and every attempt since that
-//     clock began kept one of its clocks. It stays one through a few irregular attempts (a check the load
-//     balancer skipped, a client it forwarded from the same address) and stops being one after more
-//     irregular attempts than steady ones.
+//     clock began kept one of its clocks, or once, banded and within candidateWindow of its first attempt, six
+//     gaps kept a band within 1.25 times (eight within 1.45 times: spreadSteady). A band proves a spread within
+//     that window only and never lengthens it: a source it held counts as a client once its band ends or the
+//     window does, and past the window whenever it would without bands. A checker stays one through a few
+//     irregular attempts (a check the load balancer skipped, a client it forwarded from the same address) and
+//     stops being one after more irregular attempts than steady ones; one proven by its band, or on a clock
+//     while banded, or taken over from an earlier meter, also keeps its score with each attempt in its band.
 //   - A source that is not a checker yet whose unexplained attempts two clocks could still begin from (four at
 //     most) is still proving its cadence for candidateWindow after its first attempt (66 s: the first interval
 //     of a checker every minute; the quiet period if shorter), and from there while its next tick is due: its arrivals are neither a
@@ -92,6 +103,17 @@ const (
 	maxClocks       = 2
 	looseKept       = 2*maxClocks + 2
 	retransmitPorts = 8
+	// A checker with a spread leaves between two checks at most spreadNum/spreadDen (1.45) times its shortest
+	// gap. A checker's gap is its check's timeout (a dropped SYN never completes) and then its interval with
+	// the spread: HAProxy's `spread-checks` s draws uniformly within ±s % of inter, Envoy adds
+	// interval_jitter_percent of the interval and interval_jitter, each drawn uniformly from zero. 1.45 takes
+	// spread-checks up to 36 with HAProxy's default timeout (inter: gaps of 1.64 to 2.36 inter), up to 18 with
+	// any, and Envoy's interval_jitter_percent up to 45 (50 with a timeout of an eighth of the interval). A wider
+	// band is not told from a client that tries again after its connect timeout and a pause of its own: one
+	// pausing 2.3 to 4.6 s after a 2 s timeout leaves gaps within 1.53 times, which no band may take.
+	// maxSpreadGaps caps a band's count of gaps (a uint8).
+	spreadNum, spreadDen = 29, 20
+	maxSpreadGaps        = 255
 	// repeatWindow is how soon a source must come again for its arrivals to count as repeated: it covers
 	// the first SYN retransmission of every common stack (1 s on Linux and macOS, 3 s on Windows) and the
 	// second (3 s and 9 s after the first SYN), with room for a busy node's scheduling.
@@ -109,6 +131,8 @@ type destSources struct {
 	othersRetrans uint64
 	// cadence: checkers are recognised here (a NodePort). Elsewhere sources are kept for their repeats alone.
 	cadence bool
+	// bands: checkers with a spread are recognised too (Config.noBands unset).
+	bands bool
 }
 
 // sourceCadence is one source's arrivals at one destination and its cadence. Times are unix nanoseconds.
@@ -137,6 +161,16 @@ type sourceCadence struct {
 	// retrans counts its arrivals that were a retransmission of an attempt already counted (a SYN or INIT
 	// from one of ports).
 	retrans uint64
+	// The band of its gaps, for a checker with a spread: bandLo and bandHi are the shortest and longest gap
+	// between its new attempts since the band began, bandN of them. banded: every gap since its first attempt
+	// kept one band and none overlapped; only such a source may prove a spread, and until it has proven one or
+	// its candidate window ends, attempts no clock explains do not break it. spread: a checker whose attempts
+	// in its band keep it one (it proved a spread, or an earlier meter proved it, one way or the other).
+	// inBand: its latest new attempt kept its band. overlap: a retransmission of an attempt older than its
+	// latest came since that one. held: its clocks could not explain it, and only its band keeps it a candidate.
+	bandLo, bandHi                        int64
+	bandN                                 uint8
+	banded, spread, inBand, overlap, held bool
 }
 
 // clock is one cadence of a source: new attempts ref apart, the latest at last, the one before at prev. ref is
@@ -157,7 +191,7 @@ func (d *destSources) add(p packet, sport uint16, at, quiet int64, max int) {
 	for i := range d.list {
 		s := &d.list[i]
 		if s.addr == p.src {
-			s.arrive(p.proto, sport, at, quiet, d.cadence)
+			s.arrive(p.proto, sport, at, quiet, d.cadence, d.bands)
 			return
 		}
 		if (!s.checker || at-s.last >= int64(maxCadence)) && !s.waiting(at) && (victim < 0 || s.last < d.list[victim].last) {
@@ -165,7 +199,7 @@ func (d *destSources) add(p packet, sport uint16, at, quiet int64, max int) {
 		}
 	}
 	fresh := sourceCadence{addr: p.src}
-	fresh.arrive(p.proto, sport, at, quiet, d.cadence)
+	fresh.arrive(p.proto, sport, at, quiet, d.cadence, d.bands)
 	switch {
 	case len(d.list) < max:
 		// Grown as sources come (an allocation per new source at most, never per packet): most NodePorts see one
@@ -184,8 +218,9 @@ func (s *sourceCadence) waiting(at int64) bool {
 	return at-s.last < int64(repeatWindow) && s.rep.last < s.last
 }
 
-// arrive counts one arrival of this source; cadence: follow its cadence too (a NodePort).
-func (s *sourceCadence) arrive(proto Protocol, sport uint16, at, quiet int64, cadence bool) {
+// arrive counts one arrival of this source; cadence: follow its cadence too (a NodePort), and bands: its band
+// (a checker with a spread).
+func (s *sourceCadence) arrive(proto Protocol, sport uint16, at, quiet int64, cadence, bands bool) {
 	if s.n > 0 && at-s.last < int64(repeatWindow) {
 		if s.rep.last < s.last {
 			s.rep.add(s.last, quiet) // the arrival this one repeats
@@ -200,6 +235,11 @@ func (s *sourceCadence) arrive(proto Protocol, sport uint16, at, quiet int64, ca
 	if proto != UDP {
 		if s.n > 1 && slices.Contains(s.ports[:], sport) {
 			s.retrans++
+			// A retransmission of an earlier attempt after a later one began: two attempts at once, which no
+			// single checker makes (it starts its next check once the last one ended).
+			if sport != s.ports[(int(s.nextPort)+retransmitPorts-1)%retransmitPorts] {
+				s.overlap = true
+			}
 			return // a retransmitted SYN or INIT: the same attempt again
 		}
 		s.ports[s.nextPort] = sport
@@ -208,13 +248,15 @@ func (s *sourceCadence) arrive(proto Protocol, sport uint16, at, quiet int64, ca
 	if !cadence {
 		return
 	}
-	s.attempt(at, quiet)
+	s.attempt(at, quiet, bands)
 }
 
-// attempt follows one new attempt at at through the source's clocks (quiet: the meter's quiet period).
-func (s *sourceCadence) attempt(at, quiet int64) {
+// attempt follows one new attempt at at through the source's clocks and band (quiet: the meter's quiet period;
+// bands: follow its band).
+func (s *sourceCadence) attempt(at, quiet int64, bands bool) {
 	if s.lastNew == 0 {
 		s.first, s.lastNew, s.until = at, at, at+min(int64(candidateWindow), quiet)
+		s.banded = bands && !s.checker
 		s.addLoose(at)
 		return
 	}
@@ -223,7 +265,16 @@ func (s *sourceCadence) attempt(at, quiet int64) {
 	if !s.checker && at >= s.until {
 		s.broken = true
 	}
+	s.inBand = bands && s.stretch(at-s.lastNew, quiet)
 	s.lastNew = max(s.lastNew, at)
+	if s.held && !s.checker && !s.holding() {
+		s.broken = true
+	}
+	// A spread proves itself within the candidate window only, and never lengthens it: a client whose attempts
+	// happen to keep a band counts when its window ends, as before, and no later.
+	if !s.checker && s.holding() && !s.broken && at < s.until && s.bandN >= spreadSteady(s.bandLo, s.bandHi) {
+		s.checker, s.spread, s.score = true, true, checkerSteady
+	}
 	s.dissolve(at)
 	// The clock it falls on most closely (two backends configured alike run two clocks of one interval,
 	// milliseconds apart).
@@ -263,7 +314,7 @@ func (s *sourceCadence) attempt(at, quiet int64) {
 			// On its clock but a check late: one skipped (or its SYN lost). Irregular: it breaks a candidate and
 			// costs a checker; the clock keeps its phase.
 			if !s.checker {
-				s.broken = true
+				s.breakCandidate()
 			}
 			s.irregular()
 			return
@@ -401,8 +452,9 @@ func (s *sourceCadence) tick(c *clock, at, quiet int64) {
 		s.score = min(s.score+1, maxSteady)
 		return
 	}
-	if !s.broken && at < s.until {
-		// Still proving: a candidate until this clock's next tick is overdue, for cadences up to slowChecker.
+	if !s.broken && !s.held && at < s.until {
+		// Still proving: a candidate until this clock's next tick is overdue, for cadences up to slowChecker. Not
+		// one only its band holds: a chance clock must not keep it longer than it would without one.
 		if c.ref <= slowest(quiet) {
 			s.until = max(s.until, at+c.ref+tolerance(c.ref)+1)
 		}
@@ -415,7 +467,9 @@ func (s *sourceCadence) tick(c *clock, at, quiet int64) {
 			return
 		}
 	}
-	s.checker, s.score = true, checkerSteady
+	// Proven on a clock with every gap in one band: its cadence may as well be a spread's that came close to a
+	// clock by chance, so its band keeps it too.
+	s.checker, s.score, s.spread = true, checkerSteady, s.banded
 }
 
 // irregular counts an attempt off every clock: before the source proved a cadence, one more than its clocks
@@ -430,16 +484,74 @@ func (s *sourceCadence) irregular() {
 			}
 		}
 		if int(s.nLoose) > 2*free {
-			s.broken = true
+			s.breakCandidate()
 		}
+		return
+	}
+	if s.spread && s.inBand {
+		s.score = min(s.score+1, maxSteady) // off every clock, but within its spread
 		return
 	}
 	if s.score > irregularCost {
 		s.score -= irregularCost
 		return
 	}
-	s.checker, s.score, s.broken = false, 0, true
+	s.checker, s.score, s.broken, s.spread = false, 0, true, false
 	s.clocks = [maxClocks]clock{}
+}
+
+// breakCandidate breaks a candidate its clocks cannot explain, unless it is holding to prove a spread: then it is
+// held, and broken once its band ends or its candidate window does (candidate), whichever first.
+func (s *sourceCadence) breakCandidate() {
+	if s.holding() {
+		s.held = true
+		return
+	}
+	s.broken = true
+}
+
+// holding: the source is banded and its latest attempt came within candidateWindow of its first, the window
+// it has to prove a spread. Past it, a chance clock that lengthened its candidacy holds it no longer than it
+// would without a band.
+func (s *sourceCadence) holding() bool { return s.banded && s.lastNew-s.first < int64(candidateWindow) }
+
+// stretch follows one gap between the source's new attempts through its band, and reports whether the gap kept
+// it. A gap shorter than minCadence or longer than the slowest cadence waited for, or one across an overlap
+// (an earlier attempt still retransmitted after the latest began), ends the band: no checker makes one; the
+// gap after it begins a new band (and keeps nothing yet). A gap that would make the band wider than 1.45 times
+// its shortest begins a new band with itself. A source whose band ended or began again is no longer banded.
+func (s *sourceCadence) stretch(gap, quiet int64) bool {
+	overlap := s.overlap
+	s.overlap = false
+	if overlap || gap < int64(minCadence) || gap > slowest(quiet) {
+		s.bandLo, s.bandHi, s.bandN, s.banded = 0, 0, 0, false
+		return false
+	}
+	if s.bandN == 0 {
+		// A band's first gap keeps nothing yet: a checker whose cadence is gone gets no credit for a gap that
+		// merely follows a break.
+		s.bandLo, s.bandHi, s.bandN = gap, gap, 1
+		return false
+	}
+	lo, hi := min(s.bandLo, gap), max(s.bandHi, gap)
+	if hi*spreadDen > lo*spreadNum {
+		s.bandLo, s.bandHi, s.bandN, s.banded = gap, gap, 1, false
+		return false
+	}
+	s.bandLo, s.bandHi, s.bandN = lo, hi, min(s.bandN+1, maxSpreadGaps)
+	return true
+}
+
+// spreadSteady is how many gaps in one band, lo to hi, prove a checker with a spread: the wider the band, the
+// more, since the more of a client's attempts fall in it by chance (recorded timelines:
+// TestClientShapesPageSeeded). A band within 1.25 times (HAProxy `spread-checks` up to 11 with any timeout, 22
+// with its default) takes six gaps, a wider one eight: a checker every 2 s with its 2 s timeout proves a
+// spread in about 32 s, one whose gaps average 8 s within the candidate window.
+func spreadSteady(lo, hi int64) uint8 {
+	if 4*hi <= 5*lo {
+		return 6
+	}
+	return 8
 }
 
 // insertLoose keeps at among the loose attempts, in the order they came: an attempt a clock gave up for a
@@ -470,7 +582,7 @@ func abs(x int64) int64 {
 
 // candidate: not a checker yet, no attempt it could not explain, and its time to prove a cadence not out.
 func (s *sourceCadence) candidate(now int64) bool {
-	return !s.checker && !s.broken && now < s.until
+	return !s.checker && !s.broken && now < s.until && !(s.held && now-s.first >= int64(candidateWindow))
 }
 
 // appendCheckers appends a checker's proven clocks to cs, one CheckerSource each (two backends behind one
@@ -491,7 +603,11 @@ func (s *sourceCadence) appendCheckers(cs []CheckerSource, t *tally) []CheckerSo
 	}
 	if len(cs) == n {
 		c := CheckerSource{Addr: s.addr, Attempts: s.n, LastSeen: t.nsTime(s.last)}
-		if best >= 0 {
+		switch {
+		case s.spread && s.bandN > 0:
+			// A checker with a spread: the middle of its band, its latest attempt the phase.
+			c.Interval, c.LastTick = time.Duration((s.bandLo+s.bandHi)/2), t.nsTime(s.lastNew)
+		case best >= 0:
 			c.Interval, c.LastTick = time.Duration(s.clocks[best].ref), t.nsTime(s.clocks[best].last)
 		}
 		cs = append(cs, c)
@@ -702,7 +818,7 @@ func (t *tally) countSource(di int, p packet, at int64) {
 	}
 	if d.src == nil {
 		// Allocated at the first arrival (once): a destination nobody reaches costs a pointer.
-		d.src = &destSources{cadence: d.dest.IsNode()}
+		d.src = &destSources{cadence: d.dest.IsNode(), bands: !t.cfg.noBands}
 	}
 	d.src.add(p, p.sport, at, int64(t.cfg.QuietPeriod), t.cfg.CheckerSources)
 }

@@ -417,6 +417,10 @@ type Config struct {
 	// remembered, every arrival is a client's and counts as repeated.
 	CheckerSources int
 	Logger         *slog.Logger
+	// noBands: recognise checkers on their clocks alone, not by a band of gaps (a checker with a spread), as
+	// the meter did before. Tests compare against it: past its candidate window, a client must count whenever
+	// it does without bands.
+	noBands bool
 }
 
 func (c Config) withDefaults() Config {
