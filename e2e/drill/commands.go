@@ -25,7 +25,8 @@ done`
       "topologyKey": "kubernetes.io/hostname",
       "whenUnsatisfiable": "DoNotSchedule",
       "nodeTaintsPolicy": "Honor",
-      "labelSelector": {"matchLabels": {"app": "checkout"}}
+      "labelSelector": {"matchLabels": {"app": "checkout"}},
+      "matchLabelKeys": ["pod-template-hash"]
     }]}}
   }
 }'`

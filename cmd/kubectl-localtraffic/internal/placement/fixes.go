@@ -45,7 +45,7 @@ func spreadPatch(w *Workload) string {
 	sel := labelsJSON(w.Template.Labels)
 	patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"topologySpreadConstraints":[{"maxSkew":1,"topologyKey":"kubernetes.io/hostname","whenUnsatisfiable":"DoNotSchedule","nodeTaintsPolicy":"Honor","labelSelector":{"matchLabels":%s}}]}}}}`, sel)
 	if w.Deployment != nil {
-		patch = fmt.Sprintf(`{"spec":{"strategy":{"rollingUpdate":{"maxSurge":0,"maxUnavailable":1}},"template":{"spec":{"topologySpreadConstraints":[{"maxSkew":1,"topologyKey":"kubernetes.io/hostname","whenUnsatisfiable":"DoNotSchedule","nodeTaintsPolicy":"Honor","labelSelector":{"matchLabels":%s}}]}}}}`, sel)
+		patch = fmt.Sprintf(`{"spec":{"strategy":{"rollingUpdate":{"maxSurge":0,"maxUnavailable":1}},"template":{"spec":{"topologySpreadConstraints":[{"maxSkew":1,"topologyKey":"kubernetes.io/hostname","whenUnsatisfiable":"DoNotSchedule","nodeTaintsPolicy":"Honor","labelSelector":{"matchLabels":%s},"matchLabelKeys":["pod-template-hash"]}]}}}}`, sel)
 	}
 	return fmt.Sprintf("kubectl -n %s patch %s %s --type=merge -p '%s'", w.Namespace, strings.ToLower(w.Kind), w.Name, patch)
 }
