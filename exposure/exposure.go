@@ -95,6 +95,14 @@ type Observation struct {
 	Source string
 	// Facts tell the cause of an episode beginning with this decision.
 	Facts Facts
+	// ChangedAt is when the node was told of the change in kube-proxy's rules that this decision's reading
+	// shows (zero: the reading was not told of, or the decision is the API view's). A drop found in that
+	// reading was in place by then, however much later the rules were read; AtChange is the meter's count of
+	// distinct attempts at the destination then (ChangeWatched: it counted there), so that the attempts counted
+	// are those that arrived after the drop, not the ones served before it nor only those after the read.
+	ChangedAt     time.Time
+	AtChange      uint64
+	ChangeWatched bool
 }
 
 // Episode is an open episode.
@@ -201,6 +209,8 @@ type destEntry struct {
 type dest struct {
 	dropped, in, programmed bool
 	source                  string
+	// at is its latest decision.
+	at time.Time
 	// droppedAt is the decision that found it dropped, dropCount the meter's count then; decided: an episode
 	// began for this drop, or the drop was found outside rotation and no attempt reached it within the quiet
 	// period.
@@ -312,14 +322,14 @@ func (r *Recorder) Observe(now time.Time, k Key, o Observation) {
 		// verdict's), not an episode.
 		svc := serviceOf(k)
 		r.dests[svc] = append(r.dests[svc], destEntry{key: k, dest: dest{dropped: o.Dropped, in: o.InRotation,
-			programmed: r.programmed, source: o.Source, droppedAt: ifTime(o.Dropped, now), dropCount: o.Attempts,
+			programmed: r.programmed, source: o.Source, at: now, droppedAt: ifTime(o.Dropped, now), dropCount: o.Attempts,
 			decided: o.Dropped}})
 		return
 	}
 	if d.source != o.Source && o.Dropped && !d.dropped {
 		// Dropped by another source's reading, not by a change on the node: taken as it is, as a first sight.
 		d.droppedAt, d.dropCount, d.decided = now, o.Attempts, true
-		d.dropped, d.in, d.programmed, d.source = o.Dropped, o.InRotation, r.programmed, o.Source
+		d.dropped, d.in, d.programmed, d.source, d.at = o.Dropped, o.InRotation, r.programmed, o.Source, now
 		return
 	}
 	if ep := r.open[k]; ep != nil {
@@ -333,13 +343,15 @@ func (r *Recorder) Observe(now time.Time, k Key, o Observation) {
 		d.droppedAt, d.decided = time.Time{}, false
 	case !d.dropped:
 		// It stopped forwarding: an episode when it was in rotation, now or at the decision before.
-		d.droppedAt, d.dropCount, d.decided = now, o.Attempts, false
+		start, base := dropStart(now, d.at, o)
+		d.droppedAt, d.dropCount, d.decided = start, base, false
 		if o.InRotation || d.in {
 			cause := CauseOf(o.Facts)
 			if !d.programmed && cause != CauseNodeDeleting && cause != CauseDrain {
 				cause = CauseNodeJoin
 			}
-			r.begin(k, d, now, cause, o)
+			r.begin(k, d, start, cause, Observation{Watched: o.Watched, Attempts: base})
+			r.count(r.open[k], o)
 		}
 	case !d.decided && r.open[k] == nil:
 		// Dropped while out of rotation: still an episode when attempts reach it within the quiet period
@@ -362,7 +374,24 @@ func (r *Recorder) Observe(now time.Time, k Key, o Observation) {
 			r.accrue(ep, now)
 		}
 	}
-	d.dropped, d.in, d.programmed, d.source = o.Dropped, o.InRotation, r.programmed, o.Source
+	d.dropped, d.in, d.programmed, d.source, d.at = o.Dropped, o.InRotation, r.programmed, o.Source, now
+}
+
+// dropStart is when a drop decided at now began, and the meter's count then: the rules change the node was
+// told of, when the decision reads it and it came after the destination's previous decision (prev), which
+// found it forwarded; the decision itself otherwise.
+func dropStart(now, prev time.Time, o Observation) (time.Time, uint64) {
+	if o.ChangedAt.IsZero() || o.ChangedAt.After(now) || o.ChangedAt.Before(prev) {
+		return now, o.Attempts
+	}
+	if !o.Watched {
+		return o.ChangedAt, o.Attempts
+	}
+	if !o.ChangeWatched || o.AtChange > o.Attempts {
+		// The meter did not count there then, or counts anew since (watched again): no count to start from.
+		return now, o.Attempts
+	}
+	return o.ChangedAt, o.AtChange
 }
 
 func ifTime(b bool, t time.Time) time.Time {

@@ -313,3 +313,47 @@ func TestSourceChangeIsNoTransition(t *testing.T) {
 		t.Error("a drop the rules saw after serving began no episode")
 	}
 }
+
+// The rules are read up to a second after the node is told they changed: the drop began at the change, and
+// the attempts counted are those since the meter's count then, not since the read. A change told before the
+// destination's previous decision, a count from another watch, or no count then fall back to the decision.
+func TestDropBeginsAtTheRulesChange(t *testing.T) {
+	r := metered()
+	r.Observe(at(0), port, served(true, 100, at(0)))
+	// Told at 1 s (the meter at 104), read at 1.8 s: 9 more attempts arrived meanwhile, 5 after the read.
+	o := dropped(true, 113, at(1.7), rolling)
+	o.ChangedAt, o.AtChange, o.ChangeWatched = at(1), 104, true
+	r.Observe(at(1.8), port, o)
+	if ep, ok := r.Open(port); !ok || !ep.Start.Equal(at(1)) || ep.Attempts != 9 {
+		t.Fatalf("open episode = %+v, %v; want one from the change at 1 s with its 9 attempts", ep, ok)
+	}
+	r.Observe(at(3), port, dropped(false, 118, at(2.5), rolling))
+	r.Advance(at(2.5).Add(quiet))
+	wantTotals(t, r, CauseRollout, 1.5, 14, 1)
+
+	for name, change := range map[string]func(*Observation){
+		"told before the previous decision": func(o *Observation) { o.ChangedAt = at(9) },
+		"a count from another watch":        func(o *Observation) { o.AtChange = 200 },
+		"no count then":                     func(o *Observation) { o.ChangeWatched = false },
+	} {
+		r := metered()
+		r.Observe(at(9.5), port, served(true, 100, at(9.5)))
+		o := dropped(true, 113, at(10.7), rolling)
+		o.ChangedAt, o.AtChange, o.ChangeWatched = at(10), 104, true
+		change(&o)
+		r.Observe(at(11), port, o)
+		if ep, ok := r.Open(port); !ok || !ep.Start.Equal(at(11)) || ep.Attempts != 0 {
+			t.Errorf("%s: open episode = %+v, %v; want one from the decision at 11 s, counting from its count", name, ep, ok)
+		}
+	}
+
+	// Without the meter, the seconds start at the change too.
+	u := NewRecorder(quiet)
+	u.Node(true, false)
+	u.Observe(at(0), port, Observation{InRotation: true})
+	u.Observe(at(1.8), port, Observation{Dropped: true, InRotation: true, ChangedAt: at(1)})
+	u.Observe(at(4), port, Observation{Dropped: true})
+	if got := u.Snapshot().Totals[CauseOther]; got.Seconds != 3 || got.Episodes != 1 {
+		t.Errorf("unmetered: %+v, want one episode of 3 s from the change", got)
+	}
+}
