@@ -209,8 +209,6 @@ type destEntry struct {
 type dest struct {
 	dropped, in, programmed bool
 	source                  string
-	// at is its latest decision.
-	at time.Time
 	// droppedAt is the decision that found it dropped, dropCount the meter's count then; decided: an episode
 	// began for this drop, or the drop was found outside rotation and no attempt reached it within the quiet
 	// period.
@@ -322,14 +320,14 @@ func (r *Recorder) Observe(now time.Time, k Key, o Observation) {
 		// verdict's), not an episode.
 		svc := serviceOf(k)
 		r.dests[svc] = append(r.dests[svc], destEntry{key: k, dest: dest{dropped: o.Dropped, in: o.InRotation,
-			programmed: r.programmed, source: o.Source, at: now, droppedAt: ifTime(o.Dropped, now), dropCount: o.Attempts,
+			programmed: r.programmed, source: o.Source, droppedAt: ifTime(o.Dropped, now), dropCount: o.Attempts,
 			decided: o.Dropped}})
 		return
 	}
 	if d.source != o.Source && o.Dropped && !d.dropped {
 		// Dropped by another source's reading, not by a change on the node: taken as it is, as a first sight.
 		d.droppedAt, d.dropCount, d.decided = now, o.Attempts, true
-		d.dropped, d.in, d.programmed, d.source, d.at = o.Dropped, o.InRotation, r.programmed, o.Source, now
+		d.dropped, d.in, d.programmed, d.source = o.Dropped, o.InRotation, r.programmed, o.Source
 		return
 	}
 	if ep := r.open[k]; ep != nil {
@@ -343,7 +341,7 @@ func (r *Recorder) Observe(now time.Time, k Key, o Observation) {
 		d.droppedAt, d.decided = time.Time{}, false
 	case !d.dropped:
 		// It stopped forwarding: an episode when it was in rotation, now or at the decision before.
-		start, base := dropStart(now, d.at, o)
+		start, base := dropStart(now, o)
 		d.droppedAt, d.dropCount, d.decided = start, base, false
 		if o.InRotation || d.in {
 			cause := CauseOf(o.Facts)
@@ -374,14 +372,15 @@ func (r *Recorder) Observe(now time.Time, k Key, o Observation) {
 			r.accrue(ep, now)
 		}
 	}
-	d.dropped, d.in, d.programmed, d.source, d.at = o.Dropped, o.InRotation, r.programmed, o.Source, now
+	d.dropped, d.in, d.programmed, d.source = o.Dropped, o.InRotation, r.programmed, o.Source
 }
 
 // dropStart is when a drop decided at now began, and the meter's count then: the rules change the node was
-// told of, when the decision reads it and it came after the destination's previous decision (prev), which
-// found it forwarded; the decision itself otherwise.
-func dropStart(now, prev time.Time, o Observation) (time.Time, uint64) {
-	if o.ChangedAt.IsZero() || o.ChangedAt.After(now) || o.ChangedAt.Before(prev) {
+// told of, when the decision reads it; the decision itself otherwise. Decisions between the change and the
+// read that shows it (the meter's counts moved) still read the rules from before it, and found the
+// destination forwarded: the change is no older than that reading, which no change told before could be.
+func dropStart(now time.Time, o Observation) (time.Time, uint64) {
+	if o.ChangedAt.IsZero() || o.ChangedAt.After(now) {
 		return now, o.Attempts
 	}
 	if !o.Watched {

@@ -315,11 +315,13 @@ func TestSourceChangeIsNoTransition(t *testing.T) {
 }
 
 // The rules are read up to a second after the node is told they changed: the drop began at the change, and
-// the attempts counted are those since the meter's count then, not since the read. A change told before the
-// destination's previous decision, a count from another watch, or no count then fall back to the decision.
+// the attempts counted are those since the meter's count then, not since the read. Decisions in between,
+// from the rules read before the change, still find the destination forwarded. A count from another watch, no
+// count then, or a change after the decision fall back to the decision.
 func TestDropBeginsAtTheRulesChange(t *testing.T) {
 	r := metered()
 	r.Observe(at(0), port, served(true, 100, at(0)))
+	r.Observe(at(1.5), port, served(true, 108, at(1.5)))
 	// Told at 1 s (the meter at 104), read at 1.8 s: 9 more attempts arrived meanwhile, 5 after the read.
 	o := dropped(true, 113, at(1.7), rolling)
 	o.ChangedAt, o.AtChange, o.ChangeWatched = at(1), 104, true
@@ -332,9 +334,9 @@ func TestDropBeginsAtTheRulesChange(t *testing.T) {
 	wantTotals(t, r, CauseRollout, 1.5, 14, 1)
 
 	for name, change := range map[string]func(*Observation){
-		"told before the previous decision": func(o *Observation) { o.ChangedAt = at(9) },
-		"a count from another watch":        func(o *Observation) { o.AtChange = 200 },
-		"no count then":                     func(o *Observation) { o.ChangeWatched = false },
+		"a change after the decision": func(o *Observation) { o.ChangedAt = at(12) },
+		"a count from another watch":  func(o *Observation) { o.AtChange = 200 },
+		"no count then":               func(o *Observation) { o.ChangeWatched = false },
 	} {
 		r := metered()
 		r.Observe(at(9.5), port, served(true, 100, at(9.5)))

@@ -207,26 +207,29 @@ func TestModelExposureWithoutTheMeter(t *testing.T) {
 	}
 }
 
-// The reader tells of kube-proxy's change at 1.6 s, and the rules are read at 2 s (RulesMinInterval after the
-// read before): the episode begins at the change, and counts the attempts that arrived since it, not the seven
-// served before it, nor only those after the read.
+// The reader tells of kube-proxy's change at 1.4 s, and the rules are read at 2.6 s (the exporter's
+// --rules.cache-ttl after the read before); the meter's counts moved at 2.4 s, and the Service was decided on
+// the rules from before the change. The episode begins at the change, and counts the attempts that arrived
+// since it, not the seven served before it, nor only those after the read.
 func TestModelEpisodeBeginsAtTheToldChange(t *testing.T) {
 	b := newExposureBed(t, filepath.Join(t.TempDir(), "state.json"), time.Unix(1_800_000_000, 0), 1)
+	b.m.cfg.RulesMinInterval = 2500 * time.Millisecond
 	b.step(0, 0)
 	b.step(time.Second, 5)
-	b.step(400*time.Millisecond, 2)
+	b.step(300*time.Millisecond, 2)
 	b.serve(0)
 	b.m.RulesChanged()
-	if snap := b.step(200*time.Millisecond, 0); snap.Open != 0 {
+	b.step(100*time.Millisecond, 0)
+	if snap := b.step(time.Second, 4); snap.Open != 0 {
 		t.Fatalf("an episode before the rules were read: %+v", snap)
 	}
-	snap := b.step(400*time.Millisecond, 3)
-	if got := snap.Totals[exposure.CauseOther]; snap.Open != 1 || got.Attempts != 3 || math.Abs(got.Seconds-0.4) > 1e-9 {
-		t.Fatalf("%+v (open %d), want an episode from the change at 1.6 s with the 3 attempts since, the latest at 2 s", got, snap.Open)
+	snap := b.step(200*time.Millisecond, 3)
+	if got := snap.Totals[exposure.CauseOther]; snap.Open != 1 || got.Attempts != 7 || math.Abs(got.Seconds-1.2) > 1e-9 {
+		t.Fatalf("%+v (open %d), want an episode from the change at 1.4 s with the 7 attempts since, the latest at 2.6 s", got, snap.Open)
 	}
-	b.step(time.Second, 4)
-	if got := b.step(0, 0).Totals[exposure.CauseOther]; got.Attempts != 7 || math.Abs(got.Seconds-1.4) > 1e-9 {
-		t.Errorf("%+v, want 7 attempts over 1.4 s (from the change to the last attempt)", got)
+	b.step(time.Second, 2)
+	if got := b.step(0, 0).Totals[exposure.CauseOther]; got.Attempts != 9 || math.Abs(got.Seconds-2.2) > 1e-9 {
+		t.Errorf("%+v, want 9 attempts over 2.2 s (from the change to the last attempt)", got)
 	}
 }
 
