@@ -209,12 +209,15 @@ type destEntry struct {
 type dest struct {
 	dropped, in, programmed bool
 	source                  string
-	// droppedAt is the decision that found it dropped, dropCount the meter's count then; decided: an episode
+	// droppedAt is the decision that found it dropped (or the rules change told before it), dropCount the
+	// meter's count then; decided: an episode
 	// began for this drop, or the drop was found outside rotation and no attempt reached it within the quiet
 	// period.
 	droppedAt time.Time
 	dropCount uint64
 	decided   bool
+	// toldStart: droppedAt is the told rules change, before the decision that found the drop.
+	toldStart bool
 }
 
 // Recorder keeps the episodes of one node. Not safe for concurrent use: the node model's goroutine owns it.
@@ -326,7 +329,7 @@ func (r *Recorder) Observe(now time.Time, k Key, o Observation) {
 	}
 	if d.source != o.Source && o.Dropped && !d.dropped {
 		// Dropped by another source's reading, not by a change on the node: taken as it is, as a first sight.
-		d.droppedAt, d.dropCount, d.decided = now, o.Attempts, true
+		d.droppedAt, d.dropCount, d.decided, d.toldStart = now, o.Attempts, true, false
 		d.dropped, d.in, d.programmed, d.source = o.Dropped, o.InRotation, r.programmed, o.Source
 		return
 	}
@@ -342,7 +345,7 @@ func (r *Recorder) Observe(now time.Time, k Key, o Observation) {
 	case !d.dropped:
 		// It stopped forwarding: an episode when it was in rotation, now or at the decision before.
 		start, base := dropStart(now, o)
-		d.droppedAt, d.dropCount, d.decided = start, base, false
+		d.droppedAt, d.dropCount, d.decided, d.toldStart = start, base, false, start.Before(now)
 		if o.InRotation || d.in {
 			cause := CauseOf(o.Facts)
 			if !d.programmed && cause != CauseNodeDeleting && cause != CauseDrain {
@@ -350,20 +353,11 @@ func (r *Recorder) Observe(now time.Time, k Key, o Observation) {
 			}
 			r.begin(k, d, start, cause, Observation{Watched: o.Watched, Attempts: base})
 			r.count(r.open[k], o)
+		} else {
+			r.lateLoss(now, k, d, o)
 		}
 	case !d.decided && r.open[k] == nil:
-		// Dropped while out of rotation: still an episode when attempts reach it within the quiet period
-		// (the load balancer had not taken the node out when its health check failed).
-		if o.Watched && o.Attempts > d.dropCount {
-			if o.Losing && !o.LastSeen.After(d.droppedAt.Add(r.quiet)) {
-				r.begin(k, d, d.droppedAt, CauseOf(o.Facts), Observation{Watched: true, Attempts: d.dropCount})
-				r.count(r.open[k], o)
-			} else {
-				d.decided = true
-			}
-		} else if now.Sub(d.droppedAt) >= r.quiet {
-			d.decided = true
-		}
+		r.lateLoss(now, k, d, o)
 	}
 	if ep := r.open[k]; ep != nil && o.Dropped {
 		if !ep.Metered && !o.InRotation {
@@ -391,6 +385,27 @@ func dropStart(now time.Time, o Observation) (time.Time, uint64) {
 		return now, o.Attempts
 	}
 	return o.ChangedAt, o.AtChange
+}
+
+// lateLoss begins the episode of a drop found out of rotation once an attempt is found lost there within the
+// quiet period after it (the load balancer had not taken the node out when its health check failed), and
+// decides there is none once attempts arrived without a loss or the quiet period passed. A loss is the
+// verdict's (Losing: an attempt that repeated its source since the verdict found the drop) or, for a drop
+// that began at a told rules change before the decision that found it, a client's attempt counted since the
+// change: the load balancer may have stopped sending before the rules were read.
+func (r *Recorder) lateLoss(now time.Time, k Key, d *dest, o Observation) {
+	switch {
+	case o.Watched && o.Attempts > d.dropCount:
+		lost := o.Losing || d.toldStart && o.LastSeen.After(d.droppedAt)
+		if lost && !o.LastSeen.After(d.droppedAt.Add(r.quiet)) {
+			r.begin(k, d, d.droppedAt, CauseOf(o.Facts), Observation{Watched: true, Attempts: d.dropCount})
+			r.count(r.open[k], o)
+		} else {
+			d.decided = true
+		}
+	case now.Sub(d.droppedAt) >= r.quiet:
+		d.decided = true
+	}
 }
 
 func ifTime(b bool, t time.Time) time.Time {

@@ -359,3 +359,31 @@ func TestDropBeginsAtTheRulesChange(t *testing.T) {
 		t.Errorf("unmetered: %+v, want one episode of 3 s from the change", got)
 	}
 }
+
+// The health check answered 503 before the rules were read (out of rotation), and the load balancer stopped
+// sending before the read, 2 s after the change: the verdict finds no attempt since its own drop (Losing
+// false), but the 6 counted since the change were lost. The episode begins at the change, in the decision
+// that finds the drop; with nothing counted since the change there is none.
+func TestToldDropOutOfRotationLosesBeforeTheRead(t *testing.T) {
+	r := metered()
+	r.Observe(at(0), port, served(true, 100, at(0)))
+	r.Observe(at(0.5), port, served(false, 102, at(0.5)))
+	o := dropped(false, 108, at(1.6), rolling)
+	o.Losing, o.ChangedAt, o.AtChange, o.ChangeWatched = false, at(0.6), 102, true
+	r.Observe(at(2.6), port, o)
+	if ep, ok := r.Open(port); !ok || !ep.Start.Equal(at(0.6)) || ep.Attempts != 6 || ep.Cause != CauseRollout {
+		t.Fatalf("open episode = %+v, %v; want a rollout from the change at 0.6 s with its 6 attempts", ep, ok)
+	}
+
+	n := metered()
+	n.Observe(at(0), port, served(false, 100, at(0)))
+	o = dropped(false, 100, at(0), rolling)
+	o.Losing, o.ChangedAt, o.AtChange, o.ChangeWatched = false, at(0.6), 100, true
+	n.Observe(at(2.6), port, o)
+	n.Observe(at(3), port, dropped(false, 100, at(0), rolling))
+	n.Advance(at(0.6).Add(quiet))
+	n.Observe(at(0.6).Add(quiet), port, dropped(false, 100, at(0), rolling))
+	if s := n.Snapshot(); s.Open != 0 || s.Episodes.Count != 0 {
+		t.Errorf("an episode with nothing lost: %+v", s)
+	}
+}
