@@ -47,6 +47,19 @@ const (
 // Sources lists every source, in export order.
 var Sources = []Source{SourceMetalLBL2, SourceMetalLBBGP, SourceCiliumL2, SourceKubeVIP, SourceOpenELB, SourcePureLB}
 
+// FollowsLocalEndpoints reports whether the announcer announces an externalTrafficPolicy Local Service only
+// from nodes with a ready local endpoint, and so moves its announcement off a node whose endpoints go (a drain)
+// to one that has one: MetalLB's speakers in layer 2 (the elected node) and BGP (every such node advertises),
+// kube-vip, and Cilium's L2 announcer with its local-backend gate (1.20.2 and later: without it the lease stays
+// with its holder). OpenELB and PureLB are not known to.
+func (s Source) FollowsLocalEndpoints() bool {
+	switch s {
+	case SourceMetalLBL2, SourceMetalLBBGP, SourceKubeVIP, SourceCiliumL2:
+		return true
+	}
+	return false
+}
+
 // SourceState is whether a source's records can be believed now.
 type SourceState string
 
@@ -197,8 +210,11 @@ type Snapshot struct {
 	leases    map[string]leaseRecord
 	now       time.Time
 	// clusterWide: every node's records were read (List), so the absence of a record means that no
-	// node announces.
+	// node announces, where MetalLB's speakers run (Speakers).
 	clusterWide bool
+	// Speakers is what a cluster-wide reader saw of MetalLB's speakers (speakers.go); SpeakersNotLooked in a
+	// node's snapshot.
+	Speakers MetalLBSpeakers
 }
 
 // At is the same records read at now: a lease's validity depends on the time it is judged at.
@@ -256,16 +272,17 @@ func AnnotationStates(states map[Source]SourceState, announcements iter.Seq[Anno
 var metallbAllocatedAnnotations = []string{"metallb.io/ip-allocated-from-pool", "metallb.universe.tf/ip-allocated-from-pool"}
 
 // Unrecorded lists the Service's load balancer IPs (loadBalancerIPs) when MetalLB allocated them and, with both
-// of its record kinds read cluster-wide, none of the Service's announcements (its annotations' and
-// AnnouncementsFor's) names a node: MetalLB writes a ServiceL2Status for the node that answers ARP and NDP,
-// and a ServiceBGPStatus per node that advertises a route, so neither means no node announces (not elected,
-// or no BGP session up). Anything less than both kinds read and current says nothing: MetalLB before v0.15.0
-// has no ServiceBGPStatus, and its BGP announcements would look unrecorded.
+// of its record kinds read cluster-wide and its speakers seen, none of the Service's announcements (its
+// annotations' and AnnouncementsFor's) names a node: MetalLB writes a ServiceL2Status for the node that answers
+// ARP and NDP, and a ServiceBGPStatus per node that advertises a route, so neither means no node announces (not
+// elected, or no BGP session up). Anything less than both kinds read and current says nothing: MetalLB before
+// v0.15.0 has no ServiceBGPStatus, and its BGP announcements would look unrecorded. Nor does a cluster where no
+// speaker was seen: MetalLB only allocates there (AllocatedOnly), and another announcer may advertise the address.
 func (s Snapshot) Unrecorded(svc *corev1.Service, announcements []Announcement, loadBalancerIPs []string) []string {
-	if !s.clusterWide || s.States[SourceMetalLBL2] != SourceOK || s.States[SourceMetalLBBGP] != SourceOK {
+	if !s.clusterWide || s.States[SourceMetalLBL2] != SourceOK || s.States[SourceMetalLBBGP] != SourceOK || s.Speakers != SpeakersSeen {
 		return nil
 	}
-	if !slices.ContainsFunc(metallbAllocatedAnnotations, func(k string) bool { return svc.Annotations[k] != "" }) {
+	if !metallbAllocated(svc) {
 		return nil
 	}
 	// A ServiceBGPStatus naming no peer advertises to nobody.

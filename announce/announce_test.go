@@ -2,6 +2,7 @@ package announce
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"sync/atomic"
 	"testing"
@@ -86,7 +87,19 @@ func lease(ns, name, holder string, renew time.Time, seconds int64) *unstructure
 func fakeDynamic(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
 	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		GVRServiceL2Status: "ServiceL2StatusList", GVRServiceBGPStatus: "ServiceBGPStatusList", GVRLease: "LeaseList",
+		GVRPod: "PodList",
 	}, objs...)
+}
+
+// speakerPod is a MetalLB speaker's pod on node, labelled as MetalLB's manifests (helm false) or its Helm
+// chart (helm true) label it.
+func speakerPod(node string, helm bool) *unstructured.Unstructured {
+	labels := map[string]string{"app": "metallb", "component": "speaker"}
+	if helm {
+		labels = map[string]string{"app.kubernetes.io/name": "metallb", "app.kubernetes.io/instance": "metallb",
+			"app.kubernetes.io/component": "speaker"}
+	}
+	return unstr(GVRPod, "Pod", "metallb-system", "speaker-"+node, labels, map[string]any{"spec": map[string]any{"nodeName": node}})
 }
 
 // waitAnnouncers takes snapshots at now until the sources' states are want: the leases are first seen at now.
@@ -349,10 +362,10 @@ func TestAnnouncersRediscover(t *testing.T) {
 	}
 }
 
-// MetalLB allocated the address (its annotation) and, with both of its record kinds read cluster-wide, no
-// record announces it: the load balancer IPs are unrecorded. A record of either kind, a reader that sees only
-// its own node's BGP records (the exporter's informers), either kind unreadable or absent (MetalLB before
-// v0.15.0), or no MetalLB annotation: nothing is said.
+// MetalLB allocated the address (its annotation) and, with both of its record kinds read cluster-wide and its
+// speakers running, no record announces it: the load balancer IPs are unrecorded. A record of either kind, a
+// reader that sees only its own node's BGP records (the exporter's informers), either kind unreadable or absent
+// (MetalLB before v0.15.0), no MetalLB annotation, or no speaker seen (AllocatedOnly): nothing is said.
 func TestUnrecordedMetalLBAddresses(t *testing.T) {
 	now := time.Now()
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web",
@@ -379,14 +392,16 @@ func TestUnrecordedMetalLBAddresses(t *testing.T) {
 		svc    *corev1.Service
 		want   []string
 	}{
-		{"no record", fakeDynamic(), svc, []string{"192.0.2.10"}},
-		{"the former annotation", fakeDynamic(), older, []string{"192.0.2.10"}},
+		{"no record", fakeDynamic(speakerPod("node-1", false)), svc, []string{"192.0.2.10"}},
+		{"no record, Helm's speakers", fakeDynamic(speakerPod("node-1", true)), svc, []string{"192.0.2.10"}},
+		{"no record, no speaker", fakeDynamic(), svc, nil},
+		{"the former annotation", fakeDynamic(speakerPod("node-1", false)), older, []string{"192.0.2.10"}},
 		{"another Service's record", fakeDynamic(l2Status("l2-api", "node-2", "shop", "api")), svc, []string{"192.0.2.10"}},
 		{"a BGP record without peers", fakeDynamic(bgpStatus("bgp-web-1", "node-1", "shop", "web")), svc, []string{"192.0.2.10"}},
 		{"an L2 record", fakeDynamic(l2Status("l2-web", "node-2", "shop", "web")), svc, nil},
 		{"a BGP record", fakeDynamic(bgpStatus("bgp-web-3", "node-3", "shop", "web", "peer-a")), svc, nil},
-		{"no ServiceBGPStatus kind", forbidBGP(fakeDynamic()), svc, nil},
-		{"not MetalLB's address", fakeDynamic(), notMetalLB, nil},
+		{"no ServiceBGPStatus kind", forbidBGP(fakeDynamic(speakerPod("node-1", false))), svc, nil},
+		{"not MetalLB's address", fakeDynamic(speakerPod("node-1", false)), notMetalLB, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got := unrecorded(List(context.Background(), c.client, DefaultCiliumNamespace, now), c.svc)
@@ -403,5 +418,76 @@ func TestUnrecordedMetalLBAddresses(t *testing.T) {
 	s := waitAnnouncers(t, a, time.Now(), map[Source]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
 	if got := unrecorded(s, svc); got != nil {
 		t.Errorf("the exporter's snapshot: unrecorded %v, want none", got)
+	}
+}
+
+// MetalLB used for address allocation only (its documented Calico setup: the controller allocates, no speaker
+// runs, Calico advertises the addresses over BGP): no ServiceL2Status or ServiceBGPStatus exists anywhere and no
+// pod carries a speaker's labels. A cluster-wide reader then calls the allocated addresses AllocatedOnly (who
+// announces them is unknown), not unrecorded. Pods it may not list leave it as unsure. A speaker's pod, or any
+// MetalLB status record (only speakers write them), and the addresses are MetalLB's to announce again; a node's
+// informers never look.
+func TestMetalLBAllocatedOnly(t *testing.T) {
+	now := time.Now()
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web",
+		Annotations: map[string]string{"metallb.io/ip-allocated-from-pool": "default"}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal}}
+	ips := []string{"192.0.2.10", "2001:db8::10"}
+	forbidPods := func(c *dynamicfake.FakeDynamicClient) *dynamicfake.FakeDynamicClient {
+		c.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewForbidden(GVRPod.GroupResource(), "", errors.New("RBAC"))
+		})
+		return c
+	}
+	kubeVIP := svc.DeepCopy()
+	kubeVIP.Annotations[AnnotationKubeVIPHost] = "node-2"
+	for _, c := range []struct {
+		name                string
+		client              *dynamicfake.FakeDynamicClient
+		svc                 *corev1.Service
+		speakers            MetalLBSpeakers
+		allocated, unrecord []string
+	}{
+		{"no speaker, no record", fakeDynamic(), svc, SpeakersNone, ips, nil},
+		{"pods unreadable, no record", forbidPods(fakeDynamic()), svc, SpeakersUnread, ips, nil},
+		{"a speaker's pod", fakeDynamic(speakerPod("node-1", false)), svc, SpeakersSeen, nil, ips},
+		{"a Helm speaker's pod", fakeDynamic(speakerPod("node-1", true)), svc, SpeakersSeen, nil, ips},
+		{"another Service's record, pods unreadable", forbidPods(fakeDynamic(l2Status("l2-api", "node-2", "shop", "api"))), svc, SpeakersSeen, nil, ips},
+		{"a BGP record without peers", fakeDynamic(bgpStatus("bgp-web-1", "node-1", "shop", "web")), svc, SpeakersSeen, nil, ips},
+		{"another announcer's record", fakeDynamic(), kubeVIP, SpeakersNone, nil, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := List(context.Background(), c.client, DefaultCiliumNamespace, now)
+			anns := append(FromAnnotations(c.svc.Annotations), s.AnnouncementsFor(c.svc.Namespace, c.svc.Name)...)
+			if s.Speakers != c.speakers {
+				t.Errorf("speakers %q, want %q", s.Speakers, c.speakers)
+			}
+			if got := s.AllocatedOnly(c.svc, anns, ips); !reflect.DeepEqual(got, c.allocated) {
+				t.Errorf("allocated only %v, want %v", got, c.allocated)
+			}
+			if got := s.Unrecorded(c.svc, anns, ips); !reflect.DeepEqual(got, c.unrecord) {
+				t.Errorf("unrecorded %v, want %v", got, c.unrecord)
+			}
+			if (s.SpeakersWhy() == "") != (c.speakers == SpeakersSeen) {
+				t.Errorf("why %q with speakers %q", s.SpeakersWhy(), s.Speakers)
+			}
+		})
+	}
+	// Speakers seen by their records read no pod: the plugin lists pods only where it must.
+	client := fakeDynamic(l2Status("l2-api", "node-2", "shop", "api"))
+	List(context.Background(), client, DefaultCiliumNamespace, now)
+	for _, act := range client.Actions() {
+		if act.GetResource() == GVRPod {
+			t.Errorf("listed pods with a MetalLB record read: %v", act)
+		}
+	}
+	// A node's informers never look, whatever runs.
+	a := NewInformers(fakeDynamic(), "node-1", DefaultCiliumNamespace)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a.Start(ctx)
+	s := waitAnnouncers(t, a, time.Now(), map[Source]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceOK})
+	if got := s.AllocatedOnly(svc, nil, ips); got != nil || s.Speakers != SpeakersNotLooked {
+		t.Errorf("the exporter's snapshot: allocated only %v, speakers %q; want none, not looked", got, s.Speakers)
 	}
 }

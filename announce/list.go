@@ -10,7 +10,8 @@ import (
 
 // List reads the announcers' objects once, cluster-wide, for a reader without informers (kubectl
 // localtraffic status): every ServiceL2Status, every node's ServiceBGPStatus, and Cilium's L2 announcement
-// Leases in ciliumNamespace, judged at now. A source that cannot be listed gets its state (absent, forbidden,
+// Leases in ciliumNamespace, judged at now; where no MetalLB status exists, whether MetalLB's speakers run at
+// all (one pod of each of metallbSpeakerSelectors). A source that cannot be listed gets its state (absent, forbidden,
 // stale) and no records; nothing is an error. A Service's announcements are then its own annotations'
 // (FromAnnotations) and AnnouncementsFor's.
 //
@@ -20,6 +21,7 @@ import (
 func List(ctx context.Context, client dynamic.Interface, ciliumNamespace string, now time.Time) Snapshot {
 	s := Snapshot{States: map[Source]SourceState{}, byService: map[string][]Announcement{}, leases: map[string]leaseRecord{},
 		now: now, clusterWide: true}
+	metallbRecords := false
 	for _, src := range []struct {
 		source Source
 		ri     dynamic.ResourceInterface
@@ -36,10 +38,12 @@ func List(ctx context.Context, client dynamic.Interface, ciliumNamespace string,
 			continue
 		}
 		s.States[src.source] = SourceOK
+		metallbRecords = metallbRecords || src.source != SourceCiliumL2 && len(list.Items) > 0
 		for i := range list.Items {
 			s.addRecord(src.source, &list.Items[i], "")
 		}
 	}
+	s.Speakers = lookForSpeakers(ctx, client, metallbRecords)
 	for name, l := range s.leases {
 		l.observed = l.renew
 		s.leases[name] = l

@@ -7,9 +7,9 @@ import (
 )
 
 var dataplaneInfo = detailed(newMetric("dataplane_info", prometheus.GaugeValue,
-	"Which dataplane serves Services on this node, kube-proxy, ipvs or replacement; always 1.",
+	"Which dataplane serves Services on this node, kube-proxy, ipvs, replacement or cilium; always 1.",
 	"dataplane"),
-	"Which dataplane serves Services on this node: kube-proxy (its rules are read), ipvs (kube-proxy in IPVS mode: API view) or replacement (no kube-proxy: API view and health check node ports); always 1.")
+	"Which dataplane serves Services on this node: kube-proxy (its rules are read), ipvs (kube-proxy in IPVS mode: API view), replacement (no kube-proxy: API view and health check node ports) or cilium (Cilium replaces kube-proxy and its service table is read, --dataplane.cilium-socket); always 1.")
 
 var kubeProxyProgrammed = stable(detailed(newMetric("kube_proxy_programmed", prometheus.GaugeValue,
 	"1 when kube-proxy's rules exist on this node, 0 when the rules read hold none of kube-proxy's."),

@@ -56,7 +56,7 @@ func (*KubeProxy) Inputs() []scrape.Input {
 }
 
 func (*KubeProxy) Update(st *scrape.State, out *Sink) error {
-	if st.Dataplane == scrape.DataplaneReplacement {
+	if st.Dataplane.ReplacesKubeProxy() {
 		// No kube-proxy here: nothing to report, and nothing that would fire its alerts.
 		return nil
 	}

@@ -416,7 +416,8 @@ func TestAnnouncerHolderWithoutReplica(t *testing.T) {
 
 	// MetalLB allocated the address (its annotation) and its speakers stop announcing it: the ServiceL2Status
 	// is deleted and the route goes, while the replica still serves. With both of MetalLB's record kinds read
-	// cluster-wide, the plugin finds no record of the address and reports it unannounced; an exporter, which
+	// cluster-wide and MetalLB's speakers seen (the other Services' records, which only speakers write, remain),
+	// the plugin finds no record of the address and reports it unannounced; an exporter, which
 	// reads its own node's BGP records only, cannot know that no other node advertises it.
 	for _, s := range scenarios {
 		if s.record != "metallb_l2" {

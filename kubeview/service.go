@@ -79,7 +79,8 @@ type ServiceState struct {
 	// view reads them (View.Snapshot with WithAnnouncers).
 	Announcements []announce.Announcement
 	// UnrecordedIPs are the load balancer IPs MetalLB allocated (its ip-allocated-from-pool annotation) of
-	// which none of its records, read cluster-wide, says a node announces them: nobody does. Only a reader of
+	// which none of its records, read cluster-wide while its speakers run (announce.Snapshot.Unrecorded), says
+	// a node announces them: nobody does. Only a reader of
 	// every node's records can know it (kubectl localtraffic status, through announce.List); an exporter reads
 	// its own node's BGP records only, and leaves it empty.
 	UnrecordedIPs []string

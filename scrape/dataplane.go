@@ -32,4 +32,8 @@ const (
 	// link the replacement leaves (nodeprobe.FindReplacement); the API view and the health check node ports
 	// decide, and no kube-proxy series are exported.
 	DataplaneReplacement = dataplane.KindReplacement
+	// DataplaneCilium: Cilium replaces kube-proxy and its service table is read (main picks the reader when
+	// --dataplane.cilium-socket is set); what Cilium programmed decides, as kube-proxy's rules do, and no
+	// kube-proxy series are exported.
+	DataplaneCilium = dataplane.KindCilium
 )

@@ -53,7 +53,8 @@ type GathererConfig struct {
 	// ConfigzFallbackURL is asked when ConfigzURL cannot be read: kube-proxy's default metrics address is
 	// [::1]:10249 when its bindAddress is IPv6 (an IPv6-only node), 127.0.0.1:10249 otherwise. "": none.
 	ConfigzFallbackURL string
-	// Dataplane is what the node runs: DataplaneKubeProxy, DataplaneReplacement, or "" (auto: detected).
+	// Dataplane is what the node runs: DataplaneKubeProxy, DataplaneReplacement, DataplaneCilium (RuleReader
+	// reads Cilium's service table), or "" (auto: detected).
 	Dataplane DataplaneKind
 	// Links lists this host's network links, where a kube-proxy replacement shows (auto detection). nil: none.
 	Links nodeprobe.LinkLister
@@ -293,6 +294,11 @@ func destKinds(services []kubeview.ServiceState) map[arrivals.Dest]verdict.Kind 
 // or kube-proxy never ran: its health server then tells which, and its alerts fire). In --rules.mode=none
 // nothing shows the rules, so the node is taken for kube-proxy unless the flag says otherwise.
 func (g *Gatherer) dataplane(st *State) DataplaneKind {
+	if g.cfg.Dataplane == DataplaneCilium {
+		// Cilium's reader says what Cilium programmed; its reads are not kube-proxy's rules, so they do not
+		// count as kube-proxy seen.
+		return DataplaneCilium
+	}
 	if errors.Is(st.RulesErr, dataplane.ErrUnsupported) && st.Rules != nil && st.Rules.Info().Kind == dataplane.KindIPVS {
 		return DataplaneIPVS
 	}
@@ -475,7 +481,7 @@ func (p *pass) prepare(now time.Time) {
 // and seenGone the drop counters and the ports with gone endpoints it read (what the trackers keep).
 func (p *pass) decideService(svc kubeview.ServiceState, checks []FamilyCheck, seen map[counterKey]bool, seenGone map[goneKey]bool) ServiceResult {
 	st, g, fr, vr := p.st, p.g, p.fr, p.vr
-	if !st.KubeProxyConfig.ExternalIPs && st.Dataplane != DataplaneReplacement {
+	if !st.KubeProxyConfig.ExternalIPs && !st.Dataplane.ReplacesKubeProxy() {
 		// AllowServiceExternalIPs=false: kube-proxy writes no rule for an externalIP, so none is dropped
 		// here, and none is compared. (The Service's ExternalIPs may be shared: replaced, not changed.)
 		svc.ExternalIPs = nil
@@ -525,7 +531,7 @@ func (p *pass) decideService(svc kubeview.ServiceState, checks []FamilyCheck, se
 		// (a wrong --hostname-override makes kube-proxy count none). A replacement's health
 		// check server counts its own way (Cilium reports 0 for its Ingress Services by design): not
 		// compared.
-		if hc := byFamily[fam.Family]; hc != nil && hc.LocalEndpoints >= 0 && st.Dataplane != DataplaneReplacement {
+		if hc := byFamily[fam.Family]; hc != nil && hc.LocalEndpoints >= 0 && !st.Dataplane.ReplacesKubeProxy() {
 			r.MismatchKnown = true
 			r.Mismatch = r.Mismatch || hc.LocalEndpoints != fam.LocalReadyEndpoints
 		}

@@ -54,7 +54,7 @@ type State struct {
 	Services []*ServiceResult
 	// Source is what decided the verdicts: SourceRules or SourceAPI.
 	Source verdict.Source
-	// Dataplane is DataplaneKubeProxy, DataplaneIPVS or DataplaneReplacement.
+	// Dataplane is DataplaneKubeProxy, DataplaneIPVS, DataplaneReplacement or DataplaneCilium.
 	Dataplane DataplaneKind
 	// Replacement names the kube-proxy replacement auto detection found and the link that showed it; "" when
 	// none was (or the flag said so).

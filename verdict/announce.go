@@ -24,9 +24,12 @@ const ReasonAnnouncedHere Reason = "announced_here"
 // takes it out: one node answers ARP and NDP for the address, and the others receive only what stale ARP
 // caches still send, which the arrivals meter weighs as for any destination out of rotation (observe). A
 // Cilium lease whose holder stopped renewing it names nobody, nor does a kube-vip annotation the node's arrivals
-// contradict (routeWithdrawn). ev is nil without node evidence (the plugin).
+// contradict (routeWithdrawn). MetalLB's BGP records naming other nodes take this one out too: routers send the
+// address only to the nodes that advertise it, and MetalLB writes a ServiceBGPStatus for each of them (deleting
+// it where the node advertises to no peer). Only a cluster-wide reader (the plugin, through announce.List) holds
+// other nodes' BGP records; a node's exporter reads its own. ev is nil without node evidence (the plugin).
 func announced(node kubeview.NodeState, svc kubeview.ServiceState, d Destination, ev *Evidence) (Rotation, string, Basis, bool) {
-	var elsewhere []announce.Announcement
+	var elsewhere, bgpElsewhere []announce.Announcement
 	for _, a := range svc.Announcements {
 		if a.Expired || !a.Covers(d.Address) {
 			continue
@@ -41,9 +44,22 @@ func announced(node kubeview.NodeState, svc kubeview.ServiceState, d Destination
 			}
 			return In, why, BasisAnnouncer, true
 		}
-		if a.Exclusive {
+		switch {
+		case a.Exclusive:
 			elsewhere = append(elsewhere, a)
+		case a.Source == announce.SourceMetalLBBGP && len(a.Peers) > 0:
+			bgpElsewhere = append(bgpElsewhere, a)
 		}
+	}
+	if len(elsewhere) == 0 && len(bgpElsewhere) > 0 {
+		var nodes []string
+		for _, a := range bgpElsewhere {
+			if !slices.Contains(nodes, a.Node) {
+				nodes = append(nodes, a.Node)
+			}
+		}
+		return Out, fmt.Sprintf("advertised over BGP by %s from %s only, not from this node: routers send the address to those nodes",
+			announce.SourceMetalLBBGP, strings.Join(nodes, ", ")), "", true
 	}
 	if len(elsewhere) == 0 {
 		return "", "", "", false
@@ -101,7 +117,7 @@ func UnannouncedIPs(svc kubeview.ServiceState) []string {
 }
 
 // AnnouncedElsewhere reports whether the announcers' records take node out of rotation for d (a live layer 2
-// record names another node, and none names this one): the decision is the announcer's, not the health
+// record, or MetalLB's BGP records read cluster-wide, name other nodes, and none names this one): the decision is the announcer's, not the health
 // check's, so a reader without the node's evidence (the plugin) need not call it unknown.
 func AnnouncedElsewhere(node kubeview.NodeState, svc kubeview.ServiceState, d Destination) bool {
 	if d.Kind != LoadBalancerIP {

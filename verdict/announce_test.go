@@ -36,7 +36,10 @@ func TestAnnouncerRotation(t *testing.T) {
 	cilium := func(n string, expired bool) announce.Announcement {
 		return announce.Announcement{Source: announce.SourceCiliumL2, Node: n, Exclusive: true, Expired: expired}
 	}
-	bgp := announce.Announcement{Source: announce.SourceMetalLBBGP, Node: "node-2", Peers: []string{"peer-a"}}
+	bgpOn := func(n string) announce.Announcement {
+		return announce.Announcement{Source: announce.SourceMetalLBBGP, Node: n, Peers: []string{"peer-a"}}
+	}
+	bgp := bgpOn("node-2")
 	// Stale ARP caches still sending to the old holder: attempts for 5 minutes, dropped for 10.
 	arriving := Observation{Watched: true, Attempts: 300, ActiveSince: now.Add(-5 * time.Minute), LastSeen: now.Add(-time.Second),
 		Ongoing: true, DroppedSince: now.Add(-10 * time.Minute)}
@@ -95,6 +98,21 @@ func TestAnnouncerRotation(t *testing.T) {
 		{"plugin: holder elsewhere, this node with a replica: out for the VIP",
 			Input{Service: svc(1, metallbL2("node-1")), Node: node},
 			Out, "", false, ""},
+		{"plugin (every node's BGP records): MetalLB advertises from node-1 only, this node without a replica: out, not unknown",
+			Input{Service: svc(0, bgpOn("node-1")), Node: node},
+			Out, "", false, ""},
+		{"MetalLB advertises from node-1 and this node: in rotation",
+			Input{Service: svc(0, bgpOn("node-1"), bgp), Node: node, Evidence: ev(503, seen{})},
+			In, BasisAnnouncer, true, ReasonAnnouncedHere},
+		{"a BGP record of node-1 naming no peer advertises nothing: today's rules (200: in)",
+			Input{Service: svc(1, announce.Announcement{Source: announce.SourceMetalLBBGP, Node: "node-1"}), Node: node, Evidence: ev(200, seen{})},
+			In, BasisHealthCheck, false, ""},
+		{"MetalLB allocates only (no speaker, no record; Calico advertises from the nodes with a replica): the exporter's rules, 503 and nothing arriving: out, no page",
+			Input{Service: svc(0), Node: node, Evidence: ev(503, seen{})},
+			Out, "", false, ""},
+		{"BGP from node-1 only, clients arriving here past grace anyway: the meter keeps its say",
+			Input{Service: svc(0, bgpOn("node-1")), Node: node, Evidence: ev(503, seen{LoadBalancerIP: arriving})},
+			In, BasisArrivals, true, ReasonHealthCheckIgnored},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -220,10 +238,11 @@ func TestUnannounced(t *testing.T) {
 // health check's.
 func TestUnannouncedIPsAndAnnouncedElsewhere(t *testing.T) {
 	s := lbService(0, 0)
-	s.LoadBalancerIPs = []string{"192.0.2.10", "192.0.2.11"}
+	s.LoadBalancerIPs = []string{"192.0.2.10", "192.0.2.11", "192.0.2.12"}
 	s.Announcements = []announce.Announcement{
 		{Source: announce.SourcePureLB, Node: "node-1", Address: "192.0.2.10", Exclusive: true, Expired: true},
 		{Source: announce.SourcePureLB, Node: "node-3", Address: "192.0.2.11", Exclusive: true},
+		{Source: announce.SourceMetalLBBGP, Node: "node-3", Address: "192.0.2.12", Peers: []string{"peer-a"}},
 	}
 	if got := UnannouncedIPs(s); len(got) != 1 || got[0] != "192.0.2.10" {
 		t.Errorf("unannounced %v, want [192.0.2.10]", got)
@@ -243,6 +262,8 @@ func TestUnannouncedIPsAndAnnouncedElsewhere(t *testing.T) {
 		{"the holder itself", kubeview.NodeState{Name: "node-3", Found: true}, dest(LoadBalancerIP, "192.0.2.11"), false},
 		{"an expired record names nobody", node, dest(LoadBalancerIP, "192.0.2.10"), false},
 		{"a NodePort is no announcer's", node, dest(NodePort, ""), false},
+		{"advertised over BGP from node-3 only", node, dest(LoadBalancerIP, "192.0.2.12"), true},
+		{"advertising it over BGP itself", kubeview.NodeState{Name: "node-3", Found: true}, dest(LoadBalancerIP, "192.0.2.12"), false},
 	} {
 		if got := AnnouncedElsewhere(c.node, s, c.d); got != c.want {
 			t.Errorf("%s: got %v, want %v", c.name, got, c.want)

@@ -21,6 +21,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/ciliumsvc"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 	"github.com/localtraffic/localtraffic-exporter/scrape"
 )
@@ -43,6 +44,7 @@ type options struct {
 	kube       kubeview.Config
 	probe      nodeprobe.Config
 	rules      kernelrules.Config
+	cilium     ciliumsvc.Config
 	arrivals   arrivals.FlagConfig
 	scrape     scrape.Config
 	collectors collector.Config // Selection zero (built in code): the default collectors
@@ -103,6 +105,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	o.kube.RegisterFlags(app, getenv)
 	o.probe.RegisterFlags(app)
 	o.rules.RegisterFlags(app)
+	o.cilium.RegisterFlags(app)
 	o.arrivals.RegisterFlags(app)
 	o.scrape.RegisterFlags(app)
 	o.collectors.RegisterFlags(app)
@@ -142,10 +145,13 @@ func (o *options) check(logLevel string) error {
 		return fmt.Errorf("bad --web.telemetry-path %q: must start with /", o.telemetryPath)
 	}
 	// A room's errors already name the flag, in the one line main prints.
-	for _, room := range []interface{ Validate() error }{&o.kube, &o.probe, &o.rules, &o.arrivals, &o.scrape, &o.collectors} {
+	for _, room := range []interface{ Validate() error }{&o.kube, &o.probe, &o.rules, &o.cilium, &o.arrivals, &o.scrape, &o.collectors} {
 		if err := room.Validate(); err != nil {
 			return err
 		}
+	}
+	if o.cilium.Read() && o.scrape.Dataplane == scrape.DataplaneKubeProxy {
+		return fmt.Errorf("bad --dataplane.cilium-socket %q: Cilium's service table is read only where Cilium replaces kube-proxy, not with --dataplane=kube-proxy", o.cilium.Socket)
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/ciliumsvc"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 	"github.com/localtraffic/localtraffic-exporter/scrape"
 )
@@ -56,7 +57,7 @@ func TestParseOptionsDefaults(t *testing.T) {
 func checkOptions(t *testing.T, got, want options) {
 	t.Helper()
 	for _, room := range []struct{ got, want any }{
-		{got.kube, want.kube}, {got.probe, want.probe}, {got.rules, want.rules}, {got.arrivals, want.arrivals},
+		{got.kube, want.kube}, {got.probe, want.probe}, {got.rules, want.rules}, {got.cilium, want.cilium}, {got.arrivals, want.arrivals},
 		{got.scrape, want.scrape}, {got.collectors, want.collectors},
 	} {
 		g, w := reflect.ValueOf(room.got), reflect.ValueOf(room.want)
@@ -139,7 +140,7 @@ func TestParseOptionsGoodValues(t *testing.T) {
 		"--no-arrivals.enabled", "--rotation.grace", "45s", "--arrivals.internal-cidrs", "10.244.0.0/16, fd00:244::/56",
 		"--rotation.loss-hold", "20m", "--arrivals.quiet-period", "30s",
 		"--state.file", "/run/lt/state.json", "--no-announcers.enabled", "--announcers.cilium-namespace", "cilium",
-		"--web.enable-pprof",
+		"--web.enable-pprof", "--dataplane.cilium-socket", "/run/cilium/cilium.sock",
 	}, env(nil))
 	if err != nil {
 		t.Fatalf("parseOptions: %v", err)
@@ -150,7 +151,8 @@ func TestParseOptionsGoodValues(t *testing.T) {
 		kube: kubeview.Config{Kubeconfig: kubeconfig, NodeName: "n", CiliumNamespace: "cilium"},
 		probe: nodeprobe.Config{HealthzAddress: "[fd00::1]:10256", MetricsAddress: "localhost:10249", HealthCheckAddress: "fd00::1",
 			NodePortAddresses: []string{"10.0.0.0/8", "fd00::/64", "primary"}, ProbeTimeout: 1500 * time.Millisecond, ProbeConcurrency: 1},
-		rules: kernelrules.Config{Mode: "nftables", MinInterval: 0, CountersInterval: 3 * time.Second},
+		rules:  kernelrules.Config{Mode: "nftables", MinInterval: 0, CountersInterval: 3 * time.Second},
+		cilium: ciliumsvc.Config{Socket: "/run/cilium/cilium.sock"},
 		arrivals: arrivals.FlagConfig{QuietPeriod: 30 * time.Second,
 			InternalCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/56")}},
 		scrape: scrape.Config{Dataplane: scrape.DataplaneReplacement, ExternalIPWindow: 90 * time.Second, Grace: 45 * time.Second,
@@ -216,6 +218,8 @@ func TestParseOptionsBadValues(t *testing.T) {
 		{"internal CIDR not a CIDR", []string{"--arrivals.internal-cidrs", "10.244.0.0"}, nil, "--arrivals.internal-cidrs"},
 		{"state file a directory", []string{"--state.file", "/var/lib/localtraffic-exporter/"}, nil, "--state.file"},
 		{"dataplane", []string{"--dataplane", "cilium"}, nil, "--dataplane"},
+		{"cilium socket relative", []string{"--dataplane.cilium-socket", "cilium.sock"}, nil, "--dataplane.cilium-socket"},
+		{"cilium socket on a kube-proxy node", []string{"--dataplane.cilium-socket", "/var/run/cilium/cilium.sock", "--dataplane", "kube-proxy"}, nil, "--dataplane.cilium-socket"},
 		{"kubeconfig missing", []string{"--kubeconfig", "/nonexistent/kubeconfig"}, nil, "--kubeconfig"},
 		{"bool flag with a value", []string{"--version=maybe"}, nil, "version"},
 		{"unknown collector", []string{"--collector.cpu"}, nil, "collector.cpu"},

@@ -23,6 +23,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
+	"github.com/localtraffic/localtraffic-exporter/nodeprobe/ciliumsvc"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 	"github.com/localtraffic/localtraffic-exporter/scrape"
 )
@@ -216,9 +217,13 @@ type exporterView interface {
 }
 
 // newRulesReader picks the dataplane reader the options ask for (the model reads it as any dataplane,
-// through scrape.DataplaneReader): kube-proxy's rules, in the mode it runs in or the one --rules.mode names;
-// nil for --rules.mode=none and a kube-proxy replacement, whose rules no reader reads.
+// through scrape.DataplaneReader): Cilium's service table where --dataplane.cilium-socket says Cilium
+// replaces kube-proxy; else kube-proxy's rules, in the mode it runs in or the one --rules.mode names; nil for
+// --rules.mode=none and another kube-proxy replacement, whose rules no reader reads.
 func newRulesReader(opts options, logger *slog.Logger) scrape.DataplaneReader {
+	if opts.cilium.Read() {
+		return ciliumsvc.NewReader(opts.cilium.Socket, ciliumsvc.DefaultTimeout)
+	}
 	if !opts.rules.Read() || opts.scrape.Dataplane == scrape.DataplaneReplacement {
 		return nil // no kube-proxy rules to read
 	}
@@ -230,6 +235,15 @@ func newRulesReader(opts options, logger *slog.Logger) scrape.DataplaneReader {
 		CacheTTL: -1,
 		Logger:   logger,
 	})
+}
+
+// dataplaneOf is what serves Services on the node as the options say: Cilium where its service table is read
+// (the reader newRulesReader picks), else --dataplane's choice.
+func dataplaneOf(opts options) scrape.DataplaneKind {
+	if opts.cilium.Read() {
+		return scrape.DataplaneCilium
+	}
+	return opts.scrape.Dataplane
 }
 
 // host is what the gatherer reads of this host itself: its addresses and its network links.
@@ -280,7 +294,7 @@ func newGathererWith(opts options, view exporterView, addrs host, ruleReader scr
 		KubeProxyAddress: kpAddr, HealthCheckAddress: opts.probe.HealthCheckAddress,
 		NodePortAddresses: opts.probe.NodePortAddresses, ConfigzURL: opts.probe.ConfigzURL(),
 		ConfigzFallbackURL: opts.probe.ConfigzFallbackURL(),
-		ExternalIPWindow:   opts.scrape.ExternalIPWindow, Dataplane: opts.scrape.Dataplane,
+		ExternalIPWindow:   opts.scrape.ExternalIPWindow, Dataplane: dataplaneOf(opts),
 		Grace: opts.scrape.Grace, LossHold: opts.scrape.LossHold,
 		Meter: meter, Quiet: opts.arrivals.QuietPeriod, InternalCIDRs: opts.arrivals.InternalCIDRs,
 		Client: client, ProbeTimeout: opts.probe.ProbeTimeout, Concurrency: opts.probe.ProbeConcurrency,

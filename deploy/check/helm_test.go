@@ -177,6 +177,7 @@ func TestChartEqualsKustomize(t *testing.T) {
 			"namespace: {create: true}\nserviceMonitor: {enabled: true}\ndashboards: {enabled: true}\n" +
 				"prometheusRule: {enabled: true, runbookURLBase: 'https://github.com/localtraffic/localtraffic-exporter/blob/main/docs/runbooks.md'}\n" +
 				"kubeRBACProxy: {metricsReaders: [{namespace: monitoring, name: prometheus-k8s}]}", false},
+		{"Cilium's agent socket", "overlays/cilium", "cilium: {socketDir: /var/run/cilium}", true},
 		{"web config from a Secret", "examples/tls-basic-auth",
 			"namespace: {create: true}\nwebConfig: {existingSecret: localtraffic-exporter-web}\nkubeRBACProxy: {enabled: false}", false},
 	}

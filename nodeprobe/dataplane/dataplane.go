@@ -25,7 +25,14 @@ const (
 	// KindReplacement: no kube-proxy (Cilium, Calico eBPF, OVN-Kubernetes, kube-router); the API view and the
 	// health check node ports decide.
 	KindReplacement Kind = "replacement"
+	// KindCilium: Cilium's kube-proxy replacement, whose service table is read (nodeprobe/ciliumsvc); what
+	// Cilium programmed decides the verdict, as kube-proxy's rules do.
+	KindCilium Kind = "cilium"
 )
+
+// ReplacesKubeProxy reports whether no kube-proxy serves Services on a node of this kind: none of kube-proxy's
+// own settings, health server or series apply there.
+func (k Kind) ReplacesKubeProxy() bool { return k == KindReplacement || k == KindCilium }
 
 // Families as Rules names them (the values of Kubernetes' IPFamily).
 const (

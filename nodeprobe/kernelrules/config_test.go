@@ -4,18 +4,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alecthomas/kingpin/v2"
+	"github.com/localtraffic/localtraffic-exporter/internal/flagvalue/flagtest"
 )
 
-// parseConfig parses args with the rules' flags alone, as the exporter parses them among its others.
+// parseConfig parses args with this room's flags alone, as the exporter parses them among its others.
 func parseConfig(t *testing.T, args ...string) (Config, error) {
-	var c Config
-	app := kingpin.New("t", "").Terminate(nil)
-	c.RegisterFlags(app)
-	if _, err := app.Parse(args); err != nil {
-		t.Fatalf("parsing %q: %v", args, err)
-	}
-	return c, c.Validate()
+	t.Helper()
+	return flagtest.Parse[Config](t, args...)
 }
 
 func TestConfigValues(t *testing.T) {

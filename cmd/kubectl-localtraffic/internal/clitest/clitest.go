@@ -144,5 +144,6 @@ func DrillObjects(pinned bool) []runtime.Object {
 func FakeAnnouncers(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
 	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		announce.GVRServiceL2Status: "ServiceL2StatusList", announce.GVRServiceBGPStatus: "ServiceBGPStatusList", announce.GVRLease: "LeaseList",
+		announce.GVRPod: "PodList",
 	}, objs...)
 }

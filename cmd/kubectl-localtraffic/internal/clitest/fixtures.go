@@ -2,6 +2,7 @@ package clitest
 
 import (
 	"testing"
+	"time"
 
 	"github.com/prometheus/common/version"
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/localtraffic/localtraffic-exporter/announce"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 )
 
@@ -61,6 +63,41 @@ func L2Status(node string) *unstructured.Unstructured {
 	u.SetKind("ServiceL2Status")
 	u.SetNamespace("metallb-system")
 	u.SetName("l2-checkout")
+	return u
+}
+
+// MetalLBAllocated annotates the drill's Service (in objs) as MetalLB's controller does when it allocates the
+// Service's address from a pool.
+func MetalLBAllocated(objs []runtime.Object) []runtime.Object {
+	for _, o := range objs {
+		if s, ok := o.(*corev1.Service); ok {
+			metav1.SetMetaDataAnnotation(&s.ObjectMeta, "metallb.io/ip-allocated-from-pool", "default")
+		}
+	}
+	return objs
+}
+
+// SpeakerPod is a MetalLB speaker's pod on node, labelled as MetalLB's manifests label it, for the announcers'
+// fake (FakeAnnouncers): with one, MetalLB announces and its missing records mean nobody does.
+func SpeakerPod(node string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"nodeName": node}}}
+	u.SetAPIVersion("v1")
+	u.SetKind("Pod")
+	u.SetNamespace("metallb-system")
+	u.SetName("speaker-" + node)
+	u.SetLabels(map[string]string{"app": "metallb", "component": "speaker"})
+	return u
+}
+
+// CiliumLease is Cilium's L2 announcement Lease of the drill's Service in namespace ns, held by holder and last
+// renewed at renew, for 15 s.
+func CiliumLease(ns, holder string, renew time.Time) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"holderIdentity": holder,
+		"renewTime": renew.UTC().Format("2006-01-02T15:04:05.000000Z07:00"), "leaseDurationSeconds": int64(15)}}}
+	u.SetAPIVersion("coordination.k8s.io/v1")
+	u.SetKind("Lease")
+	u.SetNamespace(ns)
+	u.SetName(announce.CiliumLeaseName("kubelings", "checkout"))
 	return u
 }
 

@@ -23,7 +23,9 @@ func writeText(w io.Writer, rep placement.DrainReport, colour bool) error {
 	fmt.Fprintln(tw, "SERVICE\tTYPE\tENDPOINTS\tIN ROTATION\tEVICTED\tHELD\tELSEWHERE\tSERVING AFTER\tLB CHECK\tDRAIN")
 	for _, s := range rep.Services {
 		lb := "-"
-		if s.LoadBalancerCheck != nil {
+		if s.AnnouncerFailover != nil {
+			lb = "failover"
+		} else if s.LoadBalancerCheck != nil {
 			lb = fmt.Sprintf("%gs (%s × %d)", s.LoadBalancerCheck.Seconds, s.LoadBalancerCheck.Interval.Duration, s.LoadBalancerCheck.Threshold)
 		} else if s.Type == "LoadBalancer" && s.InRotation != "no" {
 			lb = "unknown"
@@ -45,6 +47,9 @@ func writeText(w io.Writer, rep placement.DrainReport, colour bool) error {
 	losing := 0
 	for _, s := range rep.Services {
 		lines := append(append([]string{}, s.Why...), s.Unknown...)
+		if f := s.AnnouncerFailover; f != nil {
+			lines = append(lines, failoverLine(rep.Node, f))
+		}
 		for _, b := range s.Blocked {
 			lines = append(lines, "the drain waits for "+b)
 		}
@@ -64,7 +69,7 @@ func writeText(w io.Writer, rep placement.DrainReport, colour bool) error {
 			fmt.Fprintf(w, "  %s\n", l)
 		}
 	}
-	verdict := "draining " + rep.Node + " leaves every Local Service served" + lbWindowNote(rep)
+	verdict := "draining " + rep.Node + " leaves every Local Service served" + lbWindowNote(rep) + failoverNote(rep)
 	switch {
 	case rep.Loses:
 		verdict = p.Paint(cli.Red+cli.Bold, "draining "+rep.Node+" loses traffic of "+strconv.Itoa(losing)+" Local Service(s)")
@@ -84,8 +89,8 @@ func writeText(w io.Writer, rep placement.DrainReport, colour bool) error {
 func lbWindowNote(rep placement.DrainReport) string {
 	longest, unknown, any := 0.0, false, false
 	for _, s := range rep.Services {
-		if s.Type != "LoadBalancer" || s.InRotation == "no" {
-			continue
+		if s.Type != "LoadBalancer" || s.InRotation == "no" || s.AnnouncerFailover != nil {
+			continue // an announcer's failover is failoverNote's
 		}
 		any = true
 		if s.LoadBalancerCheck == nil {
@@ -103,4 +108,36 @@ func lbWindowNote(rep placement.DrainReport) string {
 	}
 	return "; its load balancers keep sending new connections to " + rep.Node + " for " + window +
 		" after its pods stop, and those are lost: label it node.kubernetes.io/exclude-from-external-load-balancers= and wait that out first"
+}
+
+// failoverLine says, under a Service, where its announcers move its load balancer IP and what that costs.
+func failoverLine(node string, f *placement.AnnouncerFailover) string {
+	names := make([]string, len(f.Sources))
+	for i, s := range f.Sources {
+		names[i] = string(s)
+	}
+	gate := ""
+	if f.LocalBackendGate {
+		gate = "; Cilium moves it only with its local-backend gate (1.20.2 and later): an earlier agent keeps the lease on " +
+			node + ", which then drops every client of the address"
+	}
+	return fmt.Sprintf("%s announces the load balancer IP from %s and follows local endpoints: it moves to a node with a ready "+
+		"local endpoint (%s) once %s's pods stop; connections sent to %s meanwhile are lost for the failover (seconds), a "+
+		"window, not a loss%s", strings.Join(names, ", "), node, cli.NodeList(f.To), node, node, gate)
+}
+
+// failoverNote is the verdict's part for the Services whose announcers move their address off the node ("" when
+// none): as lbWindowNote for a load balancer's check window, the connections the failover loses.
+func failoverNote(rep placement.DrainReport) string {
+	n := 0
+	for _, s := range rep.Services {
+		if s.AnnouncerFailover != nil {
+			n++
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; announcers move the load balancer IP of %d of them off %s to nodes with a ready local endpoint "+
+		"once its pods stop: a failover window of seconds, in which new connections sent to %s are lost", n, rep.Node, rep.Node)
 }

@@ -13,15 +13,69 @@ import (
 
 // withAnnouncers adds the announcers' records of the Service to each of its per-node states, as the exporter
 // adds them to its snapshot's (kubeview.ServiceState.AddAnnouncers): the records are the cluster's, the same on
-// every node. It returns elsewhere with them.
+// every node. The records naming leaving (Cluster.AnnouncersLeave) of announcers that follow local endpoints
+// are moved to another node with a ready local endpoint, the first by name, as those announcers move (or
+// dropped where none has one), unless leaving keeps a ready local endpoint. It returns elsewhere with them.
 func withAnnouncers(states map[string]kubeview.ServiceState, elsewhere kubeview.ServiceState, svc *corev1.Service,
-	ann announce.Snapshot) kubeview.ServiceState {
-	for node, ss := range states {
-		ss.AddAnnouncers(ann, svc)
-		states[node] = ss
+	ann announce.Snapshot, leaving string) kubeview.ServiceState {
+	if ss, ok := states[leaving]; ok && readyHere(ss) {
+		leaving = "" // endpoints the drain leaves there: the announcers stay
 	}
-	elsewhere.AddAnnouncers(ann, svc)
-	return elsewhere
+	successor := ""
+	if leaving != "" {
+		for node, ss := range states {
+			if node != leaving && readyHere(ss) && (successor == "" || node < successor) {
+				successor = node
+			}
+		}
+	}
+	add := func(ss kubeview.ServiceState) kubeview.ServiceState {
+		ss.AddAnnouncers(ann, svc)
+		if leaving == "" {
+			return ss
+		}
+		moved := make([]announce.Announcement, 0, len(ss.Announcements))
+		for _, a := range ss.Announcements {
+			if a.Node == leaving && a.Source.FollowsLocalEndpoints() {
+				if successor == "" {
+					continue
+				}
+				a.Node = successor
+			}
+			moved = append(moved, a)
+		}
+		ss.Announcements = moved
+		return ss
+	}
+	for node, ss := range states {
+		states[node] = add(ss)
+	}
+	return add(elsewhere)
+}
+
+// readyHere: the state's node has a ready local endpoint of the Service in some family.
+func readyHere(ss kubeview.ServiceState) bool {
+	for _, f := range ss.Families {
+		if f.LocalReadyEndpoints > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// leavingAnnouncements lists the Service's live announcements naming node by announcers that follow local
+// endpoints: what a drain of node moves elsewhere.
+func leavingAnnouncements(svc *corev1.Service, ann announce.Snapshot, node string) []announce.Announcement {
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+		return nil
+	}
+	var out []announce.Announcement
+	for _, a := range append(announce.FromAnnotations(svc.Annotations), ann.AnnouncementsFor(svc.Namespace, svc.Name)...) {
+		if a.Node == node && !a.Expired && a.Source.FollowsLocalEndpoints() {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // unannouncedSummary is the summary's part for the load balancer IPs nobody announces ("" when none).
@@ -43,7 +97,9 @@ func (a *auditor) announcerFindings(st *ServiceStatus, ws []*Workload) {
 	if st != nil {
 		a.announcedWithoutLocal(*st, anns)
 	}
-	if usesMetalLB(a.svc, anns) {
+	// A cluster where the plugin saw no MetalLB speaker (its Calico setup) has MetalLB allocate, not announce:
+	// the finding would name the wrong announcer.
+	if usesMetalLB(a.svc, anns) && a.c.Announcers.Speakers != announce.SpeakersNone {
 		a.metallbFewNodes(st, ws)
 	}
 }

@@ -2,6 +2,7 @@ package placement
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -23,6 +24,7 @@ import (
 func announcerClient(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
 	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		announce.GVRServiceL2Status: "ServiceL2StatusList", announce.GVRServiceBGPStatus: "ServiceBGPStatusList", announce.GVRLease: "LeaseList",
+		announce.GVRPod: "PodList",
 	}, objs...)
 }
 
@@ -32,6 +34,13 @@ func record(gvr schema.GroupVersionResource, kind, ns, name string, fields map[s
 	u.SetKind(kind)
 	u.SetNamespace(ns)
 	u.SetName(name)
+	return u
+}
+
+// speakerPod is a MetalLB speaker's pod on node, labelled as MetalLB's manifests label it.
+func speakerPod(node string) *unstructured.Unstructured {
+	u := record(announce.GVRPod, "Pod", "metallb-system", "speaker-"+node, map[string]any{"spec": map[string]any{"nodeName": node}})
+	u.SetLabels(map[string]string{"app": "metallb", "component": "speaker"})
 	return u
 }
 
@@ -91,6 +100,34 @@ func TestStatusAnnouncerRecords(t *testing.T) {
 				t.Errorf("node-3 %+v: want out of rotation for the VIP held by node-2", n3)
 			}
 		})
+	}
+}
+
+// metallbBGPStatus is MetalLB's ServiceBGPStatus of node for the test namespace's Service svc, advertised to peers.
+func metallbBGPStatus(svc, node string, peers ...any) *unstructured.Unstructured {
+	u := record(announce.GVRServiceBGPStatus, "ServiceBGPStatus", "metallb-system", "bgp-"+svc+"-"+node,
+		map[string]any{"status": map[string]any{"node": node, "serviceName": svc, "serviceNamespace": ns, "peers": peers}})
+	u.SetLabels(map[string]string{announce.LabelMetalLBNode: node, announce.LabelMetalLBServiceName: svc, announce.LabelMetalLBServiceNamespace: ns})
+	return u
+}
+
+// MetalLB in BGP mode advertises a Local Service from the nodes with a ready local endpoint only, and writes a
+// ServiceBGPStatus for each (deleting it where the node advertises to no peer). Reading every node's, status
+// calls the nodes without one out for the VIP (drained), not "cannot tell" (before: drop? on node-2 and node-3,
+// as if an announcer might hold the address there).
+func TestStatusMetalLBBGPNodesNotAdvertising(t *testing.T) {
+	s := sameAsStatus(t, announcedCluster(announcerClient(metallbBGPStatus("checkout", "node-1", "peer-a"))))[0]
+	if s.CannotTell > 0 || s.Dropping > 0 || s.Failing() || s.Drained != 2 {
+		t.Errorf("cannot tell %d, dropping %d, drained %d, failing %v; want 0, 0, 2, not failing", s.CannotTell, s.Dropping, s.Drained, s.Failing())
+	}
+	st := Status(announcedCluster(announcerClient(metallbBGPStatus("checkout", "node-1", "peer-a"))))[0]
+	if n1 := st.Nodes[0]; !n1.Serves || !n1.InRotation {
+		t.Errorf("node-1 advertises and serves: %+v", n1)
+	}
+	// A status naming no peer advertises nothing: no announcer's word, the API's cannot-tell as before.
+	s = sameAsStatus(t, announcedCluster(announcerClient(metallbBGPStatus("checkout", "node-1"))))[0]
+	if s.CannotTell != 2 {
+		t.Errorf("a BGP status without peers: cannot tell %d, want 2", s.CannotTell)
 	}
 }
 
@@ -186,7 +223,8 @@ func TestAuditAnnouncedWithoutLocal(t *testing.T) {
 
 // MetalLB with Local announces from the nodes with a ready local endpoint only: one replica is one node between
 // the Service and an outage. Found from MetalLB's records (live) as from its annotations; not for a Service
-// MetalLB does not announce, nor for replicas spread over two nodes or more.
+// MetalLB does not announce (another announcer's, or MetalLB's address where no speaker runs), nor for replicas
+// spread over two nodes or more.
 func TestAuditMetalLBFewNodes(t *testing.T) {
 	if !hasFinding(Audit(announcedCluster(announcerClient(metallbL2Status("checkout", "node-1")))), MetalLBFewNodes) {
 		t.Error("one replica announced by MetalLB: no LT113")
@@ -202,6 +240,17 @@ func TestAuditMetalLBFewNodes(t *testing.T) {
 	c = live(workers(3), svc, deployment("checkout", 2, spread(true)), "node-1", "node-2")
 	if r := Audit(c); hasFinding(r, MetalLBFewNodes) {
 		t.Errorf("two replicas on two nodes: %v", ids(r))
+	}
+	// MetalLB allocated the address and no speaker runs (its Calico setup): MetalLB announces nothing.
+	c = announcedCluster(announcerClient())
+	c.Services[0].Annotations = map[string]string{"metallb.io/ip-allocated-from-pool": "default"}
+	if r := Audit(c); hasFinding(r, MetalLBFewNodes) {
+		t.Errorf("LT113 where no MetalLB speaker runs: %v", ids(r))
+	}
+	c = announcedCluster(announcerClient(speakerPod("node-1")))
+	c.Services[0].Annotations = map[string]string{"metallb.io/ip-allocated-from-pool": "default"}
+	if !hasFinding(Audit(c), MetalLBFewNodes) {
+		t.Error("one replica, MetalLB's speakers run: no LT113")
 	}
 }
 
@@ -230,20 +279,75 @@ func TestSummaryWithAnnouncerRecords(t *testing.T) {
 	}
 }
 
-// MetalLB allocated the VIP and neither of its record kinds names a node for it (its speaker elected nobody,
-// or no BGP session is up) while the replica serves: status reports it unannounced and fails. A record of the
-// holder clears it.
+// MetalLB allocated the VIP, its speakers run, and neither of its record kinds names a node for it (its speaker
+// elected nobody, or no BGP session is up) while the replica serves: status reports it unannounced and fails. A
+// record of the holder clears it.
 func TestStatusMetalLBUnrecorded(t *testing.T) {
 	allocated := func(c *Cluster) *Cluster {
 		c.Services[0].Annotations = map[string]string{"metallb.io/ip-allocated-from-pool": "default"}
 		return c
 	}
-	s := sameAsStatus(t, allocated(announcedCluster(announcerClient())))[0]
+	s := sameAsStatus(t, allocated(announcedCluster(announcerClient(speakerPod("node-1")))))[0]
 	if !slices.Equal(s.Unannounced, []string{"192.0.2.10"}) || !s.Failing() {
 		t.Errorf("no MetalLB record: unannounced %v, failing %v; want 192.0.2.10, failing", s.Unannounced, s.Failing())
 	}
 	s = sameAsStatus(t, allocated(announcedCluster(announcerClient(metallbL2Status("checkout", "node-1")))))[0]
 	if len(s.Unannounced) > 0 || s.Failing() {
 		t.Errorf("node-1 announces: unannounced %v, failing %v", s.Unannounced, s.Failing())
+	}
+}
+
+// MetalLB used for address allocation only (its documented Calico setup): the controller allocated the VIP, no
+// speaker runs, so no ServiceL2Status or ServiceBGPStatus exists, and Calico advertises the address from the
+// nodes it picks, which the API does not show. Status calls the VIP neither unannounced (before: unannounced,
+// Failing) nor the nodes without a replica "cannot tell" (before: drop?): the announcer is unknown, the summary
+// says what was seen, and the Service is CannotTell, not Failing. Pods the plugin may not list say as much,
+// with their own reason; a speaker's pod brings back the unrecorded verdict (TestStatusMetalLBUnrecorded).
+func TestStatusMetalLBAllocatedOnly(t *testing.T) {
+	allocated := func(c *Cluster) *Cluster {
+		c.Services[0].Annotations = map[string]string{"metallb.io/ip-allocated-from-pool": "default"}
+		return c
+	}
+	forbidPods := func(c *dynamicfake.FakeDynamicClient) *dynamicfake.FakeDynamicClient {
+		c.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewForbidden(announce.GVRPod.GroupResource(), "", errors.New("RBAC"))
+		})
+		return c
+	}
+	for name, c := range map[string]struct {
+		client *dynamicfake.FakeDynamicClient
+		why    string
+	}{
+		"no speaker":      {announcerClient(), "no MetalLB speaker runs"},
+		"pods not listed": {forbidPods(announcerClient()), "the pods could not be listed"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cl := allocated(announcedCluster(c.client))
+			s := sameAsStatus(t, cl)[0]
+			if len(s.Unannounced) > 0 || s.Failing() || s.Status() != "CannotTell" {
+				t.Errorf("unannounced %v, failing %v, status %s; want none, not failing, CannotTell", s.Unannounced, s.Failing(), s.Status())
+			}
+			if !slices.Equal(s.AnnouncerUnknown, []string{"192.0.2.10"}) || !strings.Contains(s.AnnouncerUnknownWhy, c.why) {
+				t.Errorf("announcer unknown %v (%q), want 192.0.2.10 with %q", s.AnnouncerUnknown, s.AnnouncerUnknownWhy, c.why)
+			}
+			st := Status(cl)[0]
+			for _, n := range st.Nodes {
+				wantUnknown := n.Node != "node-1"
+				if len(n.CannotTell) > 0 || n.Blackhole || (len(n.AnnouncerUnknown) > 0) != wantUnknown || n.Serves == wantUnknown {
+					t.Errorf("%s: cannot tell %v, blackhole %v, announcer unknown %v, serves %v", n.Node, n.CannotTell, n.Blackhole,
+						n.AnnouncerUnknown, n.Serves)
+				}
+			}
+			for _, want := range []string{"announcer of 192.0.2.10 unknown, not MetalLB-announced as far as the API shows: ", c.why,
+				"not called unannounced",
+				"node-2, node-3 would drop it if it were sent there"} {
+				if !strings.Contains(st.Summary, want) {
+					t.Errorf("summary %q does not say %q", st.Summary, want)
+				}
+			}
+			if strings.Contains(st.Summary, "cannot tell from the API") {
+				t.Errorf("summary calls the nodes cannot-tell: %q", st.Summary)
+			}
+		})
 	}
 }

@@ -43,6 +43,12 @@ type Cluster struct {
 	// holds no record. The announcers that record themselves on the Service (kube-vip, OpenELB, PureLB) come with
 	// the Service.
 	Announcers announce.Snapshot
+	// AnnouncersLeave is a node the announcers that follow local endpoints (announce.Source.FollowsLocalEndpoints)
+	// have left: drain-check's state after a drain, where they move their announcements off the drained node to
+	// nodes with a ready local endpoint. Their records naming it are read as naming such a node (the first by
+	// name: which one an announcer elects is its own affair), or as gone when none has one. "" for the cluster as
+	// it is.
+	AnnouncersLeave string
 	// IgnoreSelector is the exporter's --services.ignore-selector as the user gave it (status
 	// --ignore-selector), which the API does not show: the Services it selects are ignored as the exporter
 	// ignores them (kubeview.IgnoredReason; a Service's own annotation gives the reason first). nil: none.

@@ -12,6 +12,9 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/localtraffic/localtraffic-exporter/announce"
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
 )
 
 // DrainReport is what draining one node (kubectl drain: cordon, then evict every pod but DaemonSets' and those a
@@ -59,6 +62,24 @@ type DrainService struct {
 	// LoadBalancerCheck is how long the Service's load balancer keeps sending to the node once its health
 	// check fails; nil when the Service has none or it is not known.
 	LoadBalancerCheck *LBCheckWindow `json:"loadBalancerCheck,omitempty"`
+	// AnnouncerFailover: announcers that follow local endpoints announce the Service's load balancer IP from
+	// the node, and other nodes with a ready local endpoint remain to take it: they move it there once the
+	// node's endpoints go, a failover window (as the load balancer's check window), not a loss. nil when no
+	// such announcer names the node, or none remains (then Why says the address is lost).
+	AnnouncerFailover *AnnouncerFailover `json:"announcerFailover,omitempty"`
+}
+
+// AnnouncerFailover is where announcers move a load balancer IP off a drained node.
+type AnnouncerFailover struct {
+	// Sources are the announcers whose records name the drained node (announce.Source, as the exporter's
+	// localtraffic_announcer_source_state names them).
+	Sources []announce.Source `json:"sources"`
+	// To lists the nodes with a ready local endpoint after the drain that the load balancers may use: the
+	// announcers' candidates (layer 2 elects one, BGP has each advertise).
+	To []string `json:"to"`
+	// LocalBackendGate: Cilium's L2 announcer is among them, which moves the address only with its local-backend
+	// gate (1.20.2 and later); the plugin cannot tell the release, an earlier agent keeps the lease on the node.
+	LocalBackendGate bool `json:"localBackendGate,omitempty"`
 }
 
 // LBCheckWindow is a load balancer's time to take a node out: its health check interval × unhealthy threshold.
@@ -145,8 +166,10 @@ func DrainCheck(c *Cluster, node string) (DrainReport, error) {
 		}
 	}
 
-	// After: the node cordoned, the evicted pods' endpoints gone.
+	// After: the node cordoned, the evicted pods' endpoints gone, and the announcers that follow local
+	// endpoints moved off it (AnnouncersLeave; whether one remains to take the address is judged below).
 	after := *c
+	after.AnnouncersLeave = node
 	after.Nodes = make([]*corev1.Node, len(c.Nodes))
 	for i, n := range c.Nodes {
 		if n.Name == node {
@@ -168,6 +191,11 @@ func DrainCheck(c *Cluster, node string) (DrainReport, error) {
 		kept := s.DeepCopy()
 		kept.Endpoints = slices.DeleteFunc(kept.Endpoints, func(ep discoveryv1.Endpoint) bool { return gone(ep, s.Namespace) })
 		after.EndpointSlices = append(after.EndpointSlices, kept)
+	}
+	// The nodes a load balancer (an announcer among them) may use after the drain.
+	eligible := map[string]bool{}
+	for _, n := range after.Nodes {
+		eligible[n.Name] = kubeview.NodeStateOf(n).LoadBalancerEligible()
 	}
 	afterBy := map[string]ServiceStatus{}
 	for _, s := range Status(&after) {
@@ -224,7 +252,10 @@ func DrainCheck(c *Cluster, node string) (DrainReport, error) {
 			}
 		}
 		d.Elsewhere = sortedKeys(elsewhere)
-		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer && d.InRotation != "no" {
+		if leaving := leavingAnnouncements(svc, c.Announcers, node); len(leaving) > 0 {
+			d.AnnouncerFailover, d.Why = announcerFailover(leaving, a, eligible, node, d.Why)
+		}
+		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer && d.InRotation != "no" && d.AnnouncerFailover == nil {
 			d.LoadBalancerCheck = lbCheckWindow(svc)
 		}
 
@@ -247,12 +278,56 @@ func DrainCheck(c *Cluster, node string) (DrainReport, error) {
 			if n.Node == node && len(n.CannotTell) > 0 {
 				d.Unknown = append(d.Unknown, fmt.Sprintf("%s would drop %s if it still reaches it (only the node can tell)", n.Node, strings.Join(n.CannotTell, ", ")))
 			}
+			if n.Node == node && len(n.AnnouncerUnknown) > 0 {
+				d.Unknown = append(d.Unknown, fmt.Sprintf("%s would drop %s if its announcer still sends it there (not MetalLB-announced: "+
+					"who announces it the API does not show)", n.Node, strings.Join(n.AnnouncerUnknown, ", ")))
+			}
 		}
 		d.Loses = len(d.Why) > 0
 		rep.Loses = rep.Loses || d.Loses
 		rep.Services = append(rep.Services, d)
 	}
 	return rep, nil
+}
+
+// announcerFailover decides a drain of node for the announcers that follow local endpoints and announce the
+// Service's load balancer IP from it (leaving). While the node keeps a ready local endpoint (pods the drain
+// leaves) they stay, and it serves. Otherwise they move the address to a node with a ready local endpoint that
+// load balancers may use (not excluded, not going away): connections sent to node meanwhile are lost for the
+// failover (layer 2: until the new holder's gratuitous ARP; BGP: until routers withdraw node's route), a window
+// like a load balancer's health check's, not a loss. With no such node left nobody announces the address and
+// every client is lost: why gets that reason, unless the drain leaves no endpoint at all (an outage, which why
+// already names).
+func announcerFailover(leaving []announce.Announcement, after ServiceStatus, eligible map[string]bool, node string,
+	why []string) (*AnnouncerFailover, []string) {
+	var to []string
+	for _, n := range after.Nodes {
+		if n.Node == node && n.LocalReadyEndpoints > 0 {
+			return nil, why
+		}
+		if n.Node != node && n.LocalReadyEndpoints > 0 && eligible[n.Node] {
+			to = append(to, n.Node)
+		}
+	}
+	var sources []announce.Source
+	for _, a := range leaving {
+		if !slices.Contains(sources, a.Source) {
+			sources = append(sources, a.Source)
+		}
+	}
+	if len(to) > 0 {
+		return &AnnouncerFailover{Sources: sources, To: to, LocalBackendGate: slices.Contains(sources, announce.SourceCiliumL2)}, why
+	}
+	if after.Outage {
+		return nil, why
+	}
+	names := make([]string, len(sources))
+	for i, s := range sources {
+		names[i] = string(s)
+	}
+	return nil, append(why, fmt.Sprintf("%s announces the load balancer IP from %s and moves it only to a node with a ready local "+
+		"endpoint: none that load balancers may use remains once %s's pods are evicted, so nobody announces the address and every "+
+		"client of it is lost", strings.Join(names, ", "), node, node))
 }
 
 // evictedEndpoint tells whether the endpoint is one of an evicted pod's (an endpoint without a pod reference is

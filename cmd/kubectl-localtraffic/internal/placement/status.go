@@ -33,6 +33,11 @@ type NodeStatus struct {
 	// CannotTell names the dropped destinations whose traffic the API cannot say reaches this node (an
 	// externalIP goes where the network routes it): a blackhole if it does. The exporter on the node knows.
 	CannotTell []string `json:"cannotTell,omitempty"`
+	// AnnouncerUnknown names the dropped load balancer IPs whose announcer the API does not show: MetalLB
+	// allocated them and no MetalLB speaker was seen (announce.Snapshot.AllocatedOnly; its Calico setup has
+	// Calico advertise them). Whether they reach the node is that announcer's doing: not a blackhole, and not
+	// the "cannot tell" of a known announcer (drop?) either.
+	AnnouncerUnknown []string `json:"announcerUnknown,omitempty"`
 	// RotationUnknown: some way in (an externalIP) reaches the node only if the network routes it there, which
 	// the API does not show: InRotation counts only what the API can tell.
 	RotationUnknown bool `json:"rotationUnknown,omitempty"`
@@ -63,6 +68,11 @@ type ServiceStatus struct {
 	// Unannounced lists the load balancer IPs whose announcer's record names no live holder while the Service
 	// has endpoints (verdict.Unannounced): no node answers for them, every client is lost.
 	Unannounced []string `json:"unannounced,omitempty"`
+	// AnnouncerUnknown lists the load balancer IPs MetalLB allocated where no MetalLB speaker was seen
+	// (announce.Snapshot.AllocatedOnly), AnnouncerUnknownWhy what was seen: not MetalLB-announced, so neither
+	// unannounced nor failing; who announces them the API does not show.
+	AnnouncerUnknown    []string `json:"announcerUnknown,omitempty"`
+	AnnouncerUnknownWhy string   `json:"announcerUnknownWhy,omitempty"`
 }
 
 // Failing tells whether the Service's state fails `status`: a node blackholes, or nobody announces a load
@@ -97,7 +107,7 @@ func Status(c *Cluster) []ServiceStatus {
 		if !kubeview.IsExternalLocal(svc) {
 			continue
 		}
-		st := serviceStatus(svc, slices[svc.Namespace+"/"+svc.Name], nodes, nodeStates, c.NodePortAddresses, c.Announcers)
+		st := serviceStatus(svc, slices[svc.Namespace+"/"+svc.Name], nodes, nodeStates, c.NodePortAddresses, c.Announcers, c.AnnouncersLeave)
 		st.IgnoredReason, st.Ignored = kubeview.IgnoredReason(svc, c.IgnoreSelector)
 		out = append(out, st)
 	}
@@ -163,18 +173,19 @@ func perNodeStates(svc *corev1.Service, slices []*discoveryv1.EndpointSlice) (ma
 }
 
 func serviceStatus(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, nodes []*corev1.Node, nodeStates []kubeview.NodeState,
-	nodePortAddresses []netip.Prefix, ann announce.Snapshot) ServiceStatus {
+	nodePortAddresses []netip.Prefix, ann announce.Snapshot, leaving string) ServiceStatus {
 	states, elsewhere := perNodeStates(svc, slices)
-	elsewhere = withAnnouncers(states, elsewhere, svc, ann)
+	elsewhere = withAnnouncers(states, elsewhere, svc, ann, leaving)
 	st := ServiceStatus{Namespace: svc.Namespace, Name: svc.Name, Type: svc.Spec.Type,
 		HealthCheckNodePort: svc.Spec.HealthCheckNodePort}
 	st.Outage = outage(elsewhere)
+	st.AnnouncerUnknown, st.AnnouncerUnknownWhy = allocatedOnly(svc, elsewhere, ann)
 	for i, n := range nodes {
 		ss, ok := states[n.Name]
 		if !ok {
 			ss = elsewhere
 		}
-		v := verdictOn(ss, nodeStates[i], nodePortsOutside(n, nodePortAddresses))
+		v := verdictOn(ss, nodeStates[i], nodePortsOutside(n, nodePortAddresses), st.AnnouncerUnknown)
 		st.Nodes = append(st.Nodes, v)
 		if v.Receives {
 			st.Receiving++
@@ -201,15 +212,29 @@ func outage(ss kubeview.ServiceState) bool {
 	return false
 }
 
+// allocatedOnly is the Service's load balancer IPs MetalLB allocated and, seeing no MetalLB speaker, does not
+// announce (announce.Snapshot.AllocatedOnly), with what the reader saw of the speakers.
+func allocatedOnly(svc *corev1.Service, elsewhere kubeview.ServiceState, ann announce.Snapshot) ([]string, string) {
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+		return nil, ""
+	}
+	ips := ann.AllocatedOnly(svc, elsewhere.Announcements, elsewhere.LoadBalancerIPs)
+	if len(ips) == 0 {
+		return nil, ""
+	}
+	return ips, ann.SpeakersWhy()
+}
+
 // verdictOn is the shared decision (package verdict) for one node from the API alone: no node evidence, so a
 // health check's answer is the one kube-proxy gives from the API's count (200 with a ready local endpoint of the
 // family), and a dropped destination only the network decides (an externalIP) is "cannot tell", not a
-// blackhole.
+// blackhole. A dropped load balancer IP in allocatedOnly (MetalLB allocated it and runs no speaker) is neither:
+// its announcer is unknown (NodeStatus.AnnouncerUnknown).
 //
 // outside names the families none of whose Node addresses is inside kube-proxy's nodePortAddresses: the exporter
 // decides a NodePort there from the node's interfaces (whether kube-proxy serves it at all), which the API does
 // not show, so such a NodePort in rotation and dropped is "cannot tell", not a blackhole.
-func verdictOn(ss kubeview.ServiceState, ns kubeview.NodeState, outside map[corev1.IPFamily]bool) NodeStatus {
+func verdictOn(ss kubeview.ServiceState, ns kubeview.NodeState, outside map[corev1.IPFamily]bool, allocatedOnly []string) NodeStatus {
 	v := withoutNodePorts(verdict.Decide(verdict.Input{Service: ss, Node: ns}), outside)
 	st := NodeStatus{Node: ns.Name, LocalEndpoints: ss.LocalEndpoints(), LocalReadyEndpoints: -1,
 		Receives: verdict.Receiver(ss, ns), InRotation: v.InRotation, Blackhole: v.Blackhole, Virtual: ns.Virtual}
@@ -238,17 +263,21 @@ func verdictOn(ss kubeview.ServiceState, ns kubeview.NodeState, outside map[core
 	}
 	st.LocalReadyEndpoints = max(st.LocalReadyEndpoints, 0)
 	if !v.Blackhole {
-		for _, d := range heldElsewhere(v, ss, ns, dual) {
+		for _, h := range heldElsewhere(v, ss, ns, dual) {
 			unknown = true
-			if !slices.Contains(st.CannotTell, d) {
-				st.CannotTell = append(st.CannotTell, d)
+			into := &st.CannotTell
+			if slices.Contains(allocatedOnly, h.address) {
+				into = &st.AnnouncerUnknown
+			}
+			if !slices.Contains(*into, h.what) {
+				*into = append(*into, h.what)
 			}
 		}
 	}
 	st.RotationUnknown = unknown
 	// Serves: whatever reaches the node is served (an externalIP the network may or may not route here counts
 	// as reaching it).
-	st.Serves = st.Receives && !st.Blackhole && len(st.CannotTell) == 0 && (st.InRotation || unknown)
+	st.Serves = st.Receives && !st.Blackhole && len(st.CannotTell) == 0 && len(st.AnnouncerUnknown) == 0 && (st.InRotation || unknown)
 	return st
 }
 
@@ -308,17 +337,20 @@ func withoutNodePorts(v verdict.Verdict, outside map[corev1.IPFamily]bool) verdi
 	return v
 }
 
+// held is a load balancer IP heldElsewhere lists: the destination as status names it, and its address.
+type held struct{ what, address string }
+
 // heldElsewhere lists the load balancer IPs the node drops while its health check takes it out, where the API
 // cannot say the address is not held on the node itself: an announcer (MetalLB or Cilium in L2 mode, kube-vip,
 // OpenELB, PureLB, keepalived) puts a Service's VIP on one node's interface, and the network then delivers its
 // traffic there whatever the health check answers; the exporter on that node sees the address and calls the node
 // a blackhole. Only a load balancer a known cloud controller runs, which checks healthCheckNodePort over HTTP
 // (kubeview's HealthCheckContract), never holds the VIP on a node: there "drained" is the answer.
-func heldElsewhere(v verdict.Verdict, ss kubeview.ServiceState, ns kubeview.NodeState, dual bool) []string {
+func heldElsewhere(v verdict.Verdict, ss kubeview.ServiceState, ns kubeview.NodeState, dual bool) []held {
 	if ns.Virtual || ss.HealthCheckContract(ns) {
 		return nil
 	}
-	var out []string
+	var out []held
 	for _, fv := range v.Families {
 		for _, e := range fv.Entries {
 			if e.Kind != verdict.LoadBalancerIP || !e.Dropped || e.Rotation != verdict.Out {
@@ -331,7 +363,7 @@ func heldElsewhere(v verdict.Verdict, ss kubeview.ServiceState, ns kubeview.Node
 			if dual {
 				d += " (" + string(fv.Family) + ")"
 			}
-			out = append(out, d)
+			out = append(out, held{d, e.Destination.Address})
 		}
 	}
 	return out
@@ -364,6 +396,9 @@ func summary(st ServiceStatus) string {
 	var unknown []string
 	drained := 0
 	for _, n := range st.Nodes {
+		if len(n.AnnouncerUnknown) > 0 && len(n.CannotTell) == 0 {
+			continue // allocatedOnlySummary names them
+		}
 		if len(n.CannotTell) > 0 {
 			d := strings.Join(n.CannotTell, ", ")
 			if _, seen := byUnknown[d]; !seen {
@@ -382,6 +417,27 @@ func summary(st ServiceStatus) string {
 	for _, d := range unknown {
 		s += fmt.Sprintf("; %s would drop %s: whether it reaches them only the network decides (cannot tell from the API; the exporter on each node can)",
 			strings.Join(byUnknown[d], ", "), d)
+	}
+	return s + allocatedOnlySummary(st)
+}
+
+// allocatedOnlySummary is the summary's part for the load balancer IPs MetalLB allocated and does not announce
+// ("" when none): who announces them, and so which nodes receive them, is unknown.
+func allocatedOnlySummary(st ServiceStatus) string {
+	if len(st.AnnouncerUnknown) == 0 {
+		return ""
+	}
+	s := "; announcer of " + strings.Join(st.AnnouncerUnknown, ", ") + " unknown, not MetalLB-announced as far as the API shows: " +
+		st.AnnouncerUnknownWhy + "; whoever announces it (Calico's BGP serviceLoadBalancerIPs, say) writes nothing the plugin reads, " +
+		"so it is not called unannounced"
+	var nodes []string
+	for _, n := range st.Nodes {
+		if len(n.AnnouncerUnknown) > 0 {
+			nodes = append(nodes, n.Node)
+		}
+	}
+	if len(nodes) > 0 {
+		s += "; " + strings.Join(nodes, ", ") + " would drop it if it were sent there (no ready local endpoint; the exporter on each node sees what arrives)"
 	}
 	return s
 }

@@ -36,6 +36,10 @@ type Summary struct {
 	// Unannounced lists the load balancer IPs no live announcer holds while the Service has endpoints
 	// (ServiceStatus.Unannounced): lost on every node, however many serve.
 	Unannounced []string
+	// AnnouncerUnknown and AnnouncerUnknownWhy: the load balancer IPs MetalLB allocated and, seeing no speaker,
+	// does not announce (ServiceStatus.AnnouncerUnknown); the nodes that would drop them count as CannotTell.
+	AnnouncerUnknown    []string
+	AnnouncerUnknownWhy string
 
 	classes *nodeClasses
 	shared  []NodeStatus       // the verdict of each class's nodes that the Service does not single out
@@ -82,7 +86,8 @@ func (s *Summary) DroppingNodes(limit int) []string {
 func (s *Summary) Expand() ServiceStatus {
 	st := ServiceStatus{Namespace: s.Namespace, Name: s.Name, Type: s.Type, HealthCheckNodePort: s.HealthCheckNodePort,
 		Outage: s.Outage, Receiving: s.Receiving, Serving: s.Serving, Ignored: s.Ignored, IgnoredReason: s.IgnoredReason,
-		Nodes: make([]NodeStatus, 0, s.Nodes), Unannounced: s.Unannounced}
+		Nodes: make([]NodeStatus, 0, s.Nodes), Unannounced: s.Unannounced, AnnouncerUnknown: s.AnnouncerUnknown,
+		AnnouncerUnknownWhy: s.AnnouncerUnknownWhy}
 	s.Each(func(v NodeStatus) { st.Nodes = append(st.Nodes, v) })
 	st.Summary = summary(st) + unannouncedSummary(st.Unannounced)
 	return st
@@ -153,7 +158,7 @@ func Summarize(c *Cluster) []Summary {
 		if !kubeview.IsExternalLocal(svc) {
 			continue
 		}
-		s := summarize(svc, nc, bySvc[svc.Namespace+"/"+svc.Name], c.Announcers)
+		s := summarize(svc, nc, bySvc[svc.Namespace+"/"+svc.Name], c.Announcers, c.AnnouncersLeave)
 		s.IgnoredReason, s.Ignored = kubeview.IgnoredReason(svc, c.IgnoreSelector)
 		out = append(out, s)
 	}
@@ -161,23 +166,24 @@ func Summarize(c *Cluster) []Summary {
 	return out
 }
 
-func summarize(svc *corev1.Service, nc *nodeClasses, eps []*discoveryv1.EndpointSlice, ann announce.Snapshot) Summary {
+func summarize(svc *corev1.Service, nc *nodeClasses, eps []*discoveryv1.EndpointSlice, ann announce.Snapshot, leaving string) Summary {
 	states, elsewhere := perNodeStates(svc, eps)
-	elsewhere = withAnnouncers(states, elsewhere, svc, ann)
+	elsewhere = withAnnouncers(states, elsewhere, svc, ann, leaving)
 	s := Summary{Namespace: svc.Namespace, Name: svc.Name, Type: svc.Spec.Type, HealthCheckNodePort: svc.Spec.HealthCheckNodePort,
 		Nodes: len(nc.nodes), classes: nc, own: map[int]NodeStatus{}}
 	s.Outage = outage(elsewhere)
 	s.Unannounced = verdict.UnannouncedIPs(elsewhere)
+	s.AnnouncerUnknown, s.AnnouncerUnknownWhy = allocatedOnly(svc, elsewhere, ann)
 	// The nodes the Service singles out get their own verdict; the others their class's, computed on one member.
 	for name, ss := range states {
 		if i, ok := nc.index[name]; ok {
-			s.own[i] = verdictOn(ss, nc.states[i], nc.outside[i])
+			s.own[i] = verdictOn(ss, nc.states[i], nc.outside[i], s.AnnouncerUnknown)
 		}
 	}
 	for _, name := range singledOut(elsewhere) {
 		if i, ok := nc.index[name]; ok {
 			if _, done := s.own[i]; !done {
-				s.own[i] = verdictOn(elsewhere, nc.states[i], nc.outside[i])
+				s.own[i] = verdictOn(elsewhere, nc.states[i], nc.outside[i], s.AnnouncerUnknown)
 			}
 		}
 	}
@@ -211,7 +217,7 @@ func summarize(svc *corev1.Service, nc *nodeClasses, eps []*discoveryv1.Endpoint
 			}
 		}
 		switch {
-		case len(v.CannotTell) > 0:
+		case len(v.CannotTell) > 0 || len(v.AnnouncerUnknown) > 0:
 			s.CannotTell += n
 		case v.Receives && !v.InRotation && healthChecked:
 			s.Drained += n
@@ -221,7 +227,7 @@ func summarize(svc *corev1.Service, nc *nodeClasses, eps []*discoveryv1.Endpoint
 		if members[k] == 0 {
 			continue // every member singled out: no shared verdict to compute
 		}
-		v := verdictOn(elsewhere, nc.states[rep[k]], nc.outside[rep[k]])
+		v := verdictOn(elsewhere, nc.states[rep[k]], nc.outside[rep[k]], s.AnnouncerUnknown)
 		v.Node = ""
 		s.shared[k] = v
 		count(v, members[k])

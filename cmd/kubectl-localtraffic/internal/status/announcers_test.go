@@ -9,22 +9,15 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/localtraffic/localtraffic-exporter/announce"
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/cli"
+	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/clitest"
 )
 
-func lease(ns, holder string, renew time.Time) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"holderIdentity": holder,
-		"renewTime": renew.UTC().Format("2006-01-02T15:04:05.000000Z07:00"), "leaseDurationSeconds": int64(15)}}}
-	u.SetAPIVersion("coordination.k8s.io/v1")
-	u.SetKind("Lease")
-	u.SetNamespace(ns)
-	u.SetName(announce.CiliumLeaseName("kubelings", "checkout"))
-	return u
-}
+var lease = clitest.CiliumLease
 
 // statusOf decodes `status -o json`: the one Service's blackholes, cannot-tells and unannounced VIPs.
 func statusOf(t *testing.T, r result) (holes, unknown, unannounced []string) {
@@ -92,5 +85,43 @@ func TestStatusAnnouncersForbidden(t *testing.T) {
 	}
 	if want := "could not read the announcers' records (metallb_l2: forbidden)"; !strings.Contains(r.ErrOut, want) || strings.Count(r.ErrOut, "\n") != 1 {
 		t.Errorf("stderr %q, want one line with %q", r.ErrOut, want)
+	}
+}
+
+// MetalLB allocated the drill's VIP and runs no speaker (its Calico setup): status says the announcer is unknown
+// and why, in every output: the Announcer-Unknown column, "unknown" (not drop?) in the -o wide grid for the
+// nodes without a replica, announcerUnknown and its reason in -o json; it exits 0, the Service CannotTell, not
+// unannounced. With a speaker's pod and no record, the VIP is unannounced as before (exit 1).
+func TestStatusMetalLBAllocatedOnly(t *testing.T) {
+	objs := func() []runtime.Object { return clitest.MetalLBAllocated(drillObjects(true)) }
+	r := clitest.InvokeAnnounced(t, []cli.Verb{NewCmd}, objs(), fakeAnnouncers(), "status", "-n", "kubelings", "checkout", "-o", "json")
+	var st ServiceStatusList
+	if err := json.Unmarshal([]byte(r.Out), &st); err != nil || len(st.Items) != 1 {
+		t.Fatalf("-o json (exit %d): %v\n%s%s", r.Code, err, r.Out, r.ErrOut)
+	}
+	it := st.Items[0]
+	if r.Code != 0 || it.Status != "CannotTell" || len(it.Unannounced) > 0 || !slices.Equal(it.AnnouncerUnknown, []string{"192.0.2.10"}) ||
+		!strings.Contains(it.AnnouncerUnknownWhy, "no MetalLB speaker runs") {
+		t.Errorf("exit %d, status %s, unannounced %v, announcer unknown %v (%q); want 0, CannotTell, none, 192.0.2.10 with its reason",
+			r.Code, it.Status, it.Unannounced, it.AnnouncerUnknown, it.AnnouncerUnknownWhy)
+	}
+	for _, n := range it.NodeStatuses {
+		if len(n.CannotTell) > 0 || (len(n.AnnouncerUnknown) > 0) != (n.Node != "node-1") {
+			t.Errorf("%s: cannot tell %v, announcer unknown %v", n.Node, n.CannotTell, n.AnnouncerUnknown)
+		}
+	}
+	r = clitest.InvokeAnnounced(t, []cli.Verb{NewCmd}, objs(), fakeAnnouncers(), "status", "-n", "kubelings", "-o", "wide")
+	if r.Code != 0 || !regexp.MustCompile(`\sANNOUNCER-UNKNOWN\s`).MatchString(r.Out) ||
+		!regexp.MustCompile(`(?m)^kubelings\s+checkout\s+LoadBalancer\s+CannotTell\s.*\s192\.0\.2\.10\s.*\sunknown\s+unknown\s*$`).MatchString(r.Out) ||
+		strings.Contains(r.Out, "drop?") {
+		t.Errorf("-o wide: exit %d\n%s", r.Code, r.Out)
+	}
+	if want := "the announcer of 1 load balancer IP(s) MetalLB allocated is unknown (ANNOUNCER-UNKNOWN): no MetalLB speaker runs"; !strings.HasPrefix(r.ErrOut, "kubectl-localtraffic: "+want) ||
+		strings.Count(r.ErrOut, "\n") != 1 {
+		t.Errorf("stderr %q, want one line saying %q", r.ErrOut, want)
+	}
+	r = clitest.InvokeAnnounced(t, []cli.Verb{NewCmd}, objs(), fakeAnnouncers(clitest.SpeakerPod("node-1")), "status", "-n", "kubelings", "checkout", "-o", "json")
+	if _, _, un := statusOf(t, r); r.Code != 1 || !slices.Equal(un, []string{"192.0.2.10"}) {
+		t.Errorf("a speaker runs, no record: exit %d, unannounced %v; want 1, 192.0.2.10", r.Code, un)
 	}
 }

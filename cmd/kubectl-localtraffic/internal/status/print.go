@@ -57,6 +57,12 @@ type ServiceStatus struct {
 	// Unannounced: load balancer IPs no live announcer holds while the Service has endpoints (MetalLB, Cilium
 	// L2): every client of them is lost, however many nodes serve; the Service is Failing.
 	Unannounced []string `json:"unannounced,omitempty"`
+	// AnnouncerUnknown: load balancer IPs MetalLB allocated where no MetalLB speaker was seen (its Calico setup:
+	// Calico advertises them), AnnouncerUnknownWhy what was seen. Not MetalLB-announced, and who announces them
+	// the API does not show: neither unannounced nor failing, and the nodes that would drop them are counted
+	// in CannotTell.
+	AnnouncerUnknown    []string `json:"announcerUnknown,omitempty"`
+	AnnouncerUnknownWhy string   `json:"announcerUnknownWhy,omitempty"`
 	// Observed (--from-exporters): per blackhole reason the exporters report, the judged nodes reporting it.
 	Observed map[string][]string `json:"observed,omitempty"`
 	// NodeStatuses: every judged node's verdict, only when the output is about named nodes (--node,
@@ -79,7 +85,7 @@ func (s *ServiceStatus) GetObjectMeta() metav1.Object {
 func (s *ServiceStatus) DeepCopyObject() runtime.Object {
 	c := *s
 	c.Drops, c.DroppingNodes, c.NodeStatuses = slices.Clone(s.Drops), slices.Clone(s.DroppingNodes), slices.Clone(s.NodeStatuses)
-	c.Unannounced = slices.Clone(s.Unannounced)
+	c.Unannounced, c.AnnouncerUnknown = slices.Clone(s.Unannounced), slices.Clone(s.AnnouncerUnknown)
 	if s.Observed != nil {
 		c.Observed = map[string][]string{}
 		for k, v := range s.Observed {
@@ -137,7 +143,8 @@ func (v statusView) document() *ServiceStatusList {
 			Metadata: statusMeta{Namespace: s.Namespace, Name: s.Name}, Type: s.Type, Status: s.Status(),
 			IgnoredReason: s.IgnoredReason, HealthCheckNodePort: s.HealthCheckNodePort, Nodes: s.Nodes,
 			Receiving: s.Receiving, Serving: s.Serving, Dropping: s.Dropping, CannotTell: s.CannotTell, Drained: s.Drained,
-			Drops: s.Drops, DroppingNodes: s.DroppingNodes(docDroppingNodes), Observed: v.observedOf(s), Unannounced: s.Unannounced}
+			Drops: s.Drops, DroppingNodes: s.DroppingNodes(docDroppingNodes), Observed: v.observedOf(s), Unannounced: s.Unannounced,
+			AnnouncerUnknown: s.AnnouncerUnknown, AnnouncerUnknownWhy: s.AnnouncerUnknownWhy}
 		item.DroppingNodesOmitted = s.Dropping - len(item.DroppingNodes)
 		if v.perNode {
 			item.NodeStatuses = make([]placement.NodeStatus, 0, s.Nodes)
@@ -209,6 +216,10 @@ func cell(ignored bool, n placement.NodeStatus) (text, colour string) {
 		return "DROP", cli.Red
 	case len(n.CannotTell) > 0:
 		return "drop?", cli.Yellow
+	case len(n.AnnouncerUnknown) > 0:
+		// Not MetalLB-announced (no speaker seen): whether the address is sent here is an unknown
+		// announcer's doing, not drop? of a known one.
+		return "unknown", cli.Yellow
 	case n.Serves:
 		return fmt.Sprintf("ok %d", n.LocalEndpoints), cli.Green
 	case n.Receives && !n.InRotation:
@@ -237,10 +248,11 @@ func statusColour(status string) string {
 // judged node (the grid). paints holds, per row, the cells to colour in their order along the line (nil
 // without colour: on 5,000 nodes × 2,000 Services the grid is 10 million cells, and each byte per cell counts).
 func (v statusView) table(wide, colour bool) (*metav1.Table, [][]paint) {
-	cannotTell, unannounced, observed := false, false, v.observed != nil
+	cannotTell, unannounced, announcerUnknown, observed := false, false, false, v.observed != nil
 	for i := range v.summaries {
 		cannotTell = cannotTell || v.summaries[i].CannotTell > 0
 		unannounced = unannounced || len(v.summaries[i].Unannounced) > 0
+		announcerUnknown = announcerUnknown || len(v.summaries[i].AnnouncerUnknown) > 0
 	}
 	col := func(name, typ, desc string, priority int32) metav1.TableColumnDefinition {
 		return metav1.TableColumnDefinition{Name: name, Type: typ, Description: desc, Priority: priority}
@@ -259,6 +271,10 @@ func (v statusView) table(wide, colour bool) (*metav1.Table, [][]paint) {
 	}
 	if unannounced {
 		t.ColumnDefinitions = append(t.ColumnDefinitions, col("Unannounced", "string", "load balancer IPs no live announcer holds", 0))
+	}
+	if announcerUnknown {
+		t.ColumnDefinitions = append(t.ColumnDefinitions, col("Announcer-Unknown", "string",
+			"load balancer IPs MetalLB allocated and does not announce (no speaker seen): who announces them the API does not show", 0))
 	}
 	if observed {
 		t.ColumnDefinitions = append(t.ColumnDefinitions, col("Observed", "string", "what the nodes' exporters report", 0))
@@ -296,6 +312,9 @@ func (v statusView) table(wide, colour bool) (*metav1.Table, [][]paint) {
 		}
 		if unannounced {
 			row = append(row, cmpOr(strings.Join(s.Unannounced, ","), "<none>"))
+		}
+		if announcerUnknown {
+			row = append(row, cmpOr(strings.Join(s.AnnouncerUnknown, ","), "<none>"))
 		}
 		if observed {
 			row = append(row, v.observedCell(s))

@@ -160,6 +160,9 @@ func (o *Options) Run(ctx context.Context, args []string) (int, error) {
 	if err := printStatus(o.env.Out, v, o.print, colour); err != nil {
 		return cli.ExitError, err
 	}
+	if note := announcerUnknownNote(v.summaries); note != "" && o.print.Table() {
+		fmt.Fprintf(o.env.ErrOut, "kubectl-localtraffic: %s\n", note)
+	}
 	for i := range v.summaries {
 		if v.summaries[i].Failing() || !v.summaries[i].Ignored && v.observedBlackhole(&v.summaries[i]) {
 			return cli.ExitFindings, nil
@@ -234,4 +237,21 @@ func parseNodePortAddresses(vals []string) ([]netip.Prefix, error) {
 		out = append(out, p.Masked())
 	}
 	return out, nil
+}
+
+// announcerUnknownNote is the table's one line of why for the ANNOUNCER-UNKNOWN column ("" when no Service has
+// such an address; -o json carries it per Service): what was seen of MetalLB's speakers, the same for every
+// Service.
+func announcerUnknownNote(summaries []placement.Summary) string {
+	ips, why := 0, ""
+	for i := range summaries {
+		ips += len(summaries[i].AnnouncerUnknown)
+		why = cmpOr(why, summaries[i].AnnouncerUnknownWhy)
+	}
+	if ips == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the announcer of %d load balancer IP(s) MetalLB allocated is unknown (ANNOUNCER-UNKNOWN): %s; "+
+		"whoever announces them (Calico's BGP serviceLoadBalancerIPs, say) writes nothing the plugin reads, so they are not "+
+		"called unannounced, and the nodes without a ready endpoint show unknown, not drop?", ips, why)
 }
