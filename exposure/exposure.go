@@ -47,6 +47,9 @@ type Facts struct {
 	// LocalStopped counts local endpoints listed as terminating that serve no more; RemoteReady the family's
 	// ready endpoints on other nodes.
 	LocalStopped, RemoteReady int
+	// LocalServingTerminating: kube-proxy forwards to local endpoints that terminate but still serve (its
+	// fallback when none is ready): a pod being deleted, not yet stopped.
+	LocalServingTerminating bool
 }
 
 // CauseOf is the cause the facts give an episode beginning now (node_join is told by the Recorder).
@@ -218,6 +221,10 @@ type dest struct {
 	decided   bool
 	// toldStart: droppedAt is the told rules change, before the decision that found the drop.
 	toldStart bool
+	// terminating: the latest decision listed a local endpoint terminating (serving or stopped); cause is the
+	// cause of the drop found at droppedAt.
+	terminating bool
+	cause       Cause
 }
 
 // Recorder keeps the episodes of one node. Not safe for concurrent use: the node model's goroutine owns it.
@@ -324,13 +331,14 @@ func (r *Recorder) Observe(now time.Time, k Key, o Observation) {
 		svc := serviceOf(k)
 		r.dests[svc] = append(r.dests[svc], destEntry{key: k, dest: dest{dropped: o.Dropped, in: o.InRotation,
 			programmed: r.programmed, source: o.Source, droppedAt: ifTime(o.Dropped, now), dropCount: o.Attempts,
-			decided: o.Dropped}})
+			decided: o.Dropped, terminating: o.Facts.LocalServingTerminating || o.Facts.LocalStopped > 0}})
 		return
 	}
 	if d.source != o.Source && o.Dropped && !d.dropped {
 		// Dropped by another source's reading, not by a change on the node: taken as it is, as a first sight.
 		d.droppedAt, d.dropCount, d.decided, d.toldStart = now, o.Attempts, true, false
 		d.dropped, d.in, d.programmed, d.source = o.Dropped, o.InRotation, r.programmed, o.Source
+		d.terminating = o.Facts.LocalServingTerminating || o.Facts.LocalStopped > 0
 		return
 	}
 	if ep := r.open[k]; ep != nil {
@@ -346,12 +354,9 @@ func (r *Recorder) Observe(now time.Time, k Key, o Observation) {
 		// It stopped forwarding: an episode when it was in rotation, now or at the decision before.
 		start, base := dropStart(now, o)
 		d.droppedAt, d.dropCount, d.decided, d.toldStart = start, base, false, start.Before(now)
+		d.cause = dropCause(d, o.Facts)
 		if o.InRotation || d.in {
-			cause := CauseOf(o.Facts)
-			if !d.programmed && cause != CauseNodeDeleting && cause != CauseDrain {
-				cause = CauseNodeJoin
-			}
-			r.begin(k, d, start, cause, Observation{Watched: o.Watched, Attempts: base})
+			r.begin(k, d, start, d.cause, Observation{Watched: o.Watched, Attempts: base})
 			r.count(r.open[k], o)
 		} else {
 			r.lateLoss(now, k, d, o)
@@ -367,6 +372,22 @@ func (r *Recorder) Observe(now time.Time, k Key, o Observation) {
 		}
 	}
 	d.dropped, d.in, d.programmed, d.source = o.Dropped, o.InRotation, r.programmed, o.Source
+	d.terminating = o.Facts.LocalServingTerminating || o.Facts.LocalStopped > 0
+}
+
+// dropCause is the cause of a drop the facts show after the destination's decision d. A pod that was
+// terminating at the decision before may be gone from the slices by the one that finds the drop: kube-proxy
+// syncs at most once a second, and the kubelet deletes a pod moments after its containers exit, so its stop
+// and its removal can reach the rules in one sync. It is the same pod deleted: a rollout where others serve.
+func dropCause(d *dest, f Facts) Cause {
+	if d.terminating && f.LocalStopped == 0 {
+		f.LocalStopped = 1
+	}
+	cause := CauseOf(f)
+	if !d.programmed && cause != CauseNodeDeleting && cause != CauseDrain {
+		cause = CauseNodeJoin
+	}
+	return cause
 }
 
 // dropStart is when a drop decided at now began, and the meter's count then: the rules change the node was
@@ -398,7 +419,7 @@ func (r *Recorder) lateLoss(now time.Time, k Key, d *dest, o Observation) {
 	case o.Watched && o.Attempts > d.dropCount:
 		lost := o.Losing || d.toldStart && o.LastSeen.After(d.droppedAt)
 		if lost && !o.LastSeen.After(d.droppedAt.Add(r.quiet)) {
-			r.begin(k, d, d.droppedAt, CauseOf(o.Facts), Observation{Watched: true, Attempts: d.dropCount})
+			r.begin(k, d, d.droppedAt, d.cause, Observation{Watched: true, Attempts: d.dropCount})
 			r.count(r.open[k], o)
 		} else {
 			d.decided = true

@@ -387,3 +387,42 @@ func TestToldDropOutOfRotationLosesBeforeTheRead(t *testing.T) {
 		t.Errorf("an episode with nothing lost: %+v", s)
 	}
 }
+
+// A pod deleted while others serve may stop and leave the slices within one kube-proxy sync: the decision before
+// the drop saw its endpoint terminating (still serving, or stopped), the one that finds the drop sees no local
+// endpoint at all. That is the rollout the earlier decision told of; without a terminating endpoint before, a
+// drop with nothing local left is other (a crash, a readiness failure).
+func TestRolloutWhoseEndpointLeftWithTheDrop(t *testing.T) {
+	gone := Facts{RemoteReady: 1}
+	for _, c := range []struct {
+		name   string
+		before Facts
+		want   Cause
+	}{
+		{"serving-terminating before", Facts{LocalServingTerminating: true, RemoteReady: 1}, CauseRollout},
+		{"stopped before", Facts{LocalStopped: 1, RemoteReady: 1}, CauseRollout},
+		{"ready before", Facts{RemoteReady: 1}, CauseOther},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := metered()
+			o := served(true, 10, at(0))
+			o.Facts = c.before
+			r.Observe(at(0), port, o)
+			r.Observe(at(1), port, dropped(true, 12, at(1), gone))
+			if ep, ok := r.Open(port); !ok || ep.Cause != c.want {
+				t.Errorf("episode = %+v, %v; want cause %s", ep, ok, c.want)
+			}
+		})
+	}
+	// Found out of rotation, the episode begins at the first loss, with the drop's cause, not the later
+	// decision's.
+	r := metered()
+	o := served(false, 10, at(0))
+	o.Facts = Facts{LocalServingTerminating: true, RemoteReady: 1}
+	r.Observe(at(0), port, o)
+	r.Observe(at(1), port, Observation{Dropped: true, Watched: true, Attempts: 10, LastSeen: at(0), Facts: gone})
+	r.Observe(at(2), port, dropped(false, 13, at(2), gone))
+	if ep, ok := r.Open(port); !ok || ep.Cause != CauseRollout {
+		t.Errorf("late loss: episode = %+v, %v; want cause %s", ep, ok, CauseRollout)
+	}
+}

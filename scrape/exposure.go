@@ -1,6 +1,7 @@
 package scrape
 
 import (
+	"log/slog"
 	"sync"
 	"time"
 
@@ -18,12 +19,15 @@ import (
 type exposureTracker struct {
 	mu  sync.Mutex
 	rec *exposure.Recorder
+	// log receives, at debug level, each decision of a destination that is dropped or has an episode under
+	// way: what the recorder was told, to hold its episodes to a client's count.
+	log *slog.Logger
 }
 
 // newExposureTracker ends a metered episode after quiet without an attempt: the meter's quiet period, the
 // pause that ends a run of arrivals (docs/exposure.md).
-func newExposureTracker(quiet time.Duration) *exposureTracker {
-	return &exposureTracker{rec: exposure.NewRecorder(quiet)}
+func newExposureTracker(quiet time.Duration, log *slog.Logger) *exposureTracker {
+	return &exposureTracker{rec: exposure.NewRecorder(quiet), log: log}
 }
 
 // node tells the recorder what the node shows as a whole and ends what time ended: before a step's decisions.
@@ -51,6 +55,9 @@ func (x *exposureTracker) decided(p *pass, node kubeview.NodeState, r *ServiceRe
 		fam, _ := r.Service.Family(fv.Family)
 		facts := exposure.Facts{Deleting: node.Draining(), Cordoned: node.Unschedulable, LocalStopped: fam.LocalStopped,
 			RemoteReady: fam.RemoteReady}
+		for _, pe := range fam.Ports {
+			facts.LocalServingTerminating = facts.LocalServingTerminating || pe.LocalTerminating
+		}
 		for _, e := range fv.Entries {
 			d := e.Destination
 			o := exposure.Observation{Dropped: e.Dropped, InRotation: e.Rotation == verdict.In, Losing: e.Losing,
@@ -75,6 +82,15 @@ func (x *exposureTracker) decided(p *pass, node kubeview.NodeState, r *ServiceRe
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.rec.Decided(now, r.Service.Namespace, r.Service.Name, seen)
+	for _, e := range seen {
+		ep, open := x.rec.Open(e.Key)
+		if e.Dropped || open {
+			x.log.Debug("exposure: decided", "service", e.Key.Namespace+"/"+e.Key.Service, "kind", e.Key.Kind, "port", e.Key.DestPort,
+				"dropped", e.Dropped, "in_rotation", e.InRotation, "losing", e.Losing, "attempts", e.Attempts,
+				"last_seen", e.LastSeen, "changed_at", e.ChangedAt, "at_change", e.AtChange, "facts", e.Facts,
+				"open", open, "start", ep.Start, "cause", ep.Cause, "counted", ep.Attempts)
+		}
+	}
 }
 
 // meterCount is the meter's count at d in the pass's snapshot, when it counts there.

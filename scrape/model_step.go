@@ -71,6 +71,7 @@ func (m *Model) step(ctx context.Context, now time.Time) {
 		// read up to RulesMinInterval later.
 		m.readMeter(now, true)
 		s.told = rulesTold{at: now, counts: s.meterSnap}
+		m.log.Debug("told of a change in kube-proxy's rules", "meter_read", s.meterAt)
 	}
 	m.askRules(ctx, now)
 	// A drop decided from rules read since the meter's last read would count from a count older than the
