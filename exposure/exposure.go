@@ -225,6 +225,9 @@ type dest struct {
 	// cause of the drop found at droppedAt.
 	terminating bool
 	cause       Cause
+	// fwdChange is the told change the latest decision that found the destination forwarded was read after: a
+	// drop read after the same change (or an older one) came later than that change.
+	fwdChange time.Time
 }
 
 // Recorder keeps the episodes of one node. Not safe for concurrent use: the node model's goroutine owns it.
@@ -331,7 +334,8 @@ func (r *Recorder) Observe(now time.Time, k Key, o Observation) {
 		svc := serviceOf(k)
 		r.dests[svc] = append(r.dests[svc], destEntry{key: k, dest: dest{dropped: o.Dropped, in: o.InRotation,
 			programmed: r.programmed, source: o.Source, droppedAt: ifTime(o.Dropped, now), dropCount: o.Attempts,
-			decided: o.Dropped, terminating: o.Facts.LocalServingTerminating || o.Facts.LocalStopped > 0}})
+			decided: o.Dropped, terminating: o.Facts.LocalServingTerminating || o.Facts.LocalStopped > 0,
+			fwdChange: ifTime(!o.Dropped, o.ChangedAt)}})
 		return
 	}
 	if d.source != o.Source && o.Dropped && !d.dropped {
@@ -349,9 +353,15 @@ func (r *Recorder) Observe(now time.Time, k Key, o Observation) {
 		if ep := r.open[k]; ep != nil {
 			r.end(k, ep, now)
 		}
-		d.droppedAt, d.decided = time.Time{}, false
+		d.droppedAt, d.decided, d.fwdChange = time.Time{}, false, o.ChangedAt
 	case !d.dropped:
-		// It stopped forwarding: an episode when it was in rotation, now or at the decision before.
+		// It stopped forwarding: an episode when it was in rotation, now or at the decision before. A told change
+		// that a decision finding it forwarded had already read is not what dropped it: the rules moved since
+		// without a change told before this reading (one the reader saw without telling), so the drop is dated
+		// by this decision.
+		if !o.ChangedAt.IsZero() && !o.ChangedAt.After(d.fwdChange) {
+			o.ChangedAt = time.Time{}
+		}
 		start, base := dropStart(now, o)
 		d.droppedAt, d.dropCount, d.decided, d.toldStart = start, base, false, start.Before(now)
 		d.cause = dropCause(d, o.Facts)

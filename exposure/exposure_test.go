@@ -426,3 +426,27 @@ func TestRolloutWhoseEndpointLeftWithTheDrop(t *testing.T) {
 		t.Errorf("late loss: episode = %+v, %v; want cause %s", ep, ok, CauseRollout)
 	}
 }
+
+// Two decisions read after the same told change, the first finding the destination forwarded, the second
+// dropped: the drop came after that change (the rules moved without a change told since), so the episode
+// begins at the decision that finds it and counts from its count, not from the change's. Before the change's
+// read, decisions on older rules that found it forwarded do not void it (TestDropBeginsAtTheRulesChange).
+func TestDropAfterAToldChangeAlreadyReadForwarded(t *testing.T) {
+	r := metered()
+	r.Observe(at(0), port, served(true, 40, at(0)))
+	change := at(1)
+	fwd := served(true, 100, at(2))
+	fwd.ChangedAt, fwd.AtChange, fwd.ChangeWatched = change, 50, true
+	r.Observe(at(2), port, fwd)
+	o := dropped(true, 130, at(3), rolling)
+	o.ChangedAt, o.AtChange, o.ChangeWatched = change, 50, true
+	r.Observe(at(3), port, o)
+	ep, ok := r.Open(port)
+	if !ok || !ep.Start.Equal(at(3)) || ep.Attempts != 0 {
+		t.Fatalf("episode = %+v, %v; want one from the decision at 3 s with nothing counted yet", ep, ok)
+	}
+	r.Observe(at(4), port, dropped(true, 135, at(4), rolling))
+	if ep, _ := r.Open(port); ep.Attempts != 5 {
+		t.Errorf("attempts %d, want the 5 since the decision that found the drop", ep.Attempts)
+	}
+}
