@@ -64,6 +64,11 @@ func (x *exposureTracker) decided(p *pass, node kubeview.NodeState, r *ServiceRe
 				Source: string(fv.Source), Facts: facts}
 			if c, ok := meterCount(p, d); ok {
 				o.Watched, o.Attempts, o.LastSeen = true, distinct(c), c.LastSeen
+				if !c.LastAttempt.IsZero() {
+					// A lost attempt's retransmission a second later is no later loss: the episode's last
+					// attempt is the latest new one.
+					o.LastSeen = c.LastAttempt
+				}
 				if c.SetAside {
 					o.LastSeen = c.Clients.LastSeen
 				}

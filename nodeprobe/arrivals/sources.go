@@ -109,6 +109,8 @@ type destSources struct {
 	othersRetrans uint64
 	// cadence: checkers are recognised here (a NodePort). Elsewhere sources are kept for their repeats alone.
 	cadence bool
+	// lastAttempt is the latest arrival that was no recognised retransmission (unix nanoseconds).
+	lastAttempt int64
 }
 
 // sourceCadence is one source's arrivals at one destination and its cadence. Times are unix nanoseconds.
@@ -157,7 +159,9 @@ func (d *destSources) add(p packet, sport uint16, at, quiet int64, max int) {
 	for i := range d.list {
 		s := &d.list[i]
 		if s.addr == p.src {
-			s.arrive(p.proto, sport, at, quiet, d.cadence)
+			if s.arrive(p.proto, sport, at, quiet, d.cadence) && at > d.lastAttempt {
+				d.lastAttempt = at
+			}
 			return
 		}
 		if (!s.checker || at-s.last >= int64(maxCadence)) && !s.waiting(at) && (victim < 0 || s.last < d.list[victim].last) {
@@ -166,6 +170,9 @@ func (d *destSources) add(p packet, sport uint16, at, quiet int64, max int) {
 	}
 	fresh := sourceCadence{addr: p.src}
 	fresh.arrive(p.proto, sport, at, quiet, d.cadence)
+	if at > d.lastAttempt {
+		d.lastAttempt = at
+	}
 	switch {
 	case len(d.list) < max:
 		// Grown as sources come (an allocation per new source at most, never per packet): most NodePorts see one
@@ -184,8 +191,9 @@ func (s *sourceCadence) waiting(at int64) bool {
 	return at-s.last < int64(repeatWindow) && s.rep.last < s.last
 }
 
-// arrive counts one arrival of this source; cadence: follow its cadence too (a NodePort).
-func (s *sourceCadence) arrive(proto Protocol, sport uint16, at, quiet int64, cadence bool) {
+// arrive counts one arrival of this source; cadence: follow its cadence too (a NodePort). It says whether the
+// arrival is a new attempt: false for a recognised retransmission.
+func (s *sourceCadence) arrive(proto Protocol, sport uint16, at, quiet int64, cadence bool) bool {
 	if s.n > 0 && at-s.last < int64(repeatWindow) {
 		if s.rep.last < s.last {
 			s.rep.add(s.last, quiet) // the arrival this one repeats
@@ -200,15 +208,15 @@ func (s *sourceCadence) arrive(proto Protocol, sport uint16, at, quiet int64, ca
 	if proto != UDP {
 		if s.n > 1 && slices.Contains(s.ports[:], sport) {
 			s.retrans++
-			return // a retransmitted SYN or INIT: the same attempt again
+			return false // a retransmitted SYN or INIT: the same attempt again
 		}
 		s.ports[s.nextPort] = sport
 		s.nextPort = (s.nextPort + 1) % retransmitPorts
 	}
-	if !cadence {
-		return
+	if cadence {
+		s.attempt(at, quiet)
 	}
-	s.attempt(at, quiet)
+	return true
 }
 
 // attempt follows one new attempt at at through the source's clocks (quiet: the meter's quiet period).
