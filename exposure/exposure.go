@@ -418,6 +418,11 @@ func dropStart(now time.Time, o Observation) (time.Time, uint64) {
 	return o.ChangedAt, o.AtChange
 }
 
+// lossShows is how long after a drop the verdict may take to find an attempt lost there (Losing: its source
+// repeated, a SYN retransmitted 1 s and 3 s after the first): attempts counted before then may be lost ones
+// not yet told apart, so they decide nothing.
+const lossShows = 3 * time.Second
+
 // lateLoss begins the episode of a drop found out of rotation once an attempt is found lost there within the
 // quiet period after it (the load balancer had not taken the node out when its health check failed), and
 // decides there is none once attempts arrived without a loss or the quiet period passed. A loss is the
@@ -428,10 +433,11 @@ func (r *Recorder) lateLoss(now time.Time, k Key, d *dest, o Observation) {
 	switch {
 	case o.Watched && o.Attempts > d.dropCount:
 		lost := o.Losing || d.toldStart && o.LastSeen.After(d.droppedAt)
-		if lost && !o.LastSeen.After(d.droppedAt.Add(r.quiet)) {
+		switch {
+		case lost && !o.LastSeen.After(d.droppedAt.Add(r.quiet)):
 			r.begin(k, d, d.droppedAt, d.cause, Observation{Watched: true, Attempts: d.dropCount})
 			r.count(r.open[k], o)
-		} else {
+		case lost || now.Sub(d.droppedAt) >= lossShows:
 			d.decided = true
 		}
 	case now.Sub(d.droppedAt) >= r.quiet:

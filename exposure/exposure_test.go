@@ -450,3 +450,29 @@ func TestDropAfterAToldChangeAlreadyReadForwarded(t *testing.T) {
 		t.Errorf("attempts %d, want the 5 since the decision that found the drop", ep.Attempts)
 	}
 }
+
+// A drop found out of rotation, not at a told change: the first attempts after it cannot be told lost yet
+// (the verdict's Losing needs their source to repeat, a SYN retransmitted a second later). They decide nothing
+// until the loss shows; the episode then begins at the drop with every attempt since. Seen on the e2e cluster:
+// a rollout lost 80 attempts and the recorder none, having decided at the first 10 that nothing was lost.
+func TestLateLossWaitsForTheRetransmission(t *testing.T) {
+	r := metered()
+	r.Observe(at(0), port, served(false, 800, at(0)))
+	r.Observe(at(1), port, Observation{Dropped: true, Watched: true, Attempts: 800, LastSeen: at(0)})
+	r.Observe(at(1.1), port, Observation{Dropped: true, Watched: true, Attempts: 810, LastSeen: at(1.05)})
+	r.Observe(at(2.1), port, Observation{Dropped: true, Watched: true, Attempts: 860, LastSeen: at(2), Losing: true})
+	ep, ok := r.Open(port)
+	if !ok || !ep.Start.Equal(at(1)) || ep.Attempts != 60 {
+		t.Fatalf("episode = %+v, %v; want one from the drop at 1 s with the 60 attempts since", ep, ok)
+	}
+	// Attempts that arrive and are never found lost decide, once a loss would have shown, that there is none.
+	n := metered()
+	n.Observe(at(0), port, served(false, 800, at(0)))
+	n.Observe(at(1), port, Observation{Dropped: true, Watched: true, Attempts: 800, LastSeen: at(0)})
+	n.Observe(at(1.1), port, Observation{Dropped: true, Watched: true, Attempts: 810, LastSeen: at(1.05)})
+	n.Observe(at(4.1), port, Observation{Dropped: true, Watched: true, Attempts: 810, LastSeen: at(1.05)})
+	n.Observe(at(5), port, Observation{Dropped: true, Watched: true, Attempts: 812, LastSeen: at(5), Losing: true})
+	if ep, ok := n.Open(port); ok {
+		t.Errorf("episode %+v after the drop was decided lossless", ep)
+	}
+}
