@@ -36,7 +36,7 @@ if (($#)); then
 fi
 
 # The shards' tests (see above). Anchored alternations: -test.skip takes them joined with |.
-controllersShard='^(TestDrillLive|TestNodeAgentReadinessOnDemand|TestPluginDrill|TestPluginSchedulerScenarios|TestSchedulerSpreadWithoutHonor|TestSchedulerMaxSurgeParks|TestDrainLastReplica|TestScaleDown6To2|TestDaemonSetRollingUpdate|TestFidelityDaemonSetKeepsOffWindowsAndVirtualNodes|TestDeployInstallsWhereBaselineIsEnforced|TestPluginDrainCheck)$'
+controllersShard='^(TestDrillLive|TestNodeAgentReadinessOnDemand|TestPluginDrill|TestPluginSchedulerScenarios|TestSchedulerSpreadWithoutHonor|TestSchedulerMaxSurgeParks|TestDrainLastReplica|TestScaleDown6To2|TestDaemonSetRollingUpdate|TestFidelityDaemonSetKeepsOffWindowsAndVirtualNodes|TestDeployInstallsWhereBaselineIsEnforced|TestPluginDrainCheck|TestExposureMatchesLostConnections)$'
 scaleShard='^(TestScaleRules|TestScaleMemory|TestScaleAPILoad|TestScaleCPUBesideKubeProxy|TestOldestAdmittedKubernetes)$'
 sharedLongShard='^(TestAlertsOnLivePrometheus|TestAlertsOneNotificationPerService|TestSoak|TestLandingPageInBrowserDuringDrill|TestCadenceIndependentVerdicts|TestRulesModelEqualsFullReadUnderChurn)$'
 

@@ -47,6 +47,9 @@ type Facts struct {
 	// LocalStopped counts local endpoints listed as terminating that serve no more; RemoteReady the family's
 	// ready endpoints on other nodes.
 	LocalStopped, RemoteReady int
+	// LocalServingTerminating: kube-proxy forwards to local endpoints that terminate but still serve (its
+	// fallback when none is ready): a pod being deleted, not yet stopped.
+	LocalServingTerminating bool
 }
 
 // CauseOf is the cause the facts give an episode beginning now (node_join is told by the Recorder).
@@ -95,6 +98,14 @@ type Observation struct {
 	Source string
 	// Facts tell the cause of an episode beginning with this decision.
 	Facts Facts
+	// ChangedAt is when the node was told of the change in kube-proxy's rules that this decision's reading
+	// shows (zero: the reading was not told of, or the decision is the API view's). A drop found in that
+	// reading was in place by then, however much later the rules were read; AtChange is the meter's count of
+	// distinct attempts at the destination then (ChangeWatched: it counted there), so that the attempts counted
+	// are those that arrived after the drop, not the ones served before it nor only those after the read.
+	ChangedAt     time.Time
+	AtChange      uint64
+	ChangeWatched bool
 }
 
 // Episode is an open episode.
@@ -201,12 +212,22 @@ type destEntry struct {
 type dest struct {
 	dropped, in, programmed bool
 	source                  string
-	// droppedAt is the decision that found it dropped, dropCount the meter's count then; decided: an episode
+	// droppedAt is the decision that found it dropped (or the rules change told before it), dropCount the
+	// meter's count then; decided: an episode
 	// began for this drop, or the drop was found outside rotation and no attempt reached it within the quiet
 	// period.
 	droppedAt time.Time
 	dropCount uint64
 	decided   bool
+	// toldStart: droppedAt is the told rules change, before the decision that found the drop.
+	toldStart bool
+	// terminating: the latest decision listed a local endpoint terminating (serving or stopped); cause is the
+	// cause of the drop found at droppedAt.
+	terminating bool
+	cause       Cause
+	// fwdChange is the told change the latest decision that found the destination forwarded was read after: a
+	// drop read after the same change (or an older one) came later than that change.
+	fwdChange time.Time
 }
 
 // Recorder keeps the episodes of one node. Not safe for concurrent use: the node model's goroutine owns it.
@@ -313,13 +334,15 @@ func (r *Recorder) Observe(now time.Time, k Key, o Observation) {
 		svc := serviceOf(k)
 		r.dests[svc] = append(r.dests[svc], destEntry{key: k, dest: dest{dropped: o.Dropped, in: o.InRotation,
 			programmed: r.programmed, source: o.Source, droppedAt: ifTime(o.Dropped, now), dropCount: o.Attempts,
-			decided: o.Dropped}})
+			decided: o.Dropped, terminating: o.Facts.LocalServingTerminating || o.Facts.LocalStopped > 0,
+			fwdChange: ifTime(!o.Dropped, o.ChangedAt)}})
 		return
 	}
 	if d.source != o.Source && o.Dropped && !d.dropped {
 		// Dropped by another source's reading, not by a change on the node: taken as it is, as a first sight.
-		d.droppedAt, d.dropCount, d.decided = now, o.Attempts, true
+		d.droppedAt, d.dropCount, d.decided, d.toldStart = now, o.Attempts, true, false
 		d.dropped, d.in, d.programmed, d.source = o.Dropped, o.InRotation, r.programmed, o.Source
+		d.terminating = o.Facts.LocalServingTerminating || o.Facts.LocalStopped > 0
 		return
 	}
 	if ep := r.open[k]; ep != nil {
@@ -330,30 +353,26 @@ func (r *Recorder) Observe(now time.Time, k Key, o Observation) {
 		if ep := r.open[k]; ep != nil {
 			r.end(k, ep, now)
 		}
-		d.droppedAt, d.decided = time.Time{}, false
+		d.droppedAt, d.decided, d.fwdChange = time.Time{}, false, o.ChangedAt
 	case !d.dropped:
-		// It stopped forwarding: an episode when it was in rotation, now or at the decision before.
-		d.droppedAt, d.dropCount, d.decided = now, o.Attempts, false
+		// It stopped forwarding: an episode when it was in rotation, now or at the decision before. A told change
+		// that a decision finding it forwarded had already read is not what dropped it: the rules moved since
+		// without a change told before this reading (one the reader saw without telling), so the drop is dated
+		// by this decision.
+		if !o.ChangedAt.IsZero() && !o.ChangedAt.After(d.fwdChange) {
+			o.ChangedAt = time.Time{}
+		}
+		start, base := dropStart(now, o)
+		d.droppedAt, d.dropCount, d.decided, d.toldStart = start, base, false, start.Before(now)
+		d.cause = dropCause(d, o.Facts)
 		if o.InRotation || d.in {
-			cause := CauseOf(o.Facts)
-			if !d.programmed && cause != CauseNodeDeleting && cause != CauseDrain {
-				cause = CauseNodeJoin
-			}
-			r.begin(k, d, now, cause, o)
+			r.begin(k, d, start, d.cause, Observation{Watched: o.Watched, Attempts: base})
+			r.count(r.open[k], o)
+		} else {
+			r.lateLoss(now, k, d, o)
 		}
 	case !d.decided && r.open[k] == nil:
-		// Dropped while out of rotation: still an episode when attempts reach it within the quiet period
-		// (the load balancer had not taken the node out when its health check failed).
-		if o.Watched && o.Attempts > d.dropCount {
-			if o.Losing && !o.LastSeen.After(d.droppedAt.Add(r.quiet)) {
-				r.begin(k, d, d.droppedAt, CauseOf(o.Facts), Observation{Watched: true, Attempts: d.dropCount})
-				r.count(r.open[k], o)
-			} else {
-				d.decided = true
-			}
-		} else if now.Sub(d.droppedAt) >= r.quiet {
-			d.decided = true
-		}
+		r.lateLoss(now, k, d, o)
 	}
 	if ep := r.open[k]; ep != nil && o.Dropped {
 		if !ep.Metered && !o.InRotation {
@@ -363,6 +382,67 @@ func (r *Recorder) Observe(now time.Time, k Key, o Observation) {
 		}
 	}
 	d.dropped, d.in, d.programmed, d.source = o.Dropped, o.InRotation, r.programmed, o.Source
+	d.terminating = o.Facts.LocalServingTerminating || o.Facts.LocalStopped > 0
+}
+
+// dropCause is the cause of a drop the facts show after the destination's decision d. A pod that was
+// terminating at the decision before may be gone from the slices by the one that finds the drop: kube-proxy
+// syncs at most once a second, and the kubelet deletes a pod moments after its containers exit, so its stop
+// and its removal can reach the rules in one sync. It is the same pod deleted: a rollout where others serve.
+func dropCause(d *dest, f Facts) Cause {
+	if d.terminating && f.LocalStopped == 0 {
+		f.LocalStopped = 1
+	}
+	cause := CauseOf(f)
+	if !d.programmed && cause != CauseNodeDeleting && cause != CauseDrain {
+		cause = CauseNodeJoin
+	}
+	return cause
+}
+
+// dropStart is when a drop decided at now began, and the meter's count then: the rules change the node was
+// told of, when the decision reads it; the decision itself otherwise. Decisions between the change and the
+// read that shows it (the meter's counts moved) still read the rules from before it, and found the
+// destination forwarded: the change is no older than that reading, which no change told before could be.
+func dropStart(now time.Time, o Observation) (time.Time, uint64) {
+	if o.ChangedAt.IsZero() || o.ChangedAt.After(now) {
+		return now, o.Attempts
+	}
+	if !o.Watched {
+		return o.ChangedAt, o.Attempts
+	}
+	if !o.ChangeWatched || o.AtChange > o.Attempts {
+		// The meter did not count there then, or counts anew since (watched again): no count to start from.
+		return now, o.Attempts
+	}
+	return o.ChangedAt, o.AtChange
+}
+
+// lossShows is how long after a drop the verdict may take to find an attempt lost there (Losing: its source
+// repeated, a SYN retransmitted 1 s and 3 s after the first): attempts counted before then may be lost ones
+// not yet told apart, so they decide nothing.
+const lossShows = 3 * time.Second
+
+// lateLoss begins the episode of a drop found out of rotation once an attempt is found lost there within the
+// quiet period after it (the load balancer had not taken the node out when its health check failed), and
+// decides there is none once attempts arrived without a loss or the quiet period passed. A loss is the
+// verdict's (Losing: an attempt that repeated its source since the verdict found the drop) or, for a drop
+// that began at a told rules change before the decision that found it, a client's attempt counted since the
+// change: the load balancer may have stopped sending before the rules were read.
+func (r *Recorder) lateLoss(now time.Time, k Key, d *dest, o Observation) {
+	switch {
+	case o.Watched && o.Attempts > d.dropCount:
+		lost := o.Losing || d.toldStart && o.LastSeen.After(d.droppedAt)
+		switch {
+		case lost && !o.LastSeen.After(d.droppedAt.Add(r.quiet)):
+			r.begin(k, d, d.droppedAt, d.cause, Observation{Watched: true, Attempts: d.dropCount})
+			r.count(r.open[k], o)
+		case lost || now.Sub(d.droppedAt) >= lossShows:
+			d.decided = true
+		}
+	case now.Sub(d.droppedAt) >= r.quiet:
+		d.decided = true
+	}
 }
 
 func ifTime(b bool, t time.Time) time.Time {

@@ -313,3 +313,166 @@ func TestSourceChangeIsNoTransition(t *testing.T) {
 		t.Error("a drop the rules saw after serving began no episode")
 	}
 }
+
+// The rules are read up to a second after the node is told they changed: the drop began at the change, and
+// the attempts counted are those since the meter's count then, not since the read. Decisions in between,
+// from the rules read before the change, still find the destination forwarded. A count from another watch, no
+// count then, or a change after the decision fall back to the decision.
+func TestDropBeginsAtTheRulesChange(t *testing.T) {
+	r := metered()
+	r.Observe(at(0), port, served(true, 100, at(0)))
+	r.Observe(at(1.5), port, served(true, 108, at(1.5)))
+	// Told at 1 s (the meter at 104), read at 1.8 s: 9 more attempts arrived meanwhile, 5 after the read.
+	o := dropped(true, 113, at(1.7), rolling)
+	o.ChangedAt, o.AtChange, o.ChangeWatched = at(1), 104, true
+	r.Observe(at(1.8), port, o)
+	if ep, ok := r.Open(port); !ok || !ep.Start.Equal(at(1)) || ep.Attempts != 9 {
+		t.Fatalf("open episode = %+v, %v; want one from the change at 1 s with its 9 attempts", ep, ok)
+	}
+	r.Observe(at(3), port, dropped(false, 118, at(2.5), rolling))
+	r.Advance(at(2.5).Add(quiet))
+	wantTotals(t, r, CauseRollout, 1.5, 14, 1)
+
+	for name, change := range map[string]func(*Observation){
+		"a change after the decision": func(o *Observation) { o.ChangedAt = at(12) },
+		"a count from another watch":  func(o *Observation) { o.AtChange = 200 },
+		"no count then":               func(o *Observation) { o.ChangeWatched = false },
+	} {
+		r := metered()
+		r.Observe(at(9.5), port, served(true, 100, at(9.5)))
+		o := dropped(true, 113, at(10.7), rolling)
+		o.ChangedAt, o.AtChange, o.ChangeWatched = at(10), 104, true
+		change(&o)
+		r.Observe(at(11), port, o)
+		if ep, ok := r.Open(port); !ok || !ep.Start.Equal(at(11)) || ep.Attempts != 0 {
+			t.Errorf("%s: open episode = %+v, %v; want one from the decision at 11 s, counting from its count", name, ep, ok)
+		}
+	}
+
+	// Without the meter, the seconds start at the change too.
+	u := NewRecorder(quiet)
+	u.Node(true, false)
+	u.Observe(at(0), port, Observation{InRotation: true})
+	u.Observe(at(1.8), port, Observation{Dropped: true, InRotation: true, ChangedAt: at(1)})
+	u.Observe(at(4), port, Observation{Dropped: true})
+	if got := u.Snapshot().Totals[CauseOther]; got.Seconds != 3 || got.Episodes != 1 {
+		t.Errorf("unmetered: %+v, want one episode of 3 s from the change", got)
+	}
+}
+
+// The health check answered 503 before the rules were read (out of rotation), and the load balancer stopped
+// sending before the read, 2 s after the change: the verdict finds no attempt since its own drop (Losing
+// false), but the 6 counted since the change were lost. The episode begins at the change, in the decision
+// that finds the drop; with nothing counted since the change there is none.
+func TestToldDropOutOfRotationLosesBeforeTheRead(t *testing.T) {
+	r := metered()
+	r.Observe(at(0), port, served(true, 100, at(0)))
+	r.Observe(at(0.5), port, served(false, 102, at(0.5)))
+	o := dropped(false, 108, at(1.6), rolling)
+	o.Losing, o.ChangedAt, o.AtChange, o.ChangeWatched = false, at(0.6), 102, true
+	r.Observe(at(2.6), port, o)
+	if ep, ok := r.Open(port); !ok || !ep.Start.Equal(at(0.6)) || ep.Attempts != 6 || ep.Cause != CauseRollout {
+		t.Fatalf("open episode = %+v, %v; want a rollout from the change at 0.6 s with its 6 attempts", ep, ok)
+	}
+
+	n := metered()
+	n.Observe(at(0), port, served(false, 100, at(0)))
+	o = dropped(false, 100, at(0), rolling)
+	o.Losing, o.ChangedAt, o.AtChange, o.ChangeWatched = false, at(0.6), 100, true
+	n.Observe(at(2.6), port, o)
+	n.Observe(at(3), port, dropped(false, 100, at(0), rolling))
+	n.Advance(at(0.6).Add(quiet))
+	n.Observe(at(0.6).Add(quiet), port, dropped(false, 100, at(0), rolling))
+	if s := n.Snapshot(); s.Open != 0 || s.Episodes.Count != 0 {
+		t.Errorf("an episode with nothing lost: %+v", s)
+	}
+}
+
+// A pod deleted while others serve may stop and leave the slices within one kube-proxy sync: the decision before
+// the drop saw its endpoint terminating (still serving, or stopped), the one that finds the drop sees no local
+// endpoint at all. That is the rollout the earlier decision told of; without a terminating endpoint before, a
+// drop with nothing local left is other (a crash, a readiness failure).
+func TestRolloutWhoseEndpointLeftWithTheDrop(t *testing.T) {
+	gone := Facts{RemoteReady: 1}
+	for _, c := range []struct {
+		name   string
+		before Facts
+		want   Cause
+	}{
+		{"serving-terminating before", Facts{LocalServingTerminating: true, RemoteReady: 1}, CauseRollout},
+		{"stopped before", Facts{LocalStopped: 1, RemoteReady: 1}, CauseRollout},
+		{"ready before", Facts{RemoteReady: 1}, CauseOther},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := metered()
+			o := served(true, 10, at(0))
+			o.Facts = c.before
+			r.Observe(at(0), port, o)
+			r.Observe(at(1), port, dropped(true, 12, at(1), gone))
+			if ep, ok := r.Open(port); !ok || ep.Cause != c.want {
+				t.Errorf("episode = %+v, %v; want cause %s", ep, ok, c.want)
+			}
+		})
+	}
+	// Found out of rotation, the episode begins at the first loss, with the drop's cause, not the later
+	// decision's.
+	r := metered()
+	o := served(false, 10, at(0))
+	o.Facts = Facts{LocalServingTerminating: true, RemoteReady: 1}
+	r.Observe(at(0), port, o)
+	r.Observe(at(1), port, Observation{Dropped: true, Watched: true, Attempts: 10, LastSeen: at(0), Facts: gone})
+	r.Observe(at(2), port, dropped(false, 13, at(2), gone))
+	if ep, ok := r.Open(port); !ok || ep.Cause != CauseRollout {
+		t.Errorf("late loss: episode = %+v, %v; want cause %s", ep, ok, CauseRollout)
+	}
+}
+
+// Two decisions read after the same told change, the first finding the destination forwarded, the second
+// dropped: the drop came after that change (the rules moved without a change told since), so the episode
+// begins at the decision that finds it and counts from its count, not from the change's. Before the change's
+// read, decisions on older rules that found it forwarded do not void it (TestDropBeginsAtTheRulesChange).
+func TestDropAfterAToldChangeAlreadyReadForwarded(t *testing.T) {
+	r := metered()
+	r.Observe(at(0), port, served(true, 40, at(0)))
+	change := at(1)
+	fwd := served(true, 100, at(2))
+	fwd.ChangedAt, fwd.AtChange, fwd.ChangeWatched = change, 50, true
+	r.Observe(at(2), port, fwd)
+	o := dropped(true, 130, at(3), rolling)
+	o.ChangedAt, o.AtChange, o.ChangeWatched = change, 50, true
+	r.Observe(at(3), port, o)
+	ep, ok := r.Open(port)
+	if !ok || !ep.Start.Equal(at(3)) || ep.Attempts != 0 {
+		t.Fatalf("episode = %+v, %v; want one from the decision at 3 s with nothing counted yet", ep, ok)
+	}
+	r.Observe(at(4), port, dropped(true, 135, at(4), rolling))
+	if ep, _ := r.Open(port); ep.Attempts != 5 {
+		t.Errorf("attempts %d, want the 5 since the decision that found the drop", ep.Attempts)
+	}
+}
+
+// A drop found out of rotation, not at a told change: the first attempts after it cannot be told lost yet
+// (the verdict's Losing needs their source to repeat, a SYN retransmitted a second later). They decide nothing
+// until the loss shows; the episode then begins at the drop with every attempt since. Seen on the e2e cluster:
+// a rollout lost 80 attempts and the recorder none, having decided at the first 10 that nothing was lost.
+func TestLateLossWaitsForTheRetransmission(t *testing.T) {
+	r := metered()
+	r.Observe(at(0), port, served(false, 800, at(0)))
+	r.Observe(at(1), port, Observation{Dropped: true, Watched: true, Attempts: 800, LastSeen: at(0)})
+	r.Observe(at(1.1), port, Observation{Dropped: true, Watched: true, Attempts: 810, LastSeen: at(1.05)})
+	r.Observe(at(2.1), port, Observation{Dropped: true, Watched: true, Attempts: 860, LastSeen: at(2), Losing: true})
+	ep, ok := r.Open(port)
+	if !ok || !ep.Start.Equal(at(1)) || ep.Attempts != 60 {
+		t.Fatalf("episode = %+v, %v; want one from the drop at 1 s with the 60 attempts since", ep, ok)
+	}
+	// Attempts that arrive and are never found lost decide, once a loss would have shown, that there is none.
+	n := metered()
+	n.Observe(at(0), port, served(false, 800, at(0)))
+	n.Observe(at(1), port, Observation{Dropped: true, Watched: true, Attempts: 800, LastSeen: at(0)})
+	n.Observe(at(1.1), port, Observation{Dropped: true, Watched: true, Attempts: 810, LastSeen: at(1.05)})
+	n.Observe(at(4.1), port, Observation{Dropped: true, Watched: true, Attempts: 810, LastSeen: at(1.05)})
+	n.Observe(at(5), port, Observation{Dropped: true, Watched: true, Attempts: 812, LastSeen: at(5), Losing: true})
+	if ep, ok := n.Open(port); ok {
+		t.Errorf("episode %+v after the drop was decided lossless", ep)
+	}
+}

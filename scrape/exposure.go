@@ -1,6 +1,7 @@
 package scrape
 
 import (
+	"log/slog"
 	"sync"
 	"time"
 
@@ -18,12 +19,15 @@ import (
 type exposureTracker struct {
 	mu  sync.Mutex
 	rec *exposure.Recorder
+	// log receives, at debug level, each decision of a destination that is dropped or has an episode under
+	// way: what the recorder was told, to hold its episodes to a client's count.
+	log *slog.Logger
 }
 
 // newExposureTracker ends a metered episode after quiet without an attempt: the meter's quiet period, the
 // pause that ends a run of arrivals (docs/exposure.md).
-func newExposureTracker(quiet time.Duration) *exposureTracker {
-	return &exposureTracker{rec: exposure.NewRecorder(quiet)}
+func newExposureTracker(quiet time.Duration, log *slog.Logger) *exposureTracker {
+	return &exposureTracker{rec: exposure.NewRecorder(quiet), log: log}
 }
 
 // node tells the recorder what the node shows as a whole and ends what time ended: before a step's decisions.
@@ -35,22 +39,44 @@ func (x *exposureTracker) node(st *State, now time.Time) {
 	x.rec.Advance(now)
 }
 
+// rulesTold is a change of kube-proxy's rules the reader told of: when, and the meter's counts then (nil: no
+// meter).
+type rulesTold struct {
+	at     time.Time
+	counts *arrivals.Snapshot
+}
+
 // decided feeds one decision of a Service: each destination of its verdict, with the meter's count there and
-// the facts of the API view that tell an episode's cause.
-func (x *exposureTracker) decided(p *pass, node kubeview.NodeState, r *ServiceResult, now time.Time) {
+// the facts of the API view that tell an episode's cause; for a verdict read from kube-proxy's rules, the
+// change told before they were read and the meter's count then.
+func (x *exposureTracker) decided(p *pass, node kubeview.NodeState, r *ServiceResult, now time.Time, change rulesTold) {
 	var seen []exposure.Entry
 	for _, fv := range r.Verdict.Families {
 		fam, _ := r.Service.Family(fv.Family)
 		facts := exposure.Facts{Deleting: node.Draining(), Cordoned: node.Unschedulable, LocalStopped: fam.LocalStopped,
 			RemoteReady: fam.RemoteReady}
+		for _, pe := range fam.Ports {
+			facts.LocalServingTerminating = facts.LocalServingTerminating || pe.LocalTerminating
+		}
 		for _, e := range fv.Entries {
 			d := e.Destination
 			o := exposure.Observation{Dropped: e.Dropped, InRotation: e.Rotation == verdict.In, Losing: e.Losing,
 				Source: string(fv.Source), Facts: facts}
 			if c, ok := meterCount(p, d); ok {
-				o.Watched, o.Attempts, o.LastSeen = true, c.Attempts-min(c.Retransmits, c.Attempts), c.LastSeen
+				o.Watched, o.Attempts, o.LastSeen = true, distinct(c), c.LastSeen
+				if !c.LastAttempt.IsZero() {
+					// A lost attempt's retransmission a second later is no later loss: the episode's last
+					// attempt is the latest new one.
+					o.LastSeen = c.LastAttempt
+				}
 				if c.SetAside {
 					o.LastSeen = c.Clients.LastSeen
+				}
+			}
+			if fv.Source == verdict.SourceRules && !change.at.IsZero() {
+				o.ChangedAt = change.at
+				if c, ok := countIn(change.counts, d); ok {
+					o.ChangeWatched, o.AtChange = true, distinct(c)
 				}
 			}
 			seen = append(seen, exposure.Entry{Key: exposure.Key{Namespace: d.Namespace, Service: d.Service, Port: d.Port,
@@ -61,19 +87,39 @@ func (x *exposureTracker) decided(p *pass, node kubeview.NodeState, r *ServiceRe
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.rec.Decided(now, r.Service.Namespace, r.Service.Name, seen)
+	for _, e := range seen {
+		ep, open := x.rec.Open(e.Key)
+		if e.Dropped || open {
+			x.log.Debug("exposure: decided", "service", e.Key.Namespace+"/"+e.Key.Service, "kind", e.Key.Kind, "port", e.Key.DestPort,
+				"dropped", e.Dropped, "in_rotation", e.InRotation, "losing", e.Losing, "attempts", e.Attempts,
+				"last_seen", e.LastSeen, "changed_at", e.ChangedAt, "at_change", e.AtChange, "facts", e.Facts,
+				"open", open, "start", ep.Start, "cause", ep.Cause, "counted", ep.Attempts)
+		}
+	}
 }
 
 // meterCount is the meter's count at d in the pass's snapshot, when it counts there.
 func meterCount(p *pass, d verdict.Destination) (arrivals.DestCount, bool) {
-	if p.observed == nil || p.observed.snap == nil || p.observed.snap.Status != arrivals.StatusOK {
+	if p.observed == nil {
+		return arrivals.DestCount{}, false
+	}
+	return countIn(p.observed.snap, d)
+}
+
+// countIn is the meter's count at d in snap, when it counts there.
+func countIn(snap *arrivals.Snapshot, d verdict.Destination) (arrivals.DestCount, bool) {
+	if snap == nil || snap.Status != arrivals.StatusOK {
 		return arrivals.DestCount{}, false
 	}
 	ad, ok := MeterDest(d)
 	if !ok {
 		return arrivals.DestCount{}, false
 	}
-	return p.observed.snap.Dest(ad)
+	return snap.Dest(ad)
 }
+
+// distinct is the count's distinct attempts: its retransmissions not counted again.
+func distinct(c arrivals.DestCount) uint64 { return c.Attempts - min(c.Retransmits, c.Attempts) }
 
 // gone ends the episodes of a Service that is gone.
 func (x *exposureTracker) gone(namespace, name string, now time.Time) {

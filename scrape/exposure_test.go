@@ -3,6 +3,7 @@ package scrape
 import (
 	"context"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"testing"
 	"time"
@@ -203,5 +204,50 @@ func TestModelExposureWithoutTheMeter(t *testing.T) {
 	snap := b.step(4*time.Second, 0)
 	if got := snap.Totals[exposure.CauseOther]; snap.Open != 0 || got.Episodes != 1 || got.Seconds != 9 || got.Attempts != 0 {
 		t.Errorf("after forwarding again: %+v, open %d", got, snap.Open)
+	}
+}
+
+// The reader tells of kube-proxy's change at 1.4 s, and the rules are read at 2.6 s (the exporter's
+// --rules.cache-ttl after the read before); the meter's counts moved at 2.4 s, and the Service was decided on
+// the rules from before the change. The episode begins at the change, and counts the attempts that arrived
+// since it, not the seven served before it, nor only those after the read.
+func TestModelEpisodeBeginsAtTheToldChange(t *testing.T) {
+	b := newExposureBed(t, filepath.Join(t.TempDir(), "state.json"), time.Unix(1_800_000_000, 0), 1)
+	b.m.cfg.RulesMinInterval = 2500 * time.Millisecond
+	b.step(0, 0)
+	b.step(time.Second, 5)
+	b.step(300*time.Millisecond, 2)
+	b.serve(0)
+	b.m.RulesChanged()
+	b.step(100*time.Millisecond, 0)
+	if snap := b.step(time.Second, 4); snap.Open != 0 {
+		t.Fatalf("an episode before the rules were read: %+v", snap)
+	}
+	snap := b.step(200*time.Millisecond, 3)
+	if got := snap.Totals[exposure.CauseOther]; snap.Open != 1 || got.Attempts != 7 || math.Abs(got.Seconds-1.2) > 1e-9 {
+		t.Fatalf("%+v (open %d), want an episode from the change at 1.4 s with the 7 attempts since, the latest at 2.6 s", got, snap.Open)
+	}
+	b.step(time.Second, 2)
+	if got := b.step(0, 0).Totals[exposure.CauseOther]; got.Attempts != 9 || math.Abs(got.Seconds-2.2) > 1e-9 {
+		t.Errorf("%+v, want 9 attempts over 2.2 s (from the change to the last attempt)", got)
+	}
+}
+
+// Rules polled (nobody tells of their change) are read at 1.5 s, after the meter's counts were last taken at
+// 1 s: two attempts served at 1.3 s are no loss. The meter is read again after the rules, and only the
+// attempts from there on count.
+func TestModelEpisodeCountsFromAfterThePolledRules(t *testing.T) {
+	b := newExposureBed(t, filepath.Join(t.TempDir(), "state.json"), time.Unix(1_800_000_000, 0), 1)
+	b.m.cfg.RulesEvery = 1500 * time.Millisecond
+	b.step(0, 0)
+	b.step(time.Second, 5)
+	b.step(300*time.Millisecond, 2)
+	b.serve(0)
+	if snap := b.step(200*time.Millisecond, 1); snap.Open != 1 {
+		t.Fatalf("no episode at the rules' read: %+v", snap)
+	}
+	b.step(time.Second, 4)
+	if got := b.step(0, 0).Totals[exposure.CauseOther]; got.Attempts != 4 || got.Seconds != 1 {
+		t.Errorf("%+v, want the 4 attempts after the read, over 1 s", got)
 	}
 }

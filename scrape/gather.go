@@ -115,7 +115,7 @@ func NewGatherer(cfg GathererConfig) *Gatherer {
 		cfg.LossHold = DefaultLossHold
 	}
 	g := &Gatherer{cfg: cfg, crossScrape: newCrossScrape()}
-	g.exposure = newExposureTracker(cfg.Quiet)
+	g.exposure = newExposureTracker(cfg.Quiet, cfg.Logger)
 	if cfg.State != nil {
 		g.restoreState(cfg.State.take())
 	}

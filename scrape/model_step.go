@@ -59,14 +59,24 @@ type globals struct {
 // jobs that are due, decides the Services whose inputs changed or whose time came, and publishes a State.
 func (m *Model) step(ctx context.Context, now time.Time) {
 	s := &m.m
-	if m.rulesChanged.Swap(false) {
+	told := m.rulesChanged.Swap(false)
+	if told {
 		s.rulesWanted = true
 	}
 	m.readAPI(now)
 	m.readAddrs(now)
 	m.askKubeProxy(ctx, now)
+	if told {
+		// The meter's counts as the rules change: what arrives from here on meets the new rules, which are
+		// read up to RulesMinInterval later.
+		m.readMeter(now, true)
+		s.told = rulesTold{at: now, counts: s.meterSnap}
+		m.log.Debug("told of a change in kube-proxy's rules", "meter_read", s.meterAt)
+	}
 	m.askRules(ctx, now)
-	m.readMeter(now)
+	// A drop decided from rules read since the meter's last read would count from a count older than the
+	// drop, attempts served before it included: read the meter after the rules.
+	m.readMeter(now, s.meterAt.Before(s.rulesAppliedAt))
 	m.askHealthChecks(ctx, now)
 	st := m.globalState(now)
 	g := m.globalsOf(st)
@@ -306,6 +316,7 @@ func (m *Model) askRules(ctx context.Context, now time.Time) {
 	}
 	wanted := s.rulesWanted
 	s.rulesBusy, s.rulesWanted, s.rulesAsked = true, false, true
+	s.toldRead, s.told = s.told, rulesTold{}
 	m.job(ctx, func() func() {
 		jctx, cancel := context.WithTimeout(ctx, rulesTimeout)
 		defer cancel()
@@ -321,6 +332,7 @@ func (m *Model) askRules(ctx context.Context, now time.Time) {
 			s.rulesNext, s.rulesAfter = now.Add(m.rulesEvery()), now.Add(m.cfg.RulesMinInterval)
 			s.took[InputRules] = took
 			s.rulesRead = true
+			s.toldApplied, s.rulesAppliedAt = s.toldRead, now
 			m.log.Debug("dataplane read", "read", m.g.cfg.Dataplane.Read(), "took", took, "wanted", wanted, "err", err)
 			m.applyRules(snap, err)
 		}
@@ -441,7 +453,7 @@ func (m *Model) serviceStates() []kubeview.ServiceState {
 // readMeter tells the meter the destinations when they changed, and takes its counts when it counted
 // something new (at most every MeterEvery) or MeterIdle passed. The Services whose destinations' counts
 // changed are decided again.
-func (m *Model) readMeter(now time.Time) {
+func (m *Model) readMeter(now time.Time, force bool) {
 	s := &m.m
 	meter := m.g.cfg.Meter
 	if meter == nil {
@@ -467,7 +479,7 @@ func (m *Model) readMeter(now time.Time) {
 	if hasActivity {
 		activity = act.Activity()
 	}
-	due := s.meterSnap == nil || watched || now.Sub(s.meterAt) >= m.cfg.MeterIdle ||
+	due := s.meterSnap == nil || watched || force || now.Sub(s.meterAt) >= m.cfg.MeterIdle ||
 		!hasActivity && now.Sub(s.meterAt) >= m.cfg.MeterEvery ||
 		activity != s.meterActivity && now.Sub(s.meterAt) >= m.cfg.MeterEvery
 	if !due {
@@ -711,7 +723,7 @@ func (m *Model) decideOne(p *pass, e *entry, now time.Time) {
 		m.g.arrivals.recordService(e.result, &r, now)
 		m.g.checkers.warnService(&r, m.log)
 	}
-	m.g.exposure.decided(p, s.node, &r, now)
+	m.g.exposure.decided(p, s.node, &r, now, s.toldApplied)
 	if e.result == nil || !reflect.DeepEqual(*e.result, withRev(r, e.result.Rev)) {
 		s.rev++
 		r.Rev = s.rev

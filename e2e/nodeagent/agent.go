@@ -2,11 +2,14 @@
 // node Lease, so the node lifecycle controller leaves it alone), watches the Pods bound to the node, gives each
 // a network and a stand-in for its containers through a Sandbox (the harness wires a network namespace with an
 // address from the node's pod CIDRs and serves HTTP on every container port, answering the pod's name), reports
-// it Running and Ready with its IPs, and on deletion keeps it serving for its grace period, then tears it down
-// and deletes the Pod object with grace 0, as a kubelet does.
+// it Running and Ready with its IPs, and on deletion keeps it serving for its grace period, then reports it not
+// ready (its containers exited) and a moment later (ExitedFor) tears it down and deletes the Pod object with
+// grace 0, as a kubelet does.
 //
 // What it is not: no images, no processes, no probes, no volumes, no restarts, no resource accounting.
-// Readiness is what the annotation ReadyAnnotation says (absent means ready), so tests can fail it on demand.
+// Readiness is what the annotation ReadyAnnotation says (absent means ready), so tests can fail it on demand,
+// and never before the containers' readiness probes' initialDelaySeconds since the pod started (the kubelet
+// does not probe before then, and a pod is not ready until a probe succeeds).
 package nodeagent
 
 import (
@@ -63,6 +66,11 @@ type Config struct {
 	// StatusInterval is how often the Ready condition's heartbeat is refreshed (default 1m; with a Lease the
 	// node lifecycle controller needs no more).
 	StatusInterval time.Duration
+	// ExitedFor is how long a deleted pod whose grace period ended stays listed not ready, its containers
+	// exited, before the agent tears it down and deletes the object (default 1s): the kubelet reports the exit,
+	// then cleans up and deletes, and the EndpointSlice controller lists the endpoint terminating and not
+	// serving meanwhile.
+	ExitedFor time.Duration
 	// Logf receives one line per notable event; nil discards them.
 	Logf func(format string, args ...any)
 }
@@ -78,6 +86,9 @@ type Agent struct {
 
 	mu   sync.Mutex
 	pods map[string]*podState // by namespace/name: pods whose sandbox runs
+	// exited are the deleted pods the agent reported exited at the end of their grace period, by
+	// namespace/name, with when: they are torn down and deleted ExitedFor later.
+	exited map[string]time.Time
 }
 
 type podState struct {
@@ -101,10 +112,13 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.StatusInterval == 0 {
 		cfg.StatusInterval = time.Minute
 	}
+	if cfg.ExitedFor == 0 {
+		cfg.ExitedFor = time.Second
+	}
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
-	return &Agent{cfg: cfg, pods: map[string]*podState{}}, nil
+	return &Agent{cfg: cfg, pods: map[string]*podState{}, exited: map[string]time.Time{}}, nil
 }
 
 func (a *Agent) logf(format string, args ...any) {
@@ -363,10 +377,35 @@ func (a *Agent) sync(ctx context.Context, key string) error {
 				a.queue.AddAfter(key, left)
 				return nil
 			}
+			a.mu.Lock()
+			_, reported := a.exited[key]
+			a.mu.Unlock()
+			if !reported {
+				// Its containers exited: the kubelet reports them so (not ready: the endpoint terminating and no
+				// longer serving) before it cleans up and deletes the object. The stand-ins still answer until
+				// the cleanup, where a real pod's network would refuse: a connection kube-proxy forwards there
+				// before its sync is served, so that kube-proxy's drop is the only loss these pods' clients see.
+				p := pod.DeepCopy()
+				p.Status = *exitedStatus(desiredStatus(pod, st, a.nodeIP, false))
+				if _, err := a.cfg.Client.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+					return fmt.Errorf("report exited: %w", err)
+				}
+				a.mu.Lock()
+				a.exited[key] = time.Now()
+				a.mu.Unlock()
+				a.logf("pod %s: grace period over, exited", key)
+			}
+			a.mu.Lock()
+			at := a.exited[key]
+			a.mu.Unlock()
+			if left := a.cfg.ExitedFor - time.Since(at); left > 0 {
+				a.queue.AddAfter(key, left)
+				return nil
+			}
 			if err := a.stop(ctx, key, ns, name); err != nil {
 				return err
 			}
-			a.logf("pod %s: grace period over, stopped", key)
+			a.logf("pod %s: stopped", key)
 		}
 		// The kubelet's last word: remove the object now that nothing runs.
 		uid := pod.UID
@@ -376,6 +415,9 @@ func (a *Agent) sync(ctx context.Context, key string) error {
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return fmt.Errorf("delete: %w", err)
 		}
+		a.mu.Lock()
+		delete(a.exited, key)
+		a.mu.Unlock()
 		return nil
 	}
 	if st == nil {
@@ -383,7 +425,7 @@ func (a *Agent) sync(ctx context.Context, key string) error {
 			return err
 		}
 	}
-	return a.syncStatus(ctx, pod, st)
+	return a.syncStatus(ctx, key, pod, st)
 }
 
 func (a *Agent) start(ctx context.Context, key string, pod *corev1.Pod) (*podState, error) {
@@ -421,13 +463,19 @@ func (a *Agent) stop(ctx context.Context, key, ns, name string) error {
 		a.alloc.release(st.offset)
 		delete(a.pods, key)
 	}
+	delete(a.exited, key)
 	a.mu.Unlock()
 	return nil
 }
 
-// syncStatus reports the pod Running with its IPs, Ready unless ReadyAnnotation says "false".
-func (a *Agent) syncStatus(ctx context.Context, pod *corev1.Pod, st *podState) error {
+// syncStatus reports the pod Running with its IPs, Ready unless ReadyAnnotation says "false" or its readiness
+// probes' initial delay has not passed since it started (then it looks again when it has).
+func (a *Agent) syncStatus(ctx context.Context, key string, pod *corev1.Pod, st *podState) error {
 	ready := pod.Annotations[ReadyAnnotation] != "false"
+	if left := readinessDelay(pod) - time.Since(st.started.Time); ready && left > 0 {
+		ready = false
+		a.queue.AddAfter(key, left)
+	}
 	want := desiredStatus(pod, st, a.nodeIP, ready)
 	if statusEqual(&pod.Status, want) {
 		return nil
@@ -438,6 +486,31 @@ func (a *Agent) syncStatus(ctx context.Context, pod *corev1.Pod, st *podState) e
 		return fmt.Errorf("update status: %w", err)
 	}
 	return nil
+}
+
+// readinessDelay is the longest initialDelaySeconds of the pod's containers' readiness probes.
+func readinessDelay(pod *corev1.Pod) time.Duration {
+	var d time.Duration
+	for _, c := range pod.Spec.Containers {
+		if p := c.ReadinessProbe; p != nil {
+			d = max(d, time.Duration(p.InitialDelaySeconds)*time.Second)
+		}
+	}
+	return d
+}
+
+// exitedStatus is s with every container exited on its SIGTERM (exit code 143) and the pod not ready; the
+// phase stays Running until the object is deleted.
+func exitedStatus(s *corev1.PodStatus) *corev1.PodStatus {
+	now := metav1.Now()
+	for i := range s.ContainerStatuses {
+		cs := &s.ContainerStatuses[i]
+		started := cs.State.Running.StartedAt
+		cs.Ready, cs.Started = false, new(bool)
+		cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 143, Reason: "Error",
+			StartedAt: started, FinishedAt: now, ContainerID: cs.ContainerID}}
+	}
+	return s
 }
 
 func desiredStatus(pod *corev1.Pod, st *podState, nodeIP string, ready bool) *corev1.PodStatus {

@@ -133,6 +133,8 @@ type destSources struct {
 	cadence bool
 	// bands: checkers with a spread are recognised too (Config.noBands unset).
 	bands bool
+	// lastAttempt is the latest arrival that was no recognised retransmission (unix nanoseconds).
+	lastAttempt int64
 }
 
 // sourceCadence is one source's arrivals at one destination and its cadence. Times are unix nanoseconds.
@@ -191,7 +193,9 @@ func (d *destSources) add(p packet, sport uint16, at, quiet int64, max int) {
 	for i := range d.list {
 		s := &d.list[i]
 		if s.addr == p.src {
-			s.arrive(p.proto, sport, at, quiet, d.cadence, d.bands)
+			if s.arrive(p.proto, sport, at, quiet, d.cadence, d.bands) && at > d.lastAttempt {
+				d.lastAttempt = at
+			}
 			return
 		}
 		if (!s.checker || at-s.last >= int64(maxCadence)) && !s.waiting(at) && (victim < 0 || s.last < d.list[victim].last) {
@@ -200,6 +204,9 @@ func (d *destSources) add(p packet, sport uint16, at, quiet int64, max int) {
 	}
 	fresh := sourceCadence{addr: p.src}
 	fresh.arrive(p.proto, sport, at, quiet, d.cadence, d.bands)
+	if at > d.lastAttempt {
+		d.lastAttempt = at
+	}
 	switch {
 	case len(d.list) < max:
 		// Grown as sources come (an allocation per new source at most, never per packet): most NodePorts see one
@@ -219,8 +226,9 @@ func (s *sourceCadence) waiting(at int64) bool {
 }
 
 // arrive counts one arrival of this source; cadence: follow its cadence too (a NodePort), and bands: its band
-// (a checker with a spread).
-func (s *sourceCadence) arrive(proto Protocol, sport uint16, at, quiet int64, cadence, bands bool) {
+// (a checker with a spread). It says whether the arrival is a new attempt: false for a recognised
+// retransmission.
+func (s *sourceCadence) arrive(proto Protocol, sport uint16, at, quiet int64, cadence, bands bool) bool {
 	if s.n > 0 && at-s.last < int64(repeatWindow) {
 		if s.rep.last < s.last {
 			s.rep.add(s.last, quiet) // the arrival this one repeats
@@ -240,15 +248,15 @@ func (s *sourceCadence) arrive(proto Protocol, sport uint16, at, quiet int64, ca
 			if sport != s.ports[(int(s.nextPort)+retransmitPorts-1)%retransmitPorts] {
 				s.overlap = true
 			}
-			return // a retransmitted SYN or INIT: the same attempt again
+			return false // a retransmitted SYN or INIT: the same attempt again
 		}
 		s.ports[s.nextPort] = sport
 		s.nextPort = (s.nextPort + 1) % retransmitPorts
 	}
-	if !cadence {
-		return
+	if cadence {
+		s.attempt(at, quiet, bands)
 	}
-	s.attempt(at, quiet, bands)
+	return true
 }
 
 // attempt follows one new attempt at at through the source's clocks and band (quiet: the meter's quiet period;

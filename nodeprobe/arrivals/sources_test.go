@@ -261,8 +261,13 @@ func TestRetransmitsToldApart(t *testing.T) {
 	b.attempt("198.18.0.1", 0, 3)
 	b.attempt("198.18.0.2", 500*time.Millisecond, 2)
 	b.attempt("198.18.0.2", 900*time.Millisecond, 0)
-	if c := b.at(20 * time.Second); c.Attempts != 4+3+1 || c.Retransmits != 3+2 {
+	c := b.at(20 * time.Second)
+	if c.Attempts != 4+3+1 || c.Retransmits != 3+2 {
 		t.Errorf("NodePort: attempts, retransmits = %d, %d; want 8, 5", c.Attempts, c.Retransmits)
+	}
+	// The latest arrival is the first attempt's third retransmission; the latest attempt is the one at 0.9 s.
+	if want := testNow.Add(900 * time.Millisecond); !c.LastAttempt.Equal(want) || !c.LastSeen.Equal(testNow.Add(7*time.Second)) {
+		t.Errorf("NodePort: last attempt %v, last seen %v; want %v and 7 s", c.LastAttempt, c.LastSeen, want)
 	}
 	p := syn("198.18.0.3", "203.0.113.7", 80)
 	p.sport = 40000

@@ -78,6 +78,7 @@ func (t *tally) destCount(d *destCount, taken time.Time, checkers []CheckerSourc
 	}
 	if d.src != nil {
 		c.Retransmits = d.src.retransmits()
+		c.LastAttempt = t.nsTime(d.src.lastAttempt)
 	}
 	r := restoredRun{run: d.restoredRun, clients: d.restoredClients, told: d.told}
 	checkers = t.fillSources(&c, d.runCount, r, d.src, t.clk.ns(taken), int64(t.cfg.QuietPeriod), checkers)

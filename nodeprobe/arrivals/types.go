@@ -347,6 +347,9 @@ type DestCount struct {
 	// Restored is how many of Attempts an earlier meter counted (Meter.Restore): 0 unless the destination's run
 	// was carried over an exporter restart.
 	Restored uint64
+	// LastAttempt is the latest arrival that was no recognised retransmission (zero before any): where a drop
+	// loses attempts, their retransmissions arrive a second later, and the loss ended at the attempt.
+	LastAttempt time.Time
 	// LastNewFlow (UDP) is the latest datagram that started a flow: a source address and port not seen at this
 	// destination within Config.QuietPeriod (flows.go). Zero for other protocols and before any datagram.
 	LastNewFlow time.Time

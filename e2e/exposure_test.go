@@ -1,0 +1,540 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
+	"github.com/localtraffic/localtraffic-exporter/e2e/netns"
+)
+
+// The exposure scenario's clocks. The load balancer checks every second and takes a target out after three
+// failed checks (back after two answered): the pods' one-second grace period ends before that, so that each
+// node drops for one to two seconds while still in service, short enough for CI, long enough for dozens of
+// lost attempts at the client's rate. The meter's quiet period is shortened from 2 minutes so that an episode
+// nothing forwards again ends, by the quiet period after its last lost attempt, within seconds.
+const (
+	exposureCheckEvery = time.Second
+	exposureUnhealthy  = 3
+	exposureHealthy    = 2
+	exposureQuiet      = 6 * time.Second
+	// exposureGrace is the pods' terminationGracePeriodSeconds: a pod exits when it ends (the node agent
+	// reports it exited, then deletes it).
+	exposureGrace = 1
+	// exposureReadyAfter is the readiness probe's initialDelaySeconds: a new pod on the node is not ready before
+	// the load balancer took the node out, so the node drops in between, as with a real application's start.
+	exposureReadyAfter = 5
+	// exposureMinReady is the Deployment's minReadySeconds: the load balancer puts a node back (two checks
+	// after its new pod is ready) before the rollout deletes the next old pod.
+	exposureMinReady = 4
+	// exposureRate is the client's new connections per second; exposureSources its source addresses, well under
+	// the 16 the meter follows per destination (a source it does not follow has its retransmissions counted as
+	// new attempts). Each source reaches each node five times a second, so a retransmitted SYN (1 s after the
+	// first) is among its source's latest eight ports at the node, where the meter recognises it
+	// (docs/exposure.md, "Error bounds").
+	exposureRate    = 100
+	exposureSources = 9
+	// exposureTimeout is how long the client waits for a SYN-ACK before it counts the attempt lost: longer than
+	// Linux's first SYN retransmission (1 s after the SYN, TCP_TIMEOUT_INIT), shorter than its second (3 s), so
+	// each lost attempt sends exactly two SYNs from one source port, and the meter must count it once.
+	exposureTimeout = 1500 * time.Millisecond
+	// synRetransmit is when Linux retransmits an unanswered SYN: a handshake that took longer lost its first SYN.
+	synRetransmit = time.Second
+	// meterLag is the arrivals meter's block timeout: its counts miss up to that much of the latest arrivals, so
+	// the count the model takes when told of kube-proxy's change may miss attempts served just before it, which
+	// the episode then counts (docs/exposure.md, "Error bounds"). toldGap bounds how late the model is told of
+	// the change: attempts lost in between are counted as served.
+	meterLag = 200 * time.Millisecond
+	toldGap  = 20 * time.Millisecond
+	// exposureStarved is how far behind its schedule the client may fall before its own clock is no measure of
+	// a handshake's second.
+	exposureStarved = 250 * time.Millisecond
+)
+
+// TestExposureMatchesLostConnections: the exposure recorder's numbers held to real packets, on the cluster with
+// the real scheduler and controllers. A Local LoadBalancer Service whose load balancer (healthCheckingLB's
+// checks: every worker's health check node port every second, out after three failures, back after two
+// answers) sends each new connection to a worker in service at its NodePort, as a network load balancer with
+// instance targets does; a Deployment of two replicas on node-1 and node-2 (one each, a hard spread that
+// honours taints) whose pods exit at the end of a 1 s grace period and are ready 5 s after they start; a client
+// opening 100 new connections a second from 9 source addresses, each given 1.5 s for its SYN-ACK (its SYN
+// retransmitted once by the kernel), counting every attempt and every loss. The exporters of node-1 and node-2
+// run with a 6 s quiet period and no state file.
+//
+// Rollout: the Deployment restarted (maxSurge 0, maxUnavailable 1): on each node in turn the old pod exits,
+// its replacement on the same node is not ready yet, and the node drops what the load balancer still sends.
+// Drain: `kubectl drain node-2`: cordoned, its pod evicted, its replacement on node-1. Each episode must carry
+// its cause (rollout, drain), its attempts must be the client's lost attempts on that node (retransmissions not
+// counted again), its seconds the client's failure window (first lost SYN to last) within 1 s, and the
+// histogram must count one episode per node that lost.
+func TestExposureMatchesLostConnections(t *testing.T) {
+	c := controllerCluster(t)
+	ctx := testContext(t)
+	const ns, name = "e2e-exposure", "checkout"
+	nodes := []string{"node-1", "node-2"}
+	for _, n := range nodes {
+		restartExporter(t, c, c.Node(n), "--arrivals.quiet-period="+exposureQuiet.String(), "--state.file=")
+	}
+	if err := c.EnsureNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	spec := cluster.NewService(ns, name, corev1.ServiceTypeLoadBalancer)
+	// The load balancer asks the health check node port: every arrival at the NodePort is a client's.
+	spec.Annotations = map[string]string{"localtraffic.io/health-check": "health-check-node-port"}
+	svc, err := c.Admin().CoreV1().Services(ns).Create(ctx, spec, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create service %s/%s: %v", ns, name, err)
+	}
+	t.Cleanup(func() { _ = c.Admin().CoreV1().Services(ns).Delete(context.Background(), name, metav1.DeleteOptions{}) })
+
+	d := deployment(ns, name, 2, exposureGrace, rollingUpdate(0, 1), hostnameSpread(name, true))
+	d.Spec.MinReadySeconds = exposureMinReady
+	pod := &d.Spec.Template.Spec
+	pod.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
+			Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: nodes}}}}}}}
+	pod.Containers[0].ReadinessProbe = &corev1.Probe{InitialDelaySeconds: exposureReadyAfter, PeriodSeconds: 1,
+		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromInt32(backendPort)}}}
+	createDeployment(t, c, d)
+	serving := map[string]bool{"node-1": true, "node-2": true}
+	waitHealthChecksOn(t, ctx, c, svc, serving)
+
+	lb := &healthCheckingLB{c: c, svc: svc, interval: exposureCheckEvery, unhealthy: exposureUnhealthy, healthy: exposureHealthy}
+	cl := startExposureClient(t, c, lb, svc)
+	eventually(t, converge, "node-1 and node-2 in rotation, counting attempts, their NodePorts reached", func() error {
+		for _, n := range nodes {
+			if err := expectMetrics(ctx, c, n, metricIs("localtraffic_in_rotation", svcLabels(svc, n), 1),
+				metricIs("localtraffic_blackhole", svcLabels(svc, n), 0),
+				metricIs("localtraffic_exposure_attempts_counted", nodeLabels(n), 1)); err != nil {
+				return err
+			}
+			if err := cl.servedSince(n, time.Now().Add(-time.Second)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+
+	// Rollout: what kubectl rollout restart does, a new template annotation.
+	exposurePhase(t, ctx, c, cl, lb, "rollout", nodes, func() {
+		patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, time.Now().Format(time.RFC3339))
+		if _, err := c.Admin().AppsV1().Deployments(ns).Patch(ctx, name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}, func() error {
+		dep, err := c.Admin().AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if st := dep.Status; dep.Generation != st.ObservedGeneration || st.UpdatedReplicas != 2 || st.Replicas != 2 || st.AvailableReplicas != 2 {
+			return fmt.Errorf("rollout under way: %+v", st)
+		}
+		pods, err := podsOf(ctx, c, ns, name)
+		if err != nil {
+			return err
+		}
+		if got := readyPerNode(pods); len(pods) != 2 || got["node-1"] != 1 || got["node-2"] != 1 {
+			return fmt.Errorf("%d pods, ready per node %v: want one on node-1 and one on node-2", len(pods), got)
+		}
+		if in := lb.inServiceNow(); !in["node-1"] || !in["node-2"] {
+			return fmt.Errorf("in service: %v, want node-1 and node-2", in)
+		}
+		return nil
+	})
+
+	// Drain: kubectl cordons the node, evicts its pod and waits until it is gone; the replacement lands on node-1.
+	sh := operator(t, c)
+	t.Cleanup(func() { operatorRun(t, sh, "kubectl uncordon node-2") })
+	exposurePhase(t, ctx, c, cl, lb, "drain", []string{"node-2"}, func() {
+		operatorRun(t, sh, "kubectl drain node-2 --ignore-daemonsets --delete-emptydir-data --timeout=2m")
+	}, func() error {
+		pods, err := podsOf(ctx, c, ns, name)
+		if err != nil {
+			return err
+		}
+		if got := readyPerNode(pods); len(pods) != 2 || got["node-1"] != 2 {
+			return fmt.Errorf("%d pods, ready per node %v: want both on node-1", len(pods), got)
+		}
+		return nil
+	})
+	if n := cl.failedElsewhere(nodes); n > 0 {
+		t.Errorf("%d attempts failed other than by a timeout on node-1 or node-2", n)
+	}
+}
+
+// waitHealthChecksOn waits until the Service's health check node port answers 200 on the workers in serving and
+// 503 on every other worker.
+func waitHealthChecksOn(t *testing.T, ctx context.Context, c *cluster.Cluster, svc *corev1.Service, serving map[string]bool) {
+	t.Helper()
+	eventually(t, 3*time.Minute, svc.Name+"'s health checks answer as placed", func() error {
+		for n := range workers(c) {
+			want := 503
+			if serving[n] {
+				want = 200
+			}
+			if code, _, err := healthCheck(ctx, c, c.Node(n), svc); err != nil || code != want {
+				return fmt.Errorf("health check on %s: %d %v, want %d", n, code, err, want)
+			}
+		}
+		return nil
+	})
+}
+
+// exposureReading is what node's exporter says of one cause's episodes.
+type exposureReading struct {
+	seconds, attempts float64
+	// otherAttempts and otherSeconds sum the other causes'.
+	otherSeconds, otherAttempts float64
+	episodes                    uint64
+	histSum                     float64
+	open                        float64
+	// syns is every SYN the meter saw at the node's NodePorts (localtraffic_arrivals_total), retransmissions
+	// included.
+	syns float64
+}
+
+func readExposure(ctx context.Context, c *cluster.Cluster, node, cause string) (exposureReading, error) {
+	m, err := c.Metrics(ctx, node)
+	if err != nil {
+		return exposureReading{}, err
+	}
+	var r exposureReading
+	for _, name := range []string{"localtraffic_exposure_seconds_total", "localtraffic_exposure_attempts_total"} {
+		series := m.Series(name, nodeLabels(node))
+		if len(series) != 5 {
+			return r, fmt.Errorf("%s: %d series, want one per cause (5)", name, len(series))
+		}
+		for _, s := range series {
+			own := false
+			for _, l := range s.GetLabel() {
+				own = own || l.GetName() == "cause" && l.GetValue() == cause
+			}
+			v := s.GetCounter().GetValue()
+			switch {
+			case name == "localtraffic_exposure_seconds_total" && own:
+				r.seconds = v
+			case name == "localtraffic_exposure_seconds_total":
+				r.otherSeconds += v
+			case own:
+				r.attempts = v
+			default:
+				r.otherAttempts += v
+			}
+		}
+	}
+	h := m.Series("localtraffic_exposure_episode_seconds", nodeLabels(node))
+	if len(h) != 1 || h[0].GetHistogram() == nil {
+		return r, fmt.Errorf("localtraffic_exposure_episode_seconds: %d series, want one histogram", len(h))
+	}
+	r.episodes, r.histSum = h[0].GetHistogram().GetSampleCount(), h[0].GetHistogram().GetSampleSum()
+	open, ok, err := m.Value("localtraffic_exposure_episodes_open", nodeLabels(node))
+	if err != nil || !ok {
+		return r, fmt.Errorf("localtraffic_exposure_episodes_open: present %v, %v", ok, err)
+	}
+	r.open = open
+	syns, ok, err := m.Value("localtraffic_arrivals_total", cluster.Labels{"node": node, "kind": "node_port", "ip_family": ipv4})
+	if err != nil || !ok {
+		return r, fmt.Errorf("localtraffic_arrivals_total: present %v, %v", ok, err)
+	}
+	r.syns = syns
+	return r, nil
+}
+
+// exposurePhase runs act (a rollout, a drain) under the client's traffic, waits until done says the workload
+// settled and each of nodes ended one more episode, and holds each node's episode to what the client lost there.
+func exposurePhase(t *testing.T, ctx context.Context, c *cluster.Cluster, cl *exposureClient, lb *healthCheckingLB, cause string, nodes []string, act func(), done func() error) {
+	t.Helper()
+	from := time.Now()
+	before := map[string]exposureReading{}
+	for _, n := range nodes {
+		r, err := readExposure(ctx, c, n, cause)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[n] = r
+	}
+	act()
+	after := map[string]exposureReading{}
+	err := cluster.Eventually(ctx, 2*time.Minute, 250*time.Millisecond, func() error {
+		if err := done(); err != nil {
+			return err
+		}
+		for _, n := range nodes {
+			r, err := readExposure(ctx, c, n, cause)
+			if err != nil {
+				return err
+			}
+			if r.episodes == before[n].episodes || r.open != 0 {
+				return fmt.Errorf("%s: %d episodes ended, %v open: want one more ended, none open", n, r.episodes-before[n].episodes, r.open)
+			}
+			after[n] = r
+		}
+		return nil
+	})
+	to := time.Now()
+	_, changes := lb.history()
+	var moves []string
+	for _, ch := range changes {
+		if !ch.at.Before(from) {
+			moves = append(moves, ch.String())
+		}
+	}
+	t.Logf("%s from %s to %s; the load balancer: %s", cause, from.Format("15:04:05.000"), to.Format("15:04:05.000"), strings.Join(moves, ", "))
+	if err != nil {
+		for _, n := range nodes {
+			lost, served := cl.between(n, from, to)
+			r, rerr := readExposure(ctx, c, n, cause)
+			t.Logf("%s: the client lost %d attempts (%s), %d served; the recorder: %+v %v (before %+v)", n, len(lost), spanOf(lost), served, r, rerr, before[n])
+		}
+		t.Fatalf("%s: settled, an episode ended on %s: %v", cause, strings.Join(nodes, " and "), err)
+	}
+	for _, n := range nodes {
+		exposureAgrees(t, cl, cause, n, from, to, before[n], after[n])
+	}
+}
+
+// exposureAgrees holds one node's episode of a phase (from, to) to the client's attempts there.
+func exposureAgrees(t *testing.T, cl *exposureClient, cause, node string, from, to time.Time, before, after exposureReading) {
+	t.Helper()
+	lost, served := cl.between(node, from, to)
+	if len(lost) == 0 {
+		t.Errorf("%s: the client lost no attempt on %s: nothing to measure", cause, node)
+		return
+	}
+	first, last := lost[0], lost[len(lost)-1]
+	if late := cl.lateBetween(from, to); late > exposureStarved {
+		t.Skipf("%s on %s: the client fell %s behind its schedule (the machine starved it): its own timeouts and "+
+			"handshake times do not tell which SYNs the node dropped, so its count is no measure here", cause, node, late)
+	}
+	// The recorder's bounds around the client's count: the attempts served within the meter's lag before the
+	// first loss may be counted, those lost within the told gap after it may not.
+	_, late := cl.between(node, first.Add(-meterLag), first)
+	early, _ := cl.between(node, first, first.Add(toldGap))
+	// The failure window runs from the first lost attempt's SYN to the last one's: its retransmission a second
+	// later is no new attempt, and no later loss.
+	window := last.Sub(first).Seconds()
+	gotSeconds, gotAttempts := after.seconds-before.seconds, after.attempts-before.attempts
+	// Every SYN the client sent the node in the phase: one per answered attempt, two per lost one (its
+	// retransmission), against what the meter saw arrive.
+	syns := 2*len(lost) + served
+	t.Logf("%s on %s: %.0f new connections a second overall; SYNs at its NodePort: %d sent, %.0f seen\n"+
+		"  %-28s %10s %10s\n  %-28s %10.3f %10.0f\n  %-28s %10.3f %10d   (first lost %s, last %s; %d served within %s before)\n"+
+		"  histogram: %d episode(s) ended, sum %.3f s; other causes: %.3f s, %.0f attempts",
+		cause, node, float64(cl.sentBetween(from, to))/to.Sub(from).Seconds(), syns, after.syns-before.syns,
+		"", "seconds", "attempts", "recorder ("+cause+")", gotSeconds, gotAttempts,
+		"client (lost, SYN to SYN)", window, len(lost), first.Format("15:04:05.000"), last.Format("15:04:05.000"), late, meterLag,
+		after.episodes-before.episodes, after.histSum-before.histSum, after.otherSeconds-before.otherSeconds, after.otherAttempts-before.otherAttempts)
+
+	var errs []error
+	if n := after.episodes - before.episodes; n != 1 {
+		errs = append(errs, fmt.Errorf("the histogram counted %d episodes, want 1", n))
+	}
+	if after.otherSeconds != before.otherSeconds || after.otherAttempts != before.otherAttempts {
+		errs = append(errs, fmt.Errorf("other causes moved: %.3f s, %.0f attempts, want the episode's cause %s",
+			after.otherSeconds-before.otherSeconds, after.otherAttempts-before.otherAttempts, cause))
+	}
+	lo, hi := len(lost)-len(early), len(lost)+late
+	if gotAttempts < float64(lo) || gotAttempts > float64(hi) {
+		errs = append(errs, fmt.Errorf("%.0f attempts recorded, the client lost %d: want %d to %d (%d lost within %s of the first loss, %d served within %s before it)",
+			gotAttempts, len(lost), lo, hi, len(early), toldGap, late, meterLag))
+	}
+	if math.Abs(gotSeconds-window) > time.Second.Seconds() {
+		errs = append(errs, fmt.Errorf("%.3f s recorded, the client's failure window %.3f s: want within 1 s", gotSeconds, window))
+	}
+	if d := after.histSum - before.histSum; math.Abs(d-gotSeconds) > 1e-6 {
+		errs = append(errs, fmt.Errorf("the histogram's sum grew by %.3f s, the seconds counter by %.3f s", d, gotSeconds))
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.Errorf("%s on %s: the recorder disagrees with the packets:\n%v", cause, node, err)
+	}
+}
+
+// exposureAttempt is one of the client's connections: when it began, the node the load balancer sent it to,
+// and what came of it. Lost: its first SYN got no answer, so no SYN-ACK within exposureTimeout, or one only after
+// the kernel's retransmission a second later (the drop ended in between: the retry got through).
+type exposureAttempt struct {
+	at time.Time
+	// late is how far behind its schedule the client opened it: a starved client's own clock misjudges its
+	// handshakes.
+	late time.Duration
+	node string
+	lost bool
+	err  error
+}
+
+// exposureClient opens exposureRate new connections a second through the load balancer (lb.pick), each from
+// the next of exposureSources addresses, waits up to exposureTimeout for the handshake and closes it. It never
+// retries: a lost attempt's only repeat is the kernel's own SYN retransmission from the same port.
+type exposureClient struct {
+	mu       sync.Mutex
+	attempts []exposureAttempt
+}
+
+func startExposureClient(t *testing.T, c *cluster.Cluster, lb *healthCheckingLB, svc *corev1.Service) *exposureClient {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var srcs []string
+	for i := range exposureSources {
+		src := fmt.Sprintf("10.250.0.%d", 150+i)
+		if err := c.AddClientSource(ctx, src); err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.RemoveClientSource(context.Background(), src) })
+		srcs = append(srcs, src)
+	}
+	// The load balancer's targets are the workers, each in the state of its first check.
+	lb.inService, lb.streak = map[string]bool{}, map[string]int{}
+	for n := range workers(c) {
+		lb.targets = append(lb.targets, n)
+		lb.inService[n] = lb.probe(ctx, n)
+	}
+	sort.Strings(lb.targets)
+	cl := &exposureClient{}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go lb.probeEvery(ctx, &wg)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(time.Second / exposureRate)
+		defer tick.Stop()
+		// A source's successive connections alternate between the nodes in service (an odd number of sources, two
+		// nodes). A tick late on a busy machine is made up: the rate holds over any second.
+		began := time.Now()
+		for i := 0; ; i++ {
+			due := began.Add(time.Duration(i) * time.Second / exposureRate)
+			if time.Now().Before(due) {
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+				}
+			}
+			late := max(time.Since(due)-time.Second/exposureRate, 0)
+			node := lb.pick(i)
+			addr := nodePortAddr(c.Node(node), svc)
+			d := netns.Dialer{NS: c.ClientNS, Timeout: exposureTimeout, Local: srcs[i%len(srcs)]}
+			wg.Add(1)
+			start := time.Now()
+			go func() {
+				defer wg.Done()
+				at := time.Now()
+				conn, err := d.DialContext(ctx, "tcp", addr)
+				if ctx.Err() != nil {
+					return
+				}
+				a := exposureAttempt{at: at, late: late + at.Sub(start), node: node, err: err}
+				if err == nil {
+					_ = conn.Close()
+					a.lost = time.Since(at) >= synRetransmit
+				} else {
+					var op *net.OpError
+					a.lost = errors.As(err, &op) && op.Timeout()
+				}
+				cl.mu.Lock()
+				cl.attempts = append(cl.attempts, a)
+				cl.mu.Unlock()
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
+	return cl
+}
+
+// spanOf is the first and last of times, for the log.
+func spanOf(times []time.Time) string {
+	if len(times) == 0 {
+		return "none"
+	}
+	return times[0].Format("15:04:05.000") + " to " + times[len(times)-1].Format("15:04:05.000")
+}
+
+// between is when each attempt sent to node in [from, to) was lost, in order, and how many were served.
+func (cl *exposureClient) between(node string, from, to time.Time) ([]time.Time, int) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	var lost []time.Time
+	served := 0
+	for _, a := range cl.attempts {
+		if a.node != node || a.at.Before(from) || !a.at.Before(to) {
+			continue
+		}
+		switch {
+		case a.lost:
+			lost = append(lost, a.at)
+		case a.err == nil:
+			served++
+		}
+	}
+	sort.Slice(lost, func(i, j int) bool { return lost[i].Before(lost[j]) })
+	return lost, served
+}
+
+// lateBetween is the most the client fell behind its schedule for an attempt begun in [from, to).
+func (cl *exposureClient) lateBetween(from, to time.Time) time.Duration {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	var late time.Duration
+	for _, a := range cl.attempts {
+		if !a.at.Before(from) && a.at.Before(to) {
+			late = max(late, a.late)
+		}
+	}
+	return late
+}
+
+// sentBetween counts the attempts begun in [from, to), to every node.
+func (cl *exposureClient) sentBetween(from, to time.Time) int {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	n := 0
+	for _, a := range cl.attempts {
+		if !a.at.Before(from) && a.at.Before(to) {
+			n++
+		}
+	}
+	return n
+}
+
+// servedSince: an attempt sent to node since `from` got its handshake.
+func (cl *exposureClient) servedSince(node string, from time.Time) error {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	for _, a := range cl.attempts {
+		if a.node == node && a.err == nil && a.at.After(from) {
+			return nil
+		}
+	}
+	return fmt.Errorf("no attempt served on %s since %s", node, from.Format("15:04:05.000"))
+}
+
+// failedElsewhere counts the attempts lost on a node not in nodes, and those that failed other than by a
+// timeout anywhere (a refusal, an error): neither is an exposure the recorders of nodes count.
+func (cl *exposureClient) failedElsewhere(nodes []string) int {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	n := 0
+	for _, a := range cl.attempts {
+		if a.err != nil && !a.lost || a.lost && !slices.Contains(nodes, a.node) {
+			n++
+		}
+	}
+	return n
+}
