@@ -17,6 +17,7 @@
 #   shared       every other test, on a shared cluster of its own
 # A test that calls controllerCluster belongs to controllers, one that brings its own cluster to scale
 # (TestShardsCoverControllerTests holds these lists to the code); a new shared-cluster test lands in shared.
+# The tests in byHand run in no shard: their make targets run them.
 # Each shard's lines are prefixed with its name as they come.
 set -euo pipefail
 # sudo's secure_path drops Go's usual install directory.
@@ -36,8 +37,11 @@ if (($#)); then
 fi
 
 # The shards' tests (see above). Anchored alternations: -test.skip takes them joined with |.
-controllersShard='^(TestDrillLive|TestNodeAgentReadinessOnDemand|TestPluginDrill|TestPluginSchedulerScenarios|TestSchedulerSpreadWithoutHonor|TestSchedulerMaxSurgeParks|TestDrainLastReplica|TestScaleDown6To2|TestDaemonSetRollingUpdate|TestFidelityDaemonSetKeepsOffWindowsAndVirtualNodes|TestDeployInstallsWhereBaselineIsEnforced|TestPluginDrainCheck|TestExposureMatchesLostConnections)$'
+controllersShard='^(TestDrillLive|TestNodeAgentReadinessOnDemand|TestPluginDrill|TestPluginSchedulerScenarios|TestSchedulerSpreadWithoutHonor|TestSchedulerMaxSurgeParks|TestDrainLastReplica|TestScaleDown6To2|TestDaemonSetRollingUpdate|TestFidelityDaemonSetKeepsOffWindowsAndVirtualNodes|TestDeployInstallsWhereBaselineIsEnforced|TestPluginDrainCheck)$'
 scaleShard='^(TestScaleRules|TestScaleMemory|TestScaleAPILoad|TestScaleCPUBesideKubeProxy|TestOldestAdmittedKubernetes)$'
+# By hand only (make e2e-exposure), never in the suite: its client times its own losses to 20 ms and needs the
+# machine to itself; beside lint and unit tests on two cores it misjudges its failure window.
+byHand='^(TestExposureMatchesLostConnections)$'
 sharedLongShard='^(TestAlertsOnLivePrometheus|TestAlertsOneNotificationPerService|TestSoak|TestLandingPageInBrowserDuringDrill|TestCadenceIndependentVerdicts|TestRulesModelEqualsFullReadUnderChurn)$'
 
 work="$(mktemp -d)"
@@ -66,7 +70,7 @@ shard() { # shard <name> <test binary flags...>: runs in the background, lines p
 shard controllers -test.run "$controllersShard"
 shard scale -test.run "$scaleShard"
 shard shared-long -test.run "$sharedLongShard"
-shard shared -test.skip "$controllersShard|$scaleShard|$sharedLongShard"
+shard shared -test.skip "$controllersShard|$scaleShard|$sharedLongShard|$byHand"
 rc=0
 for i in "${!pids[@]}"; do
 	wait "${pids[$i]}" || { rc=1; echo "run-e2e: the ${names[$i]} shard failed" >&2; }
