@@ -336,16 +336,22 @@ func (t *arrivalTotals) overloaded(now time.Time, quiet time.Duration) bool {
 // the gap is unknown (the node may have served and dropped again), and an old "dropped since" would count the
 // whole gap against the grace window and page at once.
 func (t *arrivalTotals) droppedSince(now time.Time, quiet time.Duration) map[verdict.Destination]time.Time {
+	out := map[verdict.Destination]time.Time{}
+	t.eachDropped(now, quiet, func(d verdict.Destination, since time.Time) { out[d] = since })
+	return out
+}
+
+// eachDropped hands fn each destination's dropped-since time as droppedSince returns them, without copying
+// them: the state file keeps only the few of destinations where attempts arrived, of a thousand dropped.
+func (t *arrivalTotals) eachDropped(now time.Time, quiet time.Duration, fn func(verdict.Destination, time.Time)) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.recorded.IsZero() && now.Sub(t.recorded) > quiet {
 		clear(t.dropped)
 	}
-	out := make(map[verdict.Destination]time.Time, len(t.dropped))
 	for k, v := range t.dropped {
-		out[k] = v
+		fn(k, v)
 	}
-	return out
 }
 
 // droppedAt is when d was first found dropped (zero: it is not), as of now: the node model decides one

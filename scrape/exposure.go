@@ -1,6 +1,7 @@
 package scrape
 
 import (
+	"context"
 	"log/slog"
 	"sync"
 	"time"
@@ -87,6 +88,10 @@ func (x *exposureTracker) decided(p *pass, node kubeview.NodeState, r *ServiceRe
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.rec.Decided(now, r.Service.Namespace, r.Service.Name, seen)
+	if !x.log.Enabled(context.Background(), slog.LevelDebug) {
+		// The line below is built for every dropped destination of every decision: at info level, not at all.
+		return
+	}
 	for _, e := range seen {
 		ep, open := x.rec.Open(e.Key)
 		if e.Dropped || open {

@@ -724,7 +724,12 @@ func (m *Model) decideOne(p *pass, e *entry, now time.Time) {
 		m.g.checkers.warnService(&r, m.log)
 	}
 	m.g.exposure.decided(p, s.node, &r, now, s.toldApplied)
-	if e.result == nil || !reflect.DeepEqual(*e.result, withRev(r, e.result.Rev)) {
+	if e.result != nil {
+		r.Rev = e.result.Rev
+	}
+	// Pointers, not values: a value in an interface is a copy of the whole result on the heap, twice per
+	// decision, and the safety sweep decides every Service once a minute.
+	if e.result == nil || !reflect.DeepEqual(e.result, &r) {
 		s.rev++
 		r.Rev = s.rev
 		e.result = &r
@@ -736,10 +741,6 @@ func (m *Model) decideOne(p *pass, e *entry, now time.Time) {
 	s.scheduled(e, p.pendingGone)
 }
 
-func withRev(r ServiceResult, rev uint64) ServiceResult {
-	r.Rev = rev
-	return r
-}
 
 // dueOf is the next time the Service's verdict may change with nothing but time passing: a run of arrivals
 // ending (the quiet period after the last attempt), a destination turning silent (the quiet period after it

@@ -651,13 +651,16 @@ func (g *Gatherer) stateBody(snap *arrivals.Snapshot, horizon time.Duration) sta
 		}
 		b.Runs = append(b.Runs, e)
 	}
-	for d, since := range g.arrivals.droppedSince(snap.Taken, horizon) {
+	g.arrivals.eachDropped(snap.Taken, horizon, func(d verdict.Destination, since time.Time) {
+		if len(kept) == 0 {
+			return
+		}
 		if ad, ok := MeterDest(d); ok && kept[ad] {
 			b.Dropped = append(b.Dropped, droppedEntry{Namespace: d.Namespace, Service: d.Service, Port: d.Port,
 				Protocol: string(d.Protocol), Family: string(d.Family), Kind: string(d.Kind), Address: d.Address,
 				DestPort: d.DestPort, Since: since.UnixNano()})
 		}
-	}
+	})
 	slices.SortFunc(b.Runs, func(x, y runEntry) int {
 		return cmp.Or(cmp.Compare(x.Protocol, y.Protocol), cmp.Compare(x.Address, y.Address), cmp.Compare(x.Port, y.Port))
 	})

@@ -114,14 +114,16 @@ func (n *Node) exporterCommandOn(kubeconfig, host string, port int, extra []stri
 // exporterArgs is the exporter's command line as the DaemonSet gives it, listening on host:port (host "": every
 // address), with extra appended. Every node's exporters share the host's filesystem here, so each gets its own
 // state file (ExporterStateFile), as each node's pod has its own hostPath; extra may name another
-// (--state.file=: none).
+// (--state.file=: none) and another log level than debug.
 func (n *Node) exporterArgs(kubeconfig, host string, port int, extra []string) []string {
 	args := []string{
 		"--kubeconfig=" + kubeconfig,
 		"--node-name=" + n.Name,
 		fmt.Sprintf("--web.listen-address=%s", net.JoinHostPort(host, strconv.Itoa(port))),
-		"--log.level=debug",
 		"--log.format=logfmt",
+	}
+	if !slices.ContainsFunc(extra, func(a string) bool { return strings.HasPrefix(a, "--log.level") }) {
+		args = append(args, "--log.level=debug")
 	}
 	if !slices.ContainsFunc(extra, func(a string) bool { return strings.HasPrefix(a, "--state.file") }) {
 		args = append(args, "--state.file="+n.ExporterStateFile(port))
