@@ -253,10 +253,10 @@ type Recorder struct {
 	quiet time.Duration
 	// dests are the destinations by Service (namespace and name), so that a Service's decision or removal
 	// touches its own alone: a few each, a slice (a map per Service cost three times the memory).
-	dests      map[[2]string][]destEntry
-	open       map[Key]*Episode
-	totals     map[Cause]Totals
-	hist       Histogram
+	dests  map[[2]string][]destEntry
+	open   map[Key]*Episode
+	totals map[Cause]Totals
+	hist   Histogram
 	// drains is the measured drains' histogram (drain.go); services what each Service that had an episode lost
 	// (service.go).
 	drains     Histogram
