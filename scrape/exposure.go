@@ -2,8 +2,12 @@ package scrape
 
 import (
 	"log/slog"
+	"net/http"
+	"net/netip"
 	"sync"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/localtraffic/localtraffic-exporter/exposure"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
@@ -48,20 +52,23 @@ type rulesTold struct {
 
 // decided feeds one decision of a Service: each destination of its verdict, with the meter's count there and
 // the facts of the API view that tell an episode's cause; for a verdict read from kube-proxy's rules, the
-// change told before they were read and the meter's count then.
-func (x *exposureTracker) decided(p *pass, node kubeview.NodeState, r *ServiceResult, now time.Time, change rulesTold) {
+// change told before they were read and the meter's count then; for a Service with a health check node port,
+// its answer (the probe sent at checkedAt) and the checkers' probes the meter counted there, which date and
+// bound the load balancer's drain.
+func (x *exposureTracker) decided(p *pass, node kubeview.NodeState, r *ServiceResult, now time.Time, change rulesTold, checkedAt time.Time) {
 	var seen []exposure.Entry
 	for _, fv := range r.Verdict.Families {
 		fam, _ := r.Service.Family(fv.Family)
 		facts := exposure.Facts{Deleting: node.Draining(), Cordoned: node.Unschedulable, LocalStopped: fam.LocalStopped,
-			RemoteReady: fam.RemoteReady}
+			RemoteReady: fam.RemoteReady, LocalReady: fam.LocalReadyEndpoints}
+		health := healthOf(p, r, fv.Family, checkedAt)
 		for _, pe := range fam.Ports {
 			facts.LocalServingTerminating = facts.LocalServingTerminating || pe.LocalTerminating
 		}
 		for _, e := range fv.Entries {
 			d := e.Destination
 			o := exposure.Observation{Dropped: e.Dropped, InRotation: e.Rotation == verdict.In, Losing: e.Losing,
-				Source: string(fv.Source), Facts: facts}
+				Source: string(fv.Source), Facts: facts, Health: health}
 			if c, ok := meterCount(p, d); ok {
 				o.Watched, o.Attempts, o.LastSeen = true, distinct(c), c.LastSeen
 				if !c.LastAttempt.IsZero() {
@@ -87,6 +94,7 @@ func (x *exposureTracker) decided(p *pass, node kubeview.NodeState, r *ServiceRe
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.rec.Decided(now, r.Service.Namespace, r.Service.Name, seen)
+	x.rec.Check(r.Service.Namespace, r.Service.Name, lbCheckOf(p, r.Service))
 	for _, e := range seen {
 		ep, open := x.rec.Open(e.Key)
 		if e.Dropped || open {
@@ -96,6 +104,55 @@ func (x *exposureTracker) decided(p *pass, node kubeview.NodeState, r *ServiceRe
 				"open", open, "start", ep.Start, "cause", ep.Cause, "counted", ep.Attempts)
 		}
 	}
+}
+
+// healthOf is what the model knows of the Service's health check node port in family f: the answer of the probe
+// sent at checkedAt (only a 200 or a 503 says whether kube-proxy counts a ready local endpoint), and the latest
+// probe the meter counted arriving there from outside the node (a load balancer's checker), at the node's
+// addresses or its load balancer IPs (where some load balancers address their checks).
+func healthOf(p *pass, r *ServiceResult, f corev1.IPFamily, checkedAt time.Time) exposure.Health {
+	svc := r.Service
+	hcDest, ok := healthCheckDest(svc, f)
+	if !ok {
+		return exposure.Health{}
+	}
+	h := exposure.Health{Asked: true}
+	for _, fc := range r.Checks {
+		if fc.Family == f && (fc.StatusCode == http.StatusOK || fc.StatusCode == http.StatusServiceUnavailable) {
+			h.Unavailable, h.ProbedAt = fc.StatusCode == http.StatusServiceUnavailable, checkedAt
+		}
+	}
+	if p.observed == nil || p.observed.overloaded || p.observed.snap == nil || p.observed.snap.Status != arrivals.StatusOK {
+		return h // the meter off, blind, or missing packets: its silence at the port says nothing
+	}
+	for _, d := range healthCheckDests(svc, f, hcDest) {
+		if c, ok := p.observed.snap.HealthCheck(d); ok {
+			h.ProbesWatched = true
+			if c.LastSeen.After(h.ProbeLast) {
+				h.ProbeLast = c.LastSeen
+			}
+		}
+	}
+	return h
+}
+
+// healthCheckDests are the meter's destinations of a health check node port in family f: at the node's
+// addresses, and at each load balancer IP (arrivalsWatch).
+func healthCheckDests(svc kubeview.ServiceState, f corev1.IPFamily, node arrivals.Dest) []arrivals.Dest {
+	out := []arrivals.Dest{node}
+	lbIPs, _ := svc.AddressesOf(f)
+	for _, ip := range lbIPs {
+		if a, err := netip.ParseAddr(ip); err == nil {
+			out = append(out, arrivals.Dest{Protocol: arrivals.TCP, Addr: a.Unmap(), Port: node.Port})
+		}
+	}
+	return out
+}
+
+// lbCheckOf is what configures the Service's load balancer's reaction: its cloud annotations' interval and
+// threshold.
+func lbCheckOf(_ *pass, svc kubeview.ServiceState) exposure.LBCheck {
+	return exposure.LBCheck{Interval: svc.LBCheckWindow.Interval, Threshold: svc.LBCheckWindow.Threshold}
 }
 
 // meterCount is the meter's count at d in the pass's snapshot, when it counts there.

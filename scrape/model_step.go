@@ -156,7 +156,7 @@ func (m *Model) readAPI(now time.Time) {
 			e.checkDue = append(e.checkDue, now.Add(d))
 		}
 		if !probed(st) {
-			e.checks, e.checkDue = nil, nil
+			e.checks, e.checkedAt, e.checkDue = nil, time.Time{}, nil
 		}
 		s.checkSoon(e)
 	}
@@ -559,7 +559,7 @@ func (m *Model) askHealthChecks(ctx context.Context, now time.Time) {
 		}
 		e.probing = true
 		s.probes++
-		svc := e.state
+		svc, sent := e.state, now
 		m.job(ctx, func() func() {
 			jctx, cancel := context.WithTimeout(ctx, m.g.cfg.ProbeTimeout)
 			defer cancel()
@@ -577,7 +577,7 @@ func (m *Model) askHealthChecks(ctx context.Context, now time.Time) {
 				}
 				now := m.cfg.Now()
 				s.took[InputHealthChecks] = took
-				e.checks = checks
+				e.checks, e.checkedAt = checks, sent
 				s.markDirty(e)
 				for len(e.checkDue) > 0 && !e.checkDue[0].After(now) {
 					e.checkDue = e.checkDue[1:]
@@ -723,7 +723,7 @@ func (m *Model) decideOne(p *pass, e *entry, now time.Time) {
 		m.g.arrivals.recordService(e.result, &r, now)
 		m.g.checkers.warnService(&r, m.log)
 	}
-	m.g.exposure.decided(p, s.node, &r, now, s.toldApplied)
+	m.g.exposure.decided(p, s.node, &r, now, s.toldApplied, e.checkedAt)
 	if e.result == nil || !reflect.DeepEqual(*e.result, withRev(r, e.result.Rev)) {
 		s.rev++
 		r.Rev = s.rev
