@@ -87,7 +87,8 @@ func TestExposureMatchesLostConnections(t *testing.T) {
 	const ns, name = "e2e-exposure", "checkout"
 	nodes := []string{"node-1", "node-2"}
 	for _, n := range nodes {
-		restartExporter(t, c, c.Node(n), "--arrivals.quiet-period="+exposureQuiet.String(), "--state.file=")
+		restartExporter(t, c, c.Node(n), "--arrivals.quiet-period="+exposureQuiet.String(), "--state.file=",
+			"--collector.service_exposure")
 	}
 	if err := c.EnsureNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
@@ -205,9 +206,14 @@ type exposureReading struct {
 	// syns is every SYN the meter saw at the node's NodePorts (localtraffic_arrivals_total), retransmissions
 	// included.
 	syns float64
+	// drains and drainSum are the node's measured load balancer drains (localtraffic_lb_drain_seconds);
+	// svcDrains and svcDrainSum the Service's (localtraffic_service_lb_drain_seconds, absent before its first
+	// episode: 0).
+	drains, svcDrains     uint64
+	drainSum, svcDrainSum float64
 }
 
-func readExposure(ctx context.Context, c *cluster.Cluster, node, cause string) (exposureReading, error) {
+func readExposure(ctx context.Context, c *cluster.Cluster, svc *corev1.Service, node, cause string) (exposureReading, error) {
 	m, err := c.Metrics(ctx, node)
 	if err != nil {
 		return exposureReading{}, err
@@ -241,6 +247,17 @@ func readExposure(ctx context.Context, c *cluster.Cluster, node, cause string) (
 		return r, fmt.Errorf("localtraffic_exposure_episode_seconds: %d series, want one histogram", len(h))
 	}
 	r.episodes, r.histSum = h[0].GetHistogram().GetSampleCount(), h[0].GetHistogram().GetSampleSum()
+	d := m.Series("localtraffic_lb_drain_seconds", nodeLabels(node))
+	if len(d) != 1 || d[0].GetHistogram() == nil {
+		return r, fmt.Errorf("localtraffic_lb_drain_seconds: %d series, want one histogram", len(d))
+	}
+	r.drains, r.drainSum = d[0].GetHistogram().GetSampleCount(), d[0].GetHistogram().GetSampleSum()
+	switch sd := m.Series("localtraffic_service_lb_drain_seconds", svcLabels(svc, node)); {
+	case len(sd) == 1 && sd[0].GetHistogram() != nil:
+		r.svcDrains, r.svcDrainSum = sd[0].GetHistogram().GetSampleCount(), sd[0].GetHistogram().GetSampleSum()
+	case len(sd) > 0:
+		return r, fmt.Errorf("localtraffic_service_lb_drain_seconds: %d series, want one histogram", len(sd))
+	}
 	open, ok, err := m.Value("localtraffic_exposure_episodes_open", nodeLabels(node))
 	if err != nil || !ok {
 		return r, fmt.Errorf("localtraffic_exposure_episodes_open: present %v, %v", ok, err)
@@ -261,7 +278,7 @@ func exposurePhase(t *testing.T, ctx context.Context, c *cluster.Cluster, cl *ex
 	from := time.Now()
 	before := map[string]exposureReading{}
 	for _, n := range nodes {
-		r, err := readExposure(ctx, c, n, cause)
+		r, err := readExposure(ctx, c, lb.svc, n, cause)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -274,7 +291,7 @@ func exposurePhase(t *testing.T, ctx context.Context, c *cluster.Cluster, cl *ex
 			return err
 		}
 		for _, n := range nodes {
-			r, err := readExposure(ctx, c, n, cause)
+			r, err := readExposure(ctx, c, lb.svc, n, cause)
 			if err != nil {
 				return err
 			}
@@ -297,13 +314,72 @@ func exposurePhase(t *testing.T, ctx context.Context, c *cluster.Cluster, cl *ex
 	if err != nil {
 		for _, n := range nodes {
 			lost, served := cl.between(n, from, to)
-			r, rerr := readExposure(ctx, c, n, cause)
+			r, rerr := readExposure(ctx, c, lb.svc, n, cause)
 			t.Logf("%s: the client lost %d attempts (%s), %d served; the recorder: %+v %v (before %+v)", n, len(lost), spanOf(lost), served, r, rerr, before[n])
 		}
 		t.Fatalf("%s: settled, an episode ended on %s: %v", cause, strings.Join(nodes, " and "), err)
 	}
 	for _, n := range nodes {
 		exposureAgrees(t, cl, cause, n, from, to, before[n], after[n])
+		drainAgrees(t, cl, lb, cause, n, from, to, before[n], after[n])
+	}
+}
+
+// drainAgrees holds the load balancer's drain the node's recorder measured in a phase (from, to) to the load
+// balancer's configuration: checks every interval, out after unhealthy failures, so from its first 503 the node
+// gets new connections for (unhealthy − 1) intervals and the phase of its first check after the 503, at most
+// unhealthy intervals (with the checks' own time): within one interval of interval × unhealthy. The simulator's
+// own checks bracket it too: the client's last attempt sent to the node less the first check that failed, and
+// less the last one that passed before it (the 503 came between them). The per-Service histogram must have
+// observed the same.
+func drainAgrees(t *testing.T, cl *exposureClient, lb *healthCheckingLB, cause, node string, from, to time.Time, before, after exposureReading) {
+	t.Helper()
+	lb.mu.Lock()
+	var lastOK, firstFail time.Time
+	for _, ch := range lb.checks {
+		if ch.node != node || ch.at.Before(from) || !ch.at.Before(to) {
+			continue
+		}
+		if !ch.ok && firstFail.IsZero() {
+			firstFail = ch.at
+		}
+		if ch.ok && firstFail.IsZero() {
+			lastOK = ch.at
+		}
+	}
+	lb.mu.Unlock()
+	var lastSent time.Time
+	cl.mu.Lock()
+	for _, a := range cl.attempts {
+		if a.node == node && !a.at.Before(from) && a.at.Before(to) && a.at.After(lastSent) {
+			lastSent = a.at
+		}
+	}
+	cl.mu.Unlock()
+	n, drain := after.drains-before.drains, after.drainSum-before.drainSum
+	window := lb.interval * time.Duration(lb.unhealthy)
+	lo, hi := "?", "?"
+	if !firstFail.IsZero() && !lastSent.IsZero() {
+		lo = fmt.Sprintf("%.3f s", lastSent.Sub(firstFail).Seconds())
+	}
+	if !lastOK.IsZero() && !lastSent.IsZero() {
+		hi = fmt.Sprintf("%.3f s", lastSent.Sub(lastOK).Seconds())
+	}
+	t.Logf("%s on %s: load balancer drain measured %d time(s), %.3f s; configured %s × %d = %s; the simulator's checks bracket it "+
+		"%s to %s (last check passed %s, first failed %s, last connection sent %s)",
+		cause, node, n, drain, lb.interval, lb.unhealthy, window, lo, hi, lastOK.Format("15:04:05.000"),
+		firstFail.Format("15:04:05.000"), lastSent.Format("15:04:05.000"))
+	var errs []error
+	if n != 1 {
+		errs = append(errs, fmt.Errorf("localtraffic_lb_drain_seconds observed %d drains, want 1", n))
+	} else if math.Abs(drain-window.Seconds()) > lb.interval.Seconds() {
+		errs = append(errs, fmt.Errorf("measured drain %.3f s, want within %s of the configured %s", drain, lb.interval, window))
+	}
+	if sn, sd := after.svcDrains-before.svcDrains, after.svcDrainSum-before.svcDrainSum; sn != n || math.Abs(sd-drain) > 1e-6 {
+		errs = append(errs, fmt.Errorf("localtraffic_service_lb_drain_seconds grew by %d, %.3f s; the node's by %d, %.3f s", sn, sd, n, drain))
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.Errorf("%s on %s: the measured drain disagrees with the load balancer:\n%v", cause, node, err)
 	}
 }
 

@@ -552,6 +552,15 @@ type healthCheckingLB struct {
 	streak    map[string]int // probes in a row that disagree with the target's state
 	changes   []lbChange
 	requests  []lbRequest
+	// checks is every health check it made: when it ended, of which target, whether it answered 200.
+	checks []lbCheck
+}
+
+// lbCheck is one health check of a target.
+type lbCheck struct {
+	at   time.Time
+	node string
+	ok   bool
 }
 
 // lbClientPause is the client's pause between connections: a few a second, so that each node's share of them
@@ -662,6 +671,7 @@ func (lb *healthCheckingLB) probe(ctx context.Context, node string) bool {
 func (lb *healthCheckingLB) observe(node string, ok bool, at time.Time) {
 	lb.mu.Lock()
 	defer lb.mu.Unlock()
+	lb.checks = append(lb.checks, lbCheck{at: at, node: node, ok: ok})
 	if ok == lb.inService[node] {
 		lb.streak[node] = 0
 		return
