@@ -150,9 +150,28 @@ func healthCheckDests(svc kubeview.ServiceState, f corev1.IPFamily, node arrival
 }
 
 // lbCheckOf is what configures the Service's load balancer's reaction: its cloud annotations' interval and
-// threshold.
-func lbCheckOf(_ *pass, svc kubeview.ServiceState) exposure.LBCheck {
-	return exposure.LBCheck{Interval: svc.LBCheckWindow.Interval, Threshold: svc.LBCheckWindow.Threshold}
+// threshold, and the cadence of the checkers the meter proved at its health check node port (the shortest,
+// where several probe it: the check that takes the node out first).
+func lbCheckOf(p *pass, svc kubeview.ServiceState) exposure.LBCheck {
+	c := exposure.LBCheck{Interval: svc.LBCheckWindow.Interval, Threshold: svc.LBCheckWindow.Threshold}
+	if p.observed == nil || p.observed.snap == nil || p.observed.snap.Status != arrivals.StatusOK {
+		return c
+	}
+	for _, fam := range svc.Families {
+		hcDest, ok := healthCheckDest(svc, fam.Family)
+		if !ok {
+			continue
+		}
+		for _, d := range healthCheckDests(svc, fam.Family, hcDest) {
+			h, _ := p.observed.snap.HealthCheck(d)
+			for _, ch := range h.Checkers {
+				if ch.Interval > 0 && (c.Observed == 0 || ch.Interval < c.Observed) {
+					c.Observed = ch.Interval
+				}
+			}
+		}
+	}
+	return c
 }
 
 // meterCount is the meter's count at d in the pass's snapshot, when it counts there.
