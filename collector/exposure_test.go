@@ -94,7 +94,7 @@ func TestExposureDrainSeries(t *testing.T) {
 			t.Errorf("missing %s in\n%s", line, got)
 		}
 	}
-	for _, absent := range []string{`cause="drain"`, "localtraffic_service_lb_check_interval_seconds{"} {
+	for _, absent := range []string{`localtraffic_service_exposure_seconds_total{cause="drain"`, "localtraffic_service_lb_check_interval_seconds{"} {
 		if strings.Contains(got, absent) {
 			t.Errorf("%s exported:\n%s", absent, got)
 		}
