@@ -219,6 +219,11 @@ type exposureReading struct {
 	// episode: 0).
 	drains, svcDrains     uint64
 	drainSum, svcDrainSum float64
+	// interval is the checker's cadence the meter proved at the health check node port
+	// (localtraffic_service_lb_check_interval_seconds, hasInterval: exported); hasWindow: a configured window is
+	// exported, which no annotation of the scenario's Service configures.
+	interval               float64
+	hasInterval, hasWindow bool
 }
 
 func readExposure(ctx context.Context, c *cluster.Cluster, svc *corev1.Service, node, cause string) (exposureReading, error) {
@@ -266,6 +271,10 @@ func readExposure(ctx context.Context, c *cluster.Cluster, svc *corev1.Service, 
 	case len(sd) > 0:
 		return r, fmt.Errorf("localtraffic_service_lb_drain_seconds: %d series, want one histogram", len(sd))
 	}
+	if r.interval, r.hasInterval, err = m.Value("localtraffic_service_lb_check_interval_seconds", svcLabels(svc, node)); err != nil {
+		return r, err
+	}
+	r.hasWindow = len(m.Series("localtraffic_service_lb_check_window_seconds", svcLabels(svc, node))) > 0
 	open, ok, err := m.Value("localtraffic_exposure_episodes_open", nodeLabels(node))
 	if err != nil || !ok {
 		return r, fmt.Errorf("localtraffic_exposure_episodes_open: present %v, %v", ok, err)
@@ -391,6 +400,12 @@ func drainAgrees(t *testing.T, cl *exposureClient, lb *healthCheckingLB, cause, 
 		if drain < lo-drainSlack.Seconds() || drain > hi+drainSlack.Seconds() {
 			errs = append(errs, fmt.Errorf("measured drain %.3f s, the simulator's checks bracket it %.3f s to %.3f s (± %s)", drain, lo, hi, drainSlack))
 		}
+	}
+	// The load balancer's checks arrive at the health check node port from one address every interval: the
+	// meter proves that cadence, and with no annotation to configure a window it is what the Service exports.
+	if !after.hasInterval || math.Abs(after.interval-lb.interval.Seconds()) > lb.interval.Seconds()/10 || after.hasWindow {
+		errs = append(errs, fmt.Errorf("localtraffic_service_lb_check_interval_seconds %.3f (exported: %v), window exported: %v; want the checker's %s alone",
+			after.interval, after.hasInterval, after.hasWindow, lb.interval))
 	}
 	if sn, sd := after.svcDrains-before.svcDrains, after.svcDrainSum-before.svcDrainSum; sn != n || math.Abs(sd-drain) > 1e-6 {
 		errs = append(errs, fmt.Errorf("localtraffic_service_lb_drain_seconds grew by %d, %.3f s; the node's by %d, %.3f s", sn, sd, n, drain))
