@@ -556,11 +556,11 @@ type healthCheckingLB struct {
 	checks []lbCheck
 }
 
-// lbCheck is one health check of a target.
+// lbCheck is one health check of a target: sent when it began (its SYN), at when it ended.
 type lbCheck struct {
-	at   time.Time
-	node string
-	ok   bool
+	sent, at time.Time
+	node     string
+	ok       bool
 }
 
 // lbClientPause is the client's pause between connections: a few a second, so that each node's share of them
@@ -653,11 +653,12 @@ func (lb *healthCheckingLB) probeEvery(ctx context.Context, wg *sync.WaitGroup) 
 		case <-tick.C:
 		}
 		for _, n := range lb.targets {
+			sent := time.Now()
 			ok := lb.probe(ctx, n)
 			if ctx.Err() != nil {
 				return
 			}
-			lb.observe(n, ok, time.Now())
+			lb.observe(n, ok, sent, time.Now())
 		}
 	}
 }
@@ -668,10 +669,11 @@ func (lb *healthCheckingLB) probe(ctx context.Context, node string) bool {
 	return err == nil && code == http.StatusOK
 }
 
-func (lb *healthCheckingLB) observe(node string, ok bool, at time.Time) {
+// observe takes a check of node sent at sent that ended at at.
+func (lb *healthCheckingLB) observe(node string, ok bool, sent, at time.Time) {
 	lb.mu.Lock()
 	defer lb.mu.Unlock()
-	lb.checks = append(lb.checks, lbCheck{at: at, node: node, ok: ok})
+	lb.checks = append(lb.checks, lbCheck{sent: sent, at: at, node: node, ok: ok})
 	if ok == lb.inService[node] {
 		lb.streak[node] = 0
 		return
