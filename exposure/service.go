@@ -84,6 +84,15 @@ func (r *Recorder) Check(namespace, name string, c LBCheck) {
 	}
 }
 
+// Services lists the Services that had an episode, whose check Check keeps.
+func (r *Recorder) Services() [][2]string {
+	out := make([][2]string, 0, len(r.services))
+	for k := range r.services {
+		out = append(out, k)
+	}
+	return out
+}
+
 // serviceSnapshot copies the Services' stats, sorted, anew only when they moved: every State carries them.
 func (r *Recorder) serviceSnapshot() []ServiceStats {
 	if !r.svcDirty && r.svcSnap != nil {

@@ -94,7 +94,11 @@ func (x *exposureTracker) decided(p *pass, node kubeview.NodeState, r *ServiceRe
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.rec.Decided(now, r.Service.Namespace, r.Service.Name, seen)
-	x.rec.Check(r.Service.Namespace, r.Service.Name, lbCheckOf(p, r.Service))
+	if p.observed != nil {
+		x.rec.Check(r.Service.Namespace, r.Service.Name, lbCheckOf(p.observed.snap, r.Service))
+	} else {
+		x.rec.Check(r.Service.Namespace, r.Service.Name, lbCheckOf(nil, r.Service))
+	}
 	for _, e := range seen {
 		ep, open := x.rec.Open(e.Key)
 		if e.Dropped || open {
@@ -152,9 +156,9 @@ func healthCheckDests(svc kubeview.ServiceState, f corev1.IPFamily, node arrival
 // lbCheckOf is what configures the Service's load balancer's reaction: its cloud annotations' interval and
 // threshold, and the cadence of the checkers the meter proved at its health check node port (the shortest,
 // where several probe it: the check that takes the node out first).
-func lbCheckOf(p *pass, svc kubeview.ServiceState) exposure.LBCheck {
+func lbCheckOf(snap *arrivals.Snapshot, svc kubeview.ServiceState) exposure.LBCheck {
 	c := exposure.LBCheck{Interval: svc.LBCheckWindow.Interval, Threshold: svc.LBCheckWindow.Threshold}
-	if p.observed == nil || p.observed.snap == nil || p.observed.snap.Status != arrivals.StatusOK {
+	if snap == nil || snap.Status != arrivals.StatusOK {
 		return c
 	}
 	for _, fam := range svc.Families {
@@ -163,7 +167,7 @@ func lbCheckOf(p *pass, svc kubeview.ServiceState) exposure.LBCheck {
 			continue
 		}
 		for _, d := range healthCheckDests(svc, fam.Family, hcDest) {
-			h, _ := p.observed.snap.HealthCheck(d)
+			h, _ := snap.HealthCheck(d)
 			for _, ch := range h.Checkers {
 				if ch.Interval > 0 && (c.Observed == 0 || ch.Interval < c.Observed) {
 					c.Observed = ch.Interval
@@ -196,6 +200,19 @@ func countIn(snap *arrivals.Snapshot, d verdict.Destination) (arrivals.DestCount
 
 // distinct is the count's distinct attempts: its retransmissions not counted again.
 func distinct(c arrivals.DestCount) uint64 { return c.Attempts - min(c.Retransmits, c.Attempts) }
+
+// checks refreshes the load balancer's check of each Service that had an episode from the meter's latest counts
+// (snap): the checker at its health check node port proves its cadence after the probes' fifth, which need not
+// come with a decision of the Service. state finds a Service's state by namespace and name.
+func (x *exposureTracker) checks(snap *arrivals.Snapshot, state func(namespace, name string) (kubeview.ServiceState, bool)) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, k := range x.rec.Services() {
+		if svc, ok := state(k[0], k[1]); ok {
+			x.rec.Check(k[0], k[1], lbCheckOf(snap, svc))
+		}
+	}
+}
 
 // gone ends the episodes of a Service that is gone.
 func (x *exposureTracker) gone(namespace, name string, now time.Time) {

@@ -1,6 +1,7 @@
 package scrape
 
 import (
+	"log/slog"
 	"net/netip"
 	"testing"
 	"time"
@@ -8,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/localtraffic/localtraffic-exporter/announce"
+	"github.com/localtraffic/localtraffic-exporter/exposure"
+	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
 	"github.com/localtraffic/localtraffic-exporter/scrape/scrapetest"
@@ -35,7 +38,7 @@ func TestExposureHealthOfAService(t *testing.T) {
 	if !h.Asked || !h.Unavailable || !h.ProbedAt.Equal(sent) || !h.ProbesWatched || !h.ProbeLast.Equal(atLB) {
 		t.Errorf("health = %+v; want asked, 503 sent at %v, probes watched, the latest at the load balancer IP", h, sent)
 	}
-	if c := lbCheckOf(p, svc); c.Observed != 2*time.Second || c.Window() != 0 {
+	if c := lbCheckOf(snap, svc); c.Observed != 2*time.Second || c.Window() != 0 {
 		t.Errorf("check = %+v, want the shortest checker (2s) and no configured window", c)
 	}
 
@@ -54,7 +57,32 @@ func TestExposureHealthOfAService(t *testing.T) {
 	}
 	// The annotations' window.
 	svc.LBCheckWindow = announce.CheckWindow{Interval: 10 * time.Second, Threshold: 3}
-	if c := lbCheckOf(&pass{}, svc); c.Window() != 30*time.Second || c.Observed != 0 {
+	if c := lbCheckOf(nil, svc); c.Window() != 30*time.Second || c.Observed != 0 {
 		t.Errorf("check = %+v, want 30 s from the annotations", c)
+	}
+}
+
+// The checker's cadence is refreshed at every step for the Services that had an episode, not only at their
+// decisions: the checker proves its cadence at its fifth probe, whenever that comes.
+func TestExposureChecksRefreshedFromTheMeter(t *testing.T) {
+	x := newExposureTracker(DefaultQuiet, slog.New(slog.DiscardHandler))
+	x.rec.Node(true, true)
+	k := exposure.Key{Namespace: "kubelings", Service: "checkout", Port: "http", Protocol: "TCP", Family: "IPv4", Kind: "node_port", DestPort: 30090}
+	start := time.Unix(1_800_000_000, 0)
+	x.rec.Observe(start, k, exposure.Observation{InRotation: true, Watched: true})
+	x.rec.Observe(start.Add(time.Second), k, exposure.Observation{Dropped: true, InRotation: true, Watched: true})
+	svc := scrapetest.LBService(scrapetest.Family(corev1.IPv4Protocol, 0, true))
+	state := func(ns, name string) (kubeview.ServiceState, bool) {
+		return svc, ns == svc.Namespace && name == svc.Name
+	}
+	snap := &arrivals.Snapshot{Status: arrivals.StatusOK, HealthChecks: []arrivals.HealthCheckCount{
+		{Dest: arrivals.NodeDest(arrivals.TCP, false, 32000), Checkers: []arrivals.CheckerSource{{Interval: time.Second}}}}}
+	x.checks(snap, state)
+	if s := x.snapshot().Services; len(s) != 1 || s[0].Check.Observed != time.Second {
+		t.Errorf("services = %+v, want kubelings/checkout's checker every second", s)
+	}
+	x.checks(&arrivals.Snapshot{Status: arrivals.StatusFailed}, state)
+	if s := x.snapshot().Services; len(s) != 1 || s[0].Check.Observed != 0 {
+		t.Errorf("with the meter failed: %+v, want no interval", s)
 	}
 }

@@ -92,6 +92,15 @@ func (m *Model) step(ctx context.Context, now time.Time) {
 	s.primed = true
 	m.g.exposure.node(st, now)
 	m.decide(st, now, all)
+	if m.g.cfg.Meter != nil {
+		m.g.exposure.checks(s.meterSnap, func(namespace, name string) (kubeview.ServiceState, bool) {
+			e := s.services[namespace+"/"+name]
+			if e == nil {
+				return kubeview.ServiceState{}, false
+			}
+			return e.state, true
+		})
+	}
 	m.publish(st)
 	m.offerState(now)
 }
