@@ -554,6 +554,14 @@ func startExposureClient(t *testing.T, c *cluster.Cluster, lb *healthCheckingLB,
 		t.Cleanup(func() { _ = c.RemoveClientSource(context.Background(), src) })
 		srcs = append(srcs, src)
 	}
+	// The load balancer checks from an address of its own, as a cloud's checkers do: the test's own probes of
+	// the health check node port (waitHealthChecksOn) come from the client's default address at no cadence.
+	lb.src = "10.250.0.149"
+	if err := c.AddClientSource(ctx, lb.src); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.RemoveClientSource(context.Background(), lb.src) })
 	// The load balancer's targets are the workers, each in the state of its first check.
 	lb.inService, lb.streak = map[string]bool{}, map[string]int{}
 	for n := range workers(c) {

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
+	"github.com/localtraffic/localtraffic-exporter/e2e/netns"
 )
 
 // lbService creates a Local LoadBalancer Service selecting app=name, its load balancer an AWS NLB as its
@@ -554,6 +555,9 @@ type healthCheckingLB struct {
 	requests  []lbRequest
 	// checks is every health check it made: when it ended, of which target, whether it answered 200.
 	checks []lbCheck
+	// src is the client address its checks come from ("": the client's default, which the tests' own probes
+	// share): a load balancer's checkers have addresses of their own.
+	src string
 }
 
 // lbCheck is one health check of a target: sent when it began (its SYN), at when it ended.
@@ -665,6 +669,11 @@ func (lb *healthCheckingLB) probeEvery(ctx context.Context, wg *sync.WaitGroup) 
 
 // probe asks kube-proxy's health check node port on node, as the load balancer does: in service on 200 only.
 func (lb *healthCheckingLB) probe(ctx context.Context, node string) bool {
+	if lb.src != "" {
+		r := cluster.HTTPGet(ctx, netns.Dialer{NS: lb.c.ClientNS, Timeout: cluster.ConnectTimeout, Local: lb.src},
+			fmt.Sprintf("http://%s:%d/", lb.c.Node(node).IP, lb.svc.Spec.HealthCheckNodePort))
+		return r.Verdict == cluster.OK && r.Status == http.StatusOK
+	}
 	code, _, err := healthCheck(ctx, lb.c, lb.c.Node(node), lb.svc)
 	return err == nil && code == http.StatusOK
 }
