@@ -53,6 +53,8 @@ func Catalog() []CatalogEntry {
 			func(Selection) Collector { return NewExposure() }},
 		{"service_arrivals", false, "Per Local Service: the new external connection attempts reaching this node, per destination kind and family.",
 			func(Selection) Collector { return NewServiceArrivals() }},
+		{"service_exposure", false, "Per Service that had an exposure episode on this node: its seconds and attempts lost by cause, its load balancer's measured drain and configured check window.",
+			func(Selection) Collector { return NewServiceExposure() }},
 	}
 }
 

@@ -30,7 +30,7 @@ func TestConfigGoodValues(t *testing.T) {
 	}
 	want := Selection{RulesPerPort: true, Enabled: map[string]bool{"services": true, "service_details": true,
 		"kube_proxy": true, "node": true, "informers": true, "rules": true, "dataplane": false, "arrivals": true,
-		"service_arrivals": false, "state_file": true, "announcers": true, "exposure": true}}
+		"service_arrivals": false, "state_file": true, "announcers": true, "exposure": true, "service_exposure": false}}
 	if !reflect.DeepEqual(c.Selection, want) {
 		t.Errorf("\n got %+v\nwant %+v", c.Selection, want)
 	}

@@ -24,6 +24,9 @@ var (
 		"1 when the arrivals meter counts the attempts exposure episodes lose (it runs and sees); 0 when it is off or blind: episodes then come from kube-proxy's rules and the API view alone and count seconds only.")
 	exposureOpen = newMetric("exposure_episodes_open", prometheus.GaugeValue,
 		"Exposure episodes under way on this node.")
+	lbDrainSeconds = detailed(newHistogram("lb_drain_seconds",
+		"How long load balancers kept sending new connections after the health check node port first answered 503.", exposure.DrainBuckets),
+		"The load balancer's measured reaction (docs/exposure.md, \"The load balancer's drain\"): per ended exposure episode at a LoadBalancer Service whose health check node port a checker probes, the time from the port's first 503 (no ready local endpoint in kube-proxy's view) to the last new client attempt the arrivals meter saw arrive at the destination. Observed only where the meter counted the destination throughout and a checker's probes arrived at the port after the 503: never guessed. Buckets from 1 s to 5 min; carried over a restart by the state file.")
 )
 
 // Exposure exports what the exposure recorder counted: the seconds and connection attempts this node lost in
@@ -37,7 +40,7 @@ func NewExposure() *Exposure { return &Exposure{} }
 func (*Exposure) Name() string { return "exposure" }
 
 func (*Exposure) Metrics() []*Metric {
-	return []*Metric{exposureSeconds, exposureAttempts, exposureEpisodeSeconds, exposureAttemptsCounted, exposureOpen}
+	return []*Metric{exposureSeconds, exposureAttempts, exposureEpisodeSeconds, exposureAttemptsCounted, exposureOpen, lbDrainSeconds}
 }
 
 func (*Exposure) Inputs() []scrape.Input { return nil }
@@ -56,5 +59,6 @@ func (*Exposure) Update(st *scrape.State, out *Sink) error {
 	out.histogram(exposureEpisodeSeconds, x.Episodes.Count, x.Episodes.Sum, x.Episodes.Cumulative())
 	out.send(exposureAttemptsCounted, boolFloat(x.AttemptsCounted))
 	out.send(exposureOpen, float64(x.Open))
+	out.histogram(lbDrainSeconds, x.Drains.Count, x.Drains.Sum, x.Drains.CumulativeOf(exposure.DrainBuckets))
 	return nil
 }

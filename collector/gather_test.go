@@ -96,6 +96,7 @@ localtraffic_scrape_collector_success{collector="node"} 1
 localtraffic_scrape_collector_success{collector="rules"} 0
 localtraffic_scrape_collector_success{collector="service_arrivals"} 0
 localtraffic_scrape_collector_success{collector="service_details"} 0
+localtraffic_scrape_collector_success{collector="service_exposure"} 1
 localtraffic_scrape_collector_success{collector="services"} 0
 localtraffic_scrape_collector_success{collector="state_file"} 1`
 	if got := series(t, reg, "localtraffic_scrape_collector_success"); got != want {

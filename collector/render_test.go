@@ -137,6 +137,7 @@ localtraffic_scrape_collector_success{collector="node"} 1
 localtraffic_scrape_collector_success{collector="rules"} 1
 localtraffic_scrape_collector_success{collector="service_arrivals"} 1
 localtraffic_scrape_collector_success{collector="service_details"} 1
+localtraffic_scrape_collector_success{collector="service_exposure"} 1
 localtraffic_scrape_collector_success{collector="services"} 1
 localtraffic_scrape_collector_success{collector="state_file"} 1
 `

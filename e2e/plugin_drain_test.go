@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
+	"github.com/localtraffic/localtraffic-exporter/e2e/netns"
 )
 
 // lbService creates a Local LoadBalancer Service selecting app=name, its load balancer an AWS NLB as its
@@ -552,6 +553,18 @@ type healthCheckingLB struct {
 	streak    map[string]int // probes in a row that disagree with the target's state
 	changes   []lbChange
 	requests  []lbRequest
+	// checks is every health check it made: when it ended, of which target, whether it answered 200.
+	checks []lbCheck
+	// src is the client address its checks come from ("": the client's default, which the tests' own probes
+	// share): a load balancer's checkers have addresses of their own.
+	src string
+}
+
+// lbCheck is one health check of a target: sent when it began (its SYN), at when it ended.
+type lbCheck struct {
+	sent, at time.Time
+	node     string
+	ok       bool
 }
 
 // lbClientPause is the client's pause between connections: a few a second, so that each node's share of them
@@ -644,24 +657,32 @@ func (lb *healthCheckingLB) probeEvery(ctx context.Context, wg *sync.WaitGroup) 
 		case <-tick.C:
 		}
 		for _, n := range lb.targets {
+			sent := time.Now()
 			ok := lb.probe(ctx, n)
 			if ctx.Err() != nil {
 				return
 			}
-			lb.observe(n, ok, time.Now())
+			lb.observe(n, ok, sent, time.Now())
 		}
 	}
 }
 
 // probe asks kube-proxy's health check node port on node, as the load balancer does: in service on 200 only.
 func (lb *healthCheckingLB) probe(ctx context.Context, node string) bool {
+	if lb.src != "" {
+		r := cluster.HTTPGet(ctx, netns.Dialer{NS: lb.c.ClientNS, Timeout: cluster.ConnectTimeout, Local: lb.src},
+			fmt.Sprintf("http://%s:%d/", lb.c.Node(node).IP, lb.svc.Spec.HealthCheckNodePort))
+		return r.Verdict == cluster.OK && r.Status == http.StatusOK
+	}
 	code, _, err := healthCheck(ctx, lb.c, lb.c.Node(node), lb.svc)
 	return err == nil && code == http.StatusOK
 }
 
-func (lb *healthCheckingLB) observe(node string, ok bool, at time.Time) {
+// observe takes a check of node sent at sent that ended at at.
+func (lb *healthCheckingLB) observe(node string, ok bool, sent, at time.Time) {
 	lb.mu.Lock()
 	defer lb.mu.Unlock()
+	lb.checks = append(lb.checks, lbCheck{sent: sent, at: at, node: node, ok: ok})
 	if ok == lb.inService[node] {
 		lb.streak[node] = 0
 		return

@@ -50,6 +50,9 @@ type Facts struct {
 	// LocalServingTerminating: kube-proxy forwards to local endpoints that terminate but still serve (its
 	// fallback when none is ready): a pod being deleted, not yet stopped.
 	LocalServingTerminating bool
+	// LocalReady counts the family's ready local endpoints: what kube-proxy's health check node port counts,
+	// which dates its first 503 (drain.go).
+	LocalReady int
 }
 
 // CauseOf is the cause the facts give an episode beginning now (node_join is told by the Recorder).
@@ -106,6 +109,9 @@ type Observation struct {
 	ChangedAt     time.Time
 	AtChange      uint64
 	ChangeWatched bool
+	// Health is the Service's health check node port in the destination's family: it dates the load
+	// balancer's drain (drain.go).
+	Health Health
 }
 
 // Episode is an open episode.
@@ -122,6 +128,9 @@ type Episode struct {
 	LastAttempt time.Time
 	// Seconds is how much of the episode is counted in the totals so far.
 	Seconds float64
+	// drain is what it keeps of the load balancer's reaction (drain.go); svc its Service.
+	drain drain
+	svc   [2]string
 	// rebase: carried over a restart; the new meter's count is no continuation of Seen, so its next count is
 	// taken as the base (the attempts while the exporter was down are not counted: never twice).
 	rebase bool
@@ -165,11 +174,11 @@ type Histogram struct {
 	Count  uint64   `json:"count"`
 }
 
-func (h *Histogram) observe(seconds float64) {
-	if len(h.Counts) != len(Buckets)+1 {
-		h.Counts = make([]uint64, len(Buckets)+1)
+func (h *Histogram) observe(buckets []float64, seconds float64) {
+	if len(h.Counts) != len(buckets)+1 {
+		h.Counts = make([]uint64, len(buckets)+1)
 	}
-	i, _ := slices.BinarySearch(Buckets, seconds)
+	i, _ := slices.BinarySearch(buckets, seconds)
 	h.Counts[i]++
 	h.Sum += seconds
 	h.Count++
@@ -177,10 +186,13 @@ func (h *Histogram) observe(seconds float64) {
 
 // Cumulative is the histogram as Prometheus exposes it: by upper bound, the episodes of at most that many
 // seconds (+Inf is Count).
-func (h Histogram) Cumulative() map[float64]uint64 {
-	out := make(map[float64]uint64, len(Buckets))
+func (h Histogram) Cumulative() map[float64]uint64 { return h.CumulativeOf(Buckets) }
+
+// CumulativeOf is Cumulative for a histogram of other buckets (DrainBuckets).
+func (h Histogram) CumulativeOf(buckets []float64) map[float64]uint64 {
+	out := make(map[float64]uint64, len(buckets))
 	n := uint64(0)
-	for i, b := range Buckets {
+	for i, b := range buckets {
 		if i < len(h.Counts) {
 			n += h.Counts[i]
 		}
@@ -200,6 +212,10 @@ type Snapshot struct {
 	// AttemptsCounted: the arrivals meter counts attempts; without it only seconds are counted, and the
 	// attempts counters hold still.
 	AttemptsCounted bool
+	// Drains is the load balancers' measured drains (drain.go), in DrainBuckets.
+	Drains Histogram
+	// Services are the Services that had an episode on the node, by namespace and name (service.go).
+	Services []ServiceStats
 }
 
 // destEntry is a destination and what the Recorder keeps of it.
@@ -228,6 +244,8 @@ type dest struct {
 	// fwdChange is the told change the latest decision that found the destination forwarded was read after: a
 	// drop read after the same change (or an older one) came later than that change.
 	fwdChange time.Time
+	// health dates the Service's health check's first 503 (drain.go).
+	health health
 }
 
 // Recorder keeps the episodes of one node. Not safe for concurrent use: the node model's goroutine owns it.
@@ -235,10 +253,16 @@ type Recorder struct {
 	quiet time.Duration
 	// dests are the destinations by Service (namespace and name), so that a Service's decision or removal
 	// touches its own alone: a few each, a slice (a map per Service cost three times the memory).
-	dests      map[[2]string][]destEntry
-	open       map[Key]*Episode
-	totals     map[Cause]Totals
-	hist       Histogram
+	dests  map[[2]string][]destEntry
+	open   map[Key]*Episode
+	totals map[Cause]Totals
+	hist   Histogram
+	// drains is the measured drains' histogram (drain.go); services what each Service that had an episode lost
+	// (service.go).
+	drains     Histogram
+	services   map[[2]string]*serviceStats
+	svcSnap    []ServiceStats
+	svcDirty   bool
 	programmed bool
 	metered    bool
 }
@@ -246,7 +270,7 @@ type Recorder struct {
 // NewRecorder returns a Recorder whose metered episodes end after quiet without an attempt.
 func NewRecorder(quiet time.Duration) *Recorder {
 	r := &Recorder{quiet: quiet, dests: map[[2]string][]destEntry{}, open: map[Key]*Episode{}, totals: map[Cause]Totals{},
-		programmed: true}
+		services: map[[2]string]*serviceStats{}, programmed: true}
 	for _, c := range Causes {
 		r.totals[c] = Totals{}
 	}
@@ -301,6 +325,7 @@ func (r *Recorder) Gone(now time.Time, namespace, name string) {
 		}
 	}
 	delete(r.dests, [2]string{namespace, name})
+	r.forgetService(namespace, name)
 }
 
 func (r *Recorder) forget(now time.Time, k Key) {
@@ -336,8 +361,13 @@ func (r *Recorder) Observe(now time.Time, k Key, o Observation) {
 			programmed: r.programmed, source: o.Source, droppedAt: ifTime(o.Dropped, now), dropCount: o.Attempts,
 			decided: o.Dropped, terminating: o.Facts.LocalServingTerminating || o.Facts.LocalStopped > 0,
 			fwdChange: ifTime(!o.Dropped, o.ChangedAt)}})
+		entries := r.dests[svc]
+		h := &entries[len(entries)-1].health
+		h.take(now, o)
+		h.notReadyAt = time.Time{} // first seen: when it lost its last ready endpoint is not known
 		return
 	}
+	d.health.take(now, o)
 	if d.source != o.Source && o.Dropped && !d.dropped {
 		// Dropped by another source's reading, not by a change on the node: taken as it is, as a first sight.
 		d.droppedAt, d.dropCount, d.decided, d.toldStart = now, o.Attempts, true, false
@@ -347,6 +377,7 @@ func (r *Recorder) Observe(now time.Time, k Key, o Observation) {
 	}
 	if ep := r.open[k]; ep != nil {
 		r.count(ep, o)
+		ep.takeDrain(o, r.metered)
 	}
 	switch {
 	case !o.Dropped:
@@ -366,8 +397,9 @@ func (r *Recorder) Observe(now time.Time, k Key, o Observation) {
 		d.droppedAt, d.dropCount, d.decided, d.toldStart = start, base, false, start.Before(now)
 		d.cause = dropCause(d, o.Facts)
 		if o.InRotation || d.in {
-			r.begin(k, d, start, d.cause, Observation{Watched: o.Watched, Attempts: base})
+			r.begin(k, d, start, d.cause, Observation{Watched: o.Watched, Attempts: base, Health: o.Health})
 			r.count(r.open[k], o)
+			r.open[k].takeDrain(o, r.metered)
 		} else {
 			r.lateLoss(now, k, d, o)
 		}
@@ -435,8 +467,9 @@ func (r *Recorder) lateLoss(now time.Time, k Key, d *dest, o Observation) {
 		lost := o.Losing || d.toldStart && o.LastSeen.After(d.droppedAt)
 		switch {
 		case lost && !o.LastSeen.After(d.droppedAt.Add(r.quiet)):
-			r.begin(k, d, d.droppedAt, d.cause, Observation{Watched: true, Attempts: d.dropCount})
+			r.begin(k, d, d.droppedAt, d.cause, Observation{Watched: true, Attempts: d.dropCount, Health: o.Health})
 			r.count(r.open[k], o)
+			r.open[k].takeDrain(o, r.metered)
 		case lost || now.Sub(d.droppedAt) >= lossShows:
 			d.decided = true
 		}
@@ -454,7 +487,10 @@ func ifTime(b bool, t time.Time) time.Time {
 
 func (r *Recorder) begin(k Key, d *dest, start time.Time, cause Cause, o Observation) {
 	d.decided = true
-	r.open[k] = &Episode{Cause: cause, Start: start, Metered: o.Watched && r.metered, Seen: o.Attempts}
+	ep := &Episode{Cause: cause, Start: start, Metered: o.Watched && r.metered, Seen: o.Attempts, svc: serviceOf(k)}
+	ep.beginDrain(d, start, o)
+	r.open[k] = ep
+	r.service(ep.svc)
 }
 
 // count takes the meter's latest count into an open metered episode.
@@ -474,7 +510,7 @@ func (r *Recorder) count(ep *Episode, o Observation) {
 	// clients' latest, and a count that grew by probes alone is no loss.
 	if n > ep.Seen && o.LastSeen.After(later(ep.Start, ep.LastAttempt)) {
 		ep.Attempts += n - ep.Seen
-		r.add(ep.Cause, 0, n-ep.Seen)
+		r.add(ep, 0, n-ep.Seen)
 		ep.LastAttempt = later(ep.LastAttempt, o.LastSeen)
 	}
 	ep.Seen = n
@@ -483,25 +519,46 @@ func (r *Recorder) count(ep *Episode, o Observation) {
 // accrue adds what the episode lasted since it was last counted.
 func (r *Recorder) accrue(ep *Episode, now time.Time) {
 	if s := ep.seconds(now); s > ep.Seconds {
-		r.add(ep.Cause, s-ep.Seconds, 0)
+		r.add(ep, s-ep.Seconds, 0)
 		ep.Seconds = s
 	}
 }
 
-func (r *Recorder) add(c Cause, seconds float64, attempts uint64) {
-	t := r.totals[c]
+// add counts what an episode lost, in the node's totals and its Service's.
+func (r *Recorder) add(ep *Episode, seconds float64, attempts uint64) {
+	t := r.totals[ep.Cause]
 	t.Seconds += seconds
 	t.Attempts += attempts
-	r.totals[c] = t
+	r.totals[ep.Cause] = t
+	if s := r.services[ep.svc]; s != nil {
+		s.add(ep.Cause, seconds, attempts, 0)
+		r.svcDirty = true
+	}
 }
 
 func (r *Recorder) end(k Key, ep *Episode, now time.Time) {
 	r.accrue(ep, now)
+	r.ended(ep)
+	delete(r.open, k)
+}
+
+// ended counts an ended episode: its length, and the load balancer's drain where it was measured.
+func (r *Recorder) ended(ep *Episode) {
 	t := r.totals[ep.Cause]
 	t.Episodes++
 	r.totals[ep.Cause] = t
-	r.hist.observe(ep.Seconds)
-	delete(r.open, k)
+	r.hist.observe(Buckets, ep.Seconds)
+	s := r.services[ep.svc]
+	if s != nil {
+		s.add(ep.Cause, 0, 0, 1)
+		r.svcDirty = true
+	}
+	if secs, ok := ep.DrainSeconds(); ok {
+		r.drains.observe(DrainBuckets, secs)
+		if s != nil {
+			s.Drain.observe(DrainBuckets, secs)
+		}
+	}
 }
 
 // Advance ends the metered episodes whose quiet period passed without an attempt, and counts the unmetered
@@ -542,9 +599,10 @@ func (r *Recorder) Open(k Key) (Episode, bool) {
 
 // Snapshot copies what the Recorder published.
 func (r *Recorder) Snapshot() *Snapshot {
-	h := r.hist
-	h.Counts = slices.Clone(h.Counts)
-	return &Snapshot{Totals: maps.Clone(r.totals), Episodes: h, Open: len(r.open), AttemptsCounted: r.metered}
+	h, dr := r.hist, r.drains
+	h.Counts, dr.Counts = slices.Clone(h.Counts), slices.Clone(dr.Counts)
+	return &Snapshot{Totals: maps.Clone(r.totals), Episodes: h, Open: len(r.open), AttemptsCounted: r.metered, Drains: dr,
+		Services: r.serviceSnapshot()}
 }
 
 // sortedOpen orders the open episodes' keys, so that what is counted never depends on a map's order.

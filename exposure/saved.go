@@ -13,6 +13,27 @@ type Saved struct {
 	Totals   map[Cause]Totals `json:"totals"`
 	Episodes Histogram        `json:"episodes"`
 	Open     []SavedEpisode   `json:"open,omitempty"`
+	// Drains is the measured drains' histogram; Services the Services' stats (their load balancer's check is
+	// read anew).
+	Drains   Histogram      `json:"drains,omitzero"`
+	Services []SavedService `json:"services,omitempty"`
+}
+
+// SavedService is one Service's stats.
+type SavedService struct {
+	Namespace string           `json:"namespace"`
+	Name      string           `json:"name"`
+	Totals    map[Cause]Totals `json:"totals"`
+	Drains    Histogram        `json:"drains,omitzero"`
+}
+
+// SavedDrain is what an open episode keeps of its load balancer's reaction (drain.go).
+type SavedDrain struct {
+	From        int64 `json:"from_unix_nano"`
+	Unavailable bool  `json:"unavailable,omitempty"`
+	Probed      bool  `json:"probed,omitempty"`
+	LastClient  int64 `json:"last_client_unix_nano,omitempty"`
+	Blind       bool  `json:"blind,omitempty"`
 }
 
 // SavedEpisode is one open episode.
@@ -25,12 +46,17 @@ type SavedEpisode struct {
 	Attempts    uint64  `json:"attempts,omitempty"`
 	LastAttempt int64   `json:"last_attempt_unix_nano,omitempty"`
 	Seconds     float64 `json:"seconds,omitempty"`
+	// Drain: the Service's health check node port was asked when it began.
+	Drain *SavedDrain `json:"drain,omitempty"`
 }
 
 // Save copies what a restart must carry over.
 func (r *Recorder) Save() Saved {
-	s := Saved{Totals: maps.Clone(r.totals), Episodes: r.hist}
-	s.Episodes.Counts = slices.Clone(r.hist.Counts)
+	s := Saved{Totals: maps.Clone(r.totals), Episodes: r.hist, Drains: r.drains}
+	s.Episodes.Counts, s.Drains.Counts = slices.Clone(r.hist.Counts), slices.Clone(r.drains.Counts)
+	for _, st := range r.serviceSnapshot() {
+		s.Services = append(s.Services, SavedService{Namespace: st.Namespace, Name: st.Name, Totals: st.Totals, Drains: st.Drains})
+	}
 	for _, k := range r.sortedOpen() {
 		ep := r.open[k]
 		se := SavedEpisode{Key: k, Cause: ep.Cause, Start: ep.Start.UnixNano(), Metered: ep.Metered, Attempts: ep.Attempts,
@@ -40,6 +66,12 @@ func (r *Recorder) Save() Saved {
 		}
 		if !ep.LastAttempt.IsZero() {
 			se.LastAttempt = ep.LastAttempt.UnixNano()
+		}
+		if d := ep.drain; !d.From.IsZero() {
+			se.Drain = &SavedDrain{From: d.From.UnixNano(), Unavailable: d.Unavailable, Probed: d.Probed, Blind: d.Blind}
+			if !d.LastClient.IsZero() {
+				se.Drain.LastClient = d.LastClient.UnixNano()
+			}
 		}
 		s.Open = append(s.Open, se)
 	}
@@ -61,20 +93,40 @@ func (r *Recorder) Restore(s Saved, fresh bool) {
 		r.hist = s.Episodes
 		r.hist.Counts = slices.Clone(s.Episodes.Counts)
 	}
+	if len(s.Drains.Counts) == len(DrainBuckets)+1 {
+		r.drains = s.Drains
+		r.drains.Counts = slices.Clone(s.Drains.Counts)
+	}
+	for _, ss := range s.Services {
+		st := r.service([2]string{ss.Namespace, ss.Name})
+		for c, t := range ss.Totals {
+			if _, ok := r.totals[c]; ok {
+				st.Totals[c] = t
+			}
+		}
+		if len(ss.Drains.Counts) == len(DrainBuckets)+1 {
+			st.Drain = ss.Drains
+			st.Drain.Counts = slices.Clone(ss.Drains.Counts)
+		}
+	}
 	for _, se := range s.Open {
 		if _, ok := r.totals[se.Cause]; !ok || se.Start == 0 {
 			continue
 		}
 		ep := &Episode{Cause: se.Cause, Start: time.Unix(0, se.Start), Metered: se.Metered, Attempts: se.Attempts,
-			Seconds: se.Seconds, rebase: true}
+			Seconds: se.Seconds, rebase: true, svc: serviceOf(se.Key)}
 		if se.LastAttempt != 0 {
 			ep.LastAttempt = time.Unix(0, se.LastAttempt)
 		}
+		if d := se.Drain; d != nil && d.From != 0 {
+			ep.drain = drain{From: time.Unix(0, d.From), Unavailable: d.Unavailable, Probed: d.Probed, Blind: d.Blind}
+			if d.LastClient != 0 {
+				ep.drain.LastClient = time.Unix(0, d.LastClient)
+			}
+		}
+		r.service(ep.svc)
 		if !fresh {
-			t := r.totals[ep.Cause]
-			t.Episodes++
-			r.totals[ep.Cause] = t
-			r.hist.observe(ep.Seconds)
+			r.ended(ep)
 			continue
 		}
 		if _, dup := r.open[se.Key]; dup {

@@ -70,6 +70,9 @@ type ServiceState struct {
 	// annotations say (LBCheckOn adds the nodes' provider); LBCheckNodePort for other types.
 	LBCheck           announce.LBCheckClass
 	lbCheckByProvider bool
+	// LBCheckWindow is the load balancer's check interval and unhealthy threshold as the Service's cloud
+	// annotations configure them (announce.CheckWindowOf); zero when they do not say both.
+	LBCheckWindow announce.CheckWindow
 	// HealthCheck is what the Service's announce.AnnotationHealthCheck declares, for every Service type (a
 	// NodePort Service behind HAProxy or an F5 has a load balancer the API knows nothing of); CheckUndeclared
 	// without one.
@@ -192,6 +195,7 @@ func ServiceStateOf(svc *corev1.Service, slices []*discoveryv1.EndpointSlice) Se
 	st.IgnoredReason, st.Ignored = IgnoredReason(svc, nil)
 	st.LBCheck, st.lbCheckByProvider = announce.ServiceLBCheck(svc)
 	st.HealthCheck, _ = announce.DeclaredCheckOf(svc.Annotations)
+	st.LBCheckWindow, _ = announce.CheckWindowOf(svc.Annotations)
 	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
 		st.Announcements = announce.FromAnnotations(svc.Annotations)
 	}

@@ -89,6 +89,10 @@ func (b *stateBody) shift(d time.Duration) {
 		for i := range b.Exposure.Open {
 			mv(&b.Exposure.Open[i].Start)
 			mv(&b.Exposure.Open[i].LastAttempt)
+			if d := b.Exposure.Open[i].Drain; d != nil {
+				mv(&d.From)
+				mv(&d.LastClient)
+			}
 		}
 	}
 }

@@ -3,8 +3,12 @@ package scrape
 import (
 	"context"
 	"log/slog"
+	"net/http"
+	"net/netip"
 	"sync"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/localtraffic/localtraffic-exporter/exposure"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
@@ -49,20 +53,23 @@ type rulesTold struct {
 
 // decided feeds one decision of a Service: each destination of its verdict, with the meter's count there and
 // the facts of the API view that tell an episode's cause; for a verdict read from kube-proxy's rules, the
-// change told before they were read and the meter's count then.
-func (x *exposureTracker) decided(p *pass, node kubeview.NodeState, r *ServiceResult, now time.Time, change rulesTold) {
+// change told before they were read and the meter's count then; for a Service with a health check node port,
+// its answer (the probe sent at checkedAt) and the checkers' probes the meter counted there, which date and
+// bound the load balancer's drain.
+func (x *exposureTracker) decided(p *pass, node kubeview.NodeState, r *ServiceResult, now time.Time, change rulesTold, checkedAt time.Time) {
 	var seen []exposure.Entry
 	for _, fv := range r.Verdict.Families {
 		fam, _ := r.Service.Family(fv.Family)
 		facts := exposure.Facts{Deleting: node.Draining(), Cordoned: node.Unschedulable, LocalStopped: fam.LocalStopped,
-			RemoteReady: fam.RemoteReady}
+			RemoteReady: fam.RemoteReady, LocalReady: fam.LocalReadyEndpoints}
+		health := healthOf(p, r, fv.Family, checkedAt)
 		for _, pe := range fam.Ports {
 			facts.LocalServingTerminating = facts.LocalServingTerminating || pe.LocalTerminating
 		}
 		for _, e := range fv.Entries {
 			d := e.Destination
 			o := exposure.Observation{Dropped: e.Dropped, InRotation: e.Rotation == verdict.In, Losing: e.Losing,
-				Source: string(fv.Source), Facts: facts}
+				Source: string(fv.Source), Facts: facts, Health: health}
 			if c, ok := meterCount(p, d); ok {
 				o.Watched, o.Attempts, o.LastSeen = true, distinct(c), c.LastSeen
 				if !c.LastAttempt.IsZero() {
@@ -88,6 +95,11 @@ func (x *exposureTracker) decided(p *pass, node kubeview.NodeState, r *ServiceRe
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.rec.Decided(now, r.Service.Namespace, r.Service.Name, seen)
+	if p.observed != nil {
+		x.rec.Check(r.Service.Namespace, r.Service.Name, lbCheckOf(p.observed.snap, r.Service))
+	} else {
+		x.rec.Check(r.Service.Namespace, r.Service.Name, lbCheckOf(nil, r.Service))
+	}
 	if !x.log.Enabled(context.Background(), slog.LevelDebug) {
 		// The line below is built for every dropped destination of every decision: at info level, not at all.
 		return
@@ -101,6 +113,74 @@ func (x *exposureTracker) decided(p *pass, node kubeview.NodeState, r *ServiceRe
 				"open", open, "start", ep.Start, "cause", ep.Cause, "counted", ep.Attempts)
 		}
 	}
+}
+
+// healthOf is what the model knows of the Service's health check node port in family f: the answer of the probe
+// sent at checkedAt (only a 200 or a 503 says whether kube-proxy counts a ready local endpoint), and the latest
+// probe the meter counted arriving there from outside the node (a load balancer's checker), at the node's
+// addresses or its load balancer IPs (where some load balancers address their checks).
+func healthOf(p *pass, r *ServiceResult, f corev1.IPFamily, checkedAt time.Time) exposure.Health {
+	svc := r.Service
+	hcDest, ok := healthCheckDest(svc, f)
+	if !ok {
+		return exposure.Health{}
+	}
+	h := exposure.Health{Asked: true}
+	for _, fc := range r.Checks {
+		if fc.Family == f && (fc.StatusCode == http.StatusOK || fc.StatusCode == http.StatusServiceUnavailable) {
+			h.Unavailable, h.ProbedAt = fc.StatusCode == http.StatusServiceUnavailable, checkedAt
+		}
+	}
+	if p.observed == nil || p.observed.overloaded || p.observed.snap == nil || p.observed.snap.Status != arrivals.StatusOK {
+		return h // the meter off, blind, or missing packets: its silence at the port says nothing
+	}
+	for _, d := range healthCheckDests(svc, f, hcDest) {
+		if c, ok := p.observed.snap.HealthCheck(d); ok {
+			h.ProbesWatched = true
+			if c.LastSeen.After(h.ProbeLast) {
+				h.ProbeLast = c.LastSeen
+			}
+		}
+	}
+	return h
+}
+
+// healthCheckDests are the meter's destinations of a health check node port in family f: at the node's
+// addresses, and at each load balancer IP (arrivalsWatch).
+func healthCheckDests(svc kubeview.ServiceState, f corev1.IPFamily, node arrivals.Dest) []arrivals.Dest {
+	out := []arrivals.Dest{node}
+	lbIPs, _ := svc.AddressesOf(f)
+	for _, ip := range lbIPs {
+		if a, err := netip.ParseAddr(ip); err == nil {
+			out = append(out, arrivals.Dest{Protocol: arrivals.TCP, Addr: a.Unmap(), Port: node.Port})
+		}
+	}
+	return out
+}
+
+// lbCheckOf is what configures the Service's load balancer's reaction: its cloud annotations' interval and
+// threshold, and the cadence of the checkers the meter proved at its health check node port (the shortest,
+// where several probe it: the check that takes the node out first).
+func lbCheckOf(snap *arrivals.Snapshot, svc kubeview.ServiceState) exposure.LBCheck {
+	c := exposure.LBCheck{Interval: svc.LBCheckWindow.Interval, Threshold: svc.LBCheckWindow.Threshold}
+	if snap == nil || snap.Status != arrivals.StatusOK {
+		return c
+	}
+	for _, fam := range svc.Families {
+		hcDest, ok := healthCheckDest(svc, fam.Family)
+		if !ok {
+			continue
+		}
+		for _, d := range healthCheckDests(svc, fam.Family, hcDest) {
+			h, _ := snap.HealthCheck(d)
+			for _, ch := range h.Checkers {
+				if ch.Interval > 0 && (c.Observed == 0 || ch.Interval < c.Observed) {
+					c.Observed = ch.Interval
+				}
+			}
+		}
+	}
+	return c
 }
 
 // meterCount is the meter's count at d in the pass's snapshot, when it counts there.
@@ -125,6 +205,19 @@ func countIn(snap *arrivals.Snapshot, d verdict.Destination) (arrivals.DestCount
 
 // distinct is the count's distinct attempts: its retransmissions not counted again.
 func distinct(c arrivals.DestCount) uint64 { return c.Attempts - min(c.Retransmits, c.Attempts) }
+
+// checks refreshes the load balancer's check of each Service that had an episode from the meter's latest counts
+// (snap): the checker at its health check node port proves its cadence after the probes' fifth, which need not
+// come with a decision of the Service. state finds a Service's state by namespace and name.
+func (x *exposureTracker) checks(snap *arrivals.Snapshot, state func(namespace, name string) (kubeview.ServiceState, bool)) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, k := range x.rec.Services() {
+		if svc, ok := state(k[0], k[1]); ok {
+			x.rec.Check(k[0], k[1], lbCheckOf(snap, svc))
+		}
+	}
+}
 
 // gone ends the episodes of a Service that is gone.
 func (x *exposureTracker) gone(namespace, name string, now time.Time) {

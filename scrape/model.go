@@ -378,8 +378,10 @@ func newModelState() modelState {
 type entry struct {
 	key   string
 	state kubeview.ServiceState
-	// checks are its health check node port's latest answers; checkAt when each was asked.
-	checks []FamilyCheck
+	// checks are its health check node port's latest answers; checkedAt is when the probe that gave them was
+	// sent (the step that started it), which dates a 503 (package exposure's drain).
+	checks    []FamilyCheck
+	checkedAt time.Time
 	// checkDue are the times a probe is due (now, the follow-ups after a change, the sweep); probing: one is
 	// in flight.
 	checkDue []time.Time

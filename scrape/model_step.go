@@ -92,6 +92,15 @@ func (m *Model) step(ctx context.Context, now time.Time) {
 	s.primed = true
 	m.g.exposure.node(st, now)
 	m.decide(st, now, all)
+	if m.g.cfg.Meter != nil {
+		m.g.exposure.checks(s.meterSnap, func(namespace, name string) (kubeview.ServiceState, bool) {
+			e := s.services[namespace+"/"+name]
+			if e == nil {
+				return kubeview.ServiceState{}, false
+			}
+			return e.state, true
+		})
+	}
 	m.publish(st)
 	m.offerState(now)
 }
@@ -156,7 +165,7 @@ func (m *Model) readAPI(now time.Time) {
 			e.checkDue = append(e.checkDue, now.Add(d))
 		}
 		if !probed(st) {
-			e.checks, e.checkDue = nil, nil
+			e.checks, e.checkedAt, e.checkDue = nil, time.Time{}, nil
 		}
 		s.checkSoon(e)
 	}
@@ -559,7 +568,7 @@ func (m *Model) askHealthChecks(ctx context.Context, now time.Time) {
 		}
 		e.probing = true
 		s.probes++
-		svc := e.state
+		svc, sent := e.state, now
 		m.job(ctx, func() func() {
 			jctx, cancel := context.WithTimeout(ctx, m.g.cfg.ProbeTimeout)
 			defer cancel()
@@ -577,7 +586,7 @@ func (m *Model) askHealthChecks(ctx context.Context, now time.Time) {
 				}
 				now := m.cfg.Now()
 				s.took[InputHealthChecks] = took
-				e.checks = checks
+				e.checks, e.checkedAt = checks, sent
 				s.markDirty(e)
 				for len(e.checkDue) > 0 && !e.checkDue[0].After(now) {
 					e.checkDue = e.checkDue[1:]
@@ -723,7 +732,7 @@ func (m *Model) decideOne(p *pass, e *entry, now time.Time) {
 		m.g.arrivals.recordService(e.result, &r, now)
 		m.g.checkers.warnService(&r, m.log)
 	}
-	m.g.exposure.decided(p, s.node, &r, now, s.toldApplied)
+	m.g.exposure.decided(p, s.node, &r, now, s.toldApplied, e.checkedAt)
 	if e.result != nil {
 		r.Rev = e.result.Rev
 	}
@@ -740,7 +749,6 @@ func (m *Model) decideOne(p *pass, e *entry, now time.Time) {
 	e.due = m.dueOf(e, p, now)
 	s.scheduled(e, p.pendingGone)
 }
-
 
 // dueOf is the next time the Service's verdict may change with nothing but time passing: a run of arrivals
 // ending (the quiet period after the last attempt), a destination turning silent (the quiet period after it

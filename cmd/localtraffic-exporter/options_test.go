@@ -159,7 +159,8 @@ func TestParseOptionsGoodValues(t *testing.T) {
 			LossHold: 20 * time.Minute, StateFile: "/run/lt/state.json"},
 		collectors: collector.Config{Selection: collector.Selection{RulesPerPort: true, Enabled: map[string]bool{"services": true,
 			"service_details": true, "kube_proxy": true, "node": true, "informers": true, "rules": true, "dataplane": false,
-			"arrivals": true, "service_arrivals": false, "state_file": true, "announcers": true, "exposure": true}}},
+			"arrivals": true, "service_arrivals": false, "state_file": true, "announcers": true, "exposure": true,
+			"service_exposure": false}}},
 	}
 	checkOptions(t, o, want)
 	for _, level := range []string{"debug", "info", "warn", "error"} {

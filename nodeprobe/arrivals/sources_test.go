@@ -333,3 +333,51 @@ func TestSourcesChanceClocks(t *testing.T) {
 		t.Errorf("then every 5 s on a timer: checkers %v, want it a checker every 5s", checkerAddrs(c))
 	}
 }
+
+// A load balancer's checker at a health check node port: kube-proxy answers every probe (200 or 503), so each
+// is one SYN on a new port. After five on one clock the prober is a checker with its interval; a prober at no
+// steady cadence (a person's curl now and then) is none, and with CheckerSources negative nothing is followed.
+func TestHealthCheckCheckers(t *testing.T) {
+	hc := NodeDest(TCP, false, 31000)
+	checkers := func(cfg Config, probes map[string][]time.Duration, at time.Duration) []string {
+		t.Helper()
+		tl := newTestTally(t, cfg, testWatch)
+		port := uint16(1024)
+		for src, times := range probes {
+			for _, when := range times {
+				p := syn(src, "192.0.2.10", 31000)
+				port++
+				p.sport = port
+				countBytes(t, tl, p, testNow.Add(when))
+			}
+		}
+		s := Snapshot{Families: []FamilyStats{{Family: "IPv4"}, {Family: "IPv6"}}, Taken: testNow.Add(at)}
+		tl.fill(&s)
+		h, ok := s.HealthCheck(hc)
+		if !ok {
+			t.Fatal("health check node port not in snapshot")
+		}
+		var out []string
+		for _, ch := range h.Checkers {
+			out = append(out, fmt.Sprintf("%s/%s", ch.Addr, ch.Interval.Round(10*time.Millisecond)))
+		}
+		return out
+	}
+	every := func(n int, interval time.Duration) []time.Duration {
+		var out []time.Duration
+		for i := range n {
+			out = append(out, time.Duration(i)*interval+time.Duration(i%3)*time.Millisecond)
+		}
+		return out
+	}
+	if got := checkers(Config{}, map[string][]time.Duration{"198.18.0.5": every(4, time.Second)}, 5*time.Second); len(got) != 0 {
+		t.Errorf("after four probes: %v, want none proven yet", got)
+	}
+	if got := checkers(Config{}, map[string][]time.Duration{"198.18.0.5": every(10, time.Second),
+		"198.18.0.9": {0, 3 * time.Second, 3500 * time.Millisecond, 9 * time.Second}}, 10*time.Second); len(got) != 1 || got[0] != "198.18.0.5/1s" {
+		t.Errorf("checkers %v, want 198.18.0.5 every 1s", got)
+	}
+	if got := checkers(Config{CheckerSources: -1}, map[string][]time.Duration{"198.18.0.5": every(10, time.Second)}, 10*time.Second); len(got) != 0 {
+		t.Errorf("with CheckerSources negative: %v, want none", got)
+	}
+}

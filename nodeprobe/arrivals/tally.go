@@ -96,7 +96,15 @@ type checkCount struct {
 	runCount
 	sources []sourceCount // bounded by cfg.MaxSources, unordered
 	evicted uint64
+	// cadence follows the probers' clocks (sources.go), from the first probe, for at most checkSources of
+	// them: a load balancer's checker proves its interval there (HealthCheckCount.Checkers).
+	cadence *destSources
 }
+
+// checkSources bounds the probers whose cadence is followed per health check node port: a load balancer's
+// checks come from a few addresses, and one proven clock is its interval; each costs a few hundred bytes for
+// every health-checked Service.
+const checkSources = 4
 
 type sourceCount struct {
 	addr netip.Addr
@@ -229,6 +237,12 @@ func (t *tally) count(p packet, at int64, ifindex int32) {
 	}
 	c := &t.checks[ci]
 	c.add(at, quiet)
+	if t.cfg.CheckerSources > 0 {
+		if c.cadence == nil {
+			c.cadence = &destSources{cadence: true, bands: !t.cfg.noBands}
+		}
+		c.cadence.add(p, p.sport, at, quiet, min(checkSources, t.cfg.CheckerSources))
+	}
 	for i := range c.sources {
 		if c.sources[i].addr == p.src {
 			c.sources[i].n++
@@ -279,6 +293,13 @@ func (t *tally) fill(s *Snapshot) {
 	for i, c := range t.checks {
 		h := HealthCheckCount{Dest: c.dest, Probes: c.n, FirstSeen: t.nsTime(c.first), LastSeen: t.nsTime(c.last),
 			ActiveSince: t.nsTime(c.active), WatchedSince: t.nsTime(c.watchedSince), SourcesEvicted: c.evicted}
+		if c.cadence != nil {
+			for j := range c.cadence.list {
+				if s := &c.cadence.list[j]; s.checker {
+					h.Checkers = s.appendCheckers(h.Checkers, t)
+				}
+			}
+		}
 		if len(c.sources) > 0 {
 			h.Sources, sources = sources[:len(c.sources):len(c.sources)], sources[len(c.sources):]
 			for j, src := range c.sources {

@@ -366,6 +366,10 @@ type HealthCheckCount struct {
 	Sources []SourceCount
 	// SourcesEvicted counts sources forgotten to keep Sources bounded: more probers than MaxSources.
 	SourcesEvicted uint64
+	// Checkers are the probers that proved a cadence (sources.go's rule, as at a NodePort), by the order they
+	// were first seen, of the first few probers followed; nil while none has, and with
+	// Config.CheckerSources negative.
+	Checkers []CheckerSource
 }
 
 // SourceCount is one prober.

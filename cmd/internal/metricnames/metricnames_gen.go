@@ -261,6 +261,12 @@ const (
 	KubeProxyUpLabelEndpoint = "endpoint"
 )
 
+// LbDrainSeconds is the histogram localtraffic_lb_drain_seconds, labelled node.
+const (
+	LbDrainSeconds          = "localtraffic_lb_drain_seconds"
+	LbDrainSecondsLabelNode = "node"
+)
+
 // LocalEndpoints is the gauge localtraffic_local_endpoints, labelled node, namespace, service.
 const (
 	LocalEndpoints               = "localtraffic_local_endpoints"
@@ -398,6 +404,24 @@ const (
 	ServiceArrivalsTotalLabelIPFamily  = "ip_family"
 )
 
+// ServiceExposureAttemptsTotal is the counter localtraffic_service_exposure_attempts_total, labelled node, namespace, service, cause.
+const (
+	ServiceExposureAttemptsTotal               = "localtraffic_service_exposure_attempts_total"
+	ServiceExposureAttemptsTotalLabelNode      = "node"
+	ServiceExposureAttemptsTotalLabelNamespace = "namespace"
+	ServiceExposureAttemptsTotalLabelService   = "service"
+	ServiceExposureAttemptsTotalLabelCause     = "cause"
+)
+
+// ServiceExposureSecondsTotal is the counter localtraffic_service_exposure_seconds_total, labelled node, namespace, service, cause.
+const (
+	ServiceExposureSecondsTotal               = "localtraffic_service_exposure_seconds_total"
+	ServiceExposureSecondsTotalLabelNode      = "node"
+	ServiceExposureSecondsTotalLabelNamespace = "namespace"
+	ServiceExposureSecondsTotalLabelService   = "service"
+	ServiceExposureSecondsTotalLabelCause     = "cause"
+)
+
 // ServiceIgnoredInfo is the gauge localtraffic_service_ignored_info, labelled node, namespace, service, reason.
 const (
 	ServiceIgnoredInfo               = "localtraffic_service_ignored_info"
@@ -415,6 +439,31 @@ const (
 	ServiceInfoLabelService             = "service"
 	ServiceInfoLabelType                = "type"
 	ServiceInfoLabelHealthCheckNodePort = "health_check_node_port"
+)
+
+// ServiceLbCheckIntervalSeconds is the gauge localtraffic_service_lb_check_interval_seconds, labelled node, namespace, service.
+const (
+	ServiceLbCheckIntervalSeconds               = "localtraffic_service_lb_check_interval_seconds"
+	ServiceLbCheckIntervalSecondsLabelNode      = "node"
+	ServiceLbCheckIntervalSecondsLabelNamespace = "namespace"
+	ServiceLbCheckIntervalSecondsLabelService   = "service"
+)
+
+// ServiceLbCheckWindowSeconds is the gauge localtraffic_service_lb_check_window_seconds, labelled node, namespace, service, source.
+const (
+	ServiceLbCheckWindowSeconds               = "localtraffic_service_lb_check_window_seconds"
+	ServiceLbCheckWindowSecondsLabelNode      = "node"
+	ServiceLbCheckWindowSecondsLabelNamespace = "namespace"
+	ServiceLbCheckWindowSecondsLabelService   = "service"
+	ServiceLbCheckWindowSecondsLabelSource    = "source"
+)
+
+// ServiceLbDrainSeconds is the histogram localtraffic_service_lb_drain_seconds, labelled node, namespace, service.
+const (
+	ServiceLbDrainSeconds               = "localtraffic_service_lb_drain_seconds"
+	ServiceLbDrainSecondsLabelNode      = "node"
+	ServiceLbDrainSecondsLabelNamespace = "namespace"
+	ServiceLbDrainSecondsLabelService   = "service"
 )
 
 // ServiceUnannounced is the gauge localtraffic_service_unannounced, labelled node, namespace, service.

@@ -4,9 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -91,39 +89,15 @@ type LBCheckWindow struct {
 	Source string `json:"source"`
 }
 
-// lbCheckAnnotations are the cloud controllers' annotations for a health check's interval and unhealthy
-// threshold (the interval in seconds, or a Go duration for Hetzner).
-var lbCheckAnnotations = []struct{ interval, threshold string }{
-	{"service.beta.kubernetes.io/aws-load-balancer-healthcheck-interval", "service.beta.kubernetes.io/aws-load-balancer-healthcheck-unhealthy-threshold"},
-	{"service.beta.kubernetes.io/do-loadbalancer-healthcheck-check-interval-seconds", "service.beta.kubernetes.io/do-loadbalancer-healthcheck-unhealthy-threshold"},
-	{"load-balancer.hetzner.cloud/health-check-interval", "load-balancer.hetzner.cloud/health-check-retries"},
-}
-
-// lbCheckWindow reads the Service's health check window from its annotations; nil when they do not say both.
-// Defaults are not guessed: a controller's default changes with its version and load balancer type.
+// lbCheckWindow reads the Service's health check window from its annotations (announce.CheckWindowOf, the
+// table the exporter reads too); nil when they do not say both.
 func lbCheckWindow(svc *corev1.Service) *LBCheckWindow {
-	for _, a := range lbCheckAnnotations {
-		iv, ok1 := svc.Annotations[a.interval]
-		th, ok2 := svc.Annotations[a.threshold]
-		if !ok1 || !ok2 {
-			continue
-		}
-		interval, err := time.ParseDuration(strings.TrimSpace(iv))
-		if err != nil {
-			secs, err := strconv.Atoi(strings.TrimSpace(iv))
-			if err != nil || secs <= 0 {
-				continue
-			}
-			interval = time.Duration(secs) * time.Second
-		}
-		n, err := strconv.Atoi(strings.TrimSpace(th))
-		if err != nil || n <= 0 || interval <= 0 {
-			continue
-		}
-		return &LBCheckWindow{Interval: metav1.Duration{Duration: interval}, Threshold: n,
-			Seconds: interval.Seconds() * float64(n), Source: a.interval + ", " + a.threshold}
+	w, ok := announce.CheckWindowOf(svc.Annotations)
+	if !ok {
+		return nil
 	}
-	return nil
+	return &LBCheckWindow{Interval: metav1.Duration{Duration: w.Interval}, Threshold: w.Threshold, Seconds: w.Seconds(),
+		Source: w.Source}
 }
 
 // DrainCheck predicts what draining node does to every Local Service with an endpoint on it: the node's
