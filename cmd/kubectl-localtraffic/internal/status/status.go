@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 
@@ -147,6 +148,13 @@ func (o *Options) Run(ctx context.Context, args []string) (int, error) {
 		partial = !complete
 		v.observed = obs
 	}
+	if o.showsPreStop() && (o.fromExporters || prom != nil) {
+		complete, err := o.advisePreStop(ctx, c, prom, &v)
+		if err != nil {
+			return cli.ExitError, err
+		}
+		partial = partial || !complete
+	}
 	if q.service != "" {
 		v.summaries = slices.DeleteFunc(v.summaries, func(s placement.Summary) bool { return s.Name != q.service })
 		if len(v.summaries) == 0 {
@@ -199,6 +207,49 @@ func (o *Options) readExporters(ctx context.Context) (obs placement.Observed, co
 		obs = placement.Observed{}
 	}
 	return obs, complete, nil
+}
+
+// showsPreStop: the output shows the preStop advice (-o wide's PRESTOP column, the documents' preStop), so the
+// measured drain is worth reading (--prometheus asks a second query for it, over a week of histograms).
+func (o *Options) showsPreStop() bool {
+	switch o.print.Output() {
+	case "", "text", "name":
+		return false
+	}
+	return true
+}
+
+// advisePreStop reads the measured drains (from the exporters' reports --from-exporters already read, or with
+// one more --prometheus query) and, for the Services that have one, the pods and workload templates of their
+// namespaces, into v's preStop advice. complete is false when the drain query failed (said on stderr); an error
+// is a failed list.
+func (o *Options) advisePreStop(ctx context.Context, c *placement.Cluster, prom promv1.API, v *statusView) (complete bool, err error) {
+	var drains placement.MeasuredDrains
+	complete = true
+	if o.fromExporters {
+		drains = exporters.DrainsFromExporters(v.observed)
+	} else {
+		drains, complete = o.prom.Drains(ctx, o.env.ErrOut, prom)
+	}
+	v.preStopRead = complete
+	var namespaces []string
+	for i := range v.summaries {
+		if _, ok := drains[v.summaries[i].Namespace+"/"+v.summaries[i].Name]; ok {
+			namespaces = append(namespaces, v.summaries[i].Namespace)
+		}
+	}
+	if len(namespaces) == 0 {
+		return complete, nil
+	}
+	cs, err := o.env.Client(o.flags.Kube)
+	if err != nil {
+		return false, cli.BadInputf("kubeconfig: %w", err)
+	}
+	if err := clusterview.LoadWorkloads(ctx, cs, namespaces, c); err != nil {
+		return false, cli.APIError{Err: err}
+	}
+	v.preStop = placement.AdvisePreStop(c, drains)
+	return complete, nil
 }
 
 // pickNodes keeps the nodes --node names (all when none is named); a name the list lacks is bad input.
