@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
@@ -141,5 +143,32 @@ func TestStatusPreStopFromExporters(t *testing.T) {
 	code := execute(exportersApp(cs, f, &out, &errOut), []string{"status", "-n", "kubelings", "--from-exporters", "-o", "wide"})
 	if code != cli.ExitClean || !strings.Contains(out.String(), "sleep 25s, grace 30s (has 10s, 15s)") {
 		t.Errorf("exit %d, stderr %q\n%s", code, errOut.String(), out.String())
+	}
+}
+
+// On a terminal the OBSERVED and PRESTOP cells are passed over, not painted: the grid's "-" cells after them keep
+// their colour (the drill's Deployment moved to node-3 behind a load balancer, node-1 and node-2 excluded from it:
+// "-", node-3 "ok 3").
+func TestStatusPreStopColour(t *testing.T) {
+	objs := clitest.BehindLoadBalancer(drillObjects(true))
+	for _, o := range objs {
+		switch x := o.(type) {
+		case *corev1.Pod:
+			x.Spec.NodeName = "node-3"
+		case *corev1.Node:
+			if x.Name != "node-3" {
+				x.Labels[corev1.LabelNodeExcludeBalancers] = "true"
+			}
+		case *discoveryv1.EndpointSlice:
+			for i := range x.Endpoints {
+				x.Endpoints[i].NodeName = ptr.To("node-3")
+			}
+		}
+	}
+	_, url := preStopProm(t, clitest.VectorAnswer())
+	r := runWith(t, objs, "status", "-n", "kubelings", "--prometheus", url, "-o", "wide", "--color", "always")
+	if !regexp.MustCompile(`OK`+regexp.QuoteMeta(cli.Reset)+`\s+1\s+1\s+0\s+-\s+<none>\s+<none>\s+-\s+` + regexp.QuoteMeta(cli.Dim+"-"+cli.Reset) + `\s+` + regexp.QuoteMeta(cli.Dim+"-"+cli.Reset) +
+		`\s+` + regexp.QuoteMeta(cli.Green+"ok 3"+cli.Reset)).MatchString(r.Out) {
+		t.Errorf("PRESTOP painted or the grid's colours shifted:\n%q", r.Out)
 	}
 }

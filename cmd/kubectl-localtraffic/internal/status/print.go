@@ -366,13 +366,22 @@ func (v statusView) table(wide, colour bool) (*metav1.Table, [][]paint) {
 			row = append(row, cmpOr(strings.Join(s.AnnouncerUnknown, ","), "<none>"))
 		}
 		if observed {
-			row = append(row, v.observedCell(s))
+			text := v.observedCell(s)
+			row = append(row, text)
+			if colour {
+				p = append(p, paint{text, ""}) // passed over, as PRESTOP's below
+			}
 		}
 		row = append(row, droppingCell(s))
 		if wide {
 			row = append(row, cmpOr(strings.Join(s.Drops, ", "), "<none>"))
 			if v.preStopRead {
-				row = append(row, preStopCell(v.preStop[s.Namespace+"/"+s.Name]))
+				text := preStopCell(v.preStop[s.Namespace+"/"+s.Name])
+				row = append(row, text)
+				if colour {
+					// Unpainted, but passed over: the grid's cells ("-", "unknown") must not be found in it.
+					p = append(p, paint{text, ""})
+				}
 			}
 			s.Each(func(n placement.NodeStatus) {
 				text, c := cell(s.Ignored, n)
@@ -412,7 +421,7 @@ func (v statusView) printTable(w io.Writer, wide, noHeaders, colour bool) error 
 	return cw.flush()
 }
 
-// paint is a cell's printed text and its colour.
+// paint is a cell's printed text and its colour ("": left as it is, only passed over).
 type paint struct{ text, colour string }
 
 // colourLines colours, on each line the table printer writes, the painted cells of that row: searched in
@@ -474,7 +483,11 @@ func colourLine(line string, paints []paint) string {
 			continue
 		}
 		b.WriteString(line[pos : pos+i])
-		b.WriteString(p.colour + p.text + cli.Reset)
+		if p.colour == "" {
+			b.WriteString(p.text)
+		} else {
+			b.WriteString(p.colour + p.text + cli.Reset)
+		}
 		pos += i + len(p.text)
 	}
 	b.WriteString(line[pos:])

@@ -51,7 +51,9 @@ func NewCmd(root *cli.Root) *cobra.Command {
 			"serve it and drop it (blackholes), from the API alone (the exporter's rules, minus what only a node can see), " +
 			"and the first dropping nodes; worst first. -o wide adds one column per node; --node and --node-selector judge " +
 			"only those nodes (the counts are of them). --prometheus URL (or --from-exporters, without Prometheus) adds what each node's exporter " +
-			"reports, the OBSERVED column: what the alerts page on, the reason of each blackhole." + cli.ExitHelp("status"),
+			"reports, the OBSERVED column: what the alerts page on, the reason of each blackhole; with -o wide, json or yaml also the PRESTOP " +
+			"column (preStop in the documents): the preStop sleep and grace period the Service's pods need to outlast its load balancers' " +
+			"measured drain, where they have less." + cli.ExitHelp("status"),
 		Example: "  kubectl localtraffic status -A\n  kubectl localtraffic status -n shop checkout -o wide\n" +
 			"  kubectl localtraffic status -A --node-selector topology.kubernetes.io/zone=eu-1a -o yaml\n" +
 			"  kubectl localtraffic status -A -o jsonpath='{range .items[?(@.status==\"Failing\")]}{.metadata.namespace}/{.metadata.name}{\"\\n\"}{end}'\n" +
