@@ -167,7 +167,7 @@ func TestStatusPreStopColour(t *testing.T) {
 	}
 	_, url := preStopProm(t, clitest.VectorAnswer())
 	r := runWith(t, objs, "status", "-n", "kubelings", "--prometheus", url, "-o", "wide", "--color", "always")
-	if !regexp.MustCompile(`OK`+regexp.QuoteMeta(cli.Reset)+`\s+1\s+1\s+0\s+-\s+<none>\s+<none>\s+-\s+` + regexp.QuoteMeta(cli.Dim+"-"+cli.Reset) + `\s+` + regexp.QuoteMeta(cli.Dim+"-"+cli.Reset) +
+	if !regexp.MustCompile(`OK` + regexp.QuoteMeta(cli.Reset) + `\s+1\s+1\s+0\s+-\s+<none>\s+<none>\s+-\s+` + regexp.QuoteMeta(cli.Dim+"-"+cli.Reset) + `\s+` + regexp.QuoteMeta(cli.Dim+"-"+cli.Reset) +
 		`\s+` + regexp.QuoteMeta(cli.Green+"ok 3"+cli.Reset)).MatchString(r.Out) {
 		t.Errorf("PRESTOP painted or the grid's colours shifted:\n%q", r.Out)
 	}
