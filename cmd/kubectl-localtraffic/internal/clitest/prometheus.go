@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -31,6 +32,25 @@ func ReportedBy(value string, nodes ...string) []map[string]any {
 	return out
 }
 
+// DrainSeries are the drain query's answer for kubelings/checkout: its measured drain's p95 and its episodes.
+func DrainSeries(p95, episodes string) []map[string]any {
+	return []map[string]any{
+		Series(map[string]string{"namespace": "kubelings", "service": "checkout", "stat": "p95"}, p95),
+		Series(map[string]string{"namespace": "kubelings", "service": "checkout", "stat": "episodes"}, episodes),
+	}
+}
+
+// DrainAnswers answers the drain query (localtraffic_service_lb_drain_seconds) with drain and any other query
+// with verdicts.
+func DrainAnswers(verdicts, drain string) func(string) (int, string) {
+	return func(q string) (int, string) {
+		if strings.Contains(q, "localtraffic_service_lb_drain_seconds") {
+			return http.StatusOK, drain
+		}
+		return http.StatusOK, verdicts
+	}
+}
+
 // VectorAnswer is a successful instant query's body.
 func VectorAnswer(result ...map[string]any) string {
 	b, err := json.Marshal(map[string]any{"status": "success", "data": map[string]any{"resultType": "vector", "result": result}})
@@ -48,6 +68,8 @@ type FakeProm struct {
 	Status int
 	Body   string
 	Hang   bool
+	// Answer, when set, answers each query instead of Status and Body (a verb that asks several queries).
+	Answer func(query string) (status int, body string)
 	// Queries and Headers are what it was asked, in order.
 	Queries []string
 	Headers []http.Header
@@ -63,6 +85,9 @@ func (f *FakeProm) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.Queries = append(f.Queries, r.FormValue("query"))
 	f.Headers = append(f.Headers, r.Header.Clone())
 	status, body, hang := f.Status, f.Body, f.Hang
+	if f.Answer != nil {
+		status, body = f.Answer(r.FormValue("query"))
+	}
 	f.mu.Unlock()
 	if hang {
 		<-r.Context().Done()

@@ -6,6 +6,7 @@ package clusterview
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -100,4 +101,37 @@ func LoadLive(ctx context.Context, cs kubernetes.Interface, namespace string) (*
 		return nil, err
 	}
 	return c, nil
+}
+
+// LoadWorkloads adds to c the Pods and the workload controllers (ReplicaSets, Deployments, StatefulSets,
+// DaemonSets) of the given namespaces, each once: what a Service's pods' owners' templates are read from, for
+// a verb that read only Nodes, Services and EndpointSlices first (status) and needs the templates of a few
+// Services' namespaces afterwards. The same list calls as LoadLive's.
+func LoadWorkloads(ctx context.Context, cs kubernetes.Interface, namespaces []string, c *placement.Cluster) error {
+	core, apps := cs.CoreV1(), cs.AppsV1()
+	for _, ns := range slices.Compact(slices.Sorted(slices.Values(namespaces))) {
+		pods, err := ListAll[corev1.Pod](ctx, "pods in "+ns, core.Pods(ns).List)
+		if err != nil {
+			return err
+		}
+		rss, err := ListAll[appsv1.ReplicaSet](ctx, "replicasets in "+ns, apps.ReplicaSets(ns).List)
+		if err != nil {
+			return err
+		}
+		ds, err := ListAll[appsv1.Deployment](ctx, "deployments in "+ns, apps.Deployments(ns).List)
+		if err != nil {
+			return err
+		}
+		sts, err := ListAll[appsv1.StatefulSet](ctx, "statefulsets in "+ns, apps.StatefulSets(ns).List)
+		if err != nil {
+			return err
+		}
+		dss, err := ListAll[appsv1.DaemonSet](ctx, "daemonsets in "+ns, apps.DaemonSets(ns).List)
+		if err != nil {
+			return err
+		}
+		c.Pods, c.ReplicaSets, c.Deployments = append(c.Pods, pods...), append(c.ReplicaSets, rss...), append(c.Deployments, ds...)
+		c.StatefulSets, c.DaemonSets = append(c.StatefulSets, sts...), append(c.DaemonSets, dss...)
+	}
+	return nil
 }

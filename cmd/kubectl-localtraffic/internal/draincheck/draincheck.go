@@ -24,6 +24,8 @@ type Options struct {
 	announcers clusterview.Announcers
 	// prom: where the exporters' verdicts are read from a Prometheus API (--prometheus).
 	prom exporters.PromFlags
+	// fromExporters: the exporters' verdicts and measured drains read from each exporter pod (--from-exporters).
+	fromExporters exporters.ReadFlags
 }
 
 // NewCmd is the drain-check command.
@@ -35,9 +37,12 @@ func NewCmd(root *cli.Root) *cobra.Command {
 		Long: "For every Local Service with an endpoint on NODE: whether NODE is in rotation for it, whether the other nodes still " +
 			"serve once kubectl drain has evicted NODE's pods (PodDisruptionBudgets that allow no disruption hold theirs, DaemonSets' " +
 			"stay), where the scheduler can put the evicted pods, and the load balancer's health check interval × threshold from the " +
-			"Service's annotations (unknown otherwise); with --prometheus, the blackholes the nodes' exporters report now." + cli.ExitHelp("drain-check"),
+			"Service's annotations (unknown otherwise); with --prometheus (or --from-exporters, without Prometheus), the blackholes the nodes' " +
+			"exporters report now, and where they measured how long the Service's load balancers really kept sending to a node after its health " +
+			"check failed, that measured drain (its p95) instead of the annotations', and the preStop sleep its pods need to outlast it." + cli.ExitHelp("drain-check"),
 		Example: "  kubectl localtraffic drain-check node-7 -A\n  kubectl localtraffic drain-check node-7 -A -o json && kubectl drain node-7 --ignore-daemonsets\n" +
-			"  kubectl localtraffic drain-check node-7 -A --prometheus http://prometheus-operated.monitoring:9090",
+			"  kubectl localtraffic drain-check node-7 -A --prometheus http://prometheus-operated.monitoring:9090\n" +
+			"  kubectl localtraffic drain-check node-7 -A --from-exporters",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: clusterview.CompleteNodes(root.Env, root.Flags),
 		RunE:              root.RunE(func(cmd *cobra.Command, args []string) (int, error) { return o.Run(cmd.Context(), args[0]) }),
@@ -46,6 +51,7 @@ func NewCmd(root *cli.Root) *cobra.Command {
 	cmd.Flags().Lookup("output").Usage = "output format: " + strings.Join(o.print.Formats(), ", ") + " (default: text; -o name: one line per Service with an endpoint on NODE)"
 	o.announcers.AddFlags(cmd)
 	o.prom.AddFlags(cmd)
+	o.fromExporters.AddFlags(cmd, "read the nodes' exporters (the blackholes they report now, the load balancers' measured drain) without Prometheus")
 	return cmd
 }
 
@@ -57,6 +63,9 @@ func (o *Options) Run(ctx context.Context, node string) (int, error) {
 	colour, err := o.flags.Colour(o.env)
 	if err != nil {
 		return cli.ExitError, err
+	}
+	if o.fromExporters.From && o.prom.Given() {
+		return cli.ExitError, cli.BadInputf("--from-exporters and --prometheus both read the exporters' verdicts: choose one")
 	}
 	prom, err := o.prom.API()
 	if err != nil {
@@ -71,11 +80,28 @@ func (o *Options) Run(ctx context.Context, node string) (int, error) {
 		return cli.ExitError, cli.BadInput{Err: err}
 	}
 	complete := true
-	if prom != nil {
+	var drains placement.MeasuredDrains
+	switch {
+	case prom != nil:
 		var obs placement.Observed
 		obs, complete = o.prom.Observe(ctx, o.env.ErrOut, prom, placement.Summarize(c))
 		rep.AddObserved(obs)
+		// A Prometheus that failed the verdicts' query is not asked again: its one line on stderr says enough.
+		if complete || len(obs) > 0 {
+			var read bool
+			drains, read = o.prom.Drains(ctx, o.env.ErrOut, prom)
+			complete = complete && read
+		}
+	case o.fromExporters.From:
+		var obs placement.Observed
+		obs, complete, err = o.fromExporters.Read(ctx, o.env, o.flags)
+		if err != nil {
+			return cli.ExitError, err
+		}
+		rep.AddObserved(obs)
+		drains = exporters.DrainsFromExporters(obs)
 	}
+	rep.AddMeasuredDrains(drains, placement.AdvisePreStop(c, drains))
 	if o.print.Table() {
 		err = writeText(o.env.Out, rep, colour)
 	} else {

@@ -3,6 +3,7 @@ package draincheck
 import (
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -23,11 +24,14 @@ func writeText(w io.Writer, rep placement.DrainReport, colour bool) error {
 	fmt.Fprintln(tw, "SERVICE\tTYPE\tENDPOINTS\tIN ROTATION\tEVICTED\tHELD\tELSEWHERE\tSERVING AFTER\tLB CHECK\tDRAIN")
 	for _, s := range rep.Services {
 		lb := "-"
-		if s.AnnouncerFailover != nil {
+		switch w := s.LoadBalancerWindow; {
+		case s.AnnouncerFailover != nil:
 			lb = "failover"
-		} else if s.LoadBalancerCheck != nil {
+		case w != nil && w.Source == placement.WindowMeasured:
+			lb = fmt.Sprintf("%gs measured (p95 of %g)", roundTenth(w.Seconds), roundTenth(s.MeasuredDrain.Episodes))
+		case s.LoadBalancerCheck != nil:
 			lb = fmt.Sprintf("%gs (%s × %d)", s.LoadBalancerCheck.Seconds, s.LoadBalancerCheck.Interval.Duration, s.LoadBalancerCheck.Threshold)
-		} else if s.Type == "LoadBalancer" && s.InRotation != "no" {
+		case s.Type == "LoadBalancer" && s.InRotation != "no":
 			lb = "unknown"
 		}
 		elsewhere := "nowhere"
@@ -53,6 +57,7 @@ func writeText(w io.Writer, rep placement.DrainReport, colour bool) error {
 		for _, b := range s.Blocked {
 			lines = append(lines, "the drain waits for "+b)
 		}
+		lines = append(lines, preStopLines(s)...)
 		for _, r := range placement.ObservedBlackholes() {
 			if nodes := s.Observed[string(r)]; len(nodes) > 0 {
 				lines = append(lines, fmt.Sprintf("now, before any drain, its exporters report %s on %s", r, cli.NodeList(nodes)))
@@ -88,23 +93,30 @@ func writeText(w io.Writer, rep placement.DrainReport, colour bool) error {
 // in rotation on the node has a load balancer.
 func lbWindowNote(rep placement.DrainReport) string {
 	longest, unknown, any := 0.0, false, false
+	sources := map[string]bool{}
 	for _, s := range rep.Services {
 		if s.Type != "LoadBalancer" || s.InRotation == "no" || s.AnnouncerFailover != nil {
 			continue // an announcer's failover is failoverNote's
 		}
 		any = true
-		if s.LoadBalancerCheck == nil {
+		if s.LoadBalancerWindow == nil {
 			unknown = true
 			continue
 		}
-		longest = max(longest, s.LoadBalancerCheck.Seconds)
+		longest = max(longest, s.LoadBalancerWindow.Seconds)
+		sources[s.LoadBalancerWindow.Source] = true
 	}
 	if !any {
 		return ""
 	}
-	window := fmt.Sprintf("up to %gs", longest)
-	if unknown {
-		window = "a time its annotations do not say"
+	window := fmt.Sprintf("up to %gs", roundTenth(longest))
+	switch {
+	case unknown:
+		window = "a time its annotations do not say and no exporter measured"
+	case sources[placement.WindowMeasured] && sources[placement.WindowAnnotations]:
+		window += " (measured by the exporters where they have episodes, else the annotations' check window)"
+	case sources[placement.WindowMeasured]:
+		window += " (measured by the exporters: the p95 of their episodes)"
 	}
 	return "; its load balancers keep sending new connections to " + rep.Node + " for " + window +
 		" after its pods stop, and those are lost: label it node.kubernetes.io/exclude-from-external-load-balancers= and wait that out first"
@@ -140,4 +152,29 @@ func failoverNote(rep placement.DrainReport) string {
 	}
 	return fmt.Sprintf("; announcers move the load balancer IP of %d of them off %s to nodes with a ready local endpoint "+
 		"once its pods stop: a failover window of seconds, in which new connections sent to %s are lost", n, rep.Node, rep.Node)
+}
+
+// roundTenth rounds to a tenth, for seconds and episode counts read from Prometheus (an increase() is fractional).
+func roundTenth(x float64) float64 { return math.Round(x*10) / 10 }
+
+// preStopLines says, under a Service with a measured drain, what its pods' preStop lacks to outlast it: per
+// workload with less, the exact settings; per workload whose preStop is not a plain sleep, that it is unknown.
+func preStopLines(s placement.DrainService) []string {
+	a := s.PreStop
+	if a == nil {
+		return nil
+	}
+	var out []string
+	for _, w := range a.Workloads {
+		switch w.Needed {
+		case "yes":
+			out = append(out, fmt.Sprintf("its load balancers kept sending for %gs (p95) after the health check failed; %s %s's pods stop "+
+				"serving after %ds: set lifecycle.preStop.sleep.seconds: %d and terminationGracePeriodSeconds: %d in its pod template",
+				roundTenth(a.Drain.P95Seconds), w.Kind, w.Name, *w.PreStopSeconds, w.RecommendedPreStopSeconds, w.RecommendedGraceSeconds))
+		case "unknown":
+			out = append(out, fmt.Sprintf("its load balancers kept sending for %gs (p95) after the health check failed; %s %s's preStop "+
+				"delay is unknown (%s): it needs %ds", roundTenth(a.Drain.P95Seconds), w.Kind, w.Name, w.PreStopUnknown, a.PreStopSeconds))
+		}
+	}
+	return out
 }

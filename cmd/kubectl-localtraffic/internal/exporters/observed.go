@@ -139,7 +139,8 @@ func canPortForward(ctx context.Context, cs kubernetes.Interface, namespace stri
 	return nil
 }
 
-// parseObserved reads an exporter's /metrics: the blackhole reason of each Service the node blackholes.
+// parseObserved reads an exporter's /metrics: the blackhole reason of each Service the node blackholes, and its
+// measured drains.
 func parseObserved(body []byte) (placement.NodeObserved, error) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := parser.TextToMetricFamilies(bytes.NewReader(body))
@@ -160,6 +161,9 @@ func parseObserved(body []byte) (placement.NodeObserved, error) {
 			key := label(m, metricnames.BlackholeReasonLabelNamespace) + "/" + label(m, metricnames.BlackholeReasonLabelService)
 			o.Reasons[key] = label(m, metricnames.BlackholeReasonLabelReason)
 		}
+	}
+	if fam, ok := fams[lbDrainSeconds]; ok {
+		o.Drains = drainBuckets(fam)
 	}
 	return o, nil
 }

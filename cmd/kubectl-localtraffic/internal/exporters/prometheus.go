@@ -46,6 +46,24 @@ type PromFlags struct {
 	// several clusters whose node names may repeat.
 	selector string
 	timeout  time.Duration
+	// lookback: the window the measured drain is read over (--drain-lookback).
+	lookback lookbackFlag
+}
+
+// lookbackFlag is --drain-lookback: a Prometheus duration (7d, 36h), and whether it was given.
+type lookbackFlag struct {
+	d   model.Duration
+	set bool
+}
+
+func (l *lookbackFlag) String() string { return l.d.String() }
+func (l *lookbackFlag) Type() string   { return "duration" }
+func (l *lookbackFlag) Set(s string) error {
+	if err := l.d.Set(s); err != nil {
+		return err
+	}
+	l.set = true
+	return nil
 }
 
 // AddFlags adds --prometheus and the --prometheus-* flags to a verb.
@@ -59,6 +77,9 @@ func (p *PromFlags) AddFlags(cmd *cobra.Command) {
 	f.BoolVar(&p.insecure, "prometheus-insecure-skip-tls-verify", false, "do not verify --prometheus's TLS certificate (the token still goes to whoever answers)")
 	f.StringArrayVar(&p.headers, "prometheus-header", nil, "an HTTP header for --prometheus, 'Name: value' (repeatable): e.g. 'X-Scope-OrgID: tenant-1' for a Mimir or Cortex tenant")
 	f.StringVar(&p.selector, "prometheus-selector", "", "label matchers added to the query, e.g. 'cluster=\"prod\"': where one Prometheus API holds several clusters")
+	p.lookback.d = DefaultDrainLookback
+	f.Var(&p.lookback, "drain-lookback", "with --prometheus: the window the load balancers' measured drain is read over (the exporters' "+
+		"localtraffic_service_lb_drain_seconds episodes in it; a Prometheus duration: 7d, 36h)")
 	f.DurationVar(&p.timeout, "prometheus-timeout", defaultPrometheusTimeout, "give up on --prometheus after this long (a stuck or unreachable Prometheus fails the read with exit status 3)")
 }
 
@@ -73,6 +94,9 @@ func prometheusQuery(selector string) string {
 	return fmt.Sprintf("%s or %s{%s}", reasons, metricnames.ScrapeCollectorSuccess, success)
 }
 
+// Lookback is --drain-lookback.
+func (p PromFlags) Lookback() model.Duration { return p.lookback.d }
+
 // Given: --prometheus names an API to read.
 func (p PromFlags) Given() bool { return p.url != "" }
 
@@ -83,7 +107,13 @@ func (p PromFlags) API() (promv1.API, error) {
 		if p.bearerTokenFile != "" || p.caFile != "" || p.insecure || len(p.headers) > 0 || p.selector != "" {
 			return nil, cli.BadInputf("the --prometheus-* flags say how to reach --prometheus, which is not given")
 		}
+		if p.lookback.set {
+			return nil, cli.BadInputf("--drain-lookback is the window read from --prometheus, which is not given")
+		}
 		return nil, nil
+	}
+	if p.lookback.d <= 0 {
+		return nil, cli.BadInputf("--drain-lookback %s: want a positive duration", p.lookback.d)
 	}
 	if p.timeout <= 0 {
 		return nil, cli.BadInputf("--prometheus-timeout %s: want a positive duration", p.timeout)

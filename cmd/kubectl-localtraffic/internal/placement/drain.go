@@ -60,11 +60,26 @@ type DrainService struct {
 	// LoadBalancerCheck is how long the Service's load balancer keeps sending to the node once its health
 	// check fails; nil when the Service has none or it is not known.
 	LoadBalancerCheck *LBCheckWindow `json:"loadBalancerCheck,omitempty"`
+	// MeasuredDrain (drain-check --prometheus, --from-exporters): how long the Service's load balancers kept
+	// sending to nodes whose health check answered 503, as the exporters measured it; nil when they have no
+	// episode of it.
+	MeasuredDrain *MeasuredDrain `json:"measuredDrain,omitempty"`
+	// LoadBalancerWindow is the time the load balancer keeps sending to the node after its pods stop that the
+	// verdict line uses: the measured drain's p95 where there is one, else the check window of the annotations;
+	// nil when neither is known or no load balancer sends to the node (LoadBalancerCheck's conditions).
+	LoadBalancerWindow *LBWindow `json:"loadBalancerWindow,omitempty"`
+	// PreStop (with a measured drain): the preStop sleep and termination grace period the Service's pods need to
+	// serve until the load balancers stop sending, per workload.
+	PreStop *PreStopAdvice `json:"preStop,omitempty"`
 	// AnnouncerFailover: announcers that follow local endpoints announce the Service's load balancer IP from
 	// the node, and other nodes with a ready local endpoint remain to take it: they move it there once the
 	// node's endpoints go, a failover window (as the load balancer's check window), not a loss. nil when no
 	// such announcer names the node, or none remains (then Why says the address is lost).
 	AnnouncerFailover *AnnouncerFailover `json:"announcerFailover,omitempty"`
+
+	// lbSends: a load balancer's health check decides whether the node gets the Service's traffic (a
+	// LoadBalancer Service, the node in rotation or maybe, no announcer's failover): its window applies.
+	lbSends bool
 }
 
 // AnnouncerFailover is where announcers move a load balancer IP off a drained node.
@@ -79,6 +94,19 @@ type AnnouncerFailover struct {
 	// gate (1.20.2 and later); the plugin cannot tell the release, an earlier agent keeps the lease on the node.
 	LocalBackendGate bool `json:"localBackendGate,omitempty"`
 }
+
+// LBWindow is how long a load balancer keeps sending to a node once its health check fails, and what it was read
+// from: "measured" (the exporters' measured drain, its p95) or "annotations" (LBCheckWindow).
+type LBWindow struct {
+	Seconds float64 `json:"seconds"`
+	Source  string  `json:"source"`
+}
+
+// The LBWindow sources.
+const (
+	WindowMeasured    = "measured"
+	WindowAnnotations = "annotations"
+)
 
 // LBCheckWindow is a load balancer's time to take a node out: its health check interval × unhealthy threshold.
 type LBCheckWindow struct {
@@ -230,7 +258,11 @@ func DrainCheck(c *Cluster, node string) (DrainReport, error) {
 			d.AnnouncerFailover, d.Why = announcerFailover(leaving, a, eligible, node, d.Why)
 		}
 		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer && d.InRotation != "no" && d.AnnouncerFailover == nil {
+			d.lbSends = true
 			d.LoadBalancerCheck = lbCheckWindow(svc)
+			if d.LoadBalancerCheck != nil {
+				d.LoadBalancerWindow = &LBWindow{Seconds: d.LoadBalancerCheck.Seconds, Source: WindowAnnotations}
+			}
 		}
 
 		// What the drain changes: an outage it causes, or nodes that drop after it and did not before.
@@ -402,6 +434,24 @@ func (r *DrainReport) AddObserved(obs Observed) {
 		}
 		if len(d.Observed) > 0 {
 			r.ObservedBlackholes++
+		}
+	}
+}
+
+// AddMeasuredDrains records, for each Service of the report with a measured drain, the drain and its preStop
+// advice; where a load balancer sends to the node, the measured drain replaces the annotations' check window as
+// the time it keeps sending (LoadBalancerWindow): what the load balancer did, not what it was configured to do.
+func (r *DrainReport) AddMeasuredDrains(drains MeasuredDrains, advice map[string]*PreStopAdvice) {
+	for i := range r.Services {
+		d := &r.Services[i]
+		key := d.Namespace + "/" + d.Name
+		m, ok := drains[key]
+		if !ok {
+			continue
+		}
+		d.MeasuredDrain, d.PreStop = &m, advice[key]
+		if d.lbSends {
+			d.LoadBalancerWindow = &LBWindow{Seconds: m.P95Seconds, Source: WindowMeasured}
 		}
 	}
 }

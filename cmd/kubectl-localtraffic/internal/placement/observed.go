@@ -12,6 +12,16 @@ type NodeObserved struct {
 	// Reasons maps "namespace/service" to localtraffic_blackhole_reason's reason for the Services the node
 	// blackholes; a Service absent is not blackholed there.
 	Reasons map[string]string
+	// Drains maps "namespace/service" to the node's histogram of the Service's measured drain
+	// (localtraffic_service_lb_drain_seconds, read by --from-exporters): absent where it has no episode or the
+	// exporter does not run the service_exposure collector.
+	Drains map[string][]Bucket
+}
+
+// Bucket is one cumulative histogram bucket: the observations at or below UpperBound.
+type Bucket struct {
+	UpperBound float64
+	Count      float64
 }
 
 // Observation is what a node's exporter reports of one Service (NodeStatus.Observed): the reason of its

@@ -28,8 +28,8 @@ type statusQuery struct {
 }
 
 // load reads only what status decides from — Nodes, Services and EndpointSlices — the three lists at once:
-// on a large cluster the Pods and workloads the audit reads are most of the bytes, and status needs none of
-// them.
+// on a large cluster the Pods and workloads the audit reads are most of the bytes, and status decides from none
+// of them (the preStop advice reads those of the few namespaces it needs afterwards: clusterview.LoadWorkloads).
 func (q statusQuery) load(ctx context.Context, cs kubernetes.Interface, namespace string) (*placement.Cluster, error) {
 	c := &placement.Cluster{Live: true}
 	nodes := metav1.ListOptions{LabelSelector: q.nodeSelector}

@@ -65,6 +65,10 @@ type ServiceStatus struct {
 	AnnouncerUnknownWhy string   `json:"announcerUnknownWhy,omitempty"`
 	// Observed (--from-exporters): per blackhole reason the exporters report, the judged nodes reporting it.
 	Observed map[string][]string `json:"observed,omitempty"`
+	// PreStop (-o json|yaml with --prometheus or --from-exporters): the Service's measured drain and the preStop
+	// sleep and termination grace period that would have kept its pods serving until its load balancers stopped
+	// sending, per workload; absent when it has no measured drain.
+	PreStop *placement.PreStopAdvice `json:"preStop,omitempty"`
 	// NodeStatuses: every judged node's verdict, only when the output is about named nodes (--node,
 	// --node-selector) or one named Service (status SERVICE); with --from-exporters each carries what its
 	// exporter observes.
@@ -86,6 +90,11 @@ func (s *ServiceStatus) DeepCopyObject() runtime.Object {
 	c := *s
 	c.Drops, c.DroppingNodes, c.NodeStatuses = slices.Clone(s.Drops), slices.Clone(s.DroppingNodes), slices.Clone(s.NodeStatuses)
 	c.Unannounced, c.AnnouncerUnknown = slices.Clone(s.Unannounced), slices.Clone(s.AnnouncerUnknown)
+	if s.PreStop != nil {
+		a := *s.PreStop
+		a.Workloads = slices.Clone(a.Workloads)
+		c.PreStop = &a
+	}
 	if s.Observed != nil {
 		c.Observed = map[string][]string{}
 		for k, v := range s.Observed {
@@ -109,6 +118,10 @@ type statusView struct {
 	summaries []placement.Summary
 	observed  placement.Observed // nil unless --from-exporters
 	perNode   bool               // nodes or the Service were named: the document carries every judged node's verdict
+	// preStop: the advice of each Service with a measured drain ("namespace/name"); preStopRead: the drains were
+	// read (the PRESTOP column shows).
+	preStop     map[string]*placement.PreStopAdvice
+	preStopRead bool
 }
 
 // observedOf groups the judged nodes by the blackhole reason their exporter reports for s; nil when no
@@ -144,7 +157,7 @@ func (v statusView) document() *ServiceStatusList {
 			IgnoredReason: s.IgnoredReason, HealthCheckNodePort: s.HealthCheckNodePort, Nodes: s.Nodes,
 			Receiving: s.Receiving, Serving: s.Serving, Dropping: s.Dropping, CannotTell: s.CannotTell, Drained: s.Drained,
 			Drops: s.Drops, DroppingNodes: s.DroppingNodes(docDroppingNodes), Observed: v.observedOf(s), Unannounced: s.Unannounced,
-			AnnouncerUnknown: s.AnnouncerUnknown, AnnouncerUnknownWhy: s.AnnouncerUnknownWhy}
+			AnnouncerUnknown: s.AnnouncerUnknown, AnnouncerUnknownWhy: s.AnnouncerUnknownWhy, PreStop: v.preStop[s.Namespace+"/"+s.Name]}
 		item.DroppingNodesOmitted = s.Dropping - len(item.DroppingNodes)
 		if v.perNode {
 			item.NodeStatuses = make([]placement.NodeStatus, 0, s.Nodes)
@@ -202,6 +215,38 @@ func (v statusView) observedCell(s *placement.Summary) string {
 	}
 	if len(parts) == 0 {
 		return "-"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// preStopCell is the advice in one cell: "-" without a measured drain; per workload that has less than it needs
+// "sleep 37s, grace 67s (has 0s, 30s)", or "unknown (...)" where its preStop is not readable; "ok (>=37s)" when
+// every workload has enough. The workload's kind and name lead when the Service has several.
+func preStopCell(a *placement.PreStopAdvice) string {
+	if a == nil {
+		return "-"
+	}
+	if len(a.Workloads) == 0 {
+		return fmt.Sprintf("sleep %ds (no workload found)", a.PreStopSeconds)
+	}
+	var parts []string
+	for _, w := range a.Workloads {
+		var p string
+		switch w.Needed {
+		case "yes":
+			p = fmt.Sprintf("sleep %ds, grace %ds (has %ds, %ds)", w.RecommendedPreStopSeconds, w.RecommendedGraceSeconds, *w.PreStopSeconds, w.GraceSeconds)
+		case "unknown":
+			p = fmt.Sprintf("unknown (%s; needs %ds)", w.PreStopUnknown, a.PreStopSeconds)
+		default:
+			continue
+		}
+		if len(a.Workloads) > 1 {
+			p = w.Kind + "/" + w.Name + ": " + p
+		}
+		parts = append(parts, p)
+	}
+	if len(parts) == 0 {
+		return fmt.Sprintf("ok (>=%ds)", a.PreStopSeconds)
 	}
 	return strings.Join(parts, "; ")
 }
@@ -283,6 +328,10 @@ func (v statusView) table(wide, colour bool) (*metav1.Table, [][]paint) {
 	var nodes []string
 	if wide {
 		t.ColumnDefinitions = append(t.ColumnDefinitions, col("Drops", "string", "what the dropping nodes drop", 1))
+		if v.preStopRead {
+			t.ColumnDefinitions = append(t.ColumnDefinitions, col("PreStop", "string",
+				"the preStop sleep and terminationGracePeriodSeconds the measured drain needs, where the pods have less", 1))
+		}
 		if len(v.summaries) > 0 {
 			v.summaries[0].Each(func(n placement.NodeStatus) { nodes = append(nodes, n.Node) })
 		}
@@ -317,11 +366,23 @@ func (v statusView) table(wide, colour bool) (*metav1.Table, [][]paint) {
 			row = append(row, cmpOr(strings.Join(s.AnnouncerUnknown, ","), "<none>"))
 		}
 		if observed {
-			row = append(row, v.observedCell(s))
+			text := v.observedCell(s)
+			row = append(row, text)
+			if colour {
+				p = append(p, paint{text, ""}) // passed over, as PRESTOP's below
+			}
 		}
 		row = append(row, droppingCell(s))
 		if wide {
 			row = append(row, cmpOr(strings.Join(s.Drops, ", "), "<none>"))
+			if v.preStopRead {
+				text := preStopCell(v.preStop[s.Namespace+"/"+s.Name])
+				row = append(row, text)
+				if colour {
+					// Unpainted, but passed over: the grid's cells ("-", "unknown") must not be found in it.
+					p = append(p, paint{text, ""})
+				}
+			}
 			s.Each(func(n placement.NodeStatus) {
 				text, c := cell(s.Ignored, n)
 				row = append(row, box(text))
@@ -360,7 +421,7 @@ func (v statusView) printTable(w io.Writer, wide, noHeaders, colour bool) error 
 	return cw.flush()
 }
 
-// paint is a cell's printed text and its colour.
+// paint is a cell's printed text and its colour ("": left as it is, only passed over).
 type paint struct{ text, colour string }
 
 // colourLines colours, on each line the table printer writes, the painted cells of that row: searched in
@@ -422,7 +483,11 @@ func colourLine(line string, paints []paint) string {
 			continue
 		}
 		b.WriteString(line[pos : pos+i])
-		b.WriteString(p.colour + p.text + cli.Reset)
+		if p.colour == "" {
+			b.WriteString(p.text)
+		} else {
+			b.WriteString(p.colour + p.text + cli.Reset)
+		}
 		pos += i + len(p.text)
 	}
 	b.WriteString(line[pos:])

@@ -5,12 +5,12 @@ package status
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
 
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 
@@ -31,9 +31,7 @@ type Options struct {
 	nodeSelector string
 	selector     string
 	// fromExporters: read what each node's exporter observes (through a port-forward to its pod) into a column.
-	fromExporters     bool
-	exporterNamespace string
-	exporterDaemonSet string
+	fromExporters exporters.ReadFlags
 	// nodePortAddresses: kube-proxy's nodePortAddresses as the user knows it.
 	nodePortAddresses []string
 	announcers        clusterview.Announcers
@@ -53,7 +51,9 @@ func NewCmd(root *cli.Root) *cobra.Command {
 			"serve it and drop it (blackholes), from the API alone (the exporter's rules, minus what only a node can see), " +
 			"and the first dropping nodes; worst first. -o wide adds one column per node; --node and --node-selector judge " +
 			"only those nodes (the counts are of them). --prometheus URL (or --from-exporters, without Prometheus) adds what each node's exporter " +
-			"reports, the OBSERVED column: what the alerts page on, the reason of each blackhole." + cli.ExitHelp("status"),
+			"reports, the OBSERVED column: what the alerts page on, the reason of each blackhole; with -o wide, json or yaml also the PRESTOP " +
+			"column (preStop in the documents): the preStop sleep and grace period the Service's pods need to outlast its load balancers' " +
+			"measured drain, where they have less." + cli.ExitHelp("status"),
 		Example: "  kubectl localtraffic status -A\n  kubectl localtraffic status -n shop checkout -o wide\n" +
 			"  kubectl localtraffic status -A --node-selector topology.kubernetes.io/zone=eu-1a -o yaml\n" +
 			"  kubectl localtraffic status -A -o jsonpath='{range .items[?(@.status==\"Failing\")]}{.metadata.namespace}/{.metadata.name}{\"\\n\"}{end}'\n" +
@@ -72,19 +72,14 @@ func NewCmd(root *cli.Root) *cobra.Command {
 	f.StringVar(&o.nodeSelector, "node-selector", "", "judge only the nodes this label selector selects (read so from the API): the counts are of them, and -o json|yaml carry each one's verdict")
 	f.StringVarP(&o.selector, "selector", "l", "", "only the Services this label selector selects (read so from the API)")
 	_ = cmd.RegisterFlagCompletionFunc("node", clusterview.CompleteNodes(root.Env, root.Flags))
-	f.BoolVar(&o.fromExporters, "from-exporters", false, "also show what each node's exporter observes (an OBSERVED column: "+
-		"traffic_lost, health_check_ignored, no_traffic_seen, ... or no_blackhole), read through a port-forward to each exporter pod "+
-		"(behind kube-rbac-proxy, on the pod's loopback), for clusters without Prometheus: needs get on daemonsets, list on pods and get and create on pods/portforward in --exporter-namespace. "+
-		"The exporter's pods run with hostNetwork, so that right reaches every port on every node's loopback: the plugin forwards only to the exporter's own port of the DaemonSet's pods, "+
-		"but grant it only to who may have that reach (--prometheus needs none)")
-	f.StringVar(&o.exporterNamespace, "exporter-namespace", "localtraffic-system", "the exporter DaemonSet's namespace (--from-exporters)")
+	o.fromExporters.AddFlags(cmd, "also show what each node's exporter observes (an OBSERVED column: "+
+		"traffic_lost, health_check_ignored, no_traffic_seen, ... or no_blackhole)")
 	f.StringSliceVar(&o.nodePortAddresses, "node-port-addresses", nil, "kube-proxy's nodePortAddresses (CIDRs, or primary), "+
 		"which the API does not show: a node none of whose addresses is inside serves no NodePort, and a NodePort it would drop is "+
 		"shown as cannot tell (default: kube-proxy's default, every node serves NodePorts)")
 	o.announcers.AddFlags(cmd)
 	f.StringVar(&o.ignoreSelector, "ignore-selector", "", "the exporter's --services.ignore-selector, which the API does not show: "+
 		"the Services it selects are marked ignored and fail nothing, as the exporter marks them (no shipped alert pages on them)")
-	f.StringVar(&o.exporterDaemonSet, "exporter-daemonset", "", "the exporter's DaemonSet (--from-exporters; default: the one in --exporter-namespace that runs the exporter)")
 	o.prom.AddFlags(cmd)
 	return cmd
 }
@@ -107,7 +102,7 @@ func (o *Options) Run(ctx context.Context, args []string) (int, error) {
 	if err != nil {
 		return cli.ExitError, err
 	}
-	if o.fromExporters && o.prom.Given() {
+	if o.fromExporters.From && o.prom.Given() {
 		return cli.ExitError, cli.BadInputf("--from-exporters and --prometheus both read the exporters' verdicts: choose one")
 	}
 	prom, err := o.prom.API()
@@ -134,8 +129,8 @@ func (o *Options) Run(ctx context.Context, args []string) (int, error) {
 	c.NodePortAddresses, c.IgnoreSelector = nodePorts, ignore
 	v := statusView{summaries: placement.Summarize(c), perNode: len(o.nodeNames) > 0 || o.nodeSelector != "" || q.service != ""}
 	partial := false
-	if o.fromExporters {
-		obs, complete, err := o.readExporters(ctx)
+	if o.fromExporters.From {
+		obs, complete, err := o.fromExporters.Read(ctx, o.env, o.flags)
 		if err != nil {
 			return cli.ExitError, err
 		}
@@ -146,6 +141,14 @@ func (o *Options) Run(ctx context.Context, args []string) (int, error) {
 		obs, complete := o.prom.Observe(ctx, o.env.ErrOut, prom, v.summaries)
 		partial = !complete
 		v.observed = obs
+	}
+	// A Prometheus that failed the verdicts' query is not asked again: its one line on stderr says enough.
+	if o.showsPreStop() && (o.fromExporters.From || prom != nil && (!partial || len(v.observed) > 0)) {
+		complete, err := o.advisePreStop(ctx, c, prom, &v)
+		if err != nil {
+			return cli.ExitError, err
+		}
+		partial = partial || !complete
 	}
 	if q.service != "" {
 		v.summaries = slices.DeleteFunc(v.summaries, func(s placement.Summary) bool { return s.Name != q.service })
@@ -174,31 +177,47 @@ func (o *Options) Run(ctx context.Context, args []string) (int, error) {
 	return cli.ExitClean, nil
 }
 
-// readExporters reads what each node's exporter observes (--from-exporters). Partial: the nodes that answered
-// still show; the others stay unknown, one line on stderr names them, and complete is false (exit status 3
-// unless a blackhole was found anyway). An error is bad input, which ends the command.
-func (o *Options) readExporters(ctx context.Context) (obs placement.Observed, complete bool, err error) {
+// showsPreStop: the output shows the preStop advice (-o wide's PRESTOP column, the documents' preStop), so the
+// measured drain is worth reading (--prometheus asks a second query for it, over a week of histograms).
+func (o *Options) showsPreStop() bool {
+	switch o.print.Output() {
+	case "", "text", "name":
+		return false
+	}
+	return true
+}
+
+// advisePreStop reads the measured drains (from the exporters' reports --from-exporters already read, or with
+// one more --prometheus query) and, for the Services that have one, the pods and workload templates of their
+// namespaces, into v's preStop advice. complete is false when the drain query failed (said on stderr); an error
+// is a failed list.
+func (o *Options) advisePreStop(ctx context.Context, c *placement.Cluster, prom promv1.API, v *statusView) (complete bool, err error) {
+	var drains placement.MeasuredDrains
+	complete = true
+	if o.fromExporters.From {
+		drains = exporters.DrainsFromExporters(v.observed)
+	} else {
+		drains, complete = o.prom.Drains(ctx, o.env.ErrOut, prom)
+	}
+	v.preStopRead = complete
+	var namespaces []string
+	for i := range v.summaries {
+		if _, ok := drains[v.summaries[i].Namespace+"/"+v.summaries[i].Name]; ok {
+			namespaces = append(namespaces, v.summaries[i].Namespace)
+		}
+	}
+	if len(namespaces) == 0 {
+		return complete, nil
+	}
 	cs, err := o.env.Client(o.flags.Kube)
 	if err != nil {
-		return nil, false, cli.BadInputf("kubeconfig: %w", err)
+		return false, cli.BadInputf("kubeconfig: %w", err)
 	}
-	f, err := o.env.Forward(o.flags.Kube)
-	if err != nil {
-		return nil, false, cli.BadInputf("kubeconfig: %w", err)
+	if err := clusterview.LoadWorkloads(ctx, cs, namespaces, c); err != nil {
+		return false, cli.APIError{Err: err}
 	}
-	obs, err = exporters.ReadObserved(ctx, cs, f, o.exporterNamespace, o.exporterDaemonSet)
-	if errors.As(err, new(cli.BadInput)) {
-		return nil, false, err
-	}
-	complete = true
-	if err != nil {
-		fmt.Fprintf(o.env.ErrOut, "kubectl-localtraffic: %s\n", cli.OneLine(err.Error()))
-		complete = false
-	}
-	if obs == nil {
-		obs = placement.Observed{}
-	}
-	return obs, complete, nil
+	v.preStop = placement.AdvisePreStop(c, drains)
+	return complete, nil
 }
 
 // pickNodes keeps the nodes --node names (all when none is named); a name the list lacks is bad input.
