@@ -13,6 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/model"
 
+	"github.com/localtraffic/localtraffic-exporter/cmd/internal/metricnames"
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/cli"
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/placement"
 )
@@ -21,9 +22,9 @@ import (
 // health check first answering 503 to the last new connection attempt arriving, one observation per episode
 // (docs/metrics.md). Its labels are the exporter's node, namespace and service.
 const (
-	lbDrainSeconds               = "localtraffic_service_lb_drain_seconds"
-	lbDrainSecondsLabelNamespace = "namespace"
-	lbDrainSecondsLabelService   = "service"
+	lbDrainSeconds               = metricnames.ServiceLbDrainSeconds
+	lbDrainSecondsLabelNamespace = metricnames.ServiceLbDrainSecondsLabelNamespace
+	lbDrainSecondsLabelService   = metricnames.ServiceLbDrainSecondsLabelService
 )
 
 // drainQuantile is the quantile of the episodes' drains the advice rests on: most episodes, not the one
