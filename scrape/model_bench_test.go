@@ -4,50 +4,23 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"maps"
-	"slices"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/localtraffic/localtraffic-exporter/announce"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/kernelrules"
 	"github.com/localtraffic/localtraffic-exporter/scrape/scrapetest"
 )
 
-// manyTracker is an APITracker over n NodePort Services, every tenth with a local endpoint (as the CPU
-// benchmark's cluster has them): none changes after the first Update.
-type manyTracker struct {
-	states map[string]kubeview.ServiceState
-	told   bool
-}
-
-func (t *manyTracker) Update(time.Time) ([]string, error) {
-	if t.told {
-		return nil, nil
-	}
-	t.told = true
-	return t.Keys(), nil
-}
-func (t *manyTracker) Keys() []string { return slices.Sorted(maps.Keys(t.states)) }
-func (t *manyTracker) State(k string) (kubeview.ServiceState, bool) {
-	st, ok := t.states[k]
-	return st, ok
-}
-func (t *manyTracker) Node() kubeview.NodeState {
-	return kubeview.NodeState{Name: "node-1", Found: true, InternalIPs: []string{"10.250.0.12"}}
-}
-func (t *manyTracker) Announcers() map[announce.Source]announce.SourceState { return nil }
-func (t *manyTracker) NextChange() time.Time                                { return time.Time{} }
-
 // BenchmarkModelDecide: what deciding one Service costs the node model (ns and allocations per decision), with
 // the meter on and nothing arriving, as in the safety sweep that decides every Service once a minute.
 func BenchmarkModelDecide(b *testing.B) {
 	const n = 1000
-	tr := &manyTracker{states: map[string]kubeview.ServiceState{}}
+	// Every tenth NodePort Service is served locally, as in the CPU benchmark's cluster.
+	tr := &mapTracker{states: map[string]kubeview.ServiceState{}}
 	ports := map[kernelrules.ServicePort]kernelrules.PortState{}
 	for i := range n {
 		local := 0

@@ -233,14 +233,15 @@ func TestModelWatchesNewAddresses(t *testing.T) {
 	}
 }
 
-// lbTracker is an APITracker over n LoadBalancer Services, each with a health check node port of its own.
-type lbTracker struct {
+// mapTracker is an APITracker over a fixed set of Services: it tells of every one once, none changes after.
+type mapTracker struct {
 	states map[string]kubeview.ServiceState
 	told   bool
 }
 
-func newLBTracker(n int) *lbTracker {
-	t := &lbTracker{states: map[string]kubeview.ServiceState{}}
+// newLBTracker is a mapTracker over n LoadBalancer Services, each with a health check node port of its own.
+func newLBTracker(n int) *mapTracker {
+	t := &mapTracker{states: map[string]kubeview.ServiceState{}}
 	for i := range n {
 		st := scrapetest.LBService(scrapetest.Family(corev1.IPv4Protocol, 1, true))
 		st.Name = fmt.Sprintf("web-%d", i)
@@ -250,24 +251,23 @@ func newLBTracker(n int) *lbTracker {
 	return t
 }
 
-// Update tells of every Service once: none changes after.
-func (t *lbTracker) Update(time.Time) ([]string, error) {
+func (t *mapTracker) Update(time.Time) ([]string, error) {
 	if t.told {
 		return nil, nil
 	}
 	t.told = true
 	return t.Keys(), nil
 }
-func (t *lbTracker) Keys() []string { return slices.Sorted(maps.Keys(t.states)) }
-func (t *lbTracker) State(k string) (kubeview.ServiceState, bool) {
+func (t *mapTracker) Keys() []string { return slices.Sorted(maps.Keys(t.states)) }
+func (t *mapTracker) State(k string) (kubeview.ServiceState, bool) {
 	st, ok := t.states[k]
 	return st, ok
 }
-func (t *lbTracker) Node() kubeview.NodeState {
+func (t *mapTracker) Node() kubeview.NodeState {
 	return kubeview.NodeState{Name: "node-1", Found: true, InternalIPs: []string{"127.0.0.1"}}
 }
-func (t *lbTracker) Announcers() map[announce.Source]announce.SourceState { return nil }
-func (t *lbTracker) NextChange() time.Time                                { return time.Time{} }
+func (t *mapTracker) Announcers() map[announce.Source]announce.SourceState { return nil }
+func (t *mapTracker) NextChange() time.Time                                { return time.Time{} }
 
 // TestModelProbesConcurrently: the model's health check probes run beside each other, off its goroutine, and
 // share what they read (the address each family is probed on); the race detector holds them to reading it only.

@@ -1,6 +1,7 @@
 package exporters
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -152,7 +153,7 @@ func DrainsFromExporters(obs placement.Observed) placement.MeasuredDrains {
 		for le, n := range byLE {
 			bs = append(bs, placement.Bucket{UpperBound: le, Count: n})
 		}
-		slices.SortFunc(bs, func(a, b placement.Bucket) int { return compareFloat(a.UpperBound, b.UpperBound) })
+		slices.SortFunc(bs, func(a, b placement.Bucket) int { return cmp.Compare(a.UpperBound, b.UpperBound) })
 		total := bs[len(bs)-1].Count
 		q := histogramQuantile(drainQuantile, bs)
 		if total > 0 && !math.IsNaN(q) {
@@ -160,16 +161,6 @@ func DrainsFromExporters(obs placement.Observed) placement.MeasuredDrains {
 		}
 	}
 	return out
-}
-
-func compareFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // histogramQuantile is Prometheus' histogram_quantile over classic buckets sorted by upper bound, the +Inf one
