@@ -60,7 +60,7 @@ func startWatch(t *testing.T, r Reader) *watchRun {
 func waitBaseline(t testing.TB, r Reader) {
 	t.Helper()
 	rd := r.(*selector)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(45 * time.Second)
 	for time.Now().Before(deadline) {
 		if w := rd.currentWatch(); w != nil {
 			w.mu.Lock()
@@ -72,7 +72,7 @@ func waitBaseline(t testing.TB, r Reader) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	t.Fatal("the watcher set no baseline within 10 s")
+	t.Fatal("the watcher set no baseline within 45 s")
 }
 
 // drain forgets the calls so far.
