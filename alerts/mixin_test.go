@@ -203,7 +203,8 @@ local m = (import 'mixin.libsonnet') + {_config+:: {shardedPrometheus: `+sharded
 	for _, g := range global {
 		for _, r := range g.(map[string]any)["rules"].([]any) {
 			if a := r.(map[string]any)["alert"]; a != "LocalTrafficServiceSingleNode" && a != "LocalTrafficServiceBlackhole" &&
-				a != "LocalTrafficServiceUnannounced" && a != "LocalTrafficExporterNotScraped" {
+				a != "LocalTrafficServiceUnannounced" && a != "LocalTrafficExporterNotScraped" &&
+				a != "LocalTrafficServiceRolloutLoss" && a != "LocalTrafficServiceRolloutLossCritical" {
 				t.Errorf("global group has %v", a)
 			}
 		}

@@ -449,7 +449,9 @@ func alertNode(alert string) string {
 func isCrossNode(alert string) bool {
 	return strings.Contains(alert, `alertname="LocalTrafficServiceSingleNode"`) ||
 		strings.Contains(alert, `alertname="LocalTrafficServiceBlackhole"`) ||
-		strings.Contains(alert, `alertname="LocalTrafficExporterNotScraped"`)
+		strings.Contains(alert, `alertname="LocalTrafficExporterNotScraped"`) ||
+		strings.Contains(alert, `alertname="LocalTrafficServiceRolloutLoss"`) ||
+		strings.Contains(alert, `alertname="LocalTrafficServiceRolloutLossCritical"`)
 }
 
 func TestShardedAlerts(t *testing.T) {

@@ -108,3 +108,31 @@ func TestExposureDrainSeries(t *testing.T) {
 		t.Errorf("without annotations, want the observed interval alone:\n%s", got)
 	}
 }
+
+// The window attempts are exported per Service and cause, for a Service that served throughout (no episode)
+// as for one that lost: the success ratio needs both.
+func TestServiceWindowAttemptsSeries(t *testing.T) {
+	rec := exposure.NewRecorder(scrape.DefaultQuiet)
+	rec.Node(true, true)
+	start := time.Unix(1_800_000_000, 0)
+	k := exposure.Key{Namespace: "shop", Service: "api", Port: "http", Protocol: "TCP", Family: "IPv4", Kind: "node_port", DestPort: 30091}
+	for i, n := range []uint64{100, 130, 170} {
+		rec.Decided(start.Add(time.Duration(i)*time.Second), "shop", "api", []exposure.Entry{{Key: k, Observation: exposure.Observation{
+			InRotation: true, Watched: true, Attempts: n, LastSeen: start, Facts: exposure.Facts{Terminating: 1, LocalReady: 1}}}})
+	}
+	st := &scrape.State{Exposure: rec.Snapshot()}
+	noDurations, err := NewMetricFilter("", ".*_duration_seconds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := sameViaRegistry(t, NewExporter(discard(), fixedState{st}, NewServiceExposure()).WithNode("node-1").WithFilter(noDurations))
+	want := `localtraffic_service_window_attempts_total{cause="rollout",namespace="shop",node="node-1",service="api"} 70`
+	if !strings.Contains(got, want+"\n") {
+		t.Errorf("missing %s in\n%s", want, got)
+	}
+	for _, absent := range []string{`localtraffic_service_window_attempts_total{cause="drain"`, "localtraffic_service_exposure_attempts_total{"} {
+		if strings.Contains(got, absent) {
+			t.Errorf("%s exported:\n%s", absent, got)
+		}
+	}
+}

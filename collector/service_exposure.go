@@ -20,6 +20,10 @@ var (
 		"Seconds this node dropped the Service's new connections while they were still sent to it, by cause.",
 		"namespace", "service", "cause"),
 		"The Service's part of localtraffic_exposure_seconds_total: the seconds of its exposure episodes on this node, summed over its destinations, by cause. Only for Services that had an episode here, and only the causes they had; carried over a restart by the state file.")
+	serviceWindowAttempts = detailed(newMetric("service_window_attempts_total", prometheus.CounterValue,
+		"New connection attempts that arrived for the Service, served or dropped, in its rollout and drain windows, by cause.",
+		"namespace", "service", "cause"),
+		"The denominator beside localtraffic_service_exposure_attempts_total: distinct new connection attempts (retransmissions not counted again) the arrivals meter counted at the Service's destinations on this node, served or dropped, between decisions at which the API view showed a window open (cause: node_deleting or drain, the node being deleted or cordoned; rollout, an endpoint of the Service terminating anywhere in the cluster) or an exposure episode was under way there (its cause). Lower bounds where the meter drops, sheds or samples packets. Only for Services whose windows saw an attempt here, only with the arrivals meter; not carried over a restart (a counter reset).")
 	serviceLBCheckWindow = detailed(newMetric("service_lb_check_window_seconds", prometheus.GaugeValue,
 		"The Service's load balancer's configured reaction: its health check interval times its unhealthy threshold.",
 		"namespace", "service", "source"),
@@ -31,7 +35,8 @@ var (
 )
 
 // ServiceExposure exports, per Service that had an exposure episode on this node, what the exposure recorder
-// counted of it and its load balancer's measured and configured reaction. Opt-in: per-Service series, though
+// counted of it and its load balancer's measured and configured reaction; and per Service whose rollout or
+// drain windows saw attempts arrive here, how many (the success ratio's denominator). Opt-in: per-Service series, though
 // only for the Services that lost something here.
 type ServiceExposure struct{}
 
@@ -41,7 +46,7 @@ func NewServiceExposure() *ServiceExposure { return &ServiceExposure{} }
 func (*ServiceExposure) Name() string { return "service_exposure" }
 
 func (*ServiceExposure) Metrics() []*Metric {
-	return []*Metric{serviceLBDrainSeconds, serviceExposureAttempts, serviceExposureSeconds, serviceLBCheckWindow, serviceLBCheckInterval}
+	return []*Metric{serviceLBDrainSeconds, serviceExposureAttempts, serviceExposureSeconds, serviceWindowAttempts, serviceLBCheckWindow, serviceLBCheckInterval}
 }
 
 func (*ServiceExposure) Inputs() []scrape.Input { return nil }
@@ -67,6 +72,13 @@ func (*ServiceExposure) Update(st *scrape.State, out *Sink) error {
 			out.send(serviceLBCheckWindow, s.Check.Window().Seconds(), s.Namespace, s.Name, "annotations")
 		case s.Check.Observed > 0:
 			out.send(serviceLBCheckInterval, s.Check.Observed.Seconds(), s.Namespace, s.Name)
+		}
+	}
+	for _, w := range x.Windows {
+		for _, c := range exposure.Causes {
+			if n, ok := w.Attempts[c]; ok {
+				out.send(serviceWindowAttempts, float64(n), w.Namespace, w.Name, string(c))
+			}
 		}
 	}
 	return nil

@@ -255,6 +255,12 @@ func checkDashboards(t *testing.T, ctx context.Context, prom promAPI, repo strin
 		for _, q := range qs {
 			q.Where = filepath.Base(f) + " " + q.Where
 			q.Expr = dashquery.Expand(q.Expr)
+			if m, ok := optInServiceExposure(q.Expr); ok {
+				// The rollouts and drains row reads the opt-in service_exposure collector (directly or through its
+				// recordings), which this drill's exporters do not enable: empty here by design, not checked.
+				t.Logf("%s: not checked: reads %s of the opt-in service_exposure collector, off in this drill", q.Where, m)
+				continue
+			}
 			queries = append(queries, q)
 		}
 	}
@@ -278,6 +284,17 @@ func checkDashboards(t *testing.T, ctx context.Context, prom promAPI, repo strin
 		}
 		return errors.Join(errs...)
 	})
+}
+
+// optInServiceExposure names the service_exposure collector's metric expr reads, by its name or a recording's
+// (level:metric:operations keeps the metric's name, less _total).
+func optInServiceExposure(expr string) (string, bool) {
+	for _, m := range metricset.Exporter() {
+		if m.Collector == "service_exposure" && strings.Contains(expr, strings.TrimSuffix(m.Name, "_total")) {
+			return m.Name, true
+		}
+	}
+	return "", false
 }
 
 // sendTraffic sends new connections to port on each node from the outside client until the returned function

@@ -249,6 +249,10 @@ type exposureReading struct {
 	// exported, which no annotation of the scenario's Service configures.
 	interval               float64
 	hasInterval, hasWindow bool
+	// svcAttempts is the Service's lost attempts of the cause (localtraffic_service_exposure_attempts_total) and
+	// windowAttempts the attempts that arrived in its windows of the cause, served or dropped
+	// (localtraffic_service_window_attempts_total): 0 while absent.
+	svcAttempts, windowAttempts float64
 }
 
 func readExposure(ctx context.Context, c *cluster.Cluster, svc *corev1.Service, node, cause string) (exposureReading, error) {
@@ -300,6 +304,14 @@ func readExposure(ctx context.Context, c *cluster.Cluster, svc *corev1.Service, 
 		return r, err
 	}
 	r.hasWindow = len(m.Series("localtraffic_service_lb_check_window_seconds", svcLabels(svc, node))) > 0
+	withCause := svcLabels(svc, node)
+	withCause["cause"] = cause
+	if r.svcAttempts, _, err = m.Value("localtraffic_service_exposure_attempts_total", withCause); err != nil {
+		return r, err
+	}
+	if r.windowAttempts, _, err = m.Value("localtraffic_service_window_attempts_total", withCause); err != nil {
+		return r, err
+	}
 	open, ok, err := m.Value("localtraffic_exposure_episodes_open", nodeLabels(node))
 	if err != nil || !ok {
 		return r, fmt.Errorf("localtraffic_exposure_episodes_open: present %v, %v", ok, err)
@@ -366,6 +378,7 @@ func exposurePhase(t *testing.T, ctx context.Context, c *cluster.Cluster, cl *ex
 		// exposureAgrees skips for.
 		drainAgrees(t, cl, lb, cause, n, from, to, before[n], after[n])
 		exposureAgrees(t, cl, cause, n, from, to, before[n], after[n])
+		windowAgrees(t, cause, n, before[n], after[n])
 	}
 }
 
@@ -447,6 +460,19 @@ func drainAgrees(t *testing.T, cl *exposureClient, lb *healthCheckingLB, cause, 
 	}
 	if err := errors.Join(errs...); err != nil {
 		t.Errorf("%s on %s: the measured drain disagrees with the load balancer:\n%v", cause, node, err)
+	}
+}
+
+// windowAgrees holds the attempts a node counted in the Service's windows of a phase to what it lost and what
+// arrived: every lost attempt arrived in a window (the success ratio never passes 1), and the window counts no
+// more than the SYNs the meter saw at the node's NodePorts, retransmissions included.
+func windowAgrees(t *testing.T, cause, node string, before, after exposureReading) {
+	t.Helper()
+	lost, window, syns := after.svcAttempts-before.svcAttempts, after.windowAttempts-before.windowAttempts, after.syns-before.syns
+	t.Logf("%s on %s: the Service lost %.0f attempts, %.0f arrived in its %s windows (%.0f served), %.0f SYNs arrived",
+		cause, node, lost, window, cause, window-lost, syns)
+	if lost <= 0 || window < lost || window > syns {
+		t.Errorf("%s on %s: window attempts grew by %.0f, lost by %.0f, SYNs by %.0f: want 0 < lost <= window <= SYNs", cause, node, window, lost, syns)
 	}
 }
 

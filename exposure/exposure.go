@@ -53,6 +53,9 @@ type Facts struct {
 	// LocalReady counts the family's ready local endpoints: what kube-proxy's health check node port counts,
 	// which dates its first 503 (drain.go).
 	LocalReady int
+	// Terminating counts the family's endpoints listed terminating anywhere in the cluster, serving or not:
+	// it opens the Service's rollout window (window.go), not an episode's cause.
+	Terminating int
 }
 
 // CauseOf is the cause the facts give an episode beginning now (node_join is told by the Recorder).
@@ -216,6 +219,8 @@ type Snapshot struct {
 	Drains Histogram
 	// Services are the Services that had an episode on the node, by namespace and name (service.go).
 	Services []ServiceStats
+	// Windows are the Services whose rollout or drain windows saw attempts arrive on the node (window.go).
+	Windows []ServiceWindows
 }
 
 // destEntry is a destination and what the Recorder keeps of it.
@@ -246,6 +251,11 @@ type dest struct {
 	fwdChange time.Time
 	// health dates the Service's health check's first 503 (drain.go).
 	health health
+	// winSeen is the meter's count at the latest decision (winWatched: it counted there), winCause the
+	// window open then ("" none): what arrives until the next decision is counted in that window (window.go).
+	winSeen    uint64
+	winWatched bool
+	winCause   Cause
 }
 
 // Recorder keeps the episodes of one node. Not safe for concurrent use: the node model's goroutine owns it.
@@ -259,10 +269,14 @@ type Recorder struct {
 	hist   Histogram
 	// drains is the measured drains' histogram (drain.go); services what each Service that had an episode lost
 	// (service.go).
-	drains     Histogram
-	services   map[[2]string]*serviceStats
-	svcSnap    []ServiceStats
-	svcDirty   bool
+	drains   Histogram
+	services map[[2]string]*serviceStats
+	svcSnap  []ServiceStats
+	svcDirty bool
+	// windows is what arrived in each Service's rollout and drain windows (window.go).
+	windows    map[[2]string]map[Cause]uint64
+	winSnap    []ServiceWindows
+	winDirty   bool
 	programmed bool
 	metered    bool
 }
@@ -270,7 +284,7 @@ type Recorder struct {
 // NewRecorder returns a Recorder whose metered episodes end after quiet without an attempt.
 func NewRecorder(quiet time.Duration) *Recorder {
 	r := &Recorder{quiet: quiet, dests: map[[2]string][]destEntry{}, open: map[Key]*Episode{}, totals: map[Cause]Totals{},
-		services: map[[2]string]*serviceStats{}, programmed: true}
+		services: map[[2]string]*serviceStats{}, windows: map[[2]string]map[Cause]uint64{}, programmed: true}
 	for _, c := range Causes {
 		r.totals[c] = Totals{}
 	}
@@ -297,6 +311,7 @@ type Entry struct {
 func (r *Recorder) Decided(now time.Time, namespace, name string, seen []Entry) {
 	for _, x := range seen {
 		r.Observe(now, x.Key, x.Observation)
+		r.window(x.Key, x.Observation)
 	}
 	svc := [2]string{namespace, name}
 	for i := 0; i < len(r.dests[svc]); i++ {
@@ -326,6 +341,7 @@ func (r *Recorder) Gone(now time.Time, namespace, name string) {
 	}
 	delete(r.dests, [2]string{namespace, name})
 	r.forgetService(namespace, name)
+	r.forgetWindows(namespace, name)
 }
 
 func (r *Recorder) forget(now time.Time, k Key) {
@@ -602,7 +618,7 @@ func (r *Recorder) Snapshot() *Snapshot {
 	h, dr := r.hist, r.drains
 	h.Counts, dr.Counts = slices.Clone(h.Counts), slices.Clone(dr.Counts)
 	return &Snapshot{Totals: maps.Clone(r.totals), Episodes: h, Open: len(r.open), AttemptsCounted: r.metered, Drains: dr,
-		Services: r.serviceSnapshot()}
+		Services: r.serviceSnapshot(), Windows: r.windowSnapshot()}
 }
 
 // sortedOpen orders the open episodes' keys, so that what is counted never depends on a map's order.

@@ -25,6 +25,9 @@ const (
 const (
 	annotationRemoteReady              = "localtraffic.io/remote-ready"
 	annotationRemoteServingTerminating = "localtraffic.io/remote-serving-terminating"
+	// annotationRemoteTerminating counts the remote endpoints listed terminating, serving or not: a pod of the
+	// Service being deleted elsewhere opens its rollout window (package exposure's WindowOf).
+	annotationRemoteTerminating = "localtraffic.io/remote-terminating"
 )
 
 // TransformEndpointSlice keeps what the exporter reads of an EndpointSlice: its labels, ports, address type and
@@ -38,6 +41,7 @@ func TransformEndpointSlice(node string) func(any) (any, error) {
 		}
 		ready, servingTerminating := atoiOrZero(slice.Annotations[annotationRemoteReady]),
 			atoiOrZero(slice.Annotations[annotationRemoteServingTerminating])
+		terminating := atoiOrZero(slice.Annotations[annotationRemoteTerminating])
 		var local []discoveryv1.Endpoint // most slices have none here
 		for _, ep := range slice.Endpoints {
 			if len(ep.Addresses) == 0 {
@@ -57,6 +61,9 @@ func TransformEndpointSlice(node string) func(any) (any, error) {
 			case isServing(ep.Conditions) && isTerminating(ep.Conditions):
 				servingTerminating++
 			}
+			if isTerminating(ep.Conditions) {
+				terminating++
+			}
 		}
 		return &discoveryv1.EndpointSlice{
 			ObjectMeta: metav1.ObjectMeta{
@@ -68,6 +75,7 @@ func TransformEndpointSlice(node string) func(any) (any, error) {
 				Annotations: map[string]string{
 					annotationRemoteReady:              strconv.Itoa(ready),
 					annotationRemoteServingTerminating: strconv.Itoa(servingTerminating),
+					annotationRemoteTerminating:        strconv.Itoa(terminating),
 				},
 			},
 			AddressType: slice.AddressType,
@@ -217,9 +225,11 @@ func countFamily(svc *corev1.Service, family corev1.IPFamily, slices []*discover
 	ready := map[string]struct{}{}
 	used := map[string]struct{}{}
 	stopped := map[string]struct{}{}
+	terminating := map[string]struct{}{}
 	for _, slice := range slices {
 		if slice.AddressType == addressType {
 			fe.RemoteReady += atoiOrZero(slice.Annotations[annotationRemoteReady])
+			fe.Terminating += atoiOrZero(slice.Annotations[annotationRemoteTerminating])
 		}
 	}
 	for _, sp := range svc.Spec.Ports {
@@ -270,6 +280,9 @@ func countFamily(svc *corev1.Service, family corev1.IPFamily, slices []*discover
 			case le.terminating:
 				stopped[key.ip] = struct{}{}
 			}
+			if le.terminating {
+				terminating[key.ip] = struct{}{}
+			}
 		}
 		chosen := readyKeys
 		if len(readyKeys) == 0 && len(termKeys) > 0 {
@@ -284,6 +297,7 @@ func countFamily(svc *corev1.Service, family corev1.IPFamily, slices []*discover
 		fe.Ports = append(fe.Ports, pe)
 	}
 	fe.LocalReadyEndpoints, fe.LocalEndpoints = len(ready), len(used)
+	fe.Terminating += len(terminating)
 	for ip := range stopped {
 		if _, ok := used[ip]; !ok {
 			fe.LocalStopped++

@@ -113,6 +113,10 @@ type FamilyEndpoints struct {
 	// cause (package exposure), not what kube-proxy programs.
 	LocalStopped int
 	RemoteReady  int
+	// Terminating counts the family's endpoints listed terminating anywhere in the cluster (distinct local
+	// IPs, and the remote ones over its slices), serving or not: a pod of the Service being deleted, which
+	// opens its rollout window (package exposure's WindowOf), whether or not this node drops anything.
+	Terminating int
 }
 
 // Family returns the counts of family f, and whether the Service has that family.

@@ -412,6 +412,13 @@ func TestTransformDropsRemoteEndpoints(t *testing.T) {
 			Hints:      &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "z"}}},
 		})
 	}
+	// Three pods elsewhere that stopped serving while they terminate: neither ready nor usable, but terminating.
+	for i := 0; i < 3; i++ {
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
+			Addresses: []string{fmt.Sprintf("10.244.8.%d", i)}, NodeName: ptr.To("node-9"),
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(false), Terminating: ptr.To(true)},
+		})
+	}
 	s.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager"}}
 	transform := TransformEndpointSlice("node-1")
 	out, err := transform(s)
@@ -422,12 +429,14 @@ func TestTransformDropsRemoteEndpoints(t *testing.T) {
 	if len(got.Endpoints) != 1 || got.ManagedFields != nil {
 		t.Fatalf("transformed slice keeps %d endpoints and managed fields %v", len(got.Endpoints), got.ManagedFields)
 	}
-	if got.Annotations[annotationRemoteReady] != "250" || got.Annotations[annotationRemoteServingTerminating] != "250" {
+	if got.Annotations[annotationRemoteReady] != "250" || got.Annotations[annotationRemoteServingTerminating] != "250" ||
+		got.Annotations[annotationRemoteTerminating] != "253" {
 		t.Errorf("remote counts = %v", got.Annotations)
 	}
 	// Idempotent: transforming again changes nothing.
 	again, _ := transform(got)
-	if a := again.(*discoveryv1.EndpointSlice).Annotations; a[annotationRemoteReady] != "250" || a[annotationRemoteServingTerminating] != "250" {
+	if a := again.(*discoveryv1.EndpointSlice).Annotations; a[annotationRemoteReady] != "250" || a[annotationRemoteServingTerminating] != "250" ||
+		a[annotationRemoteTerminating] != "253" {
 		t.Errorf("second transform changed the counts: %v", a)
 	}
 }
@@ -466,7 +475,8 @@ func TestStoppedEndpointAndCordonSurviveTheTransforms(t *testing.T) {
 	v, _ := startView(t, "node-1", cordoned,
 		localService("shop", "web", corev1.ServiceTypeNodePort),
 		slice("shop", "web", "web-1", nil, stopped, terminatingOn("10.244.1.11", "node-1"), readyOn("10.244.2.10", "node-2"),
-			readyOn("10.244.3.10", "node-3"), notReadyOn("10.244.4.10", "node-4")))
+			readyOn("10.244.3.10", "node-3"), notReadyOn("10.244.4.10", "node-4"),
+			ep{ip: "10.244.5.10", node: "node-5", ready: ptr.To(false), serving: ptr.To(false), terminating: ptr.To(true)}))
 	snap := eventually(t, v, want("shop", "web", 1, true))
 	if !snap.Node.Unschedulable {
 		t.Error("the cordon (spec.unschedulable) was lost")
@@ -474,6 +484,10 @@ func TestStoppedEndpointAndCordonSurviveTheTransforms(t *testing.T) {
 	s, _ := findService(snap, "shop", "web")
 	if got := ipv4(s); got.LocalStopped != 1 || got.RemoteReady != 2 {
 		t.Errorf("LocalStopped, RemoteReady = %d, %d; want 1 (the serving fallback is in use, not stopped), 2", got.LocalStopped, got.RemoteReady)
+	}
+	// The rollout window's fact: both local pods being deleted and the one elsewhere that stopped serving.
+	if got := ipv4(s); got.Terminating != 3 {
+		t.Errorf("Terminating = %d, want 3 (two local, one remote, serving or not)", got.Terminating)
 	}
 	if n, _ := transformNode(cordoned); !n.(*corev1.Node).Spec.Unschedulable {
 		t.Error("transformNode dropped spec.unschedulable")

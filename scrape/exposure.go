@@ -61,7 +61,7 @@ func (x *exposureTracker) decided(p *pass, node kubeview.NodeState, r *ServiceRe
 	for _, fv := range r.Verdict.Families {
 		fam, _ := r.Service.Family(fv.Family)
 		facts := exposure.Facts{Deleting: node.Draining(), Cordoned: node.Unschedulable, LocalStopped: fam.LocalStopped,
-			RemoteReady: fam.RemoteReady, LocalReady: fam.LocalReadyEndpoints}
+			RemoteReady: fam.RemoteReady, LocalReady: fam.LocalReadyEndpoints, Terminating: fam.Terminating}
 		health := healthOf(p, r, fv.Family, checkedAt)
 		for _, pe := range fam.Ports {
 			facts.LocalServingTerminating = facts.LocalServingTerminating || pe.LocalTerminating

@@ -62,7 +62,8 @@ func JSON() ([]byte, error) {
 
 // Build assembles the dashboard: overview stats, the node × Service verdicts over time and now, health check
 // answers, kube-proxy's health per node, what the rules say (drops, local endpoints), and the exporter's own
-// health. It queries only what the exporter exports with its default flags (alerts/defaults_test.go).
+// health. It queries only what the exporter exports with its default flags (alerts/defaults_test.go), but for
+// the rollouts and drains row, which reads the opt-in service_exposure collector and says so.
 func Build() (dashboard.Dashboard, error) {
 	b := dashboard.NewDashboardBuilder("localtraffic-exporter / Local Services per node").
 		Uid(UID).
@@ -167,6 +168,30 @@ func Build() (dashboard.Dashboard, error) {
 		Datasource(datasource).Height(8).Span(12).Min(0).
 		WithTarget(query("A", `sum by (cluster, node) (rate(localtraffic_arrivals_total{kind="health_check",`+nodeSel+`}[5m]))`).LegendFormat("{{node}} probes/s")).
 		WithTarget(query("B", `max by (cluster, node) (localtraffic_arrivals_meter_state{state!="ok",`+nodeSel+`})`).LegendFormat("{{node}} meter not ok")))
+
+	// What rollouts and drains lose (docs/exposure.md): the node's episodes by default, the rest per Service from
+	// the opt-in service_exposure collector (empty without --collector.service_exposure). The drain's p95 and the
+	// preStop are the plugin's PRESTOP advice (docs/audit.md): a week of episodes, rounded up, plus 5 s.
+	b.WithRow(dashboard.NewRowBuilder("Rollouts and drains"))
+	b.WithPanel(series("Exposure episodes per node").
+		Description("Episodes that ended on each node in the last hour: the node dropped a Local Service's new connections while load balancers still sent them (a rollout, a drain, a node leaving). docs/exposure.md.").
+		Datasource(datasource).Height(8).Span(12).Min(0).Decimals(0).
+		WithTarget(query("A", `sum by (cluster, node) (increase(localtraffic_exposure_episode_seconds_count{`+nodeSel+`}[1h]))`).LegendFormat("{{node}}")))
+	b.WithPanel(series("Lost attempts per Service").
+		Description("New connection attempts lost in exposure episodes in the last hour, by cause, beside those that arrived in the Service's rollout and drain windows, served or dropped (needs --collector.service_exposure).").
+		Datasource(datasource).Height(8).Span(12).Min(0).Decimals(0).
+		WithTarget(query("A", `sum by (cluster, namespace, service, cause) (increase(localtraffic_service_exposure_attempts_total{`+nodeServiceSel+`}[1h]))`).LegendFormat("lost {{namespace}}/{{service}} {{cause}}")).
+		WithTarget(query("B", `sum by (cluster, namespace, service, cause) (increase(localtraffic_service_window_attempts_total{`+nodeServiceSel+`}[1h]))`).LegendFormat("in windows {{namespace}}/{{service}} {{cause}}")))
+	b.WithPanel(series("Success through rollouts and drains (1d)").
+		Description("Per Service over the last day: 1 - lost / attempts in its rollout, drain and node_deleting windows, summed over the nodes. LocalTrafficServiceRolloutLoss warns below 99 %, LocalTrafficServiceRolloutLossCritical pages below 95 %, where at least 100 attempts arrived (needs --collector.service_exposure).").
+		Datasource(datasource).Height(8).Span(12).Min(0).Max(1).Unit("percentunit").
+		WithTarget(query("A", `1 - (sum by (cluster, namespace, service) (node_namespace_service:localtraffic_service_exposure_attempts:increase1d{`+nodeServiceSel+`}) or 0 * sum by (cluster, namespace, service) (node_namespace_service:localtraffic_service_window_attempts:increase1d{`+nodeServiceSel+`})) / sum by (cluster, namespace, service) (node_namespace_service:localtraffic_service_window_attempts:increase1d{`+nodeServiceSel+`})`).LegendFormat("{{namespace}}/{{service}}")))
+	b.WithPanel(series("Measured drain p95 vs configured window").
+		Description("Per Service: the p95 over a week of its load balancer's measured drains (first 503 of the health check node port to the last new attempt that still arrived), beside the window its annotations configure (interval × unhealthy threshold), and the preStop sleep the plugin's PRESTOP column recommends: the p95 rounded up plus 5 s (needs --collector.service_exposure).").
+		Datasource(datasource).Height(8).Span(12).Min(0).Unit("s").
+		WithTarget(query("A", `histogram_quantile(0.95, sum by (cluster, namespace, service, le) (increase(localtraffic_service_lb_drain_seconds_bucket{`+nodeServiceSel+`}[1w])))`).LegendFormat("measured p95 {{namespace}}/{{service}}")).
+		WithTarget(query("B", `max by (cluster, namespace, service) (localtraffic_service_lb_check_window_seconds{`+nodeServiceSel+`})`).LegendFormat("configured {{namespace}}/{{service}}")).
+		WithTarget(query("C", `ceil(histogram_quantile(0.95, sum by (cluster, namespace, service, le) (increase(localtraffic_service_lb_drain_seconds_bucket{`+nodeServiceSel+`}[1w])))) + 5`).LegendFormat("recommended preStop {{namespace}}/{{service}}")))
 
 	b.WithRow(dashboard.NewRowBuilder("Announcers"))
 	b.WithPanel(table.NewPanelBuilder().Title("Announcer sources per node").

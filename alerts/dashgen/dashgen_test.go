@@ -66,6 +66,12 @@ func TestPanels(t *testing.T) {
 		{"kube-proxy healthy per node", "state-timeline", "max by (cluster, node) (localtraffic_kube_proxy_healthy{"},
 		{"Exporters up / discovered", "stat", `up{job="localtraffic-exporter"`},
 		{"Collector success", "timeseries", "localtraffic_scrape_collector_success{"},
+		// Rollouts and drains: episodes, lost attempts beside the window's, the SLO's ratio, drain vs configured.
+		{"Exposure episodes per node", "timeseries", "localtraffic_exposure_episode_seconds_count{"},
+		{"Lost attempts per Service", "timeseries", "localtraffic_service_window_attempts_total{"},
+		{"Success through rollouts and drains (1d)", "timeseries", "node_namespace_service:localtraffic_service_window_attempts:increase1d{"},
+		{"Measured drain p95 vs configured window", "timeseries", "localtraffic_service_lb_check_window_seconds{"},
+		{"Measured drain p95 vs configured window", "timeseries", "ceil(histogram_quantile(0.95, sum by (cluster, namespace, service, le) (increase(localtraffic_service_lb_drain_seconds_bucket{"},
 	} {
 		p, ok := byTitle[want.title]
 		if !ok {

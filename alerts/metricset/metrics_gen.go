@@ -636,6 +636,16 @@ func All() []Metric {
 			Default:   DefaultYes,
 		},
 		{
+			Name:      "localtraffic_service_window_attempts_total",
+			Type:      Counter,
+			Labels:    []string{"node", "namespace", "service", "cause"},
+			Help:      "New connection attempts that arrived for the Service, served or dropped, in its rollout and drain windows, by cause.",
+			Doc:       "The denominator beside localtraffic_service_exposure_attempts_total: distinct new connection attempts (retransmissions not counted again) the arrivals meter counted at the Service's destinations on this node, served or dropped, between decisions at which the API view showed a window open (cause: node_deleting or drain, the node being deleted or cordoned; rollout, an endpoint of the Service terminating anywhere in the cluster) or an exposure episode was under way there (its cause). Lower bounds where the meter drops, sheds or samples packets. Only for Services whose windows saw an attempt here, only with the arrivals meter; not carried over a restart (a counter reset).",
+			Stable:    false,
+			Collector: "service_exposure",
+			Default:   DefaultNo,
+		},
+		{
 			Name:      "localtraffic_state_file_state",
 			Type:      Gauge,
 			Labels:    []string{"node", "state"},

@@ -474,6 +474,15 @@ const (
 	ServiceUnannouncedLabelService   = "service"
 )
 
+// ServiceWindowAttemptsTotal is the counter localtraffic_service_window_attempts_total, labelled node, namespace, service, cause.
+const (
+	ServiceWindowAttemptsTotal               = "localtraffic_service_window_attempts_total"
+	ServiceWindowAttemptsTotalLabelNode      = "node"
+	ServiceWindowAttemptsTotalLabelNamespace = "namespace"
+	ServiceWindowAttemptsTotalLabelService   = "service"
+	ServiceWindowAttemptsTotalLabelCause     = "cause"
+)
+
 // StateFileState is the gauge localtraffic_state_file_state, labelled node, state.
 const (
 	StateFileState           = "localtraffic_state_file_state"
