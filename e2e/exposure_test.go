@@ -22,6 +22,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
 	"github.com/localtraffic/localtraffic-exporter/e2e/drill"
 	"github.com/localtraffic/localtraffic-exporter/e2e/netns"
+	"github.com/localtraffic/localtraffic-exporter/e2e/nodeagent"
 )
 
 // The exposure scenario's clocks. The load balancer checks every second and takes a target out after three
@@ -709,18 +710,28 @@ func (cl *exposureClient) failedElsewhere(nodes []string) int {
 }
 
 // preStopRollout is the proof of the recommended preStop: after the measured rollout and drain, the preStop sleep
-// and grace period the exporters' measured drains call for (recommendPreStop) are set on the Deployment and it
-// rolls again with node-2 back in play. node-2 has no pod (it was drained), so the rollout first places a pod
-// there, then replaces node-1's last old pod: node-1 has no ready endpoint left, its health check answers 503,
-// and the load balancer keeps sending for its drain while the old pod serves through its preStop (kube-proxy
-// forwards to a serving terminating local endpoint when no ready one is left). The client must lose no attempt
-// (no first SYN unanswered) on either node, and the recorders must not count one: no cause's attempts or
-// seconds grow, no episode ends or stays open.
+// and grace period the exporters' measured drains call for (recommendPreStop) are set on the Deployment, with its
+// pods' stand-ins exiting on SIGTERM (nodeagent.ExitOnTermAnnotation: the preStop sleep, not the grace period,
+// keeps them serving), node-2 back in play. That rollout's old pods have no preStop yet: it is logged, not held.
+// Then the Deployment rolls again: on each node in turn the old pod, now with the preStop, is deleted, the node
+// has no ready endpoint left, its health check answers 503, and the load balancer keeps sending for its drain
+// while the old pod serves through its preStop (kube-proxy forwards to a serving terminating local endpoint when
+// no ready one is left). The client must lose no attempt (no first SYN unanswered) on either node, and the
+// recorders must not count one: no cause's attempts or seconds grow, no episode ends or stays open.
 func preStopRollout(t *testing.T, ctx context.Context, c *cluster.Cluster, cl *exposureClient, lb *healthCheckingLB, sh *drill.Shell, container string, nodes []string) {
 	t.Helper()
-	const ns, name = "e2e-exposure", "checkout"
 	preStop, grace := recommendPreStop(t, ctx, c, lb.svc, nodes, exposureGrace)
 	operatorRun(t, sh, "kubectl uncordon node-2")
+	apply := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{%q:"true"}},`+
+		`"spec":{"terminationGracePeriodSeconds":%d,"containers":[{"name":%q,"lifecycle":{"preStop":{"sleep":{"seconds":%d}}}}]}}}}`,
+		nodeagent.ExitOnTermAnnotation, grace, container, preStop)
+	t.Logf("preStop: applying lifecycle.preStop.sleep.seconds %d, terminationGracePeriodSeconds %d (this rollout's old pods have none)", preStop, grace)
+	from, to := rollAndSettle(t, ctx, c, lb, "applying the preStop", apply)
+	for _, n := range nodes {
+		lost, served := cl.between(n, from, to)
+		t.Logf("applying the preStop, on %s: the client lost %d attempts (%s), %d served (not held: the old pods had no preStop)", n, len(lost), spanOf(lost), served)
+	}
+
 	before := map[string]exposureReading{}
 	for _, n := range nodes {
 		r, err := readExposure(ctx, c, lb.svc, n, "rollout")
@@ -729,55 +740,8 @@ func preStopRollout(t *testing.T, ctx context.Context, c *cluster.Cluster, cl *e
 		}
 		before[n] = r
 	}
-	from := time.Now()
-	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}},`+
-		`"spec":{"terminationGracePeriodSeconds":%d,"containers":[{"name":%q,"lifecycle":{"preStop":{"sleep":{"seconds":%d}}}}]}}}}`,
-		from.Format(time.RFC3339Nano), grace, container, preStop)
-	if _, err := c.Admin().AppsV1().Deployments(ns).Patch(ctx, name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatalf("apply the recommended preStop: %v", err)
-	}
-	t.Logf("preStop rollout: applied lifecycle.preStop.sleep.seconds %d, terminationGracePeriodSeconds %d; rolling", preStop, grace)
-	// Settled: rolled out, one ready pod per node, both in service, and no old pod left terminating (its
-	// preStop over, the object gone), then one quiet period more so that an episode a late loss opened ends.
-	var settled time.Time
-	err := cluster.Eventually(ctx, 3*time.Minute, 250*time.Millisecond, func() error {
-		dep, err := c.Admin().AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if st := dep.Status; dep.Generation != st.ObservedGeneration || st.UpdatedReplicas != 2 || st.Replicas != 2 || st.AvailableReplicas != 2 {
-			return fmt.Errorf("rollout under way: %+v", st)
-		}
-		pods, err := podsOf(ctx, c, ns, name)
-		if err != nil {
-			return err
-		}
-		if got := readyPerNode(pods); len(pods) != 2 || got["node-1"] != 1 || got["node-2"] != 1 {
-			return fmt.Errorf("%d pods, ready per node %v: want one on node-1 and one on node-2, none terminating", len(pods), got)
-		}
-		if in := lb.inServiceNow(); !in["node-1"] || !in["node-2"] {
-			return fmt.Errorf("in service: %v, want node-1 and node-2", in)
-		}
-		if settled.IsZero() {
-			settled = time.Now()
-		}
-		if wait := exposureQuiet + 2*time.Second - time.Since(settled); wait > 0 {
-			return fmt.Errorf("settled, waiting %s for the quiet period", wait.Round(time.Millisecond))
-		}
-		return nil
-	})
-	to := time.Now()
-	_, changes := lb.history()
-	var moves []string
-	for _, ch := range changes {
-		if !ch.at.Before(from) {
-			moves = append(moves, ch.String())
-		}
-	}
-	t.Logf("preStop rollout from %s to %s; the load balancer: %s", from.Format("15:04:05.000"), to.Format("15:04:05.000"), strings.Join(moves, ", "))
-	if err != nil {
-		t.Fatalf("preStop rollout: did not settle: %v", err)
-	}
+	restart := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, time.Now().Format(time.RFC3339Nano))
+	from, to = rollAndSettle(t, ctx, c, lb, "preStop rollout", restart)
 	var errs []error
 	for _, n := range nodes {
 		after, err := readExposure(ctx, c, lb.svc, n, "rollout")
@@ -817,6 +781,63 @@ func preStopRollout(t *testing.T, ctx context.Context, c *cluster.Cluster, cl *e
 	}
 	t.Logf("preStop rollout: with preStop %d s and grace %d s the client lost no attempt on %s and the recorders held (no exposure counted)",
 		preStop, grace, strings.Join(nodes, " and "))
+}
+
+// rollAndSettle patches the scenario's Deployment (a rollout) and waits until it settled: rolled out, one ready
+// pod per node, both in service, no old pod left terminating, and then one quiet period more with no episode
+// open, so that an episode a late loss opened has ended. It returns when it patched and when it settled.
+func rollAndSettle(t *testing.T, ctx context.Context, c *cluster.Cluster, lb *healthCheckingLB, what, patch string) (from, to time.Time) {
+	t.Helper()
+	const ns, name = "e2e-exposure", "checkout"
+	from = time.Now()
+	if _, err := c.Admin().AppsV1().Deployments(ns).Patch(ctx, name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	var settled time.Time
+	err := cluster.Eventually(ctx, 3*time.Minute, 250*time.Millisecond, func() error {
+		dep, err := c.Admin().AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if st := dep.Status; dep.Generation != st.ObservedGeneration || st.UpdatedReplicas != 2 || st.Replicas != 2 || st.AvailableReplicas != 2 {
+			return fmt.Errorf("rollout under way: %+v", st)
+		}
+		pods, err := podsOf(ctx, c, ns, name)
+		if err != nil {
+			return err
+		}
+		if got := readyPerNode(pods); len(pods) != 2 || got["node-1"] != 1 || got["node-2"] != 1 {
+			return fmt.Errorf("%d pods, ready per node %v: want one on node-1 and one on node-2, none terminating", len(pods), got)
+		}
+		if in := lb.inServiceNow(); !in["node-1"] || !in["node-2"] {
+			return fmt.Errorf("in service: %v, want node-1 and node-2", in)
+		}
+		if settled.IsZero() {
+			settled = time.Now()
+		}
+		if wait := exposureQuiet + 2*time.Second - time.Since(settled); wait > 0 {
+			return fmt.Errorf("settled, waiting %s for the quiet period", wait.Round(time.Millisecond))
+		}
+		for _, n := range []string{"node-1", "node-2"} {
+			if r, err := readExposure(ctx, c, lb.svc, n, "rollout"); err != nil || r.open != 0 {
+				return fmt.Errorf("%s: %v episode(s) open, %v", n, r.open, err)
+			}
+		}
+		return nil
+	})
+	to = time.Now()
+	_, changes := lb.history()
+	var moves []string
+	for _, ch := range changes {
+		if !ch.at.Before(from) {
+			moves = append(moves, ch.String())
+		}
+	}
+	t.Logf("%s from %s to %s; the load balancer: %s", what, from.Format("15:04:05.000"), to.Format("15:04:05.000"), strings.Join(moves, ", "))
+	if err != nil {
+		t.Fatalf("%s: did not settle: %v", what, err)
+	}
+	return from, to
 }
 
 // recommendPreStop is the preStop sleep and grace period the exporters' measured drains recommend for svc, by the
