@@ -210,8 +210,8 @@ func TestExposureMatchesLostConnections(t *testing.T) {
 		// Every phase ran, and its drain was held to the load balancer; the client's own counts were not.
 		t.Skipf("%s", strings.Join(starved, "; "))
 	}
-	if n := cl.failedElsewhere(nodes); n > 0 {
-		t.Errorf("%d attempts failed other than by a timeout on node-1 or node-2", n)
+	if failed := cl.failedElsewhere(nodes); len(failed) > 0 {
+		t.Errorf("%d attempts failed other than by a timeout on node-1 or node-2: %s", len(failed), strings.Join(failed, "; "))
 	}
 }
 
@@ -695,18 +695,18 @@ func (cl *exposureClient) servedSince(node string, from time.Time) error {
 	return fmt.Errorf("no attempt served on %s since %s", node, from.Format("15:04:05.000"))
 }
 
-// failedElsewhere counts the attempts lost on a node not in nodes, and those that failed other than by a
+// failedElsewhere is, for the log, each attempt lost on a node not in nodes and each that failed other than by a
 // timeout anywhere (a refusal, an error): neither is an exposure the recorders of nodes count.
-func (cl *exposureClient) failedElsewhere(nodes []string) int {
+func (cl *exposureClient) failedElsewhere(nodes []string) []string {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
-	n := 0
+	var failed []string
 	for _, a := range cl.attempts {
 		if a.err != nil && !a.lost || a.lost && !slices.Contains(nodes, a.node) {
-			n++
+			failed = append(failed, fmt.Sprintf("%s at %s: %v", a.node, a.at.Format("15:04:05.000"), a.err))
 		}
 	}
-	return n
+	return failed
 }
 
 // preStopRollout is the proof of the recommended preStop: after the measured rollout and drain, the preStop sleep
