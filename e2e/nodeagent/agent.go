@@ -499,7 +499,8 @@ func (a *Agent) syncStatus(ctx context.Context, key string, pod *corev1.Pod, st 
 // then SIGKILL. The stand-ins drain until the grace period ends (pod.DeletionTimestamp) unless
 // ExitOnTermAnnotation makes them exit on SIGTERM: then they exit when the shortest preStop sleep ends (the first
 // container to exit ends the pod's serving; a container without a sleep hook gets SIGTERM at once, and an exec
-// or HTTP hook the agent cannot run counts as none).
+// or HTTP hook the agent cannot run counts as none). The API keeps deletionTimestamp in whole seconds, cut down:
+// the stand-ins stop up to a second early, never late, so a scenario's preStop is never credited with more.
 func servingUntil(pod *corev1.Pod) time.Time {
 	end := pod.DeletionTimestamp.Time
 	if pod.Annotations[ExitOnTermAnnotation] != "true" || pod.DeletionGracePeriodSeconds == nil {
