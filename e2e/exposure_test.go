@@ -112,7 +112,9 @@ func (lb *healthCheckingLB) steadyRun(node string, before time.Time) int {
 // Drain: `kubectl drain node-2`: cordoned, its pod evicted, its replacement on node-1. Each episode must carry
 // its cause (rollout, drain), its attempts must be the client's lost attempts on that node (retransmissions not
 // counted again), its seconds the client's failure window (first lost SYN to last) within 1 s, and the
-// histogram must count one episode per node that lost.
+// histogram must count one episode per node that lost. PreStop: the preStop the measured drains recommend,
+// applied and rolled out again, must leave the client nothing lost and the recorders nothing counted
+// (preStopRollout).
 func TestExposureMatchesLostConnections(t *testing.T) {
 	c := controllerCluster(t)
 	ctx := testContext(t)
