@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"slices"
@@ -19,7 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
+	"github.com/localtraffic/localtraffic-exporter/e2e/drill"
 	"github.com/localtraffic/localtraffic-exporter/e2e/netns"
+	"github.com/localtraffic/localtraffic-exporter/e2e/nodeagent"
 )
 
 // The exposure scenario's clocks. The load balancer checks every second and takes a target out after three
@@ -109,7 +112,9 @@ func (lb *healthCheckingLB) steadyRun(node string, before time.Time) int {
 // Drain: `kubectl drain node-2`: cordoned, its pod evicted, its replacement on node-1. Each episode must carry
 // its cause (rollout, drain), its attempts must be the client's lost attempts on that node (retransmissions not
 // counted again), its seconds the client's failure window (first lost SYN to last) within 1 s, and the
-// histogram must count one episode per node that lost.
+// histogram must count one episode per node that lost. PreStop: the preStop the measured drains recommend,
+// applied and rolled out again, must leave the client nothing lost and the recorders nothing counted
+// (preStopRollout).
 func TestExposureMatchesLostConnections(t *testing.T) {
 	c := controllerCluster(t)
 	ctx := testContext(t)
@@ -201,12 +206,14 @@ func TestExposureMatchesLostConnections(t *testing.T) {
 		}
 		return nil
 	})
+	// The recommendation: the preStop the measured drains ask for, applied, and the Deployment rolled again.
+	preStopRollout(t, ctx, c, cl, lb, sh, d.Spec.Template.Spec.Containers[0].Name, nodes)
 	if starved := cl.starvedPhases(); len(starved) > 0 {
 		// Every phase ran, and its drain was held to the load balancer; the client's own counts were not.
 		t.Skipf("%s", strings.Join(starved, "; "))
 	}
-	if n := cl.failedElsewhere(nodes); n > 0 {
-		t.Errorf("%d attempts failed other than by a timeout on node-1 or node-2", n)
+	if failed := cl.failedElsewhere(nodes); len(failed) > 0 {
+		t.Errorf("%d attempts failed other than by a timeout on node-1 or node-2: %s", len(failed), strings.Join(failed, "; "))
 	}
 }
 
@@ -716,16 +723,201 @@ func (cl *exposureClient) servedSince(node string, from time.Time) error {
 	return fmt.Errorf("no attempt served on %s since %s", node, from.Format("15:04:05.000"))
 }
 
-// failedElsewhere counts the attempts lost on a node not in nodes, and those that failed other than by a
+// failedElsewhere is, for the log, each attempt lost on a node not in nodes and each that failed other than by a
 // timeout anywhere (a refusal, an error): neither is an exposure the recorders of nodes count.
-func (cl *exposureClient) failedElsewhere(nodes []string) int {
+func (cl *exposureClient) failedElsewhere(nodes []string) []string {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
-	n := 0
+	var failed []string
 	for _, a := range cl.attempts {
 		if a.err != nil && !a.lost || a.lost && !slices.Contains(nodes, a.node) {
-			n++
+			failed = append(failed, fmt.Sprintf("%s at %s: %v", a.node, a.at.Format("15:04:05.000"), a.err))
 		}
 	}
-	return n
+	return failed
+}
+
+// preStopRollout is the proof of the recommended preStop: after the measured rollout and drain, the preStop sleep
+// and grace period the exporters' measured drains call for (recommendPreStop) are set on the Deployment, with its
+// pods' stand-ins exiting on SIGTERM (nodeagent.ExitOnTermAnnotation: the preStop sleep, not the grace period,
+// keeps them serving), node-2 back in play. That rollout's old pods have no preStop yet: it is logged, not held.
+// Then the Deployment rolls again: on each node in turn the old pod, now with the preStop, is deleted, the node
+// has no ready endpoint left, its health check answers 503, and the load balancer keeps sending for its drain
+// while the old pod serves through its preStop (kube-proxy forwards to a serving terminating local endpoint when
+// no ready one is left). The client must lose no attempt (no first SYN unanswered) on either node, and the
+// recorders must not count one: no cause's attempts or seconds grow, no episode ends or stays open.
+func preStopRollout(t *testing.T, ctx context.Context, c *cluster.Cluster, cl *exposureClient, lb *healthCheckingLB, sh *drill.Shell, container string, nodes []string) {
+	t.Helper()
+	preStop, grace := recommendPreStop(t, ctx, c, lb.svc, nodes, exposureGrace)
+	operatorRun(t, sh, "kubectl uncordon node-2")
+	apply := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{%q:"true"}},`+
+		`"spec":{"terminationGracePeriodSeconds":%d,"containers":[{"name":%q,"lifecycle":{"preStop":{"sleep":{"seconds":%d}}}}]}}}}`,
+		nodeagent.ExitOnTermAnnotation, grace, container, preStop)
+	t.Logf("preStop: applying lifecycle.preStop.sleep.seconds %d, terminationGracePeriodSeconds %d (this rollout's old pods have none)", preStop, grace)
+	from, to := rollAndSettle(t, ctx, c, lb, "applying the preStop", apply)
+	for _, n := range nodes {
+		lost, served := cl.between(n, from, to)
+		t.Logf("applying the preStop, on %s: the client lost %d attempts (%s), %d served (not held: the old pods had no preStop)", n, len(lost), spanOf(lost), served)
+	}
+
+	before := map[string]exposureReading{}
+	for _, n := range nodes {
+		r, err := readExposure(ctx, c, lb.svc, n, "rollout")
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[n] = r
+	}
+	restart := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, time.Now().Format(time.RFC3339Nano))
+	from, to = rollAndSettle(t, ctx, c, lb, "preStop rollout", restart)
+	var errs []error
+	for _, n := range nodes {
+		after, err := readExposure(ctx, c, lb.svc, n, "rollout")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := before[n]
+		lost, served := cl.between(n, from, to)
+		t.Logf("preStop rollout on %s: the client lost %d attempts (%s), %d served; the recorder: attempts +%.0f (rollout) +%.0f (other causes), "+
+			"seconds +%.3f +%.3f, episodes +%d, open %.0f; load balancer drain measured %d time(s), %.3f s",
+			n, len(lost), spanOf(lost), served, after.attempts-b.attempts, after.otherAttempts-b.otherAttempts,
+			after.seconds-b.seconds, after.otherSeconds-b.otherSeconds, after.episodes-b.episodes, after.open,
+			after.drains-b.drains, after.drainSum-b.drainSum)
+		if after.attempts != b.attempts || after.otherAttempts != b.otherAttempts || after.seconds != b.seconds ||
+			after.otherSeconds != b.otherSeconds || after.episodes != b.episodes || after.open != 0 {
+			errs = append(errs, fmt.Errorf("%s: the recorder counted exposure with the recommended preStop: attempts +%.0f, seconds +%.3f, episodes +%d, open %.0f",
+				n, after.attempts-b.attempts+after.otherAttempts-b.otherAttempts, after.seconds-b.seconds+after.otherSeconds-b.otherSeconds,
+				after.episodes-b.episodes, after.open))
+		}
+		if len(lost) == 0 {
+			continue
+		}
+		if late := cl.lateBetween(from, to); late > exposureStarved {
+			why := fmt.Sprintf("preStop rollout on %s: the client fell %s behind its schedule (the machine starved it): its %d lost attempts are no measure",
+				n, late, len(lost))
+			t.Log(why)
+			cl.mu.Lock()
+			cl.starved = append(cl.starved, why)
+			cl.mu.Unlock()
+			continue
+		}
+		errs = append(errs, fmt.Errorf("%s: the client lost %d attempts (%s) with the recommended preStop, want 0", n, len(lost), spanOf(lost)))
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.Errorf("preStop rollout:\n%v", err)
+		return
+	}
+	t.Logf("preStop rollout: with preStop %d s and grace %d s the client lost no attempt on %s and the recorders held (no exposure counted)",
+		preStop, grace, strings.Join(nodes, " and "))
+}
+
+// rollAndSettle patches the scenario's Deployment (a rollout) and waits until it settled: rolled out, one ready
+// pod per node, both in service, no old pod left terminating, and then one quiet period more with no episode
+// open, so that an episode a late loss opened has ended. It returns when it patched and when it settled.
+func rollAndSettle(t *testing.T, ctx context.Context, c *cluster.Cluster, lb *healthCheckingLB, what, patch string) (from, to time.Time) {
+	t.Helper()
+	const ns, name = "e2e-exposure", "checkout"
+	from = time.Now()
+	if _, err := c.Admin().AppsV1().Deployments(ns).Patch(ctx, name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	var settled time.Time
+	err := cluster.Eventually(ctx, 3*time.Minute, 250*time.Millisecond, func() error {
+		dep, err := c.Admin().AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if st := dep.Status; dep.Generation != st.ObservedGeneration || st.UpdatedReplicas != 2 || st.Replicas != 2 || st.AvailableReplicas != 2 {
+			return fmt.Errorf("rollout under way: %+v", st)
+		}
+		pods, err := podsOf(ctx, c, ns, name)
+		if err != nil {
+			return err
+		}
+		if got := readyPerNode(pods); len(pods) != 2 || got["node-1"] != 1 || got["node-2"] != 1 {
+			return fmt.Errorf("%d pods, ready per node %v: want one on node-1 and one on node-2, none terminating", len(pods), got)
+		}
+		if in := lb.inServiceNow(); !in["node-1"] || !in["node-2"] {
+			return fmt.Errorf("in service: %v, want node-1 and node-2", in)
+		}
+		if settled.IsZero() {
+			settled = time.Now()
+		}
+		if wait := exposureQuiet + 2*time.Second - time.Since(settled); wait > 0 {
+			return fmt.Errorf("settled, waiting %s for the quiet period", wait.Round(time.Millisecond))
+		}
+		for _, n := range []string{"node-1", "node-2"} {
+			if r, err := readExposure(ctx, c, lb.svc, n, "rollout"); err != nil || r.open != 0 {
+				return fmt.Errorf("%s: %v episode(s) open, %v", n, r.open, err)
+			}
+		}
+		return nil
+	})
+	to = time.Now()
+	_, changes := lb.history()
+	var moves []string
+	for _, ch := range changes {
+		if !ch.at.Before(from) {
+			moves = append(moves, ch.String())
+		}
+	}
+	t.Logf("%s from %s to %s; the load balancer: %s", what, from.Format("15:04:05.000"), to.Format("15:04:05.000"), strings.Join(moves, ", "))
+	if err != nil {
+		t.Fatalf("%s: did not settle: %v", what, err)
+	}
+	return from, to
+}
+
+// recommendPreStop is the preStop sleep and grace period the exporters' measured drains recommend for svc, by the
+// rule the plugin's PRESTOP column states (docs/exposure.md): every node's localtraffic_service_lb_drain_seconds
+// summed bucket by bucket, its p95 interpolated as histogram_quantile does, rounded up to whole seconds, plus a
+// 5 s margin; the grace period keeps what the pods have now after their preStop (grace, no preStop) and is never
+// lowered. The plugin itself reads the exporters through port-forwards to their DaemonSet's pods, which this
+// scenario's exporters (the harness's, restarted with its flags) are not.
+func recommendPreStop(t *testing.T, ctx context.Context, c *cluster.Cluster, svc *corev1.Service, nodes []string, grace int64) (preStop, newGrace int64) {
+	t.Helper()
+	const margin, quantile = 5, 0.95
+	byLE := map[float64]float64{}
+	for _, n := range nodes {
+		m, err := c.Metrics(ctx, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range m.Series("localtraffic_service_lb_drain_seconds", svcLabels(svc, n)) {
+			h := s.GetHistogram()
+			inf := false
+			for _, b := range h.GetBucket() {
+				byLE[b.GetUpperBound()] += float64(b.GetCumulativeCount())
+				inf = inf || math.IsInf(b.GetUpperBound(), 1)
+			}
+			if !inf {
+				// The count stands for the +Inf bucket where the parser left it out.
+				byLE[math.Inf(1)] += float64(h.GetSampleCount())
+			}
+		}
+	}
+	les := slices.Sorted(maps.Keys(byLE))
+	total := byLE[math.Inf(1)]
+	if total == 0 {
+		t.Fatalf("no measured drain of %s/%s on %s: nothing to recommend a preStop from", svc.Namespace, svc.Name, strings.Join(nodes, " and "))
+	}
+	rank, lower, below := quantile*total, 0.0, 0.0
+	p95 := math.NaN()
+	for _, le := range les {
+		n := byLE[le]
+		if n >= rank {
+			if math.IsInf(le, 1) {
+				p95 = lower // Prometheus: the highest finite bound
+			} else {
+				p95 = lower + (le-lower)*(rank-below)/(n-below)
+			}
+			break
+		}
+		lower, below = le, n
+	}
+	preStop = int64(math.Ceil(p95)) + margin
+	newGrace = max(grace, preStop+grace)
+	t.Logf("recommended from %.0f measured drain(s) of %s/%s: p95 %.3f s + %d s margin: preStop %d s, grace %d s",
+		total, svc.Namespace, svc.Name, p95, margin, preStop, newGrace)
+	return preStop, newGrace
 }

@@ -2,8 +2,9 @@
 // node Lease, so the node lifecycle controller leaves it alone), watches the Pods bound to the node, gives each
 // a network and a stand-in for its containers through a Sandbox (the harness wires a network namespace with an
 // address from the node's pod CIDRs and serves HTTP on every container port, answering the pod's name), reports
-// it Running and Ready with its IPs, and on deletion keeps it serving for its grace period, then reports it not
-// ready (its containers exited) and a moment later (ExitedFor) tears it down and deletes the Pod object with
+// it Running and Ready with its IPs, and on deletion keeps it serving and its readiness as it was (through its
+// preStop sleep, as the kubelet runs the hook while the containers run) for its grace period, or until its SIGTERM
+// when ExitOnTermAnnotation says so, then reports it not ready (its containers exited) and a moment later (ExitedFor) tears it down and deletes the Pod object with
 // grace 0, as a kubelet does.
 //
 // What it is not: no images, no processes, no probes, no volumes, no restarts, no resource accounting.
@@ -39,6 +40,11 @@ import (
 // ReadyAnnotation set to "false" on a Pod makes the agent report it not ready (its readiness probe failing);
 // removing it (or any other value) makes it ready again.
 const ReadyAnnotation = "e2e.localtraffic.io/ready"
+
+// ExitOnTermAnnotation set to "true" on a Pod makes its stand-ins an application that exits as soon as it gets
+// SIGTERM, which the kubelet sends when the containers' preStop hooks end (at once without one), instead of
+// one that drains until its grace period ends (the default).
+const ExitOnTermAnnotation = "e2e.localtraffic.io/exit-on-sigterm"
 
 // LeaseNamespace holds the node Leases (the kubelet's heartbeat).
 const LeaseNamespace = "kube-node-lease"
@@ -370,10 +376,10 @@ func (a *Agent) sync(ctx context.Context, key string) error {
 	}
 	if pod.DeletionTimestamp != nil {
 		if st != nil {
-			// Terminating: the stand-ins keep serving until the grace period ends (an application that
-			// drains for its whole grace period), as the EndpointSlice controller's serving+terminating
-			// endpoint says.
-			if left := time.Until(pod.DeletionTimestamp.Time); left > 0 {
+			// Terminating: the stand-ins keep serving, their readiness as it was (the kubelet runs the
+			// preStop hooks while the containers run, and keeps probing), so the EndpointSlice controller
+			// lists the endpoint serving and terminating until they exit (servingUntil).
+			if left := time.Until(servingUntil(pod)); left > 0 {
 				a.queue.AddAfter(key, left)
 				return nil
 			}
@@ -486,6 +492,30 @@ func (a *Agent) syncStatus(ctx context.Context, key string, pod *corev1.Pod, st 
 		return fmt.Errorf("update status: %w", err)
 	}
 	return nil
+}
+
+// servingUntil is when a deleted pod's containers exit. The kubelet runs each container's preStop hook first,
+// out of the deletion's grace period (cut at its end), then sends SIGTERM with what the grace period has left,
+// then SIGKILL. The stand-ins drain until the grace period ends (pod.DeletionTimestamp) unless
+// ExitOnTermAnnotation makes them exit on SIGTERM: then they exit when the shortest preStop sleep ends (the first
+// container to exit ends the pod's serving; a container without a sleep hook gets SIGTERM at once, and an exec
+// or HTTP hook the agent cannot run counts as none). The API keeps deletionTimestamp in whole seconds, cut down:
+// the stand-ins stop up to a second early, never late, so a scenario's preStop is never credited with more.
+func servingUntil(pod *corev1.Pod) time.Time {
+	end := pod.DeletionTimestamp.Time
+	if pod.Annotations[ExitOnTermAnnotation] != "true" || pod.DeletionGracePeriodSeconds == nil {
+		return end
+	}
+	grace := time.Duration(*pod.DeletionGracePeriodSeconds) * time.Second
+	hook := grace
+	for _, c := range pod.Spec.Containers {
+		var sleep time.Duration
+		if l := c.Lifecycle; l != nil && l.PreStop != nil && l.PreStop.Sleep != nil {
+			sleep = time.Duration(l.PreStop.Sleep.Seconds) * time.Second
+		}
+		hook = min(hook, sleep)
+	}
+	return end.Add(hook - grace)
 }
 
 // readinessDelay is the longest initialDelaySeconds of the pod's containers' readiness probes.
