@@ -124,8 +124,7 @@ func (t *tally) restoredSources(r restoredRun) *destSources {
 		if s.clocks[k].ref != 0 {
 			continue
 		}
-		s.clocks[k] = clock{start: last - checkerSteady*ref, prev: last - ref, last: last, ref: ref, steady: maxSteady,
-			timedFrom: last - checkerSteady*ref, timed: maxSteady}
+		s.clocks[k] = clock{start: last - checkerSteady*ref, prev: last - ref, last: last, ref: ref, steady: maxSteady}
 		s.last, s.lastNew = max(s.last, last), max(s.lastNew, last)
 	}
 	return d

@@ -35,9 +35,7 @@ import (
 //     time). A source whose every gap since its first attempt kept one band is banded: attempts no clock
 //     explains do not break it while it is, within candidateWindow of its first attempt.
 //   - A source is a checker once one clock ticked five attempts (four intervals) and every attempt since that
-//     clock began kept one of its clocks (a source already counted as a client: four intervals in a row each
-//     within 1 %, at least 20 ms, of the clock's interval, a timer's: a chance clock within 5 % must not take
-//     back a page it raised), or once, banded and within candidateWindow of its first attempt, six
+//     clock began kept one of its clocks, or once, banded and within candidateWindow of its first attempt, six
 //     gaps kept a band within 1.25 times (eight within 1.45 times: spreadSteady). A band proves a spread within
 //     that window only and never lengthens it: a source it held counts as a client once its band ends or the
 //     window does, and past the window whenever it would without bands. A checker stays one through a few
@@ -46,15 +44,10 @@ import (
 //     while banded, or taken over from an earlier meter, also keeps its score with each attempt in its band.
 //   - A source that is not a checker yet whose unexplained attempts two clocks could still begin from (four at
 //     most) is still proving its cadence for candidateWindow after its first attempt (66 s: the first interval
-//     of a checker every minute; the quiet period if shorter), and from there while its next tick is due: its
-//     arrivals are neither a checker's nor a client's until it proves one or the other, so a checker's first
-//     few probes, even a slow one's, do not count as lost clients. A clock moves that on only while its latest
-//     two intervals were a timer's (each within 1 %) and every attempt since it began kept a clock or could
-//     begin a second one (two of them a cadence apart); the interval of a second attempt moves it on only with
-//     no clock, or beside one on a timer. A slow checker keeps its interval to milliseconds and nothing comes
-//     between its probes but a second checker's; a client whose gaps alternate short and long keeps a chance
-//     clock within 5 %, its other attempts between the ticks. A client that connects once waits
-//     candidateWindow before it counts; once counted, a source stays a client until it proves a cadence.
+//     of a checker every minute; the quiet period if shorter), and from there while its next tick is due: its arrivals are neither a
+//     checker's nor a client's until it proves one or the other, so a checker's first few probes, even a slow
+//     one's, do not count as lost clients. A client that connects once waits candidateWindow before it counts;
+//     once counted, a source stays a client until it proves a cadence.
 //   - At most Config.CheckerSources sources are kept per destination. When full, a new source replaces the
 //     non-checker seen longest ago (or a checker silent for longer than maxCadence); if every kept source is
 //     a live checker, the new one is not kept. Arrivals of sources not kept (or no longer kept) are clients.
@@ -186,15 +179,8 @@ type sourceCadence struct {
 // 0 for an unused clock.
 type clock struct {
 	start, prev, last, ref int64
-	// steady counts the intervals it explained, the two that began it included. timed counts those in a row,
-	// up to its latest tick, that came within timerTolerance of ref, from timedFrom on: the evidence of a timer,
-	// which alone proves a checker.
-	steady, timed uint8
-	timedFrom     int64
-	// timedWas and timedFromWas are timed and timedFrom before its latest tick: a closer attempt that takes
-	// that tick's place (the next one of two checkers a few percent apart in phase) takes over from them.
-	timedWas     uint8
-	timedFromWas int64
+	// steady counts the intervals it explained, the two that began it included.
+	steady uint8
 }
 
 // add counts one arrival from p.src at at (quiet: the meter's quiet period). max bounds len(list).
@@ -311,14 +297,8 @@ func (s *sourceCadence) attempt(at, quiet int64, bands bool) {
 		if k == 0 && c.prev != 0 {
 			// Within the tolerance of the clock's latest tick: whichever of the two falls closer to the time
 			// that tick was due takes it (two clocks a few percent apart in phase), the other is loose.
-			due := c.ref
-			if c.steady == 2 {
-				// Just begun, its interval is its latest by definition: the one before tells which fits it (a
-				// clock begun with another checker's probe as its third attempt gives it up for its own).
-				due = c.prev - c.start
-			}
-			off = abs(at - c.prev - due)
-			if off >= abs(c.last-c.prev-due) {
+			off = abs(at - c.prev - c.ref)
+			if off >= abs(c.last-c.prev-c.ref) {
 				continue
 			}
 		}
@@ -332,18 +312,11 @@ func (s *sourceCadence) attempt(at, quiet int64, bands bool) {
 		c := &s.clocks[best]
 		displaced := c.last
 		c.last = at
-		if c.steady == 2 {
-			c.ref = at - c.prev
-		}
-		// Its timer's evidence as if the displaced attempt had never ticked it (another clock's, most likely).
-		c.timed, c.timedFrom = c.timedWas, c.timedFromWas
-		c.time(at - c.prev)
 		s.unexplained(displaced, quiet)
 		return
 	}
 	if best >= 0 {
 		c := &s.clocks[best]
-		interval := at - c.last
 		c.prev, c.last = c.last, at
 		if bestK > 1 {
 			// On its clock but a check late: one skipped (or its SYN lost). Irregular: it breaks a candidate and
@@ -354,8 +327,6 @@ func (s *sourceCadence) attempt(at, quiet int64, bands bool) {
 			s.irregular()
 			return
 		}
-		c.timedWas, c.timedFromWas = c.timed, c.timedFrom
-		c.time(interval)
 		c.steady = min(c.steady+1, maxSteady)
 		s.tick(c, at, quiet)
 		return
@@ -380,19 +351,12 @@ func (s *sourceCadence) unexplained(at, quiet int64) {
 		}
 	}
 	if bi >= 0 {
-		c := clock{start: s.loose[bj], prev: s.loose[bi], last: at, ref: at - s.loose[bi], steady: 2,
-			timedFrom: s.loose[bj], timed: 2, timedFromWas: s.loose[bj], timedWas: 1}
-		if bestOff > timerTolerance(c.ref) {
-			c.timedFrom, c.timed = c.prev, 1 // its first interval is no timer's: its evidence begins with the second
-		}
-		s.beginClock(c, bi, bj, quiet)
+		s.beginClock(clock{start: s.loose[bj], prev: s.loose[bi], last: at, ref: at - s.loose[bi], steady: 2}, bi, bj, quiet)
 		return
 	}
-	if s.nLoose == 1 && !s.broken && at < s.until && s.timerOrNone() {
+	if s.nLoose == 1 && !s.broken && at < s.until {
 		// Its second attempt: the first interval of a cadence, maybe a slow one (30 to 60 s, a cloud's default
-		// check) whose third attempt comes after candidateWindow. It stays a candidate until that is due. Beside
-		// a clock, the second checker's: only beside one on a timer (a client whose gaps alternate short and
-		// long keeps a chance clock with its other attempts between the ticks).
+		// check) whose third attempt comes after candidateWindow. It stays a candidate until that is due.
 		if iv := at - s.loose[0]; iv >= int64(minCadence) && iv <= slowest(quiet) {
 			s.until = max(s.until, at+iv+tolerance(iv)+1)
 		}
@@ -439,11 +403,6 @@ func (s *sourceCadence) tolerance(ref int64) int64 {
 	return tolerance(ref)
 }
 
-// timerTolerance is how far from its clock's interval a tick may come and still count toward its proof: a
-// load balancer's timer keeps its interval to milliseconds (kernel timestamps of its SYNs), a client's gaps come
-// within 5 % of a clock's by chance (recorded timelines: TestClientShapesPageSeeded). 1 %, at least 20 ms.
-func timerTolerance(ref int64) int64 { return max(ref/100, minTolerance) }
-
 // halfTolerance is half of tolerance(ref).
 func halfTolerance(ref int64) int64 { return max(ref/(2*cadenceTolerance), minTolerance) }
 
@@ -482,10 +441,7 @@ func (s *sourceCadence) beginClock(c clock, i, j int, quiet int64) {
 	// Earlier loose attempts on its clock are its own too (its first ones, left loose when a clock that began
 	// by chance took the others and dissolved).
 	for x := j - 1; x >= 0; x-- {
-		if off := abs(c.start - s.loose[x] - c.ref); off <= halfTolerance(c.ref) {
-			if c.timedFrom == c.start && off <= timerTolerance(c.ref) {
-				c.timedFrom, c.timed = s.loose[x], c.timed+1
-			}
+		if abs(c.start-s.loose[x]-c.ref) <= halfTolerance(c.ref) {
 			c.start, s.loose[x] = s.loose[x], -1
 			c.steady++
 		}
@@ -504,75 +460,24 @@ func (s *sourceCadence) tick(c *clock, at, quiet int64) {
 		s.score = min(s.score+1, maxSteady)
 		return
 	}
-	// The attempts since the clock began that no clock explains.
-	var since [looseKept]int64
-	loose := since[:0]
-	for _, t := range s.loose[:s.nLoose] {
-		if t > c.start {
-			loose = append(loose, t)
-		}
-	}
-	if !s.broken && !s.held && at < s.until && c.timed >= 2 && s.couldBeginClock(loose, quiet) {
+	if !s.broken && !s.held && at < s.until {
 		// Still proving: a candidate until this clock's next tick is overdue, for cadences up to slowChecker. Not
-		// one only its band holds: a chance clock must not keep it longer than it would without one. Nor one
-		// with an attempt since the clock began that neither clock explains nor a second one could begin from:
-		// a slow checker's probes come between its ticks from nowhere but a second checker (a client's attempt
-		// between two of its own that came a clock's interval apart by chance would keep it waiting past its
-		// window).
+		// one only its band holds: a chance clock must not keep it longer than it would without one.
 		if c.ref <= slowest(quiet) {
 			s.until = max(s.until, at+c.ref+tolerance(c.ref)+1)
 		}
 	}
-	// Counted as a client, a source proves a cadence only on a timer: a chance clock within 5 % must not take
-	// back a page it raised (a client whose gaps alternate short and long makes two clocks of one interval).
-	if c.steady < checkerSteady || len(loose) != 0 || s.broken && c.timed < checkerSteady {
+	if c.steady < checkerSteady {
 		return
+	}
+	for _, t := range s.loose[:s.nLoose] {
+		if t > c.start {
+			return
+		}
 	}
 	// Proven on a clock with every gap in one band: its cadence may as well be a spread's that came close to a
 	// clock by chance, so its band keeps it too.
 	s.checker, s.score, s.spread = true, checkerSteady, s.banded
-}
-
-// timerOrNone: the source keeps no clock, or one whose latest two intervals or more were a timer's.
-func (s *sourceCadence) timerOrNone() bool {
-	none := true
-	for _, c := range s.clocks {
-		if c.ref != 0 {
-			if c.timed >= 2 {
-				return true
-			}
-			none = false
-		}
-	}
-	return none
-}
-
-// couldBeginClock: the attempts no clock explains are none, or at least two of them are a clock's interval
-// apart (between minCadence and the slowest cadence waited for): the first two probes of a second checker.
-func (s *sourceCadence) couldBeginClock(loose []int64, quiet int64) bool {
-	if len(loose) == 0 {
-		return true
-	}
-	for i := range loose {
-		for _, t := range loose[i+1:] {
-			if iv := t - loose[i]; iv >= int64(minCadence) && iv <= slowest(quiet) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// time follows the interval up to the clock's latest tick through its timer's evidence: within timerTolerance
-// of its interval, one more; else the evidence begins again from the tick before (a client whose gaps came
-// close to a clock by chance is not proven by them; a checker's timer keeps its interval to milliseconds, and a
-// hiccup only delays what it proves).
-func (c *clock) time(interval int64) {
-	if abs(interval-c.ref) <= timerTolerance(c.ref) {
-		c.timed = min(c.timed+1, maxSteady)
-		return
-	}
-	c.timedFrom, c.timed = c.prev, 1
 }
 
 // irregular counts an attempt off every clock: before the source proved a cadence, one more than its clocks

@@ -281,59 +281,6 @@ func TestRetransmitsToldApart(t *testing.T) {
 	}
 }
 
-// Chance clocks within 5 % prove nothing a timer would not: a client whose gaps alternate around 30 s and
-// 24 to 25 s makes two clocks of one interval (about 54 s) once it counts, and stays a client; one whose
-// attempts at 26.9, 50.9 and 75.7 s make a clock of about 24.5 s, another attempt between its ticks, counts
-// 66 s after its first attempt as any client off every clock does. A source counted as a client that then
-// arrives on a timer (every 5 s, to a few milliseconds) is a checker again. (Recorded irregular clients of
-// TestClientShapesPageSeeded.)
-func TestSourcesChanceClocks(t *testing.T) {
-	secs := func(ss ...float64) []time.Duration {
-		out := make([]time.Duration, len(ss))
-		for i, s := range ss {
-			out[i] = time.Duration(s * float64(time.Second))
-		}
-		return out
-	}
-	b := newSourceBed(t, Config{})
-	for _, at := range secs(26.01, 30.15, 32.59, 35.78, 39.57, 45.44, 50.15, 59.56, 76.78, 102.62, 132.62, 156.25,
-		186.25, 211.49, 241.49, 265.83, 295.83) {
-		b.attempt("203.0.113.60", at, 1)
-		if c := b.at(at + 1500*time.Millisecond); len(c.Checkers) != 0 {
-			t.Errorf("gaps alternating around 30 s and 24 s: at +%s checkers %v, want the client alone", at, checkerAddrs(c))
-			break
-		}
-	}
-	if c := b.at(5 * time.Minute); c.Clients.Repeated.Attempts != 34 {
-		t.Errorf("gaps alternating around 30 s and 24 s: clients %+v, want its 17 attempts and their retransmissions", c.Clients)
-	}
-
-	b = newSourceBed(t, Config{})
-	for _, at := range secs(26.86, 37.74, 50.88, 75.71) {
-		b.attempt("203.0.113.61", at, 1)
-	}
-	if c := b.at(26860*time.Millisecond + candidateWindow + time.Second); c.Clients.Repeated.Attempts != 8 {
-		t.Errorf("a chance clock of 24.5 s, an attempt between its ticks: clients %+v at the end of the window, want 8", c.Clients)
-	}
-
-	b = newSourceBed(t, Config{})
-	at := time.Duration(0)
-	for _, gap := range secs(0, 3.1, 1.4, 5.2, 2.3) {
-		at += gap
-		b.attempt("203.0.113.62", at, 1)
-	}
-	if c := b.at(at + 2*time.Second); c.Clients.Attempts != 10 {
-		t.Fatalf("five irregular attempts: clients %+v, want them counted", c.Clients)
-	}
-	for i := range 6 {
-		at += 5*time.Second + time.Duration(i%3)*time.Millisecond
-		b.attempt("203.0.113.62", at, 1)
-	}
-	if c := b.at(at + 2*time.Second); len(c.Checkers) != 1 || c.Checkers[0].Interval.Round(100*time.Millisecond) != 5*time.Second {
-		t.Errorf("then every 5 s on a timer: checkers %v, want it a checker every 5s", checkerAddrs(c))
-	}
-}
-
 // A load balancer's checker at a health check node port: kube-proxy answers every probe (200 or 503), so each
 // is one SYN on a new port. After five on one clock the prober is a checker with its interval; a prober at no
 // steady cadence (a person's curl now and then) is none, and with CheckerSources negative nothing is followed.
