@@ -1,6 +1,7 @@
 package exposure
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 	"strings"
@@ -105,10 +106,7 @@ func (r *Recorder) serviceSnapshot() []ServiceStats {
 		out = append(out, ServiceStats{Namespace: k[0], Name: k[1], Totals: maps.Clone(s.Totals), Drains: d, Check: s.Check})
 	}
 	slices.SortFunc(out, func(a, b ServiceStats) int {
-		if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Name, b.Name)
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 	})
 	r.svcSnap, r.svcDirty = out, false
 	return out

@@ -1,6 +1,7 @@
 package exposure
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 	"strings"
@@ -98,10 +99,7 @@ func (r *Recorder) windowSnapshot() []ServiceWindows {
 		out = append(out, ServiceWindows{Namespace: k[0], Name: k[1], Attempts: maps.Clone(w)})
 	}
 	slices.SortFunc(out, func(a, b ServiceWindows) int {
-		if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Name, b.Name)
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 	})
 	r.winSnap, r.winDirty = out, false
 	return out
