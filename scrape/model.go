@@ -71,8 +71,10 @@ type ModelConfig struct {
 	// MeterEvery: the meter's counts are taken at most this often while arrivals come (default 1 s), and at
 	// least every MeterIdle (default 10 s) for its own statistics.
 	MeterEvery, MeterIdle time.Duration
-	// Resweep: every Service is decided again at least this often (default 1 min), whatever the model knows
-	// of its inputs: a bound on any time-driven change the model has no timer for.
+	// Resweep: every Service is decided again at least this often (default 5 min), whatever the model knows
+	// of its inputs: a bound on any time-driven change the model has no timer for. The property test holds the
+	// model equal to a full recomputation with no sweep at all, so the sweep is a net, not a source of truth;
+	// at 1 min it was most of the model's work at 1,000 Services (docs/performance.md).
 	Resweep time.Duration
 	// MinPass spaces the model's evaluations, so that a burst of events is decided once (default 100 ms).
 	MinPass time.Duration
@@ -100,7 +102,7 @@ func (c ModelConfig) withDefaults() ModelConfig {
 	def(&c.HealthCheckSweep, 5*time.Minute)
 	def(&c.MeterEvery, time.Second)
 	def(&c.MeterIdle, 10*time.Second)
-	def(&c.Resweep, time.Minute)
+	def(&c.Resweep, 5*time.Minute)
 	def(&c.MinPass, 100*time.Millisecond)
 	if c.Now == nil {
 		c.Now = time.Now
