@@ -115,6 +115,11 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, route
 	}
 	mux := http.NewServeMux()
 	mux.Handle(opts.telemetryPath, newMetricsHandler(exp, opts, logger))
+	instance, err := newInstanceID()
+	if err != nil {
+		return err
+	}
+	mux.Handle(episodesPath, &episodesHandler{node: opts.kube.NodeName, instance: instance, src: gatherer})
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		for _, st := range view.Informers() {

@@ -313,6 +313,11 @@ func TestRunServesAndStops(t *testing.T) {
 	if status, body, err := get("/healthz"); err != nil || status != http.StatusOK {
 		t.Errorf("/healthz: %d %q %v", status, body, err)
 	}
+	// The ended episodes are served for the Event writer: none yet, under this process's instance id.
+	if status, body, err := get("/episodes?after=0"); err != nil || status != http.StatusOK ||
+		!strings.Contains(body, `"node":"node-a"`) || !strings.Contains(body, `"episodes":[]`) || strings.Contains(body, `"instance":""`) {
+		t.Errorf("/episodes: %d %q %v", status, body, err)
+	}
 	// kube-proxy's health server is probed by the node model, on its own schedule: a scrape shows its answer
 	// once the model has it (at once after the informers synced), without asking for it.
 	wants := []string{
