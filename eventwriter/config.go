@@ -34,7 +34,7 @@ type Config struct {
 	Rate  float64
 	Burst int
 
-	peers string
+	peers, podNamespace string
 }
 
 // DefaultTokenFile is where the kubelet mounts the pod's ServiceAccount token.
@@ -44,11 +44,12 @@ const DefaultTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 // (POD_NAMESPACE, POD_NAME).
 func (c *Config) RegisterFlags(app *kingpin.Application, getenv func(string) string) {
 	ns := getenv("POD_NAMESPACE")
+	c.podNamespace = ns
 	app.Flag("events.write", "Write one Kubernetes Event (events.k8s.io/v1) per ended exposure episode, regarding its Service, from one writer per cluster: the exporters elect a leader over a Lease, which polls every exporter's /episodes. Needs its own RBAC (deploy/README.md). Off: no Lease, no poll, no write.").Default("false").BoolVar(&c.Enabled)
 	app.Flag("events.lease-namespace", "Namespace of the writers' Lease (default $POD_NAMESPACE).").Default(ns).StringVar(&c.LeaseNamespace)
 	app.Flag("events.lease-name", "Name of the writers' Lease; it also keeps each peer's cursor, so a new leader neither drops nor repeats an episode.").Default("localtraffic-exporter-events").StringVar(&c.LeaseName)
 	app.Flag("events.identity", "This writer's identity: the Lease's holder and the Events' reportingInstance (default $POD_NAME).").Default(getenv("POD_NAME")).StringVar(&c.Identity)
-	app.Flag("events.peers-service", "namespace/name of the exporters' own Service: its EndpointSlices list the exporters the leader polls (default $POD_NAMESPACE/localtraffic-exporter).").Default(ns + "/localtraffic-exporter").StringVar(&c.peers)
+	app.Flag("events.peers-service", "namespace/name of the exporters' own Service: its EndpointSlices list the exporters the leader polls (default $POD_NAMESPACE/localtraffic-exporter).").StringVar(&c.peers)
 	app.Flag("events.peers-scheme", "How the leader asks peers for /episodes: https (kube-rbac-proxy in front of each exporter; the pod's ServiceAccount token is sent) or http (no token sent).").Default("https").EnumVar(&c.PeersScheme, "https", "http")
 	app.Flag("events.peers-ca-file", "CA bundle that verifies the peers' serving certificates; empty: not verified (docs/exposure.md, \"Events\", says what that trusts).").StringVar(&c.CAFile)
 	app.Flag("events.token-file", "Bearer token sent to peers over https.").Default(DefaultTokenFile).StringVar(&c.TokenFile)
@@ -62,6 +63,9 @@ func (c *Config) RegisterFlags(app *kingpin.Application, getenv func(string) str
 func (c *Config) Validate() error {
 	if !c.Enabled {
 		return nil
+	}
+	if c.peers == "" {
+		c.peers = c.podNamespace + "/localtraffic-exporter"
 	}
 	ns, name, ok := strings.Cut(c.peers, "/")
 	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
