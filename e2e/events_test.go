@@ -107,7 +107,9 @@ func TestEventsOneWriterPerCluster(t *testing.T) {
 		t.Fatalf("Event %s: note %q, regarding %+v, type %s, instance %s, related %+v", ev.Name, ev.Note, ev.Regarding, ev.Type,
 			ev.ReportingInstance, ev.Related)
 	}
-	if n, _ := strconv.Atoi(m[1]); n < 1 || n > lost || m[2] != strconv.Itoa(int(svc.Spec.Ports[0].NodePort)) {
+	// The meter's count taken at the drop may miss the attempts of its last 200 ms block, which the episode then
+	// counts though they were served (docs/exposure.md, "Error bounds", "The meter's lag"): one at the client's pace, two at a boundary.
+	if n, _ := strconv.Atoi(m[1]); n < 1 || n > lost+2 || m[2] != strconv.Itoa(int(svc.Spec.Ports[0].NodePort)) {
 		t.Errorf("the Event says %s attempts at NodePort %s; the client lost %d at %d", m[1], m[2], lost, svc.Spec.Ports[0].NodePort)
 	}
 	t.Logf("Event %s: %s (the client lost %d)", ev.Name, ev.Note, lost)
