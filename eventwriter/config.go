@@ -50,7 +50,7 @@ func (c *Config) RegisterFlags(app *kingpin.Application, getenv func(string) str
 	app.Flag("events.lease-name", "Name of the writers' Lease; it also keeps each peer's cursor, so a new leader neither drops nor repeats an episode.").Default("localtraffic-exporter-events").StringVar(&c.LeaseName)
 	app.Flag("events.identity", "This writer's identity: the Lease's holder and the Events' reportingInstance (default $POD_NAME).").Default(getenv("POD_NAME")).StringVar(&c.Identity)
 	app.Flag("events.peers-service", "namespace/name of the exporters' own Service: its EndpointSlices list the exporters the leader polls (default $POD_NAMESPACE/localtraffic-exporter).").StringVar(&c.peers)
-	app.Flag("events.peers-scheme", "How the leader asks peers for /episodes: https (kube-rbac-proxy in front of each exporter; the pod's ServiceAccount token is sent) or http (no token sent).").Default("https").EnumVar(&c.PeersScheme, "https", "http")
+	app.Flag("events.peers-scheme", "How the leader asks peers for /episodes: https (kube-rbac-proxy in front of each exporter; the pod's ServiceAccount token is sent) or http (no token sent).").Default("https").StringVar(&c.PeersScheme)
 	app.Flag("events.peers-ca-file", "CA bundle that verifies the peers' serving certificates; empty: not verified (docs/exposure.md, \"Events\", says what that trusts).").StringVar(&c.CAFile)
 	app.Flag("events.token-file", "Bearer token sent to peers over https.").Default(DefaultTokenFile).StringVar(&c.TokenFile)
 	flagvalue.Duration(app, "events.poll-interval", "How often the leader asks every peer for its ended episodes.", "10s", &c.Poll)
@@ -59,8 +59,12 @@ func (c *Config) RegisterFlags(app *kingpin.Application, getenv func(string) str
 	flagvalue.Int(app, "events.burst", "Events written at once at most (the token bucket's size).", "20", &c.Burst)
 }
 
-// Validate checks the parsed flags. Off, nothing is checked: nothing of it runs.
+// Validate checks the parsed flags. Off, only their spelling is: nothing of it runs.
 func (c *Config) Validate() error {
+	if c.PeersScheme != "https" && c.PeersScheme != "http" {
+		// kingpin's own enum error does not name the flag.
+		return fmt.Errorf("bad --events.peers-scheme %q: want https or http", c.PeersScheme)
+	}
 	if !c.Enabled {
 		return nil
 	}

@@ -238,6 +238,10 @@ func TestParseOptionsBadValues(t *testing.T) {
 		{"ignore selector does not parse", []string{"--services.ignore-selector", "team in (a"}, nil, "--services.ignore-selector"},
 		{"ignore selector bad label name", []string{"--services.ignore-selector", "-team=a"}, nil, "--services.ignore-selector"},
 		{"ignore selector selects everything", []string{"--services.ignore-selector", ","}, nil, "--services.ignore-selector"},
+		{"events without the pod's namespace", []string{"--events.write", "--events.identity", "p"}, nil, "--events.peers-service"},
+		{"events without an identity", []string{"--events.write"}, map[string]string{"POD_NAMESPACE": "lt"}, "--events.identity"},
+		{"events rate zero", []string{"--events.write", "--events.rate", "0"}, map[string]string{"POD_NAMESPACE": "lt", "POD_NAME": "p"}, "--events.rate"},
+		{"events peers scheme", []string{"--events.peers-scheme", "ftp"}, nil, "events.peers-scheme"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
