@@ -60,3 +60,21 @@ func TestFinishedRingIsBounded(t *testing.T) {
 		t.Errorf("FinishedAfter(n-3) = %d entries, want the last 3", len(got))
 	}
 }
+
+// An episode whose load balancer's drain was measured carries it, and the preStop it recommends: the drain
+// plus PreStopMargin, rounded up to whole seconds.
+func TestFinishedCarriesTheMeasuredDrain(t *testing.T) {
+	r := metered()
+	fallbackDrain(r)
+	r.Observe(at(4.6), port, lbDropped(false, 135, at(4.5)).probed(true, at(2.9), at(4)))
+	r.Advance(at(4.5).Add(quiet))
+	got, _ := r.FinishedAfter(0)
+	if len(got) != 1 {
+		t.Fatalf("%d ended episodes, want 1", len(got))
+	}
+	f := got[0]
+	if f.LBDrainSeconds == nil || *f.LBDrainSeconds != 3.5 || f.RecommendedPreStopSeconds != 9 || f.Attempts != 15 ||
+		!f.LastAttempt.Equal(at(4.5)) {
+		t.Errorf("finished = %+v (drain %v), want the 3.5 s drain, a preStop of 9 s, 15 attempts", f, f.LBDrainSeconds)
+	}
+}
