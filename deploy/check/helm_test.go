@@ -223,6 +223,7 @@ serviceMonitor: {enabled: true, namespace: monitoring, sampleLimit: 20000}
 prometheusRule: {enabled: true, namespace: monitoring}
 dashboards: {enabled: true, namespace: grafana}
 metricsJob: lt-prod
+events: {enabled: true}
 `), values(t, `
 serviceMonitor: {enabled: true, serviceDiscoveryRole: "", honorLabels: false, namespaceSelector: {any: true}}
 prometheusRule: {enabled: true, runbookURLBase: "https://runbooks.example/lt.md", disabled: {LocalTrafficExporterDown: true}, additionalRuleLabels: {team: platform}}
