@@ -66,7 +66,7 @@ func TestEventsOptIn(t *testing.T) {
 }
 
 // TestEventsRBAC: the writer's Role grants its Lease only (create, and get and update by name) in its own
-// namespace, its ClusterRole Events' create and patch and GET /episodes, both bound to the exporter's
+// namespace, its ClusterRole Events' create and GET /episodes, both bound to the exporter's
 // ServiceAccount; nothing else.
 func TestEventsRBAC(t *testing.T) {
 	objs := render(t, "overlays/events")
@@ -82,7 +82,7 @@ func TestEventsRBAC(t *testing.T) {
 	var cr rbacv1.ClusterRole
 	decode(t, find(t, objs, "ClusterRole", appName+"-events"), &cr)
 	wantCR := []rbacv1.PolicyRule{
-		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create"}},
 		{NonResourceURLs: []string{"/episodes"}, Verbs: []string{"get"}},
 	}
 	if !reflect.DeepEqual(cr.Rules, wantCR) {
