@@ -279,6 +279,9 @@ type Recorder struct {
 	winDirty   bool
 	programmed bool
 	metered    bool
+	// ring keeps the latest ended episodes, seq numbers them (finished.go).
+	ring []Finished
+	seq  uint64
 }
 
 // NewRecorder returns a Recorder whose metered episodes end after quiet without an attempt.
@@ -555,6 +558,7 @@ func (r *Recorder) add(ep *Episode, seconds float64, attempts uint64) {
 func (r *Recorder) end(k Key, ep *Episode, now time.Time) {
 	r.accrue(ep, now)
 	r.ended(ep)
+	r.finished(k, ep, now)
 	delete(r.open, k)
 }
 

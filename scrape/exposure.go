@@ -251,3 +251,18 @@ func (x *exposureTracker) restore(s exposure.Saved, fresh bool) {
 	defer x.mu.Unlock()
 	x.rec.Restore(s, fresh)
 }
+
+// finishedAfter is the recorder's ended episodes after seq, the oldest number kept and the latest.
+func (x *exposureTracker) finishedAfter(seq uint64) ([]exposure.Finished, uint64, uint64) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	out, oldest := x.rec.FinishedAfter(seq)
+	return out, oldest, x.rec.LastFinished()
+}
+
+// FinishedEpisodes is the node's ended exposure episodes numbered after seq, oldest first, with the oldest
+// number kept and the latest (exposure.Recorder.FinishedAfter): what /episodes serves. Safe to call from any
+// goroutine.
+func (g *Gatherer) FinishedEpisodes(seq uint64) (episodes []exposure.Finished, oldest, last uint64) {
+	return g.exposure.finishedAfter(seq)
+}

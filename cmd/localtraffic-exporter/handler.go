@@ -54,6 +54,12 @@ func newMetricsHandler(exp *collector.Exporter, opts options, logger *slog.Logge
 	}
 }
 
+// register adds collectors to the process' own registry, with the node's label as its others have: the Event
+// writer's series.
+func (h *metricsHandler) register(node string, cs ...prometheus.Collector) {
+	prometheus.WrapRegistererWith(prometheus.Labels{"node": node}, h.self).MustRegister(cs...)
+}
+
 // scrapeTimeout is the time a scrape may take: Prometheus' timeout minus offset, capped by max. A missing or
 // unusable header means max.
 func scrapeTimeout(header string, maxWait, offset time.Duration) time.Duration {

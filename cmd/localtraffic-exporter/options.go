@@ -17,6 +17,7 @@ import (
 
 	"github.com/localtraffic/localtraffic-exporter/cmd/internal/endpoint"
 	"github.com/localtraffic/localtraffic-exporter/collector"
+	"github.com/localtraffic/localtraffic-exporter/eventwriter"
 	"github.com/localtraffic/localtraffic-exporter/internal/flagvalue"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
@@ -48,6 +49,7 @@ type options struct {
 	arrivals   arrivals.FlagConfig
 	scrape     scrape.Config
 	collectors collector.Config // Selection zero (built in code): the default collectors
+	events     eventwriter.Config
 }
 
 // defaultShutdownGrace leaves in-flight scrapes most of the DaemonSet's terminationGracePeriodSeconds (10 s)
@@ -109,6 +111,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	o.arrivals.RegisterFlags(app)
 	o.scrape.RegisterFlags(app)
 	o.collectors.RegisterFlags(app)
+	o.events.RegisterFlags(app, getenv)
 
 	_, err := app.Parse(args)
 	var help errHelp
@@ -145,7 +148,7 @@ func (o *options) check(logLevel string) error {
 		return fmt.Errorf("bad --web.telemetry-path %q: must start with /", o.telemetryPath)
 	}
 	// A room's errors already name the flag, in the one line main prints.
-	for _, room := range []interface{ Validate() error }{&o.kube, &o.probe, &o.rules, &o.cilium, &o.arrivals, &o.scrape, &o.collectors} {
+	for _, room := range []interface{ Validate() error }{&o.kube, &o.probe, &o.rules, &o.cilium, &o.arrivals, &o.scrape, &o.collectors, &o.events} {
 		if err := room.Validate(); err != nil {
 			return err
 		}

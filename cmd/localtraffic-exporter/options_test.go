@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/localtraffic/localtraffic-exporter/collector"
+	"github.com/localtraffic/localtraffic-exporter/eventwriter"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
@@ -48,6 +49,8 @@ func TestParseOptionsDefaults(t *testing.T) {
 		scrape: scrape.Config{ExternalIPWindow: 10 * time.Minute, Grace: 2 * time.Minute, LossHold: 15 * time.Minute,
 			StateFile: "/var/lib/localtraffic-exporter/state.json"},
 		collectors: collector.Config{Selection: collector.DefaultSelection()},
+		events: eventwriter.Config{LeaseName: "localtraffic-exporter-events", PeersScheme: "https", TokenFile: eventwriter.DefaultTokenFile,
+			Poll: 10 * time.Second, PeerTimeout: 3 * time.Second, Rate: 0.5, Burst: 20},
 	}
 	checkOptions(t, o, want)
 }
@@ -58,7 +61,7 @@ func checkOptions(t *testing.T, got, want options) {
 	t.Helper()
 	for _, room := range []struct{ got, want any }{
 		{got.kube, want.kube}, {got.probe, want.probe}, {got.rules, want.rules}, {got.cilium, want.cilium}, {got.arrivals, want.arrivals},
-		{got.scrape, want.scrape}, {got.collectors, want.collectors},
+		{got.scrape, want.scrape}, {got.collectors, want.collectors}, {got.events, want.events},
 	} {
 		g, w := reflect.ValueOf(room.got), reflect.ValueOf(room.want)
 		for i := range g.NumField() {
@@ -67,8 +70,8 @@ func checkOptions(t *testing.T, got, want options) {
 			}
 		}
 	}
-	want.kube, want.probe, want.rules, want.arrivals, want.scrape, want.collectors =
-		got.kube, got.probe, got.rules, got.arrivals, got.scrape, got.collectors
+	want.kube, want.probe, want.rules, want.arrivals, want.scrape, want.collectors, want.events =
+		got.kube, got.probe, got.rules, got.arrivals, got.scrape, got.collectors, got.events
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("\n got %+v\nwant %+v", got, want)
 	}
@@ -141,6 +144,9 @@ func TestParseOptionsGoodValues(t *testing.T) {
 		"--rotation.loss-hold", "20m", "--arrivals.quiet-period", "30s",
 		"--state.file", "/run/lt/state.json", "--no-announcers.enabled", "--announcers.cilium-namespace", "cilium",
 		"--web.enable-pprof", "--dataplane.cilium-socket", "/run/cilium/cilium.sock",
+		"--events.write", "--events.lease-namespace", "lt", "--events.lease-name", "lease", "--events.identity", "pod-1",
+		"--events.peers-service", "lt/exporters", "--events.peers-scheme", "http", "--events.token-file", "/t",
+		"--events.poll-interval", "2s", "--events.peer-timeout", "1s", "--events.rate", "3", "--events.burst", "4",
 	}, env(nil))
 	if err != nil {
 		t.Fatalf("parseOptions: %v", err)
@@ -161,6 +167,8 @@ func TestParseOptionsGoodValues(t *testing.T) {
 			"service_details": true, "kube_proxy": true, "node": true, "informers": true, "rules": true, "dataplane": false,
 			"arrivals": true, "service_arrivals": false, "state_file": true, "announcers": true, "exposure": true,
 			"service_exposure": false}}},
+		events: eventwriter.Config{Enabled: true, LeaseNamespace: "lt", LeaseName: "lease", Identity: "pod-1", PeersNamespace: "lt",
+			PeersService: "exporters", PeersScheme: "http", TokenFile: "/t", Poll: 2 * time.Second, PeerTimeout: time.Second, Rate: 3, Burst: 4},
 	}
 	checkOptions(t, o, want)
 	for _, level := range []string{"debug", "info", "warn", "error"} {
@@ -230,6 +238,10 @@ func TestParseOptionsBadValues(t *testing.T) {
 		{"ignore selector does not parse", []string{"--services.ignore-selector", "team in (a"}, nil, "--services.ignore-selector"},
 		{"ignore selector bad label name", []string{"--services.ignore-selector", "-team=a"}, nil, "--services.ignore-selector"},
 		{"ignore selector selects everything", []string{"--services.ignore-selector", ","}, nil, "--services.ignore-selector"},
+		{"events without the pod's namespace", []string{"--events.write", "--events.identity", "p"}, nil, "--events.peers-service"},
+		{"events without an identity", []string{"--events.write"}, map[string]string{"POD_NAMESPACE": "lt"}, "--events.identity"},
+		{"events rate zero", []string{"--events.write", "--events.rate", "0"}, map[string]string{"POD_NAMESPACE": "lt", "POD_NAME": "p"}, "--events.rate"},
+		{"events peers scheme", []string{"--events.peers-scheme", "ftp"}, nil, "events.peers-scheme"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

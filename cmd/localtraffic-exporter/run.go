@@ -17,9 +17,15 @@ import (
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	coreclient "k8s.io/client-go/kubernetes/typed/core/v1"
+	discoveryclient "k8s.io/client-go/kubernetes/typed/discovery/v1"
+	eventsclient "k8s.io/client-go/kubernetes/typed/events/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/localtraffic/localtraffic-exporter/announce"
 	"github.com/localtraffic/localtraffic-exporter/collector"
+	"github.com/localtraffic/localtraffic-exporter/eventwriter"
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
@@ -113,8 +119,30 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, route
 	if err != nil {
 		return err
 	}
+	metrics := newMetricsHandler(exp, opts, logger)
+	// The Event writer, opt-in: off, it is not even built (no Lease, no poll, no write). On, it stands for the
+	// cluster's one writer until ctx ends, and hands its Lease back on the way out.
+	if opts.events.Enabled {
+		writer, err := newEventWriter(opts, logger)
+		if err != nil {
+			return err
+		}
+		metrics.register(opts.kube.NodeName, writer.Collectors()...)
+		writerCtx, stopWriter := context.WithCancel(ctx)
+		defer stopWriter()
+		background.Add(1)
+		go func() {
+			defer background.Done()
+			writer.Run(writerCtx)
+		}()
+	}
 	mux := http.NewServeMux()
-	mux.Handle(opts.telemetryPath, newMetricsHandler(exp, opts, logger))
+	mux.Handle(opts.telemetryPath, metrics)
+	instance, err := newInstanceID()
+	if err != nil {
+		return err
+	}
+	mux.Handle(episodesPath, &episodesHandler{node: opts.kube.NodeName, instance: instance, src: gatherer})
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		for _, st := range view.Informers() {
@@ -188,6 +216,33 @@ func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
 	_ = cfg.Level.Set(strings.ToLower(level.String()))
 	_ = cfg.Format.Set(format)
 	return promslog.New(cfg)
+}
+
+// newEventWriter is the Event writer over typed clients of the exporter's API configuration: the writer's calls
+// (its Lease, Events, the peers' EndpointSlices, the Services' UIDs) are few, and none goes through the view.
+func newEventWriter(opts options, logger *slog.Logger) (*eventwriter.Writer, error) {
+	cfg, err := kubeview.ClientConfig(opts.kube.Kubeconfig, "localtraffic-exporter/"+version.Version)
+	if err != nil {
+		return nil, err
+	}
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the Event writer's HTTP client: %w", err)
+	}
+	var c eventwriter.Clients
+	var errs []error
+	ev, err := eventsclient.NewForConfigAndClient(cfg, hc)
+	c.Events, errs = ev, append(errs, err)
+	co, err := coordinationclient.NewForConfigAndClient(cfg, hc)
+	c.Leases, errs = co, append(errs, err)
+	di, err := discoveryclient.NewForConfigAndClient(cfg, hc)
+	c.Slices, errs = di, append(errs, err)
+	cr, err := coreclient.NewForConfigAndClient(cfg, hc)
+	c.Services, errs = cr, append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("building the Event writer's clients: %w", err)
+	}
+	return eventwriter.New(opts.events, c, logger)
 }
 
 func newKubeClient(kubeconfig string) (kubeview.API, error) {

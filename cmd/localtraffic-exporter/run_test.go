@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +25,16 @@ import (
 type fakeAPIServer struct {
 	*httptest.Server
 	node string
+	// mu guards paths: every request's method and path, in order.
+	mu    sync.Mutex
+	paths []string
+}
+
+// asked is every request the server had, as "METHOD path".
+func (f *fakeAPIServer) asked() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.paths)
 }
 
 func newFakeAPIServer(t *testing.T, node string) *fakeAPIServer {
@@ -40,6 +51,9 @@ func (f *fakeAPIServer) nodeJSON() string {
 }
 
 func (f *fakeAPIServer) serve(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	f.paths = append(f.paths, r.Method+" "+r.URL.Path)
+	f.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	if r.URL.Query().Get("watch") == "true" || r.URL.Query().Get("watch") == "1" {
 		f.serveWatch(w, r)
@@ -312,6 +326,18 @@ func TestRunServesAndStops(t *testing.T) {
 	}
 	if status, body, err := get("/healthz"); err != nil || status != http.StatusOK {
 		t.Errorf("/healthz: %d %q %v", status, body, err)
+	}
+	// Without --events.write the Event writer is not even built: no write at all, no Lease of its own read (the
+	// announcers list Cilium's in kube-system), no Event.
+	for _, p := range api.asked() {
+		if !strings.HasPrefix(p, "GET ") || strings.Contains(p, "events.k8s.io") || strings.Contains(p, "/leases/") {
+			t.Errorf("the Event writer is off, yet the exporter asked the API %s", p)
+		}
+	}
+	// The ended episodes are served for the Event writer: none yet, under this process's instance id.
+	if status, body, err := get("/episodes?after=0"); err != nil || status != http.StatusOK ||
+		!strings.Contains(body, `"node":"node-a"`) || !strings.Contains(body, `"episodes":[]`) || strings.Contains(body, `"instance":""`) {
+		t.Errorf("/episodes: %d %q %v", status, body, err)
 	}
 	// kube-proxy's health server is probed by the node model, on its own schedule: a scrape shows its answer
 	// once the model has it (at once after the informers synced), without asking for it.

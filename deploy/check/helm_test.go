@@ -178,6 +178,7 @@ func TestChartEqualsKustomize(t *testing.T) {
 				"prometheusRule: {enabled: true, runbookURLBase: 'https://github.com/localtraffic/localtraffic-exporter/blob/main/docs/runbooks.md'}\n" +
 				"kubeRBACProxy: {metricsReaders: [{namespace: monitoring, name: prometheus-k8s}]}", false},
 		{"Cilium's agent socket", "overlays/cilium", "cilium: {socketDir: /var/run/cilium}", true},
+		{"Events per exposure episode", "overlays/events", "events: {enabled: true}", true},
 		{"web config from a Secret", "examples/tls-basic-auth",
 			"namespace: {create: true}\nwebConfig: {existingSecret: localtraffic-exporter-web}\nkubeRBACProxy: {enabled: false}", false},
 	}
@@ -222,6 +223,7 @@ serviceMonitor: {enabled: true, namespace: monitoring, sampleLimit: 20000}
 prometheusRule: {enabled: true, namespace: monitoring}
 dashboards: {enabled: true, namespace: grafana}
 metricsJob: lt-prod
+events: {enabled: true}
 `), values(t, `
 serviceMonitor: {enabled: true, serviceDiscoveryRole: "", honorLabels: false, namespaceSelector: {any: true}}
 prometheusRule: {enabled: true, runbookURLBase: "https://runbooks.example/lt.md", disabled: {LocalTrafficExporterDown: true}, additionalRuleLabels: {team: platform}}

@@ -1,0 +1,295 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
+)
+
+// The Event writer's scenario: the shipped RBAC of deploy/overlays/events, the Lease it names, and a second
+// exporter on node-1 and node-2 (beside the usual ones) with --events.write.
+const (
+	eventsPort  = 9753
+	eventsLease = "localtraffic-exporter-events"
+	eventsQuiet = 3 * time.Second
+)
+
+// TestEventsOneWriterPerCluster: one Kubernetes Event per exposure episode, from one writer. node-1's and
+// node-2's writers (node-1's started first, so it leads) find each other in a selectorless Service's
+// EndpointSlice, as they would in the DaemonSet's Service, and are authorised by the overlay's own RBAC only.
+// A Local NodePort Service has a replica on node-1 and node-2; a client keeps connecting to node-2's NodePort;
+// node-2's replica is then listed terminating and no longer serving (a rollout) while node-1's serves, so node-2
+// drops what still arrives; the client stops and the episode ends its quiet period later. Exactly one Event
+// regarding the Service (its UID) must follow, from reportingController localtraffic-exporter, its note naming
+// node-2 and the attempts lost. Then the leader's exporter stops: node-2's takes the Lease and, going on from the
+// cursor the Lease keeps, writes nothing again.
+func TestEventsOneWriterPerCluster(t *testing.T) {
+	c := sharedCluster(t)
+	ctx := testContext(t)
+	const ns = "e2e-events"
+	applyEventsRBAC(t, c)
+	admin := c.Admin()
+	t.Cleanup(func() {
+		_ = admin.CoordinationV1().Leases(cluster.ExporterNamespace).Delete(context.Background(), eventsLease, metav1.DeleteOptions{})
+	})
+
+	svc := newService(t, c, ns, "web", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal)
+	pods := startPods(t, c, svc, "node-1", "node-2")
+	setEndpoints(t, c, svc, ready(pods...))
+	peersService(t, c, ns, "peers", "node-1", "node-2")
+
+	writer := func(node string) error {
+		return c.Node(node).StartExporterOn(ctx, eventsPort, "--state.file=", "--arrivals.quiet-period="+eventsQuiet.String(),
+			"--events.write", "--events.lease-namespace="+cluster.ExporterNamespace, "--events.identity=writer-"+node,
+			"--events.peers-service="+ns+"/peers", "--events.peers-scheme=http", "--events.poll-interval=1s")
+	}
+	if err := writer("node-1"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Node("node-1").StopExporterOn(eventsPort) })
+	eventually(t, converge, "node-1's writer leads", func() error {
+		return errors.Join(leaseHolder(ctx, c, "writer-node-1"),
+			expectMetricsOn(ctx, c, "node-1", eventsPort, metricIs("localtraffic_event_writer_leader", nodeLabels("node-1"), 1)))
+	})
+	if err := writer("node-2"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Node("node-2").StopExporterOn(eventsPort) })
+
+	addr := nodePortAddr(c.Node("node-2"), svc)
+	eventually(t, converge, "node-2 serves its NodePort, counting attempts", func() error {
+		return errors.Join(wantServedLocally(c.Request(ctx, addr), "node-2"),
+			expectMetricsOn(ctx, c, "node-2", eventsPort, metricIs("localtraffic_exposure_attempts_counted", nodeLabels("node-2"), 1)))
+	})
+	cl := startRepeatingClient(ctx, c, addr, 200*time.Millisecond)
+	time.Sleep(time.Second)
+	setEndpoints(t, c, svc, []cluster.Endpoint{{Pod: pods[0]},
+		{Pod: pods[1], Ready: cluster.Bool(false), Serving: cluster.Bool(false), Terminating: cluster.Bool(true)}})
+	eventually(t, converge, "node-2 drops what the client still sends", func() error {
+		if cl.lost() < 5 {
+			return fmt.Errorf("%d attempts lost so far", cl.lost())
+		}
+		return nil
+	})
+	lost := cl.stop()
+
+	var ev eventsv1.Event
+	eventually(t, converge, "one Event regarding the Service", func() error {
+		evs, err := writerEvents(ctx, c, ns)
+		if err != nil {
+			return err
+		}
+		if len(evs) != 1 {
+			return fmt.Errorf("%d Events, want 1: %v", len(evs), evs)
+		}
+		ev = evs[0]
+		return nil
+	})
+	m := regexp.MustCompile(`^rollout: node-2 dropped (\d+) connection attempts at NodePort (\d+)/TCP`).FindStringSubmatch(ev.Note)
+	if m == nil || ev.Regarding.Kind != "Service" || ev.Regarding.Name != "web" || ev.Regarding.UID != svc.UID ||
+		ev.Type != corev1.EventTypeWarning || ev.ReportingInstance != "writer-node-1" || ev.Related == nil || ev.Related.Name != "node-2" {
+		t.Fatalf("Event %s: note %q, regarding %+v, type %s, instance %s, related %+v", ev.Name, ev.Note, ev.Regarding, ev.Type,
+			ev.ReportingInstance, ev.Related)
+	}
+	// The meter's count taken at the drop may miss the attempts of its last 200 ms block, which the episode then
+	// counts though they were served (docs/exposure.md, "Error bounds", "The meter's lag"): one at the client's pace, two at a boundary.
+	if n, _ := strconv.Atoi(m[1]); n < 1 || n > lost+2 || m[2] != strconv.Itoa(int(svc.Spec.Ports[0].NodePort)) {
+		t.Errorf("the Event says %s attempts at NodePort %s; the client lost %d at %d", m[1], m[2], lost, svc.Spec.Ports[0].NodePort)
+	}
+	t.Logf("Event %s: %s (the client lost %d)", ev.Name, ev.Note, lost)
+
+	// The leader goes; node-2's writer takes the Lease and writes nothing again.
+	eventually(t, converge, "the Lease keeps node-2's cursor", func() error {
+		l, err := admin.CoordinationV1().Leases(cluster.ExporterNamespace).Get(ctx, eventsLease, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		var cursors map[string]struct{ Seq uint64 }
+		if err := json.Unmarshal([]byte(l.Annotations["localtraffic.io/event-cursors"]), &cursors); err != nil || cursors["node-2"].Seq < 1 {
+			return fmt.Errorf("cursors %q (%v)", l.Annotations["localtraffic.io/event-cursors"], err)
+		}
+		return nil
+	})
+	c.Node("node-1").StopExporterOn(eventsPort)
+	eventually(t, converge, "node-2's writer leads", func() error {
+		return errors.Join(leaseHolder(ctx, c, "writer-node-2"),
+			expectMetricsOn(ctx, c, "node-2", eventsPort, metricIs("localtraffic_event_writer_leader", nodeLabels("node-2"), 1)))
+	})
+	// Several polls of the new leader: the episode is still in node-2's ring, and the cursor says it is written.
+	time.Sleep(4 * time.Second)
+	evs, err := writerEvents(ctx, c, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 {
+		t.Errorf("%d Events after the leader changed, want still 1: %v", len(evs), evs)
+	}
+	if err := expectMetricsOn(ctx, c, "node-2", eventsPort,
+		metricIs("localtraffic_event_writer_events_total", cluster.Labels{"node": "node-2", "result": "written"}, 0),
+		metricIs("localtraffic_event_writer_events_total", cluster.Labels{"node": "node-2", "result": "skipped"}, 0),
+		// node-1's exporter is gone but still listed: unreachable, logged, no stall.
+		metricIs("localtraffic_event_writer_peers_unreachable", nodeLabels("node-2"), 1)); err != nil {
+		t.Error(err)
+	}
+}
+
+// applyEventsRBAC applies the Event writer's RBAC as deploy/overlays/events ships it, and removes it at the end:
+// the other tests hold the exporter to its read-only grants.
+func applyEventsRBAC(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	objs, err := cluster.ReadManifests(filepath.Join(repoDir(t), "deploy", "overlays", "events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rbac []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() != "Kustomization" {
+			rbac = append(rbac, o)
+		}
+	}
+	if len(rbac) != 4 {
+		t.Fatalf("deploy/overlays/events has %d RBAC objects, want 4", len(rbac))
+	}
+	if err := c.Apply(testContext(t), rbac); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, r := context.Background(), c.Admin().RbacV1()
+		for _, o := range rbac {
+			var err error
+			switch o.GetKind() {
+			case "Role":
+				err = r.Roles(o.GetNamespace()).Delete(ctx, o.GetName(), metav1.DeleteOptions{})
+			case "RoleBinding":
+				err = r.RoleBindings(o.GetNamespace()).Delete(ctx, o.GetName(), metav1.DeleteOptions{})
+			case "ClusterRole":
+				err = r.ClusterRoles().Delete(ctx, o.GetName(), metav1.DeleteOptions{})
+			case "ClusterRoleBinding":
+				err = r.ClusterRoleBindings().Delete(ctx, o.GetName(), metav1.DeleteOptions{})
+			}
+			if err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("delete %s %s: %v", o.GetKind(), o.GetName(), err)
+			}
+		}
+	})
+}
+
+// peersService is a selectorless Service ns/name whose EndpointSlice lists the writers' exporters on nodes at
+// eventsPort, as the DaemonSet's Service lists its pods.
+func peersService(t *testing.T, c *cluster.Cluster, ns, name string, nodes ...string) {
+	t.Helper()
+	ctx := testContext(t)
+	_, err := c.Admin().CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Name: "metrics", Port: eventsPort}}}},
+		metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: name + "-peers", Namespace: ns, Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: new("metrics"), Port: new(int32(eventsPort))}},
+	}
+	for _, n := range nodes {
+		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{c.Node(n).IP}, NodeName: new(n),
+			Conditions: discoveryv1.EndpointConditions{Ready: new(true)}})
+	}
+	if _, err := c.Admin().DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Admin().CoreV1().Services(ns).Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = c.Admin().DiscoveryV1().EndpointSlices(ns).Delete(context.Background(), slice.Name, metav1.DeleteOptions{})
+	})
+}
+
+func leaseHolder(ctx context.Context, c *cluster.Cluster, want string) error {
+	l, err := c.Admin().CoordinationV1().Leases(cluster.ExporterNamespace).Get(ctx, eventsLease, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if h := l.Spec.HolderIdentity; h == nil || *h != want {
+		return fmt.Errorf("the Lease's holder is %v, want %s", h, want)
+	}
+	return nil
+}
+
+// writerEvents lists the exporters' Events in ns.
+func writerEvents(ctx context.Context, c *cluster.Cluster, ns string) ([]eventsv1.Event, error) {
+	l, err := c.Admin().EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var out []eventsv1.Event
+	for _, e := range l.Items {
+		if e.ReportingController == "localtraffic-exporter" {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// repeatingClient connects to one address every interval from the outside client, counting what was not
+// answered.
+type repeatingClient struct {
+	mu     sync.Mutex
+	failed int
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func startRepeatingClient(ctx context.Context, c *cluster.Cluster, addr string, every time.Duration) *repeatingClient {
+	ctx, cancel := context.WithCancel(ctx)
+	cl := &repeatingClient{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(cl.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			go func() {
+				// Cancelled at stop, an attempt in flight was sent long after the drop: lost too.
+				if r := c.Request(ctx, addr); r.Verdict != cluster.OK {
+					cl.mu.Lock()
+					cl.failed++
+					cl.mu.Unlock()
+				}
+			}()
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return cl
+}
+
+func (cl *repeatingClient) lost() int {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return cl.failed
+}
+
+// stop ends the client and returns how many of its attempts were lost (those in flight then give up, and count).
+func (cl *repeatingClient) stop() int {
+	cl.cancel()
+	<-cl.done
+	time.Sleep(time.Second) // the requests in flight return once cancelled
+	return cl.lost()
+}

@@ -1,0 +1,165 @@
+package eventwriter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// CursorsAnnotation is the Lease's annotation that keeps, per peer, the instance and number of the last episode
+// the leader handled: a new leader reads it and goes on from there.
+const CursorsAnnotation = "localtraffic.io/event-cursors"
+
+// Cursor is how far the leader got with one peer: the peer's process (its instance id) and the number of the
+// last episode written (or found written) for it.
+type Cursor struct {
+	Instance string `json:"instance"`
+	Seq      uint64 `json:"seq"`
+}
+
+// cursorLock is client-go's LeaseLock, but its every write of the Lease also carries the leader's cursors in
+// an annotation: a separate write of the annotation would race the elector's renewals (a conflict each time),
+// while riding on them keeps one writer of the Lease. The cursors it writes lag the writes of Events by at most
+// a renewal period; an episode a new leader finds again is skipped by its Event's deterministic name.
+type cursorLock struct {
+	client         coordinationclient.LeasesGetter
+	namespace      string
+	name, identity string
+
+	mu    sync.Mutex
+	lease *coordinationv1.Lease
+	// cursors are set by the leader only (nil otherwise): a writer that leads again must not write back what it
+	// had when it led before. leading is set between start and stop; setCursors is ignored outside.
+	cursors map[string]Cursor
+	leading bool
+}
+
+var _ resourcelock.Interface = (*cursorLock)(nil)
+
+func (l *cursorLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	lease, err := l.client.Leases(l.namespace).Get(ctx, l.name, metav1.GetOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	l.mu.Lock()
+	l.lease = lease
+	l.mu.Unlock()
+	rec := resourcelock.LeaseSpecToLeaderElectionRecord(&lease.Spec)
+	raw, err := json.Marshal(*rec)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encoding the Lease's record: %w", err)
+	}
+	return rec, raw, nil
+}
+
+func (l *cursorLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: l.name, Namespace: l.namespace},
+		Spec: resourcelock.LeaderElectionRecordToLeaseSpec(&ler)}
+	if err := l.annotate(lease); err != nil {
+		return err
+	}
+	got, err := l.client.Leases(l.namespace).Create(ctx, lease, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.lease = got
+	l.mu.Unlock()
+	return nil
+}
+
+func (l *cursorLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	l.mu.Lock()
+	if l.lease == nil {
+		l.mu.Unlock()
+		return errors.New("the Lease was not read yet")
+	}
+	lease := l.lease.DeepCopy()
+	l.mu.Unlock()
+	lease.Spec = resourcelock.LeaderElectionRecordToLeaseSpec(&ler)
+	if err := l.annotate(lease); err != nil {
+		return err
+	}
+	got, err := l.client.Leases(l.namespace).Update(ctx, lease, metav1.UpdateOptions{})
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.lease = got
+	l.mu.Unlock()
+	return nil
+}
+
+// annotate puts the leader's cursors on lease; without any (not leading, or leading and not yet polled) it
+// keeps what the Lease has.
+func (l *cursorLock) annotate(lease *coordinationv1.Lease) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cursors == nil {
+		return nil
+	}
+	raw, err := json.Marshal(l.cursors)
+	if err != nil {
+		return fmt.Errorf("encoding the cursors: %w", err)
+	}
+	if lease.Annotations == nil {
+		lease.Annotations = map[string]string{}
+	}
+	lease.Annotations[CursorsAnnotation] = string(raw)
+	return nil
+}
+
+// RecordEvent writes nothing: the writer's own Events are about Services, not about its elections.
+func (*cursorLock) RecordEvent(string) {}
+
+func (l *cursorLock) Identity() string { return l.identity }
+
+func (l *cursorLock) Describe() string { return l.namespace + "/" + l.name }
+
+// stored is the cursors the Lease held when last read or written (empty: none, or not readable).
+func (l *cursorLock) stored() map[string]Cursor {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string]Cursor{}
+	if l.lease == nil || l.lease.Annotations[CursorsAnnotation] == "" {
+		return out
+	}
+	// A Lease's annotation someone else wrote may not parse: then the leader starts over, and the Events'
+	// deterministic names skip what was written already.
+	_ = json.Unmarshal([]byte(l.lease.Annotations[CursorsAnnotation]), &out)
+	return out
+}
+
+// start begins a term: the cursors the Lease holds (the last leader's), which it writes back from now on.
+func (l *cursorLock) start() map[string]Cursor {
+	c := l.stored()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.leading, l.cursors = true, maps.Clone(c)
+	return c
+}
+
+// stop ends the term: the Lease's annotation is no longer this writer's to write.
+func (l *cursorLock) stop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.leading, l.cursors = false, nil
+}
+
+// setCursors hands the lock the leader's cursors to write with the next renewal; ignored outside a term (a
+// loop of an ended term finishing its poll).
+func (l *cursorLock) setCursors(c map[string]Cursor) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.leading {
+		l.cursors = maps.Clone(c)
+	}
+}

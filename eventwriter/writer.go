@@ -1,0 +1,270 @@
+// Package eventwriter writes one Kubernetes Event per ended exposure episode, from one writer per cluster.
+// Every exporter serves its node's ended episodes at /episodes (package exposure keeps them); the exporters
+// started with --events.write elect a leader over a Lease, and the leader alone polls every exporter listed in
+// the EndpointSlices of their own Service and writes an events.k8s.io/v1 Event regarding each episode's
+// Service. How far it got with each peer (its process's instance id, the last episode's number) rides on the
+// Lease, so that a new leader goes on where the old one stopped; each Event's name is derived from its episode,
+// so that one found again is AlreadyExists, never a duplicate. Writes pass a token bucket; repeats at one
+// destination that waited for it together become one Event's series. Off, nothing here runs.
+package eventwriter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	coreclient "k8s.io/client-go/kubernetes/typed/core/v1"
+	discoveryclient "k8s.io/client-go/kubernetes/typed/discovery/v1"
+	eventsclient "k8s.io/client-go/kubernetes/typed/events/v1"
+	"k8s.io/client-go/tools/leaderelection"
+
+	"github.com/localtraffic/localtraffic-exporter/exposure"
+)
+
+// Clients are the API clients the writer uses: Events to write, its Lease, the peers' EndpointSlices and the
+// Services' UIDs (listed by name: the exporter's ClusterRole lists Services and gets none).
+type Clients struct {
+	Events   eventsclient.EventsGetter
+	Leases   coordinationclient.LeasesGetter
+	Slices   discoveryclient.EndpointSlicesGetter
+	Services coreclient.ServicesGetter
+}
+
+// Timing is the leader election's: client-go's usual values (a Lease held 15 s, renewed every 2 s).
+type Timing struct {
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+}
+
+// DefaultTiming is what Run elects with.
+var DefaultTiming = Timing{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+
+// peerFetches is how many peers the leader asks at once: a thousand nodes polled within a few timeouts.
+const peerFetches = 16
+
+// Writer is one exporter's candidacy, and its writing while it leads.
+type Writer struct {
+	cfg     Config
+	c       Clients
+	peers   *peerClient
+	lock    *cursorLock
+	limiter *rate.Limiter
+	timing  Timing
+	now     func() time.Time
+	log     *slog.Logger
+	m       *metrics
+	// leading is held by the leader's loop: a loop of a newer term waits for the one before to have ended.
+	leading sync.Mutex
+}
+
+// New builds the writer of cfg (Validate has checked it).
+func New(cfg Config, c Clients, log *slog.Logger) (*Writer, error) {
+	pc, err := newPeerClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Writer{cfg: cfg, c: c, peers: pc, timing: DefaultTiming, now: time.Now, log: log, m: newMetrics(),
+		lock:    &cursorLock{client: c.Leases, namespace: cfg.LeaseNamespace, name: cfg.LeaseName, identity: cfg.Identity},
+		limiter: rate.NewLimiter(rate.Limit(cfg.Rate), cfg.Burst)}, nil
+}
+
+// Run stands for election until ctx ends, and writes while it leads; on the way out a leader hands the Lease
+// back (with its cursors), so that another takes over at its next try rather than after the Lease expires.
+// With the writer off it returns at once, having touched nothing.
+func (w *Writer) Run(ctx context.Context) {
+	if !w.cfg.Enabled {
+		return
+	}
+	for ctx.Err() == nil {
+		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+			Lock: w.lock, Name: w.cfg.LeaseName, ReleaseOnCancel: true,
+			LeaseDuration: w.timing.LeaseDuration, RenewDeadline: w.timing.RenewDeadline, RetryPeriod: w.timing.RetryPeriod,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: w.lead,
+				OnStoppedLeading: func() {
+					w.lock.stop()
+					w.m.leader.Set(0)
+				},
+			},
+		})
+		if err != nil {
+			w.log.Error("event writer: bad leader election settings", "err", err)
+			return
+		}
+		le.Run(ctx) // returns when ctx ends or the lease is lost: then stand again
+	}
+}
+
+// lead is the leader's loop: poll every peer, write what ended, until the term ends.
+func (w *Writer) lead(ctx context.Context) {
+	w.leading.Lock()
+	defer w.leading.Unlock()
+	if ctx.Err() != nil {
+		return
+	}
+	cursors := w.lock.start()
+	w.m.leader.Set(1)
+	w.log.Info("event writer: leading", "lease", w.lock.Describe(), "identity", w.cfg.Identity, "peers_known", len(cursors))
+	t := time.NewTicker(w.cfg.Poll)
+	defer t.Stop()
+	for {
+		w.poll(ctx, cursors)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// fetched is one peer's answer at a poll.
+type fetched struct {
+	page exposure.Page
+	err  error
+}
+
+// poll asks every peer for what ended since its cursor and writes it.
+func (w *Writer) poll(ctx context.Context, cursors map[string]Cursor) {
+	peers, err := listPeers(ctx, w.c.Slices, w.cfg.PeersNamespace, w.cfg.PeersService, w.cfg.PeersScheme)
+	if err != nil {
+		w.log.Warn("event writer: cannot list peers", "err", err)
+		return
+	}
+	present := map[string]bool{}
+	for _, p := range peers {
+		present[p.key] = true
+	}
+	// A peer gone from the Service (its node removed) needs no cursor; one back later is a new process anyway.
+	// No peer at all is more likely a moment of the exporters' own rollout: the cursors are kept then.
+	if len(peers) > 0 {
+		maps.DeleteFunc(cursors, func(k string, _ Cursor) bool { return !present[k] })
+	}
+	results := make([]fetched, len(peers))
+	sem := make(chan struct{}, peerFetches)
+	var wg sync.WaitGroup
+	for i, p := range peers {
+		cur := cursors[p.key]
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			results[i].page, results[i].err = w.fetch(ctx, p, cur)
+		}()
+	}
+	wg.Wait()
+	unreachable := 0
+	for i, p := range peers {
+		if ctx.Err() != nil {
+			return
+		}
+		if err := results[i].err; err != nil {
+			unreachable++
+			w.log.Warn("event writer: peer did not answer usably", "peer", p.key, "url", p.url, "err", err)
+			continue
+		}
+		w.handle(ctx, p, results[i].page, cursors)
+		w.lock.setCursors(cursors)
+	}
+	w.m.unreachable.Set(float64(unreachable))
+	w.lock.setCursors(cursors)
+}
+
+// fetch asks p for its episodes after cur, within the per-peer timeout; a peer whose process is not cur's
+// (restarted) is asked again from its start.
+func (w *Writer) fetch(ctx context.Context, p peer, cur Cursor) (exposure.Page, error) {
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.PeerTimeout)
+	defer cancel()
+	pg, err := w.peers.page(ctx, p, cur.Seq)
+	if err != nil || pg.Instance == cur.Instance || cur.Seq == 0 {
+		return pg, err
+	}
+	return w.peers.page(ctx, p, 0)
+}
+
+// handle writes the Events of one peer's page, in order, and moves its cursor past each: it stops at the first
+// episode the rate limit holds back, or whose write failed in a way a retry may mend.
+func (w *Writer) handle(ctx context.Context, p peer, pg exposure.Page, cursors map[string]Cursor) {
+	cur := cursors[p.key]
+	if cur.Instance != pg.Instance {
+		if cur.Instance != "" {
+			w.log.Info("event writer: peer restarted, reading its episodes from the start", "peer", p.key, "instance", pg.Instance)
+		}
+		cur = Cursor{Instance: pg.Instance}
+	}
+	if pg.Oldest > cur.Seq+1 && pg.Last > cur.Seq {
+		missed := pg.Oldest - cur.Seq - 1
+		w.m.missed.Add(float64(missed))
+		w.log.Warn("event writer: peer no longer keeps episodes it was not asked for in time", "peer", p.key, "missed", missed)
+		cur.Seq = pg.Oldest - 1
+	}
+	cursors[p.key] = cur
+	eps := pg.Episodes
+	for i := 0; i < len(eps); {
+		r := run{node: pg.Node, eps: eps[i : i+1]}
+		for j := i + 1; j < len(eps) && r.sameRun(eps[j]); j++ {
+			r.eps = eps[i : j+1]
+		}
+		if !w.limiter.AllowN(w.now(), 1) {
+			return // the rest waits for the next poll, from this cursor
+		}
+		result, retry := w.write(ctx, r)
+		w.m.events.WithLabelValues(result).Inc()
+		if retry {
+			return
+		}
+		i += len(r.eps)
+		cur.Seq = r.eps[len(r.eps)-1].Seq
+		cursors[p.key] = cur
+	}
+}
+
+// errServiceGone: the episode's Service no longer exists; an Event regarding it would regard nothing.
+var errServiceGone = errors.New("the Service is gone")
+
+// write creates run r's Event: its result label, and whether to try it again at the next poll (a failure a
+// retry may mend: refused, throttled, the API unreachable).
+func (w *Writer) write(ctx context.Context, r run) (result string, retry bool) {
+	first := r.eps[0]
+	uid, err := w.serviceUID(ctx, first.Key.Namespace, first.Key.Service)
+	if err == nil {
+		ev := newEvent(r, uid, w.cfg.Identity)
+		if _, err = w.c.Events.Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err == nil {
+			w.log.Info("event writer: wrote", "event", ev.Namespace+"/"+ev.Name, "type", ev.Type, "note", ev.Note)
+			return ResultWritten, false
+		}
+	}
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		return ResultSkipped, false // a writer before this one wrote it
+	case errors.Is(err, errServiceGone):
+		return ResultSkipped, false
+	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
+		w.log.Error("event writer: the API refused the Event as invalid; not retried", "service", first.Key.Namespace+"/"+first.Key.Service, "err", err)
+		return ResultFailed, false
+	}
+	w.log.Warn("event writer: cannot write, retrying at the next poll", "service", first.Key.Namespace+"/"+first.Key.Service, "err", err)
+	return ResultFailed, true
+}
+
+// serviceUID is the UID of Service namespace/name, listed by name.
+func (w *Writer) serviceUID(ctx context.Context, namespace, name string) (types.UID, error) {
+	list, err := w.c.Services.Services(namespace).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
+	if err != nil {
+		return "", fmt.Errorf("looking up Service %s/%s: %w", namespace, name, err)
+	}
+	for _, s := range list.Items {
+		if s.Name == name {
+			return s.UID, nil
+		}
+	}
+	return "", errServiceGone
+}
