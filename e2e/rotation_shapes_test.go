@@ -10,6 +10,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
 )
@@ -89,6 +91,111 @@ func TestRotationCheckerAcrossRestart(t *testing.T) {
 	}
 	warnedThroughout(ctx, t, c, svc, []string{"node-2"}, 30*time.Second, "the restart", 0,
 		metricIs("localtraffic_state_file_state", cluster.Labels{"node": n2.Name, "state": "restored"}, 1))
+}
+
+// TestRotationNodePortNewOwner: a NodePort Service with its only replica on node-1, and a client at an
+// irregular cadence from cluster.CheckerIP at node-2's NodePort, which node-2 drops: node-2 pages
+// (traffic_lost). node-2's exporter stops (SIGTERM: the state file keeps the client's run), the Service is
+// deleted and a new one (another name, its only replica on node-1 too) takes its NodePort, and the same
+// address becomes the new Service's load balancer checker: every 2 s to node-1's and node-2's NodePort, no
+// client. Sampled every second for 30 s from the restarted exporter's first scrape, node-2 never reports a
+// critical reason for the new Service (no_traffic_seen, the state file restored): the run carried over was the
+// old Service's traffic, not the new one's. Before the meter kept each destination's owner, the old Service's
+// lost client attempts were restored onto the new Service's NodePort and node-2 paged traffic_lost for a
+// Service nobody but its checker had reached.
+func TestRotationNodePortNewOwner(t *testing.T) {
+	c := sharedCluster(t)
+	ctx := testContext(t)
+	n1, n2 := c.Node("node-1"), c.Node("node-2")
+	const ns = "e2e-rotation-newowner"
+	if err := c.EnsureNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	old, err := c.Admin().CoreV1().Services(ns).Create(ctx, cluster.NewService(ns, "ledger", corev1.ServiceTypeNodePort), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleteOld := func() error {
+		if err := c.DeleteEndpoints(context.Background(), ns, old.Name); err != nil {
+			return err
+		}
+		err := c.Admin().CoreV1().Services(ns).Delete(context.Background(), old.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete service %s/%s: %w", ns, old.Name, err)
+		}
+		return nil
+	}
+	t.Cleanup(func() {
+		if err := deleteOld(); err != nil {
+			t.Error(err)
+		}
+	})
+	setEndpoints(t, c, old, ready(startPods(t, c, old, "node-1")...))
+	restartExporter(t, c, n2, testGrace)
+	if err := c.AddClientSource(ctx, cluster.CheckerIP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.RemoveClientSource(context.Background(), cluster.CheckerIP); err != nil {
+			t.Error(err)
+		}
+	})
+
+	// The address is a client of the old Service: node-2 pages.
+	stopClient := sendFrom(t, c, cluster.CheckerIP, nodePortAddr(n2, old))
+	eventually(t, converge, "the client pages node-2 for the old Service", func() error {
+		return expectMetrics(ctx, c, n2.Name, metricIs("localtraffic_blackhole_reason", reasonLabels(old, n2.Name, "traffic_lost"), 1))
+	})
+	time.Sleep(6 * time.Second) // past a state file write (every 5 s at most when it changed)
+
+	// While node-2's exporter is down, a new Service takes the NodePort, and the address checks it.
+	n2.StopExporter()
+	stopClient()
+	if err := deleteOld(); err != nil {
+		t.Fatal(err)
+	}
+	svc := serviceSpec(t, c, ns, "payroll", corev1.ServiceTypeNodePort, func(s *corev1.Service) {
+		s.Spec.Ports[0].NodePort = old.Spec.Ports[0].NodePort
+	})
+	setEndpoints(t, c, svc, ready(startPods(t, c, svc, "node-1")...))
+	checkEvery(t, c, cluster.CheckerIP, 2*time.Second, nodePortAddr(n1, svc), nodePortAddr(n2, svc))
+	if err := n2.StartExporter(ctx, testGrace); err != nil {
+		t.Fatal(err)
+	}
+	if err := n2.WaitExporter(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	warnedThroughout(ctx, t, c, svc, []string{"node-2"}, 30*time.Second, "the restart", 0,
+		metricIs("localtraffic_state_file_state", cluster.Labels{"node": n2.Name, "state": "restored"}, 1))
+}
+
+// sendFrom makes the outside client open new connections from src (an address of its, see
+// cluster.Cluster.AddClientSource) to addr, with the irregular pauses of clientPause between them, until stop
+// is called or the test ends: a client, where checkEvery is a checker from the same kind of address.
+func sendFrom(t *testing.T, c *cluster.Cluster, src, addr string) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			_ = c.TCPCheck(ctx, src, addr, cluster.ConnectTimeout)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(clientPause(i)):
+			}
+		}
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			<-done
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 // TestRotationCheckerWithSpread: a NodePort Service with its only replica on node-1, probed by an HAProxy-style

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/localtraffic/localtraffic-exporter/announce"
 )
@@ -49,7 +50,11 @@ func IgnoredReason(svc *corev1.Service, sel labels.Selector) (string, bool) {
 // kube-proxy's per-family proxiers count them (each keeps its own pkg/proxy/endpointslicecache.go cache): a
 // dual-stack node can forward a Service's IPv4 NodePort and drop its IPv6 one.
 type ServiceState struct {
-	Namespace, Name     string
+	Namespace, Name string
+	// UID is the Service object's: a Service deleted and created again under its name is another Service, and
+	// a NodePort or load balancer address a new Service took over is no longer the old one's (the arrivals
+	// meter forgets what it learnt there).
+	UID                 types.UID
 	Type                corev1.ServiceType
 	HealthCheckNodePort int32
 	// Ports are the Service's ports (spec.ports), in spec order.
@@ -191,6 +196,7 @@ func ServiceStateOf(svc *corev1.Service, slices []*discoveryv1.EndpointSlice) Se
 	st := ServiceState{
 		Namespace:           svc.Namespace,
 		Name:                svc.Name,
+		UID:                 svc.UID,
 		Type:                svc.Spec.Type,
 		HealthCheckNodePort: svc.Spec.HealthCheckNodePort,
 		ExternalIPs:         canonicalIPs(svc.Spec.ExternalIPs),

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -94,24 +95,43 @@ func arrivalsWatch(services []kubeview.ServiceState, nodePortAddrs []net.IP, int
 			w.NodeAddrs = append(w.NodeAddrs, a.Unmap())
 		}
 	}
+	// Each destination's owners, by UID: what the meter learnt at a destination dies with the Service whose
+	// traffic it was (a NodePort freed by a deleted Service and given to a new one starts afresh).
+	owners := map[arrivals.Dest][]string{}
+	own := func(d arrivals.Dest, svc kubeview.ServiceState) {
+		if svc.UID != "" && !slices.Contains(owners[d], string(svc.UID)) {
+			owners[d] = append(owners[d], string(svc.UID))
+		}
+	}
 	for _, svc := range services {
 		for _, fam := range svc.Families {
 			Destinations(svc, fam, func(d verdict.Destination) {
 				if ad, ok := MeterDest(d); ok {
 					w.Dests = append(w.Dests, ad)
+					own(ad, svc)
 				}
 			})
 			if hc, ok := healthCheckDest(svc, fam.Family); ok {
 				w.HealthChecks = append(w.HealthChecks, hc)
+				own(hc, svc)
 				// Some load balancers address their checks to the load balancer IP (GCE's L4 checks arrive
 				// with it as destination): probes of the health check node port there are probes too.
 				lbIPs, _ := svc.AddressesOf(fam.Family)
 				for _, ip := range lbIPs {
 					if a, err := netip.ParseAddr(ip); err == nil {
-						w.HealthChecks = append(w.HealthChecks, arrivals.Dest{Protocol: arrivals.TCP, Addr: a.Unmap(), Port: hc.Port})
+						h := arrivals.Dest{Protocol: arrivals.TCP, Addr: a.Unmap(), Port: hc.Port}
+						w.HealthChecks = append(w.HealthChecks, h)
+						own(h, svc)
 					}
 				}
 			}
+		}
+	}
+	if len(owners) > 0 {
+		w.Owners = make(map[arrivals.Dest]string, len(owners))
+		for d, uids := range owners {
+			slices.Sort(uids) // the same Services, however listed
+			w.Owners[d] = strings.Join(uids, ",")
 		}
 	}
 	// A load balancer IP whose Service port is another Service's health check node port: a destination, not a

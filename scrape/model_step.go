@@ -140,7 +140,10 @@ func (m *Model) readAPI(now time.Time) {
 	for _, key := range changed {
 		st, ok := m.cfg.Tracker.State(key)
 		e := s.services[key]
-		if !ok {
+		// Deleted and created again under its name between two reads, it is another Service: what was kept
+		// of the old one (its drops, its warnings, what the meter learnt at its destinations) is not its.
+		recreated := ok && e != nil && e.state.UID != "" && st.UID != "" && e.state.UID != st.UID
+		if !ok || recreated {
 			if e != nil {
 				delete(s.services, key)
 				delete(s.gone, e)
@@ -148,7 +151,10 @@ func (m *Model) readAPI(now time.Time) {
 				m.g.exposure.gone(e.state.Namespace, e.state.Name, now)
 				s.servicesMoved, s.resultsMoved = true, true
 			}
-			continue
+			if !ok {
+				continue
+			}
+			e = nil
 		}
 		if e == nil {
 			e = &entry{key: key, sweep: m.sweepAt(key, now, m.cfg.Resweep)}
@@ -180,9 +186,9 @@ func (m *Model) readAPI(now time.Time) {
 	s.announcers = m.cfg.Tracker.Announcers()
 }
 
-// sameDestinations: the meter watches the same destinations of both states.
+// sameDestinations: the meter watches the same destinations of both states, for the same owner.
 func sameDestinations(a, b kubeview.ServiceState) bool {
-	return reflect.DeepEqual(a.Ports, b.Ports) && slices.Equal(a.ExternalIPs, b.ExternalIPs) &&
+	return a.UID == b.UID && reflect.DeepEqual(a.Ports, b.Ports) && slices.Equal(a.ExternalIPs, b.ExternalIPs) &&
 		slices.Equal(a.LoadBalancerIPs, b.LoadBalancerIPs) && a.Type == b.Type && a.HealthCheckNodePort == b.HealthCheckNodePort &&
 		familiesOf(a) == familiesOf(b)
 }

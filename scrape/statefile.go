@@ -163,6 +163,10 @@ type runEntry struct {
 	ClientAttempts    uint64         `json:"client_attempts,omitempty"`
 	ClientActiveSince int64          `json:"client_active_since_unix_nano,omitempty"`
 	ClientLastSeen    int64          `json:"client_last_seen_unix_nano,omitempty"`
+	// Owner is the UID of the Service (Services) whose traffic the run was (arrivals.DestCount.Owner): a Service
+	// that took the destination over while no exporter ran does not inherit the run, its checkers nor its
+	// clients. Absent in files of exporters before it: such a run is restored onto whoever holds it.
+	Owner string `json:"owner,omitempty"`
 }
 
 // checkerEntry is a checker's clock (arrivals.CheckerSource): a restarted exporter takes its source for a
@@ -353,7 +357,7 @@ func (r runEntry) run() (arrivals.Dest, arrivals.Run, error) {
 	}
 	run := arrivals.Run{Attempts: r.Attempts,
 		FirstSeen: unixNanoTime(r.FirstSeen), LastSeen: unixNanoTime(r.LastSeen), ActiveSince: unixNanoTime(r.ActiveSince),
-		WatchedSince: unixNanoTime(r.WatchedSince), Told: r.Told}
+		WatchedSince: unixNanoTime(r.WatchedSince), Told: r.Told, Owner: r.Owner}
 	if len(r.Checkers) > maxStateCheckers || r.ClientActiveSince < 0 || r.ClientLastSeen < 0 {
 		return arrivals.Dest{}, arrivals.Run{}, fmt.Errorf("state file run %s %s:%d: %d checkers or a negative client time",
 			r.Protocol, r.Address, r.Port, len(r.Checkers))
@@ -474,7 +478,7 @@ func (r runEntry) equal(o runEntry) bool {
 	return slices.Equal(r.Checkers, o.Checkers) && r.Protocol == o.Protocol && r.Address == o.Address &&
 		r.Port == o.Port && r.Attempts == o.Attempts && r.FirstSeen == o.FirstSeen && r.LastSeen == o.LastSeen && r.ActiveSince == o.ActiveSince &&
 		r.WatchedSince == o.WatchedSince && r.Told == o.Told && r.ClientAttempts == o.ClientAttempts &&
-		r.ClientActiveSince == o.ClientActiveSince && r.ClientLastSeen == o.ClientLastSeen
+		r.ClientActiveSince == o.ClientActiveSince && r.ClientLastSeen == o.ClientLastSeen && r.Owner == o.Owner
 }
 
 // writeStateFile replaces the file atomically: a temporary file beside it, written and synced, renamed over
@@ -634,7 +638,7 @@ func (g *Gatherer) stateBody(snap *arrivals.Snapshot, horizon time.Duration) sta
 		kept[c.Dest] = true
 		e := runEntry{Protocol: c.Protocol.String(), Address: c.Addr.String(), Port: c.Port,
 			Attempts: c.Attempts, FirstSeen: timeUnixNano(c.FirstSeen), LastSeen: timeUnixNano(c.LastSeen),
-			ActiveSince: timeUnixNano(c.ActiveSince), WatchedSince: timeUnixNano(c.WatchedSince)}
+			ActiveSince: timeUnixNano(c.ActiveSince), WatchedSince: timeUnixNano(c.WatchedSince), Owner: c.Owner}
 		if c.SetAside {
 			e.Told, e.ClientAttempts = true, c.Clients.Repeated.Attempts
 			e.ClientActiveSince, e.ClientLastSeen = timeUnixNano(c.Clients.Repeated.ActiveSince), timeUnixNano(c.Clients.Repeated.LastSeen)

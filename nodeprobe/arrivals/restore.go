@@ -18,13 +18,17 @@ type Run struct {
 	Told     bool
 	Checkers []CheckerSource
 	Clients  RepeatCount
+	// Owner is whose traffic the run was (DestCount.Owner): it is applied only to a destination Watch gives
+	// the same owner (Watch.Owners), or no owner. A Service that got the destination while no meter counted
+	// starts afresh, not with the checkers and clients of the one before. Empty: not known, applied.
+	Owner string
 }
 
 // Restore seeds destinations with runs an earlier meter counted (the exporter's state file). A run is applied
 // when Watch first adds its destination, as if the meter had counted it: the counts go on from it, and an
 // attempt arriving within QuietPeriod of its LastSeen continues the run (ActiveSince stays). A destination
-// already watched keeps its own counts, which are newer. What the next Watch does not add is forgotten: the
-// Services it belonged to are gone. A run without attempts, or without a valid destination, is left out.
+// already watched keeps its own counts, which are newer. What the next Watch does not add, or adds for
+// another owner (Watch.Owners), is forgotten: the Services it belonged to are gone. A run without attempts, or without a valid destination, is left out.
 func (m *Meter) Restore(runs map[Dest]Run) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -55,7 +59,7 @@ func (t *tally) restore(runs map[Dest]Run) {
 		if rc.watchedSince == 0 || rc.watchedSince > rc.first {
 			rc.watchedSince = rc.first
 		}
-		kept := restoredRun{run: rc, told: r.Told}
+		kept := restoredRun{run: rc, told: r.Told, owner: r.Owner}
 		if r.Told {
 			if c := r.Clients; c.Attempts > 0 && !c.LastSeen.IsZero() {
 				kept.clients = runCount{n: min(c.Attempts, rc.n), first: t.clk.ns(c.ActiveSince), last: t.clk.ns(c.LastSeen),
@@ -84,6 +88,7 @@ type restoredRun struct {
 	run, clients runCount
 	told         bool
 	checkers     []CheckerSource
+	owner        string
 }
 
 // takeRestored returns the restored run of a destination Watch adds, once.

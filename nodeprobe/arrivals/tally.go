@@ -72,7 +72,8 @@ type destCount struct {
 // destCount is d's count at taken; its checkers are appended to checkers (fillSources).
 func (t *tally) destCount(d *destCount, taken time.Time, checkers []CheckerSource) (DestCount, []CheckerSource) {
 	c := DestCount{Dest: d.dest, Attempts: d.n, FirstSeen: t.nsTime(d.first), LastSeen: t.nsTime(d.last),
-		ActiveSince: t.nsTime(d.active), WatchedSince: t.nsTime(d.watchedSince), Restored: d.restored}
+		ActiveSince: t.nsTime(d.active), WatchedSince: t.nsTime(d.watchedSince), Restored: d.restored,
+		Owner: t.watch.Owners[d.dest]}
 	if d.flows != nil {
 		c.LastNewFlow = t.nsTime(d.flows.lastNew)
 	}
@@ -119,16 +120,20 @@ func newTally(cfg Config, linkName func(ifindex int32) (string, error)) *tally {
 // nsTime is ns on the tally's timeline as a time.
 func (t *tally) nsTime(ns int64) time.Time { return t.clk.time(ns) }
 
-// setWatch switches to w (normalised), keeping the counts of destinations watched before and after.
+// setWatch switches to w (normalised), keeping the counts of destinations watched before and after by the
+// same owner.
 func (t *tally) setWatch(w Watch, now time.Time) {
 	nowNs := t.clk.ns(now)
 	idx := make(map[Dest]int, len(w.Dests)+len(w.HealthChecks))
 	dests := make([]destCount, len(w.Dests))
+	// A destination whose owner changed starts afresh (Watch.Owners): its sources' clocks and roles were
+	// learnt of another Service's traffic.
+	kept := func(d Dest) bool { return sameOwner(t.watch.Owners[d], w.Owners[d]) }
 	for i, d := range w.Dests {
 		dests[i] = destCount{dest: d, runCount: runCount{watchedSince: nowNs}}
-		if j, ok := t.idx[d]; ok && j >= 0 {
+		if j, ok := t.idx[d]; ok && j >= 0 && kept(d) {
 			dests[i] = t.dests[j]
-		} else if rc, ok := t.takeRestored(d); ok {
+		} else if rc, ok := t.takeRestored(d); ok && sameOwner(rc.owner, w.Owners[d]) {
 			dests[i] = destCount{dest: d, runCount: rc.run, restored: rc.run.n, restoredRun: rc.run,
 				restoredClients: rc.clients, told: rc.told}
 			if d.IsNode() {
@@ -140,7 +145,7 @@ func (t *tally) setWatch(w Watch, now time.Time) {
 	checks := make([]checkCount, len(w.HealthChecks))
 	for i, d := range w.HealthChecks {
 		checks[i] = checkCount{dest: d, runCount: runCount{watchedSince: nowNs}}
-		if j, ok := t.idx[d]; ok && j < 0 {
+		if j, ok := t.idx[d]; ok && j < 0 && kept(d) {
 			checks[i] = t.checks[-1-j]
 		}
 		idx[d] = -1 - i

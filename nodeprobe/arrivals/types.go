@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"time"
@@ -105,6 +106,14 @@ type Watch struct {
 	// InternalLinks are the interfaces whose arrivals are not external, whatever their source: kube-proxy's
 	// BridgeInterface and InterfaceNamePrefix local detectors. Counted in FamilyStats.Internal only.
 	InternalLinks []LinkMatch
+	// Owners says whose each destination and health check node port is: the UID of the Service it belongs
+	// to (the UIDs of several, joined, where Services share one). What the meter learns at a destination (its
+	// counts, its sources, their clocks and roles, its flows) is of its owner's traffic: a destination whose
+	// owner differs from the previous Watch's starts afresh, as if it had just been added, and a run an
+	// earlier meter counted (Meter.Restore) is applied only to a destination of the same owner. A NodePort
+	// freed by a deleted Service and given to a new one would otherwise hand the new Service the old one's
+	// checkers and clients. A destination without an owner here (or before) keeps what it learnt.
+	Owners map[Dest]string
 }
 
 // ErrInvalidWatch wraps every reason Meter.Watch rejects a Watch.
@@ -186,19 +195,35 @@ func (w Watch) normalize() (Watch, error) {
 	}
 	slices.SortFunc(out.InternalLinks, compareLinkMatch)
 	out.InternalLinks = slices.Compact(out.InternalLinks)
+	for d, o := range w.Owners {
+		d.Addr = d.Addr.Unmap().WithZone("")
+		if o == "" {
+			continue
+		}
+		if out.Owners == nil {
+			out.Owners = make(map[Dest]string, len(w.Owners))
+		}
+		out.Owners[d] = o
+	}
 	return out, nil
 }
 
 func (w Watch) clone() Watch {
 	return Watch{NodeAddrs: slices.Clone(w.NodeAddrs), Dests: slices.Clone(w.Dests),
-		HealthChecks: slices.Clone(w.HealthChecks), Internal: slices.Clone(w.Internal), InternalLinks: slices.Clone(w.InternalLinks)}
+		HealthChecks: slices.Clone(w.HealthChecks), Internal: slices.Clone(w.Internal), InternalLinks: slices.Clone(w.InternalLinks),
+		Owners: maps.Clone(w.Owners)}
 }
 
 func (w Watch) equal(o Watch) bool {
 	return slices.Equal(w.NodeAddrs, o.NodeAddrs) && slices.Equal(w.Dests, o.Dests) &&
 		slices.Equal(w.HealthChecks, o.HealthChecks) && slices.Equal(w.Internal, o.Internal) &&
-		slices.Equal(w.InternalLinks, o.InternalLinks)
+		slices.Equal(w.InternalLinks, o.InternalLinks) && maps.Equal(w.Owners, o.Owners)
 }
+
+// sameOwner: what was learnt at a destination owned by was is still its owner's under now. An owner not
+// known on either side (a caller that names none, a state file written before owners were kept) is taken
+// for the same.
+func sameOwner(was, now string) bool { return was == "" || now == "" || was == now }
 
 // Status says whether the meter observes anything. Anything but StatusOK means the counts say nothing: export
 // the state, never "no arrivals".
@@ -353,6 +378,9 @@ type DestCount struct {
 	// LastNewFlow (UDP) is the latest datagram that started a flow: a source address and port not seen at this
 	// destination within Config.QuietPeriod (flows.go). Zero for other protocols and before any datagram.
 	LastNewFlow time.Time
+	// Owner is whose traffic these counts are (Watch.Owners): the state file keeps it beside the run, so a
+	// restarted meter does not hand it to another Service that got the destination meanwhile.
+	Owner string
 }
 
 // HealthCheckCount is one health check node port's probes.
