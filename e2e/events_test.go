@@ -21,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
 )
@@ -358,7 +359,14 @@ func TestEventsShippedPath(t *testing.T) {
 		}
 		first = append(first, o)
 	}
-	if err := c.Apply(ctx, append(first, exportersSvc)); err != nil {
+	if err := c.Apply(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	var typedSvc corev1.Service
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(exportersSvc.Object, &typedSvc); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CoreV1().Services(typedSvc.Namespace).Create(ctx, &typedSvc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
