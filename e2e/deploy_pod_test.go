@@ -105,7 +105,9 @@ func containerEnv(t *testing.T, ds *appsv1.DaemonSet, c corev1.Container, node *
 
 // shippedPodName is the name the tests give ds's pod on node (the DaemonSet controller's would end in a random
 // suffix): the pod's metadata.name in its env, and the name of its Pod object where a test creates one.
-func shippedPodName(ds *appsv1.DaemonSet, node *cluster.Node) string { return ds.Name + "-" + node.Name }
+func shippedPodName(ds *appsv1.DaemonSet, node *cluster.Node) string {
+	return ds.Name + "-" + node.Name
+}
 
 // startAsPod starts the exporter binary in node's network namespace with the DaemonSet's args, env and
 // security context, authenticating with a projected token of the shipped ServiceAccount. caps overrides the

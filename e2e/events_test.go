@@ -307,7 +307,8 @@ func (cl *repeatingClient) stop() int {
 // TokenReview and a SubjectAccessReview for GET /episodes against the real apiserver. First without the overlay's
 // nonResourceURL grant: every peer refuses the leader (peers_unreachable 2, one log line per peer saying why)
 // and the episode node-2 then ends (as in TestEventsOneWriterPerCluster) is written nowhere. With the grant, once
-// kube-rbac-proxy's cached denial expires (30 s), exactly one Event for it.
+// kube-rbac-proxy's cached denial expires (30 s after node-2's first, which the rest of the test overlaps: about
+// 33 s in all), exactly one Event for it.
 func TestEventsShippedPath(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := testContext(t)
@@ -382,12 +383,17 @@ func TestEventsShippedPath(t *testing.T) {
 	pods := startPods(t, c, svc, "node-1", "node-2")
 	setEndpoints(t, c, svc, ready(pods...))
 
-	nodes := []*cluster.Node{c.Node("node-1"), c.Node("node-2")}
+	// node-2's pod first, listed from the start: its kube-rbac-proxy's first denial, whose cache the grant must
+	// outlive, comes while node-1's pod starts and the episode is made.
+	start := time.Now()
+	step := func(what string) { t.Logf("%5.1fs %s", time.Since(start).Seconds(), what) }
+	nodes := []*cluster.Node{c.Node("node-2"), c.Node("node-1")}
+	exportersSlice(t, c, ds, exportersSvc, nodes)
 	shipped := map[string]*shippedPod{}
 	for _, n := range nodes {
 		shipped[n.Name] = runPodAsShipped(t, c, ds, n, nil)
+		step(n.Name + "'s pod ready")
 	}
-	exportersSlice(t, c, ds, exportersSvc, nodes)
 
 	reader := metricsReaderToken(t, c)
 	scrape := func(node string, checks ...func(cluster.Metrics) error) error {
@@ -432,6 +438,7 @@ func TestEventsShippedPath(t *testing.T) {
 		}
 		return errors.Join(append(errs, scrape(leader.Name, metricIs("localtraffic_event_writer_peers_unreachable", nodeLabels(leader.Name), 2)))...)
 	})
+	step(leader.Name + "'s pod leads, refused by every peer")
 
 	// The episode, made as TestEventsOneWriterPerCluster makes it.
 	addr := nodePortAddr(c.Node("node-2"), svc)
@@ -450,6 +457,7 @@ func TestEventsShippedPath(t *testing.T) {
 		return nil
 	})
 	lost := cl.stop()
+	step("node-2 dropped the client's attempts")
 	// node-2's own /episodes, from its loopback (where only the pod itself reaches the exporter).
 	eventually(t, converge, "node-2's episode ended", func() error {
 		code, body, err := getAs(ctx, c.Node("node-2"), "http://127.0.0.1:9746/episodes", "")
@@ -471,10 +479,11 @@ func TestEventsShippedPath(t *testing.T) {
 		t.Error(err)
 	}
 	for _, n := range nodes {
-		if k := strings.Count(leaderLog(), fmt.Sprintf(`"peer":%q`, n.Name)); k != 1 {
-			t.Errorf("the leader logged %d lines about refused peer %s, want 1 (a peer's failure is logged when it begins):\n%s", k, n.Name, tail(leaderLog(), 3000))
+		if k := strings.Count(leaderLog(), refused(n)); k != 1 {
+			t.Errorf("the leader logged %d lines about peer %s forbidding it, want 1 (a peer's failure is logged when it begins):\n%s", k, n.Name, tail(leaderLog(), 3000))
 		}
 	}
+	step("the episode ended, no Event")
 
 	// The grant as shipped: once kube-rbac-proxy's cached denial expires, the episode's one Event.
 	if err := c.Apply(ctx, []*unstructured.Unstructured{role}); err != nil {
@@ -500,7 +509,7 @@ func TestEventsShippedPath(t *testing.T) {
 	if n, _ := strconv.Atoi(m[1]); n < 1 || n > lost+2 {
 		t.Errorf("the Event says %s attempts; the client lost %d", m[1], lost)
 	}
-	t.Logf("Event %s from %s: %s (the client lost %d)", ev.Name, ev.ReportingInstance, ev.Note, lost)
+	step(fmt.Sprintf("Event %s from %s: %s (the client lost %d)", ev.Name, ev.ReportingInstance, ev.Note, lost))
 	eventually(t, converge, "the leader reaches every peer", func() error {
 		return scrape(leader.Name, metricIs("localtraffic_event_writer_peers_unreachable", nodeLabels(leader.Name), 0),
 			metricIs("localtraffic_event_writer_events_total", cluster.Labels{"node": leader.Name, "result": "written"}, 1))
