@@ -463,7 +463,7 @@ func shippedProxyArgsOn(t *testing.T, ds *appsv1.DaemonSet, node *cluster.Node, 
 		t.Fatal("the shipped DaemonSet has no kube-rbac-proxy container with a port")
 	}
 	shipped := fmt.Sprintf(":%d", proxy.Ports[0].ContainerPort)
-	env := containerEnv(t, *proxy, node)
+	env := containerEnv(t, ds, *proxy, node)
 	var args []string
 	for _, a := range proxy.Args {
 		if strings.HasPrefix(a, "--proxy-endpoints-port=") {

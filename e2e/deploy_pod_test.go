@@ -68,9 +68,9 @@ func expandKubeletVars(s string, env map[string]string) string {
 	})
 }
 
-// containerEnv resolves the container's env the way the kubelet would on node (hostNetwork: the pod's IP is the
-// node's).
-func containerEnv(t *testing.T, c corev1.Container, node *cluster.Node) map[string]string {
+// containerEnv resolves the container's env the way the kubelet would for ds's pod on node (hostNetwork: the
+// pod's IP is the node's; the pod's name is shippedPodName's).
+func containerEnv(t *testing.T, ds *appsv1.DaemonSet, c corev1.Container, node *cluster.Node) map[string]string {
 	t.Helper()
 	env := map[string]string{}
 	for _, e := range c.Env {
@@ -79,6 +79,10 @@ func containerEnv(t *testing.T, c corev1.Container, node *cluster.Node) map[stri
 			env[e.Name] = expandKubeletVars(e.Value, env)
 		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName":
 			env[e.Name] = node.Name
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name":
+			env[e.Name] = shippedPodName(ds, node)
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace":
+			env[e.Name] = ds.Namespace
 		case e.ValueFrom.FieldRef != nil && (e.ValueFrom.FieldRef.FieldPath == "status.podIP" || e.ValueFrom.FieldRef.FieldPath == "status.hostIP"):
 			env[e.Name] = node.IP
 		case e.ValueFrom.ResourceFieldRef != nil:
@@ -97,6 +101,12 @@ func containerEnv(t *testing.T, c corev1.Container, node *cluster.Node) map[stri
 		}
 	}
 	return env
+}
+
+// shippedPodName is the name the tests give ds's pod on node (the DaemonSet controller's would end in a random
+// suffix): the pod's metadata.name in its env, and the name of its Pod object where a test creates one.
+func shippedPodName(ds *appsv1.DaemonSet, node *cluster.Node) string {
+	return ds.Name + "-" + node.Name
 }
 
 // startAsPod starts the exporter binary in node's network namespace with the DaemonSet's args, env and
@@ -153,7 +163,7 @@ func startAsPod(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, node *cl
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctrEnv := containerEnv(t, ctr, node)
+	ctrEnv := containerEnv(t, ds, ctr, node)
 	var args []string
 	for _, a := range ctr.Args {
 		args = append(args, expandKubeletVars(a, ctrEnv))

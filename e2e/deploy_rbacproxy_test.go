@@ -67,7 +67,7 @@ func runPodAsShipped(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, nod
 		}
 	})
 	pod.proc = startAsPod(t, c, ds, node, caps)
-	env := containerEnv(t, pod.proxy, node)
+	env := containerEnv(t, ds, pod.proxy, node)
 	var args []string
 	for _, a := range pod.proxy.Args {
 		args = append(args, expandKubeletVars(a, env))

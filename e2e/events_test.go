@@ -5,19 +5,23 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
 )
@@ -292,4 +296,272 @@ func (cl *repeatingClient) stop() int {
 	<-cl.done
 	time.Sleep(time.Second) // the requests in flight return once cancelled
 	return cl.lost()
+}
+
+// TestEventsShippedPath: the Event writer as deploy/overlays/events ships it. On node-1 and node-2 the overlay's
+// pod as runPodAsShipped runs it (the exporter on 127.0.0.1 with --events.write and its pod's name and namespace,
+// kube-rbac-proxy with its manifest's args and TLS on the node's address; only a 1 s poll and a 3 s quiet period
+// added, for time), the overlay's RBAC applied as rendered, the overlay's Service and the EndpointSlice the
+// EndpointSlice controller would write for it. So the leader finds its peers at the Service's target port, asks
+// them over https with the exporter ServiceAccount's own token, and each peer's kube-rbac-proxy checks it with a
+// TokenReview and a SubjectAccessReview for GET /episodes against the real apiserver. First without the overlay's
+// nonResourceURL grant: every peer refuses the leader (peers_unreachable 2, one log line per peer saying why)
+// and the episode node-2 then ends (as in TestEventsOneWriterPerCluster) is written nowhere. With the grant, once
+// kube-rbac-proxy's cached denial expires (30 s after node-2's first, which the rest of the test overlaps: about
+// 33 s in all), exactly one Event for it.
+func TestEventsShippedPath(t *testing.T) {
+	c := sharedCluster(t)
+	ctx := testContext(t)
+	const ns = "e2e-events-shipped"
+	objs := renderDeploy(t, c, "overlays/events")
+	ds := renderedDaemonSet(t, c, "overlays/events")
+	ctr := &ds.Spec.Template.Spec.Containers[0]
+	ctr.Args = append(ctr.Args, "--arrivals.quiet-period="+eventsQuiet.String(), "--events.poll-interval=1s")
+	admin := c.Admin()
+	t.Cleanup(func() {
+		_ = admin.CoordinationV1().Leases(cluster.ExporterNamespace).Delete(context.Background(), eventsLease, metav1.DeleteOptions{})
+	})
+
+	// The overlay's RBAC as rendered, its ClusterRole first without the /episodes rule.
+	var rbac []*unstructured.Unstructured
+	var role, exportersSvc *unstructured.Unstructured
+	for _, o := range objs {
+		switch {
+		case o.GetName() == "localtraffic-exporter-events" && o.GetKind() == "ClusterRole":
+			role = o
+			rbac = append(rbac, o)
+		case o.GetName() == "localtraffic-exporter-events":
+			rbac = append(rbac, o)
+		case o.GetKind() == "Service" && o.GetName() == ds.Name:
+			exportersSvc = o
+		}
+	}
+	if len(rbac) != 4 || role == nil || exportersSvc == nil {
+		t.Fatalf("deploy/overlays/events renders %d objects of the writer's RBAC (want 4), ClusterRole %v, Service %v", len(rbac), role != nil, exportersSvc != nil)
+	}
+	denied := role.DeepCopy()
+	rules, _, _ := unstructured.NestedSlice(denied.Object, "rules")
+	var kept []any
+	for _, r := range rules {
+		if _, ok := r.(map[string]any)["nonResourceURLs"]; !ok {
+			kept = append(kept, r)
+		}
+	}
+	if len(kept) != len(rules)-1 {
+		t.Fatalf("the overlay's ClusterRole has %d rules, %d without nonResourceURLs: want exactly one /episodes rule", len(rules), len(kept))
+	}
+	if err := unstructured.SetNestedSlice(denied.Object, kept, "rules"); err != nil {
+		t.Fatal(err)
+	}
+	var first []*unstructured.Unstructured
+	for _, o := range rbac {
+		if o == role {
+			o = denied
+		}
+		first = append(first, o)
+	}
+	if err := c.Apply(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	var typedSvc corev1.Service
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(exportersSvc.Object, &typedSvc); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CoreV1().Services(typedSvc.Namespace).Create(ctx, &typedSvc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, r := context.Background(), admin.RbacV1()
+		_ = r.Roles(cluster.ExporterNamespace).Delete(ctx, "localtraffic-exporter-events", metav1.DeleteOptions{})
+		_ = r.RoleBindings(cluster.ExporterNamespace).Delete(ctx, "localtraffic-exporter-events", metav1.DeleteOptions{})
+		_ = r.ClusterRoles().Delete(ctx, "localtraffic-exporter-events", metav1.DeleteOptions{})
+		_ = r.ClusterRoleBindings().Delete(ctx, "localtraffic-exporter-events", metav1.DeleteOptions{})
+		_ = admin.CoreV1().Services(exportersSvc.GetNamespace()).Delete(ctx, exportersSvc.GetName(), metav1.DeleteOptions{})
+	})
+
+	svc := newService(t, c, ns, "web", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal)
+	pods := startPods(t, c, svc, "node-1", "node-2")
+	setEndpoints(t, c, svc, ready(pods...))
+
+	// node-2's pod first, listed from the start: its kube-rbac-proxy's first denial, whose cache the grant must
+	// outlive, comes while node-1's pod starts and the episode is made.
+	start := time.Now()
+	step := func(what string) { t.Logf("%5.1fs %s", time.Since(start).Seconds(), what) }
+	nodes := []*cluster.Node{c.Node("node-2"), c.Node("node-1")}
+	exportersSlice(t, c, ds, exportersSvc, nodes)
+	shipped := map[string]*shippedPod{}
+	for _, n := range nodes {
+		shipped[n.Name] = runPodAsShipped(t, c, ds, n, nil)
+		step(n.Name + "'s pod ready")
+	}
+
+	reader := metricsReaderToken(t, c)
+	scrape := func(node string, checks ...func(cluster.Metrics) error) error {
+		code, body, err := getAs(ctx, c.Node(node), shipped[node].metricsBase+"/metrics", reader)
+		if err != nil || code != 200 {
+			return fmt.Errorf("scrape %s through kube-rbac-proxy: %d %v", node, code, err)
+		}
+		m, err := cluster.ParseMetrics(body)
+		if err != nil {
+			return err
+		}
+		var errs []error
+		for _, ch := range checks {
+			errs = append(errs, ch(m))
+		}
+		return errors.Join(errs...)
+	}
+	var leader *cluster.Node
+	eventually(t, converge, "one shipped exporter leads", func() error {
+		l, err := admin.CoordinationV1().Leases(cluster.ExporterNamespace).Get(ctx, eventsLease, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, n := range nodes {
+			if h := l.Spec.HolderIdentity; h != nil && *h == shippedPodName(ds, n) {
+				leader = n
+				return scrape(n.Name, metricIs("localtraffic_event_writer_leader", nodeLabels(n.Name), 1))
+			}
+		}
+		return fmt.Errorf("the Lease's holder is %v, no shipped pod", l.Spec.HolderIdentity)
+	})
+	leaderLog := func() string { return shipped[leader.Name].proc.logs.String() }
+	refused := func(n *cluster.Node) string {
+		return fmt.Sprintf(`"peer":%q,"url":"https://%s/episodes","err":"forbidden`, n.Name, net.JoinHostPort(n.IP, "9746"))
+	}
+	eventually(t, converge, "without the /episodes grant every peer refuses the leader", func() error {
+		var errs []error
+		for _, n := range nodes {
+			if !strings.Contains(leaderLog(), refused(n)) {
+				errs = append(errs, fmt.Errorf("no line %s in the leader's log", refused(n)))
+			}
+		}
+		return errors.Join(append(errs, scrape(leader.Name, metricIs("localtraffic_event_writer_peers_unreachable", nodeLabels(leader.Name), 2)))...)
+	})
+	step(leader.Name + "'s pod leads, refused by every peer")
+
+	// The episode, made as TestEventsOneWriterPerCluster makes it.
+	addr := nodePortAddr(c.Node("node-2"), svc)
+	eventually(t, converge, "node-2 serves its NodePort, counting attempts", func() error {
+		return errors.Join(wantServedLocally(c.Request(ctx, addr), "node-2"),
+			scrape("node-2", metricIs("localtraffic_exposure_attempts_counted", nodeLabels("node-2"), 1)))
+	})
+	cl := startRepeatingClient(ctx, c, addr, 200*time.Millisecond)
+	time.Sleep(time.Second)
+	setEndpoints(t, c, svc, []cluster.Endpoint{{Pod: pods[0]},
+		{Pod: pods[1], Ready: cluster.Bool(false), Serving: cluster.Bool(false), Terminating: cluster.Bool(true)}})
+	eventually(t, converge, "node-2 drops what the client still sends", func() error {
+		if cl.lost() < 5 {
+			return fmt.Errorf("%d attempts lost so far", cl.lost())
+		}
+		return nil
+	})
+	lost := cl.stop()
+	step("node-2 dropped the client's attempts")
+	// node-2's own /episodes, from its loopback (where only the pod itself reaches the exporter).
+	eventually(t, converge, "node-2's episode ended", func() error {
+		code, body, err := getAs(ctx, c.Node("node-2"), "http://127.0.0.1:9746/episodes", "")
+		if err != nil || code != 200 {
+			return fmt.Errorf("node-2's /episodes: %d %v", code, err)
+		}
+		var pg struct{ Episodes []json.RawMessage }
+		if err := json.Unmarshal([]byte(body), &pg); err != nil || len(pg.Episodes) != 1 {
+			return fmt.Errorf("node-2's /episodes: %v: %s", err, tail(body, 300))
+		}
+		return nil
+	})
+	time.Sleep(2 * time.Second) // two polls of the leader after it
+	if evs, err := writerEvents(ctx, c, ns); err != nil || len(evs) != 0 {
+		t.Fatalf("without the /episodes grant: %d Events (%v), want none: %v", len(evs), err, evs)
+	}
+	if err := scrape(leader.Name, metricIs("localtraffic_event_writer_peers_unreachable", nodeLabels(leader.Name), 2),
+		metricIs("localtraffic_event_writer_events_total", cluster.Labels{"node": leader.Name, "result": "written"}, 0)); err != nil {
+		t.Error(err)
+	}
+	for _, n := range nodes {
+		if k := strings.Count(leaderLog(), refused(n)); k != 1 {
+			t.Errorf("the leader logged %d lines about peer %s forbidding it, want 1 (a peer's failure is logged when it begins):\n%s", k, n.Name, tail(leaderLog(), 3000))
+		}
+	}
+	step("the episode ended, no Event")
+
+	// The grant as shipped: once kube-rbac-proxy's cached denial expires, the episode's one Event.
+	if err := c.Apply(ctx, []*unstructured.Unstructured{role}); err != nil {
+		t.Fatal(err)
+	}
+	var ev eventsv1.Event
+	eventually(t, converge, "one Event regarding the Service, through kube-rbac-proxy", func() error {
+		evs, err := writerEvents(ctx, c, ns)
+		if err != nil {
+			return err
+		}
+		if len(evs) != 1 {
+			return fmt.Errorf("%d Events, want 1: %v", len(evs), evs)
+		}
+		ev = evs[0]
+		return nil
+	})
+	m := regexp.MustCompile(`^rollout: node-2 dropped (\d+) connection attempts at NodePort (\d+)/TCP`).FindStringSubmatch(ev.Note)
+	if m == nil || ev.Regarding.Kind != "Service" || ev.Regarding.Name != "web" || ev.Regarding.UID != svc.UID ||
+		ev.ReportingInstance != shippedPodName(ds, leader) || ev.Related == nil || ev.Related.Name != "node-2" {
+		t.Fatalf("Event %s: note %q, regarding %+v, instance %s, related %+v", ev.Name, ev.Note, ev.Regarding, ev.ReportingInstance, ev.Related)
+	}
+	if n, _ := strconv.Atoi(m[1]); n < 1 || n > lost+2 {
+		t.Errorf("the Event says %s attempts; the client lost %d", m[1], lost)
+	}
+	step(fmt.Sprintf("Event %s from %s: %s (the client lost %d)", ev.Name, ev.ReportingInstance, ev.Note, lost))
+	eventually(t, converge, "the leader reaches every peer", func() error {
+		return scrape(leader.Name, metricIs("localtraffic_event_writer_peers_unreachable", nodeLabels(leader.Name), 0),
+			metricIs("localtraffic_event_writer_events_total", cluster.Labels{"node": leader.Name, "result": "written"}, 1))
+	})
+	if !strings.Contains(leaderLog(), `"msg":"event writer: peer answers again","peer":"node-2"`) {
+		t.Errorf("the leader did not log node-2 answering again:\n%s", tail(leaderLog(), 3000))
+	}
+	time.Sleep(2 * time.Second)
+	if evs, err := writerEvents(ctx, c, ns); err != nil || len(evs) != 1 {
+		t.Errorf("%d Events (%v) two polls later, want still 1", len(evs), err)
+	}
+}
+
+// exportersSlice is the EndpointSlice the EndpointSlice controller writes for the exporters' Service svc with ds's
+// pods on nodes: each pod's address (the node's: hostNetwork), its node and Pod, and the Service's port resolved
+// through its targetPort's name to the container port that declares it (kube-rbac-proxy's).
+func exportersSlice(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, svc *unstructured.Unstructured, nodes []*cluster.Node) {
+	t.Helper()
+	ports, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
+	if len(ports) != 1 {
+		t.Fatalf("the exporters' Service has %d ports, want 1", len(ports))
+	}
+	sp := ports[0].(map[string]any)
+	name, _ := sp["name"].(string)
+	target, _ := sp["targetPort"].(string)
+	var port int32
+	for _, ctr := range ds.Spec.Template.Spec.Containers {
+		for _, cp := range ctr.Ports {
+			if cp.Name == target {
+				port = cp.ContainerPort
+			}
+		}
+	}
+	if port == 0 {
+		t.Fatalf("no container of the DaemonSet declares the Service's targetPort %q", target)
+	}
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: svc.GetName() + "-shipped", Namespace: svc.GetNamespace(), Labels: map[string]string{
+			discoveryv1.LabelServiceName: svc.GetName(), discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: new(name), Port: new(port), Protocol: new(corev1.ProtocolTCP)}},
+	}
+	for _, n := range nodes {
+		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{n.IP}, NodeName: new(n.Name),
+			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: ds.Namespace, Name: shippedPodName(ds, n)},
+			Conditions: discoveryv1.EndpointConditions{Ready: new(true), Serving: new(true), Terminating: new(false)}})
+	}
+	ctx := testContext(t)
+	if _, err := c.Admin().DiscoveryV1().EndpointSlices(slice.Namespace).Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Admin().DiscoveryV1().EndpointSlices(slice.Namespace).Delete(context.Background(), slice.Name, metav1.DeleteOptions{})
+	})
 }

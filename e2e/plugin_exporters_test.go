@@ -54,7 +54,7 @@ func TestPluginFromExporters(t *testing.T) {
 	t.Cleanup(stopKubelets)
 	for _, n := range nodes {
 		runPodAsShipped(t, c, ds, n, nil)
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: ds.Name + "-" + n.Name, Namespace: ds.Namespace,
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: shippedPodName(ds, n), Namespace: ds.Namespace,
 			Labels: ds.Spec.Template.Labels}, Spec: *ds.Spec.Template.Spec.DeepCopy()}
 		if err := c.CreateMirrorPod(ctx, pod, n, fmt.Sprintf("exporter-%s-pod", n.Name)); err != nil {
 			t.Fatal(err)

@@ -109,7 +109,8 @@ func newPeerClient(cfg Config) (*peerClient, error) {
 	return pc, nil
 }
 
-// errPeer is a peer's failure: its kind (refused, timeout, status, invalid) labels the log line.
+// errPeer is a peer's failure: its kind (unreachable, timeout, forbidden, status, invalid, token) labels the log
+// line, and a change of kind is logged again.
 type errPeer struct {
 	kind string
 	err  error
@@ -142,6 +143,12 @@ func (pc *peerClient) page(ctx context.Context, p peer, seq uint64) (exposure.Pa
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+			// kube-rbac-proxy's TokenReview or SubjectAccessReview said no: the one cause the cluster owner mends in
+			// RBAC, so the line names what is missing.
+			return pg, &errPeer{"forbidden", fmt.Errorf("HTTP %d from %s: this exporter's ServiceAccount may not GET /episodes there "+
+				"(deploy/overlays/events grants it, nonResourceURLs [/episodes], verb get)", resp.StatusCode, p.url)}
+		}
 		return pg, &errPeer{"status", fmt.Errorf("HTTP %d from %s", resp.StatusCode, p.url)}
 	}
 	dec := json.NewDecoder(io.LimitReader(resp.Body, maxPage))

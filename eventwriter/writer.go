@@ -64,6 +64,10 @@ type Writer struct {
 	m       *metrics
 	// leading is held by the leader's loop: a loop of a newer term waits for the one before to have ended.
 	leading sync.Mutex
+	// failing is each failing peer's kind of failure, held by the leader's loop: a failure is logged when it
+	// begins or changes, and a peer's recovery once, not every poll (a thousand peers refusing the leader's
+	// token would otherwise log a thousand lines per poll). The gauge counts them at every poll.
+	failing map[string]string
 }
 
 // New builds the writer of cfg (Validate has checked it).
@@ -112,6 +116,7 @@ func (w *Writer) lead(ctx context.Context) {
 		return
 	}
 	cursors := w.lock.start()
+	w.failing = map[string]string{} // a new term says again what fails
 	w.m.leader.Set(1)
 	w.log.Info("event writer: leading", "lease", w.lock.Describe(), "identity", w.cfg.Identity, "peers_known", len(cursors))
 	t := time.NewTicker(w.cfg.Poll)
@@ -161,6 +166,10 @@ func (w *Writer) poll(ctx context.Context, cursors map[string]Cursor) {
 		}()
 	}
 	wg.Wait()
+	if w.failing == nil {
+		w.failing = map[string]string{}
+	}
+	maps.DeleteFunc(w.failing, func(k string, _ string) bool { return !present[k] })
 	unreachable := 0
 	for i, p := range peers {
 		if ctx.Err() != nil {
@@ -168,8 +177,19 @@ func (w *Writer) poll(ctx context.Context, cursors map[string]Cursor) {
 		}
 		if err := results[i].err; err != nil {
 			unreachable++
-			w.log.Warn("event writer: peer did not answer usably", "peer", p.key, "url", p.url, "err", err)
+			kind := "unreachable"
+			if ep, ok := errors.AsType[*errPeer](err); ok {
+				kind = ep.kind
+			}
+			if w.failing[p.key] != kind {
+				w.log.Warn("event writer: peer did not answer usably", "peer", p.key, "url", p.url, "err", err)
+			}
+			w.failing[p.key] = kind
 			continue
+		}
+		if _, ok := w.failing[p.key]; ok {
+			w.log.Info("event writer: peer answers again", "peer", p.key, "url", p.url)
+			delete(w.failing, p.key)
 		}
 		w.handle(ctx, p, results[i].page, cursors)
 		w.lock.setCursors(cursors)

@@ -447,3 +447,74 @@ func holder(t *testing.T, cs *fake.Clientset) string {
 	}
 	return ""
 }
+
+// A peer whose kube-rbac-proxy refuses the leader's token is counted unreachable at every poll but logged once,
+// as forbidden and naming the grant; its recovery is logged once, and what it kept meanwhile is then written.
+func TestForbiddenPeerLoggedOnce(t *testing.T) {
+	p := newPeer(t, "node-a", "i1")
+	p.add(30090, 3)
+	var forbid sync.Mutex
+	refusing := true
+	inner := p.srv.Config.Handler
+	p.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		forbid.Lock()
+		no := refusing
+		forbid.Unlock()
+		if no {
+			http.Error(w, "Forbidden (user=system:serviceaccount:lt:exporter, verb=get, resource=, subresource=)", http.StatusForbidden)
+			return
+		}
+		inner.ServeHTTP(w, r)
+	})
+	cs := fake.NewClientset(web, p.slice(t))
+	w := newWriter(t, testConfig(), cs)
+	var logs lockedLog
+	w.log = slog.New(slog.NewTextHandler(&logs, nil))
+	cursors := map[string]Cursor{}
+	for range 3 {
+		w.poll(context.Background(), cursors)
+	}
+	if got := testutil.ToFloat64(w.m.unreachable); got != 1 {
+		t.Errorf("unreachable = %v, want 1", got)
+	}
+	if n := len(events(t, cs)); n != 0 {
+		t.Errorf("%d Events from a peer that refused, want 0", n)
+	}
+	out := logs.String()
+	if strings.Count(out, "peer did not answer usably") != 1 || !strings.Contains(out, "forbidden: HTTP 403") ||
+		!strings.Contains(out, "nonResourceURLs [/episodes]") {
+		t.Errorf("want one line saying the peer forbids /episodes, got:\n%s", out)
+	}
+	forbid.Lock()
+	refusing = false
+	forbid.Unlock()
+	w.poll(context.Background(), cursors)
+	w.poll(context.Background(), cursors)
+	if got := testutil.ToFloat64(w.m.unreachable); got != 0 {
+		t.Errorf("unreachable = %v once the peer answers, want 0", got)
+	}
+	if n := len(events(t, cs)); n != 1 {
+		t.Errorf("%d Events once the peer answers, want 1", n)
+	}
+	if out := logs.String(); strings.Count(out, "peer answers again") != 1 || strings.Count(out, "peer did not answer usably") != 1 {
+		t.Errorf("want one line for the recovery, got:\n%s", out)
+	}
+}
+
+// lockedLog collects a logger's lines.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
