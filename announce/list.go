@@ -16,9 +16,9 @@ import (
 // announcements are then its own annotations' (FromAnnotations) and AnnouncementsFor's.
 //
 // One read sees no lease change: a lease counts from its holder's renewTime here. That is a fair guess for a
-// lease renewed a moment ago, and none for one that looks expired or for a Service a policy selects and no live
-// lease names (released, or none): a holder whose clock runs behind looks expired, and a failover in flight
-// looks like a loss. Settle watches those, as the exporter does, before anyone is told; until then the
+// lease renewed a moment ago, and none for one that looks expired or renewed in the future, or for a Service a
+// policy selects and no live lease names (released, or none): a holder whose clock runs behind looks expired,
+// one whose clock runs ahead looks live after it stopped, and a failover in flight looks like a loss. Settle watches those, as the exporter does, before anyone is told; until then the
 // snapshot calls no lease expired that renewTime does not, and no Service unheld (CiliumUnheld says nothing).
 func List(ctx context.Context, client dynamic.Interface, ciliumNamespace string, now time.Time) Snapshot {
 	s := Snapshot{States: map[Source]SourceState{}, byService: map[string][]Announcement{}, leases: map[string]leaseRecord{},

@@ -40,14 +40,20 @@ func (RealClock) Sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// renewAheadSlack is how far in the future a renewTime may be and still count as a fresh lease: further ahead,
+// the holder's clock runs ahead of this reader's, and its renewTime would keep a lease it stopped renewing
+// looking fresh for as long as the skew.
+const renewAheadSlack = time.Second
+
 // SettlePoll is how often Settle re-reads the leases: within Cilium's retry period (2 s by default), so a holder
 // renewing on time is seen to renew.
 const SettlePoll = time.Second
 
 // Settle decides, for the Local LoadBalancer Services among services, what List's one read left in doubt, as
 // the exporter would having watched from List's now:
-//   - a held lease whose renewTime looks older than its duration (its holder stopped, or its clock runs behind):
-//     live if it changes within its duration (client-go's rule), expired if it does not;
+//   - a held lease whose renewTime looks older than its duration (its holder stopped, or its clock runs behind)
+//     or lies in the future (the holder's clock runs ahead, and says nothing of when it last renewed): live if
+//     it changes within its duration (client-go's rule), expired if it does not;
 //   - a Service a Cilium L2 announcement policy selects with no live-looking lease (released, deleted, or none
 //     yet): unannounced (CiliumUnheld) once no live lease has been seen for a lease duration (the last held
 //     lease's, else Cilium's default), so that a failover in flight is not called a loss.
@@ -83,7 +89,7 @@ func (s Snapshot) Settle(ctx context.Context, client dynamic.Interface, ciliumNa
 		name := CiliumLeaseName(svc.Namespace, svc.Name)
 		l, ok := s.leases[name]
 		held := ok && l.holder != ""
-		if held && l.validAt(start) {
+		if held && l.validAt(start) && !l.renew.After(start.Add(renewAheadSlack)) {
 			continue
 		}
 		var d time.Duration

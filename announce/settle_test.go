@@ -136,31 +136,39 @@ func TestSettleFailover(t *testing.T) {
 
 // TestSettleSkewedHolder: a holder whose clock runs ten minutes behind renews every 2 s: its renewTime looks
 // expired to the plugin, which watches it and calls it live at its first renewal (client-go's rule). One that
-// stopped renewing is expired after its duration, unchanged; one whose renewTime looks fresh costs no re-read.
+// stopped renewing is expired after its duration, unchanged. A holder ten minutes ahead writes a renewTime in
+// the future, which says nothing of when it renewed: watched alike. One whose renewTime looks fresh costs no
+// re-read.
 func TestSettleSkewedHolder(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	web := lbService("shop", "web", nil, "192.0.2.10")
 	skew := -10 * time.Minute
 	acquired := t0.Add(-time.Hour + skew)
 	for _, c := range []struct {
-		name      string
-		renewing  bool
-		renew     time.Time // the first read's renewTime
-		expired   bool
-		slept     time.Duration
-		rereads   int
-		announced bool
+		name     string
+		renewing bool
+		ahead    bool      // the holder's clock runs ten minutes ahead, not behind
+		renew    time.Time // the first read's renewTime
+		expired  bool
+		slept    time.Duration
+		rereads  int
 	}{
-		{name: "behind, renewing", renewing: true, renew: t0.Add(skew), slept: 2 * time.Second, rereads: 2, announced: true},
-		{name: "behind, stopped", renew: t0.Add(skew), expired: true, slept: 15 * time.Second, rereads: 15, announced: true},
-		{name: "on time", renew: t0.Add(-time.Second), slept: 0, rereads: 0, announced: true},
+		{name: "behind, renewing", renewing: true, renew: t0.Add(skew), slept: 2 * time.Second, rereads: 2},
+		{name: "behind, stopped", renew: t0.Add(skew), expired: true, slept: 15 * time.Second, rereads: 15},
+		{name: "ahead, renewing", renewing: true, ahead: true, renew: t0.Add(-skew), slept: 2 * time.Second, rereads: 2},
+		{name: "ahead, stopped", ahead: true, renew: t0.Add(-skew), expired: true, slept: 15 * time.Second, rereads: 15},
+		{name: "on time", renew: t0.Add(-time.Second), slept: 0, rereads: 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			client := fakeDynamic(ciliumLeaseAs(t, CiliumLeaseName("shop", "web"), renewedBy("node-1", acquired, c.renew)))
 			clock := &stepClock{now: t0}
 			clock.step = func(now time.Time) {
 				if c.renewing && now.Sub(t0)%(2*time.Second) == 0 {
-					writeLease(t, client, renewedBy("node-1", acquired, now.Add(skew)))
+					off := skew
+					if c.ahead {
+						off = -skew
+					}
+					writeLease(t, client, renewedBy("node-1", acquired, now.Add(off)))
 				}
 			}
 			s, rereads := settleRun(t, client, clock, 0, web)
