@@ -293,7 +293,8 @@ func TestListAnnouncers(t *testing.T) {
 		return true, nil, apierrors.NewForbidden(GVRLease.GroupResource(), "", nil)
 	})
 	s := List(context.Background(), client, DefaultCiliumNamespace, now)
-	want := map[Source]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceForbidden}
+	want := map[Source]SourceState{SourceMetalLBL2: SourceOK, SourceMetalLBBGP: SourceOK, SourceCiliumL2: SourceForbidden,
+		SourceCiliumL2Policy: SourceOK}
 	if !reflect.DeepEqual(s.States, want) {
 		t.Errorf("states %v, want %v", s.States, want)
 	}

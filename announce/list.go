@@ -9,15 +9,17 @@ import (
 )
 
 // List reads the announcers' objects once, cluster-wide, for a reader without informers (kubectl
-// localtraffic status): every ServiceL2Status, every node's ServiceBGPStatus, and Cilium's L2 announcement
-// Leases in ciliumNamespace, judged at now; where no MetalLB status exists, whether MetalLB's speakers run at
-// all (one pod of each of metallbSpeakerSelectors). A source that cannot be listed gets its state (absent, forbidden,
-// stale) and no records; nothing is an error. A Service's announcements are then its own annotations'
-// (FromAnnotations) and AnnouncementsFor's.
+// localtraffic status): every ServiceL2Status, every node's ServiceBGPStatus, Cilium's L2 announcement
+// Leases in ciliumNamespace and its CiliumL2AnnouncementPolicies, judged at now; where no MetalLB status exists,
+// whether MetalLB's speakers run at all (one pod of each of metallbSpeakerSelectors). A source that cannot be
+// listed gets its state (absent, forbidden, stale) and no records; nothing is an error. A Service's
+// announcements are then its own annotations' (FromAnnotations) and AnnouncementsFor's.
 //
-// One read sees no lease change: a lease counts from its holder's renewTime instead, judged at now. A holder
-// whose clock is off by more than the lease's duration makes this reader call its lease expired, or live
-// after it stopped; the exporter, which watches the leases, judges by the changes it sees.
+// One read sees no lease change: a lease counts from its holder's renewTime here. That is a fair guess for a
+// lease renewed a moment ago, and none for one that looks expired or renewed in the future, or for a Service a
+// policy selects and no live lease names (released, or none): a holder whose clock runs behind looks expired,
+// one whose clock runs ahead looks live after it stopped, and a failover in flight looks like a loss. Settle watches those, as the exporter does, before anyone is told; until then the
+// snapshot calls no lease expired that renewTime does not, and no Service unheld (CiliumUnheld says nothing).
 func List(ctx context.Context, client dynamic.Interface, ciliumNamespace string, now time.Time) Snapshot {
 	s := Snapshot{States: map[Source]SourceState{}, byService: map[string][]Announcement{}, leases: map[string]leaseRecord{},
 		now: now, clusterWide: true}
@@ -29,6 +31,7 @@ func List(ctx context.Context, client dynamic.Interface, ciliumNamespace string,
 		{SourceMetalLBL2, client.Resource(GVRServiceL2Status)},
 		{SourceMetalLBBGP, client.Resource(GVRServiceBGPStatus)},
 		{SourceCiliumL2, client.Resource(GVRLease).Namespace(ciliumNamespace)},
+		{SourceCiliumL2Policy, client.Resource(GVRCiliumL2Policy)},
 	} {
 		list, err := src.ri.List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -38,7 +41,7 @@ func List(ctx context.Context, client dynamic.Interface, ciliumNamespace string,
 			continue
 		}
 		s.States[src.source] = SourceOK
-		metallbRecords = metallbRecords || src.source != SourceCiliumL2 && len(list.Items) > 0
+		metallbRecords = metallbRecords || (src.source == SourceMetalLBL2 || src.source == SourceMetalLBBGP) && len(list.Items) > 0
 		for i := range list.Items {
 			s.addRecord(src.source, &list.Items[i], "")
 		}

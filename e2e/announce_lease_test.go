@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -77,6 +78,38 @@ func holdCiliumLease(t *testing.T, c *cluster.Cluster, svc *corev1.Service, node
 	return h
 }
 
+// pluginUnannounced runs the plugin's status -o json for the Local Services of namespace ns (and the one named,
+// when name is not "") and returns its exit status, each Service's unannounced load balancer IPs by name, and
+// how long the run took (the plugin watches a Cilium lease in doubt for up to its duration).
+func pluginUnannounced(t *testing.T, ctx context.Context, p plugin, ns, name string) (int, map[string][]string, time.Duration) {
+	t.Helper()
+	args := []string{"status", "-n", ns, "-o", "json"}
+	if name != "" {
+		args = append(args, name)
+	}
+	start := time.Now()
+	r := p.run(t, ctx, "", args...)
+	took := time.Since(start)
+	var st struct {
+		Items []struct {
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+			Unannounced []string `json:"unannounced"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(r.out), &st); err != nil || len(st.Items) == 0 {
+		// Errorf, not Fatalf: the plugin runs beside the exporters' checks, in a goroutine of its own.
+		t.Errorf("status -o json (exit %d): %v %s%s", r.code, err, r.out, r.errOut)
+		return -1, nil, took
+	}
+	un := map[string][]string{}
+	for _, it := range st.Items {
+		un[it.Metadata.Name] = it.Unannounced
+	}
+	return r.code, un, took
+}
+
 // TestAnnouncerLeaseClockSkew: a Cilium lease is expired when it stopped changing for its duration by the
 // reader's own clock (client-go's leader election rule), not when the holder's renewTime looks old. Two
 // LoadBalancer Services, each served by a replica on node-1, are announced by node-1 through leases renewed
@@ -84,7 +117,9 @@ func holdCiliumLease(t *testing.T, c *cluster.Cluster, svc *corev1.Service, node
 // ahead. For longer than a lease duration neither is unannounced on any node (judged by renewTime, the one
 // behind was unannounced at once, a page with nothing lost). Then both holders stop: each Service is
 // unannounced within a lease duration of its last renewal (judged by renewTime, the one ahead stayed
-// announced for ten minutes while nobody answered for its address).
+// announced for ten minutes while nobody answered for its address). kubectl localtraffic status, reading the
+// leases once and watching those whose renewTime looks expired or lies in the future, gives the exporters'
+// answer at both moments.
 func TestAnnouncerLeaseClockSkew(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := testContext(t)
@@ -142,22 +177,54 @@ func TestAnnouncerLeaseClockSkew(t *testing.T) {
 		}
 		return unannounced(false)
 	})
+	// The plugin, run while the exporters watch: each skewed lease is watched until it changes, and announced.
+	p := newPlugin(t, ctx, c)
+	type run struct {
+		code int
+		un   map[string][]string
+		took time.Duration
+	}
+	plugin := func() <-chan run {
+		done := make(chan run, 1)
+		go func() {
+			r := run{code: -1}
+			defer func() { done <- r }() // also when p.run fails the test
+			r.code, r.un, r.took = pluginUnannounced(t, ctx, p, "e2e-lease-skew", "")
+		}()
+		return done
+	}
+	live := plugin()
 	// Renewed on time for longer than a lease duration: announced throughout, whatever the holders' clocks.
 	for end := time.Now().Add(ciliumLeaseDuration + 5*time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
 		if err := unannounced(false); err != nil {
 			t.Fatalf("a lease renewed every %s: %v", ciliumRetryPeriod, err)
 		}
 	}
-	// Both holders stop renewing: each lease expires a duration after the exporters last saw it change.
+	if r := <-live; r.code != 0 || len(r.un) != len(cases) || r.un["behind"] != nil || r.un["ahead"] != nil {
+		t.Errorf("plugin status, both leases renewed: exit %d, unannounced %v; want 0 and none, as the exporters", r.code, r.un)
+	}
+	// Both holders stop renewing: each lease expires a duration after the exporters last saw it change. The
+	// plugin, started at once, watches both leases for their duration and finds them unchanged.
 	for _, s := range cases {
 		s.holder.stop()
 	}
 	stopped := time.Now()
+	expired := plugin()
 	eventually(t, ciliumLeaseDuration+announcedWithin, "both Services unannounced a lease duration after the last renewal", func() error {
 		return unannounced(true)
 	})
 	if took := time.Since(stopped); took < ciliumLeaseDuration-ciliumRetryPeriod-time.Second {
 		t.Errorf("unannounced %s after the last renewal, before the lease's %s could pass", took, ciliumLeaseDuration)
+	}
+	r := <-expired
+	for _, s := range cases {
+		if got := r.un[s.name]; len(got) != 1 || got[0] != s.lbIP {
+			t.Errorf("plugin status, %s's holder (clock %s) stopped: unannounced %v; want [%s], as the exporters", s.name, s.skew, got, s.lbIP)
+		}
+	}
+	if r.code != 1 || r.took < ciliumLeaseDuration-ciliumRetryPeriod {
+		t.Errorf("plugin status after the holders stopped: exit %d after %s; want 1, after watching the leases for their %s",
+			r.code, r.took.Round(time.Millisecond), ciliumLeaseDuration)
 	}
 }
 
@@ -171,6 +238,8 @@ var gvrCiliumL2Policy = schema.GroupVersionResource{Group: "cilium.io", Version:
 // deletes the lease; nobody answers ARP, and the
 // client's request is lost. For most of a lease duration after the release the Service is not unannounced (a
 // failover would renew within it); then it is, on every node. Before the policies were read, never.
+// kubectl localtraffic status agrees: announced before the release, and, run at the release, it re-reads the
+// lease for a lease duration before it calls the Service unannounced, as the exporters do.
 func TestAnnouncerCiliumLeaseReleased(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := testContext(t)
@@ -234,6 +303,10 @@ func TestAnnouncerCiliumLeaseReleased(t *testing.T) {
 		}
 		return unannounced(false)
 	})
+	p := newPlugin(t, ctx, c)
+	if code, un, _ := pluginUnannounced(t, ctx, p, svc.Namespace, svc.Name); code != 0 || un[svc.Name] != nil {
+		t.Errorf("plugin status, node-1 holds the lease: exit %d, unannounced %v; want 0 and none, as the exporters", code, un)
+	}
 
 	// The policy moves to node-2, which runs no replica: node-1 stops electing (the policy no longer selects it)
 	// and releases the lease as client-go does; node-2, without a local backend, does not elect. Nobody answers
@@ -262,6 +335,17 @@ func TestAnnouncerCiliumLeaseReleased(t *testing.T) {
 		t.Fatal(err)
 	}
 	released := time.Now()
+	type run struct {
+		code int
+		un   map[string][]string
+		took time.Duration
+	}
+	atRelease := make(chan run, 1)
+	go func() {
+		r := run{code: -1}
+		defer func() { atRelease <- r }() // also when p.run fails the test
+		r.code, r.un, r.took = pluginUnannounced(t, ctx, p, svc.Namespace, svc.Name)
+	}()
 	if err := c.Unroute(ctx, lbIP); err != nil {
 		t.Fatal(err)
 	}
@@ -286,4 +370,9 @@ func TestAnnouncerCiliumLeaseReleased(t *testing.T) {
 	eventually(t, ciliumLeaseDuration+announcedWithin, "the Service unannounced on every node a lease duration after the release", func() error {
 		return unannounced(true)
 	})
+	// The plugin run at the release answered only after a lease duration without a holder: unannounced.
+	if r := <-atRelease; r.code != 1 || len(r.un[svc.Name]) != 1 || r.un[svc.Name][0] != lbIP || r.took < ciliumLeaseDuration-ciliumRetryPeriod {
+		t.Errorf("plugin status run at the release: exit %d, unannounced %v after %s; want 1, [%s], after a lease duration, as the exporters",
+			r.code, r.un, r.took.Round(time.Millisecond), lbIP)
+	}
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"io"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -24,6 +25,17 @@ type Env struct {
 	Forward func(*genericclioptions.ConfigFlags) (Fetcher, error)
 	// Dynamic reaches the announcers' objects (MetalLB's statuses, Cilium's leases); nil reads none.
 	Dynamic func(*genericclioptions.ConfigFlags) (dynamic.Interface, error)
+	// Clock is the time the announcers' reads wait by while they watch a Cilium lease in doubt; nil is the
+	// wall clock.
+	Clock Clock
+}
+
+// Clock is a time that can be waited on (announce.Clock's methods): the wall clock, or a test's that moves on at
+// once.
+type Clock interface {
+	Now() time.Time
+	// Sleep waits d, and reports false when ctx ended first.
+	Sleep(ctx context.Context, d time.Duration) bool
 }
 
 // Fetcher gets one path from a port of a pod's own network namespace (its loopback), as the user: the plugin's

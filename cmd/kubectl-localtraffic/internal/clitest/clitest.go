@@ -8,7 +8,9 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -60,13 +62,54 @@ func Invoke(t testing.TB, verbs []cli.Verb, stdin string, env map[string]string,
 
 // InvokeAnnounced runs verbs with args against objs, the drill's Service made a LoadBalancer
 // (AnnouncedLoadBalancer), with the announcers' records in dyn.
+// The wait for a Cilium lease in doubt runs on a StepClock starting at the wall clock's now.
 func InvokeAnnounced(t testing.TB, verbs []cli.Verb, objs []runtime.Object, dyn dynamic.Interface, args ...string) Result {
+	t.Helper()
+	return InvokeAnnouncedOn(t, verbs, objs, dyn, &StepClock{T: time.Now()}, args...)
+}
+
+// InvokeAnnouncedOn is InvokeAnnounced with the announcers' wait on clock.
+func InvokeAnnouncedOn(t testing.TB, verbs []cli.Verb, objs []runtime.Object, dyn dynamic.Interface, clock cli.Clock, args ...string) Result {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	env := Env("", fake.NewClientset(AnnouncedLoadBalancer(objs)...), &out, &errOut)
 	env.Dynamic = func(*genericclioptions.ConfigFlags) (dynamic.Interface, error) { return dyn, nil }
+	env.Clock = clock
 	code := Execute(env, args, verbs...)
 	return Result{code, out.String(), errOut.String()}
+}
+
+// StepClock is a test's time for the announcers' wait (cli.Clock): Sleep moves it on at once by what was
+// asked, then calls Step (when set) with the new time, where a test makes the fake apiserver hold what a Cilium
+// agent would have written by then. Slept is the time waited in all.
+type StepClock struct {
+	mu    sync.Mutex
+	T     time.Time
+	Step  func(now time.Time)
+	Slept time.Duration
+}
+
+// Now is the clock's time.
+func (c *StepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.T
+}
+
+// Sleep moves the clock on by d and runs Step; false when ctx has ended.
+func (c *StepClock) Sleep(ctx context.Context, d time.Duration) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	c.mu.Lock()
+	c.T = c.T.Add(d)
+	c.Slept += d
+	now, step := c.T, c.Step
+	c.mu.Unlock()
+	if step != nil {
+		step(now)
+	}
+	return true
 }
 
 // CheckBadInput fails t unless r is bad input as the plugin reports it: exit 2, one line on stderr that names
@@ -144,6 +187,6 @@ func DrillObjects(pinned bool) []runtime.Object {
 func FakeAnnouncers(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
 	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		announce.GVRServiceL2Status: "ServiceL2StatusList", announce.GVRServiceBGPStatus: "ServiceBGPStatusList", announce.GVRLease: "LeaseList",
-		announce.GVRPod: "PodList",
+		announce.GVRPod: "PodList", announce.GVRCiliumL2Policy: "CiliumL2AnnouncementPolicyList",
 	}, objs...)
 }

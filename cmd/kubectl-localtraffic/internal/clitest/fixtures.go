@@ -5,12 +5,14 @@ import (
 	"time"
 
 	"github.com/prometheus/common/version"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/ptr"
 
 	"github.com/localtraffic/localtraffic-exporter/announce"
@@ -98,6 +100,51 @@ func CiliumLease(ns, holder string, renew time.Time) *unstructured.Unstructured 
 	u.SetKind("Lease")
 	u.SetNamespace(ns)
 	u.SetName(announce.CiliumLeaseName("kubelings", "checkout"))
+	return u
+}
+
+// CiliumLeaseAs is Cilium's L2 announcement Lease of the drill's Service in namespace ns as Cilium's agent writes
+// it: client-go's leader election over a resourcelock.LeaseLock (LeaderElectionRecordToLeaseSpec). CiliumHeld
+// and CiliumReleased are its records.
+func CiliumLeaseAs(t testing.TB, ns string, rec resourcelock.LeaderElectionRecord) *unstructured.Unstructured {
+	t.Helper()
+	l := &coordinationv1.Lease{TypeMeta: metav1.TypeMeta{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: announce.CiliumLeaseName("kubelings", "checkout")},
+		Spec:       resourcelock.LeaderElectionRecordToLeaseSpec(&rec)}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &unstructured.Unstructured{Object: obj}
+}
+
+// CiliumHeld is the record of a lease holder acquired at acquired and last renewed at renew (by its own clock),
+// for Cilium's default 15 s.
+func CiliumHeld(holder string, acquired, renew time.Time) resourcelock.LeaderElectionRecord {
+	return resourcelock.LeaderElectionRecord{HolderIdentity: holder, LeaseDurationSeconds: 15,
+		AcquireTime: metav1.NewTime(acquired), RenewTime: metav1.NewTime(renew)}
+}
+
+// CiliumReleased is the record client-go's leader election writes when its holder releases the lease
+// (ReleaseOnCancel): no holder, leaseDurationSeconds 1, acquireTime and renewTime at.
+func CiliumReleased(at time.Time) resourcelock.LeaderElectionRecord {
+	return resourcelock.LeaderElectionRecord{LeaseDurationSeconds: 1, AcquireTime: metav1.NewTime(at), RenewTime: metav1.NewTime(at),
+		LeaderTransitions: 1}
+}
+
+// CiliumPolicy is a CiliumL2AnnouncementPolicy (cilium.io/v2alpha1, cluster-scoped) that selects the drill's
+// Service's load balancer IPs by the labels Cilium adds to it, announced from the nodes matching nodeSelector.
+func CiliumPolicy(name string, nodeSelector map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+		"serviceSelector": map[string]any{"matchLabels": map[string]any{
+			announce.LabelCiliumServiceNamespace: "kubelings", announce.LabelCiliumServiceName: "checkout"}},
+		"nodeSelector":    nodeSelector,
+		"interfaces":      []any{"^eth[0-9]+"},
+		"loadBalancerIPs": true,
+	}}}
+	u.SetAPIVersion("cilium.io/v2alpha1")
+	u.SetKind("CiliumL2AnnouncementPolicy")
+	u.SetName(name)
 	return u
 }
 

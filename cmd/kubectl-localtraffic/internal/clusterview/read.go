@@ -3,6 +3,7 @@ package clusterview
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/localtraffic/localtraffic-exporter/cmd/kubectl-localtraffic/internal/cli"
@@ -26,7 +27,11 @@ func ReadCluster(ctx context.Context, env *cli.Env, flags *cli.Flags, ann Announ
 	}
 	announcers := ann.start(ctx, env, flags)
 	c, err := load(ctx, cs, ns)
-	snap, annErr := announcers()
+	var services []*corev1.Service
+	if err == nil {
+		services = c.Services
+	}
+	snap, annErr := announcers(services)
 	if err != nil {
 		return nil, ns, cli.APIError{Err: err}
 	}

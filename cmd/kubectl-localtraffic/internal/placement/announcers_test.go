@@ -24,7 +24,7 @@ import (
 func announcerClient(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
 	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		announce.GVRServiceL2Status: "ServiceL2StatusList", announce.GVRServiceBGPStatus: "ServiceBGPStatusList", announce.GVRLease: "LeaseList",
-		announce.GVRPod: "PodList",
+		announce.GVRPod: "PodList", announce.GVRCiliumL2Policy: "CiliumL2AnnouncementPolicyList",
 	}, objs...)
 }
 

@@ -1,6 +1,7 @@
 package status
 
 import (
+	"context"
 	"encoding/json"
 	"regexp"
 	"slices"
@@ -9,7 +10,10 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/localtraffic/localtraffic-exporter/announce"
@@ -123,5 +127,80 @@ func TestStatusMetalLBAllocatedOnly(t *testing.T) {
 	r = clitest.InvokeAnnounced(t, []cli.Verb{NewCmd}, objs(), fakeAnnouncers(clitest.SpeakerPod("node-1")), "status", "-n", "kubelings", "checkout", "-o", "json")
 	if _, _, un := statusOf(t, r); r.Code != 1 || !slices.Equal(un, []string{"192.0.2.10"}) {
 		t.Errorf("a speaker runs, no record: exit %d, unannounced %v; want 1, 192.0.2.10", r.Code, un)
+	}
+}
+
+// status reads Cilium's L2 announcement policies and leases as the exporter judges them, with objects as
+// Cilium's agents write them (client-go's leader election): a Service a policy selects whose lease was released
+// is unannounced once no holder took it for a lease duration of re-reads (exit 1); a failover within it is not
+// (node-2 takes the lease 4 s after node-1 released it); a holder whose clock runs ten minutes behind, renewing
+// every 2 s, holds a live lease (node-1, where the replica runs: served, exit 0); and with the policies
+// forbidden the released lease says nothing (exit 0) and stderr names the policies in its one line.
+func TestStatusCiliumPoliciesAndLeases(t *testing.T) {
+	status := []string{"status", "-n", "kubelings", "checkout", "-o", "json"}
+	t0 := time.Now()
+	name := announce.CiliumLeaseName("kubelings", "checkout")
+	ns := announce.DefaultCiliumNamespace
+	policy := clitest.CiliumPolicy("l2", map[string]any{"matchLabels": map[string]any{"kubernetes.io/os": "linux"}})
+	write := func(dyn dynamic.Interface, obj *unstructured.Unstructured) {
+		if _, err := dyn.Resource(announce.GVRLease).Namespace(ns).Update(context.Background(), obj, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(dyn dynamic.Interface, step func(dyn dynamic.Interface, since time.Duration)) (result, *clitest.StepClock) {
+		clock := &clitest.StepClock{T: t0}
+		if step != nil {
+			clock.Step = func(now time.Time) { step(dyn, now.Sub(t0)) }
+		}
+		return clitest.InvokeAnnouncedOn(t, []cli.Verb{NewCmd}, drillObjects(true), dyn, clock, status...), clock
+	}
+
+	releasedLease := clitest.CiliumLeaseAs(t, ns, clitest.CiliumReleased(t0.Add(-time.Second)))
+	r, clock := run(fakeAnnouncers(policy, releasedLease), func(dyn dynamic.Interface, since time.Duration) {
+		if since == 2*time.Second { // the agents' GC deletes the released lease
+			if err := dyn.Resource(announce.GVRLease).Namespace(ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	if _, _, un := statusOf(t, r); r.Code != 1 || !slices.Equal(un, []string{"192.0.2.10"}) || clock.Slept != announce.DefaultCiliumLeaseDuration {
+		t.Errorf("released, nobody takes it: exit %d, unannounced %v after %s; want 1, 192.0.2.10 after a lease duration",
+			r.Code, un, clock.Slept)
+	}
+
+	r, clock = run(fakeAnnouncers(policy, releasedLease.DeepCopy()), func(dyn dynamic.Interface, since time.Duration) {
+		if since == 4*time.Second {
+			write(dyn, clitest.CiliumLeaseAs(t, ns, clitest.CiliumHeld("node-2", t0.Add(since), t0.Add(since))))
+		}
+	})
+	if holes, _, un := statusOf(t, r); r.Code != 1 || len(un) > 0 || !slices.Equal(holes, []string{"node-2"}) || clock.Slept != 4*time.Second {
+		t.Errorf("failover to node-2 after 4 s: exit %d, unannounced %v, blackholes %v after %s; want 1, none, node-2 (no replica there) after 4 s",
+			r.Code, un, holes, clock.Slept)
+	}
+
+	skew := -10 * time.Minute
+	acquired := t0.Add(-time.Hour + skew)
+	r, clock = run(fakeAnnouncers(policy, clitest.CiliumLeaseAs(t, ns, clitest.CiliumHeld("node-1", acquired, t0.Add(skew)))),
+		func(dyn dynamic.Interface, since time.Duration) {
+			if since%(2*time.Second) == 0 {
+				write(dyn, clitest.CiliumLeaseAs(t, ns, clitest.CiliumHeld("node-1", acquired, t0.Add(since+skew))))
+			}
+		})
+	if holes, unknown, un := statusOf(t, r); r.Code != 0 || len(un) > 0 || len(holes) > 0 || len(unknown) > 0 || clock.Slept != 2*time.Second {
+		t.Errorf("holder 10 min behind, renewing: exit %d, unannounced %v, blackholes %v, cannot tell %v after %s; want 0, none, none, none after 2 s",
+			r.Code, un, holes, unknown, clock.Slept)
+	}
+
+	forbidden := fakeAnnouncers(policy, releasedLease.DeepCopy())
+	forbidden.PrependReactor("list", "ciliuml2announcementpolicies", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(announce.GVRCiliumL2Policy.GroupResource(), "", nil)
+	})
+	r, clock = run(forbidden, nil)
+	if _, _, un := statusOf(t, r); r.Code != 0 || len(un) > 0 || clock.Slept != 0 {
+		t.Errorf("policies forbidden: exit %d, unannounced %v after %s; want 0, none, no wait", r.Code, un, clock.Slept)
+	}
+	if want := "could not read the announcers' records (cilium_l2_policy (CiliumL2AnnouncementPolicies): forbidden)"; !strings.Contains(r.ErrOut, want) ||
+		strings.Count(r.ErrOut, "\n") != 1 {
+		t.Errorf("stderr %q, want one line with %q", r.ErrOut, want)
 	}
 }
