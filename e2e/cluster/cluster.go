@@ -69,6 +69,8 @@ type Cluster struct {
 
 	mu         sync.Mutex
 	namespaces []string
+	// exporterWatchers are called when a node's usual exporter starts or stops (WatchExporters).
+	exporterWatchers []func()
 	procs      []*Process
 	listeners  []net.Listener
 	pods       map[string]*Pod
