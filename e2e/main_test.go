@@ -54,7 +54,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}()
 	code := m.Run()
-	sharedState.agree.report(os.Stderr)
+	sharedState.agree.report(os.Stderr, sharedState.prom.took)
 	if err := closeShared(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: cluster tear-down:", err)
 		if code == 0 {

@@ -136,8 +136,9 @@ func (a *agreeTally) off() {
 	a.disabled++
 }
 
-// report writes the tally: how many assertions of how many scenarios were cross-checked, and what was not and why.
-func (a *agreeTally) report(w io.Writer) {
+// report writes the tally: how many assertions of how many scenarios were cross-checked, and what was not and why;
+// started is how long the Prometheus took to start (zero when it was not).
+func (a *agreeTally) report(w io.Writer, started time.Duration) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if len(a.checked) == 0 && len(a.optedOut) == 0 && len(a.skipped) == 0 && a.disabled == 0 {
@@ -150,8 +151,10 @@ func (a *agreeTally) report(w io.Writer) {
 		per = append(per, fmt.Sprintf("%s %d", s, n))
 	}
 	sort.Strings(per)
-	fmt.Fprintf(w, "e2e: status --prometheus cross-checked %d verdict assertions in %d scenarios (%s in the check): %s\n",
-		total, len(a.checked), a.spent.Round(100*time.Millisecond), strings.Join(per, ", "))
+	if total > 0 {
+		fmt.Fprintf(w, "e2e: status --prometheus cross-checked %d verdict assertions in %d scenarios (%s in the checks, %s to start Prometheus): %s\n",
+			total, len(a.checked), a.spent.Round(100*time.Millisecond), started.Round(100*time.Millisecond), strings.Join(per, ", "))
+	}
 	if a.disabled > 0 {
 		fmt.Fprintf(w, "e2e: status --prometheus not cross-checked: %d assertions (%s=0)\n", a.disabled, agreeEnv)
 	}
@@ -185,6 +188,8 @@ type sharedProm struct {
 	targets string // the file_sd file
 	plugin  string // the built kubectl-localtraffic
 	proc    *cluster.Process
+	// took is how long start took (tools installed, plugin built, Prometheus ready): once per test binary.
+	took time.Duration
 
 	mu sync.Mutex // serialises writes of the targets file
 }
@@ -230,11 +235,11 @@ func agreeThroughPrometheus(ctx context.Context, c *cluster.Cluster, node string
 	for _, s := range svcs {
 		want[s] = exporterReason(m, node, s)
 	}
-	start := time.Now()
 	p, err := sharedPrometheus(c)
 	if err != nil {
 		return err
 	}
+	start := time.Now()
 	if err := p.agree(ctx, node, want); err != nil {
 		return err
 	}
@@ -296,7 +301,9 @@ func sharedPrometheus(c *cluster.Cluster) (*sharedProm, error) {
 		// The Prometheus outlives the test that starts it: not that test's context.
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 		defer cancel()
+		start := time.Now()
 		p.err = p.start(ctx, c)
+		p.took = time.Since(start)
 		if p.err != nil {
 			p.err = fmt.Errorf("the status --prometheus check's Prometheus (%s=0 turns the check off): %w", agreeEnv, p.err)
 		}

@@ -69,8 +69,6 @@ type Cluster struct {
 
 	mu         sync.Mutex
 	namespaces []string
-	// exporterWatchers are called when a node's usual exporter starts or stops (WatchExporters).
-	exporterWatchers []func()
 	procs      []*Process
 	listeners  []net.Listener
 	pods       map[string]*Pod
@@ -79,6 +77,8 @@ type Cluster struct {
 	closed     bool
 	agents     *agentSet // node agents when cfg.Controllers (controllers.go)
 	ctrlTokens controllerTokens
+	// exporterWatchers are called when a node's usual exporter starts or stops (WatchExporters); guarded by mu.
+	exporterWatchers []func()
 }
 
 // Up builds (or reuses) the binaries, reaps what crashed runs left behind, and starts the cluster. On error
