@@ -113,6 +113,7 @@ func sharedCluster(t testing.TB) *cluster.Cluster {
 	if sharedState.err != nil {
 		t.Fatalf("cluster: %v", sharedState.err)
 	}
+	sharedState.agree.ran(scenarioOf(t))
 	return sharedState.c
 }
 

@@ -90,6 +90,19 @@ type agreeTally struct {
 	optedOut map[string]string
 	skipped  map[string]map[string]int
 	disabled int // assertions not cross-checked because of LT_E2E_PROM_AGREE=0
+	// shared: the scenarios that used the shared cluster (sharedCluster), to name those with no verdict
+	// assertion cross-checked (they read the exporters without expectMetrics, or assert no verdict).
+	shared map[string]bool
+}
+
+// ran notes a scenario that uses the shared cluster.
+func (a *agreeTally) ran(scenario string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.shared == nil {
+		a.shared = map[string]bool{}
+	}
+	a.shared[scenario] = true
 }
 
 func (a *agreeTally) optOut(scenario, why string) {
@@ -141,7 +154,7 @@ func (a *agreeTally) off() {
 func (a *agreeTally) report(w io.Writer, started time.Duration) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if len(a.checked) == 0 && len(a.optedOut) == 0 && len(a.skipped) == 0 && a.disabled == 0 {
+	if len(a.checked) == 0 && len(a.optedOut) == 0 && len(a.skipped) == 0 && a.disabled == 0 && len(a.shared) == 0 {
 		return
 	}
 	total := 0
@@ -175,6 +188,16 @@ func (a *agreeTally) report(w io.Writer, started time.Duration) {
 	sort.Strings(skips)
 	if len(skips) > 0 {
 		fmt.Fprintf(w, "e2e: verdict assertions not cross-checked: %s\n", strings.Join(skips, "; "))
+	}
+	var none []string
+	for s := range a.shared {
+		if a.checked[s] == 0 && a.optedOut[s] == "" && len(a.skipped[s]) == 0 {
+			none = append(none, s)
+		}
+	}
+	sort.Strings(none)
+	if len(none) > 0 && a.disabled == 0 {
+		fmt.Fprintf(w, "e2e: shared-cluster scenarios with no verdict assertion through expectMetrics (nothing cross-checked): %s\n", strings.Join(none, ", "))
 	}
 }
 
