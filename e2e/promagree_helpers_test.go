@@ -58,15 +58,6 @@ func testOf(ctx context.Context) testing.TB {
 	return t
 }
 
-// skipAgreeKey carries why one assertion's verdict cannot be seen through Prometheus (withoutPromAgree).
-type skipAgreeKey struct{}
-
-// withoutPromAgree returns ctx for assertions whose verdict Prometheus cannot show (why says what makes it so):
-// expectMetrics checks them against the exporter alone and counts them as opted out.
-func withoutPromAgree(ctx context.Context, why string) context.Context {
-	return context.WithValue(ctx, skipAgreeKey{}, why)
-}
-
 // promAgreeOptOut opts the whole scenario out of the check; why says what Prometheus cannot see in it. e2e/README.md
 // lists every scenario that calls it (TestReadmeListsPromAgreeOptOuts).
 func promAgreeOptOut(t testing.TB, why string) {
@@ -245,10 +236,6 @@ func agreeThroughPrometheus(ctx context.Context, c *cluster.Cluster, node string
 		tally.skip(scenario, "opted out")
 		return nil
 	}
-	if why, ok := ctx.Value(skipAgreeKey{}).(string); ok {
-		tally.skip(scenario, why)
-		return nil
-	}
 	if err := m.Expect("localtraffic_scrape_collector_success", cluster.Labels{"node": node, "collector": "services"}, 1); err != nil {
 		// The plugin (rightly) shows no report from a node whose services collector fails: nothing to compare.
 		tally.skip(scenario, "services collector failing")
@@ -275,7 +262,7 @@ type nsName struct{ ns, name string }
 
 func (s nsName) String() string { return s.ns + "/" + s.name }
 
-// verdictServices is the Services whose verdict on node the checks run on m looked at (m.Lookups).
+// verdictServices is the Services whose verdict on node the checks run on m looked at (m.Lookups) and m has.
 func verdictServices(m cluster.Metrics, node string) []nsName {
 	var out []nsName
 	for _, l := range m.Lookups() {
@@ -286,6 +273,11 @@ func verdictServices(m cluster.Metrics, node string) []nsName {
 			continue
 		}
 		s := nsName{l.Labels["namespace"], l.Labels["service"]}
+		// An absent verdict (a Cluster-policy Service, an excluded one, one not synced yet) is no verdict: the
+		// plugin has none to show either.
+		if len(m.Series("localtraffic_blackhole", cluster.Labels{"node": node, "namespace": s.ns, "service": s.name})) == 0 {
+			continue
+		}
 		if !slices.Contains(out, s) {
 			out = append(out, s)
 		}
