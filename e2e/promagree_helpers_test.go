@@ -340,12 +340,6 @@ func (p *sharedProm) start(ctx context.Context, c *cluster.Cluster) error {
 	if p.dir, err = os.MkdirTemp(c.WorkDir, "prom-agree-"); err != nil {
 		return err
 	}
-	p.plugin = filepath.Join(p.dir, "kubectl-localtraffic")
-	build := exec.CommandContext(ctx, "go", "build", "-o", p.plugin, "./cmd/kubectl-localtraffic")
-	build.Dir = repo
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("build kubectl-localtraffic: %w\n%s", err, out)
-	}
 	p.targets = filepath.Join(p.dir, "targets.json")
 	if err := p.writeTargets(); err != nil {
 		return err
@@ -375,6 +369,13 @@ func (p *sharedProm) start(ctx context.Context, c *cluster.Cluster) error {
 		"--web.listen-address=" + agreePromAddr, "--log.level=warn"}})
 	if err != nil {
 		return err
+	}
+	// The plugin builds while Prometheus starts.
+	p.plugin = filepath.Join(p.dir, "kubectl-localtraffic")
+	build := exec.CommandContext(ctx, "go", "build", "-o", p.plugin, "./cmd/kubectl-localtraffic")
+	build.Dir = repo
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("build kubectl-localtraffic: %w\n%s", err, out)
 	}
 	client := nsHTTPClient(c.ClientNS)
 	return p.proc.Await(ctx, 2*time.Minute, 250*time.Millisecond, func() error {
