@@ -92,9 +92,44 @@ type agreeTally struct {
 	optedOut map[string]string
 	skipped  map[string]map[string]int
 	disabled int // assertions not cross-checked because of LT_E2E_PROM_AGREE=0
+	// agreed: the reason last cross-checked per scenario, node and Service; repeated: assertions that saw that
+	// same reason again (a wait loop's polls, a hold sampled every second), not run through the plugin again.
+	agreed   map[agreedKey]string
+	repeated int
 	// shared: the scenarios that used the shared cluster (sharedCluster), to name those with no verdict
 	// assertion cross-checked (they read the exporters without expectMetrics, or assert no verdict).
 	shared map[string]bool
+}
+
+// agreedKey is one Service's verdict on one node in one scenario.
+type agreedKey struct {
+	scenario, node string
+	svc            nsName
+}
+
+// unchanged drops from want the verdicts already cross-checked with the same reason (counted as repeated): what
+// Prometheus showed for them has not changed since, as far as the exporter says.
+func (a *agreeTally) unchanged(scenario, node string, want map[nsName]string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for s, r := range want {
+		if last, ok := a.agreed[agreedKey{scenario, node, s}]; ok && last == r {
+			delete(want, s)
+			a.repeated++
+		}
+	}
+}
+
+// agree notes the verdicts the plugin showed as the exporter did.
+func (a *agreeTally) agree(scenario, node string, want map[nsName]string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.agreed == nil {
+		a.agreed = map[agreedKey]string{}
+	}
+	for s, r := range want {
+		a.agreed[agreedKey{scenario, node, s}] = r
+	}
 }
 
 // ran notes a scenario that uses the shared cluster.
@@ -160,6 +195,9 @@ func (a *agreeTally) report(w io.Writer, started time.Duration) {
 	if total > 0 {
 		fmt.Fprintf(w, "e2e: status --prometheus cross-checked %d verdict assertions in %d scenarios (%s in the checks, %s to start Prometheus): %s\n",
 			total, len(a.checked), a.spent.Round(100*time.Millisecond), started.Round(100*time.Millisecond), strings.Join(per, ", "))
+	}
+	if a.repeated > 0 {
+		fmt.Fprintf(w, "e2e: %d more verdict assertions repeated a reason already cross-checked for their scenario, node and Service\n", a.repeated)
 	}
 	if a.disabled > 0 {
 		fmt.Fprintf(w, "e2e: status --prometheus not cross-checked: %d assertions (%s=0)\n", a.disabled, agreeEnv)
@@ -247,6 +285,12 @@ func agreeThroughPrometheus(ctx context.Context, c *cluster.Cluster, node string
 	for _, s := range svcs {
 		want[s] = exporterReason(m, node, s)
 	}
+	// A verdict cross-checked before with the same reason is not run through the plugin again: a wait loop
+	// polls the same verdict many times, and a scenario that samples a held verdict every second would spend
+	// most of its time in the plugin.
+	if tally.unchanged(scenario, node, want); len(want) == 0 {
+		return nil
+	}
 	p, err := sharedPrometheus(c)
 	if err != nil {
 		return err
@@ -255,6 +299,7 @@ func agreeThroughPrometheus(ctx context.Context, c *cluster.Cluster, node string
 	if err := p.agree(ctx, node, want); err != nil {
 		return err
 	}
+	tally.agree(scenario, node, want)
 	tally.add(scenario, time.Since(start))
 	return nil
 }
