@@ -17,6 +17,7 @@ E2E_CACHE  ?= $(or $(LT_E2E_CACHE),$(CURDIR)/e2e/.cache)#          LT_E2E_CACHE:
 E2E_BIN_DIR ?= $(LT_E2E_BIN_DIR)#                                  LT_E2E_BIN_DIR: prebuilt cluster binaries (skips build-bins.sh)
 E2E_EXPORTER ?= $(LT_E2E_EXPORTER)#                                LT_E2E_EXPORTER: a prebuilt exporter for the e2e clusters
 KEEP_LOGS  ?= $(LT_E2E_KEEP_LOGS)#                                 LT_E2E_KEEP_LOGS: 1 keeps each cluster's work directory and logs
+PROM_AGREE ?= $(LT_E2E_PROM_AGREE)#                                LT_E2E_PROM_AGREE: 0 turns off the e2e check of status --prometheus
 SCALE_SERVICES ?= $(or $(LT_SCALE_SERVICES),10000)#                LT_SCALE_SERVICES: TestScaleRules' Services (make scale-rules; the suite: 500)
 SCALE_BENCHTIME ?= $(or $(LT_SCALE_BENCHTIME),20x)#                LT_SCALE_BENCHTIME: BenchmarkOnNode's -benchtime in TestScaleRules
 SCALE_CHANGES ?= $(or $(LT_SCALE_CHANGES),5)#                      LT_SCALE_CHANGES: TestScaleRules' detection changes
@@ -30,6 +31,7 @@ export LT_E2E_CACHE := $(E2E_CACHE)
 export LT_E2E_BIN_DIR := $(E2E_BIN_DIR)
 export LT_E2E_EXPORTER := $(E2E_EXPORTER)
 export LT_E2E_KEEP_LOGS := $(KEEP_LOGS)
+export LT_E2E_PROM_AGREE := $(PROM_AGREE)
 # CI's own: scripts/stage.sh appends each stage to the file LT_STAGES names, timed from LT_STAGES_T0 (set by
 # .ci/run and scripts/ci.sh, not knobs).
 

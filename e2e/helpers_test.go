@@ -100,19 +100,25 @@ func wantVerdict(r cluster.Result, v cluster.Verdict, where string) error {
 	return nil
 }
 
-// expectMetrics scrapes node's exporter and applies each check.
+// expectMetrics scrapes node's exporter and applies each check. When they pass and looked at node's verdict for
+// a Service (its localtraffic_blackhole or localtraffic_blackhole_reason series), the plugin's --prometheus mode
+// must show that verdict too (agreeThroughPrometheus): an error until it does, so a wait loop waits for it.
 func expectMetrics(ctx context.Context, c *cluster.Cluster, node string, checks ...func(cluster.Metrics) error) error {
 	m, err := c.Metrics(ctx, node)
 	if err != nil {
 		return err
 	}
+	m = m.Recording()
 	var errs []error
 	for _, check := range checks {
 		if err := check(m); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return agreeThroughPrometheus(ctx, c, node, m)
 }
 
 // expectMetricsOn is expectMetrics for an extra exporter on node, listening on port.

@@ -22,12 +22,16 @@ import (
 )
 
 // sharedState holds the one cluster of this test binary; TestMain closes it. It is the only package-level
-// state: the cluster is too expensive to start per test.
+// state: the cluster is too expensive to start per test, and so is the Prometheus beside it that the status
+// --prometheus check reads (prom), whose tally (agree) TestMain logs at the end.
 var sharedState struct {
 	once sync.Once
 	mu   sync.Mutex // guards c against the interrupt handler's tear-down
 	c    *cluster.Cluster
 	err  error
+
+	prom  sharedProm
+	agree agreeTally
 }
 
 // sharedNodes is the shared cluster's layout: three iptables nodes and one nftables node, dual-stack.
@@ -50,6 +54,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}()
 	code := m.Run()
+	sharedState.agree.report(os.Stderr, sharedState.prom.took)
 	if err := closeShared(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: cluster tear-down:", err)
 		if code == 0 {
@@ -64,6 +69,7 @@ func closeShared() error {
 	sharedState.mu.Lock()
 	defer sharedState.mu.Unlock()
 	var err error
+	sharedState.prom.stop()
 	if sharedState.c != nil {
 		err = sharedState.c.Close()
 	}
@@ -107,6 +113,7 @@ func sharedCluster(t testing.TB) *cluster.Cluster {
 	if sharedState.err != nil {
 		t.Fatalf("cluster: %v", sharedState.err)
 	}
+	sharedState.agree.ran(scenarioOf(t))
 	return sharedState.c
 }
 
@@ -118,9 +125,10 @@ func eventually(t testing.TB, timeout time.Duration, what string, cond func() er
 	}
 }
 
-// testContext returns a context cancelled at the end of the test.
+// testContext returns a context cancelled at the end of the test. It carries t: the assertion helpers, which
+// take a context, count their status --prometheus checks for t's scenario (agreeThroughPrometheus).
 func testContext(t testing.TB) context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), testKey{}, t))
 	t.Cleanup(cancel)
 	return ctx
 }

@@ -68,3 +68,44 @@ func TestReadmeMapsEveryFile(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeListsPromAgreeOptOuts holds README.md's table of the scenarios that opt out of the status --prometheus
+// check to the code: every test that calls promAgreeOptOut has a row, and every row names such a test.
+func TestReadmeListsPromAgreeOptOuts(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "## The plugin's `--prometheus` in every scenario")
+	if !ok {
+		t.Fatal("README.md has no section \"The plugin's `--prometheus` in every scenario\"")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	_, table, ok := strings.Cut(section, "| scenario | why Prometheus cannot show its verdicts |")
+	if !ok {
+		t.Fatal("README.md's --prometheus section has no table of opted-out scenarios")
+	}
+	rows := map[string]bool{}
+	for _, line := range strings.Split(table, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 || strings.HasPrefix(strings.TrimSpace(cells[1]), "---") {
+			continue
+		}
+		if m := regexp.MustCompile("^`(Test\\w+)`$").FindStringSubmatch(strings.TrimSpace(cells[1])); m != nil {
+			rows[m[1]] = true
+		} else {
+			t.Errorf("README.md's opt-out table: row %q does not name a test as `TestName`", line)
+		}
+	}
+	calls, tests := packageCalls(t)
+	for _, name := range tests {
+		if calls[name]["promAgreeOptOut"] && !rows[name] {
+			t.Errorf("%s opts out of the status --prometheus check and has no row in README.md's table", name)
+		}
+	}
+	for name := range rows {
+		if !calls[name]["promAgreeOptOut"] {
+			t.Errorf("README.md's opt-out table names %s, which does not call promAgreeOptOut", name)
+		}
+	}
+}

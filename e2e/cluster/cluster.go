@@ -77,6 +77,8 @@ type Cluster struct {
 	closed     bool
 	agents     *agentSet // node agents when cfg.Controllers (controllers.go)
 	ctrlTokens controllerTokens
+	// exporterWatchers are called when a node's usual exporter starts or stops (WatchExporters); guarded by mu.
+	exporterWatchers []func()
 }
 
 // Up builds (or reuses) the binaries, reaps what crashed runs left behind, and starts the cluster. On error

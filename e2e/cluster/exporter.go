@@ -80,6 +80,15 @@ func (n *Node) StartExporter(ctx context.Context, extraArgs ...string) error {
 	if err != nil {
 		return err
 	}
+	if err := n.startUsualExporter(kubeconfig, extraArgs); err != nil {
+		return err
+	}
+	// Outside the node's lock: a watcher asks the nodes which exporters run.
+	n.c.exportersChanged()
+	return nil
+}
+
+func (n *Node) startUsualExporter(kubeconfig string, extraArgs []string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.exporter != nil {
@@ -138,10 +147,48 @@ func (n *Node) ExporterStateFile(port int) string {
 }
 
 // StopExporter stops the node's exporter.
-func (n *Node) StopExporter() { n.stopProcess(&n.exporter, 5*time.Second) }
+func (n *Node) StopExporter() {
+	n.stopProcess(&n.exporter, 5*time.Second)
+	n.c.exportersChanged()
+}
 
 // KillExporter kills the node's exporter with SIGKILL, as the kernel's OOM killer does: no shutdown path runs.
-func (n *Node) KillExporter() { n.stopProcess(&n.exporter, 0) }
+func (n *Node) KillExporter() {
+	n.stopProcess(&n.exporter, 0)
+	n.c.exportersChanged()
+}
+
+// ExporterRunning tells whether the node's usual exporter (StartExporter, on ExporterPort) runs: started and
+// neither stopped nor exited.
+func (n *Node) ExporterRunning() bool {
+	n.mu.Lock()
+	p := n.exporter
+	n.mu.Unlock()
+	if p == nil {
+		return false
+	}
+	done, _ := p.Exited()
+	return !done
+}
+
+// WatchExporters calls fn after every start and stop of a node's usual exporter (StartExporter, StopExporter,
+// KillExporter): a scraper outside the harness keeps its targets current with it. fn runs on the caller's
+// goroutine, outside the node's lock, and must not start or stop exporters itself.
+func (c *Cluster) WatchExporters(fn func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.exporterWatchers = append(c.exporterWatchers, fn)
+}
+
+// exportersChanged tells the watchers (WatchExporters) that a usual exporter started or stopped.
+func (c *Cluster) exportersChanged() {
+	c.mu.Lock()
+	watchers := slices.Clone(c.exporterWatchers)
+	c.mu.Unlock()
+	for _, fn := range watchers {
+		fn()
+	}
+}
 
 // WaitExporter waits until the node's exporter answers /metrics with 200.
 func (n *Node) WaitExporter(ctx context.Context, timeout time.Duration) error {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -18,6 +20,38 @@ import (
 type Metrics struct {
 	Families map[string]*dto.MetricFamily
 	Raw      string
+	// rec, when set (Recording), notes every selection made through Series, which every lookup goes through.
+	rec *lookups
+}
+
+// Lookup is one selection of series a check made on a recording Metrics: which series it asked about, whatever
+// it concluded.
+type Lookup struct {
+	Name   string
+	Labels Labels
+}
+
+// lookups is a recording's log; checks may run from several goroutines.
+type lookups struct {
+	mu  sync.Mutex
+	log []Lookup
+}
+
+// Recording returns m noting every lookup made on it (and on its copies) from now on: what a scenario's checks
+// looked at, read back with Lookups once they passed.
+func (m Metrics) Recording() Metrics {
+	m.rec = &lookups{}
+	return m
+}
+
+// Lookups returns the selections made on a recording Metrics, in order (none when m is not recording).
+func (m Metrics) Lookups() []Lookup {
+	if m.rec == nil {
+		return nil
+	}
+	m.rec.mu.Lock()
+	defer m.rec.mu.Unlock()
+	return append([]Lookup(nil), m.rec.log...)
 }
 
 // Labels selects series: every given label must match; labels not given are ignored.
@@ -35,6 +69,11 @@ func ParseMetrics(text string) (Metrics, error) {
 
 // Series returns the series of metric name whose labels include want.
 func (m Metrics) Series(name string, want Labels) []*dto.Metric {
+	if m.rec != nil {
+		m.rec.mu.Lock()
+		m.rec.log = append(m.rec.log, Lookup{Name: name, Labels: maps.Clone(want)})
+		m.rec.mu.Unlock()
+	}
 	fam := m.Families[name]
 	if fam == nil {
 		return nil

@@ -53,3 +53,40 @@ func TestParseMetricsRejectsGarbage(t *testing.T) {
 		t.Error("want a parse error")
 	}
 }
+
+// TestMetricsRecordingNotesLookups: a recording Metrics notes every selection its checks make, through Value,
+// Expect, ExpectAbsent and Series, passed or failed, and its copies note into the same log; a plain one notes none.
+func TestMetricsRecordingNotesLookups(t *testing.T) {
+	plain, err := ParseMetrics(sample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := plain.Recording()
+	_ = m.Expect("localtraffic_blackhole", Labels{"service": "checkout"}, 0) // fails: still noted
+	cp := m
+	_ = cp.ExpectAbsent("localtraffic_blackhole_reason", Labels{"service": "web", "node": "node-2"})
+	_, _, _ = m.Value("localtraffic_rules_dropped_packets_total", Labels{"port": "http"})
+	got := m.Lookups()
+	want := []Lookup{
+		{"localtraffic_blackhole", Labels{"service": "checkout"}},
+		{"localtraffic_blackhole_reason", Labels{"service": "web", "node": "node-2"}},
+		{"localtraffic_rules_dropped_packets_total", Labels{"port": "http"}},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("Lookups() = %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i].Name != want[i].Name || len(got[i].Labels) != len(want[i].Labels) {
+			t.Errorf("lookup %d = %v, want %v", i, got[i], want[i])
+		}
+		for k, v := range want[i].Labels {
+			if got[i].Labels[k] != v {
+				t.Errorf("lookup %d = %v, want %v", i, got[i], want[i])
+			}
+		}
+	}
+	_ = plain.Expect("localtraffic_blackhole", Labels{"service": "web"}, 0)
+	if l := plain.Lookups(); len(l) != 0 {
+		t.Errorf("a Metrics not recording noted %v", l)
+	}
+}
