@@ -93,29 +93,7 @@ func TestEventsOneWriterPerCluster(t *testing.T) {
 	})
 	lost := cl.stop()
 
-	var ev eventsv1.Event
-	eventually(t, converge, "one Event regarding the Service", func() error {
-		evs, err := writerEvents(ctx, c, ns)
-		if err != nil {
-			return err
-		}
-		if len(evs) != 1 {
-			return fmt.Errorf("%d Events, want 1: %v", len(evs), evs)
-		}
-		ev = evs[0]
-		return nil
-	})
-	m := regexp.MustCompile(`^rollout: node-2 dropped (\d+) connection attempts at NodePort (\d+)/TCP`).FindStringSubmatch(ev.Note)
-	if m == nil || ev.Regarding.Kind != "Service" || ev.Regarding.Name != "web" || ev.Regarding.UID != svc.UID ||
-		ev.Type != corev1.EventTypeWarning || ev.ReportingInstance != "writer-node-1" || ev.Related == nil || ev.Related.Name != "node-2" {
-		t.Fatalf("Event %s: note %q, regarding %+v, type %s, instance %s, related %+v", ev.Name, ev.Note, ev.Regarding, ev.Type,
-			ev.ReportingInstance, ev.Related)
-	}
-	// The meter's count taken at the drop may miss the attempts of its last 200 ms block, which the episode then
-	// counts though they were served (docs/exposure.md, "Error bounds", "The meter's lag"): one at the client's pace, two at a boundary.
-	if n, _ := strconv.Atoi(m[1]); n < 1 || n > lost+2 || m[2] != strconv.Itoa(int(svc.Spec.Ports[0].NodePort)) {
-		t.Errorf("the Event says %s attempts at NodePort %s; the client lost %d at %d", m[1], m[2], lost, svc.Spec.Ports[0].NodePort)
-	}
+	ev := oneEpisodeEvent(t, ctx, c, svc, converge, "one Event regarding the Service", "writer-node-1", lost)
 	t.Logf("Event %s: %s (the client lost %d)", ev.Name, ev.Note, lost)
 
 	// The leader goes; node-2's writer takes the Lease and writes nothing again.
@@ -232,6 +210,38 @@ func leaseHolder(ctx context.Context, c *cluster.Cluster, want string) error {
 		return fmt.Errorf("the Lease's holder is %v, want %s", h, want)
 	}
 	return nil
+}
+
+// oneEpisodeEvent waits up to within for the writer's one Event in svc's namespace and holds it to node-2's
+// rollout episode at svc's NodePort: regarding svc, related to node-2, a Warning from instance, its attempts
+// between 1 and the client's lost + 2. The meter's count taken at the drop may miss the attempts of its last
+// 200 ms block, which the episode then counts though they were served (docs/exposure.md, "Error bounds", "The
+// meter's lag"): one at the client's pace, two at a boundary.
+func oneEpisodeEvent(t *testing.T, ctx context.Context, c *cluster.Cluster, svc *corev1.Service, within time.Duration,
+	what, instance string, lost int) eventsv1.Event {
+	t.Helper()
+	var ev eventsv1.Event
+	eventually(t, within, what, func() error {
+		evs, err := writerEvents(ctx, c, svc.Namespace)
+		if err != nil {
+			return err
+		}
+		if len(evs) != 1 {
+			return fmt.Errorf("%d Events, want 1: %v", len(evs), evs)
+		}
+		ev = evs[0]
+		return nil
+	})
+	m := regexp.MustCompile(`^rollout: node-2 dropped (\d+) connection attempts at NodePort (\d+)/TCP`).FindStringSubmatch(ev.Note)
+	if m == nil || ev.Regarding.Kind != "Service" || ev.Regarding.Name != svc.Name || ev.Regarding.UID != svc.UID ||
+		ev.Type != corev1.EventTypeWarning || ev.ReportingInstance != instance || ev.Related == nil || ev.Related.Name != "node-2" {
+		t.Fatalf("Event %s: note %q, regarding %+v, type %s, instance %s (want %s), related %+v", ev.Name, ev.Note, ev.Regarding,
+			ev.Type, ev.ReportingInstance, instance, ev.Related)
+	}
+	if n, _ := strconv.Atoi(m[1]); n < 1 || n > lost+2 || m[2] != strconv.Itoa(int(svc.Spec.Ports[0].NodePort)) {
+		t.Errorf("the Event says %s attempts at NodePort %s; the client lost %d at %d", m[1], m[2], lost, svc.Spec.Ports[0].NodePort)
+	}
+	return ev
 }
 
 // writerEvents lists the exporters' Events in ns.
@@ -489,26 +499,8 @@ func TestEventsShippedPath(t *testing.T) {
 	if err := c.Apply(ctx, []*unstructured.Unstructured{role}); err != nil {
 		t.Fatal(err)
 	}
-	var ev eventsv1.Event
-	eventually(t, converge, "one Event regarding the Service, through kube-rbac-proxy", func() error {
-		evs, err := writerEvents(ctx, c, ns)
-		if err != nil {
-			return err
-		}
-		if len(evs) != 1 {
-			return fmt.Errorf("%d Events, want 1: %v", len(evs), evs)
-		}
-		ev = evs[0]
-		return nil
-	})
-	m := regexp.MustCompile(`^rollout: node-2 dropped (\d+) connection attempts at NodePort (\d+)/TCP`).FindStringSubmatch(ev.Note)
-	if m == nil || ev.Regarding.Kind != "Service" || ev.Regarding.Name != "web" || ev.Regarding.UID != svc.UID ||
-		ev.ReportingInstance != shippedPodName(ds, leader) || ev.Related == nil || ev.Related.Name != "node-2" {
-		t.Fatalf("Event %s: note %q, regarding %+v, instance %s, related %+v", ev.Name, ev.Note, ev.Regarding, ev.ReportingInstance, ev.Related)
-	}
-	if n, _ := strconv.Atoi(m[1]); n < 1 || n > lost+2 {
-		t.Errorf("the Event says %s attempts; the client lost %d", m[1], lost)
-	}
+	ev := oneEpisodeEvent(t, ctx, c, svc, converge, "one Event regarding the Service, through kube-rbac-proxy",
+		shippedPodName(ds, leader), lost)
 	step(fmt.Sprintf("Event %s from %s: %s (the client lost %d)", ev.Name, ev.ReportingInstance, ev.Note, lost))
 	eventually(t, converge, "the leader reaches every peer", func() error {
 		return scrape(leader.Name, metricIs("localtraffic_event_writer_peers_unreachable", nodeLabels(leader.Name), 0),
