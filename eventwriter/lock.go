@@ -63,17 +63,9 @@ func (l *cursorLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecor
 func (l *cursorLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: l.name, Namespace: l.namespace},
 		Spec: resourcelock.LeaderElectionRecordToLeaseSpec(&ler)}
-	if err := l.annotate(lease); err != nil {
-		return err
-	}
-	got, err := l.client.Leases(l.namespace).Create(ctx, lease, metav1.CreateOptions{})
-	if err != nil {
-		return err
-	}
-	l.mu.Lock()
-	l.lease = got
-	l.mu.Unlock()
-	return nil
+	return l.write(lease, func(lease *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+		return l.client.Leases(l.namespace).Create(ctx, lease, metav1.CreateOptions{})
+	})
 }
 
 func (l *cursorLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
@@ -85,10 +77,18 @@ func (l *cursorLock) Update(ctx context.Context, ler resourcelock.LeaderElection
 	lease := l.lease.DeepCopy()
 	l.mu.Unlock()
 	lease.Spec = resourcelock.LeaderElectionRecordToLeaseSpec(&ler)
+	return l.write(lease, func(lease *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+		return l.client.Leases(l.namespace).Update(ctx, lease, metav1.UpdateOptions{})
+	})
+}
+
+// write sends lease with the leader's cursors on it and keeps what the API server returned: the next Update
+// starts from its resourceVersion.
+func (l *cursorLock) write(lease *coordinationv1.Lease, send func(*coordinationv1.Lease) (*coordinationv1.Lease, error)) error {
 	if err := l.annotate(lease); err != nil {
 		return err
 	}
-	got, err := l.client.Leases(l.namespace).Update(ctx, lease, metav1.UpdateOptions{})
+	got, err := send(lease)
 	if err != nil {
 		return err
 	}
