@@ -7,11 +7,10 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
 // CursorsAnnotation is the Lease's annotation that keeps, per peer, the instance and number of the last episode
@@ -25,12 +24,57 @@ type Cursor struct {
 	Seq      uint64 `json:"seq"`
 }
 
-// cursorLock is client-go's LeaseLock, but its every write of the Lease also carries the leader's cursors in
-// an annotation: a separate write of the annotation would race the elector's renewals (a conflict each time),
+// record is what the Lease says of its holder (coordination/v1 LeaseSpec), as client-go's leader election
+// reads and writes it.
+type record struct {
+	Holder        string
+	LeaseDuration time.Duration
+	Acquire       time.Time
+	Renew         time.Time
+	Transitions   int32
+}
+
+// same: the two records say the same (times to the Lease's microseconds).
+func (r record) same(o record) bool {
+	return r.Holder == o.Holder && r.LeaseDuration == o.LeaseDuration && r.Transitions == o.Transitions &&
+		r.Acquire.Truncate(time.Microsecond).Equal(o.Acquire.Truncate(time.Microsecond)) &&
+		r.Renew.Truncate(time.Microsecond).Equal(o.Renew.Truncate(time.Microsecond))
+}
+
+func recordOf(spec coordinationv1.LeaseSpec) record {
+	var r record
+	if spec.HolderIdentity != nil {
+		r.Holder = *spec.HolderIdentity
+	}
+	if spec.LeaseDurationSeconds != nil {
+		r.LeaseDuration = time.Duration(*spec.LeaseDurationSeconds) * time.Second
+	}
+	if spec.AcquireTime != nil {
+		r.Acquire = spec.AcquireTime.Time
+	}
+	if spec.RenewTime != nil {
+		r.Renew = spec.RenewTime.Time
+	}
+	if spec.LeaseTransitions != nil {
+		r.Transitions = *spec.LeaseTransitions
+	}
+	return r
+}
+
+func (r record) spec() coordinationv1.LeaseSpec {
+	return coordinationv1.LeaseSpec{HolderIdentity: &r.Holder, LeaseDurationSeconds: ptr(int32(r.LeaseDuration / time.Second)),
+		AcquireTime: &metav1.MicroTime{Time: r.Acquire}, RenewTime: &metav1.MicroTime{Time: r.Renew},
+		LeaseTransitions: &r.Transitions}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// cursorLock reads and writes the writers' Lease, and its every write also carries the leader's cursors in an
+// annotation: a separate write of the annotation would race the elector's renewals (a conflict each time),
 // while riding on them keeps one writer of the Lease. The cursors it writes lag the writes of Events by at most
 // a renewal period; an episode a new leader finds again is skipped by its Event's deterministic name.
 type cursorLock struct {
-	client         coordinationclient.LeasesGetter
+	client         Leases
 	namespace      string
 	name, identity string
 
@@ -42,33 +86,28 @@ type cursorLock struct {
 	leading bool
 }
 
-var _ resourcelock.Interface = (*cursorLock)(nil)
-
-func (l *cursorLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
-	lease, err := l.client.Leases(l.namespace).Get(ctx, l.name, metav1.GetOptions{})
+// get reads the Lease's record (a NotFound error where there is none).
+func (l *cursorLock) get(ctx context.Context) (record, error) {
+	lease, err := l.client.Get(ctx, l.namespace, l.name)
 	if err != nil {
-		return nil, nil, err
+		return record{}, err
 	}
 	l.mu.Lock()
 	l.lease = lease
 	l.mu.Unlock()
-	rec := resourcelock.LeaseSpecToLeaderElectionRecord(&lease.Spec)
-	raw, err := json.Marshal(*rec)
-	if err != nil {
-		return nil, nil, fmt.Errorf("encoding the Lease's record: %w", err)
-	}
-	return rec, raw, nil
+	return recordOf(lease.Spec), nil
 }
 
-func (l *cursorLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
-	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: l.name, Namespace: l.namespace},
-		Spec: resourcelock.LeaderElectionRecordToLeaseSpec(&ler)}
+// create makes the Lease with rec.
+func (l *cursorLock) create(ctx context.Context, rec record) error {
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: l.name, Namespace: l.namespace}, Spec: rec.spec()}
 	return l.write(lease, func(lease *coordinationv1.Lease) (*coordinationv1.Lease, error) {
-		return l.client.Leases(l.namespace).Create(ctx, lease, metav1.CreateOptions{})
+		return l.client.Create(ctx, lease)
 	})
 }
 
-func (l *cursorLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+// update writes rec over the Lease last read: a conflict if someone wrote it since.
+func (l *cursorLock) update(ctx context.Context, rec record) error {
 	l.mu.Lock()
 	if l.lease == nil {
 		l.mu.Unlock()
@@ -76,13 +115,13 @@ func (l *cursorLock) Update(ctx context.Context, ler resourcelock.LeaderElection
 	}
 	lease := l.lease.DeepCopy()
 	l.mu.Unlock()
-	lease.Spec = resourcelock.LeaderElectionRecordToLeaseSpec(&ler)
+	lease.Spec = rec.spec()
 	return l.write(lease, func(lease *coordinationv1.Lease) (*coordinationv1.Lease, error) {
-		return l.client.Leases(l.namespace).Update(ctx, lease, metav1.UpdateOptions{})
+		return l.client.Update(ctx, lease)
 	})
 }
 
-// write sends lease with the leader's cursors on it and keeps what the API server returned: the next Update
+// write sends lease with the leader's cursors on it and keeps what the API server returned: the next update
 // starts from its resourceVersion.
 func (l *cursorLock) write(lease *coordinationv1.Lease, send func(*coordinationv1.Lease) (*coordinationv1.Lease, error)) error {
 	if err := l.annotate(lease); err != nil {
@@ -117,11 +156,7 @@ func (l *cursorLock) annotate(lease *coordinationv1.Lease) error {
 	return nil
 }
 
-// RecordEvent writes nothing: the writer's own Events are about Services, not about its elections.
-func (*cursorLock) RecordEvent(string) {}
-
-func (l *cursorLock) Identity() string { return l.identity }
-
+// Describe names the Lease, for logs.
 func (l *cursorLock) Describe() string { return l.namespace + "/" + l.name }
 
 // stored is the cursors the Lease held when last read or written (empty: none, or not readable).

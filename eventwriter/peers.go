@@ -18,7 +18,6 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	discoveryclient "k8s.io/client-go/kubernetes/typed/discovery/v1"
 
 	"github.com/localtraffic/localtraffic-exporter/exposure"
 )
@@ -31,14 +30,14 @@ type peer struct {
 
 // listPeers reads the exporters' Service's EndpointSlices: every serving endpoint address at the slice's port
 // (the first: the exporters' Service has one). The exporter's ClusterRole already lists EndpointSlices.
-func listPeers(ctx context.Context, c discoveryclient.EndpointSlicesGetter, namespace, service, scheme string) ([]peer, error) {
-	list, err := c.EndpointSlices(namespace).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + service})
+func listPeers(ctx context.Context, c EndpointSlices, namespace, service, scheme string) ([]peer, error) {
+	list, err := c.List(ctx, namespace, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + service})
 	if err != nil {
 		return nil, fmt.Errorf("listing the EndpointSlices of %s/%s: %w", namespace, service, err)
 	}
 	seen := map[string]bool{}
 	var out []peer
-	for _, s := range list.Items {
+	for _, s := range list {
 		if len(s.Ports) == 0 || s.Ports[0].Port == nil {
 			continue
 		}

@@ -22,23 +22,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
-	coreclient "k8s.io/client-go/kubernetes/typed/core/v1"
-	discoveryclient "k8s.io/client-go/kubernetes/typed/discovery/v1"
-	eventsclient "k8s.io/client-go/kubernetes/typed/events/v1"
-	"k8s.io/client-go/tools/leaderelection"
 
 	"github.com/localtraffic/localtraffic-exporter/exposure"
 )
-
-// Clients are the API clients the writer uses: Events to write, its Lease, the peers' EndpointSlices and the
-// Services' UIDs (listed by name: the exporter's ClusterRole lists Services and gets none).
-type Clients struct {
-	Events   eventsclient.EventsGetter
-	Leases   coordinationclient.LeasesGetter
-	Slices   discoveryclient.EndpointSlicesGetter
-	Services coreclient.ServicesGetter
-}
 
 // Timing is the leader election's: client-go's usual values (a Lease held 15 s, renewed every 2 s).
 type Timing struct {
@@ -88,23 +74,13 @@ func (w *Writer) Run(ctx context.Context) {
 	if !w.cfg.Enabled {
 		return
 	}
+	e := &elector{lock: w.lock, identity: w.cfg.Identity, timing: w.timing, now: w.now}
 	for ctx.Err() == nil {
-		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-			Lock: w.lock, Name: w.cfg.LeaseName, ReleaseOnCancel: true,
-			LeaseDuration: w.timing.LeaseDuration, RenewDeadline: w.timing.RenewDeadline, RetryPeriod: w.timing.RetryPeriod,
-			Callbacks: leaderelection.LeaderCallbacks{
-				OnStartedLeading: w.lead,
-				OnStoppedLeading: func() {
-					w.lock.stop()
-					w.m.leader.Set(0)
-				},
-			},
+		// Returns when ctx ends or the Lease is lost: then stand again.
+		e.run(ctx, w.lead, func() {
+			w.lock.stop()
+			w.m.leader.Set(0)
 		})
-		if err != nil {
-			w.log.Error("event writer: bad leader election settings", "err", err)
-			return
-		}
-		le.Run(ctx) // returns when ctx ends or the lease is lost: then stand again
 	}
 }
 
@@ -257,7 +233,7 @@ func (w *Writer) write(ctx context.Context, r run) (result string, retry bool) {
 	uid, err := w.serviceUID(ctx, first.Key.Namespace, first.Key.Service)
 	if err == nil {
 		ev := newEvent(r, uid, w.cfg.Identity)
-		if _, err = w.c.Events.Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err == nil {
+		if _, err = w.c.Events.Create(ctx, ev); err == nil {
 			w.log.Info("event writer: wrote", "event", ev.Namespace+"/"+ev.Name, "type", ev.Type, "note", ev.Note)
 			return ResultWritten, false
 		}
@@ -277,11 +253,11 @@ func (w *Writer) write(ctx context.Context, r run) (result string, retry bool) {
 
 // serviceUID is the UID of Service namespace/name, listed by name.
 func (w *Writer) serviceUID(ctx context.Context, namespace, name string) (types.UID, error) {
-	list, err := w.c.Services.Services(namespace).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
+	list, err := w.c.Services.List(ctx, namespace, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
 	if err != nil {
 		return "", fmt.Errorf("looking up Service %s/%s: %w", namespace, name, err)
 	}
-	for _, s := range list.Items {
+	for _, s := range list {
 		if s.Name == name {
 			return s.UID, nil
 		}

@@ -109,8 +109,50 @@ func testConfig() Config {
 		Rate: 1000, Burst: 1000}
 }
 
+// clientsOf serves Clients from client-go's typed fake, whose tracker and recorded actions the tests read
+// (TestDynamicClients holds DynamicClients, what the exporter runs, to the same calls).
 func clientsOf(cs *fake.Clientset) Clients {
-	return Clients{Events: cs.EventsV1(), Leases: cs.CoordinationV1(), Slices: cs.DiscoveryV1(), Services: cs.CoreV1()}
+	return Clients{Events: typedEvents{cs}, Leases: typedLeases{cs}, Slices: typedSlices{cs}, Services: typedServices{cs}}
+}
+
+type typedEvents struct{ cs *fake.Clientset }
+
+func (c typedEvents) Create(ctx context.Context, ev *eventsv1.Event) (*eventsv1.Event, error) {
+	return c.cs.EventsV1().Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{})
+}
+
+type typedLeases struct{ cs *fake.Clientset }
+
+func (c typedLeases) Get(ctx context.Context, namespace, name string) (*coordinationv1.Lease, error) {
+	return c.cs.CoordinationV1().Leases(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (c typedLeases) Create(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	return c.cs.CoordinationV1().Leases(l.Namespace).Create(ctx, l, metav1.CreateOptions{})
+}
+
+func (c typedLeases) Update(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	return c.cs.CoordinationV1().Leases(l.Namespace).Update(ctx, l, metav1.UpdateOptions{})
+}
+
+type typedSlices struct{ cs *fake.Clientset }
+
+func (c typedSlices) List(ctx context.Context, namespace string, opts metav1.ListOptions) ([]discoveryv1.EndpointSlice, error) {
+	l, err := c.cs.DiscoveryV1().EndpointSlices(namespace).List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
+
+type typedServices struct{ cs *fake.Clientset }
+
+func (c typedServices) List(ctx context.Context, namespace string, opts metav1.ListOptions) ([]corev1.Service, error) {
+	l, err := c.cs.CoreV1().Services(namespace).List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
 }
 
 func newWriter(t *testing.T, cfg Config, cs *fake.Clientset) *Writer {

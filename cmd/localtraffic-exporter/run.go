@@ -17,11 +17,7 @@ import (
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
-	coreclient "k8s.io/client-go/kubernetes/typed/core/v1"
-	discoveryclient "k8s.io/client-go/kubernetes/typed/discovery/v1"
-	eventsclient "k8s.io/client-go/kubernetes/typed/events/v1"
-	"k8s.io/client-go/rest"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/localtraffic/localtraffic-exporter/announce"
 	"github.com/localtraffic/localtraffic-exporter/collector"
@@ -218,31 +214,19 @@ func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
 	return promslog.New(cfg)
 }
 
-// newEventWriter is the Event writer over typed clients of the exporter's API configuration: the writer's calls
-// (its Lease, Events, the peers' EndpointSlices, the Services' UIDs) are few, and none goes through the view.
+// newEventWriter is the Event writer over a dynamic client of the exporter's API configuration (eventwriter.Clients
+// says why not typed clients): the writer's calls (its Lease, Events, the peers' EndpointSlices, the Services'
+// UIDs) are few, and none goes through the view.
 func newEventWriter(opts options, logger *slog.Logger) (*eventwriter.Writer, error) {
 	cfg, err := kubeview.ClientConfig(opts.kube.Kubeconfig, "localtraffic-exporter/"+version.Version)
 	if err != nil {
 		return nil, err
 	}
-	hc, err := rest.HTTPClientFor(cfg)
+	d, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("building the Event writer's HTTP client: %w", err)
+		return nil, fmt.Errorf("building the Event writer's client: %w", err)
 	}
-	var c eventwriter.Clients
-	var errs []error
-	ev, err := eventsclient.NewForConfigAndClient(cfg, hc)
-	c.Events, errs = ev, append(errs, err)
-	co, err := coordinationclient.NewForConfigAndClient(cfg, hc)
-	c.Leases, errs = co, append(errs, err)
-	di, err := discoveryclient.NewForConfigAndClient(cfg, hc)
-	c.Slices, errs = di, append(errs, err)
-	cr, err := coreclient.NewForConfigAndClient(cfg, hc)
-	c.Services, errs = cr, append(errs, err)
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("building the Event writer's clients: %w", err)
-	}
-	return eventwriter.New(opts.events, c, logger)
+	return eventwriter.New(opts.events, eventwriter.DynamicClients(d), logger)
 }
 
 func newKubeClient(kubeconfig string) (kubeview.API, error) {
