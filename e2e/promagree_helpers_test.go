@@ -63,8 +63,6 @@ func testOf(ctx context.Context) testing.TB {
 // (TestReadmeListsPromAgreeOptOuts). What Prometheus cannot see for want of a scrape (an exporter a scenario
 // stopped: expectMetrics cannot scrape it either) or of a target (another cluster, an extra exporter) needs no
 // opt-out: agreeThroughPrometheus lets it be and counts it.
-//
-//lint:ignore U1000 no scenario run so far needs it (e2e/README.md's table is empty); kept for the first that does.
 func promAgreeOptOut(t testing.TB, why string) {
 	t.Helper()
 	a := &sharedState.agree
