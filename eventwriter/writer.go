@@ -18,10 +18,11 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/types"
+	appsclient "k8s.io/client-go/kubernetes/typed/apps/v1"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	coreclient "k8s.io/client-go/kubernetes/typed/core/v1"
 	discoveryclient "k8s.io/client-go/kubernetes/typed/discovery/v1"
@@ -32,12 +33,15 @@ import (
 )
 
 // Clients are the API clients the writer uses: Events to write, its Lease, the peers' EndpointSlices and the
-// Services' UIDs (listed by name: the exporter's ClusterRole lists Services and gets none).
+// Services' UIDs and selectors (listed by name: the exporter's ClusterRole lists Services and gets none); the
+// Services' pods and their ReplicaSets, which each note's workload and preStop are read from (nil: not read).
 type Clients struct {
-	Events   eventsclient.EventsGetter
-	Leases   coordinationclient.LeasesGetter
-	Slices   discoveryclient.EndpointSlicesGetter
-	Services coreclient.ServicesGetter
+	Events      eventsclient.EventsGetter
+	Leases      coordinationclient.LeasesGetter
+	Slices      discoveryclient.EndpointSlicesGetter
+	Services    coreclient.ServicesGetter
+	Pods        coreclient.PodsGetter
+	ReplicaSets appsclient.ReplicaSetsGetter
 }
 
 // Timing is the leader election's: client-go's usual values (a Lease held 15 s, renewed every 2 s).
@@ -68,6 +72,9 @@ type Writer struct {
 	// begins or changes, and a peer's recovery once, not every poll (a thousand peers refusing the leader's
 	// token would otherwise log a thousand lines per poll). The gauge counts them at every poll.
 	failing map[string]string
+	// lookups is, per Service whose pods could not be read for its notes, the kind of failure, held by the
+	// leader's loop: logged when it begins or changes, counted at every Event.
+	lookups map[string]string
 }
 
 // New builds the writer of cfg (Validate has checked it).
@@ -117,6 +124,7 @@ func (w *Writer) lead(ctx context.Context) {
 	}
 	cursors := w.lock.start()
 	w.failing = map[string]string{} // a new term says again what fails
+	w.lookups = map[string]string{}
 	w.m.leader.Set(1)
 	w.log.Info("event writer: leading", "lease", w.lock.Describe(), "identity", w.cfg.Identity, "peers_known", len(cursors))
 	t := time.NewTicker(w.cfg.Poll)
@@ -254,9 +262,9 @@ var errServiceGone = errors.New("the Service is gone")
 // retry may mend: refused, throttled, the API unreachable).
 func (w *Writer) write(ctx context.Context, r run) (result string, retry bool) {
 	first := r.eps[0]
-	uid, err := w.serviceUID(ctx, first.Key.Namespace, first.Key.Service)
+	svc, err := w.service(ctx, first.Key.Namespace, first.Key.Service)
 	if err == nil {
-		ev := newEvent(r, uid, w.cfg.Identity)
+		ev := newEvent(r, svc.UID, w.cfg.Identity, w.backing(ctx, svc))
 		if _, err = w.c.Events.Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err == nil {
 			w.log.Info("event writer: wrote", "event", ev.Namespace+"/"+ev.Name, "type", ev.Type, "note", ev.Note)
 			return ResultWritten, false
@@ -275,16 +283,50 @@ func (w *Writer) write(ctx context.Context, r run) (result string, retry bool) {
 	return ResultFailed, true
 }
 
-// serviceUID is the UID of Service namespace/name, listed by name.
-func (w *Writer) serviceUID(ctx context.Context, namespace, name string) (types.UID, error) {
+// service is Service namespace/name, listed by name.
+func (w *Writer) service(ctx context.Context, namespace, name string) (*corev1.Service, error) {
 	list, err := w.c.Services.Services(namespace).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
 	if err != nil {
-		return "", fmt.Errorf("looking up Service %s/%s: %w", namespace, name, err)
+		return nil, fmt.Errorf("looking up Service %s/%s: %w", namespace, name, err)
 	}
-	for _, s := range list.Items {
-		if s.Name == name {
-			return s.UID, nil
+	for i := range list.Items {
+		if list.Items[i].Name == name {
+			return &list.Items[i], nil
 		}
 	}
-	return "", errServiceGone
+	return nil, errServiceGone
+}
+
+// backing reads svc's pods for a note; where it cannot (forbidden, the pods gone, the API slow) it counts that,
+// logs it once per Service and kind of failure, and returns nil: the Event is written without them.
+func (w *Writer) backing(ctx context.Context, svc *corev1.Service) *backing {
+	b, err := w.lookupBacking(ctx, svc)
+	key := svc.Namespace + "/" + svc.Name
+	if w.lookups == nil {
+		w.lookups = map[string]string{}
+	}
+	if err == nil {
+		delete(w.lookups, key)
+		return b
+	}
+	w.m.lookupsFailed.Inc()
+	kind := lookupFailure(err)
+	if w.lookups[key] != kind {
+		w.log.Warn("event writer: cannot read the Service's pods; its notes name no workload nor preStop", "service", key, "err", err)
+	}
+	w.lookups[key] = kind
+	return nil
+}
+
+// lookupFailure is the kind of a failed pods lookup, which its log line is said again at a change of.
+func lookupFailure(err error) string {
+	switch {
+	case errors.Is(err, errNoPods):
+		return "no pods"
+	case apierrors.IsForbidden(err):
+		return "forbidden"
+	case apierrors.IsNotFound(err):
+		return "not found"
+	}
+	return "other"
 }

@@ -110,7 +110,8 @@ func testConfig() Config {
 }
 
 func clientsOf(cs *fake.Clientset) Clients {
-	return Clients{Events: cs.EventsV1(), Leases: cs.CoordinationV1(), Slices: cs.DiscoveryV1(), Services: cs.CoreV1()}
+	return Clients{Events: cs.EventsV1(), Leases: cs.CoordinationV1(), Slices: cs.DiscoveryV1(), Services: cs.CoreV1(),
+		Pods: cs.CoreV1(), ReplicaSets: cs.AppsV1()}
 }
 
 func newWriter(t *testing.T, cfg Config, cs *fake.Clientset) *Writer {

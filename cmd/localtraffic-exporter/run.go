@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	appsclient "k8s.io/client-go/kubernetes/typed/apps/v1"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	coreclient "k8s.io/client-go/kubernetes/typed/core/v1"
 	discoveryclient "k8s.io/client-go/kubernetes/typed/discovery/v1"
@@ -238,7 +239,9 @@ func newEventWriter(opts options, logger *slog.Logger) (*eventwriter.Writer, err
 	di, err := discoveryclient.NewForConfigAndClient(cfg, hc)
 	c.Slices, errs = di, append(errs, err)
 	cr, err := coreclient.NewForConfigAndClient(cfg, hc)
-	c.Services, errs = cr, append(errs, err)
+	c.Services, c.Pods, errs = cr, cr, append(errs, err)
+	ap, err := appsclient.NewForConfigAndClient(cfg, hc)
+	c.ReplicaSets, errs = ap, append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("building the Event writer's clients: %w", err)
 	}
