@@ -56,6 +56,7 @@ func TestEventsOneWriterPerCluster(t *testing.T) {
 	svc := newService(t, c, ns, "web", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal)
 	pods := startPods(t, c, svc, "node-1", "node-2")
 	setEndpoints(t, c, svc, ready(pods...))
+	deploymentOf(t, c, svc)
 	peersService(t, c, ns, "peers", "node-1", "node-2")
 
 	writer := func(node string) error {
@@ -232,7 +233,9 @@ func oneEpisodeEvent(t *testing.T, ctx context.Context, c *cluster.Cluster, svc 
 		ev = evs[0]
 		return nil
 	})
-	m := regexp.MustCompile(`^rollout: node-2 dropped (\d+) connection attempts at NodePort (\d+)/TCP`).FindStringSubmatch(ev.Note)
+	// The writer names the workload from the Service's pods in the API (deploymentOf), read with the overlay's
+	// grants: the note as without them would fail here.
+	m := regexp.MustCompile(`^rollout deployment/` + regexp.QuoteMeta(svc.Name) + `: node-2 dropped (\d+) connection attempts at NodePort (\d+)/TCP`).FindStringSubmatch(ev.Note)
 	if m == nil || ev.Regarding.Kind != "Service" || ev.Regarding.Name != svc.Name || ev.Regarding.UID != svc.UID ||
 		ev.Type != corev1.EventTypeWarning || ev.ReportingInstance != instance || ev.Related == nil || ev.Related.Name != "node-2" {
 		t.Fatalf("Event %s: note %q, regarding %+v, type %s, instance %s (want %s), related %+v", ev.Name, ev.Note, ev.Regarding,
@@ -242,6 +245,46 @@ func oneEpisodeEvent(t *testing.T, ctx context.Context, c *cluster.Cluster, svc 
 		t.Errorf("the Event says %s attempts at NodePort %s; the client lost %d at %d", m[1], m[2], lost, svc.Spec.Ports[0].NodePort)
 	}
 	return ev
+}
+
+// deploymentOf puts in the API what a Deployment's rollout leaves for the writer to read: a Pod selected by svc,
+// controlled by a ReplicaSet that a Deployment svc.Name controls. The e2e backends are network namespaces, not
+// API Pods, and the cluster runs no controller-manager: the objects only describe them, which is all the
+// writer reads.
+func deploymentOf(t *testing.T, c *cluster.Cluster, svc *corev1.Service) {
+	t.Helper()
+	ctx := testContext(t)
+	// Without controller-manager no ServiceAccount controller makes the namespace's default one, which the
+	// apiserver's admission wants a Pod's.
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
+	if _, err := c.Admin().CoreV1().ServiceAccounts(svc.Namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	labels := map[string]string{"app": svc.Name}
+	for k, v := range svc.Spec.Selector {
+		labels[k] = v
+	}
+	tmpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.invalid/app"}}}}
+	ctrl := true
+	rs, err := c.Admin().AppsV1().ReplicaSets(svc.Namespace).Create(ctx, &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: svc.Name + "-5d", Labels: labels, OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1",
+			Kind: "Deployment", Name: svc.Name, UID: "00000000-0000-0000-0000-00000000d001", Controller: &ctrl}}},
+		Spec: appsv1.ReplicaSetSpec{Replicas: new(int32(0)), Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tmpl},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: rs.Name + "-x1", Labels: labels, OwnerReferences: []metav1.OwnerReference{{
+		APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: &ctrl}}}, Spec: tmpl.Spec}
+	if _, err := c.Admin().CoreV1().Pods(svc.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		bg := context.Background()
+		_ = c.Admin().CoreV1().Pods(svc.Namespace).Delete(bg, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+		_ = c.Admin().AppsV1().ReplicaSets(svc.Namespace).Delete(bg, rs.Name, metav1.DeleteOptions{})
+	})
 }
 
 // writerEvents lists the exporters' Events in ns.
@@ -392,6 +435,7 @@ func TestEventsShippedPath(t *testing.T) {
 	svc := newService(t, c, ns, "web", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal)
 	pods := startPods(t, c, svc, "node-1", "node-2")
 	setEndpoints(t, c, svc, ready(pods...))
+	deploymentOf(t, c, svc)
 
 	// node-2's pod first, listed from the start: its kube-rbac-proxy's first denial, whose cache the grant must
 	// outlive, comes while node-1's pod starts and the episode is made.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -20,11 +21,16 @@ import (
 // has: client-go's typed clients register every API group's types (and its leader election package every
 // group's informers), which would add 26 MB to the binary and 12 MB to the resident set of every node's
 // exporter, for a writer one of them runs.
+//
+// Pods and ReplicaSets are the Services' pods and their ReplicaSets, which each note's workload and preStop are
+// read from (nil: not read).
 type Clients struct {
-	Events   Events
-	Leases   Leases
-	Slices   EndpointSlices
-	Services Services
+	Events      Events
+	Leases      Leases
+	Slices      EndpointSlices
+	Services    Services
+	Pods        Pods
+	ReplicaSets ReplicaSets
 }
 
 // Leases gets, creates and updates coordination.k8s.io/v1 Leases.
@@ -49,13 +55,25 @@ type Services interface {
 	List(ctx context.Context, namespace string, opts metav1.ListOptions) ([]corev1.Service, error)
 }
 
+// Pods lists core/v1 Pods.
+type Pods interface {
+	List(ctx context.Context, namespace string, opts metav1.ListOptions) ([]corev1.Pod, error)
+}
+
+// ReplicaSets gets apps/v1 ReplicaSets.
+type ReplicaSets interface {
+	Get(ctx context.Context, namespace, name string) (*appsv1.ReplicaSet, error)
+}
+
 // DynamicClients serves Clients over d.
 func DynamicClients(d dynamic.Interface) Clients {
 	return Clients{
-		Events:   dynEvents{resource[eventsv1.Event]{d, eventsv1.SchemeGroupVersion.WithResource("events"), "Event"}},
-		Leases:   dynLeases{resource[coordinationv1.Lease]{d, coordinationv1.SchemeGroupVersion.WithResource("leases"), "Lease"}},
-		Slices:   dynList[discoveryv1.EndpointSlice]{resource[discoveryv1.EndpointSlice]{d, discoveryv1.SchemeGroupVersion.WithResource("endpointslices"), "EndpointSlice"}},
-		Services: dynList[corev1.Service]{resource[corev1.Service]{d, corev1.SchemeGroupVersion.WithResource("services"), "Service"}},
+		Events:      dynEvents{resource[eventsv1.Event]{d, eventsv1.SchemeGroupVersion.WithResource("events"), "Event"}},
+		Leases:      dynLeases{resource[coordinationv1.Lease]{d, coordinationv1.SchemeGroupVersion.WithResource("leases"), "Lease"}},
+		Slices:      dynList[discoveryv1.EndpointSlice]{resource[discoveryv1.EndpointSlice]{d, discoveryv1.SchemeGroupVersion.WithResource("endpointslices"), "EndpointSlice"}},
+		Services:    dynList[corev1.Service]{resource[corev1.Service]{d, corev1.SchemeGroupVersion.WithResource("services"), "Service"}},
+		Pods:        dynList[corev1.Pod]{resource[corev1.Pod]{d, corev1.SchemeGroupVersion.WithResource("pods"), "Pod"}},
+		ReplicaSets: dynGet[appsv1.ReplicaSet]{resource[appsv1.ReplicaSet]{d, appsv1.SchemeGroupVersion.WithResource("replicasets"), "ReplicaSet"}},
 	}
 }
 
@@ -98,16 +116,27 @@ func (r resource[T]) create(ctx context.Context, namespace string, obj *T) (*T, 
 	return r.typed(got)
 }
 
+// get reads namespace/name.
+func (r resource[T]) get(ctx context.Context, namespace, name string) (*T, error) {
+	u, err := r.d.Resource(r.gvr).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return r.typed(u)
+}
+
+type dynGet[T any] struct{ r resource[T] }
+
+func (c dynGet[T]) Get(ctx context.Context, namespace, name string) (*T, error) {
+	return c.r.get(ctx, namespace, name)
+}
+
 type dynLeases struct {
 	r resource[coordinationv1.Lease]
 }
 
 func (c dynLeases) Get(ctx context.Context, namespace, name string) (*coordinationv1.Lease, error) {
-	u, err := c.r.d.Resource(c.r.gvr).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	return c.r.typed(u)
+	return c.r.get(ctx, namespace, name)
 }
 
 func (c dynLeases) Create(ctx context.Context, lease *coordinationv1.Lease) (*coordinationv1.Lease, error) {

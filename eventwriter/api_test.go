@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -20,7 +21,7 @@ import (
 func TestDynamicClients(t *testing.T) {
 	ctx := context.Background()
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{coordinationv1.AddToScheme, corev1.AddToScheme, discoveryv1.AddToScheme, eventsv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{appsv1.AddToScheme, coordinationv1.AddToScheme, corev1.AddToScheme, discoveryv1.AddToScheme, eventsv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			t.Fatal(err)
 		}
@@ -36,8 +37,13 @@ func TestDynamicClients(t *testing.T) {
 		eventsv1.SchemeGroupVersion.WithResource("events"):            "EventList",
 		coordinationv1.SchemeGroupVersion.WithResource("leases"):      "LeaseList",
 		discoveryv1.SchemeGroupVersion.WithResource("endpointslices"): "EndpointSliceList",
+		corev1.SchemeGroupVersion.WithResource("pods"):                "PodList",
+		appsv1.SchemeGroupVersion.WithResource("replicasets"):         "ReplicaSetList",
 		corev1.SchemeGroupVersion.WithResource("services"):            "ServiceList",
-	}, web.DeepCopy(), slice)
+	}, web.DeepCopy(), slice,
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "shop", Labels: map[string]string{"app": "web"}}},
+		&appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web-5f", Namespace: "shop",
+			OwnerReferences: []metav1.OwnerReference{{Kind: "Deployment", Name: "web"}}}})
 	c := DynamicClients(d)
 
 	if _, err := c.Leases.Get(ctx, "lt", "events"); !apierrors.IsNotFound(err) {
@@ -70,6 +76,14 @@ func TestDynamicClients(t *testing.T) {
 	slices, err := c.Slices.List(ctx, "lt", metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=exporters"})
 	if err != nil || len(slices) != 1 || len(slices[0].Endpoints) != 1 || slices[0].Endpoints[0].Addresses[0] != "10.0.0.1" {
 		t.Fatalf("List EndpointSlices: %+v, %v", slices, err)
+	}
+	pods, err := c.Pods.List(ctx, "shop", metav1.ListOptions{LabelSelector: "app=web"})
+	if err != nil || len(pods) != 1 || pods[0].Name != "web-1" {
+		t.Fatalf("List Pods: %+v, %v", pods, err)
+	}
+	rs, err := c.ReplicaSets.Get(ctx, "shop", "web-5f")
+	if err != nil || len(rs.OwnerReferences) != 1 || rs.OwnerReferences[0].Name != "web" {
+		t.Fatalf("Get ReplicaSet: %+v, %v", rs, err)
 	}
 	svcs, err := c.Services.List(ctx, "shop", metav1.ListOptions{})
 	if err != nil || len(svcs) != 1 || svcs[0].UID != web.UID {

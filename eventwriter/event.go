@@ -94,30 +94,46 @@ func secs(s float64) string {
 	return strconv.FormatFloat(math.Round(s), 'f', -1, 64) + " s"
 }
 
-// Note is what the Event says of the episode f at node (the latest of a series of n).
-func Note(node string, f exposure.Finished, n int) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %s dropped ", f.Cause, node)
+// Note is what the Event says of the episode f at node (the latest of a series of n). b is what the writer read
+// of the Service's pods at write time, nil where it could not: then the note names no workload, and advises the
+// recommended preStop without comparing it to the pods'.
+func Note(node string, f exposure.Finished, n int, b *backing) string {
+	var sb strings.Builder
+	sb.WriteString(string(f.Cause))
+	if b != nil && len(b.workloads) > 0 {
+		sb.WriteString(" " + strings.Join(b.workloads, ", "))
+	}
+	fmt.Fprintf(&sb, ": %s dropped ", node)
 	if f.AttemptsCounted {
-		fmt.Fprintf(&b, "%d connection attempts", f.Attempts)
+		fmt.Fprintf(&sb, "%d connection attempts", f.Attempts)
 	} else {
-		b.WriteString("new connections (attempts not counted: the arrivals meter was off or blind)")
+		sb.WriteString("new connections (attempts not counted: the arrivals meter was off or blind)")
 	}
-	fmt.Fprintf(&b, " at %s over %s", destination(f.Key), secs(f.Seconds))
+	fmt.Fprintf(&sb, " at %s over %s", destination(f.Key), secs(f.Seconds))
 	if f.LBDrainSeconds != nil {
-		fmt.Fprintf(&b, "; the load balancer took %s to stop sending", secs(*f.LBDrainSeconds))
+		fmt.Fprintf(&sb, "; the load balancer took %s to stop sending", secs(*f.LBDrainSeconds))
 	}
-	if f.RecommendedPreStopSeconds > 0 {
-		fmt.Fprintf(&b, "; set the pods' preStop to at least %d s", f.RecommendedPreStopSeconds)
+	if need := f.RecommendedPreStopSeconds; need > 0 {
+		switch {
+		case b == nil || b.preStop == nil:
+			fmt.Fprintf(&sb, "; set the pods' preStop to at least %d s", need)
+		default:
+			// Pods with enough preStop get no advice: a longer one would not have saved these attempts.
+			if needed, grace := b.advice(need); needed {
+				fmt.Fprintf(&sb, "; preStop %d s — set it to at least %d s and terminationGracePeriodSeconds to at least %d s",
+					*b.preStop, need, grace)
+			}
+		}
 	}
 	if n > 1 {
-		fmt.Fprintf(&b, " (the latest of %d such episodes)", n)
+		fmt.Fprintf(&sb, " (the latest of %d such episodes)", n)
 	}
-	return b.String()
+	return sb.String()
 }
 
-// newEvent is the Event of run r regarding the Service svc (its UID), reported by instance.
-func newEvent(r run, uid types.UID, instance string) *eventsv1.Event {
+// newEvent is the Event of run r regarding the Service svc (its UID), reported by instance; b is what the writer
+// read of the Service's pods (nil: nothing).
+func newEvent(r run, uid types.UID, instance string, b *backing) *eventsv1.Event {
 	first, last := r.eps[0], r.eps[len(r.eps)-1]
 	typ := corev1.EventTypeNormal
 	if lost(last) {
@@ -131,7 +147,7 @@ func newEvent(r run, uid types.UID, instance string) *eventsv1.Event {
 		Action:              Action,
 		Reason:              Reason(first.Cause),
 		Type:                typ,
-		Note:                Note(r.node, last, len(r.eps)),
+		Note:                Note(r.node, last, len(r.eps), b),
 		Regarding: corev1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: first.Key.Namespace,
 			Name: first.Key.Service, UID: uid},
 		Related: &corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: r.node},

@@ -18,10 +18,10 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/localtraffic/localtraffic-exporter/exposure"
 )
@@ -54,6 +54,9 @@ type Writer struct {
 	// begins or changes, and a peer's recovery once, not every poll (a thousand peers refusing the leader's
 	// token would otherwise log a thousand lines per poll). The gauge counts them at every poll.
 	failing map[string]string
+	// lookups is, per Service whose pods could not be read for its notes, the kind of failure, held by the
+	// leader's loop: logged when it begins or changes, counted at every Event.
+	lookups map[string]string
 }
 
 // New builds the writer of cfg (Validate has checked it).
@@ -93,6 +96,7 @@ func (w *Writer) lead(ctx context.Context) {
 	}
 	cursors := w.lock.start()
 	w.failing = map[string]string{} // a new term says again what fails
+	w.lookups = map[string]string{}
 	w.m.leader.Set(1)
 	w.log.Info("event writer: leading", "lease", w.lock.Describe(), "identity", w.cfg.Identity, "peers_known", len(cursors))
 	t := time.NewTicker(w.cfg.Poll)
@@ -230,9 +234,9 @@ var errServiceGone = errors.New("the Service is gone")
 // retry may mend: refused, throttled, the API unreachable).
 func (w *Writer) write(ctx context.Context, r run) (result string, retry bool) {
 	first := r.eps[0]
-	uid, err := w.serviceUID(ctx, first.Key.Namespace, first.Key.Service)
+	svc, err := w.service(ctx, first.Key.Namespace, first.Key.Service)
 	if err == nil {
-		ev := newEvent(r, uid, w.cfg.Identity)
+		ev := newEvent(r, svc.UID, w.cfg.Identity, w.backing(ctx, svc))
 		if _, err = w.c.Events.Create(ctx, ev); err == nil {
 			w.log.Info("event writer: wrote", "event", ev.Namespace+"/"+ev.Name, "type", ev.Type, "note", ev.Note)
 			return ResultWritten, false
@@ -251,16 +255,50 @@ func (w *Writer) write(ctx context.Context, r run) (result string, retry bool) {
 	return ResultFailed, true
 }
 
-// serviceUID is the UID of Service namespace/name, listed by name.
-func (w *Writer) serviceUID(ctx context.Context, namespace, name string) (types.UID, error) {
+// service is Service namespace/name, listed by name.
+func (w *Writer) service(ctx context.Context, namespace, name string) (*corev1.Service, error) {
 	list, err := w.c.Services.List(ctx, namespace, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
 	if err != nil {
-		return "", fmt.Errorf("looking up Service %s/%s: %w", namespace, name, err)
+		return nil, fmt.Errorf("looking up Service %s/%s: %w", namespace, name, err)
 	}
-	for _, s := range list {
-		if s.Name == name {
-			return s.UID, nil
+	for i := range list {
+		if list[i].Name == name {
+			return &list[i], nil
 		}
 	}
-	return "", errServiceGone
+	return nil, errServiceGone
+}
+
+// backing reads svc's pods for a note; where it cannot (forbidden, the pods gone, the API slow) it counts that,
+// logs it once per Service and kind of failure, and returns nil: the Event is written without them.
+func (w *Writer) backing(ctx context.Context, svc *corev1.Service) *backing {
+	b, err := w.lookupBacking(ctx, svc)
+	key := svc.Namespace + "/" + svc.Name
+	if w.lookups == nil {
+		w.lookups = map[string]string{}
+	}
+	if err == nil {
+		delete(w.lookups, key)
+		return b
+	}
+	w.m.lookupsFailed.Inc()
+	kind := lookupFailure(err)
+	if w.lookups[key] != kind {
+		w.log.Warn("event writer: cannot read the Service's pods; its notes name no workload nor preStop", "service", key, "err", err)
+	}
+	w.lookups[key] = kind
+	return nil
+}
+
+// lookupFailure is the kind of a failed pods lookup, which its log line is said again at a change of.
+func lookupFailure(err error) string {
+	switch {
+	case errors.Is(err, errNoPods):
+		return "no pods"
+	case apierrors.IsForbidden(err):
+		return "forbidden"
+	case apierrors.IsNotFound(err):
+		return "not found"
+	}
+	return "other"
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -112,7 +113,8 @@ func testConfig() Config {
 // clientsOf serves Clients from client-go's typed fake, whose tracker and recorded actions the tests read
 // (TestDynamicClients holds DynamicClients, what the exporter runs, to the same calls).
 func clientsOf(cs *fake.Clientset) Clients {
-	return Clients{Events: typedEvents{cs}, Leases: typedLeases{cs}, Slices: typedSlices{cs}, Services: typedServices{cs}}
+	return Clients{Events: typedEvents{cs}, Leases: typedLeases{cs}, Slices: typedSlices{cs}, Services: typedServices{cs},
+		Pods: typedPods{cs}, ReplicaSets: typedReplicaSets{cs}}
 }
 
 type typedEvents struct{ cs *fake.Clientset }
@@ -153,6 +155,22 @@ func (c typedServices) List(ctx context.Context, namespace string, opts metav1.L
 		return nil, err
 	}
 	return l.Items, nil
+}
+
+type typedPods struct{ cs *fake.Clientset }
+
+func (c typedPods) List(ctx context.Context, namespace string, opts metav1.ListOptions) ([]corev1.Pod, error) {
+	l, err := c.cs.CoreV1().Pods(namespace).List(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
+
+type typedReplicaSets struct{ cs *fake.Clientset }
+
+func (c typedReplicaSets) Get(ctx context.Context, namespace, name string) (*appsv1.ReplicaSet, error) {
+	return c.cs.AppsV1().ReplicaSets(namespace).Get(ctx, name, metav1.GetOptions{})
 }
 
 func newWriter(t *testing.T, cfg Config, cs *fake.Clientset) *Writer {

@@ -66,8 +66,8 @@ func TestEventsOptIn(t *testing.T) {
 }
 
 // TestEventsRBAC: the writer's Role grants its Lease only (create, and get and update by name) in its own
-// namespace, its ClusterRole Events' create and GET /episodes, both bound to the exporter's
-// ServiceAccount; nothing else.
+// namespace, its ClusterRole Events' create, the pods' list and ReplicaSets' get its notes read, and GET
+// /episodes, both bound to the exporter's ServiceAccount; nothing else. The chart grants the same.
 func TestEventsRBAC(t *testing.T) {
 	objs := render(t, "overlays/events")
 	var role rbacv1.Role
@@ -83,10 +83,17 @@ func TestEventsRBAC(t *testing.T) {
 	decode(t, find(t, objs, "ClusterRole", appName+"-events"), &cr)
 	wantCR := []rbacv1.PolicyRule{
 		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
+		{APIGroups: []string{"apps"}, Resources: []string{"replicasets"}, Verbs: []string{"get"}},
 		{NonResourceURLs: []string{"/episodes"}, Verbs: []string{"get"}},
 	}
 	if !reflect.DeepEqual(cr.Rules, wantCR) {
 		t.Errorf("ClusterRole grants %+v, want %+v", cr.Rules, wantCR)
+	}
+	var chartCR rbacv1.ClusterRole
+	decode(t, find(t, mustRenderChart(t, values(t, "events: {enabled: true}")), "ClusterRole", appName+"-events"), &chartCR)
+	if !reflect.DeepEqual(chartCR.Rules, wantCR) {
+		t.Errorf("the chart's ClusterRole grants %+v, want %+v", chartCR.Rules, wantCR)
 	}
 	subj := []rbacv1.Subject{{Kind: "ServiceAccount", Name: appName, Namespace: namespace}}
 	var rb rbacv1.RoleBinding

@@ -1,15 +1,13 @@
 package placement
 
 import (
-	"fmt"
 	"math"
-	"path"
 	"slices"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/localtraffic/localtraffic-exporter/internal/prestop"
 )
 
 // PreStopMarginSeconds is what the recommended preStop sleep adds to the measured drain. The measured drain runs
@@ -20,9 +18,6 @@ import (
 // It is fixed, not a probe interval: the load balancer's interval and threshold are inside the measurement
 // already.
 const PreStopMarginSeconds = 5
-
-// defaultGracePeriodSeconds is the API's default terminationGracePeriodSeconds.
-const defaultGracePeriodSeconds = 30
 
 // MeasuredDrain is how long a Service's load balancers kept sending new connections to nodes whose health check
 // already answered 503 (the exporters' localtraffic_service_lb_drain_seconds), over its recent episodes.
@@ -108,109 +103,18 @@ func AdvisePreStop(c *Cluster, drains MeasuredDrains) map[string]*PreStopAdvice 
 // advise compares one workload's template with the needed preStop delay.
 func advise(w *Workload, svc *corev1.Service, need int64) WorkloadPreStop {
 	spec := &w.Template.Spec
-	out := WorkloadPreStop{Kind: w.Kind, Name: w.Name, GraceSeconds: defaultGracePeriodSeconds}
-	if spec.TerminationGracePeriodSeconds != nil {
-		out.GraceSeconds = *spec.TerminationGracePeriodSeconds
-	}
-	delay, why := templatePreStop(spec, svc)
+	out := WorkloadPreStop{Kind: w.Kind, Name: w.Name, GraceSeconds: prestop.Grace(spec)}
+	delay, why := prestop.Spec(spec, svc)
 	if why != "" {
 		out.Needed, out.PreStopUnknown = "unknown", why
 		return out
 	}
 	out.PreStopSeconds = &delay
-	if delay >= need {
+	needed, grace := prestop.Recommend(delay, out.GraceSeconds, need)
+	if !needed {
 		out.Needed = "no"
 		return out
 	}
-	// The app's own shutdown time is what the grace period leaves after the preStop now; kept as it is.
-	shutdown := max(out.GraceSeconds-delay, 0)
-	out.Needed, out.RecommendedPreStopSeconds = "yes", need
-	out.RecommendedGraceSeconds = max(out.GraceSeconds, need+shutdown)
+	out.Needed, out.RecommendedPreStopSeconds, out.RecommendedGraceSeconds = "yes", need, grace
 	return out
-}
-
-// templatePreStop reads how long the template's serving containers delay their stop with a preStop hook: the
-// containers that declare one of the Service's target ports (all of them when none does, as when the ports are
-// not declared), the shortest delay among them. why is set when a hook is not a plain sleep (a script, an HTTP
-// call): its duration is not readable, and is not guessed.
-func templatePreStop(spec *corev1.PodSpec, svc *corev1.Service) (seconds int64, why string) {
-	serving := servingContainers(spec, svc)
-	first := true
-	for _, c := range serving {
-		d, ok := containerPreStop(c)
-		if !ok {
-			return 0, fmt.Sprintf("container %s's preStop is not a plain sleep", c.Name)
-		}
-		if first || d < seconds {
-			seconds, first = d, false
-		}
-	}
-	return seconds, ""
-}
-
-// servingContainers are the containers that declare one of the Service's target ports; all of them when none
-// does.
-func servingContainers(spec *corev1.PodSpec, svc *corev1.Service) []*corev1.Container {
-	var out []*corev1.Container
-	for i := range spec.Containers {
-		c := &spec.Containers[i]
-		if slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return declares(c, p.TargetPort, p.Port) }) {
-			out = append(out, c)
-		}
-	}
-	if len(out) > 0 {
-		return out
-	}
-	for i := range spec.Containers {
-		out = append(out, &spec.Containers[i])
-	}
-	return out
-}
-
-// declares tells whether the container declares the target port (by name or number; an unset targetPort is the
-// Service's port).
-func declares(c *corev1.Container, target intstr.IntOrString, port int32) bool {
-	for _, cp := range c.Ports {
-		switch {
-		case target.Type == intstr.String && target.StrVal != "" && cp.Name == target.StrVal:
-			return true
-		case target.Type == intstr.Int && target.IntVal != 0 && cp.ContainerPort == target.IntVal:
-			return true
-		case target.Type == intstr.Int && target.IntVal == 0 && cp.ContainerPort == port:
-			return true
-		}
-	}
-	return false
-}
-
-// containerPreStop is the container's preStop delay in seconds: 0 without a hook, the native sleep action's
-// seconds, or an exec of sleep N (directly, or as the whole of a sh -c). ok is false for anything else.
-func containerPreStop(c *corev1.Container) (seconds int64, ok bool) {
-	if c.Lifecycle == nil || c.Lifecycle.PreStop == nil {
-		return 0, true
-	}
-	h := c.Lifecycle.PreStop
-	switch {
-	case h.Sleep != nil:
-		return h.Sleep.Seconds, true
-	case h.Exec != nil:
-		return execSleep(h.Exec.Command)
-	}
-	return 0, false
-}
-
-// execSleep reads ["sleep", "N"], ["/bin/sleep", "N"] or ["sh", "-c", "sleep N"] (any shell path, N whole
-// seconds, an optional trailing s).
-func execSleep(cmd []string) (int64, bool) {
-	if len(cmd) == 3 && slices.Contains([]string{"sh", "bash", "ash", "dash"}, path.Base(cmd[0])) && cmd[1] == "-c" {
-		cmd = strings.Fields(cmd[2])
-	}
-	if len(cmd) != 2 || path.Base(cmd[0]) != "sleep" {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(strings.TrimSuffix(cmd[1], "s"), 10, 64)
-	if err != nil || n < 0 {
-		return 0, false
-	}
-	return n, true
 }
