@@ -78,21 +78,9 @@ func TestEventsOneWriterPerCluster(t *testing.T) {
 	t.Cleanup(func() { c.Node("node-2").StopExporterOn(eventsPort) })
 
 	addr := nodePortAddr(c.Node("node-2"), svc)
-	eventually(t, converge, "node-2 serves its NodePort, counting attempts", func() error {
-		return errors.Join(wantServedLocally(c.Request(ctx, addr), "node-2"),
-			expectMetricsOn(ctx, c, "node-2", eventsPort, metricIs("localtraffic_exposure_attempts_counted", nodeLabels("node-2"), 1)))
+	lost := node2LosesAttempts(t, ctx, c, svc, pods, addr, func() error {
+		return expectMetricsOn(ctx, c, "node-2", eventsPort, metricIs("localtraffic_exposure_attempts_counted", nodeLabels("node-2"), 1))
 	})
-	cl := startRepeatingClient(ctx, c, addr, 200*time.Millisecond)
-	time.Sleep(time.Second)
-	setEndpoints(t, c, svc, []cluster.Endpoint{{Pod: pods[0]},
-		{Pod: pods[1], Ready: cluster.Bool(false), Serving: cluster.Bool(false), Terminating: cluster.Bool(true)}})
-	eventually(t, converge, "node-2 drops what the client still sends", func() error {
-		if cl.lost() < 5 {
-			return fmt.Errorf("%d attempts lost so far", cl.lost())
-		}
-		return nil
-	})
-	lost := cl.stop()
 
 	ev := oneEpisodeEvent(t, ctx, c, svc, converge, "one Event regarding the Service", "writer-node-1", lost)
 	t.Logf("Event %s: %s (the client lost %d)", ev.Name, ev.Note, lost)
@@ -211,6 +199,29 @@ func leaseHolder(ctx context.Context, c *cluster.Cluster, want string) error {
 		return fmt.Errorf("the Lease's holder is %v, want %s", h, want)
 	}
 	return nil
+}
+
+// node2LosesAttempts makes node-2's exposure episode with real traffic: once node-2 serves svc's NodePort at addr
+// from its local pod (pods[1]) and counted says its meter counts attempts, a client connects every 200 ms while
+// that pod stops serving (pods[0] on node-1 stays ready), until node-2 has dropped at least five of its attempts.
+// It returns how many the client lost.
+func node2LosesAttempts(t *testing.T, ctx context.Context, c *cluster.Cluster, svc *corev1.Service, pods []*cluster.Pod,
+	addr string, counted func() error) int {
+	t.Helper()
+	eventually(t, converge, "node-2 serves its NodePort, counting attempts", func() error {
+		return errors.Join(wantServedLocally(c.Request(ctx, addr), "node-2"), counted())
+	})
+	cl := startRepeatingClient(ctx, c, addr, 200*time.Millisecond)
+	time.Sleep(time.Second)
+	setEndpoints(t, c, svc, []cluster.Endpoint{{Pod: pods[0]},
+		{Pod: pods[1], Ready: cluster.Bool(false), Serving: cluster.Bool(false), Terminating: cluster.Bool(true)}})
+	eventually(t, converge, "node-2 drops what the client still sends", func() error {
+		if cl.lost() < 5 {
+			return fmt.Errorf("%d attempts lost so far", cl.lost())
+		}
+		return nil
+	})
+	return cl.stop()
 }
 
 // oneEpisodeEvent waits up to within for the writer's one Event in svc's namespace and holds it to node-2's
@@ -496,21 +507,9 @@ func TestEventsShippedPath(t *testing.T) {
 
 	// The episode, made as TestEventsOneWriterPerCluster makes it.
 	addr := nodePortAddr(c.Node("node-2"), svc)
-	eventually(t, converge, "node-2 serves its NodePort, counting attempts", func() error {
-		return errors.Join(wantServedLocally(c.Request(ctx, addr), "node-2"),
-			scrape("node-2", metricIs("localtraffic_exposure_attempts_counted", nodeLabels("node-2"), 1)))
+	lost := node2LosesAttempts(t, ctx, c, svc, pods, addr, func() error {
+		return scrape("node-2", metricIs("localtraffic_exposure_attempts_counted", nodeLabels("node-2"), 1))
 	})
-	cl := startRepeatingClient(ctx, c, addr, 200*time.Millisecond)
-	time.Sleep(time.Second)
-	setEndpoints(t, c, svc, []cluster.Endpoint{{Pod: pods[0]},
-		{Pod: pods[1], Ready: cluster.Bool(false), Serving: cluster.Bool(false), Terminating: cluster.Bool(true)}})
-	eventually(t, converge, "node-2 drops what the client still sends", func() error {
-		if cl.lost() < 5 {
-			return fmt.Errorf("%d attempts lost so far", cl.lost())
-		}
-		return nil
-	})
-	lost := cl.stop()
 	step("node-2 dropped the client's attempts")
 	// node-2's own /episodes, from its loopback (where only the pod itself reaches the exporter).
 	eventually(t, converge, "node-2's episode ended", func() error {
