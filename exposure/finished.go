@@ -1,8 +1,9 @@
 package exposure
 
 import (
-	"math"
 	"time"
+
+	"github.com/localtraffic/localtraffic-exporter/internal/prestop"
 )
 
 // Finished episodes. The node's counters say how much a cause lost, not which episode: a Kubernetes Event per
@@ -15,11 +16,6 @@ import (
 // FinishedRing is how many ended episodes the Recorder keeps: a rollout of a Service with many destinations
 // ends a few per destination and family; a reader polling every few seconds never falls that far behind.
 const FinishedRing = 256
-
-// PreStopMargin is what the recommended preStop sleep adds to the measured drain: the same margin as
-// kubectl-localtraffic's advice (its placement.PreStopMarginSeconds), which covers the pod's head start before
-// the health check's first 503 and the histogram's interpolation there.
-const PreStopMargin = 5 * time.Second
 
 // Finished is one ended episode, with everything a report of it needs (docs/exposure.md, "Events").
 type Finished struct {
@@ -40,7 +36,7 @@ type Finished struct {
 	Seconds float64 `json:"seconds"`
 	// LBDrainSeconds is the load balancer's measured drain (drain.go), nil where it was not measured;
 	// RecommendedPreStopSeconds is then the preStop sleep that would have kept the pods serving: the drain plus
-	// PreStopMargin, rounded up to whole seconds (lifecycle.preStop.sleep.seconds is an integer).
+	// the margin the plugin's advice adds, rounded up to whole seconds (prestop.NeedSeconds).
 	LBDrainSeconds            *float64 `json:"lb_drain_seconds,omitempty"`
 	RecommendedPreStopSeconds int64    `json:"recommended_prestop_seconds,omitempty"`
 }
@@ -52,7 +48,7 @@ func (r *Recorder) finished(k Key, ep *Episode, now time.Time) {
 		AttemptsCounted: ep.Metered, Attempts: ep.Attempts, Seconds: ep.Seconds}
 	if d, ok := ep.DrainSeconds(); ok {
 		f.LBDrainSeconds = &d
-		f.RecommendedPreStopSeconds = int64(math.Ceil(d + PreStopMargin.Seconds()))
+		f.RecommendedPreStopSeconds = prestop.NeedSeconds(d)
 	}
 	if len(r.ring) < FinishedRing {
 		r.ring = append(r.ring, f)

@@ -62,7 +62,7 @@ func TestFinishedRingIsBounded(t *testing.T) {
 }
 
 // An episode whose load balancer's drain was measured carries it, and the preStop it recommends: the drain
-// plus PreStopMargin, rounded up to whole seconds.
+// rounded up to whole seconds plus prestop.MarginSeconds.
 func TestFinishedCarriesTheMeasuredDrain(t *testing.T) {
 	r := metered()
 	fallbackDrain(r)

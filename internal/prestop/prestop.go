@@ -6,6 +6,7 @@ package prestop
 
 import (
 	"fmt"
+	"math"
 	"path"
 	"slices"
 	"strconv"
@@ -14,6 +15,19 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
+
+// MarginSeconds is what the recommended preStop sleep adds to the measured drain. The measured drain runs from
+// the node's health check first answering 503 to the last new connection attempt, but the pod's preStop starts
+// earlier than that 503: at its deletion, before the EndpointSlice controller has published the endpoint as
+// terminating and kube-proxy has synced it (each batches for about a second; a busy control plane takes
+// longer). The margin covers that head start, and the linear interpolation of a p95 inside its histogram
+// bucket. It is fixed, not a probe interval: the load balancer's interval and threshold are inside the
+// measurement already.
+const MarginSeconds = 5
+
+// NeedSeconds is the preStop sleep that outlasts a drain of drainSeconds: the drain rounded up to whole seconds
+// (lifecycle.preStop.sleep.seconds is an integer) plus MarginSeconds.
+func NeedSeconds(drainSeconds float64) int64 { return int64(math.Ceil(drainSeconds)) + MarginSeconds }
 
 // DefaultGracePeriodSeconds is the API's default terminationGracePeriodSeconds.
 const DefaultGracePeriodSeconds = 30

@@ -1,7 +1,6 @@
 package placement
 
 import (
-	"math"
 	"slices"
 	"strings"
 
@@ -10,14 +9,8 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/internal/prestop"
 )
 
-// PreStopMarginSeconds is what the recommended preStop sleep adds to the measured drain. The measured drain runs
-// from the node's health check first answering 503 to the last new connection attempt, but the pod's preStop
-// starts earlier than that 503: at its deletion, before the EndpointSlice controller has published the endpoint
-// as terminating and kube-proxy has synced it (each batches for about a second; a busy control plane takes
-// longer). The margin covers that head start, and the linear interpolation of the p95 inside its histogram bucket.
-// It is fixed, not a probe interval: the load balancer's interval and threshold are inside the measurement
-// already.
-const PreStopMarginSeconds = 5
+// PreStopMarginSeconds is what the recommended preStop sleep adds to the measured drain (prestop.MarginSeconds).
+const PreStopMarginSeconds = prestop.MarginSeconds
 
 // MeasuredDrain is how long a Service's load balancers kept sending new connections to nodes whose health check
 // already answered 503 (the exporters' localtraffic_service_lb_drain_seconds), over its recent episodes.
@@ -86,7 +79,7 @@ func AdvisePreStop(c *Cluster, drains MeasuredDrains) map[string]*PreStopAdvice 
 		if !ok {
 			continue
 		}
-		need := int64(math.Ceil(d.P95Seconds)) + PreStopMarginSeconds
+		need := prestop.NeedSeconds(d.P95Seconds)
 		a := &PreStopAdvice{Drain: d, MarginSeconds: PreStopMarginSeconds, PreStopSeconds: need, Workloads: []WorkloadPreStop{}}
 		ws, _, _ := ix.backing(svc)
 		for _, w := range ws {
