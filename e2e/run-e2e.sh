@@ -62,7 +62,8 @@ names=()
 shard() { # shard <name> <test binary flags...>: runs in the background, lines prefixed
 	local name="$1"
 	shift
-	("$work/e2e.test" -test.count=1 -test.timeout "$timeout" -test.v "$@" 2>&1 | sed -u "s/^/[$name] /"
+	("$work/e2e.test" -test.count=1 -test.timeout "$timeout" -test.v "$@" 2>&1 | tee "$work/$name.log" |
+		sed -u "s/^/[$name] /"
 		exit "${PIPESTATUS[0]}") &
 	pids+=($!)
 	names+=("$name")
@@ -71,8 +72,24 @@ shard controllers -test.run "$controllersShard"
 shard scale -test.run "$scaleShard"
 shard shared-long -test.run "$sharedLongShard"
 shard shared -test.skip "$controllersShard|$scaleShard|$sharedLongShard|$byHand"
+# failures <log>: each failed test's own messages (file.go:N: lines and the --- FAIL lines), at most 60 a test.
+# The shards' logs run to thousands of lines and CI keeps only their end, where this lands.
+failures() {
+	awk '
+		/^=== RUN   / { if ($3 !~ /\//) { top = $3; n = 0 } }
+		/^ +[^ ]+\.go:[0-9]+: / || /^ *--- FAIL: / { buf[top, n++ % 60] = $0; cnt[top] = n }
+		/^--- FAIL: / {
+			t = $3; m = cnt[t]; s = m > 60 ? m - 60 : 0
+			for (i = s; i < m; i++) print buf[t, i % 60]
+		}
+		/^panic: / { print; p = 20 } p-- > 0 && !/^panic: / { print }
+	' "$1"
+}
 rc=0
 for i in "${!pids[@]}"; do
-	wait "${pids[$i]}" || { rc=1; echo "run-e2e: the ${names[$i]} shard failed" >&2; }
+	wait "${pids[$i]}" && continue
+	rc=1
+	echo "run-e2e: the ${names[$i]} shard failed; its failed tests say:" >&2
+	failures "$work/${names[$i]}.log" | sed "s/^/[${names[$i]}!] /" >&2
 done
 exit "$rc"
