@@ -483,7 +483,7 @@ func (p *sharedProm) agree(ctx context.Context, node string, want map[nsName]str
 			switch {
 			case err != nil:
 				errs = append(errs, err)
-			case got != reason:
+			case got != reason && !p.movedOn(ctx, node, s, got):
 				errs = append(errs, fmt.Errorf("status -n %s %s --prometheus shows %s %q, its exporter %q", s.ns, s.name, node, got, reason))
 			default:
 				delete(pending, s)
@@ -502,6 +502,17 @@ func (p *sharedProm) agree(ctx context.Context, node string, want map[nsName]str
 		case <-time.After(agreeScrapeInterval / 4):
 		}
 	}
+}
+
+// movedOn reports whether node's exporter, scraped now, gives s the reason got the plugin showed: the verdict
+// moved on (a grace window ran out, a hold ended) while the check waited for Prometheus, and the plugin reads the
+// exporter's newer page faithfully. A scrape that fails proves nothing.
+func (p *sharedProm) movedOn(ctx context.Context, node string, s nsName, got string) bool {
+	m, err := p.c.Metrics(ctx, node)
+	if err != nil || len(m.Series("localtraffic_blackhole", cluster.Labels{"node": node, "namespace": s.ns, "service": s.name})) == 0 {
+		return false
+	}
+	return exporterReason(m, node, s) == got
 }
 
 // observed runs `status -n NS SVC -o json --prometheus` in the client namespace and returns what it shows node
