@@ -6,9 +6,10 @@ import (
 	"time"
 )
 
-// Saved is what the state file carries of a Recorder over an exporter restart: the totals, so that the
-// counters continue rather than start again, and the open episodes, so that one under way is neither lost
-// nor begun twice. Times are wall-clock Unix nanoseconds, as the rest of the state file's.
+// Saved is what the state file carries of a Recorder over an exporter restart: the totals and the attempts in
+// rollout and drain windows, so that the counters continue rather than start again (the success ratio's
+// numerator and denominator both), and the open episodes, so that one under way is neither lost nor begun
+// twice. Times are wall-clock Unix nanoseconds, as the rest of the state file's.
 type Saved struct {
 	Totals   map[Cause]Totals `json:"totals"`
 	Episodes Histogram        `json:"episodes"`
@@ -17,6 +18,17 @@ type Saved struct {
 	// read anew).
 	Drains   Histogram      `json:"drains,omitzero"`
 	Services []SavedService `json:"services,omitempty"`
+	// Windows is what arrived in each Service's rollout and drain windows (window.go). A window open at the
+	// restart counts again from the new meter's first count: what arrived between the last decision before and
+	// that count is no one's, as at any first count.
+	Windows []SavedWindows `json:"windows,omitempty"`
+}
+
+// SavedWindows is one Service's window attempts by cause.
+type SavedWindows struct {
+	Namespace string           `json:"namespace"`
+	Name      string           `json:"name"`
+	Attempts  map[Cause]uint64 `json:"attempts"`
 }
 
 // SavedService is one Service's stats.
@@ -56,6 +68,9 @@ func (r *Recorder) Save() Saved {
 	s.Episodes.Counts, s.Drains.Counts = slices.Clone(r.hist.Counts), slices.Clone(r.drains.Counts)
 	for _, st := range r.serviceSnapshot() {
 		s.Services = append(s.Services, SavedService{Namespace: st.Namespace, Name: st.Name, Totals: st.Totals, Drains: st.Drains})
+	}
+	for _, w := range r.windowSnapshot() {
+		s.Windows = append(s.Windows, SavedWindows{Namespace: w.Namespace, Name: w.Name, Attempts: maps.Clone(w.Attempts)})
 	}
 	for _, k := range r.sortedOpen() {
 		ep := r.open[k]
@@ -107,6 +122,19 @@ func (r *Recorder) Restore(s Saved, fresh bool) {
 		if len(ss.Drains.Counts) == len(DrainBuckets)+1 {
 			st.Drain = ss.Drains
 			st.Drain.Counts = slices.Clone(ss.Drains.Counts)
+		}
+	}
+	for _, sw := range s.Windows {
+		for c, n := range sw.Attempts {
+			if _, ok := r.totals[c]; !ok || n == 0 {
+				continue
+			}
+			k := [2]string{sw.Namespace, sw.Name}
+			if r.windows[k] == nil {
+				r.windows[k] = map[Cause]uint64{}
+			}
+			r.windows[k][c] = n
+			r.winDirty = true
 		}
 	}
 	for _, se := range s.Open {

@@ -1,6 +1,7 @@
 package exposure
 
 import (
+	"encoding/json"
 	"testing"
 )
 
@@ -117,5 +118,36 @@ func TestWindowBaseAndRestarts(t *testing.T) {
 	r.Gone(at(6), port.Namespace, port.Service)
 	if w := r.Snapshot().Windows; len(w) != 0 {
 		t.Errorf("a gone Service kept its windows: %v", w)
+	}
+}
+
+// The windows' attempts go through the state file with the totals: after a restart the success ratio's
+// denominator continues with its numerator, and a window still open counts on from the new meter's first count.
+func TestWindowsAcrossRestart(t *testing.T) {
+	r := metered()
+	open := Facts{Cordoned: true, RemoteReady: 2}
+	decide(r, 0, withFacts(served(true, 100, at(0)), open))
+	decide(r, 1, withFacts(served(true, 140, at(1)), open))
+	b, err := json.Marshal(r.Save())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var saved Saved
+	if err := json.Unmarshal(b, &saved); err != nil {
+		t.Fatal(err)
+	}
+	saved.Windows = append(saved.Windows, SavedWindows{Namespace: "other", Name: "svc", Attempts: map[Cause]uint64{"unknown": 5}})
+	n := metered()
+	n.Restore(saved, true)
+	if got := windowsOf(n); len(got) != 1 || got[CauseDrain] != 40 {
+		t.Fatalf("restored windows = %v, want 40 drain attempts", got)
+	}
+	if len(n.Snapshot().Windows) != 1 {
+		t.Errorf("a cause this version does not know was restored: %+v", n.Snapshot().Windows)
+	}
+	decide(n, 10, withFacts(served(true, 7, at(10)), open)) // the new meter's first count: a base
+	decide(n, 11, withFacts(served(true, 17, at(11)), open))
+	if got := windowsOf(n)[CauseDrain]; got != 50 {
+		t.Errorf("drain window attempts after the restart = %d, want 40 + 10", got)
 	}
 }
