@@ -32,8 +32,9 @@ const (
 	webTestPort = 19746
 )
 
-// testPKI writes a CA and a server certificate for ip into dir and returns the CA pool and the file paths.
-func testPKI(t *testing.T, dir, ip string) (pool *x509.CertPool, certFile, keyFile string) {
+// testPKI writes a CA (ca.crt) and a server certificate for ips (tls.crt, tls.key) into dir and returns the CA
+// pool and the server certificate's file paths.
+func testPKI(t *testing.T, dir string, ips ...string) (pool *x509.CertPool, certFile, keyFile string) {
 	t.Helper()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -57,7 +58,10 @@ func testPKI(t *testing.T, dir, ip string) (pool *x509.CertPool, certFile, keyFi
 		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "localtraffic-exporter"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames: []string{"localtraffic-exporter"}, IPAddresses: []net.IP{net.ParseIP(ip)},
+		DNSNames: []string{"localtraffic-exporter"},
+	}
+	for _, ip := range ips {
+		tmpl.IPAddresses = append(tmpl.IPAddresses, net.ParseIP(ip))
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {
@@ -72,6 +76,9 @@ func testPKI(t *testing.T, dir, ip string) (pool *x509.CertPool, certFile, keyFi
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ca.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	pool = x509.NewCertPool()

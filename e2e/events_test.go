@@ -372,7 +372,8 @@ func (cl *repeatingClient) stop() int {
 // nonResourceURL grant: every peer refuses the leader (peers_unreachable 2, one log line per peer saying why)
 // and the episode node-2 then ends (as in TestEventsOneWriterPerCluster) is written nowhere. With the grant, once
 // kube-rbac-proxy's cached denial expires (30 s after node-2's first, which the rest of the test overlaps: about
-// 33 s in all), exactly one Event for it.
+// 33 s in all), exactly one Event for it. kube-rbac-proxy serves a certificate from a test CA for both nodes'
+// addresses, as a cluster owner would give it, and the exporters verify their peers with --events.peers-ca-file.
 func TestEventsShippedPath(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := testContext(t)
@@ -380,7 +381,15 @@ func TestEventsShippedPath(t *testing.T) {
 	objs := renderDeploy(t, c, "overlays/events")
 	ds := renderedDaemonSet(t, c, "overlays/events")
 	ctr := &ds.Spec.Template.Spec.Containers[0]
-	ctr.Args = append(ctr.Args, "--arrivals.quiet-period="+eventsQuiet.String(), "--events.poll-interval=1s")
+	// Verified TLS between the peers: the CA's certificate (testPKI's ca.crt) goes to the exporters, the serving
+	// certificate to each node's kube-rbac-proxy.
+	pki := t.TempDir()
+	_, certFile, keyFile := testPKI(t, pki, c.Node("node-1").IP, c.Node("node-2").IP)
+	caFile := filepath.Join(pki, "ca.crt")
+	ctr.Args = append(ctr.Args, "--arrivals.quiet-period="+eventsQuiet.String(), "--events.poll-interval=1s",
+		"--events.peers-ca-file="+caFile)
+	proxy := &ds.Spec.Template.Spec.Containers[1]
+	proxy.Args = append(proxy.Args, "--tls-cert-file="+certFile, "--tls-private-key-file="+keyFile)
 	admin := c.Admin()
 	t.Cleanup(func() {
 		_ = admin.CoordinationV1().Leases(cluster.ExporterNamespace).Delete(context.Background(), eventsLease, metav1.DeleteOptions{})

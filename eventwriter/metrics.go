@@ -21,7 +21,7 @@ var specs = struct{ leader, events, unreachable, missed, lookupsFailed metricSpe
 	missed: metricSpec{Name: "localtraffic_event_writer_episodes_missed_total", Type: "counter",
 		Help: "Episodes a peer no longer kept when the leader asked (its ring overran): no Event was written for them."},
 	lookupsFailed: metricSpec{Name: "localtraffic_event_writer_note_lookups_failed_total", Type: "counter",
-		Help: "Events written without their workload and pods' preStop: the Service's pods or their ReplicaSets could not be read (forbidden, gone, no selector)."},
+		Help: "Events written without their workload and pods' preStop: the Service's pods or their ReplicaSets could not be read (forbidden, gone, a Service without a selector whose EndpointSlices name no pod)."},
 }
 
 // MetricSpecs lists the writer's metrics, for the doc's test.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -37,19 +38,26 @@ type podStop struct {
 	ok           bool
 }
 
-// errNoPods: the Service selects no pod (gone after the rollout, or a Service without a selector): the note
-// cannot name a workload.
+// errNoPods: the Service has no pod (gone after the rollout, or a Service without a selector whose
+// EndpointSlices name none): the note cannot name a workload.
 var errNoPods = errors.New("no pods selected")
 
-// lookupBacking reads the pods svc selects and their controllers: a ReplicaSet's Deployment (the ReplicaSet's
-// own controller), else the pod's controller itself.
+// lookupBacking reads the Service's pods (those its selector picks; without a selector, those its EndpointSlices'
+// endpoints name) and their controllers: a ReplicaSet's Deployment (the ReplicaSet's own controller), else the
+// pod's controller itself.
 func (w *Writer) lookupBacking(ctx context.Context, svc *corev1.Service) (*backing, error) {
-	if w.c.Pods == nil || len(svc.Spec.Selector) == 0 {
+	if w.c.Pods == nil {
 		return nil, errNoPods
 	}
 	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
-	pods, err := w.c.Pods.List(ctx, svc.Namespace, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(svc.Spec.Selector).String()})
+	var pods []corev1.Pod
+	var err error
+	if len(svc.Spec.Selector) > 0 {
+		pods, err = w.c.Pods.List(ctx, svc.Namespace, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(svc.Spec.Selector).String()})
+	} else {
+		pods, err = w.slicePods(ctx, svc)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("listing the pods of Service %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
@@ -81,6 +89,36 @@ func (w *Writer) lookupBacking(ctx context.Context, svc *corev1.Service) (*backi
 		}
 	}
 	return b, nil
+}
+
+// slicePods is a selectorless Service's pods: those its EndpointSlices' endpoints name as their target (whoever
+// manages the slices says so; endpoints that name no pod, such as an address outside the cluster, are no pod's).
+// The namespace's pods are listed once and those named kept: listing needs no grant beyond the one the selector
+// case uses.
+func (w *Writer) slicePods(ctx context.Context, svc *corev1.Service) ([]corev1.Pod, error) {
+	if w.c.Slices == nil {
+		return nil, nil
+	}
+	sl, err := w.c.Slices.List(ctx, svc.Namespace, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc.Name})
+	if err != nil {
+		return nil, fmt.Errorf("its EndpointSlices: %w", err)
+	}
+	named := map[string]bool{}
+	for _, s := range sl {
+		for _, ep := range s.Endpoints {
+			if r := ep.TargetRef; r != nil && r.Kind == "Pod" && (r.Namespace == "" || r.Namespace == svc.Namespace) {
+				named[r.Name] = true
+			}
+		}
+	}
+	if len(named) == 0 {
+		return nil, nil
+	}
+	all, err := w.c.Pods.List(ctx, svc.Namespace, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(all, func(p corev1.Pod) bool { return !named[p.Name] }), nil
 }
 
 // advice is what the note says of the pods' preStop against the needed delay need: needed when the shortest is

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -152,5 +153,43 @@ func TestNotePodsGone(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(w.m.lookupsFailed); n != 1 {
 		t.Errorf("lookups failed = %v, want 1", n)
+	}
+}
+
+// A Service without a selector whose EndpointSlices (written by whoever manages them) name its pods: the note
+// names their workload as for a selected Service; an endpoint naming no pod, and a pod no endpoint names, are
+// left out.
+func TestNoteSelectorlessServiceFromSlices(t *testing.T) {
+	svc := selectedWeb.DeepCopy()
+	svc.Spec.Selector = nil
+	objs := append(deploymentPods(5, 30), svc,
+		webPod("stray", controller("StatefulSet", "stray"), 1, 30),
+		&discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "web-manual", Namespace: "shop",
+			Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+			AddressType: discoveryv1.AddressTypeIPv4, Endpoints: []discoveryv1.Endpoint{
+				{Addresses: []string{"10.0.0.1"}, TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "shop", Name: "web-old-x1"}},
+				{Addresses: []string{"10.0.0.2"}, TargetRef: &corev1.ObjectReference{Kind: "Pod", Name: "web-new-x1"}},
+				{Addresses: []string{"192.0.2.9"}},
+			}})
+	note, w, _ := noteFor(t, objs, nil)
+	want := "rollout deployment/web: " + episodeNote + "; preStop 5 s — set it to at least 27 s and terminationGracePeriodSeconds to at least 52 s"
+	if note != want {
+		t.Errorf("note\n%q, want\n%q", note, want)
+	}
+	if n := testutil.ToFloat64(w.m.lookupsFailed); n != 0 {
+		t.Errorf("lookups failed = %v", n)
+	}
+}
+
+// A selectorless Service whose slices name no pod (addresses outside the cluster): the note as without pods.
+func TestNoteSelectorlessServiceWithoutPods(t *testing.T) {
+	svc := selectedWeb.DeepCopy()
+	svc.Spec.Selector = nil
+	objs := append(deploymentPods(5, 30), svc, &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "web-manual",
+		Namespace: "shop", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+		AddressType: discoveryv1.AddressTypeIPv4, Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"192.0.2.9"}}}})
+	note, _, _ := noteFor(t, objs, nil)
+	if want := "rollout: " + episodeNote + "; set the pods' preStop to at least 27 s"; note != want {
+		t.Errorf("note\n%q, want\n%q", note, want)
 	}
 }
