@@ -162,8 +162,8 @@ e2e:
 	e2e/run-e2e.sh
 
 ## e2e-exposure: the exposure recorder held to a client's own lost connections on the cluster with controllers
-## (TestExposureMatchesLostConnections). Not in the suite: its client times its losses to 20 ms and needs the
-## machine to itself. About 2 minutes with the cluster binaries built.
+## (TestExposureMatchesLostConnections) by itself. The suite runs it alone after its shards: its client times its
+## losses to 20 ms and needs the machine to itself. About 2 minutes with the cluster binaries built.
 e2e-exposure:
 	e2e/run-e2e.sh -run '^TestExposureMatchesLostConnections$$'
 

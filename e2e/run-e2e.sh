@@ -3,7 +3,7 @@
 # e2e/.cache) and the exporter, then the tests of the e2e module. Must run as root (network namespaces); as
 # another user the cluster tests skip and say why.
 #
-#   e2e/run-e2e.sh                      # the whole suite, in two shards side by side (below)
+#   e2e/run-e2e.sh                      # the whole suite, in four shards side by side, then alone (below)
 #   e2e/run-e2e.sh -run '^TestSoak$'    # arguments go to one plain `go test ./...` (no shards)
 #
 # The suite's tests share clusters that are expensive to start, and run one after another within a cluster
@@ -17,7 +17,9 @@
 #   shared       every other test, on a shared cluster of its own
 # A test that calls controllerCluster belongs to controllers, one that brings its own cluster to scale
 # (TestShardsCoverControllerTests holds these lists to the code); a new shared-cluster test lands in shared.
-# The tests in byHand run in no shard: their make targets run them.
+# The tests in alone run after the shards, each with the machine to itself (their clusters are their own or the
+# controllers' cluster, started anew): a client that times its own losses to milliseconds misjudges them beside
+# the shards, or beside lint and the unit tests, on two cores.
 # Each shard's lines are prefixed with its name as they come.
 set -euo pipefail
 # sudo's secure_path drops Go's usual install directory.
@@ -39,9 +41,8 @@ fi
 # The shards' tests (see above). Anchored alternations: -test.skip takes them joined with |.
 controllersShard='^(TestDrillLive|TestNodeAgentReadinessOnDemand|TestPluginDrill|TestPluginSchedulerScenarios|TestSchedulerSpreadWithoutHonor|TestSchedulerMaxSurgeParks|TestDrainLastReplica|TestScaleDown6To2|TestDaemonSetRollingUpdate|TestFidelityDaemonSetKeepsOffWindowsAndVirtualNodes|TestDeployInstallsWhereBaselineIsEnforced|TestPluginDrainCheck)$'
 scaleShard='^(TestScaleRules|TestScaleMemory|TestScaleAPILoad|TestScaleCPUBesideKubeProxy|TestOldestAdmittedKubernetes)$'
-# By hand only (make e2e-exposure), never in the suite: its client times its own losses to 20 ms and needs the
-# machine to itself; beside lint and unit tests on two cores it misjudges its failure window.
-byHand='^(TestExposureMatchesLostConnections)$'
+# After the shards, alone (make e2e-exposure runs it by itself): its client times its own losses to 20 ms.
+alone='^(TestExposureMatchesLostConnections)$'
 sharedLongShard='^(TestAlertsOnLivePrometheus|TestAlertsOneNotificationPerService|TestSoak|TestLandingPageInBrowserDuringDrill|TestCadenceIndependentVerdicts|TestRulesModelEqualsFullReadUnderChurn)$'
 
 work="$(mktemp -d)"
@@ -71,7 +72,7 @@ shard() { # shard <name> <test binary flags...>: runs in the background, lines p
 shard controllers -test.run "$controllersShard"
 shard scale -test.run "$scaleShard"
 shard shared-long -test.run "$sharedLongShard"
-shard shared -test.skip "$controllersShard|$scaleShard|$sharedLongShard|$byHand"
+shard shared -test.skip "$controllersShard|$scaleShard|$sharedLongShard|$alone"
 # failures <log>: each failed test's own messages (file.go:N: lines and the --- FAIL lines), at most 60 a test.
 # The shards' logs run to thousands of lines and CI keeps only their end, where this lands.
 failures() {
@@ -86,10 +87,15 @@ failures() {
 	' "$1"
 }
 rc=0
-for i in "${!pids[@]}"; do
-	wait "${pids[$i]}" && continue
+report() { # report <index>: the shard's failure, after it ended
 	rc=1
-	echo "run-e2e: the ${names[$i]} shard failed; its failed tests say:" >&2
-	failures "$work/${names[$i]}.log" | sed "s/^/[${names[$i]}!] /" >&2
+	echo "run-e2e: the ${names[$1]} shard failed; its failed tests say:" >&2
+	failures "$work/${names[$1]}.log" | sed "s/^/[${names[$1]}!] /" >&2
+}
+for i in "${!pids[@]}"; do
+	wait "${pids[$i]}" || report "$i"
 done
+# The shards done (and, in CI, lint and the unit tests long before them), the machine is the alone tests'.
+shard alone -test.run "$alone"
+wait "${pids[-1]}" || report "$((${#pids[@]} - 1))"
 exit "$rc"

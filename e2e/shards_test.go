@@ -25,7 +25,7 @@ func TestShardsCoverControllerTests(t *testing.T) {
 	}
 	shards := map[string]*regexp.Regexp{}
 	var listed []string
-	for _, name := range []string{"controllersShard", "scaleShard", "sharedLongShard", "byHand"} {
+	for _, name := range []string{"controllersShard", "scaleShard", "sharedLongShard", "alone"} {
 		m := regexp.MustCompile(`(?m)^` + name + `='([^']+)'$`).FindSubmatch(script)
 		if m == nil {
 			t.Fatalf("run-e2e.sh has no %s='...' line", name)
@@ -76,7 +76,7 @@ func TestShardsCoverControllerTests(t *testing.T) {
 		sort.Strings(in)
 		switch {
 		case want == "a shared shard" && (len(in) == 0 || len(in) == 1 && in[0] == "sharedLongShard"):
-		case len(in) == 1 && (in[0] == want || in[0] == "byHand"):
+		case len(in) == 1 && (in[0] == want || in[0] == "alone"):
 		default:
 			t.Errorf("%s belongs in %s of run-e2e.sh, is listed in %v", name, want, in)
 		}
