@@ -85,7 +85,14 @@ const episodeNote = "node-b dropped 37 connection attempts at NodePort 30090/TCP
 // A Deployment's rollout: the pods of both its ReplicaSets name the Deployment; their 5 s preStop is short of the
 // 27 s needed, and their 30 s grace period must grow to keep the app's 25 s of shutdown after it.
 func TestNoteNamesDeploymentRollout(t *testing.T) {
-	note, w, _ := noteFor(t, append(deploymentPods(5, 30), selectedWeb), nil)
+	wantDeploymentNote(t, append(deploymentPods(5, 30), selectedWeb))
+}
+
+// wantDeploymentNote wants, with objs in the API, the note naming Deployment web whose pods' 5 s preStop and
+// 30 s grace period fall short, and no lookup failed.
+func wantDeploymentNote(t *testing.T, objs []runtime.Object) {
+	t.Helper()
+	note, w, _ := noteFor(t, objs, nil)
 	want := "rollout deployment/web: " + episodeNote + "; preStop 5 s — set it to at least 27 s and terminationGracePeriodSeconds to at least 52 s"
 	if note != want {
 		t.Errorf("note\n%q, want\n%q", note, want)
@@ -171,14 +178,7 @@ func TestNoteSelectorlessServiceFromSlices(t *testing.T) {
 				{Addresses: []string{"10.0.0.2"}, TargetRef: &corev1.ObjectReference{Kind: "Pod", Name: "web-new-x1"}},
 				{Addresses: []string{"192.0.2.9"}},
 			}})
-	note, w, _ := noteFor(t, objs, nil)
-	want := "rollout deployment/web: " + episodeNote + "; preStop 5 s — set it to at least 27 s and terminationGracePeriodSeconds to at least 52 s"
-	if note != want {
-		t.Errorf("note\n%q, want\n%q", note, want)
-	}
-	if n := testutil.ToFloat64(w.m.lookupsFailed); n != 0 {
-		t.Errorf("lookups failed = %v", n)
-	}
+	wantDeploymentNote(t, objs)
 }
 
 // A selectorless Service whose slices name no pod (addresses outside the cluster): the note as without pods.

@@ -1,7 +1,6 @@
 package exposure
 
 import (
-	"encoding/json"
 	"math"
 	"testing"
 	"time"
@@ -210,14 +209,7 @@ func TestDrainNotMeasured(t *testing.T) {
 func TestDrainAcrossARestart(t *testing.T) {
 	r := metered()
 	fallbackDrain(r)
-	b, err := json.Marshal(r.Save())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var saved Saved
-	if err := json.Unmarshal(b, &saved); err != nil {
-		t.Fatal(err)
-	}
+	saved := throughFile(t, r)
 	n := metered()
 	n.Restore(saved, true)
 	// The new meter's count starts again; its latest arrival is its own.
@@ -226,11 +218,7 @@ func TestDrainAcrossARestart(t *testing.T) {
 	n.Advance(at(5.2).Add(quiet))
 	wantDrains(t, n, 4.2)
 	// A second restart keeps the histograms, the node's and the Service's.
-	b, _ = json.Marshal(n.Save())
-	var ended Saved
-	if err := json.Unmarshal(b, &ended); err != nil {
-		t.Fatal(err)
-	}
+	ended := throughFile(t, n)
 	again := metered()
 	again.Restore(ended, true)
 	wantDrains(t, again, 4.2)

@@ -1,7 +1,6 @@
 package exposure
 
 import (
-	"encoding/json"
 	"testing"
 	"time"
 )
@@ -143,14 +142,7 @@ func TestRestartMidEpisode(t *testing.T) {
 	r.Observe(at(0), port, served(true, 10, at(0)))
 	r.Observe(at(1), port, dropped(true, 10, at(0), Facts{Cordoned: true}))
 	r.Observe(at(4), port, dropped(true, 25, at(4), Facts{Cordoned: true}))
-	b, err := json.Marshal(r.Save())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var saved Saved
-	if err := json.Unmarshal(b, &saved); err != nil {
-		t.Fatal(err)
-	}
+	saved := throughFile(t, r)
 	n := metered()
 	n.Restore(saved, true)
 	wantTotals(t, n, CauseDrain, 3, 15, 0)
@@ -162,11 +154,7 @@ func TestRestartMidEpisode(t *testing.T) {
 		t.Error("the restored episode did not end")
 	}
 	// The histogram carries over too: a second restart keeps the ended episode.
-	b, _ = json.Marshal(n.Save())
-	var ended Saved
-	if err := json.Unmarshal(b, &ended); err != nil {
-		t.Fatal(err)
-	}
+	ended := throughFile(t, n)
 	again := metered()
 	again.Restore(ended, true)
 	if h := again.Snapshot().Episodes; h.Count != 1 || h.Sum != 11 || h.Cumulative()[10] != 0 || h.Cumulative()[20] != 1 {

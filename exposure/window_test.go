@@ -128,14 +128,7 @@ func TestWindowsAcrossRestart(t *testing.T) {
 	open := Facts{Cordoned: true, RemoteReady: 2}
 	decide(r, 0, withFacts(served(true, 100, at(0)), open))
 	decide(r, 1, withFacts(served(true, 140, at(1)), open))
-	b, err := json.Marshal(r.Save())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var saved Saved
-	if err := json.Unmarshal(b, &saved); err != nil {
-		t.Fatal(err)
-	}
+	saved := throughFile(t, r)
 	saved.Windows = append(saved.Windows, SavedWindows{Namespace: "other", Name: "svc", Attempts: map[Cause]uint64{"unknown": 5}})
 	n := metered()
 	n.Restore(saved, true)
@@ -150,4 +143,18 @@ func TestWindowsAcrossRestart(t *testing.T) {
 	if got := windowsOf(n)[CauseDrain]; got != 50 {
 		t.Errorf("drain window attempts after the restart = %d, want 40 + 10", got)
 	}
+}
+
+// throughFile is what r saves, as the state file carries it (JSON there and back).
+func throughFile(t *testing.T, r *Recorder) Saved {
+	t.Helper()
+	b, err := json.Marshal(r.Save())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var saved Saved
+	if err := json.Unmarshal(b, &saved); err != nil {
+		t.Fatal(err)
+	}
+	return saved
 }
