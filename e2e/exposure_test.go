@@ -7,10 +7,12 @@ import (
 	"maps"
 	"math"
 	"net"
+	"os"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -212,7 +214,11 @@ func TestExposureMatchesLostConnections(t *testing.T) {
 		// Every phase ran, and its drain was held to the load balancer; the client's own counts were not.
 		t.Skipf("%s", strings.Join(starved, "; "))
 	}
-	if failed := cl.failedElsewhere(nodes); len(failed) > 0 {
+	failed, refused := cl.failedElsewhere(nodes)
+	if len(refused) > 0 {
+		t.Logf("%d attempts refused by a stopped pod just before its node dropped (not an exposure): %s", len(refused), strings.Join(refused, "; "))
+	}
+	if len(failed) > 0 {
 		t.Errorf("%d attempts failed other than by a timeout on node-1 or node-2: %s", len(failed), strings.Join(failed, "; "))
 	}
 }
@@ -723,18 +729,41 @@ func (cl *exposureClient) servedSince(node string, from time.Time) error {
 	return fmt.Errorf("no attempt served on %s since %s", node, from.Format("15:04:05.000"))
 }
 
-// failedElsewhere is, for the log, each attempt lost on a node not in nodes and each that failed other than by a
-// timeout anywhere (a refusal, an error): neither is an exposure the recorders of nodes count.
-func (cl *exposureClient) failedElsewhere(nodes []string) []string {
+// failedElsewhere is each attempt lost on a node not in nodes and each that failed other than by a timeout
+// anywhere (a refusal, an error): neither is an exposure the recorders of nodes count. refused is, for the log,
+// each refusal by a stopped pod (podRefusal), which is neither.
+func (cl *exposureClient) failedElsewhere(nodes []string) (failed, refused []string) {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
-	var failed []string
 	for _, a := range cl.attempts {
-		if a.err != nil && !a.lost || a.lost && !slices.Contains(nodes, a.node) {
-			failed = append(failed, fmt.Sprintf("%s at %s: %v", a.node, a.at.Format("15:04:05.000"), a.err))
+		line := fmt.Sprintf("%s at %s: %v", a.node, a.at.Format("15:04:05.000"), a.err)
+		switch {
+		case a.err != nil && !a.lost && slices.Contains(nodes, a.node) && cl.podRefusal(a):
+			refused = append(refused, line)
+		case a.err != nil && !a.lost || a.lost && !slices.Contains(nodes, a.node):
+			failed = append(failed, line)
 		}
 	}
-	return failed
+	return failed, refused
+}
+
+// podRefusalBefore bounds how long before its node's first drop a pod's refusal may come: the node agent stops
+// a pod's servers a second after it reports the pod exited, and kube-proxy, which syncs at most once a second,
+// may still forward to it until it drops (docs/exposure.md, "What it cannot see": attempts a pod refuses).
+const podRefusalBefore = 2 * time.Second
+
+// podRefusal: a is a connection refused on its node within podRefusalBefore before an attempt lost there, the
+// old pod refusing between its stop and kube-proxy's drop. The caller holds cl.mu.
+func (cl *exposureClient) podRefusal(a exposureAttempt) bool {
+	if !errors.Is(a.err, syscall.ECONNREFUSED) {
+		return false
+	}
+	for _, b := range cl.attempts {
+		if b.lost && b.node == a.node && !b.at.Before(a.at) && b.at.Sub(a.at) <= podRefusalBefore {
+			return true
+		}
+	}
+	return false
 }
 
 // preStopRollout is the proof of the recommended preStop: after the measured rollout and drain, the preStop sleep
@@ -920,4 +949,30 @@ func recommendPreStop(t *testing.T, ctx context.Context, c *cluster.Cluster, svc
 	t.Logf("recommended from %.0f measured drain(s) of %s/%s: p95 %.3f s + %d s margin: preStop %d s, grace %d s",
 		total, svc.Namespace, svc.Name, p95, margin, preStop, newGrace)
 	return preStop, newGrace
+}
+
+// TestPodRefusalsBeforeTheDrop: failedElsewhere, on recorded attempts. A refusal on a node just before an attempt
+// is lost there (the old pod stopped, kube-proxy not synced yet) is logged, not failed; a refusal with no drop
+// after it on its node, one on a node not measured, and a timeout elsewhere fail.
+func TestPodRefusalsBeforeTheDrop(t *testing.T) {
+	base := time.Date(2026, 12, 7, 3, 8, 48, 0, time.UTC)
+	refusal := &net.OpError{Op: "dial", Net: "tcp4", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	timeout := &net.OpError{Op: "dial", Net: "tcp4", Err: os.ErrDeadlineExceeded}
+	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
+	cl := &exposureClient{attempts: []exposureAttempt{
+		{at: at(0), node: "node-2", err: refusal},              // the pod's: node-2 drops 40 ms later
+		{at: at(40), node: "node-2", err: timeout, lost: true}, // the episode's first loss
+		{at: at(5000), node: "node-1", err: refusal},           // no drop follows on node-1
+		{at: at(5100), node: "node-3", err: refusal},           // not a measured node
+		{at: at(5200), node: "node-3", err: timeout, lost: true},
+		{at: at(9000), node: "node-1", err: refusal}, // a drop 2.5 s later is not this pod's
+		{at: at(11500), node: "node-1", err: timeout, lost: true},
+	}}
+	failed, refused := cl.failedElsewhere([]string{"node-1", "node-2"})
+	if len(refused) != 1 || !strings.HasPrefix(refused[0], "node-2 at 03:08:48.000") {
+		t.Errorf("refused by a stopped pod: %q, want node-2's at 03:08:48.000 alone", refused)
+	}
+	if len(failed) != 4 {
+		t.Errorf("failed: %q, want node-1's two refusals, node-3's refusal and its loss", failed)
+	}
 }
