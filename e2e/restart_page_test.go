@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"testing"
 	"time"
 
@@ -96,7 +97,20 @@ func TestRestartKeepsThePage(t *testing.T) {
 			expectMetrics(ctx, c, n4.Name, pagingWith(lb, n4.Name, "health_check_ignored")...))
 	})
 
-	// An OOM kill on node-2: the state file holds what the scrapes wrote (at most 5 s old).
+	// An OOM kill on node-2: the state file holds what the model last wrote, every 5 s at most while it changes,
+	// so the kill waits for a write since node-2 paged; a kill sooner finds the page's evidence not yet written
+	// (docs/rotation.md, "What a restart keeps").
+	paged := time.Now()
+	eventually(t, converge, "node-2's state file written since it paged", func() error {
+		fi, err := os.Stat(n2.ExporterStateFile(cluster.ExporterPort))
+		if err != nil {
+			return err
+		}
+		if !fi.ModTime().After(paged) {
+			return fmt.Errorf("written at %s, before node-2 paged at %s", fi.ModTime().Format("15:04:05.000"), paged.Format("15:04:05.000"))
+		}
+		return nil
+	})
 	n2.KillExporter()
 	if err := n2.StartExporter(ctx); err != nil {
 		t.Fatal(err)
