@@ -21,14 +21,7 @@ type Saved struct {
 	// Windows is what arrived in each Service's rollout and drain windows (window.go). A window open at the
 	// restart counts again from the new meter's first count: what arrived between the last decision before and
 	// that count is no one's, as at any first count.
-	Windows []SavedWindows `json:"windows,omitempty"`
-}
-
-// SavedWindows is one Service's window attempts by cause.
-type SavedWindows struct {
-	Namespace string           `json:"namespace"`
-	Name      string           `json:"name"`
-	Attempts  map[Cause]uint64 `json:"attempts"`
+	Windows []ServiceWindows `json:"windows,omitempty"`
 }
 
 // SavedService is one Service's stats.
@@ -69,9 +62,7 @@ func (r *Recorder) Save() Saved {
 	for _, st := range r.serviceSnapshot() {
 		s.Services = append(s.Services, SavedService{Namespace: st.Namespace, Name: st.Name, Totals: st.Totals, Drains: st.Drains})
 	}
-	for _, w := range r.windowSnapshot() {
-		s.Windows = append(s.Windows, SavedWindows{Namespace: w.Namespace, Name: w.Name, Attempts: maps.Clone(w.Attempts)})
-	}
+	s.Windows = r.windowSnapshot() // copied anew whenever they move: never changed in place
 	for _, k := range r.sortedOpen() {
 		ep := r.open[k]
 		se := SavedEpisode{Key: k, Cause: ep.Cause, Start: ep.Start.UnixNano(), Metered: ep.Metered, Attempts: ep.Attempts,
@@ -129,11 +120,7 @@ func (r *Recorder) Restore(s Saved, fresh bool) {
 			if _, ok := r.totals[c]; !ok || n == 0 {
 				continue
 			}
-			k := [2]string{sw.Namespace, sw.Name}
-			if r.windows[k] == nil {
-				r.windows[k] = map[Cause]uint64{}
-			}
-			r.windows[k][c] = n
+			r.windowOf([2]string{sw.Namespace, sw.Name})[c] = n
 			r.winDirty = true
 		}
 	}

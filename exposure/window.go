@@ -30,9 +30,10 @@ func WindowOf(f Facts) (c Cause, ok bool) {
 
 // ServiceWindows is what arrived at one Service's destinations on this node in its windows, by cause.
 type ServiceWindows struct {
-	Namespace, Name string
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
 	// Attempts has an entry for each cause the Service had a window of in which an attempt arrived.
-	Attempts map[Cause]uint64
+	Attempts map[Cause]uint64 `json:"attempts"`
 }
 
 // window counts the attempts the meter counted at k since its decision before, when a window was open at
@@ -71,14 +72,18 @@ func (r *Recorder) window(k Key, o Observation) {
 		}
 		cause = prevCause // the window closed since the decision before: what arrived in between was in it
 	}
-	svc := serviceOf(k)
+	r.windowOf(serviceOf(k))[cause] += n
+	r.winDirty = true
+}
+
+// windowOf is the Service's window attempts by cause, made when it has none yet.
+func (r *Recorder) windowOf(svc [2]string) map[Cause]uint64 {
 	w := r.windows[svc]
 	if w == nil {
 		w = map[Cause]uint64{}
 		r.windows[svc] = w
 	}
-	w[cause] += n
-	r.winDirty = true
+	return w
 }
 
 // forgetWindows drops a Service that is gone: its series go with it.

@@ -129,7 +129,7 @@ func TestWindowsAcrossRestart(t *testing.T) {
 	decide(r, 0, withFacts(served(true, 100, at(0)), open))
 	decide(r, 1, withFacts(served(true, 140, at(1)), open))
 	saved := throughFile(t, r)
-	saved.Windows = append(saved.Windows, SavedWindows{Namespace: "other", Name: "svc", Attempts: map[Cause]uint64{"unknown": 5}})
+	saved.Windows = append(saved.Windows, ServiceWindows{Namespace: "other", Name: "svc", Attempts: map[Cause]uint64{"unknown": 5}})
 	n := metered()
 	n.Restore(saved, true)
 	if got := windowsOf(n); len(got) != 1 || got[CauseDrain] != 40 {
