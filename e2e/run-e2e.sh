@@ -86,11 +86,22 @@ failures() {
 		/^panic: / { print; p = 20 } p-- > 0 && !/^panic: / { print }
 	' "$1"
 }
+# digest <log>: a failed test in three lines or fewer: its --- FAIL line and its last two messages, cut to 240
+# characters. CI keeps a few dozen lines of the end of its output; the digest of every failed shard is printed
+# last, after the alone tests, and appended to $LT_STAGES.failures, which the stage table prints after itself.
+digest() {
+	failures "$1" | awk '
+		/^ *--- FAIL: / { sub(/^ +/, ""); print; for (i = n > 2 ? n - 2 : 0; i < n; i++) print "    " substr(m[i], 1, 240); n = 0; next }
+		/\.go:[0-9]+: / { sub(/^ +/, ""); m[n++] = $0 }
+	'
+}
 rc=0
+digests=()
 report() { # report <index>: the shard's failure, after it ended
 	rc=1
 	echo "run-e2e: the ${names[$1]} shard failed; its failed tests say:" >&2
 	failures "$work/${names[$1]}.log" | sed "s/^/[${names[$1]}!] /" >&2
+	digests+=("$(digest "$work/${names[$1]}.log" | sed "s/^/e2e ${names[$1]}: /")")
 }
 for i in "${!pids[@]}"; do
 	wait "${pids[$i]}" || report "$i"
@@ -98,4 +109,9 @@ done
 # The shards done (and, in CI, lint and the unit tests long before them), the machine is the alone tests'.
 shard alone -test.run "$alone"
 wait "${pids[-1]}" || report "$((${#pids[@]} - 1))"
+if ((rc)); then
+	echo "run-e2e: failed tests, in short:" >&2
+	printf '%s\n' "${digests[@]}" >&2
+	[[ -z "${LT_STAGES:-}" ]] || printf '%s\n' "${digests[@]}" >>"$LT_STAGES.failures"
+fi
 exit "$rc"

@@ -15,6 +15,11 @@ if [[ "${1:-}" == --table ]]; then
 		{ printf "| %-18s | %-7s | %6s | %8s |\n", $1, $2, mmss($4), mmss($3) }
 		END { printf "| %-18s | %-7s | %6s | %8s |\n", "total", rc == 0 ? "ok" : "FAILED", "0:00", mmss(total) }
 	' "$2"
+	# What a failed stage left for the very end of the log (run-e2e.sh: its failed tests, a few lines each).
+	if [[ -s "$2.failures" ]]; then
+		echo "Failed tests, in short (the stage's log has them whole):"
+		tail -n 24 "$2.failures"
+	fi
 	exit 0
 fi
 name="$1"
