@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -53,14 +54,16 @@ var stepLogged = regexp.MustCompile(`the wall clock was stepped since the state 
 
 // TestRestartThroughWallClockSteps: a page outlives an exporter restart across which the node's wall clock was
 // stepped (NTP correcting a drifted node, an operator's `date -s`), forward and back. node-2 (iptables) and node-3
-// (nftables) drop the NodePort of a Service whose only replica is on node-1, the outside client keeps sending
-// and both page traffic_lost. Each exporter is killed (SIGKILL) once its state file holds the page, the
-// machine's wall clock is stepped 3 minutes ahead (more than the 2 minute quiet period), and each restarted
-// exporter must report traffic_lost at the first scrape that knows the Service, its file restored, and log the
-// step. Then, the file written again by the exporters on the stepped clock, they are killed, the clock set
-// back 3 minutes to the true time, and the same must hold. Without the boot clock in the state file the
-// forward step ages the runs past the quiet period and they are dropped on load: the first scrape says
-// no_traffic_seen. It steps the machine's clock, so run-e2e.sh runs it alone, after the shards.
+// (nftables) each receive a load balancer IP of their own, whose Service's only replica is on node-1: the outside
+// client keeps sending past the grace window although their health checks answer 503, and both page
+// health_check_ignored, a page that needs the memory of how long attempts have kept arriving. Each exporter is
+// killed (SIGKILL) once its state file holds the page, the machine's wall clock is stepped 3 minutes ahead
+// (more than the 2-minute quiet period), and each restarted exporter must report health_check_ignored at the
+// first scrape that knows the Service, its file restored, and log the step. Then, the file written again by the
+// exporters on the stepped clock, they are killed, the clock set back 3 minutes to the true time, and the same
+// must hold. Without the boot clock in the state file the forward step ages the runs past the quiet period and
+// they are dropped on load: the first scrape has no page and logs no step. It steps the machine's clock, so
+// run-e2e.sh runs it alone, after the shards.
 func TestRestartThroughWallClockSteps(t *testing.T) {
 	requireRoot(t)
 	ctx := testContext(t)
@@ -78,13 +81,27 @@ func TestRestartThroughWallClockSteps(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	clock := newWallClock(t)
 	droppers := []*cluster.Node{c.Node("node-2"), c.Node("node-3")}
-	np := newService(t, c, "e2e-clock", "orders", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal)
-	setEndpoints(t, c, np, ready(startPods(t, c, np, "node-1")...))
-	keepSending(t, c, nodePortAddr(droppers[0], np), nodePortAddr(droppers[1], np))
+	lbs := map[string]*corev1.Service{}
+	var addrs []string
+	for i, n := range droppers {
+		lbIP := fmt.Sprintf("192.0.2.%d", 140+i)
+		lb := serviceSpec(t, c, "e2e-clock", "checkout-"+n.Name, corev1.ServiceTypeLoadBalancer, nil)
+		setEndpoints(t, c, lb, ready(startPods(t, c, lb, "node-1")...))
+		if err := c.SetLoadBalancerIngress(ctx, lb.Namespace, lb.Name, corev1.LoadBalancerIngress{IP: lbIP}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Unroute(context.Background(), lbIP) })
+		if err := c.RouteVia(ctx, n.Name, lbIP); err != nil {
+			t.Fatal(err)
+		}
+		lbs[n.Name] = lb
+		addrs = append(addrs, lbIP+":80")
+	}
+	keepSending(t, c, addrs...)
 	eventually(t, converge, "node-2 and node-3 page", func() error {
 		var errs []error
 		for _, n := range droppers {
-			errs = append(errs, expectMetrics(ctx, c, n.Name, pagingWith(np, n.Name, "traffic_lost")...))
+			errs = append(errs, expectMetrics(ctx, c, n.Name, pagingWith(lbs[n.Name], n.Name, "health_check_ignored")...))
 		}
 		return errors.Join(errs...)
 	})
@@ -120,8 +137,8 @@ func TestRestartThroughWallClockSteps(t *testing.T) {
 			}
 		}
 		for _, n := range droppers {
-			m := firstVerdict(t, ctx, c, n, np)
-			if err := checkScrape(m, append(pagingWith(np, n.Name, "traffic_lost"),
+			m := firstVerdict(t, ctx, c, n, lbs[n.Name])
+			if err := checkScrape(m, append(pagingWith(lbs[n.Name], n.Name, "health_check_ignored"),
 				metricIs("localtraffic_state_file_state", cluster.Labels{"node": n.Name, "state": "restored"}, 1))...); err != nil {
 				t.Errorf("%s: %s's first scrape after the wall clock stepped %s: %v\n%s\n%s", phase.name, n.Name, phase.want, err,
 					m.Grep("localtraffic_blackhole"), m.Grep("localtraffic_state_file"))
