@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"testing"
 	"time"
 
@@ -101,16 +100,7 @@ func TestRestartKeepsThePage(t *testing.T) {
 	// so the kill waits for a write since node-2 paged; a kill sooner finds the page's evidence not yet written
 	// (docs/rotation.md, "What a restart keeps").
 	paged := time.Now()
-	eventually(t, converge, "node-2's state file written since it paged", func() error {
-		fi, err := os.Stat(n2.ExporterStateFile(cluster.ExporterPort))
-		if err != nil {
-			return err
-		}
-		if !fi.ModTime().After(paged) {
-			return fmt.Errorf("written at %s, before node-2 paged at %s", fi.ModTime().Format("15:04:05.000"), paged.Format("15:04:05.000"))
-		}
-		return nil
-	})
+	eventually(t, converge, "node-2's state file written since it paged", func() error { return writtenSince(n2, paged) })
 	n2.KillExporter()
 	if err := n2.StartExporter(ctx); err != nil {
 		t.Fatal(err)

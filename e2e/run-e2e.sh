@@ -19,7 +19,8 @@
 # (TestShardsCoverControllerTests holds these lists to the code); a new shared-cluster test lands in shared.
 # The tests in alone run after the shards, each with the machine to itself (their clusters are their own or the
 # controllers' cluster, started anew): a client that times its own losses to milliseconds misjudges them beside
-# the shards, or beside lint and the unit tests, on two cores.
+# the shards, or beside lint and the unit tests, on two cores; a test that steps the machine's wall clock would
+# step it under every other test too.
 # Each shard's lines are prefixed with its name as they come.
 set -euo pipefail
 # sudo's secure_path drops Go's usual install directory.
@@ -41,8 +42,9 @@ fi
 # The shards' tests (see above). Anchored alternations: -test.skip takes them joined with |.
 controllersShard='^(TestDrillLive|TestNodeAgentReadinessOnDemand|TestPluginDrill|TestPluginSchedulerScenarios|TestSchedulerSpreadWithoutHonor|TestSchedulerMaxSurgeParks|TestDrainLastReplica|TestScaleDown6To2|TestDaemonSetRollingUpdate|TestFidelityDaemonSetKeepsOffWindowsAndVirtualNodes|TestDeployInstallsWhereBaselineIsEnforced|TestPluginDrainCheck)$'
 scaleShard='^(TestScaleRules|TestScaleMemory|TestScaleAPILoad|TestScaleCPUBesideKubeProxy|TestOldestAdmittedKubernetes)$'
-# After the shards, alone (make e2e-exposure runs it by itself): its client times its own losses to 20 ms.
-alone='^(TestExposureMatchesLostConnections)$'
+# After the shards, alone (make e2e-exposure runs the first by itself): the first's client times its own losses to
+# 20 ms, the second steps the machine's wall clock.
+alone='^(TestExposureMatchesLostConnections|TestRestartThroughWallClockSteps)$'
 sharedLongShard='^(TestAlertsOnLivePrometheus|TestAlertsOneNotificationPerService|TestSoak|TestLandingPageInBrowserDuringDrill|TestCadenceIndependentVerdicts|TestRulesModelEqualsFullReadUnderChurn)$'
 
 work="$(mktemp -d)"
