@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
@@ -197,8 +198,12 @@ type observations struct {
 	snap  *arrivals.Snapshot // nil: no meter
 	quiet time.Duration
 	now   time.Time
-	// dropped is when each destination was first found dropped, decision after decision (arrivalTotals).
-	dropped func(verdict.Destination) time.Time
+	// dropped is when each destination was first found dropped, decision after decision (arrivalTotals), for
+	// the Service owner (its UID).
+	dropped func(d verdict.Destination, owner types.UID) time.Time
+	// owner is the UID of the Service being decided: a destination's dropped-since time recorded for another
+	// Service of its name (deleted and created again while the exporter was down) is not this one's.
+	owner types.UID
 	// overloaded: the meter missed packets (ring full, rate budget) within the quiet period. Its silence then
 	// says nothing: a destination without attempts counted is not observed, rather than observed quiet.
 	overloaded bool
@@ -225,7 +230,7 @@ func (o *observations) Observe(d verdict.Destination) verdict.Observation {
 	// traffic nor break the silence of a destination nothing else reaches.
 	rep := o.repeated(c.Repeated)
 	obs := verdict.Observation{Watched: true, Attempts: c.Attempts, ActiveSince: c.ActiveSince, LastSeen: c.LastSeen,
-		Ongoing: ongoing, Silent: !rep.Ongoing && o.now.Sub(c.WatchedSince) >= o.quiet, DroppedSince: o.dropped(d),
+		Ongoing: ongoing, Silent: !rep.Ongoing && o.now.Sub(c.WatchedSince) >= o.quiet, DroppedSince: o.dropped(d, o.owner),
 		LastNewFlow: c.LastNewFlow, Repeats: true, Repeated: rep}
 	o.addSources(&obs, c)
 	return obs
@@ -275,13 +280,29 @@ type arrivalTotals struct {
 	last  map[arrivals.Dest]uint64
 	total map[ArrivalKey]uint64
 	// dropped is when each destination was first found dropped (verdict.Observation.DroppedSince).
-	dropped map[verdict.Destination]time.Time
+	dropped map[verdict.Destination]dropMark
 	// folded is the Taken time of the last snapshot folded into total; recorded, of the last scrape that
 	// recorded dropped destinations.
 	folded, recorded time.Time
 	// missed is the meter's missed packets (ring full, shed) as last folded; missedGrew, when they last grew.
 	missed     uint64
 	missedGrew time.Time
+}
+
+// dropMark is when a destination was first found dropped, and for which Service: its UID ("" where unknown: a
+// state file from an exporter that did not write it, a Service without one in tests). A Service deleted and
+// created again under its name while the exporter was down is another Service, whose drop begins anew.
+type dropMark struct {
+	since time.Time
+	owner types.UID
+}
+
+// of is the mark's time for the Service owner: zero when the mark is another Service's.
+func (m dropMark) of(owner types.UID) time.Time {
+	if m.owner != "" && owner != "" && m.owner != owner {
+		return time.Time{}
+	}
+	return m.since
 }
 
 // ArrivalKey is one of ArrivalsState.Totals: an arrivals kind in one IP family.
@@ -292,7 +313,7 @@ type ArrivalKey struct {
 
 func newArrivalTotals() *arrivalTotals {
 	return &arrivalTotals{last: map[arrivals.Dest]uint64{}, total: map[ArrivalKey]uint64{},
-		dropped: map[verdict.Destination]time.Time{}}
+		dropped: map[verdict.Destination]dropMark{}}
 }
 
 // add folds one snapshot's counts into the totals and returns a copy of them. kinds says which kind each
@@ -355,15 +376,15 @@ func (t *arrivalTotals) overloaded(now time.Time, quiet time.Duration) bool {
 // without scrapes longer than quiet (the exporter not scraped, or stalled) it forgets them: what happened in
 // the gap is unknown (the node may have served and dropped again), and an old "dropped since" would count the
 // whole gap against the grace window and page at once.
-func (t *arrivalTotals) droppedSince(now time.Time, quiet time.Duration) map[verdict.Destination]time.Time {
-	out := map[verdict.Destination]time.Time{}
-	t.eachDropped(now, quiet, func(d verdict.Destination, since time.Time) { out[d] = since })
+func (t *arrivalTotals) droppedSince(now time.Time, quiet time.Duration) map[verdict.Destination]dropMark {
+	out := map[verdict.Destination]dropMark{}
+	t.eachDropped(now, quiet, func(d verdict.Destination, m dropMark) { out[d] = m })
 	return out
 }
 
 // eachDropped hands fn each destination's dropped-since time as droppedSince returns them, without copying
 // them: the state file keeps only the few of destinations where attempts arrived, of a thousand dropped.
-func (t *arrivalTotals) eachDropped(now time.Time, quiet time.Duration, fn func(verdict.Destination, time.Time)) {
+func (t *arrivalTotals) eachDropped(now time.Time, quiet time.Duration, fn func(verdict.Destination, dropMark)) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.recorded.IsZero() && now.Sub(t.recorded) > quiet {
@@ -374,12 +395,12 @@ func (t *arrivalTotals) eachDropped(now time.Time, quiet time.Duration, fn func(
 	}
 }
 
-// droppedAt is when d was first found dropped (zero: it is not), as of now: the node model decides one
-// Service at a time and looks each destination up rather than copying them all at every step.
-func (t *arrivalTotals) droppedAt(d verdict.Destination) time.Time {
+// droppedAt is when d was first found dropped for the Service owner (zero: it is not), as of now: the node
+// model decides one Service at a time and looks each destination up rather than copying them all at every step.
+func (t *arrivalTotals) droppedAt(d verdict.Destination, owner types.UID) time.Time {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.dropped[d]
+	return t.dropped[d].of(owner)
 }
 
 // forgetIfStalled forgets every dropped-since time when nobody looked at the drops for longer than quiet
@@ -424,8 +445,8 @@ func (t *arrivalTotals) recordDropped(results []*ServiceResult, now time.Time) {
 	deleteUnseen(t.dropped, seen)
 }
 
-// markDropped records now for each destination r drops that has no dropped-since time yet, and adds every
-// destination r drops to seen. The caller holds t.mu.
+// markDropped records now for each destination r drops that has no dropped-since time yet for r's Service, and
+// adds every destination r drops to seen. The caller holds t.mu.
 func (t *arrivalTotals) markDropped(r *ServiceResult, now time.Time, seen map[verdict.Destination]bool) {
 	for _, fv := range r.Verdict.Families {
 		for _, e := range fv.Entries {
@@ -433,8 +454,8 @@ func (t *arrivalTotals) markDropped(r *ServiceResult, now time.Time, seen map[ve
 				continue
 			}
 			seen[e.Destination] = true
-			if _, ok := t.dropped[e.Destination]; !ok {
-				t.dropped[e.Destination] = now
+			if t.dropped[e.Destination].of(r.Service.UID).IsZero() {
+				t.dropped[e.Destination] = dropMark{since: now, owner: r.Service.UID}
 			}
 		}
 	}

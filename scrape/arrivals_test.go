@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
 	"github.com/localtraffic/localtraffic-exporter/verdict"
@@ -67,19 +69,19 @@ func TestDroppedSinceForgottenAfterAGap(t *testing.T) {
 	tot := newArrivalTotals()
 	tot.recordDropped(dropped, t0)
 	tot.recordDropped(dropped, t0.Add(time.Minute))
-	if got := tot.droppedSince(t0.Add(90*time.Second), 2*time.Minute)[d]; !got.Equal(t0) {
-		t.Fatalf("scraped every minute: dropped since %v, want %v", got, t0)
+	if got := tot.droppedSince(t0.Add(90*time.Second), 2*time.Minute)[d]; !got.since.Equal(t0) {
+		t.Fatalf("scraped every minute: dropped since %v, want %v", got.since, t0)
 	}
 	tot.recordDropped(nil, t0.Add(30*time.Second)) // an older concurrent scrape that saw nothing dropped
-	if got := tot.droppedSince(t0.Add(90*time.Second), 2*time.Minute)[d]; !got.Equal(t0) {
-		t.Fatalf("an older scrape forgot it: dropped since %v", got)
+	if got := tot.droppedSince(t0.Add(90*time.Second), 2*time.Minute)[d]; !got.since.Equal(t0) {
+		t.Fatalf("an older scrape forgot it: dropped since %v", got.since)
 	}
 	if got, ok := tot.droppedSince(t0.Add(10*time.Minute), 2*time.Minute)[d]; ok {
-		t.Fatalf("after 9 minutes without a scrape: still dropped since %v", got)
+		t.Fatalf("after 9 minutes without a scrape: still dropped since %v", got.since)
 	}
 	tot.recordDropped(dropped, t0.Add(10*time.Minute))
-	if got := tot.droppedSince(t0.Add(11*time.Minute), 2*time.Minute)[d]; !got.Equal(t0.Add(10 * time.Minute)) {
-		t.Errorf("after the gap: dropped since %v, want the first scrape after it", got)
+	if got := tot.droppedSince(t0.Add(11*time.Minute), 2*time.Minute)[d]; !got.since.Equal(t0.Add(10 * time.Minute)) {
+		t.Errorf("after the gap: dropped since %v, want the first scrape after it", got.since)
 	}
 }
 
@@ -131,7 +133,7 @@ func TestObservationOfAPortScan(t *testing.T) {
 	scan := arrivals.DestCount{Dest: np, Attempts: 3, FirstSeen: now.Add(-time.Minute), ActiveSince: now.Add(-time.Minute),
 		LastSeen: now.Add(-10 * time.Second), WatchedSince: now.Add(-time.Hour)}
 	o := &observations{snap: &arrivals.Snapshot{Status: arrivals.StatusOK, Dests: []arrivals.DestCount{scan}}, quiet: 2 * time.Minute, now: now,
-		dropped: func(verdict.Destination) time.Time { return now.Add(-time.Hour) }}
+		dropped: func(verdict.Destination, types.UID) time.Time { return now.Add(-time.Hour) }}
 	d := verdict.Destination{Kind: verdict.NodePort, Protocol: "TCP", Family: "IPv4", DestPort: 30090}
 	got := o.Observe(d)
 	if !got.Watched || got.Attempts != 3 || !got.Ongoing || !got.Repeats || got.Repeated.Attempts != 0 || got.Repeated.Ongoing || !got.Silent {

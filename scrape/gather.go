@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe"
@@ -432,8 +433,9 @@ type pass struct {
 	apiSeenOK bool
 	// pendingGone: the Service decided last has rule endpoints the API view lacks, not yet confirmed gone.
 	pendingGone bool
-	// dropped says when a destination was first found dropped (set before prepare to look them up live).
-	dropped func(verdict.Destination) time.Time
+	// dropped says when a destination was first found dropped for a Service (set before prepare to look them up
+	// live).
+	dropped func(verdict.Destination, types.UID) time.Time
 }
 
 // newPass picks what decides this pass's verdicts (the rules, or the API view) and records it in st.Source.
@@ -459,7 +461,7 @@ func (g *Gatherer) newPass(st *State) *pass {
 func (p *pass) prepare(now time.Time) {
 	if p.dropped == nil {
 		since := p.g.arrivals.droppedSince(now, p.g.cfg.Quiet)
-		p.dropped = func(d verdict.Destination) time.Time { return since[d] }
+		p.dropped = func(d verdict.Destination, owner types.UID) time.Time { return since[d].of(owner) }
 	}
 	st, g := p.st, p.g
 	p.dec = newDecider(p.fr, p.ev)
@@ -487,6 +489,9 @@ func (p *pass) decideService(svc kubeview.ServiceState, checks []FamilyCheck, se
 		svc.ExternalIPs = nil
 	}
 	r := ServiceResult{Service: svc, Checks: checks}
+	if p.observed != nil {
+		p.observed.owner = svc.UID
+	}
 	ports := 0
 	for _, fam := range svc.Families {
 		ports += len(fam.Ports)

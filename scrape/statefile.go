@@ -20,6 +20,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/localtraffic/localtraffic-exporter/exposure"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
@@ -115,7 +116,7 @@ type StateFile struct {
 // restoredState is what a state file carries over.
 type restoredState struct {
 	runs          map[arrivals.Dest]arrivals.Run
-	dropped       map[verdict.Destination]time.Time
+	dropped       map[verdict.Destination]dropMark
 	kubeProxySeen time.Time     // zero: not within kubeProxySeenHorizon
 	wallStep      time.Duration // how far the wall clock was stepped since the write; the times above moved with it
 	// exposure is the exposure recorder's state; exposureFresh: the file is younger than the horizon, so its
@@ -188,6 +189,9 @@ type droppedEntry struct {
 	Address   string `json:"address,omitempty"`
 	DestPort  int32  `json:"dest_port"`
 	Since     int64  `json:"since_unix_nano"`
+	// Owner is the UID of the Service the drop was found for: restored onto another Service of the name (one
+	// deleted and created again while the exporter was down), the time is not that Service's.
+	Owner string `json:"owner,omitempty"`
 }
 
 // OpenStateFile reads the state file once and reports what it found (a log line, and the state metric from
@@ -305,7 +309,7 @@ func (b stateBody) restore(horizon time.Duration, now time.Time) (*restoredState
 	if written.After(now) {
 		cutoff = written.Add(-horizon) // the clock was set back since: the file's own time is the later one
 	}
-	rs := &restoredState{runs: map[arrivals.Dest]arrivals.Run{}, dropped: map[verdict.Destination]time.Time{}}
+	rs := &restoredState{runs: map[arrivals.Dest]arrivals.Run{}, dropped: map[verdict.Destination]dropMark{}}
 	for _, r := range b.Runs {
 		d, run, err := r.run()
 		if err != nil {
@@ -322,7 +326,7 @@ func (b stateBody) restore(horizon time.Duration, now time.Time) (*restoredState
 			return nil, err
 		}
 		if fresh {
-			rs.dropped[d] = since
+			rs.dropped[d] = dropMark{since: since, owner: types.UID(e.Owner)}
 		}
 	}
 	if b.KubeProxySeenAt < 0 {
@@ -551,8 +555,8 @@ func (g *Gatherer) restoreState(rs *restoredState) {
 		g.kubeProxy.restore(rs.kubeProxySeen)
 	}
 	g.arrivals.mu.Lock()
-	for d, at := range rs.dropped {
-		g.arrivals.dropped[d] = at
+	for d, m := range rs.dropped {
+		g.arrivals.dropped[d] = m
 	}
 	g.arrivals.mu.Unlock()
 	if r, ok := g.cfg.Meter.(ArrivalsRestorer); ok && len(rs.runs) > 0 {
@@ -655,14 +659,14 @@ func (g *Gatherer) stateBody(snap *arrivals.Snapshot, horizon time.Duration) sta
 		}
 		b.Runs = append(b.Runs, e)
 	}
-	g.arrivals.eachDropped(snap.Taken, horizon, func(d verdict.Destination, since time.Time) {
+	g.arrivals.eachDropped(snap.Taken, horizon, func(d verdict.Destination, m dropMark) {
 		if len(kept) == 0 {
 			return
 		}
 		if ad, ok := MeterDest(d); ok && kept[ad] {
 			b.Dropped = append(b.Dropped, droppedEntry{Namespace: d.Namespace, Service: d.Service, Port: d.Port,
 				Protocol: string(d.Protocol), Family: string(d.Family), Kind: string(d.Kind), Address: d.Address,
-				DestPort: d.DestPort, Since: since.UnixNano()})
+				DestPort: d.DestPort, Since: m.since.UnixNano(), Owner: string(m.owner)})
 		}
 	})
 	slices.SortFunc(b.Runs, func(x, y runEntry) int {

@@ -21,6 +21,7 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/scrape/scrapetest"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/localtraffic/localtraffic-exporter/kubeview"
 	"github.com/localtraffic/localtraffic-exporter/nodeprobe/arrivals"
@@ -86,12 +87,20 @@ var restartNP = arrivals.NodeDest(arrivals.TCP, false, 30090)
 // start starts an exporter process: a new meter and gatherer over the state file at path ("" for none).
 func startNode(t *testing.T, path string, c *clock) *restartNode {
 	t.Helper()
+	return startNodeOf(t, path, c, "")
+}
+
+// startNodeOf is startNode with the Service's UID set to uid.
+func startNodeOf(t *testing.T, path string, c *clock, uid types.UID) *restartNode {
+	t.Helper()
 	n := &restartNode{t: t, path: path, clock: c, logs: &bytes.Buffer{}}
 	logger := slog.New(slog.NewTextHandler(n.logs, nil))
 	n.meter = &restoringMeter{Meter: scrapetest.Meter{Status: arrivals.StatusOK, Now: c.now, Counts: map[arrivals.Dest]arrivals.DestCount{}}}
 	n.sf = OpenStateFile(StateFileConfig{Path: path, Node: "node-1", Logger: logger, Now: c.Now, Boot: c.Boot})
 	node := kubeview.NodeState{Name: "node-1", Found: true, Excluded: true, InternalIPs: []string{"10.0.0.1"}}
-	view := &scrapetest.View{Snap: kubeview.Snapshot{Node: node, Services: []kubeview.ServiceState{scrapetest.NodePortService(0)}}}
+	svc := scrapetest.NodePortService(0)
+	svc.UID = uid
+	view := &scrapetest.View{Snap: kubeview.Snapshot{Node: node, Services: []kubeview.ServiceState{svc}}}
 	n.g = NewGatherer(GathererConfig{View: view, Addrs: scrapetest.Addrs{"127.0.0.1", "10.0.0.1"}, KubeProxyAddress: scrapetest.NoAddress,
 		Meter: n.meter, Grace: 2 * time.Minute, ProbeTimeout: time.Second, Logger: logger, State: n.sf})
 	return n
@@ -174,6 +183,54 @@ func TestStateFileRestartKeepsThePage(t *testing.T) {
 	}
 	if st := blind.scrape(c.now); st.Services[0].Verdict.Blackhole {
 		t.Fatalf("without the state file the first scrape after the restart pages: %+v", st.Services[0].Verdict)
+	}
+}
+
+// A dropped-since time belongs to the Service it was found for: restored onto a Service deleted and created
+// again under its name while the exporter was down (another UID), it does not count, and the new Service's
+// grace window starts at its first decision. Restored onto the same Service, it counts (the control). The fake
+// meter keeps the run either way, as an old meter without owners did: the dropped-since time alone decides.
+func TestStateFileDroppedSinceIsTheServices(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	for _, tc := range []struct {
+		name  string
+		after types.UID
+		want  verdict.Reason
+	}{
+		{"same Service", "uid-1", verdict.ReasonTrafficLost},
+		{"created again", "uid-2", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "state.json")
+			c := &clock{now: t0}
+			before := startNodeOf(t, path, c, "uid-1")
+			var st *State
+			for at := t0; !at.After(t0.Add(3*time.Minute + 30*time.Second)); at = at.Add(30 * time.Second) {
+				st = before.scrape(at)
+			}
+			if r := firstReason(st); r != verdict.ReasonTrafficLost {
+				t.Fatalf("past grace: reason %q, want traffic_lost", r)
+			}
+			before.g.SaveState()
+
+			c.now = t0.Add(3*time.Minute + 50*time.Second)
+			after := startNodeOf(t, path, c, tc.after)
+			if got := after.sf.State(); got != stateRestored {
+				t.Fatalf("restart: state %q, want %q\n%s", got, stateRestored, after.logs)
+			}
+			st = after.scrape(c.now)
+			if r := firstReason(st); r != tc.want {
+				t.Errorf("first scrape after the restart: reason %q, want %q", r, tc.want)
+			}
+			d := st.Services[0].Verdict.Families[0].Entries[0].Destination
+			want := t0
+			if tc.after != "uid-1" {
+				want = c.now
+			}
+			if got := after.g.arrivals.droppedAt(d, tc.after); !got.Equal(want) {
+				t.Errorf("dropped since %s, want %s", got.Format(time.TimeOnly), want.Format(time.TimeOnly))
+			}
+		})
 	}
 }
 
