@@ -218,7 +218,8 @@ bench:
 ## same node, over BENCH_CPU_WINDOW windows of endpoint churn and 15 s scrapes, at each of BENCH_CPU_SERVICES Local
 ## Services, default and opt-in collectors, iptables mode (nft backend) and nftables mode, with a CPU profile of
 ## each exporter (BenchmarkCPUBesideKubeProxy, as root; the suite runs TestScaleCPUBesideKubeProxy, 100 Services
-## and one 40 s window). The full run takes about 40 minutes on 2 cores. Figures: docs/performance.md.
+## and one 40 s window). Each window is followed by one as long for the profile. The full run takes about an
+## hour on 2 cores. Figures: docs/performance.md.
 bench-cpu:
 	LT_BENCH_CPU_SERVICES='$(BENCH_CPU_SERVICES)' LT_BENCH_CPU_WINDOW=$(BENCH_CPU_WINDOW) \
 		e2e/run-e2e.sh -run '^$$' -bench '^BenchmarkCPUBesideKubeProxy$$' -benchtime 1x -timeout 240m

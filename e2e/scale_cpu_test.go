@@ -29,8 +29,9 @@ import (
 //     Services), and once a minute one local endpoint replaced on each measured node;
 //   - each exporter scraped every 15 s as Prometheus does (its Accept and timeout headers, gzip, a kept-alive
 //     connection), from inside the node's namespace;
-//   - a CPU profile of each exporter over the window (--web.enable-pprof), written to a file the log names,
-//     with the top of `go tool pprof -top`.
+//   - after it, with the same load, a CPU profile of each exporter over a second window as long
+//     (--web.enable-pprof), written to a file the log names, with the top of `go tool pprof -top`: the
+//     profiler's sampling and its buffers (about 3 MB) are in none of the measured window's figures.
 //
 // CPU is each process tree's (cluster.TreeCPU): the exporter with its iptables-save and nft runs, kube-proxy
 // with its iptables-restore and nft runs; RSS is each process's own at the window's end. The figures are
@@ -92,9 +93,9 @@ func BenchmarkCPUBesideKubeProxy(b *testing.B) {
 }
 
 // TestScaleCPUBesideKubeProxy is the suite's short variant of BenchmarkCPUBesideKubeProxy: 100 Services, one
-// 40 s window with the default collectors (about 80 s in all). It proves the measurement works (kube-proxy
-// synced, scrapes answered, churn applied, profiles taken) and logs the figures; it asserts none of them. The
-// profiles go to the cluster's work directory, which LT_E2E_KEEP_LOGS=1 keeps.
+// 40 s window with the default collectors and its 40 s profile (about 2 minutes in all). It proves the
+// measurement works (kube-proxy synced, scrapes answered, churn applied, profiles taken) and logs the figures;
+// it asserts none of them. The profiles go to the cluster's work directory, which LT_E2E_KEEP_LOGS=1 keeps.
 func TestScaleCPUBesideKubeProxy(t *testing.T) {
 	const services = 100
 	env := startCPUCluster(t, services)
@@ -314,15 +315,6 @@ func (e *cpuEnv) measure(tb testing.TB, services int, extra []string, window tim
 		defer close(churnDone)
 		churned, churnErr = churnOn(churnCtx, e.churn, len(e.nodes), t0)
 	}()
-	profiles := make([]string, len(e.nodes))
-	profileErr := make([]error, len(e.nodes))
-	var profilers sync.WaitGroup
-	for i, node := range e.nodes {
-		profiles[i] = filepath.Join(profileDir, fmt.Sprintf("cpu-%s-%d-%s-%s.pb.gz", node.Name, services, collectors, t0.UTC().Format("20060102T150405Z")))
-		profilers.Go(func() {
-			profileErr[i] = node.ExporterCPUProfile(ctx, cluster.ExporterPort, max(1, int(window.Seconds())), profiles[i])
-		})
-	}
 	select {
 	case <-time.After(window):
 	case <-ctx.Done():
@@ -335,21 +327,29 @@ func (e *cpuEnv) measure(tb testing.TB, services int, extra []string, window tim
 		rss[i] = sampleRSS(tb, node)
 	}
 	t1 := time.Now()
-	// What each exporter holds at the window's end, beside its RSS: a profile after the window, so its own
-	// cost is in no figure.
+	// What each exporter holds at the window's end, beside its RSS (a heap profile, after the window so its own
+	// cost is in no figure), and where the window's CPU went: a CPU profile over a second window as long, the
+	// churn and scrapes going on.
+	profiles := make([]string, len(e.nodes))
+	profileErr := make([]error, len(e.nodes))
 	heaps := make([]string, len(e.nodes))
+	var profilers sync.WaitGroup
 	for i, node := range e.nodes {
+		profiles[i] = filepath.Join(profileDir, fmt.Sprintf("cpu-%s-%d-%s-%s.pb.gz", node.Name, services, collectors, t0.UTC().Format("20060102T150405Z")))
 		// Beside the CPU profile, named for the same run (the directory's own name holds "cpu-" too).
 		heaps[i] = filepath.Join(filepath.Dir(profiles[i]), strings.Replace(filepath.Base(profiles[i]), "cpu-", "heap-", 1))
 		if err := node.ExporterHeapProfile(ctx, cluster.ExporterPort, heaps[i]); err != nil {
 			heaps[i] = ""
 			tb.Logf("%s: %v", node.Name, err)
 		}
+		profilers.Go(func() {
+			profileErr[i] = node.ExporterCPUProfile(ctx, cluster.ExporterPort, max(1, int(window.Seconds())), profiles[i])
+		})
 	}
+	profilers.Wait()
 	stopChurn()
 	<-churnDone
 	stopScrapers()
-	profilers.Wait()
 
 	// What must have worked.
 	var problems []error
