@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"text/tabwriter"
 	"time"
@@ -309,11 +310,11 @@ func (e *cpuEnv) measure(tb testing.TB, services int, extra []string, window tim
 	t0 := time.Now()
 	churnCtx, stopChurn := context.WithCancel(ctx)
 	var churnErr error
-	var churned int
+	var applied atomic.Int64
 	churnDone := make(chan struct{})
 	go func() {
 		defer close(churnDone)
-		churned, churnErr = churnOn(churnCtx, e.churn, len(e.nodes), t0)
+		churnErr = churnOn(churnCtx, e.churn, len(e.nodes), t0, &applied)
 	}()
 	select {
 	case <-time.After(window):
@@ -327,6 +328,7 @@ func (e *cpuEnv) measure(tb testing.TB, services int, extra []string, window tim
 		rss[i] = sampleRSS(tb, node)
 	}
 	t1 := time.Now()
+	churned := int(applied.Load())
 	// What each exporter holds at the window's end, beside its RSS (a heap profile, after the window so its own
 	// cost is in no figure), and where the window's CPU went: a CPU profile over a second window as long, the
 	// churn and scrapes going on.
@@ -456,10 +458,10 @@ func sampleRSS(tb testing.TB, node *cluster.Node) [2]int64 {
 
 // churnOn applies the window's churn from t0 until ctx ends: a remote endpoint change every cpuRemoteChurn
 // (the first half a period in), and every cpuLocalChurn (the first half a period in) one local endpoint change
-// on each of nodes. It returns how many changes it made.
-func churnOn(ctx context.Context, churn *cluster.EndpointChurn, nodes int, t0 time.Time) (int, error) {
+// on each of nodes. It counts each change it made in applied, as it makes it: the measured window's figures
+// read it at that window's end, while the churn goes on for the profile's.
+func churnOn(ctx context.Context, churn *cluster.EndpointChurn, nodes int, t0 time.Time, applied *atomic.Int64) error {
 	remote, local := t0.Add(cpuRemoteChurn/2), t0.Add(cpuLocalChurn/2)
-	n := 0
 	for {
 		next := remote
 		if local.Before(remote) {
@@ -467,23 +469,23 @@ func churnOn(ctx context.Context, churn *cluster.EndpointChurn, nodes int, t0 ti
 		}
 		select {
 		case <-ctx.Done():
-			return n, nil
+			return nil
 		case <-time.After(time.Until(next)):
 		}
 		if !next.Before(local) {
 			for m := range nodes {
 				if _, err := churn.ChangeLocal(ctx, m); err != nil {
-					return n, ignoreEnd(ctx, err)
+					return ignoreEnd(ctx, err)
 				}
-				n++
+				applied.Add(1)
 			}
 			local = local.Add(cpuLocalChurn)
 		}
 		if !next.Before(remote) {
 			if _, err := churn.ChangeRemote(ctx); err != nil {
-				return n, ignoreEnd(ctx, err)
+				return ignoreEnd(ctx, err)
 			}
-			n++
+			applied.Add(1)
 			remote = remote.Add(cpuRemoteChurn)
 		}
 	}
