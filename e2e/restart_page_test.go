@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"testing"
 	"time"
 
@@ -97,10 +99,16 @@ func TestRestartKeepsThePage(t *testing.T) {
 	})
 
 	// An OOM kill on node-2: the state file holds what the model last wrote, every 5 s at most while it changes,
-	// so the kill waits for a write since node-2 paged; a kill sooner finds the page's evidence not yet written
-	// (docs/rotation.md, "What a restart keeps").
+	// so the kill waits for a write since node-2 paged that holds the client's lost attempts as a client's; a
+	// kill sooner finds the page's evidence not yet written, and one while the meter weighs the client's
+	// cadence as a checker's finds them set aside (docs/rotation.md, "What a restart keeps").
 	paged := time.Now()
-	eventually(t, converge, "node-2's state file written since it paged", func() error { return writtenSince(n2, paged) })
+	eventually(t, converge, "node-2's state file written since it paged, the client's attempts in it", func() error {
+		if err := writtenSince(n2, paged); err != nil {
+			return err
+		}
+		return clientRunSaved(n2, np.Spec.Ports[0].NodePort)
+	})
 	n2.KillExporter()
 	if err := n2.StartExporter(ctx); err != nil {
 		t.Fatal(err)
@@ -125,4 +133,38 @@ func TestRestartKeepsThePage(t *testing.T) {
 	}
 	t.Logf("node-4's exporter reported %s's verdict %s after it was started again (the grace window is 15 s)",
 		lb.Name, time.Since(start).Round(100*time.Millisecond))
+}
+
+// clientRunSaved: n's state file holds a run of its NodePort port whose attempts count as a client's: the meter
+// told no checker there, or it did and kept client attempts beside them. A run saved while the meter weighed a
+// client's cadence as a possible checker's holds none of them as a client's.
+func clientRunSaved(n *cluster.Node, port int32) error {
+	data, err := os.ReadFile(n.ExporterStateFile(cluster.ExporterPort))
+	if err != nil {
+		return err
+	}
+	var file struct {
+		State struct {
+			Runs []struct {
+				Address        string `json:"address"`
+				Port           int32  `json:"port"`
+				Attempts       uint64 `json:"attempts"`
+				Told           bool   `json:"told"`
+				ClientAttempts uint64 `json:"client_attempts"`
+			} `json:"runs"`
+		} `json:"state"`
+	}
+	if err := json.Unmarshal(data, &file); err != nil {
+		return fmt.Errorf("state file: %w", err)
+	}
+	for _, r := range file.State.Runs {
+		if r.Port != port || (r.Address != "0.0.0.0" && r.Address != "::") {
+			continue
+		}
+		if r.Told && r.ClientAttempts == 0 {
+			return fmt.Errorf("the NodePort's run of %d attempts is saved with none a client's (its source weighed as a checker)", r.Attempts)
+		}
+		return nil
+	}
+	return fmt.Errorf("no run of NodePort %d saved", port)
 }
