@@ -223,7 +223,9 @@ func OpenStateFile(cfg StateFileConfig) *StateFile {
 	rs, state, err := loadStateFile(cfg.Path, cfg.Node, cfg.Horizon, cfg.Now(), boot, bootErr == nil)
 	s.started, s.loaded = state, rs
 	log := cfg.Logger.With("path", cfg.Path, "state", state)
-	if rs != nil && rs.wallStep != 0 {
+	// Under a second is the two clocks' reading jitter or NTP's slewing, not a step (the times move by it all
+	// the same): every restart would log one.
+	if rs != nil && rs.wallStep.Abs() >= time.Second {
 		log.Info("the wall clock was stepped since the state file was written: its times moved with it", "step", rs.wallStep)
 	}
 	switch state {

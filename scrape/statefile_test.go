@@ -255,6 +255,7 @@ func TestStateFileWallClockStep(t *testing.T) {
 		{"forward 10m, no boot clock", true, false, 10 * time.Minute, stateExpired, 0, false},
 		{"back 10m, no boot clock", true, false, -10 * time.Minute, stateRestored, 0, false},
 		{"back 10m, after a reboot", false, true, -10 * time.Minute, stateRestored, 0, false},
+		{"forward 300ms (moved, not logged)", false, false, 300 * time.Millisecond, stateRestored, 300 * time.Millisecond, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "state.json")
@@ -286,6 +287,10 @@ func TestStateFileWallClockStep(t *testing.T) {
 			} else if !ok || !run.LastSeen.Equal(wantRun.LastSeen.Add(tc.moved)) || !run.ActiveSince.Equal(wantRun.ActiveSince.Add(tc.moved)) ||
 				!run.FirstSeen.Equal(wantRun.FirstSeen.Add(tc.moved)) {
 				t.Fatalf("restored run %+v (%v), want the one written %+v moved by %v", run, ok, wantRun, tc.moved)
+			}
+			// A step is logged from a second up: below, every restart's reading jitter would be one.
+			if got, want := strings.Contains(after.logs.String(), "the wall clock was stepped"), tc.moved.Abs() >= time.Second; got != want {
+				t.Errorf("the step logged: %v, want %v\n%s", got, want, after.logs)
 			}
 			if got := firstReason(after.scrape(c.now)) == verdict.ReasonTrafficLost; got != tc.stillPage {
 				t.Errorf("first scrape after the restart pages: %v, want %v", got, tc.stillPage)
