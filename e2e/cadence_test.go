@@ -2,10 +2,8 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -151,22 +149,11 @@ func TestCadenceIndependentVerdicts(t *testing.T) {
 
 // droppedSinceIn reads, from an exporter's state file, when it found svc's load balancer IP dropped.
 func droppedSinceIn(path string, svc *corev1.Service, ip string) (time.Time, error) {
-	b, err := os.ReadFile(path)
+	st, err := readStateFile(path)
 	if err != nil {
 		return time.Time{}, err
 	}
-	var env struct {
-		State struct {
-			Dropped []struct {
-				Namespace, Service, Kind, Address string
-				Since                             int64 `json:"since_unix_nano"`
-			} `json:"dropped"`
-		} `json:"state"`
-	}
-	if err := json.Unmarshal(b, &env); err != nil {
-		return time.Time{}, fmt.Errorf("%s: %w", path, err)
-	}
-	for _, d := range env.State.Dropped {
+	for _, d := range st.Dropped {
 		if d.Namespace == svc.Namespace && d.Service == svc.Name && d.Kind == "load_balancer_ip" && d.Address == ip {
 			return time.Unix(0, d.Since), nil
 		}

@@ -2,11 +2,9 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"testing"
 	"time"
 
@@ -139,25 +137,11 @@ func TestRestartKeepsThePage(t *testing.T) {
 // told no checker there, or it did and kept client attempts beside them. A run saved while the meter weighed a
 // client's cadence as a possible checker's holds none of them as a client's.
 func clientRunSaved(n *cluster.Node, port int32) error {
-	data, err := os.ReadFile(n.ExporterStateFile(cluster.ExporterPort))
+	st, err := readStateFile(n.ExporterStateFile(cluster.ExporterPort))
 	if err != nil {
 		return err
 	}
-	var file struct {
-		State struct {
-			Runs []struct {
-				Address        string `json:"address"`
-				Port           int32  `json:"port"`
-				Attempts       uint64 `json:"attempts"`
-				Told           bool   `json:"told"`
-				ClientAttempts uint64 `json:"client_attempts"`
-			} `json:"runs"`
-		} `json:"state"`
-	}
-	if err := json.Unmarshal(data, &file); err != nil {
-		return fmt.Errorf("state file: %w", err)
-	}
-	for _, r := range file.State.Runs {
+	for _, r := range st.Runs {
 		if r.Port != port || (r.Address != "0.0.0.0" && r.Address != "::") {
 			continue
 		}

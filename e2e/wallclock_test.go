@@ -36,12 +36,15 @@ func newWallClock(t *testing.T) *wallClock {
 	return w
 }
 
+// trueTime is the time no step moved: the wall clock at the start plus the monotonic time since.
+func (w *wallClock) trueTime() time.Time { return w.origin.Add(time.Since(w.origin)) }
+
 // set sets the wall clock to the true time plus ahead (0: the true time).
 func (w *wallClock) set(ahead time.Duration) error {
 	if ahead < 0 {
 		return fmt.Errorf("wall clock: %s behind the true time is not allowed", -ahead)
 	}
-	ts := unix.NsecToTimespec(w.origin.Add(time.Since(w.origin)).Add(ahead).UnixNano())
+	ts := unix.NsecToTimespec(w.trueTime().Add(ahead).UnixNano())
 	if err := unix.ClockSettime(unix.CLOCK_REALTIME, &ts); err != nil {
 		return fmt.Errorf("clock_settime(CLOCK_REALTIME): %w", err)
 	}
@@ -130,7 +133,7 @@ func TestRestartThroughWallClockSteps(t *testing.T) {
 		}
 		steps++
 		t.Logf("%s: the wall clock stepped to %s (the true time %s)", phase.name, time.Now().Format(time.TimeOnly),
-			clock.origin.Add(time.Since(clock.origin)).Format(time.TimeOnly))
+			clock.trueTime().Format(time.TimeOnly))
 		for _, n := range droppers {
 			if err := n.StartExporter(ctx); err != nil {
 				t.Fatal(err)
