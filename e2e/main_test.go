@@ -126,9 +126,49 @@ func eventually(t testing.TB, timeout time.Duration, what string, cond func() er
 }
 
 // testContext returns a context cancelled at the end of the test. It carries t: the assertion helpers, which
-// take a context, count their status --prometheus checks for t's scenario (agreeThroughPrometheus).
+// take a context, count their status --prometheus checks for t's scenario (agreeThroughPrometheus). It also
+// marks in t's log where t first failed (markFailure).
 func testContext(t testing.TB) context.Context {
 	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), testKey{}, t))
-	t.Cleanup(cancel)
+	stop := markFailure(t)
+	t.Cleanup(func() {
+		stop()
+		cancel()
+	})
 	return ctx
+}
+
+// failedMark is the line markFailure logs; run-e2e.sh's digest prints the messages just before it.
+const failedMark = "e2e: failed before this line"
+
+// markFailure logs failedMark as soon as t has failed (checked every 20 ms), or at t's cleanup. A scenario
+// logs its progress as it goes, and go test prints t.Errorf's message exactly as t.Logf's, so without the mark
+// the failure hides among the logs of the phases that followed it; CI keeps only the end of the output. The
+// returned stop waits for the watcher, so it never logs after t has completed.
+func markFailure(t testing.TB) (stop func()) {
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				if t.Failed() {
+					t.Log(failedMark)
+				}
+				return
+			case <-tick.C:
+				if t.Failed() {
+					t.Log(failedMark)
+					return
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(done) })
+		<-exited
+	}
 }

@@ -75,26 +75,42 @@ shard controllers -test.run "$controllersShard"
 shard scale -test.run "$scaleShard"
 shard shared-long -test.run "$sharedLongShard"
 shard shared -test.skip "$controllersShard|$scaleShard|$sharedLongShard|$alone"
-# failures <log>: each failed test's own messages (file.go:N: lines and the --- FAIL lines), at most 60 a test.
-# The shards' logs run to thousands of lines and CI keeps only their end, where this lands.
+# failures <log>: each failed test's own messages (file.go:N: lines with their continuation lines, and the
+# --- FAIL lines), at most 80 lines a test. The shards' logs run to thousands of lines and CI keeps only their
+# end, where this lands.
 failures() {
 	awk '
+		function keep(line) { buf[top, n++ % 80] = line; cnt[top] = n }
 		/^=== RUN   / { if ($3 !~ /\//) { top = $3; n = 0 } }
-		/^ +[^ ]+\.go:[0-9]+: / || /^ *--- FAIL: / { buf[top, n++ % 60] = $0; cnt[top] = n }
+		/^ +[^ ]+\.go:[0-9]+: / { keep($0); msg = 1; next }
+		msg && /^ +[^ ]/ && !/^ *(===|---) / { keep($0); next }
+		{ msg = 0 }
+		/^ *--- FAIL: / { keep($0) }
 		/^--- FAIL: / {
-			t = $3; m = cnt[t]; s = m > 60 ? m - 60 : 0
-			for (i = s; i < m; i++) print buf[t, i % 60]
+			t = $3; m = cnt[t]; s = m > 80 ? m - 80 : 0
+			for (i = s; i < m; i++) print buf[t, i % 80]
 		}
 		/^panic: / { print; p = 20 } p-- > 0 && !/^panic: / { print }
 	' "$1"
 }
-# digest <log>: a failed test in three lines or fewer: its --- FAIL line and its last two messages, cut to 240
-# characters. CI keeps a few dozen lines of the end of its output; the digest of every failed shard is printed
-# last, after the alone tests, and appended to $LT_STAGES.failures, which the stage table prints after itself.
+# digest <log>: a failed test in three lines or fewer: its --- FAIL line and two messages, each joined with its
+# continuation lines and cut to 360 characters. The two are the last before the line the test logged when it
+# first failed (main_test.go's failedMark; go test prints an error as it prints a log), or, where it logged
+# none, its last two. CI keeps a few dozen lines of the end of its output; the digest of every failed shard is
+# printed last, after the alone tests, and appended to $LT_STAGES.failures, which the stage table prints after
+# itself.
 digest() {
-	failures "$1" | awk '
-		/^ *--- FAIL: / { sub(/^ +/, ""); print; for (i = n > 2 ? n - 2 : 0; i < n; i++) print "    " substr(m[i], 1, 240); n = 0; next }
-		/\.go:[0-9]+: / { sub(/^ +/, ""); m[n++] = $0 }
+	failures "$1" | awk -v mark="e2e: failed before this line" '
+		function show(a, b,   i) { for (i = a; i < b; i++) print "    " substr(m[i], 1, 360) }
+		/^ *--- FAIL: / {
+			sub(/^ +/, ""); print
+			if (chosen >= 0) show(chosen > 2 ? chosen - 2 : 0, chosen); else show(n > 2 ? n - 2 : 0, n)
+			n = 0; chosen = -1; next
+		}
+		index($0, mark) { if (chosen < 0) chosen = n; next }
+		/\.go:[0-9]+: / { sub(/^ +/, ""); m[n++] = $0; next }
+		n > 0 { sub(/^ +/, ""); m[n - 1] = m[n - 1] " / " $0 }
+		BEGIN { chosen = -1 }
 	'
 }
 rc=0
