@@ -492,8 +492,8 @@ func TestModelEqualsFullRecomputation(t *testing.T) {
 				}
 			}
 			w.mu.Unlock()
-			incremental.RulesChanged()
-			full.RulesChanged()
+			incremental.RulesChanged(true)
+			full.RulesChanged(true)
 			stepBoth("attempts everywhere but at the Service back, the counters grown")
 			before, beforeFull := incremental.Decided(), full.Decided()
 			for range 60 {

@@ -218,7 +218,7 @@ func TestModelEpisodeBeginsAtTheToldChange(t *testing.T) {
 	b.step(time.Second, 5)
 	b.step(300*time.Millisecond, 2)
 	b.serve(0)
-	b.m.RulesChanged()
+	b.m.RulesChanged(true)
 	b.step(100*time.Millisecond, 0)
 	if snap := b.step(time.Second, 4); snap.Open != 0 {
 		t.Fatalf("an episode before the rules were read: %+v", snap)
@@ -230,6 +230,31 @@ func TestModelEpisodeBeginsAtTheToldChange(t *testing.T) {
 	b.step(time.Second, 2)
 	if got := b.step(0, 0).Totals[exposure.CauseOther]; got.Attempts != 9 || math.Abs(got.Seconds-2.2) > 1e-9 {
 		t.Errorf("%+v, want 9 attempts over 2.2 s (from the change to the last attempt)", got)
+	}
+}
+
+// The reader tells of a content change at 1.4 s, then of a rewrite of the counters' chains alone at 1.9 s
+// (kube-proxy's next sync, when the stopped endpoint leaves the slices) and of another content change at 2.4 s;
+// the rules are read at 2.6 s, showing all three. The drop may be the first change's: the episode begins at
+// 1.4 s and counts the 7 attempts since, not from either later tell.
+func TestModelEpisodeBeginsAtTheFirstToldChange(t *testing.T) {
+	b := newExposureBed(t, filepath.Join(t.TempDir(), "state.json"), time.Unix(1_800_000_000, 0), 1)
+	b.m.cfg.RulesMinInterval = 2500 * time.Millisecond
+	b.step(0, 0)
+	b.step(time.Second, 5)
+	b.step(300*time.Millisecond, 2)
+	b.serve(0)
+	b.m.RulesChanged(true)
+	b.step(100*time.Millisecond, 0)
+	b.m.RulesChanged(false)
+	b.step(500*time.Millisecond, 2)
+	b.m.RulesChanged(true)
+	if snap := b.step(500*time.Millisecond, 2); snap.Open != 0 {
+		t.Fatalf("an episode before the rules were read: %+v", snap)
+	}
+	snap := b.step(200*time.Millisecond, 3)
+	if got := snap.Totals[exposure.CauseOther]; snap.Open != 1 || got.Attempts != 7 || math.Abs(got.Seconds-1.2) > 1e-9 {
+		t.Fatalf("%+v (open %d), want an episode from the first change at 1.4 s with the 7 attempts since", got, snap.Open)
 	}
 }
 

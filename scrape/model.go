@@ -123,9 +123,10 @@ type Model struct {
 	once    sync.Once
 	// writer writes the state file off the model's goroutine (nil: no state file).
 	writer *stateWriter
-	// rulesChanged: the rule reader told of a change (RulesWatcher) since the last step; addrsChanged: the
-	// address watcher told of one; addrsWatched: it runs and has not failed.
-	rulesChanged, addrsChanged, addrsWatched atomic.Bool
+	// rulesChanged: the rule reader told of a change (RulesWatcher) since the last step; rulesContent: of one
+	// that was more than a counter chain's rewrite, not yet marked (takeTold); addrsChanged: the address
+	// watcher told of one; addrsWatched: it runs and has not failed.
+	rulesChanged, rulesContent, addrsChanged, addrsWatched atomic.Bool
 	decided                                  atomic.Uint64
 
 	m modelState // Run's goroutine only
@@ -178,8 +179,12 @@ func (m *Model) Gather(ctx context.Context) *State {
 }
 
 // RulesChanged tells the model that kube-proxy's rules changed (what a RulesWatcher's callback does): the next
-// step reads them.
-func (m *Model) RulesChanged() {
+// step reads them. content: more than a rewrite of the chains whose counters a read carries may have changed,
+// so the change may begin a drop (takeTold marks it).
+func (m *Model) RulesChanged(content bool) {
+	if content {
+		m.rulesContent.Store(true)
+	}
 	m.rulesChanged.Store(true)
 	m.Notify()
 }
@@ -247,13 +252,23 @@ func (m *Model) Run(ctx context.Context) {
 				continue
 			}
 		}
-		// Space the evaluations: a burst of events (a rollout's EndpointSlices) is decided once.
+		// Space the evaluations: a burst of events (a rollout's EndpointSlices) is decided once. A change of
+		// kube-proxy's rules is marked as it is told meanwhile: an episode it begins counts from then.
 		if wait := m.cfg.MinPass - m.cfg.Now().Sub(last); wait > 0 && !last.IsZero() {
-			select {
-			case <-ctx.Done():
-				m.SaveState()
-				return
-			case <-time.After(wait):
+			m.takeTold(m.cfg.Now())
+			spaced := time.NewTimer(wait)
+		spacing:
+			for {
+				select {
+				case <-ctx.Done():
+					spaced.Stop()
+					m.SaveState()
+					return
+				case <-m.kick:
+					m.takeTold(m.cfg.Now())
+				case <-spaced.C:
+					break spacing
+				}
 			}
 			m.drainResults()
 		}
@@ -330,10 +345,11 @@ type modelState struct {
 	rulesNext, rulesAfter  time.Time // next read due; no read before rulesAfter
 	rulesWanted, rulesBusy bool
 	rulesAsked             bool
-	// told is the latest change of the rules the reader told of that no read has started since, with the
-	// meter's counts then; toldRead the one the read in flight started after, toldApplied the one the rules
-	// last applied started after (zero: they were read without being told). The exposure recorder starts a
-	// drop found in a reading at its change (docs/exposure.md).
+	// told is the earliest change of the rules' content the reader told of that no read has started since,
+	// with the meter's counts then; toldRead the one the read in flight started after, toldApplied the one the
+	// rules last applied started after (zero: they were read without being told). The exposure recorder
+	// starts a drop found in a reading at its change (docs/exposure.md): the earliest, since a read that
+	// waits for RulesMinInterval shows every change told meanwhile, a drop begun at the first among them.
 	told, toldRead, toldApplied rulesTold
 	rulesAppliedAt              time.Time
 	// The meter.

@@ -22,7 +22,7 @@ import (
 // RulesWatcher is a dataplane reader that tells when what it reads changed (kernelrules.Dataplane does): the model
 // reads them then, instead of polling.
 type RulesWatcher interface {
-	Watch(ctx context.Context, changed func())
+	Watch(ctx context.Context, changed func(content bool))
 }
 
 // How long a job may take at most: a read of kube-proxy's rules at 10,000 Services takes seconds (a save of
@@ -66,13 +66,7 @@ func (m *Model) step(ctx context.Context, now time.Time) {
 	m.readAPI(now)
 	m.readAddrs(now)
 	m.askKubeProxy(ctx, now)
-	if told {
-		// The meter's counts as the rules change: what arrives from here on meets the new rules, which are
-		// read up to RulesMinInterval later.
-		m.readMeter(now, true)
-		s.told = rulesTold{at: now, counts: s.meterSnap}
-		m.log.Debug("told of a change in kube-proxy's rules", "meter_read", s.meterAt)
-	}
+	m.takeTold(now)
 	m.askRules(ctx, now)
 	// A drop decided from rules read since the meter's last read would count from a count older than the
 	// drop, attempts served before it included: read the meter after the rules.
@@ -319,6 +313,25 @@ func (m *Model) askKubeProxy(ctx context.Context, now time.Time) {
 // healthWord is what of kube-proxy's health answers changes its health check servers' answers.
 func healthWord(kp KubeProxyState) string {
 	return fmt.Sprint(kp.Err != nil, kp.Healthz.Result, kp.Healthz.StatusCode, kp.Livez.Result, kp.Livez.StatusCode)
+}
+
+// takeTold marks a change of the rules' content the reader told of (RulesChanged) with the meter's counts
+// now: what arrives from here on meets the new rules, which are read up to RulesMinInterval later. A change
+// already marked that no read has started since stays: the read will show both, and a drop begun at the
+// first. A rewrite of the counters' chains alone marks nothing: kube-proxy's iptables mode rewrites them at
+// most syncs (the removal of a stopped endpoint, too), and one told after a drop, before the read that shows
+// it, would date the drop late.
+func (m *Model) takeTold(now time.Time) {
+	if !m.rulesContent.Swap(false) {
+		return
+	}
+	s := &m.m
+	if !s.told.at.IsZero() {
+		return
+	}
+	m.readMeter(now, true)
+	s.told = rulesTold{at: now, counts: s.meterSnap}
+	m.log.Debug("told of a change in kube-proxy's rules", "meter_read", s.meterAt)
 }
 
 // askRules starts a read of kube-proxy's rules when one is wanted (the reader told of a change) or due (the

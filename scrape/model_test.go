@@ -72,7 +72,7 @@ type watchedReader struct {
 	mu      sync.Mutex
 	snap    *kernelrules.Snapshot
 	reads   atomic.Int32
-	changed chan func()
+	changed chan func(bool)
 }
 
 func (w *watchedReader) Read(context.Context) (dataplane.Rules, error) {
@@ -85,7 +85,13 @@ func (w *watchedReader) Read(context.Context) (dataplane.Rules, error) {
 	return w.snap, nil
 }
 
-func (w *watchedReader) Watch(ctx context.Context, changed func()) {
+// The exporter's rules reader tells of changes as the model expects, and so does this test's.
+var (
+	_ RulesWatcher = (*kernelrules.Dataplane)(nil)
+	_ RulesWatcher = (*watchedReader)(nil)
+)
+
+func (w *watchedReader) Watch(ctx context.Context, changed func(bool)) {
 	select {
 	case w.changed <- changed:
 	case <-ctx.Done():
@@ -128,7 +134,7 @@ func runModel(t *testing.T, m *Model) (ctx context.Context, stop func()) {
 // when told or due (not once per Gather), and writes the state file when it stops.
 func TestModelRunFollowsEvents(t *testing.T) {
 	tr := &fixedTracker{local: 1}
-	rules := &watchedReader{snap: rulesWith(1, false), changed: make(chan func(), 1)}
+	rules := &watchedReader{snap: rulesWith(1, false), changed: make(chan func(bool), 1)}
 	path := filepath.Join(t.TempDir(), "state.json")
 	g := NewGatherer(GathererConfig{View: &scrapetest.View{}, RuleReader: rules, Addrs: scrapetest.Addrs{"127.0.0.1"},
 		KubeProxyAddress: scrapetest.RefusedKubeProxy(t), ProbeTimeout: time.Second, Logger: slog.New(slog.DiscardHandler),
@@ -167,7 +173,7 @@ func TestModelRunFollowsEvents(t *testing.T) {
 	m.Notify()
 	eventually("followed the API change", func(st *State) bool { return st.Services[0].Service.LocalEndpoints() == 0 })
 	rules.set(rulesWith(0, true))
-	changed()
+	changed(true)
 	eventually("read the rules it was told of", func(st *State) bool { return st.Services[0].Verdict.Drops })
 
 	stop()
@@ -394,7 +400,7 @@ func (e *expiringTracker) NextChange() time.Time {
 // again then, though every other input polls only hourly.
 func TestModelWakesAtALeaseExpiry(t *testing.T) {
 	tr := &expiringTracker{expiry: time.Now().Add(300 * time.Millisecond)}
-	g := NewGatherer(GathererConfig{View: &scrapetest.View{}, RuleReader: &watchedReader{snap: rulesWith(1, false), changed: make(chan func(), 1)},
+	g := NewGatherer(GathererConfig{View: &scrapetest.View{}, RuleReader: &watchedReader{snap: rulesWith(1, false), changed: make(chan func(bool), 1)},
 		Addrs: scrapetest.Addrs{"127.0.0.1"}, KubeProxyAddress: scrapetest.RefusedKubeProxy(t), ProbeTimeout: time.Second,
 		Logger: slog.New(slog.DiscardHandler)})
 	m := NewModel(g, ModelConfig{Tracker: tr, KubeProxyEvery: time.Hour, AddrsEvery: time.Hour, AddrsSweep: time.Hour,

@@ -39,7 +39,7 @@ func (d *Dataplane) Read(ctx context.Context) (dataplane.Rules, error) {
 
 // Watch runs until ctx ends, calling changed whenever a Read may give something the last did not (see the
 // reader's Watch).
-func (d *Dataplane) Watch(ctx context.Context, changed func()) { d.r.Watch(ctx, changed) }
+func (d *Dataplane) Watch(ctx context.Context, changed func(content bool)) { d.r.Watch(ctx, changed) }
 
 // A Snapshot is what the seam calls one read of a dataplane.
 var _ dataplane.Rules = (*Snapshot)(nil)

@@ -236,7 +236,7 @@ func (w *watchedReader) start(ctx context.Context, wg *sync.WaitGroup) {
 	w.changed = make(chan struct{}, 1)
 	w.states = map[string]int{}
 	wg.Go(func() {
-		w.r.Watch(ctx, func() {
+		w.r.Watch(ctx, func(bool) {
 			w.calls.Add(1)
 			select {
 			case w.changed <- struct{}{}:

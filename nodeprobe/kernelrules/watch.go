@@ -113,9 +113,17 @@ type nftWatch struct {
 }
 
 // watchSub is one Watch call: its pending signal (one slot: coalesced).
-type watchSub struct{ ch chan struct{} }
+// watchSub is one Watch's coalesced signal; content: a signal since its last call said more than a counter
+// chain's rewrite.
+type watchSub struct {
+	ch      chan struct{}
+	content atomic.Bool
+}
 
-func (s *watchSub) signal() {
+func (s *watchSub) signal(content bool) {
+	if content {
+		s.content.Store(true)
+	}
 	select {
 	case s.ch <- struct{}{}:
 	default:
@@ -129,13 +137,17 @@ func (s *watchSub) signal() {
 // rewrote a chain whose counters a Snapshot carries (KUBE-EXTERNAL-SERVICES, KUBE-PROXY-FIREWALL), though
 // nothing relevant changed: the rewritten rules' counters start again at zero, and a caller that keeps a
 // running total must read them before they climb back to where they were, or it cannot tell the reset. It
-// never calls changed for counter growth: the caller reads counters on its own schedule.
-func (r *node) Watch(ctx context.Context, changed func()) {
+// never calls changed for counter growth: the caller reads counters on its own schedule. content is false
+// when every change since the last call was such a counter chain's rewrite and nothing else: a caller that
+// dates what a read shows by when it was told (the exposure recorder) must not date it by a rewrite that
+// changed nothing (kube-proxy's iptables mode rewrites those chains at most syncs). Lost notifications, a
+// moved change signal and the first call are content changes: what changed is not known.
+func (r *node) Watch(ctx context.Context, changed func(content bool)) {
 	sub := &watchSub{ch: make(chan struct{}, 1)}
 	w := r.attachWatch(sub)
 	defer r.detachWatch(w, sub)
 	// What happened between the caller's last Read and now is not known.
-	sub.signal()
+	sub.signal(true)
 	for {
 		select {
 		case <-ctx.Done():
@@ -144,7 +156,7 @@ func (r *node) Watch(ctx context.Context, changed func()) {
 			if ctx.Err() != nil {
 				return
 			}
-			changed()
+			changed(sub.content.Swap(false))
 		}
 	}
 }
@@ -200,12 +212,13 @@ func (r *node) currentWatch() *nftWatch {
 
 // notify signals every subscriber, after dropping the Reader's kept
 // snapshot (and a read in flight): a Read called for this change must read.
-func (w *nftWatch) notify() {
+// notify signals every subscriber; content: more than a counter chain's rewrite may have changed.
+func (w *nftWatch) notify(content bool) {
 	w.r.shared.forget()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for s := range w.subs {
-		s.signal()
+		s.signal(content)
 	}
 }
 
@@ -289,7 +302,7 @@ func (w *nftWatch) run(ctx context.Context, canSubscribe bool) {
 			level = slog.LevelDebug // said once
 		}
 		w.r.opts.Logger.Log(ctx, level, "nf_tables change notifications unavailable; polling the generation", "err", err, "retry", resubscribeAfter)
-		w.notify() // a Read may now differ, and is vouched for otherwise
+		w.notify(true) // a Read may now differ, and is vouched for otherwise
 		select {
 		case <-ctx.Done():
 		case <-time.After(resubscribeAfter):
@@ -475,14 +488,14 @@ func (w *nftWatch) commit(acct *txAccount, gen uint32) {
 		return
 	}
 	w.transactions.Add(1)
-	relevant := false
+	relevant, content := false, false
 	w.mu.Lock()
 	w.view.gen = gen
 	for fi := range j.changed {
 		if j.changed[fi] {
 			w.view.lastRelevant[fi] = gen
 			w.changes[fi].add(gen, j.names[fi])
-			relevant = true
+			relevant, content = true, true
 		}
 		for c := range j.touched[fi] {
 			if j.touched[fi][c] {
@@ -496,7 +509,7 @@ func (w *nftWatch) commit(acct *txAccount, gen uint32) {
 	w.r.opts.Logger.Debug("nf_tables transaction", "generation", gen, "relevant", j.changed, "counterChainsRewritten", j.touched,
 		"changedIPv4", j.names[0], "changedIPv6", j.names[1])
 	if relevant {
-		w.notify()
+		w.notify(content)
 	}
 }
 
@@ -631,7 +644,7 @@ func (w *nftWatch) rebase(ctx context.Context, acct *txAccount, raw syscall.RawC
 	w.advanceLocked()
 	w.mu.Unlock()
 	if lost || drained {
-		w.notify()
+		w.notify(true)
 	}
 	return nil
 }
@@ -780,7 +793,7 @@ func (w *nftWatch) poll(ctx context.Context) {
 		var err error
 		switch {
 		case cs == nil:
-			w.notify()
+			w.notify(true)
 			continue
 		case scope.mode == ModeIPTables && scope.backend == BackendLegacy:
 			now, err = w.legacySignal(ctx, cs)
@@ -798,7 +811,7 @@ func (w *nftWatch) poll(ctx context.Context) {
 			continue
 		}
 		if have && now != prev {
-			w.notify()
+			w.notify(true)
 		}
 		prev, have = now, true
 	}

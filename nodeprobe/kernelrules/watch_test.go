@@ -16,7 +16,7 @@ import (
 
 // watchRun is a Watch running on a reader until the test ends.
 type watchRun struct {
-	ch    chan struct{} // one send per changed call
+	ch    chan bool // one send per changed call: its content
 	calls atomic.Int64
 }
 
@@ -24,7 +24,7 @@ type watchRun struct {
 // Watcher is what the Reader NewReader returns implements (reader.Watch says what it promises); the exporter
 // asserts its own interface of the method (package scrape), so only these tests name this one.
 type Watcher interface {
-	Watch(ctx context.Context, changed func())
+	Watch(ctx context.Context, changed func(content bool))
 }
 
 func startWatch(t *testing.T, r Reader) *watchRun {
@@ -34,13 +34,13 @@ func startWatch(t *testing.T, r Reader) *watchRun {
 		t.Fatal("the Reader NewReader returns is no Watcher")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	run := &watchRun{ch: make(chan struct{}, 1000)}
+	run := &watchRun{ch: make(chan bool, 1000)}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		w.Watch(ctx, func() {
+		w.Watch(ctx, func(content bool) {
 			run.calls.Add(1)
-			run.ch <- struct{}{}
+			run.ch <- content
 		})
 	}()
 	t.Cleanup(func() {
@@ -88,11 +88,17 @@ func (w *watchRun) drain() {
 
 // waitCall waits for a call of changed; false after d without one.
 func (w *watchRun) waitCall(d time.Duration) bool {
+	called, _ := w.waitContent(d)
+	return called
+}
+
+// waitContent waits for a call of changed and says its content; called false after d without one.
+func (w *watchRun) waitContent(d time.Duration) (called, content bool) {
 	select {
-	case <-w.ch:
-		return true
+	case content := <-w.ch:
+		return true, content
 	case <-time.After(d):
-		return false
+		return false, false
 	}
 }
 
@@ -346,9 +352,12 @@ func TestWatchIPTablesNFT(t *testing.T) {
 		}
 		checkDropCounters(t, snap, after[false], FamilyIPv4, want)
 		// The sync rewrote KUBE-EXTERNAL-SERVICES, whose counters a caller keeps a total of: changed is
-		// called for that (the Read it asks for runs no save, above), once the sync is judged.
-		if !watch.waitCall(5 * time.Second) {
+		// called for that (the Read it asks for runs no save, above), once the sync is judged, saying that
+		// nothing but the counters' chain changed.
+		if called, content := watch.waitContent(5 * time.Second); !called {
 			t.Errorf("round %d: the counters' chain rewritten, and changed not called", round)
+		} else if content {
+			t.Errorf("round %d: only the counters' chain rewritten, and changed called with content true", round)
 		}
 		watch.drain()
 	}
@@ -357,8 +366,10 @@ func TestWatchIPTablesNFT(t *testing.T) {
 	// longer jumps to it, filter drops web's NodePort.
 	after := map[bool][]genService{false: noLocal(before[false], "kubelings/web"), true: noLocal(before[true], "kubelings/web")}
 	sync(after, []string{"kubelings/web"}, false, 3)
-	if !watch.waitCall(5 * time.Second) {
+	if called, content := watch.waitContent(5 * time.Second); !called {
 		t.Fatal("a local endpoint removed: changed not called within 5 s")
+	} else if !content {
+		t.Error("a local endpoint removed: changed called with content false")
 	}
 	saves := run.saves()
 	snap := read()
@@ -814,7 +825,7 @@ func TestWatchWithoutNotifications(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		none.(Watcher).Watch(ctx, func() {
+		none.(Watcher).Watch(ctx, func(bool) {
 			if inside.Add(1) > 1 {
 				overlap.Add(1)
 			}

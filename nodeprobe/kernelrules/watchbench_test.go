@@ -107,7 +107,7 @@ func benchNotifications(b *testing.B, mode Mode, size int) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		notified.(Watcher).Watch(wctx, func() {})
+		notified.(Watcher).Watch(wctx, func(bool) {})
 	}()
 	defer func() { cancel(); <-done }()
 	for _, r := range []Reader{generation, notified} {
@@ -237,7 +237,7 @@ func benchRelevantRead(b *testing.B, size int) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		targeted.(Watcher).Watch(wctx, func() {})
+		targeted.(Watcher).Watch(wctx, func(bool) {})
 	}()
 	defer func() { cancel(); <-done }()
 	read := func(r Reader) *Snapshot {
@@ -514,7 +514,7 @@ func BenchmarkNotificationBurst(b *testing.B) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		r.(Watcher).Watch(wctx, func() {})
+		r.(Watcher).Watch(wctx, func(bool) {})
 	}()
 	defer func() { cancel(); <-done }()
 	if _, err := r.Read(ctx); err != nil {
