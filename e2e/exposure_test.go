@@ -509,8 +509,14 @@ func exposureAgrees(t *testing.T, cl *exposureClient, cause, node string, from, 
 		return
 	}
 	// The recorder's bounds around the client's count: the attempts served within the meter's lag before the
-	// first loss may be counted, those lost within the told gap after it may not.
-	_, late := cl.between(node, first.Add(-meterLag), first)
+	// drop may be counted, those lost within the told gap after the first loss may not. The drop came after the
+	// last attempt served before the first loss, and the model was told of it no earlier: the meter's lag
+	// reaches back from there (from the first loss where nothing was served before it).
+	lagFrom := first
+	if s := cl.lastServedBefore(node, first); !s.IsZero() {
+		lagFrom = s
+	}
+	_, late := cl.between(node, lagFrom.Add(-meterLag), first)
 	early, _ := cl.between(node, first, first.Add(toldGap))
 	// The failure window runs from the first lost attempt's SYN to the last one's: its retransmission a second
 	// later is no new attempt, and no later loss.
@@ -520,7 +526,7 @@ func exposureAgrees(t *testing.T, cl *exposureClient, cause, node string, from, 
 	// retransmission), against what the meter saw arrive.
 	syns := 2*len(lost) + served
 	t.Logf("%s on %s: %.0f new connections a second overall; SYNs at its NodePort: %d sent, %.0f seen\n"+
-		"  %-28s %10s %10s\n  %-28s %10.3f %10.0f\n  %-28s %10.3f %10d   (first lost %s, last %s; %d served within %s before)\n"+
+		"  %-28s %10s %10s\n  %-28s %10.3f %10.0f\n  %-28s %10.3f %10d   (first lost %s, last %s; %d served within %s before the last served)\n"+
 		"  histogram: %d episode(s) ended, sum %.3f s; other causes: %.3f s, %.0f attempts",
 		cause, node, float64(cl.sentBetween(from, to))/to.Sub(from).Seconds(), syns, after.syns-before.syns,
 		"", "seconds", "attempts", "recorder ("+cause+")", gotSeconds, gotAttempts,
@@ -537,7 +543,7 @@ func exposureAgrees(t *testing.T, cl *exposureClient, cause, node string, from, 
 	}
 	lo, hi := len(lost)-len(early), len(lost)+late
 	if gotAttempts < float64(lo) || gotAttempts > float64(hi) {
-		errs = append(errs, fmt.Errorf("%.0f attempts recorded, the client lost %d: want %d to %d (%d lost within %s of the first loss, %d served within %s before it)",
+		errs = append(errs, fmt.Errorf("%.0f attempts recorded, the client lost %d: want %d to %d (%d lost within %s of the first loss, %d served from %s before the last served attempt)",
 			gotAttempts, len(lost), lo, hi, len(early), toldGap, late, meterLag))
 	}
 	if math.Abs(gotSeconds-window) > time.Second.Seconds() {
@@ -689,6 +695,19 @@ func (cl *exposureClient) between(node string, from, to time.Time) ([]time.Time,
 	}
 	sort.Slice(lost, func(i, j int) bool { return lost[i].Before(lost[j]) })
 	return lost, served
+}
+
+// lastServedBefore is when the latest attempt served at node and begun before t began (zero: none).
+func (cl *exposureClient) lastServedBefore(node string, t time.Time) time.Time {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	var last time.Time
+	for _, a := range cl.attempts {
+		if a.node == node && !a.lost && a.err == nil && a.at.Before(t) && a.at.After(last) {
+			last = a.at
+		}
+	}
+	return last
 }
 
 // lateBetween is the most the client fell behind its schedule for an attempt begun in [from, to).
