@@ -73,9 +73,12 @@ type Config struct {
 	// node lifecycle controller needs no more).
 	StatusInterval time.Duration
 	// ExitedFor is how long a deleted pod whose grace period ended stays listed not ready, its containers
-	// exited, before the agent tears it down and deletes the object (default 1s): the kubelet reports the exit,
-	// then cleans up and deletes, and the EndpointSlice controller lists the endpoint terminating and not
-	// serving meanwhile.
+	// exited, before the agent tears it down and deletes the object (default 2.5s): the kubelet reports the
+	// exit, then cleans up and deletes, and the EndpointSlice controller lists the endpoint terminating and not
+	// serving meanwhile. The default outlasts kube-proxy's minSyncPeriod (1 s: a sync just before the exit
+	// holds the next one back that long) and the controllers' latency on a loaded machine, so kube-proxy has
+	// dropped or moved the endpoint before its stand-in stops answering: with 1 s, a rollout's first lost
+	// attempts were now and then the torn-down pod's, ahead of kube-proxy's drop.
 	ExitedFor time.Duration
 	// Logf receives one line per notable event; nil discards them.
 	Logf func(format string, args ...any)
@@ -119,7 +122,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg.StatusInterval = time.Minute
 	}
 	if cfg.ExitedFor == 0 {
-		cfg.ExitedFor = time.Second
+		cfg.ExitedFor = 2500 * time.Millisecond
 	}
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
