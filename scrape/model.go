@@ -127,7 +127,7 @@ type Model struct {
 	// that was more than a counter chain's rewrite, not yet marked (takeTold); addrsChanged: the address
 	// watcher told of one; addrsWatched: it runs and has not failed.
 	rulesChanged, rulesContent, addrsChanged, addrsWatched atomic.Bool
-	decided                                  atomic.Uint64
+	decided                                                atomic.Uint64
 
 	m modelState // Run's goroutine only
 }
