@@ -120,6 +120,100 @@ func TestEventsOneWriterPerCluster(t *testing.T) {
 	}
 }
 
+// TestEventsAcrossAPeerRestart: an episode that ended before its exporter restarted, and that the leader had
+// not read yet, still gets its one Event. node-1's writer leads, its peers Service listing node-1 alone; node-2's
+// exporter (with a state file) records a rollout episode with real traffic, as in TestEventsOneWriterPerCluster,
+// and is restarted once its state file holds the ended episode. Only then is node-2 listed: the leader reads the
+// new process's episodes from its start and must write exactly one Event for it. The leader having taken it,
+// node-2 is restarted again: the episode is not served again (the leader counts nothing skipped) and the Event
+// stays the only one.
+func TestEventsAcrossAPeerRestart(t *testing.T) {
+	c := sharedCluster(t)
+	ctx := testContext(t)
+	const ns = "e2e-events-restart"
+	applyEventsRBAC(t, c)
+	admin := c.Admin()
+	t.Cleanup(func() {
+		_ = admin.CoordinationV1().Leases(cluster.ExporterNamespace).Delete(context.Background(), eventsLease, metav1.DeleteOptions{})
+	})
+
+	svc := newService(t, c, ns, "shop", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal)
+	pods := startPods(t, c, svc, "node-1", "node-2")
+	setEndpoints(t, c, svc, ready(pods...))
+	deploymentOf(t, c, svc)
+	peersService(t, c, ns, "peers", "node-1")
+
+	if err := c.Node("node-1").StartExporterOn(ctx, eventsPort, "--state.file=", "--arrivals.quiet-period="+eventsQuiet.String(),
+		"--events.write", "--events.lease-namespace="+cluster.ExporterNamespace, "--events.identity=writer-node-1",
+		"--events.peers-service="+ns+"/peers", "--events.peers-scheme=http", "--events.poll-interval=1s"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Node("node-1").StopExporterOn(eventsPort) })
+	eventually(t, converge, "node-1's writer leads", func() error { return leaseHolder(ctx, c, "writer-node-1") })
+
+	state := filepath.Join(t.TempDir(), "node-2.json")
+	node2 := func() {
+		t.Helper()
+		if err := c.Node("node-2").StartExporterOn(ctx, eventsPort, "--state.file="+state,
+			"--arrivals.quiet-period="+eventsQuiet.String()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	node2()
+	t.Cleanup(func() { c.Node("node-2").StopExporterOn(eventsPort) })
+	addr := nodePortAddr(c.Node("node-2"), svc)
+	lost := node2LosesAttempts(t, ctx, c, svc, pods, addr, func() error {
+		return expectMetricsOn(ctx, c, "node-2", eventsPort, metricIs("localtraffic_exposure_attempts_counted", nodeLabels("node-2"), 1))
+	})
+	untaken := func(want int) func() error {
+		return func() error {
+			st, err := readStateFile(state)
+			if err != nil {
+				return err
+			}
+			if n := len(st.Exposure.Finished); n != want {
+				return fmt.Errorf("the state file holds %d ended episodes no reader took, want %d", n, want)
+			}
+			return nil
+		}
+	}
+	eventually(t, converge, "node-2's state file holds the ended episode", untaken(1))
+	c.Node("node-2").StopExporterOn(eventsPort)
+	node2()
+	t.Log("node-2's exporter restarted; listing it among the peers")
+
+	slices := admin.DiscoveryV1().EndpointSlices(ns)
+	slice, err := slices.Get(ctx, "peers-peers", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{c.Node("node-2").IP}, NodeName: new("node-2"),
+		Conditions: discoveryv1.EndpointConditions{Ready: new(true)}})
+	if _, err := slices.Update(ctx, slice, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ev := oneEpisodeEvent(t, ctx, c, svc, converge, "one Event for the episode that ended before node-2's restart", "writer-node-1", lost)
+	t.Logf("Event %s: %s (the client lost %d)", ev.Name, ev.Note, lost)
+
+	// Taken: the next write of node-2's state file carries it no more, and a restart serves it no more.
+	eventually(t, converge, "node-2's state file no longer holds the taken episode", untaken(0))
+	c.Node("node-2").StopExporterOn(eventsPort)
+	node2()
+	time.Sleep(4 * time.Second) // several polls of the restarted peer
+	evs, err := writerEvents(ctx, c, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 {
+		t.Errorf("%d Events after node-2's second restart, want still 1: %v", len(evs), evs)
+	}
+	if err := expectMetricsOn(ctx, c, "node-1", eventsPort,
+		metricIs("localtraffic_event_writer_events_total", cluster.Labels{"node": "node-1", "result": "written"}, 1),
+		metricIs("localtraffic_event_writer_events_total", cluster.Labels{"node": "node-1", "result": "skipped"}, 0)); err != nil {
+		t.Error(err)
+	}
+}
+
 // applyEventsRBAC applies the Event writer's RBAC as deploy/overlays/events ships it, and removes it at the end:
 // the other tests hold the exporter to its read-only grants.
 func applyEventsRBAC(t *testing.T, c *cluster.Cluster) {

@@ -7,7 +7,8 @@ import (
 )
 
 // savedState is the part of an exporter's state file (docs/rotation.md, "What a restart keeps") the scenarios
-// read: its runs and dropped-since times, as the file names them.
+// read: its runs and dropped-since times, and the exposure episodes that ended and no reader took yet, as the
+// file names them.
 type savedState struct {
 	Runs []struct {
 		Address        string `json:"address"`
@@ -23,6 +24,15 @@ type savedState struct {
 		Address   string `json:"address"`
 		Since     int64  `json:"since_unix_nano"`
 	} `json:"dropped"`
+	Exposure struct {
+		Finished []struct {
+			Key struct {
+				Service string `json:"service"`
+				Kind    string `json:"kind"`
+			} `json:"key"`
+			Attempts uint64 `json:"attempts"`
+		} `json:"finished"`
+	} `json:"exposure"`
 }
 
 // readStateFile reads the state an exporter's state file at path holds.

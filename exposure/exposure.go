@@ -279,9 +279,11 @@ type Recorder struct {
 	winDirty   bool
 	programmed bool
 	metered    bool
-	// ring keeps the latest ended episodes, seq numbers them (finished.go).
-	ring []Finished
-	seq  uint64
+	// ring keeps the latest ended episodes, seq numbers them; taken is the highest number a reader asked
+	// after (finished.go).
+	ring  []Finished
+	seq   uint64
+	taken uint64
 }
 
 // NewRecorder returns a Recorder whose metered episodes end after quiet without an attempt.

@@ -50,6 +50,11 @@ func (r *Recorder) finished(k Key, ep *Episode, now time.Time) {
 		f.LBDrainSeconds = &d
 		f.RecommendedPreStopSeconds = prestop.NeedSeconds(d)
 	}
+	r.keep(f)
+}
+
+// keep puts f, numbered r.seq, in the ring, overwriting the oldest when it is full.
+func (r *Recorder) keep(f Finished) {
 	if len(r.ring) < FinishedRing {
 		r.ring = append(r.ring, f)
 		return
@@ -58,8 +63,15 @@ func (r *Recorder) finished(k Key, ep *Episode, now time.Time) {
 }
 
 // FinishedAfter returns, oldest first, the kept episodes numbered after seq, and the oldest number kept (0:
-// none yet): a reader whose seq+1 is below it missed the episodes between.
+// none yet): a reader whose seq+1 is below it missed the episodes between. A reader asks after the last
+// episode it is done with (the Event writer moves its cursor past an episode once its Event is written), so
+// the episodes up to seq count as taken: a restart carries over only the others (Save).
 func (r *Recorder) FinishedAfter(seq uint64) (out []Finished, oldest uint64) {
+	r.taken = max(r.taken, min(seq, r.seq))
+	return r.finishedAfter(seq)
+}
+
+func (r *Recorder) finishedAfter(seq uint64) (out []Finished, oldest uint64) {
 	if len(r.ring) == 0 {
 		return nil, 0
 	}

@@ -1,6 +1,7 @@
 package exposure
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 )
@@ -77,4 +78,63 @@ func TestFinishedCarriesTheMeasuredDrain(t *testing.T) {
 		!f.LastAttempt.Equal(at(4.5)) {
 		t.Errorf("finished = %+v (drain %v), want the 3.5 s drain, a preStop of 9 s, 15 attempts", f, f.LBDrainSeconds)
 	}
+}
+
+// A restart carries over the ended episodes no reader took: those after the last number a reader asked after.
+// The new process serves them numbered from 1, in the order they ended, through a JSON round trip of the state
+// file; a file older than the quiet period carries none, and neither does one whose reader took them all.
+func TestFinishedAcrossRestart(t *testing.T) {
+	r := metered()
+	for i := range 5 {
+		episode(r, port, at(float64(i)*1000), uint64(i)*10, 1+uint64(i))
+	}
+	r.FinishedAfter(0)
+	r.FinishedAfter(3) // the reader is done with 1 to 3
+	s := roundTrip(t, r.Save())
+	if len(s.Finished) != 2 || s.Finished[0].Seq != 4 || s.Finished[1].Seq != 5 {
+		t.Fatalf("saved %+v, want episodes 4 and 5", s.Finished)
+	}
+
+	back := metered()
+	back.Restore(s, true)
+	got, oldest := back.FinishedAfter(0)
+	if len(got) != 2 || oldest != 1 || back.LastFinished() != 2 {
+		t.Fatalf("restored: %+v, oldest %d, last %d; want two episodes numbered 1 and 2", got, oldest, back.LastFinished())
+	}
+	for i, f := range got {
+		want := s.Finished[i]
+		want.Seq = uint64(i + 1)
+		if f.Seq != want.Seq || f.Key != want.Key || f.Cause != want.Cause || !f.Start.Equal(want.Start) ||
+			!f.End.Equal(want.End) || f.Attempts != want.Attempts || f.Attempts != uint64(4+i) {
+			t.Errorf("restored %d = %+v, want %+v", i, f, want)
+		}
+	}
+	episode(back, port, at(9000), 500, 1)
+	if got, _ := back.FinishedAfter(2); len(got) != 1 || got[0].Seq != 3 {
+		t.Errorf("the first episode after the restart: %+v, want number 3", got)
+	}
+
+	stale := metered()
+	stale.Restore(s, false)
+	if got, _ := stale.FinishedAfter(0); len(got) != 0 {
+		t.Errorf("restored from a file older than the quiet period: %+v, want none", got)
+	}
+	r.FinishedAfter(5)
+	if s := roundTrip(t, r.Save()); len(s.Finished) != 0 {
+		t.Errorf("saved after the reader took every episode: %+v", s.Finished)
+	}
+}
+
+// roundTrip is s written and read back as the state file does (JSON).
+func roundTrip(t *testing.T, s Saved) Saved {
+	t.Helper()
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Saved
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	return back
 }

@@ -22,6 +22,10 @@ type Saved struct {
 	// restart counts again from the new meter's first count: what arrived between the last decision before and
 	// that count is no one's, as at any first count.
 	Windows []ServiceWindows `json:"windows,omitempty"`
+	// Finished is the ended episodes no reader took yet (FinishedAfter), oldest first: a restart before the
+	// Event writer's next poll would otherwise lose their Events. They are served again under the new
+	// process's instance and numbers; the writer skips an Event it wrote already (its name is the episode's).
+	Finished []Finished `json:"finished,omitempty"`
 }
 
 // SavedService is one Service's stats.
@@ -63,6 +67,7 @@ func (r *Recorder) Save() Saved {
 		s.Services = append(s.Services, SavedService{Namespace: st.Namespace, Name: st.Name, Totals: st.Totals, Drains: st.Drains})
 	}
 	s.Windows = r.windowSnapshot() // copied anew whenever they move: never changed in place
+	s.Finished, _ = r.finishedAfter(r.taken)
 	for _, k := range r.sortedOpen() {
 		ep := r.open[k]
 		se := SavedEpisode{Key: k, Cause: ep.Cause, Start: ep.Start.UnixNano(), Metered: ep.Metered, Attempts: ep.Attempts,
@@ -88,7 +93,7 @@ func (r *Recorder) Save() Saved {
 // dropped (a file written by another version). An episode restored resumes when fresh (the file is younger
 // than the state file's horizon): its destination counts as dropped and in rotation until the first decision says
 // otherwise, which ends it then. Otherwise nobody looked for longer than an episode's quiet end: it ends as
-// it was counted.
+// it was counted. The ended episodes no reader took are served again, numbered from 1, when fresh.
 func (r *Recorder) Restore(s Saved, fresh bool) {
 	for c, t := range s.Totals {
 		if _, ok := r.totals[c]; ok {
@@ -122,6 +127,19 @@ func (r *Recorder) Restore(s Saved, fresh bool) {
 			}
 			r.windowOf([2]string{sw.Namespace, sw.Name})[c] = n
 			r.winDirty = true
+		}
+	}
+	if fresh {
+		// Ended episodes of a file older than the quiet period are not served again: their Events are due
+		// long since, and one written already may have expired (the API server keeps Events an hour by
+		// default), so that a second write would be a duplicate.
+		for _, f := range s.Finished[max(len(s.Finished)-FinishedRing, 0):] {
+			if _, ok := r.totals[f.Cause]; !ok || f.Start.IsZero() {
+				continue
+			}
+			r.seq++
+			f.Seq = r.seq
+			r.keep(f)
 		}
 	}
 	for _, se := range s.Open {

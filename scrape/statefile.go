@@ -342,6 +342,10 @@ func (b stateBody) restore(horizon time.Duration, now time.Time) (*restoredState
 			return nil, fmt.Errorf("state file holds %d open exposure episodes, more than the %d this exporter writes",
 				len(b.Exposure.Open), maxStateEntries)
 		}
+		if len(b.Exposure.Finished) > exposure.FinishedRing {
+			return nil, fmt.Errorf("state file holds %d ended exposure episodes, more than the %d this exporter keeps",
+				len(b.Exposure.Finished), exposure.FinishedRing)
+		}
 		rs.exposure, rs.exposureFresh = b.Exposure, fresh
 	}
 	return rs, nil
