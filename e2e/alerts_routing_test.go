@@ -153,15 +153,15 @@ func TestAlertsOneNotificationPerService(t *testing.T) {
 	}
 	notes := ours()
 	if len(notes) != 1 {
-		t.Fatalf("%d notifications for namespace %s, want exactly 1: %+v", len(notes), ns, notes)
+		fatalf(t, "%d notifications for namespace %s, want exactly 1: %+v", len(notes), ns, notes)
 	}
 	n := notes[0]
 	want := "firing " + alertKey{"LocalTrafficServiceBlackhole", "", ns, pinned.Name}.String()
 	if n.receiver != "localtraffic-pager" || len(n.alerts) != 1 || n.alerts[0] != want {
-		t.Fatalf("notification to %s with %v, want one to localtraffic-pager with %s", n.receiver, n.alerts, want)
+		fatalf(t, "notification to %s with %v, want one to localtraffic-pager with %s", n.receiver, n.alerts, want)
 	}
 	if err := namesNodes(n.descs[0], ns+"/"+pinned.Name, holes); err != nil {
-		t.Error(err)
+		errorln(t, err)
 	}
 	t.Logf("one notification to %s: %s", n.receiver, n.descs[0])
 
@@ -169,30 +169,30 @@ func TestAlertsOneNotificationPerService(t *testing.T) {
 	for svc, why := range map[string]string{annotated.Name: reason, excluded.Name: "ignore selector " + routingExcludeLabel + "=true"} {
 		res, err := prom.query(ctx, fmt.Sprintf(`localtraffic_blackhole{namespace=%q,service=%q} == 1`, ns, svc))
 		if err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		var got []string
 		for _, s := range res {
 			got = append(got, s.Metric["node"])
 		}
 		if len(got) != len(holes) {
-			t.Errorf("%s/%s: blackhole on %v, want %v (still measured)", ns, svc, got, holes)
+			errorf(t, "%s/%s: blackhole on %v, want %v (still measured)", ns, svc, got, holes)
 		}
 		res, err = prom.query(ctx, fmt.Sprintf(`localtraffic_service_ignored_info{namespace=%q,service=%q}`, ns, svc))
 		if err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		if len(res) != len(c.Nodes()) {
-			t.Errorf("%s/%s: %d localtraffic_service_ignored_info series, want one per node (%d)", ns, svc, len(res), len(c.Nodes()))
+			errorf(t, "%s/%s: %d localtraffic_service_ignored_info series, want one per node (%d)", ns, svc, len(res), len(c.Nodes()))
 		}
 		for _, s := range res {
 			if s.Metric["reason"] != why {
-				t.Errorf("%s/%s on %s: reason %q, want %q", ns, svc, s.Metric["node"], s.Metric["reason"], why)
+				errorf(t, "%s/%s on %s: reason %q, want %q", ns, svc, s.Metric["node"], s.Metric["reason"], why)
 			}
 		}
 	}
 	if res, err := prom.query(ctx, fmt.Sprintf(`localtraffic_service_ignored_info{namespace=%q,service=%q}`, ns, pinned.Name)); err != nil || len(res) != 0 {
-		t.Errorf("%s/%s, not annotated nor labelled: ignored series %v (%v)", ns, pinned.Name, res, err)
+		errorf(t, "%s/%s, not annotated nor labelled: ignored series %v (%v)", ns, pinned.Name, res, err)
 	}
 
 	// The plugin reads the same verdicts through this Prometheus as from each exporter's own /metrics, and its

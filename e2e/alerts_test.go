@@ -62,11 +62,11 @@ func TestAlertsOnLivePrometheus(t *testing.T) {
 	// answers 503 on the other nodes, so a load balancer drains them — dropping there is by design.
 	start := time.Now()
 	if err := drill.Apply(ctx, c); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() {
 		if err := drill.Cleanup(context.Background(), c); err != nil {
-			t.Errorf("drill cleanup: %v", err)
+			errorf(t, "drill cleanup: %v", err)
 		}
 	})
 	first := c.Nodes()[0].Name
@@ -117,7 +117,7 @@ func TestAlertsOnLivePrometheus(t *testing.T) {
 		return errors.Join(errs...)
 	})
 	if wrongPage != nil {
-		t.Fatal(wrongPage)
+		fatalln(t, wrongPage)
 	}
 	pages := hook.delivered("pager")
 	for k := range want {
@@ -127,23 +127,23 @@ func TestAlertsOnLivePrometheus(t *testing.T) {
 			forDuration = serviceBlackholeFor
 		}
 		if a := activeAt[k]; a.IsZero() {
-			t.Errorf("%s: never seen in Prometheus' alerts", k)
+			errorf(t, "%s: never seen in Prometheus' alerts", k)
 		} else if early := a.Add(forDuration); p.FirstFiring.Before(early) {
-			t.Errorf("%s: paged at %s, before its for: (%s) had passed since it became pending at %s", k, p.FirstFiring.Format(time.RFC3339), forDuration, a.Format(time.RFC3339))
+			errorf(t, "%s: paged at %s, before its for: (%s) had passed since it became pending at %s", k, p.FirstFiring.Format(time.RFC3339), forDuration, a.Format(time.RFC3339))
 		}
 		if p.Labels["severity"] != "critical" {
-			t.Errorf("%s: severity %q, want critical", k, p.Labels["severity"])
+			errorf(t, "%s: severity %q, want critical", k, p.Labels["severity"])
 		}
 		desc := p.Annotations["description"]
 		if k == serviceAlert {
 			if err := namesNodes(desc, drill.Namespace+"/"+drill.Service, holes); err != nil {
-				t.Errorf("%s: %v", k, err)
+				errorf(t, "%s: %v", k, err)
 			}
 		} else if !strings.Contains(desc, "Node "+k.Node+" ") || !strings.Contains(desc, drill.Namespace+"/"+drill.Service) {
-			t.Errorf("%s: description %q does not name the node and the Service", k, desc)
+			errorf(t, "%s: description %q does not name the node and the Service", k, desc)
 		}
 		if !strings.HasSuffix(p.Annotations["runbook_url"], "docs/runbooks.md#"+strings.ToLower(k.Alertname)) {
-			t.Errorf("%s: runbook_url %q", k, p.Annotations["runbook_url"])
+			errorf(t, "%s: runbook_url %q", k, p.Annotations["runbook_url"])
 		}
 		t.Logf("paged %s at %s, pending since %s", k, p.FirstFiring.Format(time.RFC3339), activeAt[k].Format(time.RFC3339))
 	}
@@ -174,7 +174,7 @@ func TestAlertsOnLivePrometheus(t *testing.T) {
 		}
 	}
 	if len(wantDrops) == 0 {
-		t.Fatal("no iptables-mode node besides the first: nothing counts the out-of-rotation drops")
+		fatalln(t, "no iptables-mode node besides the first: nothing counts the out-of-rotation drops")
 	}
 	checkAlertCondition(t, ctx, prom, repo, "LocalTrafficOutOfRotationNodeDropsTraffic", services, wantDrops)
 	stopLBTraffic()
@@ -201,7 +201,7 @@ func TestAlertsOnLivePrometheus(t *testing.T) {
 	// keep_firing_for has passed (a page outlasts a failed scrape or an exporter restart, so also the fix).
 	stopTraffic()
 	if err := drill.Fix(ctx, c); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	fixed := time.Now()
 	eventually(t, keepFiringFor+3*time.Minute, "the pages resolve after the fix", func() error {
@@ -225,11 +225,11 @@ func TestAlertsOnLivePrometheus(t *testing.T) {
 	})
 	for k := range hook.delivered("pager") {
 		if !want[k] {
-			t.Errorf("unexpected page %s", k)
+			errorf(t, "unexpected page %s", k)
 		}
 	}
 	if took := time.Since(fixed); took < keepFiringFor {
-		t.Errorf("the pages resolved %s after the fix, before keep_firing_for (%s)", took.Round(time.Second), keepFiringFor)
+		errorf(t, "the pages resolved %s after the fix, before keep_firing_for (%s)", took.Round(time.Second), keepFiringFor)
 	}
 	t.Logf("all %d pages resolved %s after the fix", len(want), time.Since(fixed).Round(time.Second))
 }
@@ -240,17 +240,17 @@ func checkDashboards(t *testing.T, ctx context.Context, prom promAPI, repo strin
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(repo, "dashboards", "*.json"))
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no dashboards: %v", err)
+		fatalf(t, "no dashboards: %v", err)
 	}
 	var queries []dashquery.Query
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		qs, err := dashquery.Queries(data)
 		if err != nil {
-			t.Fatalf("%s: %v", f, err)
+			fatalf(t, "%s: %v", f, err)
 		}
 		for _, q := range qs {
 			q.Where = filepath.Base(f) + " " + q.Where
@@ -330,19 +330,19 @@ func liveMonitoring(t *testing.T, ctx context.Context, c *cluster.Cluster, repo 
 	t.Helper()
 	tools, err := installMonitoringTools(ctx, repo)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	// Each exporter on 127.0.0.1 behind kube-rbac-proxy on the node's address, as the shipped pod runs them:
 	// Prometheus scrapes through the proxy with its own ServiceAccount's token.
 	ds := renderedDaemonSet(t, c, "base")
 	for _, n := range c.Nodes() {
 		if err := n.StartExporterOnLoopback(ctx, port, exporterArgs...); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		t.Cleanup(func() { n.StopExporterOn(port) })
 		stop, err := n.StartKubeRBACProxy(ctx, fmt.Sprintf("alerts-%d", port), shippedProxyArgsOn(t, ds, n, port)...)
 		if err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		t.Cleanup(stop)
 	}
@@ -350,11 +350,11 @@ func liveMonitoring(t *testing.T, ctx context.Context, c *cluster.Cluster, repo 
 	kubeconfig := prometheusKubeconfig(t, c)
 	tokenFile := filepath.Join(t.TempDir(), "prometheus-token")
 	if err := os.WriteFile(tokenFile, []byte(prometheusMetricsToken(t, c)), 0o600); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	scrape, err := os.ReadFile(filepath.Join(repo, "alerts", "prometheus-scrape.yaml"))
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	var rules []string
 	for _, f := range alertRuleFiles {
@@ -365,7 +365,7 @@ func liveMonitoring(t *testing.T, ctx context.Context, c *cluster.Cluster, repo 
 		return prometheusConfig(scrape, kubeconfig, tokenFile, rules, am, evalInterval)
 	}, amConfig)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -386,23 +386,23 @@ func createExporterPods(t *testing.T, c *cluster.Cluster, port int32) {
 	ctx := testContext(t)
 	base, err := cluster.DeployBaseDir()
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	objs, err := cluster.ReadManifests(base)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	var ds *appsv1.DaemonSet
 	for _, o := range objs {
 		if o.GetKind() == "DaemonSet" {
 			ds = &appsv1.DaemonSet{}
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, ds); err != nil {
-				t.Fatalf("DaemonSet in %s: %v", base, err)
+				fatalf(t, "DaemonSet in %s: %v", base, err)
 			}
 		}
 	}
 	if ds == nil {
-		t.Fatalf("no DaemonSet in %s", base)
+		fatalf(t, "no DaemonSet in %s", base)
 	}
 	ns := ds.Namespace
 	if ns == "" {
@@ -428,22 +428,22 @@ func createExporterPods(t *testing.T, c *cluster.Cluster, port int32) {
 			pod.Spec.Containers[i].Ports = ports
 		}
 		if !found {
-			t.Fatalf("the DaemonSet in %s has no container port named metrics", base)
+			fatalf(t, "the DaemonSet in %s has no container port named metrics", base)
 		}
 		created, err := pods.Create(ctx, pod, metav1.CreateOptions{})
 		if err != nil {
-			t.Fatalf("create exporter pod for %s: %v", n.Name, err)
+			fatalf(t, "create exporter pod for %s: %v", n.Name, err)
 		}
 		t.Cleanup(func() {
 			// No kubelet confirms a graceful deletion here: delete at once.
 			err := pods.Delete(context.Background(), created.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
 			if err != nil && !apierrors.IsNotFound(err) {
-				t.Errorf("delete exporter pod %s: %v", created.Name, err)
+				errorf(t, "delete exporter pod %s: %v", created.Name, err)
 			}
 		})
 		created.Status = cluster.HostNetworkRunning(n.IP)
 		if _, err := pods.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-			t.Fatalf("report exporter pod for %s running: %v", n.Name, err)
+			fatalf(t, "report exporter pod for %s running: %v", n.Name, err)
 		}
 	}
 }
@@ -460,7 +460,7 @@ func shippedProxyArgsOn(t *testing.T, ds *appsv1.DaemonSet, node *cluster.Node, 
 		}
 	}
 	if proxy == nil || len(proxy.Ports) == 0 {
-		t.Fatal("the shipped DaemonSet has no kube-rbac-proxy container with a port")
+		fatalln(t, "the shipped DaemonSet has no kube-rbac-proxy container with a port")
 	}
 	shipped := fmt.Sprintf(":%d", proxy.Ports[0].ContainerPort)
 	env := containerEnv(t, ds, *proxy, node)
@@ -472,7 +472,7 @@ func shippedProxyArgsOn(t *testing.T, ds *appsv1.DaemonSet, node *cluster.Node, 
 		a = expandKubeletVars(a, env)
 		if strings.HasPrefix(a, "--secure-listen-address=") || strings.HasPrefix(a, "--upstream=") {
 			if !strings.Contains(a, shipped) {
-				t.Fatalf("kube-rbac-proxy arg %s does not name the metrics port %s", a, shipped)
+				fatalf(t, "kube-rbac-proxy arg %s does not name the metrics port %s", a, shipped)
 			}
 			a = strings.Replace(a, shipped, fmt.Sprintf(":%d", port), 1)
 		}
@@ -492,7 +492,7 @@ func prometheusMetricsToken(t *testing.T, c *cluster.Cluster) string {
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "prometheus", Namespace: "e2e-monitoring"}},
 	}
 	if _, err := c.Admin().RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() {
 		_ = c.Admin().RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
@@ -507,19 +507,19 @@ func prometheusKubeconfig(t *testing.T, c *cluster.Cluster) string {
 	ctx := testContext(t)
 	const ns, name = "e2e-monitoring", "prometheus"
 	if err := c.EnsureNamespace(ctx, ns); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	admin := c.Admin()
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
 	if _, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	role := &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: "e2e-prometheus"},
 		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}}},
 	}
 	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	binding := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "e2e-prometheus"},
@@ -527,7 +527,7 @@ func prometheusKubeconfig(t *testing.T, c *cluster.Cluster) string {
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}},
 	}
 	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() {
 		ctx := context.Background()
@@ -537,7 +537,7 @@ func prometheusKubeconfig(t *testing.T, c *cluster.Cluster) string {
 	})
 	path, err := c.ServiceAccountKubeconfig(ctx, ns, name)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	return path
 }
@@ -547,7 +547,7 @@ func alertsRepoDir(t *testing.T) string {
 	t.Helper()
 	mod, err := cluster.ModuleDir()
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	return filepath.Dir(mod)
 }
@@ -568,14 +568,14 @@ func checkDefaultSeries(t *testing.T, ctx context.Context, prom promAPI, budget 
 	optIn := metricset.OptIn()
 	res, err := prom.query(ctx, fmt.Sprintf(`count by (__name__, node) ({job="localtraffic-exporter", __name__=~%q})`, strings.Join(optIn, "|")))
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	for _, s := range res {
-		t.Errorf("exporter on %s exports opt-in %s: not running with the default flags", s.Metric["node"], s.Metric["__name__"])
+		errorf(t, "exporter on %s exports opt-in %s: not running with the default flags", s.Metric["node"], s.Metric["__name__"])
 	}
 	perNode, err := prom.query(ctx, `count by (node) ({job="localtraffic-exporter"})`)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	for _, s := range perNode {
 		t.Logf("node %s: %v series per scrape (defaults)", s.Metric["node"], s.Value[1])
@@ -583,16 +583,16 @@ func checkDefaultSeries(t *testing.T, ctx context.Context, prom promAPI, budget 
 	for svc, budgetMax := range budget {
 		res, err := prom.query(ctx, fmt.Sprintf(`count by (node) ({job="localtraffic-exporter", namespace=%q, service=%q})`, svc[0], svc[1]))
 		if err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		if len(res) == 0 {
-			t.Errorf("%s/%s: no series", svc[0], svc[1])
+			errorf(t, "%s/%s: no series", svc[0], svc[1])
 		}
 		// A node that blackholes the Service exports why (localtraffic_blackhole_reason): one series more
 		// there, as collector/budget_test.go allows.
 		holes, err := prom.query(ctx, fmt.Sprintf(`localtraffic_blackhole{job="localtraffic-exporter", namespace=%q, service=%q} == 1`, svc[0], svc[1]))
 		if err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		blackholes := map[string]bool{}
 		for _, h := range holes {
@@ -605,7 +605,7 @@ func checkDefaultSeries(t *testing.T, ctx context.Context, prom promAPI, budget 
 				max++
 			}
 			if n > max || n < 3 {
-				t.Errorf("%s/%s on %s: %d series, want 3 to %d", svc[0], svc[1], s.Metric["node"], n, max)
+				errorf(t, "%s/%s on %s: %d series, want 3 to %d", svc[0], svc[1], s.Metric["node"], n, max)
 			} else {
 				t.Logf("%s/%s on %s: %d series (budget %d)", svc[0], svc[1], s.Metric["node"], n, max)
 			}
@@ -619,7 +619,7 @@ func checkAlertCondition(t *testing.T, ctx context.Context, prom promAPI, repo, 
 	t.Helper()
 	expr, err := alertExpr(repo, alertRuleFiles[1], alert)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	eventually(t, 4*time.Minute, alert+"'s condition holds for exactly "+strings.Join(keys(want), ", "), func() error {
 		res, err := prom.query(ctx, expr)

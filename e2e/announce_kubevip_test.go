@@ -31,19 +31,19 @@ func TestAnnouncerKubeVIPStaleAnnotation(t *testing.T) {
 	svc := serviceSpec(t, c, "e2e-kubevip-stale", "vip", corev1.ServiceTypeLoadBalancer, nil)
 	setEndpoints(t, c, svc, ready(startPods(t, c, svc, "node-1")...))
 	if err := c.SetLoadBalancerIngress(ctx, svc.Namespace, svc.Name, corev1.LoadBalancerIngress{IP: lbIP}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() { _ = c.Unroute(context.Background(), lbIP) })
 	if err := c.RouteVia(ctx, "node-1", lbIP); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	// kube-vip's record as it writes it: the node's name in the annotation (the address on no interface).
 	if err := annotated(c, "kube_vip", "kube-vip.io/vipHost", func(node, _ string) string { return node }).hold(ctx, svc, named); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	n := c.Node(named)
 	if err := n.StartExporterOn(ctx, port, "--arrivals.quiet-period="+quiet.String()); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() { n.StopExporterOn(port) })
 	started := time.Now()
@@ -67,12 +67,12 @@ func TestAnnouncerKubeVIPStaleAnnotation(t *testing.T) {
 	})
 	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
 		if err := scrape(metricIs("localtraffic_blackhole", svcLabels(svc, named), 0)); err != nil {
-			t.Fatalf("the stale annotation paged again with nothing arriving: %v", err)
+			fatalf(t, "the stale annotation paged again with nothing arriving: %v", err)
 		}
 	}
 	// kube-vip advertises from node-2 again: the clients' attempts reach it and are dropped.
 	if err := c.RouteVia(ctx, named, lbIP); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	eventually(t, announcedWithin+margin, "the clients' attempts at node-2 end the silence: announced_here", paged)
 }

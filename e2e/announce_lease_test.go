@@ -46,7 +46,7 @@ func holdCiliumLease(t *testing.T, c *cluster.Cluster, svc *corev1.Service, node
 	created, err := leases.Create(ctx, lease, metav1.CreateOptions{})
 	if err != nil {
 		cancel()
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() { _ = leases.Delete(context.Background(), name, metav1.DeleteOptions{}) })
 	var wg sync.WaitGroup
@@ -66,7 +66,7 @@ func holdCiliumLease(t *testing.T, c *cluster.Cluster, svc *corev1.Service, node
 			next, err := leases.Update(ctx, cur, metav1.UpdateOptions{})
 			if err != nil {
 				if ctx.Err() == nil {
-					t.Errorf("renewing %s: %v", name, err)
+					errorf(t, "renewing %s: %v", name, err)
 				}
 				return
 			}
@@ -100,7 +100,7 @@ func pluginUnannounced(t *testing.T, ctx context.Context, p plugin, ns, name str
 	}
 	if err := json.Unmarshal([]byte(r.out), &st); err != nil || len(st.Items) == 0 {
 		// Errorf, not Fatalf: the plugin runs beside the exporters' checks, in a goroutine of its own.
-		t.Errorf("status -o json (exit %d): %v %s%s", r.code, err, r.out, r.errOut)
+		errorf(t, "status -o json (exit %d): %v %s%s", r.code, err, r.out, r.errOut)
 		return -1, nil, took
 	}
 	un := map[string][]string{}
@@ -138,11 +138,11 @@ func TestAnnouncerLeaseClockSkew(t *testing.T) {
 		s.svc = serviceSpec(t, c, "e2e-lease-skew", s.name, corev1.ServiceTypeLoadBalancer, nil)
 		setEndpoints(t, c, s.svc, ready(startPods(t, c, s.svc, "node-1")...))
 		if err := c.SetLoadBalancerIngress(ctx, s.svc.Namespace, s.svc.Name, corev1.LoadBalancerIngress{IP: s.lbIP}); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		t.Cleanup(func() { _ = c.Unroute(context.Background(), s.lbIP) })
 		if err := c.RouteVia(ctx, "node-1", s.lbIP); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		s.holder = holdCiliumLease(t, c, s.svc, "node-1", s.skew)
 	}
@@ -197,11 +197,11 @@ func TestAnnouncerLeaseClockSkew(t *testing.T) {
 	// Renewed on time for longer than a lease duration: announced throughout, whatever the holders' clocks.
 	for end := time.Now().Add(ciliumLeaseDuration + 5*time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
 		if err := unannounced(false); err != nil {
-			t.Fatalf("a lease renewed every %s: %v", ciliumRetryPeriod, err)
+			fatalf(t, "a lease renewed every %s: %v", ciliumRetryPeriod, err)
 		}
 	}
 	if r := <-live; r.code != 0 || len(r.un) != len(cases) || r.un["behind"] != nil || r.un["ahead"] != nil {
-		t.Errorf("plugin status, both leases renewed: exit %d, unannounced %v; want 0 and none, as the exporters", r.code, r.un)
+		errorf(t, "plugin status, both leases renewed: exit %d, unannounced %v; want 0 and none, as the exporters", r.code, r.un)
 	}
 	// Both holders stop renewing: each lease expires a duration after the exporters last saw it change. The
 	// plugin, started at once, watches both leases for their duration and finds them unchanged.
@@ -214,16 +214,16 @@ func TestAnnouncerLeaseClockSkew(t *testing.T) {
 		return unannounced(true)
 	})
 	if took := time.Since(stopped); took < ciliumLeaseDuration-ciliumRetryPeriod-time.Second {
-		t.Errorf("unannounced %s after the last renewal, before the lease's %s could pass", took, ciliumLeaseDuration)
+		errorf(t, "unannounced %s after the last renewal, before the lease's %s could pass", took, ciliumLeaseDuration)
 	}
 	r := <-expired
 	for _, s := range cases {
 		if got := r.un[s.name]; len(got) != 1 || got[0] != s.lbIP {
-			t.Errorf("plugin status, %s's holder (clock %s) stopped: unannounced %v; want [%s], as the exporters", s.name, s.skew, got, s.lbIP)
+			errorf(t, "plugin status, %s's holder (clock %s) stopped: unannounced %v; want [%s], as the exporters", s.name, s.skew, got, s.lbIP)
 		}
 	}
 	if r.code != 1 || r.took < ciliumLeaseDuration-ciliumRetryPeriod {
-		t.Errorf("plugin status after the holders stopped: exit %d after %s; want 1, after watching the leases for their %s",
+		errorf(t, "plugin status after the holders stopped: exit %d after %s; want 1, after watching the leases for their %s",
 			r.code, r.took.Round(time.Millisecond), ciliumLeaseDuration)
 	}
 }
@@ -245,21 +245,21 @@ func TestAnnouncerCiliumLeaseReleased(t *testing.T) {
 	ctx := testContext(t)
 	dir, err := cluster.CiliumPolicyCRDsDir()
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if err := c.InstallCRDs(ctx, dir); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	nodes := []string{"node-1", "node-2"}
 	const lbIP = "192.0.2.153"
 	svc := serviceSpec(t, c, "e2e-lease-released", "web", corev1.ServiceTypeLoadBalancer, nil)
 	setEndpoints(t, c, svc, ready(startPods(t, c, svc, "node-1")...))
 	if err := c.SetLoadBalancerIngress(ctx, svc.Namespace, svc.Name, corev1.LoadBalancerIngress{IP: lbIP}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() { _ = c.Unroute(context.Background(), lbIP) })
 	if err := c.RouteVia(ctx, "node-1", lbIP); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	policies := dynamicClient(t, c).Resource(gvrCiliumL2Policy)
 	policy := &unstructured.Unstructured{Object: map[string]any{
@@ -273,7 +273,7 @@ func TestAnnouncerCiliumLeaseReleased(t *testing.T) {
 			"loadBalancerIPs": true,
 		}}}
 	if _, err := policies.Create(ctx, policy, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() { _ = policies.Delete(context.Background(), policy.GetName(), metav1.DeleteOptions{}) })
 	holder := holdCiliumLease(t, c, svc, "node-1", 0)
@@ -305,7 +305,7 @@ func TestAnnouncerCiliumLeaseReleased(t *testing.T) {
 	})
 	p := newPlugin(t, ctx, c)
 	if code, un, _ := pluginUnannounced(t, ctx, p, svc.Namespace, svc.Name); code != 0 || un[svc.Name] != nil {
-		t.Errorf("plugin status, node-1 holds the lease: exit %d, unannounced %v; want 0 and none, as the exporters", code, un)
+		errorf(t, "plugin status, node-1 holds the lease: exit %d, unannounced %v; want 0 and none, as the exporters", code, un)
 	}
 
 	// The policy moves to node-2, which runs no replica: node-1 stops electing (the policy no longer selects it)
@@ -313,26 +313,26 @@ func TestAnnouncerCiliumLeaseReleased(t *testing.T) {
 	// ARP for the address.
 	cur, err := policies.Get(ctx, policy.GetName(), metav1.GetOptions{})
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if err := unstructured.SetNestedStringMap(cur.Object, map[string]string{"kubernetes.io/hostname": "node-2"}, "spec", "nodeSelector", "matchLabels"); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if _, err := policies.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	holder.stop()
 	leases := c.Admin().CoordinationV1().Leases(ciliumNamespace)
 	name := "cilium-l2announce-" + svc.Namespace + "-" + svc.Name
 	lease, err := leases.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	now := metav1.NewMicroTime(time.Now())
 	lease.Spec.HolderIdentity, lease.Spec.LeaseDurationSeconds = ptr(""), ptr(int32(1))
 	lease.Spec.AcquireTime, lease.Spec.RenewTime = &now, &now
 	if _, err := leases.Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	released := time.Now()
 	type run struct {
@@ -347,21 +347,21 @@ func TestAnnouncerCiliumLeaseReleased(t *testing.T) {
 		r.code, r.un, r.took = pluginUnannounced(t, ctx, p, svc.Namespace, svc.Name)
 	}()
 	if err := c.Unroute(ctx, lbIP); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if r := c.Request(ctx, lbIP+":80"); r.Verdict == cluster.OK {
-		t.Fatalf("with nobody announcing, the request was answered: %s", r)
+		fatalf(t, "with nobody announcing, the request was answered: %s", r)
 	}
 	// Within the lease duration (less a retry period and a scrape of slack): not unannounced. The agents' GC
 	// deletes the released lease meanwhile (every minute in Cilium; at once here, to keep the test short).
 	deleted := false
 	for time.Since(released) < ciliumLeaseDuration-ciliumRetryPeriod-time.Second {
 		if err := unannounced(false); err != nil {
-			t.Fatalf("%s after the release: %v", time.Since(released).Round(time.Millisecond), err)
+			fatalf(t, "%s after the release: %v", time.Since(released).Round(time.Millisecond), err)
 		}
 		if !deleted && time.Since(released) > ciliumRetryPeriod {
 			if err := leases.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-				t.Fatal(err)
+				fatalln(t, err)
 			}
 			deleted = true
 		}
@@ -372,7 +372,7 @@ func TestAnnouncerCiliumLeaseReleased(t *testing.T) {
 	})
 	// The plugin run at the release answered only after a lease duration without a holder: unannounced.
 	if r := <-atRelease; r.code != 1 || len(r.un[svc.Name]) != 1 || r.un[svc.Name][0] != lbIP || r.took < ciliumLeaseDuration-ciliumRetryPeriod {
-		t.Errorf("plugin status run at the release: exit %d, unannounced %v after %s; want 1, [%s], after a lease duration, as the exporters",
+		errorf(t, "plugin status run at the release: exit %d, unannounced %v after %s; want 1, [%s], after a lease duration, as the exporters",
 			r.code, r.un, r.took.Round(time.Millisecond), lbIP)
 	}
 }

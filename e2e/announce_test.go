@@ -52,7 +52,7 @@ func dynamicClient(t testing.TB, c *cluster.Cluster) dynamic.Interface {
 	t.Helper()
 	dyn, err := dynamic.NewForConfig(c.AdminRESTConfig())
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	return dyn
 }
@@ -265,13 +265,13 @@ func installMetalLBCRDs(t testing.TB, c *cluster.Cluster) {
 	ctx := testContext(t)
 	dir, err := cluster.MetalLBCRDsDir()
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if err := c.InstallCRDs(ctx, dir); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if err := c.EnsureNamespace(ctx, metallbNamespace); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 }
 
@@ -322,11 +322,11 @@ func TestAnnouncerHolderWithoutReplica(t *testing.T) {
 		s.svc = serviceSpec(t, c, "e2e-announce", fmt.Sprintf("vip-%d", i), corev1.ServiceTypeLoadBalancer, nil)
 		setEndpoints(t, c, s.svc, ready(startPods(t, c, s.svc, "node-1")...))
 		if err := c.SetLoadBalancerIngress(ctx, s.svc.Namespace, s.svc.Name, corev1.LoadBalancerIngress{IP: s.lbIP}); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		t.Cleanup(func() { _ = c.Unroute(context.Background(), s.lbIP) })
 		if err := c.RouteVia(ctx, s.node, s.lbIP); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 	}
 	var addrs []string
@@ -350,7 +350,7 @@ func TestAnnouncerHolderWithoutReplica(t *testing.T) {
 	}
 	for _, s := range scenarios {
 		if err := records[s.record].hold(ctx, s.svc, s.node); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		eventually(t, announcedWithin, fmt.Sprintf("%s paged at once: %s names it for %s", s.node, s.record, s.lbIP), func() error {
 			return expectMetrics(ctx, c, s.node, sourceOK(s.node, records[s.record].source),
@@ -367,17 +367,17 @@ func TestAnnouncerHolderWithoutReplica(t *testing.T) {
 	for _, s := range scenarios {
 		code, holes, _ := pluginAnnounced(t, ctx, p, s.svc)
 		if code != 1 || !slices.Equal(holes, []string{s.node}) {
-			t.Errorf("status %s (%s names %s): exit %d, blackholes %v; want 1, [%s]", s.svc.Name, s.record, s.node, code, holes, s.node)
+			errorf(t, "status %s (%s names %s): exit %d, blackholes %v; want 1, [%s]", s.svc.Name, s.record, s.node, code, holes, s.node)
 		}
 	}
 
 	// The announcer fails over to node-1, which has the replica, and the network follows it.
 	for _, s := range scenarios {
 		if err := records[s.record].hold(ctx, s.svc, "node-1"); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		if err := c.RouteVia(ctx, "node-1", s.lbIP); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 	}
 	for _, s := range scenarios {
@@ -389,10 +389,10 @@ func TestAnnouncerHolderWithoutReplica(t *testing.T) {
 		})
 		if err := expectMetrics(ctx, c, "node-1", metricIs("localtraffic_in_rotation", svcLabels(s.svc, "node-1"), 1),
 			metricIs("localtraffic_blackhole", svcLabels(s.svc, "node-1"), 0)); err != nil {
-			t.Error(err)
+			errorln(t, err)
 		}
 		if code, holes, un := pluginAnnounced(t, ctx, p, s.svc); code != 0 || len(holes) > 0 || len(un) > 0 {
-			t.Errorf("status %s held by node-1: exit %d, blackholes %v, unannounced %v; want 0 and none", s.svc.Name, code, holes, un)
+			errorf(t, "status %s held by node-1: exit %d, blackholes %v, unannounced %v; want 0 and none", s.svc.Name, code, holes, un)
 		}
 	}
 
@@ -402,7 +402,7 @@ func TestAnnouncerHolderWithoutReplica(t *testing.T) {
 			continue
 		}
 		if err := records[s.record].expire(ctx, s.svc); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		for _, node := range []string{"node-1", "node-2", "node-4"} {
 			eventually(t, lastLease+announcedWithin, fmt.Sprintf("%s reports %s unannounced", node, s.svc.Name), func() error {
@@ -410,7 +410,7 @@ func TestAnnouncerHolderWithoutReplica(t *testing.T) {
 			})
 		}
 		if code, _, un := pluginAnnounced(t, ctx, p, s.svc); code != 1 || !slices.Equal(un, []string{s.lbIP}) {
-			t.Errorf("status %s, its lease expired: exit %d, unannounced %v; want 1, [%s]", s.svc.Name, code, un, s.lbIP)
+			errorf(t, "status %s, its lease expired: exit %d, unannounced %v; want 1, [%s]", s.svc.Name, code, un, s.lbIP)
 		}
 	}
 
@@ -424,32 +424,32 @@ func TestAnnouncerHolderWithoutReplica(t *testing.T) {
 			continue
 		}
 		if code, _, un := pluginAnnounced(t, ctx, p, s.svc); code != 0 || len(un) > 0 {
-			t.Fatalf("status %s before MetalLB's annotation: exit %d, unannounced %v", s.svc.Name, code, un)
+			fatalf(t, "status %s before MetalLB's annotation: exit %d, unannounced %v", s.svc.Name, code, un)
 		}
 		svc, err := c.Admin().CoreV1().Services(s.svc.Namespace).Get(ctx, s.svc.Name, metav1.GetOptions{})
 		if err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		metav1.SetMetaDataAnnotation(&svc.ObjectMeta, "metallb.io/ip-allocated-from-pool", "e2e-pool")
 		if _, err := c.Admin().CoreV1().Services(s.svc.Namespace).Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		if code, _, un := pluginAnnounced(t, ctx, p, s.svc); code != 0 || len(un) > 0 {
-			t.Errorf("status %s, MetalLB's address held by node-1: exit %d, unannounced %v; want 0, none", s.svc.Name, code, un)
+			errorf(t, "status %s, MetalLB's address held by node-1: exit %d, unannounced %v; want 0, none", s.svc.Name, code, un)
 		}
 		if err := records[s.record].expire(ctx, s.svc); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		if err := c.Unroute(ctx, s.lbIP); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		// Lost: with no announcer, nothing delivers the address (here the client's network has no route and
 		// answers unreachable; on a LAN the router's ARP goes unanswered).
 		if r := c.Request(ctx, s.lbIP+":80"); r.Verdict == cluster.OK {
-			t.Errorf("%s announced by nobody: %s, want it lost", s.lbIP, r)
+			errorf(t, "%s announced by nobody: %s, want it lost", s.lbIP, r)
 		}
 		if code, _, un := pluginAnnounced(t, ctx, p, s.svc); code != 1 || !slices.Equal(un, []string{s.lbIP}) {
-			t.Errorf("status %s, no MetalLB record: exit %d, unannounced %v; want 1, [%s]", s.svc.Name, code, un, s.lbIP)
+			errorf(t, "status %s, no MetalLB record: exit %d, unannounced %v; want 1, [%s]", s.svc.Name, code, un, s.lbIP)
 		}
 	}
 }
@@ -469,7 +469,7 @@ func pluginAnnounced(t *testing.T, ctx context.Context, p plugin, svc *corev1.Se
 		} `json:"items"`
 	}
 	if err := json.Unmarshal([]byte(r.out), &st); err != nil || len(st.Items) != 1 || len(st.Items[0].NodeStatuses) == 0 {
-		t.Fatalf("status -o json (exit %d): %v %s%s", r.code, err, r.out, r.errOut)
+		fatalf(t, "status -o json (exit %d): %v %s%s", r.code, err, r.out, r.errOut)
 	}
 	for _, n := range st.Items[0].NodeStatuses {
 		if n.Blackhole {
@@ -493,28 +493,28 @@ func TestAnnouncerLeaseForbidden(t *testing.T) {
 		holder = "node-3"
 	)
 	if err := c.EnsureNamespace(ctx, ns); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	svc := serviceSpec(t, c, "e2e-announce-forbidden", "vip", corev1.ServiceTypeLoadBalancer, nil)
 	setEndpoints(t, c, svc, ready(startPods(t, c, svc, "node-1")...))
 	if err := c.SetLoadBalancerIngress(ctx, svc.Namespace, svc.Name, corev1.LoadBalancerIngress{IP: lbIP}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	leases := c.Admin().CoordinationV1().Leases(ns)
 	now := metav1.MicroTime{Time: time.Now()}
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "cilium-l2announce-" + svc.Namespace + "-" + svc.Name},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr(holder), LeaseDurationSeconds: ptr(int32(600)), RenewTime: &now, AcquireTime: &now}}
 	if _, err := leases.Create(ctx, lease, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() { _ = leases.Delete(context.Background(), lease.Name, metav1.DeleteOptions{}) })
 	t.Cleanup(func() { _ = c.Unroute(context.Background(), lbIP) })
 	if err := c.RouteVia(ctx, holder, lbIP); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	n := c.Node(holder)
 	if err := n.StartExporterOn(ctx, port, "--announcers.cilium-namespace="+ns); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() { n.StopExporterOn(port) })
 	keepSending(t, c, lbIP+":80")
@@ -532,7 +532,7 @@ func TestAnnouncerLeaseForbidden(t *testing.T) {
 	deadline := time.Now().Add(2 * announcedWithin)
 	for time.Now().Before(deadline) {
 		if err := scrape(metricIs("localtraffic_blackhole", svcLabels(svc, holder), 0)); err != nil {
-			t.Fatalf("a lease the exporter may not read changed the verdict: %v", err)
+			fatalf(t, "a lease the exporter may not read changed the verdict: %v", err)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}

@@ -34,11 +34,11 @@ func TestCadenceIndependentVerdicts(t *testing.T) {
 	pods := startPods(t, c, svc, "node-1", "node-2")
 	setEndpoints(t, c, svc, ready(pods...))
 	if err := c.SetLoadBalancerIngress(ctx, svc.Namespace, svc.Name, corev1.LoadBalancerIngress{IP: lbIP}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() { _ = c.Unroute(context.Background(), lbIP) })
 	if err := c.RouteVia(ctx, node.Name, lbIP); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	// dense: the usual exporter, with the windows shortened; sparse and unscraped beside it, on their own ports
 	// and state files.
@@ -46,7 +46,7 @@ func TestCadenceIndependentVerdicts(t *testing.T) {
 	const sparsePort, unscrapedPort = cluster.ExporterPort + 71, cluster.ExporterPort + 72
 	for _, port := range []int{sparsePort, unscrapedPort} {
 		if err := node.StartExporterOn(ctx, port, flags...); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		t.Cleanup(func() { node.StopExporterOn(port) })
 	}
@@ -101,7 +101,7 @@ func TestCadenceIndependentVerdicts(t *testing.T) {
 	// The sparse exporter is scraped once early on, then not for a minute.
 	time.Sleep(5 * time.Second)
 	if _, err := c.MetricsOn(ctx, node.Name, sparsePort); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	eventually(t, converge, "the dense exporter pages health_check_ignored", func() error {
 		m, err := c.MetricsOn(ctx, node.Name, cluster.ExporterPort)
@@ -119,10 +119,10 @@ func TestCadenceIndependentVerdicts(t *testing.T) {
 	for _, port := range []int{cluster.ExporterPort, sparsePort, unscrapedPort} {
 		m, err := c.MetricsOn(ctx, node.Name, port)
 		if err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		if r := reason(m); r != "health_check_ignored" {
-			t.Errorf("exporter :%d, scraped %s: reason %s, want health_check_ignored as the dense one's\n%s", port,
+			errorf(t, "exporter :%d, scraped %s: reason %s, want health_check_ignored as the dense one's\n%s", port,
 				map[int]string{cluster.ExporterPort: "every 2 s twice", sparsePort: "after a minute's gap", unscrapedPort: "first now"}[port],
 				r, m.Grep(svc.Name))
 		}
@@ -138,11 +138,11 @@ func TestCadenceIndependentVerdicts(t *testing.T) {
 	}
 	for port, at := range since {
 		if d := at.Sub(since[cluster.ExporterPort]); d > 3*time.Second || d < -3*time.Second {
-			t.Errorf("exporter :%d found the drop at %s, the dense one at %s: %s apart", port,
+			errorf(t, "exporter :%d found the drop at %s, the dense one at %s: %s apart", port,
 				at.Format(time.RFC3339Nano), since[cluster.ExporterPort].Format(time.RFC3339Nano), d)
 		}
 		if at.Before(dropped) || at.After(dropped.Add(20*time.Second)) {
-			t.Errorf("exporter :%d found the drop at %s; the endpoint went at %s", port, at.Format(time.RFC3339Nano), dropped.Format(time.RFC3339Nano))
+			errorf(t, "exporter :%d found the drop at %s; the endpoint went at %s", port, at.Format(time.RFC3339Nano), dropped.Format(time.RFC3339Nano))
 		}
 	}
 }

@@ -57,7 +57,7 @@ func controllerCluster(t testing.TB) *cluster.Cluster {
 		ctrlState.mu.Unlock()
 	})
 	if ctrlState.err != nil {
-		t.Fatalf("controller cluster: %v", ctrlState.err)
+		fatalf(t, "controller cluster: %v", ctrlState.err)
 	}
 	return ctrlState.c
 }
@@ -76,7 +76,7 @@ func operator(t testing.TB, c *cluster.Cluster) *drill.Shell {
 	t.Helper()
 	s, err := drill.NewShell(c)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	return s
 }
@@ -90,7 +90,7 @@ func liveDrillOperator(t *testing.T, c *cluster.Cluster) (*drill.Shell, drill.Tr
 	t.Cleanup(func() {
 		t.Logf("what the operator saw:\n%s", transcript.String())
 		if err := drill.CleanupLive(context.Background(), c); err != nil {
-			t.Errorf("cleanup: %v", err)
+			errorf(t, "cleanup: %v", err)
 		}
 	})
 	return sh, drill.Transcript{W: transcript}
@@ -103,7 +103,7 @@ func operatorRun(t testing.TB, s *drill.Shell, cmd string) string {
 	defer cancel()
 	out, err := s.Run(ctx, cmd, "")
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Logf("$ %s\n%s", cmd, strings.TrimRight(out, "\n"))
 	return out
@@ -144,15 +144,15 @@ func localNodePortService(t testing.TB, c *cluster.Cluster, ns, name string, nod
 	t.Helper()
 	ctx := testContext(t)
 	if err := c.EnsureNamespace(ctx, ns); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	svc, err := c.Admin().CoreV1().Services(ns).Create(ctx, cluster.NewService(ns, name, corev1.ServiceTypeNodePort, cluster.WithNodePort(nodePort)), metav1.CreateOptions{})
 	if err != nil {
-		t.Fatalf("create service %s/%s: %v", ns, name, err)
+		fatalf(t, "create service %s/%s: %v", ns, name, err)
 	}
 	t.Cleanup(func() {
 		if err := c.Admin().CoreV1().Services(ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
-			t.Errorf("delete service %s/%s: %v", ns, name, err)
+			errorf(t, "delete service %s/%s: %v", ns, name, err)
 		}
 	})
 	return svc
@@ -164,7 +164,7 @@ func createDeployment(t testing.TB, c *cluster.Cluster, d *appsv1.Deployment) {
 	t.Helper()
 	ctx := testContext(t)
 	if _, err := c.Admin().AppsV1().Deployments(d.Namespace).Create(ctx, d, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create deployment %s/%s: %v", d.Namespace, d.Name, err)
+		fatalf(t, "create deployment %s/%s: %v", d.Namespace, d.Name, err)
 	}
 	t.Cleanup(func() { deleteWorkload(t, c, d.Namespace, d.Name, "deployments") })
 }
@@ -180,7 +180,7 @@ func deleteWorkload(t testing.TB, c *cluster.Cluster, ns, name, kind string) {
 		err = c.Admin().AppsV1().Deployments(ns).Delete(ctx, name, opts)
 	}
 	if err != nil {
-		t.Errorf("delete %s %s/%s: %v", kind, ns, name, err)
+		errorf(t, "delete %s %s/%s: %v", kind, ns, name, err)
 		return
 	}
 	if err := cluster.Eventually(ctx, 2*time.Minute, 250*time.Millisecond, func() error {
@@ -193,7 +193,7 @@ func deleteWorkload(t testing.TB, c *cluster.Cluster, ns, name, kind string) {
 		}
 		return nil
 	}); err != nil {
-		t.Errorf("%s %s/%s: %v", kind, ns, name, err)
+		errorf(t, "%s %s/%s: %v", kind, ns, name, err)
 	}
 }
 

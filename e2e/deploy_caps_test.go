@@ -36,16 +36,16 @@ func shippedContainerSecurity(t *testing.T) *corev1.SecurityContext {
 	t.Helper()
 	f, err := os.Open(filepath.Join(repoDir(t), "deploy", "base", "daemonset.yaml"))
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	defer f.Close()
 	var ds appsv1.DaemonSet
 	if err := utilyaml.NewYAMLOrJSONDecoder(f, 4096).Decode(&ds); err != nil {
-		t.Fatalf("decode daemonset.yaml: %v", err)
+		fatalf(t, "decode daemonset.yaml: %v", err)
 	}
 	sc := ds.Spec.Template.Spec.Containers[0].SecurityContext
 	if sc == nil || sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
-		t.Fatalf("container securityContext %+v: want capabilities drop [ALL]", sc)
+		fatalf(t, "container securityContext %+v: want capabilities drop [ALL]", sc)
 	}
 	return sc
 }
@@ -73,22 +73,22 @@ func TestDeployCapabilitiesAreNeededAndEnough(t *testing.T) {
 		mark string
 	}{"setpriv", nil, ""}) {
 		if _, err := exec.LookPath(d.name); err != nil {
-			t.Fatalf("%s not installed (run scripts/install-deps.sh packages, or e2e/run-e2e.sh which calls it): %v", d.name, err)
+			fatalf(t, "%s not installed (run scripts/install-deps.sh packages, or e2e/run-e2e.sh which calls it): %v", d.name, err)
 		}
 	}
 	caps := shippedContainerSecurity(t).Capabilities.Add
 	if len(caps) == 0 {
-		t.Fatal("the DaemonSet adds no capability: no rule reader can work")
+		fatalln(t, "the DaemonSet adds no capability: no rule reader can work")
 	}
 
 	// A namespace of our own, named so the harness's Reap removes it if this run is killed.
 	ns := fmt.Sprintf("%s%d-deploycaps", cluster.Prefix, os.Getpid())
 	if err := netns.Add(ctx, ns); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() {
 		if err := netns.Delete(context.Background(), ns); err != nil {
-			t.Errorf("delete netns: %v", err)
+			errorf(t, "delete netns: %v", err)
 		}
 	})
 	for _, cmd := range [][]string{
@@ -100,16 +100,16 @@ func TestDeployCapabilitiesAreNeededAndEnough(t *testing.T) {
 		{"nft", "add", "chain", "ip", "kube-proxy", "deploy-test"},
 	} {
 		if _, err := netns.Output(ctx, ns, cmd[0], cmd[1:]...); err != nil {
-			t.Fatalf("program test rules: %v", err)
+			fatalf(t, "program test rules: %v", err)
 		}
 	}
 
 	for _, d := range ruleDumps {
 		out, err := dumpWith(ctx, ns, caps, d.name, d.args...)
 		if err != nil {
-			t.Errorf("with the shipped capabilities %v: %v", caps, err)
+			errorf(t, "with the shipped capabilities %v: %v", caps, err)
 		} else if !strings.Contains(out, d.mark) {
-			t.Errorf("with the shipped capabilities %v, %s does not show %s:\n%s", caps, d.name, d.mark, out)
+			errorf(t, "with the shipped capabilities %v, %s does not show %s:\n%s", caps, d.name, d.mark, out)
 		}
 	}
 	for i, removed := range caps {
@@ -121,7 +121,7 @@ func TestDeployCapabilitiesAreNeededAndEnough(t *testing.T) {
 			}
 		}
 		if len(failed) == 0 {
-			t.Errorf("capability %s is not needed: every rule dump works with %v", removed, fewer)
+			errorf(t, "capability %s is not needed: every rule dump works with %v", removed, fewer)
 		} else {
 			t.Logf("without %s: %v fail", removed, failed)
 		}

@@ -32,7 +32,7 @@ func repoDir(t testing.TB) string {
 	t.Helper()
 	mod, err := cluster.ModuleDir()
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	return filepath.Dir(mod)
 }
@@ -56,7 +56,7 @@ func renderDeploy(t testing.TB, c *cluster.Cluster, dir string) []*unstructured.
 	t.Helper()
 	out, err := kubectl(testContext(t), c, nil, "kustomize", filepath.Join(repoDir(t), "deploy", dir))
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	var objs []*unstructured.Unstructured
 	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(out), 4096)
@@ -66,7 +66,7 @@ func renderDeploy(t testing.TB, c *cluster.Cluster, dir string) []*unstructured.
 			if errors.Is(err, io.EOF) {
 				break
 			}
-			t.Fatalf("decode kustomize output of deploy/%s: %v", dir, err)
+			fatalf(t, "decode kustomize output of deploy/%s: %v", dir, err)
 		}
 		if len(m) > 0 {
 			objs = append(objs, &unstructured.Unstructured{Object: m})
@@ -83,12 +83,12 @@ func renderedDaemonSet(t testing.TB, c *cluster.Cluster, dir string) *appsv1.Dae
 			var ds appsv1.DaemonSet
 			b, _ := json.Marshal(o.Object)
 			if err := json.Unmarshal(b, &ds); err != nil {
-				t.Fatal(err)
+				fatalln(t, err)
 			}
 			return &ds
 		}
 	}
-	t.Fatalf("deploy/%s renders no DaemonSet %s", dir, deployName)
+	fatalf(t, "deploy/%s renders no DaemonSet %s", dir, deployName)
 	return nil
 }
 

@@ -89,7 +89,7 @@ func containerEnv(t *testing.T, ds *appsv1.DaemonSet, c corev1.Container, node *
 			rf := e.ValueFrom.ResourceFieldRef
 			q, ok := c.Resources.Limits[corev1.ResourceName(strings.TrimPrefix(rf.Resource, "limits."))]
 			if !ok || !strings.HasPrefix(rf.Resource, "limits.") {
-				t.Fatalf("env %s: resourceFieldRef %s not simulated", e.Name, rf.Resource)
+				fatalf(t, "env %s: resourceFieldRef %s not simulated", e.Name, rf.Resource)
 			}
 			div := int64(1)
 			if !rf.Divisor.IsZero() {
@@ -97,7 +97,7 @@ func containerEnv(t *testing.T, ds *appsv1.DaemonSet, c corev1.Container, node *
 			}
 			env[e.Name] = strconv.FormatInt(q.Value()/div, 10)
 		default:
-			t.Fatalf("env %s: valueFrom %+v not simulated", e.Name, e.ValueFrom)
+			fatalf(t, "env %s: valueFrom %+v not simulated", e.Name, e.ValueFrom)
 		}
 	}
 	return env
@@ -119,7 +119,7 @@ func startAsPod(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, node *cl
 	ctr := spec.Containers[0]
 	sc := ctr.SecurityContext
 	if spec.SecurityContext == nil || spec.SecurityContext.RunAsUser == nil || *spec.SecurityContext.RunAsUser != 0 {
-		t.Fatalf("the sandbox simulates runAsUser 0 only; the manifest says %+v", spec.SecurityContext)
+		fatalf(t, "the sandbox simulates runAsUser 0 only; the manifest says %+v", spec.SecurityContext)
 	}
 	if caps == nil {
 		caps = sc.Capabilities.Add
@@ -127,7 +127,7 @@ func startAsPod(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, node *cl
 	// drop: [ALL] plus add: caps. The bounding set limits what UID 0 gets on exec; inheritable and ambient
 	// are emptied as the container runtime does.
 	if sc == nil || sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" {
-		t.Fatalf("the sandbox simulates capabilities drop [ALL] only; the manifest says %+v", sc)
+		fatalf(t, "the sandbox simulates capabilities drop [ALL] only; the manifest says %+v", sc)
 	}
 	bounding := "-all"
 	for _, cp := range caps {
@@ -138,7 +138,7 @@ func startAsPod(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, node *cl
 		setpriv = append(setpriv, "--no-new-privs")
 	}
 	if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
-		t.Fatal("the sandbox always mounts the root read-only; the manifest no longer asks for it")
+		fatalln(t, "the sandbox always mounts the root read-only; the manifest no longer asks for it")
 	}
 
 	// The projected ServiceAccount volume.
@@ -147,21 +147,21 @@ func startAsPod(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, node *cl
 	tr, err := c.Admin().CoreV1().ServiceAccounts(ds.Namespace).CreateToken(ctx, spec.ServiceAccountName,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatalf("token for %s/%s: %v", ds.Namespace, spec.ServiceAccountName, err)
+		fatalf(t, "token for %s/%s: %v", ds.Namespace, spec.ServiceAccountName, err)
 	}
 	ca, err := os.ReadFile(c.CAFile)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	for name, data := range map[string][]byte{"token": []byte(tr.Status.Token), "ca.crt": ca, "namespace": []byte(ds.Namespace)} {
 		if err := os.WriteFile(filepath.Join(secrets, name), data, 0o600); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 	}
 
 	api, err := url.Parse(c.APIServerURL)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	ctrEnv := containerEnv(t, ds, ctr, node)
 	var args []string
@@ -170,7 +170,7 @@ func startAsPod(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, node *cl
 	}
 	root := filepath.Join(t.TempDir(), "root")
 	if err := os.Mkdir(root, 0o755); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	shArgs := append([]string{"-c", podSandbox, "sandbox", root, secrets}, setpriv...)
 	shArgs = append(append(shArgs, "--", c.Binaries().Exporter), args...)
@@ -193,7 +193,7 @@ func startAsPod(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, node *cl
 				continue
 			}
 			if v.HostPath.Type == nil || *v.HostPath.Type != corev1.HostPathDirectoryOrCreate || vm.ReadOnly || vm.SubPath != "" {
-				t.Fatalf("the sandbox simulates writable DirectoryOrCreate hostPath mounts only; the manifest says %+v, %+v", v, vm)
+				fatalf(t, "the sandbox simulates writable DirectoryOrCreate hostPath mounts only; the manifest says %+v, %+v", v, vm)
 			}
 			dir := t.TempDir()
 			hostPaths[vm.MountPath] = dir
@@ -205,7 +205,7 @@ func startAsPod(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, node *cl
 	p.Process, err = cluster.StartProcess(cluster.ProcessSpec{Name: "exporter-pod-" + node.Name, LogDir: t.TempDir(), NS: node.NS,
 		Bin: "sh", Args: shArgs, Env: env, Stdout: p.logs, Stderr: p.logs})
 	if err != nil {
-		t.Fatalf("start exporter sandbox: %v", err)
+		fatalf(t, "start exporter sandbox: %v", err)
 	}
 	t.Cleanup(func() {
 		// SIGTERM first, as the kubelet does; the exporter must stop within the grace period.
@@ -214,7 +214,7 @@ func startAsPod(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, node *cl
 			grace = time.Duration(*ds.Spec.Template.Spec.TerminationGracePeriodSeconds) * time.Second
 		}
 		if !p.Stop(grace) {
-			t.Errorf("exporter did not stop within terminationGracePeriodSeconds (%s) of SIGTERM", grace)
+			errorf(t, "exporter did not stop within terminationGracePeriodSeconds (%s) of SIGTERM", grace)
 		}
 		if t.Failed() {
 			t.Logf("exporter output:\n%s", tail(p.logs.String(), 4000))
@@ -240,11 +240,11 @@ func scrapeAsPod(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, node *c
 	}
 	code, body, err := getAs(ctx, node, p.metricsBase+telemetry, metricsReaderToken(t, c))
 	if err != nil || code != http.StatusOK {
-		t.Fatalf("scrape %s: %d %v %s\nkube-rbac-proxy:\n%s", telemetry, code, err, tail(body, 500), node.KubeRBACProxyLog("pod", 3000))
+		fatalf(t, "scrape %s: %d %v %s\nkube-rbac-proxy:\n%s", telemetry, code, err, tail(body, 500), node.KubeRBACProxyLog("pod", 3000))
 	}
 	m, err := cluster.ParseMetrics(body)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	// For sizing the DaemonSet's memory request/limit: the exporter's resident set after a full scrape (the shell
 	// and chroot/setpriv exec'd in place, so the pid is the exporter's).
@@ -273,35 +273,35 @@ func TestDeployExporterRunsAsThePod(t *testing.T) {
 	for _, mode := range []cluster.ProxyMode{cluster.IPTables, cluster.NFTables} {
 		node := byMode[mode]
 		if node == nil {
-			t.Fatalf("the shared cluster has no %s node", mode)
+			fatalf(t, "the shared cluster has no %s node", mode)
 		}
 		t.Run(string(mode), func(t *testing.T) {
 			m, logs := scrapeAsPod(t, c, ds, node, nil)
 			if len(m.Series("localtraffic_build_info", nil)) != 1 {
-				t.Errorf("no localtraffic_build_info in the scrape")
+				errorf(t, "no localtraffic_build_info in the scrape")
 			}
 			synced := m.Series("localtraffic_informer_synced", nil)
 			if len(synced) == 0 {
-				t.Errorf("no localtraffic_informer_synced series")
+				errorf(t, "no localtraffic_informer_synced series")
 			}
 			for _, s := range synced {
 				if s.GetGauge().GetValue() != 1 {
-					t.Errorf("informer not synced with the shipped RBAC: %v", s)
+					errorf(t, "informer not synced with the shipped RBAC: %v", s)
 				}
 			}
 			if strings.Contains(strings.ToLower(logs), "forbidden") {
-				t.Errorf("the exporter hit an RBAC denial with the shipped ClusterRole:\n%s", tail(logs, 4000))
+				errorf(t, "the exporter hit an RBAC denial with the shipped ClusterRole:\n%s", tail(logs, 4000))
 			}
 			if err := m.Expect("localtraffic_rules_read_success", cluster.Labels{"node": node.Name}, 1); err != nil {
-				t.Errorf("rules not read with the shipped capabilities: %v\n%s", err, tail(logs, 4000))
+				errorf(t, "rules not read with the shipped capabilities: %v\n%s", err, tail(logs, 4000))
 			}
 			if len(m.Series("localtraffic_rules_info", cluster.Labels{"node": node.Name, "mode": string(mode)})) != 1 {
-				t.Errorf("rules_info does not say mode=%s:\n%s", mode, m.Grep("localtraffic_rules_info"))
+				errorf(t, "rules_info does not say mode=%s:\n%s", mode, m.Grep("localtraffic_rules_info"))
 			}
 			// The state file is written into the mounted hostPath: with the read-only root, no
 			// CAP_DAC_OVERRIDE and UID 0, the only writable place, and enough.
 			if err := m.Expect("localtraffic_state_file_state", cluster.Labels{"node": node.Name, "state": "new"}, 1); err != nil {
-				t.Errorf("the shipped pod did not write its state file: %v\n%s", err, m.Grep("localtraffic_state_file_state"))
+				errorf(t, "the shipped pod did not write its state file: %v\n%s", err, m.Grep("localtraffic_state_file_state"))
 			}
 		})
 	}
@@ -316,7 +316,7 @@ func TestDeployExporterRunsAsThePod(t *testing.T) {
 		}
 		m, _ := scrapeAsPod(t, c, ds, node, fewer)
 		if err := m.Expect("localtraffic_rules_read_success", cluster.Labels{"node": node.Name}, 0); err != nil {
-			t.Errorf("rules read without NET_ADMIN, so the sandbox does not restrict capabilities: %v", err)
+			errorf(t, "rules read without NET_ADMIN, so the sandbox does not restrict capabilities: %v", err)
 		}
 	})
 }

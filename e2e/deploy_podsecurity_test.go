@@ -42,7 +42,7 @@ func helmConfig(t *testing.T, c *cluster.Cluster, ns string) *action.Configurati
 	flags.KubeConfig, flags.Namespace = &kubeconfig, &ns
 	cfg := new(action.Configuration)
 	if err := cfg.Init(flags, ns, "secret", t.Logf); err != nil {
-		t.Fatalf("helm configuration: %v", err)
+		fatalf(t, "helm configuration: %v", err)
 	}
 	return cfg
 }
@@ -53,7 +53,7 @@ func helmInstallWait(t *testing.T, c *cluster.Cluster, release, ns string, creat
 	t.Helper()
 	chrt, err := loader.Load(filepath.Join(repoDir(t), "deploy", "helm", "localtraffic-exporter"))
 	if err != nil {
-		t.Fatalf("load chart: %v", err)
+		fatalf(t, "load chart: %v", err)
 	}
 	install := action.NewInstall(helmConfig(t, c, ns))
 	install.ReleaseName, install.Namespace, install.CreateNamespace = release, ns, createNS
@@ -68,14 +68,14 @@ func shippedNamespace(t *testing.T, name string) *corev1.Namespace {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(repoDir(t), "deploy", "base", "namespace.yaml"))
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	var ns corev1.Namespace
 	if err := yaml.UnmarshalStrict(b, &ns); err != nil {
-		t.Fatalf("deploy/base/namespace.yaml: %v", err)
+		fatalf(t, "deploy/base/namespace.yaml: %v", err)
 	}
 	if ns.Labels["pod-security.kubernetes.io/enforce"] != "privileged" {
-		t.Fatalf("deploy/base/namespace.yaml enforces %q, want privileged", ns.Labels["pod-security.kubernetes.io/enforce"])
+		fatalf(t, "deploy/base/namespace.yaml enforces %q, want privileged", ns.Labels["pod-security.kubernetes.io/enforce"])
 	}
 	ns.Name = name
 	return &ns
@@ -87,7 +87,7 @@ func shippedNamespace(t *testing.T, name string) *corev1.Namespace {
 func uninstallHelm(t *testing.T, c *cluster.Cluster, release, ns string) {
 	t.Cleanup(func() {
 		if _, err := action.NewUninstall(helmConfig(t, c, ns)).Run(release); err != nil {
-			t.Errorf("helm uninstall %s: %v", release, err)
+			errorf(t, "helm uninstall %s: %v", release, err)
 		}
 		cleanupDaemonSets(t, c, ns, nil)
 	})
@@ -139,13 +139,13 @@ func TestDeployInstallsWhereBaselineIsEnforced(t *testing.T) {
 	t.Run("helm_install_wait_into_the_shipped_namespace", func(t *testing.T) {
 		const ns = "lt-psa-helm"
 		if _, err := c.Admin().CoreV1().Namespaces().Create(ctx, shippedNamespace(t, ns), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		uninstallHelm(t, c, "lt-psa", ns)
 		start := time.Now()
 		if err := helmInstallWait(t, c, "lt-psa", ns, false, 3*time.Minute); err != nil {
 			refused, _ := podSecurityRefusals(ctx, c, ns)
-			t.Fatalf("helm install --wait: %v (Pod Security refusals: %q)", err, refused)
+			fatalf(t, "helm install --wait: %v (Pod Security refusals: %q)", err, refused)
 		}
 		t.Logf("helm install --wait returned after %s", time.Since(start).Round(time.Second))
 		daemonSetPodsReady(t, c, ns)
@@ -158,7 +158,7 @@ func TestDeployInstallsWhereBaselineIsEnforced(t *testing.T) {
 		uninstallHelm(t, c, "lt-psa-unlabelled", ns)
 		err := helmInstallWait(t, c, "lt-psa-unlabelled", ns, true, 20*time.Second)
 		if err == nil {
-			t.Fatal("helm install --wait succeeded in an unlabelled namespace: does the apiserver enforce baseline?")
+			fatalln(t, "helm install --wait succeeded in an unlabelled namespace: does the apiserver enforce baseline?")
 		}
 		t.Logf("helm install --wait: %v", err)
 		eventually(t, 30*time.Second, "FailedCreate events naming Pod Security", func() error {
@@ -181,28 +181,28 @@ func TestDeployInstallsWhereBaselineIsEnforced(t *testing.T) {
 		dir := t.TempDir()
 		base, err := filepath.Rel(dir, filepath.Join(repoDir(t), "deploy", "base"))
 		if err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		overlay := fmt.Sprintf("resources: [%s]\nnamespace: %s\nnamePrefix: psa-\n", base, ns)
 		if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay), 0o644); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		t.Cleanup(func() {
 			cleanupDaemonSets(t, c, ns, nil)
 			if _, err := kubectl(context.Background(), c, nil, "delete", "-k", dir, "--wait=false", "--ignore-not-found"); err != nil {
-				t.Errorf("kubectl delete -k: %v", err)
+				errorf(t, "kubectl delete -k: %v", err)
 			}
 		})
 		out, err := kubectl(ctx, c, nil, "apply", "-k", dir)
 		if err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		if first, _, _ := strings.Cut(out, "\n"); !strings.HasPrefix(first, "namespace/"+ns+" ") {
-			t.Errorf("kubectl apply -k did not create the namespace first:\n%s", out)
+			errorf(t, "kubectl apply -k did not create the namespace first:\n%s", out)
 		}
 		if out, err := kubectl(ctx, c, nil, "rollout", "status", "-n", ns, "daemonset/psa-localtraffic-exporter", "--timeout=3m"); err != nil {
 			refused, _ := podSecurityRefusals(ctx, c, ns)
-			t.Fatalf("kubectl rollout status: %v\n%s\nPod Security refusals: %q", err, out, refused)
+			fatalf(t, "kubectl rollout status: %v\n%s\nPod Security refusals: %q", err, out, refused)
 		}
 		daemonSetPodsReady(t, c, ns)
 	})

@@ -44,26 +44,26 @@ func runPodAsShipped(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, nod
 	ctx := testContext(t)
 	spec := ds.Spec.Template.Spec
 	if len(spec.Containers) != 2 || spec.Containers[1].Name != "kube-rbac-proxy" {
-		t.Fatalf("the DaemonSet's containers are not the exporter and kube-rbac-proxy: %d", len(spec.Containers))
+		fatalf(t, "the DaemonSet's containers are not the exporter and kube-rbac-proxy: %d", len(spec.Containers))
 	}
 	if spec.ServiceAccountName != cluster.ExporterServiceAccount || ds.Namespace != cluster.ExporterNamespace {
-		t.Fatalf("the sidecar runs as %s/%s, the harness authenticates it as %s/%s", ds.Namespace, spec.ServiceAccountName,
+		fatalf(t, "the sidecar runs as %s/%s, the harness authenticates it as %s/%s", ds.Namespace, spec.ServiceAccountName,
 			cluster.ExporterNamespace, cluster.ExporterServiceAccount)
 	}
 	pod := &shippedPod{exporter: spec.Containers[0], proxy: spec.Containers[1]}
 	if len(pod.proxy.Ports) == 0 {
-		t.Fatal("kube-rbac-proxy declares no port")
+		fatalln(t, "kube-rbac-proxy declares no port")
 	}
 	pod.metricsBase = "https://" + net.JoinHostPort(node.IP, strconv.Itoa(int(pod.proxy.Ports[0].ContainerPort)))
 
 	node.StopExporter()
 	t.Cleanup(func() {
 		if err := node.StartExporter(context.Background()); err != nil {
-			t.Errorf("restart the harness exporter: %v", err)
+			errorf(t, "restart the harness exporter: %v", err)
 			return
 		}
 		if err := node.WaitExporter(context.Background(), time.Minute); err != nil {
-			t.Errorf("restart the harness exporter: %v", err)
+			errorf(t, "restart the harness exporter: %v", err)
 		}
 	})
 	pod.proc = startAsPod(t, c, ds, node, caps)
@@ -74,7 +74,7 @@ func runPodAsShipped(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, nod
 	}
 	stop, err := node.StartKubeRBACProxy(ctx, "pod", args...)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(stop)
 	t.Cleanup(func() {
@@ -93,7 +93,7 @@ func runPodAsShipped(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, nod
 	})
 	for _, ctr := range []corev1.Container{pod.exporter, pod.proxy} {
 		if err := kubeletProbe(ctx, node, ctr, ctr.LivenessProbe); err != nil {
-			t.Errorf("%s liveness probe: %v", ctr.Name, err)
+			errorf(t, "%s liveness probe: %v", ctr.Name, err)
 		}
 	}
 	return pod
@@ -185,17 +185,17 @@ func serviceAccountToken(t *testing.T, c *cluster.Cluster, namespace, name strin
 	t.Helper()
 	ctx := testContext(t)
 	if err := c.EnsureNamespace(ctx, namespace); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	_, err := c.Admin().CoreV1().ServiceAccounts(namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	exp := int64(24 * 3600) // beyond the longest test (a live Prometheus scrapes with it)
 	tr, err := c.Admin().CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatalf("token for %s/%s: %v", namespace, name, err)
+		fatalf(t, "token for %s/%s: %v", namespace, name, err)
 	}
 	return tr.Status.Token
 }
@@ -212,16 +212,16 @@ func metricsReaderToken(t *testing.T, c *cluster.Cluster) string {
 		}
 	}
 	if binding == nil {
-		t.Fatal("overlays/prometheus-operator binds no metrics reader")
+		fatalln(t, "overlays/prometheus-operator binds no metrics reader")
 	}
 	subjects, _, _ := unstructured.NestedSlice(binding.Object, "subjects")
 	if len(subjects) != 1 {
-		t.Fatalf("metrics-reader binding subjects %v: want Prometheus' ServiceAccount", subjects)
+		fatalf(t, "metrics-reader binding subjects %v: want Prometheus' ServiceAccount", subjects)
 	}
 	sa := subjects[0].(map[string]any)
 	token := serviceAccountToken(t, c, sa["namespace"].(string), sa["name"].(string))
 	if err := c.Apply(testContext(t), []*unstructured.Unstructured{binding}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	return token
 }
@@ -255,33 +255,33 @@ func TestDeployKubeRBACProxy(t *testing.T) {
 	} {
 		code, body, err := getAs(ctx, node, pod.metricsBase+tc.path, tc.token)
 		if err != nil {
-			t.Errorf("%s: GET %s: %v", tc.what, tc.path, err)
+			errorf(t, "%s: GET %s: %v", tc.what, tc.path, err)
 			continue
 		}
 		if code != tc.code {
-			t.Errorf("%s: GET %s: %d, want %d: %s", tc.what, tc.path, code, tc.code, tail(body, 300))
+			errorf(t, "%s: GET %s: %d, want %d: %s", tc.what, tc.path, code, tc.code, tail(body, 300))
 		}
 		if tc.code != http.StatusOK && strings.Contains(body, "localtraffic_") {
-			t.Errorf("%s: GET %s answered %d with metrics", tc.what, tc.path, code)
+			errorf(t, "%s: GET %s answered %d with metrics", tc.what, tc.path, code)
 		}
 	}
 	code, body, err := getAs(ctx, node, metrics, prometheus)
 	if err != nil || code != http.StatusOK {
-		t.Fatalf("scrape as Prometheus: %d %v", code, err)
+		fatalf(t, "scrape as Prometheus: %d %v", code, err)
 	}
 	m, err := cluster.ParseMetrics(body)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if err := m.Expect("localtraffic_informer_synced", cluster.Labels{"node": node.Name, "resource": "services"}, 1); err != nil {
-		t.Errorf("the exporter's metrics through the proxy: %v", err)
+		errorf(t, "the exporter's metrics through the proxy: %v", err)
 	}
 
 	// Plain HTTP on the node's port meets kube-rbac-proxy's TLS listener, not the exporter; and nothing but the
 	// proxy's own /healthz listens on its endpoints port.
 	plain := strings.Replace(metrics, "https://", "http://", 1)
 	if code, body, err := getAs(ctx, node, plain, ""); err == nil && (code == http.StatusOK || strings.Contains(body, "localtraffic_")) {
-		t.Errorf("plain HTTP %s: %d with metrics: the exporter is on the node's address", plain, code)
+		errorf(t, "plain HTTP %s: %d with metrics: the exporter is on the node's address", plain, code)
 	}
 	health := ""
 	for _, cp := range pod.proxy.Ports {
@@ -290,6 +290,6 @@ func TestDeployKubeRBACProxy(t *testing.T) {
 		}
 	}
 	if code, body, err := getAs(ctx, node, health+"/metrics", prometheus); err != nil || code != http.StatusNotFound || strings.Contains(body, "localtraffic_") {
-		t.Errorf("kube-rbac-proxy's endpoints port %s/metrics: %d %v: want 404, no metrics there", health, code, err)
+		errorf(t, "kube-rbac-proxy's endpoints port %s/metrics: %d %v: want 404, no metrics there", health, code, err)
 	}
 }

@@ -46,11 +46,11 @@ func installPrometheusOperatorCRDs(t *testing.T, c *cluster.Cluster) {
 		"-f", filepath.Join(crdDir, "monitoring.coreos.com_podmonitors.yaml"),
 		"-f", filepath.Join(crdDir, "monitoring.coreos.com_servicemonitors.yaml"),
 		"-f", filepath.Join(crdDir, "monitoring.coreos.com_prometheusrules.yaml")); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if _, err := kubectl(ctx, c, nil, "wait", "--for=condition=Established", "--timeout=60s",
 		"crd/podmonitors.monitoring.coreos.com", "crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com"); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 }
 
@@ -61,11 +61,11 @@ func prometheusOperatorCRDDir(t *testing.T) string {
 	cmd.Dir = t.TempDir() // outside any module: download only, no go.mod touched
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("go mod download %s: %v", prometheusOperatorModule, err)
+		fatalf(t, "go mod download %s: %v", prometheusOperatorModule, err)
 	}
 	var mod struct{ Dir string }
 	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
-		t.Fatalf("go mod download %s: no directory in %s", prometheusOperatorModule, out)
+		fatalf(t, "go mod download %s: no directory in %s", prometheusOperatorModule, out)
 	}
 	return filepath.Join(mod.Dir, "example", "prometheus-operator-crd")
 }
@@ -82,12 +82,12 @@ func TestDeployManifestsServerDryRun(t *testing.T) {
 			out, err := kubectl(ctx, c, nil, "apply", "-k", filepath.Join(repoDir(t), "deploy", dir),
 				"--dry-run=server", "--validate=strict")
 			if err != nil {
-				t.Fatal(err)
+				fatalln(t, err)
 			}
 			// One line per object, each "(server dry run)": nothing was skipped.
 			objs := renderDeploy(t, c, dir)
 			if n := strings.Count(out, "(server dry run)"); n != len(objs) {
-				t.Errorf("dry run reported %d objects, kustomize renders %d:\n%s", n, len(objs), out)
+				errorf(t, "dry run reported %d objects, kustomize renders %d:\n%s", n, len(objs), out)
 			}
 		})
 	}
@@ -97,15 +97,15 @@ func TestDeployManifestsServerDryRun(t *testing.T) {
 		ds := renderedDaemonSet(t, c, "base")
 		obj, err := json.Marshal(ds)
 		if err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		bad := bytes.Replace(obj, []byte(`"readOnlyRootFilesystem"`), []byte(`"readOnlyRootFileSystem"`), 1)
 		if bytes.Equal(bad, obj) {
-			t.Fatal("rendered DaemonSet has no readOnlyRootFilesystem to misspell")
+			fatalln(t, "rendered DaemonSet has no readOnlyRootFilesystem to misspell")
 		}
 		_, err = kubectl(ctx, c, bad, "apply", "-f", "-", "--dry-run=server", "--validate=strict")
 		if err == nil || !strings.Contains(err.Error(), "readOnlyRootFileSystem") {
-			t.Errorf("server dry run accepted an unknown field: %v", err)
+			errorf(t, "server dry run accepted an unknown field: %v", err)
 		}
 	})
 }
@@ -130,10 +130,10 @@ func TestDeployPodSecurityLabelIsNeeded(t *testing.T) {
 	// The harness applied deploy/base's Namespace; make sure its label is there as shipped.
 	if _, err := kubectl(ctx, c, nil, "apply", "--server-side", "--force-conflicts", "--field-manager=e2e-deploy",
 		"-f", filepath.Join(repoDir(t), "deploy", "base", "namespace.yaml")); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if _, err := c.Admin().CoreV1().Pods(deployNamespace).Create(ctx, podFromTemplate(ds, deployNamespace), dry); err != nil {
-		t.Fatalf("the DaemonSet's pod is not admitted in %s: %v", deployNamespace, err)
+		fatalf(t, "the DaemonSet's pod is not admitted in %s: %v", deployNamespace, err)
 	}
 
 	const baseline = "e2e-deploy-baseline"
@@ -141,7 +141,7 @@ func TestDeployPodSecurityLabelIsNeeded(t *testing.T) {
 		Name: baseline, Labels: map[string]string{"pod-security.kubernetes.io/enforce": "baseline"},
 	}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() {
 		_ = c.Admin().CoreV1().Namespaces().Delete(context.Background(), baseline, metav1.DeleteOptions{})
@@ -150,12 +150,12 @@ func TestDeployPodSecurityLabelIsNeeded(t *testing.T) {
 	// admission (which runs before Pod Security) would refuse the Pod for lack of one.
 	_, err = c.Admin().CoreV1().ServiceAccounts(baseline).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: deployName}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	pod := podFromTemplate(ds, baseline)
 	_, err = c.Admin().CoreV1().Pods(baseline).Create(ctx, pod, dry)
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "hostNetwork") {
-		t.Errorf("baseline namespace: want a Pod Security rejection naming hostNetwork, got %v", err)
+		errorf(t, "baseline namespace: want a Pod Security rejection naming hostNetwork, got %v", err)
 	}
 }
 
@@ -167,13 +167,13 @@ func serviceAccountClient(t *testing.T, c *cluster.Cluster) *kubernetes.Clientse
 	tr, err := c.Admin().CoreV1().ServiceAccounts(deployNamespace).CreateToken(testContext(t), deployName,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatalf("token for %s/%s: %v", deployNamespace, deployName, err)
+		fatalf(t, "token for %s/%s: %v", deployNamespace, deployName, err)
 	}
 	cfg := c.AdminRESTConfig()
 	cfg.BearerToken, cfg.BearerTokenFile = tr.Status.Token, ""
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	return cs
 }
@@ -224,7 +224,7 @@ func TestDeployRBACIsExactlyTheClusterRole(t *testing.T) {
 					},
 				}, metav1.CreateOptions{})
 				if err != nil {
-					t.Fatalf("SubjectAccessReview: %v", err)
+					fatalf(t, "SubjectAccessReview: %v", err)
 				}
 				key := r.group + "/" + r.resource + ":" + v
 				if r.subresource != "" {
@@ -232,7 +232,7 @@ func TestDeployRBACIsExactlyTheClusterRole(t *testing.T) {
 				}
 				want := granted[key] || (grantedIn[key] != "" && grantedIn[key] == ns)
 				if sar.Status.Allowed != want {
-					t.Errorf("%s %s in namespace %q: allowed=%v, want %v (%s)", v, key, ns, sar.Status.Allowed, want, sar.Status.Reason)
+					errorf(t, "%s %s in namespace %q: allowed=%v, want %v (%s)", v, key, ns, sar.Status.Allowed, want, sar.Status.Reason)
 				}
 				if sar.Status.Allowed && !slices.Contains(allowed, key) {
 					allowed = append(allowed, key)
@@ -241,24 +241,24 @@ func TestDeployRBACIsExactlyTheClusterRole(t *testing.T) {
 		}
 	}
 	if len(allowed) != len(granted)+len(grantedIn) {
-		t.Errorf("authorizer allows %v, want exactly the %d grants of the ClusterRole and the %d of the announcers' Role",
+		errorf(t, "authorizer allows %v, want exactly the %d grants of the ClusterRole and the %d of the announcers' Role",
 			allowed, len(granted), len(grantedIn))
 	}
 
 	sa := serviceAccountClient(t, c)
 	// What the exporter does must work with this token (else the 403s below would prove nothing).
 	if _, err := sa.CoreV1().Services("").List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
-		t.Errorf("list services as the ServiceAccount: %v", err)
+		errorf(t, "list services as the ServiceAccount: %v", err)
 	}
 	if _, err := sa.DiscoveryV1().EndpointSlices("").List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
-		t.Errorf("list endpointslices as the ServiceAccount: %v", err)
+		errorf(t, "list endpointslices as the ServiceAccount: %v", err)
 	}
 	if _, err := sa.CoreV1().Nodes().Get(ctx, c.Nodes()[0].Name, metav1.GetOptions{}); err != nil {
-		t.Errorf("get node as the ServiceAccount: %v", err)
+		errorf(t, "get node as the ServiceAccount: %v", err)
 	}
 	w, err := sa.CoreV1().Services("").Watch(ctx, metav1.ListOptions{TimeoutSeconds: ptr(int64(1))})
 	if err != nil {
-		t.Errorf("watch services as the ServiceAccount: %v", err)
+		errorf(t, "watch services as the ServiceAccount: %v", err)
 	} else {
 		w.Stop()
 	}
@@ -266,12 +266,12 @@ func TestDeployRBACIsExactlyTheClusterRole(t *testing.T) {
 	// A Service and an EndpointSlice to try writes on, created by the admin.
 	const ns = "e2e-deploy-rbac"
 	if err := c.EnsureNamespace(ctx, ns); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() { _ = c.Admin().CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
 	svc, err := c.Admin().CoreV1().Services(ns).Create(ctx, cluster.NewService(ns, "target", corev1.ServiceTypeClusterIP), metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if err != nil {
 		svc, _ = c.Admin().CoreV1().Services(ns).Get(ctx, "target", metav1.GetOptions{})
@@ -313,7 +313,7 @@ func TestDeployRBACIsExactlyTheClusterRole(t *testing.T) {
 	}
 	for what, call := range refused {
 		if err := call(); !apierrors.IsForbidden(err) {
-			t.Errorf("%s as the ServiceAccount: want 403 Forbidden from the authorizer, got %v", what, err)
+			errorf(t, "%s as the ServiceAccount: want 403 Forbidden from the authorizer, got %v", what, err)
 		}
 	}
 }

@@ -38,7 +38,7 @@ func testPKI(t *testing.T, dir string, ips ...string) (pool *x509.CertPool, cert
 	t.Helper()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	caTmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "deploy-test CA"},
@@ -47,12 +47,12 @@ func testPKI(t *testing.T, dir string, ips ...string) (pool *x509.CertPool, cert
 	}
 	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	ca, _ := x509.ParseCertificate(caDER)
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "localtraffic-exporter"},
@@ -65,21 +65,21 @@ func testPKI(t *testing.T, dir string, ips ...string) (pool *x509.CertPool, cert
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "ca.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o600); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	pool = x509.NewCertPool()
 	pool.AddCert(ca)
@@ -92,19 +92,19 @@ func exampleWebConfig(t *testing.T, certFile, keyFile string) map[string]any {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(repoDir(t), "deploy", "examples", "web-config.yaml"))
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	var cfg map[string]any
 	if err := yaml.Unmarshal(raw, &cfg); err != nil {
-		t.Fatalf("examples/web-config.yaml: %v", err)
+		fatalf(t, "examples/web-config.yaml: %v", err)
 	}
 	tlsCfg, ok := cfg["tls_server_config"].(map[string]any)
 	if !ok {
-		t.Fatalf("examples/web-config.yaml has no tls_server_config: %v", cfg)
+		fatalf(t, "examples/web-config.yaml has no tls_server_config: %v", cfg)
 	}
 	tlsCfg["cert_file"], tlsCfg["key_file"] = certFile, keyFile
 	if _, ok := cfg["basic_auth_users"].(map[string]any)[exampleUser]; !ok {
-		t.Fatalf("examples/web-config.yaml has no user %q", exampleUser)
+		fatalf(t, "examples/web-config.yaml has no user %q", exampleUser)
 	}
 	return cfg
 }
@@ -116,22 +116,22 @@ func startWithWebConfig(t *testing.T, c *cluster.Cluster, node *cluster.Node, cf
 	ctx := testContext(t)
 	b, err := yaml.Marshal(cfg)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	path := filepath.Join(t.TempDir(), "web-config.yml")
 	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	kubeconfig, err := c.ExporterKubeconfig(ctx)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	p, err := cluster.StartProcess(cluster.ProcessSpec{Name: "exporter-webconfig-" + node.Name, LogDir: t.TempDir(), NS: node.NS,
 		Bin: c.Binaries().Exporter, Args: []string{"--kubeconfig=" + kubeconfig, "--node-name=" + node.Name,
 			fmt.Sprintf("--web.listen-address=%s:%d", node.IP, webTestPort), "--web.config.file=" + path,
 			"--state.file=" + filepath.Join(t.TempDir(), "state.json")}})
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() {
 		p.Stop(0)
@@ -160,7 +160,7 @@ func webGet(t *testing.T, node *cluster.Node, scheme string, tlsCfg *tls.Config,
 	}
 	req, err := http.NewRequestWithContext(testContext(t), http.MethodGet, fmt.Sprintf("%s://%s:%d%s", scheme, node.IP, webTestPort, path), nil)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if user != "" {
 		req.SetBasicAuth(user, password)
@@ -186,19 +186,19 @@ func TestDeployWebConfigTLS(t *testing.T) {
 
 	code, body, err := webGet(t, node, "https", &tls.Config{RootCAs: pool}, "", "", "/metrics")
 	if err != nil || code != http.StatusOK || !strings.Contains(body, "localtraffic_build_info") {
-		t.Fatalf("HTTPS scrape: %d %v, want 200 with localtraffic_build_info", code, err)
+		fatalf(t, "HTTPS scrape: %d %v, want 200 with localtraffic_build_info", code, err)
 	}
 	// Plain HTTP on the TLS port: Go's TLS server answers 400 and nothing else; no metric leaks.
 	code, body, err = webGet(t, node, "http", nil, "", "", "/metrics")
 	if err == nil && (code != http.StatusBadRequest || strings.Contains(body, "localtraffic_")) {
-		t.Errorf("plain HTTP: %d %q, want refused (400 or a failed request) without metrics", code, tail(body, 200))
+		errorf(t, "plain HTTP: %d %q, want refused (400 or a failed request) without metrics", code, tail(body, 200))
 	}
 	// An untrusted server certificate fails at the client; TLS 1.1 fails at the server.
 	if _, _, err := webGet(t, node, "https", &tls.Config{}, "", "", "/metrics"); err == nil {
-		t.Error("a client without the CA accepted the server certificate")
+		errorln(t, "a client without the CA accepted the server certificate")
 	}
 	if _, _, err := webGet(t, node, "https", &tls.Config{RootCAs: pool, MaxVersion: tls.VersionTLS11}, "", "", "/metrics"); err == nil {
-		t.Error("TLS 1.1 accepted; the example sets min_version TLS12")
+		errorln(t, "TLS 1.1 accepted; the example sets min_version TLS12")
 	}
 }
 
@@ -221,15 +221,15 @@ func TestDeployWebConfigExample(t *testing.T) {
 	} {
 		code, body, err := webGet(t, node, "https", tlsCfg, tc.user, tc.password, tc.path)
 		if err != nil || code != http.StatusUnauthorized || strings.Contains(body, "localtraffic_") {
-			t.Errorf("user %q password %q %s: %d %v, want 401 without metrics", tc.user, tc.password, tc.path, code, err)
+			errorf(t, "user %q password %q %s: %d %v, want 401 without metrics", tc.user, tc.password, tc.path, code, err)
 		}
 	}
 	code, body, err := webGet(t, node, "https", tlsCfg, exampleUser, examplePassword, "/metrics")
 	if err != nil || code != http.StatusOK || !strings.Contains(body, "localtraffic_build_info") {
-		t.Errorf("documented credentials: %d %v, want 200 with localtraffic_build_info", code, err)
+		errorf(t, "documented credentials: %d %v, want 200 with localtraffic_build_info", code, err)
 	}
 	code, body, err = webGet(t, node, "http", nil, exampleUser, examplePassword, "/metrics")
 	if err == nil && (code != http.StatusBadRequest || strings.Contains(body, "localtraffic_")) {
-		t.Errorf("plain HTTP with the right password: %d %q, want refused", code, tail(body, 200))
+		errorf(t, "plain HTTP with the right password: %d %q, want refused", code, tail(body, 200))
 	}
 }

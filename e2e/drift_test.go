@@ -70,7 +70,7 @@ func TestRulesModelEqualsFullReadUnderChurn(t *testing.T) {
 	ch := newDriftChurn(t, c, ns, measured)
 	for _, n := range measured {
 		if err := n.WaitKubeProxySynced(ctx, converge); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 	}
 	// The exporters' states before the churn: each must have read the Services' rules, vouched for as its
@@ -95,7 +95,7 @@ func TestRulesModelEqualsFullReadUnderChurn(t *testing.T) {
 	}
 	b := <-binc
 	if b.err != nil {
-		t.Fatal(b.err)
+		fatalln(t, b.err)
 	}
 	t.Logf("%d Services, kube-proxy synced and the on-node test built in %s", driftServices, time.Since(start).Round(time.Second))
 
@@ -107,20 +107,20 @@ func TestRulesModelEqualsFullReadUnderChurn(t *testing.T) {
 		err := r.wait(ctx, driftChurnFor+driftSlack+3*time.Minute)
 		t.Logf("%s (%s): TestOnNodeWatchEqualsFull:\n%s", r.node.Name, r.node.ProxyMode, r.out.String())
 		if err != nil {
-			t.Errorf("%s: the on-node comparison failed: %v", r.node.Name, err)
+			errorf(t, "%s: the on-node comparison failed: %v", r.node.Name, err)
 		}
 	}
 
 	for _, n := range c.Nodes() {
 		m, err := c.Metrics(ctx, n.Name)
 		if err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		if err := expectWatchState(m, n); err != nil {
-			t.Errorf("after the churn: %v", err)
+			errorf(t, "after the churn: %v", err)
 		}
 		if v, _, err := m.Value("localtraffic_rules_resyncs_total", nodeLabels(n.Name)); err != nil || v != resyncs0[n.Name] {
-			t.Errorf("%s: localtraffic_rules_resyncs_total %v after the churn, %v before (%v): the exporter's rules drifted or lost notifications",
+			errorf(t, "%s: localtraffic_rules_resyncs_total %v after the churn, %v before (%v): the exporter's rules drifted or lost notifications",
 				n.Name, v, resyncs0[n.Name], err)
 		}
 	}
@@ -167,7 +167,7 @@ type driftChurn struct {
 func newDriftChurn(t *testing.T, c *cluster.Cluster, ns string, measured []*cluster.Node) *driftChurn {
 	ctx := testContext(t)
 	if err := c.EnsureNamespace(ctx, ns); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	ch := &driftChurn{t: t, c: c, ns: ns, measured: measured, rnd: rand.New(rand.NewPCG(1, 2)),
 		pools: map[string][]*cluster.Pod{}, eps: map[string][]cluster.Endpoint{}, counts: map[string]int{}}
@@ -184,7 +184,7 @@ func newDriftChurn(t *testing.T, c *cluster.Cluster, ns string, measured []*clus
 		ctx := context.Background()
 		for _, svc := range ch.services {
 			if err := ch.delete(ctx, svc); err != nil {
-				t.Errorf("cleanup: %v", err)
+				errorf(t, "cleanup: %v", err)
 			}
 		}
 	})
@@ -194,7 +194,7 @@ func newDriftChurn(t *testing.T, c *cluster.Cluster, ns string, measured []*clus
 			typ = corev1.ServiceTypeLoadBalancer
 		}
 		if err := ch.create(ctx, fmt.Sprintf("s%02d", i), typ); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 	}
 	return ch
@@ -323,7 +323,7 @@ func (ch *driftChurn) run(ctx context.Context, d time.Duration) int {
 			err = ch.setEndpoints(ctx, ch.services[ch.rnd.IntN(len(ch.services))].Name)
 		}
 		if err != nil {
-			ch.t.Errorf("churn step %d (%s): %v", step, kind, err)
+			errorf(ch.t, "churn step %d (%s): %v", step, kind, err)
 			continue
 		}
 		ch.counts[kind]++
@@ -367,7 +367,7 @@ func startDriftRuns(t *testing.T, c *cluster.Cluster, bin string, nodes []*clust
 				fmt.Sprintf("-rules.drift-min=%d", driftMinGenerations), "-test.run", "^TestOnNodeWatchEqualsFull$", "-test.v"},
 			Stdout: pw, Stderr: pw})
 		if err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		var once sync.Once
 		go func() {
@@ -390,9 +390,9 @@ func startDriftRuns(t *testing.T, c *cluster.Cluster, bin string, nodes []*clust
 		select {
 		case <-r.ready:
 		case <-r.proc.Done():
-			t.Fatalf("%s: TestOnNodeWatchEqualsFull ended before it was ready: %v\n%s", r.node.Name, r.proc.Wait(), r.out.String())
+			fatalf(t, "%s: TestOnNodeWatchEqualsFull ended before it was ready: %v\n%s", r.node.Name, r.proc.Wait(), r.out.String())
 		case <-time.After(converge):
-			t.Fatalf("%s: TestOnNodeWatchEqualsFull not ready within %s:\n%s", r.node.Name, converge, r.out.String())
+			fatalf(t, "%s: TestOnNodeWatchEqualsFull not ready within %s:\n%s", r.node.Name, converge, r.out.String())
 		}
 	}
 	return runs

@@ -24,17 +24,17 @@ func TestDrillLive(t *testing.T) {
 	sh, tr := liveDrillOperator(t, c)
 	pinned := c.Nodes()[0].Name
 	if err := drill.ApplyLive(ctx, sh, tr, pinned); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	out, err := sh.RunShown(ctx, tr, drill.ObservePods)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if got := strings.Count(out, " "+pinned+" "); got != drill.Replicas {
-		t.Fatalf("get pods -o wide shows %d replicas on %s, want %d", got, pinned, drill.Replicas)
+		fatalf(t, "get pods -o wide shows %d replicas on %s, want %d", got, pinned, drill.Replicas)
 	}
 	if out, err := sh.RunShown(ctx, tr, drill.ObservePolicy); err != nil || strings.TrimSpace(out) != "Local" {
-		t.Fatalf("policy: %q %v", out, err)
+		fatalf(t, "policy: %q %v", out, err)
 	}
 	blackholed := map[string]bool{}
 	for _, n := range c.Nodes() {
@@ -49,20 +49,20 @@ func TestDrillLive(t *testing.T) {
 		_, err := sh.RunShown(cctx, tr, cmd)
 		cancel()
 		if err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 	}
 	replicas, err := drill.RunningReplicas(ctx, c, drill.Namespace, "app="+drill.Service)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	for n := range workers(c) {
 		if replicas[n] != 1 {
-			t.Errorf("after the fix %s runs %d replicas, want 1 (%v)", n, replicas[n], replicas)
+			errorf(t, "after the fix %s runs %d replicas, want 1 (%v)", n, replicas[n], replicas)
 		}
 	}
 	if _, err := sh.RunShown(ctx, tr, drill.ObservePods); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	observeAgrees(t, ctx, c, sh, tr, nil, "the fix")
 }

@@ -53,11 +53,11 @@ func TestDrillAndFix(t *testing.T) {
 	ctx := testContext(t)
 	start := time.Now()
 	if err := drill.Apply(ctx, c); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() {
 		if err := drill.Cleanup(context.Background(), c); err != nil {
-			t.Errorf("drill cleanup: %v", err)
+			errorf(t, "drill cleanup: %v", err)
 		}
 	})
 	blackholed := map[string]bool{}
@@ -75,7 +75,7 @@ func TestDrillAndFix(t *testing.T) {
 
 	start = time.Now()
 	if err := drill.Fix(ctx, c); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	eventually(t, 90*time.Second, "fix: every node serves", func() error {
 		rows = drill.Observe(ctx, c)

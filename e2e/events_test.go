@@ -65,7 +65,7 @@ func TestEventsOneWriterPerCluster(t *testing.T) {
 			"--events.peers-service="+ns+"/peers", "--events.peers-scheme=http", "--events.poll-interval=1s")
 	}
 	if err := writer("node-1"); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() { c.Node("node-1").StopExporterOn(eventsPort) })
 	eventually(t, converge, "node-1's writer leads", func() error {
@@ -73,7 +73,7 @@ func TestEventsOneWriterPerCluster(t *testing.T) {
 			expectMetricsOn(ctx, c, "node-1", eventsPort, metricIs("localtraffic_event_writer_leader", nodeLabels("node-1"), 1)))
 	})
 	if err := writer("node-2"); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() { c.Node("node-2").StopExporterOn(eventsPort) })
 
@@ -106,17 +106,17 @@ func TestEventsOneWriterPerCluster(t *testing.T) {
 	time.Sleep(4 * time.Second)
 	evs, err := writerEvents(ctx, c, ns)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if len(evs) != 1 {
-		t.Errorf("%d Events after the leader changed, want still 1: %v", len(evs), evs)
+		errorf(t, "%d Events after the leader changed, want still 1: %v", len(evs), evs)
 	}
 	if err := expectMetricsOn(ctx, c, "node-2", eventsPort,
 		metricIs("localtraffic_event_writer_events_total", cluster.Labels{"node": "node-2", "result": "written"}, 0),
 		metricIs("localtraffic_event_writer_events_total", cluster.Labels{"node": "node-2", "result": "skipped"}, 0),
 		// node-1's exporter is gone but still listed: unreachable, logged, no stall.
 		metricIs("localtraffic_event_writer_peers_unreachable", nodeLabels("node-2"), 1)); err != nil {
-		t.Error(err)
+		errorln(t, err)
 	}
 }
 
@@ -146,7 +146,7 @@ func TestEventsAcrossAPeerRestart(t *testing.T) {
 	if err := c.Node("node-1").StartExporterOn(ctx, eventsPort, "--state.file=", "--arrivals.quiet-period="+eventsQuiet.String(),
 		"--events.write", "--events.lease-namespace="+cluster.ExporterNamespace, "--events.identity=writer-node-1",
 		"--events.peers-service="+ns+"/peers", "--events.peers-scheme=http", "--events.poll-interval=1s"); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() { c.Node("node-1").StopExporterOn(eventsPort) })
 	eventually(t, converge, "node-1's writer leads", func() error { return leaseHolder(ctx, c, "writer-node-1") })
@@ -156,7 +156,7 @@ func TestEventsAcrossAPeerRestart(t *testing.T) {
 		t.Helper()
 		if err := c.Node("node-2").StartExporterOn(ctx, eventsPort, "--state.file="+state,
 			"--arrivals.quiet-period="+eventsQuiet.String()); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 	}
 	node2()
@@ -185,12 +185,12 @@ func TestEventsAcrossAPeerRestart(t *testing.T) {
 	slices := admin.DiscoveryV1().EndpointSlices(ns)
 	slice, err := slices.Get(ctx, "peers-peers", metav1.GetOptions{})
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{c.Node("node-2").IP}, NodeName: new("node-2"),
 		Conditions: discoveryv1.EndpointConditions{Ready: new(true)}})
 	if _, err := slices.Update(ctx, slice, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	ev := oneEpisodeEvent(t, ctx, c, svc, converge, "one Event for the episode that ended before node-2's restart", "writer-node-1", lost)
 	t.Logf("Event %s: %s (the client lost %d)", ev.Name, ev.Note, lost)
@@ -202,15 +202,15 @@ func TestEventsAcrossAPeerRestart(t *testing.T) {
 	time.Sleep(4 * time.Second) // several polls of the restarted peer
 	evs, err := writerEvents(ctx, c, ns)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if len(evs) != 1 {
-		t.Errorf("%d Events after node-2's second restart, want still 1: %v", len(evs), evs)
+		errorf(t, "%d Events after node-2's second restart, want still 1: %v", len(evs), evs)
 	}
 	if err := expectMetricsOn(ctx, c, "node-1", eventsPort,
 		metricIs("localtraffic_event_writer_events_total", cluster.Labels{"node": "node-1", "result": "written"}, 1),
 		metricIs("localtraffic_event_writer_events_total", cluster.Labels{"node": "node-1", "result": "skipped"}, 0)); err != nil {
-		t.Error(err)
+		errorln(t, err)
 	}
 }
 
@@ -220,7 +220,7 @@ func applyEventsRBAC(t *testing.T, c *cluster.Cluster) {
 	t.Helper()
 	objs, err := cluster.ReadManifests(filepath.Join(repoDir(t), "deploy", "overlays", "events"))
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	var rbac []*unstructured.Unstructured
 	for _, o := range objs {
@@ -229,10 +229,10 @@ func applyEventsRBAC(t *testing.T, c *cluster.Cluster) {
 		}
 	}
 	if len(rbac) != 4 {
-		t.Fatalf("deploy/overlays/events has %d RBAC objects, want 4", len(rbac))
+		fatalf(t, "deploy/overlays/events has %d RBAC objects, want 4", len(rbac))
 	}
 	if err := c.Apply(testContext(t), rbac); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() {
 		ctx, r := context.Background(), c.Admin().RbacV1()
@@ -249,7 +249,7 @@ func applyEventsRBAC(t *testing.T, c *cluster.Cluster) {
 				err = r.ClusterRoleBindings().Delete(ctx, o.GetName(), metav1.DeleteOptions{})
 			}
 			if err != nil && !apierrors.IsNotFound(err) {
-				t.Errorf("delete %s %s: %v", o.GetKind(), o.GetName(), err)
+				errorf(t, "delete %s %s: %v", o.GetKind(), o.GetName(), err)
 			}
 		}
 	})
@@ -264,7 +264,7 @@ func peersService(t *testing.T, c *cluster.Cluster, ns, name string, nodes ...st
 		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Name: "metrics", Port: eventsPort}}}},
 		metav1.CreateOptions{})
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	slice := &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Name: name + "-peers", Namespace: ns, Labels: map[string]string{discoveryv1.LabelServiceName: name}},
@@ -276,7 +276,7 @@ func peersService(t *testing.T, c *cluster.Cluster, ns, name string, nodes ...st
 			Conditions: discoveryv1.EndpointConditions{Ready: new(true)}})
 	}
 	if _, err := c.Admin().DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() {
 		_ = c.Admin().CoreV1().Services(ns).Delete(context.Background(), name, metav1.DeleteOptions{})
@@ -343,11 +343,11 @@ func oneEpisodeEvent(t *testing.T, ctx context.Context, c *cluster.Cluster, svc 
 	m := regexp.MustCompile(`^rollout deployment/` + regexp.QuoteMeta(svc.Name) + `: node-2 dropped (\d+) connection attempts at NodePort (\d+)/TCP`).FindStringSubmatch(ev.Note)
 	if m == nil || ev.Regarding.Kind != "Service" || ev.Regarding.Name != svc.Name || ev.Regarding.UID != svc.UID ||
 		ev.Type != corev1.EventTypeWarning || ev.ReportingInstance != instance || ev.Related == nil || ev.Related.Name != "node-2" {
-		t.Fatalf("Event %s: note %q, regarding %+v, type %s, instance %s (want %s), related %+v", ev.Name, ev.Note, ev.Regarding,
+		fatalf(t, "Event %s: note %q, regarding %+v, type %s, instance %s (want %s), related %+v", ev.Name, ev.Note, ev.Regarding,
 			ev.Type, ev.ReportingInstance, instance, ev.Related)
 	}
 	if n, _ := strconv.Atoi(m[1]); n < 1 || n > lost+2 || m[2] != strconv.Itoa(int(svc.Spec.Ports[0].NodePort)) {
-		t.Errorf("the Event says %s attempts at NodePort %s; the client lost %d at %d", m[1], m[2], lost, svc.Spec.Ports[0].NodePort)
+		errorf(t, "the Event says %s attempts at NodePort %s; the client lost %d at %d", m[1], m[2], lost, svc.Spec.Ports[0].NodePort)
 	}
 	return ev
 }
@@ -363,7 +363,7 @@ func deploymentOf(t *testing.T, c *cluster.Cluster, svc *corev1.Service) {
 	// apiserver's admission wants a Pod's.
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
 	if _, err := c.Admin().CoreV1().ServiceAccounts(svc.Namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	labels := map[string]string{"app": svc.Name}
 	for k, v := range svc.Spec.Selector {
@@ -378,12 +378,12 @@ func deploymentOf(t *testing.T, c *cluster.Cluster, svc *corev1.Service) {
 		Spec: appsv1.ReplicaSetSpec{Replicas: new(int32(0)), Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tmpl},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: rs.Name + "-x1", Labels: labels, OwnerReferences: []metav1.OwnerReference{{
 		APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: &ctrl}}}, Spec: tmpl.Spec}
 	if _, err := c.Admin().CoreV1().Pods(svc.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() {
 		bg := context.Background()
@@ -504,7 +504,7 @@ func TestEventsShippedPath(t *testing.T) {
 		}
 	}
 	if len(rbac) != 4 || role == nil || exportersSvc == nil {
-		t.Fatalf("deploy/overlays/events renders %d objects of the writer's RBAC (want 4), ClusterRole %v, Service %v", len(rbac), role != nil, exportersSvc != nil)
+		fatalf(t, "deploy/overlays/events renders %d objects of the writer's RBAC (want 4), ClusterRole %v, Service %v", len(rbac), role != nil, exportersSvc != nil)
 	}
 	denied := role.DeepCopy()
 	rules, _, _ := unstructured.NestedSlice(denied.Object, "rules")
@@ -515,10 +515,10 @@ func TestEventsShippedPath(t *testing.T) {
 		}
 	}
 	if len(kept) != len(rules)-1 {
-		t.Fatalf("the overlay's ClusterRole has %d rules, %d without nonResourceURLs: want exactly one /episodes rule", len(rules), len(kept))
+		fatalf(t, "the overlay's ClusterRole has %d rules, %d without nonResourceURLs: want exactly one /episodes rule", len(rules), len(kept))
 	}
 	if err := unstructured.SetNestedSlice(denied.Object, kept, "rules"); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	var first []*unstructured.Unstructured
 	for _, o := range rbac {
@@ -528,14 +528,14 @@ func TestEventsShippedPath(t *testing.T) {
 		first = append(first, o)
 	}
 	if err := c.Apply(ctx, first); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	var typedSvc corev1.Service
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(exportersSvc.Object, &typedSvc); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if _, err := admin.CoreV1().Services(typedSvc.Namespace).Create(ctx, &typedSvc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() {
 		ctx, r := context.Background(), admin.RbacV1()
@@ -628,22 +628,22 @@ func TestEventsShippedPath(t *testing.T) {
 	})
 	time.Sleep(2 * time.Second) // two polls of the leader after it
 	if evs, err := writerEvents(ctx, c, ns); err != nil || len(evs) != 0 {
-		t.Fatalf("without the /episodes grant: %d Events (%v), want none: %v", len(evs), err, evs)
+		fatalf(t, "without the /episodes grant: %d Events (%v), want none: %v", len(evs), err, evs)
 	}
 	if err := scrape(leader.Name, metricIs("localtraffic_event_writer_peers_unreachable", nodeLabels(leader.Name), 2),
 		metricIs("localtraffic_event_writer_events_total", cluster.Labels{"node": leader.Name, "result": "written"}, 0)); err != nil {
-		t.Error(err)
+		errorln(t, err)
 	}
 	for _, n := range nodes {
 		if k := strings.Count(leaderLog(), refused(n)); k != 1 {
-			t.Errorf("the leader logged %d lines about peer %s forbidding it, want 1 (a peer's failure is logged when it begins):\n%s", k, n.Name, tail(leaderLog(), 3000))
+			errorf(t, "the leader logged %d lines about peer %s forbidding it, want 1 (a peer's failure is logged when it begins):\n%s", k, n.Name, tail(leaderLog(), 3000))
 		}
 	}
 	step("the episode ended, no Event")
 
 	// The grant as shipped: once kube-rbac-proxy's cached denial expires, the episode's one Event.
 	if err := c.Apply(ctx, []*unstructured.Unstructured{role}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	ev := oneEpisodeEvent(t, ctx, c, svc, converge, "one Event regarding the Service, through kube-rbac-proxy",
 		shippedPodName(ds, leader), lost)
@@ -653,11 +653,11 @@ func TestEventsShippedPath(t *testing.T) {
 			metricIs("localtraffic_event_writer_events_total", cluster.Labels{"node": leader.Name, "result": "written"}, 1))
 	})
 	if !strings.Contains(leaderLog(), `"msg":"event writer: peer answers again","peer":"node-2"`) {
-		t.Errorf("the leader did not log node-2 answering again:\n%s", tail(leaderLog(), 3000))
+		errorf(t, "the leader did not log node-2 answering again:\n%s", tail(leaderLog(), 3000))
 	}
 	time.Sleep(2 * time.Second)
 	if evs, err := writerEvents(ctx, c, ns); err != nil || len(evs) != 1 {
-		t.Errorf("%d Events (%v) two polls later, want still 1", len(evs), err)
+		errorf(t, "%d Events (%v) two polls later, want still 1", len(evs), err)
 	}
 }
 
@@ -668,7 +668,7 @@ func exportersSlice(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, svc 
 	t.Helper()
 	ports, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
 	if len(ports) != 1 {
-		t.Fatalf("the exporters' Service has %d ports, want 1", len(ports))
+		fatalf(t, "the exporters' Service has %d ports, want 1", len(ports))
 	}
 	sp := ports[0].(map[string]any)
 	name, _ := sp["name"].(string)
@@ -682,7 +682,7 @@ func exportersSlice(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, svc 
 		}
 	}
 	if port == 0 {
-		t.Fatalf("no container of the DaemonSet declares the Service's targetPort %q", target)
+		fatalf(t, "no container of the DaemonSet declares the Service's targetPort %q", target)
 	}
 	slice := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: svc.GetName() + "-shipped", Namespace: svc.GetNamespace(), Labels: map[string]string{
@@ -697,7 +697,7 @@ func exportersSlice(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, svc 
 	}
 	ctx := testContext(t)
 	if _, err := c.Admin().DiscoveryV1().EndpointSlices(slice.Namespace).Create(ctx, slice, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() {
 		_ = c.Admin().DiscoveryV1().EndpointSlices(slice.Namespace).Delete(context.Background(), slice.Name, metav1.DeleteOptions{})

@@ -127,14 +127,14 @@ func TestExposureMatchesLostConnections(t *testing.T) {
 			"--collector.service_exposure")
 	}
 	if err := c.EnsureNamespace(ctx, ns); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	spec := cluster.NewService(ns, name, corev1.ServiceTypeLoadBalancer)
 	// The load balancer asks the health check node port: every arrival at the NodePort is a client's.
 	spec.Annotations = map[string]string{"localtraffic.io/health-check": "health-check-node-port"}
 	svc, err := c.Admin().CoreV1().Services(ns).Create(ctx, spec, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatalf("create service %s/%s: %v", ns, name, err)
+		fatalf(t, "create service %s/%s: %v", ns, name, err)
 	}
 	t.Cleanup(func() { _ = c.Admin().CoreV1().Services(ns).Delete(context.Background(), name, metav1.DeleteOptions{}) })
 
@@ -170,7 +170,7 @@ func TestExposureMatchesLostConnections(t *testing.T) {
 	exposurePhase(t, ctx, c, cl, lb, "rollout", nodes, func() {
 		patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, time.Now().Format(time.RFC3339))
 		if _, err := c.Admin().AppsV1().Deployments(ns).Patch(ctx, name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 	}, func() error {
 		dep, err := c.Admin().AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
@@ -219,7 +219,7 @@ func TestExposureMatchesLostConnections(t *testing.T) {
 		t.Logf("%d attempts refused by a stopped pod just before its node dropped (not an exposure): %s", len(refused), strings.Join(refused, "; "))
 	}
 	if len(failed) > 0 {
-		t.Errorf("%d attempts failed other than by a timeout on node-1 or node-2: %s", len(failed), strings.Join(failed, "; "))
+		errorf(t, "%d attempts failed other than by a timeout on node-1 or node-2: %s", len(failed), strings.Join(failed, "; "))
 	}
 }
 
@@ -347,7 +347,7 @@ func exposurePhase(t *testing.T, ctx context.Context, c *cluster.Cluster, cl *ex
 	for _, n := range nodes {
 		r, err := readExposure(ctx, c, lb.svc, n, cause)
 		if err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		before[n] = r
 	}
@@ -384,7 +384,7 @@ func exposurePhase(t *testing.T, ctx context.Context, c *cluster.Cluster, cl *ex
 			r, rerr := readExposure(ctx, c, lb.svc, n, cause)
 			t.Logf("%s: the client lost %d attempts (%s), %d served; the recorder: %+v %v (before %+v)", n, len(lost), spanOf(lost), served, r, rerr, before[n])
 		}
-		t.Fatalf("%s: settled, an episode ended on %s: %v", cause, strings.Join(nodes, " and "), err)
+		fatalf(t, "%s: settled, an episode ended on %s: %v", cause, strings.Join(nodes, " and "), err)
 	}
 	for _, n := range nodes {
 		// The drain first: it does not rest on the client's handshake times, which a starved client's
@@ -472,7 +472,7 @@ func drainAgrees(t *testing.T, cl *exposureClient, lb *healthCheckingLB, cause, 
 		errs = append(errs, fmt.Errorf("localtraffic_service_lb_drain_seconds grew by %d, %.3f s; the node's by %d, %.3f s", sn, sd, n, drain))
 	}
 	if err := errors.Join(errs...); err != nil {
-		t.Errorf("%s on %s: the measured drain disagrees with the load balancer:\n%v", cause, node, err)
+		errorf(t, "%s on %s: the measured drain disagrees with the load balancer:\n%v", cause, node, err)
 	}
 }
 
@@ -485,7 +485,7 @@ func windowAgrees(t *testing.T, cause, node string, before, after exposureReadin
 	t.Logf("%s on %s: the Service lost %.0f attempts, %.0f arrived in its %s windows (%.0f served), %.0f SYNs arrived",
 		cause, node, lost, window, cause, window-lost, syns)
 	if lost <= 0 || window < lost || window > syns {
-		t.Errorf("%s on %s: window attempts grew by %.0f, lost by %.0f, SYNs by %.0f: want 0 < lost <= window <= SYNs", cause, node, window, lost, syns)
+		errorf(t, "%s on %s: window attempts grew by %.0f, lost by %.0f, SYNs by %.0f: want 0 < lost <= window <= SYNs", cause, node, window, lost, syns)
 	}
 }
 
@@ -494,7 +494,7 @@ func exposureAgrees(t *testing.T, cl *exposureClient, cause, node string, from, 
 	t.Helper()
 	lost, served := cl.between(node, from, to)
 	if len(lost) == 0 {
-		t.Errorf("%s: the client lost no attempt on %s: nothing to measure", cause, node)
+		errorf(t, "%s: the client lost no attempt on %s: nothing to measure", cause, node)
 		return
 	}
 	first, last := lost[0], lost[len(lost)-1]
@@ -553,7 +553,7 @@ func exposureAgrees(t *testing.T, cl *exposureClient, cause, node string, from, 
 		errs = append(errs, fmt.Errorf("the histogram's sum grew by %.3f s, the seconds counter by %.3f s", d, gotSeconds))
 	}
 	if err := errors.Join(errs...); err != nil {
-		t.Errorf("%s on %s: the recorder disagrees with the packets:\n%v", cause, node, err)
+		errorf(t, "%s on %s: the recorder disagrees with the packets:\n%v", cause, node, err)
 	}
 }
 
@@ -594,7 +594,7 @@ func startExposureClient(t *testing.T, c *cluster.Cluster, lb *healthCheckingLB,
 		src := fmt.Sprintf("10.250.0.%d", 150+i)
 		if err := c.AddClientSource(ctx, src); err != nil {
 			cancel()
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		t.Cleanup(func() { _ = c.RemoveClientSource(context.Background(), src) })
 		srcs = append(srcs, src)
@@ -604,7 +604,7 @@ func startExposureClient(t *testing.T, c *cluster.Cluster, lb *healthCheckingLB,
 	lb.src = "10.250.0.149"
 	if err := c.AddClientSource(ctx, lb.src); err != nil {
 		cancel()
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() { _ = c.RemoveClientSource(context.Background(), lb.src) })
 	// The load balancer's targets are the workers, each in the state of its first check.
@@ -812,7 +812,7 @@ func preStopRollout(t *testing.T, ctx context.Context, c *cluster.Cluster, cl *e
 	for _, n := range nodes {
 		r, err := readExposure(ctx, c, lb.svc, n, "rollout")
 		if err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		before[n] = r
 	}
@@ -822,7 +822,7 @@ func preStopRollout(t *testing.T, ctx context.Context, c *cluster.Cluster, cl *e
 	for _, n := range nodes {
 		after, err := readExposure(ctx, c, lb.svc, n, "rollout")
 		if err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		b := before[n]
 		lost, served := cl.between(n, from, to)
@@ -852,7 +852,7 @@ func preStopRollout(t *testing.T, ctx context.Context, c *cluster.Cluster, cl *e
 		errs = append(errs, fmt.Errorf("%s: the client lost %d attempts (%s) with the recommended preStop, want 0", n, len(lost), spanOf(lost)))
 	}
 	if err := errors.Join(errs...); err != nil {
-		t.Errorf("preStop rollout:\n%v", err)
+		errorf(t, "preStop rollout:\n%v", err)
 		return
 	}
 	t.Logf("preStop rollout: with preStop %d s and grace %d s the client lost no attempt on %s and the recorders held (no exposure counted)",
@@ -867,7 +867,7 @@ func rollAndSettle(t *testing.T, ctx context.Context, c *cluster.Cluster, lb *he
 	const ns, name = "e2e-exposure", "checkout"
 	from = time.Now()
 	if _, err := c.Admin().AppsV1().Deployments(ns).Patch(ctx, name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatalf("%s: %v", what, err)
+		fatalf(t, "%s: %v", what, err)
 	}
 	var settled time.Time
 	err := cluster.Eventually(ctx, 3*time.Minute, 250*time.Millisecond, func() error {
@@ -911,7 +911,7 @@ func rollAndSettle(t *testing.T, ctx context.Context, c *cluster.Cluster, lb *he
 	}
 	t.Logf("%s from %s to %s; the load balancer: %s", what, from.Format("15:04:05.000"), to.Format("15:04:05.000"), strings.Join(moves, ", "))
 	if err != nil {
-		t.Fatalf("%s: did not settle: %v", what, err)
+		fatalf(t, "%s: did not settle: %v", what, err)
 	}
 	return from, to
 }
@@ -929,7 +929,7 @@ func recommendPreStop(t *testing.T, ctx context.Context, c *cluster.Cluster, svc
 	for _, n := range nodes {
 		m, err := c.Metrics(ctx, n)
 		if err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		for _, s := range m.Series("localtraffic_service_lb_drain_seconds", svcLabels(svc, n)) {
 			h := s.GetHistogram()
@@ -947,7 +947,7 @@ func recommendPreStop(t *testing.T, ctx context.Context, c *cluster.Cluster, svc
 	les := slices.Sorted(maps.Keys(byLE))
 	total := byLE[math.Inf(1)]
 	if total == 0 {
-		t.Fatalf("no measured drain of %s/%s on %s: nothing to recommend a preStop from", svc.Namespace, svc.Name, strings.Join(nodes, " and "))
+		fatalf(t, "no measured drain of %s/%s on %s: nothing to recommend a preStop from", svc.Namespace, svc.Name, strings.Join(nodes, " and "))
 	}
 	rank, lower, below := quantile*total, 0.0, 0.0
 	p95 := math.NaN()
@@ -989,9 +989,9 @@ func TestPodRefusalsBeforeTheDrop(t *testing.T) {
 	}}
 	failed, refused := cl.failedElsewhere([]string{"node-1", "node-2"})
 	if len(refused) != 1 || !strings.HasPrefix(refused[0], "node-2 at 03:08:48.000") {
-		t.Errorf("refused by a stopped pod: %q, want node-2's at 03:08:48.000 alone", refused)
+		errorf(t, "refused by a stopped pod: %q, want node-2's at 03:08:48.000 alone", refused)
 	}
 	if len(failed) != 4 {
-		t.Errorf("failed: %q, want node-1's two refusals, node-3's refusal and its loss", failed)
+		errorf(t, "failed: %q, want node-1's two refusals, node-3's refusal and its loss", failed)
 	}
 }

@@ -60,7 +60,7 @@ func alertsOnLiveSeries(t *testing.T, ctx context.Context, m cluster.Metrics, no
 		for _, n := range nodes {
 			labels, annotations, err := expectedAlert(repo, alert, map[string]string{"node": n})
 			if err != nil {
-				t.Fatal(err)
+				fatalln(t, err)
 			}
 			exp = append(exp, map[string]any{"exp_labels": labels, "exp_annotations": annotations})
 		}
@@ -77,17 +77,17 @@ func alertsOnLiveSeries(t *testing.T, ctx context.Context, m cluster.Metrics, no
 	}
 	b, err := json.Marshal(doc)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	file := filepath.Join(t.TempDir(), "live.test.yaml")
 	if err := os.WriteFile(file, b, 0o644); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	out, err := exec.CommandContext(cctx, promtoolPath(t, ctx, repo), "test", "rules", file).CombinedOutput()
 	if err != nil {
-		t.Errorf("the shipped alerts on %s's live series are not what is wanted (%v):\n%s", node, err, out)
+		errorf(t, "the shipped alerts on %s's live series are not what is wanted (%v):\n%s", node, err, out)
 		return
 	}
 	t.Logf("promtool: the shipped alerts on %s's live series: %v", node, want)
@@ -156,7 +156,7 @@ func promtoolPath(t *testing.T, ctx context.Context, repo string) string {
 	p := filepath.Join(bin, "promtool")
 	if _, err := os.Stat(p); err != nil {
 		if out, err := exec.CommandContext(ctx, filepath.Join(repo, "scripts", "install-deps.sh"), "promtool").CombinedOutput(); err != nil {
-			t.Fatalf("scripts/install-deps.sh promtool: %v\n%s", err, out)
+			fatalf(t, "scripts/install-deps.sh promtool: %v\n%s", err, out)
 		}
 	}
 	return p

@@ -65,7 +65,7 @@ func TestFidelityKubeProxyNeverStarted(t *testing.T) {
 	n.StopKubeProxy()
 	t.Cleanup(func() { restartKubeProxy(t, c, n, cluster.KubeProxyOptions{}) })
 	if err := n.CleanupRules(ctx); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	restartExporter(t, c, n, "--state.file=") // a fresh exporter: it never saw kube-proxy here (no state file says it did)
 	var m cluster.Metrics
@@ -106,13 +106,13 @@ func TestFidelityKubeProxyNotProgrammed(t *testing.T) {
 	n.StopKubeProxy()
 	t.Cleanup(func() { restartKubeProxy(t, c, n, cluster.KubeProxyOptions{}) })
 	if err := n.CleanupRules(ctx); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if err := n.StartKubeProxy(ctx, cluster.KubeProxyOptions{ExtraArgs: []string{"--kubeconfig=" + kubeconfig}}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if err := n.WaitKubeProxyHealthy(ctx, converge); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	var m cluster.Metrics
 	eventually(t, converge, "node-3: kube-proxy up, not programmed", func() error {
@@ -152,12 +152,12 @@ func kubeProxyWithoutEndpointSlices(t *testing.T, c *cluster.Cluster) string {
 	ctx := testContext(t)
 	const ns, name = "e2e-fidelity-unsynced", "kube-proxy-no-slices"
 	if err := c.EnsureNamespace(ctx, ns); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	rbac := c.Admin().RbacV1()
 	sa, err := c.Admin().CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
@@ -166,13 +166,13 @@ func kubeProxyWithoutEndpointSlices(t *testing.T, c *cluster.Cluster) string {
 		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
 	}}
 	if _, err := rbac.ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: sa.Name}}}
 	if _, err := rbac.ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() {
 		ctx := context.Background()
@@ -182,7 +182,7 @@ func kubeProxyWithoutEndpointSlices(t *testing.T, c *cluster.Cluster) string {
 	})
 	kubeconfig, err := c.ServiceAccountKubeconfig(ctx, ns, name)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	return kubeconfig
 }

@@ -25,19 +25,19 @@ func TestFidelityHeldVIPPluginCannotTell(t *testing.T) {
 	svc := serviceSpec(t, c, "e2e-fidelity-heldvip", "ledger", corev1.ServiceTypeLoadBalancer, nil)
 	setEndpoints(t, c, svc, ready(startPods(t, c, svc, "node-1")...))
 	if err := c.SetLoadBalancerIngress(ctx, svc.Namespace, svc.Name, corev1.LoadBalancerIngress{IP: lbIP}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if err := n3.AddAddress(ctx, lbIP); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() {
 		if err := n3.DelAddress(context.Background(), lbIP); err != nil {
-			t.Errorf("restore node-3: %v", err)
+			errorf(t, "restore node-3: %v", err)
 		}
 		_ = c.Unroute(context.Background(), lbIP)
 	})
 	if err := c.RouteVia(ctx, "node-3", lbIP); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	eventually(t, converge, "the VIP held on node-3: dropped there, paged there", func() error {
 		if err := wantVerdict(c.Request(ctx, lbIP+":80"), cluster.Blackhole, "LB IP held on node-3"); err != nil {

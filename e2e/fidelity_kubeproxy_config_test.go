@@ -37,11 +37,11 @@ func TestFidelityKubeProxyConfigz(t *testing.T) {
 	t.Cleanup(func() {
 		n.StopExporter()
 		if err := n.StartExporter(context.Background()); err != nil {
-			t.Errorf("restart node-2's exporter: %v", err)
+			errorf(t, "restart node-2's exporter: %v", err)
 			return
 		}
 		if err := n.WaitExporter(context.Background(), converge); err != nil {
-			t.Errorf("node-2's exporter: %v", err)
+			errorf(t, "node-2's exporter: %v", err)
 		}
 	})
 	n.StopKubeProxy()
@@ -50,7 +50,7 @@ func TestFidelityKubeProxyConfigz(t *testing.T) {
 		fmt.Sprintf("--healthz-bind-address=127.0.0.1:%d", cluster.KubeProxyHealthzPort),
 		"--feature-gates=AllowServiceExternalIPs=false",
 	}}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	loopback := fmt.Sprintf("http://127.0.0.1:%d/livez", cluster.KubeProxyHealthzPort)
 	nodeAddr := fmt.Sprintf("http://%s:%d/livez", n.IP, cluster.KubeProxyHealthzPort)
@@ -65,11 +65,11 @@ func TestFidelityKubeProxyConfigz(t *testing.T) {
 	})
 	configz, err := n.Exec(ctx, "curl", "-sS", "--max-time", "5", "http://127.0.0.1:10249/configz")
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Logf("kube-proxy's /configz on node-2:\n%s", configz)
 	if !strings.Contains(configz, `"healthzBindAddress":"127.0.0.1:10256"`) || !strings.Contains(configz, `"AllowServiceExternalIPs":false`) {
-		t.Fatalf("/configz does not show the settings: %s", configz)
+		fatalf(t, "/configz does not show the settings: %s", configz)
 	}
 
 	l := svcLabels(svc, n.Name)
@@ -99,7 +99,7 @@ func TestFidelityKubeProxyConfigz(t *testing.T) {
 	// read healthzBindAddress, this kube-proxy looks down (a second exporter beside the usual one).
 	const controlPort = 9747
 	if err := n.StartExporterOn(ctx, controlPort, fmt.Sprintf("--kube-proxy.healthz-address=%s:%d", n.IP, cluster.KubeProxyHealthzPort)); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() { n.StopExporterOn(controlPort) })
 	eventually(t, converge, "an exporter probing the node's address sees kube-proxy refused", func() error {

@@ -30,7 +30,7 @@ func TestFidelityDaemonSetKeepsOffWindowsAndVirtualNodes(t *testing.T) {
 	admin := c.Admin()
 	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,
 		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "privileged"}}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 
 	odd := []*corev1.Node{
@@ -46,7 +46,7 @@ func TestFidelityDaemonSetKeepsOffWindowsAndVirtualNodes(t *testing.T) {
 	var oddNames []string
 	for _, n := range odd {
 		if _, err := admin.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		oddNames = append(oddNames, n.Name)
 	}
@@ -69,7 +69,7 @@ func TestFidelityDaemonSetKeepsOffWindowsAndVirtualNodes(t *testing.T) {
 		// Placement is what is tested; the exporter's own ServiceAccount lives in localtraffic-system.
 		ds.Spec.Template.Spec.ServiceAccountName = "default"
 		if _, err := admin.AppsV1().DaemonSets(ns).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 	}
 
@@ -176,7 +176,7 @@ func cleanupDaemonSets(t *testing.T, c *cluster.Cluster, ns string, odd []*corev
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		t.Errorf("cleanup: %v", err)
+		errorf(t, "cleanup: %v", err)
 	}
 }
 

@@ -34,18 +34,18 @@ func helmInstallServerDryRun(t *testing.T, c *cluster.Cluster, values string) (s
 	t.Helper()
 	chrt, err := loader.Load(filepath.Join(repoDir(t), "deploy", "helm", "localtraffic-exporter"))
 	if err != nil {
-		t.Fatalf("load chart: %v", err)
+		fatalf(t, "load chart: %v", err)
 	}
 	var vals map[string]any
 	if err := yaml.Unmarshal([]byte(values), &vals); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	flags := genericclioptions.NewConfigFlags(false)
 	kubeconfig, ns := c.AdminKubeconfig(), helmNamespace
 	flags.KubeConfig, flags.Namespace = &kubeconfig, &ns
 	cfg := new(action.Configuration)
 	if err := cfg.Init(flags, helmNamespace, "secret", t.Logf); err != nil {
-		t.Fatalf("helm configuration: %v", err)
+		fatalf(t, "helm configuration: %v", err)
 	}
 	install := action.NewInstall(cfg)
 	install.DryRun, install.DryRunOption = true, "server"
@@ -63,14 +63,14 @@ func TestHelmChartServerDryRun(t *testing.T) {
 	installPrometheusOperatorCRDs(t, c)
 	// The release namespace, labelled as the chart's NOTES say (Helm stores the release there: it must exist).
 	if err := c.EnsureNamespace(ctx, helmNamespace); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() {
 		_ = c.Admin().CoreV1().Namespaces().Delete(testContext(t), helmNamespace, metav1.DeleteOptions{})
 	})
 	if _, err := kubectl(ctx, c, nil, "label", "--overwrite", "namespace", helmNamespace,
 		"pod-security.kubernetes.io/enforce=privileged"); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 
 	for _, tc := range []struct{ name, values string }{
@@ -109,16 +109,16 @@ exporter: {port: 9800}
 		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
 			manifest, err := helmInstallServerDryRun(t, c, tc.values)
 			if err != nil {
-				t.Fatalf("helm install --dry-run=server: %v", err)
+				fatalf(t, "helm install --dry-run=server: %v", err)
 			}
 			objs := countObjects(t, manifest)
 			// Every object names its namespace: the release's, and the Cilium lease Role's (kube-system).
 			out, err := kubectl(ctx, c, []byte(manifest), "apply", "-f", "-", "--dry-run=server", "--validate=strict")
 			if err != nil {
-				t.Fatal(err)
+				fatalln(t, err)
 			}
 			if n := strings.Count(out, "(server dry run)"); n != objs || objs < 5 {
-				t.Errorf("server dry run reported %d objects, the chart renders %d:\n%s", n, objs, out)
+				errorf(t, "server dry run reported %d objects, the chart renders %d:\n%s", n, objs, out)
 			}
 			t.Logf("%d objects accepted by the apiserver:\n%s", objs, out)
 		})
@@ -129,11 +129,11 @@ exporter: {port: 9800}
 	t.Run("misspelt_field_is_refused", func(t *testing.T) {
 		manifest, err := helmInstallServerDryRun(t, c, `exporter: {extraEnv: [{name: X, valueFrm: {}}]}`)
 		if err != nil {
-			t.Fatalf("helm install --dry-run=server: %v", err)
+			fatalf(t, "helm install --dry-run=server: %v", err)
 		}
 		_, err = kubectl(ctx, c, []byte(manifest), "apply", "-n", helmNamespace, "-f", "-", "--dry-run=server", "--validate=strict")
 		if err == nil || !strings.Contains(err.Error(), "valueFrm") {
-			t.Errorf("server dry run accepted an unknown field: %v", err)
+			errorf(t, "server dry run accepted an unknown field: %v", err)
 		}
 	})
 }

@@ -35,12 +35,12 @@ func startPods(t testing.TB, c *cluster.Cluster, svc *corev1.Service, nodes ...s
 		name := fmt.Sprintf("%s-%d", svc.Name, nextPodIndex(c, svc))
 		p, err := c.StartPod(ctx, cluster.PodConfig{Namespace: svc.Namespace, Name: name, Node: node, Ports: []int{backendPort}})
 		if err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		t.Cleanup(func() {
 			if c.Pod(p.Namespace, p.Name) != nil {
 				if err := c.DeletePod(context.Background(), p.Namespace, p.Name); err != nil {
-					t.Errorf("delete pod: %v", err)
+					errorf(t, "delete pod: %v", err)
 				}
 			}
 		})
@@ -69,7 +69,7 @@ func ready(pods ...*cluster.Pod) []cluster.Endpoint {
 func setEndpoints(t testing.TB, c *cluster.Cluster, svc *corev1.Service, eps []cluster.Endpoint) {
 	t.Helper()
 	if err := c.SetEndpoints(testContext(t), svc.Namespace, svc.Name, eps); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 }
 

@@ -28,14 +28,14 @@ func TestKubeProxyHung(t *testing.T) {
 	})
 
 	if err := n.FreezeKubeProxy(); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	thawed := false
 	thaw := func() {
 		if !thawed {
 			thawed = true
 			if err := n.ThawKubeProxy(); err != nil {
-				t.Error(err)
+				errorln(t, err)
 			}
 		}
 	}

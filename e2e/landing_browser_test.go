@@ -23,7 +23,7 @@ func chromium(t *testing.T, ctx context.Context, url, png string) string {
 	t.Helper()
 	bin, err := exec.LookPath("chromium")
 	if err != nil {
-		t.Fatalf("chromium not installed (scripts/install-deps.sh packages installs it): %v", err)
+		fatalf(t, "chromium not installed (scripts/install-deps.sh packages installs it): %v", err)
 	}
 	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
 		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -36,7 +36,7 @@ func chromium(t *testing.T, ctx context.Context, url, png string) string {
 		cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
 		out, err := cmd.Output()
 		if err != nil {
-			t.Fatalf("chromium %v: %v", args, err)
+			fatalf(t, "chromium %v: %v", args, err)
 		}
 		return string(out)
 	}
@@ -105,18 +105,18 @@ func TestLandingPageInBrowserDuringDrill(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := testContext(t)
 	if err := drill.Apply(ctx, c); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() {
 		if err := drill.Cleanup(context.Background(), c); err != nil {
-			t.Errorf("drill cleanup: %v", err)
+			errorf(t, "drill cleanup: %v", err)
 		}
 	})
 	urls := map[string]string{}
 	for _, n := range c.Nodes() {
 		addr, err := c.Forward(n.NS, fmt.Sprintf("%s:%d", n.IP, cluster.ExporterPort))
 		if err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		urls[n.Name] = "http://" + addr + "/"
 	}
@@ -148,11 +148,11 @@ func TestLandingPageInBrowserDuringDrill(t *testing.T) {
 			dom := chromium(t, ctx, urls[n.Name], png)
 			rows, err := servicesTable(dom)
 			if err != nil {
-				t.Fatal(err)
+				fatalln(t, err)
 			}
 			t.Logf("%s %s: %q (screenshot %s)", phase, n.Name, rows[service], png)
 			if st, err := os.Stat(png); err != nil || st.Size() == 0 {
-				t.Errorf("no screenshot %s: %v", png, err)
+				errorf(t, "no screenshot %s: %v", png, err)
 			}
 		}
 	}
@@ -164,7 +164,7 @@ func TestLandingPageInBrowserDuringDrill(t *testing.T) {
 		return "BLACKHOLE"
 	})
 	if err := drill.Fix(ctx, c); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	check("fix", func(string) string { return "serving" })
 }

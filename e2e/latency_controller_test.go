@@ -51,7 +51,7 @@ func controllerLatencySetup(b *testing.B, c *cluster.Cluster, node string) *late
 		tmpl := workloadPodSpec(name, 0)
 		tmpl.Spec.NodeSelector = map[string]string{corev1.LabelHostname: on}
 		if _, err := pods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: ns, Labels: tmpl.Labels}, Spec: tmpl.Spec}, metav1.CreateOptions{}); err != nil {
-			b.Fatal(err)
+			fatalln(b, err)
 		}
 		b.Cleanup(func() {
 			zero := int64(0)
@@ -60,7 +60,7 @@ func controllerLatencySetup(b *testing.B, c *cluster.Cluster, node string) *late
 	}
 	slices, err := c.Admin().DiscoveryV1().EndpointSlices(ns).Watch(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + name})
 	if err != nil {
-		b.Fatal(err)
+		fatalln(b, err)
 	}
 	b.Cleanup(slices.Stop)
 	return &latencySetup{node: node, target: target, svc: svc, readyAt: sliceReadiness(slices, target)}
@@ -73,7 +73,7 @@ func controllerLatency(b *testing.B, c *cluster.Cluster, s *latencySetup) {
 	// Each run starts from a ready pod.
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"true"}}}`, nodeagent.ReadyAnnotation)
 	if _, err := pods.Patch(ctx, target, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		b.Fatal(err)
+		fatalln(b, err)
 	}
 	l := svcLabels(svc, node)
 	eventually(b, 3*time.Minute, node+" serves", func() error {
@@ -96,7 +96,7 @@ func controllerLatency(b *testing.B, c *cluster.Cluster, s *latencySetup) {
 		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, nodeagent.ReadyAnnotation, value)
 		start := time.Now()
 		if _, err := pods.Patch(ctx, target, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-			b.Fatal(err)
+			fatalln(b, err)
 		}
 		var sliceAt, apiAt, verdictAt time.Duration
 		err := cluster.Eventually(ctx, converge, 10*time.Millisecond, func() error {
@@ -123,9 +123,9 @@ func controllerLatency(b *testing.B, c *cluster.Cluster, s *latencySetup) {
 			p, gerr := pods.Get(ctx, target, metav1.GetOptions{})
 			if gerr == nil {
 				ep, _ := endpointOn(ctx, c, svc, node)
-				b.Fatalf("%v (pod annotations %v ready %v; endpoint %+v)", err, p.Annotations, podReady(p), ep)
+				fatalf(b, "%v (pod annotations %v ready %v; endpoint %+v)", err, p.Annotations, podReady(p), ep)
 			}
-			b.Fatal(err)
+			fatalln(b, err)
 		}
 		sliceLat = append(sliceLat, sliceAt)
 		verdict = append(verdict, verdictAt)

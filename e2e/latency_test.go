@@ -51,7 +51,7 @@ func detectionLatency(b *testing.B, c *cluster.Cluster, node string) {
 		b.StartTimer()
 		start := time.Now()
 		if err := c.SetEndpoints(ctx, svc.Namespace, svc.Name, eps); err != nil {
-			b.Fatal(err)
+			fatalln(b, err)
 		}
 		var apiAt, verdictAt time.Duration
 		err := cluster.Eventually(ctx, converge, 10*time.Millisecond, func() error {
@@ -72,7 +72,7 @@ func detectionLatency(b *testing.B, c *cluster.Cluster, node string) {
 			return nil
 		})
 		if err != nil {
-			b.Fatal(err)
+			fatalln(b, err)
 		}
 		verdict = append(verdict, verdictAt)
 		apiView = append(apiView, apiAt)

@@ -36,7 +36,7 @@ func startCuttableProxy(t *testing.T, ns, upstream string) *cuttableProxy {
 	p := &cuttableProxy{ns: ns, upstream: upstream, conns: map[net.Conn]bool{}}
 	l, err := netns.Listen(ns, "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("proxy listen in %s: %v", ns, err)
+		fatalf(t, "proxy listen in %s: %v", ns, err)
 	}
 	p.addr = l.Addr().String()
 	p.serve(l)
@@ -89,7 +89,7 @@ func (p *cuttableProxy) restore(t *testing.T) {
 	t.Helper()
 	l, err := netns.Listen(p.ns, p.addr)
 	if err != nil {
-		t.Fatalf("proxy re-listen on %s: %v", p.addr, err)
+		fatalf(t, "proxy re-listen on %s: %v", p.addr, err)
 	}
 	p.serve(l)
 }
@@ -114,7 +114,7 @@ func TestJSONLogsThroughAPIServerHiccup(t *testing.T) {
 			"--state.file=" + filepath.Join(t.TempDir(), "state.json")},
 		Stdout: io.Discard, Stderr: &stderr})
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	stop := func() { p.Stop(0) } // killed at once: what the test reads was written before
 
@@ -142,7 +142,7 @@ func TestJSONLogsThroughAPIServerHiccup(t *testing.T) {
 	deadline := hiccup.Add(time.Minute)
 	for !strings.Contains(stderr.String()[before:], `"reflector"`) {
 		if time.Now().After(deadline) {
-			t.Fatalf("client-go logged nothing about the cut connections in 1m; stderr since the cut:\n%s", stderr.String()[before:])
+			fatalf(t, "client-go logged nothing about the cut connections in 1m; stderr since the cut:\n%s", stderr.String()[before:])
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -173,11 +173,11 @@ func TestJSONLogsThroughAPIServerHiccup(t *testing.T) {
 		lines++
 		var rec map[string]any
 		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			t.Errorf("stderr line %d is not JSON (%v): %s", lines, err, sc.Text())
+			errorf(t, "stderr line %d is not JSON (%v): %s", lines, err, sc.Text())
 			continue
 		}
 		if _, ok := rec["msg"]; !ok {
-			t.Errorf("stderr line %d has no msg: %s", lines, sc.Text())
+			errorf(t, "stderr line %d has no msg: %s", lines, sc.Text())
 		}
 		if _, ok := rec["reflector"]; ok || rec["msg"] == "Failed to watch" {
 			klogLines++
@@ -191,7 +191,7 @@ func TestJSONLogsThroughAPIServerHiccup(t *testing.T) {
 		}
 	}
 	if klogLines == 0 {
-		t.Errorf("no client-go line among %d stderr lines", lines)
+		errorf(t, "no client-go line among %d stderr lines", lines)
 	}
 	proxy.mu.Lock()
 	accepted := proxy.accepted
@@ -204,18 +204,18 @@ func proxiedKubeconfig(t *testing.T, c *cluster.Cluster, server string) string {
 	t.Helper()
 	orig, err := c.ExporterKubeconfig(testContext(t))
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	data, err := os.ReadFile(orig)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if !bytes.Contains(data, []byte(c.APIServerURL)) {
-		t.Fatalf("kubeconfig %s does not name %s", orig, c.APIServerURL)
+		fatalf(t, "kubeconfig %s does not name %s", orig, c.APIServerURL)
 	}
 	path := filepath.Join(t.TempDir(), "proxied.kubeconfig")
 	if err := os.WriteFile(path, bytes.ReplaceAll(data, []byte(c.APIServerURL), []byte(server)), 0o600); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	return path
 }

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -111,7 +112,7 @@ func sharedCluster(t testing.TB) *cluster.Cluster {
 		sharedState.mu.Unlock()
 	})
 	if sharedState.err != nil {
-		t.Fatalf("cluster: %v", sharedState.err)
+		fatalf(t, "cluster: %v", sharedState.err)
 	}
 	sharedState.agree.ran(scenarioOf(t))
 	return sharedState.c
@@ -121,7 +122,7 @@ func sharedCluster(t testing.TB) *cluster.Cluster {
 func eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
 	if err := cluster.Eventually(context.Background(), timeout, 250*time.Millisecond, cond); err != nil {
-		t.Fatalf("%s: %v", what, err)
+		fatalf(t, "%s: %v", what, err)
 	}
 }
 
@@ -138,7 +139,33 @@ func testContext(t testing.TB) context.Context {
 	return ctx
 }
 
-// failedMark is the line markFailure logs; run-e2e.sh's digest prints the messages just before it.
+// failPrefix begins every failure message of the scenarios: go test prints an error exactly as it prints a
+// log, and a scenario goes on logging its later phases after one fails, so run-e2e.sh's digest finds the
+// failures by it. errorf, fatalf, errorln and fatalln are t.Errorf, t.Fatalf, t.Error and t.Fatal with it.
+const failPrefix = "error: "
+
+func errorf(t testing.TB, format string, args ...any) {
+	t.Helper()
+	t.Errorf(failPrefix+format, args...)
+}
+
+func fatalf(t testing.TB, format string, args ...any) {
+	t.Helper()
+	t.Fatalf(failPrefix+format, args...)
+}
+
+func errorln(t testing.TB, args ...any) {
+	t.Helper()
+	t.Error(append([]any{strings.TrimSpace(failPrefix)}, args...)...)
+}
+
+func fatalln(t testing.TB, args ...any) {
+	t.Helper()
+	t.Fatal(append([]any{strings.TrimSpace(failPrefix)}, args...)...)
+}
+
+// failedMark is the line markFailure logs; where a failed test printed no message with failPrefix (a panic, a
+// helper of another package), run-e2e.sh's digest prints the messages just before it.
 const failedMark = "e2e: failed before this line"
 
 // markFailure logs failedMark as soon as t has failed (checked every 20 ms), or at t's cleanup. A scenario

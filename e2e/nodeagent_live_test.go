@@ -25,7 +25,7 @@ func TestNodeAgentReadinessOnDemand(t *testing.T) {
 	tmpl := workloadPodSpec(name, 0)
 	tmpl.Spec.NodeSelector = map[string]string{corev1.LabelHostname: "node-2"}
 	if _, err := pods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: tmpl.Labels}, Spec: tmpl.Spec}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() {
 		zero := int64(0)
@@ -36,7 +36,7 @@ func TestNodeAgentReadinessOnDemand(t *testing.T) {
 			// A pod of the same name again (as a StatefulSet or the benchmark's second run makes one).
 			zero := int64(0)
 			if err := pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
-				t.Fatal(err)
+				fatalln(t, err)
 			}
 			eventually(t, time.Minute, "pod gone", func() error {
 				if _, err := pods.Get(ctx, name, metav1.GetOptions{}); err == nil {
@@ -45,12 +45,12 @@ func TestNodeAgentReadinessOnDemand(t *testing.T) {
 				return nil
 			})
 			if _, err := pods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: tmpl.Labels}, Spec: tmpl.Spec}, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
+				fatalln(t, err)
 			}
 		} else if i > 0 {
 			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"%v"}}}`, nodeagent.ReadyAnnotation, want)
 			if _, err := pods.Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-				t.Fatal(err)
+				fatalln(t, err)
 			}
 		}
 		eventually(t, time.Minute, fmt.Sprintf("step %d: pod ready=%v, endpoint ready=%v", i, want, want), func() error {

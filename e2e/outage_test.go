@@ -61,11 +61,11 @@ func TestAPIServerOutage(t *testing.T) {
 	})
 	m, err := c.Metrics(ctx, n1.Name)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	_, errsBefore, err := informerAges(m, n1.Name)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 
 	c.StopAPIServer()
@@ -73,7 +73,7 @@ func TestAPIServerOutage(t *testing.T) {
 	t.Cleanup(func() {
 		// Whatever happened, the next test gets its API server back.
 		if err := c.StartAPIServer(testContext(t)); err != nil && err.Error() != "kube-apiserver already runs" {
-			t.Errorf("restarting kube-apiserver: %v", err)
+			errorf(t, "restarting kube-apiserver: %v", err)
 		}
 	})
 	var lastAges map[string]float64
@@ -83,7 +83,7 @@ func TestAPIServerOutage(t *testing.T) {
 		for _, n := range c.Nodes() {
 			m, err := c.Metrics(ctx, n.Name)
 			if err != nil {
-				t.Fatalf("%s: scrape during the outage: %v", n.Name, err)
+				fatalf(t, "%s: scrape during the outage: %v", n.Name, err)
 			}
 			if err := errors.Join(
 				// The last known state, still served.
@@ -91,39 +91,39 @@ func TestAPIServerOutage(t *testing.T) {
 				metricIs("localtraffic_local_endpoints", svcLabels(stable, n.Name), map[string]float64{n1.Name: 1}[n.Name])(m),
 				metricIs("localtraffic_scrape_collector_success", cluster.Labels{"node": n.Name, "collector": "services"}, 1)(m),
 			); err != nil {
-				t.Fatalf("%s, %s into the outage: %v", n.Name, time.Since(stopped).Round(time.Second), err)
+				fatalf(t, "%s, %s into the outage: %v", n.Name, time.Since(stopped).Round(time.Second), err)
 			}
 			if n != n1 {
 				continue
 			}
 			ages, errs, err := informerAges(m, n.Name)
 			if err != nil {
-				t.Fatal(err)
+				fatalln(t, err)
 			}
 			for r, age := range ages {
 				// Nothing answered since the stop: the age is at least the time since (a second's slack for
 				// the scrape and the clocks' rounding).
 				if age < time.Since(stopped).Seconds()-1 {
-					t.Errorf("%s: %s view %.1fs old, %.1fs into the outage", n.Name, r, age, time.Since(stopped).Seconds())
+					errorf(t, "%s: %s view %.1fs old, %.1fs into the outage", n.Name, r, age, time.Since(stopped).Seconds())
 				}
 				if lastAges != nil && age <= lastAges[r] {
-					t.Errorf("%s: %s age did not grow: %.1f then %.1f", n.Name, r, lastAges[r], age)
+					errorf(t, "%s: %s age did not grow: %.1f then %.1f", n.Name, r, lastAges[r], age)
 				}
 			}
 			lastAges, lastErrs = ages, errs
 		}
 		if err := wantServedLocally(c.Request(ctx, nodePortAddr(n1, stable)), n1.Name); err != nil {
-			t.Errorf("during the outage: %v", err) // kube-proxy keeps its rules: traffic must still flow
+			errorf(t, "during the outage: %v", err) // kube-proxy keeps its rules: traffic must still flow
 		}
 	}
 	t.Logf("after %s without kube-apiserver: node-1's view is %.0fs old (services), %.0f list/watch errors (%.0f before)",
 		apiOutage, lastAges["services"], lastErrs, errsBefore)
 	if lastErrs <= errsBefore {
-		t.Errorf("list/watch error counters did not move during the outage: %.0f before, %.0f after", errsBefore, lastErrs)
+		errorf(t, "list/watch error counters did not move during the outage: %.0f before, %.0f after", errsBefore, lastErrs)
 	}
 
 	if err := c.StartAPIServer(ctx); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	changed := time.Now()
 	created := newService(t, c, "e2e-outage", "created-after", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal)
@@ -147,7 +147,7 @@ func TestAPIServerOutage(t *testing.T) {
 	// Measured, and bounded only by what "within seconds" must mean: client-go's backoff alone would be 30-60 s.
 	t.Logf("changes visible in node-1's API view %.1fs after they were made", seen.Seconds())
 	if seen > 20*time.Second {
-		t.Errorf("changes took %s to show after kube-apiserver returned, want seconds", seen.Round(time.Second))
+		errorf(t, "changes took %s to show after kube-apiserver returned, want seconds", seen.Round(time.Second))
 	}
 	// kube-proxy recovers on client-go's own backoff (30 to 60 s after a 40 s outage), then syncs: allow twice
 	// the usual convergence.
@@ -160,13 +160,13 @@ func TestAPIServerOutage(t *testing.T) {
 	t.Logf("verdict matched real traffic %.1fs after the change (kube-proxy's own recovery included)", time.Since(changed).Seconds())
 	m, err = c.Metrics(ctx, n1.Name)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	// The services informer heard from kube-apiserver after it returned (a second's slack for the scrape and the
 	// clocks' rounding). Its age keeps growing while no Service changes, so how long kube-proxy took to recover
 	// must not count against it.
 	if ages, _, err := informerAges(m, n1.Name); err != nil || ages["services"] > time.Since(changed).Seconds()+1 {
-		t.Errorf("after the return the services view is %v s old, older than kube-apiserver's return %.0fs ago (%v)",
+		errorf(t, "after the return the services view is %v s old, older than kube-apiserver's return %.0fs ago (%v)",
 			ages["services"], time.Since(changed).Seconds(), err)
 	}
 	// The outage reached every node's kube-proxy: the test hands the next one a cluster whose kube-proxies all

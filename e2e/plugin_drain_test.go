@@ -34,7 +34,7 @@ func lbService(t *testing.T, c *cluster.Cluster, ns, name, ip string) *corev1.Se
 	t.Helper()
 	ctx := testContext(t)
 	if err := c.EnsureNamespace(ctx, ns); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	svc := cluster.NewService(ns, name, corev1.ServiceTypeLoadBalancer)
 	svc.Annotations = map[string]string{
@@ -45,11 +45,11 @@ func lbService(t *testing.T, c *cluster.Cluster, ns, name, ip string) *corev1.Se
 	}
 	created, err := c.Admin().CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatalf("create service %s/%s: %v", ns, name, err)
+		fatalf(t, "create service %s/%s: %v", ns, name, err)
 	}
 	t.Cleanup(func() { _ = c.Admin().CoreV1().Services(ns).Delete(context.Background(), name, metav1.DeleteOptions{}) })
 	if err := c.SetLoadBalancerIngress(ctx, ns, name, corev1.LoadBalancerIngress{IP: ip}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	return created
 }
@@ -126,7 +126,7 @@ func TestPluginDrainCheck(t *testing.T) {
 		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &one,
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}},
 	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() {
 		_ = c.Admin().PolicyV1().PodDisruptionBudgets(ns).Delete(context.Background(), name, metav1.DeleteOptions{})
@@ -139,7 +139,7 @@ func TestPluginDrainCheck(t *testing.T) {
 	nodePort.Annotations = map[string]string{"localtraffic.io/health-check": "none"}
 	nodePort, err := c.Admin().CoreV1().Services(ns).Create(ctx, nodePort, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() {
 		_ = c.Admin().CoreV1().Services(ns).Delete(context.Background(), nodePort.Name, metav1.DeleteOptions{})
@@ -315,7 +315,7 @@ func (dt *drainUnderTraffic) waitSettled(t *testing.T, ctx context.Context, c *c
 		return dt.replaced(ctx, c, drained)
 	})
 	if err != nil {
-		t.Errorf("%s, as drain-check predicted (loses %v): %v", what, dt.predicted.Loses, err)
+		errorf(t, "%s, as drain-check predicted (loses %v): %v", what, dt.predicted.Loses, err)
 	}
 	dt.settled = time.Now()
 }
@@ -488,7 +488,7 @@ func wantDrainAsPredicted(t *testing.T, ctx context.Context, c *cluster.Cluster,
 		}
 		pods, err := podsOf(ctx, c, dt.svc.Namespace, dt.app)
 		if err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		for i := range pods {
 			if msg, ok := unschedulable(&pods[i]); !ok || pods[i].Spec.NodeName != "" {
@@ -503,7 +503,7 @@ func wantDrainAsPredicted(t *testing.T, ctx context.Context, c *cluster.Cluster,
 		errs = append(errs[:12], fmt.Errorf("… and %d more", len(errs)-12))
 	}
 	if err := errors.Join(errs...); err != nil {
-		t.Errorf("%s: the drain did not go as drain-check predicted (loses %v, %d serving after):\n%v", key, dt.predicted.Loses, dt.predicted.ServingAfter, err)
+		errorf(t, "%s: the drain did not go as drain-check predicted (loses %v, %d serving after):\n%v", key, dt.predicted.Loses, dt.predicted.ServingAfter, err)
 	}
 }
 
@@ -576,7 +576,7 @@ func startLB(t *testing.T, c *cluster.Cluster, svc *corev1.Service, ip string) *
 	atoi := func(key string) int {
 		n, err := strconv.Atoi(svc.Annotations[key])
 		if err != nil || n <= 0 {
-			t.Fatalf("%s/%s: annotation %s=%q: want a positive number", svc.Namespace, svc.Name, key, svc.Annotations[key])
+			fatalf(t, "%s/%s: annotation %s=%q: want a positive number", svc.Namespace, svc.Name, key, svc.Annotations[key])
 		}
 		return n
 	}

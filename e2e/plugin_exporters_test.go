@@ -37,19 +37,19 @@ func TestPluginFromExporters(t *testing.T) {
 
 	// The DaemonSet as installed (no controller runs it here) and, per node, the shipped pod and its Pod object.
 	if err := c.EnsureNamespace(ctx, ds.Namespace); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if _, err := c.Admin().AppsV1().DaemonSets(ds.Namespace).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() {
 		if err := c.Admin().AppsV1().DaemonSets(ds.Namespace).Delete(ctx, ds.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("delete DaemonSet: %v", err)
+			errorf(t, "delete DaemonSet: %v", err)
 		}
 	})
 	stopKubelets, err := c.ServeKubeletLogs(ctx)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(stopKubelets)
 	for _, n := range nodes {
@@ -57,7 +57,7 @@ func TestPluginFromExporters(t *testing.T) {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: shippedPodName(ds, n), Namespace: ds.Namespace,
 			Labels: ds.Spec.Template.Labels}, Spec: *ds.Spec.Template.Spec.DeepCopy()}
 		if err := c.CreateMirrorPod(ctx, pod, n, fmt.Sprintf("exporter-%s-pod", n.Name)); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		t.Cleanup(func() { _ = c.DeleteMirrorPod(ctx, pod.Namespace, pod.Name) })
 	}
@@ -84,7 +84,7 @@ func TestPluginFromExporters(t *testing.T) {
 		return nil
 	})
 	if last.code != 1 || last.errOut != "" {
-		t.Errorf("exit %d, stderr %q: want 1 (nodes blackhole) and nothing on stderr", last.code, last.errOut)
+		errorf(t, "exit %d, stderr %q: want 1 (nodes blackhole) and nothing on stderr", last.code, last.errOut)
 	}
 	p.run(t, ctx, "", "status", "-n", svc.Namespace, svc.Name, "--from-exporters") // the text form, for the log
 
@@ -92,7 +92,7 @@ func TestPluginFromExporters(t *testing.T) {
 	r := p.run(t, ctx, "", "status", "-n", svc.Namespace, svc.Name, "--from-exporters")
 	want := "you may not get and create pods/portforward in namespace " + ds.Namespace
 	if r.code != 1 || !strings.Contains(r.errOut, want) || strings.Count(r.errOut, "\n") != 1 {
-		t.Errorf("without pods/portforward: exit %d, stderr %q; want 1 (the blackholes the API shows) and one line saying %q", r.code, r.errOut, want)
+		errorf(t, "without pods/portforward: exit %d, stderr %q; want 1 (the blackholes the API shows) and one line saying %q", r.code, r.errOut, want)
 	}
 }
 
@@ -115,7 +115,7 @@ func pluginUserKubeconfig(t *testing.T, c *cluster.Cluster, exporterNS, name str
 	t.Helper()
 	ctx := testContext(t)
 	if err := c.Apply(ctx, renderDeploy(t, c, "audit-rbac")); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	token := serviceAccountToken(t, c, "e2e-plugin", name)
 	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "e2e-plugin", Name: name}}
@@ -138,7 +138,7 @@ func pluginUserKubeconfig(t *testing.T, c *cluster.Cluster, exporterNS, name str
 			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: objName}, Subjects: subject}, metav1.CreateOptions{})),
 	} {
 		if err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 	}
 	t.Cleanup(func() {
@@ -149,16 +149,16 @@ func pluginUserKubeconfig(t *testing.T, c *cluster.Cluster, exporterNS, name str
 	})
 	cfg, err := clientcmd.LoadFromFile(c.AdminKubeconfig())
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	kctx := cfg.Contexts[cfg.CurrentContext]
 	if kctx == nil {
-		t.Fatalf("admin kubeconfig has no current context")
+		fatalf(t, "admin kubeconfig has no current context")
 	}
 	cfg.AuthInfos = map[string]*clientcmdapi.AuthInfo{kctx.AuthInfo: {Token: token}}
 	path := filepath.Join(t.TempDir(), name+".kubeconfig")
 	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	return path
 }

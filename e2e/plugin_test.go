@@ -89,18 +89,18 @@ func newPlugin(t *testing.T, ctx context.Context, c *cluster.Cluster) plugin {
 	t.Helper()
 	mod, err := cluster.ModuleDir()
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	dir := t.TempDir()
 	p := plugin{bin: filepath.Join(dir, "kubectl-localtraffic"), kubeconfig: c.AdminKubeconfig(), nodesFile: filepath.Join(dir, "nodes.yaml")}
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", p.bin, "./cmd/kubectl-localtraffic")
 	cmd.Dir = filepath.Dir(mod)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build kubectl-localtraffic: %v\n%s", err, b)
+		fatalf(t, "build kubectl-localtraffic: %v\n%s", err, b)
 	}
 	nodes, err := c.Admin().CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	nodes.APIVersion, nodes.Kind = "v1", "NodeList"
 	for i := range nodes.Items {
@@ -108,10 +108,10 @@ func newPlugin(t *testing.T, ctx context.Context, c *cluster.Cluster) plugin {
 	}
 	b, err := sigsyaml.Marshal(nodes)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if err := os.WriteFile(p.nodesFile, b, 0o644); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	return p
 }
@@ -131,7 +131,7 @@ func (p plugin) run(t *testing.T, ctx context.Context, stdin string, args ...str
 	case errors.As(err, &ee):
 		r.code = ee.ExitCode()
 	case err != nil:
-		t.Fatalf("kubectl-localtraffic %v: %v", args, err)
+		fatalf(t, "kubectl-localtraffic %v: %v", args, err)
 	}
 	t.Logf("$ kubectl-localtraffic %s  (exit %d)\n%s%s", strings.Join(args, " "), r.code, r.out, r.errOut)
 	return r
@@ -142,7 +142,7 @@ func (p plugin) audit(t *testing.T, ctx context.Context, stdin string, args ...s
 	r := p.run(t, ctx, stdin, append([]string{"audit", "-o", "json"}, args...)...)
 	var rep auditReport
 	if err := json.Unmarshal([]byte(r.out), &rep); err != nil {
-		t.Fatalf("audit -o json: %v\n%s%s", err, r.out, r.errOut)
+		fatalf(t, "audit -o json: %v\n%s%s", err, r.out, r.errOut)
 	}
 	return rep, r.code
 }
@@ -175,28 +175,28 @@ func (p plugin) statusForms(t *testing.T, ctx context.Context, pinned string, wa
 	row := regexp.MustCompile(fmt.Sprintf(`(?m)^%s\s+%s\s+NodePort\s+Failing\s+%d\s+1\s+%d\s+(\d+\s+)?%s$`,
 		drill.Namespace, drill.Service, receiving, len(want), regexp.QuoteMeta(strings.Join(want, ","))))
 	if r.code != 1 || !strings.HasPrefix(r.out, "NAMESPACE ") || !row.MatchString(r.out) {
-		t.Errorf("status -A: exit %d, want 1 and the row %s", r.code, row)
+		errorf(t, "status -A: exit %d, want 1 and the row %s", r.code, row)
 	}
 	r = p.run(t, ctx, "", "status", "-n", drill.Namespace, "-o", "wide")
 	lines := strings.Split(strings.TrimSpace(r.out), "\n")
 	if r.code != 1 || len(lines) != 2 {
-		t.Fatalf("status -o wide: exit %d, %d lines, want 1 and a header and a row", r.code, len(lines))
+		fatalf(t, "status -o wide: exit %d, %d lines, want 1 and a header and a row", r.code, len(lines))
 	}
 	header, cells := strings.Fields(lines[0]), regexp.MustCompile(`\s{2,}`).Split(lines[1], -1)
 	if len(header) != len(cells) {
-		t.Fatalf("status -o wide: %d headers, %d cells", len(header), len(cells))
+		fatalf(t, "status -o wide: %d headers, %d cells", len(header), len(cells))
 	}
 	for i, h := range header {
 		node := strings.ToLower(h)
 		switch {
 		case node == pinned && !strings.HasPrefix(cells[i], "ok "):
-			t.Errorf("-o wide: %s shows %q, want ok", node, cells[i])
+			errorf(t, "-o wide: %s shows %q, want ok", node, cells[i])
 		case slices.Contains(want, node) && cells[i] != "DROP":
-			t.Errorf("-o wide: %s shows %q, want DROP", node, cells[i])
+			errorf(t, "-o wide: %s shows %q, want DROP", node, cells[i])
 		}
 	}
 	if !slices.Contains(header, "DROPS") || !slices.Contains(cells, "NodePort 30090/TCP") {
-		t.Errorf("-o wide: no DROPS column naming the NodePort")
+		errorf(t, "-o wide: no DROPS column naming the NodePort")
 	}
 	r = p.run(t, ctx, "", "status", "-n", drill.Namespace, "-o", "yaml")
 	var doc struct {
@@ -217,7 +217,7 @@ func (p plugin) statusForms(t *testing.T, ctx context.Context, pinned string, wa
 		len(doc.Items) != 1 || doc.Items[0].Kind != "ServiceStatus" || doc.Items[0].Metadata.Name != drill.Service ||
 		doc.Items[0].Status != "Failing" || doc.Items[0].Receiving != receiving || doc.Items[0].Serving != 1 ||
 		!slices.Equal(doc.Items[0].DroppingNodes, want) {
-		t.Errorf("status -o yaml: exit %d, %v: %+v", r.code, err, doc)
+		errorf(t, "status -o yaml: exit %d, %v: %+v", r.code, err, doc)
 	}
 }
 
@@ -249,11 +249,11 @@ func TestPluginDrill(t *testing.T) {
 	// Before it ships: the manifest the drill applies, as CI would see it.
 	rep, code := p.audit(t, ctx, drill.LiveManifest(pinned), "-f", "-", "--nodes-file", p.nodesFile)
 	if nodes, _, ok := rep.finding("LT101"); code != 1 || !ok || !slices.Equal(nodes, want) {
-		t.Errorf("manifest audit: exit %d, LT101 nodes %v, want exit 1 and %v", code, nodes, want)
+		errorf(t, "manifest audit: exit %d, LT101 nodes %v, want exit 1 and %v", code, nodes, want)
 	}
 
 	if err := drill.ApplyLive(ctx, sh, tr, pinned); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	// The client's requests and the exporters agree on the blackholing workers; then the plugin names the same.
 	observeAgrees(t, ctx, c, sh, tr, blackholed, "the pinned Deployment")
@@ -271,13 +271,13 @@ func TestPluginDrill(t *testing.T) {
 	// As the operator types it: kubectl finds the plugin on PATH, which reads kubectl's own KUBECONFIG.
 	out, err := sh.RunShown(ctx, tr, "PATH="+filepath.Dir(p.bin)+":$PATH kubectl localtraffic status -n kubelings checkout || echo \"exit status $?\"")
 	if err != nil || !regexp.MustCompile(`kubelings\s+checkout\s+NodePort\s+Failing\s`).MatchString(out) || !strings.Contains(out, "exit status 1") {
-		t.Errorf("kubectl localtraffic status: %v\n%s", err, out)
+		errorf(t, "kubectl localtraffic status: %v\n%s", err, out)
 	}
 	rep, code = p.audit(t, ctx, "", "-n", drill.Namespace)
 	now, _, okNow := rep.finding("LT100")
 	pin, _, okPin := rep.finding("LT101")
 	if code != 1 || !okNow || !okPin || !slices.Equal(now, want) || !slices.Equal(pin, want) {
-		t.Errorf("live audit: exit %d, LT100 %v, LT101 %v; want exit 1 and %v for both", code, now, pin, want)
+		errorf(t, "live audit: exit %d, LT100 %v, LT101 %v; want exit 1 and %v for both", code, now, pin, want)
 	}
 	p.run(t, ctx, "", "audit", "-n", drill.Namespace)
 
@@ -286,7 +286,7 @@ func TestPluginDrill(t *testing.T) {
 		_, err := sh.RunShown(cctx, tr, cmd)
 		cancel()
 		if err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 	}
 	observeAgrees(t, ctx, c, sh, tr, map[string]bool{}, "after the fix")
@@ -302,7 +302,7 @@ func TestPluginDrill(t *testing.T) {
 	})
 	rep, code = p.audit(t, ctx, "", "-n", drill.Namespace)
 	if code != 0 || rep.worst() == "warning" || rep.worst() == "critical" {
-		t.Errorf("audit after the fix: exit %d, worst %q", code, rep.worst())
+		errorf(t, "audit after the fix: exit %d, worst %q", code, rep.worst())
 	}
 	p.run(t, ctx, "", "audit", "-n", drill.Namespace)
 }
@@ -317,7 +317,7 @@ func manifestOf(t *testing.T, svc *corev1.Service, d *appsv1.Deployment) string 
 	for _, o := range []any{s, dd} {
 		y, err := sigsyaml.Marshal(o)
 		if err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		b.WriteString("---\n")
 		b.Write(y)
@@ -346,14 +346,14 @@ func TestPluginSchedulerScenarios(t *testing.T) {
 		rep, code := p.audit(t, ctx, manifestOf(t, cluster.NewService(ns, name, corev1.ServiceTypeNodePort, cluster.WithNodePort(30195)), d), "-f", "-", "--nodes-file", p.nodesFile)
 		nodes, msg, ok := rep.finding("LT104")
 		if code != 1 || !ok || !slices.Equal(nodes, []string{controlPlane}) || !strings.Contains(msg, "1 of 4 replicas stay Pending") {
-			t.Fatalf("manifest audit: exit %d, LT104 %v %q", code, nodes, msg)
+			fatalf(t, "manifest audit: exit %d, LT104 %v %q", code, nodes, msg)
 		}
 		localNodePortService(t, c, ns, name, 30195)
 		createDeployment(t, c, d)
 		waitOneReadyPerWorkerAndOnePending(t, ctx, c, ns, name, "one replica per worker and one Pending, as the audit said")
 		rep, _ = p.audit(t, ctx, "", "-n", ns)
 		if _, _, ok := rep.finding("LT104"); !ok {
-			t.Error("live audit no longer flags the spread")
+			errorln(t, "live audit no longer flags the spread")
 		}
 		statusEventuallyClean(t, ctx, p, ns, name, "status clean with one replica per worker")
 	})
@@ -365,19 +365,19 @@ func TestPluginSchedulerScenarios(t *testing.T) {
 		d.Spec.ProgressDeadlineSeconds = &deadline
 		rep, code := p.audit(t, ctx, manifestOf(t, cluster.NewService(ns, name, corev1.ServiceTypeNodePort, cluster.WithNodePort(30196)), d), "-f", "-", "--nodes-file", p.nodesFile)
 		if _, msg, ok := rep.finding("LT105"); code != 1 || !ok || !strings.Contains(msg, "the rollout parks") {
-			t.Fatalf("manifest audit: exit %d, LT105 %v %q", code, ok, msg)
+			fatalf(t, "manifest audit: exit %d, LT105 %v %q", code, ok, msg)
 		}
 		localNodePortService(t, c, ns, name, 30196)
 		createDeployment(t, c, d)
 		waitPlacement(t, ctx, c, ns, name, onePerWorker(c, 1))
 		patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"e2e/rollout":"%d"}}}}}`, time.Now().UnixNano())
 		if _, err := c.Admin().AppsV1().Deployments(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		waitOneReadyPerWorkerAndOnePending(t, ctx, c, ns, name, "the surge pod Pending, the old replicas serving: the rollout parks as the audit said")
 		rep, _ = p.audit(t, ctx, "", "-n", ns)
 		if _, _, ok := rep.finding("LT105"); !ok {
-			t.Error("live audit no longer flags the surge deadlock")
+			errorln(t, "live audit no longer flags the surge deadlock")
 		}
 		statusEventuallyClean(t, ctx, p, ns, name, "status clean while parked")
 	})

@@ -13,7 +13,7 @@ import (
 func TestReadmeMapsEveryFile(t *testing.T) {
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	_, section, _ := strings.Cut(string(readme), "## Where each part lives")
 	section, _, _ = strings.Cut(section, "### How long")
@@ -30,18 +30,18 @@ func TestReadmeMapsEveryFile(t *testing.T) {
 		for _, r := range regexp.MustCompile("-run '([^']+)'").FindAllStringSubmatch(cells[4], -1) {
 			re, err := regexp.Compile(strings.ReplaceAll(r[1], "\x00", "|"))
 			if err != nil {
-				t.Errorf("README.md: -run %q: %v", r[1], err)
+				errorf(t, "README.md: -run %q: %v", r[1], err)
 				continue
 			}
 			runs = append(runs, re)
 		}
 	}
 	if len(globs) < 10 || len(runs) < 10 {
-		t.Fatalf("found %d file patterns and %d -run patterns in README.md's map: the parse is broken", len(globs), len(runs))
+		fatalf(t, "found %d file patterns and %d -run patterns in README.md's map: the parse is broken", len(globs), len(runs))
 	}
 	files, err := filepath.Glob("*.go")
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	for _, f := range files {
 		found := false
@@ -52,7 +52,7 @@ func TestReadmeMapsEveryFile(t *testing.T) {
 			}
 		}
 		if !found {
-			t.Errorf("%s is in no row of README.md's map (\"Where each part lives\")", f)
+			errorf(t, "%s is in no row of README.md's map (\"Where each part lives\")", f)
 		}
 	}
 	_, tests := packageCalls(t)
@@ -64,7 +64,7 @@ func TestReadmeMapsEveryFile(t *testing.T) {
 			}
 		}
 		if n == 0 && re.String() != "^$" && re.String() != "^TestName$" {
-			t.Errorf("README.md's -run %q selects no test", re)
+			errorf(t, "README.md's -run %q selects no test", re)
 		}
 	}
 }
@@ -74,16 +74,16 @@ func TestReadmeMapsEveryFile(t *testing.T) {
 func TestReadmeListsPromAgreeOptOuts(t *testing.T) {
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	_, section, ok := strings.Cut(string(readme), "## The plugin's `--prometheus` in every scenario")
 	if !ok {
-		t.Fatal("README.md has no section \"The plugin's `--prometheus` in every scenario\"")
+		fatalln(t, "README.md has no section \"The plugin's `--prometheus` in every scenario\"")
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	_, table, ok := strings.Cut(section, "| scenario | why Prometheus cannot show its verdicts |")
 	if !ok {
-		t.Fatal("README.md's --prometheus section has no table of opted-out scenarios")
+		fatalln(t, "README.md's --prometheus section has no table of opted-out scenarios")
 	}
 	rows := map[string]bool{}
 	for _, line := range strings.Split(table, "\n") {
@@ -94,18 +94,18 @@ func TestReadmeListsPromAgreeOptOuts(t *testing.T) {
 		if m := regexp.MustCompile("^`(Test\\w+)`$").FindStringSubmatch(strings.TrimSpace(cells[1])); m != nil {
 			rows[m[1]] = true
 		} else {
-			t.Errorf("README.md's opt-out table: row %q does not name a test as `TestName`", line)
+			errorf(t, "README.md's opt-out table: row %q does not name a test as `TestName`", line)
 		}
 	}
 	calls, tests := packageCalls(t)
 	for _, name := range tests {
 		if calls[name]["promAgreeOptOut"] && !rows[name] {
-			t.Errorf("%s opts out of the status --prometheus check and has no row in README.md's table", name)
+			errorf(t, "%s opts out of the status --prometheus check and has no row in README.md's table", name)
 		}
 	}
 	for name := range rows {
 		if !calls[name]["promAgreeOptOut"] {
-			t.Errorf("README.md's opt-out table names %s, which does not call promAgreeOptOut", name)
+			errorf(t, "README.md's opt-out table names %s, which does not call promAgreeOptOut", name)
 		}
 	}
 }

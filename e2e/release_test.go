@@ -35,7 +35,7 @@ func TestReleaseSnapshot(t *testing.T) {
 	defer cancel()
 	mod, err := cluster.ModuleDir()
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	repo := filepath.Dir(mod)
 	tools := os.Getenv("LT_TOOLS_BIN")
@@ -44,7 +44,7 @@ func TestReleaseSnapshot(t *testing.T) {
 	}
 	binDir, err := cluster.BinDir(ctx, "")
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	kubectl := filepath.Join(binDir, "kubectl")
 
@@ -54,10 +54,10 @@ func TestReleaseSnapshot(t *testing.T) {
 	var cfg map[string]any
 	b, err := os.ReadFile(filepath.Join(repo, ".goreleaser.yaml"))
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if err := sigsyaml.Unmarshal(b, &cfg); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	for _, build := range cfg["builds"].([]any) {
 		build.(map[string]any)["goos"] = []string{"linux"}
@@ -66,17 +66,17 @@ func TestReleaseSnapshot(t *testing.T) {
 	cfg["dist"] = dist
 	narrowed, err := sigsyaml.Marshal(cfg)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	config := filepath.Join(work, "goreleaser.yaml")
 	if err := os.WriteFile(config, narrowed, 0o644); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "-C", repo, "release-snapshot", "GORELEASER_CONFIG="+config)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("make release-snapshot: %v\n%s", err, out)
+		fatalf(t, "make release-snapshot: %v\n%s", err, out)
 	}
 	t.Logf("make release-snapshot (linux/amd64) took %s", time.Since(start).Round(time.Second))
 
@@ -88,7 +88,7 @@ func TestReleaseSnapshot(t *testing.T) {
 	readJSON(t, filepath.Join(dist, "metadata.json"), &meta)
 	head := gitOutput(t, repo, "rev-parse", "HEAD")
 	if meta.Commit != head || !strings.Contains(meta.Version, "-snapshot.") {
-		t.Fatalf("metadata %+v: want a snapshot version of HEAD %s", meta, head)
+		fatalf(t, "metadata %+v: want a snapshot version of HEAD %s", meta, head)
 	}
 	archives := map[string]string{ // binary -> archive
 		"localtraffic-exporter": filepath.Join(dist, "localtraffic-exporter_"+meta.Version+"_linux_amd64.tar.gz"),
@@ -99,7 +99,7 @@ func TestReleaseSnapshot(t *testing.T) {
 	sums := map[string]string{}
 	f, err := os.Open(filepath.Join(dist, "checksums.txt"))
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
@@ -110,7 +110,7 @@ func TestReleaseSnapshot(t *testing.T) {
 	f.Close()
 	for bin, a := range archives {
 		if got, want := sha256File(t, a), sums[filepath.Base(a)]; got != want {
-			t.Errorf("%s: sha256 %s, checksums.txt says %q", filepath.Base(a), got, want)
+			errorf(t, "%s: sha256 %s, checksums.txt says %q", filepath.Base(a), got, want)
 		}
 		// An SPDX SBOM per archive that lists the modules compiled into the binary.
 		var sbom struct {
@@ -126,14 +126,14 @@ func TestReleaseSnapshot(t *testing.T) {
 		}
 		for _, want := range []string{"k8s.io/client-go", "github.com/prometheus/common"} {
 			if !strings.HasPrefix(sbom.SPDXVersion, "SPDX-2.") || !names[want] {
-				t.Errorf("%s.sbom.json: %s, %d packages, %s listed %v", filepath.Base(a), sbom.SPDXVersion, len(sbom.Packages), want, names[want])
+				errorf(t, "%s.sbom.json: %s, %d packages, %s listed %v", filepath.Base(a), sbom.SPDXVersion, len(sbom.Packages), want, names[want])
 			}
 		}
 		// The archive holds the binary and the licence.
 		files := untar(t, a, filepath.Join(work, bin))
 		for _, want := range []string{bin, "LICENSE"} {
 			if !files[want] {
-				t.Errorf("%s lacks %s: %v", filepath.Base(a), want, files)
+				errorf(t, "%s lacks %s: %v", filepath.Base(a), want, files)
 			}
 		}
 	}
@@ -145,11 +145,11 @@ func TestReleaseSnapshot(t *testing.T) {
 		return exec.CommandContext(ctx, filepath.Join(tools, "validate-krew-manifest"), "-manifest", path, "-skip-install").CombinedOutput()
 	}
 	if out, err := validate(manifest); err != nil {
-		t.Fatalf("validate-krew-manifest %s: %v\n%s", manifest, err, out)
+		fatalf(t, "validate-krew-manifest %s: %v\n%s", manifest, err, out)
 	}
 	m, err := os.ReadFile(manifest)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	var plugin struct {
 		Spec struct {
@@ -161,23 +161,23 @@ func TestReleaseSnapshot(t *testing.T) {
 		} `json:"spec"`
 	}
 	if err := sigsyaml.Unmarshal(m, &plugin); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	plug := archives["kubectl-localtraffic"]
 	if len(plugin.Spec.Platforms) != 1 || plugin.Spec.Platforms[0].Sha256 != sums[filepath.Base(plug)] ||
 		plugin.Spec.Version != "v"+meta.Version ||
 		plugin.Spec.Platforms[0].URI != "https://github.com/localtraffic/localtraffic-exporter/releases/download/"+meta.Tag+"/"+filepath.Base(plug) {
-		t.Errorf("krew manifest %+v: want version v%s and %s with its sha256 from the release of %s", plugin.Spec, meta.Version, filepath.Base(plug), meta.Tag)
+		errorf(t, "krew manifest %+v: want version v%s and %s with its sha256 from the release of %s", plugin.Spec, meta.Version, filepath.Base(plug), meta.Tag)
 	}
 	broken := filepath.Join(work, "broken", "localtraffic.yaml")
 	if err := os.MkdirAll(filepath.Dir(broken), 0o755); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if err := os.WriteFile(broken, []byte(strings.Replace(string(m), "sha256: ", "sha256: x", 1)), 0o644); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if out, err := validate(broken); err == nil {
-		t.Errorf("validate-krew-manifest accepts a malformed sha256:\n%s", out)
+		errorf(t, "validate-krew-manifest accepts a malformed sha256:\n%s", out)
 	}
 
 	// krew installs the plugin from the built archive (the manifest's sha256 must match it) into a temporary
@@ -185,11 +185,11 @@ func TestReleaseSnapshot(t *testing.T) {
 	krewRoot := filepath.Join(work, "krew")
 	path := filepath.Join(work, "path")
 	if err := os.MkdirAll(path, 0o755); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	for name, target := range map[string]string{"kubectl": kubectl, "kubectl-krew": filepath.Join(tools, "krew")} {
 		if err := os.Symlink(target, filepath.Join(path, name)); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 	}
 	env := append(os.Environ(), "KREW_ROOT="+krewRoot, "KREW_NO_UPGRADE_CHECK=1", "KUBECONFIG="+filepath.Join(work, "no-kubeconfig"),
@@ -200,28 +200,28 @@ func TestReleaseSnapshot(t *testing.T) {
 		cmd.Env = env
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+			fatalf(t, "kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 		return string(out)
 	}
 	run("krew", "install", "--manifest="+manifest, "--archive="+plug)
 	if _, err := os.Stat(filepath.Join(krewRoot, "store", "localtraffic", "v"+meta.Version, "LICENSE")); err != nil {
-		t.Errorf("krew did not install the licence (krew-index requires it): %v", err)
+		errorf(t, "krew did not install the licence (krew-index requires it): %v", err)
 	}
 	committed, err := time.Parse(time.RFC3339, gitOutput(t, repo, "show", "-s", "--format=%cI", "HEAD"))
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	date := committed.UTC().Format(time.RFC3339) // goreleaser's {{ .CommitDate }}
 	version := run("localtraffic", "--version")
 	exporter, err := exec.CommandContext(ctx, filepath.Join(work, "localtraffic-exporter", "localtraffic-exporter"), "--version").CombinedOutput()
 	if err != nil {
-		t.Fatalf("localtraffic-exporter --version: %v\n%s", err, exporter)
+		fatalf(t, "localtraffic-exporter --version: %v\n%s", err, exporter)
 	}
 	for name, out := range map[string]string{"kubectl-localtraffic": version, "localtraffic-exporter": string(exporter)} {
 		for _, want := range []string{name + ", version " + meta.Version + " ", "revision: " + head, "build date:       " + date, "platform:         linux/amd64"} {
 			if !strings.Contains(out, want) {
-				t.Errorf("%s --version lacks %q:\n%s", name, want, out)
+				errorf(t, "%s --version lacks %q:\n%s", name, want, out)
 			}
 		}
 	}
@@ -232,7 +232,7 @@ func gitOutput(t *testing.T, dir string, args ...string) string {
 	t.Helper()
 	out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).Output()
 	if err != nil {
-		t.Fatalf("git %v: %v", args, err)
+		fatalf(t, "git %v: %v", args, err)
 	}
 	return strings.TrimSpace(string(out))
 }
@@ -241,10 +241,10 @@ func readJSON(t *testing.T, path string, v any) {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if err := json.Unmarshal(b, v); err != nil {
-		t.Fatalf("%s: %v", path, err)
+		fatalf(t, "%s: %v", path, err)
 	}
 }
 
@@ -252,12 +252,12 @@ func sha256File(t *testing.T, path string) string {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	defer f.Close()
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
@@ -267,12 +267,12 @@ func untar(t *testing.T, archive, dir string) map[string]bool {
 	t.Helper()
 	f, err := os.Open(archive)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	defer f.Close()
 	gz, err := gzip.NewReader(f)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	tr := tar.NewReader(gz)
 	files := map[string]bool{}
@@ -282,7 +282,7 @@ func untar(t *testing.T, archive, dir string) map[string]bool {
 			return files
 		}
 		if err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		if h.Typeflag != tar.TypeReg || strings.Contains(h.Name, "..") || strings.Contains(h.Name, "/") {
 			continue
@@ -291,14 +291,14 @@ func untar(t *testing.T, archive, dir string) map[string]bool {
 		out, err := os.OpenFile(filepath.Join(dir, h.Name), os.O_CREATE|os.O_WRONLY|os.O_EXCL, os.FileMode(h.Mode)&0o755)
 		if err != nil {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
+				fatalln(t, err)
 			}
 			if out, err = os.OpenFile(filepath.Join(dir, h.Name), os.O_CREATE|os.O_WRONLY|os.O_EXCL, os.FileMode(h.Mode)&0o755); err != nil {
-				t.Fatal(err)
+				fatalln(t, err)
 			}
 		}
 		if _, err := io.Copy(out, tr); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		out.Close()
 	}

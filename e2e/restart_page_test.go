@@ -61,7 +61,7 @@ func TestRestartKeepsThePage(t *testing.T) {
 	ctx := testContext(t)
 	n2, n4 := c.Node("node-2"), c.Node("node-4")
 	if n2.ProxyMode != cluster.IPTables || n4.ProxyMode != cluster.NFTables {
-		t.Fatalf("node-2 runs %s and node-4 %s; want iptables and nftables", n2.ProxyMode, n4.ProxyMode)
+		fatalf(t, "node-2 runs %s and node-4 %s; want iptables and nftables", n2.ProxyMode, n4.ProxyMode)
 	}
 	const lbIP = "192.0.2.137"
 	np := newService(t, c, "e2e-restart-page", "orders", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal)
@@ -69,7 +69,7 @@ func TestRestartKeepsThePage(t *testing.T) {
 	lb := serviceSpec(t, c, "e2e-restart-page", "checkout", corev1.ServiceTypeLoadBalancer, nil)
 	setEndpoints(t, c, lb, ready(startPods(t, c, lb, "node-1")...))
 	if err := c.SetLoadBalancerIngress(ctx, lb.Namespace, lb.Name, corev1.LoadBalancerIngress{IP: lbIP}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	// Both exporters as this test restarts them (node-4's with a short grace); each is given back its usual
 	// one at the end.
@@ -77,7 +77,7 @@ func TestRestartKeepsThePage(t *testing.T) {
 	restartExporter(t, c, n4, testGrace)
 	t.Cleanup(func() { _ = c.Unroute(context.Background(), lbIP) })
 	if err := c.RouteVia(ctx, n4.Name, lbIP); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	keepSending(t, c, nodePortAddr(n2, np), lbIP+":80")
 
@@ -109,25 +109,25 @@ func TestRestartKeepsThePage(t *testing.T) {
 	})
 	n2.KillExporter()
 	if err := n2.StartExporter(ctx); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	m := firstVerdict(t, ctx, c, n2, np)
 	if err := checkScrape(m, append(pagingWith(np, n2.Name, "traffic_lost"),
 		metricIs("localtraffic_state_file_state", cluster.Labels{"node": n2.Name, "state": "restored"}, 1))...); err != nil {
-		t.Errorf("node-2's first scrape after an OOM kill: %v\n%s\n%s", err, m.Grep("localtraffic_blackhole"), m.Grep("localtraffic_state_file"))
+		errorf(t, "node-2's first scrape after an OOM kill: %v\n%s\n%s", err, m.Grep("localtraffic_blackhole"), m.Grep("localtraffic_state_file"))
 	}
 
 	// A rollout on node-4: SIGTERM, the state written on the way out, a new process.
 	n4.StopExporter()
 	if err := n4.StartExporter(ctx, testGrace); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	start := time.Now()
 	m = firstVerdict(t, ctx, c, n4, lb)
 	if err := checkScrape(m, append(pagingWith(lb, n4.Name, "health_check_ignored"),
 		metricIs("localtraffic_in_rotation", svcLabels(lb, n4.Name), 1),
 		metricIs("localtraffic_state_file_state", cluster.Labels{"node": n4.Name, "state": "restored"}, 1))...); err != nil {
-		t.Errorf("node-4's first scrape after a restart: %v\n%s\n%s", err, m.Grep("localtraffic_blackhole"), m.Grep("localtraffic_state_file"))
+		errorf(t, "node-4's first scrape after a restart: %v\n%s\n%s", err, m.Grep("localtraffic_blackhole"), m.Grep("localtraffic_state_file"))
 	}
 	t.Logf("node-4's exporter reported %s's verdict %s after it was started again (the grace window is 15 s)",
 		lb.Name, time.Since(start).Round(100*time.Millisecond))

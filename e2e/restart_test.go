@@ -92,7 +92,7 @@ func sendDroppedSYNs(t *testing.T, c *cluster.Cluster, addr string, n int) {
 	t.Helper()
 	for range n {
 		if r := c.Request(testContext(t), addr); r.Verdict != cluster.Blackhole {
-			t.Fatalf("request to %s: %s, want blackhole", addr, r)
+			fatalf(t, "request to %s: %s, want blackhole", addr, r)
 		}
 	}
 }
@@ -108,7 +108,7 @@ func TestRestartsAndDropCounter(t *testing.T) {
 	ctx := testContext(t)
 	n1, n2 := c.Node("node-1"), c.Node("node-2")
 	if n1.ProxyMode != cluster.IPTables {
-		t.Fatalf("node-1 runs %s; the drop rule counters exist in iptables mode", n1.ProxyMode)
+		fatalf(t, "node-1 runs %s; the drop rule counters exist in iptables mode", n1.ProxyMode)
 	}
 	svc := newService(t, c, "e2e-restarts", "dropping", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal)
 	setEndpoints(t, c, svc, ready(startPods(t, c, svc, n2.Name)...))
@@ -136,15 +136,15 @@ func TestRestartsAndDropCounter(t *testing.T) {
 	})
 	rawBefore, err := rawDropCounter(ctx, n1, svc)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 
 	n1.StopKubeProxy()
 	if err := n1.StartKubeProxy(ctx, cluster.KubeProxyOptions{}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if err := n1.WaitKubeProxyHealthy(ctx, converge); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	// The new kube-proxy rewrote the rule: its counter starts over. Without that this test would prove nothing.
 	eventually(t, converge, "kube-proxy's restart reset the DROP rule's counter", func() error {
@@ -173,7 +173,7 @@ func TestRestartsAndDropCounter(t *testing.T) {
 	})
 	values, err := watch.end()
 	if err != nil {
-		t.Errorf("across the kube-proxy restart: %v\nsamples: %v", err, values)
+		errorf(t, "across the kube-proxy restart: %v\nsamples: %v", err, values)
 	}
 	t.Logf("dropped packets: %v before kube-proxy's restart (raw rule counter %d), %v after; %d samples, none falling",
 		before, rawBefore, after, len(values))
@@ -182,15 +182,15 @@ func TestRestartsAndDropCounter(t *testing.T) {
 	startBefore := processStart(t, c, n1.Name)
 	n1.StopExporter()
 	if err := n1.StartExporter(ctx); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() {
 		if err := n1.WaitExporter(context.Background(), time.Minute); err != nil {
-			t.Error(err)
+			errorln(t, err)
 		}
 	})
 	if err := n1.WaitExporter(ctx, time.Minute); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	eventually(t, converge, "the restarted exporter starts its counters afresh", func() error {
 		m, err := c.Metrics(ctx, n1.Name)
@@ -230,7 +230,7 @@ func TestRestartsAndDropCounter(t *testing.T) {
 		return nil
 	})
 	if start := processStart(t, c, n1.Name); start <= startBefore {
-		t.Errorf("process_start_time_seconds %v, %v before: not a new process", start, startBefore)
+		errorf(t, "process_start_time_seconds %v, %v before: not a new process", start, startBefore)
 	}
 }
 
@@ -238,11 +238,11 @@ func processStart(t *testing.T, c *cluster.Cluster, node string) float64 {
 	t.Helper()
 	m, err := c.Metrics(testContext(t), node)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	v, ok, err := m.Value("process_start_time_seconds", cluster.Labels{"node": node})
 	if err != nil || !ok {
-		t.Fatalf("process_start_time_seconds on %s: present %v, %v", node, ok, err)
+		fatalf(t, "process_start_time_seconds on %s: present %v, %v", node, ok, err)
 	}
 	return v
 }

@@ -101,11 +101,11 @@ func TestRotationHealthCheckerNotClients(t *testing.T) {
 		restartExporter(t, c, c.Node(node), testGrace)
 	}
 	if err := c.AddClientSource(ctx, cluster.CheckerIP); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() {
 		if err := c.RemoveClientSource(context.Background(), cluster.CheckerIP); err != nil {
-			t.Error(err)
+			errorln(t, err)
 		}
 	})
 	for _, node := range holes {
@@ -126,7 +126,7 @@ func TestRotationHealthCheckerNotClients(t *testing.T) {
 	for time.Since(start) < time.Minute {
 		for _, n := range c.Nodes() {
 			if err := expectMetrics(ctx, c, n.Name, noCriticalReason(svc, n.Name)); err != nil {
-				t.Fatalf("%s after the checker started: %v", time.Since(start).Round(time.Second), err)
+				fatalf(t, "%s after the checker started: %v", time.Since(start).Round(time.Second), err)
 			}
 		}
 		time.Sleep(time.Second)
@@ -135,18 +135,18 @@ func TestRotationHealthCheckerNotClients(t *testing.T) {
 		if err := expectMetrics(ctx, c, node,
 			metricIs("localtraffic_blackhole_reason", reasonLabels(svc, node, "no_traffic_seen"), 1),
 			metricAbove("localtraffic_arrivals_total", cluster.Labels{"node": node, "kind": "node_port", "ip_family": ipv4}, 20)); err != nil {
-			t.Fatalf("probed for a minute: %v", err)
+			fatalf(t, "probed for a minute: %v", err)
 		}
 		// The warning names the checker and the annotation that settles it.
 		log := c.LogTail("exporter-"+node, 1<<20)
 		for _, want := range []string{"only steady sources arrive", cluster.CheckerIP + " every 2s", "localtraffic.io/health-check=traffic-port"} {
 			if !strings.Contains(log, want) {
-				t.Errorf("%s's exporter log does not say %q", node, want)
+				errorf(t, "%s's exporter log does not say %q", node, want)
 			}
 		}
 	}
 	if err := expectMetrics(ctx, c, "node-1", metricIs("localtraffic_blackhole", svcLabels(svc, "node-1"), 0)); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 
 	// A client beside the checker, on node-2 only: node-2 pages.
@@ -162,7 +162,7 @@ func TestRotationHealthCheckerNotClients(t *testing.T) {
 			errs = append(errs, expectMetrics(ctx, c, node, noCriticalReason(svc, node)))
 		}
 		if err := errors.Join(errs...); err != nil {
-			t.Fatalf("%s after node-2 paged: %v", time.Since(paged).Round(time.Second), err)
+			fatalf(t, "%s after node-2 paged: %v", time.Since(paged).Round(time.Second), err)
 		}
 		time.Sleep(time.Second)
 	}
@@ -171,7 +171,7 @@ func TestRotationHealthCheckerNotClients(t *testing.T) {
 	// and node-4 too.
 	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:"none"}}}`, "localtraffic.io/health-check"))
 	if _, err := c.Admin().CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	for _, node := range []string{"node-3", "node-4"} {
 		eventually(t, converge, node+" pages once the Service declares no health check", func() error {

@@ -51,7 +51,7 @@ func TestRotationNoMeterCounterPages(t *testing.T) {
 		expectMetrics(ctx, c, n4.Name,
 			metricIs("localtraffic_blackhole", svcLabels(svc, n4.Name), 1),
 			metricIs("localtraffic_blackhole_reason", reasonLabels(svc, n4.Name, "not_observed"), 1))); err != nil {
-		t.Errorf("nftables mode, no meter: nothing can see the clients: %v", err)
+		errorf(t, "nftables mode, no meter: nothing can see the clients: %v", err)
 	}
 }
 
@@ -79,7 +79,7 @@ func TestRotationExternalIPWithdrawnWithinGrace(t *testing.T) {
 	restartExporter(t, c, n2, testGrace, "--rules.counters-interval=2s")
 	t.Cleanup(func() { _ = c.Unroute(context.Background(), extIP) })
 	if err := c.RouteVia(ctx, n2.Name, extIP); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	keepSending(t, c, extIP+":80")
 	l := svcLabels(svc, n2.Name)
@@ -107,7 +107,7 @@ func TestRotationExternalIPWithdrawnWithinGrace(t *testing.T) {
 	}
 	first, err := dropped()
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	var grown float64
 	eventually(t, 20*time.Second, "node-2's drop counter grows while the route still points at it", func() error {
@@ -122,11 +122,11 @@ func TestRotationExternalIPWithdrawnWithinGrace(t *testing.T) {
 		return nil
 	})
 	if err := c.RouteVia(ctx, "node-1", extIP); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	for i := 0; i < 45; i++ {
 		if err := expectMetrics(ctx, c, n2.Name, metricIs("localtraffic_blackhole", l, 0), metricIs("localtraffic_in_rotation", l, 0)); err != nil {
-			t.Fatalf("%ds after the route moved to node-1 (node-2 counted %v dropped packets): %v", i, grown, err)
+			fatalf(t, "%ds after the route moved to node-1 (node-2 counted %v dropped packets): %v", i, grown, err)
 		}
 		time.Sleep(time.Second)
 	}

@@ -30,23 +30,23 @@ func TestRotationHealthCheckProbesOnLoadBalancerIP(t *testing.T) {
 	pods := startPods(t, c, svc, "node-1", "node-2")
 	setEndpoints(t, c, svc, ready(pods...))
 	if err := c.SetLoadBalancerIngress(ctx, svc.Namespace, svc.Name, corev1.LoadBalancerIngress{IP: lbIP}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	restartExporter(t, c, n2, testGrace)
 	if err := n2.AddAddress(ctx, lbIP); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() {
 		_ = n2.DelAddress(context.Background(), lbIP)
 		_ = c.Unroute(context.Background(), lbIP)
 	})
 	if err := c.RouteVia(ctx, n2.Name, lbIP); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	node := cluster.Labels{"node": n2.Name}
 	if err := expectMetrics(ctx, c, n2.Name, metricAbsent("localtraffic_health_check_last_probe_timestamp_seconds", node),
 		metricIs("localtraffic_health_check_expected_services", node, 0)); err != nil {
-		t.Fatalf("before any probe, nothing known to probe: %v", err)
+		fatalf(t, "before any probe, nothing known to probe: %v", err)
 	}
 	hcAddr := lbIP + ":" + strconv.Itoa(int(svc.Spec.HealthCheckNodePort))
 	var first float64
@@ -73,7 +73,7 @@ func TestRotationHealthCheckProbesOnLoadBalancerIP(t *testing.T) {
 	})
 	patch := []byte(`{"metadata":{"annotations":{"localtraffic.io/health-check":"health-check-node-port"}}}`)
 	if _, err := c.Admin().CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	eventually(t, converge, "declared: its probes are expected", func() error {
 		return expectMetrics(ctx, c, n2.Name, metricIs("localtraffic_health_check_expected_services", node, 1))

@@ -57,7 +57,7 @@ func TestRotationHealthCheckPassingNeedsAContract(t *testing.T) {
 		slice(svc.Name+"-admin", svc.Spec.Ports[1], pods[0]),
 	} {
 		if _, err := c.Admin().DiscoveryV1().EndpointSlices(svc.Namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 	}
 	nodes := []string{"node-2", "node-4"}
@@ -92,7 +92,7 @@ func TestRotationHealthCheckPassingNeedsAContract(t *testing.T) {
 		}
 		patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:%s}}}`, "localtraffic.io/health-check", v))
 		if _, err := c.Admin().CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 	}
 	hcnp := "health-check-node-port"
@@ -107,11 +107,11 @@ func TestRotationHealthCheckPassingNeedsAContract(t *testing.T) {
 	// no client's: the 200 says no more about clients than before, and the node stays a warning for three
 	// grace windows, never critical.
 	if err := c.AddClientSource(ctx, cluster.CheckerIP); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() {
 		if err := c.RemoveClientSource(context.Background(), cluster.CheckerIP); err != nil {
-			t.Error(err)
+			errorln(t, err)
 		}
 	})
 	var dropped []string
@@ -126,7 +126,7 @@ func TestRotationHealthCheckPassingNeedsAContract(t *testing.T) {
 	keepSending(t, c, dropped...)
 	for _, a := range dropped {
 		if err := wantVerdict(c.Request(ctx, a), cluster.Blackhole, "the second port at "+a); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 	}
 	reasonIs("clients arrive at the dropped port: critical", "traffic_lost")

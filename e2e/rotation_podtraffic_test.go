@@ -55,7 +55,7 @@ func startPodAt(t *testing.T, c *cluster.Cluster, svc *corev1.Service, node, ip 
 	p, err := c.StartPod(ctx, cluster.PodConfig{Namespace: svc.Namespace, Name: fmt.Sprintf("%s-%s", svc.Name, node),
 		Node: node, Ports: []int{backendPort}, IPs: []string{ip}})
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() { _ = c.DeletePod(context.Background(), p.Namespace, p.Name) })
 	block := ip[:len(ip)-len(".11")] + ".0/24"
@@ -67,7 +67,7 @@ func startPodAt(t *testing.T, c *cluster.Cluster, svc *corev1.Service, node, ip 
 	}
 	for _, ns := range namespaces {
 		if err := netns.IP(ctx, "-n", ns, "route", "replace", block, "via", c.Node(node).IP); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		t.Cleanup(func() { _ = netns.IP(context.Background(), "-n", ns, "route", "del", block) })
 	}
@@ -90,7 +90,7 @@ func TestRotationPodTrafficOutsidePodCIDRsServed(t *testing.T) {
 	pods := startPods(t, c, svc, "node-1")
 	setEndpoints(t, c, svc, ready(pods...))
 	if err := c.SetLoadBalancerIngress(ctx, svc.Namespace, svc.Name, corev1.LoadBalancerIngress{IP: lbIP}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	lbArrivals := func(node string) (float64, error) {
 		m, err := c.Metrics(ctx, node)
@@ -117,7 +117,7 @@ func TestRotationPodTrafficOutsidePodCIDRsServed(t *testing.T) {
 		})
 		var err error
 		if before[node], err = lbArrivals(node); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		keepSendingFrom(t, caller, targets...)
 	}
@@ -126,7 +126,7 @@ func TestRotationPodTrafficOutsidePodCIDRsServed(t *testing.T) {
 			if err := expectMetrics(ctx, c, node,
 				metricIs("localtraffic_in_rotation", svcLabels(svc, node), 0),
 				metricIs("localtraffic_blackhole", svcLabels(svc, node), 0)); err != nil {
-				t.Fatalf("%ds into the pods' calls: %v", i, err)
+				fatalf(t, "%ds into the pods' calls: %v", i, err)
 			}
 		}
 		time.Sleep(time.Second)
@@ -134,10 +134,10 @@ func TestRotationPodTrafficOutsidePodCIDRsServed(t *testing.T) {
 	for node, ip := range podIPs {
 		after, err := lbArrivals(node)
 		if err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		if after != before[node] {
-			t.Errorf("%s: the pod's calls from %s counted as %v arrivals at the LB IP", node, ip, after-before[node])
+			errorf(t, "%s: the pod's calls from %s counted as %v arrivals at the LB IP", node, ip, after-before[node])
 		}
 	}
 }
@@ -155,7 +155,7 @@ func TestRotationPodTrafficWithoutLocalDetectorPages(t *testing.T) {
 	pods := startPods(t, c, svc, "node-1")
 	setEndpoints(t, c, svc, ready(pods...))
 	if err := c.SetLoadBalancerIngress(ctx, svc.Namespace, svc.Name, corev1.LoadBalancerIngress{IP: lbIP}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	for _, n := range nodes {
 		restartKubeProxy(t, c, n, cluster.KubeProxyOptions{NoClusterCIDR: true})
@@ -192,11 +192,11 @@ func TestRotationVIPOnLoopbackIsNotAWayIn(t *testing.T) {
 	pods := startPods(t, c, svc, "node-1")
 	setEndpoints(t, c, svc, ready(pods...))
 	if err := c.SetLoadBalancerIngress(ctx, svc.Namespace, svc.Name, corev1.LoadBalancerIngress{IP: lbIP}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	restartExporter(t, c, n2, testGrace)
 	if _, err := n2.Exec(ctx, "ip", "addr", "add", lbIP+"/32", "dev", "lo"); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() {
 		_, _ = n2.Exec(context.Background(), "ip", "addr", "del", lbIP+"/32", "dev", "lo")
@@ -205,12 +205,12 @@ func TestRotationVIPOnLoopbackIsNotAWayIn(t *testing.T) {
 	l := svcLabels(svc, n2.Name)
 	for i := 0; i < 20; i++ {
 		if err := expectMetrics(ctx, c, n2.Name, metricIs("localtraffic_in_rotation", l, 0), metricIs("localtraffic_blackhole", l, 0)); err != nil {
-			t.Fatalf("%ds with the LB IP on node-2's lo, nothing routed there: %v", i, err)
+			fatalf(t, "%ds with the LB IP on node-2's lo, nothing routed there: %v", i, err)
 		}
 		time.Sleep(time.Second)
 	}
 	if err := c.RouteVia(ctx, n2.Name, lbIP); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	keepSending(t, c, lbIP+":80")
 	eventually(t, converge, "clients routed to node-2 keep arriving: paged", func() error {

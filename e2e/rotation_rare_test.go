@@ -43,7 +43,7 @@ func TestRotationRareClientStaysPaged(t *testing.T) {
 		t.Helper()
 		at := time.Now()
 		if err := wantVerdict(c.Request(ctx, addr), cluster.Blackhole, "NodePort on node-2"); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		return at
 	}
@@ -59,7 +59,7 @@ func TestRotationRareClientStaysPaged(t *testing.T) {
 		for time.Since(last) < rareEvery {
 			if err := expectMetrics(ctx, c, n2.Name, metricIs("localtraffic_blackhole", l, 1),
 				metricIs("localtraffic_blackhole_reason", reasonLabels(svc, n2.Name, "traffic_lost"), 1)); err != nil {
-				t.Fatalf("%s after dropped attempt %d (the meter's quiet period is %s): %v", time.Since(last).Round(time.Second), i+1, rareQuiet, err)
+				fatalf(t, "%s after dropped attempt %d (the meter's quiet period is %s): %v", time.Since(last).Round(time.Second), i+1, rareQuiet, err)
 			}
 			time.Sleep(time.Second)
 		}
@@ -76,7 +76,7 @@ func TestRotationRareClientStaysPaged(t *testing.T) {
 		return nil
 	})
 	if ended < rareHold-5*time.Second {
-		t.Errorf("the reason fell back %s after the last dropped attempt, before the hold of %s", ended.Round(time.Second), rareHold)
+		errorf(t, "the reason fell back %s after the last dropped attempt, before the hold of %s", ended.Round(time.Second), rareHold)
 	}
 	t.Logf("traffic_lost held across 4 attempts %s apart; it ended %s after the last", rareEvery, ended.Round(time.Second))
 }

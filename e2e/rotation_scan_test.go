@@ -21,13 +21,13 @@ func scanOnce(ctx context.Context, t *testing.T, c *cluster.Cluster, src string,
 	t.Helper()
 	for _, a := range tcp {
 		if err := c.TCPCheck(ctx, src, a, 300*time.Millisecond); err == nil {
-			t.Fatalf("scan of %s from %s: connected, want it dropped", a, src)
+			fatalf(t, "scan of %s from %s: connected, want it dropped", a, src)
 		}
 	}
 	for _, a := range udp {
 		raddr, err := net.ResolveUDPAddr("udp4", a)
 		if err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		if err := netns.Do(c.ClientNS, func() error {
 			conn, err := net.DialUDP("udp4", &net.UDPAddr{IP: net.ParseIP(src)}, raddr)
@@ -38,7 +38,7 @@ func scanOnce(ctx context.Context, t *testing.T, c *cluster.Cluster, src string,
 			_, err = conn.Write([]byte("probe"))
 			return err
 		}); err != nil {
-			t.Fatalf("datagram from %s to %s: %v", src, a, err)
+			fatalf(t, "datagram from %s to %s: %v", src, a, err)
 		}
 	}
 }
@@ -67,14 +67,14 @@ func TestRotationPortScanIsNotAClient(t *testing.T) {
 	setEndpoints(t, c, svc, ready(pods...))
 	restartExporter(t, c, n2, testGrace)
 	if err := n2.AddAddress(ctx, extIP); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() {
 		_ = n2.DelAddress(context.Background(), extIP)
 		_ = c.Unroute(context.Background(), extIP)
 	})
 	if err := c.RouteVia(ctx, n2.Name, extIP); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	l := svcLabels(svc, n2.Name)
 	eventually(t, converge, "node-2 drops the Service, nobody sent anything yet", func() error {
@@ -98,7 +98,7 @@ func TestRotationPortScanIsNotAClient(t *testing.T) {
 	}
 	before, err := arrived()
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 
 	np := strconv.Itoa(int(svc.Spec.Ports[0].NodePort))
@@ -111,26 +111,26 @@ func TestRotationPortScanIsNotAClient(t *testing.T) {
 		if time.Since(start) >= time.Duration(scans)*4*time.Second {
 			src := fmt.Sprintf("10.250.0.%d", 211+scans)
 			if err := c.AddClientSource(ctx, src); err != nil {
-				t.Fatal(err)
+				fatalln(t, err)
 			}
 			t.Cleanup(func() { _ = c.RemoveClientSource(context.Background(), src) })
 			scanOnce(ctx, t, c, src, tcp, udp)
 			scans++
 		}
 		if err := expectMetrics(ctx, c, n2.Name, noCriticalReason(svc, n2.Name)); err != nil {
-			t.Fatalf("%s after the first scan (%d scanners so far): %v", time.Since(start).Round(time.Second), scans, err)
+			fatalf(t, "%s after the first scan (%d scanners so far): %v", time.Since(start).Round(time.Second), scans, err)
 		}
 		time.Sleep(time.Second)
 	}
 	after, err := arrived()
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if got, want := after-before, float64(scans*(len(tcp)+len(udp))); got < want {
-		t.Errorf("the scans are arrivals: %v counted, want at least %v", got, want)
+		errorf(t, "the scans are arrivals: %v counted, want at least %v", got, want)
 	}
 	if err := expectMetrics(ctx, c, n2.Name, metricIs("localtraffic_blackhole_reason", reasonLabels(svc, n2.Name, "no_traffic_seen"), 1)); err != nil {
-		t.Fatalf("after %d scans: %v", scans, err)
+		fatalf(t, "after %d scans: %v", scans, err)
 	}
 
 	// A real client: its dropped SYN is retransmitted from the same source port a second later.

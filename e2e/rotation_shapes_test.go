@@ -37,7 +37,7 @@ func TestRotationTwoCheckersOneAddress(t *testing.T) {
 	warnedThroughout(ctx, t, c, svc, []string{"node-2"}, 45*time.Second, "the checkers started", 30)
 	// The warning, once, names the address at the cadence it proved first.
 	if !loggedChecker(c, n2.Name, svc, cluster.CheckerIP+" every ") {
-		t.Errorf("node-2's exporter log does not name the checkers' address %s", cluster.CheckerIP)
+		errorf(t, "node-2's exporter log does not name the checkers' address %s", cluster.CheckerIP)
 	}
 }
 
@@ -56,7 +56,7 @@ func TestRotationSlowChecker(t *testing.T) {
 	checkEvery(t, c, cluster.CheckerIP, 30*time.Second, nodePortAddr(c.Node("node-1"), svc), nodePortAddr(n2, svc))
 	warnedThroughout(ctx, t, c, svc, []string{"node-2"}, 130*time.Second, "the checker started", 8)
 	if !loggedChecker(c, n2.Name, svc, cluster.CheckerIP+" every 30s") {
-		t.Errorf("node-2's exporter log does not name the checker %s every 30s", cluster.CheckerIP)
+		errorf(t, "node-2's exporter log does not name the checker %s every 30s", cluster.CheckerIP)
 	}
 }
 
@@ -84,10 +84,10 @@ func TestRotationCheckerAcrossRestart(t *testing.T) {
 
 	n2.StopExporter()
 	if err := n2.StartExporter(ctx, testGrace); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if err := n2.WaitExporter(ctx, time.Minute); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	warnedThroughout(ctx, t, c, svc, []string{"node-2"}, 30*time.Second, "the restart", 0,
 		metricIs("localtraffic_state_file_state", cluster.Labels{"node": n2.Name, "state": "restored"}, 1))
@@ -109,11 +109,11 @@ func TestRotationNodePortNewOwner(t *testing.T) {
 	n1, n2 := c.Node("node-1"), c.Node("node-2")
 	const ns = "e2e-rotation-newowner"
 	if err := c.EnsureNamespace(ctx, ns); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	old, err := c.Admin().CoreV1().Services(ns).Create(ctx, cluster.NewService(ns, "ledger", corev1.ServiceTypeNodePort), metav1.CreateOptions{})
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	deleteOld := func() error {
 		if err := c.DeleteEndpoints(context.Background(), ns, old.Name); err != nil {
@@ -127,17 +127,17 @@ func TestRotationNodePortNewOwner(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		if err := deleteOld(); err != nil {
-			t.Error(err)
+			errorln(t, err)
 		}
 	})
 	setEndpoints(t, c, old, ready(startPods(t, c, old, "node-1")...))
 	restartExporter(t, c, n2, testGrace)
 	if err := c.AddClientSource(ctx, cluster.CheckerIP); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() {
 		if err := c.RemoveClientSource(context.Background(), cluster.CheckerIP); err != nil {
-			t.Error(err)
+			errorln(t, err)
 		}
 	})
 
@@ -152,7 +152,7 @@ func TestRotationNodePortNewOwner(t *testing.T) {
 	n2.StopExporter()
 	stopClient()
 	if err := deleteOld(); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	svc := serviceSpec(t, c, ns, "payroll", corev1.ServiceTypeNodePort, func(s *corev1.Service) {
 		s.Spec.Ports[0].NodePort = old.Spec.Ports[0].NodePort
@@ -160,10 +160,10 @@ func TestRotationNodePortNewOwner(t *testing.T) {
 	setEndpoints(t, c, svc, ready(startPods(t, c, svc, "node-1")...))
 	checkEvery(t, c, cluster.CheckerIP, 2*time.Second, nodePortAddr(n1, svc), nodePortAddr(n2, svc))
 	if err := n2.StartExporter(ctx, testGrace); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if err := n2.WaitExporter(ctx, time.Minute); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	warnedThroughout(ctx, t, c, svc, []string{"node-2"}, 30*time.Second, "the restart", 0,
 		metricIs("localtraffic_state_file_state", cluster.Labels{"node": n2.Name, "state": "restored"}, 1))
@@ -216,7 +216,7 @@ func TestRotationCheckerWithSpread(t *testing.T) {
 		nodePortAddr(c.Node("node-1"), svc), nodePortAddr(n2, svc))
 	warnedThroughout(ctx, t, c, svc, []string{"node-2"}, 60*time.Second, "the checker started", 15)
 	if !loggedChecker(c, n2.Name, svc, cluster.CheckerIP+" every ") {
-		t.Errorf("node-2's exporter log does not name the checker %s", cluster.CheckerIP)
+		errorf(t, "node-2's exporter log does not name the checker %s", cluster.CheckerIP)
 	}
 }
 
@@ -261,11 +261,11 @@ func probedNodePort(ctx context.Context, t *testing.T, c *cluster.Cluster, names
 	setEndpoints(t, c, svc, ready(pods...))
 	restartExporter(t, c, n2, testGrace)
 	if err := c.AddClientSource(ctx, cluster.CheckerIP); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() {
 		if err := c.RemoveClientSource(context.Background(), cluster.CheckerIP); err != nil {
-			t.Error(err)
+			errorln(t, err)
 		}
 	})
 	eventually(t, converge, "node-2 drops the Service, nothing sent yet", func() error {
@@ -285,7 +285,7 @@ func warnedThroughout(ctx context.Context, t *testing.T, c *cluster.Cluster, svc
 	for time.Since(start) < d {
 		for _, node := range nodes {
 			if err := expectMetrics(ctx, c, node, append([]func(cluster.Metrics) error{noCriticalReason(svc, node)}, want...)...); err != nil {
-				t.Fatalf("%s after %s: %s: %v", time.Since(start).Round(time.Second), since, node, err)
+				fatalf(t, "%s after %s: %s: %v", time.Since(start).Round(time.Second), since, node, err)
 			}
 		}
 		time.Sleep(time.Second)
@@ -293,7 +293,7 @@ func warnedThroughout(ctx context.Context, t *testing.T, c *cluster.Cluster, svc
 	for _, node := range nodes {
 		if err := expectMetrics(ctx, c, node, metricIs("localtraffic_blackhole_reason", reasonLabels(svc, node, "no_traffic_seen"), 1),
 			metricAbove("localtraffic_arrivals_total", cluster.Labels{"node": node, "kind": "node_port", "ip_family": ipv4}, arrivals)); err != nil {
-			t.Fatalf("%s after %s: %v", d, since, err)
+			fatalf(t, "%s after %s: %v", d, since, err)
 		}
 	}
 }

@@ -74,14 +74,14 @@ func TestRotationLoadBalancerIgnoresHealthCheck(t *testing.T) {
 	setEndpoints(t, c, svc, ready(pods...))
 	if err := c.SetLoadBalancerIngress(ctx, svc.Namespace, svc.Name,
 		corev1.LoadBalancerIngress{IP: lbIPs["node-2"]}, corev1.LoadBalancerIngress{IP: lbIPs["node-4"]}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	var addrs []string
 	for node, ip := range lbIPs {
 		restartExporter(t, c, c.Node(node), testGrace)
 		t.Cleanup(func() { _ = c.Unroute(context.Background(), ip) })
 		if err := c.RouteVia(ctx, node, ip); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		addrs = append(addrs, ip+":80")
 	}
@@ -115,7 +115,7 @@ func TestRotationLoadBalancerIgnoresHealthCheck(t *testing.T) {
 	}
 	// node-1 serves; node-3 receives nothing and stays drained.
 	if err := expectMetrics(ctx, c, "node-3", metricIs("localtraffic_blackhole", svcLabels(svc, "node-3"), 0)); err != nil {
-		t.Error(err)
+		errorln(t, err)
 	}
 }
 
@@ -133,14 +133,14 @@ func TestRotationLoadBalancerIPHeldOnNode(t *testing.T) {
 	pods := startPods(t, c, svc, "node-1")
 	setEndpoints(t, c, svc, ready(pods...))
 	if err := c.SetLoadBalancerIngress(ctx, svc.Namespace, svc.Name, corev1.LoadBalancerIngress{IP: lbIP}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if err := n3.AddAddress(ctx, lbIP); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() {
 		if err := n3.DelAddress(context.Background(), lbIP); err != nil {
-			t.Errorf("restore node-3: %v", err)
+			errorf(t, "restore node-3: %v", err)
 		}
 		_ = c.Unroute(context.Background(), lbIP)
 	})
@@ -160,7 +160,7 @@ func TestRotationLoadBalancerIPHeldOnNode(t *testing.T) {
 			expectMetrics(ctx, c, "node-2", metricIs("localtraffic_blackhole", svcLabels(svc, "node-2"), 0)))
 	})
 	if err := c.RouteVia(ctx, "node-3", lbIP); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	keepSending(t, c, lbIP+":80")
 	eventually(t, converge, "clients reach node-3 and are dropped", func() error {
@@ -194,26 +194,26 @@ func TestRotationIPVSDummyHoldsExternalIPEverywhere(t *testing.T) {
 		// (no module to load in the test's container), so a NOARP veth of that name, with its peer in the same
 		// namespace, stands in: an address bound to a link nothing routes to the node.
 		if _, err := n.Exec(ctx, "ip", "link", "add", "kube-ipvs0", "type", "veth", "peer", "name", "kube-ipvs0-peer"); err != nil {
-			t.Fatalf("%s: %v", n.Name, err)
+			fatalf(t, "%s: %v", n.Name, err)
 		}
 		for _, args := range [][]string{{"link", "set", "kube-ipvs0", "arp", "off", "up"}, {"link", "set", "kube-ipvs0-peer", "arp", "off", "up"}} {
 			if _, err := n.Exec(ctx, "ip", args...); err != nil {
-				t.Fatalf("%s: %v", n.Name, err)
+				fatalf(t, "%s: %v", n.Name, err)
 			}
 		}
 		t.Cleanup(func() {
 			if _, err := n.Exec(context.Background(), "ip", "link", "del", "kube-ipvs0"); err != nil {
-				t.Errorf("restore %s: %v", n.Name, err)
+				errorf(t, "restore %s: %v", n.Name, err)
 			}
 		})
 		if _, err := n.Exec(ctx, "ip", "addr", "add", extIP+"/32", "dev", "kube-ipvs0"); err != nil {
-			t.Fatalf("%s: %v", n.Name, err)
+			fatalf(t, "%s: %v", n.Name, err)
 		}
 	}
 	restartExporter(t, c, c.Node("node-2"), testGrace)
 	t.Cleanup(func() { _ = c.Unroute(context.Background(), extIP) })
 	if err := c.RouteVia(ctx, "node-2", extIP); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	keepSending(t, c, extIP+":80")
 	eventually(t, converge, "only node-2, where the address is routed, is paged", func() error {
@@ -307,13 +307,13 @@ func TestRotationTrafficPortHealthCheckerNoPage(t *testing.T) {
 		metricIs("localtraffic_in_rotation", l, 0),
 		metricIs("localtraffic_blackhole", l, 0),
 		metricIs("localtraffic_rules_drop", portLabels(svc, "node-2"), 1)); err != nil {
-		t.Fatalf("traffic-port probes past grace: %v", err)
+		fatalf(t, "traffic-port probes past grace: %v", err)
 	}
 
 	// Control: the same probes, no annotation: arrivals past grace on a node answering 503.
 	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, annotation))
 	if _, err := c.Admin().CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	eventually(t, converge, "without the annotation the probes page node-2", func() error {
 		return expectMetrics(ctx, c, "node-2",
@@ -337,12 +337,12 @@ func TestRotationLoadBalancerHonoursHealthCheckDuringDrain(t *testing.T) {
 	pods := startPods(t, c, svc, "node-1", "node-2")
 	setEndpoints(t, c, svc, ready(pods...))
 	if err := c.SetLoadBalancerIngress(ctx, svc.Namespace, svc.Name, corev1.LoadBalancerIngress{IP: lbIP}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	restartExporter(t, c, n2, testGrace)
 	t.Cleanup(func() { _ = c.Unroute(context.Background(), lbIP) })
 	if err := c.RouteVia(ctx, n2.Name, lbIP); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	keepSending(t, c, lbIP+":80")
 	l := svcLabels(svc, n2.Name)
@@ -365,17 +365,17 @@ func TestRotationLoadBalancerHonoursHealthCheckDuringDrain(t *testing.T) {
 	})
 	time.Sleep(5 * time.Second) // the load balancer's interval × unhealthy threshold, shortened
 	if err := c.RouteVia(ctx, "node-1", lbIP); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	for i := 0; i < 45; i++ {
 		if err := expectMetrics(ctx, c, n2.Name, metricIs("localtraffic_blackhole", l, 0), metricIs("localtraffic_in_rotation", l, 0)); err != nil {
-			t.Fatalf("%ds after the load balancer deregistered node-2: %v", i, err)
+			fatalf(t, "%ds after the load balancer deregistered node-2: %v", i, err)
 		}
 		time.Sleep(time.Second)
 	}
 	if err := expectMetrics(ctx, c, n2.Name,
 		metricAbove("localtraffic_arrivals_total", cluster.Labels{"node": n2.Name, "kind": "load_balancer_ip", "ip_family": ipv4}, 0)); err != nil {
-		t.Errorf("the meter saw none of the client's connections: %v", err)
+		errorf(t, "the meter saw none of the client's connections: %v", err)
 	}
 }
 
@@ -419,7 +419,7 @@ func TestRotationBusyClusterSparseClients(t *testing.T) {
 		restartExporter(t, c, c.Node(node), testGrace)
 		t.Cleanup(func() { _ = c.Unroute(context.Background(), ip) })
 		if err := c.RouteVia(ctx, node, ip); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		addrs = append(addrs, ip+":80")
 	}
@@ -449,7 +449,7 @@ func TestRotationBusyClusterSparseClients(t *testing.T) {
 		})
 	}
 	if err := expectMetrics(ctx, c, "node-3", metricIs("localtraffic_blackhole", svcLabels(svc, "node-3"), 0)); err != nil {
-		t.Error(err)
+		errorln(t, err)
 	}
 }
 
@@ -503,7 +503,7 @@ func TestRotationHealthCheckProberStops(t *testing.T) {
 	})
 	first, err := lastProbe()
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	eventually(t, converge, "the last probe time follows the prober", func() error {
 		v, err := lastProbe()
@@ -524,16 +524,16 @@ func TestRotationHealthCheckProberStops(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	stopped, err := lastProbe()
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	for range 10 {
 		time.Sleep(time.Second)
 		v, err := lastProbe()
 		if err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		if v != stopped {
-			t.Fatalf("last probe moved from %v to %v after the prober stopped", stopped, v)
+			fatalf(t, "last probe moved from %v to %v after the prober stopped", stopped, v)
 		}
 	}
 }

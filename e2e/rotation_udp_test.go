@@ -21,7 +21,7 @@ func udpFlow(t *testing.T, c *cluster.Cluster, dst string) {
 	t.Helper()
 	raddr, err := net.ResolveUDPAddr("udp4", dst)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	var conn *net.UDPConn
 	// The socket belongs to the namespace it is created in, whichever thread writes to it later.
@@ -30,7 +30,7 @@ func udpFlow(t *testing.T, c *cluster.Cluster, dst string) {
 		conn, err = net.ListenUDP("udp4", nil)
 		return err
 	}); err != nil {
-		t.Fatalf("udp socket in %s: %v", c.ClientNS, err)
+		fatalf(t, "udp socket in %s: %v", c.ClientNS, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -75,7 +75,7 @@ func TestRotationUDPFlowPinned(t *testing.T) {
 	setEndpoints(t, c, svc, ready(pods[1], pods[2]))
 	if err := c.SetLoadBalancerIngress(ctx, svc.Namespace, svc.Name,
 		corev1.LoadBalancerIngress{IP: lbIPs["node-2"]}, corev1.LoadBalancerIngress{IP: lbIPs["node-4"]}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	for node, ip := range lbIPs {
 		// A quiet period shorter than the default so the flows are past the meter's first look (a flow seen
@@ -83,7 +83,7 @@ func TestRotationUDPFlowPinned(t *testing.T) {
 		restartExporter(t, c, c.Node(node), testGrace, "--arrivals.quiet-period=20s")
 		t.Cleanup(func() { _ = c.Unroute(context.Background(), ip) })
 		if err := c.RouteVia(ctx, node, ip); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 	}
 	time.Sleep(20 * time.Second)

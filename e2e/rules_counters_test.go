@@ -65,16 +65,16 @@ func TestRulesIdentityCounterBaseline(t *testing.T) {
 	t.Cleanup(func() { restartKubeProxy(t, c, n2, cluster.KubeProxyOptions{}) })
 	raw, err := extDropCounter(ctx, n2, svc, extIP)
 	if err != nil || raw == 0 {
-		t.Fatalf("node-2's externalIP drop rule counts %d packets (%v): the test needs a non-zero counter", raw, err)
+		fatalf(t, "node-2's externalIP drop rule counts %d packets (%v): the test needs a non-zero counter", raw, err)
 	}
 
 	// The same flags again (restartExporter's clean-up, registered above, restores the usual exporter).
 	n2.StopExporter()
 	if err := n2.StartExporter(ctx, args...); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if err := n2.WaitExporter(ctx, time.Minute); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	// The old exporter would have put the address in rotation at its first scrape and kept it there for the
 	// evidence window: every scrape of a window and a half must say otherwise.
@@ -83,7 +83,7 @@ func TestRulesIdentityCounterBaseline(t *testing.T) {
 	for time.Now().Before(deadline) {
 		m, err := c.Metrics(ctx, n2.Name)
 		if err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		if _, ok, _ := m.Value("localtraffic_blackhole", l); ok {
 			scrapes++
@@ -93,17 +93,17 @@ func TestRulesIdentityCounterBaseline(t *testing.T) {
 				metricIs("localtraffic_rules_dropped_packets_total", pl, 0),
 			} {
 				if err := check(m); err != nil {
-					t.Fatalf("restarted exporter, scrape %d: %v", scrapes, err)
+					fatalf(t, "restarted exporter, scrape %d: %v", scrapes, err)
 				}
 			}
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
 	if scrapes < 5 {
-		t.Fatalf("only %d scrapes with the Service in a window and a half", scrapes)
+		fatalf(t, "only %d scrapes with the Service in a window and a half", scrapes)
 	}
 	if now, err := extDropCounter(ctx, n2, svc, extIP); err != nil || now != raw {
-		t.Fatalf("drop counter %d (%v), %d at the restart: the rule must have held its count throughout", now, err, raw)
+		fatalf(t, "drop counter %d (%v), %d at the restart: the rule must have held its count throughout", now, err, raw)
 	}
 	t.Logf("restarted exporter: %d scrapes over %v with a pre-existing drop counter of %d: not in rotation, total 0", scrapes, window+window/2, raw)
 
@@ -144,7 +144,7 @@ func TestRulesIdentityFirewallCounted(t *testing.T) {
 	})
 	setEndpoints(t, c, svc, ready(startPods(t, c, svc, "node-1")...))
 	if err := c.SetLoadBalancerIngress(ctx, svc.Namespace, svc.Name, corev1.LoadBalancerIngress{IP: lbIP}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() { _ = c.Unroute(context.Background(), lbIP) })
 	l, pl := svcLabels(svc, n2.Name), portLabels(svc, n2.Name)

@@ -24,7 +24,7 @@ func TestRulesIdentityStaleDNAT(t *testing.T) {
 	ctx := testContext(t)
 	nodes := []*cluster.Node{c.Node("node-2"), nftablesNode(t, c)}
 	if nodes[0].ProxyMode != cluster.IPTables || nodes[1].Name != "node-4" {
-		t.Fatalf("want node-2 in iptables mode and node-4 in nftables mode, got %s and %s", nodes[0].ProxyMode, nodes[1].Name)
+		fatalf(t, "want node-2 in iptables mode and node-4 in nftables mode, got %s and %s", nodes[0].ProxyMode, nodes[1].Name)
 	}
 	const ns = "e2e-stale-dnat"
 	plain := serviceSpec(t, c, ns, "plain", corev1.ServiceTypeNodePort, nil)
@@ -76,7 +76,7 @@ func TestRulesIdentityStaleDNAT(t *testing.T) {
 	for _, svc := range svcs {
 		for i := range 2 * perNode[svc.Name] {
 			if err := c.DeletePod(ctx, svc.Namespace, fmt.Sprintf("%s-%d", svc.Name, i)); err != nil {
-				t.Fatal(err)
+				fatalln(t, err)
 			}
 		}
 	}

@@ -38,17 +38,17 @@ func TestRulesIdentityLongNameNFT(t *testing.T) {
 	})
 	for _, svc := range []*corev1.Service{np, ext} {
 		if n := len(svc.Namespace + "/" + svc.Name + ":" + port); n != 143 {
-			t.Fatalf("%s/%s:%s is %d bytes, want 143", svc.Namespace, svc.Name, port, n)
+			fatalf(t, "%s/%s:%s is %d bytes, want 143", svc.Namespace, svc.Name, port, n)
 		}
 		setEndpoints(t, c, svc, ready(startPods(t, c, svc, "node-1")...))
 	}
 	if err := n4.AddAddress(ctx, extIP); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() {
 		_ = c.Unroute(context.Background(), extIP)
 		if err := n4.DelAddress(context.Background(), extIP); err != nil {
-			t.Errorf("restore node-4: %v", err)
+			errorf(t, "restore node-4: %v", err)
 		}
 	})
 	labels := func(svc *corev1.Service) cluster.Labels {

@@ -128,11 +128,11 @@ func readRunbooks(t *testing.T) []runbookCommand {
 	t.Helper()
 	md, err := os.ReadFile(filepath.Join(repoDir(t), "docs", "runbooks.md"))
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	cmds, err := parseRunbooks(string(md))
 	if err != nil {
-		t.Fatalf("docs/runbooks.md: %v", err)
+		fatalf(t, "docs/runbooks.md: %v", err)
 	}
 	return cmds
 }
@@ -158,19 +158,19 @@ func TestRunbooksCommandsAreRunnable(t *testing.T) {
 		// TestRunbooksRun's cleanup; the others (scale, the policy) stay in the text.
 		if c.part == "Do this now" && c.text != "kubectl label node NODE "+excludeLabel+"=true" &&
 			!strings.HasPrefix(c.text, "kubectl -n kube-system delete lease cilium-l2announce-NS-SVC --ignore-not-found") {
-			t.Errorf("line %d: %q in Do this now: the test runs it; only the exclude label (or the lease that is not there) may change the cluster", c.line, c.text)
+			errorf(t, "line %d: %q in Do this now: the test runs it; only the exclude label (or the lease that is not there) may change the cluster", c.line, c.text)
 		}
 		if c.needs != "" {
 			needs++
 			if !cloudCLIs[c.needs] || !strings.HasPrefix(c.text, c.needs+" ") {
-				t.Errorf("line %d: `# needs: %s` on %q: want one of %v, and the command to be that CLI's", c.line, c.needs, c.text, cloudCLIs)
+				errorf(t, "line %d: `# needs: %s` on %q: want one of %v, and the command to be that CLI's", c.line, c.needs, c.text, cloudCLIs)
 			}
 		}
 		if regexp.MustCompile(`kubectl[^"$|;]* logs [^"$|;]*--field-selector`).MatchString(c.text) || strings.Contains(c.text, "port-forward ds/") {
-			t.Errorf("line %d: %q: kubectl logs has no --field-selector, and port-forward ds/… picks a random node: use the pod on the node (kubectl get pods --field-selector spec.nodeName=NODE -o name)", c.line, c.text)
+			errorf(t, "line %d: %q: kubectl logs has no --field-selector, and port-forward ds/… picks a random node: use the pod on the node (kubectl get pods --field-selector spec.nodeName=NODE -o name)", c.line, c.text)
 		}
 		if strings.Contains(c.text, "<") && strings.Contains(c.text, ">") && regexp.MustCompile(`<[a-zA-Z' ]+>`).MatchString(c.text) {
-			t.Errorf("line %d: %q: a <placeholder> the test cannot substitute (use SELECTOR, NS, SVC, NODE, NODE_IP, ...)", c.line, c.text)
+			errorf(t, "line %d: %q: a <placeholder> the test cannot substitute (use SELECTOR, NS, SVC, NODE, NODE_IP, ...)", c.line, c.text)
 		}
 	}
 	runbooks := 0
@@ -180,17 +180,17 @@ func TestRunbooksCommandsAreRunnable(t *testing.T) {
 		}
 		runbooks++
 		if c := first[s]; !strings.HasPrefix(c.text, "kubectl localtraffic status") {
-			t.Errorf("runbook %s confirms first with %q (line %d), want `kubectl localtraffic status`", s, c.text, c.line)
+			errorf(t, "runbook %s confirms first with %q (line %d), want `kubectl localtraffic status`", s, c.text, c.line)
 		}
 	}
 	if runbooks < 10 || len(cmds) < 50 || needs == 0 {
-		t.Errorf("read %d commands in %d runbooks, %d needing a cloud CLI: the parser found too little", len(cmds), runbooks, needs)
+		errorf(t, "read %d commands in %d runbooks, %d needing a cloud CLI: the parser found too little", len(cmds), runbooks, needs)
 	}
 	// The parser has teeth: markers and contexts are read as documented.
 	got, err := parseRunbooks("## A\n\n**Confirm.**\n\n```sh\nkubectl localtraffic status -A   # exit 1 while a node drops\n# On the node (nftables mode):\nnft list \\\n  ruleset\n# From your machine:\naws x   # needs: aws\n```\n")
 	if err != nil || len(got) != 3 || got[0].exit != 1 || got[0].part != "Confirm" || got[1].where != "nftables" || got[1].text != "nft list \\\n  ruleset" ||
 		got[2].where != "" || got[2].needs != "aws" {
-		t.Errorf("parseRunbooks: %+v, %v", got, err)
+		errorf(t, "parseRunbooks: %+v, %v", got, err)
 	}
 }
 
@@ -223,7 +223,7 @@ func TestRunbooksRun(t *testing.T) {
 		}
 	}
 	if node.ProxyMode != cluster.IPTables || nftNode == nil {
-		t.Fatalf("the shared cluster's node-2 is %s and it has nftables node %v: want an iptables NODE and an nftables node", node.ProxyMode, nftNode)
+		fatalf(t, "the shared cluster's node-2 is %s and it has nftables node %v: want an iptables NODE and an nftables node", node.ProxyMode, nftNode)
 	}
 
 	// The shipped pod on NODE: the exporter on 127.0.0.1:9746 behind kube-rbac-proxy with the DaemonSet's args.
@@ -232,17 +232,17 @@ func TestRunbooksRun(t *testing.T) {
 	t.Cleanup(func() {
 		node.StopExporterOn(cluster.ExporterPort)
 		if err := node.StartExporter(context.Background()); err != nil {
-			t.Errorf("restart the harness exporter: %v", err)
+			errorf(t, "restart the harness exporter: %v", err)
 		} else if err := node.WaitExporter(context.Background(), time.Minute); err != nil {
-			t.Errorf("restart the harness exporter: %v", err)
+			errorf(t, "restart the harness exporter: %v", err)
 		}
 	})
 	if err := node.StartExporterOnLoopback(ctx, cluster.ExporterPort); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	stop, err := node.StartKubeRBACProxy(ctx, "runbooks", shippedProxyArgsOn(t, ds, node, cluster.ExporterPort)...)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(stop)
 	metricsReaderToken(t, c) // monitoring/prometheus-k8s, bound as the overlay binds it
@@ -263,19 +263,19 @@ func TestRunbooksRun(t *testing.T) {
 		}
 	}
 	if _, err := kubectl(ctx, c, installed, "apply", "-f", "-"); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() { _, _ = kubectl(context.Background(), c, installed, "delete", "--ignore-not-found", "-f", "-") })
 	stopLogs, err := c.ServeKubeletLogs(ctx)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(stopLogs)
 	createMirrorPods(t, c, ds, node)
 
 	svc, err = c.Admin().CoreV1().Services(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	var selector []string
 	for k, v := range svc.Spec.Selector {
@@ -292,11 +292,11 @@ func TestRunbooksRun(t *testing.T) {
 	build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(plugin, "kubectl-localtraffic"), "./cmd/kubectl-localtraffic")
 	build.Dir = repoDir(t)
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build kubectl-localtraffic: %v\n%s", err, out)
+		fatalf(t, "build kubectl-localtraffic: %v\n%s", err, out)
 	}
 	home := filepath.Join(c.WorkDir, "runbooks-home")
 	if err := os.MkdirAll(home, 0o700); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	ran := 0
 	for _, rc := range cmds {
@@ -326,20 +326,20 @@ func TestRunbooksRun(t *testing.T) {
 		if errors.As(err, &exit) {
 			code = exit.ExitCode()
 		} else if err != nil {
-			t.Errorf("docs/runbooks.md:%d (%s): %v", rc.line, rc.section, err)
+			errorf(t, "docs/runbooks.md:%d (%s): %v", rc.line, rc.section, err)
 			continue
 		}
 		ran++
 		// What a pipeline's last command hides: kubectl's own errors (a pod not found, logs not served).
 		kubectlErr := regexp.MustCompile(`(?m)^(Error from server|error: )`).FindString(out.String())
 		if (code != 0 && code != rc.exit) || kubectlErr != "" {
-			t.Errorf("docs/runbooks.md:%d (%s, on %s): exit %d\n$ %s\n%s", rc.line, rc.section, orElse(rc.where, "the operator's machine"), code, text, tail(out.String(), 1500))
+			errorf(t, "docs/runbooks.md:%d (%s, on %s): exit %d\n$ %s\n%s", rc.line, rc.section, orElse(rc.where, "the operator's machine"), code, text, tail(out.String(), 1500))
 		} else {
 			t.Logf("docs/runbooks.md:%d: exit %d\n$ %s\n%s", rc.line, code, text, tail(out.String(), 400))
 		}
 	}
 	if ran < 50 {
-		t.Errorf("ran %d commands", ran)
+		errorf(t, "ran %d commands", ran)
 	}
 }
 
@@ -350,7 +350,7 @@ func restoreExcludeLabel(t *testing.T, c *cluster.Cluster, name string) {
 	t.Helper()
 	n, err := c.Admin().CoreV1().Nodes().Get(testContext(t), name, metav1.GetOptions{})
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	value, had := n.Labels[excludeLabel]
 	t.Cleanup(func() {
@@ -359,7 +359,7 @@ func restoreExcludeLabel(t *testing.T, c *cluster.Cluster, name string) {
 			arg = excludeLabel + "=" + value
 		}
 		if _, err := kubectl(context.Background(), c, nil, "label", "--overwrite", "node", name, arg); err != nil {
-			t.Errorf("restore %s on %s: %v", excludeLabel, name, err)
+			errorf(t, "restore %s on %s: %v", excludeLabel, name, err)
 		}
 	})
 }
@@ -385,18 +385,18 @@ func createMirrorPods(t *testing.T, c *cluster.Cluster, ds *appsv1.DaemonSet, no
 	}
 	kp, kpLog, err := node.KubeProxyMirrorPod()
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	for _, m := range []struct {
 		pod *corev1.Pod
 		log string
 	}{{pod, fmt.Sprintf("exporter-%s-%d", node.Name, cluster.ExporterPort)}, {kp, kpLog}} {
 		if err := c.CreateMirrorPod(ctx, m.pod, node, m.log); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		t.Cleanup(func() {
 			if err := c.DeleteMirrorPod(context.Background(), m.pod.Namespace, m.pod.Name); err != nil {
-				t.Errorf("delete mirror pod: %v", err)
+				errorf(t, "delete mirror pod: %v", err)
 			}
 		})
 	}

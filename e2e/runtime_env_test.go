@@ -18,11 +18,11 @@ import (
 func TestExporterRuntimeEnvIsTheDaemonSets(t *testing.T) {
 	raw, err := os.ReadFile("../deploy/base/daemonset.yaml")
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	var ds appsv1.DaemonSet
 	if err := yaml.Unmarshal(raw, &ds); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	var want []string
 	for _, c := range ds.Spec.Template.Spec.Containers {
@@ -36,9 +36,9 @@ func TestExporterRuntimeEnvIsTheDaemonSets(t *testing.T) {
 	slices.Sort(want)
 	slices.Sort(got)
 	if len(want) == 0 || !slices.Equal(got, want) {
-		t.Errorf("the harness runs exporters with %v, deploy/base/daemonset.yaml with %v", got, want)
+		errorf(t, "the harness runs exporters with %v, deploy/base/daemonset.yaml with %v", got, want)
 	}
 	if gogc := fmt.Sprintf("GOGC=%d", leak.HeapGOGC); !slices.Contains(want, gogc) {
-		t.Errorf("leak.HeapBound is set for %s (leak.HeapGOGC), deploy/base/daemonset.yaml runs the exporter with %v", gogc, want)
+		errorf(t, "leak.HeapBound is set for %s (leak.HeapGOGC), deploy/base/daemonset.yaml runs the exporter with %v", gogc, want)
 	}
 }

@@ -62,7 +62,7 @@ func BenchmarkCPUBesideKubeProxy(b *testing.B) {
 	env := startCPUCluster(b, slices.Max(sizes))
 	dir, err := os.MkdirTemp("", "lt-bench-cpu-")
 	if err != nil {
-		b.Fatal(err)
+		fatalln(b, err)
 	}
 	b.Logf("CPU profiles go to %s", dir)
 	var all []cpuRow
@@ -82,7 +82,7 @@ func BenchmarkCPUBesideKubeProxy(b *testing.B) {
 			b.Logf("%d Services, %s windows:\n%s", n, window, cpuTable(rows))
 			all = append(all, rows...)
 			if err := errors.Join(errs...); err != nil {
-				b.Fatal(err)
+				fatalln(b, err)
 			}
 			for _, r := range rows {
 				unit := strings.NewReplacer(" ", "", ",", "-").Replace(r.mode) + "-" + r.collectors
@@ -104,7 +104,7 @@ func TestScaleCPUBesideKubeProxy(t *testing.T) {
 	rows, err := env.measure(t, services, nil, 40*time.Second, env.c.WorkDir)
 	t.Logf("%d Services, one 40s window:\n%s", services, cpuTable(rows))
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 }
 
@@ -137,7 +137,7 @@ func startCPUCluster(tb testing.TB, maxServices int) *cpuEnv {
 		Log: os.Stderr,
 	})
 	if err != nil {
-		tb.Fatalf("cpu cluster: %v", err)
+		fatalf(tb, "cpu cluster: %v", err)
 	}
 	tb.Cleanup(func() { _ = c.Close() })
 	env := &cpuEnv{c: c, nodes: c.Nodes(), set: cluster.MixedServices{Namespace: "cpu", LocalNodes: []string{"node-1", "node-2"}}}
@@ -145,7 +145,7 @@ func startCPUCluster(tb testing.TB, maxServices int) *cpuEnv {
 	if ports := env.set.NodePorts(maxServices) + 1000; ports > 2768 {
 		r := fmt.Sprintf("30000-%d", 30000+ports)
 		if err := c.SetNodePortRange(ctx, r); err != nil {
-			tb.Fatal(err)
+			fatalln(tb, err)
 		}
 		tb.Logf("node port range %s", r)
 	}
@@ -164,7 +164,7 @@ func (e *cpuEnv) grow(tb testing.TB, n int) {
 	}
 	t0 := time.Now()
 	if err := e.c.CreateBulk(ctx, e.set.Bulk(), e.have, n); err != nil {
-		tb.Fatal(err)
+		fatalln(tb, err)
 	}
 	if n > e.have {
 		tb.Logf("%d Services and EndpointSlices created in %s", n-e.have, time.Since(t0).Round(time.Millisecond))
@@ -183,7 +183,7 @@ func (e *cpuEnv) grow(tb testing.TB, n int) {
 			err = node.StartKubeProxy(ctx, cluster.KubeProxyOptions{})
 		}
 		if err != nil {
-			tb.Fatal(err)
+			fatalln(tb, err)
 		}
 	}
 	syncTimeout := 5*time.Minute + time.Duration(n)*100*time.Millisecond
@@ -201,7 +201,7 @@ func (e *cpuEnv) grow(tb testing.TB, n int) {
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		tb.Fatalf("kube-proxy never synced: %v", err)
+		fatalf(tb, "kube-proxy never synced: %v", err)
 	}
 }
 
@@ -261,7 +261,7 @@ func (e *cpuEnv) measure(tb testing.TB, services int, extra []string, window tim
 	for _, node := range e.nodes {
 		// The DaemonSet's log level, not the harness's debug: a window measures what a node pays.
 		if err := node.StartExporter(ctx, append([]string{"--web.enable-pprof", "--log.level=info"}, extra...)...); err != nil {
-			tb.Fatal(err)
+			fatalln(tb, err)
 		}
 	}
 	defer func() {
@@ -271,7 +271,7 @@ func (e *cpuEnv) measure(tb testing.TB, services int, extra []string, window tim
 	}()
 	for _, node := range e.nodes {
 		if err := node.WaitExporter(ctx, 5*time.Minute); err != nil {
-			tb.Fatal(err)
+			fatalln(tb, err)
 		}
 	}
 
@@ -298,7 +298,7 @@ func (e *cpuEnv) measure(tb testing.TB, services int, extra []string, window tim
 			break
 		}
 		if time.Now().After(deadline) {
-			tb.Fatal("before the window: the exporters did not answer two scrapes in 5 minutes")
+			fatalln(tb, "before the window: the exporters did not answer two scrapes in 5 minutes")
 		}
 	}
 
@@ -319,7 +319,7 @@ func (e *cpuEnv) measure(tb testing.TB, services int, extra []string, window tim
 	select {
 	case <-time.After(window):
 	case <-ctx.Done():
-		tb.Fatal(ctx.Err())
+		fatalln(tb, ctx.Err())
 	}
 	end := make([]cpuSample, len(e.nodes))
 	rss := make([][2]int64, len(e.nodes))
@@ -414,22 +414,22 @@ func sampleCPU(tb testing.TB, ctx context.Context, node *cluster.Node) cpuSample
 	}{{node.ExporterPID, &s.exporter, &s.exporterOwn}, {node.KubeProxyPID, &s.kubeProxy, &s.kubeProxyOwn}} {
 		pid, err := p.pid()
 		if err != nil {
-			tb.Fatal(err)
+			fatalln(tb, err)
 		}
 		// The process alone first: its tree read after it can only be larger.
 		own, err := cluster.ReadProcCPU(pid)
 		if err != nil {
-			tb.Fatal(err)
+			fatalln(tb, err)
 		}
 		tree, _, err := cluster.TreeCPU(pid)
 		if err != nil {
-			tb.Fatal(err)
+			fatalln(tb, err)
 		}
 		*p.tree, *p.own = tree, own.Own()
 	}
 	m, err := node.KubeProxyMetrics(ctx)
 	if err != nil {
-		tb.Fatal(err)
+		fatalln(tb, err)
 	}
 	for _, series := range m.Series("kubeproxy_sync_proxy_rules_duration_seconds", nil) {
 		s.syncs += int(series.GetHistogram().GetSampleCount())
@@ -445,11 +445,11 @@ func sampleRSS(tb testing.TB, node *cluster.Node) [2]int64 {
 	for i, pid := range []func() (int, error){node.ExporterPID, node.KubeProxyPID} {
 		p, err := pid()
 		if err != nil {
-			tb.Fatal(err)
+			fatalln(tb, err)
 		}
 		st, err := cluster.ReadProcStatus(p)
 		if err != nil {
-			tb.Fatal(err)
+			fatalln(tb, err)
 		}
 		out[i] = st.VmRSS
 	}
@@ -584,7 +584,7 @@ func envSizes(tb testing.TB, name string, def []int) []int {
 	for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' }) {
 		n, err := strconv.Atoi(f)
 		if err != nil || n <= 0 {
-			tb.Fatalf("%s=%q: want Service counts, separated by spaces or commas", name, v)
+			fatalf(tb, "%s=%q: want Service counts, separated by spaces or commas", name, v)
 		}
 		sizes = append(sizes, n)
 	}
@@ -601,7 +601,7 @@ func envDuration(tb testing.TB, name string, def time.Duration) time.Duration {
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {
-		tb.Fatalf("%s=%q: want a duration such as 5m", name, v)
+		fatalf(tb, "%s=%q: want a duration such as 5m", name, v)
 	}
 	return d
 }

@@ -85,7 +85,7 @@ func readAudit(tb testing.TB, path string) []request {
 	tb.Helper()
 	f, err := os.Open(path)
 	if err != nil {
-		tb.Fatalf("audit log: %v", err)
+		fatalf(tb, "audit log: %v", err)
 	}
 	defer f.Close()
 	seen := map[string]bool{}
@@ -95,7 +95,7 @@ func readAudit(tb testing.TB, path string) []request {
 	for sc.Scan() {
 		var e auditEvent
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			tb.Fatalf("audit line: %v", err)
+			fatalf(tb, "audit line: %v", err)
 		}
 		if seen[e.AuditID] {
 			continue
@@ -103,7 +103,7 @@ func readAudit(tb testing.TB, path string) []request {
 		seen[e.AuditID] = true
 		u, err := url.Parse(e.RequestURI)
 		if err != nil {
-			tb.Fatalf("audit request URI %q: %v", e.RequestURI, err)
+			fatalf(tb, "audit request URI %q: %v", e.RequestURI, err)
 		}
 		q := u.Query()
 		out = append(out, request{at: e.StageTimestamp, user: e.User.Username, verb: e.Verb, resource: e.ObjectRef.Resource,
@@ -111,7 +111,7 @@ func readAudit(tb testing.TB, path string) []request {
 			initialEvents: e.Verb == "watch" && q.Get("sendInitialEvents") == "true", code: e.ResponseStatus.Code})
 	}
 	if err := sc.Err(); err != nil {
-		tb.Fatalf("audit log: %v", err)
+		fatalf(tb, "audit log: %v", err)
 	}
 	return out
 }
@@ -155,7 +155,7 @@ func readAPICounters(tb testing.TB, c *cluster.Cluster) apiCounters {
 	defer cancel()
 	m, err := c.APIServerMetrics(ctx)
 	if err != nil {
-		tb.Fatal(err)
+		fatalln(tb, err)
 	}
 	out := apiCounters{}
 	label := func(s *dto.Metric, name string) string {
@@ -263,7 +263,7 @@ func apiLoadServices(tb testing.TB) int {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
-		tb.Fatalf("LT_E2E_SCALE_SERVICES=%q: want a positive number", v)
+		fatalf(tb, "LT_E2E_SCALE_SERVICES=%q: want a positive number", v)
 	}
 	return n
 }
@@ -284,10 +284,10 @@ func TestScaleAPILoad(t *testing.T) {
 	policy := filepath.Join(c.WorkDir, "audit-policy.yaml")
 	auditLog := filepath.Join(c.WorkDir, "audit.log")
 	if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if err := c.RestartAPIServerWith(ctx, "--audit-policy-file="+policy, "--audit-log-path="+auditLog, "--audit-log-maxsize=0"); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	services := apiLoadServices(t)
 	have := 0
@@ -304,7 +304,7 @@ func TestScaleAPILoad(t *testing.T) {
 			time.Sleep(time.Second)
 			before := readAPICounters(t, c)
 			if err := f(); err != nil {
-				t.Fatalf("%s: %v", what, err)
+				fatalf(t, "%s: %v", what, err)
 			}
 			least = least.min(settledAPICounters(t, c).sub(before))
 		}
@@ -330,10 +330,10 @@ func TestScaleAPILoad(t *testing.T) {
 		t.Helper()
 		before := readAPICounters(t, c)
 		if err := start(); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		if err := cluster.Eventually(ctx, 10*time.Minute, time.Second, synced); err != nil {
-			t.Fatalf("%s never synced: %v", who, err)
+			fatalf(t, "%s never synced: %v", who, err)
 		}
 		time.Sleep(3 * time.Second)
 		r := result{initial: readAPICounters(t, c).sub(before)}
@@ -359,19 +359,19 @@ func TestScaleAPILoad(t *testing.T) {
 	// Both running, then an apiserver restart: every watch breaks at once, and each client's reflectors
 	// resume (or relist, when the restarted apiserver no longer has their resource version).
 	if err := n.StartExporter(ctx, "--rules.mode=none"); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if err := cluster.Eventually(ctx, 5*time.Minute, time.Second, exporterSynced); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	time.Sleep(5 * time.Second)
 	restartAt := time.Now()
 	c.StopAPIServer()
 	if err := c.StartAPIServer(ctx); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if err := cluster.Eventually(ctx, 5*time.Minute, time.Second, exporterSynced); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	time.Sleep(quietPeriod)
 	n.StopExporter()
@@ -379,10 +379,10 @@ func TestScaleAPILoad(t *testing.T) {
 	reqs := readAudit(t, auditLog)
 	for _, r := range []string{"services", "endpointslices", "nodes"} {
 		if got := countListLike(reqs, exporterUser, r, quietFrom, quietUntil); got > 0 {
-			t.Errorf("the exporter listed %s %d times in a %s quiet period: want none (no resync, no relist)", r, got, quietPeriod)
+			errorf(t, "the exporter listed %s %d times in a %s quiet period: want none (no resync, no relist)", r, got, quietPeriod)
 		}
 		if got := countListLike(reqs, exporterUser, r, restartAt, time.Time{}); got > 1 {
-			t.Errorf("the exporter listed %s %d times after the apiserver restarted: want at most one", r, got)
+			errorf(t, "the exporter listed %s %d times after the apiserver restarted: want at most one", r, got)
 		}
 		t.Logf("%s lists after the apiserver restart: exporter %d, kube-proxy %d", r,
 			countListLike(reqs, exporterUser, r, restartAt, time.Time{}), countListLike(reqs, kubeProxyUser, r, restartAt, time.Time{}))
@@ -390,7 +390,7 @@ func TestScaleAPILoad(t *testing.T) {
 	for _, r := range []string{"services", "endpointslices"} {
 		e, k := selectorsOf(reqs, exporterUser, r), selectorsOf(reqs, kubeProxyUser, r)
 		if fmt.Sprint(e) != fmt.Sprint(k) {
-			t.Errorf("%s: the exporter asks with %q, kube-proxy with %q", r, e, k)
+			errorf(t, "%s: the exporter asks with %q, kube-proxy with %q", r, e, k)
 		} else {
 			t.Logf("%s: exporter and kube-proxy both ask with %q", r, e)
 		}
@@ -399,15 +399,15 @@ func TestScaleAPILoad(t *testing.T) {
 	// changes the same Service and slice, but resource versions and bookmarks differ in length).
 	for _, key := range []string{"services", "endpointslices"} {
 		if e, k := exp.initial["watch-events/"+key]+exp.initial["requests/LIST/"+key], kp.initial["watch-events/"+key]+kp.initial["requests/LIST/"+key]; e > k {
-			t.Errorf("initial list of %s: the exporter got %.0f objects, kube-proxy %.0f", key, e, k)
+			errorf(t, "initial list of %s: the exporter got %.0f objects, kube-proxy %.0f", key, e, k)
 		}
 		if e, k := exp.initial["watch-event-bytes/"+key]+exp.initial["response-bytes/LIST/"+key], kp.initial["watch-event-bytes/"+key]+kp.initial["response-bytes/LIST/"+key]; e > 1.05*k {
-			t.Errorf("initial list of %s: the exporter got %.0f bytes, kube-proxy %.0f", key, e, k)
+			errorf(t, "initial list of %s: the exporter got %.0f bytes, kube-proxy %.0f", key, e, k)
 		}
 	}
 	for _, r := range []result{exp, kp} {
 		if r.service["watch-events/services"] < 1 || r.slice["watch-events/endpointslices"] < 1 {
-			t.Errorf("a change reached no watcher (Service %v, slice %v): the measurement is broken",
+			errorf(t, "a change reached no watcher (Service %v, slice %v): the measurement is broken",
 				r.service["watch-events/services"], r.slice["watch-events/endpointslices"])
 		}
 	}
@@ -416,10 +416,10 @@ func TestScaleAPILoad(t *testing.T) {
 		exp, kp        apiCounters
 	}{{"a Service change", "services", exp.service, kp.service}, {"an EndpointSlice change", "endpointslices", exp.slice, kp.slice}} {
 		if e, k := ch.exp["watch-events/"+ch.resource], ch.kp["watch-events/"+ch.resource]; e > k {
-			t.Errorf("%s: the exporter gets %.0f watch events, kube-proxy %.0f", ch.what, e, k)
+			errorf(t, "%s: the exporter gets %.0f watch events, kube-proxy %.0f", ch.what, e, k)
 		}
 		if e, k := ch.exp["watch-event-bytes/"+ch.resource], ch.kp["watch-event-bytes/"+ch.resource]; e > 1.05*k {
-			t.Errorf("%s: the exporter gets %.0f bytes, kube-proxy %.0f", ch.what, e, k)
+			errorf(t, "%s: the exporter gets %.0f bytes, kube-proxy %.0f", ch.what, e, k)
 		}
 	}
 }

@@ -62,7 +62,7 @@ func scaleCluster(tb testing.TB) *cluster.Cluster {
 	defer cancel()
 	c, err := cluster.Up(ctx, cluster.Config{Name: "mem", Nodes: cluster.DefaultNodes(1), Log: os.Stderr})
 	if err != nil {
-		tb.Fatalf("scale cluster: %v", err)
+		fatalf(tb, "scale cluster: %v", err)
 	}
 	tb.Cleanup(func() { _ = c.Close() })
 	c.Nodes()[0].StopKubeProxy()
@@ -79,7 +79,7 @@ func growScale(tb testing.TB, c *cluster.Cluster, have *int, n int) {
 	defer cancel()
 	start := time.Now()
 	if err := c.CreateBulk(ctx, cluster.Population{Namespace: scaleNamespace}.Bulk(), *have, n); err != nil {
-		tb.Fatal(err)
+		fatalln(tb, err)
 	}
 	tb.Logf("created Services %d..%d with 100 endpoints each in %s", *have, n-1, time.Since(start).Round(time.Second))
 	*have = n
@@ -97,7 +97,7 @@ func measureExporter(tb testing.TB, c *cluster.Cluster, want int) (view, scraped
 	n := c.Nodes()[0]
 	start := time.Now()
 	if err := n.StartExporter(ctx, "--rules.mode=none"); err != nil {
-		tb.Fatal(err)
+		fatalln(tb, err)
 	}
 	defer n.StopExporter()
 	return sampleExporter(tb, c, want, start)
@@ -129,7 +129,7 @@ func sampleExporter(tb testing.TB, c *cluster.Cluster, want int, start time.Time
 		return nil
 	})
 	if err != nil {
-		tb.Fatalf("exporter with %d Services never ready: %v\n%s", want, err, c.LogTail("exporter-"+n.Name, 2000))
+		fatalf(tb, "exporter with %d Services never ready: %v\n%s", want, err, c.LogTail("exporter-"+n.Name, 2000))
 	}
 	view.syncTime = time.Since(start)
 	// The view alone: the median of several readings over a few seconds (the exporter frees the initial lists'
@@ -146,7 +146,7 @@ func sampleExporter(tb testing.TB, c *cluster.Cluster, want int, start time.Time
 	view = medianRSS(readings, view)
 	err = cluster.Eventually(ctx, time.Minute, 500*time.Millisecond, func() error { return showsServices(ctx, c, n.Name, want) })
 	if err != nil {
-		tb.Fatalf("exporter with %d Services: %v\n%s", want, err, c.LogTail("exporter-"+n.Name, 2000))
+		fatalf(tb, "exporter with %d Services: %v\n%s", want, err, c.LogTail("exporter-"+n.Name, 2000))
 	}
 	// After the settling scrapes: the median reading of the second half of them.
 	var m cluster.Metrics
@@ -156,7 +156,7 @@ func sampleExporter(tb testing.TB, c *cluster.Cluster, want int, start time.Time
 			time.Sleep(time.Second)
 		}
 		if m, err = c.Metrics(ctx, n.Name); err != nil {
-			tb.Fatal(err)
+			fatalln(tb, err)
 		}
 		if i >= settleScrapes/2 {
 			var r memorySample
@@ -171,7 +171,7 @@ func sampleExporter(tb testing.TB, c *cluster.Cluster, want int, start time.Time
 	} {
 		v, ok, err := m.Value(name, nil)
 		if err != nil || !ok {
-			tb.Fatalf("exporter metrics: %s: %v (present %v)", name, err, ok)
+			fatalf(tb, "exporter metrics: %s: %v (present %v)", name, err, ok)
 		}
 		*dst = v
 	}
@@ -209,11 +209,11 @@ func readProc(tb testing.TB, n *cluster.Node, s *memorySample) {
 	tb.Helper()
 	pid, err := n.ExporterPID()
 	if err != nil {
-		tb.Fatal(err)
+		fatalln(tb, err)
 	}
 	st, err := cluster.ReadProcStatus(pid)
 	if err != nil {
-		tb.Fatal(err)
+		fatalln(tb, err)
 	}
 	s.rss, s.hwm, s.anon, s.file = st.VmRSS, st.VmHWM, st.RssAnon, st.RssFile
 }
@@ -267,10 +267,10 @@ func TestScaleMemory(t *testing.T) {
 	fullView, full := measureExporter(t, c, memoryCIServices)
 	t.Logf("%d Services, %d endpoints: before any scrape %s\n  after %d scrapes %s", memoryCIServices, memoryCIServices*100, fullView, settleScrapes, full)
 	if full.rss > memoryBudget {
-		t.Errorf("RSS %.1f MiB with %d Services, budget %.0f MiB", mib(full.rss), memoryCIServices, mib(int64(memoryBudget)))
+		errorf(t, "RSS %.1f MiB with %d Services, budget %.0f MiB", mib(full.rss), memoryCIServices, mib(int64(memoryBudget)))
 	}
 	if growth := fullView.rss - emptyView.rss; growth > memoryFlatSlack {
-		t.Errorf("the view's RSS grew %.1f MiB from no Service to %d Services (%d endpoints), allowed %.0f MiB: not flat",
+		errorf(t, "the view's RSS grew %.1f MiB from no Service to %d Services (%d endpoints), allowed %.0f MiB: not flat",
 			mib(growth), memoryCIServices, memoryCIServices*100, mib(int64(memoryFlatSlack)))
 	}
 }

@@ -60,14 +60,14 @@ func TestScaleRules(t *testing.T) {
 		Log: os.Stderr,
 	})
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	defer c.Close()
 	backends := map[string]string{"node-1": "legacy", "node-2": "nft"}
 	if n+1000 > 2768 {
 		r := fmt.Sprintf("30000-%d", 30000+n+1000)
 		if err := c.SetNodePortRange(ctx, r); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		t.Logf("node port range %s", r)
 	}
@@ -84,7 +84,7 @@ func TestScaleRules(t *testing.T) {
 	set := cluster.ScaleServices{Namespace: "scale", Count: n, LocalEvery: 10, LocalNodes: names}
 	t0 := time.Now()
 	if err := c.CreateBulk(ctx, set.Bulk(), 0, set.Count); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Logf("%d Services and EndpointSlices created in %s", n, time.Since(t0).Round(time.Millisecond))
 	t0 = time.Now()
@@ -96,12 +96,12 @@ func TestScaleRules(t *testing.T) {
 			err = node.StartKubeProxy(ctx, cluster.KubeProxyOptions{})
 		}
 		if err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 	}
 	for _, node := range c.Nodes() {
 		if err := node.WaitKubeProxyHealthy(ctx, 5*time.Minute); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 	}
 	syncTimeout := 5*time.Minute + time.Duration(n)*100*time.Millisecond
@@ -116,12 +116,12 @@ func TestScaleRules(t *testing.T) {
 	wg.Wait()
 	for _, err := range syncErr {
 		if err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 	}
 	bin, err := cluster.BuildRulesTest(ctx, c.WorkDir)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	local := 0
 	for i := range n {
@@ -138,7 +138,7 @@ func TestScaleRules(t *testing.T) {
 			"-test.run", "^TestOnNodeSteadyEqualsFull$", "-test.v")
 		t.Logf("%s (%s):\n%s", node.Name, modeOf(node, backends), out)
 		if err != nil {
-			t.Fatalf("%s: steady-state snapshot at rest: %v", node.Name, err)
+			fatalf(t, "%s: steady-state snapshot at rest: %v", node.Name, err)
 		}
 	}
 
@@ -148,7 +148,7 @@ func TestScaleRules(t *testing.T) {
 		watch := fmt.Sprintf("%s/%s:%s", set.Namespace, cluster.ScaleServiceName(i), cluster.ScalePortName)
 		latencies, err := watchDrop(ctx, c, bin, watch, func() error { return c.SetScaleLocal(ctx, set, i, false) })
 		if err != nil {
-			t.Fatalf("change %d (%s): %v", k+1, watch, err)
+			fatalf(t, "change %d (%s): %v", k+1, watch, err)
 		}
 		t.Logf("change %d: %s lost its local endpoints; API write → steady-state snapshot shows the drop: %s", k+1, watch, latencies)
 	}
@@ -158,13 +158,13 @@ func TestScaleRules(t *testing.T) {
 		out, err := runOnNode(ctx, node, bin, "-test.run", "^$", "-test.bench", "^BenchmarkOnNode$", "-test.benchtime", benchtime, "-test.benchmem")
 		t.Logf("%s (%s), %d Services:\n%s", node.Name, modeOf(node, backends), n, out)
 		if err != nil {
-			t.Fatalf("%s: BenchmarkOnNode: %v", node.Name, err)
+			fatalf(t, "%s: BenchmarkOnNode: %v", node.Name, err)
 		}
 	}
 
 	// The exporter's CPU per scrape, rules mode on (the default auto).
 	if err := c.StartExporters(ctx); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	// The nodes at once: each exporter's own CPU seconds are what is measured, not the wall time.
 	cpus := make([]string, len(c.Nodes()))
@@ -175,7 +175,7 @@ func TestScaleRules(t *testing.T) {
 	wg.Wait()
 	for i, node := range c.Nodes() {
 		if cpuErr[i] != nil {
-			t.Fatalf("%s: %v", node.Name, cpuErr[i])
+			fatalf(t, "%s: %v", node.Name, cpuErr[i])
 		}
 		t.Logf("%s (%s), %d Services: exporter %s", node.Name, modeOf(node, backends), n, cpus[i])
 	}
@@ -197,7 +197,7 @@ func envInt(t *testing.T, name string, def int) int {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 0 {
-		t.Fatalf("%s=%q: want a count", name, v)
+		fatalf(t, "%s=%q: want a count", name, v)
 	}
 	return n
 }

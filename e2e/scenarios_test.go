@@ -27,11 +27,11 @@ func loadBalancerScenario(t *testing.T, c *cluster.Cluster) {
 	const lbIP = "192.0.2.10"
 	svc := newService(t, c, "e2e-lb", "web", corev1.ServiceTypeLoadBalancer, corev1.ServiceExternalTrafficPolicyLocal)
 	if svc.Spec.HealthCheckNodePort == 0 {
-		t.Fatal("apiserver allocated no healthCheckNodePort")
+		fatalln(t, "apiserver allocated no healthCheckNodePort")
 	}
 	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: lbIP}}
 	if _, err := c.Admin().CoreV1().Services(svc.Namespace).UpdateStatus(ctx, svc, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("set LoadBalancer ingress: %v", err)
+		fatalf(t, "set LoadBalancer ingress: %v", err)
 	}
 	pods := startPods(t, c, svc, "node-1", "node-2")
 	setEndpoints(t, c, svc, ready(pods...))
@@ -138,7 +138,7 @@ func scaleDownScenario(t *testing.T, c *cluster.Cluster) {
 	setEndpoints(t, c, svc, ready(pods[0]))
 	for _, p := range pods[1:] {
 		if err := c.DeletePod(ctx, p.Namespace, p.Name); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 	}
 	for _, n := range c.Nodes() {
@@ -237,15 +237,15 @@ func TestNodeBeingDeleted(t *testing.T) {
 	const finalizer = "e2e.localtraffic.io/hold"
 	obj, err := nodes.Get(ctx, n.Name, metav1.GetOptions{})
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	obj.Finalizers = append(obj.Finalizers, finalizer)
 	if _, err := nodes.Update(ctx, obj, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() { restoreNode(t, c, n, finalizer) })
 	if err := nodes.Delete(ctx, n.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	eventually(t, converge, "node-3 being deleted", func() error {
 		var errs []error
@@ -275,7 +275,7 @@ func restoreNode(t *testing.T, c *cluster.Cluster, n *cluster.Node, finalizer st
 		}
 		obj.Finalizers = keep
 		if _, err := nodes.Update(ctx, obj, metav1.UpdateOptions{}); err != nil {
-			t.Errorf("remove finalizer: %v", err)
+			errorf(t, "remove finalizer: %v", err)
 		}
 	}
 	eventually(t, converge, "node-3 gone", func() error {
@@ -286,7 +286,7 @@ func restoreNode(t *testing.T, c *cluster.Cluster, n *cluster.Node, finalizer st
 		return nil
 	})
 	if err := n.Register(ctx); err != nil {
-		t.Errorf("re-register %s: %v", n.Name, err)
+		errorf(t, "re-register %s: %v", n.Name, err)
 		return
 	}
 	restartKubeProxy(t, c, n, cluster.KubeProxyOptions{})
@@ -332,10 +332,10 @@ func restartKubeProxy(t *testing.T, c *cluster.Cluster, n *cluster.Node, opts cl
 	ctx := context.Background()
 	n.StopKubeProxy()
 	if err := n.StartKubeProxy(ctx, opts); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if err := n.WaitKubeProxyHealthy(ctx, converge); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if opts.HostnameOverride != "" {
 		return

@@ -106,7 +106,7 @@ func TestSchedulerSpreadWithoutHonor(t *testing.T) {
 	})
 	t.Logf("the scheduler on the Pending replica: %s", pending)
 	if !strings.Contains(pending, "topology spread") || !strings.Contains(pending, "untolerated taint") {
-		t.Errorf("scheduler message %q does not name both the spread constraint and the (control-plane) taint", pending)
+		errorf(t, "scheduler message %q does not name both the spread constraint and the (control-plane) taint", pending)
 	}
 	eventually(t, converge, "workers serve, the control-plane node blackholes", func() error {
 		return checkServing(ctx, c, svc, workers(c))
@@ -161,7 +161,7 @@ func TestSchedulerMaxSurgeParks(t *testing.T) {
 	eventually(t, 3*time.Minute, "the rollout parks", func() error {
 		// A worker not serving while the rollout is parked is the bug itself, not something to wait out.
 		if err := checkServing(ctx, c, svc, workers(c)); err != nil {
-			t.Fatalf("while the rollout parks: %v", err)
+			fatalf(t, "while the rollout parks: %v", err)
 		}
 		pods, err := podsOf(ctx, c, ns, name)
 		if err != nil {
@@ -188,7 +188,7 @@ func TestSchedulerMaxSurgeParks(t *testing.T) {
 	})
 	t.Logf("parked: the surge pod is Unschedulable: %s", msg)
 	if err := checkServing(ctx, c, svc, workers(c)); err != nil {
-		t.Fatalf("while parked: %v", err)
+		fatalf(t, "while parked: %v", err)
 	}
 
 	operatorRun(t, sh, `kubectl -n e2e-surge patch deploy surge --type=merge -p '{"spec":{"strategy":{"rollingUpdate":{"maxSurge":0,"maxUnavailable":1}}}}'`)
@@ -289,19 +289,19 @@ func TestDrainLastReplica(t *testing.T) {
 	})
 	t.Logf("%s blackholed %s after the drain started (grace %ds)", drained, time.Since(drainStart).Round(time.Millisecond), grace)
 	if err := <-drainDone; err != nil {
-		t.Fatalf("kubectl drain: %v", err)
+		fatalf(t, "kubectl drain: %v", err)
 	}
 	node, err := c.Admin().CoreV1().Nodes().Get(ctx, drained, metav1.GetOptions{})
 	if err != nil || !node.Spec.Unschedulable {
-		t.Errorf("%s not cordoned after the drain: %v", drained, err)
+		errorf(t, "%s not cordoned after the drain: %v", drained, err)
 	}
 	pods, err := podsOf(ctx, c, ns, name)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	per := readyPerNode(pods)
 	if per[drained] != 0 || len(pods) != ctrlWorkers {
-		t.Errorf("after the drain: %v ready per node over %d pods, want %d pods, none on %s", per, len(pods), ctrlWorkers, drained)
+		errorf(t, "after the drain: %v ready per node over %d pods, want %d pods, none on %s", per, len(pods), ctrlWorkers, drained)
 	}
 }
 
@@ -353,7 +353,7 @@ func TestScaleDown6To2(t *testing.T) {
 	})
 	serving := servingNodes(per)
 	if len(serving) == len(workers(c)) {
-		t.Fatalf("2 replicas on %d workers: %v", len(serving), per)
+		fatalf(t, "2 replicas on %d workers: %v", len(serving), per)
 	}
 	t.Logf("after the scale-down the replicas run on %v; the other nodes blackhole", per)
 	eventually(t, converge, "after the scale-down only the nodes with a replica serve", func() error {
@@ -381,7 +381,7 @@ func TestDaemonSetRollingUpdate(t *testing.T) {
 		},
 	}
 	if _, err := c.Admin().AppsV1().DaemonSets(ns).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() { deleteWorkload(t, c, ns, name, "daemonsets") })
 	waitPlacement(t, ctx, c, ns, name, onePerWorker(c, 1))
@@ -428,11 +428,11 @@ probe:
 		}
 		if len(out) > 1 {
 			overlapping++
-			t.Errorf("round %d: %v all without a serving endpoint at once (maxUnavailable 1)", rounds, out)
+			errorf(t, "round %d: %v all without a serving endpoint at once (maxUnavailable 1)", rounds, out)
 		}
 	}
 	if rolloutErr != nil {
-		t.Fatalf("rollout status: %v", rolloutErr)
+		fatalf(t, "rollout status: %v", rolloutErr)
 	}
 	t.Logf("rolling update: %d probe rounds over the workers, rounds with a worker down per worker: %v", rounds, down)
 	for n, v := range verdicts {
@@ -441,7 +441,7 @@ probe:
 	pods := waitPlacement(t, ctx, c, ns, name, onePerWorker(c, 1))
 	for _, p := range pods {
 		if p.Annotations["e2e.localtraffic.io/revision"] != "2" {
-			t.Errorf("pod %s on %s is of the old revision", p.Name, p.Spec.NodeName)
+			errorf(t, "pod %s on %s is of the old revision", p.Name, p.Spec.NodeName)
 		}
 	}
 	eventually(t, converge, "after the update every worker serves", func() error {

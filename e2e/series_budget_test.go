@@ -27,7 +27,7 @@ func TestSeriesBudgetLive(t *testing.T) {
 	for _, name := range nodes {
 		n := c.Node(name)
 		if err := n.StartExporterOn(ctx, defaultsPort); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		t.Cleanup(func() { n.StopExporterOn(defaultsPort) })
 	}
@@ -64,7 +64,7 @@ func TestSeriesBudgetLive(t *testing.T) {
 		})
 		m, err := c.MetricsOn(ctx, name, defaultsPort)
 		if err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		for svc, limit := range budget {
 			t.Logf("%s: %s/%s has %d series (budget %d): %v", name, ns, svc, len(seriesOf(m, ns, svc)), limit, seriesOf(m, ns, svc))

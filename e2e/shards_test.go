@@ -21,18 +21,18 @@ import (
 func TestShardsCoverControllerTests(t *testing.T) {
 	script, err := os.ReadFile("run-e2e.sh")
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	shards := map[string]*regexp.Regexp{}
 	var listed []string
 	for _, name := range []string{"controllersShard", "scaleShard", "sharedLongShard", "alone"} {
 		m := regexp.MustCompile(`(?m)^` + name + `='([^']+)'$`).FindSubmatch(script)
 		if m == nil {
-			t.Fatalf("run-e2e.sh has no %s='...' line", name)
+			fatalf(t, "run-e2e.sh has no %s='...' line", name)
 		}
 		re, err := regexp.Compile(string(m[1]))
 		if err != nil {
-			t.Fatalf("%s: %v", name, err)
+			fatalf(t, "%s: %v", name, err)
 		}
 		shards[name] = re
 		listed = append(listed, regexp.MustCompile(`Test[A-Za-z0-9_]+`).FindAllString(string(m[1]), -1)...)
@@ -78,12 +78,12 @@ func TestShardsCoverControllerTests(t *testing.T) {
 		case want == "a shared shard" && (len(in) == 0 || len(in) == 1 && in[0] == "sharedLongShard"):
 		case len(in) == 1 && (in[0] == want || in[0] == "alone"):
 		default:
-			t.Errorf("%s belongs in %s of run-e2e.sh, is listed in %v", name, want, in)
+			errorf(t, "%s belongs in %s of run-e2e.sh, is listed in %v", name, want, in)
 		}
 	}
 	for _, name := range listed {
 		if !known[name] {
-			t.Errorf("run-e2e.sh names %s, which is not a test of this package", name)
+			errorf(t, "run-e2e.sh names %s, which is not a test of this package", name)
 		}
 	}
 }
@@ -95,14 +95,14 @@ func packageCalls(t *testing.T) (map[string]map[string]bool, []string) {
 	fset := token.NewFileSet()
 	names, err := filepath.Glob("*.go")
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	calls := map[string]map[string]bool{}
 	var tests []string
 	for _, file := range names {
 		f, err := parser.ParseFile(fset, file, nil, 0)
 		if err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		if f.Name.Name != "e2e" {
 			continue
@@ -132,4 +132,28 @@ func packageCalls(t *testing.T) (map[string]map[string]bool, []string) {
 	}
 	sort.Strings(tests)
 	return calls, tests
+}
+
+// TestFailuresCarryThePrefix holds the package's tests to failing through errorf, fatalf, errorln and fatalln
+// (main_test.go), whose messages begin with failPrefix: run-e2e.sh's digest finds a failure by it, and a
+// t.Errorf would print like a log line, hidden among the logs of the phases after it.
+func TestFailuresCarryThePrefix(t *testing.T) {
+	direct := regexp.MustCompile(`(?m)^.*\b(t|tb|b)\.(Errorf|Fatalf|Error|Fatal)\(.*$`)
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		fatalln(t, err)
+	}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			fatalln(t, err)
+		}
+		for _, m := range direct.FindAll(src, -1) {
+			line := strings.TrimSpace(string(m))
+			if f == "main_test.go" && strings.Contains(line, "failPrefix") {
+				continue // the wrappers themselves
+			}
+			errorf(t, "%s: %q fails without the prefix: use errorf, fatalf, errorln or fatalln", f, line)
+		}
+	}
 }

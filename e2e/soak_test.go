@@ -32,7 +32,7 @@ func soakDuration(t *testing.T) time.Duration {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d < time.Minute {
-		t.Fatalf("SOAK=%q: want a duration of at least 1m", s)
+		fatalf(t, "SOAK=%q: want a duration of at least 1m", s)
 	}
 	return d
 }
@@ -81,7 +81,7 @@ func soakHostilePeer(t *testing.T, n *cluster.Node, port int, mode string) {
 	t.Helper()
 	l, err := netns.Listen(n.NS, fmt.Sprintf("%s:%d", n.IP, port))
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	var wg sync.WaitGroup
 	t.Cleanup(func() { l.Close(); wg.Wait() })
@@ -222,7 +222,7 @@ func TestSoak(t *testing.T) {
 	nodes := c.Nodes()
 	n1 := c.Node("node-1")
 	if err := c.EnsureNamespace(ctx, soakNS); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 
 	// Hostile health check node ports on node-1, bound before the Services exist so kube-proxy cannot.
@@ -231,7 +231,7 @@ func TestSoak(t *testing.T) {
 		soakHostilePeer(t, n1, port, mode)
 		svc := cluster.NewService(soakNS, "hostile-"+mode, corev1.ServiceTypeLoadBalancer, cluster.WithHealthCheckNodePort(int32(port)))
 		if _, err := c.Admin().CoreV1().Services(soakNS).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		t.Cleanup(func() {
 			_ = c.Admin().CoreV1().Services(soakNS).Delete(context.Background(), svc.Name, metav1.DeleteOptions{})
@@ -257,7 +257,7 @@ func TestSoak(t *testing.T) {
 			},
 		}
 		if err := c.CreateBulk(ctx, churn, 0, len(churned)); err != nil {
-			t.Fatalf("creating the churned Services: %v", err)
+			fatalf(t, "creating the churned Services: %v", err)
 		}
 		t.Cleanup(func() {
 			for _, name := range churned {
@@ -370,7 +370,7 @@ func TestSoak(t *testing.T) {
 		for _, n := range nodes {
 			s, ok := out[n.Name]
 			if !ok {
-				t.Fatalf("%s: %s: no reading of the exporter's own metrics", what, n.Name)
+				fatalf(t, "%s: %s: no reading of the exporter's own metrics", what, n.Name)
 			}
 			t.Logf("%s: %s: %.0f goroutines, %.0f fds, RSS %.1f MiB, heap goal %.1f MiB", what, n.Name, s.goroutines, s.fds,
 				s.rss/(1<<20), s.heapGoal/(1<<20))
@@ -395,7 +395,7 @@ func TestSoak(t *testing.T) {
 			c.StopAPIServer()
 			time.Sleep(10 * time.Second)
 			if err := c.StartAPIServer(ctx); err != nil {
-				t.Fatal(err)
+				fatalln(t, err)
 			}
 			t.Logf("%s: kube-apiserver restarted", time.Since(start).Round(time.Second))
 		case time.Now().After(nextKubeProxy):
@@ -403,10 +403,10 @@ func TestSoak(t *testing.T) {
 			kubeProxyRestarts++
 			n.StopKubeProxy()
 			if err := n.StartKubeProxy(ctx, cluster.KubeProxyOptions{}); err != nil {
-				t.Fatal(err)
+				fatalln(t, err)
 			}
 			if err := n.WaitKubeProxyHealthy(ctx, converge); err != nil {
-				t.Fatal(err)
+				fatalln(t, err)
 			}
 			nextKubeProxy = time.Now().Add(kubeProxyEvery)
 			t.Logf("%s: kube-proxy restarted on %s", time.Since(start).Round(time.Second), n.Name)
@@ -427,14 +427,14 @@ func TestSoak(t *testing.T) {
 	t.Logf("soak %s: %d API changes (%d failed, during the kube-apiserver restart), %d kube-proxy restarts, %d checkpoints, %d scrapes, slowest %.2fs",
 		total, changes.Load(), changeErrs.Load(), kubeProxyRestarts, checkpoint, scrapes.n, scrapes.slowest.Seconds())
 	if len(scrapes.failures) > 0 {
-		t.Errorf("%d scrapes failed, e.g.:\n%s", len(scrapes.failures), strings.Join(scrapes.failures, "\n"))
+		errorf(t, "%d scrapes failed, e.g.:\n%s", len(scrapes.failures), strings.Join(scrapes.failures, "\n"))
 	}
 	if scrapes.over > 0 {
-		t.Errorf("%d scrapes took longer than Prometheus' %s s timeout (slowest %.2fs; load average %s):\n%s", scrapes.over,
+		errorf(t, "%d scrapes took longer than Prometheus' %s s timeout (slowest %.2fs; load average %s):\n%s", scrapes.over,
 			soakScrapeHeader, scrapes.slowest.Seconds(), loadAverage(), strings.Join(scrapes.slow, "\n"))
 	}
 	if !apiRestarted || kubeProxyRestarts == 0 {
-		t.Errorf("the soak did not restart kube-apiserver (%v) and kube-proxy (%d times)", apiRestarted, kubeProxyRestarts)
+		errorf(t, "the soak did not restart kube-apiserver (%v) and kube-proxy (%d times)", apiRestarted, kubeProxyRestarts)
 	}
 	names := make([]string, 0, len(final))
 	for name := range final {
@@ -444,10 +444,10 @@ func TestSoak(t *testing.T) {
 	for _, name := range names {
 		b, f := base[name], final[name]
 		if f.goroutines > b.goroutines+soakGoroutineSlack {
-			t.Errorf("%s: %.0f goroutines at rest after the soak, %.0f after warm-up", name, f.goroutines, b.goroutines)
+			errorf(t, "%s: %.0f goroutines at rest after the soak, %.0f after warm-up", name, f.goroutines, b.goroutines)
 		}
 		if f.fds > b.fds+soakFDSlack {
-			t.Errorf("%s: %.0f open fds at rest after the soak, %.0f after warm-up", name, f.fds, b.fds)
+			errorf(t, "%s: %.0f open fds at rest after the soak, %.0f after warm-up", name, f.fds, b.fds)
 		}
 		// Under load, the trend of each resource over the run (package leak: growth in both halves of the run,
 		// not the difference between two readings).
@@ -458,9 +458,9 @@ func TestSoak(t *testing.T) {
 			v, err := leak.Judge(name+" "+j.resource, samples[name][j.resource], j.bound)
 			switch {
 			case err != nil:
-				t.Errorf("leak check: %v", err)
+				errorf(t, "leak check: %v", err)
 			case v.Leak:
-				t.Errorf("leak check: %s", v)
+				errorf(t, "leak check: %s", v)
 			default:
 				t.Logf("leak check: %s", v)
 			}
@@ -474,7 +474,7 @@ func startPodsNamed(t *testing.T, c *cluster.Cluster, ns, name, node string) []*
 	t.Helper()
 	p, err := c.StartPod(testContext(t), cluster.PodConfig{Namespace: ns, Name: name, Node: node, Ports: []int{backendPort}})
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() { _ = c.DeletePod(context.Background(), ns, name) })
 	return []*cluster.Pod{p}

@@ -30,7 +30,7 @@ func TestOldestAdmittedKubernetes(t *testing.T) {
 	}
 	bin, err := cluster.OldestBinDir(ctx)
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	c, err := cluster.Up(ctx, cluster.Config{
 		Name:           "oldest",
@@ -41,23 +41,23 @@ func TestOldestAdmittedKubernetes(t *testing.T) {
 		Log:            os.Stderr,
 	})
 	if err != nil {
-		t.Fatalf("cluster on %s: %v", want, err)
+		fatalf(t, "cluster on %s: %v", want, err)
 	}
 	defer c.Close()
 
 	v, err := c.Admin().Discovery().ServerVersion()
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	if v.GitVersion != want {
-		t.Fatalf("kube-apiserver reports %s, want the pinned oldest %s", v.GitVersion, want)
+		fatalf(t, "kube-apiserver reports %s, want the pinned oldest %s", v.GitVersion, want)
 	}
 	out, err := exec.CommandContext(ctx, c.Binaries().KubeProxy, "--version").Output()
 	if err != nil {
-		t.Fatalf("kube-proxy --version: %v", err)
+		fatalf(t, "kube-proxy --version: %v", err)
 	}
 	if got := strings.TrimSpace(string(out)); got != "Kubernetes "+want {
-		t.Fatalf("kube-proxy --version: %q, want Kubernetes %s", got, want)
+		fatalf(t, "kube-proxy --version: %q, want Kubernetes %s", got, want)
 	}
 	for _, n := range c.Nodes() {
 		// The exporter read this kube-proxy's own /configz (its local detector and addresses), not defaults.
@@ -75,15 +75,15 @@ func oldestPinned(t *testing.T) string {
 	t.Helper()
 	mod, err := cluster.ModuleDir()
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	b, err := os.ReadFile(filepath.Join(mod, "tools", "kubeoldest", "go.mod"))
 	if err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	m := regexp.MustCompile(`(?m)^\s*k8s\.io/kubernetes (v1\.\d+\.\d+)\b`).FindSubmatch(b)
 	if m == nil {
-		t.Fatal("tools/kubeoldest/go.mod requires no k8s.io/kubernetes")
+		fatalln(t, "tools/kubeoldest/go.mod requires no k8s.io/kubernetes")
 	}
 	return string(m[1])
 }

@@ -22,7 +22,7 @@ func TestVerdictDualStackFamilyMissing(t *testing.T) {
 	ctx := testContext(t)
 	svc := serviceSpec(t, c, "e2e-dualstack", "catalog", corev1.ServiceTypeNodePort, cluster.DualStack)
 	if len(svc.Spec.ClusterIPs) != 2 {
-		t.Fatalf("dual-stack Service got clusterIPs %v, want one per family", svc.Spec.ClusterIPs)
+		fatalf(t, "dual-stack Service got clusterIPs %v, want one per family", svc.Spec.ClusterIPs)
 	}
 	pods := startPods(t, c, svc, "node-1", "node-2", "node-4")
 	onlyIPv4 := []corev1.IPFamily{corev1.IPv4Protocol}

@@ -25,11 +25,11 @@ func TestVerdictExcludeLabelValues(t *testing.T) {
 	n2, n3 := c.Node("node-2"), c.Node("node-3")
 	for n, v := range map[*cluster.Node]string{n2: "false", n3: ""} {
 		if err := n.SetLabel(ctx, excludeLabel, v); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		t.Cleanup(func() {
 			if err := n.RemoveLabel(context.Background(), excludeLabel); err != nil {
-				t.Errorf("restore %s: %v", n.Name, err)
+				errorf(t, "restore %s: %v", n.Name, err)
 			}
 		})
 	}

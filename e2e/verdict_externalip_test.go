@@ -33,7 +33,7 @@ func TestVerdictExternalIPRouted(t *testing.T) {
 	n4 := c.Node("node-4")
 	t.Cleanup(func() {
 		if err := n4.DelAddress(context.Background(), extIP); err != nil {
-			t.Errorf("restore node-4: %v", err)
+			errorf(t, "restore node-4: %v", err)
 		}
 	})
 
@@ -82,7 +82,7 @@ func TestVerdictExternalIPRouted(t *testing.T) {
 	paged("node-2")
 	paged("node-3")
 	if err := n4.AddAddress(ctx, extIP); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	paged("node-4")
 }

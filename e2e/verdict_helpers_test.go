@@ -28,7 +28,7 @@ func serviceSpec(t testing.TB, c *cluster.Cluster, ns, name string, typ corev1.S
 	t.Helper()
 	ctx := testContext(t)
 	if err := c.EnsureNamespace(ctx, ns); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	var opts []cluster.ServiceOption
 	if mutate != nil {
@@ -37,15 +37,15 @@ func serviceSpec(t testing.TB, c *cluster.Cluster, ns, name string, typ corev1.S
 	svc := cluster.NewService(ns, name, typ, opts...)
 	created, err := c.Admin().CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatalf("create service %s/%s: %v", ns, name, err)
+		fatalf(t, "create service %s/%s: %v", ns, name, err)
 	}
 	t.Cleanup(func() {
 		ctx := context.Background()
 		if err := c.DeleteEndpoints(ctx, ns, name); err != nil {
-			t.Errorf("%v", err)
+			errorf(t, "%v", err)
 		}
 		if err := c.Admin().CoreV1().Services(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-			t.Errorf("delete service %s/%s: %v", ns, name, err)
+			errorf(t, "delete service %s/%s: %v", ns, name, err)
 		}
 	})
 	return created
@@ -55,7 +55,7 @@ func serviceSpec(t testing.TB, c *cluster.Cluster, ns, name string, typ corev1.S
 func requireDualStack(t testing.TB, c *cluster.Cluster) {
 	t.Helper()
 	if !c.DualStack() {
-		t.Fatal("the shared cluster is not dual-stack (cluster.Config.DualStack)")
+		fatalln(t, "the shared cluster is not dual-stack (cluster.Config.DualStack)")
 	}
 }
 
@@ -127,11 +127,11 @@ func restartExporter(t testing.TB, c *cluster.Cluster, n *cluster.Node, args ...
 	// Registered first: a restart that fails must still leave the node its usual exporter for later tests.
 	t.Cleanup(func() {
 		if err := start(); err != nil {
-			t.Errorf("restore the exporter on %s: %v", n.Name, err)
+			errorf(t, "restore the exporter on %s: %v", n.Name, err)
 		}
 	})
 	if err := start(args...); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 }
 
@@ -143,6 +143,6 @@ func nftablesNode(t testing.TB, c *cluster.Cluster) *cluster.Node {
 			return n
 		}
 	}
-	t.Fatal("shared cluster has no nftables node")
+	fatalln(t, "shared cluster has no nftables node")
 	return nil
 }

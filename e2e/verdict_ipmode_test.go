@@ -25,7 +25,7 @@ func TestVerdictLoadBalancerIPModeProxy(t *testing.T) {
 		s.Spec.AllocateLoadBalancerNodePorts = new(bool)
 	})
 	if np := svc.Spec.Ports[0].NodePort; np != 0 {
-		t.Fatalf("allocateLoadBalancerNodePorts false, yet nodePort %d", np)
+		fatalf(t, "allocateLoadBalancerNodePorts false, yet nodePort %d", np)
 	}
 	pods := startPods(t, c, svc, "node-1")
 	setEndpoints(t, c, svc, ready(pods...))
@@ -33,7 +33,7 @@ func TestVerdictLoadBalancerIPModeProxy(t *testing.T) {
 
 	// The control first: in VIP mode the address is programmed, so the harness can tell "no rule" apart.
 	if err := c.SetLoadBalancerIngress(ctx, svc.Namespace, svc.Name, cluster.VIPIngress(lbIP)); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	eventually(t, converge, "VIP mode: programmed", func() error {
 		return errors.Join(
@@ -42,7 +42,7 @@ func TestVerdictLoadBalancerIPModeProxy(t *testing.T) {
 	})
 
 	if err := c.SetLoadBalancerIngress(ctx, svc.Namespace, svc.Name, cluster.ProxyIngress(lbIP)); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	for _, n := range c.Nodes() {
 		eventually(t, converge, "Proxy mode on "+n.Name, func() error {

@@ -23,12 +23,12 @@ func TestVerdictLoadBalancerKubeProxyStopped(t *testing.T) {
 	n2 := c.Node("node-2")
 	svc := serviceSpec(t, c, "e2e-lb-kp-down", "payments", corev1.ServiceTypeLoadBalancer, nil)
 	if svc.Spec.HealthCheckNodePort == 0 {
-		t.Fatal("apiserver allocated no healthCheckNodePort")
+		fatalln(t, "apiserver allocated no healthCheckNodePort")
 	}
 	pods := startPods(t, c, svc, "node-1")
 	setEndpoints(t, c, svc, ready(pods...))
 	if err := c.SetLoadBalancerIngress(ctx, svc.Namespace, svc.Name, corev1.LoadBalancerIngress{IP: lbIP}); err != nil {
-		t.Fatal(err)
+		fatalln(t, err)
 	}
 	t.Cleanup(func() { _ = c.Unroute(ctx, lbIP) })
 	l := svcLabels(svc, n2.Name)
@@ -72,6 +72,6 @@ func TestVerdictLoadBalancerKubeProxyStopped(t *testing.T) {
 	})
 	// node-1 keeps serving throughout.
 	if err := wantServedLocally(c.RequestVia(ctx, "node-1", lbIP+":80"), "node-1"); err != nil {
-		t.Error(err)
+		errorln(t, err)
 	}
 }

@@ -24,7 +24,7 @@ func TestVerdictRulesModeNoneAgrees(t *testing.T) {
 	ctx := testContext(t)
 	for _, n := range c.Nodes() {
 		if err := n.StartExporterOn(ctx, apiOnlyPort, "--rules.mode=none"); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		t.Cleanup(func() { n.StopExporterOn(apiOnlyPort) })
 	}

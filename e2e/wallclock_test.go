@@ -30,7 +30,7 @@ func newWallClock(t *testing.T) *wallClock {
 	w := &wallClock{origin: time.Now()}
 	t.Cleanup(func() {
 		if err := w.set(0); err != nil {
-			t.Errorf("wall clock not set back to the true time: %v", err)
+			errorf(t, "wall clock not set back to the true time: %v", err)
 		}
 	})
 	return w
@@ -79,7 +79,7 @@ func TestRestartThroughWallClockSteps(t *testing.T) {
 		Log:            os.Stderr,
 	})
 	if err != nil {
-		t.Fatalf("cluster: %v", err)
+		fatalf(t, "cluster: %v", err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	clock := newWallClock(t)
@@ -91,11 +91,11 @@ func TestRestartThroughWallClockSteps(t *testing.T) {
 		lb := serviceSpec(t, c, "e2e-clock", "checkout-"+n.Name, corev1.ServiceTypeLoadBalancer, nil)
 		setEndpoints(t, c, lb, ready(startPods(t, c, lb, "node-1")...))
 		if err := c.SetLoadBalancerIngress(ctx, lb.Namespace, lb.Name, corev1.LoadBalancerIngress{IP: lbIP}); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		t.Cleanup(func() { _ = c.Unroute(context.Background(), lbIP) })
 		if err := c.RouteVia(ctx, n.Name, lbIP); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		lbs[n.Name] = lb
 		addrs = append(addrs, lbIP+":80")
@@ -129,31 +129,31 @@ func TestRestartThroughWallClockSteps(t *testing.T) {
 			n.KillExporter()
 		}
 		if err := clock.set(phase.ahead); err != nil {
-			t.Fatal(err)
+			fatalln(t, err)
 		}
 		steps++
 		t.Logf("%s: the wall clock stepped to %s (the true time %s)", phase.name, time.Now().Format(time.TimeOnly),
 			clock.trueTime().Format(time.TimeOnly))
 		for _, n := range droppers {
 			if err := n.StartExporter(ctx); err != nil {
-				t.Fatal(err)
+				fatalln(t, err)
 			}
 		}
 		for _, n := range droppers {
 			m := firstVerdict(t, ctx, c, n, lbs[n.Name])
 			if err := checkScrape(m, append(pagingWith(lbs[n.Name], n.Name, "health_check_ignored"),
 				metricIs("localtraffic_state_file_state", cluster.Labels{"node": n.Name, "state": "restored"}, 1))...); err != nil {
-				t.Errorf("%s: %s's first scrape after the wall clock stepped %s: %v\n%s\n%s", phase.name, n.Name, phase.want, err,
+				errorf(t, "%s: %s's first scrape after the wall clock stepped %s: %v\n%s\n%s", phase.name, n.Name, phase.want, err,
 					m.Grep("localtraffic_blackhole"), m.Grep("localtraffic_state_file"))
 			}
 			logged := stepLogged.FindAllStringSubmatch(c.LogTail("exporter-"+n.Name, 1<<20), -1)
 			if len(logged) != steps {
-				t.Errorf("%s: %s's exporter logged %d wall clock steps, want %d", phase.name, n.Name, len(logged), steps)
+				errorf(t, "%s: %s's exporter logged %d wall clock steps, want %d", phase.name, n.Name, len(logged), steps)
 				continue
 			}
 			got, err := time.ParseDuration(logged[steps-1][1])
 			if err != nil || (got-phase.want).Abs() > 5*time.Second {
-				t.Errorf("%s: %s's exporter logged a step of %q, want %s", phase.name, n.Name, logged[steps-1][1], phase.want)
+				errorf(t, "%s: %s's exporter logged a step of %q, want %s", phase.name, n.Name, logged[steps-1][1], phase.want)
 			}
 		}
 	}
