@@ -47,23 +47,9 @@ func TestEventsOneWriterPerCluster(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := testContext(t)
 	const ns = "e2e-events"
-	applyEventsRBAC(t, c)
+	svc, pods := eventsScenario(t, c, ns, "web", "node-1", "node-2")
 	admin := c.Admin()
-	t.Cleanup(func() {
-		_ = admin.CoordinationV1().Leases(cluster.ExporterNamespace).Delete(context.Background(), eventsLease, metav1.DeleteOptions{})
-	})
-
-	svc := newService(t, c, ns, "web", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal)
-	pods := startPods(t, c, svc, "node-1", "node-2")
-	setEndpoints(t, c, svc, ready(pods...))
-	deploymentOf(t, c, svc)
-	peersService(t, c, ns, "peers", "node-1", "node-2")
-
-	writer := func(node string) error {
-		return c.Node(node).StartExporterOn(ctx, eventsPort, "--state.file=", "--arrivals.quiet-period="+eventsQuiet.String(),
-			"--events.write", "--events.lease-namespace="+cluster.ExporterNamespace, "--events.identity=writer-"+node,
-			"--events.peers-service="+ns+"/peers", "--events.peers-scheme=http", "--events.poll-interval=1s")
-	}
+	writer := func(node string) error { return startWriter(ctx, c, ns, node) }
 	if err := writer("node-1"); err != nil {
 		fatalln(t, err)
 	}
@@ -131,21 +117,9 @@ func TestEventsAcrossAPeerRestart(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := testContext(t)
 	const ns = "e2e-events-restart"
-	applyEventsRBAC(t, c)
+	svc, pods := eventsScenario(t, c, ns, "shop", "node-1")
 	admin := c.Admin()
-	t.Cleanup(func() {
-		_ = admin.CoordinationV1().Leases(cluster.ExporterNamespace).Delete(context.Background(), eventsLease, metav1.DeleteOptions{})
-	})
-
-	svc := newService(t, c, ns, "shop", corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal)
-	pods := startPods(t, c, svc, "node-1", "node-2")
-	setEndpoints(t, c, svc, ready(pods...))
-	deploymentOf(t, c, svc)
-	peersService(t, c, ns, "peers", "node-1")
-
-	if err := c.Node("node-1").StartExporterOn(ctx, eventsPort, "--state.file=", "--arrivals.quiet-period="+eventsQuiet.String(),
-		"--events.write", "--events.lease-namespace="+cluster.ExporterNamespace, "--events.identity=writer-node-1",
-		"--events.peers-service="+ns+"/peers", "--events.peers-scheme=http", "--events.poll-interval=1s"); err != nil {
+	if err := startWriter(ctx, c, ns, "node-1"); err != nil {
 		fatalln(t, err)
 	}
 	t.Cleanup(func() { c.Node("node-1").StopExporterOn(eventsPort) })
@@ -212,6 +186,30 @@ func TestEventsAcrossAPeerRestart(t *testing.T) {
 		metricIs("localtraffic_event_writer_events_total", cluster.Labels{"node": "node-1", "result": "skipped"}, 0)); err != nil {
 		errorln(t, err)
 	}
+}
+
+// eventsScenario sets up an Event writer's scenario in ns: the overlay's RBAC, the Lease removed at the end, a
+// Local NodePort Service name with a ready replica on node-1 and node-2 and the Deployment the writer names from
+// them, and the peers Service listing the nodes peers.
+func eventsScenario(t *testing.T, c *cluster.Cluster, ns, name string, peers ...string) (*corev1.Service, []*cluster.Pod) {
+	t.Helper()
+	applyEventsRBAC(t, c)
+	t.Cleanup(func() {
+		_ = c.Admin().CoordinationV1().Leases(cluster.ExporterNamespace).Delete(context.Background(), eventsLease, metav1.DeleteOptions{})
+	})
+	svc := newService(t, c, ns, name, corev1.ServiceTypeNodePort, corev1.ServiceExternalTrafficPolicyLocal)
+	pods := startPods(t, c, svc, "node-1", "node-2")
+	setEndpoints(t, c, svc, ready(pods...))
+	deploymentOf(t, c, svc)
+	peersService(t, c, ns, "peers", peers...)
+	return svc, pods
+}
+
+// startWriter starts node's second exporter as an Event writer of ns's peers Service (eventsScenario).
+func startWriter(ctx context.Context, c *cluster.Cluster, ns, node string) error {
+	return c.Node(node).StartExporterOn(ctx, eventsPort, "--state.file=", "--arrivals.quiet-period="+eventsQuiet.String(),
+		"--events.write", "--events.lease-namespace="+cluster.ExporterNamespace, "--events.identity=writer-"+node,
+		"--events.peers-service="+ns+"/peers", "--events.peers-scheme=http", "--events.poll-interval=1s")
 }
 
 // applyEventsRBAC applies the Event writer's RBAC as deploy/overlays/events ships it, and removes it at the end:

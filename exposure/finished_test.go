@@ -1,7 +1,6 @@
 package exposure
 
 import (
-	"encoding/json"
 	"testing"
 	"time"
 )
@@ -90,7 +89,7 @@ func TestFinishedAcrossRestart(t *testing.T) {
 	}
 	r.FinishedAfter(0)
 	r.FinishedAfter(3) // the reader is done with 1 to 3
-	s := roundTrip(t, r.Save())
+	s := throughFile(t, r)
 	if len(s.Finished) != 2 || s.Finished[0].Seq != 4 || s.Finished[1].Seq != 5 {
 		t.Fatalf("saved %+v, want episodes 4 and 5", s.Finished)
 	}
@@ -120,21 +119,7 @@ func TestFinishedAcrossRestart(t *testing.T) {
 		t.Errorf("restored from a file older than the quiet period: %+v, want none", got)
 	}
 	r.FinishedAfter(5)
-	if s := roundTrip(t, r.Save()); len(s.Finished) != 0 {
+	if s := throughFile(t, r); len(s.Finished) != 0 {
 		t.Errorf("saved after the reader took every episode: %+v", s.Finished)
 	}
-}
-
-// roundTrip is s written and read back as the state file does (JSON).
-func roundTrip(t *testing.T, s Saved) Saved {
-	t.Helper()
-	b, err := json.Marshal(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var back Saved
-	if err := json.Unmarshal(b, &back); err != nil {
-		t.Fatal(err)
-	}
-	return back
 }

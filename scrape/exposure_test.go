@@ -207,11 +207,9 @@ func TestModelExposureWithoutTheMeter(t *testing.T) {
 	}
 }
 
-// The reader tells of kube-proxy's change at 1.4 s, and the rules are read at 2.6 s (the exporter's
-// --rules.cache-ttl after the read before); the meter's counts moved at 2.4 s, and the Service was decided on
-// the rules from before the change. The episode begins at the change, and counts the attempts that arrived
-// since it, not the seven served before it, nor only those after the read.
-func TestModelEpisodeBeginsAtTheToldChange(t *testing.T) {
+// toldDropBed is a bed whose rules are read at most every 2.5 s: read at 0, seven attempts served by 1.3 s,
+// when the node loses its endpoint and the reader tells of the change, marked at the step at 1.4 s.
+func toldDropBed(t *testing.T) *exposureBed {
 	b := newExposureBed(t, filepath.Join(t.TempDir(), "state.json"), time.Unix(1_800_000_000, 0), 1)
 	b.m.cfg.RulesMinInterval = 2500 * time.Millisecond
 	b.step(0, 0)
@@ -220,6 +218,15 @@ func TestModelEpisodeBeginsAtTheToldChange(t *testing.T) {
 	b.serve(0)
 	b.m.RulesChanged(true)
 	b.step(100*time.Millisecond, 0)
+	return b
+}
+
+// The reader tells of kube-proxy's change at 1.4 s, and the rules are read at 2.6 s (the exporter's
+// --rules.cache-ttl after the read before); the meter's counts moved at 2.4 s, and the Service was decided on
+// the rules from before the change. The episode begins at the change, and counts the attempts that arrived
+// since it, not the seven served before it, nor only those after the read.
+func TestModelEpisodeBeginsAtTheToldChange(t *testing.T) {
+	b := toldDropBed(t)
 	if snap := b.step(time.Second, 4); snap.Open != 0 {
 		t.Fatalf("an episode before the rules were read: %+v", snap)
 	}
@@ -238,14 +245,7 @@ func TestModelEpisodeBeginsAtTheToldChange(t *testing.T) {
 // the rules are read at 2.6 s, showing all three. The drop may be the first change's: the episode begins at
 // 1.4 s and counts the 7 attempts since, not from either later tell.
 func TestModelEpisodeBeginsAtTheFirstToldChange(t *testing.T) {
-	b := newExposureBed(t, filepath.Join(t.TempDir(), "state.json"), time.Unix(1_800_000_000, 0), 1)
-	b.m.cfg.RulesMinInterval = 2500 * time.Millisecond
-	b.step(0, 0)
-	b.step(time.Second, 5)
-	b.step(300*time.Millisecond, 2)
-	b.serve(0)
-	b.m.RulesChanged(true)
-	b.step(100*time.Millisecond, 0)
+	b := toldDropBed(t)
 	b.m.RulesChanged(false)
 	b.step(500*time.Millisecond, 2)
 	b.m.RulesChanged(true)
