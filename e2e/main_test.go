@@ -168,10 +168,10 @@ func fatalln(t testing.TB, args ...any) {
 // helper of another package), run-e2e.sh's digest prints the messages just before it.
 const failedMark = "e2e: failed before this line"
 
-// markFailure logs failedMark as soon as t has failed (checked every 20 ms), or at t's cleanup. A scenario
-// logs its progress as it goes, and go test prints t.Errorf's message exactly as t.Logf's, so without the mark
-// the failure hides among the logs of the phases that followed it; CI keeps only the end of the output. The
-// returned stop waits for the watcher, so it never logs after t has completed.
+// markFailure logs failedMark as soon as t has failed (checked every 20 ms), or at t's cleanup: for a failure
+// that carries no failPrefix, the digest's nearest clue, since a scenario goes on logging after it and CI keeps
+// only the end of the output (the mark may come a few lines late). The returned stop waits for the watcher, so
+// it never logs after t has completed.
 func markFailure(t testing.TB) (stop func()) {
 	done, exited := make(chan struct{}), make(chan struct{})
 	go func() {
