@@ -408,10 +408,11 @@ func writerEvents(ctx context.Context, c *cluster.Cluster, ns string) ([]eventsv
 // repeatingClient connects to one address every interval from the outside client, counting what was not
 // answered.
 type repeatingClient struct {
-	mu     sync.Mutex
-	failed int
-	cancel context.CancelFunc
-	done   chan struct{}
+	mu       sync.Mutex
+	failed   int
+	cancel   context.CancelFunc
+	done     chan struct{}
+	inFlight sync.WaitGroup
 }
 
 func startRepeatingClient(ctx context.Context, c *cluster.Cluster, addr string, every time.Duration) *repeatingClient {
@@ -422,14 +423,14 @@ func startRepeatingClient(ctx context.Context, c *cluster.Cluster, addr string, 
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
-			go func() {
+			cl.inFlight.Go(func() {
 				// Cancelled at stop, an attempt in flight was sent long after the drop: lost too.
 				if r := c.Request(ctx, addr); r.Verdict != cluster.OK {
 					cl.mu.Lock()
 					cl.failed++
 					cl.mu.Unlock()
 				}
-			}()
+			})
 			select {
 			case <-ctx.Done():
 				return
@@ -447,10 +448,12 @@ func (cl *repeatingClient) lost() int {
 }
 
 // stop ends the client and returns how many of its attempts were lost (those in flight then give up, and count).
+// It waits for every attempt in flight to return: on a loaded machine a cancelled one can take over a second,
+// and one counted late was an attempt the node lost all the same.
 func (cl *repeatingClient) stop() int {
 	cl.cancel()
 	<-cl.done
-	time.Sleep(time.Second) // the requests in flight return once cancelled
+	cl.inFlight.Wait()
 	return cl.lost()
 }
 

@@ -127,15 +127,10 @@ func eventually(t testing.TB, timeout time.Duration, what string, cond func() er
 }
 
 // testContext returns a context cancelled at the end of the test. It carries t: the assertion helpers, which
-// take a context, count their status --prometheus checks for t's scenario (agreeThroughPrometheus). It also
-// marks in t's log where t first failed (markFailure).
+// take a context, count their status --prometheus checks for t's scenario (agreeThroughPrometheus).
 func testContext(t testing.TB) context.Context {
 	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), testKey{}, t))
-	stop := markFailure(t)
-	t.Cleanup(func() {
-		stop()
-		cancel()
-	})
+	t.Cleanup(cancel)
 	return ctx
 }
 
@@ -162,40 +157,4 @@ func errorln(t testing.TB, args ...any) {
 func fatalln(t testing.TB, args ...any) {
 	t.Helper()
 	t.Fatal(append([]any{strings.TrimSpace(failPrefix)}, args...)...)
-}
-
-// failedMark is the line markFailure logs; where a failed test printed no message with failPrefix (a panic, a
-// helper of another package), run-e2e.sh's digest prints the messages just before it.
-const failedMark = "e2e: failed before this line"
-
-// markFailure logs failedMark as soon as t has failed (checked every 20 ms), or at t's cleanup: for a failure
-// that carries no failPrefix, the digest's nearest clue, since a scenario goes on logging after it and CI keeps
-// only the end of the output (the mark may come a few lines late). The returned stop waits for the watcher, so
-// it never logs after t has completed.
-func markFailure(t testing.TB) (stop func()) {
-	done, exited := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(exited)
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				if t.Failed() {
-					t.Log(failedMark)
-				}
-				return
-			case <-tick.C:
-				if t.Failed() {
-					t.Log(failedMark)
-					return
-				}
-			}
-		}
-	}()
-	var once sync.Once
-	return func() {
-		once.Do(func() { close(done) })
-		<-exited
-	}
 }

@@ -96,24 +96,19 @@ failures() {
 # digest <log>: a failed test in three lines or fewer: its --- FAIL line and two messages, each joined with its
 # continuation lines and cut to 360 characters. The two are its first failures (main_test.go's failPrefix: go
 # test prints an error as it prints a log, and a scenario goes on logging after one), or, where it printed none
-# so (a panic, a helper outside the package), the last two before the mark it logged when it failed
-# (failedMark), or its last two. CI keeps a few dozen lines of the end of its output; the digest of every failed
-# shard is printed last, after the alone tests, and appended to $LT_STAGES.failures, which the stage table
-# prints after itself.
+# so (a panic, a helper of another package), its last two. CI keeps a few dozen lines of the end of its output;
+# the digest of every failed shard is printed last, after the alone tests, and appended to
+# $LT_STAGES.failures, which the stage table prints after itself.
 digest() {
-	failures "$1" | awk -v mark="e2e: failed before this line" '
-		function show(a, b,   i) { for (i = a; i < b; i++) print "    " substr(m[i], 1, 360) }
+	failures "$1" | awk '
 		/^ *--- FAIL: / {
 			sub(/^ +/, ""); print
-			if (nf > 0) { for (i = 0; i < nf && i < 2; i++) print "    " substr(m[f[i]], 1, 360) }
-			else if (chosen >= 0) show(chosen > 2 ? chosen - 2 : 0, chosen)
-			else show(n > 2 ? n - 2 : 0, n)
-			n = 0; nf = 0; chosen = -1; next
+			if (nf > 0) for (i = 0; i < nf && i < 2; i++) print "    " substr(m[f[i]], 1, 360)
+			else for (i = n > 2 ? n - 2 : 0; i < n; i++) print "    " substr(m[i], 1, 360)
+			n = 0; nf = 0; next
 		}
-		index($0, mark) { if (chosen < 0) chosen = n; next }
 		/\.go:[0-9]+: / { sub(/^ +/, ""); if ($0 ~ /^[^ ]+\.go:[0-9]+: error:? /) f[nf++] = n; m[n++] = $0; next }
 		n > 0 { sub(/^ +/, ""); m[n - 1] = m[n - 1] " / " $0 }
-		BEGIN { chosen = -1 }
 	'
 }
 rc=0
