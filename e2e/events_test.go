@@ -89,14 +89,7 @@ func TestEventsOneWriterPerCluster(t *testing.T) {
 			expectMetricsOn(ctx, c, "node-2", eventsPort, metricIs("localtraffic_event_writer_leader", nodeLabels("node-2"), 1)))
 	})
 	// Several polls of the new leader: the episode is still in node-2's ring, and the cursor says it is written.
-	time.Sleep(4 * time.Second)
-	evs, err := writerEvents(ctx, c, ns)
-	if err != nil {
-		fatalln(t, err)
-	}
-	if len(evs) != 1 {
-		errorf(t, "%d Events after the leader changed, want still 1: %v", len(evs), evs)
-	}
+	stillOneEvent(t, ctx, c, ns, "the leader changed")
 	if err := expectMetricsOn(ctx, c, "node-2", eventsPort,
 		metricIs("localtraffic_event_writer_events_total", cluster.Labels{"node": "node-2", "result": "written"}, 0),
 		metricIs("localtraffic_event_writer_events_total", cluster.Labels{"node": "node-2", "result": "skipped"}, 0),
@@ -173,18 +166,25 @@ func TestEventsAcrossAPeerRestart(t *testing.T) {
 	eventually(t, converge, "node-2's state file no longer holds the taken episode", untaken(0))
 	c.Node("node-2").StopExporterOn(eventsPort)
 	node2()
-	time.Sleep(4 * time.Second) // several polls of the restarted peer
+	stillOneEvent(t, ctx, c, ns, "node-2's second restart")
+	if err := expectMetricsOn(ctx, c, "node-1", eventsPort,
+		metricIs("localtraffic_event_writer_events_total", cluster.Labels{"node": "node-1", "result": "written"}, 1),
+		metricIs("localtraffic_event_writer_events_total", cluster.Labels{"node": "node-1", "result": "skipped"}, 0)); err != nil {
+		errorln(t, err)
+	}
+}
+
+// stillOneEvent lets the writer poll its peers several times (every second) after what happened, then holds
+// ns to the one Event it had.
+func stillOneEvent(t *testing.T, ctx context.Context, c *cluster.Cluster, ns, after string) {
+	t.Helper()
+	time.Sleep(4 * time.Second)
 	evs, err := writerEvents(ctx, c, ns)
 	if err != nil {
 		fatalln(t, err)
 	}
 	if len(evs) != 1 {
-		errorf(t, "%d Events after node-2's second restart, want still 1: %v", len(evs), evs)
-	}
-	if err := expectMetricsOn(ctx, c, "node-1", eventsPort,
-		metricIs("localtraffic_event_writer_events_total", cluster.Labels{"node": "node-1", "result": "written"}, 1),
-		metricIs("localtraffic_event_writer_events_total", cluster.Labels{"node": "node-1", "result": "skipped"}, 0)); err != nil {
-		errorln(t, err)
+		errorf(t, "%d Events after %s, want still 1: %v", len(evs), after, evs)
 	}
 }
 

@@ -112,9 +112,8 @@ type nftWatch struct {
 	losses       atomic.Uint64
 }
 
-// watchSub is one Watch call: its pending signal (one slot: coalesced).
-// watchSub is one Watch's coalesced signal; content: a signal since its last call said more than a counter
-// chain's rewrite.
+// watchSub is one Watch call: its pending signal (one slot: coalesced), and content: a signal since its last
+// call said more than a counter chain's rewrite.
 type watchSub struct {
 	ch      chan struct{}
 	content atomic.Bool
@@ -212,7 +211,7 @@ func (r *node) currentWatch() *nftWatch {
 
 // notify signals every subscriber, after dropping the Reader's kept
 // snapshot (and a read in flight): a Read called for this change must read.
-// notify signals every subscriber; content: more than a counter chain's rewrite may have changed.
+// content: more than a counter chain's rewrite may have changed.
 func (w *nftWatch) notify(content bool) {
 	w.r.shared.forget()
 	w.mu.Lock()
