@@ -345,11 +345,10 @@ type modelState struct {
 	rulesNext, rulesAfter  time.Time // next read due; no read before rulesAfter
 	rulesWanted, rulesBusy bool
 	rulesAsked             bool
-	// told is the earliest change of the rules' content the reader told of that no read has started since,
+	// told is the latest change of the rules' content the reader told of that no read has started since,
 	// with the meter's counts then; toldRead the one the read in flight started after, toldApplied the one the
 	// rules last applied started after (zero: they were read without being told). The exposure recorder
-	// starts a drop found in a reading at its change (docs/exposure.md): the earliest, since a read that
-	// waits for RulesMinInterval shows every change told meanwhile, a drop begun at the first among them.
+	// starts a drop found in a reading at its change (docs/exposure.md).
 	told, toldRead, toldApplied rulesTold
 	rulesAppliedAt              time.Time
 	// The meter.

@@ -316,19 +316,16 @@ func healthWord(kp KubeProxyState) string {
 }
 
 // takeTold marks a change of the rules' content the reader told of (RulesChanged) with the meter's counts
-// now: what arrives from here on meets the new rules, which are read up to RulesMinInterval later. A change
-// already marked that no read has started since stays: the read will show both, and a drop begun at the
-// first. A rewrite of the counters' chains alone marks nothing: kube-proxy's iptables mode rewrites them at
-// most syncs (the removal of a stopped endpoint, too), and one told after a drop, before the read that shows
-// it, would date the drop late.
+// now: what arrives from here on meets the new rules, which are read up to RulesMinInterval later. The latest
+// change marked before the read dates what it shows: where two came before it, a drop begun at the first is
+// dated late and counts fewer attempts, never attempts that were served. A rewrite of the counters' chains
+// alone marks nothing: kube-proxy's iptables mode rewrites them at most syncs (the removal of a stopped
+// endpoint, too), and one told after a drop, before the read that shows it, would date the drop late.
 func (m *Model) takeTold(now time.Time) {
 	if !m.rulesContent.Swap(false) {
 		return
 	}
 	s := &m.m
-	if !s.told.at.IsZero() {
-		return
-	}
 	m.readMeter(now, true)
 	s.told = rulesTold{at: now, counts: s.meterSnap}
 	m.log.Debug("told of a change in kube-proxy's rules", "meter_read", s.meterAt)
