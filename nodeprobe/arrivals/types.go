@@ -440,7 +440,7 @@ type Config struct {
 	BlockTimeout time.Duration
 	// MaxPacketRate bounds the packets per second the meter counts, per family, so a flood cannot take more
 	// than a share of a core: a ring block that would exceed it is given back uncounted (FamilyStats.Shed).
-	// Default 100,000: about a tenth of a core at the reader's cost per packet measured in
+	// Default DefaultMaxPacketRate: about a tenth of a core at the reader's cost per packet measured in
 	// docs/performance.md (about 1 µs). Evidence of arrivals needs far fewer.
 	MaxPacketRate int
 	// QuietPeriod is the gap without arrivals that ends a run of arrivals (DestCount.ActiveSince). Default 2 min.
@@ -469,7 +469,7 @@ func (c Config) withDefaults() Config {
 		c.BlockTimeout = 200 * time.Millisecond
 	}
 	if c.MaxPacketRate <= 0 {
-		c.MaxPacketRate = 100_000
+		c.MaxPacketRate = DefaultMaxPacketRate
 	}
 	if c.QuietPeriod <= 0 {
 		c.QuietPeriod = DefaultQuietPeriod
