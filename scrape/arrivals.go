@@ -328,10 +328,14 @@ func (t *arrivalTotals) add(s *arrivals.Snapshot, kinds map[arrivals.Dest]verdic
 	}
 	t.folded = s.Taken
 	var missed uint64
+	sampling := false
 	for _, f := range s.Families {
 		missed += f.Dropped + f.Shed + f.Sampled
+		// The filter's sample is of sources: while it samples, a source out of it is not seen at all, and the
+		// estimate of what it left out stands still when every source counted is in it.
+		sampling = sampling || f.Sampling > 1
 	}
-	if missed > t.missed {
+	if missed > t.missed || sampling {
 		t.missedGrew = s.Taken
 	}
 	t.missed = missed

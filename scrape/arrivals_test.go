@@ -148,3 +148,28 @@ func TestObservationOfAPortScan(t *testing.T) {
 		t.Errorf("a retransmitted SYN: %+v, want 2 repeated attempts, ongoing, not silent", got)
 	}
 }
+
+// TestSamplingIsBlindForSilence: while the meter's filter samples, the meter is overloaded even when its
+// estimate of what it left out stands still (the sources counted all in the sample, others not seen at all),
+// and for the quiet period after the sample ends.
+func TestSamplingIsBlindForSilence(t *testing.T) {
+	tot := newArrivalTotals()
+	t0 := time.Unix(1_800_000_000, 0)
+	const quiet = 2 * time.Minute
+	snap := func(at time.Duration, sampling uint32, sampled uint64) *arrivals.Snapshot {
+		return &arrivals.Snapshot{Taken: t0.Add(at),
+			Families: []arrivals.FamilyStats{{Family: "IPv4", Sampling: sampling, Sampled: sampled}, {Family: "IPv6", Sampling: 1}}}
+	}
+	tot.add(snap(0, 8, 100), nil)
+	tot.add(snap(3*time.Minute, 8, 100), nil) // still sampling, nothing more estimated
+	if !tot.overloaded(t0.Add(3*time.Minute+time.Second), quiet) {
+		t.Error("sampling, the estimate standing still: not overloaded")
+	}
+	tot.add(snap(4*time.Minute, 1, 100), nil) // the sample over
+	if !tot.overloaded(t0.Add(4*time.Minute+time.Second), quiet) {
+		t.Error("not overloaded within the quiet period after the sample ended")
+	}
+	if tot.overloaded(t0.Add(3*time.Minute+quiet+time.Second), quiet) {
+		t.Error("still overloaded a quiet period after the last snapshot that sampled")
+	}
+}

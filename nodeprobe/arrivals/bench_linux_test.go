@@ -267,6 +267,23 @@ func (bb *benchBed) send(pkts [][]byte, from, n int, rate float64) (cpu time.Dur
 	return threadCPU() - t0, refused, time.Since(start)
 }
 
+// floodSYN is the i-th SYN of a flood to NodePort 30080, each from a source of its own (10.0.0.0/9), as a
+// SYN flood's spoofed sources are: the filter's sample of sources holds a share of them.
+func floodSYN(i int) testPacket {
+	return syn(netip.AddrFrom4([4]byte{10, byte(i>>16) & 0x7f, byte(i >> 8), byte(i)}).String(), nodeV4.String(), 30080)
+}
+
+// benchMarkerSrc is the marker's source: an address in every sample the filter draws below the cap, so the
+// marker goes through while the meter samples a flood.
+func benchMarkerSrc() netip.Addr {
+	for i := uint32(0); ; i++ {
+		a := netip.AddrFrom4([4]byte{10, 200, byte(i >> 8), byte(i)})
+		if inSample(a, sampling{shift: maxSampleShift}) {
+			return a
+		}
+	}
+}
+
 // settleMeter waits until the meter has read everything sent before: a marker datagram goes through the
 // same ring after the test's packets. It polls one counter, not a Snapshot, so that its own CPU time stays
 // out of what the benchmarks attribute to the meter.
@@ -281,7 +298,7 @@ func (bb *benchBed) settleMeter(b *testing.B, m *Meter) {
 		return 0
 	}
 	before := marks()
-	marker := benchPackets(1, func(int) testPacket { return udp("192.0.2.1", nodeV4.String(), markerPort) })
+	marker := benchPackets(1, func(int) testPacket { return udp(benchMarkerSrc().String(), nodeV4.String(), markerPort) })
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		_ = bb.sendOne(marker[0])
@@ -379,7 +396,7 @@ func BenchmarkKernelFlood(b *testing.B) {
 	// The sender loops in raw system calls, which never give its Go processor back: one more processor for
 	// it, so the meter and the scraper have the ones an exporter would have (the flood is not the exporter's).
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
-	pkts := benchPackets(60000, func(int) testPacket { return syn("192.0.2.1", nodeV4.String(), 30080) })
+	pkts := benchPackets(60000, floodSYN)
 	w := Watch{NodeAddrs: []netip.Addr{nodeV4}, Dests: []Dest{NodeDest(TCP, false, 30080), NodeDest(UDP, false, markerPort)}}
 	for _, on := range []bool{false, true} {
 		b.Run(fmt.Sprintf("meter=%v", on), func(b *testing.B) {

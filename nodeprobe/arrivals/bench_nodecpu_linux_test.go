@@ -45,7 +45,7 @@ func nodeBusy(b *testing.B) time.Duration {
 func BenchmarkKernelNodeCPU(b *testing.B) {
 	bb := newBenchBed(b)
 	const chunk = 5 * time.Second
-	pkts := benchPackets(60000, func(int) testPacket { return syn("192.0.2.1", nodeV4.String(), 30080) })
+	pkts := benchPackets(60000, floodSYN)
 	m := openIn(b, bb.node, Config{}, nil)
 	marker := Watch{NodeAddrs: []netip.Addr{nodeV4}, Dests: []Dest{NodeDest(UDP, false, markerPort)}}
 	on := Watch{NodeAddrs: []netip.Addr{nodeV4}, Dests: []Dest{NodeDest(TCP, false, 30080), NodeDest(UDP, false, markerPort)}}

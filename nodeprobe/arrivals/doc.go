@@ -101,7 +101,9 @@
 //     BlockSize, 1 MiB by default: kernel memory mapped into the process, not Go heap). A full ring drops
 //     in the kernel, which counts it (PACKET_STATISTICS): FamilyStats.Dropped.
 //   - The reader counts at most Config.MaxPacketRate packets per second per family; blocks beyond it are
-//     given back uncounted: FamilyStats.Shed. It does not allocate per packet.
+//     given back uncounted: FamilyStats.Shed. It does not allocate per packet. While it sheds, the kernel
+//     filter passes the packets of a sample of the source addresses, each source's in full (sample.go):
+//     FamilyStats.Sampling and Sampled.
 //   - Snapshot copies under a lock the reader holds for 128 packets at most. The probers remembered per
 //     health check are bounded (Config.MaxSources, the least recently seen forgotten).
 //

@@ -24,8 +24,8 @@ const (
 type familySpec struct {
 	ipv6  bool
 	ports map[Protocol]map[uint16][]netip.Addr
-	// sample: accept one matched packet in 2^sample (sample.go); 0 accepts every one.
-	sample uint8
+	// sample: accept the matched packets of one source in 2^sample.shift (sample.go); 0 accepts every one.
+	sample sampling
 }
 
 var protocols = []Protocol{TCP, UDP, SCTP}
@@ -81,7 +81,7 @@ func (s familySpec) empty() bool { return len(s.ports) == 0 }
 //  4. TCP without SYN or with ACK, SCTP whose first chunk is not INIT → drop;
 //  5. destination port not watched for the protocol → drop (a binary search);
 //  6. destination address not watched for that port → drop (a binary search; FilterExact only);
-//  7. while sampling under a flood (sample.go), drop all but one in 2^sample;
+//  7. while sampling under a flood (sample.go), drop the packets of sources outside the sample;
 //  8. accept the IP and transport headers alone (l4SnapLen), never payload.
 func buildFilter(s familySpec, level FilterLevel) ([]bpf.Instruction, error) {
 	a := &asm{}
@@ -181,7 +181,7 @@ func buildFilter(s familySpec, level FilterLevel) ([]bpf.Instruction, error) {
 	// Accept the headers alone (l4SnapLen): the protocol again, then the IP header's length (X, for IPv4, still
 	// holds it from LoadMemShift; IPv6's is fixed) plus the transport bytes decode reads.
 	a.mark(accept)
-	emitSample(a, s.sample, drop)
+	emitSample(a, s.ipv6, s.sample, drop)
 	if s.ipv6 {
 		a.emit(bpf.LoadAbsolute{Off: ipv6NextHeader, Size: 1})
 	} else {

@@ -38,9 +38,9 @@ type famState struct {
 	level             FilterLevel
 	received, dropped uint64
 	shed              uint64
-	// sample is the filter's sampling shift (sample.go), set by the receive loop; sampled estimates the
-	// matched packets it left out.
-	sample  uint8
+	// sample is the filter's sampling (sample.go), set by the receive loop; sampled estimates the matched
+	// packets it left out.
+	sample  sampling
 	sampled uint64
 }
 
@@ -171,7 +171,7 @@ func (m *Meter) Snapshot() Snapshot {
 	}
 	for i, f := range m.fams {
 		s.Families[i] = FamilyStats{Family: familyNames[i], Filter: f.level, Received: f.received, Dropped: f.dropped, Shed: f.shed,
-			Sampling: 1 << f.sample, Sampled: f.sampled}
+			Sampling: 1 << f.sample.shift, Sampled: f.sampled}
 	}
 	m.tally.fill(&s)
 	return s

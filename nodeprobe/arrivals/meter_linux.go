@@ -95,7 +95,7 @@ func (m *Meter) run() {
 				if n := blockPackets(b); !budgets[fam].take(n, time.Now()) {
 					m.mu.Lock()
 					m.fams[fam].shed += uint64(n)
-					m.fams[fam].sampled += uint64(n) * (1<<m.fams[fam].sample - 1)
+					m.fams[fam].sampled += uint64(n) * (1<<m.fams[fam].sample.shift - 1)
 					m.mu.Unlock()
 					r.release(b)
 					samplers[fam].shed = true
@@ -103,7 +103,7 @@ func (m *Meter) run() {
 				}
 				samplers[fam].counted += uint64(blockPackets(b))
 				m.mu.Lock()
-				m.fams[fam].sampled += uint64(blockPackets(b)) * (1<<m.fams[fam].sample - 1)
+				m.fams[fam].sampled += uint64(blockPackets(b)) * (1<<m.fams[fam].sample.shift - 1)
 				n := 0
 				now := time.Now()
 				walkBlock(b, func(data []byte, wall int64, ifindex int32) {
@@ -123,7 +123,7 @@ func (m *Meter) run() {
 		timeout := -1
 		for fam := range samplers {
 			if samplers[fam].step(time.Now(), float64(m.cfg.MaxPacketRate)) {
-				m.resample(fam, samplers[fam].shift)
+				m.resample(fam, samplers[fam].sampling)
 			}
 			if samplers[fam].shift > 0 {
 				timeout = 1000 // come back to lower the shift when the flood is over
@@ -156,27 +156,28 @@ func (o *osMeter) linkName(ifindex int32) (string, error) {
 	return ifr.Name(), nil
 }
 
-// resample rebuilds family fam's filter with sampling shift (sample.go).
-func (m *Meter) resample(fam int, shift uint8) {
+// resample rebuilds family fam's filter with sampling smp (sample.go).
+func (m *Meter) resample(fam int, smp sampling) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.fams[fam].sample = shift
+	was := m.fams[fam].sample.shift
+	m.fams[fam].sample = smp
 	if m.status != StatusOK || !m.watched {
 		return
 	}
 	spec := specFor(m.tally.watch, fam == 1)
-	spec.sample = shift
+	spec.sample = smp
 	level, err := m.sys.apply(fam, spec)
 	if err != nil {
 		m.failLocked(fmt.Errorf("arrivals meter: %s filter: %w", familyNames[fam], err))
 		return
 	}
 	m.fams[fam].level = level
-	switch shift {
-	case 1:
-		m.cfg.Logger.Warn("arrivals meter: over its packet budget, the kernel now passes a sample of the matched packets: counts are lower bounds, silence is not evidence",
+	switch {
+	case was == 0 && smp.shift > 0:
+		m.cfg.Logger.Warn("arrivals meter: over its packet budget, the kernel now passes the packets of a sample of the sources: counts are lower bounds, silence is not evidence",
 			"family", familyNames[fam])
-	case 0:
+	case was > 0 && smp.shift == 0:
 		m.cfg.Logger.Info("arrivals meter: back under its packet budget, the kernel passes every matched packet", "family", familyNames[fam])
 	}
 }

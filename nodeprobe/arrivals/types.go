@@ -325,9 +325,10 @@ type FamilyStats struct {
 	// Shed counts packets the meter gave back to the kernel uncounted to stay within Config.MaxPacketRate:
 	// like Dropped, arrivals that were not counted.
 	Shed uint64
-	// Sampling is how many matched packets the kernel filter stands for each one it passes: 1, or a power of
-	// two while a flood lasts (sample.go). Sampled estimates the matched packets it left out so far: like
-	// Shed, arrivals that were not counted.
+	// Sampling is how many source addresses the kernel filter's sample stands for each one it holds, whose
+	// packets it passes in full: 1, or a power of two while a flood lasts (sample.go). Sampled estimates the
+	// matched packets it left out so far (each counted one standing for Sampling): like Shed, arrivals that
+	// were not counted.
 	Sampling uint32
 	Sampled  uint64
 	// Internal counts packets to a watched destination from a Watch.Internal source or received on a
