@@ -79,11 +79,13 @@ const (
 	SourceStale SourceState = "stale"
 )
 
-// Announcement is one announcer's record that a node announces (some of) a Service's load balancer IPs.
+// Announcement is one announcer's record that a node announces (some of) a Service's load balancer IPs, or
+// one of its externalIPs (Cilium, CiliumExternalIPAnnouncements).
 type Announcement struct {
 	Source Source
 	Node   string
-	// Address is the one load balancer IP announced (canonical); "" for every load balancer IP of the Service.
+	// Address is the one address announced (canonical); "" for every load balancer IP of the Service (never
+	// an externalIP).
 	Address string
 	// Exclusive: the announcer makes the network deliver the address to this node alone (layer 2: one node
 	// answers ARP and NDP), so a node it does not name receives nothing but stale ARP caches. False for BGP,

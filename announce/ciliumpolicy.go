@@ -2,6 +2,7 @@ package announce
 
 import (
 	"maps"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -77,9 +78,6 @@ func ciliumPolicyOf(u *unstructured.Unstructured) ciliumPolicy {
 // labels with io.kubernetes.service.namespace and io.kubernetes.service.name added. A policy that selects it for
 // its externalIPs alone elects the same lease but announces no load balancer IP.
 func ciliumSelectsLoadBalancerIPs(policies []ciliumPolicy, svc *corev1.Service) bool {
-	if c := svc.Spec.LoadBalancerClass; c != nil && *c != CiliumL2LoadBalancerClass {
-		return false
-	}
 	hasLB := false
 	for _, in := range svc.Status.LoadBalancer.Ingress {
 		if in.IP != "" {
@@ -87,12 +85,25 @@ func ciliumSelectsLoadBalancerIPs(policies []ciliumPolicy, svc *corev1.Service) 
 			break
 		}
 	}
-	if !hasLB {
+	return hasLB && ciliumSelects(policies, svc, func(p ciliumPolicy) bool { return p.loadBalancerIPs })
+}
+
+// ciliumSelectsExternalIPs reports whether some policy makes Cilium's lease holder announce svc's externalIPs:
+// as for load balancer IPs (ciliumSelectsLoadBalancerIPs), with spec.externalIPs set and a policy with
+// externalIPs true (its desiredEntries announce spec.externalIPs for such a policy alone).
+func ciliumSelectsExternalIPs(policies []ciliumPolicy, svc *corev1.Service) bool {
+	return svc.Spec.ExternalIPs != nil && ciliumSelects(policies, svc, func(p ciliumPolicy) bool { return p.externalIPs })
+}
+
+// ciliumSelects reports whether a policy of the kind wants says selects svc, whose loadBalancerClass must be
+// unset or Cilium's.
+func ciliumSelects(policies []ciliumPolicy, svc *corev1.Service, wants func(ciliumPolicy) bool) bool {
+	if c := svc.Spec.LoadBalancerClass; c != nil && *c != CiliumL2LoadBalancerClass {
 		return false
 	}
 	var set labels.Set
 	for _, p := range policies {
-		if !p.loadBalancerIPs || p.selector == nil {
+		if !wants(p) || p.selector == nil {
 			continue
 		}
 		if set == nil {
@@ -106,6 +117,30 @@ func ciliumSelectsLoadBalancerIPs(policies []ciliumPolicy, svc *corev1.Service) 
 		}
 	}
 	return false
+}
+
+// CiliumExternalIPAnnouncements returns, one per address, the announcements of svc's externalIPs by its
+// Cilium lease's holder: a policy selects the Service for its externalIPs (ciliumSelectsExternalIPs), so the
+// holder answers ARP and NDP for them as for load balancer IPs. Expired as in AnnouncementsFor. Nil while the
+// policies or the leases are unread: a lease alone does not say which addresses its holder answers for.
+func (s Snapshot) CiliumExternalIPAnnouncements(svc *corev1.Service) []Announcement {
+	if s.States[SourceCiliumL2] != SourceOK || s.States[SourceCiliumL2Policy] != SourceOK {
+		return nil
+	}
+	l, ok := s.leases[CiliumLeaseName(svc.Namespace, svc.Name)]
+	if !ok || l.holder == "" || !ciliumSelectsExternalIPs(s.policies, svc) {
+		return nil
+	}
+	var out []Announcement
+	for _, ip := range svc.Spec.ExternalIPs {
+		a, err := netip.ParseAddr(ip)
+		if err != nil {
+			continue // Cilium skips what does not parse
+		}
+		out = append(out, Announcement{Source: SourceCiliumL2, Node: l.holder, Address: a.Unmap().String(), Exclusive: true,
+			Expired: !l.validAt(s.now)})
+	}
+	return out
 }
 
 // unheldClock is a reader's memory, by its own clock, of the selected Services without a live lease: since

@@ -2,6 +2,7 @@ package announce
 
 import (
 	"context"
+	"maps"
 	"reflect"
 	"testing"
 	"time"
@@ -118,6 +119,49 @@ func TestCiliumPolicySelects(t *testing.T) {
 				t.Errorf("selects %v, want %v", got, c.want)
 			}
 		})
+	}
+}
+
+// TestCiliumExternalIPAnnouncements: the holder of a Service's lease announces its externalIPs, one record per
+// address, when a policy with externalIPs true selects it (Cilium's desiredEntries), whatever the Service's
+// type and whether a policy selects its load balancer IPs; not for a policy with loadBalancerIPs alone, not
+// for a Service of another loadBalancerClass, and nothing while the policies are unread. A lease whose holder
+// stopped renewing it gives Expired records.
+func TestCiliumExternalIPAnnouncements(t *testing.T) {
+	t0 := time.Now().Truncate(time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	lease := CiliumLeaseName("shop", "reports")
+	a, _, _ := startCilium(t, ctx, t0,
+		ciliumPolicyObj("ext", map[string]any{"matchLabels": map[string]any{"app": "reports"}}, false, true),
+		ciliumPolicyObj("lb", map[string]any{"matchLabels": map[string]any{"app": "web"}}, true, false),
+		ciliumLeaseAs(t, lease, held("node-2", t0, 15)), ciliumLeaseAs(t, CiliumLeaseName("shop", "web"), held("node-3", t0, 15)))
+	reports := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "reports", Labels: map[string]string{"app": "reports"}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, ExternalIPs: []string{"192.0.2.71", "2001:db8::71", "not-an-ip"}}}
+	want := []Announcement{{Source: SourceCiliumL2, Node: "node-2", Address: "192.0.2.71", Exclusive: true},
+		{Source: SourceCiliumL2, Node: "node-2", Address: "2001:db8::71", Exclusive: true}}
+	if got := a.Snapshot(t0).CiliumExternalIPAnnouncements(reports); !reflect.DeepEqual(got, want) {
+		t.Errorf("selected for its externalIPs: %+v, want %+v", got, want)
+	}
+	web := reports.DeepCopy()
+	web.Name, web.Labels = "web", map[string]string{"app": "web"}
+	if got := a.Snapshot(t0).CiliumExternalIPAnnouncements(web); got != nil {
+		t.Errorf("selected for its load balancer IPs alone: %+v, want none", got)
+	}
+	other := reports.DeepCopy()
+	otherClass := "example.com/other"
+	other.Spec.LoadBalancerClass = &otherClass
+	if got := a.Snapshot(t0).CiliumExternalIPAnnouncements(other); got != nil {
+		t.Errorf("another loadBalancerClass: %+v, want none", got)
+	}
+	if got := a.Snapshot(t0.Add(time.Minute)).CiliumExternalIPAnnouncements(reports); len(got) != 2 || !got[0].Expired || !got[1].Expired {
+		t.Errorf("a lease not renewed for its duration: %+v, want both expired", got)
+	}
+	s := a.Snapshot(t0)
+	s.States = maps.Clone(s.States)
+	s.States[SourceCiliumL2Policy] = SourceForbidden
+	if got := s.CiliumExternalIPAnnouncements(reports); got != nil {
+		t.Errorf("policies unread: %+v, want none", got)
 	}
 }
 

@@ -376,3 +376,78 @@ func TestAnnouncerCiliumLeaseReleased(t *testing.T) {
 			r.code, r.un, r.took.Round(time.Millisecond), lbIP)
 	}
 }
+
+// TestAnnouncerCiliumExternalIP: a Local NodePort Service with an externalIP and its only replica on node-1,
+// selected by a Cilium L2 announcement policy for its externalIPs alone (externalIPs true, loadBalancerIPs
+// false), its lease held by node-2 as a Cilium agent holds it (one before 1.20.2 elects whatever the backends;
+// a later one keeps the lease until it notices its backend went). The holder answers ARP for the address, so
+// the network delivers it to node-2 (routed there): real requests are dropped, and node-2 pages announced_here
+// at once, before any grace window, with no arrival needed; node-3 is not the holder and pages nothing. Before
+// the exporter read policies' externalIPs, node-2 said nothing within a grace window: the lease counted for
+// load balancer IPs only. The lease then moves to node-1 with the route: served there, node-2 stops paging.
+func TestAnnouncerCiliumExternalIP(t *testing.T) {
+	c := sharedCluster(t)
+	ctx := testContext(t)
+	dir, err := cluster.CiliumPolicyCRDsDir()
+	if err != nil {
+		fatalln(t, err)
+	}
+	if err := c.InstallCRDs(ctx, dir); err != nil {
+		fatalln(t, err)
+	}
+	const extIP = "192.0.2.158"
+	svc := serviceSpec(t, c, "e2e-cilium-extip", "reports", corev1.ServiceTypeNodePort, func(s *corev1.Service) {
+		s.Spec.ExternalIPs = []string{extIP}
+	})
+	setEndpoints(t, c, svc, ready(startPods(t, c, svc, "node-1")...))
+	policies := dynamicClient(t, c).Resource(gvrCiliumL2Policy)
+	policy := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "cilium.io/v2alpha1", "kind": "CiliumL2AnnouncementPolicy",
+		"metadata": map[string]any{"name": "e2e-cilium-extip"},
+		"spec": map[string]any{
+			"serviceSelector": map[string]any{"matchLabels": map[string]any{
+				"io.kubernetes.service.namespace": svc.Namespace, "io.kubernetes.service.name": svc.Name}},
+			"interfaces":      []any{"^eth0$"},
+			"externalIPs":     true,
+			"loadBalancerIPs": false,
+		}}}
+	if _, err := policies.Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		fatalln(t, err)
+	}
+	t.Cleanup(func() { _ = policies.Delete(context.Background(), policy.GetName(), metav1.DeleteOptions{}) })
+	t.Cleanup(func() { _ = c.Unroute(context.Background(), extIP) })
+
+	holder := holdCiliumLease(t, c, svc, "node-2", 0)
+	if err := c.RouteVia(ctx, "node-2", extIP); err != nil {
+		fatalln(t, err)
+	}
+	// Within converge (90 s), less than the shared exporters' grace window (two minutes): the record pages, not
+	// the arrivals, and announced_here is the record's reason alone.
+	eventually(t, converge, "node-2 holds the lease: the externalIP dropped there, announced_here", func() error {
+		if err := wantVerdict(c.Request(ctx, extIP+":80"), cluster.Blackhole, "externalIP via node-2"); err != nil {
+			return err
+		}
+		return expectMetrics(ctx, c, "node-2", sourceOK("node-2", "cilium_l2"), sourceOK("node-2", "cilium_l2_policy"),
+			metricIs("localtraffic_blackhole_reason", reasonLabels(svc, "node-2", "announced_here"), 1))
+	})
+	if err := expectMetrics(ctx, c, "node-3", noCriticalReason(svc, "node-3")); err != nil {
+		errorln(t, err)
+	}
+
+	// The lease moves to node-1, which runs the replica, and the network follows it.
+	holder.stop()
+	leases := c.Admin().CoordinationV1().Leases(ciliumNamespace)
+	if err := leases.Delete(ctx, "cilium-l2announce-"+svc.Namespace+"-"+svc.Name, metav1.DeleteOptions{}); err != nil {
+		fatalln(t, err)
+	}
+	holdCiliumLease(t, c, svc, "node-1", 0)
+	if err := c.RouteVia(ctx, "node-1", extIP); err != nil {
+		fatalln(t, err)
+	}
+	eventually(t, converge, "node-1 holds the lease: served there, node-2 no longer pages", func() error {
+		if err := wantServedLocally(c.Request(ctx, extIP+":80"), "node-1"); err != nil {
+			return err
+		}
+		return expectMetrics(ctx, c, "node-2", noCriticalReason(svc, "node-2"))
+	})
+}

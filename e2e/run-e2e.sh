@@ -45,7 +45,7 @@ scaleShard='^(TestScaleRules|TestScaleMemory|TestScaleAPILoad|TestScaleCPUBeside
 # After the shards, alone (make e2e-exposure runs the first by itself): the first's client times its own losses to
 # 20 ms, the second steps the machine's wall clock.
 alone='^(TestExposureMatchesLostConnections|TestRestartThroughWallClockSteps)$'
-sharedLongShard='^(TestAlertsOnLivePrometheus|TestAlertsOneNotificationPerService|TestSoak|TestLandingPageInBrowserDuringDrill|TestCadenceIndependentVerdicts|TestRulesModelEqualsFullReadUnderChurn|TestRotationCheckerWhileSampling)$'
+sharedLongShard='^(TestAlertsOnLivePrometheus|TestAlertsOneNotificationPerService|TestSoak|TestLandingPageInBrowserDuringDrill|TestCadenceIndependentVerdicts|TestRulesModelEqualsFullReadUnderChurn|TestRotationCheckerWhileSampling|TestAnnouncerCiliumExternalIP)$'
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT

@@ -12,11 +12,13 @@ import (
 // check, kept in the Service's state so that verdict decides from the state alone.
 
 // AddAnnouncers adds to s, the state of svc, the announcements of the announcers' own objects in ann, as every
-// reader of the announcers does (the exporter's snapshot, the plugin's status): only a LoadBalancer Service
-// has load balancer IPs an announcer announces. Its unrecorded IPs are MetalLB's nobody announces
-// (announce.Snapshot.Unrecorded) and those a Cilium L2 announcement policy selects while no live lease has been
-// seen for a lease duration (announce.Snapshot.CiliumUnheld).
+// reader of the announcers does (the exporter's snapshot, the plugin's status): a Cilium L2 announcement
+// policy may select any Service's externalIPs, and only a LoadBalancer Service has load balancer IPs an
+// announcer announces. Its unrecorded IPs are MetalLB's nobody announces (announce.Snapshot.Unrecorded) and
+// those a Cilium L2 announcement policy selects while no live lease has been seen for a lease duration
+// (announce.Snapshot.CiliumUnheld).
 func (s *ServiceState) AddAnnouncers(ann announce.Snapshot, svc *corev1.Service) {
+	s.Announcements = append(s.Announcements, ann.CiliumExternalIPAnnouncements(svc)...)
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
 		return
 	}
@@ -27,6 +29,13 @@ func (s *ServiceState) AddAnnouncers(ann announce.Snapshot, svc *corev1.Service)
 			s.UnrecordedIPs = append(s.UnrecordedIPs, ip)
 		}
 	}
+}
+
+// mayBeAnnounced: an announcer may announce an address of svc, which the view then watches the announcers'
+// records of (and keeps the labels of, which Cilium's policies select by): its load balancer IPs, or its
+// externalIPs, which Cilium's L2 announcer announces for a policy with externalIPs true.
+func mayBeAnnounced(svc *corev1.Service) bool {
+	return svc.Spec.Type == corev1.ServiceTypeLoadBalancer || len(svc.Spec.ExternalIPs) > 0
 }
 
 // annotationStates sets the annotation sources' states in states from the Services' announcements

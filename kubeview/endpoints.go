@@ -106,7 +106,7 @@ func transformService(announcers bool, keep ...string) func(any) (any, error) {
 			return obj, nil
 		}
 		labels := keepLabels(svc.Labels, keepLabelKeys...)
-		if announcers && svc.Spec.Type == corev1.ServiceTypeLoadBalancer &&
+		if announcers && mayBeAnnounced(svc) &&
 			svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal && len(svc.Labels) > 0 {
 			labels = maps.Clone(svc.Labels)
 		}

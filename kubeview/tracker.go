@@ -280,7 +280,7 @@ func (t *Tracker) compute(store cache.Store, key string) (ServiceState, bool, er
 		return ServiceState{}, false, err
 	}
 	t.forgetLease(key)
-	if t.v.announcers != nil && svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+	if t.v.announcers != nil && mayBeAnnounced(svc) {
 		t.leaseOf[announce.CiliumLeaseName(svc.Namespace, svc.Name)] = key
 		if at, ok := t.ann.LeaseExpiry(svc.Namespace, svc.Name); ok {
 			t.expiry[key] = at

@@ -10,10 +10,11 @@ import (
 )
 
 // BasisAnnouncer: the announcer (MetalLB, Cilium L2, kube-vip, OpenELB, PureLB) records that it announces the
-// load balancer IP from this node (declared).
+// load balancer IP (Cilium L2: or the externalIP) from this node (declared).
 const BasisAnnouncer Basis = "announcer"
 
-// ReasonAnnouncedHere: an announcer announces the load balancer IP from this node, and the node drops it. The
+// ReasonAnnouncedHere: an announcer announces the load balancer IP (or, Cilium's L2 announcer, the externalIP)
+// from this node, and the node drops it. The
 // announcer reads no healthCheckNodePort: it sends the traffic here whatever the node's health check answers,
 // so the page needs no grace window and no arrivals.
 const ReasonAnnouncedHere Reason = "announced_here"
@@ -31,8 +32,8 @@ const ReasonAnnouncedHere Reason = "announced_here"
 func announced(node kubeview.NodeState, svc kubeview.ServiceState, d Destination, ev *Evidence) (Rotation, string, Basis, bool) {
 	var elsewhere, bgpElsewhere []announce.Announcement
 	for _, a := range svc.Announcements {
-		if a.Expired || !a.Covers(d.Address) {
-			continue
+		if a.Expired || !a.Covers(d.Address) || d.Kind == ExternalIP && a.Address == "" {
+			continue // a record of every load balancer IP says nothing of an externalIP
 		}
 		if a.Node == node.Name && routeWithdrawn(a, d, ev) {
 			continue
@@ -120,7 +121,7 @@ func UnannouncedIPs(svc kubeview.ServiceState) []string {
 // record, or MetalLB's BGP records read cluster-wide, name other nodes, and none names this one): the decision is the announcer's, not the health
 // check's, so a reader without the node's evidence (the plugin) need not call it unknown.
 func AnnouncedElsewhere(node kubeview.NodeState, svc kubeview.ServiceState, d Destination) bool {
-	if d.Kind != LoadBalancerIP {
+	if d.Kind != LoadBalancerIP && d.Kind != ExternalIP {
 		return false
 	}
 	rot, _, _, ok := announced(node, svc, d, nil)

@@ -139,6 +139,76 @@ func TestAnnouncerRotation(t *testing.T) {
 	}
 }
 
+// TestCiliumAnnouncesExternalIP: Cilium's lease holder answers ARP for a Service's externalIP when a policy
+// selects its externalIPs (a record naming the address): the holder without a replica pages announced_here at
+// once, with no arrivals; another node is out for the address, unless arrivals outlast the grace window there
+// (stale ARP caches); the plugin, without node evidence, can tell both. A record of every load balancer IP (a
+// lease selected for load balancer IPs) says nothing of an externalIP: the exporter's rules for externalIPs
+// decide, and the plugin cannot tell.
+func TestCiliumAnnouncesExternalIP(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	const ext = "198.51.100.7"
+	node := kubeview.NodeState{Name: "node-2", Found: true}
+	svc := func(anns ...announce.Announcement) kubeview.ServiceState {
+		s := lbService(0, 0, ext)
+		s.Announcements = anns
+		return s
+	}
+	ev := func(o Observed) *Evidence {
+		return &Evidence{HealthChecks: map[corev1.IPFamily]HealthCheck{corev1.IPv4Protocol: {StatusCode: 503, Result: "x"}},
+			Addresses: withNodePorts(), Observed: o, Grace: 2 * time.Minute, Now: now}
+	}
+	holder := func(n string) announce.Announcement {
+		return announce.Announcement{Source: announce.SourceCiliumL2, Node: n, Address: ext, Exclusive: true}
+	}
+	lbOnly := announce.Announcement{Source: announce.SourceCiliumL2, Node: "node-2", Exclusive: true}
+	arriving := Observation{Watched: true, Attempts: 300, ActiveSince: now.Add(-5 * time.Minute), LastSeen: now.Add(-time.Second),
+		Ongoing: true, DroppedSince: now.Add(-10 * time.Minute)}
+	for _, c := range []struct {
+		name      string
+		in        Input
+		rot       Rotation
+		blackhole bool
+		reason    Reason
+	}{
+		{"holder here, no replica: critical at once", Input{Service: svc(holder("node-2")), Node: node, Evidence: ev(seen{})}, In, true, ReasonAnnouncedHere},
+		{"holder elsewhere, nothing arriving: out", Input{Service: svc(holder("node-1")), Node: node, Evidence: ev(seen{})}, Out, false, ""},
+		{"holder elsewhere, arrivals past grace: the meter keeps its say, as with no record", Input{Service: svc(holder("node-1")), Node: node,
+			Evidence: ev(seen{ExternalIP: arriving})}, In, true, ReasonHealthCheckIgnored},
+		{"no record, arrivals past grace", Input{Service: svc(), Node: node, Evidence: ev(seen{ExternalIP: arriving})}, In, true, ReasonHealthCheckIgnored},
+		{"an expired lease here names nobody", Input{Service: svc(announce.Announcement{Source: announce.SourceCiliumL2, Node: "node-2",
+			Address: ext, Exclusive: true, Expired: true}), Node: node, Evidence: ev(seen{})}, Out, false, ""},
+		{"a lease for load balancer IPs only says nothing of the externalIP", Input{Service: svc(lbOnly), Node: node, Evidence: ev(seen{})}, Out, false, ""},
+		{"plugin: holder here", Input{Service: svc(holder("node-2")), Node: node}, In, true, ReasonAnnouncedHere},
+		{"plugin: holder elsewhere", Input{Service: svc(holder("node-1")), Node: node}, Out, false, ""},
+		{"plugin: a lease for load balancer IPs only, cannot tell", Input{Service: svc(lbOnly), Node: node}, Unknown, false, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			v := Decide(c.in)
+			var e *Entry
+			for i := range v.Families[0].Entries {
+				if v.Families[0].Entries[i].Kind == ExternalIP {
+					e = &v.Families[0].Entries[i]
+				}
+			}
+			if e == nil {
+				t.Fatal("no externalIP entry")
+			}
+			if e.Rotation != c.rot || e.Rotation == In && e.Dropped != c.blackhole || e.Reason != c.reason {
+				t.Errorf("externalIP rotation %s (%s) dropped %v reason %q, want %s %v %q", e.Rotation, e.Why, e.Dropped, e.Reason,
+					c.rot, c.blackhole, c.reason)
+			}
+			want := false // a live record naming another node
+			for _, a := range c.in.Service.Announcements {
+				want = want || !a.Expired && a.Address == ext && a.Node != c.in.Node.Name
+			}
+			if AnnouncedElsewhere(c.in.Node, c.in.Service, e.Destination) != want {
+				t.Errorf("AnnouncedElsewhere %v, want %v", !want, want)
+			}
+		})
+	}
+}
+
 // TestKubeVIPAnnotationContradictedByArrivals: kube-vip in BGP mode leaves kube-vip.io/vipHost behind when it
 // withdraws its route. The annotation names this node, which has no replica: announced_here at once, but not
 // for ever: once the meter, watching the address, has seen nothing arrive for its quiet period (the address on

@@ -445,7 +445,7 @@ func declared(in Input, fam kubeview.FamilyEndpoints, d Destination) (Rotation, 
 		annBasis  Basis
 		announcer bool
 	)
-	if d.Kind == LoadBalancerIP {
+	if d.Kind == LoadBalancerIP || d.Kind == ExternalIP {
 		annRot, annWhy, annBasis, announcer = announced(node, svc, d, ev)
 		if announcer && annRot == In {
 			return annRot, annWhy, annBasis
