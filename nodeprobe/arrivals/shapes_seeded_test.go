@@ -173,3 +173,50 @@ func TestCheckersAcrossARestartSeeded(t *testing.T) {
 		}
 	}
 }
+
+// TestCandidatesAcrossARestartSeeded: as TestCheckersAcrossARestartSeeded, but the exporter restarts while the
+// checker is still proving its cadence (after its first or second probe, within its candidate window): the
+// state file keeps no candidate, and what it keeps of the run must not make its probes a client's after the
+// restart. From the restored meter's first snapshot on no attempt is a client's, and the checker proves itself
+// again by the end.
+func TestCandidatesAcrossARestartSeeded(t *testing.T) {
+	const end = 10 * time.Minute
+	src := netip.MustParseAddr("198.18.0.9")
+	for seed := range uint64(200) {
+		tl, d := nodePortTimeline(seed, 0xca4d)
+		rng := tl.rng
+		every := time.Duration(1000+rng.IntN(19000)) * time.Millisecond
+		phase := time.Duration(rng.Int64N(int64(every)))
+		tl.probes(src, every, phase, end)
+		name := fmt.Sprintf("seed %d: %v every %s at %v", seed, src, every, d)
+		slices.SortStableFunc(tl.wire, func(a, b wirePacket) int { return cmp.Compare(a.at, b.at) })
+		// Down after the first or second probe (and its retransmissions), before the third proves a clock.
+		down := phase + time.Duration(1+rng.IntN(2))*every - every/4
+		back := down + time.Duration(1000+rng.IntN(59000))*time.Millisecond
+
+		c, i := countUntil(t, newTestTally(t, Config{}, testWatch), tl.wire, 0, d, down)
+		if len(c.Checkers) != 0 || c.Clients.Repeated.Attempts != 0 {
+			t.Errorf("%s: before the restart at +%s checkers %v, clients %+v; want a candidate", name, down, checkerAddrs(c), c.Clients)
+			continue
+		}
+		after := newTally(Config{}.withDefaults(), nil)
+		after.restore(map[Dest]Run{d: runOf(c)})
+		nw, err := testWatch.normalize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		after.setWatch(nw, testNow.Add(back))
+		for ; i < len(tl.wire) && tl.wire[i].at < back; i++ { // the packets no meter saw
+		}
+		for at := back; at <= end; at += 2 * time.Second {
+			c, i = countUntil(t, after, tl.wire, i, d, at)
+			if c.Clients.Repeated.Attempts != 0 {
+				t.Errorf("%s, down from +%s to +%s: at +%s clients %+v; want none", name, down, back, at, c.Clients)
+				break
+			}
+		}
+		if len(c.Checkers) == 0 {
+			t.Errorf("%s, down from +%s to +%s: no checker at the end", name, down, back)
+		}
+	}
+}
