@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/localtraffic/localtraffic-exporter/e2e/cluster"
 )
@@ -230,6 +232,40 @@ func TestAnnouncerLeaseClockSkew(t *testing.T) {
 
 var gvrCiliumL2Policy = schema.GroupVersionResource{Group: "cilium.io", Version: "v2alpha1", Resource: "ciliuml2announcementpolicies"}
 
+// installCiliumPolicyCRD installs the CiliumL2AnnouncementPolicy CRD (e2e/crds) on the cluster.
+func installCiliumPolicyCRD(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	dir, err := cluster.CiliumPolicyCRDsDir()
+	if err != nil {
+		fatalln(t, err)
+	}
+	if err := c.InstallCRDs(testContext(t), dir); err != nil {
+		fatalln(t, err)
+	}
+}
+
+// createCiliumPolicy creates the CiliumL2AnnouncementPolicy name, selecting svc by the labels Cilium adds
+// (io.kubernetes.service.namespace and .name) on the nodes' eth0, with the spec fields in spec besides; the test's
+// end deletes it. It returns the policies' client and the policy as created.
+func createCiliumPolicy(t *testing.T, c *cluster.Cluster, name string, svc *corev1.Service, spec map[string]any) (dynamic.ResourceInterface, *unstructured.Unstructured) {
+	t.Helper()
+	policies := dynamicClient(t, c).Resource(gvrCiliumL2Policy)
+	full := map[string]any{
+		"serviceSelector": map[string]any{"matchLabels": map[string]any{
+			"io.kubernetes.service.namespace": svc.Namespace, "io.kubernetes.service.name": svc.Name}},
+		"interfaces": []any{"^eth0$"},
+	}
+	maps.Copy(full, spec)
+	policy := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "cilium.io/v2alpha1", "kind": "CiliumL2AnnouncementPolicy",
+		"metadata": map[string]any{"name": name}, "spec": full}}
+	if _, err := policies.Create(testContext(t), policy, metav1.CreateOptions{}); err != nil {
+		fatalln(t, err)
+	}
+	t.Cleanup(func() { _ = policies.Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	return policies, policy
+}
+
 // TestAnnouncerCiliumLeaseReleased: a LoadBalancer Service served by a replica on node-1 that a
 // CiliumL2AnnouncementPolicy selects (by the io.kubernetes.service.namespace and .name labels Cilium adds),
 // announced by node-1's lease. Then the policy's nodeSelector moves to node-2, which has no local backend:
@@ -243,13 +279,7 @@ var gvrCiliumL2Policy = schema.GroupVersionResource{Group: "cilium.io", Version:
 func TestAnnouncerCiliumLeaseReleased(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := testContext(t)
-	dir, err := cluster.CiliumPolicyCRDsDir()
-	if err != nil {
-		fatalln(t, err)
-	}
-	if err := c.InstallCRDs(ctx, dir); err != nil {
-		fatalln(t, err)
-	}
+	installCiliumPolicyCRD(t, c)
 	nodes := []string{"node-1", "node-2"}
 	const lbIP = "192.0.2.153"
 	svc := serviceSpec(t, c, "e2e-lease-released", "web", corev1.ServiceTypeLoadBalancer, nil)
@@ -261,21 +291,10 @@ func TestAnnouncerCiliumLeaseReleased(t *testing.T) {
 	if err := c.RouteVia(ctx, "node-1", lbIP); err != nil {
 		fatalln(t, err)
 	}
-	policies := dynamicClient(t, c).Resource(gvrCiliumL2Policy)
-	policy := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "cilium.io/v2alpha1", "kind": "CiliumL2AnnouncementPolicy",
-		"metadata": map[string]any{"name": "e2e-lease-released"},
-		"spec": map[string]any{
-			"serviceSelector": map[string]any{"matchLabels": map[string]any{
-				"io.kubernetes.service.namespace": svc.Namespace, "io.kubernetes.service.name": svc.Name}},
-			"nodeSelector":    map[string]any{"matchLabels": map[string]any{"kubernetes.io/hostname": "node-1"}},
-			"interfaces":      []any{"^eth0$"},
-			"loadBalancerIPs": true,
-		}}}
-	if _, err := policies.Create(ctx, policy, metav1.CreateOptions{}); err != nil {
-		fatalln(t, err)
-	}
-	t.Cleanup(func() { _ = policies.Delete(context.Background(), policy.GetName(), metav1.DeleteOptions{}) })
+	policies, policy := createCiliumPolicy(t, c, "e2e-lease-released", svc, map[string]any{
+		"nodeSelector":    map[string]any{"matchLabels": map[string]any{"kubernetes.io/hostname": "node-1"}},
+		"loadBalancerIPs": true,
+	})
 	holder := holdCiliumLease(t, c, svc, "node-1", 0)
 
 	unannounced := func(want bool) error {
@@ -388,33 +407,13 @@ func TestAnnouncerCiliumLeaseReleased(t *testing.T) {
 func TestAnnouncerCiliumExternalIP(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := testContext(t)
-	dir, err := cluster.CiliumPolicyCRDsDir()
-	if err != nil {
-		fatalln(t, err)
-	}
-	if err := c.InstallCRDs(ctx, dir); err != nil {
-		fatalln(t, err)
-	}
+	installCiliumPolicyCRD(t, c)
 	const extIP = "192.0.2.158"
 	svc := serviceSpec(t, c, "e2e-cilium-extip", "reports", corev1.ServiceTypeNodePort, func(s *corev1.Service) {
 		s.Spec.ExternalIPs = []string{extIP}
 	})
 	setEndpoints(t, c, svc, ready(startPods(t, c, svc, "node-1")...))
-	policies := dynamicClient(t, c).Resource(gvrCiliumL2Policy)
-	policy := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "cilium.io/v2alpha1", "kind": "CiliumL2AnnouncementPolicy",
-		"metadata": map[string]any{"name": "e2e-cilium-extip"},
-		"spec": map[string]any{
-			"serviceSelector": map[string]any{"matchLabels": map[string]any{
-				"io.kubernetes.service.namespace": svc.Namespace, "io.kubernetes.service.name": svc.Name}},
-			"interfaces":      []any{"^eth0$"},
-			"externalIPs":     true,
-			"loadBalancerIPs": false,
-		}}}
-	if _, err := policies.Create(ctx, policy, metav1.CreateOptions{}); err != nil {
-		fatalln(t, err)
-	}
-	t.Cleanup(func() { _ = policies.Delete(context.Background(), policy.GetName(), metav1.DeleteOptions{}) })
+	createCiliumPolicy(t, c, "e2e-cilium-extip", svc, map[string]any{"externalIPs": true, "loadBalancerIPs": false})
 	t.Cleanup(func() { _ = c.Unroute(context.Background(), extIP) })
 
 	holder := holdCiliumLease(t, c, svc, "node-2", 0)

@@ -124,6 +124,22 @@ func runOf(c DestCount) Run {
 	return r
 }
 
+// restartAt is a meter restored at back from what the state file keeps of c, d's count when the earlier one
+// stopped, with wire[i:] sent since: it returns the new tally and the index of the first packet it sees.
+func restartAt(t *testing.T, c DestCount, d Dest, wire []wirePacket, i int, back time.Duration) (*tally, int) {
+	t.Helper()
+	after := newTally(Config{}.withDefaults(), nil)
+	after.restore(map[Dest]Run{d: runOf(c)})
+	nw, err := testWatch.normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	after.setWatch(nw, testNow.Add(back))
+	for ; i < len(wire) && wire[i].at < back; i++ { // the packets no meter saw
+	}
+	return after, i
+}
+
 // TestCheckersAcrossARestartSeeded: 200 recorded timelines, seeded, of a checker at a NodePort (alone, or two
 // behind one address), TCP or UDP, every 1 to 60 s, whose exporter restarts once the checker has proven its
 // cadence: down for 1 to 60 s, then a new meter restored from what the state file keeps. From its first
@@ -153,16 +169,7 @@ func TestCheckersAcrossARestartSeeded(t *testing.T) {
 			t.Errorf("%s: before the restart checkers %v, clients %+v; want it proven", name, checkerAddrs(c), c.Clients)
 			continue
 		}
-
-		after := newTally(Config{}.withDefaults(), nil)
-		after.restore(map[Dest]Run{d: runOf(c)})
-		nw, err := testWatch.normalize()
-		if err != nil {
-			t.Fatal(err)
-		}
-		after.setWatch(nw, testNow.Add(back))
-		for ; i < len(tl.wire) && tl.wire[i].at < back; i++ { // the packets no meter saw
-		}
+		after, i := restartAt(t, c, d, tl.wire, i, back)
 		for at := back; at <= end; at += 2 * time.Second {
 			c, i = countUntil(t, after, tl.wire, i, d, at)
 			if c.Clients.Repeated.Attempts != 0 || len(c.Checkers) == 0 {
@@ -199,15 +206,7 @@ func TestCandidatesAcrossARestartSeeded(t *testing.T) {
 			t.Errorf("%s: before the restart at +%s checkers %v, clients %+v; want a candidate", name, down, checkerAddrs(c), c.Clients)
 			continue
 		}
-		after := newTally(Config{}.withDefaults(), nil)
-		after.restore(map[Dest]Run{d: runOf(c)})
-		nw, err := testWatch.normalize()
-		if err != nil {
-			t.Fatal(err)
-		}
-		after.setWatch(nw, testNow.Add(back))
-		for ; i < len(tl.wire) && tl.wire[i].at < back; i++ { // the packets no meter saw
-		}
+		after, i := restartAt(t, c, d, tl.wire, i, back)
 		for at := back; at <= end; at += 2 * time.Second {
 			c, i = countUntil(t, after, tl.wire, i, d, at)
 			if c.Clients.Repeated.Attempts != 0 {
