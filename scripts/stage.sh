@@ -22,12 +22,32 @@ if [[ "${1:-}" == --table ]]; then
 	fi
 	exit 0
 fi
+# digest: a failed stage's go test output (not -v) in short, for $LT_STAGES.failures: each --- FAIL line with
+# its first two messages (a message joined with its continuation lines, cut to 300 characters), or where no
+# test failed (a panic, a timeout, a build error) the first lines of what go test said instead. A stage that
+# writes its own digest there and says "failed tests, in short:" (the e2e suite: its shards run -v) is left to it.
+digest() {
+	awk -v name="$1" '
+		function flush() { if (fail != "") { print name ": " fail; for (i = 0; i < n && i < 2; i++) print "    " substr(m[i], 1, 300) } fail = ""; n = 0 }
+		/^ *--- FAIL: / { flush(); fail = $0; sub(/^ +/, "", fail); failed = 1; next }
+		fail != "" && /^    +[^ ]+\.go:[0-9]+: / { s = $0; sub(/^ +/, "", s); m[n++] = s; next }
+		fail != "" && n > 0 && /^     +[^ ]/ { s = $0; sub(/^ +/, "", s); m[n - 1] = m[n - 1] " / " s; next }
+		{ flush() }
+		/^(panic: |WARNING: DATA RACE|# |FAIL\t)/ && other < 6 { o[other++] = $0 }
+		END { flush(); if (!failed) for (i = 0; i < other; i++) print name ": " substr(o[i], 1, 300) }
+	'
+}
 name="$1"
 shift
 start="$(date +%s)"
 echo "==> $name: $*"
-"$@"
-rc=$?
+out="$(mktemp)"
+trap 'rm -f "$out"' EXIT
+"$@" 2>&1 | tee "$out"
+rc=${PIPESTATUS[0]}
+if ((rc != 0)) && [[ -n "${LT_STAGES:-}" ]] && ! grep -q 'failed tests, in short:' "$out"; then
+	digest "$name" <"$out" >>"$LT_STAGES.failures"
+fi
 took=$(($(date +%s) - start))
 status=ok
 ((rc == 0)) || status=FAILED
