@@ -192,9 +192,10 @@ func (c *unheldClock) sawHeld(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// ciliumUnheld is when svc's load balancer IPs become unannounced for want of a Cilium lease, and ok false
-// when they do not: the policies and the leases both read and current, a policy selects the Service's load
-// balancer IPs, and no lease of it is held and live at the snapshot's time. The clock starts the first time
+// ciliumUnheld is when the addresses a Cilium policy selects of svc (its load balancer IPs, its externalIPs)
+// become unannounced for want of a Cilium lease, and ok false when they do not: the policies and the leases
+// both read and current, a policy selects the Service's load balancer IPs or externalIPs (one lease stands for
+// both), and no lease of it is held and live at the snapshot's time. The clock starts the first time
 // this reader finds it so (it stops, and forgets, when a live lease or no selection is found) and runs one
 // lease duration, long enough for another agent to take over after a release or a holder's death: a
 // failover does not page. Only a reader with a clock (Informers) says anything; a one-shot List does not.
@@ -203,7 +204,7 @@ func (s Snapshot) ciliumUnheld(svc *corev1.Service) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	name := CiliumLeaseName(svc.Namespace, svc.Name)
-	if !ciliumSelectsLoadBalancerIPs(s.policies, svc) {
+	if !ciliumSelectsLoadBalancerIPs(s.policies, svc) && !ciliumSelectsExternalIPs(s.policies, svc) {
 		s.unheld.forget(name)
 		return time.Time{}, false
 	}
@@ -218,14 +219,28 @@ func (s Snapshot) ciliumUnheld(svc *corev1.Service) (time.Time, bool) {
 // while no live lease of the Service has been seen for a lease duration (ciliumUnheld): Cilium elects nobody,
 // and no node answers ARP for them. Nil otherwise, and before the duration has run.
 func (s Snapshot) CiliumUnheld(svc *corev1.Service, loadBalancerIPs []string) []string {
-	at, ok := s.ciliumUnheld(svc)
-	if !ok || s.now.Before(at) {
+	if !s.ciliumUnheldNow(svc) || !ciliumSelectsLoadBalancerIPs(s.policies, svc) {
 		return nil
 	}
 	return append([]string(nil), loadBalancerIPs...)
 }
 
-// CiliumUnheldAt is when svc's load balancer IPs will be called unannounced for want of a Cilium lease unless
+// CiliumUnheldExternalIPs is CiliumUnheld for svc's externalIPs (externalIPs, canonical), which a policy with
+// externalIPs true makes the lease's holder announce: with no live lease for a lease duration, nobody does.
+func (s Snapshot) CiliumUnheldExternalIPs(svc *corev1.Service, externalIPs []string) []string {
+	if !s.ciliumUnheldNow(svc) || !ciliumSelectsExternalIPs(s.policies, svc) {
+		return nil
+	}
+	return append([]string(nil), externalIPs...)
+}
+
+// ciliumUnheldNow reports whether ciliumUnheld's lease duration has run out at the snapshot's time.
+func (s Snapshot) ciliumUnheldNow(svc *corev1.Service) bool {
+	at, ok := s.ciliumUnheld(svc)
+	return ok && !s.now.Before(at)
+}
+
+// CiliumUnheldAt is when svc's selected addresses will be called unannounced for want of a Cilium lease unless
 // a live lease is seen first, and false when no such clock runs or it has run out: the Service's state changes
 // then without an event.
 func (s Snapshot) CiliumUnheldAt(svc *corev1.Service) (time.Time, bool) {

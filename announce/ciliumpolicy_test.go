@@ -273,6 +273,54 @@ func TestReleasedCiliumLeaseUnannounced(t *testing.T) {
 	}
 }
 
+// TestReleasedCiliumLeaseUnannouncedExternalIPs: a policy with externalIPs true makes the lease's holder
+// announce a Service's externalIPs, whatever its type; released and deleted, the lease leaves them
+// unannounced after a lease duration, as for load balancer IPs. The load balancer IPs of a Service selected
+// for its externalIPs alone are not Cilium's, nor the externalIPs of one selected for its load balancer IPs.
+func TestReleasedCiliumLeaseUnannouncedExternalIPs(t *testing.T) {
+	t0 := time.Now().Truncate(time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	reportsLease, webLease := CiliumLeaseName("shop", "reports"), CiliumLeaseName("shop", "web")
+	a, write, remove := startCilium(t, ctx, t0,
+		ciliumPolicyObj("ext", map[string]any{"matchLabels": map[string]any{"app": "reports"}}, false, true),
+		ciliumPolicyObj("lb", map[string]any{"matchLabels": map[string]any{"app": "web"}}, true, false),
+		ciliumLeaseAs(t, reportsLease, held("node-2", t0, 15)), ciliumLeaseAs(t, webLease, held("node-3", t0, 15)))
+	extIPs := []string{"192.0.2.71", "2001:db8::71"}
+	reports := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "reports", Labels: map[string]string{"app": "reports"}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, ExternalIPs: extIPs}}
+	web := lbService("shop", "web", map[string]string{"app": "web"}, "192.0.2.10")
+	web.Spec.ExternalIPs = []string{"192.0.2.72"}
+	check := func(at time.Duration, wantReports, wantWebExt, wantWebLB []string) {
+		t.Helper()
+		s := a.Snapshot(t0.Add(at))
+		if got := s.CiliumUnheldExternalIPs(reports, extIPs); !reflect.DeepEqual(got, wantReports) {
+			t.Errorf("reports' externalIPs at %s: unheld %v, want %v", at, got, wantReports)
+		}
+		if got := s.CiliumUnheldExternalIPs(web, web.Spec.ExternalIPs); !reflect.DeepEqual(got, wantWebExt) {
+			t.Errorf("web's externalIPs at %s: unheld %v, want %v", at, got, wantWebExt)
+		}
+		if got := s.CiliumUnheld(web, []string{"192.0.2.10"}); !reflect.DeepEqual(got, wantWebLB) {
+			t.Errorf("web's load balancer IP at %s: unheld %v, want %v", at, got, wantWebLB)
+		}
+	}
+	check(0, nil, nil, nil)
+	write(ciliumLeaseAs(t, reportsLease, released(t0.Add(2*time.Second))), ciliumLeaseAs(t, webLease, released(t0.Add(2*time.Second))))
+	check(2*time.Second, nil, nil, nil) // the reader's clocks start when it finds them so (the tracker, at the event)
+	if got, ok := a.Snapshot(t0.Add(2 * time.Second)).CiliumUnheldAt(reports); !ok || !got.Equal(t0.Add(17*time.Second)) {
+		t.Errorf("reports unheld at %s (%v), want 17s", got.Sub(t0), ok)
+	}
+	check(16*time.Second, nil, nil, nil)
+	check(17*time.Second, extIPs, nil, []string{"192.0.2.10"})
+	remove(reportsLease)
+	check(80*time.Second, extIPs, nil, []string{"192.0.2.10"})
+	if got := a.Snapshot(t0.Add(80*time.Second)).CiliumUnheld(reports, []string{"192.0.2.99"}); got != nil {
+		t.Errorf("reports' load balancer IPs, selected by no policy: unheld %v, want none", got)
+	}
+	write(ciliumLeaseAs(t, reportsLease, held("node-1", t0.Add(90*time.Second), 15)))
+	check(90*time.Second, nil, nil, []string{"192.0.2.10"})
+}
+
 // TestCiliumFailoverDoesNotPage: a holder releases and another agent takes the lease within the lease
 // duration (the last held lease's, 5 s here from the agents' --l2-announcements-lease-duration): the Service
 // is never unannounced. A Service selected before any lease exists (a new Service, before the first agent

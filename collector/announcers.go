@@ -14,9 +14,9 @@ var (
 		"source", "state"),
 		"1 for each load balancer announcer source with the state its records are in on this node (only the current state's series exists): source metallb_l2 (ServiceL2Status), metallb_bgp (this node's ServiceBGPStatus), cilium_l2 (L2 announcement Leases), cilium_l2_policy (CiliumL2AnnouncementPolicy: which Services should hold a lease), kube_vip, openelb, purelb (Service annotations); state ok (read and current: rotation follows it), absent (no CRD, or no Service carries the annotation), forbidden (RBAC refused the read), stale (the API server has not answered since a failure). Only ok sources decide rotation; a Service Cilium's policies select is unannounced without a live lease only while cilium_l2 and cilium_l2_policy are both ok.")
 	serviceUnannounced = detailed(newMetric("service_unannounced", prometheus.GaugeValue,
-		"1 for a LoadBalancer Service with endpoints whose load balancer IP no node announces.",
+		"1 for a Service with endpoints whose load balancer IP or externalIP no node announces.",
 		"namespace", "service"),
-		"1 for a LoadBalancer Service with endpoints whose load balancer IP no node announces: its layer 2 announcer's record names no live holder (a Cilium L2 lease nobody renews), or a Cilium L2 announcement policy selects it and the exporter has seen no live lease of it for a lease duration (released or deleted: Cilium 1.20.2 and later withdraw where no selected node has a local backend), and no other record announces it. Every client of the address is lost. The same fact on every node (absent otherwise): alert on it aggregated by Service.")
+		"1 for a Service with endpoints whose load balancer IP, or externalIP a Cilium L2 announcement policy selects, no node announces: its layer 2 announcer's record names no live holder (a Cilium L2 lease nobody renews), or a Cilium L2 announcement policy selects it and the exporter has seen no live lease of it for a lease duration (released or deleted: Cilium 1.20.2 and later withdraw where no selected node has a local backend), and no other record announces it. Every client of the address is lost. The same fact on every node (absent otherwise): alert on it aggregated by Service.")
 )
 
 // Announcers exports the announcer sources' states and the Services nobody announces.

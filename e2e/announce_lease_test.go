@@ -297,25 +297,7 @@ func TestAnnouncerCiliumLeaseReleased(t *testing.T) {
 	})
 	holder := holdCiliumLease(t, c, svc, "node-1", 0)
 
-	unannounced := func(want bool) error {
-		var errs []error
-		for _, node := range nodes {
-			labels := svcLabels(svc, node)
-			check := func(m cluster.Metrics) error {
-				if len(m.Series("localtraffic_in_rotation", labels)) == 0 {
-					return fmt.Errorf("no localtraffic_in_rotation%v: not decided yet", labels)
-				}
-				if want {
-					return m.Expect("localtraffic_service_unannounced", labels, 1)
-				}
-				return m.ExpectAbsent("localtraffic_service_unannounced", labels)
-			}
-			if err := expectMetrics(ctx, c, node, sourceOK(node, "cilium_l2"), sourceOK(node, "cilium_l2_policy"), check); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", node, err))
-			}
-		}
-		return errors.Join(errs...)
-	}
+	unannounced := func(want bool) error { return unannouncedOn(ctx, c, svc, nodes, want) }
 	eventually(t, converge, "the Service served through node-1's lease, announced", func() error {
 		if err := wantServedLocally(c.Request(ctx, lbIP+":80"), "node-1"); err != nil {
 			return err
@@ -330,29 +312,10 @@ func TestAnnouncerCiliumLeaseReleased(t *testing.T) {
 	// The policy moves to node-2, which runs no replica: node-1 stops electing (the policy no longer selects it)
 	// and releases the lease as client-go does; node-2, without a local backend, does not elect. Nobody answers
 	// ARP for the address.
-	cur, err := policies.Get(ctx, policy.GetName(), metav1.GetOptions{})
-	if err != nil {
-		fatalln(t, err)
-	}
-	if err := unstructured.SetNestedStringMap(cur.Object, map[string]string{"kubernetes.io/hostname": "node-2"}, "spec", "nodeSelector", "matchLabels"); err != nil {
-		fatalln(t, err)
-	}
-	if _, err := policies.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
-		fatalln(t, err)
-	}
+	selectCiliumNode(t, ctx, policies, policy, "node-2")
 	holder.stop()
 	leases := c.Admin().CoordinationV1().Leases(ciliumNamespace)
-	name := "cilium-l2announce-" + svc.Namespace + "-" + svc.Name
-	lease, err := leases.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		fatalln(t, err)
-	}
-	now := metav1.NewMicroTime(time.Now())
-	lease.Spec.HolderIdentity, lease.Spec.LeaseDurationSeconds = ptr(""), ptr(int32(1))
-	lease.Spec.AcquireTime, lease.Spec.RenewTime = &now, &now
-	if _, err := leases.Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
-		fatalln(t, err)
-	}
+	name := releaseCiliumLease(t, ctx, c, svc)
 	released := time.Now()
 	type run struct {
 		code int
@@ -396,6 +359,62 @@ func TestAnnouncerCiliumLeaseReleased(t *testing.T) {
 	}
 }
 
+// unannouncedOn says whether the exporters on nodes, their Cilium sources read, call svc unannounced as want
+// says, once they have decided its rotation.
+func unannouncedOn(ctx context.Context, c *cluster.Cluster, svc *corev1.Service, nodes []string, want bool) error {
+	var errs []error
+	for _, node := range nodes {
+		labels := svcLabels(svc, node)
+		check := func(m cluster.Metrics) error {
+			if len(m.Series("localtraffic_in_rotation", labels)) == 0 {
+				return fmt.Errorf("no localtraffic_in_rotation%v: not decided yet", labels)
+			}
+			if want {
+				return m.Expect("localtraffic_service_unannounced", labels, 1)
+			}
+			return m.ExpectAbsent("localtraffic_service_unannounced", labels)
+		}
+		if err := expectMetrics(ctx, c, node, sourceOK(node, "cilium_l2"), sourceOK(node, "cilium_l2_policy"), check); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", node, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// selectCiliumNode sets policy's nodeSelector to the node alone: which agents may elect themselves.
+func selectCiliumNode(t *testing.T, ctx context.Context, policies dynamic.ResourceInterface, policy *unstructured.Unstructured, node string) {
+	t.Helper()
+	cur, err := policies.Get(ctx, policy.GetName(), metav1.GetOptions{})
+	if err != nil {
+		fatalln(t, err)
+	}
+	if err := unstructured.SetNestedStringMap(cur.Object, map[string]string{"kubernetes.io/hostname": node}, "spec", "nodeSelector", "matchLabels"); err != nil {
+		fatalln(t, err)
+	}
+	if _, err := policies.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		fatalln(t, err)
+	}
+}
+
+// releaseCiliumLease releases svc's lease as client-go's leader election does on a holder's way out
+// (holderIdentity emptied, leaseDurationSeconds 1) and returns its name. Its holder must have stopped renewing.
+func releaseCiliumLease(t *testing.T, ctx context.Context, c *cluster.Cluster, svc *corev1.Service) string {
+	t.Helper()
+	leases := c.Admin().CoordinationV1().Leases(ciliumNamespace)
+	name := "cilium-l2announce-" + svc.Namespace + "-" + svc.Name
+	lease, err := leases.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		fatalln(t, err)
+	}
+	now := metav1.NewMicroTime(time.Now())
+	lease.Spec.HolderIdentity, lease.Spec.LeaseDurationSeconds = ptr(""), ptr(int32(1))
+	lease.Spec.AcquireTime, lease.Spec.RenewTime = &now, &now
+	if _, err := leases.Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
+		fatalln(t, err)
+	}
+	return name
+}
+
 // TestAnnouncerCiliumExternalIP: a Local NodePort Service with an externalIP and its only replica on node-1,
 // selected by a Cilium L2 announcement policy for its externalIPs alone (externalIPs true, loadBalancerIPs
 // false), its lease held by node-2 as a Cilium agent holds it (one before 1.20.2 elects whatever the backends;
@@ -404,6 +423,9 @@ func TestAnnouncerCiliumLeaseReleased(t *testing.T) {
 // at once, before any grace window, with no arrival needed; node-3 is not the holder and pages nothing. Before
 // the exporter read policies' externalIPs, node-2 said nothing within a grace window: the lease counted for
 // load balancer IPs only. The lease then moves to node-1 with the route: served there, node-2 stops paging.
+// Last the policy selects node-3 alone, which runs no replica: node-1 releases the lease, the agents' GC
+// deletes it, nobody answers for the address, and after a lease duration every node calls the Service
+// unannounced. Before externalIPs were counted, nothing did: only load balancer IPs were unannounced.
 func TestAnnouncerCiliumExternalIP(t *testing.T) {
 	c := sharedCluster(t)
 	ctx := testContext(t)
@@ -413,7 +435,7 @@ func TestAnnouncerCiliumExternalIP(t *testing.T) {
 		s.Spec.ExternalIPs = []string{extIP}
 	})
 	setEndpoints(t, c, svc, ready(startPods(t, c, svc, "node-1")...))
-	createCiliumPolicy(t, c, "e2e-cilium-extip", svc, map[string]any{"externalIPs": true, "loadBalancerIPs": false})
+	policies, policy := createCiliumPolicy(t, c, "e2e-cilium-extip", svc, map[string]any{"externalIPs": true, "loadBalancerIPs": false})
 	t.Cleanup(func() { _ = c.Unroute(context.Background(), extIP) })
 
 	holder := holdCiliumLease(t, c, svc, "node-2", 0)
@@ -439,7 +461,7 @@ func TestAnnouncerCiliumExternalIP(t *testing.T) {
 	if err := leases.Delete(ctx, "cilium-l2announce-"+svc.Namespace+"-"+svc.Name, metav1.DeleteOptions{}); err != nil {
 		fatalln(t, err)
 	}
-	holdCiliumLease(t, c, svc, "node-1", 0)
+	holder = holdCiliumLease(t, c, svc, "node-1", 0)
 	if err := c.RouteVia(ctx, "node-1", extIP); err != nil {
 		fatalln(t, err)
 	}
@@ -447,6 +469,30 @@ func TestAnnouncerCiliumExternalIP(t *testing.T) {
 		if err := wantServedLocally(c.Request(ctx, extIP+":80"), "node-1"); err != nil {
 			return err
 		}
+		if err := unannouncedOn(ctx, c, svc, []string{"node-1", "node-2"}, false); err != nil {
+			return err
+		}
 		return expectMetrics(ctx, c, "node-2", noCriticalReason(svc, "node-2"))
 	})
+
+	// Only node-3, without a replica, may elect: node-1 releases the lease and the GC deletes it (at once here).
+	selectCiliumNode(t, ctx, policies, policy, "node-3")
+	holder.stop()
+	name := releaseCiliumLease(t, ctx, c, svc)
+	released := time.Now()
+	if err := leases.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		fatalln(t, err)
+	}
+	if err := c.Unroute(ctx, extIP); err != nil {
+		fatalln(t, err)
+	}
+	if r := c.Request(ctx, extIP+":80"); r.Verdict == cluster.OK {
+		fatalf(t, "with nobody announcing, the request was answered: %s", r)
+	}
+	eventually(t, ciliumLeaseDuration+announcedWithin, "the Service unannounced on node-1 and node-2 a lease duration after the release", func() error {
+		return unannouncedOn(ctx, c, svc, []string{"node-1", "node-2"}, true)
+	})
+	if took := time.Since(released); took < ciliumLeaseDuration-ciliumRetryPeriod {
+		errorf(t, "unannounced %s after the release, within the lease duration (%s): a failover would page", took.Round(time.Millisecond), ciliumLeaseDuration)
+	}
 }

@@ -14,17 +14,18 @@ import (
 // AddAnnouncers adds to s, the state of svc, the announcements of the announcers' own objects in ann, as every
 // reader of the announcers does (the exporter's snapshot, the plugin's status): a Cilium L2 announcement
 // policy may select any Service's externalIPs, and only a LoadBalancer Service has load balancer IPs an
-// announcer announces. Its unrecorded IPs are MetalLB's nobody announces (announce.Snapshot.Unrecorded) and
-// those a Cilium L2 announcement policy selects while no live lease has been seen for a lease duration
-// (announce.Snapshot.CiliumUnheld).
+// announcer announces. Its unrecorded IPs are MetalLB's nobody announces (announce.Snapshot.Unrecorded) and the
+// load balancer IPs and externalIPs a Cilium L2 announcement policy selects while no live lease has been seen
+// for a lease duration (announce.Snapshot.CiliumUnheld, CiliumUnheldExternalIPs).
 func (s *ServiceState) AddAnnouncers(ann announce.Snapshot, svc *corev1.Service) {
 	s.Announcements = append(s.Announcements, ann.CiliumExternalIPAnnouncements(svc)...)
-	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
-		return
+	unheld := ann.CiliumUnheldExternalIPs(svc, s.ExternalIPs)
+	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+		s.Announcements = append(s.Announcements, ann.AnnouncementsFor(svc.Namespace, svc.Name)...)
+		s.UnrecordedIPs = ann.Unrecorded(svc, s.Announcements, s.LoadBalancerIPs)
+		unheld = append(unheld, ann.CiliumUnheld(svc, s.LoadBalancerIPs)...)
 	}
-	s.Announcements = append(s.Announcements, ann.AnnouncementsFor(svc.Namespace, svc.Name)...)
-	s.UnrecordedIPs = ann.Unrecorded(svc, s.Announcements, s.LoadBalancerIPs)
-	for _, ip := range ann.CiliumUnheld(svc, s.LoadBalancerIPs) {
+	for _, ip := range unheld {
 		if !slices.Contains(s.UnrecordedIPs, ip) {
 			s.UnrecordedIPs = append(s.UnrecordedIPs, ip)
 		}

@@ -86,12 +86,13 @@ type ServiceState struct {
 	// (package announce): those on its own annotations always, those in the announcers' objects where the
 	// view reads them (View.Snapshot with WithAnnouncers).
 	Announcements []announce.Announcement
-	// UnrecordedIPs are the load balancer IPs an announcer should announce and, by its records, nobody does:
-	// those MetalLB allocated (its ip-allocated-from-pool annotation) of which none of its records, read
-	// cluster-wide while its speakers run (announce.Snapshot.Unrecorded), says a node announces them (only a
-	// reader of every node's records can know it: kubectl localtraffic status, through announce.List; an
-	// exporter reads its own node's BGP records only); and those a Cilium L2 announcement policy selects while
-	// the exporter has seen no live lease of the Service for a lease duration (announce.Snapshot.CiliumUnheld).
+	// UnrecordedIPs are the addresses an announcer should announce and, by its records, nobody does: the load
+	// balancer IPs MetalLB allocated (its ip-allocated-from-pool annotation) of which none of its records,
+	// read cluster-wide while its speakers run (announce.Snapshot.Unrecorded), says a node announces them (only
+	// a reader of every node's records can know it: kubectl localtraffic status, through announce.List; an
+	// exporter reads its own node's BGP records only); and the load balancer IPs and externalIPs a Cilium L2
+	// announcement policy selects while the exporter has seen no live lease of the Service for a lease
+	// duration (announce.Snapshot.CiliumUnheld, CiliumUnheldExternalIPs).
 	UnrecordedIPs []string
 }
 

@@ -252,7 +252,8 @@ func TestTrackerAnnouncers(t *testing.T) {
 // TestTrackerCiliumUnheld: a Local LoadBalancer Service a Cilium L2 announcement policy selects by its labels
 // (which the view keeps for it), whose lease was released: the tracker wakes a lease duration after it first
 // saw it so (NextChange), with no event, and the Service's load balancer IP is then unrecorded (verdict calls
-// it unannounced); a Service no policy selects is not.
+// it unannounced); so are the externalIPs of a NodePort Service the policy selects for them; a Service no
+// policy selects is not.
 func TestTrackerCiliumUnheld(t *testing.T) {
 	now := time.Now().Truncate(time.Second)
 	web := localService("shop", "web", corev1.ServiceTypeLoadBalancer)
@@ -260,12 +261,16 @@ func TestTrackerCiliumUnheld(t *testing.T) {
 	web.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.10"}}
 	api := localService("shop", "api", corev1.ServiceTypeLoadBalancer)
 	api.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.11"}}
+	reports := localService("shop", "reports", corev1.ServiceTypeNodePort)
+	reports.Labels = map[string]string{"l2": "cilium"}
+	reports.Spec.ExternalIPs = []string{"192.0.2.30"}
 	policy := unstr(announce.GVRCiliumL2Policy, "CiliumL2AnnouncementPolicy", "", "l2", nil, map[string]any{"spec": map[string]any{
-		"serviceSelector": map[string]any{"matchLabels": map[string]any{"l2": "cilium"}}, "loadBalancerIPs": true}})
+		"serviceSelector": map[string]any{"matchLabels": map[string]any{"l2": "cilium"}}, "loadBalancerIPs": true, "externalIPs": true}})
 	dyn := fakeDynamic(policy,
 		lease(announce.DefaultCiliumNamespace, announce.CiliumLeaseName("shop", "web"), "", now, 1),
-		lease(announce.DefaultCiliumNamespace, announce.CiliumLeaseName("shop", "api"), "", now, 1))
-	client := fake.NewClientset(nodeObj("node-1"), web, api)
+		lease(announce.DefaultCiliumNamespace, announce.CiliumLeaseName("shop", "api"), "", now, 1),
+		lease(announce.DefaultCiliumNamespace, announce.CiliumLeaseName("shop", "reports"), "", now, 1))
+	client := fake.NewClientset(nodeObj("node-1"), web, api, reports)
 	informers := announce.NewInformers(dyn, "node-1", announce.DefaultCiliumNamespace)
 	v := New(kubeviewtest.NewAPI(client), "node-1", WithAnnouncers(informers))
 	tr := v.NewTracker()
@@ -289,11 +294,15 @@ func TestTrackerCiliumUnheld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(changed, []string{"shop/web"}) {
-		t.Errorf("at the end of the lease duration changed %v, want [shop/web]", changed)
+	slices.Sort(changed)
+	if !slices.Equal(changed, []string{"shop/reports", "shop/web"}) {
+		t.Errorf("at the end of the lease duration changed %v, want [shop/reports shop/web]", changed)
 	}
 	if st, _ := tr.State("shop/web"); !slices.Equal(st.UnrecordedIPs, []string{"192.0.2.10"}) {
 		t.Errorf("web unrecorded %v, want [192.0.2.10]", st.UnrecordedIPs)
+	}
+	if st, _ := tr.State("shop/reports"); !slices.Equal(st.UnrecordedIPs, []string{"192.0.2.30"}) {
+		t.Errorf("reports unrecorded %v, want [192.0.2.30]", st.UnrecordedIPs)
 	}
 	if st, _ := tr.State("shop/api"); len(st.UnrecordedIPs) != 0 {
 		t.Errorf("api, which no policy selects, unrecorded %v", st.UnrecordedIPs)

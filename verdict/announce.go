@@ -84,24 +84,30 @@ func routeWithdrawn(a announce.Announcement, d Destination, ev *Evidence) bool {
 	return ev.Observed.Observe(d).Silent
 }
 
-// Unannounced reports whether svc has endpoints somewhere and a load balancer IP whose announcer's layer 2
-// record names no live holder (a Cilium lease whose holder stopped renewing it), or which MetalLB allocated
-// and no record of it announces (kubeview.ServiceState.UnrecordedIPs, known to a cluster-wide reader only),
-// while no other record announces it: nobody answers for the address, and every client of it is lost,
-// however many replicas serve. A fact of the cluster, the same on every node.
+// Unannounced reports whether svc has endpoints somewhere and a load balancer IP or externalIP whose
+// announcer's layer 2 record names no live holder (a Cilium lease whose holder stopped renewing it), or which
+// by the announcer's own objects should be announced and no record of it is (kubeview.ServiceState.
+// UnrecordedIPs: MetalLB's allocation, known to a cluster-wide reader only; a Cilium policy's selection with
+// no live lease), while no other record announces it: nobody answers for the address, and every client of it
+// is lost, however many replicas serve. A fact of the cluster, the same on every node.
 func Unannounced(svc kubeview.ServiceState) bool { return len(UnannouncedIPs(svc)) > 0 }
 
-// UnannouncedIPs lists the load balancer IPs for which Unannounced holds, in the Service's order (nil when the
-// Service has no endpoint anywhere): what kubectl localtraffic status names.
+// UnannouncedIPs lists the addresses for which Unannounced holds, load balancer IPs then externalIPs in the
+// Service's order (nil when the Service has no endpoint anywhere): what kubectl localtraffic status names.
+// Only a record of the externalIP itself speaks of one: a record of every load balancer IP does not.
 func UnannouncedIPs(svc kubeview.ServiceState) []string {
 	if !hasEndpoints(svc) {
 		return nil
 	}
 	var out []string
-	for _, ip := range svc.LoadBalancerIPs {
+	lbIPs := len(svc.LoadBalancerIPs)
+	for i, ip := range slices.Concat(svc.LoadBalancerIPs, svc.ExternalIPs) {
+		if i >= lbIPs && slices.Contains(svc.LoadBalancerIPs, ip) {
+			continue // the address is a load balancer IP too, and was judged as one
+		}
 		expired, live := slices.Contains(svc.UnrecordedIPs, ip), false
 		for _, a := range svc.Announcements {
-			if !a.Covers(ip) {
+			if !a.Covers(ip) || i >= lbIPs && a.Address != ip {
 				continue
 			}
 			if a.Expired {

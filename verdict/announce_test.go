@@ -1,6 +1,7 @@
 package verdict
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -316,6 +317,19 @@ func TestUnannouncedIPsAndAnnouncedElsewhere(t *testing.T) {
 	}
 	if got := UnannouncedIPs(s); len(got) != 1 || got[0] != "192.0.2.10" {
 		t.Errorf("unannounced %v, want [192.0.2.10]", got)
+	}
+	// externalIPs follow the load balancer IPs: a Cilium policy's with no live lease (unrecorded) or with an
+	// expired holder, each only by a record of its own address; one that is a load balancer IP too is judged
+	// as one, once.
+	ext := s
+	ext.ExternalIPs = []string{"192.0.2.20", "192.0.2.21", "192.0.2.22", "192.0.2.10"}
+	ext.UnrecordedIPs = []string{"192.0.2.20", "192.0.2.22"}
+	ext.Announcements = append(slices.Clone(s.Announcements),
+		announce.Announcement{Source: announce.SourceCiliumL2, Node: "node-1", Address: "192.0.2.21", Exclusive: true, Expired: true},
+		announce.Announcement{Source: announce.SourceCiliumL2, Node: "node-3", Address: "192.0.2.22", Exclusive: true},
+		announce.Announcement{Source: announce.SourceMetalLBL2, Node: "node-3", Exclusive: true}) // every load balancer IP
+	if got, want := UnannouncedIPs(ext), []string{"192.0.2.20", "192.0.2.21"}; !slices.Equal(got, want) {
+		t.Errorf("with externalIPs: unannounced %v, want %v (the load balancer IPs all announced)", got, want)
 	}
 	node := kubeview.NodeState{Name: "node-2", Found: true}
 	dest := func(kind Kind, addr string) Destination {

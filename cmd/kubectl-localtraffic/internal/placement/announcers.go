@@ -78,7 +78,7 @@ func leavingAnnouncements(svc *corev1.Service, ann announce.Snapshot, node strin
 	return out
 }
 
-// unannouncedSummary is the summary's part for the load balancer IPs nobody announces ("" when none).
+// unannouncedSummary is the summary's part for the addresses nobody announces ("" when none).
 func unannouncedSummary(ips []string) string {
 	if len(ips) == 0 {
 		return ""

@@ -65,8 +65,8 @@ type ServiceStatus struct {
 	// whose value is IgnoredReason). It is judged like any other, but its blackholes fail nothing.
 	Ignored       bool   `json:"ignored,omitempty"`
 	IgnoredReason string `json:"ignoredReason,omitempty"`
-	// Unannounced lists the load balancer IPs whose announcer's record names no live holder while the Service
-	// has endpoints (verdict.Unannounced): no node answers for them, every client is lost.
+	// Unannounced lists the load balancer IPs and externalIPs whose announcer's record names no live holder
+	// while the Service has endpoints (verdict.Unannounced): no node answers for them, every client is lost.
 	Unannounced []string `json:"unannounced,omitempty"`
 	// AnnouncerUnknown lists the load balancer IPs MetalLB allocated where no MetalLB speaker was seen
 	// (announce.Snapshot.AllocatedOnly), AnnouncerUnknownWhy what was seen: not MetalLB-announced, so neither

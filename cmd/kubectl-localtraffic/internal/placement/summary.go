@@ -33,8 +33,8 @@ type Summary struct {
 	Nodes, Receiving, Serving, Dropping, CannotTell, Drained int
 	// Drops lists what the dropping nodes drop ("NodePort 30090/TCP"), each once, in order of appearance.
 	Drops []string
-	// Unannounced lists the load balancer IPs no live announcer holds while the Service has endpoints
-	// (ServiceStatus.Unannounced): lost on every node, however many serve.
+	// Unannounced lists the load balancer IPs and externalIPs no live announcer holds while the Service has
+	// endpoints (ServiceStatus.Unannounced): lost on every node, however many serve.
 	Unannounced []string
 	// AnnouncerUnknown and AnnouncerUnknownWhy: the load balancer IPs MetalLB allocated and, seeing no speaker,
 	// does not announce (ServiceStatus.AnnouncerUnknown); the nodes that would drop them count as CannotTell.
