@@ -71,8 +71,14 @@ func InvokeAnnounced(t testing.TB, verbs []cli.Verb, objs []runtime.Object, dyn 
 // InvokeAnnouncedOn is InvokeAnnounced with the announcers' wait on clock.
 func InvokeAnnouncedOn(t testing.TB, verbs []cli.Verb, objs []runtime.Object, dyn dynamic.Interface, clock cli.Clock, args ...string) Result {
 	t.Helper()
+	return InvokeWithAnnouncers(t, verbs, AnnouncedLoadBalancer(objs), dyn, clock, args...)
+}
+
+// InvokeWithAnnouncers is InvokeAnnouncedOn with objs as they are: a Service keeps its type.
+func InvokeWithAnnouncers(t testing.TB, verbs []cli.Verb, objs []runtime.Object, dyn dynamic.Interface, clock cli.Clock, args ...string) Result {
+	t.Helper()
 	var out, errOut bytes.Buffer
-	env := Env("", fake.NewClientset(AnnouncedLoadBalancer(objs)...), &out, &errOut)
+	env := Env("", fake.NewClientset(objs...), &out, &errOut)
 	env.Dynamic = func(*genericclioptions.ConfigFlags) (dynamic.Interface, error) { return dyn, nil }
 	env.Clock = clock
 	code := Execute(env, args, verbs...)

@@ -122,7 +122,7 @@ func lbWindowNote(rep placement.DrainReport) string {
 		" after its pods stop, and those are lost: label it node.kubernetes.io/exclude-from-external-load-balancers= and wait that out first"
 }
 
-// failoverLine says, under a Service, where its announcers move its load balancer IP and what that costs.
+// failoverLine says, under a Service, where its announcers move its address and what that costs.
 func failoverLine(node string, f *placement.AnnouncerFailover) string {
 	names := make([]string, len(f.Sources))
 	for i, s := range f.Sources {
@@ -133,9 +133,9 @@ func failoverLine(node string, f *placement.AnnouncerFailover) string {
 		gate = "; Cilium moves it only with its local-backend gate (1.20.2 and later): an earlier agent keeps the lease on " +
 			node + ", which then drops every client of the address"
 	}
-	return fmt.Sprintf("%s announces the load balancer IP from %s and follows local endpoints: it moves to a node with a ready "+
+	return fmt.Sprintf("%s announces the %s from %s and follows local endpoints: it moves to a node with a ready "+
 		"local endpoint (%s) once %s's pods stop; connections sent to %s meanwhile are lost for the failover (seconds), a "+
-		"window, not a loss%s", strings.Join(names, ", "), node, cli.NodeList(f.To), node, node, gate)
+		"window, not a loss%s", strings.Join(names, ", "), f.Announces, node, cli.NodeList(f.To), node, node, gate)
 }
 
 // failoverNote is the verdict's part for the Services whose announcers move their address off the node ("" when

@@ -132,6 +132,42 @@ func TestDrainCheckAnnouncerMoves(t *testing.T) {
 }
 
 // drainReport decodes drain-check -o json with one Service.
+// A Cilium lease's holder announces the externalIPs a policy with externalIPs true selects, whatever the
+// Service's type: draining the holder, node-2, moves them to a node with a ready local endpoint, a failover the
+// report names, in JSON and in text, as for a load balancer IP, and no loss of the address. (The drain loses
+// NodePort clients of node-2, as for any Local NodePort Service: exit 1 for that alone.) Before, a NodePort
+// Service's leaving announcer went unsaid.
+func TestDrainCheckCiliumExternalIP(t *testing.T) {
+	objs := drillObjects(false)
+	for _, o := range objs {
+		if s, ok := o.(*corev1.Service); ok {
+			s.Spec.ExternalIPs = []string{"192.0.2.50"}
+		}
+	}
+	policy := clitest.CiliumPolicy("ext", nil)
+	spec := policy.Object["spec"].(map[string]any)
+	spec["loadBalancerIPs"], spec["externalIPs"] = false, true
+	dyn := fakeAnnouncers(policy, clitest.CiliumLease("kube-system", "node-2", time.Now()))
+	invokeOn := func(args ...string) result {
+		return clitest.InvokeWithAnnouncers(t, []cli.Verb{NewCmd}, objs, dyn, &clitest.StepClock{T: time.Now()}, args...)
+	}
+	r := invokeOn("drain-check", "node-2", "-n", "kubelings", "-o", "json")
+	rep := drainReport(t, r)
+	d := rep.Services[0]
+	if f := d.AnnouncerFailover; f == nil || f.Announces != "externalIP" || !slices.Equal(f.Sources, []announce.Source{announce.SourceCiliumL2}) ||
+		!slices.Equal(f.To, []string{"node-1", "node-3"}) || !f.LocalBackendGate {
+		t.Errorf("Cilium's lease on node-2 for the externalIP: failover %+v; want cilium_l2 moving the externalIP to node-1 and node-3 "+
+			"behind its gate\n%s%s", d.AnnouncerFailover, r.Out, r.ErrOut)
+	}
+	if len(d.Why) != 1 || !strings.HasPrefix(d.Why[0], "node-2 would drop NodePort 30090/TCP") {
+		t.Errorf("why %q: want node-2's NodePort alone (nobody announcing the externalIP is no loss here)", d.Why)
+	}
+	r = invokeOn("drain-check", "node-2", "-n", "kubelings")
+	if want := "cilium_l2 announces the externalIP from node-2 and follows local endpoints"; !strings.Contains(r.Out, want) {
+		t.Errorf("text: want %q in\n%s", want, r.Out)
+	}
+}
+
 func drainReport(t *testing.T, r result) placement.DrainReport {
 	t.Helper()
 	var rep placement.DrainReport

@@ -64,18 +64,29 @@ func readyHere(ss kubeview.ServiceState) bool {
 }
 
 // leavingAnnouncements lists the Service's live announcements naming node by announcers that follow local
-// endpoints: what a drain of node moves elsewhere.
-func leavingAnnouncements(svc *corev1.Service, ann announce.Snapshot, node string) []announce.Announcement {
-	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
-		return nil
-	}
-	var out []announce.Announcement
-	for _, a := range append(announce.FromAnnotations(svc.Annotations), ann.AnnouncementsFor(svc.Namespace, svc.Name)...) {
-		if a.Node == node && !a.Expired && a.Source.FollowsLocalEndpoints() {
-			out = append(out, a)
+// endpoints: what a drain of node moves elsewhere. Its load balancer IPs' records, and its externalIPs' (a
+// Cilium lease's holder announces those a policy selects, whatever the Service's type); what names the
+// addresses they announce: "load balancer IP", "externalIP", or both.
+func leavingAnnouncements(svc *corev1.Service, ann announce.Snapshot, node string) (leaving []announce.Announcement, what string) {
+	keep := func(records []announce.Announcement) bool {
+		n := len(leaving)
+		for _, a := range records {
+			if a.Node == node && !a.Expired && a.Source.FollowsLocalEndpoints() {
+				leaving = append(leaving, a)
+			}
 		}
+		return len(leaving) > n
 	}
-	return out
+	ext := keep(ann.CiliumExternalIPAnnouncements(svc))
+	lb := svc.Spec.Type == corev1.ServiceTypeLoadBalancer &&
+		keep(append(announce.FromAnnotations(svc.Annotations), ann.AnnouncementsFor(svc.Namespace, svc.Name)...))
+	switch {
+	case lb && ext:
+		return leaving, "load balancer IP and externalIP"
+	case ext:
+		return leaving, "externalIP"
+	}
+	return leaving, "load balancer IP"
 }
 
 // unannouncedSummary is the summary's part for the addresses nobody announces ("" when none).

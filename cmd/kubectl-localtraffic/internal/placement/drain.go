@@ -87,6 +87,9 @@ type AnnouncerFailover struct {
 	// Sources are the announcers whose records name the drained node (announce.Source, as the exporter's
 	// localtraffic_announcer_source_state names them).
 	Sources []announce.Source `json:"sources"`
+	// Announces names the addresses they announce from it: "load balancer IP", "externalIP" (a Cilium policy's
+	// externalIPs), or "load balancer IP and externalIP".
+	Announces string `json:"announces"`
 	// To lists the nodes with a ready local endpoint after the drain that the load balancers may use: the
 	// announcers' candidates (layer 2 elects one, BGP has each advertise).
 	To []string `json:"to"`
@@ -254,8 +257,8 @@ func DrainCheck(c *Cluster, node string) (DrainReport, error) {
 			}
 		}
 		d.Elsewhere = sortedKeys(elsewhere)
-		if leaving := leavingAnnouncements(svc, c.Announcers, node); len(leaving) > 0 {
-			d.AnnouncerFailover, d.Why = announcerFailover(leaving, a, eligible, node, d.Why)
+		if leaving, what := leavingAnnouncements(svc, c.Announcers, node); len(leaving) > 0 {
+			d.AnnouncerFailover, d.Why = announcerFailover(leaving, what, a, eligible, node, d.Why)
 		}
 		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer && d.InRotation != "no" && d.AnnouncerFailover == nil {
 			d.lbSends = true
@@ -304,7 +307,7 @@ func DrainCheck(c *Cluster, node string) (DrainReport, error) {
 // like a load balancer's health check's, not a loss. With no such node left nobody announces the address and
 // every client is lost: why gets that reason, unless the drain leaves no endpoint at all (an outage, which why
 // already names).
-func announcerFailover(leaving []announce.Announcement, after ServiceStatus, eligible map[string]bool, node string,
+func announcerFailover(leaving []announce.Announcement, what string, after ServiceStatus, eligible map[string]bool, node string,
 	why []string) (*AnnouncerFailover, []string) {
 	var to []string
 	for _, n := range after.Nodes {
@@ -322,7 +325,7 @@ func announcerFailover(leaving []announce.Announcement, after ServiceStatus, eli
 		}
 	}
 	if len(to) > 0 {
-		return &AnnouncerFailover{Sources: sources, To: to, LocalBackendGate: slices.Contains(sources, announce.SourceCiliumL2)}, why
+		return &AnnouncerFailover{Sources: sources, Announces: what, To: to, LocalBackendGate: slices.Contains(sources, announce.SourceCiliumL2)}, why
 	}
 	if after.Outage {
 		return nil, why
@@ -331,9 +334,9 @@ func announcerFailover(leaving []announce.Announcement, after ServiceStatus, eli
 	for i, s := range sources {
 		names[i] = string(s)
 	}
-	return nil, append(why, fmt.Sprintf("%s announces the load balancer IP from %s and moves it only to a node with a ready local "+
+	return nil, append(why, fmt.Sprintf("%s announces the %s from %s and moves it only to a node with a ready local "+
 		"endpoint: none that load balancers may use remains once %s's pods are evicted, so nobody announces the address and every "+
-		"client of it is lost", strings.Join(names, ", "), node, node))
+		"client of it is lost", strings.Join(names, ", "), what, node, node))
 }
 
 // evictedEndpoint tells whether the endpoint is one of an evicted pod's (an endpoint without a pod reference is
