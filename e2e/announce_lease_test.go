@@ -154,17 +154,7 @@ func TestAnnouncerLeaseClockSkew(t *testing.T) {
 		var errs []error
 		for _, s := range cases {
 			for _, node := range nodes {
-				labels := svcLabels(s.svc, node)
-				check := func(m cluster.Metrics) error {
-					if len(m.Series("localtraffic_in_rotation", labels)) == 0 {
-						return fmt.Errorf("no localtraffic_in_rotation%v: not decided yet", labels)
-					}
-					if want {
-						return m.Expect("localtraffic_service_unannounced", labels, 1)
-					}
-					return m.ExpectAbsent("localtraffic_service_unannounced", labels)
-				}
-				if err := expectMetrics(ctx, c, node, sourceOK(node, "cilium_l2"), check); err != nil {
+				if err := expectMetrics(ctx, c, node, sourceOK(node, "cilium_l2"), unannouncedIs(s.svc, node, want)); err != nil {
 					errs = append(errs, fmt.Errorf("%s (holder's clock %s): %w", s.name, s.skew, err))
 				}
 			}
@@ -359,22 +349,27 @@ func TestAnnouncerCiliumLeaseReleased(t *testing.T) {
 	}
 }
 
+// unannouncedIs checks that node's exporter has decided svc's rotation and exports
+// localtraffic_service_unannounced for it (want) or not.
+func unannouncedIs(svc *corev1.Service, node string, want bool) func(cluster.Metrics) error {
+	labels := svcLabels(svc, node)
+	return func(m cluster.Metrics) error {
+		if len(m.Series("localtraffic_in_rotation", labels)) == 0 {
+			return fmt.Errorf("no localtraffic_in_rotation%v: not decided yet", labels)
+		}
+		if want {
+			return m.Expect("localtraffic_service_unannounced", labels, 1)
+		}
+		return m.ExpectAbsent("localtraffic_service_unannounced", labels)
+	}
+}
+
 // unannouncedOn says whether the exporters on nodes, their Cilium sources read, call svc unannounced as want
 // says, once they have decided its rotation.
 func unannouncedOn(ctx context.Context, c *cluster.Cluster, svc *corev1.Service, nodes []string, want bool) error {
 	var errs []error
 	for _, node := range nodes {
-		labels := svcLabels(svc, node)
-		check := func(m cluster.Metrics) error {
-			if len(m.Series("localtraffic_in_rotation", labels)) == 0 {
-				return fmt.Errorf("no localtraffic_in_rotation%v: not decided yet", labels)
-			}
-			if want {
-				return m.Expect("localtraffic_service_unannounced", labels, 1)
-			}
-			return m.ExpectAbsent("localtraffic_service_unannounced", labels)
-		}
-		if err := expectMetrics(ctx, c, node, sourceOK(node, "cilium_l2"), sourceOK(node, "cilium_l2_policy"), check); err != nil {
+		if err := expectMetrics(ctx, c, node, sourceOK(node, "cilium_l2"), sourceOK(node, "cilium_l2_policy"), unannouncedIs(svc, node, want)); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", node, err))
 		}
 	}
