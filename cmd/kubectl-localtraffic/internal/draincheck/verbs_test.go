@@ -134,9 +134,9 @@ func TestDrainCheckAnnouncerMoves(t *testing.T) {
 // drainReport decodes drain-check -o json with one Service.
 // A Cilium lease's holder announces the externalIPs a policy with externalIPs true selects, whatever the
 // Service's type: draining the holder, node-2, moves them to a node with a ready local endpoint, a failover the
-// report names, in JSON and in text, as for a load balancer IP, and no loss of the address. (The drain loses
-// NodePort clients of node-2, as for any Local NodePort Service: exit 1 for that alone.) Before, a NodePort
-// Service's leaving announcer went unsaid.
+// report names, in JSON and in text, as for a load balancer IP, and no loss of the address: node-2 no longer
+// receives it. (The drain loses NodePort clients of node-2, as for any Local NodePort Service: exit 1 for that
+// alone.) Before, a NodePort Service's leaving announcer went unsaid, and node-2 was said to drop the externalIP.
 func TestDrainCheckCiliumExternalIP(t *testing.T) {
 	objs := drillObjects(false)
 	for _, o := range objs {
@@ -159,8 +159,8 @@ func TestDrainCheckCiliumExternalIP(t *testing.T) {
 		t.Errorf("Cilium's lease on node-2 for the externalIP: failover %+v; want cilium_l2 moving the externalIP to node-1 and node-3 "+
 			"behind its gate\n%s%s", d.AnnouncerFailover, r.Out, r.ErrOut)
 	}
-	if len(d.Why) != 1 || !strings.HasPrefix(d.Why[0], "node-2 would drop NodePort 30090/TCP") {
-		t.Errorf("why %q: want node-2's NodePort alone (nobody announcing the externalIP is no loss here)", d.Why)
+	if len(d.Why) != 1 || !strings.HasPrefix(d.Why[0], "node-2 would drop NodePort 30090/TCP: ") {
+		t.Errorf("why %q: want node-2's NodePort alone (the externalIP leaves with the lease, and another node takes it)", d.Why)
 	}
 	r = invokeOn("drain-check", "node-2", "-n", "kubelings")
 	if want := "cilium_l2 announces the externalIP from node-2 and follows local endpoints"; !strings.Contains(r.Out, want) {

@@ -282,7 +282,7 @@ func DrainCheck(c *Cluster, node string) (DrainReport, error) {
 		}
 		for _, n := range a.Nodes {
 			if n.Blackhole && !holesBefore[n.Node] {
-				d.Why = append(d.Why, fmt.Sprintf("%s would drop %s: it still receives the Service's traffic without a local endpoint", n.Node, strings.Join(n.Drops, ", ")))
+				d.Why = append(d.Why, fmt.Sprintf("%s would drop %s: it still receives the Service's traffic without a local endpoint", n.Node, strings.Join(n.dropsReceived, ", ")))
 			}
 			if n.Node == node && len(n.CannotTell) > 0 {
 				d.Unknown = append(d.Unknown, fmt.Sprintf("%s would drop %s if it still reaches it (only the node can tell)", n.Node, strings.Join(n.CannotTell, ", ")))

@@ -43,6 +43,8 @@ type NodeStatus struct {
 	RotationUnknown bool `json:"rotationUnknown,omitempty"`
 	// Virtual: a virtual node (virtual-kubelet, Fargate): no kube-proxy, never a receiver.
 	Virtual bool `json:"virtual,omitempty"`
+	// dropsReceived is the part of Drops the node receives (in rotation): what a blackhole loses there.
+	dropsReceived []string
 	// Observed is what the node's exporter reports (status --from-exporters, with each node's verdict in -o json and -o yaml): its blackhole's
 	// reason (traffic_lost, health_check_ignored, ...: docs/rotation.md) or no_blackhole; "" when not read.
 	Observed Observation `json:"observed,omitempty"`
@@ -255,6 +257,9 @@ func verdictOn(ss kubeview.ServiceState, ns kubeview.NodeState, outside map[core
 			}
 			if !slices.Contains(st.Drops, d) {
 				st.Drops = append(st.Drops, d)
+			}
+			if e.Rotation == verdict.In && !slices.Contains(st.dropsReceived, d) {
+				st.dropsReceived = append(st.dropsReceived, d)
 			}
 			if v.CannotTell && e.Rotation == verdict.Unknown && !slices.Contains(st.CannotTell, d) {
 				st.CannotTell = append(st.CannotTell, d)
