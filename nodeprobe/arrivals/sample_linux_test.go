@@ -95,13 +95,25 @@ func TestKernelSamplesUnderAFlood(t *testing.T) {
 		s1 := m.Snapshot().Families[0]
 		return s1.Sampling >= 4 && s1.Sampling == s0.Sampling && s1.Shed == s0.Shed
 	})
-	// The window starts and ends between two ticks, after the last tick's datagrams reached the ring.
-	time.Sleep(10 * time.Millisecond)
-	before := m.Snapshot()
-	sentBefore, heldBefore := sentNow()
-	time.Sleep(time.Second)
-	after := m.Snapshot()
-	sentAfter, heldAfter := sentNow()
+	// The window starts and ends between two ticks, after the last tick's datagrams reached the ring; one in
+	// which the sampler moved (a loaded machine sends unevenly) is taken again.
+	var before, after Snapshot
+	var sentBefore, heldBefore, sentAfter, heldAfter int
+	for try := 0; ; try++ {
+		time.Sleep(10 * time.Millisecond)
+		before = m.Snapshot()
+		sentBefore, heldBefore = sentNow()
+		time.Sleep(time.Second)
+		after = m.Snapshot()
+		sentAfter, heldAfter = sentNow()
+		b, a := before.Families[0], after.Families[0]
+		if a.Sampling == b.Sampling && a.Shed == b.Shed {
+			break
+		}
+		if try == 4 {
+			t.Fatalf("the sampler never held still for a second: sampling one in %d then %d, %d then %d shed", b.Sampling, a.Sampling, b.Shed, a.Shed)
+		}
+	}
 	f := after.Families[0]
 	passed, arrived := f.Received-before.Families[0].Received, sentAfter-sentBefore
 	t.Logf("over a second: %d datagrams sent, %d passed the filter; sampling one in %d, %d estimated left out, %d shed",
@@ -116,11 +128,12 @@ func TestKernelSamplesUnderAFlood(t *testing.T) {
 	if c, _ := after.Dest(flood); c.Attempts == 0 {
 		t.Error("nothing counted while sampling: a sample must still show that attempts arrive")
 	}
-	// The source in the sample, whole: each of its datagrams sent in the window, give or take the one a tick
-	// may have had in flight at either edge.
+	// The source in the sample, whole: each of its datagrams sent in the window, give or take those the reader
+	// had not taken from the ring yet at either edge (a tenth of them, on a loaded machine). A packet sample of
+	// one in 4 or fewer would count a quarter.
 	h0, _ := before.Dest(held)
 	h1, _ := after.Dest(held)
-	if got, want := int(h1.Attempts-h0.Attempts), heldAfter-heldBefore; got < want-1 || got > want+1 {
+	if got, want := int(h1.Attempts-h0.Attempts), heldAfter-heldBefore; got < want-max(1, want/10) || got > want+max(1, want/10) {
 		t.Errorf("%v, in the sample: %d of its %d datagrams counted in the window, want all", heldSrc, got, want)
 	}
 	l0, _ := before.Dest(left)
