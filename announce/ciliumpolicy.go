@@ -192,60 +192,56 @@ func (c *unheldClock) sawHeld(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// ciliumUnheld is when the addresses a Cilium policy selects of svc (its load balancer IPs, its externalIPs)
-// become unannounced for want of a Cilium lease, and ok false when they do not: the policies and the leases
-// both read and current, a policy selects the Service's load balancer IPs or externalIPs (one lease stands for
-// both), and no lease of it is held and live at the snapshot's time. The clock starts the first time
+// ciliumUnheld is when the addresses a Cilium policy selects of svc become unannounced for want of a Cilium
+// lease, and which it selects: lb for its load balancer IPs, ext for its externalIPs (one lease stands for
+// both); neither when nothing is unheld: the policies and the leases both read and current, a policy selects
+// the Service, and no lease of it is held and live at the snapshot's time. The clock starts the first time
 // this reader finds it so (it stops, and forgets, when a live lease or no selection is found) and runs one
 // lease duration, long enough for another agent to take over after a release or a holder's death: a
 // failover does not page. Only a reader with a clock (Informers) says anything; a one-shot List does not.
-func (s Snapshot) ciliumUnheld(svc *corev1.Service) (time.Time, bool) {
+func (s Snapshot) ciliumUnheld(svc *corev1.Service) (at time.Time, lb, ext bool) {
 	if s.unheld == nil || s.States[SourceCiliumL2] != SourceOK || s.States[SourceCiliumL2Policy] != SourceOK {
-		return time.Time{}, false
+		return time.Time{}, false, false
 	}
 	name := CiliumLeaseName(svc.Namespace, svc.Name)
-	if !ciliumSelectsLoadBalancerIPs(s.policies, svc) && !ciliumSelectsExternalIPs(s.policies, svc) {
+	lb, ext = ciliumSelectsLoadBalancerIPs(s.policies, svc), ciliumSelectsExternalIPs(s.policies, svc)
+	if !lb && !ext {
 		s.unheld.forget(name)
-		return time.Time{}, false
+		return time.Time{}, false, false
 	}
 	if l, ok := s.leases[name]; ok && l.validAt(s.now) {
 		s.unheld.forget(name)
-		return time.Time{}, false
+		return time.Time{}, false, false
 	}
-	return s.unheld.sinceAt(name, s.now).Add(s.unheld.heldDuration()), true
+	return s.unheld.sinceAt(name, s.now).Add(s.unheld.heldDuration()), lb, ext
 }
 
-// CiliumUnheld lists svc's load balancer IPs (loadBalancerIPs) that a Cilium L2 announcement policy selects
-// while no live lease of the Service has been seen for a lease duration (ciliumUnheld): Cilium elects nobody,
-// and no node answers ARP for them. Nil otherwise, and before the duration has run.
-func (s Snapshot) CiliumUnheld(svc *corev1.Service, loadBalancerIPs []string) []string {
-	if !s.ciliumUnheldNow(svc) || !ciliumSelectsLoadBalancerIPs(s.policies, svc) {
+// CiliumUnheld lists the addresses of svc a Cilium L2 announcement policy selects, its load balancer IPs
+// (loadBalancerIPs) for a policy with loadBalancerIPs true and its externalIPs (externalIPs, canonical) for
+// one with externalIPs true, while no live lease of the Service has been seen for a lease duration
+// (ciliumUnheld): Cilium elects nobody, and no node answers ARP for them. Nil otherwise, and before the
+// duration has run.
+func (s Snapshot) CiliumUnheld(svc *corev1.Service, loadBalancerIPs, externalIPs []string) []string {
+	at, lb, ext := s.ciliumUnheld(svc)
+	if !lb && !ext || s.now.Before(at) {
 		return nil
 	}
-	return append([]string(nil), loadBalancerIPs...)
-}
-
-// CiliumUnheldExternalIPs is CiliumUnheld for svc's externalIPs (externalIPs, canonical), which a policy with
-// externalIPs true makes the lease's holder announce: with no live lease for a lease duration, nobody does.
-func (s Snapshot) CiliumUnheldExternalIPs(svc *corev1.Service, externalIPs []string) []string {
-	if !s.ciliumUnheldNow(svc) || !ciliumSelectsExternalIPs(s.policies, svc) {
-		return nil
+	var out []string
+	if lb {
+		out = append(out, loadBalancerIPs...)
 	}
-	return append([]string(nil), externalIPs...)
-}
-
-// ciliumUnheldNow reports whether ciliumUnheld's lease duration has run out at the snapshot's time.
-func (s Snapshot) ciliumUnheldNow(svc *corev1.Service) bool {
-	at, ok := s.ciliumUnheld(svc)
-	return ok && !s.now.Before(at)
+	if ext {
+		out = append(out, externalIPs...)
+	}
+	return out
 }
 
 // CiliumUnheldAt is when svc's selected addresses will be called unannounced for want of a Cilium lease unless
 // a live lease is seen first, and false when no such clock runs or it has run out: the Service's state changes
 // then without an event.
 func (s Snapshot) CiliumUnheldAt(svc *corev1.Service) (time.Time, bool) {
-	at, ok := s.ciliumUnheld(svc)
-	if !ok || !s.now.Before(at) {
+	at, lb, ext := s.ciliumUnheld(svc)
+	if !lb && !ext || !s.now.Before(at) {
 		return time.Time{}, false
 	}
 	return at, true

@@ -238,7 +238,7 @@ func TestReleasedCiliumLeaseUnannounced(t *testing.T) {
 	check := func(at time.Duration, svc *corev1.Service, want []string, wantAt time.Duration) {
 		t.Helper()
 		s := a.Snapshot(t0.Add(at))
-		if got := s.CiliumUnheld(svc, ips(svc)); !reflect.DeepEqual(got, want) {
+		if got := s.CiliumUnheld(svc, ips(svc), nil); !reflect.DeepEqual(got, want) {
 			t.Errorf("%s at %s: unheld %v, want %v", svc.Name, at, got, want)
 		}
 		got, ok := s.CiliumUnheldAt(svc)
@@ -268,7 +268,7 @@ func TestReleasedCiliumLeaseUnannounced(t *testing.T) {
 	}
 	// The one-shot reader (the plugin) has no clock: it says nothing of a released lease.
 	client := fakeDynamic(ciliumPolicyObj("all", nil, true, false), ciliumLeaseAs(t, webLease, released(t0)))
-	if got := List(ctx, client, DefaultCiliumNamespace, t0.Add(time.Minute)).CiliumUnheld(web, ips(web)); got != nil {
+	if got := List(ctx, client, DefaultCiliumNamespace, t0.Add(time.Minute)).CiliumUnheld(web, ips(web), nil); got != nil {
 		t.Errorf("List: %v, want nothing", got)
 	}
 }
@@ -294,13 +294,13 @@ func TestReleasedCiliumLeaseUnannouncedExternalIPs(t *testing.T) {
 	check := func(at time.Duration, wantReports, wantWebExt, wantWebLB []string) {
 		t.Helper()
 		s := a.Snapshot(t0.Add(at))
-		if got := s.CiliumUnheldExternalIPs(reports, extIPs); !reflect.DeepEqual(got, wantReports) {
+		if got := s.CiliumUnheld(reports, nil, extIPs); !reflect.DeepEqual(got, wantReports) {
 			t.Errorf("reports' externalIPs at %s: unheld %v, want %v", at, got, wantReports)
 		}
-		if got := s.CiliumUnheldExternalIPs(web, web.Spec.ExternalIPs); !reflect.DeepEqual(got, wantWebExt) {
+		if got := s.CiliumUnheld(web, nil, web.Spec.ExternalIPs); !reflect.DeepEqual(got, wantWebExt) {
 			t.Errorf("web's externalIPs at %s: unheld %v, want %v", at, got, wantWebExt)
 		}
-		if got := s.CiliumUnheld(web, []string{"192.0.2.10"}); !reflect.DeepEqual(got, wantWebLB) {
+		if got := s.CiliumUnheld(web, []string{"192.0.2.10"}, nil); !reflect.DeepEqual(got, wantWebLB) {
 			t.Errorf("web's load balancer IP at %s: unheld %v, want %v", at, got, wantWebLB)
 		}
 	}
@@ -314,7 +314,7 @@ func TestReleasedCiliumLeaseUnannouncedExternalIPs(t *testing.T) {
 	check(17*time.Second, extIPs, nil, []string{"192.0.2.10"})
 	remove(reportsLease)
 	check(80*time.Second, extIPs, nil, []string{"192.0.2.10"})
-	if got := a.Snapshot(t0.Add(80*time.Second)).CiliumUnheld(reports, []string{"192.0.2.99"}); got != nil {
+	if got := a.Snapshot(t0.Add(80*time.Second)).CiliumUnheld(reports, []string{"192.0.2.99"}, nil); got != nil {
 		t.Errorf("reports' load balancer IPs, selected by no policy: unheld %v, want none", got)
 	}
 	write(ciliumLeaseAs(t, reportsLease, held("node-1", t0.Add(90*time.Second), 15)))
@@ -334,13 +334,13 @@ func TestCiliumFailoverDoesNotPage(t *testing.T) {
 	a, write, _ := startCilium(t, ctx, t0, ciliumPolicyObj("all", nil, true, false), ciliumLeaseAs(t, name, held("node-2", t0, 5)))
 	write(ciliumLeaseAs(t, name, released(t0.Add(time.Second))))
 	for _, at := range []time.Duration{time.Second, 3 * time.Second, 5 * time.Second} {
-		if got := a.Snapshot(t0.Add(at)).CiliumUnheld(web, []string{"192.0.2.10"}); got != nil {
+		if got := a.Snapshot(t0.Add(at)).CiliumUnheld(web, []string{"192.0.2.10"}, nil); got != nil {
 			t.Errorf("%s after the release: %v, want nothing within the lease duration", at, got)
 		}
 	}
 	write(ciliumLeaseAs(t, name, held("node-3", t0.Add(5*time.Second), 5)))
 	for _, at := range []time.Duration{6 * time.Second, 10 * time.Second} {
-		if got := a.Snapshot(t0.Add(at)).CiliumUnheld(web, []string{"192.0.2.10"}); got != nil {
+		if got := a.Snapshot(t0.Add(at)).CiliumUnheld(web, []string{"192.0.2.10"}, nil); got != nil {
 			t.Errorf("%s: %v after a failover, want nothing", at, got)
 		}
 	}
@@ -351,7 +351,7 @@ func TestCiliumFailoverDoesNotPage(t *testing.T) {
 		at   time.Duration
 		want []string
 	}{{0, nil}, {14 * time.Second, nil}, {15 * time.Second, []string{"192.0.2.20"}}} {
-		if got := fresh.Snapshot(t0.Add(c.at)).CiliumUnheld(newSvc, []string{"192.0.2.20"}); !reflect.DeepEqual(got, c.want) {
+		if got := fresh.Snapshot(t0.Add(c.at)).CiliumUnheld(newSvc, []string{"192.0.2.20"}, nil); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("a new Service, no lease ever, at %s: %v, want %v", c.at, got, c.want)
 		}
 	}
@@ -385,7 +385,7 @@ func TestCiliumPoliciesUnreadable(t *testing.T) {
 			web := lbService("shop", "web", nil, "192.0.2.10")
 			for _, at := range []time.Duration{0, time.Minute} {
 				s := a.Snapshot(t0.Add(at))
-				if got := s.CiliumUnheld(web, []string{"192.0.2.10"}); got != nil {
+				if got := s.CiliumUnheld(web, []string{"192.0.2.10"}, nil); got != nil {
 					t.Errorf("at %s: unheld %v, want nothing", at, got)
 				}
 				if _, ok := s.CiliumUnheldAt(web); ok {

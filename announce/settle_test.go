@@ -89,11 +89,11 @@ func TestSettleReleasedLease(t *testing.T) {
 			}
 		}
 	}
-	if got := List(context.Background(), client, DefaultCiliumNamespace, t0).CiliumUnheld(web, lbIPs(web)); got != nil {
+	if got := List(context.Background(), client, DefaultCiliumNamespace, t0).CiliumUnheld(web, lbIPs(web), nil); got != nil {
 		t.Errorf("one read: unheld %v, want nothing before a lease duration", got)
 	}
 	s, lists := settleRun(t, client, clock, 0, web)
-	if got, want := s.CiliumUnheld(web, lbIPs(web)), lbIPs(web); !reflect.DeepEqual(got, want) {
+	if got, want := s.CiliumUnheld(web, lbIPs(web), nil), lbIPs(web); !reflect.DeepEqual(got, want) {
 		t.Errorf("after the wait: unheld %v, want %v", got, want)
 	}
 	if clock.slept != DefaultCiliumLeaseDuration || lists != int(DefaultCiliumLeaseDuration/SettlePoll) {
@@ -120,7 +120,7 @@ func TestSettleFailover(t *testing.T) {
 		}
 	}
 	s, _ := settleRun(t, client, clock, 0, web)
-	if got := s.CiliumUnheld(web, lbIPs(web)); got != nil {
+	if got := s.CiliumUnheld(web, lbIPs(web), nil); got != nil {
 		t.Errorf("a failover within the lease duration: unheld %v, want nothing", got)
 	}
 	if got := s.AnnouncementsFor("shop", "web"); len(got) != 1 || got[0].Node != "node-2" || got[0].Expired {
@@ -197,15 +197,15 @@ func TestSettleSaysNothingUnread(t *testing.T) {
 	})
 	clock := &stepClock{now: t0}
 	s, rereads := settleRun(t, client, clock, 0, web)
-	if s.States[SourceCiliumL2Policy] != SourceForbidden || s.CiliumUnheld(web, lbIPs(web)) != nil || clock.slept != 0 || rereads != 0 {
+	if s.States[SourceCiliumL2Policy] != SourceForbidden || s.CiliumUnheld(web, lbIPs(web), nil) != nil || clock.slept != 0 || rereads != 0 {
 		t.Errorf("policies forbidden: state %s, unheld %v, waited %s (%d re-reads); want forbidden, nothing, no wait",
-			s.States[SourceCiliumL2Policy], s.CiliumUnheld(web, lbIPs(web)), clock.slept, rereads)
+			s.States[SourceCiliumL2Policy], s.CiliumUnheld(web, lbIPs(web), nil), clock.slept, rereads)
 	}
 
 	client = fakeDynamic(ciliumPolicyObj("all", nil, true, false), ciliumLeaseAs(t, name, released(t0)))
 	clock = &stepClock{now: t0}
 	s, _ = settleRun(t, client, clock, 5*time.Second, web)
-	if got := s.CiliumUnheld(web, lbIPs(web)); got != nil || clock.slept != 5*time.Second {
+	if got := s.CiliumUnheld(web, lbIPs(web), nil); got != nil || clock.slept != 5*time.Second {
 		t.Errorf("a wait cut to 5 s: unheld %v after %s, want nothing after 5 s", got, clock.slept)
 	}
 

@@ -16,16 +16,16 @@ import (
 // policy may select any Service's externalIPs, and only a LoadBalancer Service has load balancer IPs an
 // announcer announces. Its unrecorded IPs are MetalLB's nobody announces (announce.Snapshot.Unrecorded) and the
 // load balancer IPs and externalIPs a Cilium L2 announcement policy selects while no live lease has been seen
-// for a lease duration (announce.Snapshot.CiliumUnheld, CiliumUnheldExternalIPs).
+// for a lease duration (announce.Snapshot.CiliumUnheld).
 func (s *ServiceState) AddAnnouncers(ann announce.Snapshot, svc *corev1.Service) {
 	s.Announcements = append(s.Announcements, ann.CiliumExternalIPAnnouncements(svc)...)
-	unheld := ann.CiliumUnheldExternalIPs(svc, s.ExternalIPs)
+	var lbIPs []string
 	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
 		s.Announcements = append(s.Announcements, ann.AnnouncementsFor(svc.Namespace, svc.Name)...)
 		s.UnrecordedIPs = ann.Unrecorded(svc, s.Announcements, s.LoadBalancerIPs)
-		unheld = append(unheld, ann.CiliumUnheld(svc, s.LoadBalancerIPs)...)
+		lbIPs = s.LoadBalancerIPs
 	}
-	for _, ip := range unheld {
+	for _, ip := range ann.CiliumUnheld(svc, lbIPs, s.ExternalIPs) {
 		if !slices.Contains(s.UnrecordedIPs, ip) {
 			s.UnrecordedIPs = append(s.UnrecordedIPs, ip)
 		}

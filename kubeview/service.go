@@ -92,7 +92,7 @@ type ServiceState struct {
 	// a reader of every node's records can know it: kubectl localtraffic status, through announce.List; an
 	// exporter reads its own node's BGP records only); and the load balancer IPs and externalIPs a Cilium L2
 	// announcement policy selects while the exporter has seen no live lease of the Service for a lease
-	// duration (announce.Snapshot.CiliumUnheld, CiliumUnheldExternalIPs).
+	// duration (announce.Snapshot.CiliumUnheld).
 	UnrecordedIPs []string
 }
 
