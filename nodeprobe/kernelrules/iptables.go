@@ -212,6 +212,21 @@ func (r *reader) readIPTablesFamily(ctx context.Context, fi int, f ipFamily, bac
 		// streamed save costs a bounded 64 KiB buffer and gives the parse itself.)
 		v, verify = vouchNone, true
 	}
+	how := verifyHow(backend)
+	if v == vouchNone && !verify && sigErr == nil && backend == BackendNFT {
+		t, ok, err := r.relistNAT(ctx, sig, fi, f, key)
+		if err != nil {
+			return nil, nil, used, usedErr, err
+		}
+		if ok {
+			r.tables.byKey[key] = t
+			c, v = t, vouchNotified
+			if r.opts.FullVerify > 0 && r.opts.Now().Sub(t.savedAt) >= r.opts.FullVerify {
+				// Read in part for FullVerify: saved whole now, and compared.
+				v, verify, how = vouchNone, true, "change notifications, chains read again (FullVerify)"
+			}
+		}
+	}
 	if v != vouchNone {
 		nat = c.ipt
 	} else {
@@ -221,7 +236,7 @@ func (r *reader) readIPTablesFamily(ctx context.Context, fi int, f ipFamily, bac
 		}
 		nat.endpoints = epArena{} // only needed while parsing
 		if verify && !sameTable(c.ipt, nat) {
-			r.drifted(key, verifyHow(backend))
+			r.drifted(key, how)
 		}
 		if natCountsDrops(nat) {
 			sigErr = errors.New("nat holds counted drop rules") // never kept: counters move
@@ -277,6 +292,17 @@ func (r *reader) readFilter(ctx context.Context, fi int, f ipFamily, bin string,
 	if backend == BackendNFT {
 		var v vouch
 		c, v, verify = r.cached(key, fi, s, sigErr, sig.view)
+		if v == vouchNone && !verify && sigErr == nil {
+			// A relevant change in the family, perhaps in nat alone (a
+			// Service's local endpoints moved): the kept filter holds while
+			// no relevant transaction since its save touched filter.
+			if kept, ok := r.tables.byKey[key]; ok && untouched(sig, fi, kept.sig.gen, tableFilter) {
+				c, v = kept, vouchNotified
+				if r.opts.FullVerify > 0 && r.opts.Now().Sub(kept.savedAt) >= r.opts.FullVerify {
+					v, verify = vouchNone, true
+				}
+			}
+		}
 		if v != vouchNone {
 			res, err := r.freshCounters(ctx, fi, f, sig, key, c)
 			if err == nil {

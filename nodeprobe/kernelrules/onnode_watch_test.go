@@ -185,7 +185,7 @@ churn:
 	say("mode %s backend %q: %s under churn; kube-proxy syncs %s; rule generations compared %d (settled comparisons %d, tried again %d, never settled %d); at rest settled %v",
 		d.mode, d.backend, churnTook.Round(time.Second), syncs, len(d.generations), d.settled, d.moved, d.unsettled, restSettled)
 	say("comparisons prompted: %s", formatCounts(triggers))
-	say("exporter's reader: read in part %d times (%d netlink requests); tables listed or saved whole %d times",
+	say("exporter's reader: read in part %d times (%d netlink requests or chain listings); tables listed or saved whole %d times",
 		readers[0].r.relists.Load(), readers[0].r.relistDumps.Load(), whole.n.Load())
 	for _, w := range readers {
 		say("%s: changed called %d times; watch states %s; resyncs %d; notification losses %d; differences %d",
@@ -197,7 +197,9 @@ churn:
 	if err := errors.Join(syncsErr, syncsErr1); err != nil {
 		t.Logf("kube-proxy's sync count: %v", err)
 	}
-	if d.mode == ModeNFTables && readers[0].r.relists.Load() == 0 {
+	// nftables mode reads its changed objects in part, iptables mode with the nft backend its changed nat
+	// chains (the churn moves local endpoints on this node).
+	if (d.mode == ModeNFTables || d.backend == BackendNFT) && readers[0].r.relists.Load() == 0 {
 		t.Errorf("%s: never read in part: the reads of the changed objects went untested", readers[0].name)
 	}
 	if len(d.generations) < *driftMinFlag {

@@ -142,8 +142,9 @@ type node struct {
 	// lossEvents counts the watcher's losses of notifications.
 	lossEvents atomic.Uint64
 	// relists counts the tables brought up to date by reading only the
-	// objects notifications named (nftables mode), relistDumps the netlink
-	// requests they made: for tests and benchmarks.
+	// objects notifications named (nftables mode; nat with the nft backend),
+	// relistDumps the netlink dumps (nftables mode) or chain listings
+	// (iptables-nft -S) they made: for tests and benchmarks.
 	relists     atomic.Uint64
 	relistDumps atomic.Uint64
 }

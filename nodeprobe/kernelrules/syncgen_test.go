@@ -83,8 +83,13 @@ func iptPartialSync(ipv6 bool, before, after []genService, changed map[string]bo
 			out.WriteString(line + "\n")
 		case line == "COMMIT":
 			if table == "nat" {
+				// As kube-proxy does: every stale chain flushed, then each
+				// deleted (one may still jump to another until flushed).
 				for _, c := range stale {
-					fmt.Fprintf(&out, ":%s - [0:0]\n-X %s\n", c, c)
+					fmt.Fprintf(&out, ":%s - [0:0]\n", c)
+				}
+				for _, c := range stale {
+					fmt.Fprintf(&out, "-X %s\n", c)
 				}
 			}
 			out.WriteString(line + "\n")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -113,6 +114,19 @@ func fullRead(t *testing.T, ns string, mode Mode) *Snapshot {
 }
 
 // saves counts the save and list commands a countingRunner ran.
+// chainLists counts the chains listed alone (`iptables-nft -t nat -S <chain>`).
+func (c *countingRunner) chainLists() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for k, v := range c.runs {
+		if strings.Contains(k, " -S ") {
+			n += v
+		}
+	}
+	return n
+}
+
 func (c *countingRunner) saves() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -286,7 +300,8 @@ func (l *logBuffer) logger() *slog.Logger {
 // chains rewritten — are notified as irrelevant: changed is not called, the
 // next Read saves nothing, equals a full read, and has each drop rule's own
 // counter though the rules moved; a local endpoint's removal (KUBE-SVL gone,
-// a drop added) is notified and read.
+// a drop added) is notified and read: filter saved, nat read in part (its
+// changed Service chains asked after, none listed whole).
 func TestWatchIPTablesNFT(t *testing.T) {
 	requireRoot(t)
 	ns := newNetns(t)
@@ -371,10 +386,17 @@ func TestWatchIPTablesNFT(t *testing.T) {
 	} else if !content {
 		t.Error("a local endpoint removed: changed called with content false")
 	}
-	saves := run.saves()
+	saves, relists, listed := run.saves(), r.(*selector).relists.Load(), run.chainLists()
 	snap := read()
-	if n := run.saves() - saves; n != 4 {
-		t.Errorf("a relevant sync, then a Read that ran %d saves; want 4 (nat and filter of both families)", n)
+	if n := run.saves() - saves; n != 2 {
+		t.Errorf("a relevant sync, then a Read that ran %d saves; want 2 (filter of both families; nat read in part)", n)
+	}
+	if r.(*selector).relists.Load() == relists {
+		t.Error("a relevant sync in nat's Service chains, and nat was not read in part")
+	}
+	// web's KUBE-SVL is gone: only GETCHAIN asks after it, and no chain is listed.
+	if n := run.chainLists() - listed; n != 0 {
+		t.Errorf("the Read listed %d nat chains, want none (web's KUBE-SVL was deleted)", n)
 	}
 	web := scenario(false)[1].servicePort()
 	if st := snap.Family(web, FamilyIPv4); !st.Drop || st.LocalEndpoints != 0 {
@@ -386,6 +408,100 @@ func TestWatchIPTablesNFT(t *testing.T) {
 	if snap.Resyncs != 0 {
 		t.Errorf("Resyncs %d without a loss", snap.Resyncs)
 	}
+
+	// The reads in part that follow: each sync is notified as relevant, the
+	// Read runs the saves and chain listings given, and equals a full read.
+	inPart := func(what string, after map[bool][]genService, changed string, wantSaves, wantLists int) *Snapshot {
+		t.Helper()
+		watch.drain()
+		sync(after, []string{changed}, false, 4)
+		if called, _ := watch.waitContent(5 * time.Second); !called {
+			t.Fatalf("%s: changed not called within 5 s", what)
+		}
+		saves, listed := run.saves(), run.chainLists()
+		snap := read()
+		if n := run.saves() - saves; n != wantSaves {
+			t.Errorf("%s: the Read ran %d saves, want %d", what, n, wantSaves)
+		}
+		if n := run.chainLists() - listed; n != wantLists {
+			t.Errorf("%s: the Read listed %d nat chains, want %d", what, n, wantLists)
+		}
+		if d := snapshotDiff(snap, fullRead(t, ns, ModeIPTables)); d != "" {
+			t.Errorf("%s: the Read differs from a full read:\n%s", what, d)
+		}
+		return snap
+	}
+	both := func(f func(v6 bool) []genService) map[bool][]genService {
+		return map[bool][]genService{false: f(false), true: f(true)}
+	}
+	// web's local endpoints come back: KUBE-SVL-web created with its two
+	// jumps (listed, once per family), filter's drop gone (saved).
+	snap = inPart("web's local endpoints back", both(func(v6 bool) []genService { return endpointsOf(before[v6], scenario(v6), "kubelings/web") }), "kubelings/web", 2, 2)
+	if st := snap.Family(web, FamilyIPv4); st.Drop || st.LocalEndpoints != 2 {
+		t.Errorf("web with its local endpoints back: %+v, want no drop and 2 local endpoints", st)
+	}
+	// web's local endpoints move to other pods: only KUBE-SVL-web's rules
+	// change (listed), filter does not (no save).
+	back := snap.Family(web, FamilyIPv4)
+	snap = inPart("web's local endpoints moved", both(func(v6 bool) []genService { return localChurn(before[v6], 1, "kubelings/web") }), "kubelings/web", 0, 2)
+	if st := snap.Family(web, FamilyIPv4); st.LocalEndpoints != 2 || len(st.Endpoints) != 2 || reflect.DeepEqual(st.Endpoints, back.Endpoints) {
+		t.Errorf("web with its local endpoints moved: %+v, want 2 others than %+v", st, back.Endpoints)
+	}
+	// A Service deleted: KUBE-SERVICES and KUBE-NODEPORTS change, which only
+	// a whole save of nat reads (and filter loses its drop or reject).
+	natSaves := run.count(xtablesCmd(false, BackendNFT, "save")+" -c -t nat") + run.count(xtablesCmd(true, BackendNFT, "save")+" -c -t nat")
+	inPart("checkout deleted", both(func(v6 bool) []genService { return without(before[v6], "kubelings/checkout") }), "kubelings/checkout", 4, 0)
+	if n := run.count(xtablesCmd(false, BackendNFT, "save")+" -c -t nat") + run.count(xtablesCmd(true, BackendNFT, "save")+" -c -t nat") - natSaves; n != 2 {
+		t.Errorf("a Service deleted: nat saved %d times, want 2 (once per family)", n)
+	}
+}
+
+// localChurn is svcs with the local endpoints of each Service named moved to
+// other addresses (their pods replaced on this node).
+func localChurn(svcs []genService, round int, names ...string) []genService {
+	out := make([]genService, len(svcs))
+	for i, s := range svcs {
+		out[i] = s
+		if !containsName(names, s.ns+"/"+s.name) {
+			continue
+		}
+		eps := make([]genEndpoint, len(s.eps))
+		copy(eps, s.eps)
+		for j := range eps {
+			if eps[j].local {
+				eps[j].ip = bumpAddr(eps[j].ip, round+10*j)
+			}
+		}
+		out[i].eps = eps
+	}
+	return out
+}
+
+// endpointsOf is svcs with the endpoints of the Service named as from has them.
+func endpointsOf(svcs, from []genService, name string) []genService {
+	out := slices.Clone(svcs)
+	for i, s := range out {
+		if s.ns+"/"+s.name != name {
+			continue
+		}
+		for _, f := range from {
+			if f.ns == s.ns && f.name == s.name && f.port == s.port {
+				out[i].eps = f.eps
+			}
+		}
+	}
+	return out
+}
+
+// without is svcs with the Service named deleted.
+func without(svcs []genService, name string) []genService {
+	var out []genService
+	for _, s := range svcs {
+		if s.ns+"/"+s.name != name {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func changedSet(names []string) map[string]bool {
