@@ -29,13 +29,22 @@ import (
 	"github.com/localtraffic/localtraffic-exporter/scrape"
 )
 
+// processHooks change what is process-wide state, so only main sets them, once; in-process tests leave it
+// alone, since other tests read it concurrently.
+type processHooks struct {
+	// routeKlog receives the exporter's logger as soon as it exists: main passes klog.SetSlogLogger, so that
+	// client-go's lines (it logs through klog: reflector watch errors, throttling) come out in the same
+	// handler and --log.format=json yields JSON lines only.
+	routeKlog func(*slog.Logger)
+	// profileMemory is told, once the flags are read, whether the heap profile will be served
+	// (--web.enable-pprof). Go samples allocations for it from the start whether or not anyone reads it, and
+	// its table of allocation sites alone is 1.4 MB: main turns the sampling off when nothing serves it.
+	profileMemory func(served bool)
+}
+
 // runWith is the whole program: it returns when ctx ends (nil) or on the first fatal error; --help and --version
-// print on stdout, as the Prometheus exporters do; logs go to stderr. routeKlog receives the
-// exporter's logger as soon as it exists: main passes klog.SetSlogLogger, so that client-go's lines (it logs
-// through klog: reflector watch errors, throttling) come out in the same handler and --log.format=json yields
-// JSON lines only. klog's logger is process-wide state, so only main sets it, once; in-process tests leave it
-// alone, since other tests' informers read it concurrently.
-func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, routeKlog func(*slog.Logger)) error {
+// print on stdout, as the Prometheus exporters do; logs go to stderr.
+func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, hooks processHooks) error {
 	opts, err := parseOptions(args, os.Getenv)
 	var help errHelp
 	if errors.As(err, &help) {
@@ -54,8 +63,9 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, route
 			return fmt.Errorf("bad --web.config.file: %w", err)
 		}
 	}
+	hooks.profileMemory(opts.enablePprof)
 	logger := newLogger(stderr, opts.logFormat, opts.logLevel)
-	routeKlog(logger)
+	hooks.routeKlog(logger)
 
 	client, err := newKubeClient(opts.kube.Kubeconfig)
 	if err != nil {

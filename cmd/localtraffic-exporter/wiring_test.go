@@ -13,7 +13,7 @@ import (
 
 // run is the whole program but for process-wide state (see runWith).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return runWith(ctx, args, stdout, stderr, func(*slog.Logger) {})
+	return runWith(ctx, args, stdout, stderr, processHooks{routeKlog: func(*slog.Logger) {}, profileMemory: func(bool) {}})
 }
 
 // newExporter wires the collectors over a gatherer without an arrivals meter or a state file. h reads this
