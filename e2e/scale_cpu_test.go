@@ -117,6 +117,11 @@ type cpuEnv struct {
 	nodes []*cluster.Node
 	// churn changes the Services' endpoints, window after window: it knows what they are now.
 	churn *cluster.EndpointChurn
+	// heapProfile: LT_BENCH_CPU_HEAP_PROFILE=1 keeps Go's sampling of allocations on in the exporters and
+	// takes a heap profile at each window's end. Off (the default), the exporters run with
+	// GODEBUG=memprofilerate=0, as one without --web.enable-pprof samples nothing: its table of allocation
+	// sites (1.4 MB) would be in the RSS measured, and not in a node's.
+	heapProfile bool
 }
 
 // cpuModes says how each measured node's kube-proxy runs.
@@ -140,7 +145,8 @@ func startCPUCluster(tb testing.TB, maxServices int) *cpuEnv {
 		fatalf(tb, "cpu cluster: %v", err)
 	}
 	tb.Cleanup(func() { _ = c.Close() })
-	env := &cpuEnv{c: c, nodes: c.Nodes(), set: cluster.MixedServices{Namespace: "cpu", LocalNodes: []string{"node-1", "node-2"}}}
+	env := &cpuEnv{c: c, nodes: c.Nodes(), set: cluster.MixedServices{Namespace: "cpu", LocalNodes: []string{"node-1", "node-2"}},
+		heapProfile: os.Getenv("LT_BENCH_CPU_HEAP_PROFILE") == "1"}
 	// The default range holds 2,768 node ports; health check node ports come from it too.
 	if ports := env.set.NodePorts(maxServices) + 1000; ports > 2768 {
 		r := fmt.Sprintf("30000-%d", 30000+ports)
@@ -260,7 +266,11 @@ func (e *cpuEnv) measure(tb testing.TB, services int, extra []string, window tim
 	defer cancel()
 	for _, node := range e.nodes {
 		// The DaemonSet's log level, not the harness's debug: a window measures what a node pays.
-		if err := node.StartExporter(ctx, append([]string{"--web.enable-pprof", "--log.level=info"}, extra...)...); err != nil {
+		var env []string
+		if !e.heapProfile {
+			env = []string{"GODEBUG=memprofilerate=0"}
+		}
+		if err := node.StartExporterEnv(ctx, env, append([]string{"--web.enable-pprof", "--log.level=info"}, extra...)...); err != nil {
 			fatalln(tb, err)
 		}
 	}
@@ -322,7 +332,7 @@ func (e *cpuEnv) measure(tb testing.TB, services int, extra []string, window tim
 		fatalln(tb, ctx.Err())
 	}
 	end := make([]cpuSample, len(e.nodes))
-	rss := make([][2]int64, len(e.nodes))
+	rss := make([][2]cluster.ProcStatus, len(e.nodes))
 	for i, node := range e.nodes {
 		end[i] = sampleCPU(tb, ctx, node)
 		rss[i] = sampleRSS(tb, node)
@@ -340,10 +350,22 @@ func (e *cpuEnv) measure(tb testing.TB, services int, extra []string, window tim
 		profiles[i] = filepath.Join(profileDir, fmt.Sprintf("cpu-%s-%d-%s-%s.pb.gz", node.Name, services, collectors, t0.UTC().Format("20060102T150405Z")))
 		// Beside the CPU profile, named for the same run (the directory's own name holds "cpu-" too).
 		heaps[i] = filepath.Join(filepath.Dir(profiles[i]), strings.Replace(filepath.Base(profiles[i]), "cpu-", "heap-", 1))
-		if err := node.ExporterHeapProfile(ctx, cluster.ExporterPort, heaps[i]); err != nil {
+		if !e.heapProfile {
+			heaps[i] = ""
+		} else if err := node.ExporterHeapProfile(ctx, cluster.ExporterPort, heaps[i]); err != nil {
 			heaps[i] = ""
 			tb.Logf("%s: %v", node.Name, err)
 		}
+		// What the resident set is made of: the kernel's split and the Go runtime's own account of its memory.
+		memstats := filepath.Join(filepath.Dir(profiles[i]), strings.Replace(strings.TrimSuffix(filepath.Base(profiles[i]), ".pb.gz"), "cpu-", "memstats-", 1)+".txt")
+		stats, err := node.ExporterMemStats(ctx, cluster.ExporterPort, memstats)
+		if err != nil {
+			tb.Logf("%s: %v", node.Name, err)
+		}
+		ex, kp := rss[i][0], rss[i][1]
+		tb.Logf("%s, %d Services, %s collectors, at the window's end: exporter RSS %.1f MiB (anon %.1f, file %.1f, shmem %.1f), kube-proxy RSS %.1f MiB (anon %.1f, file %.1f, shmem %.1f); the exporter's runtime.MemStats:\n%s",
+			node.Name, services, collectors, mib(ex.VmRSS), mib(ex.RssAnon), mib(ex.RssFile), mib(ex.RssShmem),
+			mib(kp.VmRSS), mib(kp.RssAnon), mib(kp.RssFile), mib(kp.RssShmem), strings.Join(stats, "\n"))
 		profilers.Go(func() {
 			profileErr[i] = node.ExporterCPUProfile(ctx, cluster.ExporterPort, max(1, int(window.Seconds())), profiles[i])
 		})
@@ -378,7 +400,7 @@ func (e *cpuEnv) measure(tb testing.TB, services int, extra []string, window tim
 			node: node.Name, mode: cpuModes[node.Name], collectors: collectors, services: services,
 			exporter: end[i].exporter - start[i].exporter, exporterOwn: end[i].exporterOwn - start[i].exporterOwn,
 			kubeProxy: end[i].kubeProxy - start[i].kubeProxy, kubeProxyOwn: end[i].kubeProxyOwn - start[i].kubeProxyOwn,
-			exporterRSS: rss[i][0], kubeProxyRSS: rss[i][1],
+			exporterRSS: rss[i][0].VmRSS, kubeProxyRSS: rss[i][1].VmRSS,
 			scrapes: scrapes.answered, failedScrapes: scrapes.failed, slowestScrape: scrapes.slowest, churn: churned, kubeProxySyncs: end[i].syncs - start[i].syncs,
 			window: t1.Sub(t0), profile: profiles[i], heap: heaps[i],
 		}
@@ -439,9 +461,9 @@ func sampleCPU(tb testing.TB, ctx context.Context, node *cluster.Node) cpuSample
 
 // sampleRSS reads the resident memory of the node's exporter and kube-proxy (each process alone: the children
 // come and go).
-func sampleRSS(tb testing.TB, node *cluster.Node) [2]int64 {
+func sampleRSS(tb testing.TB, node *cluster.Node) [2]cluster.ProcStatus {
 	tb.Helper()
-	var out [2]int64
+	var out [2]cluster.ProcStatus
 	for i, pid := range []func() (int, error){node.ExporterPID, node.KubeProxyPID} {
 		p, err := pid()
 		if err != nil {
@@ -451,7 +473,7 @@ func sampleRSS(tb testing.TB, node *cluster.Node) [2]int64 {
 		if err != nil {
 			fatalln(tb, err)
 		}
-		out[i] = st.VmRSS
+		out[i] = st
 	}
 	return out
 }

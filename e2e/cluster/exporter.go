@@ -76,11 +76,16 @@ func (c *Cluster) StartExporters(ctx context.Context) error {
 // StartExporter runs the exporter in the node's namespace as the DaemonSet would (host network, NODE_NAME,
 // the ServiceAccount's token), with extraArgs appended. It does not wait; see WaitExporter.
 func (n *Node) StartExporter(ctx context.Context, extraArgs ...string) error {
+	return n.StartExporterEnv(ctx, nil, extraArgs...)
+}
+
+// StartExporterEnv is StartExporter with env ("NAME=value") added to the DaemonSet's runtime settings.
+func (n *Node) StartExporterEnv(ctx context.Context, env []string, extraArgs ...string) error {
 	kubeconfig, err := n.c.ExporterKubeconfig(ctx)
 	if err != nil {
 		return err
 	}
-	if err := n.startUsualExporter(kubeconfig, extraArgs); err != nil {
+	if err := n.startUsualExporter(kubeconfig, env, extraArgs); err != nil {
 		return err
 	}
 	// Outside the node's lock: a watcher asks the nodes which exporters run.
@@ -88,7 +93,7 @@ func (n *Node) StartExporter(ctx context.Context, extraArgs ...string) error {
 	return nil
 }
 
-func (n *Node) startUsualExporter(kubeconfig string, extraArgs []string) error {
+func (n *Node) startUsualExporter(kubeconfig string, env, extraArgs []string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.exporter != nil {
@@ -97,7 +102,7 @@ func (n *Node) startUsualExporter(kubeconfig string, extraArgs []string) error {
 		}
 	}
 	args := append(append([]string{}, n.c.cfg.ExporterArgs...), extraArgs...)
-	p, err := n.c.startProcess("exporter-"+n.Name, n.NS, "env", n.exporterCommand(kubeconfig, ExporterPort, args)...)
+	p, err := n.c.startProcess("exporter-"+n.Name, n.NS, "env", append(slices.Clone(env), n.exporterCommand(kubeconfig, ExporterPort, args)...)...)
 	if err != nil {
 		return err
 	}

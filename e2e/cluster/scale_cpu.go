@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -280,6 +281,29 @@ func (n *Node) ExporterCPUProfile(ctx context.Context, port, seconds int, path s
 // holds now (inuse_space) and what it allocated since it started (alloc_space).
 func (n *Node) ExporterHeapProfile(ctx context.Context, port int, path string) error {
 	return n.exporterProfile(ctx, port, "heap", 0, "heap", path)
+}
+
+// ExporterMemStats fetches the Go runtime's memory statistics of the exporter listening on port on the node (the
+// "# runtime.MemStats" lines of its heap profile in text) into path, and returns those lines.
+func (n *Node) ExporterMemStats(ctx context.Context, port int, path string) ([]string, error) {
+	if err := n.exporterProfile(ctx, port, "heap?debug=1", 0, "heap text", path); err != nil {
+		return nil, err
+	}
+	text, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("memory statistics of the exporter on %s: %w", n.Name, err)
+	}
+	_, stats, ok := strings.Cut(string(text), "# runtime.MemStats\n")
+	if !ok {
+		return nil, fmt.Errorf("memory statistics of the exporter on %s: no runtime.MemStats in %s", n.Name, path)
+	}
+	var lines []string
+	for _, l := range strings.Split(stats, "\n") {
+		if name, _, ok := strings.Cut(strings.TrimPrefix(l, "# "), " = "); ok && !strings.Contains(name, "PauseNs") && !strings.Contains(name, "PauseEnd") {
+			lines = append(lines, strings.TrimPrefix(l, "# "))
+		}
+	}
+	return lines, nil
 }
 
 func (n *Node) exporterProfile(ctx context.Context, port int, query string, takes time.Duration, what, path string) error {

@@ -119,6 +119,8 @@ type ProcStatus struct {
 	// RssAnon is the resident heap, stacks and runtime memory; RssFile the resident pages of mapped files: the
 	// executable's code and read-only data the process has touched.
 	RssAnon, RssFile int64
+	// RssShmem is the resident shared memory mapped into it.
+	RssShmem int64
 }
 
 // ReadProcStatus reads VmRSS (resident now), VmHWM (the resident peak), RssAnon and RssFile of pid, with
@@ -139,7 +141,7 @@ func ReadProcStatus(pid int) (ProcStatus, error) {
 	if s.VmRSS == 0 {
 		return ProcStatus{}, fmt.Errorf("proc status of %d: no VmRSS", pid)
 	}
-	return ProcStatus{VmRSS: int64(s.VmRSS), VmHWM: int64(s.VmHWM), RssAnon: int64(s.RssAnon), RssFile: int64(s.RssFile)}, nil
+	return ProcStatus{VmRSS: int64(s.VmRSS), VmHWM: int64(s.VmHWM), RssAnon: int64(s.RssAnon), RssFile: int64(s.RssFile), RssShmem: int64(s.RssShmem)}, nil
 }
 
 // ExporterPID is the pid of the node's exporter (started by StartExporter; `ip netns exec` execs it, so the pid
