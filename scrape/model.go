@@ -62,8 +62,10 @@ type ModelConfig struct {
 	AddrsEvery, AddrsSweep time.Duration
 	// RulesEvery: kube-proxy's rules are read at least this often, for the drop counters (default 15 s); a
 	// rule reader that tells its changes (a RulesWatcher) is read as soon as they come, at most once per
-	// RulesMinInterval (default 1 s).
-	RulesEvery, RulesMinInterval time.Duration
+	// RulesMinInterval (default 1 s), and, while its last read found no drop rule with a counter (nftables
+	// mode: kube-proxy puts none on its elements), only every RulesSweep besides (default 5 min): its rules
+	// then change only as it tells.
+	RulesEvery, RulesMinInterval, RulesSweep time.Duration
 	// HealthCheckSweep: every health check node port is probed again at least this often (default 5 min),
 	// beside the probes its Service's changes, its rules' changes and kube-proxy's answers ask for: kube-proxy
 	// answers from the rules it synced and its own health, both of which the model follows.
@@ -99,6 +101,7 @@ func (c ModelConfig) withDefaults() ModelConfig {
 	def(&c.AddrsSweep, time.Minute)
 	def(&c.RulesEvery, 15*time.Second)
 	def(&c.RulesMinInterval, time.Second)
+	def(&c.RulesSweep, 5*time.Minute)
 	def(&c.HealthCheckSweep, 5*time.Minute)
 	def(&c.MeterEvery, time.Second)
 	def(&c.MeterIdle, 10*time.Second)

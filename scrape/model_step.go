@@ -354,7 +354,7 @@ func (m *Model) askRules(ctx context.Context, now time.Time) {
 		return func() {
 			now := m.cfg.Now()
 			s.rulesBusy = false
-			s.rulesNext, s.rulesAfter = now.Add(m.rulesEvery()), now.Add(m.cfg.RulesMinInterval)
+			s.rulesNext, s.rulesAfter = now.Add(m.rulesEvery(snap, err)), now.Add(m.cfg.RulesMinInterval)
 			s.took[InputRules] = took
 			s.rulesRead = true
 			s.toldApplied, s.rulesAppliedAt = s.toldRead, now
@@ -364,13 +364,18 @@ func (m *Model) askRules(ctx context.Context, now time.Time) {
 	})
 }
 
-// rulesEvery is how often the rules are read without being told of a change: a reader that tells (a
-// RulesWatcher) only for its counters; another as often as a scrape used to read them.
-func (m *Model) rulesEvery() time.Duration {
-	if _, ok := m.g.cfg.RuleReader.(RulesWatcher); ok {
-		return m.cfg.RulesEvery
+// rulesEvery is how often the rules are read without being told of a change, after a read that gave snap
+// (err): a reader that tells (a RulesWatcher) only for its drop counters, and when its read found none (nftables
+// mode as kube-proxy writes it), which only a change moves, every RulesSweep; another as often as a scrape used
+// to read them.
+func (m *Model) rulesEvery(snap dataplane.Rules, err error) time.Duration {
+	if _, ok := m.g.cfg.RuleReader.(RulesWatcher); !ok {
+		return min(m.cfg.RulesEvery, 2*time.Second)
 	}
-	return min(m.cfg.RulesEvery, 2*time.Second)
+	if err == nil && snap != nil && !snap.Info().Counted {
+		return max(m.cfg.RulesEvery, m.cfg.RulesSweep)
+	}
+	return m.cfg.RulesEvery
 }
 
 // applyRules takes a read of kube-proxy's rules: every Service whose ports read differently is decided again,

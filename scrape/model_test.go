@@ -115,6 +115,58 @@ func rulesWith(local int, drop bool) *kernelrules.Snapshot {
 		map[kernelrules.ServicePort]kernelrules.PortState{sp: st})
 }
 
+// TestModelReadsUncountedRulesWhenTold: with a reader that tells of its changes, a read whose drop rules carry
+// no counter (nftables mode: kube-proxy puts none on its elements) is read again when told of a change and
+// every RulesSweep, not every RulesEvery; once a read has counted drops, they are read every RulesEvery, their
+// counts moving without any change.
+func TestModelReadsUncountedRulesWhenTold(t *testing.T) {
+	tr := &fixedTracker{local: 0}
+	rules := &watchedReader{snap: rulesWith(0, true)}
+	g := NewGatherer(GathererConfig{View: &scrapetest.View{}, RuleReader: rules, Addrs: scrapetest.Addrs{"127.0.0.1"},
+		KubeProxyAddress: scrapetest.NoAddress, ProbeTimeout: time.Second, Logger: slog.New(slog.DiscardHandler)})
+	now := time.Unix(1_800_000_000, 0)
+	m := NewModel(g, ModelConfig{Tracker: tr, Synchronous: true, Now: func() time.Time { return now },
+		RulesEvery: 15 * time.Second, RulesSweep: 5 * time.Minute})
+	ctx := context.Background()
+	stepTo := func(d time.Duration) int32 {
+		t.Helper()
+		for end := now.Add(d); now.Before(end); {
+			now = now.Add(time.Second)
+			m.Step(ctx, now)
+		}
+		return rules.reads.Load()
+	}
+	if n := stepTo(time.Second); n != 1 {
+		t.Fatalf("first step: %d reads, want 1", n)
+	}
+	if n := stepTo(time.Minute); n != 1 {
+		t.Errorf("a minute later, no change told, no counter read: %d reads, want 1", n)
+	}
+	m.RulesChanged(true)
+	if n := stepTo(time.Second); n != 2 {
+		t.Errorf("told of a change: %d reads, want 2", n)
+	}
+	if n := stepTo(5*time.Minute - 10*time.Second); n != 2 {
+		t.Errorf("within RulesSweep of the last read: %d reads, want 2", n)
+	}
+	if n := stepTo(15 * time.Second); n != 3 {
+		t.Errorf("RulesSweep after the last read: %d reads, want 3", n)
+	}
+	// A read with a counted drop: every RulesEvery from there.
+	sp := kernelrules.ServicePort{Namespace: "kubelings", Name: "checkout", Port: "http", Protocol: "TCP"}
+	counted := kernelrules.NewSnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, []string{kernelrules.FamilyIPv4}, now,
+		map[kernelrules.ServicePort]kernelrules.PortState{sp: {Programmed: true, Drop: true, DropPackets: 3,
+			Drops: []kernelrules.DropRule{{Port: 30090, Packets: 3, Counted: true}}}})
+	rules.set(counted)
+	m.RulesChanged(true)
+	if n := stepTo(time.Second); n != 4 {
+		t.Errorf("told of a change: %d reads, want 4", n)
+	}
+	if n := stepTo(time.Minute); n != 8 {
+		t.Errorf("a minute of reads with counted drops: %d reads, want 8 (one every 15 s)", n)
+	}
+}
+
 // runModel runs m's loop until stop (or the test's end), which waits for it to return.
 func runModel(t *testing.T, m *Model) (ctx context.Context, stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())

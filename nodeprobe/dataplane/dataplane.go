@@ -108,6 +108,9 @@ type Info struct {
 	// view may have drifted.
 	Watch   WatchState
 	Resyncs uint64
+	// Counted: some drop rule carries a packet counter. Its count moves without the rules changing, so only
+	// reading again follows it; a read with none changes only when the rules do.
+	Counted bool
 }
 
 // ServicePort names one port of a Service.

@@ -70,8 +70,7 @@ func NewFamilySnapshot(mode Mode, backend Backend, readAt time.Time, families ma
 			slices.SortFunc(st.Endpoints, compareEndpoints)
 			m[hashKey(sp.String(), strings.ToLower(sp.Protocol))] = &st
 		}
-		s.Families = append(s.Families, f)
-		s.fams = append(s.fams, familyPorts{name: f, ports: m})
+		s.addSorted(f, m)
 	}
 	return s
 }

@@ -13,7 +13,7 @@ func (s *Snapshot) Info() dataplane.Info {
 		kind = dataplane.KindIPVS
 	}
 	return dataplane.Info{Kind: kind, Mode: string(s.Mode), Backend: string(s.Backend), Families: s.Families,
-		ReadAt: s.ReadAt, Duration: s.Duration, Watch: s.Watch, Resyncs: s.Resyncs}
+		ReadAt: s.ReadAt, Duration: s.Duration, Watch: s.Watch, Resyncs: s.Resyncs, Counted: s.counted}
 }
 
 // Dataplane is kube-proxy's rules (iptables, either backend, or nftables; IPVS said with ErrUnsupported) as

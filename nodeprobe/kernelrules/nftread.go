@@ -64,8 +64,7 @@ func (r *reader) readNFT(ctx context.Context) (*Snapshot, error) {
 		}
 		// The parsed states (Drops sorted once, in nftModel.ports) are shared by
 		// the snapshots made from them: snapshots are immutable.
-		snap.Families = append(snap.Families, f.name)
-		snap.fams = append(snap.fams, familyPorts{name: f.name, ports: c.nft.ports})
+		snap.addSorted(f.name, c.nft.ports)
 	}
 	if len(snap.Families) == 0 {
 		return nil, fmt.Errorf("no nftables table ip/ip6 kube-proxy: %w", ErrNoRules)

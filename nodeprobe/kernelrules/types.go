@@ -105,6 +105,8 @@ type Snapshot struct {
 
 	// fams holds each family's states, in the order of Families.
 	fams []familyPorts
+	// counted: some drop rule carries a packet counter (dataplane.Info.Counted).
+	counted bool
 }
 
 type familyPorts struct {
@@ -239,8 +241,22 @@ func (s *Snapshot) addFamily(name string, ports map[portKey]*PortState) {
 	for _, st := range ports {
 		sortDrops(st.Drops)
 	}
+	s.addSorted(name, ports)
+}
+
+// addSorted appends one family's states, their Drops sorted already, and
+// notes whether a drop rule carries a counter.
+func (s *Snapshot) addSorted(name string, ports map[portKey]*PortState) {
 	s.Families = append(s.Families, name)
 	s.fams = append(s.fams, familyPorts{name: name, ports: ports})
+	for _, st := range ports {
+		if s.counted {
+			break
+		}
+		for _, d := range st.Drops {
+			s.counted = s.counted || d.Counted
+		}
+	}
 }
 
 // addDrop records one drop rule, keeping Drop and DropPackets in step with Drops.

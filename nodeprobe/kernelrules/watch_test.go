@@ -398,6 +398,9 @@ func TestWatchIPTablesNFT(t *testing.T) {
 	if n := run.chainLists() - listed; n != 0 {
 		t.Errorf("the Read listed %d nat chains, want none (web's KUBE-SVL was deleted)", n)
 	}
+	if !snap.Info().Counted {
+		t.Error("a read with filter's drop rules: Info().Counted false")
+	}
 	web := scenario(false)[1].servicePort()
 	if st := snap.Family(web, FamilyIPv4); !st.Drop || st.LocalEndpoints != 0 {
 		t.Errorf("web after its local endpoints went: %+v, want a drop and no local endpoint", st)
@@ -588,6 +591,9 @@ func TestWatchNFTables(t *testing.T) {
 		}
 		if snap.Watch != WatchNotified || snap.Resyncs != 0 {
 			t.Errorf("%s: Snapshot.Watch %q, Resyncs %d; want %q, 0", what, snap.Watch, snap.Resyncs, WatchNotified)
+		}
+		if snap.Info().Counted {
+			t.Errorf("%s: Info().Counted, though kube-proxy's elements carry no counter", what)
 		}
 		if d := snapshotDiff(snap, fullRead(t, ns, ModeNFTables)); d != "" {
 			t.Errorf("%s: the Read differs from a full read:\n%s", what, d)
