@@ -201,6 +201,13 @@ func (g *ruleGrowth) observe(k ruleKey, raw uint64, at time.Time) time.Time {
 	return c.grewAt
 }
 
+// size is how many drop rules are followed.
+func (g *ruleGrowth) size() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.rules)
+}
+
 // forget drops the rule counters not in seen.
 func (g *ruleGrowth) forget(seen map[ruleKey]bool) {
 	g.mu.Lock()

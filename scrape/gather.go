@@ -587,7 +587,7 @@ func (g *Gatherer) evidence(st *State, snap kubeview.Snapshot) scrapeEvidence {
 		return ev
 	}
 	ev.at = st.Rules.Info().ReadAt
-	seen := map[ruleKey]bool{}
+	seen := make(map[ruleKey]bool, g.ruleGrowth.size()) // sized: grown from empty it was rehashed at every read
 	for _, svc := range snap.Services {
 		for _, fam := range svc.Families {
 			if !st.Rules.HasFamily(string(fam.Family)) {

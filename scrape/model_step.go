@@ -415,7 +415,7 @@ func (m *Model) applyRules(snap dataplane.Rules, err error) {
 		e.growthDue = m.growthDue(e)
 	}
 	if cur != nil {
-		seen := map[counterKey]bool{}
+		seen := make(map[counterKey]bool, len(services)) // sized: grown from empty it was rehashed at every read
 		for _, svc := range services {
 			for _, fam := range svc.Families {
 				for _, p := range fam.Ports {
