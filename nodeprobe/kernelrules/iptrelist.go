@@ -89,87 +89,59 @@ func listCommand(f ipFamily, backend Backend) string {
 // `iptables-nft -t nat -S <chain>`, parsed as a save is. iptables-nft fetches
 // only the chain asked for (2 ms at 10,000 Services, where saving nat costs a
 // second), and the kernel keeps the rules in nf_tables' form, which iptables-nft
-// turns back into the spelling the parse reads. Like relistNFT it reads at one
-// generation, which the watcher has judged (so the names are complete) and
-// which has not moved when the reads are done; else they are done again, at
-// most relistAttempts times. ok false: nat is to be saved whole (no kept parse,
-// one with drops, names the watcher cannot give or that are not Service-port
-// chains, the generation never held, or a read that failed, logged at debug).
+// turns back into the spelling the parse reads. The reads are made at one
+// generation (readAtOneGeneration). ok false: nat is to be saved whole (no kept
+// parse, one with drops, names the watcher cannot give or that are not
+// Service-port chains, the generation never held, or a read that failed,
+// logged at debug).
 func (r *reader) relistNAT(ctx context.Context, sig *signals, fi int, f ipFamily, key string) (cachedTable, bool, error) {
 	kept, ok := r.tables.byKey[key]
 	if !ok || sig.w == nil || sig.view == nil || kept.ipt == nil || natCountsDrops(kept.ipt) {
 		return cachedTable{}, false, nil
 	}
-	fail := func(err error) (cachedTable, bool, error) {
-		if ctx.Err() != nil {
-			return cachedTable{}, false, fmt.Errorf("reading nat chains of %s: %w", key, err)
-		}
-		r.opts.Logger.Debug("reading the changed nat chains failed; saving nat", "table", key, "err", err)
-		return cachedTable{}, false, nil
-	}
 	bin, err := r.binary(listCommand(f, BackendNFT))
 	if err != nil {
-		return fail(err)
+		return r.inPartFailed(ctx, key, "nat chains", err)
 	}
 	fam := byte(unix.NFPROTO_IPV4)
 	if f.ipv6 {
 		fam = unix.NFPROTO_IPV6
 	}
 	w := sig.w
-	for range relistAttempts {
-		c, err := dialNFT(ctx, w.netns, nftDumpBuffer)
-		if err != nil {
-			return fail(err)
+	var fresh map[portKey]*PortState
+	gen, err := readAtOneGeneration(ctx, w, sig.scope, func(c *nftConn, view *watchView) error {
+		fresh = nil
+		if view.unchangedSince(fi, kept.sig.gen) {
+			return nil
 		}
-		gen, err := c.generation()
-		if err != nil {
-			c.close()
-			return fail(err)
+		names, ok := w.changedSince(fi, kept.sig.gen)
+		keys, nat := natKeysOf(names)
+		if !ok || !nat {
+			return errWhole
 		}
-		view := w.await(ctx, gen, sig.scope)
-		if view == nil {
-			c.close()
-			return cachedTable{}, false, nil
+		if len(keys) > 0 {
+			fresh = make(map[portKey]*PortState, len(keys))
 		}
-		var fresh map[portKey]*PortState
-		if !view.unchangedSince(fi, kept.sig.gen) {
-			names, ok := w.changedSince(fi, kept.sig.gen)
-			keys, nat := natKeysOf(names)
-			if !ok || !nat {
-				c.close()
-				return cachedTable{}, false, nil
+		for _, k := range keys {
+			st, err := r.readNATPort(ctx, c, fam, bin, k)
+			if err != nil {
+				return err
 			}
-			if len(keys) > 0 {
-				fresh = make(map[portKey]*PortState, len(keys))
-			}
-			for _, k := range keys {
-				st, err := r.readNATPort(ctx, c, fam, bin, k)
-				if err != nil {
-					c.close()
-					return fail(err)
-				}
-				fresh[k] = st
-			}
+			fresh[k] = st
 		}
-		after, err := c.generation()
-		c.close()
-		if err != nil {
-			return fail(err)
-		}
-		if after != gen {
-			continue
-		}
-		r.relists.Add(1)
-		res := kept.ipt
-		if fresh != nil {
-			if res = patchNAT(kept.ipt, fresh); natCountsDrops(res) {
-				return cachedTable{}, false, nil // ≤1.24 drops in nat: never kept
-			}
-		}
-		return cachedTable{sig: changeSig{gen: gen}, savedAt: kept.savedAt, ipt: res}, true, nil
+		return nil
+	})
+	if err != nil {
+		return r.inPartFailed(ctx, key, "nat chains", err)
 	}
-	r.opts.Logger.Debug("the ruleset moved during every read of the changed nat chains; saving nat", "table", key)
-	return cachedTable{}, false, nil
+	r.relists.Add(1)
+	res := kept.ipt
+	if fresh != nil {
+		if res = patchNAT(kept.ipt, fresh); natCountsDrops(res) {
+			return cachedTable{}, false, nil // ≤1.24 drops in nat: never kept
+		}
+	}
+	return cachedTable{sig: changeSig{gen: gen}, savedAt: kept.savedAt, ipt: res}, true, nil
 }
 
 // readNATPort reads what nat says of one Service port: nil when none of its

@@ -76,80 +76,104 @@ func (r *reader) readNFT(ctx context.Context) (*Snapshot, error) {
 // generation moved while it read.
 const relistAttempts = 3
 
+var (
+	// errWhole: a read in part cannot be made (the watcher cannot name what
+	// changed, or did not judge the generation); the table is read whole.
+	errWhole = errors.New("cannot read in part")
+	// errMoved: the generation moved during every attempt of a read in part.
+	errMoved = errors.New("the ruleset moved during every read in part")
+)
+
+// readAtOneGeneration calls read with a netlink connection at one nf_tables
+// generation, which the watcher has judged (so the objects it names are
+// complete), and which has not moved when read returns: else read is called
+// again, at most relistAttempts times (errMoved). It returns that generation.
+// read returns errWhole when it cannot read in part; so does this when the
+// watcher did not judge the generation in time.
+func readAtOneGeneration(ctx context.Context, w *nftWatch, scope watchScope, read func(c *nftConn, view *watchView) error) (uint32, error) {
+	for range relistAttempts {
+		c, err := dialNFT(ctx, w.netns, nftDumpBuffer)
+		if err != nil {
+			return 0, err
+		}
+		gen, err := c.generation()
+		if err == nil {
+			if view := w.await(ctx, gen, scope); view == nil {
+				err = errWhole
+			} else {
+				err = read(c, view)
+			}
+		}
+		var after uint32
+		if err == nil {
+			after, err = c.generation()
+		}
+		c.close()
+		if err != nil {
+			return 0, err
+		}
+		if after == gen {
+			return gen, nil
+		}
+	}
+	return 0, errMoved
+}
+
+// inPartFailed is what a read in part that did not succeed leaves: the table
+// is read whole (nothing, false, nil), logged at debug when something failed,
+// unless the Read's context ended.
+func (r *reader) inPartFailed(ctx context.Context, key, what string, err error) (cachedTable, bool, error) {
+	switch {
+	case errors.Is(err, errWhole):
+	case ctx.Err() != nil:
+		return cachedTable{}, false, fmt.Errorf("reading %s of %s: %w", what, key, err)
+	default:
+		r.opts.Logger.Debug("reading the changed "+what+" failed; reading the table whole", "table", key, "err", err)
+	}
+	return cachedTable{}, false, nil
+}
+
 // relistNFT brings the kept table of one family up to date by reading again,
 // over netlink, only the objects the relevant transactions since it was listed
 // changed (nftrelist.go), and computing every port's state from the updated
-// model as a whole listing would. It reads them at one generation: the
-// watcher has judged every transaction up to it (so the names are complete),
-// and it has not moved when the reads are done — else they are done again, at
-// most relistAttempts times. ok false: the table is to be listed whole (no
-// kept model, an opaque one, names the watcher cannot give, the generation
-// never held, or a read that failed or found something not in kube-proxy's
-// shape, logged at debug).
+// model as a whole listing would, at one generation (readAtOneGeneration).
+// ok false: the table is to be listed whole (no kept model, an opaque one,
+// names the watcher cannot give, the generation never held, or a read that
+// failed or found something not in kube-proxy's shape, logged at debug).
 func (r *reader) relistNFT(ctx context.Context, sig *signals, fi int, ipv6 bool, key string) (cachedTable, bool, error) {
 	kept, ok := r.tables.byKey[key]
 	if !ok || sig.w == nil || sig.view == nil || kept.absent || kept.nft == nil || kept.nft.model == nil || kept.nft.model.opaque {
 		return cachedTable{}, false, nil
 	}
 	w, m := sig.w, kept.nft.model
-	fail := func(err error) (cachedTable, bool, error) {
-		if ctx.Err() != nil {
-			return cachedTable{}, false, fmt.Errorf("reading nftables objects of %s: %w", key, err)
+	var d *nftRelist
+	gen, err := readAtOneGeneration(ctx, w, sig.scope, func(c *nftConn, view *watchView) error {
+		d = nil
+		if view.unchangedSince(fi, kept.sig.gen) {
+			return nil
 		}
-		r.opts.Logger.Debug("reading the changed nftables objects failed; listing the table", "table", key, "err", err)
+		names, ok := w.changedSince(fi, kept.sig.gen)
+		if !ok {
+			return errWhole
+		}
+		d = newNFTRelist(c, ipv6, m)
+		return d.read(names)
+	})
+	if err != nil {
+		return r.inPartFailed(ctx, key, "nftables objects", err)
+	}
+	r.relists.Add(1)
+	if d == nil {
+		kept.sig = changeSig{gen: gen}
+		return kept, true, nil
+	}
+	r.relistDumps.Add(uint64(d.dumps))
+	d.apply(m)
+	res := &nftResult{ports: m.ports(), table: true, model: m}
+	if nftCounted(res) {
 		return cachedTable{}, false, nil
 	}
-	for range relistAttempts {
-		c, err := dialNFT(ctx, w.netns, nftDumpBuffer)
-		if err != nil {
-			return fail(err)
-		}
-		gen, err := c.generation()
-		if err != nil {
-			c.close()
-			return fail(err)
-		}
-		view := w.await(ctx, gen, sig.scope)
-		if view == nil {
-			c.close()
-			return cachedTable{}, false, nil
-		}
-		var d *nftRelist
-		if !view.unchangedSince(fi, kept.sig.gen) {
-			names, ok := w.changedSince(fi, kept.sig.gen)
-			if !ok {
-				c.close()
-				return cachedTable{}, false, nil
-			}
-			d = newNFTRelist(c, ipv6, m)
-			if err := d.read(names); err != nil {
-				c.close()
-				return fail(err)
-			}
-		}
-		after, err := c.generation()
-		c.close()
-		if err != nil {
-			return fail(err)
-		}
-		if after != gen {
-			continue
-		}
-		r.relists.Add(1)
-		if d == nil {
-			kept.sig = changeSig{gen: gen}
-			return kept, true, nil
-		}
-		r.relistDumps.Add(uint64(d.dumps))
-		d.apply(m)
-		res := &nftResult{ports: m.ports(), table: true, model: m}
-		if nftCounted(res) {
-			return cachedTable{}, false, nil
-		}
-		return cachedTable{sig: changeSig{gen: gen}, savedAt: kept.savedAt, nft: res}, true, nil
-	}
-	r.opts.Logger.Debug("the ruleset moved during every read of the changed nftables objects; listing the table", "table", key)
-	return cachedTable{}, false, nil
+	return cachedTable{sig: changeSig{gen: gen}, savedAt: kept.savedAt, nft: res}, true, nil
 }
 
 // listNFTTable lists and parses one family's kube-proxy table.

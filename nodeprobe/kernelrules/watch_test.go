@@ -143,18 +143,26 @@ func (c *countingRunner) saves() int {
 // names moved to another address: what kube-proxy rewrites for endpoint churn
 // on another node (the Service's chains), with the local endpoints unchanged.
 func remoteChurn(svcs []genService, round int, names ...string) []genService {
+	return moveEndpoints(svcs, names, func(j int, ep genEndpoint) string {
+		if ep.local {
+			return ep.ip
+		}
+		return bumpAddr(ep.ip, round)
+	})
+}
+
+// moveEndpoints is svcs with each endpoint of the Services named at the
+// address to gives it (the j-th of its Service's).
+func moveEndpoints(svcs []genService, names []string, to func(j int, ep genEndpoint) string) []genService {
 	out := make([]genService, len(svcs))
 	for i, s := range svcs {
 		out[i] = s
 		if !containsName(names, s.ns+"/"+s.name) {
 			continue
 		}
-		eps := make([]genEndpoint, len(s.eps))
-		copy(eps, s.eps)
+		eps := slices.Clone(s.eps)
 		for j := range eps {
-			if !eps[j].local {
-				eps[j].ip = bumpAddr(eps[j].ip, round)
-			}
+			eps[j].ip = to(j, eps[j])
 		}
 		out[i].eps = eps
 	}
@@ -462,22 +470,12 @@ func TestWatchIPTablesNFT(t *testing.T) {
 // localChurn is svcs with the local endpoints of each Service named moved to
 // other addresses (their pods replaced on this node).
 func localChurn(svcs []genService, round int, names ...string) []genService {
-	out := make([]genService, len(svcs))
-	for i, s := range svcs {
-		out[i] = s
-		if !containsName(names, s.ns+"/"+s.name) {
-			continue
+	return moveEndpoints(svcs, names, func(j int, ep genEndpoint) string {
+		if !ep.local {
+			return ep.ip
 		}
-		eps := make([]genEndpoint, len(s.eps))
-		copy(eps, s.eps)
-		for j := range eps {
-			if eps[j].local {
-				eps[j].ip = bumpAddr(eps[j].ip, round+10*j)
-			}
-		}
-		out[i].eps = eps
-	}
-	return out
+		return bumpAddr(ep.ip, round+10*j)
+	})
 }
 
 // endpointsOf is svcs with the endpoints of the Service named as from has them.

@@ -216,31 +216,138 @@ func benchNotifications(b *testing.B, mode Mode, size int) {
 // first). kube-proxy deletes the flushed chain a transaction later; that, and
 // the Reads after it, are outside the measured part.
 //
+// The iptables-nft/* runs do the same in iptables mode with the nft backend on
+// clusterOf's ruleset (bigCluster's shape): each iteration a Service's local
+// endpoints move to other pods (moved: only its KUBE-SVL is rewritten) or go
+// (lost: KUBE-SVL deleted, a drop added to filter), written with
+// iptables-nft-restore --noflush as kube-proxy's partial sync writes them; the
+// whole Read saves nat and filter, the targeted one lists the changed Service
+// chains and saves filter only when filter changed.
+//
 //	go test -run '^$' -bench BenchmarkRelevantRead -benchtime 5x ./nodeprobe/kernelrules/
 func BenchmarkRelevantRead(b *testing.B) {
 	requireRoot(b)
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("nftables/%d", n), func(b *testing.B) { benchRelevantRead(b, n) })
+		for _, lost := range []bool{false, true} {
+			kind := "moved"
+			if lost {
+				kind = "lost"
+			}
+			b.Run(fmt.Sprintf("iptables-nft-%s/%d", kind, n), func(b *testing.B) { benchRelevantReadIPT(b, n, lost) })
+		}
 	}
 }
 
-func benchRelevantRead(b *testing.B, size int) {
+func benchRelevantReadIPT(b *testing.B, size int, lost bool) {
 	ns := newNetns(b)
-	svcs := nftClusterOf(size)
-	nsRun(b, ns, []byte(genNFTLayout(false, svcs, true)), "nft", "-f", "-")
+	svcs := clusterOf(size, false)
+	nsRun(b, ns, []byte(genRules(layout125, false, svcs)), xtablesCmd(false, BackendNFT, "restore"))
 	ctx := context.Background()
-	wholeRun := &countingRunner{NetnsRunner: NetnsRunner{Namespace: ns}}
-	partRun := &countingRunner{NetnsRunner: NetnsRunner{Namespace: ns}}
-	whole := NewReader(Options{Mode: ModeNFTables, Runner: wholeRun, CacheTTL: -1})
-	targeted := NewReader(Options{Mode: ModeNFTables, Runner: partRun, CacheTTL: -1})
+	wholeRun, partRun, whole, targeted, read := relevantReaders(b, ns, ModeIPTables, size)
+	rd := targeted.(*selector)
+	w := rd.currentWatch()
+	scope := scopeOf(ModeIPTables, BackendNFT)
+	cpu := func() time.Duration {
+		self, children := cpuTimes(b)
+		return self + children
+	}
+	var local []int // Services with a local endpoint, each changed in turn
+	for i, s := range svcs {
+		if len(s.eps) > 0 && s.eps[0].local {
+			local = append(local, i)
+		}
+	}
+	var syncCPU, wholeCPU, partCPU, wholeWall, partWall time.Duration
+	var wholeSaves, partSaves, relists, listed int
+	round := 0
+	for b.Loop() {
+		if round >= len(local) {
+			b.Fatalf("more than %d iterations: no Service left with a local endpoint", len(local))
+		}
+		victim := svcs[local[round]]
+		round++
+		name := victim.ns + "/" + victim.name
+		after := localChurn(svcs, round, name)
+		if lost {
+			after = noLocal(svcs, name)
+		}
+		in := iptPartialSync(false, svcs, after, changedSet([]string{name}))
+		svcs = after
+		_, c0 := cpuTimes(b)
+		nsRun(b, ns, []byte(in), xtablesCmd(false, BackendNFT, "restore"), "--noflush")
+		_, c1 := cpuTimes(b)
+		syncCPU += c1 - c0
+		gen, err := partRun.NFTablesGeneration(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if w.await(ctx, gen, scope) == nil {
+			b.Fatalf("the watcher did not account for generation %d", gen)
+		}
+
+		debug.FreeOSMemory()
+		s0, r0, l0 := partRun.saves(), rd.relists.Load(), partRun.chainLists()
+		t0, cpu0 := time.Now(), cpu()
+		snap := read(targeted)
+		partWall, partCPU = partWall+time.Since(t0), partCPU+cpu()-cpu0
+		partSaves += partRun.saves() - s0
+		relists += int(rd.relists.Load() - r0)
+		listed += partRun.chainLists() - l0
+
+		debug.FreeOSMemory()
+		s0, t0, cpu0 = wholeRun.saves(), time.Now(), cpu()
+		ref := read(whole)
+		wholeWall, wholeCPU = wholeWall+time.Since(t0), wholeCPU+cpu()-cpu0
+		wholeSaves += wholeRun.saves() - s0
+		if d := snapshotDiff(snap, ref); d != "" {
+			b.Fatalf("round %d: the targeted Read differs from the whole one:\n%s", round, d)
+		}
+		if st := snap.Family(victim.servicePort(), FamilyIPv4); lost != (st.Drop && st.LocalEndpoints == 0) {
+			b.Fatalf("round %d: %s after its local endpoint changed: %+v", round, victim.name, st)
+		}
+	}
+	n := float64(round)
+	reportReadTimes(b, n, syncCPU, wholeWall, wholeCPU, partWall, partCPU)
+	b.ReportMetric(float64(wholeSaves)/n, "whole-saves/read")
+	b.ReportMetric(float64(partSaves)/n, "targeted-saves/read")
+	b.ReportMetric(float64(relists)/n, "targeted-relists/read")
+	b.ReportMetric(float64(listed)/n, "targeted-chain-lists/read")
+}
+
+// reportReadTimes reports BenchmarkRelevantRead's times per change (of n): the
+// sync's (kube-proxy's child) CPU, each Read's wall time and CPU, and their
+// ratios. It returns the per-change milliseconds of a total.
+func reportReadTimes(b *testing.B, n float64, syncCPU, wholeWall, wholeCPU, partWall, partCPU time.Duration) func(time.Duration) float64 {
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / n }
+	b.ReportMetric(ms(syncCPU), "kubeproxy-child-cpu-ms")
+	b.ReportMetric(ms(wholeWall), "whole-read-ms")
+	b.ReportMetric(ms(wholeCPU), "whole-read-cpu-ms")
+	b.ReportMetric(ms(partWall), "targeted-read-ms")
+	b.ReportMetric(ms(partCPU), "targeted-read-cpu-ms")
+	b.ReportMetric(float64(partCPU)/float64(wholeCPU), "targeted/whole-cpu")
+	b.ReportMetric(float64(partCPU)/float64(syncCPU), "targeted/kubeproxy-child")
+	return ms
+}
+
+// relevantReaders are BenchmarkRelevantRead's two readers of ns in mode, each
+// read once: whole, without Watch, and targeted, its Watch running until the
+// benchmark ends and its baseline taken. read fails the benchmark on an error
+// or fewer than size ports.
+func relevantReaders(b *testing.B, ns string, mode Mode, size int) (wholeRun, partRun *countingRunner, whole, targeted Reader, read func(Reader) *Snapshot) {
+	ctx := context.Background()
+	wholeRun = &countingRunner{NetnsRunner: NetnsRunner{Namespace: ns}}
+	partRun = &countingRunner{NetnsRunner: NetnsRunner{Namespace: ns}}
+	whole = NewReader(Options{Mode: mode, Runner: wholeRun, CacheTTL: -1})
+	targeted = NewReader(Options{Mode: mode, Runner: partRun, CacheTTL: -1})
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		targeted.(Watcher).Watch(wctx, func(bool) {})
 	}()
-	defer func() { cancel(); <-done }()
-	read := func(r Reader) *Snapshot {
+	b.Cleanup(func() { cancel(); <-done })
+	read = func(r Reader) *Snapshot {
 		snap, err := r.Read(ctx)
 		if err != nil || snap.Len() < size {
 			b.Fatalf("read: %v, %d ports", err, snap.Len())
@@ -251,6 +358,15 @@ func benchRelevantRead(b *testing.B, size int) {
 	read(targeted)
 	waitBaseline(b, targeted)
 	read(targeted)
+	return wholeRun, partRun, whole, targeted, read
+}
+
+func benchRelevantRead(b *testing.B, size int) {
+	ns := newNetns(b)
+	svcs := nftClusterOf(size)
+	nsRun(b, ns, []byte(genNFTLayout(false, svcs, true)), "nft", "-f", "-")
+	ctx := context.Background()
+	wholeRun, partRun, whole, targeted, read := relevantReaders(b, ns, ModeNFTables, size)
 	rd := targeted.(*selector)
 	w := rd.currentWatch()
 	scope := scopeOf(ModeNFTables, "")
@@ -335,14 +451,7 @@ func benchRelevantRead(b *testing.B, size int) {
 		read(targeted)
 	}
 	n := float64(round)
-	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / n }
-	b.ReportMetric(ms(syncCPU), "kubeproxy-child-cpu-ms")
-	b.ReportMetric(ms(wholeWall), "whole-read-ms")
-	b.ReportMetric(ms(wholeCPU), "whole-read-cpu-ms")
-	b.ReportMetric(ms(partWall), "targeted-read-ms")
-	b.ReportMetric(ms(partCPU), "targeted-read-cpu-ms")
-	b.ReportMetric(float64(partCPU)/float64(wholeCPU), "targeted/whole-cpu")
-	b.ReportMetric(float64(partCPU)/float64(syncCPU), "targeted/kubeproxy-child")
+	ms := reportReadTimes(b, n, syncCPU, wholeWall, wholeCPU, partWall, partCPU)
 	b.ReportMetric(float64(wholeLists)/n, "whole-lists/read")
 	b.ReportMetric(float64(partLists)/n, "targeted-lists/read")
 	b.ReportMetric(float64(relists)/n, "targeted-relists/read")
