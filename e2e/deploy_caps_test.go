@@ -27,6 +27,7 @@ var ruleDumps = []struct {
 }{
 	{"iptables-legacy-save", []string{"-t", "filter"}, "KUBE-DEPLOY-LEGACY"},
 	{"iptables-nft-save", []string{"-t", "filter"}, "KUBE-DEPLOY-NFT"},
+	{"iptables-nft", []string{"-t", "filter", "-S", "KUBE-DEPLOY-NFT"}, "-A KUBE-DEPLOY-NFT -j DROP"},
 	{"nft", []string{"-j", "list", "table", "ip", "kube-proxy"}, `"kube-proxy"`},
 }
 
