@@ -26,6 +26,7 @@ APILOAD_SERVICES ?= $(or $(LT_E2E_SCALE_SERVICES),2000)#           LT_E2E_SCALE_
 FLOOD      ?= $(or $(LT_FLOOD),3s)#                                LT_FLOOD: how long BenchmarkKernelFlood floods (make bench-arrivals)
 BENCH_CPU_SERVICES ?= $(or $(LT_BENCH_CPU_SERVICES),310 1000 10000)# LT_BENCH_CPU_SERVICES: BenchmarkCPUBesideKubeProxy's sizes (make bench-cpu)
 BENCH_CPU_WINDOW ?= $(or $(LT_BENCH_CPU_WINDOW),5m)#               LT_BENCH_CPU_WINDOW: BenchmarkCPUBesideKubeProxy's window per size and collectors
+BENCH_CPU_HEAP ?= $(LT_BENCH_CPU_HEAP_PROFILE)#                     LT_BENCH_CPU_HEAP_PROFILE: 1 keeps the exporters' allocation sampling and takes heap profiles
 export LT_TOOLS_BIN := $(TOOLS_BIN)
 export LT_E2E_CACHE := $(E2E_CACHE)
 export LT_E2E_BIN_DIR := $(E2E_BIN_DIR)
@@ -221,7 +222,7 @@ bench:
 ## and one 40 s window). Each window is followed by one as long for the profile. The full run takes about an
 ## hour on 2 cores. Figures: docs/performance.md.
 bench-cpu:
-	LT_BENCH_CPU_SERVICES='$(BENCH_CPU_SERVICES)' LT_BENCH_CPU_WINDOW=$(BENCH_CPU_WINDOW) \
+	LT_BENCH_CPU_SERVICES='$(BENCH_CPU_SERVICES)' LT_BENCH_CPU_WINDOW=$(BENCH_CPU_WINDOW) LT_BENCH_CPU_HEAP_PROFILE=$(BENCH_CPU_HEAP) \
 		e2e/run-e2e.sh -run '^$$' -bench '^BenchmarkCPUBesideKubeProxy$$' -benchtime 1x -timeout 240m
 
 ## bench-arrivals: the arrivals meter's kernel benchmarks (as root: network namespaces), the flood for FLOOD.
