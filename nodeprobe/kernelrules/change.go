@@ -317,12 +317,18 @@ func (r *node) cached(key string, fi int, sig changeSig, sigErr error, view *wat
 	case c.sig == sig:
 		return c, vouchSignal, false
 	case c.sig.info == 0 && sig.info == 0 && view.unchangedSince(fi, c.sig.gen):
-		if r.opts.FullVerify > 0 && r.opts.Now().Sub(c.savedAt) >= r.opts.FullVerify {
+		if r.verifyDue(c) {
 			return c, vouchNone, true
 		}
 		return c, vouchNotified, false
 	}
 	return cachedTable{}, vouchNone, false
+}
+
+// verifyDue: notifications alone have vouched for c since it was saved
+// FullVerify ago or more; it is to be saved again and compared.
+func (r *node) verifyDue(c cachedTable) bool {
+	return r.opts.FullVerify > 0 && r.opts.Now().Sub(c.savedAt) >= r.opts.FullVerify
 }
 
 // keep remembers a freshly read table under the signal read before it was

@@ -20,10 +20,7 @@ var ipFamilies = [...]ipFamily{{FamilyIPv4, false}, {FamilyIPv6, true}}
 
 // saveCommand names the save binary the kube-proxy image's wrapper would run.
 func saveCommand(f ipFamily, backend Backend) string {
-	if f.ipv6 {
-		return "ip6tables-" + string(backend) + "-save"
-	}
-	return "iptables-" + string(backend) + "-save"
+	return listCommand(f, backend) + "-save"
 }
 
 // parseIPTablesVersion reads "iptables v1.8.9 (nf_tables)" (or "iptables-legacy
@@ -221,7 +218,7 @@ func (r *reader) readIPTablesFamily(ctx context.Context, fi int, f ipFamily, bac
 		if ok {
 			r.tables.byKey[key] = t
 			c, v = t, vouchNotified
-			if r.opts.FullVerify > 0 && r.opts.Now().Sub(t.savedAt) >= r.opts.FullVerify {
+			if r.verifyDue(t) {
 				// Read in part for FullVerify: saved whole now, and compared.
 				v, verify, how = vouchNone, true, "change notifications, chains read again (FullVerify)"
 			}
@@ -298,7 +295,7 @@ func (r *reader) readFilter(ctx context.Context, fi int, f ipFamily, bin string,
 			// no relevant transaction since its save touched filter.
 			if kept, ok := r.tables.byKey[key]; ok && untouched(sig, fi, kept.sig.gen, tableFilter) {
 				c, v = kept, vouchNotified
-				if r.opts.FullVerify > 0 && r.opts.Now().Sub(kept.savedAt) >= r.opts.FullVerify {
+				if r.verifyDue(kept) {
 					v, verify = vouchNone, true
 				}
 			}

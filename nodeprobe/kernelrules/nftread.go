@@ -39,7 +39,7 @@ func (r *reader) readNFT(ctx context.Context) (*Snapshot, error) {
 			if ok {
 				r.tables.byKey[key] = t
 				c, v = t, vouchNotified
-				if r.opts.FullVerify > 0 && r.opts.Now().Sub(t.savedAt) >= r.opts.FullVerify {
+				if r.verifyDue(t) {
 					// Listed in part for FullVerify: listed whole now, and compared.
 					v, verify, how = vouchNone, true, "change notifications, objects listed again (FullVerify)"
 				}
