@@ -31,7 +31,10 @@ type Summary struct {
 	// Nodes judged, and of them: receiving its external traffic, serving it, dropping it (blackholes), dropping
 	// what only the node can tell reaches it (cannot tell), and taken out by the health check (drained).
 	Nodes, Receiving, Serving, Dropping, CannotTell, Drained int
-	// Drops lists what the dropping nodes drop ("NodePort 30090/TCP"), each once, in order of appearance.
+	// Drops lists what the dropping nodes drop of what they receive ("NodePort 30090/TCP"), each once, in order
+	// of appearance: what is lost. A dropping node's destinations out of its rotation (a NodePort its load
+	// balancer's health check drains while an announcer sends it the load balancer IP) lose nothing and are left
+	// out; NodeStatus.Drops still names them per node.
 	Drops []string
 	// Unannounced lists the load balancer IPs and externalIPs no live announcer holds while the Service has
 	// endpoints (ServiceStatus.Unannounced): lost on every node, however many serve.
@@ -210,7 +213,7 @@ func summarize(svc *corev1.Service, nc *nodeClasses, eps []*discoveryv1.Endpoint
 		}
 		if v.Blackhole {
 			s.Dropping += n
-			for _, d := range v.Drops {
+			for _, d := range v.dropsReceived {
 				if !slices.Contains(s.Drops, d) {
 					s.Drops = append(s.Drops, d)
 				}

@@ -147,3 +147,21 @@ func TestSortWorstFirst(t *testing.T) {
 		t.Errorf("order %v, want %v", got, want)
 	}
 }
+
+// TestSummaryDropsWhatIsLost: kube-vip announces the load balancer IP from node-3, which hosts no endpoint, so
+// node-3 drops it (a blackhole); its NodePort is dropped too, but the load balancer's health check drains it
+// there. The summary's Drops names what is lost, the load balancer IP; node-3's own Drops names both.
+func TestSummaryDropsWhatIsLost(t *testing.T) {
+	svc := nodePortService("checkout", loadBalancer, annotated(announce.AnnotationKubeVIPHost, "node-3"), func(s *corev1.Service) {
+		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.10"}}
+	})
+	c := live(workers(3), svc, deployment("checkout", 1), "node-1")
+	s := sameAsStatus(t, c)[0]
+	lb, nodePort := "load balancer IP 192.0.2.10:80/TCP", "NodePort 30090/TCP"
+	if !slices.Equal(s.DroppingNodes(-1), []string{"node-3"}) || !slices.Equal(s.Drops, []string{lb}) {
+		t.Errorf("dropping %v, drops %v; want [node-3], [%s]", s.DroppingNodes(-1), s.Drops, lb)
+	}
+	if n := s.Expand().Nodes[2]; !slices.Equal(n.Drops, []string{nodePort, lb}) {
+		t.Errorf("node-3 drops %v, want [%s %s]", n.Drops, nodePort, lb)
+	}
+}

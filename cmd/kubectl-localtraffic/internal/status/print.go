@@ -49,7 +49,7 @@ type ServiceStatus struct {
 	Dropping            int    `json:"dropping"`
 	CannotTell          int    `json:"cannotTell"`
 	Drained             int    `json:"drained"`
-	// Drops: what the dropping nodes drop ("NodePort 30090/TCP").
+	// Drops: what the dropping nodes drop of what they receive ("NodePort 30090/TCP"), each once.
 	Drops []string `json:"drops,omitempty"`
 	// DroppingNodes: the first dropping nodes by name, at most docDroppingNodes; DroppingNodesOmitted the rest.
 	DroppingNodes        []string `json:"droppingNodes,omitempty"`
@@ -289,8 +289,8 @@ func statusColour(status string) string {
 	return cli.Green
 }
 
-// table is the human output: one row per Service; wide adds what the dropping nodes drop and one column per
-// judged node (the grid). paints holds, per row, the cells to colour in their order along the line (nil
+// table is the human output: one row per Service; wide adds what the dropping nodes drop of what they receive
+// and one column per judged node (the grid). paints holds, per row, the cells to colour in their order along the line (nil
 // without colour: on 5,000 nodes × 2,000 Services the grid is 10 million cells, and each byte per cell counts).
 func (v statusView) table(wide, colour bool) (*metav1.Table, [][]paint) {
 	cannotTell, unannounced, announcerUnknown, observed := false, false, false, v.observed != nil
@@ -327,7 +327,7 @@ func (v statusView) table(wide, colour bool) (*metav1.Table, [][]paint) {
 	t.ColumnDefinitions = append(t.ColumnDefinitions, col("Dropping-Nodes", "string", "the first dropping nodes", 0))
 	var nodes []string
 	if wide {
-		t.ColumnDefinitions = append(t.ColumnDefinitions, col("Drops", "string", "what the dropping nodes drop", 1))
+		t.ColumnDefinitions = append(t.ColumnDefinitions, col("Drops", "string", "what the dropping nodes drop of what they receive", 1))
 		if v.preStopRead {
 			t.ColumnDefinitions = append(t.ColumnDefinitions, col("PreStop", "string",
 				"the preStop sleep and terminationGracePeriodSeconds the measured drain needs, where the pods have less", 1))
