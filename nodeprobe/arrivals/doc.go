@@ -98,7 +98,8 @@
 //     coarser one checks ports only, then protocols only: the counts are the same, more packets are copied
 //     (FamilyStats.Filter).
 //   - Matched packets are copied, 74 bytes at most, into a TPACKET_V3 ring per family (Config.Blocks ×
-//     BlockSize, 1 MiB by default: kernel memory mapped into the process, not Go heap). A full ring drops
+//     BlockSize, 1 MiB by default: kernel memory mapped into the process, not Go heap, resident from the
+//     mmap, so mapped when the family is first watched: a single-stack node maps one). A full ring drops
 //     in the kernel, which counts it (PACKET_STATISTICS): FamilyStats.Dropped.
 //   - The reader counts at most Config.MaxPacketRate packets per second per family; blocks beyond it are
 //     given back uncounted: FamilyStats.Shed. It does not allocate per packet. While it sheds, the kernel

@@ -2,8 +2,12 @@ package arrivals
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -496,4 +500,66 @@ func TestPermissionDenied(t *testing.T) {
 	if s := m.Snapshot(); s.Status != StatusPermissionDenied || len(s.Dests)+len(s.Idle) != len(testWatch.Dests) {
 		t.Errorf("after Watch: status %v, %d destinations", s.Status, len(s.Dests)+len(s.Idle))
 	}
+}
+
+// ringResident is how many bytes of ring's mapping are resident in this process (its socket:[inode] mapping
+// in /proc/self/smaps): the ring's pages count in the process's RSS from the mmap on.
+func ringResident(t *testing.T, r *ring) int {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Fstat(r.fd, &st); err != nil {
+		t.Fatal(err)
+	}
+	smaps, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, in, kib := fmt.Sprintf("socket:[%d]", st.Ino), false, 0
+	for line := range strings.Lines(string(smaps)) {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 5 && strings.Contains(f[0], "-"):
+			in = len(f) == 6 && f[5] == name // a mapping's first line; only the ring's is named for its socket
+		case in && len(f) == 3 && f[0] == "Rss:":
+			n, err := strconv.Atoi(f[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			kib += n
+		}
+	}
+	return kib << 10
+}
+
+// TestKernelMapsARingPerWatchedFamily: a family's ring is kernel memory resident in the exporter from its
+// mmap, so it is mapped when the family is first watched, not when the meter opens: a single-stack node never
+// pays for the other family's. Mapped late, it counts at once.
+func TestKernelMapsARingPerWatchedFamily(t *testing.T) {
+	node, client := newPair(t)
+	node.ip(t, "addr add 2001:db8:2::10/64 dev eth0 nodad")
+	client.ip(t, "addr add 2001:db8:2::1/64 dev c0 nodad")
+	cfg := Config{BlockSize: 64 << 10, Blocks: 4, BlockTimeout: 10 * time.Millisecond}
+	m := openIn(t, node, cfg, nil)
+	resident := func() [2]int { return [2]int{ringResident(t, m.sys.rings[0]), ringResident(t, m.sys.rings[1])} }
+	if got := resident(); got != [2]int{} {
+		t.Fatalf("rings resident before any Watch: %v bytes, want none", got)
+	}
+	d4, d6 := NodeDest(UDP, false, 30053), NodeDest(UDP, true, 30053)
+	if err := m.Watch(Watch{NodeAddrs: []netip.Addr{nodeV4}, Dests: []Dest{d4}}); err != nil {
+		t.Fatal(err)
+	}
+	ringSize := cfg.BlockSize * cfg.Blocks
+	if got := resident(); got != [2]int{ringSize, 0} {
+		t.Fatalf("rings resident with IPv4 watched: %v bytes, want [%d 0]", got, ringSize)
+	}
+	sendUDP(t, client, netip.AddrPortFrom(nodeV4, 30053), 3)
+	eventually(t, 10*time.Second, "IPv4 datagrams counted", func() bool { return attempts(m, d4) == 3 })
+	if err := m.Watch(Watch{NodeAddrs: []netip.Addr{nodeV4, nodeV6}, Dests: []Dest{d4, d6}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := resident(); got != [2]int{ringSize, ringSize} {
+		t.Fatalf("rings resident with both families watched: %v bytes, want [%d %d]", got, ringSize, ringSize)
+	}
+	sendUDP(t, client, netip.AddrPortFrom(nodeV6, 30053), 2)
+	eventually(t, 10*time.Second, "IPv6 datagrams counted", func() bool { return attempts(m, d6) == 2 })
 }

@@ -13,10 +13,18 @@ import (
 
 // ring is one IP family's passive packet socket: AF_PACKET, SOCK_DGRAM, bound to one ethertype on every
 // interface, with a TPACKET_V3 receive ring mapped into the process.
+//
+// The ring is mapped when the family is first watched, not when the socket opens: its pages are kernel memory
+// the process maps whole, resident from the mmap (Blocks × BlockSize, 1 MiB by default), and a single-stack
+// node never watches the other family. Once mapped it stays until close: a family watched once is watched
+// again after the next change of its Services, and a ring cannot be resized while bound.
 type ring struct {
 	fd        int
 	ethertype uint16
-	mem       []byte
+	cfg       Config
+	// mem is the mapped ring, nil until the family is first watched. The receive loop loads it without the
+	// meter's lock while Watch maps it under that lock, hence atomic; set once, it never changes until close.
+	mem       atomic.Pointer[[]byte]
 	blockSize int
 	blocks    int
 	cur       int // the next block to read
@@ -33,21 +41,27 @@ func openRing(ethertype uint16, cfg Config) (*ring, error) {
 	if err != nil {
 		return nil, fmt.Errorf("socket(AF_PACKET, SOCK_DGRAM): %w", err)
 	}
-	r := &ring{fd: fd, ethertype: ethertype, blockSize: cfg.BlockSize, blocks: cfg.Blocks}
-	if err := r.setup(cfg); err != nil {
+	r := &ring{fd: fd, ethertype: ethertype, cfg: cfg, blockSize: cfg.BlockSize, blocks: cfg.Blocks}
+	if err := r.setup(); err != nil {
 		r.close()
 		return nil, err
 	}
 	return r, nil
 }
 
-func (r *ring) setup(cfg Config) error {
+func (r *ring) setup() error {
 	if err := unix.SetsockoptInt(r.fd, unix.SOL_PACKET, unix.PACKET_VERSION, unix.TPACKET_V3); err != nil {
 		return fmt.Errorf("setsockopt(PACKET_VERSION, TPACKET_V3): %w", err)
 	}
-	if err := r.setFilter(dropAll()); err != nil {
-		return err
+	return r.setFilter(dropAll())
+}
+
+// mapRing gives the socket its receive ring and maps it, once: before the socket is first bound.
+func (r *ring) mapRing() error {
+	if r.mem.Load() != nil {
+		return nil
 	}
+	cfg := r.cfg
 	page := os.Getpagesize()
 	r.blockSize = (r.blockSize + page - 1) / page * page
 	req := unix.TpacketReq3{
@@ -64,7 +78,7 @@ func (r *ring) setup(cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("mmap of the packet ring: %w", err)
 	}
-	r.mem = mem
+	r.mem.Store(&mem)
 	return nil
 }
 
@@ -89,6 +103,9 @@ func (r *ring) bind(on bool) error {
 	}
 	var proto uint16
 	if on {
+		if err := r.mapRing(); err != nil {
+			return err
+		}
 		var be [2]byte
 		binary.BigEndian.PutUint16(be[:], r.ethertype) // sll_protocol is in network byte order
 		proto = binary.NativeEndian.Uint16(be[:])
@@ -117,7 +134,11 @@ func blockHeader(b []byte) *unix.TpacketHdrV1 {
 
 // ready returns the next block if the kernel has handed it to user space.
 func (r *ring) ready() []byte {
-	b := r.mem[r.cur*r.blockSize : (r.cur+1)*r.blockSize]
+	mem := r.mem.Load()
+	if mem == nil {
+		return nil // never watched: nothing can have arrived
+	}
+	b := (*mem)[r.cur*r.blockSize : (r.cur+1)*r.blockSize]
 	if atomic.LoadUint32(&blockHeader(b).Block_status)&unix.TP_STATUS_USER == 0 {
 		return nil
 	}
@@ -170,9 +191,8 @@ func walkBlock(b []byte, fn func(data []byte, at int64, ifindex int32)) {
 }
 
 func (r *ring) close() {
-	if r.mem != nil {
-		_ = unix.Munmap(r.mem)
-		r.mem = nil
+	if mem := r.mem.Swap(nil); mem != nil {
+		_ = unix.Munmap(*mem)
 	}
 	if r.fd >= 0 {
 		_ = unix.Close(r.fd)
