@@ -176,7 +176,7 @@ func (e *Exporter) WriteText(ctx context.Context, w io.Writer, f expfmt.Format, 
 		}
 	}
 
-	bw := bufio.NewWriterSize(w, 32<<10)
+	bw := bufio.NewWriterSize(w, GzipBlock)
 	enc := expfmt.NewEncoder(bw, f)
 	ours, next := e.byName, 0
 	for _, mf := range extra {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"compress/gzip"
 	"context"
 	"io"
 	"log/slog"
@@ -24,10 +23,6 @@ import (
 type metricsHandler struct {
 	exporter *collector.Exporter
 	self     *prometheus.Registry // process, Go runtime and build info: long-lived, not per scrape
-	// gzip keeps one idle compressor between scrapes. A compressor's state is 800 kB and zeroing it costs more
-	// than compressing a 1,000-Service scrape; a sync.Pool would lose it to the garbage collections between
-	// two scrapes 15 s apart. Concurrent scrapes beyond the first make their own.
-	gzip     chan *gzip.Writer
 	maxWait  time.Duration
 	offset   time.Duration
 	inFlight chan struct{}
@@ -47,7 +42,6 @@ func newMetricsHandler(exp *collector.Exporter, opts options, logger *slog.Logge
 		exporter: exp.WithNode(opts.kube.NodeName), self: self,
 		// Without the header (a curl), allow a few probes' worth of time.
 		maxWait:  2 * opts.probe.ProbeTimeout,
-		gzip:     make(chan *gzip.Writer, 1),
 		offset:   opts.scrapeTimeoutOff,
 		inFlight: make(chan struct{}, opts.maxRequests),
 		logger:   logger,
@@ -113,14 +107,11 @@ func (h *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var out io.Writer = w
 	if acceptsGzip(r.Header.Values("Accept-Encoding")) {
 		w.Header().Set("Content-Encoding", "gzip")
-		gz := h.compressor(w)
+		// No compressor kept between scrapes: collector.Gzip keeps no state (its comment says why).
+		gz := collector.Gzip(w)
 		defer func() {
 			if err := gz.Close(); err != nil {
 				h.logger.Debug("finishing the compressed scrape", "err", err)
-			}
-			select {
-			case h.gzip <- gz:
-			default:
 			}
 		}()
 		out = gz
@@ -128,23 +119,6 @@ func (h *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := h.exporter.WriteText(ctx, out, format, own, only); err != nil {
 		// Most likely the scraper went away; the status is sent already.
 		h.logger.Error("serving metrics", "err", err)
-	}
-}
-
-// compressor is the idle gzip writer, or a new one, writing to w. BestSpeed: the exposition's lines repeat
-// their names and labels, so the fastest level compresses a scrape within 3 % of the default level's size at
-// a third of its CPU (docs/performance.md, "Compressing a scrape").
-func (h *metricsHandler) compressor(w io.Writer) *gzip.Writer {
-	select {
-	case gz := <-h.gzip:
-		gz.Reset(w)
-		return gz
-	default:
-		gz, err := gzip.NewWriterLevel(w, gzip.BestSpeed)
-		if err != nil {
-			panic("gzip refused its own BestSpeed level: " + err.Error())
-		}
-		return gz
 	}
 }
 
