@@ -35,7 +35,8 @@ import (
 //     profiler's sampling and its buffers (about 3 MB) are in none of the measured window's figures.
 //
 // CPU is each process tree's (cluster.TreeCPU): the exporter with its iptables-save and nft runs, kube-proxy
-// with its iptables-restore and nft runs; RSS is each process's own at the window's end. The figures are
+// with its iptables-restore and nft runs; RSS is each process's own, the mean of a reading every second of the
+// window (the reading at its end, split into anon, file and shmem, is logged beside it). The figures are
 // logged (and reported as benchmark metrics), never asserted; what fails is the setup: kube-proxy never synced,
 // a scrape failed, no churn applied, no profile.
 
@@ -232,7 +233,7 @@ func (r cpuRow) rssRatio() float64 { return float64(r.exporterRSS) / float64(r.k
 func cpuTable(rows []cpuRow) string {
 	var sb strings.Builder
 	w := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "node\tmode\tServices\tcollectors\texporter CPU s (Go + children)\tkube-proxy CPU s (Go + children)\tratio\texporter RSS MiB\tkube-proxy RSS MiB\tRSS ratio\tscrapes (failed)\tslowest scrape s\tchurn events\tkube-proxy syncs")
+	fmt.Fprintln(w, "node\tmode\tServices\tcollectors\texporter CPU s (Go + children)\tkube-proxy CPU s (Go + children)\tratio\texporter RSS MiB (mean)\tkube-proxy RSS MiB (mean)\tRSS ratio\tscrapes (failed)\tslowest scrape s\tchurn events\tkube-proxy syncs")
 	for _, r := range rows {
 		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%.2f (%.2f + %.2f)\t%.2f (%.2f + %.2f)\t%.2f\t%.1f\t%.1f\t%.2f\t%d (%d)\t%.2f\t%d\t%d\n",
 			r.node, r.mode, r.services, r.collectors,
@@ -326,10 +327,42 @@ func (e *cpuEnv) measure(tb testing.TB, services int, extra []string, window tim
 		defer close(churnDone)
 		churnErr = churnOn(churnCtx, e.churn, len(e.nodes), t0, &applied)
 	}()
+	// The resident sets every second of the window: a Go process's RSS moves by a megabyte or two with its
+	// collections (the heap between the live heap and its goal, and what the runtime has yet to give back), so
+	// the window's mean is the figure, not one reading at its end.
+	means := make([]rssMean, len(e.nodes))
+	rssCtx, stopRSS := context.WithCancel(ctx)
+	rssDone := make(chan struct{})
+	var rssErr error
+	go func() {
+		defer close(rssDone)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			for i, node := range e.nodes {
+				st, err := readRSS(node)
+				if err != nil {
+					rssErr = fmt.Errorf("%s: the window's resident sets: %w", node.Name, err)
+					return
+				}
+				means[i].add(st)
+			}
+			select {
+			case <-tick.C:
+			case <-rssCtx.Done():
+				return
+			}
+		}
+	}()
 	select {
 	case <-time.After(window):
 	case <-ctx.Done():
 		fatalln(tb, ctx.Err())
+	}
+	stopRSS()
+	<-rssDone
+	if rssErr != nil {
+		fatalln(tb, rssErr)
 	}
 	end := make([]cpuSample, len(e.nodes))
 	rss := make([][2]cluster.ProcStatus, len(e.nodes))
@@ -363,9 +396,11 @@ func (e *cpuEnv) measure(tb testing.TB, services int, extra []string, window tim
 			tb.Logf("%s: %v", node.Name, err)
 		}
 		ex, kp := rss[i][0], rss[i][1]
-		tb.Logf("%s, %d Services, %s collectors, at the window's end: exporter RSS %.1f MiB (anon %.1f, file %.1f, shmem %.1f), kube-proxy RSS %.1f MiB (anon %.1f, file %.1f, shmem %.1f); the exporter's runtime.MemStats:\n%s",
+		tb.Logf("%s, %d Services, %s collectors, at the window's end: exporter RSS %.1f MiB (anon %.1f, file %.1f, shmem %.1f), kube-proxy RSS %.1f MiB (anon %.1f, file %.1f, shmem %.1f); over the window (%d readings): exporter %.1f–%.1f MiB, mean %.1f, kube-proxy %.1f–%.1f MiB, mean %.1f; the exporter's runtime.MemStats:\n%s",
 			node.Name, services, collectors, mib(ex.VmRSS), mib(ex.RssAnon), mib(ex.RssFile), mib(ex.RssShmem),
-			mib(kp.VmRSS), mib(kp.RssAnon), mib(kp.RssFile), mib(kp.RssShmem), strings.Join(stats, "\n"))
+			mib(kp.VmRSS), mib(kp.RssAnon), mib(kp.RssFile), mib(kp.RssShmem), means[i].n,
+			mib(means[i].min[0]), mib(means[i].max[0]), mib(means[i].mean(0)), mib(means[i].min[1]), mib(means[i].max[1]), mib(means[i].mean(1)),
+			strings.Join(stats, "\n"))
 		profilers.Go(func() {
 			profileErr[i] = node.ExporterCPUProfile(ctx, cluster.ExporterPort, max(1, int(window.Seconds())), profiles[i])
 		})
@@ -400,7 +435,7 @@ func (e *cpuEnv) measure(tb testing.TB, services int, extra []string, window tim
 			node: node.Name, mode: cpuModes[node.Name], collectors: collectors, services: services,
 			exporter: end[i].exporter - start[i].exporter, exporterOwn: end[i].exporterOwn - start[i].exporterOwn,
 			kubeProxy: end[i].kubeProxy - start[i].kubeProxy, kubeProxyOwn: end[i].kubeProxyOwn - start[i].kubeProxyOwn,
-			exporterRSS: rss[i][0].VmRSS, kubeProxyRSS: rss[i][1].VmRSS,
+			exporterRSS: means[i].mean(0), kubeProxyRSS: means[i].mean(1),
 			scrapes: scrapes.answered, failedScrapes: scrapes.failed, slowestScrape: scrapes.slowest, churn: churned, kubeProxySyncs: end[i].syncs - start[i].syncs,
 			window: t1.Sub(t0), profile: profiles[i], heap: heaps[i],
 		}
@@ -459,23 +494,48 @@ func sampleCPU(tb testing.TB, ctx context.Context, node *cluster.Node) cpuSample
 	return s
 }
 
+// rssMean gathers the resident sets of a node's exporter ([0]) and kube-proxy ([1]) read over a window.
+type rssMean struct {
+	n             int
+	sum, min, max [2]int64
+}
+
+func (m *rssMean) add(st [2]cluster.ProcStatus) {
+	for i, s := range st {
+		if m.n == 0 || s.VmRSS < m.min[i] {
+			m.min[i] = s.VmRSS
+		}
+		m.max[i] = max(m.max[i], s.VmRSS)
+		m.sum[i] += s.VmRSS
+	}
+	m.n++
+}
+
+func (m *rssMean) mean(i int) int64 { return m.sum[i] / int64(max(m.n, 1)) }
+
 // sampleRSS reads the resident memory of the node's exporter and kube-proxy (each process alone: the children
 // come and go).
 func sampleRSS(tb testing.TB, node *cluster.Node) [2]cluster.ProcStatus {
 	tb.Helper()
+	st, err := readRSS(node)
+	if err != nil {
+		fatalln(tb, err)
+	}
+	return st
+}
+
+func readRSS(node *cluster.Node) ([2]cluster.ProcStatus, error) {
 	var out [2]cluster.ProcStatus
 	for i, pid := range []func() (int, error){node.ExporterPID, node.KubeProxyPID} {
 		p, err := pid()
 		if err != nil {
-			fatalln(tb, err)
+			return out, err
 		}
-		st, err := cluster.ReadProcStatus(p)
-		if err != nil {
-			fatalln(tb, err)
+		if out[i], err = cluster.ReadProcStatus(p); err != nil {
+			return out, err
 		}
-		out[i] = st
 	}
-	return out
+	return out, nil
 }
 
 // churnOn applies the window's churn from t0 until ctx ends: a remote endpoint change every cpuRemoteChurn
