@@ -143,7 +143,9 @@ func BuildExporter(ctx context.Context, dir string) (string, error) {
 		return "", err
 	}
 	out := filepath.Join(dir, "localtraffic-exporter")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/localtraffic-exporter")
+	// scripts/build.sh, as every shipped binary is built: static. A plain `go build` here links the C library
+	// (cgo), which maps libc and the dynamic loader into the process, 1.3 MiB of resident set no node pays.
+	cmd := exec.CommandContext(ctx, "sh", "scripts/build.sh", out, "./cmd/localtraffic-exporter")
 	cmd.Dir = filepath.Dir(mod)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build exporter: %w: %s", err, b)
