@@ -63,16 +63,26 @@ func benchServices(n int) (kubeview.Snapshot, map[kernelrules.ServicePort]kernel
 	return snap, v4rules, v6rules
 }
 
-func benchScrape(b *testing.B, n int, sel Selection, path string) {
+// benchExporter is an exporter of sel's collectors over benchServices(n), without its node label, and the
+// reader its rules come from; rulesAt is a read of those rules at a time, for the reader to hand out.
+func benchExporter(b *testing.B, n int, sel Selection) (exp *Exporter, reader *scrapetest.Reader, rulesAt func(time.Time) *kernelrules.Snapshot) {
 	snap, v4rules, v6rules := benchServices(n)
-	reader := &scrapetest.Reader{}
+	reader = &scrapetest.Reader{}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	g := scrape.NewGatherer(scrape.GathererConfig{View: &scrapetest.View{Snap: snap}, RuleReader: reader, KubeProxyAddress: scrapetest.NoAddress, Logger: logger})
 	collectors, err := sel.Collectors()
 	if err != nil {
 		b.Fatal(err)
 	}
-	exp := NewExporter(logger, g, collectors...)
+	rulesAt = func(at time.Time) *kernelrules.Snapshot {
+		return kernelrules.NewFamilySnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, at,
+			map[string]map[kernelrules.ServicePort]kernelrules.PortState{kernelrules.FamilyIPv4: v4rules, kernelrules.FamilyIPv6: v6rules})
+	}
+	return NewExporter(logger, g, collectors...), reader, rulesAt
+}
+
+func benchScrape(b *testing.B, n int, sel Selection, path string) {
+	exp, reader, rulesAt := benchExporter(b, n, sel)
 	if path != "wrapped" {
 		exp = exp.WithNode("node-1")
 	}
@@ -83,8 +93,7 @@ func benchScrape(b *testing.B, n int, sel Selection, path string) {
 		// A new read each scrape, as after every cache expiry: the counters are folded each time. Building
 		// it is the reader's cost (its own benchmarks), not timed here.
 		b.StopTimer()
-		reader.Snap = kernelrules.NewFamilySnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, at.Add(time.Duration(i)*time.Second),
-			map[string]map[kernelrules.ServicePort]kernelrules.PortState{kernelrules.FamilyIPv4: v4rules, kernelrules.FamilyIPv6: v6rules})
+		reader.Snap = rulesAt(at.Add(time.Duration(i) * time.Second))
 		b.StartTimer()
 		if path == "direct" {
 			var out io.Writer = io.Discard
@@ -174,17 +183,10 @@ func BenchmarkKeptSeries(b *testing.B) {
 // holds between two scrapes (after the collections between them, with a kept compressor still referenced),
 // and B/op what a scrape allocates after those collections.
 func BenchmarkGzipScrape(b *testing.B) {
-	snap, v4rules, v6rules := benchServices(1000)
-	reader := &scrapetest.Reader{Snap: kernelrules.NewFamilySnapshot(kernelrules.ModeIPTables, kernelrules.BackendNFT, time.Unix(1700000000, 0),
-		map[string]map[kernelrules.ServicePort]kernelrules.PortState{kernelrules.FamilyIPv4: v4rules, kernelrules.FamilyIPv6: v6rules})}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	g := scrape.NewGatherer(scrape.GathererConfig{View: &scrapetest.View{Snap: snap}, RuleReader: reader, KubeProxyAddress: scrapetest.NoAddress, Logger: logger})
-	collectors, err := DefaultSelection().Collectors()
-	if err != nil {
-		b.Fatal(err)
-	}
+	exp, reader, rulesAt := benchExporter(b, 1000, DefaultSelection())
+	reader.Snap = rulesAt(time.Unix(1700000000, 0))
 	var text bytes.Buffer
-	if err := NewExporter(logger, g, collectors...).WithNode("node-1").WriteText(context.Background(), &text, textFormat, nil, nil); err != nil {
+	if err := exp.WithNode("node-1").WriteText(context.Background(), &text, textFormat, nil, nil); err != nil {
 		b.Fatal(err)
 	}
 	body := text.Bytes()

@@ -21,7 +21,8 @@ import (
 type ring struct {
 	fd        int
 	ethertype uint16
-	cfg       Config
+	// retire is the kernel's block timeout (Config.BlockTimeout), in milliseconds, for the ring when mapped.
+	retire uint32
 	// mem is the mapped ring, nil until the family is first watched. The receive loop loads it without the
 	// meter's lock while Watch maps it under that lock, hence atomic; set once, it never changes until close.
 	mem       atomic.Pointer[[]byte]
@@ -41,7 +42,9 @@ func openRing(ethertype uint16, cfg Config) (*ring, error) {
 	if err != nil {
 		return nil, fmt.Errorf("socket(AF_PACKET, SOCK_DGRAM): %w", err)
 	}
-	r := &ring{fd: fd, ethertype: ethertype, cfg: cfg, blockSize: cfg.BlockSize, blocks: cfg.Blocks}
+	page := os.Getpagesize()
+	r := &ring{fd: fd, ethertype: ethertype, retire: uint32(max(1, cfg.BlockTimeout.Milliseconds())),
+		blockSize: (cfg.BlockSize + page - 1) / page * page, blocks: cfg.Blocks}
 	if err := r.setup(); err != nil {
 		r.close()
 		return nil, err
@@ -61,15 +64,12 @@ func (r *ring) mapRing() error {
 	if r.mem.Load() != nil {
 		return nil
 	}
-	cfg := r.cfg
-	page := os.Getpagesize()
-	r.blockSize = (r.blockSize + page - 1) / page * page
 	req := unix.TpacketReq3{
 		Block_size:     uint32(r.blockSize),
 		Block_nr:       uint32(r.blocks),
 		Frame_size:     frameSize,
 		Frame_nr:       uint32(r.blockSize / frameSize * r.blocks),
-		Retire_blk_tov: uint32(max(1, cfg.BlockTimeout.Milliseconds())),
+		Retire_blk_tov: r.retire,
 	}
 	if err := unix.SetsockoptTpacketReq3(r.fd, unix.SOL_PACKET, unix.PACKET_RX_RING, &req); err != nil {
 		return fmt.Errorf("setsockopt(PACKET_RX_RING, %d × %d bytes): %w", r.blocks, r.blockSize, err)

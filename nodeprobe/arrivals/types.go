@@ -433,8 +433,9 @@ func (s Snapshot) HealthCheck(d Dest) (HealthCheckCount, bool) {
 // Config tunes a Meter. The zero value is the default.
 type Config struct {
 	// BlockSize and Blocks size each family's TPACKET_V3 ring: Blocks × BlockSize bytes of kernel memory mapped
-	// into the process (and resident) once the family is first watched. A matched IPv4 SYN takes about 160 bytes, so the default 8 × 128 KiB holds about 6,500
-	// packets: 65 ms of a 100,000 SYN/s flood before the kernel drops (and counts) what does not fit.
+	// into the process (and resident) once the family is first watched. A matched IPv4 SYN takes about 160
+	// bytes, so the default 8 × 128 KiB holds about 6,500 packets: 65 ms of a 100,000 SYN/s flood before the
+	// kernel drops (and counts) what does not fit.
 	BlockSize, Blocks int
 	// BlockTimeout is how long the kernel keeps a partly filled block before handing it over: the most a
 	// Snapshot lags the wire. Default 200 ms.

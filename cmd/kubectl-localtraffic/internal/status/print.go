@@ -290,8 +290,9 @@ func statusColour(status string) string {
 }
 
 // table is the human output: one row per Service; wide adds what the dropping nodes drop of what they receive
-// and one column per judged node (the grid). paints holds, per row, the cells to colour in their order along the line (nil
-// without colour: on 5,000 nodes × 2,000 Services the grid is 10 million cells, and each byte per cell counts).
+// and one column per judged node (the grid). paints holds, per row, the cells to colour in their order along
+// the line (nil without colour: on 5,000 nodes × 2,000 Services the grid is 10 million cells, and each byte per
+// cell counts).
 func (v statusView) table(wide, colour bool) (*metav1.Table, [][]paint) {
 	cannotTell, unannounced, announcerUnknown, observed := false, false, false, v.observed != nil
 	for i := range v.summaries {
